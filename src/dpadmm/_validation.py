@@ -1,0 +1,127 @@
+"""Boundary validation shared by estimators, loaders and the CLI.
+
+Kernels and step functions trust their inputs; everything a user passes goes through here
+first, so every bad input gets the same one-line message shape.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .exceptions import InvalidDataError, InvalidParameterError
+
+
+def check_positive(name: str, value: Any, *, allow_zero: bool = False, allow_inf: bool = False) -> float:
+    """Return ``value`` as a float, raising if it is not a positive (or non-negative) number."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidParameterError(f"{name} must be a number, got {name}={value!r}.")
+    v = float(value)
+    if np.isnan(v) or (np.isinf(v) and not allow_inf):
+        raise InvalidParameterError(f"{name} must be finite, got {name}={value!r}.")
+    if v < 0 or (v == 0 and not allow_zero):
+        kind = "non-negative" if allow_zero else "positive"
+        raise InvalidParameterError(f"{name} must be {kind}, got {name}={value!r}.")
+    return v
+
+
+def check_open_unit(name: str, value: Any) -> float:
+    """Return ``value`` as a float in the open interval (0, 1), else raise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 < float(value) < 1.0:
+        raise InvalidParameterError(f"{name} must be in (0, 1), got {name}={value!r}.")
+    return float(value)
+
+
+def check_int(name: str, value: Any, *, minimum: int = 1) -> int:
+    """Return ``value`` as an int >= ``minimum``, else raise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or int(value) < minimum:
+        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {name}={value!r}.")
+    return int(value)
+
+
+def check_choice(name: str, value: Any, choices) -> Any:
+    """Raise unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise InvalidParameterError(f"{name} must be one of {sorted(map(str, choices))}, got {name}={value!r}.")
+    return value
+
+
+def as_float_matrix(name: str, X: Any) -> np.ndarray:
+    """Return a finite 2-D float64 array (dense) from array-like or sparse input."""
+    if sp.issparse(X):
+        X = X.toarray()
+    try:
+        A = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidDataError(f"{name} must be a numeric 2-D array; it could not be converted ({exc}).") from None
+    if A.ndim != 2:
+        raise InvalidDataError(f"{name} must be 2-D (samples x features), got an array with shape {A.shape}.")
+    if A.shape[0] == 0 or A.shape[1] == 0:
+        raise InvalidDataError(f"{name} is empty (shape {A.shape}); every party needs at least one row and one column.")
+    if not np.isfinite(A).all():
+        bad = np.argwhere(~np.isfinite(A))[0]
+        raise InvalidDataError(
+            f"{name} contains NaN or infinite values (first at row {bad[0]}, column {bad[1]}); "
+            "impute or drop them before fitting."
+        )
+    return A
+
+
+def as_vector(name: str, y: Any, n: int | None = None) -> np.ndarray:
+    """Return a finite 1-D float array, optionally of length ``n``."""
+    v = np.asarray(y)
+    if v.ndim == 2 and 1 in v.shape:
+        v = v.ravel()
+    if v.ndim != 1:
+        raise InvalidDataError(f"{name} must be 1-D, got shape {v.shape}.")
+    if n is not None and v.shape[0] != n:
+        raise InvalidDataError(f"{name} has {v.shape[0]} entries but the features have {n} rows; they must match.")
+    try:
+        v = v.astype(np.float64)
+    except (TypeError, ValueError):
+        raise InvalidDataError(f"{name} must be numeric.") from None
+    if not np.isfinite(v).all():
+        raise InvalidDataError(f"{name} contains NaN or infinite values; drop those rows before fitting.")
+    return v
+
+
+def binary_labels(name: str, y: Any, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Map two-class labels to {-1, +1}; returns (y_pm, classes) with classes sorted."""
+    arr = np.asarray(y)
+    if arr.ndim == 2 and 1 in arr.shape:
+        arr = arr.ravel()
+    if arr.ndim != 1:
+        raise InvalidDataError(f"{name} must be 1-D, got shape {arr.shape}.")
+    if n is not None and arr.shape[0] != n:
+        raise InvalidDataError(f"{name} has {arr.shape[0]} entries but the features have {n} rows; they must match.")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise InvalidDataError(f"{name} contains NaN or infinite values; drop those rows before fitting.")
+    classes = np.unique(arr)
+    if classes.shape[0] != 2:
+        raise InvalidDataError(
+            f"{name} must have exactly two classes for binary classification, got {classes.shape[0]} "
+            f"({', '.join(map(str, classes[:5]))}{'...' if classes.shape[0] > 5 else ''})."
+        )
+    return np.where(arr == classes[1], 1.0, -1.0), classes
+
+
+def check_random_state(random_state: Any) -> np.random.SeedSequence:
+    """Turn ``int | Generator | SeedSequence | None`` into a root SeedSequence.
+
+    A Generator is consumed once (one 128-bit draw) so that passing the same Generator state
+    gives the same run.
+    """
+    if random_state is None:
+        return np.random.SeedSequence()
+    if isinstance(random_state, np.random.SeedSequence):
+        return random_state
+    if isinstance(random_state, np.random.Generator):
+        return np.random.SeedSequence(int(random_state.integers(0, 2**63 - 1)))
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool) and int(random_state) >= 0:
+        return np.random.SeedSequence(int(random_state))
+    raise InvalidParameterError(
+        f"random_state must be a non-negative int, a numpy Generator or None, got random_state={random_state!r}."
+    )

@@ -1,0 +1,1 @@
+"""One module per paper: frozen configs, NamedTuple states, pure per-party step functions."""

@@ -1,0 +1,45 @@
+"""The ``dpadmm`` command line.
+
+Every command validates its input first; a bad input prints one line ``error: …`` to stderr and
+exits with code 2, writing nothing to ``--out``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from ..exceptions import DPADMMError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Differentially private distributed learning with ADMM.")
+
+from . import vertical as _vertical  # noqa: E402,F401  (registers commands)
+from . import reproduce as _reproduce  # noqa: E402,F401
+
+
+def main(argv=None) -> int:
+    """Console-script entry point: run the app, turning library errors into one-line exit-2 errors."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except DPADMMError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (typer.Exit,) as exc:
+        return exc.exit_code
+    except typer.Abort:
+        print("aborted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            return 2
+        raise
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

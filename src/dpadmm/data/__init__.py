@@ -1,0 +1,10 @@
+"""Loaders, bundled datasets, partitioning and synthetic generators."""
+
+from .libsvm import load_libsvm
+from .datasets import load_a9a, make_highdim_classification
+from .parties import normalize_rows, partition_columns, read_party_files, write_party_files, row_norms
+
+__all__ = [
+    "load_libsvm", "load_a9a", "make_highdim_classification",
+    "partition_columns", "normalize_rows", "row_norms", "read_party_files", "write_party_files",
+]

@@ -1,0 +1,160 @@
+"""The one round loop shared by every algorithm.
+
+A run is a ``Hub`` (the coordinator, central machine, or neighbour router, run by the driver)
+and a list of ``PartySpec`` run by a backend. Each round:
+
+1. the backend runs every party's ``step`` on its inbox, with the party's own random stream
+   ``SeedSequence(entropy, spawn_key=(party_index, round))``;
+2. the hub's ``step`` consumes the outboxes and produces the next inboxes;
+3. privacy events of both go into the ``PrivacyLedger``;
+4. if monitoring is due, parties' ``diagnose`` values and the hub's ``metrics`` are recorded;
+5. callbacks run (progress bars, early stopping); checkpoints are written every k rounds.
+
+Only steps 1–2 are timed (``history["seconds"]``): monitoring is not part of training cost.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .backends.base import Backend, PartySpec
+from .privacy.ledger import PrivacyLedger
+
+
+@dataclass(frozen=True)
+class Hub:
+    """The driver-side role of an algorithm.
+
+    ``init(cfg) -> (state, inboxes)``; ``step(cfg, state, outboxes, *, rng) -> (state, inboxes, events)``;
+    ``metrics(cfg, state, diagnostics) -> dict`` (may include ``converged: bool``).
+    ``metrics_every``: monitor every k rounds (and always at the last round).
+    """
+
+    cfg: Any
+    init: Callable
+    step: Callable
+    metrics: Callable | None = None
+    metrics_every: int = 1
+
+
+@dataclass
+class RunResult:
+    """What the engine returns: per-round history, the ledger, the hub's final state."""
+
+    history: dict[str, list] = field(default_factory=dict)
+    ledger: PrivacyLedger = field(default_factory=PrivacyLedger)
+    hub_state: Any = None
+    rounds: int = 0
+    converged: bool = False
+    wall_seconds: float = 0.0
+
+
+def party_rng(entropy, index: int, round_: int) -> np.random.Generator:
+    """The random stream of party ``index`` in round ``round_`` (backend- and order-independent)."""
+    return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(index, round_)))
+
+
+def _atomic_pickle(obj, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ckpt-")
+    with os.fdopen(fd, "wb") as fh:
+        pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)
+
+
+CHECKPOINT_FILE = "checkpoint.pkl"
+
+
+def run(
+    *,
+    hub: Hub,
+    parties: Sequence[PartySpec],
+    backend: Backend,
+    rounds: int,
+    seed: np.random.SeedSequence,
+    callbacks: Sequence[Callable[[int, dict], bool | None]] = (),
+    monitor: bool = True,
+    stop_on_convergence: bool = True,
+    checkpoint_every: int | None = None,
+    checkpoint_dir: str | os.PathLike | None = None,
+    resume_from: str | os.PathLike | None = None,
+    started: bool = False,
+) -> RunResult:
+    """Run ``rounds`` rounds of the protocol and return a :class:`RunResult`.
+
+    The backend must already be started with ``parties`` if ``started`` is true (the caller keeps
+    it open afterwards for distributed prediction); otherwise it is started here.
+    """
+    entropy = seed.entropy
+    names = [p.name for p in parties]
+    hub_index = len(names)
+    if not started:
+        backend.start(parties)
+    result = RunResult()
+    ledger = result.ledger
+    history = result.history
+    state, inboxes = hub.init(hub.cfg)
+    first = 0
+    if resume_from is not None:
+        ck = _load_checkpoint(resume_from)
+        state, inboxes = ck["hub_state"], ck["inboxes"]
+        backend.set_states(ck["party_states"])
+        ledger.restore(ck["events"])
+        history.update({k: list(v) for k, v in ck["history"].items()})
+        first = ck["round"] + 1
+    elapsed = history["seconds"][-1] if history.get("seconds") else 0.0
+    t_wall = time.perf_counter()
+    t = first - 1
+    for t in range(first, rounds):
+        t0 = time.perf_counter()
+        rngs = {name: party_rng(entropy, i, t) for i, name in enumerate(names)}
+        results = backend.step(inboxes, rngs)
+        outboxes = {name: results[name][0] for name in names}
+        state, inboxes, hub_events = hub.step(hub.cfg, state, outboxes, rng=party_rng(entropy, hub_index, t))
+        elapsed += time.perf_counter() - t0
+        for name in names:
+            ledger.record(results[name][1])
+        ledger.record(hub_events)
+        record: dict[str, Any] = {"round": t + 1, "seconds": elapsed}
+        last = t == rounds - 1
+        if monitor and hub.metrics is not None and ((t + 1) % hub.metrics_every == 0 or last):
+            record.update(hub.metrics(hub.cfg, state, backend.diagnose()))
+        for key, value in record.items():
+            history.setdefault(key, []).append(value)
+        stop = False
+        for cb in callbacks:
+            stop = bool(cb(t + 1, record)) or stop
+        if checkpoint_every and checkpoint_dir and ((t + 1) % checkpoint_every == 0 or last):
+            _atomic_pickle({
+                "round": t, "hub_state": state, "inboxes": inboxes, "party_states": backend.get_states(),
+                "events": ledger.state(), "history": history,
+            }, Path(checkpoint_dir) / CHECKPOINT_FILE)
+        if record.get("converged") and stop_on_convergence:
+            result.converged = True
+            stop = True
+        if stop:
+            break
+    result.hub_state = state
+    result.rounds = t + 1
+    result.wall_seconds = time.perf_counter() - t_wall
+    return result
+
+
+def _load_checkpoint(path) -> dict:
+    p = Path(path)
+    if p.is_dir():
+        p = p / CHECKPOINT_FILE
+    if not p.is_file():
+        from .exceptions import DataFileError
+
+        raise DataFileError(f"no checkpoint at {p}; pass the --out/checkpoint directory of an earlier run.")
+    with open(p, "rb") as fh:
+        return pickle.load(fh)

@@ -1,0 +1,5 @@
+"""scikit-learn style estimators on top of the engine and the algorithms."""
+
+from .vertical import VerticalLinearRegression, VerticalLogisticRegression, VerticalSGDClassifier
+
+__all__ = ["VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier"]

@@ -1,0 +1,36 @@
+"""Exception hierarchy: the class name tells the user what to fix.
+
+Every message has one shape: what is wrong, the value seen, and how to fix it, e.g.
+``"epsilon must be positive, got epsilon=-1.0."``. The CLI prints the message on one line
+and exits with code 2.
+"""
+
+from __future__ import annotations
+
+
+class DPADMMError(Exception):
+    """Base class of every error dpadmm raises on purpose."""
+
+
+class InvalidParameterError(DPADMMError, ValueError):
+    """A hyperparameter is out of its valid range or of the wrong type."""
+
+
+class InvalidDataError(DPADMMError, ValueError):
+    """Input arrays are malformed: NaN/inf, wrong shapes, bad labels, mismatched parties."""
+
+
+class DataFileError(DPADMMError, OSError):
+    """A data file is missing, unreadable, or not in the expected format."""
+
+
+class PrivacyPreconditionError(DPADMMError, ValueError):
+    """A privacy guarantee was requested but an assumption of its theorem does not hold."""
+
+
+class MissingDependencyError(DPADMMError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
+class PartyFailureError(DPADMMError, RuntimeError):
+    """A party or node failed during a run; the message names the party and the round."""

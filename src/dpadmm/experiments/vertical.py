@@ -1,0 +1,182 @@
+"""The vertical job: load data, fit DP/non-private ADMM sharing, run baselines, collect metrics."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import log_loss, roc_auc_score
+
+from ..data import load_a9a, load_libsvm, normalize_rows, partition_columns, read_party_files, row_norms
+from ..data.datasets import A9A_PARTIES
+from ..estimators import VerticalLogisticRegression
+from .._validation import binary_labels
+from ..exceptions import InvalidDataError, InvalidParameterError
+
+
+@dataclass
+class VerticalData:
+    """Training and (optional) test party blocks, labels in {−1, +1}, and where they came from."""
+
+    train: list[np.ndarray]
+    y: np.ndarray
+    test: list[np.ndarray] | None = None
+    y_test: np.ndarray | None = None
+    source: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def party_sizes(self) -> tuple[int, ...]:
+        return tuple(b.shape[1] for b in self.train)
+
+
+def _encode(y, y_test, where: str):
+    """Labels → {−1, +1} (two classes required); test labels must use the training classes."""
+    y_pm, classes = binary_labels(f"labels of {where}", y)
+    yt = None
+    if y_test is not None:
+        arr = np.asarray(y_test).ravel()
+        unknown = ~np.isin(arr, classes)
+        if unknown.any():
+            raise InvalidDataError(f"test labels contain {arr[unknown][0]!r}, not one of the training classes "
+                                   f"{list(classes)}; use the same label coding.")
+        yt = np.where(arr == classes[1], 1.0, -1.0)
+    return y_pm, yt
+
+
+def _parse_sizes(parties) -> list[int]:
+    if isinstance(parties, str):
+        try:
+            return [int(p) for p in parties.split(",") if p.strip()]
+        except ValueError:
+            raise InvalidParameterError(f"--parties must be comma-separated integers like 66,57, got {parties!r}.") from None
+    return [int(p) for p in parties]
+
+
+def load_vertical_data(*, train=None, test=None, parties=None, party_files: Sequence = (),
+                       test_party_files: Sequence = (), id_column: str = "id", label_column: str = "y",
+                       bundled: bool = False) -> VerticalData:
+    """Load a vertical dataset from LIBSVM files + party sizes, party CSVs, or the bundled a9a."""
+    if bundled:
+        X, y = load_a9a("train")
+        Xt, yt = load_a9a("test")
+        sizes = _parse_sizes(parties) if parties else list(A9A_PARTIES)
+        return VerticalData(partition_columns(X, sizes), y, partition_columns(Xt, sizes), yt,
+                            {"data": "a9a (bundled)", "parties": sizes})
+    if party_files:
+        if train is not None:
+            raise InvalidParameterError("give either --train (LIBSVM) or --party files, not both.")
+        blocks, labels, _, _ = read_party_files(party_files, id_column=id_column, label_column=label_column)
+        tb, tl = None, None
+        if test_party_files:
+            if len(test_party_files) != len(party_files):
+                raise InvalidParameterError(f"give one --test-party file per --party file "
+                                            f"({len(party_files)}), got {len(test_party_files)}.")
+            tb, tl, _, _ = read_party_files(test_party_files, id_column=id_column, label_column=label_column)
+            for m, (a, b) in enumerate(zip(blocks, tb), start=1):
+                if a.shape[1] != b.shape[1]:
+                    raise InvalidDataError(f"test party {m} has {b.shape[1]} feature columns but training party {m} "
+                                           f"has {a.shape[1]}; they must match.")
+        labels, tl = _encode(labels, tl, "the first party file")
+        return VerticalData(blocks, labels, tb, tl, {"party_files": [str(p) for p in party_files],
+                                                     "test_party_files": [str(p) for p in test_party_files]})
+    if train is None:
+        raise InvalidParameterError("give --train FILE --parties SIZES (LIBSVM) or --party FILE per party.")
+    if not parties:
+        raise InvalidParameterError("--train needs --parties, e.g. --parties 66,57 (column counts per party).")
+    sizes = _parse_sizes(parties)
+    X, y = load_libsvm(train)
+    n_features = X.shape[1]
+    Xt = yt = None
+    if test is not None:
+        Xt, yt = load_libsvm(test)
+        n_features = max(n_features, Xt.shape[1])
+        if Xt.shape[1] < n_features:
+            Xt = np.pad(Xt, ((0, 0), (0, n_features - Xt.shape[1])))
+        if X.shape[1] < n_features:
+            X = np.pad(X, ((0, 0), (0, n_features - X.shape[1])))
+    if sum(sizes) != n_features and sum(sizes) > n_features:
+        # LIBSVM files may simply not use the last indices: pad to the declared width
+        X = np.pad(X, ((0, 0), (0, sum(sizes) - n_features)))
+        if Xt is not None:
+            Xt = np.pad(Xt, ((0, 0), (0, sum(sizes) - n_features)))
+    blocks = partition_columns(X, sizes)
+    tblocks = partition_columns(Xt, sizes) if Xt is not None else None
+    y, yt = _encode(y, yt, str(train))
+    return VerticalData(blocks, y, tblocks, yt, {"train": str(train), "test": str(test) if test else None,
+                                                  "parties": sizes})
+
+
+def normalized(data: VerticalData) -> VerticalData:
+    """Per-party unit-norm rows ([Hu, Assumption 2.3]) for train and test."""
+    return VerticalData([normalize_rows(b) for b in data.train], data.y,
+                        [normalize_rows(b) for b in data.test] if data.test is not None else None,
+                        data.y_test, dict(data.source, normalized_rows=True))
+
+
+def rows_are_normalized(blocks) -> bool:
+    return all(np.all(np.abs(n[n > 0] - 1.0) <= 1e-6) for n in (row_norms(b) for b in blocks))
+
+
+def _classifier_metrics(p_pos, y_pm) -> dict:
+    y01 = (np.asarray(y_pm) > 0).astype(int)
+    p = np.clip(p_pos, 1e-15, 1 - 1e-15)
+    return {"log_loss": float(log_loss(y01, p, labels=[0, 1])),
+            "accuracy": float(np.mean((p >= 0.5) == y01)),
+            "auc": float(roc_auc_score(y01, p)) if 0 < y01.sum() < len(y01) else None}
+
+
+def sklearn_baseline(blocks, y, test_blocks, y_test, *, lam: float, fit_intercept: bool = True) -> dict:
+    """Centralised scikit-learn logistic regression (lbfgs) on the given blocks, same objective."""
+    X = np.hstack(blocks)
+    t0 = time.perf_counter()
+    model = LogisticRegression(C=1.0 / (lam * X.shape[0]), fit_intercept=fit_intercept, max_iter=5000, tol=1e-8)
+    model.fit(X, y)
+    secs = time.perf_counter() - t0
+    s = X @ model.coef_.ravel() + model.intercept_[0]
+    obj = float(np.mean(np.logaddexp(0.0, -np.where(y > 0, 1.0, -1.0) * s)) + lam / 2 * np.sum(model.coef_ ** 2))
+    out = {"train_objective": obj, "fit_seconds": secs}
+    if test_blocks is not None:
+        out.update({f"test_{k}": v for k, v in
+                    _classifier_metrics(model.predict_proba(np.hstack(test_blocks))[:, 1], y_test).items()})
+    return out
+
+
+def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho: float = 0.05, iterations: int = 100,
+                 fit_intercept: bool = True, epsilon=None, delta: float = 1e-5, iteration_epsilon=None,
+                 noise_scale=None, bound="auto", accountant: str = "pld", adaptive_rho: bool = False,
+                 seed: int = 0, tol: float = 1e-6, callbacks=(), backend="inprocess") -> tuple[VerticalLogisticRegression, dict]:
+    """Fit one vertical model and return it with its metrics dict (the metrics.json layout)."""
+    t0 = time.perf_counter()
+    model = VerticalLogisticRegression(
+        lam=lam, rho=rho, max_iter=iterations, tol=tol, fit_intercept=fit_intercept, epsilon=epsilon, delta=delta,
+        iteration_epsilon=iteration_epsilon, noise_scale=noise_scale, bound=bound, accountant=accountant,
+        adaptive_rho=adaptive_rho, random_state=seed, backend=backend)
+    eval_set = {"test": (data.test, data.y_test)} if data.test is not None else None
+    model.fit(data.train, data.y, eval_set=eval_set, callbacks=callbacks)
+    wall = time.perf_counter() - t0
+    h = model.history_
+    history = {k: h[k] for k in ("objective", "seconds", "train_loss", "primal_residual", "dual_residual", "rho")
+               if k in h}
+    final: dict[str, Any] = {"train_objective": h["objective"][-1], "iterations": model.n_iter_,
+                             "converged": model.converged_}
+    if data.test is not None:
+        history["test_log_loss"] = h["test_log_loss"]
+        history["test_accuracy"] = h["test_accuracy"]
+        final.update({f"test_{k}": v for k, v in
+                      _classifier_metrics(model.predict_proba(data.test)[:, 1], data.y_test).items()})
+    if model.privacy_ is not None:
+        privacy = model.privacy_.to_dict()
+        privacy["private"] = True
+    else:
+        privacy = {"private": False, "epsilon": None, "delta": None, "accountant": None,
+                   "paper_bound": {"epsilon": None}, "note": "non-private run: epsilon is infinite (null)"}
+    config = {"lam": lam, "rho": rho, "iterations": iterations, "fit_intercept": fit_intercept,
+              "epsilon": epsilon, "delta": delta, "iteration_epsilon": iteration_epsilon,
+              "noise_scale": noise_scale, "bound": bound, "accountant": accountant, "adaptive_rho": adaptive_rho,
+              "seed": seed, "tol": tol, "party_sizes": list(data.party_sizes), "n_train": int(len(data.y)),
+              "n_test": int(len(data.y_test)) if data.y_test is not None else 0,
+              "noise_multiplier": model.noise_multiplier_, "backend": str(backend), **data.source}
+    return model, {"history": history, "final": final, "privacy": privacy, "wall_seconds": wall, "config": config}

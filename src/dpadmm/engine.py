@@ -10,6 +10,11 @@ and a list of ``PartySpec`` run by a backend. Each round:
 4. if monitoring is due, parties' ``diagnose`` values and the hub's ``metrics`` are recorded;
 5. callbacks run (progress bars, early stopping); checkpoints are written every k rounds.
 
+``transcript(round, sender, receiver, message, kind)`` (optional) sees every payload that crosses
+a party boundary: the hub's inboxes and the parties' outboxes (``kind="protocol"``) and, when
+monitoring, the parties' diagnostics (``kind="monitoring"``). A backend's
+:class:`~dpadmm.exceptions.PartyFailureError` is re-raised with the round it happened in.
+
 Only steps 1–2 are timed (``history["seconds"]``): monitoring is not part of training cost.
 """
 
@@ -26,6 +31,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .backends.base import Backend, PartySpec
+from .exceptions import PartyFailureError
 from .privacy.ledger import PrivacyLedger
 
 
@@ -71,6 +77,20 @@ def _atomic_pickle(obj, path: Path) -> None:
 
 
 CHECKPOINT_FILE = "checkpoint.pkl"
+HUB = "hub"  # the hub's name in transcripts
+
+
+def _at_round(exc: PartyFailureError, round_: int) -> PartyFailureError:
+    """The same failure, with the round it happened in (message: party, round, reason)."""
+    if getattr(exc, "round", None) is not None:
+        return exc
+    party = getattr(exc, "party", None)
+    reason = getattr(exc, "reason", str(exc))
+    msg = f"party {party!r} failed in round {round_}: {reason}" if party else f"round {round_}: {reason}"
+    new = PartyFailureError(msg)
+    new.party, new.round, new.reason = party, round_, reason
+    new.remote_traceback = getattr(exc, "remote_traceback", None)
+    return new
 
 
 def run(
@@ -87,6 +107,7 @@ def run(
     checkpoint_dir: str | os.PathLike | None = None,
     resume_from: str | os.PathLike | None = None,
     started: bool = False,
+    transcript: Callable[[int, str, str, Any, str], None] | None = None,
 ) -> RunResult:
     """Run ``rounds`` rounds of the protocol and return a :class:`RunResult`.
 
@@ -106,7 +127,10 @@ def run(
     if resume_from is not None:
         ck = _load_checkpoint(resume_from)
         state, inboxes = ck["hub_state"], ck["inboxes"]
-        backend.set_states(ck["party_states"])
+        try:
+            backend.set_states(ck["party_states"])
+        except PartyFailureError as exc:
+            raise _at_round(exc, ck["round"] + 1) from exc
         ledger.restore(ck["events"])
         history.update({k: list(v) for k, v in ck["history"].items()})
         first = ck["round"] + 1
@@ -114,27 +138,47 @@ def run(
     t_wall = time.perf_counter()
     t = first - 1
     for t in range(first, rounds):
+        if transcript is not None:
+            for name in names:
+                transcript(t + 1, HUB, name, inboxes[name], "protocol")
         t0 = time.perf_counter()
         rngs = {name: party_rng(entropy, i, t) for i, name in enumerate(names)}
-        results = backend.step(inboxes, rngs)
+        try:
+            results = backend.step(inboxes, rngs)
+        except PartyFailureError as exc:
+            raise _at_round(exc, t + 1) from exc
         outboxes = {name: results[name][0] for name in names}
         state, inboxes, hub_events = hub.step(hub.cfg, state, outboxes, rng=party_rng(entropy, hub_index, t))
         elapsed += time.perf_counter() - t0
+        if transcript is not None:
+            for name in names:
+                transcript(t + 1, name, HUB, outboxes[name], "protocol")
         for name in names:
             ledger.record(results[name][1])
         ledger.record(hub_events)
         record: dict[str, Any] = {"round": t + 1, "seconds": elapsed}
         last = t == rounds - 1
         if monitor and hub.metrics is not None and ((t + 1) % hub.metrics_every == 0 or last):
-            record.update(hub.metrics(hub.cfg, state, backend.diagnose()))
+            try:
+                diagnostics = backend.diagnose()
+            except PartyFailureError as exc:
+                raise _at_round(exc, t + 1) from exc
+            if transcript is not None:
+                for name, diag in diagnostics.items():
+                    transcript(t + 1, name, HUB, diag, "monitoring")
+            record.update(hub.metrics(hub.cfg, state, diagnostics))
         for key, value in record.items():
             history.setdefault(key, []).append(value)
         stop = False
         for cb in callbacks:
             stop = bool(cb(t + 1, record)) or stop
         if checkpoint_every and checkpoint_dir and ((t + 1) % checkpoint_every == 0 or last):
+            try:
+                party_states = backend.get_states()
+            except PartyFailureError as exc:
+                raise _at_round(exc, t + 1) from exc
             _atomic_pickle({
-                "round": t, "hub_state": state, "inboxes": inboxes, "party_states": backend.get_states(),
+                "round": t, "hub_state": state, "inboxes": inboxes, "party_states": party_states,
                 "events": ledger.state(), "history": history,
             }, Path(checkpoint_dir) / CHECKPOINT_FILE)
         if record.get("converged") and stop_on_convergence:

@@ -30,7 +30,7 @@ Messages (and nothing else): party → coordinator ``D_m x̃_m`` (N-vector); coo
 | z, y | ``CoordinatorState.z``, ``CoordinatorState.dual`` |
 | ρ | ``CoordinatorState.rho`` |
 | λ_s = Nλ | ``PartyConfig.lam_sum`` |
-| b_1 | ``bound`` (projection radius enforcing [Hu, Assumption 2.1]) |
+| b_1 | ``Bounds(x, y, z)`` (projection radii enforcing [Hu, Assumption 2.1]) |
 """
 
 from __future__ import annotations
@@ -65,6 +65,14 @@ class PartyMessage(NamedTuple):
 
 
 # ----------------------------------------------------------------------------- party
+class Bounds(NamedTuple):
+    """Radii of [Hu, Assumption 2.1]: ‖x_m‖ ≤ x, ‖y‖ ≤ y (dual), ‖z‖ ≤ z. The paper uses one b_1 for all."""
+
+    x: float
+    y: float
+    z: float
+
+
 @dataclass(frozen=True)
 class PrivacySpec:
     """How a party perturbs its share. Exactly one of ``noise_multiplier`` (σ/C, with C from
@@ -73,7 +81,7 @@ class PrivacySpec:
     noise_multiplier: float | None = None
     noise_scale: float | None = None
     c1: float = 1.0
-    b1: float = 1.0
+    bounds: "Bounds | None" = None
     n_parties: int = 1
 
 
@@ -89,7 +97,7 @@ class PartyConfig:
     reg: Regularizer | None
     basis: np.ndarray | None = None
     privacy: PrivacySpec | None = None
-    bound: float | None = None
+    bound: float | None = None  # projection radius of x_m (b_x) when a guarantee is reported
     eval_blocks: Mapping[str, np.ndarray] = field(default_factory=dict)
     damping: float = 0.0
     inner_max_iter: int = 500
@@ -167,7 +175,9 @@ def _solve_x(cfg: PartyConfig, q: np.ndarray, rho: float, x0: np.ndarray) -> np.
 def sensitivity(cfg: PartyConfig, rho: float) -> float:
     """[Hu, Lemma 1] sensitivity of this party's share at the current ρ (as published)."""
     p = cfg.privacy
-    return hu_sensitivity(d_m=cfg.D.shape[1], rho=rho, lam=cfg.lam_sum, c1=p.c1, b1=p.b1, n_parties=p.n_parties)
+    b = p.bounds
+    return hu_sensitivity(d_m=cfg.D.shape[1], rho=rho, lam=cfg.lam_sum, c1=p.c1, n_parties=p.n_parties,
+                          b_x=b.x, b_y=b.y, b_z=b.z)
 
 
 def party_step(cfg: PartyConfig, state: PartyState, inbox: CoordinatorMessage, *, rng: np.random.Generator):
@@ -223,7 +233,7 @@ class CoordinatorConfig:
     lam: float
     rho: float
     party_names: tuple[str, ...]
-    bound: float | None = None
+    bounds: Bounds | None = None  # projection radii of z and y when a guarantee is reported
     fit_intercept: bool = True
     adaptive_rho: bool = False
     relaxation: float = 1.0
@@ -286,8 +296,9 @@ def coordinator_step(cfg: CoordinatorConfig, state: CoordinatorState, outboxes: 
     # over-relaxation (Boyd et al. 2011, §3.4.3; relaxation = 1 is the paper's method)
     relaxed = total if cfg.relaxation == 1.0 else cfg.relaxation * total + (1.0 - cfg.relaxation) * state.z
     z, b = _z_step(cfg, relaxed + state.dual / rho, rho, state.z, state.intercept)  # [Hu, eq. 7]
-    z = _project(z, cfg.bound)
-    dual = _project(state.dual + rho * (relaxed - z), cfg.bound)  # [Hu, eq. 8]
+    bz, by = (cfg.bounds.z, cfg.bounds.y) if cfg.bounds is not None else (None, None)
+    z = _project(z, bz)
+    dual = _project(state.dual + rho * (relaxed - z), by)  # [Hu, eq. 8]
     r = float(np.linalg.norm(total - z))
     d = float(rho * np.linalg.norm(z - state.z))
     new_rho = rho

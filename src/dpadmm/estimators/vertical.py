@@ -86,6 +86,21 @@ class _VerticalADMM(BaseEstimator):
                                        f"{self.party_dims_}; give the same party blocks.")
         return blocks
 
+    def _bounds(self, n: int, n_parties: int, loss) -> "vs.Bounds":
+        """Radii of [Hu, Assumption 2.1] (enforced by projection whenever DP is on).
+
+        A number b gives the paper's single b_1 = b for x, y and z. ``"auto"``:
+        ``b_x = sqrt(2 ℓ(0)/λ)`` (the regularised optimum satisfies λ/2‖x*‖² ≤ mean ℓ(0); for the
+        logistic loss ℓ(0) = ln 2; used for the logistic loss only, else 3√N), and
+        ``b_y = b_z = 3√N`` (scores and summed-loss duals of magnitude ≤ 3 on average).
+        """
+        if self.bound not in ("auto", None):
+            b = float(self.bound)
+            return vs.Bounds(b, b, b)
+        big = 3.0 * math.sqrt(n)
+        bx = math.sqrt(2.0 * math.log(2.0) / float(self.lam)) if loss.name == "logistic" else big
+        return vs.Bounds(bx, big, big)
+
     def _privacy_mode(self) -> str | None:
         given = [k for k in ("epsilon", "iteration_epsilon", "noise_scale") if getattr(self, k) is not None]
         if len(given) > 1:
@@ -142,7 +157,7 @@ class _VerticalADMM(BaseEstimator):
         self.n_features_in_ = int(sum(self.party_dims_))
         evals = self._eval_sets(eval_set)
         private = mode is not None
-        b1 = None
+        bx = bounds = None
         assumptions, notes = [], []
         if private:
             if not reg.smooth:
@@ -156,13 +171,15 @@ class _VerticalADMM(BaseEstimator):
                         f"rows of party {m} are not unit-norm (max ||row||_2 = {norms.max():.4g}), which "
                         "[Hu, Assumption 2.3] needs; normalise them (dpadmm.data.normalize_rows or "
                         "--normalize-rows) before a private fit.")
-            b1 = 3.0 * math.sqrt(n) if self.bound in ("auto", None) else float(self.bound)
+            bounds = self._bounds(n, len(blocks), loss)
+            bx = bounds.x
             assumptions = [
                 {"name": "unit-norm rows of every party block [Hu, Assumption 2.3]", "status": "checked",
                  "detail": f"max | ||row|| - 1 | <= 1e-6 over non-zero rows; zero rows: "
                            f"{int(sum((row_norms(B) == 0).sum() for B in blocks))}"},
-                {"name": f"bounded iterates ||x_m||, ||y||, ||z|| <= b1 = {b1:.4g} [Hu, Assumption 2.1]",
-                 "status": "enforced", "detail": "x_m, z and the dual y are projected onto the b1-ball every iteration"},
+                {"name": f"bounded iterates ||x_m|| <= {bounds.x:.4g}, ||y|| <= {bounds.y:.4g}, ||z|| <= {bounds.z:.4g} "
+                          "[Hu, Assumption 2.1]",
+                 "status": "enforced", "detail": "x_m, z and the dual y are projected onto their balls every iteration"},
                 {"name": "|R''| <= c1 = 1 [Hu, Assumption 2.2]", "status": "checked", "detail": "penalty='l2'"},
                 {"name": "sensitivity C of [Hu, Lemma 1]", "status": "as published",
                  "detail": "the proof's step ||(D_m^T D_m)^-1|| = 1/d_m does not follow from unit-norm rows (SPEC §1)"},
@@ -185,14 +202,14 @@ class _VerticalADMM(BaseEstimator):
         for m, (name, B) in enumerate(zip(names, blocks)):
             pspec = None
             if private:
-                pspec = vs.PrivacySpec(noise_multiplier=nm, noise_scale=self.noise_scale, c1=1.0, b1=b1,
+                pspec = vs.PrivacySpec(noise_multiplier=nm, noise_scale=self.noise_scale, c1=1.0, bounds=bounds,
                                        n_parties=n_blocks)
-            opts = {"lam_sum": lam_sum, "reg": reg, "private": pspec, "bound": b1, "damping": damping,
+            opts = {"lam_sum": lam_sum, "reg": reg, "private": pspec, "bound": bx, "damping": damping,
                     "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}
             specs.append(PartySpec(name, vs.setup_party, (name, B, opts), vs.party_step, vs.party_diagnostics, owner=name))
         hub_cfg = vs.CoordinatorConfig(
             labels=y_fit, loss=loss, lam=float(self.lam), rho=float(self.rho),
-            party_names=tuple(s.name for s in specs), bound=b1, fit_intercept=bool(self.fit_intercept),
+            party_names=tuple(s.name for s in specs), bounds=bounds, fit_intercept=bool(self.fit_intercept),
             adaptive_rho=bool(self.adaptive_rho),
             tol=float(self.tol), eval_labels={k: yv for k, (_, yv) in evals.items()},
         )

@@ -47,12 +47,20 @@ def classical_gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
     return math.sqrt(2.0 * math.log(1.25 / delta)) / noise_multiplier
 
 
-def hu_sensitivity(*, d_m: int, rho: float, lam: float, c1: float, b1: float, n_parties: int) -> float:
+def hu_sensitivity(*, d_m: int, rho: float, lam: float, c1: float, n_parties: int,
+                   b1: float | None = None, b_x: float | None = None, b_y: float | None = None,
+                   b_z: float | None = None) -> float:
     """l2 sensitivity of the share D_m x_m, **as published** [Hu, Lemma 1]:
     ``C = 3/(d_m ρ) · [λ c_1 + (1 + Mρ) b_1]``.
 
+    The proof bounds ``‖y‖ + ρ‖z‖ + ρ Σ_{k≠m} ‖x̃_k‖`` by ``(1 + Mρ) b_1``; with separate bounds
+    on the three variables (``b_x`` on each party's model, ``b_y`` on the dual, ``b_z`` on z) the
+    same step gives ``λ c_1 + b_y + ρ b_z + (M − 1) ρ b_x`` in the bracket, which equals the
+    published form when all three are b_1 (the published one keeps an extra ρ b_1).
     Caveat (SPEC §1): the proof's step ‖(D_mᵀD_m)⁻¹‖ = 1/d_m does not follow from unit-norm rows;
-    this is the paper's calibration, reported as such. Here λ and ρ are in the paper's scaling
+    this is the paper's calibration, reported as such. λ and ρ are in the paper's scaling
     (summed loss, [Hu, eq. 1]).
     """
-    return 3.0 / (d_m * rho) * (lam * c1 + (1.0 + n_parties * rho) * b1)
+    if b1 is not None:
+        return 3.0 / (d_m * rho) * (lam * c1 + (1.0 + n_parties * rho) * b1)
+    return 3.0 / (d_m * rho) * (lam * c1 + b_y + rho * b_z + (n_parties - 1) * rho * b_x)

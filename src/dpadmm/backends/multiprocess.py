@@ -1,0 +1,298 @@
+"""Process backend: one OS process per party, standard library ``multiprocessing`` with pipes.
+
+Every party lives in its own worker process. The worker runs the party's ``setup`` itself (so a
+party can load its own file), keeps ``(cfg, state)`` in its memory, and answers commands sent
+over a private pipe: ``step`` (inbox + the party's random stream in, outbox + privacy events
+out), ``diagnose``, ``call``, ``get_state``/``set_state`` and ``close``. Only those payloads cross
+the process boundary.
+
+Failures surface at the caller as :class:`~dpadmm.exceptions.PartyFailureError` naming the
+party (the engine adds the round):
+
+- the party's function raises → the worker reports the exception, the other parties' replies
+  are collected, and the error is raised (the backend stays usable);
+- the worker process dies (killed, segfault, ``os._exit``) → detected at once through the
+  process sentinel, all workers are shut down, the error is raised;
+- no answer within ``timeout`` seconds → all workers are shut down, the error is raised.
+
+The default start method is ``forkserver`` on Linux (workers are forked from a clean server
+process that has imported numpy/scipy/dpadmm once, so start-up is fast and no driver state —
+threads, locks, other parties' data — is inherited) and ``spawn`` elsewhere.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import sys
+import time
+import traceback
+from multiprocessing.connection import wait
+from typing import Any, Callable, Mapping, Sequence
+
+from ..exceptions import InvalidParameterError, PartyFailureError
+from .base import Backend, PartySpec
+
+_PRELOAD = ["numpy", "scipy.sparse", "dpadmm"]
+
+
+def party_failure(party: str | None, reason: str) -> PartyFailureError:
+    """A :class:`PartyFailureError` carrying ``party`` and ``reason`` (the engine adds ``round``)."""
+    msg = f"party {party!r} failed: {reason}" if party is not None else reason
+    exc = PartyFailureError(msg)
+    exc.party = party
+    exc.reason = reason
+    exc.round = None
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+# ----------------------------------------------------------------------------- worker side
+def _worker(conn, name: str) -> None:  # pragma: no cover - runs in the child process
+    """The worker loop: ``(cmd, *payload)`` in, ``("ok", value)`` or ``("error", text, tb)`` out."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides when workers stop
+    spec: PartySpec | None = None
+    cfg = state = None
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return  # the driver went away
+        cmd = msg[0]
+        if cmd == "close":
+            conn.send(("ok", None))
+            return
+        try:
+            if cmd == "setup":
+                spec = msg[1]
+                cfg, state = spec.setup(*spec.setup_args)
+                value = None
+            elif cmd == "step":
+                state, outbox, events = spec.step(cfg, state, msg[1], rng=msg[2])
+                value = (outbox, events)
+            elif cmd == "diagnose":
+                value = spec.diagnose(cfg, state) if spec.diagnose is not None else None
+            elif cmd == "call":
+                value = msg[1](cfg, state, *msg[2])
+            elif cmd == "get_state":
+                value = state
+            elif cmd == "set_state":
+                state = msg[1]
+                value = None
+            else:
+                raise ValueError(f"unknown command {cmd!r}")
+            reply = ("ok", value)
+        except Exception as exc:  # report, keep serving
+            reply = ("error", _describe(exc), traceback.format_exc())
+        try:
+            conn.send(reply)
+        except Exception as exc:  # e.g. an unpicklable result
+            conn.send(("error", f"cannot send the result of {cmd}: {_describe(exc)}", traceback.format_exc()))
+
+
+# ----------------------------------------------------------------------------- driver side
+class ProcessBackend(Backend):
+    """One OS process per party; the same step functions as every backend.
+
+    Parameters
+    ----------
+    timeout : seconds a party may take to answer one command (``step``, ``diagnose``, …) before
+        the run fails with :class:`PartyFailureError` (> 0). A dead worker is detected at once.
+    setup_timeout : seconds for a party's ``setup`` (loading and factorising its data); default
+        ``max(timeout, 600)``.
+    start_method : ``"forkserver"`` (default on Linux), ``"spawn"`` (default elsewhere) or ``"fork"``.
+    """
+
+    name = "process"
+
+    def __init__(self, *, timeout: float = 120.0, setup_timeout: float | None = None,
+                 start_method: str | None = None) -> None:
+        if not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise InvalidParameterError(f"timeout must be a positive number of seconds, got timeout={timeout!r}.")
+        if start_method is None:
+            start_method = "forkserver" if sys.platform.startswith("linux") else "spawn"
+        if start_method not in mp.get_all_start_methods():
+            raise InvalidParameterError(f"start_method must be one of {mp.get_all_start_methods()}, "
+                                        f"got start_method={start_method!r}.")
+        self.timeout = float(timeout)
+        self.setup_timeout = float(setup_timeout) if setup_timeout is not None else max(self.timeout, 600.0)
+        self.start_method = start_method
+        self._ctx = mp.get_context(start_method)
+        if start_method == "forkserver":
+            self._ctx.set_forkserver_preload(_PRELOAD)
+        self._procs: dict[str, Any] = {}
+        self._conns: dict[str, Any] = {}
+        self._has_diag: dict[str, bool] = {}
+        self._pids: dict[str, int] = {}
+        self._closed = False
+
+    # -------------------------------------------------------------- plumbing
+    @property
+    def pids(self) -> dict[str, int]:
+        """Process id of every party's worker (for monitoring and fault-injection tests)."""
+        return dict(self._pids)
+
+    def _send(self, name: str, msg: tuple) -> None:
+        try:
+            self._conns[name].send(msg)
+        except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+            code = self._procs[name].exitcode
+            self._shutdown(force=True)
+            raise party_failure(name, f"its process died (exit code {code}); see its log or resume from "
+                                      "the last checkpoint.") from None
+
+    def _gather(self, names: Sequence[str], what: str, timeout: float | None = None) -> dict[str, Any]:
+        """Collect one reply per party in ``names``; raise the first failure (all replies drained)."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        pending = {self._conns[n]: n for n in names}
+        sentinels = {self._procs[n].sentinel: n for n in names}
+        results: dict[str, Any] = {}
+        error: PartyFailureError | None = None
+        while pending:
+            remaining = deadline - time.monotonic()
+            ready = wait(list(pending) + [s for s, n in sentinels.items() if n in pending.values()],
+                         timeout=max(remaining, 0.0))
+            if not ready:
+                late = sorted(pending.values())
+                self._shutdown(force=True)
+                raise party_failure(late[0], f"no answer to {what} within timeout={self._fmt(deadline, timeout)} s "
+                                             f"(still waiting for {late}); the party may hang — raise the "
+                                             "timeout if its step is legitimately slow.")
+            for obj in ready:
+                if obj in pending:
+                    conn, name = obj, pending[obj]
+                else:
+                    name = sentinels[obj]
+                    conn = self._conns[name]
+                    if conn not in pending:
+                        continue
+                    if not conn.poll():  # died without a reply
+                        proc = self._procs[name]
+                        proc.join(0.1)
+                        code = proc.exitcode
+                        self._shutdown(force=True)
+                        raise party_failure(name, f"its process died (exit code {code}) during {what}; "
+                                                  "resume from the last checkpoint.")
+                try:
+                    reply = conn.recv()
+                except (EOFError, OSError):
+                    code = self._procs[name].exitcode
+                    self._shutdown(force=True)
+                    raise party_failure(name, f"its process died (exit code {code}) during {what}; "
+                                              "resume from the last checkpoint.") from None
+                del pending[conn]
+                if reply[0] == "ok":
+                    results[name] = reply[1]
+                elif error is None:
+                    error = party_failure(name, f"{reply[1]} (during {what})")
+                    error.remote_traceback = reply[2]
+        if error is not None:
+            raise error
+        return results
+
+    def _fmt(self, deadline, timeout) -> str:
+        return f"{self.timeout if timeout is None else timeout:g}"
+
+    def _check_open(self):
+        if self._closed:
+            raise PartyFailureError("the process backend is closed (a party failed or close() was called); "
+                                    "start a new run.")
+
+    # -------------------------------------------------------------- Backend interface
+    def start(self, specs: Sequence[PartySpec]) -> None:
+        self._check_open()
+        for spec in specs:
+            parent, child = self._ctx.Pipe(duplex=True)
+            proc = self._ctx.Process(target=_worker, args=(child, spec.name), name=f"dpadmm-party-{spec.name}",
+                                     daemon=True)
+            proc.start()
+            child.close()
+            self._procs[spec.name] = proc
+            self._pids[spec.name] = proc.pid
+            self._conns[spec.name] = parent
+            self._has_diag[spec.name] = spec.diagnose is not None
+        for spec in specs:
+            self._send(spec.name, ("setup", spec))
+        try:
+            self._gather([s.name for s in specs], "setup", timeout=self.setup_timeout)
+        except PartyFailureError:
+            self._shutdown(force=True)
+            raise
+
+    def step(self, inboxes: Mapping[str, Any], rngs) -> dict[str, tuple[Any, list]]:
+        self._check_open()
+        names = list(self._procs)
+        for name in names:
+            self._send(name, ("step", inboxes[name], rngs[name]))
+        return self._gather(names, "step")
+
+    def diagnose(self) -> dict[str, dict]:
+        self._check_open()
+        names = [n for n in self._procs if self._has_diag[n]]
+        for name in names:
+            self._send(name, ("diagnose",))
+        return self._gather(names, "diagnose")
+
+    def call(self, name: str, fn: Callable, *args) -> Any:
+        self._check_open()
+        self._send(name, ("call", fn, args))
+        return self._gather([name], f"call of {getattr(fn, '__name__', fn)}")[name]
+
+    def get_states(self) -> dict[str, Any]:
+        self._check_open()
+        for name in self._procs:
+            self._send(name, ("get_state",))
+        return self._gather(list(self._procs), "get_state")
+
+    def set_states(self, states: Mapping[str, Any]) -> None:
+        self._check_open()
+        names = [n for n in self._procs if n in states]
+        for name in names:
+            self._send(name, ("set_state", states[name]))
+        self._gather(names, "set_state")
+
+    def close(self) -> None:
+        """Ask every worker to exit, then join; terminate/kill the ones that do not."""
+        if not self._closed:
+            self._shutdown(force=False)
+
+    def _shutdown(self, force: bool) -> None:
+        self._closed = True
+        if not force:
+            for name, conn in self._conns.items():
+                if self._procs[name].is_alive():
+                    try:
+                        conn.send(("close",))
+                    except Exception:
+                        pass
+            deadline = time.monotonic() + 5.0
+            for proc in self._procs.values():
+                proc.join(max(deadline - time.monotonic(), 0.0))
+        for proc in self._procs.values():
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(2.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(2.0)
+        for conn in self._conns.values():
+            try:
+                conn.close()
+            except Exception:
+                pass
+        for proc in self._procs.values():
+            try:
+                proc.close()
+            except Exception:
+                pass
+
+    def __del__(self):  # pragma: no cover - best effort
+        try:
+            if not self._closed and self._procs:
+                self._shutdown(force=True)
+        except Exception:
+            pass

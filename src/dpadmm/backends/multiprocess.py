@@ -204,7 +204,9 @@ class ProcessBackend(Backend):
 
     # -------------------------------------------------------------- Backend interface
     def start(self, specs: Sequence[PartySpec]) -> None:
-        self._check_open()
+        """Start one worker per party and run its setup there (a closed backend can be started again)."""
+        self._closed = False
+        self._procs, self._conns, self._has_diag, self._pids = {}, {}, {}, {}
         for spec in specs:
             parent, child = self._ctx.Pipe(duplex=True)
             proc = self._ctx.Process(target=_worker, args=(child, spec.name), name=f"dpadmm-party-{spec.name}",

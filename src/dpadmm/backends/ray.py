@@ -1,0 +1,256 @@
+"""Ray backend: one Ray actor per party (optional extra ``pip install "dpadmm[ray]"``).
+
+Each party is an actor that runs the party's ``setup`` itself (so its data is loaded on the node
+it lives on) and keeps ``(cfg, state)`` in the actor; the driver only sends inboxes and random
+streams and receives outboxes, privacy events and diagnostics — the same payloads as the process
+backend, through Ray's object store.
+
+Placement: ``party_resources={"party2": "org_b"}`` asks Ray to place party2's actor on a node
+started with ``ray start ... --resources '{"org_b": 1}'``, so parties can live on different
+machines (each actor takes a tiny fraction of the resource, so several parties may share a node).
+``address="auto"`` or ``"HOST:PORT"`` joins an existing cluster; without it a local Ray instance is
+started (and stopped again by :meth:`RayBackend.close`).
+
+Authentication: Ray ≥ 2.5x enables token authentication by default. Set ``RAY_AUTH_MODE`` the same
+way on every node and the driver (``token``, with the same token file ``~/.ray/auth_token`` or
+``RAY_AUTH_TOKEN`` everywhere; or ``disabled`` for isolated test clusters). A Ray cluster is one
+trust domain: every node can run code on every other node. For parties run by different
+organisations, use this backend for simulation and single-organisation deployments only.
+
+Failures surface as :class:`~dpadmm.exceptions.PartyFailureError` naming the party (the engine adds
+the round): an exception inside the party's function, a dead actor (``ActorDiedError``), or no
+answer within ``timeout`` seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from typing import Any, Callable, Mapping, Sequence
+
+from ..exceptions import InvalidParameterError, MissingDependencyError, PartyFailureError
+from .base import Backend, PartySpec
+from .multiprocess import _describe, party_failure
+
+INSTALL_HINT = 'pip install "dpadmm[ray]"'
+
+
+def import_ray():
+    """Import Ray with usage statistics off, or raise :class:`MissingDependencyError` with the hint."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    try:
+        import ray  # noqa: PLC0415
+    except ImportError:
+        raise MissingDependencyError(f"the Ray backend needs Ray, which is not installed; install it with "
+                                     f"`{INSTALL_HINT}`.") from None
+    return ray
+
+
+class _PartyActor:
+    """The actor hosting one party (wrapped by ``ray.remote`` when the backend starts)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.spec = None
+        self.cfg = self.state = None
+
+    def _run(self, fn, *args):
+        try:
+            return ("ok", fn(*args))
+        except Exception as exc:
+            return ("error", _describe(exc), traceback.format_exc())
+
+    def setup(self, spec: PartySpec):
+        def go():
+            self.spec = spec
+            self.cfg, self.state = spec.setup(*spec.setup_args)
+        return self._run(go)
+
+    def step(self, inbox, rng):
+        def go():
+            self.state, outbox, events = self.spec.step(self.cfg, self.state, inbox, rng=rng)
+            return outbox, events
+        return self._run(go)
+
+    def diagnose(self):
+        return self._run(lambda: self.spec.diagnose(self.cfg, self.state))
+
+    def call(self, fn, args):
+        return self._run(lambda: fn(self.cfg, self.state, *args))
+
+    def get_state(self):
+        return ("ok", self.state)
+
+    def set_state(self, state):
+        self.state = state
+        return ("ok", None)
+
+    def where(self):
+        """Node id and process id of this actor (for placement checks)."""
+        import ray  # noqa: PLC0415
+
+        return ("ok", {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()})
+
+
+class RayBackend(Backend):
+    """One Ray actor per party; the same step functions as every backend.
+
+    Parameters
+    ----------
+    address : ``None`` (start a local Ray instance on 127.0.0.1 unless Ray is already initialised),
+        ``"auto"`` or ``"HOST:PORT"`` of a running cluster (``ray start --head``).
+    party_resources : ``{party name: custom resource name}`` pinning parties to the nodes that
+        advertise that resource.
+    timeout : seconds a party may take to answer one command before the run fails (> 0).
+    setup_timeout : seconds for actor creation plus ``setup``; default ``max(timeout, 600)``.
+    num_cpus : CPUs each actor reserves (0 lets many parties share a small machine).
+    init_kwargs : extra keyword arguments for ``ray.init``.
+    """
+
+    name = "ray"
+
+    def __init__(self, *, address: str | None = None, party_resources: Mapping[str, str] | None = None,
+                 timeout: float = 120.0, setup_timeout: float | None = None, num_cpus: float = 0,
+                 init_kwargs: Mapping[str, Any] | None = None) -> None:
+        self._ray = import_ray()
+        if not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise InvalidParameterError(f"timeout must be a positive number of seconds, got timeout={timeout!r}.")
+        self.address = address
+        self.party_resources = dict(party_resources or {})
+        self.timeout = float(timeout)
+        self.setup_timeout = float(setup_timeout) if setup_timeout is not None else max(self.timeout, 600.0)
+        self.num_cpus = num_cpus
+        self.init_kwargs = dict(init_kwargs or {})
+        self._actors: dict[str, Any] = {}
+        self._has_diag: dict[str, bool] = {}
+        self._owns_ray = False
+        self._closed = False
+
+    # -------------------------------------------------------------- plumbing
+    def _ensure_ray(self) -> None:
+        ray = self._ray
+        if ray.is_initialized():
+            return
+        kwargs = {"include_dashboard": False, "configure_logging": False, "log_to_driver": False}
+        if self.address is None:
+            kwargs["_node_ip_address"] = "127.0.0.1"
+        else:
+            kwargs["address"] = self.address
+        kwargs.update(self.init_kwargs)
+        try:
+            ray.init(**kwargs)
+        except Exception as exc:  # connection / auth problems
+            where = f"the cluster at address={self.address!r}" if self.address else "a local Ray instance"
+            raise PartyFailureError(f"cannot start or join {where} ({_describe(exc)}); check the address "
+                                    "and that RAY_AUTH_MODE/the auth token match the cluster's.") from None
+        self._owns_ray = True
+
+    def _gather(self, refs: Mapping[str, Any], what: str, timeout: float | None = None) -> dict[str, Any]:
+        ray = self._ray
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        pending = {ref: name for name, ref in refs.items()}
+        results: dict[str, Any] = {}
+        error: PartyFailureError | None = None
+        while pending:
+            remaining = deadline - time.monotonic()
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=max(remaining, 0.0))
+            if not ready:
+                late = sorted(pending.values())
+                self._shutdown()
+                raise party_failure(late[0], f"no answer to {what} within timeout={limit:g} s (still waiting for "
+                                             f"{late}); the party may hang — raise the timeout if its step is "
+                                             "legitimately slow.")
+            for ref in ready:
+                name = pending.pop(ref)
+                try:
+                    reply = ray.get(ref)
+                except ray.exceptions.RayActorError as exc:
+                    self._shutdown()
+                    raise party_failure(name, f"its actor died during {what} ({type(exc).__name__}); resume from "
+                                              "the last checkpoint.") from None
+                except ray.exceptions.RayError as exc:
+                    self._shutdown()
+                    raise party_failure(name, f"Ray failed during {what}: {_describe(exc)}") from None
+                if reply[0] == "ok":
+                    results[name] = reply[1]
+                elif error is None:
+                    error = party_failure(name, f"{reply[1]} (during {what})")
+                    error.remote_traceback = reply[2]
+        if error is not None:
+            raise error
+        return results
+
+    def _check_open(self):
+        if self._closed:
+            raise PartyFailureError("the Ray backend is closed (a party failed or close() was called); "
+                                    "start a new run.")
+
+    # -------------------------------------------------------------- Backend interface
+    def start(self, specs: Sequence[PartySpec]) -> None:
+        """Start one worker per party and run its setup there (a closed backend can be started again)."""
+        self._closed = False
+        self._actors, self._has_diag = {}, {}
+        self._ensure_ray()
+        ray = self._ray
+        actor_cls = ray.remote(_PartyActor)
+        for spec in specs:
+            opts: dict[str, Any] = {"num_cpus": self.num_cpus, "max_restarts": 0, "max_task_retries": 0}
+            res = self.party_resources.get(spec.name)
+            if res is not None:
+                opts["resources"] = {res: 0.001}
+            self._actors[spec.name] = actor_cls.options(**opts).remote(spec.name)
+            self._has_diag[spec.name] = spec.diagnose is not None
+        refs = {spec.name: self._actors[spec.name].setup.remote(spec) for spec in specs}
+        try:
+            self._gather(refs, "setup", timeout=self.setup_timeout)
+        except PartyFailureError:
+            self._shutdown()
+            raise
+
+    def step(self, inboxes: Mapping[str, Any], rngs) -> dict[str, tuple[Any, list]]:
+        self._check_open()
+        return self._gather({n: a.step.remote(inboxes[n], rngs[n]) for n, a in self._actors.items()}, "step")
+
+    def diagnose(self) -> dict[str, dict]:
+        self._check_open()
+        return self._gather({n: a.diagnose.remote() for n, a in self._actors.items() if self._has_diag[n]},
+                            "diagnose")
+
+    def call(self, name: str, fn: Callable, *args) -> Any:
+        self._check_open()
+        return self._gather({name: self._actors[name].call.remote(fn, args)},
+                            f"call of {getattr(fn, '__name__', fn)}")[name]
+
+    def get_states(self) -> dict[str, Any]:
+        self._check_open()
+        return self._gather({n: a.get_state.remote() for n, a in self._actors.items()}, "get_state")
+
+    def set_states(self, states: Mapping[str, Any]) -> None:
+        self._check_open()
+        self._gather({n: a.set_state.remote(states[n]) for n, a in self._actors.items() if n in states},
+                     "set_state")
+
+    def placement(self) -> dict[str, dict]:
+        """``{party: {"node_id": …, "pid": …}}`` — where every party's actor runs."""
+        self._check_open()
+        return self._gather({n: a.where.remote() for n, a in self._actors.items()}, "where")
+
+    def close(self) -> None:
+        """Kill the actors; stop Ray if this backend started it."""
+        if not self._closed:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        self._closed = True
+        ray = self._ray
+        for actor in self._actors.values():
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:
+                pass
+        self._actors.clear()
+        if self._owns_ray and ray.is_initialized():
+            ray.shutdown()
+            self._owns_ray = False

@@ -1,0 +1,379 @@
+"""Backend contract: every backend gives the same numbers, shuts down cleanly, and names the
+party and round of a failure; checkpoints resume to the uninterrupted result; the vertical
+transcript holds exactly the messages SPEC §1 lists.
+
+Ray tests are marked ``slow`` and ``ray`` and run only inside a loopback-only network namespace
+(Ray probes an external address to find its IP otherwise): ``test_ray_suite_in_loopback_namespace``
+re-runs this module's Ray tests under ``unshare -n`` so a plain ``pytest -m "slow or not slow"``
+covers them without any traffic leaving 127.0.0.0/8.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpadmm import engine
+from dpadmm.backends import BACKENDS, Transcript, get_backend
+from dpadmm.backends.selftest import toy_specs
+from dpadmm.backends.transcript import read_transcript
+from dpadmm.data import load_a9a, normalize_rows, partition_columns
+from dpadmm.estimators import VerticalLogisticRegression
+from dpadmm.exceptions import InvalidParameterError, MissingDependencyError, PartyFailureError
+
+N_ROWS = 600  # a9a rows used by the fast vertical runs
+T = 12
+
+
+def in_loopback_netns() -> bool:
+    """True when the only network interface is ``lo`` (e.g. inside ``unshare -n``)."""
+    try:
+        return set(os.listdir("/sys/class/net")) == {"lo"}
+    except OSError:
+        return False
+
+
+RAY_MARKS = [pytest.mark.slow, pytest.mark.ray,
+             pytest.mark.skipif(not in_loopback_netns(),
+                                reason="Ray tests run in a loopback-only namespace "
+                                       "(test_ray_suite_in_loopback_namespace runs them)")]
+BACKEND_PARAMS = ["inprocess", "process", pytest.param("ray", marks=RAY_MARKS)]
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray instance on 127.0.0.1 for the whole session, auth disabled (test-only)."""
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", configure_logging=False,
+             log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(params=BACKEND_PARAMS)
+def make_backend(request):
+    """Factory of fresh backends of one kind (closed at the end of the test)."""
+    name = request.param
+    if name == "ray":
+        request.getfixturevalue("ray_session")
+    made = []
+
+    def make(**options):
+        be = get_backend(name, **options) if name != "inprocess" else get_backend(name)
+        made.append(be)
+        return be
+
+    make.kind = name
+    yield make
+    for be in made:
+        be.close()
+
+
+@pytest.fixture(scope="module")
+def a9a_small():
+    X, y = load_a9a("train")
+    blocks = [normalize_rows(b) for b in partition_columns(X[:N_ROWS], [66, 57])]
+    return blocks, y[:N_ROWS]
+
+
+def _fit(blocks, y, backend, **kw):
+    fit_kw = {k: kw.pop(k) for k in ("callbacks", "checkpoint_dir", "checkpoint_every", "resume_from", "transcript")
+              if k in kw}
+    params = dict(max_iter=T, rho=0.3, epsilon=50.0, random_state=7, backend=backend)
+    params.update(kw)
+    return VerticalLogisticRegression(**params).fit(blocks, y, **fit_kw)
+
+
+@pytest.fixture(scope="module")
+def reference(a9a_small):
+    """Per-iteration objective of the in-process DP run (the reference for every backend)."""
+    return np.asarray(_fit(*a9a_small, "inprocess").history_["objective"])
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _worker_pids(be) -> dict:
+    if hasattr(be, "pids"):
+        return be.pids
+    if hasattr(be, "placement_"):
+        return {n: p["pid"] for n, p in be.placement_.items()}
+    return {}
+
+
+class TestBackendContract:
+    """One contract, run against every backend."""
+
+    def test_same_seed_same_dp_objective(self, make_backend, a9a_small, reference):
+        hist = np.asarray(_fit(*a9a_small, make_backend()).history_["objective"])
+        assert hist.shape == reference.shape
+        np.testing.assert_allclose(hist, reference, rtol=1e-12, atol=0)
+        # the noise matters: another seed gives another trajectory (so the check above can fail)
+        other = np.asarray(_fit(*a9a_small, "inprocess", random_state=8).history_["objective"])
+        assert np.max(np.abs(other / reference - 1)) > 1e-6
+
+    def test_party_streams_follow_seedsequence(self, make_backend):
+        """Per-party, per-round streams: party i's noise in round t is SeedSequence(root, (i, t))."""
+        hub, specs = toy_specs(3, 4, noise=1.0)
+        be = make_backend()
+        res = engine.run(hub=hub, parties=specs, backend=be, rounds=3, seed=np.random.SeedSequence(11))
+        states = None
+        # recompute the recursion by hand from the documented streams
+        x = {s.name: np.full(4, float(s.name[1:])) for s in specs}
+        mean = np.zeros(4)
+        for t in range(3):
+            for i, s in enumerate(specs):
+                g = engine.party_rng(11, i, t).standard_normal(4)
+                x[s.name] = 0.5 * (x[s.name] + mean) + g
+            mean = sum(x.values()) / 3
+        expected = sum(float(v @ v) for v in x.values())
+        assert res.history["objective"][-1] == pytest.approx(expected, rel=1e-12)
+        del states
+
+    def test_clean_shutdown(self, make_backend):
+        hub, specs = toy_specs(3, 4)
+        be = make_backend()
+        engine.run(hub=hub, parties=specs, backend=be, rounds=2, seed=np.random.SeedSequence(0))
+        pids = _worker_pids(be)
+        be.close()
+        if make_backend.kind != "inprocess":
+            assert len(pids) == 3 and len(set(pids.values())) == 3 and os.getpid() not in pids.values()
+            deadline = time.monotonic() + 10
+            while any(_pid_alive(p) for p in pids.values()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not any(_pid_alive(p) for p in pids.values())
+            with pytest.raises(PartyFailureError, match="closed"):
+                be.step({}, {})
+        be.close()  # idempotent
+
+    def test_party_exception_names_party_and_round(self, make_backend):
+        hub, specs = toy_specs(3, 4, fault=("p2", 3, "raise"))
+        with pytest.raises(PartyFailureError, match=r"party 'p2' failed in round 3: RuntimeError: injected") as ei:
+            engine.run(hub=hub, parties=specs, backend=make_backend(timeout=30), rounds=6,
+                       seed=np.random.SeedSequence(0))
+        assert ei.value.party == "p2" and ei.value.round == 3
+
+    def test_dead_party_surfaces_at_once(self, make_backend):
+        if make_backend.kind == "inprocess":
+            pytest.skip("an in-process party cannot die alone")
+        hub, specs = toy_specs(3, 4, fault=("p3", 2, "exit"))
+        t0 = time.monotonic()
+        with pytest.raises(PartyFailureError, match=r"party 'p3' failed in round 2: .*died") as ei:
+            engine.run(hub=hub, parties=specs, backend=make_backend(timeout=20), rounds=5,
+                       seed=np.random.SeedSequence(0))
+        assert time.monotonic() - t0 < 20
+        assert ei.value.round == 2
+
+    def test_hanging_party_times_out(self, make_backend):
+        if make_backend.kind == "inprocess":
+            pytest.skip("the in-process backend runs parties in the caller; it has no timeout")
+        hub, specs = toy_specs(2, 4, fault=("p1", 2, "hang"), hang_seconds=60)
+        t0 = time.monotonic()
+        with pytest.raises(PartyFailureError, match=r"party 'p1' failed in round 2: no answer to step within timeout=1.5 s"):
+            engine.run(hub=hub, parties=specs, backend=make_backend(timeout=1.5), rounds=4,
+                       seed=np.random.SeedSequence(0))
+        assert time.monotonic() - t0 < 10
+
+    def test_kill_mid_run_then_resume(self, make_backend, a9a_small, reference, tmp_path):
+        blocks, y = a9a_small
+        ck = tmp_path / "ck"
+        if make_backend.kind == "inprocess":
+            # no process to kill: stop the run after round 5 instead, then resume
+            _fit(blocks, y, make_backend(), callbacks=[lambda t, rec: t == 5], checkpoint_dir=ck,
+                 checkpoint_every=2)
+        else:
+            be = make_backend(timeout=20)
+            killed = {}
+
+            def kill(t, rec):
+                if t == 5:
+                    pid = _worker_pids(be)["party2"]
+                    os.kill(pid, signal.SIGKILL)
+                    killed["t"] = time.monotonic()
+
+            with pytest.raises(PartyFailureError, match=r"party 'party2' failed in round 6") as ei:
+                _fit(blocks, y, be, callbacks=[kill], checkpoint_dir=ck, checkpoint_every=2)
+            assert time.monotonic() - killed["t"] < 20
+            assert ei.value.round == 6
+        with open(ck / engine.CHECKPOINT_FILE, "rb") as fh:
+            import pickle
+            assert pickle.load(fh)["round"] + 1 == 4  # the last checkpoint before the failure
+        resumed = _fit(blocks, y, make_backend(timeout=20), resume_from=ck)
+        np.testing.assert_allclose(resumed.history_["objective"], reference, rtol=1e-12, atol=0)
+        assert resumed.n_iter_ == T
+
+
+# ----------------------------------------------------------------------------- transcript
+SPEC_PARTY_TO_HUB = {"share"}  # D_m x̃_m  [Hu, Alg. 1]
+SPEC_HUB_TO_PARTY = {"residual", "dual"}  # Σ_k D_k x̃_k − z and y
+PUBLIC_SCALARS = {"round", "rho"}  # public round counter and the penalty ρ
+
+
+def _check_vertical_transcript(records, n, names, rounds):
+    """Every protocol record is one of SPEC §1's N-vectors (or a public scalar); nothing else."""
+    protocol = [r for r in records if r["kind"] == "protocol"]
+    for r in protocol:
+        if r["sender"] == "hub":
+            assert r["receiver"] in names
+            assert r["name"] in SPEC_HUB_TO_PARTY | PUBLIC_SCALARS, r
+        else:
+            assert r["sender"] in names and r["receiver"] == "hub", r
+            assert r["name"] in SPEC_PARTY_TO_HUB, r
+        if r["name"] in PUBLIC_SCALARS:
+            assert r["shape"] == [] and r["bytes"] <= 8, r
+        else:
+            assert r["shape"] == [n] and r["dtype"] == "float64" and r["bytes"] == 8 * n, r
+    per_round = {(r["round"], r["sender"], r["receiver"], r["name"]) for r in protocol}
+    expected = {(t, "hub", m, k) for t in range(1, rounds + 1) for m in names
+                for k in SPEC_HUB_TO_PARTY | PUBLIC_SCALARS}
+    expected |= {(t, m, "hub", "share") for t in range(1, rounds + 1) for m in names}
+    assert per_round == expected
+    assert len(protocol) == len(expected)
+
+
+def test_vertical_transcript_holds_only_spec_messages(a9a_small, tmp_path):
+    blocks, y = a9a_small
+    path = tmp_path / "t.jsonl"
+    with Transcript(path) as tr:
+        model = _fit(blocks, y, "inprocess", monitor=False, transcript=tr)
+    records = read_transcript(path)
+    assert records == tr.records
+    names = ["party1", "party2"]
+    _check_vertical_transcript(records, N_ROWS, names, model.n_iter_)
+    # the simulation API then collects each x_m once (kind "model"); nothing else is recorded
+    other = [r for r in records if r["kind"] != "protocol"]
+    assert {(r["kind"], r["sender"], r["name"], r["round"]) for r in other} == {
+        ("model", "party1", "coef", T), ("model", "party2", "coef", T)}
+    summary = tr.summary()
+    link = summary["links"]["party2->hub:protocol"]
+    assert link["bytes_per_round_mean"] == 8 * N_ROWS and link["rounds"] == T
+    assert summary["links"]["hub->party1:protocol"]["bytes_per_round_max"] == 2 * 8 * N_ROWS + 8 + 8
+
+
+def test_transcript_check_catches_an_extra_message(a9a_small):
+    """The transcript check is not vacuous: leaking the local model x_m alongside the share fails it."""
+    blocks, y = a9a_small
+    tr = Transcript()
+    model = _fit(blocks, y, "inprocess", monitor=False, transcript=tr, max_iter=3)
+    leaked = [dict(r) for r in tr.records if r["kind"] == "protocol"]
+    leaked.append({**leaked[-1], "name": "x", "shape": [66], "bytes": 528})
+    with pytest.raises(AssertionError):
+        _check_vertical_transcript(leaked, N_ROWS, ["party1", "party2"], model.n_iter_)
+
+
+def test_monitoring_traffic_is_labelled(a9a_small, tmp_path):
+    blocks, y = a9a_small
+    path = tmp_path / "t.csv"
+    with Transcript(path) as tr:
+        _fit(blocks, y, "inprocess", monitor=True, transcript=tr, max_iter=3)
+    records = read_transcript(path)
+    assert {r["kind"] for r in records} == {"protocol", "monitoring", "model"}
+    _check_vertical_transcript([r for r in records if r["kind"] == "protocol"], N_ROWS, ["party1", "party2"], 3)
+    assert {r["name"] for r in records if r["kind"] == "monitoring"} >= {"train_score", "reg"}
+
+
+# ----------------------------------------------------------------------------- selection
+def test_get_backend_names_and_errors():
+    assert set(BACKENDS) == {"inprocess", "process", "ray"}
+    with pytest.raises(InvalidParameterError, match="backend must be one of"):
+        get_backend("threads")
+    with pytest.raises(InvalidParameterError, match="timeout must be a positive"):
+        get_backend("process", timeout=0)
+
+
+def test_ray_missing_gives_install_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # makes `import ray` fail
+    with pytest.raises(MissingDependencyError, match=r'pip install "dpadmm\[ray\]"'):
+        get_backend("ray")
+
+
+def test_process_backend_rejects_unknown_start_method():
+    with pytest.raises(InvalidParameterError, match="start_method must be one of"):
+        get_backend("process", start_method="teleport")
+
+
+# ----------------------------------------------------------------------------- Ray, loopback only
+@pytest.mark.slow
+@pytest.mark.ray
+def test_ray_suite_in_loopback_namespace():
+    """Run this module's Ray tests inside ``unshare -n`` (only ``lo``, brought up): no traffic can
+    leave 127.0.0.0/8."""
+    pytest.importorskip("ray")
+    if in_loopback_netns():
+        pytest.skip("already inside the loopback namespace: the Ray tests run directly")
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-n", "true"]).returncode != 0:
+        pytest.skip("unshare -n is not available (needs root or user namespaces)")
+    here = Path(__file__).resolve()
+    cmd = (f"ip link set lo up && exec {sys.executable} -m pytest -q -p no:cacheprovider -m ray "
+           f"-o addopts='' {here}")
+    proc = subprocess.run(["unshare", "-n", "sh", "-c", cmd], capture_output=True, text=True,
+                          cwd=here.parent.parent, timeout=1200)
+    tail = (proc.stdout + proc.stderr)[-4000:]
+    assert proc.returncode == 0, tail
+    assert " passed" in proc.stdout and "skipped" not in proc.stdout.splitlines()[-1], tail
+
+
+def _ray_cli(*args, env, timeout=180):
+    ray_bin = Path(sys.executable).with_name("ray")
+    return subprocess.run([str(ray_bin), *args], env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.skipif(not in_loopback_netns(), reason="needs the loopback-only namespace")
+def test_two_node_cluster_a9a_vertical(tmp_path):
+    """Two `ray start` nodes on 127.0.0.1 (resources party1 / party2); the a9a vertical demo runs with
+    each party's actor on its own node; same objective as in-process."""
+    pytest.importorskip("ray")
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0",
+               RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_TMPDIR=str(tmp_path / "ray"))
+    port = 6391
+    head = _ray_cli("start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=1",
+                    "--resources", '{"party1": 1}', "--include-dashboard=false", "--disable-usage-stats",
+                    env=env)
+    try:
+        assert head.returncode == 0, head.stderr[-2000:]
+        worker = _ray_cli("start", f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                          "--resources", '{"party2": 1}', "--disable-usage-stats", env=env)
+        assert worker.returncode == 0, worker.stderr[-2000:]
+        out = tmp_path / "out"
+        common = ["vertical", "--train", "BUNDLED", "--iterations", "5", "--rho", "0.3", "--noise-scale", "0.5",
+                  "--normalize-rows", "--quiet", "--seed", "3"]
+        script = (
+            "import sys; from dpadmm.cli import main; sys.exit(main(sys.argv[1:]))"
+        )
+        args = ["--bundled", "--iterations", "5", "--rho", "0.3", "--noise-scale", "0.5", "--normalize-rows",
+                "--quiet", "--seed", "3"]
+        del common
+        run = subprocess.run([sys.executable, "-c", script, "vertical", *args, "--backend", "ray",
+                              "--ray-address", f"127.0.0.1:{port}", "--ray-resources", "party1=party1,party2=party2",
+                              "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+        metrics = json.loads((out / "metrics.json").read_text())
+        placement = metrics["config"]["placement"]
+        assert placement["party1"]["node_id"] != placement["party2"]["node_id"]
+        ref = tmp_path / "ref"
+        run2 = subprocess.run([sys.executable, "-c", script, "vertical", *args, "--out", str(ref)], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert run2.returncode == 0, run2.stderr[-3000:]
+        ref_obj = json.loads((ref / "metrics.json").read_text())["history"]["objective"]
+        np.testing.assert_allclose(metrics["history"]["objective"], ref_obj, rtol=1e-12, atol=0)
+    finally:
+        _ray_cli("stop", "--force", env=env, timeout=120)

@@ -134,7 +134,7 @@ class _VerticalADMM(BaseEstimator):
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, *, eval_set=None, callbacks: Sequence[Callable] = (), checkpoint_dir=None,
-            checkpoint_every=None, resume_from=None):
+            checkpoint_every=None, resume_from=None, transcript=None):
         """Fit by distributed ADMM sharing.
 
         Parameters
@@ -145,6 +145,11 @@ class _VerticalADMM(BaseEstimator):
         eval_set : dict ``{name: (X_eval, y_eval)}`` or list of pairs (named ``test``, ``eval1``, …);
             their losses are recorded per iteration in ``history_`` (each party scores its own columns).
         callbacks : callables ``cb(round, record) -> bool`` (True stops the run).
+        checkpoint_dir, checkpoint_every : write a checkpoint every k rounds (and at the end).
+        resume_from : a checkpoint directory; the run continues to the same result as an
+            uninterrupted one (same data, parameters and ``random_state``).
+        transcript : a :class:`dpadmm.backends.Transcript` (or any callable
+            ``(round, sender, receiver, message, kind)``) that records every message.
         """
         mode = self._validate()
         blocks = self._blocks(X)
@@ -220,8 +225,11 @@ class _VerticalADMM(BaseEstimator):
             result = engine.run(hub=hub, parties=specs, backend=backend, rounds=int(self.max_iter), seed=seed,
                                 callbacks=callbacks, monitor=self.monitor, stop_on_convergence=not private,
                                 checkpoint_every=checkpoint_every, checkpoint_dir=checkpoint_dir,
-                                resume_from=resume_from, started=True)
+                                resume_from=resume_from, started=True, transcript=transcript)
             self.coefs_ = [backend.call(name, vs.party_coef) for name in names]
+            if transcript is not None:  # the simulation API collects x_m (a deployment would not)
+                for name, coef in zip(names, self.coefs_):
+                    transcript(result.rounds, name, engine.HUB, {"coef": coef}, "model")
             self.intercept_ = float(result.hub_state.intercept)
         finally:
             backend.close()
@@ -416,7 +424,7 @@ class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
         try:
             res = engine.run(hub=hub, parties=specs, backend=backend, rounds=per_epoch * int(self.epochs),
                              seed=check_random_state(self.random_state), callbacks=callbacks, started=True)
-            self.coefs_ = [backend.call(nm, lambda cfg, st: st.x.copy()) for nm in names]
+            self.coefs_ = [backend.call(nm, vs.party_coef) for nm in names]  # module-level: picklable
         finally:
             backend.close()
         self.party_dims_ = tuple(B.shape[1] for B in blocks)

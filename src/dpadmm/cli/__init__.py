@@ -19,8 +19,23 @@ from . import vertical as _vertical  # noqa: E402,F401  (registers commands)
 from . import reproduce as _reproduce  # noqa: E402,F401
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def main(argv=None) -> int:
     """Console-script entry point: run the app, turning library errors into one-line exit-2 errors."""
+    import warnings
+
+    previous = warnings.showwarning
+    warnings.showwarning = _show_warning
+    try:
+        return _run(argv)
+    finally:
+        warnings.showwarning = previous
+
+
+def _run(argv) -> int:
     try:
         app(args=argv, standalone_mode=False)
     except DPADMMError as exc:

@@ -25,7 +25,7 @@ test rows). The paper reports 45,223 × 105.
 
 from __future__ import annotations
 
-import gzip
+import functools
 from importlib import resources
 
 import numpy as np
@@ -44,9 +44,9 @@ PAPER_SHAPE = (45223, 105)  # [Zhang, §5]
 
 def _read(name: str, skiprows: int) -> pd.DataFrame:
     path = resources.files("dpadmm.data") / "_bundled" / name
-    with resources.as_file(path) as p, gzip.open(p, "rt") as fh:
-        return pd.read_csv(fh, header=None, names=list(COLUMNS), skipinitialspace=True, skiprows=skiprows,
-                           na_values=["?"], keep_default_na=False, dtype=str)
+    with resources.as_file(path) as p:
+        return pd.read_csv(p, compression="gzip", header=None, names=list(COLUMNS), skipinitialspace=True,
+                           skiprows=skiprows, na_values=["?"], keep_default_na=False, dtype=str)
 
 
 def load_adult_frame() -> pd.DataFrame:
@@ -69,6 +69,13 @@ def load_adult(*, bias: bool = False, return_names: bool = False):
     """
     if not isinstance(bias, bool):
         raise InvalidParameterError(f"bias must be True or False, got bias={bias!r}.")
+    X, y, names = _preprocessed(bias)
+    X, y = X.copy(), y.copy()
+    return (X, y, list(names)) if return_names else (X, y)
+
+
+@functools.lru_cache(maxsize=2)
+def _preprocessed(bias: bool):
     df = load_adult_frame()
     df = df.dropna().reset_index(drop=True)  # [Zhang, §5] step (1)
     parts = [df[list(NUMERIC)].astype(np.float64).to_numpy()]
@@ -87,4 +94,4 @@ def load_adult(*, bias: bool = False, return_names: bool = False):
     X = X / np.maximum(norms, 1.0)[:, None]  # step (4): ‖x‖ ≤ 1
     label = df["income"].str.rstrip(".")
     y = np.where(label == ">50K", 1.0, -1.0)  # step (5)
-    return (X, y, names) if return_names else (X, y)
+    return X, y, tuple(names)

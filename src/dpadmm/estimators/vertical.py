@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import log_loss, roc_auc_score
 
 from .. import engine
@@ -252,7 +253,7 @@ class _VerticalADMM(BaseEstimator):
             self.privacy_ = None
             if not result.converged and self.max_iter > 1 and self.tol > 0:
                 warnings.warn(f"ADMM did not reach tol={self.tol} in max_iter={self.max_iter} iterations; "
-                              "increase max_iter or use adaptive_rho=True.", RuntimeWarning, stacklevel=2)
+                              "increase max_iter or use adaptive_rho=True.", ConvergenceWarning, stacklevel=2)
         return self
 
     def _eval_sets(self, eval_set) -> dict:

@@ -62,11 +62,14 @@ def _safeguarded(grad_hess, v, y, t, grad_bound, z, scale, max_iter):
     for _ in range(max_iter):
         g, h = grad_hess(z, y)
         phi = t * g + z - v
-        if np.max(np.abs(phi), initial=0.0) <= scale:
+        done = np.abs(phi) <= scale
+        if done.all():
             break
         pos = phi > 0  # φ increasing: the root is below z where φ(z) > 0
         hi = np.where(pos, z, hi)
         lo = np.where(pos, lo, z)
         z_new = z - phi / (t * h + 1.0)
-        z = np.where((z_new < lo) | (z_new > hi), 0.5 * (lo + hi), z_new)
+        # a Newton step must land strictly inside the shrinking bracket, else bisect
+        z_new = np.where((z_new <= lo) | (z_new >= hi), 0.5 * (lo + hi), z_new)
+        z = np.where(done, z, z_new)
     return z

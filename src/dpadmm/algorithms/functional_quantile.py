@@ -1,0 +1,410 @@
+"""Distributed penalised quantile regression on FPCA scores: F-ADMM and FDP-ADMM — [Zhou, eq. 14–24].
+
+Problem [Zhou, eq. 13]: ``min Σ_i [ (1/m_i) Σ_j ρ_τ(y_ij − A_ij w_i) + (λ/M) P(w_i) ]`` s.t. ``w_i = w``,
+with the check loss ρ_τ (``kernels.quantile``) and P ∈ {ℓ1: ‖w‖₁, ℓ2: ½‖w‖², elastic net:
+α‖w‖₁ + (1 − α)½‖w‖²} (ℓ2 as ½‖·‖² so that P'(w) = w, as in [Zhou, §5.2]). An optional unpenalised
+intercept is a constant score column (the last coordinate) that P skips.
+
+Round l (the engine's round l − 1), worker i, given the hub's ``w^{l−1}``:
+
+- dual [Zhou, eq. 18/24] (deferred from the previous round so that messages keep the paper's
+  order): ``γ_i^{l−1} = γ_i^{l−2} − ρ(w̃_i^{l−1} − w^{l−1})`` (skipped at l = 1, γ⁰ = 0);
+- local step, one of
+  * ``exact`` (F-ADMM [Zhou, eq. 16]): ``w_i = argmin f_i(w) + (λ/M)P(w) − ⟨γ_i, w − w^{l−1}⟩
+    + ρ/2‖w − w^{l−1}‖²``, solved to machine precision by semismooth Newton on the Moreau-smoothed
+    check loss with a bandwidth homotopy h → 1e-9 (piecewise quadratic: Newton terminates once
+    the residual signs are identified);
+  * ``linearized`` (FDP-ADMM [Zhou, eq. 19, 21; §5.1]):
+    ``w_i = [ g_i − (λ/M)P'(w̃_i) + γ_i + ρ w + w̃_i/η_i^l ] / (ρ + 1/η_i^l)``,
+    ``g_i = (1/m_i) Σ_j A_ijᵀ (τ − 1{y_ij − A_ij w̃_i ≤ 0})``;
+- noise [Zhou, eq. 22, Thm 1]: ``w̃_i = w_i + N(0, σ_{i,l}² I)`` with ``σ_{i,l} = z Δ_{i,l}``,
+  ``Δ_{i,l} = 2c_1/(m_i(ρ + 1/η_i^l))`` — the *corrected* sensitivity (SPEC §3 erratum: m_i, not
+  m_i²) — and ``z = sqrt(2 ln(1.25/δ))/ε`` for a per-iteration (ε, δ) [Thm 1] (or z calibrated to a
+  total budget). For the exact step Δ = 2c_1/(m_i ρ) (the 1/η → 0 limit: the objective is
+  ρ-strongly convex and one replaced sample changes it by a 2c_1/m_i-Lipschitz function);
+- message worker → hub: ``(w̃_i^l, γ_i^{l−1})`` [Zhou, Alg. 2];
+- hub [Zhou, eq. 17/23]: ``w^l = mean_i w̃_i^l − mean_i γ_i^{l−1}/ρ``; output ``w^L`` (paper) or, beyond
+  the paper, the average of ``w^l`` over the last ``average_last`` fraction of rounds (post-processing).
+
+Step size [Zhou, Thm 2] (``step="paper"``):
+``η_i^l = c_w/sqrt(2l) · ((c_1 + λc_2/M)² + 8K c_1² ln(1.25/δ)/(m_i² ε²))^{−1/2}`` (the last term is 0
+without privacy); ``step="constant"``: η_i^l = η₀ (beyond the paper).
+
+Batched layout (the math is written once; a single worker is the batch of one): a party holds
+``W`` workers' data ``A`` (G, W, m, K), ``y`` (G, W, m) for ``G`` independent data sets (e.g.
+repetitions) and runs ``S`` settings at once (τ, response shift, noise multiplier, λ): iterates
+are (G, W, S, K). The estimator uses one party per worker (G = W = S = 1); the reproductions use
+one 'virtual party' holding every worker and every (τ, privacy) setting of a repetition.
+
+| symbol | code |
+|--------|------|
+| A_ij (clipped scores, ‖A_ij‖ ≤ c_1) | ``PartyConfig.A`` |
+| y_ij | ``PartyConfig.y`` (+ ``settings.shift``) |
+| w_i, w̃_i, γ_i | ``PartyState.w``, ``PartyState.w_tilde``, ``PartyState.gamma`` |
+| w | ``HubState.w`` |
+| τ, λ, ρ, c_1, c_w, c_2 | ``Settings.tau``, ``Settings.lam``, ``rho``, ``c1``, ``c_w``, ``c2`` |
+| z = σ/Δ | ``Settings.noise_multiplier`` (0 = non-private) |
+| η_i^l | :func:`step_size` |
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, NamedTuple
+
+import numpy as np
+
+from ..kernels.quantile import (
+    check_loss, smoothed_check_curvature, smoothed_check_grad, smoothed_check_loss,
+)
+from ..privacy.events import RECORD_REPLACE, GaussianRelease
+
+PENALTIES = ("l1", "l2", "elasticnet")
+LOCAL_STEPS = ("linearized", "exact")
+STEP_RULES = ("paper", "constant")
+
+
+# ----------------------------------------------------------------------------- settings
+@dataclass(frozen=True, eq=False)
+class Settings:
+    """The S settings run side by side (arrays of shape (S,)); all public.
+
+    ``tau`` quantile levels in (0, 1); ``shift`` added to y (the simulation's τ-dependent error
+    centring); ``noise_multiplier`` z = σ/Δ (0: no noise); ``lam`` λ ≥ 0; ``eps_iter``/``delta_iter``
+    the per-iteration budget entering the Thm 2 step size (inf/1 without privacy).
+    """
+
+    tau: np.ndarray
+    shift: np.ndarray
+    noise_multiplier: np.ndarray
+    lam: np.ndarray
+    eps_iter: np.ndarray
+    delta_iter: np.ndarray
+
+    @staticmethod
+    def make(tau, *, shift=0.0, noise_multiplier=0.0, lam=0.05, eps_iter=math.inf, delta_iter=1.0) -> "Settings":
+        arrs = np.broadcast_arrays(*(np.atleast_1d(np.asarray(v, float)) for v in
+                                     (tau, shift, noise_multiplier, lam, eps_iter, delta_iter)))
+        return Settings(*(np.ascontiguousarray(a) for a in arrs))
+
+    @property
+    def size(self) -> int:
+        return self.tau.shape[0]
+
+
+def penalty_value(w: np.ndarray, penalty: str, l1_ratio: float, free_last: bool) -> np.ndarray:
+    """P(w) over the last axis (the intercept coordinate excluded when ``free_last``)."""
+    v = w[..., :-1] if free_last else w
+    l1 = np.abs(v).sum(-1)
+    l2 = 0.5 * (v * v).sum(-1)
+    if penalty == "l1":
+        return l1
+    if penalty == "l2":
+        return l2
+    return l1_ratio * l1 + (1.0 - l1_ratio) * l2
+
+
+def penalty_subgradient(w: np.ndarray, penalty: str, l1_ratio: float, free_last: bool) -> np.ndarray:
+    """P'(w): sgn(w) for ℓ1 [Zhou, §5.1], w for ℓ2 [§5.2], their mix for the elastic net."""
+    if penalty == "l1":
+        g = np.sign(w)
+    elif penalty == "l2":
+        g = w.copy()
+    else:
+        g = l1_ratio * np.sign(w) + (1.0 - l1_ratio) * w
+    if free_last:
+        g[..., -1] = 0.0
+    return g
+
+
+def step_size(rule: str, l: int, *, c_w: float, c1: float, c2: float, lam: np.ndarray, n_workers: int, K: int,
+              m: int, eps_iter: np.ndarray, delta_iter: np.ndarray, eta0: float) -> np.ndarray:
+    """η_i^l per setting, (S,). ``paper``: [Zhou, Thm 2]; ``constant``: η₀."""
+    if rule == "constant":
+        return np.full(np.shape(lam), float(eta0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        priv = np.where(np.isfinite(eps_iter),
+                        8.0 * K * c1 * c1 * np.log(1.25 / delta_iter) / (m * m * eps_iter * eps_iter), 0.0)
+    return c_w / math.sqrt(2.0 * l) / np.sqrt((c1 + lam * c2 / n_workers) ** 2 + priv)  # [Zhou, Thm 2]
+
+
+# ----------------------------------------------------------------------------- messages / states
+class HubMessage(NamedTuple):
+    """Hub → workers: the round number and the consensus ``w^{l−1}`` (G, S, K)."""
+
+    round: int
+    w: np.ndarray
+
+
+class PartyMessage(NamedTuple):
+    """Workers → hub: ``w̃_i^l`` and ``γ_i^{l−1}`` (G, W, S, K) [Zhou, Alg. 2]."""
+
+    w_tilde: np.ndarray
+    gamma: np.ndarray
+
+
+class PartyState(NamedTuple):
+    w: np.ndarray
+    w_tilde: np.ndarray
+    gamma: np.ndarray
+    w_hub: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class PartyConfig:
+    """What a party (one worker, or a virtual party of W workers) holds; A and y never leave it."""
+
+    name: str
+    A: np.ndarray  # (G, W, m, K) clipped scores (+ intercept column last if fit_intercept)
+    y: np.ndarray  # (G, W, m)
+    settings: Settings
+    rho: float
+    n_workers: int  # M over all parties (for λ/M)
+    penalty: str = "l1"
+    l1_ratio: float = 0.5
+    fit_intercept: bool = False
+    local_step: str = "linearized"
+    step: str = "paper"
+    c1: float = 1.0
+    c2: float = 1.0
+    c_w: float = 1.0
+    eta0: float = 1.0
+    newton_tol: float = 1e-10
+    emit_events: bool = True
+    worker_names: tuple[str, ...] = ()
+
+    @property
+    def m(self) -> int:
+        return self.A.shape[2]
+
+    @property
+    def K(self) -> int:
+        return self.A.shape[3]
+
+
+def make_party(name: str, A: np.ndarray, y: np.ndarray, settings: Settings, **options) -> tuple[PartyConfig, PartyState]:
+    """Build a party; A (m, K) / y (m,) are promoted to (1, 1, m, K) / (1, 1, m)."""
+    A = np.asarray(A, float)
+    y = np.asarray(y, float)
+    if A.ndim == 2:
+        A, y = A[None, None], y[None, None]
+    cfg = PartyConfig(name=name, A=np.ascontiguousarray(A), y=np.ascontiguousarray(y), settings=settings, **options)
+    G, W, _, K = cfg.A.shape
+    zero = np.zeros((G, W, settings.size, K))
+    return cfg, PartyState(zero, zero, zero, np.zeros((G, settings.size, K)))
+
+
+def setup_party(name: str, A, y, settings: Settings, options: Mapping[str, Any]):
+    """Worker-side setup (``PartySpec.setup``)."""
+    return make_party(name, A, y, settings, **options)
+
+
+# ----------------------------------------------------------------------------- local math
+def _residuals(cfg: PartyConfig, w: np.ndarray) -> np.ndarray:
+    """r = y + shift − A w for every (g, worker, setting): (G, W, S, m)."""
+    Aw = np.einsum("gwmk,gwsk->gwsm", cfg.A, w, optimize=True)
+    return (cfg.y[:, :, None, :] + cfg.settings.shift[None, None, :, None]) - Aw
+
+
+def mean_check_loss(cfg: PartyConfig, w: np.ndarray) -> np.ndarray:
+    """f_i(w) = (1/m) Σ_j ρ_τ(y_j − A_j w): (G, W, S)."""
+    return check_loss(_residuals(cfg, w), cfg.settings.tau[:, None]).mean(-1)
+
+
+def _linearized(cfg: PartyConfig, st: PartyState, w_hub: np.ndarray, gamma: np.ndarray, eta: np.ndarray) -> np.ndarray:
+    """[Zhou, eq. 21] closed form (§5.1 for ℓ1, §5.2 for ℓ2)."""
+    s = cfg.settings
+    R = _residuals(cfg, st.w_tilde)
+    psi = s.tau[:, None] - (R <= 0)
+    g = np.einsum("gwsm,gwmk->gwsk", psi, cfg.A, optimize=True) / cfg.m
+    pen = penalty_subgradient(st.w_tilde, cfg.penalty, cfg.l1_ratio, cfg.fit_intercept)
+    lam_m = (s.lam / cfg.n_workers)[:, None]
+    inv_eta = (1.0 / eta)[:, None]
+    num = g - lam_m * pen + gamma + cfg.rho * w_hub[:, None] + st.w_tilde * inv_eta
+    return num / (cfg.rho + inv_eta)
+
+
+def _smoothed_objective(cfg, w, v, h, lam_m, a1, a2, mask):
+    r = _residuals(cfg, w)
+    f = smoothed_check_loss(r, cfg.settings.tau[:, None], h).mean(-1)
+    wp = w * mask
+    hub = np.where(np.abs(wp) <= h, wp * wp / (2 * h), np.abs(wp) - h / 2)
+    pen = a1 * hub.sum(-1) + a2 * 0.5 * (wp * wp).sum(-1)
+    return f + lam_m * pen + 0.5 * cfg.rho * ((w - v) ** 2).sum(-1)
+
+
+def exact_local_solve(cfg: PartyConfig, v: np.ndarray, w0: np.ndarray, lam_scale: float = 1.0) -> np.ndarray:
+    """argmin_w f_i(w) + (λ/M) P(w) + ρ/2 ‖w − v‖² [Zhou, eq. 16] for every batch entry.
+
+    Semismooth Newton with backtracking on the Moreau-smoothed loss and penalty, bandwidth
+    h = 1e-1 … 1e-9 (each level warm-starts the next); the smoothed minimiser is within O(h) of
+    the exact one. The objective is ρ-strongly convex, so every Newton system is well posed.
+    """
+    s = cfg.settings
+    tau = s.tau[:, None]
+    lam_m = lam_scale * s.lam[None, None, :] / cfg.n_workers
+    if cfg.penalty == "l1":
+        a1, a2 = 1.0, 0.0
+    elif cfg.penalty == "l2":
+        a1, a2 = 0.0, 1.0
+    else:
+        a1, a2 = cfg.l1_ratio, 1.0 - cfg.l1_ratio
+    K = cfg.K
+    mask = np.ones(K)
+    if cfg.fit_intercept:
+        mask[-1] = 0.0
+    eye = np.eye(K)
+    w = w0.copy()
+    for h in (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9):
+        f_old = _smoothed_objective(cfg, w, v, h, lam_m, a1, a2, mask)
+        for _ in range(30):
+            r = _residuals(cfg, w)
+            gl = smoothed_check_grad(r, tau, h)
+            cv = smoothed_check_curvature(r, tau, h)
+            wp = w * mask
+            grad = (-np.einsum("gwsm,gwmk->gwsk", gl, cfg.A, optimize=True) / cfg.m
+                    + lam_m[..., None] * (a1 * np.clip(wp / h, -1, 1) + a2 * wp) * mask + cfg.rho * (w - v))
+            H = np.einsum("gwsm,gwmk,gwml->gwskl", cv, cfg.A, cfg.A, optimize=True) / cfg.m
+            dpen = (a1 * (np.abs(wp) < h) / h + a2) * mask
+            H = H + (lam_m[..., None] * dpen)[..., None] * eye + cfg.rho * eye
+            d = -np.linalg.solve(H, grad[..., None])[..., 0]
+            dec = -(grad * d).sum(-1)
+            if np.all(dec <= cfg.newton_tol * (1.0 + np.abs(f_old))):
+                break
+            t = np.ones(f_old.shape)
+            for _ls in range(40):
+                w_new = w + t[..., None] * d
+                f_new = _smoothed_objective(cfg, w_new, v, h, lam_m, a1, a2, mask)
+                bad = f_new > f_old - 1e-4 * t * dec + 1e-15 * np.abs(f_old)
+                if not bad.any():
+                    break
+                t = np.where(bad, t * 0.5, t)
+            w, f_old = w_new, np.minimum(f_new, f_old)
+    return w
+
+
+# ----------------------------------------------------------------------------- party step
+def sensitivity(cfg: PartyConfig, eta: np.ndarray) -> np.ndarray:
+    """Corrected [Zhou, Lemma 2] sensitivity 2c_1/(m_i(ρ + 1/η)) per setting (SPEC §3 erratum);
+    ``2c_1/(m_i ρ)`` for the exact step."""
+    if cfg.local_step == "exact":
+        return np.full(eta.shape, 2.0 * cfg.c1 / (cfg.m * cfg.rho))
+    return 2.0 * cfg.c1 / (cfg.m * (cfg.rho + 1.0 / eta))
+
+
+def party_step(cfg: PartyConfig, state: PartyState, inbox: HubMessage, *, rng: np.random.Generator):
+    """Deferred dual update [Zhou, eq. 24], local step [eq. 16 or 21], Gaussian noise [eq. 22, Thm 1]."""
+    l = inbox.round + 1
+    w_hub = inbox.w
+    gamma = state.gamma
+    if l > 1:
+        gamma = gamma - cfg.rho * (state.w_tilde - w_hub[:, None])  # [Zhou, eq. 24] (γ^{l−1})
+    s = cfg.settings
+    eta = step_size(cfg.step, l, c_w=cfg.c_w, c1=cfg.c1, c2=cfg.c2, lam=s.lam, n_workers=cfg.n_workers,
+                    K=cfg.K, m=cfg.m, eps_iter=s.eps_iter, delta_iter=s.delta_iter, eta0=cfg.eta0)
+    if cfg.local_step == "exact":
+        w = exact_local_solve(cfg, w_hub[:, None] + gamma / cfg.rho, state.w)  # [Zhou, eq. 16]
+    else:
+        w = _linearized(cfg, state, w_hub, gamma, eta)  # [Zhou, eq. 21]
+    delta_s = sensitivity(cfg, eta)
+    sigma = s.noise_multiplier * delta_s  # [Zhou, Thm 1] with the corrected sensitivity
+    events = []
+    if np.any(sigma > 0):
+        w_tilde = w + sigma[:, None] * rng.standard_normal(w.shape)  # [Zhou, eq. 22]
+        if cfg.emit_events:
+            names = cfg.worker_names or (cfg.name,)
+            for si in range(s.size):
+                if sigma[si] > 0:
+                    tag = names[0] if (s.size == 1 and len(names) == 1) else f"{cfg.name}[setting {si}]"
+                    events.append(GaussianRelease(tag, inbox.round, float(delta_s[si]), float(sigma[si]),
+                                                  RECORD_REPLACE))
+    else:
+        w_tilde = w
+    new = PartyState(w=w, w_tilde=w_tilde, gamma=gamma, w_hub=w_hub)
+    return new, PartyMessage(w_tilde=w_tilde, gamma=gamma), events
+
+
+def party_diagnostics(cfg: PartyConfig, state: PartyState) -> dict:
+    """Monitoring (not messages): f_i(w̃_i), (λ/M)P(w̃_i) and ‖w̃_i − w‖ per worker: (G, W, S)."""
+    s = cfg.settings
+    loss = mean_check_loss(cfg, state.w_tilde)
+    pen = (s.lam / cfg.n_workers) * penalty_value(state.w_tilde, cfg.penalty, cfg.l1_ratio, cfg.fit_intercept)
+    gap = np.linalg.norm(state.w_tilde - state.w_hub[:, None], axis=-1)
+    return {"loss": loss, "penalty": pen, "gap": gap}
+
+
+def party_coef(cfg: PartyConfig, state: PartyState) -> np.ndarray:
+    """The worker's local model (stays at the worker; exposed for the simulation API)."""
+    return state.w.copy()
+
+
+# ----------------------------------------------------------------------------- hub
+@dataclass(frozen=True, eq=False)
+class HubConfig:
+    """The central machine: ρ, the parties, the batch shape and the output rule."""
+
+    rho: float
+    party_names: tuple[str, ...]
+    shape: tuple[int, int, int]  # (G, S, K)
+    average_last: float = 0.0  # 0: output w^L [Zhou, Alg. 2]; f ∈ (0, 1]: mean of w^l over the last f·L rounds
+    rounds: int = 1
+    tol: float = 0.0
+    rho_in_objective: float | None = None
+
+
+class HubState(NamedTuple):
+    round: int
+    w: np.ndarray
+    w_sum: np.ndarray
+    n_sum: int
+    primal_residual: float
+    dual_residual: float
+
+    @property
+    def output(self) -> np.ndarray:
+        """The released estimate: w^L, or the running average (post-processing of released w^l)."""
+        return self.w_sum / self.n_sum if self.n_sum else self.w
+
+
+def init_hub(cfg: HubConfig):
+    """w⁰ = 0 [Zhou, Alg. 2]."""
+    w0 = np.zeros(cfg.shape)
+    st = HubState(0, w0, np.zeros(cfg.shape), 0, math.inf, math.inf)
+    return st, {name: HubMessage(0, w0) for name in cfg.party_names}
+
+
+def hub_step(cfg: HubConfig, state: HubState, outboxes: Mapping[str, PartyMessage], *, rng):
+    """w^l = mean_i w̃_i^l − mean_i γ_i^{l−1}/ρ [Zhou, eq. 17/23] over every worker of every party."""
+    wt = np.concatenate([outboxes[p].w_tilde for p in cfg.party_names], axis=1)
+    gm = np.concatenate([outboxes[p].gamma for p in cfg.party_names], axis=1)
+    w = wt.mean(1) - gm.mean(1) / cfg.rho
+    t = state.round + 1
+    start = cfg.rounds - max(1, int(round(cfg.average_last * cfg.rounds))) if cfg.average_last > 0 else cfg.rounds
+    w_sum, n_sum = state.w_sum, state.n_sum
+    if cfg.average_last > 0 and t > start:
+        w_sum, n_sum = w_sum + w, n_sum + 1
+    r = float(np.sqrt(np.mean(np.sum((wt - w[:, None]) ** 2, -1))))
+    d = float(cfg.rho * np.sqrt(np.mean(np.sum((w - state.w) ** 2, -1))))
+    new = HubState(t, w, w_sum, n_sum, r, d)
+    return new, {name: HubMessage(t, w) for name in cfg.party_names}, []
+
+
+def hub_metrics(cfg: HubConfig, state: HubState, diagnostics: Mapping[str, dict]) -> dict:
+    """Augmented objective Σ_i f_i(w̃_i) + (λ/M)P(w̃_i) + ρ‖w̃_i − w‖ [Zhou, §5] and the empirical loss
+    (1/M) Σ_i f_i(w̃_i); arrays (G, S) for batched runs, floats for a single setting."""
+    loss = np.concatenate([diagnostics[p]["loss"] for p in cfg.party_names], axis=1)
+    pen = np.concatenate([diagnostics[p]["penalty"] for p in cfg.party_names], axis=1)
+    gap = np.concatenate([diagnostics[p]["gap"] for p in cfg.party_names], axis=1)
+    rho = cfg.rho if cfg.rho_in_objective is None else cfg.rho_in_objective
+    aug = (loss + pen + rho * gap).sum(1)
+    emp = loss.mean(1)
+    out = {"augmented_objective": aug, "empirical_loss": emp, "primal_residual": state.primal_residual,
+           "dual_residual": state.dual_residual}
+    if aug.size == 1:
+        out["augmented_objective"] = float(aug.ravel()[0])
+        out["empirical_loss"] = float(emp.ravel()[0])
+        out["objective"] = out["augmented_objective"]
+    if cfg.tol > 0:
+        out["converged"] = bool(state.primal_residual <= cfg.tol and state.dual_residual <= cfg.tol)
+    return out

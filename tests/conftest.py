@@ -1,0 +1,44 @@
+"""Shared fixtures: small slices of the bundled a9a (fast) and helpers for CLI tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpadmm.data import load_a9a, normalize_rows, partition_columns
+
+
+@pytest.fixture(scope="session")
+def a9a_full():
+    X, y = load_a9a("train")
+    Xt, yt = load_a9a("test")
+    return X, y, Xt, yt
+
+
+@pytest.fixture(scope="session")
+def a9a_small(a9a_full):
+    """2,000 training and 1,000 test rows of a9a, split 66/57 like [Hu, §5]."""
+    X, y, Xt, yt = a9a_full
+    return (partition_columns(X[:2000], (66, 57)), y[:2000], partition_columns(Xt[:1000], (66, 57)), yt[:1000])
+
+
+@pytest.fixture(scope="session")
+def a9a_small_normalized(a9a_small):
+    B, y, Bt, yt = a9a_small
+    return [normalize_rows(b) for b in B], y, [normalize_rows(b) for b in Bt], yt
+
+
+def run_cli(args, capsys=None):
+    """Run the CLI in-process; return (exit code, stdout, stderr)."""
+    from dpadmm.cli import main
+
+    code = main([str(a) for a in args])
+    if capsys is not None:
+        out = capsys.readouterr()
+        return code, out.out, out.err
+    return code, "", ""
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)

@@ -309,71 +309,167 @@ def test_process_backend_rejects_unknown_start_method():
         get_backend("process", start_method="teleport")
 
 
+# ----------------------------------------------------------------------------- CLI
+A9A_TRAIN = Path(__file__).resolve().parents[1] / "src" / "dpadmm" / "data" / "_bundled" / "a9a.gz"
+N_CLI = 1500  # rows of the small LIBSVM file the CLI tests train on
+
+
+@pytest.fixture(scope="module")
+def small_libsvm(tmp_path_factory):
+    """The first N_CLI rows of a9a as a LIBSVM file (feature 123 is padded by --parties 66,57)."""
+    import gzip
+
+    path = tmp_path_factory.mktemp("data") / "a9a_small.txt"
+    with gzip.open(A9A_TRAIN, "rt") as fh:
+        lines = [next(fh) for _ in range(N_CLI)]
+    path.write_text("".join(lines))
+    return path
+
+
+def _cli(*args):
+    from dpadmm.cli import main
+
+    return main([str(a) for a in args])
+
+
+CLI_BASE = ["vertical", "--parties", "66,57", "--rho", "0.3", "--noise-scale", "0.5",
+            "--normalize-rows", "--quiet", "--seed", "3"]
+
+
+def test_cli_process_backend_transcript_checkpoint_resume(tmp_path, small_libsvm):
+    """--backend process + --transcript + --checkpoint-every, then --resume continues a shorter run to
+    exactly the objective of an uninterrupted longer one (noise given as σ, so T does not change it)."""
+    a, b, c, tfile = tmp_path / "a", tmp_path / "b", tmp_path / "c", tmp_path / "t.jsonl"
+    base = [*CLI_BASE, "--train", small_libsvm]
+    assert _cli(*base, "--iterations", 3, "--backend", "process", "--timeout", 60, "--transcript", tfile,
+                "--checkpoint-every", 2, "--out", a) == 0
+    assert (a / "checkpoint" / engine.CHECKPOINT_FILE).is_file()
+    ma = json.loads((a / "metrics.json").read_text())
+    assert ma["config"]["backend"] == "process"
+    links = ma["transcript"]["links"]
+    assert links["party1->hub:protocol"]["bytes_per_round_mean"] == 8 * N_CLI
+    records = read_transcript(tfile)
+    _check_vertical_transcript([r for r in records if r["kind"] == "protocol"], N_CLI, ["party1", "party2"], 3)
+    assert _cli(*base, "--iterations", 5, "--resume", a, "--out", b) == 0
+    assert _cli(*base, "--iterations", 5, "--out", c) == 0
+    hb = json.loads((b / "metrics.json").read_text())["history"]["objective"]
+    hc = json.loads((c / "metrics.json").read_text())["history"]["objective"]
+    assert len(hb) == 5
+    np.testing.assert_allclose(hb, hc, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--backend", "threads"], "--backend must be one of"),
+    (["--ray-address", "127.0.0.1:1"], "need --backend ray"),
+    (["--checkpoint-every", "2"], "--checkpoint-every needs --out"),
+    (["--resume", "NOPE"], "no checkpoint in"),
+    (["--backend", "process", "--timeout", "0"], "--timeout must be positive"),
+])
+def test_cli_rejects_bad_backend_options(tmp_path, capsys, small_libsvm, args, message):
+    out = tmp_path / "out"
+    args = [str(tmp_path / "nope") if a == "NOPE" else a for a in args]
+    assert _cli(*CLI_BASE, "--train", small_libsvm, "--iterations", 2, *args, *(["--out", out] if "--checkpoint-every" not in args else [])) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_cli_ray_missing_is_one_line_error(tmp_path, capsys, monkeypatch, small_libsvm):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    assert _cli(*CLI_BASE, "--train", small_libsvm, "--iterations", 2, "--backend", "ray", "--out", tmp_path / "o") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and 'pip install "dpadmm[ray]"' in err and err.count("\n") == 1
+    assert not (tmp_path / "o").exists()
+
+
 # ----------------------------------------------------------------------------- Ray, loopback only
 @pytest.mark.slow
 @pytest.mark.ray
 def test_ray_suite_in_loopback_namespace():
-    """Run this module's Ray tests inside ``unshare -n`` (only ``lo``, brought up): no traffic can
-    leave 127.0.0.0/8."""
+    """Run this module's Ray tests inside new network + PID namespaces (``unshare -n -p -f
+    --mount-proc``): only ``lo`` exists, so no traffic can leave 127.0.0.0/8, and every process
+    Ray starts dies with the namespace."""
     pytest.importorskip("ray")
     if in_loopback_netns():
         pytest.skip("already inside the loopback namespace: the Ray tests run directly")
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "-n", "true"]).returncode != 0:
-        pytest.skip("unshare -n is not available (needs root or user namespaces)")
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "true"],
+                                                         capture_output=True).returncode != 0:
+        pytest.skip("unshare -n -p is not available (needs root or user namespaces)")
     here = Path(__file__).resolve()
     cmd = (f"ip link set lo up && exec {sys.executable} -m pytest -q -p no:cacheprovider -m ray "
            f"-o addopts='' {here}")
-    proc = subprocess.run(["unshare", "-n", "sh", "-c", cmd], capture_output=True, text=True,
-                          cwd=here.parent.parent, timeout=1200)
+    proc = subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "sh", "-c", cmd], capture_output=True,
+                          text=True, cwd=here.parent.parent, timeout=1500)
     tail = (proc.stdout + proc.stderr)[-4000:]
     assert proc.returncode == 0, tail
-    assert " passed" in proc.stdout and "skipped" not in proc.stdout.splitlines()[-1], tail
+    summary = proc.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and "failed" not in summary, tail
+    # the contract tests (7 per backend) and the two-node test must have run, not been skipped
+    assert int(summary.split(" passed")[0].split()[-1]) >= 8, tail
 
 
-def _ray_cli(*args, env, timeout=180):
+def _ray_node(args, env, log):
+    """``ray start --block`` in its own process group (stopped by killing that group, never `ray stop`)."""
     ray_bin = Path(sys.executable).with_name("ray")
-    return subprocess.run([str(ray_bin), *args], env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.Popen([str(ray_bin), "start", "--block", *args], env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _stop(proc):
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
 
 
 @pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.skipif(not in_loopback_netns(), reason="needs the loopback-only namespace")
 def test_two_node_cluster_a9a_vertical(tmp_path):
-    """Two `ray start` nodes on 127.0.0.1 (resources party1 / party2); the a9a vertical demo runs with
-    each party's actor on its own node; same objective as in-process."""
+    """Two `ray start` nodes on 127.0.0.1 advertising resources party1 / party2; the a9a vertical run
+    places each party's actor on its own node and gives the in-process objective."""
     pytest.importorskip("ray")
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0",
-               RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_TMPDIR=str(tmp_path / "ray"))
+               RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
     port = 6391
-    head = _ray_cli("start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=1",
-                    "--resources", '{"party1": 1}', "--include-dashboard=false", "--disable-usage-stats",
-                    env=env)
+    log = open(tmp_path / "ray.log", "w")
+    head = _ray_node(["--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=1",
+                      "--resources", '{"party1": 1}', "--include-dashboard=false", "--disable-usage-stats",
+                      f"--temp-dir={tmp}"], env, log)
+    nodes = [head]
     try:
-        assert head.returncode == 0, head.stderr[-2000:]
-        worker = _ray_cli("start", f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
-                          "--resources", '{"party2": 1}', "--disable-usage-stats", env=env)
-        assert worker.returncode == 0, worker.stderr[-2000:]
-        out = tmp_path / "out"
-        common = ["vertical", "--train", "BUNDLED", "--iterations", "5", "--rho", "0.3", "--noise-scale", "0.5",
-                  "--normalize-rows", "--quiet", "--seed", "3"]
-        script = (
-            "import sys; from dpadmm.cli import main; sys.exit(main(sys.argv[1:]))"
-        )
-        args = ["--bundled", "--iterations", "5", "--rho", "0.3", "--noise-scale", "0.5", "--normalize-rows",
-                "--quiet", "--seed", "3"]
-        del common
-        run = subprocess.run([sys.executable, "-c", script, "vertical", *args, "--backend", "ray",
-                              "--ray-address", f"127.0.0.1:{port}", "--ray-resources", "party1=party1,party2=party2",
-                              "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
-        assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+        time.sleep(5)
+        nodes.append(_ray_node([f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                                "--resources", '{"party2": 1}', "--disable-usage-stats"], env, log))
+        script = "import sys; from dpadmm.cli import main; sys.exit(main(sys.argv[1:]))"
+        args = [str(a) for a in CLI_BASE + ["--train", A9A_TRAIN, "--iterations", 5]]
+        out, ref = tmp_path / "out", tmp_path / "ref"
+        deadline = time.monotonic() + 60
+        while True:  # wait until both nodes have registered
+            run = subprocess.run([sys.executable, "-c", script, *args, "--backend", "ray", "--ray-address",
+                                  f"127.0.0.1:{port}", "--ray-resources", "party1=party1,party2=party2",
+                                  "--timeout", "20", "--out", str(out)], env=env, capture_output=True, text=True,
+                                 timeout=600)
+            if run.returncode == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(3)
+        log.flush()
+        assert run.returncode == 0, (run.stdout + run.stderr)[-3000:] + (tmp_path / "ray.log").read_text()[-2000:]
         metrics = json.loads((out / "metrics.json").read_text())
         placement = metrics["config"]["placement"]
         assert placement["party1"]["node_id"] != placement["party2"]["node_id"]
-        ref = tmp_path / "ref"
-        run2 = subprocess.run([sys.executable, "-c", script, "vertical", *args, "--out", str(ref)], env=env,
+        run2 = subprocess.run([sys.executable, "-c", script, *args, "--out", str(ref)], env=env,
                               capture_output=True, text=True, timeout=600)
         assert run2.returncode == 0, run2.stderr[-3000:]
         ref_obj = json.loads((ref / "metrics.json").read_text())["history"]["objective"]
         np.testing.assert_allclose(metrics["history"]["objective"], ref_obj, rtol=1e-12, atol=0)
     finally:
-        _ray_cli("stop", "--force", env=env, timeout=120)
+        for proc in reversed(nodes):
+            _stop(proc)
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)

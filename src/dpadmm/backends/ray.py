@@ -126,6 +126,7 @@ class RayBackend(Backend):
         self._has_diag: dict[str, bool] = {}
         self._owns_ray = False
         self._closed = False
+        self.placement_: dict[str, dict] = {}
 
     # -------------------------------------------------------------- plumbing
     def _ensure_ray(self) -> None:
@@ -205,6 +206,7 @@ class RayBackend(Backend):
         refs = {spec.name: self._actors[spec.name].setup.remote(spec) for spec in specs}
         try:
             self._gather(refs, "setup", timeout=self.setup_timeout)
+            self.placement_ = self._gather({n: a.where.remote() for n, a in self._actors.items()}, "where")
         except PartyFailureError:
             self._shutdown()
             raise

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from . import app
+from . import _backend as bk
 from ._common import console, output_dir, progress, write_json
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 
@@ -92,6 +93,13 @@ def vertical(
     seed: int = typer.Option(0, help="Root random seed."),
     out: Optional[Path] = typer.Option(None, help="Write metrics.json and convergence.png here."),
     quiet: bool = typer.Option(False, help="No progress bar."),
+    backend: str = bk.backend_option(),
+    ray_address: Optional[str] = bk.ray_address_option(),
+    ray_resources: Optional[str] = bk.ray_resources_option(),
+    timeout: float = bk.timeout_option(),
+    transcript: Optional[Path] = bk.transcript_option(),
+    checkpoint_every: Optional[int] = bk.checkpoint_every_option(),
+    resume: Optional[Path] = bk.resume_option(),
 ):
     """Train logistic regression on vertically partitioned data with (DP) ADMM sharing [Hu]."""
     from ..experiments.vertical import load_vertical_data, normalized, rows_are_normalized, run_vertical
@@ -108,6 +116,8 @@ def vertical(
             from ..exceptions import DataFileError
 
             raise DataFileError(f"file not found: {p}; check the path.")
+    run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
+                              transcript=transcript, checkpoint_every=checkpoint_every, resume=resume, out=out)
     data = load_vertical_data(train=train, test=test, parties=parties, party_files=party,
                               test_party_files=test_party, id_column=id_column, label_column=label_column)
     private = any(v is not None for v in (epsilon, iteration_epsilon, noise_scale))
@@ -121,8 +131,13 @@ def vertical(
             model, metrics = run_vertical(data, lam=lam, rho=rho, iterations=iterations, fit_intercept=not no_intercept,
                                           epsilon=epsilon, delta=delta, iteration_epsilon=iteration_epsilon,
                                           noise_scale=noise_scale, bound=bound if bound is not None else "auto",
-                                          accountant=accountant, adaptive_rho=adaptive_rho, seed=seed, callbacks=[cb])
+                                          accountant=accountant, adaptive_rho=adaptive_rho, seed=seed, callbacks=[cb],
+                                          backend=run_opts.backend, fit_kwargs=run_opts.begin())
         metrics["config"]["normalize_rows"] = normalize_rows
+        extra = bk.run_metrics(run_opts)
+        metrics["config"].update({k: v for k, v in extra.items() if k != "transcript"})
+        if "transcript" in extra:
+            metrics["transcript"] = extra["transcript"]
         f = metrics["final"]
         console.print(f"iterations: {f['iterations']}  training objective: {f['train_objective']:.6f}"
                       + (f"  test log loss: {f['test_log_loss']:.4f}  accuracy: {f['test_accuracy']:.4f}  "
@@ -157,7 +172,7 @@ def demo(
             _, dp = run_vertical(data, lam=lam, rho=DEMO_RHO, iterations=iterations, epsilon=epsilon, delta=delta,
                                  seed=seed, callbacks=[cb])
         with progress(100, "non-private ADMM", enabled=not quiet) as cb:
-            _, nonpriv = run_vertical(data, lam=lam, iterations=100, seed=seed, callbacks=[cb])
+            _, nonpriv = run_vertical(data, lam=lam, iterations=100, tol=0.0, seed=seed, callbacks=[cb])
         allf = sklearn_baseline(data.train, data.y, data.test, data.y_test, lam=lam)
         alone = sklearn_baseline(data.train[:1], data.y, data.test[:1], data.y_test, lam=lam)
         table = Table(title=f"a9a, 2 parties {data.party_sizes}, rows normalised per party, λ={lam:g}")

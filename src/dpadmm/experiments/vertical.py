@@ -147,15 +147,19 @@ def sklearn_baseline(blocks, y, test_blocks, y_test, *, lam: float, fit_intercep
 def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho: float = 0.05, iterations: int = 100,
                  fit_intercept: bool = True, epsilon=None, delta: float = 1e-5, iteration_epsilon=None,
                  noise_scale=None, bound="auto", accountant: str = "pld", adaptive_rho: bool = False,
-                 seed: int = 0, tol: float = 1e-6, callbacks=(), backend="inprocess") -> tuple[VerticalLogisticRegression, dict]:
-    """Fit one vertical model and return it with its metrics dict (the metrics.json layout)."""
+                 seed: int = 0, tol: float = 1e-6, callbacks=(), backend="inprocess",
+                 fit_kwargs=None) -> tuple[VerticalLogisticRegression, dict]:
+    """Fit one vertical model and return it with its metrics dict (the metrics.json layout).
+
+    ``fit_kwargs`` go to ``fit`` (checkpoint_dir/checkpoint_every/resume_from/transcript).
+    """
     t0 = time.perf_counter()
     model = VerticalLogisticRegression(
         lam=lam, rho=rho, max_iter=iterations, tol=tol, fit_intercept=fit_intercept, epsilon=epsilon, delta=delta,
         iteration_epsilon=iteration_epsilon, noise_scale=noise_scale, bound=bound, accountant=accountant,
         adaptive_rho=adaptive_rho, random_state=seed, backend=backend)
     eval_set = {"test": (data.test, data.y_test)} if data.test is not None else None
-    model.fit(data.train, data.y, eval_set=eval_set, callbacks=callbacks)
+    model.fit(data.train, data.y, eval_set=eval_set, callbacks=callbacks, **(fit_kwargs or {}))
     wall = time.perf_counter() - t0
     h = model.history_
     history = {k: h[k] for k in ("objective", "seconds", "train_loss", "primal_residual", "dual_residual", "rho")
@@ -178,5 +182,5 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho: float = 0.05, it
               "noise_scale": noise_scale, "bound": bound, "accountant": accountant, "adaptive_rho": adaptive_rho,
               "seed": seed, "tol": tol, "party_sizes": list(data.party_sizes), "n_train": int(len(data.y)),
               "n_test": int(len(data.y_test)) if data.y_test is not None else 0,
-              "noise_multiplier": model.noise_multiplier_, "backend": str(backend), **data.source}
+              "noise_multiplier": model.noise_multiplier_, "backend": getattr(backend, "name", str(backend)), **data.source}
     return model, {"history": history, "final": final, "privacy": privacy, "wall_seconds": wall, "config": config}

@@ -1,0 +1,141 @@
+"""CLI plumbing shared by the training commands: backend choice, transcripts, checkpoints.
+
+Commands declare the options with the ``*_OPTION`` factories below and call :func:`run_options`
+first (validation before any work), then pass ``opts.backend`` as the estimator's ``backend`` and
+``opts.begin()`` (opens the transcript) as keyword arguments to ``fit``, and finally merge
+:func:`run_metrics` into metrics.json.
+
+Checkpoints go to ``OUT/checkpoint/`` directly (not staged): a run that dies leaves its last
+checkpoint there, and ``--resume OUT`` (or ``--resume OUT/checkpoint``) continues it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from ..backends import BACKENDS, Backend, Transcript, get_backend
+from ..engine import CHECKPOINT_FILE
+from ..exceptions import DataFileError, InvalidParameterError
+
+
+def backend_option():
+    return typer.Option("inprocess", "--backend", help="Where parties run: inprocess, process (one OS process "
+                                                        "per party) or ray (one actor per party).")
+
+
+def ray_address_option():
+    return typer.Option(None, "--ray-address", help="Join a running Ray cluster (HOST:PORT or auto); "
+                                                    "default: start a local one.")
+
+
+def ray_resources_option():
+    return typer.Option(None, "--ray-resources", help="Pin parties to nodes: party1=RES1,party2=RES2 "
+                                                      "(custom resources given to `ray start --resources`).")
+
+
+def timeout_option():
+    return typer.Option(120.0, "--timeout", help="Seconds a party may take per round before the run fails "
+                                                 "(process and ray backends).")
+
+
+def transcript_option():
+    return typer.Option(None, "--transcript", help="Record every message (JSONL, or CSV if FILE ends in .csv).")
+
+
+def checkpoint_every_option():
+    return typer.Option(None, "--checkpoint-every", help="Write a checkpoint every K rounds to OUT/checkpoint.")
+
+
+def resume_option():
+    return typer.Option(None, "--resume", help="Continue the run checkpointed in DIR (same data and options).")
+
+
+@dataclass
+class RunOptions:
+    """Validated backend / transcript / checkpoint options of one command."""
+
+    backend: Backend
+    backend_name: str
+    transcript_path: Path | None = None
+    transcript: Transcript | None = None
+    fit_kwargs: dict = field(default_factory=dict)
+
+    def begin(self) -> dict:
+        """Open the transcript file (once validation is over); return the ``fit`` keyword arguments."""
+        if self.transcript_path is not None and self.transcript is None:
+            self.transcript = Transcript(self.transcript_path)
+            self.fit_kwargs["transcript"] = self.transcript
+        return self.fit_kwargs
+
+
+def parse_resources(spec: Optional[str]) -> dict[str, str]:
+    """``"party1=a,party2=b"`` → ``{"party1": "a", "party2": "b"}``."""
+    if not spec:
+        return {}
+    out = {}
+    for item in spec.split(","):
+        if not item.strip():
+            continue
+        if "=" not in item:
+            raise InvalidParameterError(f"--ray-resources must look like party1=RES1,party2=RES2, got {spec!r}.")
+        k, v = (s.strip() for s in item.split("=", 1))
+        if not k or not v:
+            raise InvalidParameterError(f"--ray-resources must look like party1=RES1,party2=RES2, got {spec!r}.")
+        out[k] = v
+    return out
+
+
+def find_checkpoint(resume: Path) -> Path:
+    """The checkpoint directory inside ``resume`` (``DIR`` or ``DIR/checkpoint``)."""
+    for d in (Path(resume), Path(resume) / "checkpoint"):
+        if (d / CHECKPOINT_FILE).is_file():
+            return d
+    raise DataFileError(f"no checkpoint in {resume} (looked for {CHECKPOINT_FILE} there and in its checkpoint/ "
+                        "folder); pass the --out directory of a run started with --checkpoint-every.")
+
+
+def run_options(*, backend: str, ray_address: Optional[str], ray_resources: Optional[str], timeout: float,
+                transcript: Optional[Path], checkpoint_every: Optional[int], resume: Optional[Path],
+                out: Optional[Path]) -> RunOptions:
+    """Validate the options (before any work) and build the backend (Ray: checks it is installed)."""
+    if backend not in BACKENDS:
+        raise InvalidParameterError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")
+    if not timeout > 0:
+        raise InvalidParameterError(f"--timeout must be positive, got timeout={timeout}.")
+    resources = parse_resources(ray_resources)
+    if backend != "ray" and (ray_address or resources):
+        raise InvalidParameterError("--ray-address and --ray-resources need --backend ray.")
+    fit_kwargs: dict[str, Any] = {}
+    if checkpoint_every is not None:
+        if checkpoint_every < 1:
+            raise InvalidParameterError(f"--checkpoint-every must be a positive integer, got {checkpoint_every}.")
+        if out is None:
+            raise InvalidParameterError("--checkpoint-every needs --out (checkpoints go to OUT/checkpoint).")
+        fit_kwargs.update(checkpoint_every=int(checkpoint_every), checkpoint_dir=Path(out) / "checkpoint")
+    if resume is not None:
+        fit_kwargs["resume_from"] = find_checkpoint(resume)
+    if transcript is not None and Path(transcript).is_dir():
+        raise InvalidParameterError(f"--transcript {transcript} is a directory; give a file path.")
+    options: dict[str, Any] = {}
+    if backend in ("process", "ray"):
+        options["timeout"] = float(timeout)
+    if backend == "ray":
+        options.update(address=ray_address, party_resources=resources or None)
+    be = get_backend(backend, **options)
+    return RunOptions(be, backend, Path(transcript) if transcript is not None else None, None, fit_kwargs)
+
+
+def run_metrics(opts: RunOptions) -> dict:
+    """What metrics.json records about the run: backend, placement (Ray), transcript summary."""
+    out: dict[str, Any] = {"backend": opts.backend_name}
+    placement = getattr(opts.backend, "placement_", None)
+    if placement:
+        out["placement"] = placement
+    if opts.transcript is not None:
+        opts.transcript.close()
+        out["transcript"] = opts.transcript.summary()
+    return out

@@ -14,10 +14,10 @@ from . import _backend as bk
 from ._common import console, output_dir, progress, write_json
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 
-DEMO_EPSILON = 50.0
+DEMO_EPSILON = 300.0
 DEMO_DELTA = 1e-5
 DEMO_RHO = 0.3
-DEMO_ITERATIONS = 30
+DEMO_ITERATIONS = 10
 
 
 def _check_budget(epsilon, delta, noise_scale, iteration_epsilon):

@@ -111,7 +111,7 @@ def hu_fig3(out: Path, *, quick: bool = False, reps: int = 0, seed: int = 0) -> 
     lam, delta = 1e-3, 1e-5
     allf = sklearn_baseline(data.train, data.y, data.test, data.y_test, lam=lam)
     alone = sklearn_baseline(data.train[:1], data.y, data.test[:1], data.y_test, lam=lam)
-    _, nonpriv = run_vertical(data, lam=lam, iterations=100, seed=seed)
+    _, nonpriv = run_vertical(data, lam=lam, iterations=100, tol=0.0, seed=seed)
     rows, curves = [], {}
     for eps in eps_list:
         for r in range(reps):

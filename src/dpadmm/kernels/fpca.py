@@ -79,7 +79,9 @@ def moment_sum(X: np.ndarray, q: np.ndarray, clip: float | None = None) -> np.nd
     Z = clip_rows(scale_curves(np.asarray(X, float), q), clip)
     ones = np.ones(Z.shape[:-1] + (1,))
     Z = np.concatenate([ones, Z], axis=-1)
-    return np.einsum("...ni,...nj->...ij", Z, Z)
+    if Z.ndim == 2:
+        return np.dot(Z.T, Z)
+    return np.stack([np.dot(z.T, z) for z in Z.reshape((-1,) + Z.shape[-2:])]).reshape(Z.shape[:-2] + (Z.shape[-1],) * 2)
 
 
 def noisy_moment_sum(S: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:

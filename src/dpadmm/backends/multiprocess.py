@@ -103,7 +103,7 @@ class ProcessBackend(Backend):
     timeout : seconds a party may take to answer one command (``step``, ``diagnose``, …) before
         the run fails with :class:`PartyFailureError` (> 0). A dead worker is detected at once.
     setup_timeout : seconds for a party's ``setup`` (loading and factorising its data); default
-        ``max(timeout, 600)``.
+        ``max(timeout, 300)``.
     start_method : ``"forkserver"`` (default on Linux), ``"spawn"`` (default elsewhere) or ``"fork"``.
     """
 
@@ -119,7 +119,7 @@ class ProcessBackend(Backend):
             raise InvalidParameterError(f"start_method must be one of {mp.get_all_start_methods()}, "
                                         f"got start_method={start_method!r}.")
         self.timeout = float(timeout)
-        self.setup_timeout = float(setup_timeout) if setup_timeout is not None else max(self.timeout, 600.0)
+        self.setup_timeout = float(setup_timeout) if setup_timeout is not None else max(self.timeout, 300.0)
         self.start_method = start_method
         self._ctx = mp.get_context(start_method)
         if start_method == "forkserver":

@@ -103,7 +103,7 @@ class RayBackend(Backend):
     party_resources : ``{party name: custom resource name}`` pinning parties to the nodes that
         advertise that resource.
     timeout : seconds a party may take to answer one command before the run fails (> 0).
-    setup_timeout : seconds for actor creation plus ``setup``; default ``max(timeout, 600)``.
+    setup_timeout : seconds for actor creation plus ``setup``; default ``max(timeout, 300)``.
     num_cpus : CPUs each actor reserves (0 lets many parties share a small machine).
     init_kwargs : extra keyword arguments for ``ray.init``.
     """
@@ -119,7 +119,7 @@ class RayBackend(Backend):
         self.address = address
         self.party_resources = dict(party_resources or {})
         self.timeout = float(timeout)
-        self.setup_timeout = float(setup_timeout) if setup_timeout is not None else max(self.timeout, 600.0)
+        self.setup_timeout = float(setup_timeout) if setup_timeout is not None else max(self.timeout, 300.0)
         self.num_cpus = num_cpus
         self.init_kwargs = dict(init_kwargs or {})
         self._actors: dict[str, Any] = {}

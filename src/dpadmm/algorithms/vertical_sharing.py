@@ -193,15 +193,24 @@ def party_step(cfg: PartyConfig, state: PartyState, inbox: CoordinatorMessage, *
         q = q - tau * (cfg.solver.gram @ state.x)
         rho_x = rho + tau
     x = _project(_solve_x(cfg, q, rho_x, state.x), cfg.bound)
-    share = cfg.D @ x
-    events = []
-    if cfg.privacy is not None:
-        C = sensitivity(cfg, rho)
-        p = cfg.privacy
-        sigma = p.noise_scale if p.noise_scale is not None else p.noise_multiplier * C
-        share = share + range_gaussian(rng, sigma, cfg.basis)  # [Hu, eq. 16]
-        events.append(GaussianRelease(cfg.name, inbox.round, C, sigma, FEATURE_COLUMN))
+    share, events = release(cfg, cfg.D @ x, rho, inbox.round, rng=rng)
     return PartyState(x=x, share=share), PartyMessage(share=share), events
+
+
+def release(cfg: PartyConfig, share: np.ndarray, rho: float, round_: int, *, rng: np.random.Generator, size=None):
+    """The mechanism of [Hu, eq. 16]: ``D_m x_m + σ U_m g`` with σ = noise multiplier × C(ρ).
+
+    Returns the released share(s) and the privacy events. ``size`` draws that many independent
+    releases of the same share at once (shape ``(size, N)``) — used by the privacy audit, which
+    must exercise exactly this function.
+    """
+    if cfg.privacy is None:
+        return share, []
+    C = sensitivity(cfg, rho)
+    p = cfg.privacy
+    sigma = p.noise_scale if p.noise_scale is not None else p.noise_multiplier * C
+    noise = range_gaussian(rng, sigma, cfg.basis, size=size)  # [Hu, eq. 16]
+    return share + noise, [GaussianRelease(cfg.name, round_, C, sigma, FEATURE_COLUMN)]
 
 
 def party_diagnostics(cfg: PartyConfig, state: PartyState) -> dict:
@@ -338,6 +347,34 @@ def coordinator_metrics(cfg: CoordinatorConfig, state: CoordinatorState, diagnos
     return out
 
 
+def _local(block):
+    """An array, or a source the party reads itself (e.g. :class:`dpadmm.data.remote.PartyFile`)."""
+    return block.load() if hasattr(block, "load") else block
+
+
 def setup_party(name: str, D, options: Mapping[str, Any]):
-    """Worker-side setup (``PartySpec.setup``): build the party from its own block."""
-    return make_party(name, D, **options)
+    """Worker-side setup (``PartySpec.setup``): build the party from its own block.
+
+    ``D`` (and every eval block) may be a source with ``.load()``, read here — inside the party's
+    worker — so the driver never holds the features. ``options["require_unit_rows"]`` (set for
+    private fits on such sources) checks [Hu, Assumption 2.3] at the party.
+    """
+    opts = dict(options)
+    require_unit = opts.pop("require_unit_rows", False)
+    D = _local(D)
+    if opts.get("eval_blocks"):
+        opts["eval_blocks"] = {k: _local(B) for k, B in opts["eval_blocks"].items()}
+    if require_unit:
+        norms = np.sqrt(np.asarray(D.multiply(D).sum(axis=1)).ravel()) if sp.issparse(D) else np.linalg.norm(D, axis=1)
+        if np.any(np.abs(norms[norms > 0] - 1.0) > 1e-6):
+            from ..exceptions import PrivacyPreconditionError
+
+            raise PrivacyPreconditionError(
+                f"rows of {name} are not unit-norm (max ||row||_2 = {norms.max():.4g}), which [Hu, Assumption 2.3] "
+                "needs; normalise them (--normalize-rows) before a private fit.")
+    return make_party(name, D, **opts)
+
+
+def eval_score(cfg: PartyConfig, state: PartyState, key: str) -> np.ndarray:
+    """Party m's partial score ``X_m x_m`` on its own copy of eval set ``key`` (distributed prediction)."""
+    return cfg.eval_blocks[key] @ state.x

@@ -15,14 +15,17 @@ def gaussian(rng: np.random.Generator, sigma: float, size) -> np.ndarray:
     return sigma * rng.standard_normal(size)
 
 
-def range_gaussian(rng: np.random.Generator, sigma: float, U: np.ndarray) -> np.ndarray:
+def range_gaussian(rng: np.random.Generator, sigma: float, U: np.ndarray, size: int | None = None) -> np.ndarray:
     """Shared noise of [Hu, eq. 16]: ``D_m ξ_m ~ N(0, σ² P_m)`` drawn as ``σ U g``, g ~ N(0, I_r).
 
     ``U`` (N × r) is an orthonormal basis of range(D_m). When D_m has full column rank,
     ``D_m ξ`` with ``ξ ~ N(0, σ²(D_mᵀD_m)⁻¹)`` has covariance ``σ² D(DᵀD)⁻¹Dᵀ = σ² P_m``: the
     same distribution; when D_m is rank deficient this is the natural extension (SPEC §1).
+    ``size`` gives ``size`` independent draws as rows of a ``(size, N)`` array.
     """
-    return sigma * (U @ rng.standard_normal(U.shape[1]))
+    if size is None:
+        return sigma * (U @ rng.standard_normal(U.shape[1]))
+    return sigma * (rng.standard_normal((size, U.shape[1])) @ U.T)
 
 
 def gamma_norm(rng: np.random.Generator, alpha: float, dim: int, size=None) -> np.ndarray:

@@ -9,6 +9,7 @@ Public surface (everything else is importable from its subpackage):
 - ``dpadmm.engine``: the round loop; ``dpadmm.backends``: where parties run.
 """
 
+from .estimators import FunctionalQuantileRegressor
 from .estimators import VerticalLinearRegression, VerticalLogisticRegression, VerticalSGDClassifier
 from .exceptions import (
     DataFileError, DPADMMError, InvalidDataError, InvalidParameterError, MissingDependencyError,
@@ -18,7 +19,7 @@ from .exceptions import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier",
+    "VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
     "DPADMMError", "InvalidDataError", "InvalidParameterError", "DataFileError",
     "PrivacyPreconditionError", "MissingDependencyError", "PartyFailureError", "__version__",
 ]

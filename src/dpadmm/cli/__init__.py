@@ -17,6 +17,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 
 from . import vertical as _vertical  # noqa: E402,F401  (registers commands)
 from . import reproduce as _reproduce  # noqa: E402,F401
+from . import functional as _functional  # noqa: E402,F401
 from . import audit as _audit  # noqa: E402,F401
 
 

@@ -1,5 +1,6 @@
 """scikit-learn style estimators on top of the engine and the algorithms."""
 
 from .vertical import VerticalLinearRegression, VerticalLogisticRegression, VerticalSGDClassifier
+from .functional import FunctionalQuantileRegressor
 
-__all__ = ["VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier"]
+__all__ = ["VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor"]

@@ -11,6 +11,7 @@ sensitivity Δ already encodes the relation (stated by the caller).
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections import Counter
@@ -71,11 +72,13 @@ def gaussian_epsilon(noise_multipliers: Iterable[float], delta: float, method: s
     return eps
 
 
+@functools.lru_cache(maxsize=256)
 def calibrate_noise_multiplier(target_epsilon: float, delta: float, rounds: int, method: str = "pld") -> float:
     """Smallest noise multiplier whose ``rounds``-fold composition is (target_epsilon, delta)-DP.
 
     Uses ``dp_accounting.calibrate_dp_mechanism`` and then checks the answer with the same
     accountant, nudging it up until the check passes, so calibration never overspends.
+    Results are cached (repetitions and sweeps reuse one calibration).
     """
     def make_event(nm: float):
         return dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(nm), rounds)

@@ -88,20 +88,19 @@ def load_vertical_data(*, train=None, test=None, parties=None, party_files: Sequ
         raise InvalidParameterError("--train needs --parties, e.g. --parties 66,57 (column counts per party).")
     sizes = _parse_sizes(parties)
     X, y = load_libsvm(train)
-    n_features = X.shape[1]
+    width = sum(sizes)
+    if X.shape[1] > width:
+        raise InvalidParameterError(f"party sizes {','.join(map(str, sizes))} sum to {width} but {train} uses "
+                                    f"{X.shape[1]} features; give sizes that sum to the feature count.")
+    # LIBSVM files need not use the last features (a9a.t never uses 123): the declared width rules
+    X = np.pad(X, ((0, 0), (0, width - X.shape[1])))
     Xt = yt = None
     if test is not None:
         Xt, yt = load_libsvm(test)
-        n_features = max(n_features, Xt.shape[1])
-        if Xt.shape[1] < n_features:
-            Xt = np.pad(Xt, ((0, 0), (0, n_features - Xt.shape[1])))
-        if X.shape[1] < n_features:
-            X = np.pad(X, ((0, 0), (0, n_features - X.shape[1])))
-    if sum(sizes) != n_features and sum(sizes) > n_features:
-        # LIBSVM files may simply not use the last indices: pad to the declared width
-        X = np.pad(X, ((0, 0), (0, sum(sizes) - n_features)))
-        if Xt is not None:
-            Xt = np.pad(Xt, ((0, 0), (0, sum(sizes) - n_features)))
+        if Xt.shape[1] > width:
+            raise InvalidParameterError(f"party sizes sum to {width} but {test} uses {Xt.shape[1]} features; "
+                                        "give matching train and test files and sizes.")
+        Xt = np.pad(Xt, ((0, 0), (0, width - Xt.shape[1])))
     blocks = partition_columns(X, sizes)
     tblocks = partition_columns(Xt, sizes) if Xt is not None else None
     y, yt = _encode(y, yt, str(train))

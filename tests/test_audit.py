@@ -66,3 +66,11 @@ def test_audit_cli(tmp_path, capsys):
 def test_audit_cli_bad_input(tmp_path, capsys):
     code, _, err = run_cli(["audit", "--out", tmp_path / "a", "--confidence", "1.5"], capsys)
     assert code == 2 and "confidence must be in (0, 1)" in err and not (tmp_path / "a").exists()
+
+
+@pytest.mark.slow
+def test_audit_zhang_pp_consistent_with_theorem():
+    from dpadmm.experiments.audit import _zhang_pp
+
+    r = _zhang_pp(100_000, 1, 0.95)
+    assert 0 <= r.epsilon_lower_bound <= r.epsilon_claimed

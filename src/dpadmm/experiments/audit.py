@@ -48,7 +48,45 @@ def _hu_vertical(samples: int, seed: int, confidence: float, broken: bool) -> Au
                       "feature-column neighbours at the stated sensitivity C of [Hu, Lemma 1]")
 
 
-MECHANISMS: dict[str, Callable[..., AuditResult]] = {"hu-vertical-share": _hu_vertical}
+def _zhang_pp(samples: int, seed: int, confidence: float, broken: bool = False) -> AuditResult:
+    """Penalty perturbation [Zhang, eq. 24–25] through ``graph_consensus.block_step``: the f_i(1) a
+    node broadcasts after its first perturbed update, on datasets differing in one record (label
+    flipped). Claimed: the per-iteration term of [Zhang, Thm 4.1] (pure DP). The block holds
+    ``chunk`` copies of the node, so one step draws ``chunk`` independent releases."""
+    from ..algorithms import graph_consensus as gc
+
+    samples = min(samples, 200_000)  # each release costs a Newton solve: cap the sample count
+    gen = np.random.default_rng(7)
+    B, d = 10, 2
+    X = gen.normal(size=(B, d))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))  # ‖x‖ ≤ 1 [Zhang, Thm 4.1]
+    y = np.where(gen.random(B) < 0.5, -1.0, 1.0)
+    y2 = y.copy()
+    y2[0] = -y2[0]  # the neighbour: one record replaced
+    C, reg, eta, alpha = 1.0, 0.1, 0.5, 4.65
+    claim = float(gc.zhang_epsilon_terms(C=C, B=B, degree=1.0, eta=eta, alpha=alpha))
+
+    def block(labels, k, perturbation, a=alpha):
+        return gc.make_block([f"n{i}" for i in range(k)], [X] * k, [labels] * k, degree=np.ones(k), C=C, reg=reg,
+                             eta=np.full((k, 1), eta), theta=np.full((k, 1), eta), alpha=np.full((k, 1), a),
+                             perturbation=perturbation)
+
+    inbox = lambda k: gc.NeighbourMessage(0, np.zeros((k, d)))  # noqa: E731
+    f0 = [gc.block_step(*block(lab, 1, "none"), inbox(1), rng=np.random.default_rng(0))[1].f[0] for lab in (y, y2)]
+    direction = (f0[1] - f0[0]) / np.linalg.norm(f0[1] - f0[0])
+
+    def sample(rng, which, n):
+        cfg, st = block((y, y2)[which], n, "pp", alpha * 10.0 if broken else alpha)
+        return gc.block_step(cfg, st, inbox(n), rng=rng)[1].f
+
+    return audit_pair("zhang-pp-update" + (" (broken: noise/10)" if broken else ""), sample, direction,
+                      epsilon_claimed=claim, delta=0.0, samples=samples, confidence=confidence, seed=seed,
+                      broken=broken, chunk=20_000,
+                      description="node's broadcast f_i(1) under penalty perturbation [Zhang, eq. 24-25]; "
+                      "record-replace neighbours (one label flipped); claim = [Zhang, Thm 4.1] term (pure DP)")
+
+
+MECHANISMS: dict[str, Callable[..., AuditResult]] = {"hu-vertical-share": _hu_vertical, "zhang-pp-update": _zhang_pp}
 
 
 def run_audit(*, samples: int = 400_000, seed: int = 0, confidence: float = 0.95, progress=None) -> list[AuditResult]:

@@ -1,0 +1,108 @@
+"""Speed of distributed functional quantile regression [Zhou] and the full Table 1 reproduction.
+
+Workloads (simulation of [Zhou, §5], n = 100,000 curves, K = 6, M = 10 workers, the ``fast`` method):
+
+1. ``batched``: all 105 (τ, privacy) settings of a table row-set in one virtual party (one engine run,
+   iterates (1, M, 105, K)) — what the reproductions use;
+   ``per-setting``: the same settings run one at a time (one engine run per setting, a sample of
+   ``--sample`` settings, scaled to 105). Ratio = per-setting / batched.
+2. ``estimator``: ``FunctionalQuantileRegressor`` (one party per worker, M = 10, 50 rounds) vs the
+   centralised baseline statsmodels ``QuantReg`` on the same scores (one τ).
+3. ``--table1``: one timed run of ``dpadmm reproduce zhou-table1`` in full (100 repetitions), writing
+   ``benchmarks/results/zhou-table1/table.csv``; reports the wall time and the share of cells where
+   ours ≤ the paper's MISE.
+
+Medians over ``--repeats``. Usage:
+``python benchmarks/bench_functional.py [--repeats 3] [--sample 5] [--table1]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def bench_batched(repeats: int, sample: int) -> dict:
+    from dpadmm.experiments.zhou import TAUS, make_settings, paper_table, run_settings, simulate_rep
+    from dpadmm.algorithms import functional_quantile as fq
+
+    paper = paper_table()
+    paper = paper[paper["table"] == 1]
+    levels = list(dict.fromkeys(zip(paper["epsilon"], paper["delta"])))
+    rep = simulate_rep(np.random.default_rng(0), 100_000, n_workers=10)
+    st, keys = make_settings(levels, TAUS)
+    batched, single = [], []
+    for r in range(repeats):
+        t = time.perf_counter()
+        run_settings(rep, 10, st, penalty="l1", method="fast", seed=r)
+        batched.append(time.perf_counter() - t)
+        idx = np.random.default_rng(r).choice(st.size, size=sample, replace=False)
+        t = time.perf_counter()
+        for i in idx:
+            one = fq.Settings(*(np.asarray(getattr(st, f))[i:i + 1] for f in
+                                ("tau", "shift", "noise_multiplier", "lam", "eps_iter", "delta_iter")))
+            run_settings(rep, 10, one, penalty="l1", method="fast", seed=r)
+        single.append((time.perf_counter() - t) * st.size / sample)
+    b, s = float(np.median(batched)), float(np.median(single))
+    return {"settings": st.size, "batched_seconds": b, "per_setting_seconds_scaled": s, "speedup": s / b}
+
+
+def bench_estimator(repeats: int) -> dict:
+    import statsmodels.api as sm
+
+    from dpadmm import FunctionalQuantileRegressor
+    from dpadmm.data.functional import simulate_zhou
+
+    d = simulate_zhou(100_000, tau=0.5, random_state=0)
+    ours, base = [], []
+    for r in range(repeats):
+        t = time.perf_counter()
+        est = FunctionalQuantileRegressor(tau=0.5, workers=10, random_state=r, monitor=False).fit(d.curves, d.y)
+        ours.append(time.perf_counter() - t)
+        A = est.basis_.scores(d.curves)
+        t = time.perf_counter()
+        sm.QuantReg(d.y, np.c_[A, np.ones(len(A))]).fit(q=0.5)
+        base.append(time.perf_counter() - t)
+    o, b = float(np.median(ours)), float(np.median(base))
+    return {"ours_seconds": o, "statsmodels_quantreg_seconds": b, "ratio": o / b}
+
+
+def bench_table1(out: Path) -> dict:
+    from dpadmm.experiments.zhou import run_table
+
+    out.mkdir(parents=True, exist_ok=True)
+    t = time.perf_counter()
+    summary = run_table(1, out, quick=False, reps=100, seed=0)
+    summary["wall_seconds"] = time.perf_counter() - t
+    return summary
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sample", type=int, default=5)
+    ap.add_argument("--table1", action="store_true", help="also time the full Table 1 reproduction (100 reps)")
+    ap.add_argument("--skip-micro", action="store_true")
+    args = ap.parse_args()
+    res_dir = Path(__file__).parent / "results"
+    res_dir.mkdir(exist_ok=True)
+    results = {}
+    if not args.skip_micro:
+        results["batched_vs_per_setting"] = bench_batched(args.repeats, args.sample)
+        print(json.dumps(results["batched_vs_per_setting"], indent=2), flush=True)
+        results["estimator_vs_statsmodels"] = bench_estimator(args.repeats)
+        print(json.dumps(results["estimator_vs_statsmodels"], indent=2), flush=True)
+    if args.table1:
+        results["table1_full"] = bench_table1(res_dir / "zhou-table1")
+        print(json.dumps(results["table1_full"], indent=2), flush=True)
+    path = res_dir / "functional.json"
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    path.write_text(json.dumps(old | results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -143,51 +143,72 @@ def _pad(blocks: Sequence[np.ndarray], fill=0.0) -> np.ndarray:
     return out
 
 
+MARGIN_CLIP = 300.0  # |y xᵀf| beyond this changes ℒ, ℒ', ℒ'' by < e^-300: clipped to avoid subnormal floats
+
+
+def _margins(X, y, f):
+    """``−y xᵀf`` per node and sample, clipped to ±MARGIN_CLIP (subnormal numbers slow BLAS ~100×)."""
+    return np.clip(-y * np.matmul(X, f[..., None])[..., 0], -MARGIN_CLIP, MARGIN_CLIP)
+
+
 def _objective(X, y, w, reg_total, b, f):
     """Per-node value of ``(C/B)Σ ℒ(y xᵀf) + ½ reg_total ‖f‖² + bᵀf`` (w = C/B · mask)."""
-    z = np.matmul(X, f[..., None])[..., 0]
-    return (w * np.logaddexp(0.0, -y * z)).sum(axis=1) + 0.5 * reg_total * (f * f).sum(axis=1) + (b * f).sum(axis=1)
+    return (w * np.logaddexp(0.0, _margins(X, y, f))).sum(axis=1) + 0.5 * reg_total * (f * f).sum(axis=1) + (b * f).sum(axis=1)
 
 
 def local_newton(X: np.ndarray, y: np.ndarray, w: np.ndarray, reg_total: np.ndarray, b: np.ndarray,
-                 f0: np.ndarray, *, tol: float = 1e-10, max_iter: int = 50) -> tuple[np.ndarray, int]:
+                 f0: np.ndarray, *, tol: float = 1e-10, max_iter: int = 50, hess0: np.ndarray | None = None,
+                 refresh: float = 0.25) -> tuple[np.ndarray, int, np.ndarray]:
     """Minimise ``φ_k(f) = Σ_n w_kn ℒ(y_kn x_knᵀf) + ½ r_k ‖f‖² + b_kᵀf`` for every node k at once.
 
     Shapes: X (K, B, d), y and w (K, B) (w = C/B_k on real rows, 0 on padding), reg_total r (K,),
-    b and f0 (K, d). φ_k is r_k-strongly convex (r_k = ρ/N + 2η V_k > 0): damped Newton with an
-    Armijo backtracking line search per node, warm-started at f0; stops when every node's gradient
-    norm is ≤ ``tol · (1 + ‖b_k‖)``. Returns (f, Newton iterations used).
+    b and f0 (K, d). φ_k is r_k-strongly convex (r_k = ρ/N + 2η V_k > 0).
+
+    Newton's method with a *lagged* Hessian: the loss Hessian ``H_k = Σ_n w ℒ'' x xᵀ`` is recomputed
+    for a node only when its gradient norm fell by less than ``refresh`` in the last step (or when
+    ``hess0`` is None), otherwise the previous one is reused (``(H_k + r_k I)`` stays SPD, so every
+    step is a descent direction); Armijo backtracking per node; warm start at f0. Stops when every
+    node's gradient norm is ≤ ``tol · (1 + ‖b_k‖)``. Returns (f, iterations, loss Hessians) — the
+    Hessians let the next call (next ADMM round) start without recomputing them.
     """
     f = f0.copy()
     K, _, d = X.shape
     eye = np.eye(d)
-    Xt = X.transpose(0, 2, 1)
     thresh = tol * (1.0 + np.linalg.norm(b, axis=1))
+    H = np.zeros((K, d, d)) if hess0 is None else hess0.copy()
+    stale = np.full(K, hess0 is None)
+    prev = np.full(K, np.inf)
     it = 0
     for it in range(1, max_iter + 1):
-        z = np.matmul(X, f[..., None])[..., 0]
-        p = expit(-y * z)
-        g = np.matmul(Xt, (w * (-y * p))[..., None])[..., 0] + reg_total[:, None] * f + b
+        p = expit(_margins(X, y, f))  # −ℒ'(y xᵀf) ∈ (0, 1)
+        g = np.matmul((w * (-y * p))[:, None, :], X)[:, 0, :] + reg_total[:, None] * f + b  # Xᵀ(w ℒ') + r f + b
         gnorm = np.linalg.norm(g, axis=1)
         active = gnorm > thresh
         if not active.any():
             it -= 1
             break
-        idx = np.flatnonzero(active)
-        h = w[idx] * p[idx] * (1.0 - p[idx])
-        H = np.matmul(Xt[idx] * h[:, None, :], X[idx]) + reg_total[idx, None, None] * eye
-        step = -np.linalg.solve(H, g[idx][..., None])[..., 0]
-        phi0 = _objective(X[idx], y[idx], w[idx], reg_total[idx], b[idx], f[idx])
-        slope = (g[idx] * step).sum(axis=1)
-        s = np.ones(idx.size)
-        for _ in range(30):  # backtracking, all nodes at once
-            trial = f[idx] + s[:, None] * step
-            ok = _objective(X[idx], y[idx], w[idx], reg_total[idx], b[idx], trial) <= phi0 + 1e-4 * s * slope + 1e-12 * np.abs(phi0)
+        stale |= active & ~(gnorm <= refresh * prev)
+        ref = np.flatnonzero(stale & active)
+        if ref.size:
+            Xr = X if ref.size == K else X[ref]
+            h = w[ref] * p[ref] * (1.0 - p[ref])
+            H[ref] = np.matmul((Xr * h[..., None]).transpose(0, 2, 1), Xr)
+            stale[ref] = False
+        prev = gnorm
+        step = -np.linalg.solve(H + reg_total[:, None, None] * eye, g[..., None])[..., 0]
+        step[~active] = 0.0
+        phi0 = _objective(X, y, w, reg_total, b, f)
+        slope = (g * step).sum(axis=1)
+        s = np.ones(K)
+        for _ in range(30):  # Armijo backtracking, all nodes at once
+            ok = _objective(X, y, w, reg_total, b, f + s[:, None] * step) \
+                <= phi0 + 1e-4 * s * slope + 1e-12 * np.abs(phi0)
             if ok.all():
                 break
             s = np.where(ok, s, 0.5 * s)
-        f[idx] = f[idx] + s[:, None] * step
-    return f, it
+        stale |= active & (s < 1.0)  # a damped step: the Hessian is worth refreshing
+        f = f + s[:, None] * step
+    return f, it, H
 
 
 # ----------------------------------------------------------------------------- messages
@@ -231,6 +252,7 @@ class BlockState(NamedTuple):
     f: np.ndarray  # (K, d): f_k(t) as broadcast
     lam: np.ndarray  # (K, d): λ_k(t−1)
     newton_iterations: int = 0
+    hessian: np.ndarray | None = None  # (K, d, d) last loss Hessians (solver warm start; never sent)
 
 
 def make_block(names, X_list, y_list, *, degree, C, reg, eta, theta, alpha, perturbation="none",
@@ -281,15 +303,16 @@ def block_step(cfg: BlockConfig, state: BlockState, inbox: NeighbourMessage, *, 
     if cfg.perturbation in ("pp", "dvp"):
         eps = _noise(rng, alpha, d)
         b = b + 2.0 * (eta * V)[:, None] * eps  # [Zhang, eq. 24]: λ + η V ε in the linear term
-    f_new, its = local_newton(cfg.X, cfg.y, cfg.w, cfg.reg + 2.0 * eta * V, b, f,
-                              tol=cfg.newton_tol, max_iter=cfg.newton_max_iter)  # [Zhang, eq. 25]
+    f_opt, its, hess = local_newton(cfg.X, cfg.y, cfg.w, cfg.reg + 2.0 * eta * V, b, f, tol=cfg.newton_tol,
+                                    max_iter=cfg.newton_max_iter, hess0=state.hessian)  # [Zhang, eq. 25]
+    f_new = f_opt
     if cfg.perturbation == "pvp":
         f_new = f_new + _noise(rng, alpha, d)  # primal variable perturbation before broadcast
     events = []
     if cfg.perturbation in ("pp", "dvp"):
         terms = zhang_epsilon_terms(C=cfg.C, B=cfg.B, degree=V, eta=eta, alpha=alpha, c1=cfg.c1)  # [Zhang, Thm 4.1]
         events = [PureDPRelease(name, t + 1, float(e), RECORD_REPLACE) for name, e in zip(cfg.names, terms)]
-    new = BlockState(t + 1, f_new, lam, state.newton_iterations + its)
+    new = BlockState(t + 1, f_new, lam, state.newton_iterations + its, hess)
     return new, ModelMessage(f_new), events
 
 
@@ -297,7 +320,7 @@ def block_diagnostics(cfg: BlockConfig, state: BlockState) -> dict:
     """Monitoring values (not messages): per-node mean training loss, local objective O(f_k, D_k), accuracy."""
     z = np.matmul(cfg.X, state.f[..., None])[..., 0]
     mask = cfg.w > 0
-    losses = np.where(mask, np.logaddexp(0.0, -cfg.y * z), 0.0)
+    losses = np.where(mask, np.logaddexp(0.0, np.clip(-cfg.y * z, -MARGIN_CLIP, None)), 0.0)
     mean_loss = losses.sum(axis=1) / cfg.B
     correct = np.where(mask, (np.where(z >= 0, 1.0, -1.0) == cfg.y), False).sum(axis=1)
     return {
@@ -380,7 +403,7 @@ def solve_centralised(X_list, y_list, *, C: float, reg_weight: float, tol: float
     X = np.concatenate(Xs)[None]
     y = np.concatenate(y_list)[None]
     w = np.concatenate([np.full(x.shape[0], C / x.shape[0]) for x in Xs])[None]
-    f, _ = local_newton(X, y, w, np.array([float(reg_weight)]), np.zeros((1, d)), np.zeros((1, d)),
-                        tol=tol, max_iter=100)
+    f, _, _ = local_newton(X, y, w, np.array([float(reg_weight)]), np.zeros((1, d)), np.zeros((1, d)),
+                           tol=tol, max_iter=100)
     return f[0]
 

@@ -10,6 +10,7 @@ Public surface (everything else is importable from its subpackage):
 """
 
 from .estimators import FunctionalQuantileRegressor
+from .estimators import ConsensusLogisticRegression
 from .estimators import VerticalLinearRegression, VerticalLogisticRegression, VerticalSGDClassifier
 from .exceptions import (
     DataFileError, DPADMMError, InvalidDataError, InvalidParameterError, MissingDependencyError,
@@ -19,6 +20,7 @@ from .exceptions import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ConsensusLogisticRegression",
     "VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
     "DPADMMError", "InvalidDataError", "InvalidParameterError", "DataFileError",
     "PrivacyPreconditionError", "MissingDependencyError", "PartyFailureError", "__version__",

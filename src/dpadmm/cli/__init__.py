@@ -19,6 +19,7 @@ from . import vertical as _vertical  # noqa: E402,F401  (registers commands)
 from . import reproduce as _reproduce  # noqa: E402,F401
 from . import functional as _functional  # noqa: E402,F401
 from . import audit as _audit  # noqa: E402,F401
+from . import consensus as _consensus  # noqa: E402,F401
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):

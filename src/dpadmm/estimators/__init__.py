@@ -2,5 +2,7 @@
 
 from .vertical import VerticalLinearRegression, VerticalLogisticRegression, VerticalSGDClassifier
 from .functional import FunctionalQuantileRegressor
+from .consensus import ConsensusLogisticRegression
 
-__all__ = ["VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor"]
+__all__ = ["VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
+           "ConsensusLogisticRegression"]

@@ -1,0 +1,330 @@
+"""Jobs and reproductions for decentralised M-ADMM with penalty perturbation [Zhang, §5].
+
+Choices the paper leaves open (SPEC §2) — documented and exposed as options:
+
+- **C = 50, ρ (reg_weight) = 1.** With the paper's objective ``(C/B_i) Σ ℒ + (ρ/N)·½‖f‖²`` this is
+  per-sample logistic regression with λ = ρ/(N·C) on average (C ≤ B_i holds for every setting
+  here). C scales P(t) linearly; C = 50 keeps P(T) of the paper's schedules in single or double
+  digits while the non-private optimum still has a meaningful loss (L* ≈ 0.424 on Adult).
+- **Graphs:** Fig. 1–2 and the attack: a 5-node ring; Fig. 3–4: 100 nodes, connected
+  Erdős–Rényi G(100, 0.1) drawn from the seed.
+- **Uneven split:** node sizes ∝ linspace(1, 10, N) (largest node 10× the smallest).
+- **Runs:** "independent runs" redraw the noise only; the data split and the graph are fixed.
+- f_i(0) = 0 (data independent), λ_i(0) = 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from . import register
+from ..exceptions import InvalidParameterError
+
+PAPER_C = 50.0
+PAPER_REG_WEIGHT = 1.0
+THETA = 0.5
+# Fig. 2 curves: (method, label, eta growth q1, alpha growth q2) for α(1) ∈ {3, 5} [Zhang, §5.2]
+FIG2_CURVES = (
+    ("pp", "PP q1=1.05, q2=1.05 (blue)", 1.05, 1.05),
+    ("pp", "PP q1=1.02, q2=1.02 (red)", 1.02, 1.02),
+    ("dvp", "DVP q2=1.05 (black)", None, 1.05),
+    ("dvp", "DVP q2=1.0 (magenta)", None, 1.0),
+)
+FIG34_CURVES = (
+    ("pp", "PP q1=1.05, q2=1.05", 1.05, 1.05),
+    ("dvp", "DVP q2=1.05", None, 1.05),
+    ("none", "M-ADMM, no noise", 1.0, None),
+)
+
+
+# ----------------------------------------------------------------------------- data
+def load_data(data: str = "adult", *, samples: int = 0, seed: int = 0):
+    """Adult (bundled, [Zhang, §5]) or a LIBSVM file; optionally a random subset of ``samples`` rows."""
+    if data == "adult":
+        from ..data.adult import load_adult
+
+        X, y = load_adult()
+    else:
+        from ..data import load_libsvm
+
+        X, y = load_libsvm(data)
+        X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
+    if samples and samples < len(y):
+        idx = np.sort(np.random.default_rng(seed).choice(len(y), samples, replace=False))
+        X, y = X[idx], y[idx]
+    return X, y
+
+
+def _node_data(X, y, nodes: int, split: str, ratio: float, seed: int):
+    from .._validation import binary_labels
+    from ..data.graphs import split_indices
+
+    y_pm, _ = binary_labels("labels", y)
+    idx = split_indices(len(y_pm), nodes, split, ratio=ratio, random_state=np.random.default_rng([seed, 1]))
+    return [X[i] for i in idx], [y_pm[i] for i in idx]
+
+
+# ----------------------------------------------------------------------------- one configuration, R runs
+def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topology: Any = "ring", split: str = "even",
+                  uneven_ratio: float = 10.0, perturbation: str = "none", C: float = PAPER_C,
+                  reg_weight: float = PAPER_REG_WEIGHT, iterations: int = 100, runs: int = 1, seed: int = 0,
+                  normalize: bool = False, progress: Callable | None = None, eta=None, eta_growth=1.0, alpha=None,
+                  alpha_growth=1.0, theta=THETA, theta_growth=1.0, samples: int = 0) -> dict:
+    """Fit R independent runs of one configuration; return the metrics.json layout:
+    ``history.train_loss.{mean,min,max}`` (L(t) over runs), ``history.privacy_bound`` (P(t)), ``final``, ``config``."""
+    from ..data.graphs import make_graph
+    from ..estimators.consensus import ConsensusLogisticRegression
+
+    if X is None:
+        X, y = load_data(data, samples=samples, seed=seed)
+    Xs, ys = _node_data(X, y, nodes, split, uneven_ratio, seed)
+    G = make_graph(topology, nodes, random_state=np.random.default_rng([seed, 2]))
+    curves, consensus, objective, accuracy, secs = [], [], [], [], []
+    model = None
+    t0 = time.perf_counter()
+    for r in range(runs):
+        cb = [] if progress is None else [lambda t, rec, r=r: progress(r * iterations + t, rec)]
+        model = ConsensusLogisticRegression(
+            C=C, reg_weight=reg_weight, n_nodes=nodes, topology=G, theta=theta, theta_growth=theta_growth, eta=eta,
+            eta_growth=eta_growth, perturbation=perturbation, alpha=alpha, alpha_growth=alpha_growth,
+            max_iter=iterations, normalize=normalize,
+            random_state=int(np.random.SeedSequence([seed, r]).generate_state(1)[0]))
+        model.fit(Xs, ys, callbacks=cb)
+        h = model.history_
+        curves.append(h["train_loss"])
+        consensus.append(h["consensus_error"][-1])
+        objective.append(h["objective"][-1])
+        accuracy.append(h["train_accuracy"][-1])
+        secs.append(h["seconds"][-1])
+    L = np.asarray(curves)
+    pb = model.history_["privacy_bound"]
+    final_pb = pb[-1] if np.isfinite(pb[-1]) else None
+    sizes = model.node_sizes_
+    return {
+        "history": {
+            "train_loss": {"mean": L.mean(axis=0).tolist(), "min": L.min(axis=0).tolist(), "max": L.max(axis=0).tolist()},
+            "privacy_bound": [v if np.isfinite(v) else None for v in pb],
+            "iteration": list(range(1, L.shape[1] + 1)),
+        },
+        "final": {
+            "train_loss_mean": float(L[:, -1].mean()), "train_loss_min": float(L[:, -1].min()),
+            "train_loss_max": float(L[:, -1].max()), "train_loss_range": float(np.ptp(L[:, -1])),
+            "privacy_bound": final_pb, "consensus_error_mean": float(np.mean(consensus)),
+            "objective_mean": float(np.mean(objective)), "train_accuracy_mean": float(np.mean(accuracy)),
+            "iterations": int(L.shape[1]), "runs": int(runs), "train_seconds_per_run": float(np.mean(secs)),
+            "wall_seconds": time.perf_counter() - t0,
+            "privacy_per_node": model.privacy_.per_party if model.privacy_ is not None else None,
+        },
+        "config": {
+            "data": data, "n_samples": int(sum(len(v) for v in ys)), "n_features": int(Xs[0].shape[1]),
+            "nodes": nodes, "topology": str(topology) if not hasattr(topology, "nodes") else "networkx graph",
+            "edges": int(G.number_of_edges()), "split": split, "uneven_ratio": uneven_ratio,
+            "node_size_min": int(sizes.min()), "node_size_max": int(sizes.max()),
+            "degree_min": int(model.degrees_.min()), "degree_max": int(model.degrees_.max()),
+            "perturbation": perturbation, "C": C, "reg_weight": reg_weight, "theta": theta, "theta_growth": theta_growth,
+            "eta": eta if eta is not None else "theta", "eta_growth": eta_growth, "alpha": alpha,
+            "alpha_growth": alpha_growth, "iterations": iterations, "runs": runs, "seed": seed, "normalize": normalize,
+            "c1": 0.25, "regularizer": "R(f) = 1/2 ||f||^2", "loss": "logistic", "init": "f_i(0) = 0, lambda_i(0) = 0",
+        },
+    }
+
+
+# ----------------------------------------------------------------------------- plotting / files
+def plot_curves(path: Path, curves: dict[str, dict], *, title: str = "", bars: int = 10) -> None:
+    """Mean L(t) with range bars (min–max over runs) as in [Zhang, Fig. 2–4], and P(t) beside it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for label, h in curves.items():
+        tl = h["train_loss"]
+        mean, lo, hi = (np.asarray(tl[k]) for k in ("mean", "min", "max")) if isinstance(tl, dict) else (np.asarray(tl),) * 3
+        it = np.arange(1, mean.size + 1)
+        line, = axes[0].plot(it, mean, label=label)
+        every = max(1, mean.size // bars)
+        axes[0].errorbar(it[::every], mean[::every], yerr=[mean[::every] - lo[::every], hi[::every] - mean[::every]],
+                         fmt="none", ecolor=line.get_color(), capsize=2)
+        pb = np.array([np.nan if v is None else v for v in h.get("privacy_bound", [])], dtype=float)
+        if pb.size and np.isfinite(pb).any():
+            axes[1].plot(np.arange(1, pb.size + 1), pb, label=label, color=line.get_color())
+    axes[0].set(xlabel="iteration t", ylabel="average training loss L(t)", title=title or "accuracy")
+    axes[1].set(xlabel="iteration t", ylabel="P(t) [Zhang, Thm 4.1]", title="privacy bound", yscale="log")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _write_curves_csv(path: Path, curves: dict[str, dict]) -> None:
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["label", "iteration", "train_loss_mean", "train_loss_min", "train_loss_max", "privacy_bound"])
+        for label, h in curves.items():
+            tl = h["train_loss"]
+            for t, (m, lo, hi) in enumerate(zip(tl["mean"], tl["min"], tl["max"]), start=1):
+                pb = h["privacy_bound"][t - 1]
+                w.writerow([label, t, m, lo, hi, "inf" if pb is None else pb])
+
+
+def _dump(out: Path, name: str, results: dict[str, dict], title: str) -> None:
+    from ..cli._common import write_json
+
+    plot_curves(out / f"{name}.png", {k: v["history"] for k, v in results.items()}, title=title)
+    _write_curves_csv(out / f"{name}.csv", {k: v["history"] for k, v in results.items()})
+    write_json(out / f"{name}.json", results)
+
+
+def _sizes(quick: bool, full_T: int, full_reps: int, reps: int):
+    T = 15 if quick else full_T
+    R = reps if reps > 0 else (2 if quick else full_reps)
+    return T, R
+
+
+# ----------------------------------------------------------------------------- reproductions
+@register("zhang-fig1")
+def fig1(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
+    """[Zhang, Fig. 1]: (a) private per-node penalties η_i(t) = η_i(1) q_i^{t−1} with θ fixed / growing /
+    per node; (b) a common η(t) = 0.5 q_1^{t−1} for increasing q_1 (no noise; 5-node ring)."""
+    T, _ = _sizes(quick, 100, 1, reps)
+    X, y = load_data("adult", samples=3000 if quick else 0, seed=seed)
+    eta1, q = [0.55, 0.65, 0.6, 0.55, 0.6], [1.01, 1.03, 1.1, 1.2, 1.02]
+    a = {
+        "theta = 0.5 fixed (blue)": dict(theta=0.5),
+        "theta(t) = 0.5 * 1.01^(t-1) (black)": dict(theta=0.5, theta_growth=1.01),
+        "theta_i = [0.5, 0.6, 0.55, 0.5, 0.55] (red)": dict(theta=[0.5, 0.6, 0.55, 0.5, 0.55]),
+    }
+    res_a = {k: run_consensus(X=X, y=y, nodes=5, eta=eta1, eta_growth=q, iterations=T, seed=seed, **kw)
+             for k, kw in a.items()}
+    res_b = {f"q1 = {q1}": run_consensus(X=X, y=y, nodes=5, eta=0.5, eta_growth=q1, iterations=T, seed=seed)
+             for q1 in (1.0, 1.01, 1.03, 1.05)}
+    _dump(out_dir, "fig1a", res_a, "Fig. 1(a): private penalties eta_i(t)")
+    _dump(out_dir, "fig1b", res_b, "Fig. 1(b): increasing penalty")
+    return {k: round(v["final"]["train_loss_mean"], 5) for k, v in {**res_a, **res_b}.items()}
+
+
+@register("zhang-fig2")
+def fig2(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
+    """[Zhang, Fig. 2]: PP vs DVP on a 5-node ring, θ = 0.5, η(t) = θ q_1^{t−1}, α(t) = α(1) q_2^{t−1},
+    α(1) ∈ {3, 5}; R runs (default 10); writes fig2.png/csv/json and summary.csv."""
+    T, R = _sizes(quick, 100, 10, reps)
+    X, y = load_data("adult", samples=3000 if quick else 0, seed=seed)
+    rows, summary = [], {}
+    for a1 in (3.0, 5.0):
+        res = {}
+        for method, label, q1, q2 in FIG2_CURVES:
+            kw = dict(eta=THETA, eta_growth=q1) if method == "pp" else {}
+            res[f"{label}, alpha(1)={a1:g}"] = m = run_consensus(
+                X=X, y=y, nodes=5, perturbation=method, alpha=a1, alpha_growth=q2, iterations=T, runs=R, seed=seed, **kw)
+            f = m["final"]
+            rows.append([method, f"{label}, alpha(1)={a1:g}", f["train_loss_mean"], f["train_loss_range"], f["privacy_bound"]])
+        _dump(out_dir, f"fig2_alpha{a1:g}", res, f"Fig. 2: PP vs DVP, alpha(t) = {a1:g} q2^(t-1), {R} runs")
+    with open(out_dir / "summary.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["method", "label", "final_loss_mean", "final_loss_range", "final_privacy_bound"])
+        w.writerows(rows)
+    summary["pp_beats_every_dvp"] = pp_dominates(rows)
+    summary["runs"] = R
+    summary["iterations"] = T
+    return summary
+
+
+def pp_dominates(rows) -> bool:
+    """True if every DVP row (same α(1)) is beaten in both final mean loss and P(T) by some PP row."""
+    ok = True
+    for m, label, loss, _, pb in rows:
+        if m != "dvp":
+            continue
+        a1 = label.rsplit("alpha(1)=", 1)[1]
+        ok &= any(m2 == "pp" and l2.endswith(f"alpha(1)={a1}") and loss2 < loss and pb2 < pb
+                  for m2, l2, loss2, _, pb2 in rows)
+    return bool(ok)
+
+
+def _fig34(out_dir: Path, split: str, quick: bool, reps: int, seed: int) -> dict:
+    T, R = _sizes(quick, 100, 3, reps)
+    nodes = 20 if quick else 100
+    X, y = load_data("adult", samples=4000 if quick else 0, seed=seed)
+    res = {}
+    for method, label, q1, q2 in FIG34_CURVES:
+        kw = dict(eta=THETA, eta_growth=q1) if method != "dvp" else {}
+        if method != "none":
+            kw.update(alpha=3.0, alpha_growth=q2)
+        res[label] = run_consensus(X=X, y=y, nodes=nodes, topology="erdos:0.1" if not quick else "erdos:0.3",
+                                   split=split, perturbation=method, iterations=T, runs=R if method != "none" else 1,
+                                   seed=seed, **kw)
+    name = "fig3" if split == "even" else "fig4"
+    _dump(out_dir, name, res, f"Fig. {name[-1]}: {nodes} nodes, {split} data, {R} runs")
+    return {k: {"final_loss_mean": round(v["final"]["train_loss_mean"], 5), "P(T)": v["final"]["privacy_bound"],
+                "train_seconds_per_run": round(v["final"]["train_seconds_per_run"], 2)} for k, v in res.items()}
+
+
+@register("zhang-fig3")
+def fig3(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
+    """[Zhang, Fig. 3]: 100 nodes, data evenly spread, η(t) = 0.5 q_1^{t−1}, α(t) = 3 q_2^{t−1}."""
+    return _fig34(out_dir, "even", quick, reps, seed)
+
+
+@register("zhang-fig4")
+def fig4(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
+    """[Zhang, Fig. 4]: 100 nodes, data unevenly spread (sizes ∝ linspace(1, 10, N))."""
+    return _fig34(out_dir, "uneven", quick, reps, seed)
+
+
+def attack_table(*, nodes=5, topology="ring", node=0, samples=2000, C=PAPER_C, reg_weight=PAPER_REG_WEIGHT, theta=THETA,
+                 eta=0.55, eta_growth=1.03, alpha=3.0, alpha_growth=1.0, iterations=100, seed=0) -> list[dict]:
+    """The three scenarios of :func:`dpadmm.attacks.run_kkt_attack` on (a subset of) Adult, as dicts."""
+    from ..attacks import run_kkt_attack
+
+    if samples and samples < 2 * nodes:
+        raise InvalidParameterError(f"samples must be at least 2 per node ({2 * nodes}), got samples={samples}.")
+    X, y = load_data("adult", samples=samples, seed=seed)
+    res = run_kkt_attack(X, y, n_nodes=nodes, topology=topology, node=node, C=C, reg_weight=reg_weight, theta=theta,
+                         eta=eta, eta_growth=eta_growth, alpha=alpha, alpha_growth=alpha_growth, iterations=iterations,
+                         random_state=seed)
+    return [r.to_dict() for r in res]
+
+
+@register("zhang-attack")
+def attack(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
+    """[Zhang, §6.2, App. E]: KKT reconstruction with η public / private, with / without PP noise."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..cli._common import write_json
+
+    R = reps if reps > 0 else (1 if quick else 5)
+    all_rows = []
+    for r in range(R):
+        for row in attack_table(samples=1000 if quick else 2000, iterations=30 if quick else 100, seed=seed + r):
+            all_rows.append(dict(row, seed=seed + r))
+    with open(out_dir / "attack.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(all_rows[0]))
+        w.writeheader()
+        w.writerows(all_rows)
+    write_json(out_dir / "attack.json", all_rows)
+    scen = list(dict.fromkeys(r["scenario"] for r in all_rows))
+    cos = [np.mean([r["cosine"] for r in all_rows if r["scenario"] == s]) for s in scen]
+    ch = [np.mean([r["chance_q95"] for r in all_rows if r["scenario"] == s]) for s in scen]
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    xs = np.arange(len(scen))
+    ax.bar(xs - 0.2, cos, 0.4, label="|cos(x_hat, x_1)|")
+    ax.bar(xs + 0.2, ch, 0.4, label="chance (95% of decoys)")
+    ax.set_xticks(xs, scen, fontsize=8)
+    ax.set(ylim=(0, 1.05), title=f"KKT attack [Zhang, App. E], {R} seed(s)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "attack.png", dpi=110)
+    plt.close(fig)
+    return {s: round(float(c), 4) for s, c in zip(scen, cos)}

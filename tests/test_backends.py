@@ -11,6 +11,7 @@ covers them without any traffic leaving 127.0.0.0/8.
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import signal
@@ -107,6 +108,45 @@ def reference(a9a_small):
     return np.asarray(_fit(*a9a_small, "inprocess").history_["objective"])
 
 
+def _fit_graph(data, backend, seed=5):
+    from dpadmm.estimators.consensus import ConsensusLogisticRegression
+
+    blocks, y = data
+    X = np.hstack(blocks)
+    return ConsensusLogisticRegression(n_nodes=4, topology="ring", batch=False, perturbation="pp", alpha=5.0,
+                                       normalize=True, max_iter=6, random_state=seed, backend=backend).fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def graph_reference(a9a_small):
+    ref = np.asarray(_fit_graph(a9a_small, "inprocess").history_["objective"])
+    other = np.asarray(_fit_graph(a9a_small, "inprocess", seed=6).history_["objective"])
+    assert np.max(np.abs(other / ref - 1)) > 1e-9  # the noise is seed-dependent, so the test can fail
+    return ref
+
+
+@pytest.fixture(scope="module")
+def functional_data():
+    from dpadmm.data.functional import simulate_zhou
+
+    return simulate_zhou(400, grid_size=30, random_state=0)
+
+
+def _fit_functional(data, backend, seed=5):
+    from dpadmm.estimators.functional import FunctionalQuantileRegressor
+
+    return FunctionalQuantileRegressor(basis="fourier", workers=3, epsilon=2.0, max_iter=8, random_state=seed,
+                                       backend=backend).fit(data.curves, data.y, grid=data.grid)
+
+
+@pytest.fixture(scope="module")
+def functional_reference(functional_data):
+    ref = np.asarray(_fit_functional(functional_data, "inprocess").history_["objective"])
+    other = np.asarray(_fit_functional(functional_data, "inprocess", seed=6).history_["objective"])
+    assert np.max(np.abs(other / ref - 1)) > 1e-9
+    return ref
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -133,6 +173,16 @@ class TestBackendContract:
         # the noise matters: another seed gives another trajectory (so the check above can fail)
         other = np.asarray(_fit(*a9a_small, "inprocess", random_state=8).history_["objective"])
         assert np.max(np.abs(other / reference - 1)) > 1e-6
+
+    def test_same_seed_same_dp_objective_graph_consensus(self, make_backend, a9a_small, graph_reference):
+        """[Zhang] penalty perturbation, one party per node: identical per-iteration objective."""
+        hist = np.asarray(_fit_graph(a9a_small, make_backend()).history_["objective"])
+        np.testing.assert_allclose(hist, graph_reference, rtol=1e-12, atol=0)
+
+    def test_same_seed_same_dp_objective_functional(self, make_backend, functional_data, functional_reference):
+        """[Zhou] FDP-ADMM with Gaussian noise, one party per worker: identical per-iteration objective."""
+        hist = np.asarray(_fit_functional(functional_data, make_backend()).history_["objective"])
+        np.testing.assert_allclose(hist, functional_reference, rtol=1e-12, atol=0)
 
     def test_party_streams_follow_seedsequence(self, make_backend):
         """Per-party, per-round streams: party i's noise in round t is SeedSequence(root, (i, t))."""
@@ -384,6 +434,61 @@ def test_cli_ray_missing_is_one_line_error(tmp_path, capsys, monkeypatch, small_
     err = capsys.readouterr().err
     assert err.startswith("error:") and 'pip install "dpadmm[ray]"' in err and err.count("\n") == 1
     assert not (tmp_path / "o").exists()
+
+
+@pytest.fixture(scope="module")
+def party_csvs(tmp_path_factory):
+    """a9a rows as FATE-style party CSVs (train 400 rows, test 200 rows, 66 / 57 columns)."""
+    from dpadmm.data.parties import write_party_files
+
+    root = tmp_path_factory.mktemp("parties")
+    X, y = load_a9a("train")
+    Xt, yt = load_a9a("test")
+    train = write_party_files(partition_columns(X[:400], [66, 57]), y[:400], root / "train")
+    test = write_party_files(partition_columns(Xt[:200], [66, 57]), yt[:200], root / "test")
+    return train, test
+
+
+def test_cli_party_files_are_read_by_their_parties(tmp_path, party_csvs, monkeypatch):
+    """With --backend process each worker reads its own --party file: the driver reads only headers
+    and the label party's id/label columns, and gets the same model as the in-process run."""
+    import pandas as pd
+
+    train, test = party_csvs
+    driver_reads = []
+    real = pd.read_csv
+
+    def spy(path, *args, **kw):
+        driver_reads.append((Path(path).name, Path(path).parent.name, kw.get("nrows"), kw.get("usecols")))
+        return real(path, *args, **kw)
+
+    monkeypatch.setattr(pd, "read_csv", spy)
+    args = ["vertical", "--party", train[0], "--party", train[1], "--test-party", test[0], "--test-party", test[1],
+            "--iterations", 4, "--rho", "0.3", "--noise-scale", "0.5", "--normalize-rows", "--quiet"]
+    assert _cli(*args, "--backend", "process", "--out", tmp_path / "p") == 0
+    full_reads = [r for r in driver_reads if r[2] != 0 and r[3] is None]
+    assert full_reads == []  # no feature file was read whole in the driver
+    assert all(r[3] == ["id", "y"] for r in driver_reads if r[2] != 0)  # only ids and labels of party 1
+    assert {r[0] for r in driver_reads if r[3] is not None} == {"party1.csv"}
+    driver_reads.clear()
+    assert _cli(*args, "--out", tmp_path / "i") == 0
+    assert any(r[0] == "party2.csv" and r[2] is None and r[3] is None for r in driver_reads)  # in-process: driver reads all
+    mp_ = json.loads((tmp_path / "p" / "metrics.json").read_text())
+    mi = json.loads((tmp_path / "i" / "metrics.json").read_text())
+    assert mp_["config"]["data_locality"]
+    np.testing.assert_allclose(mp_["history"]["objective"], mi["history"]["objective"], rtol=1e-12, atol=0)
+    for k in ("test_log_loss", "test_accuracy", "test_auc"):
+        assert mp_["final"][k] == pytest.approx(mi["final"][k], rel=1e-12)
+
+
+def test_cli_party_files_dp_checks_rows_at_the_party(tmp_path, party_csvs, capsys):
+    train, _ = party_csvs
+    out = tmp_path / "o"
+    assert _cli("vertical", "--party", train[0], "--party", train[1], "--iterations", 2, "--noise-scale", "0.5",
+                "--quiet", "--backend", "process", "--out", out) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"party 'party[12]' failed", err) and "not unit-norm" in err
+    assert not out.exists()
 
 
 # ----------------------------------------------------------------------------- Ray, loopback only

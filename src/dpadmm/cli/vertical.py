@@ -118,10 +118,21 @@ def vertical(
             raise DataFileError(f"file not found: {p}; check the path.")
     run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
                               transcript=transcript, checkpoint_every=checkpoint_every, resume=resume, out=out)
-    data = load_vertical_data(train=train, test=test, parties=parties, party_files=party,
-                              test_party_files=test_party, id_column=id_column, label_column=label_column)
     private = any(v is not None for v in (epsilon, iteration_epsilon, noise_scale))
-    if normalize_rows:
+    if party and backend != "inprocess":
+        # data locality: each party's worker reads its own --party file; unit-norm rows are checked there
+        if train is not None:
+            raise InvalidParameterError("give either --train (LIBSVM) or --party files, not both.")
+        from ..experiments.vertical import load_vertical_sources
+
+        data = load_vertical_sources(party, test_party, id_column=id_column, label_column=label_column,
+                                     normalize=normalize_rows)
+    else:
+        data = load_vertical_data(train=train, test=test, parties=parties, party_files=party,
+                                  test_party_files=test_party, id_column=id_column, label_column=label_column)
+    if data.source.get("data_locality"):
+        pass  # rows are normalised (and, under DP, checked) by each party's worker
+    elif normalize_rows:
         data = normalized(data)
     elif private and not rows_are_normalized(data.train):
         raise PrivacyPreconditionError("DP needs unit-norm rows in every party block [Hu, Assumption 2.3]; "

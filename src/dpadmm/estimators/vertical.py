@@ -29,6 +29,11 @@ from ..kernels.regularizers import get_regularizer
 from ..privacy.accountants import ACCOUNTANTS, calibrate_noise_multiplier
 from ..privacy.reports import hu_report
 
+def _is_source(block) -> bool:
+    """A party block read by the party's own worker (has ``load`` and ``shape``), e.g. a PartyFile."""
+    return hasattr(block, "load") and hasattr(block, "shape")
+
+
 def _party_names(n: int) -> list[str]:
     return [f"party{m}" for m in range(1, n + 1)]
 
@@ -69,7 +74,8 @@ class _VerticalADMM(BaseEstimator):
         if isinstance(X, (list, tuple)):
             if len(X) == 0:
                 raise InvalidDataError(f"{name} is an empty list of party blocks; give one block per party.")
-            blocks = [as_float_matrix(f"{name} block {m + 1}", B) for m, B in enumerate(X)]
+            # arrays, or sources the parties read themselves (dpadmm.data.remote.PartyFile)
+            blocks = [B if _is_source(B) else as_float_matrix(f"{name} block {m + 1}", B) for m, B in enumerate(X)]
             n = blocks[0].shape[0]
             for m, B in enumerate(blocks[1:], start=2):
                 if B.shape[0] != n:
@@ -171,6 +177,8 @@ class _VerticalADMM(BaseEstimator):
                     f"penalty={self.penalty!r} is not twice differentiable, which [Hu, Assumption 2.2] needs; "
                     "use penalty='l2' for a private fit.")
             for m, B in enumerate(blocks, start=1):
+                if _is_source(B):
+                    continue  # checked by the party at setup (require_unit_rows)
                 norms = row_norms(B)
                 if np.any(np.abs(norms[norms > 0] - 1.0) > 1e-6):
                     raise PrivacyPreconditionError(
@@ -182,7 +190,8 @@ class _VerticalADMM(BaseEstimator):
             assumptions = [
                 {"name": "unit-norm rows of every party block [Hu, Assumption 2.3]", "status": "checked",
                  "detail": f"max | ||row|| - 1 | <= 1e-6 over non-zero rows; zero rows: "
-                           f"{int(sum((row_norms(B) == 0).sum() for B in blocks))}"},
+                           + (f"{int(sum((row_norms(B) == 0).sum() for B in blocks))}"
+                              if not any(_is_source(B) for B in blocks) else "counted at the parties")},
                 {"name": f"bounded iterates ||x_m|| <= {bounds.x:.4g}, ||y|| <= {bounds.y:.4g}, ||z|| <= {bounds.z:.4g} "
                           "[Hu, Assumption 2.1]",
                  "status": "enforced", "detail": "x_m, z and the dual y are projected onto their balls every iteration"},
@@ -212,6 +221,8 @@ class _VerticalADMM(BaseEstimator):
                                        n_parties=n_blocks)
             opts = {"lam_sum": lam_sum, "reg": reg, "private": pspec, "bound": bx, "damping": damping,
                     "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}
+            if private and _is_source(B):
+                opts["require_unit_rows"] = True
             specs.append(PartySpec(name, vs.setup_party, (name, B, opts), vs.party_step, vs.party_diagnostics, owner=name))
         hub_cfg = vs.CoordinatorConfig(
             labels=y_fit, loss=loss, lam=float(self.lam), rho=float(self.rho),
@@ -232,6 +243,14 @@ class _VerticalADMM(BaseEstimator):
                 for name, coef in zip(names, self.coefs_):
                     transcript(result.rounds, name, engine.HUB, {"coef": coef}, "model")
             self.intercept_ = float(result.hub_state.intercept)
+            # eval scores summed from the parties' partial scores (needed when the driver has no eval features)
+            self.eval_scores_ = {}
+            for k in evals:
+                parts = {name: backend.call(name, vs.eval_score, k) for name in names}
+                if transcript is not None:
+                    for name, part in parts.items():
+                        transcript(result.rounds, name, engine.HUB, {f"eval_score.{k}": part}, "prediction")
+                self.eval_scores_[k] = sum(parts.values()) + self.intercept_
         finally:
             backend.close()
         self.coef_ = np.concatenate(self.coefs_)
@@ -274,6 +293,9 @@ class _VerticalADMM(BaseEstimator):
         """Sum of the parties' partial scores ``X_m x_m`` plus the intercept (distributed prediction)."""
         self._check_fitted()
         blocks = self._blocks(X)
+        if any(_is_source(B) for B in blocks):
+            raise InvalidDataError("X holds party files read by the parties; pass them as eval_set to fit "
+                                   "(scores in eval_scores_) or give arrays to predict.")
         return sum(B @ c for B, c in zip(blocks, self.coefs_)) + self.intercept_
 
     def _check_fitted(self):

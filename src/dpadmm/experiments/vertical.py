@@ -143,6 +143,38 @@ def sklearn_baseline(blocks, y, test_blocks, y_test, *, lam: float, fit_intercep
     return out
 
 
+def _test_probability(model, test_blocks) -> np.ndarray:
+    """P(y = +1) on the test set; party files (read by the parties) are scored at the parties."""
+    if any(hasattr(b, "load") for b in test_blocks):
+        return 1.0 / (1.0 + np.exp(-np.clip(model.eval_scores_["test"], -500, 500)))
+    return model.predict_proba(test_blocks)[:, 1]
+
+
+def load_vertical_sources(party_files, test_party_files=(), *, id_column: str = "id", label_column: str = "y",
+                          normalize: bool = False) -> VerticalData:
+    """Party CSVs as :class:`~dpadmm.data.remote.PartyFile` sources: each party's worker reads its own
+    file; the driver reads only the first file's ids and labels (data locality)."""
+    from ..data.remote import party_sources
+
+    train, labels, _ = party_sources(party_files, id_column=id_column, label_column=label_column, normalize=normalize)
+    test = test_labels = None
+    if test_party_files:
+        if len(test_party_files) != len(party_files):
+            raise InvalidParameterError(f"give one --test-party file per --party file "
+                                        f"({len(party_files)}), got {len(test_party_files)}.")
+        test, test_labels, _ = party_sources(test_party_files, id_column=id_column, label_column=label_column,
+                                             normalize=normalize)
+        for m, (a, b) in enumerate(zip(train, test), start=1):
+            if a.shape[1] != b.shape[1]:
+                raise InvalidDataError(f"test party {m} has {b.shape[1]} feature columns but training party {m} "
+                                       f"has {a.shape[1]}; they must match.")
+    labels, test_labels = _encode(labels, test_labels, "the first party file")
+    return VerticalData(train, labels, test, test_labels,
+                        {"party_files": [str(p) for p in party_files],
+                         "test_party_files": [str(p) for p in test_party_files],
+                         "data_locality": "each party's worker reads its own file", "normalized_rows": normalize})
+
+
 def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho: float = 0.05, iterations: int = 100,
                  fit_intercept: bool = True, epsilon=None, delta: float = 1e-5, iteration_epsilon=None,
                  noise_scale=None, bound="auto", accountant: str = "pld", adaptive_rho: bool = False,
@@ -169,7 +201,7 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho: float = 0.05, it
         history["test_log_loss"] = h["test_log_loss"]
         history["test_accuracy"] = h["test_accuracy"]
         final.update({f"test_{k}": v for k, v in
-                      _classifier_metrics(model.predict_proba(data.test)[:, 1], data.y_test).items()})
+                      _classifier_metrics(_test_probability(model, data.test), data.y_test).items()})
     if model.privacy_ is not None:
         privacy = model.privacy_.to_dict()
         privacy["private"] = True

@@ -51,6 +51,13 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
+def _died_hint(what: str) -> str:
+    if what == "setup":
+        return ("if this runs from a script, guard its entry point with `if __name__ == '__main__':` "
+                "(workers start with forkserver/spawn and re-import the main module)")
+    return "resume from the last checkpoint"
+
+
 # ----------------------------------------------------------------------------- worker side
 def _worker(conn, name: str) -> None:  # pragma: no cover - runs in the child process
     """The worker loop: ``(cmd, *payload)`` in, ``("ok", value)`` or ``("error", text, tb)`` out."""
@@ -140,10 +147,10 @@ class ProcessBackend(Backend):
         try:
             self._conns[name].send(msg)
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+            self._procs[name].join(0.5)
             code = self._procs[name].exitcode
             self._shutdown(force=True)
-            raise party_failure(name, f"its process died (exit code {code}); see its log or resume from "
-                                      "the last checkpoint.") from None
+            raise party_failure(name, f"its process died (exit code {code}); {_died_hint(msg[0])}.") from None
 
     def _gather(self, names: Sequence[str], what: str, timeout: float | None = None) -> dict[str, Any]:
         """Collect one reply per party in ``names``; raise the first failure (all replies drained)."""
@@ -176,14 +183,15 @@ class ProcessBackend(Backend):
                         code = proc.exitcode
                         self._shutdown(force=True)
                         raise party_failure(name, f"its process died (exit code {code}) during {what}; "
-                                                  "resume from the last checkpoint.")
+                                                  f"{_died_hint(what)}.")
                 try:
                     reply = conn.recv()
                 except (EOFError, OSError):
+                    self._procs[name].join(0.5)
                     code = self._procs[name].exitcode
                     self._shutdown(force=True)
                     raise party_failure(name, f"its process died (exit code {code}) during {what}; "
-                                              "resume from the last checkpoint.") from None
+                                              f"{_died_hint(what)}.") from None
                 del pending[conn]
                 if reply[0] == "ok":
                     results[name] = reply[1]
@@ -263,6 +271,8 @@ class ProcessBackend(Backend):
             self._shutdown(force=False)
 
     def _shutdown(self, force: bool) -> None:
+        if self._closed and not self._procs:
+            return
         self._closed = True
         if not force:
             for name, conn in self._conns.items():
@@ -291,6 +301,7 @@ class ProcessBackend(Backend):
                 proc.close()
             except Exception:
                 pass
+        self._procs, self._conns = {}, {}
 
     def __del__(self):  # pragma: no cover - best effort
         try:

@@ -146,3 +146,11 @@ def test_reproduce_quick(tmp_path, capsys, name):
 def test_reproduce_unknown_name(tmp_path, capsys):
     code, _, err = run_cli(["reproduce", "hu-fig9", "--out", tmp_path / "x"], capsys)
     assert code == 2 and "unknown reproduction" in err and not (tmp_path / "x").exists()
+
+
+def test_bundled_data_option(tmp_path, capsys):
+    code, _, err = run_cli(["vertical", "--data", "mnist", "--out", tmp_path / "o", "--quiet"], capsys)
+    assert code == 2 and "--data must be 'a9a'" in err and not (tmp_path / "o").exists()
+    code, stdout, err = run_cli(["vertical", "--data", "a9a", "--iterations", "3", "--quiet"], capsys)
+    assert code == 0, err
+    assert "test log loss" in stdout

@@ -78,6 +78,8 @@ def vertical(
     test_party: List[Path] = typer.Option([], "--test-party", help="Test party CSV (repeat, same order)."),
     id_column: str = typer.Option("id", help="Id column joining the party files."),
     label_column: str = typer.Option("y", help="Label column (in the first party's file)."),
+    data: Optional[str] = typer.Option(None, help="'a9a' for the bundled a9a train/test (parties 66,57 "
+                                                   "unless --parties)."),
     lam: float = typer.Option(1e-3, help="Regularisation weight λ (mean-loss scaling)."),
     rho: float = typer.Option(0.05, help="ADMM penalty ρ (paper's summed-loss scaling)."),
     iterations: int = typer.Option(100, help="Iterations T."),
@@ -86,7 +88,8 @@ def vertical(
     delta: float = typer.Option(1e-5, help="δ of the total budget (per iteration with --iteration-epsilon)."),
     iteration_epsilon: Optional[float] = typer.Option(None, help="Per-iteration ε of [Hu, Thm 3] instead of a total."),
     noise_scale: Optional[float] = typer.Option(None, help="Raw noise σ instead of a budget."),
-    bound: Optional[float] = typer.Option(None, help="b1 of [Hu, Assumption 2.1] (default 3·sqrt(N))."),
+    bound: Optional[float] = typer.Option(None, help="b1 of [Hu, Assumption 2.1] for x, y, z (default: "
+                                          "sqrt(2 ln2/λ) for x, 3·sqrt(N) for y and z)."),
     normalize_rows: bool = typer.Option(False, "--normalize-rows", help="Scale each party's rows to unit norm (needed for DP)."),
     adaptive_rho: bool = typer.Option(False, help="Residual-balancing ρ (beyond the paper)."),
     accountant: str = typer.Option("pld", help="pld or rdp."),
@@ -127,6 +130,13 @@ def vertical(
 
         data = load_vertical_sources(party, test_party, id_column=id_column, label_column=label_column,
                                      normalize=normalize_rows)
+    elif data is not None:
+        if data != "a9a":
+            raise InvalidParameterError(f"--data must be 'a9a' (bundled), got --data={data!r}; "
+                                        "use --train/--party for your own files.")
+        if train is not None or party:
+            raise InvalidParameterError("give either --data a9a or --train/--party files, not both.")
+        data = load_vertical_data(bundled=True, parties=parties)
     else:
         data = load_vertical_data(train=train, test=test, parties=parties, party_files=party,
                                   test_party_files=test_party, id_column=id_column, label_column=label_column)

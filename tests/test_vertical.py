@@ -189,3 +189,12 @@ def test_get_set_params_roundtrip():
     assert p["lam"] == 0.5 and p["epsilon"] == 3.0
     m.set_params(lam=0.1)
     assert m.lam == 0.1
+
+
+def test_rank_deficient_block_warns_and_is_noted(a9a_small_normalized):
+    from dpadmm.estimators.vertical import RankDeficiencyWarning
+
+    B, y, _, _ = a9a_small_normalized
+    with pytest.warns(RankDeficiencyWarning, match="range"):
+        m = VerticalLogisticRegression(rho=0.3, max_iter=2, epsilon=10.0, random_state=0).fit(B, y)
+    assert any("rank" in n for n in m.privacy_.notes)

@@ -227,6 +227,11 @@ def partial_score(cfg: PartyConfig, state: PartyState, X_block: np.ndarray) -> n
     return X_block @ state.x
 
 
+def party_rank(cfg: PartyConfig, state: PartyState) -> tuple[int, int]:
+    """(numerical rank, column count) of the party's block."""
+    return cfg.solver.rank, cfg.D.shape[1]
+
+
 def party_coef(cfg: PartyConfig, state: PartyState) -> np.ndarray:
     """The party's local model x_m (stays at the party; exposed for the simulation API)."""
     return state.x.copy()

@@ -34,6 +34,10 @@ def _is_source(block) -> bool:
     return hasattr(block, "load") and hasattr(block, "shape")
 
 
+class RankDeficiencyWarning(UserWarning):
+    """A party block is not of full column rank (handled exactly; see the message)."""
+
+
 def _party_names(n: int) -> list[str]:
     return [f"party{m}" for m in range(1, n + 1)]
 
@@ -243,6 +247,15 @@ class _VerticalADMM(BaseEstimator):
                 for name, coef in zip(names, self.coefs_):
                     transcript(result.rounds, name, engine.HUB, {"coef": coef}, "model")
             self.intercept_ = float(result.hub_state.intercept)
+            if private:
+                for m, name in enumerate(names, start=1):
+                    rank, width = backend.call(name, vs.party_rank)
+                    if rank < width:
+                        msg = (f"party {m}'s block has rank {rank} < {width} columns, so (D_m^T D_m)^-1 of "
+                               "[Hu, eq. 16] does not exist; its noise is drawn as sigma U_m g in range(D_m) "
+                               "(the same distribution whenever D_m has full rank; no regularisation needed)")
+                        notes.append(msg)
+                        warnings.warn(msg, RankDeficiencyWarning, stacklevel=2)
             # eval scores summed from the parties' partial scores (needed when the driver has no eval features)
             self.eval_scores_ = {}
             for k in evals:

@@ -85,7 +85,7 @@ class KKTAttackResult:
 
 
 def run_kkt_attack(X, y, *, n_nodes: int = 5, topology: Any = "ring", node: int = 0, C: float = 50.0,
-                   reg_weight: float = 1.0, theta: float = 0.5, eta: Any = 0.55, eta_growth: float = 1.03,
+                   reg_weight: float = 1.0, theta: float = 0.5, eta: Any = 0.55, eta_growth: float = 1.1,
                    alpha: float = 3.0, alpha_growth: float = 1.0, iterations: int = 100,
                    random_state: int = 0) -> list[KKTAttackResult]:
     """Run M-ADMM (private penalties η_i(t) = eta·eta_growth^{t−1}) three times on the same data and attack

@@ -111,7 +111,7 @@ def attack_kkt(
     reg_weight: float = typer.Option(1.0, help="The paper's ρ."),
     theta: float = typer.Option(0.5, help="Dual step θ (public)."),
     eta: float = typer.Option(0.55, help="η_i(1) of the node's private penalty."),
-    eta_growth: float = typer.Option(1.03, help="q of η_i(t) = η_i(1) q^(t-1)."),
+    eta_growth: float = typer.Option(1.1, help="q of η_i(t) = η_i(1) q^(t-1)."),
     alpha: float = typer.Option(3.0, help="α(1) of the PP noise in the noisy scenario."),
     alpha_growth: float = typer.Option(1.0, help="q of α(t)."),
     iterations: int = typer.Option(100, help="Iterations T."),

@@ -32,7 +32,7 @@ THETA = 0.5
 FIG2_CURVES = (
     ("pp", "PP q1=1.05, q2=1.05 (blue)", 1.05, 1.05),
     ("pp", "PP q1=1.02, q2=1.02 (red)", 1.02, 1.02),
-    ("dvp", "DVP q2=1.05 (black)", None, 1.05),
+    ("dvp", "DVP q2=1.01 (black)", None, 1.01),
     ("dvp", "DVP q2=1.0 (magenta)", None, 1.0),
 )
 FIG34_CURVES = (
@@ -281,7 +281,7 @@ def fig4(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
 
 
 def attack_table(*, nodes=5, topology="ring", node=0, samples=2000, C=PAPER_C, reg_weight=PAPER_REG_WEIGHT, theta=THETA,
-                 eta=0.55, eta_growth=1.03, alpha=3.0, alpha_growth=1.0, iterations=100, seed=0) -> list[dict]:
+                 eta=0.55, eta_growth=1.1, alpha=3.0, alpha_growth=1.0, iterations=100, seed=0) -> list[dict]:
     """The three scenarios of :func:`dpadmm.attacks.run_kkt_attack` on (a subset of) Adult, as dicts."""
     from ..attacks import run_kkt_attack
 

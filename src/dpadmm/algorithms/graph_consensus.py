@@ -176,11 +176,14 @@ def local_newton(X: np.ndarray, y: np.ndarray, w: np.ndarray, reg_total: np.ndar
     eye = np.eye(d)
     thresh = tol * (1.0 + np.linalg.norm(b, axis=1))
     H = np.zeros((K, d, d)) if hess0 is None else hess0.copy()
+    Minv = np.zeros((K, d, d))
     stale = np.full(K, hess0 is None)
+    fresh_inverse = np.zeros(K, dtype=bool)  # (H + rI)^-1 up to date for this call's r
     prev = np.full(K, np.inf)
+    m = _margins(X, y, f)
     it = 0
     for it in range(1, max_iter + 1):
-        p = expit(_margins(X, y, f))  # −ℒ'(y xᵀf) ∈ (0, 1)
+        p = expit(m)  # −ℒ'(y xᵀf) ∈ (0, 1)
         g = np.matmul((w * (-y * p))[:, None, :], X)[:, 0, :] + reg_total[:, None] * f + b  # Xᵀ(w ℒ') + r f + b
         gnorm = np.linalg.norm(g, axis=1)
         active = gnorm > thresh
@@ -194,20 +197,28 @@ def local_newton(X: np.ndarray, y: np.ndarray, w: np.ndarray, reg_total: np.ndar
             h = w[ref] * p[ref] * (1.0 - p[ref])
             H[ref] = np.matmul((Xr * h[..., None]).transpose(0, 2, 1), Xr)
             stale[ref] = False
+            fresh_inverse[ref] = False
+        inv = np.flatnonzero(~fresh_inverse & active)
+        if inv.size:
+            Minv[inv] = np.linalg.inv(H[inv] + reg_total[inv, None, None] * eye)
+            fresh_inverse[inv] = True
         prev = gnorm
-        step = -np.linalg.solve(H + reg_total[:, None, None] * eye, g[..., None])[..., 0]
+        step = -np.matmul(Minv, g[..., None])[..., 0]
         step[~active] = 0.0
-        phi0 = _objective(X, y, w, reg_total, b, f)
+        phi0 = (w * np.logaddexp(0.0, m)).sum(axis=1) + 0.5 * reg_total * (f * f).sum(axis=1) + (b * f).sum(axis=1)
         slope = (g * step).sum(axis=1)
         s = np.ones(K)
         for _ in range(30):  # Armijo backtracking, all nodes at once
-            ok = _objective(X, y, w, reg_total, b, f + s[:, None] * step) \
-                <= phi0 + 1e-4 * s * slope + 1e-12 * np.abs(phi0)
+            trial = f + s[:, None] * step
+            m_trial = _margins(X, y, trial)
+            phi = (w * np.logaddexp(0.0, m_trial)).sum(axis=1) + 0.5 * reg_total * (trial * trial).sum(axis=1) \
+                + (b * trial).sum(axis=1)
+            ok = phi <= phi0 + 1e-4 * s * slope + 1e-12 * np.abs(phi0)
             if ok.all():
                 break
             s = np.where(ok, s, 0.5 * s)
         stale |= active & (s < 1.0)  # a damped step: the Hessian is worth refreshing
-        f = f + s[:, None] * step
+        f, m = trial, m_trial
     return f, it, H
 
 

@@ -74,3 +74,12 @@ def test_audit_zhang_pp_consistent_with_theorem():
 
     r = _zhang_pp(100_000, 1, 0.95)
     assert 0 <= r.epsilon_lower_bound <= r.epsilon_claimed
+
+
+def test_audit_zhou_accepts_real_and_catches_broken():
+    from dpadmm.experiments.audit import _zhou_fdp
+
+    real = _zhou_fdp(100_000, 2, 0.95)
+    broken = _zhou_fdp(100_000, 2, 0.95, True)
+    assert real.epsilon_lower_bound <= real.epsilon_claimed
+    assert broken.epsilon_lower_bound > broken.epsilon_claimed

@@ -86,7 +86,50 @@ def _zhang_pp(samples: int, seed: int, confidence: float, broken: bool = False) 
                       "record-replace neighbours (one label flipped); claim = [Zhang, Thm 4.1] term (pure DP)")
 
 
-MECHANISMS: dict[str, Callable[..., AuditResult]] = {"hu-vertical-share": _hu_vertical, "zhang-pp-update": _zhang_pp}
+def _zhou_fdp(samples: int, seed: int, confidence: float, broken: bool = False) -> AuditResult:
+    """FDP-ADMM's released w̃_i [Zhou, eq. 21–22, Thm 1] through ``functional_quantile.party_step``
+    on one worker's data and on the same data with one sample replaced. The worker runs ``n``
+    identical privacy settings side by side, so one step draws ``n`` independent releases."""
+    from ..algorithms import functional_quantile as fq
+
+    gen = np.random.default_rng(11)
+    m, K, tau, c1 = 20, 3, 0.9, 1.0
+    A = gen.normal(size=(m, K))
+    A /= np.maximum(1.0, np.linalg.norm(A, axis=1, keepdims=True) / c1)  # clipped scores ‖A_j‖ ≤ c_1
+    y = gen.normal(size=m)
+    A2, y2 = A.copy(), y.copy()
+    A[0], y[0] = c1 * np.eye(K)[0], 50.0  # a sample far above the fit (indicator 0)
+    A2[0], y2[0] = -c1 * np.eye(K)[0], 50.0  # replaced: the opposite direction — the largest change
+    nm = calibrate_noise_multiplier(AUDIT_CLAIM, AUDIT_DELTA, 1, "pld")
+    claim = gaussian_epsilon([nm], AUDIT_DELTA, "pld")
+
+    def release(data, n, z):
+        settings = fq.Settings.make(np.full(n, tau), noise_multiplier=z, lam=0.05, eps_iter=1.0,
+                                    delta_iter=AUDIT_DELTA)
+        cfg, st = fq.make_party("worker1", data[0], data[1], settings, rho=0.1, n_workers=1, c1=c1)
+        return cfg, st, fq.HubMessage(0, np.zeros((1, n, K)))
+
+    def run(data, n, z, rng):
+        cfg, st, inbox = release(data, n, z)
+        return fq.party_step(cfg, st, inbox, rng=rng)[1].w_tilde[0, 0]
+
+    clean = [run(dset, 1, 0.0, np.random.default_rng(0))[0] for dset in ((A, y), (A2, y2))]
+    direction = (clean[1] - clean[0]) / np.linalg.norm(clean[1] - clean[0])
+    z_used = nm / 10.0 if broken else nm
+
+    def sample(rng, which, n):
+        return run(((A, y), (A2, y2))[which], n, z_used, rng)
+
+    return audit_pair("zhou-fdp-local-update" + (" (broken: sigma/10)" if broken else ""), sample, direction,
+                      epsilon_claimed=claim, delta=AUDIT_DELTA, samples=samples, confidence=confidence, seed=seed,
+                      broken=broken, chunk=20_000,
+                      description="worker's noisy linearised update w~_i [Zhou, eq. 21-22] with sigma of [Zhou, Thm 1] "
+                      "(corrected sensitivity 2c1/(m(rho + 1/eta))); record-replace neighbours")
+
+
+MECHANISMS: dict[str, Callable[..., AuditResult]] = {
+    "hu-vertical-share": _hu_vertical, "zhang-pp-update": _zhang_pp, "zhou-fdp-local-update": _zhou_fdp,
+}
 
 
 def run_audit(*, samples: int = 400_000, seed: int = 0, confidence: float = 0.95, progress=None) -> list[AuditResult]:

@@ -95,7 +95,8 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         check_choice("basis", self.basis, BASES)
         check_choice("penalty", self.penalty, fq.PENALTIES)
         check_positive("lam", self.lam, allow_zero=True)
-        check_open_unit("l1_ratio", self.l1_ratio) if self.penalty == "elasticnet" else None
+        if self.penalty == "elasticnet":
+            check_open_unit("l1_ratio", self.l1_ratio)
         check_positive("rho", self.rho)
         check_choice("method", self.method, tuple(fq.METHODS))
         if self.max_iter is not None:
@@ -175,8 +176,9 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         specs = []
         self.clipped_fraction_ = 0.0
         for name, Xi, idx in zip(names, parts, parts_idx):
-            A = F.clip_rows(basis.scores(Xi) / scale, c1)
-            self.clipped_fraction_ += float(np.sum(np.linalg.norm(basis.scores(Xi) / scale, axis=1) > c1)) / n
+            raw = basis.scores(Xi) / scale
+            A = F.clip_rows(raw, c1)  # ‖A_ij‖ ≤ c_1 [Zhou, Lemma 2]
+            self.clipped_fraction_ += float(np.sum(np.linalg.norm(raw, axis=1) > c1)) / n
             if self.fit_intercept:
                 A = np.concatenate([A, np.ones((A.shape[0], 1))], axis=1)
             opts = dict(rho=float(self.rho), n_workers=M, penalty=self.penalty, l1_ratio=float(self.l1_ratio),

@@ -104,3 +104,20 @@ def test_reproduce_quick(tmp_path, capsys, name):
         assert (out / "table.png").is_file()
     else:
         assert any(p.suffix == ".png" for p in out.iterdir())
+
+
+def test_functional_cli_process_backend_same_numbers(tmp_path):
+    """--backend process gives the in-process result (same seed, DP on)."""
+    import json
+
+    from dpadmm.cli import main
+
+    outs = []
+    for backend in ("inprocess", "process"):
+        out = tmp_path / backend
+        code = main(["functional", "--simulate", "--n", "2000", "--workers", "2", "--iterations", "5",
+                     "--epsilon", "1.0", "--quiet", "--backend", backend, "--out", str(out)])
+        assert code == 0
+        outs.append(json.loads((out / "metrics.json").read_text()))
+    assert outs[0]["final"]["test_pinball_loss"] == outs[1]["final"]["test_pinball_loss"]
+    assert outs[1]["config"]["backend"] == "process"

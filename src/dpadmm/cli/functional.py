@@ -9,6 +9,7 @@ from typing import Optional
 import numpy as np
 import typer
 
+from . import _backend as bk
 from . import app
 from ._common import console, output_dir, progress, write_json
 from ..exceptions import DataFileError, InvalidParameterError
@@ -123,6 +124,10 @@ def functional(
     seed: int = typer.Option(0, help="Root random seed."),
     out: Optional[Path] = typer.Option(None, help="Write metrics.json, beta.csv and functional.png here."),
     quiet: bool = typer.Option(False, help="No progress bar."),
+    backend: str = bk.backend_option(),
+    ray_address: Optional[str] = bk.ray_address_option(),
+    ray_resources: Optional[str] = bk.ray_resources_option(),
+    timeout: float = bk.timeout_option(),
 ):
     """Quantile regression of a scalar on a curve over M workers: F-ADMM / FDP-ADMM [Zhou]."""
     from ..algorithms.functional_quantile import METHODS
@@ -140,6 +145,8 @@ def functional(
     for p in (train, test):
         if p is not None and not Path(p).is_file():
             raise DataFileError(f"file not found: {p}; check the path.")
+    run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
+                              transcript=None, checkpoint_every=None, resume=None, out=out)
     if dataset is not None and dataset != "fertility":
         raise InvalidParameterError(f"dataset must be one of ['fertility'], got dataset={dataset!r}.")
     if simulate:
@@ -166,7 +173,7 @@ def functional(
     model = FunctionalQuantileRegressor(
         tau=tau, n_components=components, basis=basis, penalty=penalty, lam=lam, rho=rho, method=method,
         max_iter=iterations, epsilon=epsilon, delta=delta, total_epsilon=total_epsilon, c1=c1, curve_clip=curve_clip,
-        workers=workers, random_state=seed)
+        workers=workers, random_state=seed, backend=run_opts.backend)
     model._validate(tr.n, tr.curves.shape[1])
     rounds = iterations or METHODS[method]["iterations"]
     with output_dir(out) as stage:
@@ -196,7 +203,8 @@ def functional(
                        "n_test": te.n, "grid_points": int(tr.curves.shape[1]), "workers": workers, "tau": tau,
                        "components": components, "basis": basis, "penalty": penalty, "lam": lam, "rho": rho,
                        "method": method, "iterations": model.n_iter_, "epsilon": epsilon, "delta": delta,
-                       "total_epsilon": total_epsilon, "c1": model.c1_, "seed": seed, "data_source": data.source},
+                       "total_epsilon": total_epsilon, "c1": model.c1_, "seed": seed, "data_source": data.source,
+                       "backend": backend},
         }
         line = (f"iterations: {model.n_iter_}  test pinball loss: {final['test_pinball_loss']:.5f}  "
                 f"(centralised QR on the same scores: {base.get('test_pinball_loss', float('nan')):.5f})")

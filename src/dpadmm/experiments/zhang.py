@@ -147,7 +147,8 @@ def plot_curves(path: Path, curves: dict[str, dict], *, title: str = "", bars: i
         tl = h["train_loss"]
         mean, lo, hi = (np.asarray(tl[k]) for k in ("mean", "min", "max")) if isinstance(tl, dict) else (np.asarray(tl),) * 3
         it = np.arange(1, mean.size + 1)
-        line, = axes[0].plot(it, mean, label=label)
+        colour = next((c for c in ("blue", "red", "black", "magenta") if f"({c})" in label), None)  # the paper's colours
+        line, = axes[0].plot(it, mean, label=label, color=colour)
         every = max(1, mean.size // bars)
         axes[0].errorbar(it[::every], mean[::every], yerr=[mean[::every] - lo[::every], hi[::every] - mean[::every]],
                          fmt="none", ecolor=line.get_color(), capsize=2)

@@ -110,3 +110,21 @@ def test_reproduce_quick(tmp_path, name):
     out = tmp_path / name
     assert main(["reproduce", name, "--quick", "--out", str(out)]) == 0
     assert any(p.suffix == ".png" for p in out.iterdir()) and any(p.suffix in (".csv", ".json") for p in out.iterdir())
+
+
+def test_consensus_cli_process_backend_matches_inprocess(tmp_path):
+    """--backend process (one OS process per node) reaches the in-process batched result without noise."""
+    import json
+
+    from dpadmm.cli import main
+
+    res = []
+    for backend in ("inprocess", "process"):
+        out = tmp_path / backend
+        code = main(["consensus", "--nodes", "3", "--topology", "line", "--iterations", "5", "--quiet",
+                     "--backend", backend, "--out", str(out)])
+        assert code == 0
+        res.append(json.loads((out / "metrics.json").read_text()))
+    a, b = (r["history"]["train_loss"]["mean"] for r in res)
+    assert max(abs(x - y) for x, y in zip(a, b)) < 1e-9
+    assert res[1]["config"]["backend"] == "process"

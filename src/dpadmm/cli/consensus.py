@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from . import _backend as bk
 from . import app
 from ._common import console, output_dir, progress, write_json
 from ..exceptions import DataFileError, InvalidParameterError
@@ -53,6 +54,10 @@ def consensus(
     seed: int = typer.Option(0, help="Root random seed."),
     out: Optional[Path] = typer.Option(None, help="Write metrics.json and convergence.png here."),
     quiet: bool = typer.Option(False, help="No progress bar."),
+    backend: str = bk.backend_option(),
+    ray_address: Optional[str] = bk.ray_address_option(),
+    ray_resources: Optional[str] = bk.ray_resources_option(),
+    timeout: float = bk.timeout_option(),
 ):
     """Train logistic regression over a graph with (private) M-ADMM [Zhang, eq. 10–11, Alg. 1]."""
     from .._validation import check_choice, check_int, check_positive
@@ -78,13 +83,19 @@ def consensus(
         raise InvalidParameterError("--alpha is only used with --perturbation pp|dvp|pvp.")
     if perturbation == "dvp" and eta is not None:
         raise InvalidParameterError("--perturbation dvp fixes eta = theta (Zhang & Zhu 2017); drop --eta or use pp.")
+    bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
+                   transcript=None, checkpoint_every=None, resume=None, out=out)  # validation (and Ray presence)
+    backend_options = {"timeout": timeout} if backend != "inprocess" else {}
+    if backend == "ray":
+        backend_options.update(address=ray_address, party_resources=bk.parse_resources(ray_resources) or None)
     if data != "adult" and not Path(data).is_file():
         raise DataFileError(f"data file not found: {data}; give 'adult' or a LIBSVM file.")
     with output_dir(out) as stage:
         with progress(iterations * runs, f"M-ADMM ({perturbation})", enabled=not quiet) as cb:
             metrics = run_consensus(data=data, nodes=nodes, topology=topology, split=split, uneven_ratio=uneven_ratio,
                                     perturbation=perturbation, C=C, reg_weight=reg_weight, iterations=iterations,
-                                    runs=runs, seed=seed, normalize=normalize, progress=cb, **schedules)
+                                    runs=runs, seed=seed, normalize=normalize, progress=cb, backend=backend,
+                                    backend_options=backend_options, **schedules)
         f = metrics["final"]
         pb = f["privacy_bound"]
         console.print(f"nodes {nodes} ({topology}, {split}), {runs} run(s) x {iterations} iterations: "

@@ -74,9 +74,11 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
                   uneven_ratio: float = 10.0, perturbation: str = "none", C: float = PAPER_C,
                   reg_weight: float = PAPER_REG_WEIGHT, iterations: int = 100, runs: int = 1, seed: int = 0,
                   normalize: bool = False, progress: Callable | None = None, eta=None, eta_growth=1.0, alpha=None,
-                  alpha_growth=1.0, theta=THETA, theta_growth=1.0, samples: int = 0) -> dict:
+                  alpha_growth=1.0, theta=THETA, theta_growth=1.0, samples: int = 0, backend: str = "inprocess",
+                  backend_options: dict | None = None) -> dict:
     """Fit R independent runs of one configuration; return the metrics.json layout:
     ``history.train_loss.{mean,min,max}`` (L(t) over runs), ``history.privacy_bound`` (P(t)), ``final``, ``config``."""
+    from ..backends import get_backend
     from ..data.graphs import make_graph
     from ..estimators.consensus import ConsensusLogisticRegression
 
@@ -92,7 +94,8 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
         model = ConsensusLogisticRegression(
             C=C, reg_weight=reg_weight, n_nodes=nodes, topology=G, theta=theta, theta_growth=theta_growth, eta=eta,
             eta_growth=eta_growth, perturbation=perturbation, alpha=alpha, alpha_growth=alpha_growth,
-            max_iter=iterations, normalize=normalize,
+            max_iter=iterations, normalize=normalize, batch=backend == "inprocess",
+            backend=get_backend(backend, **(backend_options or {})),
             random_state=int(np.random.SeedSequence([seed, r]).generate_state(1)[0]))
         model.fit(Xs, ys, callbacks=cb)
         h = model.history_
@@ -122,7 +125,7 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
         },
         "config": {
             "data": data, "n_samples": int(sum(len(v) for v in ys)), "n_features": int(Xs[0].shape[1]),
-            "nodes": nodes, "topology": str(topology) if not hasattr(topology, "nodes") else "networkx graph",
+            "backend": backend, "nodes": nodes, "topology": str(topology) if not hasattr(topology, "nodes") else "networkx graph",
             "edges": int(G.number_of_edges()), "split": split, "uneven_ratio": uneven_ratio,
             "node_size_min": int(sizes.min()), "node_size_max": int(sizes.max()),
             "degree_min": int(model.degrees_.min()), "degree_max": int(model.degrees_.max()),

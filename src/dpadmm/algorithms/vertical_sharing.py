@@ -43,7 +43,7 @@ import scipy.sparse as sp
 
 from ..kernels.linalg import SpectralSolver
 from ..kernels.losses import Loss
-from ..kernels.regularizers import Regularizer
+from ..kernels.regularizers import Regularizer, soft_threshold
 from ..privacy.events import FEATURE_COLUMN, GaussianRelease
 from ..privacy.mechanisms import hu_sensitivity, range_gaussian
 
@@ -162,7 +162,7 @@ def _solve_x(cfg: PartyConfig, q: np.ndarray, rho: float, x0: np.ndarray) -> np.
     for _ in range(cfg.inner_max_iter):
         grad = q + rho * (G @ w) + l2 * w
         v = w - grad / L
-        x_new = np.sign(v) * np.maximum(np.abs(v) - thr, 0.0)
+        x_new = soft_threshold(v, thr)
         t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * tk * tk))
         w = x_new + ((tk - 1.0) / t_new) * (x_new - x)
         done = np.linalg.norm(x_new - x) <= cfg.inner_tol * (1.0 + np.linalg.norm(x_new))

@@ -20,6 +20,7 @@ from . import reproduce as _reproduce  # noqa: E402,F401
 from . import functional as _functional  # noqa: E402,F401
 from . import audit as _audit  # noqa: E402,F401
 from . import consensus as _consensus  # noqa: E402,F401
+from . import party as _party  # noqa: E402,F401  (party serve, provision; grpc imported lazily)
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):

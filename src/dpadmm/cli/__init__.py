@@ -49,6 +49,7 @@ from . import reproduce as _reproduce  # noqa: E402,F401
 from . import functional as _functional  # noqa: E402,F401
 from . import audit as _audit  # noqa: E402,F401
 from . import consensus as _consensus  # noqa: E402,F401
+from . import party as _party  # noqa: E402,F401  (party serve, provision; grpc imported lazily)
 
 
 def main(argv=None) -> int:

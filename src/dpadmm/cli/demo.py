@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -56,7 +57,7 @@ def demo(
     epsilon: float = typer.Option(DEMO_EPSILON, help="Total ε of the DP run."),
     delta: float = typer.Option(DEMO_DELTA, help="Total δ of the DP run (the probability that the ε bound may fail)."),
     iterations: int = typer.Option(DEMO_ITERATIONS, help="Iterations of the DP run."),
-    seed: int = typer.Option(0, help="Root random seed."),
+    seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (default: party-local noise)."),
     quiet: bool = typer.Option(False, help="No progress bar."),
 ):
     """Bundled a9a, 2 parties (66 label-party columns / 57): DP ADMM vs non-private ADMM vs baselines."""
@@ -73,7 +74,7 @@ def demo(
     with output_dir(out) as stage:
         with progress(iterations, f"DP ADMM (ε={epsilon:g})", enabled=not quiet) as cb:
             _, dp = run_vertical(data, lam=lam, rho=DEMO_RHO, iterations=iterations, epsilon=epsilon, delta=delta,
-                                 seed=seed, callbacks=[cb])
+                                 seed=seed, callbacks=[cb], monitor=True)  # a simulation: the curve is shown
         with progress(DEMO_NONPRIVATE_ITERATIONS, "non-private ADMM", enabled=not quiet) as cb:
             _, nonpriv = run_vertical(data, lam=lam, iterations=DEMO_NONPRIVATE_ITERATIONS, tol=0.0, seed=seed,
                                       callbacks=[cb])

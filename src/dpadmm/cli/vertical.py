@@ -78,8 +78,9 @@ def _privacy_line(metrics) -> str:
     else:
         why = "δ bounds the probability that the ε guarantee fails"
     pb = p.get("paper_bound", {}).get("epsilon")
-    line = (f"epsilon={p['epsilon']:.4g} at delta={fmt_prob(delta)} ({p['accountant']}, relation: {p['relation']}; "
-            f"{why})")
+    eps = p["epsilon"] if isinstance(p["epsilon"], str) else f"{p['epsilon']:.4g}"
+    line = (f"epsilon={eps} at delta={fmt_prob(delta)} ({p['accountant']}, relation: {p['relation']}, "
+            f"noise: {p.get('noise_source', '?')}; {why})")
     return line + (f"; [Hu, Cor. 1] bound: epsilon={pb:.4g}" if pb is not None else "")
 
 
@@ -127,7 +128,13 @@ def vertical(
     normalize_rows: bool = typer.Option(False, "--normalize-rows", help="Scale each party's rows to unit norm (needed for DP)."),
     adaptive_rho: bool = typer.Option(False, help="Residual-balancing ρ (beyond the paper)."),
     accountant: str = typer.Option("pld", help="pld or rdp."),
-    seed: int = typer.Option(0, help="Root random seed."),
+    seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (whoever knows it can remove the "
+                                       "noise; the report says so). Default: each party draws its noise from its "
+                                       "own OS entropy."),
+    monitor: Optional[bool] = typer.Option(None, "--monitor/--no-monitor", help="Record the training objective and "
+                                           "test loss every round (default: only for non-private runs; in a private "
+                                           "run these values leave the parties un-noised and are outside the "
+                                           "guarantee)."),
     out: Optional[Path] = typer.Option(None, help="Write metrics.json and convergence.png here."),
     quiet: bool = typer.Option(False, help="No progress bar."),
     backend: str = bk.backend_option(),
@@ -189,16 +196,19 @@ def vertical(
                                           epsilon=epsilon, delta=delta, iteration_epsilon=iteration_epsilon,
                                           noise_scale=noise_scale, bound=bound if bound is not None else "auto",
                                           accountant=accountant, adaptive_rho=adaptive_rho, seed=seed, callbacks=[cb],
-                                          backend=run_opts.backend, fit_kwargs=run_opts.begin())
+                                          backend=run_opts.backend, fit_kwargs=run_opts.begin(), monitor=monitor)
         metrics["config"]["normalize_rows"] = normalize_rows
         extra = bk.run_metrics(run_opts)
         metrics["config"].update({k: v for k, v in extra.items() if k != "transcript"})
         if "transcript" in extra:
             metrics["transcript"] = extra["transcript"]
         f = metrics["final"]
-        console.print(f"iterations: {f['iterations']}  training objective: {f['train_objective']:.6f}"
+        console.print(f"iterations: {f['iterations']}"
+                      + (f"  training objective: {f['train_objective']:.6f}" if "train_objective" in f else "")
                       + (f"  test log loss: {f['test_log_loss']:.4f}  accuracy: {f['test_accuracy']:.4f}  "
                          f"AUC: {f['test_auc']:.4f}" if "test_log_loss" in f else ""))
+        if "note" in f:
+            console.print(f["note"])
         if not private and not f.get("converged", True):
             console.print(f"stopped at the iteration limit ({f['iterations']}) before the residuals fell below "
                           f"tol={metrics['config'].get('tol', 1e-6):g}; the last iteration changed the training "
@@ -209,6 +219,7 @@ def vertical(
         metrics["verdict"] = v
         if v:
             console.print(v)
+        plotted = "objective" in metrics["history"]  # per-round values exist only when monitored
         if out is not None:
             metrics["fit_seconds"] = metrics.get("wall_seconds")
             metrics["wall_seconds"] = elapsed()
@@ -218,8 +229,10 @@ def vertical(
 
             trivial = ({"predicting the base rate": base_rate_log_loss(data.y, data.y_test)}
                        if getattr(data, "y_test", None) is not None else {})
-            _plot_convergence(stage / "convergence.png", {"ADMM": metrics["history"]}, trivial,
-                              title=f"{c.get('data', 'vertical data')}, parties {tuple(c.get('party_sizes', ()))}, "
-                                    f"λ = {lam:g}, ρ = {rho:g}; {_privacy_line(metrics).split(' (')[0]}")
+            if plotted:
+                _plot_convergence(stage / "convergence.png", {"ADMM": metrics["history"]}, trivial,
+                                  title=f"{c.get('data', 'vertical data')}, parties {tuple(c.get('party_sizes', ()))}, "
+                                        f"λ = {lam:g}, ρ = {rho:g}; {_privacy_line(metrics).split(' (')[0]}")
     if out is not None:
-        console.print(f"wrote {out}/metrics.json and convergence.png")
+        console.print(f"wrote {out}/metrics.json" + (" and convergence.png" if plotted else
+                                                     " (no per-round curve: monitoring was off)"))

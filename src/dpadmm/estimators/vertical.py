@@ -258,7 +258,9 @@ class _VerticalADMM(BaseEstimator):
                                 callbacks=callbacks, monitor=monitor, stop_on_convergence=not private,
                                 checkpoint_every=checkpoint_every, checkpoint_dir=checkpoint_dir,
                                 resume_from=resume_from, started=True, transcript=transcript)
-            self.coefs_ = [backend.request(name, "coef") for name in names] if collect else None
+            # a party in another organisation never sends its model (it writes it to its own directory)
+            remote = getattr(backend, "models_stay_at_parties", False)
+            self.coefs_ = [backend.request(name, "coef") for name in names] if collect and not remote else None
             if transcript is not None and self.coefs_ is not None:  # x_m collected (simulation or opt-in)
                 for name, coef in zip(names, self.coefs_):
                     transcript(result.rounds, name, engine.HUB, {"coef": coef}, "model")

@@ -155,3 +155,17 @@ def check_random_state(random_state: Any) -> np.random.SeedSequence:
     raise InvalidParameterError(
         f"random_state must be a non-negative int, a numpy Generator or None, got random_state={random_state!r}."
     )
+
+
+def noise_seed(random_state: Any) -> int | None:
+    """The seed of a *seeded simulation*, or ``None`` for party-local noise.
+
+    ``None`` (the default, and what a deployment wants): every party draws its noise from its own
+    OS entropy inside its worker, so nobody else can regenerate it. An int (or a Generator /
+    SeedSequence, turned into one int) makes the run reproducible — and lets whoever knows the
+    seed remove the noise, which the privacy report then says.
+    """
+    if random_state is None:
+        return None
+    ss = check_random_state(random_state)
+    return int(ss.entropy) if isinstance(ss.entropy, int) and not ss.spawn_key else int(ss.generate_state(1)[0])

@@ -406,3 +406,37 @@ def setup_party(name: str, D, options: Mapping[str, Any]):
 def eval_score(cfg: PartyConfig, state: PartyState, key: str) -> np.ndarray:
     """Party m's partial score ``X_m x_m`` on its own copy of eval set ``key`` (distributed prediction)."""
     return cfg.eval_blocks[key] @ state.x
+
+
+# ----------------------------------------------------------------------------- protocol (as data, for the network)
+def load_party_data(path, params: Mapping[str, Any]):
+    """Party side of a ``PartyData`` reference: read this party's own CSV, joined on the coordinator's ids."""
+    from ..data.remote import PartyFile
+
+    return PartyFile(str(path), int(params.get("index", 2)), np.asarray(params["ids"]), int(params["n_features"]),
+                     str(params.get("id_column", "id")), str(params.get("label_column", "y")),
+                     bool(params.get("normalize", False))).load()
+
+
+def describe_party_data(path, id_column: str = "id", label_column: str = "y") -> dict:
+    """Public facts about a party file: its feature-column count (the header only)."""
+    import pandas as pd
+
+    cols = list(pd.read_csv(path, nrows=0).columns)
+    return {"columns": len([c for c in cols if c not in (id_column, label_column)])}
+
+
+def _is_private(cfg: PartyConfig) -> bool:
+    return cfg.privacy is not None
+
+
+def _protocol():
+    from ..backends.protocol import Protocol
+
+    return Protocol("vertical-sharing", setup_party, party_step, party_diagnostics,
+                    handlers={"score": eval_score, "rank": party_rank},
+                    types=(CoordinatorMessage, PartyMessage, PartyState, PrivacySpec, Bounds),
+                    load=load_party_data, describe=describe_party_data, model=party_coef, private=_is_private)
+
+
+PROTOCOL = _protocol()

@@ -144,6 +144,9 @@ def vertical(
     transcript: Optional[Path] = bk.transcript_option(),
     checkpoint_every: Optional[int] = bk.checkpoint_every_option(),
     resume: Optional[Path] = bk.resume_option(),
+    peer: List[str] = bk.peer_option(),
+    tls: Optional[Path] = bk.tls_option(),
+    insecure: bool = bk.insecure_option(),
 ):
     """Train logistic regression on vertically partitioned data with (DP) ADMM sharing [Hu]."""
     from ..experiments.vertical import load_vertical_data, normalized, rows_are_normalized, run_vertical
@@ -161,9 +164,16 @@ def vertical(
 
             raise DataFileError(f"file not found: {p}; check the path.")
     run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
-                              transcript=transcript, checkpoint_every=checkpoint_every, resume=resume, out=out)
+                              transcript=transcript, checkpoint_every=checkpoint_every, resume=resume, out=out,
+                              peers=peer, tls=tls, insecure=insecure)
     private = any(v is not None for v in (epsilon, iteration_epsilon, noise_scale))
-    if party and backend != "inprocess":
+    if backend == "grpc":
+        # cross-organisation: every party reads its own file; this side reads only ids and labels
+        from .party import vertical_remote_data
+
+        data = vertical_remote_data(run_opts.backend, party, test_party, id_column=id_column,
+                                    label_column=label_column, normalize=normalize_rows, other=(train, data))
+    elif party and backend != "inprocess":
         # data locality: each party's worker reads its own --party file; unit-norm rows are checked there
         if train is not None:
             raise InvalidParameterError("give either --train (LIBSVM) or --party files, not both.")

@@ -24,6 +24,7 @@ from ..algorithms import vertical_sharing as vs
 from ..backends import PartySpec, get_backend
 from ..data.parties import row_norms
 from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
+from ..kernels.linalg import SOLVERS
 from ..kernels.losses import get_loss
 from ..kernels.regularizers import get_regularizer
 from ..privacy.accountants import ACCOUNTANTS, calibrate_noise_multiplier
@@ -57,7 +58,8 @@ class _VerticalADMM(BaseEstimator):
                  adaptive_rho: bool = False, damping: float | str = "auto", epsilon: float | None = None, delta: float = 1e-5,
                  iteration_epsilon: float | None = None, noise_scale: float | None = None,
                  bound: float | str = "auto", accountant: str = "pld", party_sizes: Sequence[int] | None = None,
-                 random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None):
+                 random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None,
+                 solver: str = "auto"):
         self.lam = lam
         self.rho = rho
         self.max_iter = max_iter
@@ -77,6 +79,7 @@ class _VerticalADMM(BaseEstimator):
         self.random_state = random_state
         self.backend = backend
         self.monitor = monitor
+        self.solver = solver
 
     # ------------------------------------------------------------------ input handling
     def _blocks(self, X, name: str = "X") -> list[np.ndarray]:
@@ -84,14 +87,15 @@ class _VerticalADMM(BaseEstimator):
             if len(X) == 0:
                 raise InvalidDataError(f"{name} is an empty list of party blocks; give one block per party.")
             # arrays, or sources the parties read themselves (dpadmm.data.remote.PartyFile)
-            blocks = [B if _is_source(B) else as_float_matrix(f"{name} block {m + 1}", B) for m, B in enumerate(X)]
+            blocks = [B if _is_source(B) else as_float_matrix(f"{name} block {m + 1}", B, accept_sparse=True)
+                      for m, B in enumerate(X)]
             n = blocks[0].shape[0]
             for m, B in enumerate(blocks[1:], start=2):
                 if B.shape[0] != n:
                     raise InvalidDataError(f"party blocks must have the same rows: block 1 has {n}, block {m} has "
                                            f"{B.shape[0]}; align the parties on the same samples.")
         else:
-            A = as_float_matrix(name, X)
+            A = as_float_matrix(name, X, accept_sparse=True)  # sparse stays CSR
             sizes = self.party_sizes if self.party_sizes is not None else [A.shape[1]]
             from ..data.parties import partition_columns
             blocks = partition_columns(A, sizes)
@@ -130,6 +134,7 @@ class _VerticalADMM(BaseEstimator):
         check_positive("tol", self.tol, allow_zero=True)
         check_choice("accountant", self.accountant, ACCOUNTANTS)
         check_choice("penalty", self.penalty, ("l2", "l1", "elasticnet"))
+        check_choice("solver", self.solver, SOLVERS)
         mode = self._privacy_mode()
         if mode == "epsilon":
             check_positive("epsilon", self.epsilon)
@@ -228,6 +233,7 @@ class _VerticalADMM(BaseEstimator):
                 pspec = vs.PrivacySpec(noise_multiplier=nm, noise_scale=self.noise_scale, c1=1.0, bounds=bounds,
                                        n_parties=n_blocks)
             opts = {"lam_sum": lam_sum, "reg": reg, "private": pspec, "bound": bx, "damping": damping,
+                    "solver": self.solver,
                     "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}
             if private and _is_source(B):
                 opts["require_unit_rows"] = True
@@ -258,7 +264,9 @@ class _VerticalADMM(BaseEstimator):
                                 callbacks=callbacks, monitor=monitor, stop_on_convergence=not private,
                                 checkpoint_every=checkpoint_every, checkpoint_dir=checkpoint_dir,
                                 resume_from=resume_from, started=True, transcript=transcript)
-            self.coefs_ = [backend.request(name, "coef") for name in names] if collect else None
+            # a party in another organisation never sends its model (it writes it to its own directory)
+            remote = getattr(backend, "models_stay_at_parties", False)
+            self.coefs_ = [backend.request(name, "coef") for name in names] if collect and not remote else None
             if transcript is not None and self.coefs_ is not None:  # x_m collected (simulation or opt-in)
                 for name, coef in zip(names, self.coefs_):
                     transcript(result.rounds, name, engine.HUB, {"coef": coef}, "model")
@@ -267,7 +275,7 @@ class _VerticalADMM(BaseEstimator):
                 deficient = []
                 for m, name in enumerate(names, start=1):
                     rank, width = backend.request(name, "rank")
-                    if rank < width:
+                    if rank is not None and rank < width:
                         msg = (f"party {m}'s block has rank {rank} < {width} columns, so (D_m^T D_m)^-1 of "
                                "[Hu, eq. 16] does not exist; its noise is drawn as sigma U_m g in range(D_m) "
                                "(the same distribution whenever D_m has full rank; no regularisation needed)")
@@ -376,6 +384,11 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
     random_state : int, Generator or None — the root of every party's noise stream.
     backend : ``inprocess`` (default) or a Backend instance.
     monitor : record objective and eval losses each iteration (simulation diagnostics).
+    solver : x-step solver of every party: ``"eigh"`` (one eigendecomposition of D_mᵀD_m, exact,
+        O(d_m³) setup and O(d_m²) memory), ``"cg"`` (warm-started preconditioned conjugate gradients
+        with D_m and D_mᵀ only, O(nnz) per product and no d_m × d_m matrix; inexact steps in
+        non-private fits, solved to 1e-10 in private ones) or ``"auto"`` (eigh for blocks of at most
+        2,048 columns, else cg). Sparse (CSR) blocks stay sparse with either.
 
     Attributes
     ----------
@@ -425,12 +438,12 @@ class VerticalLinearRegression(RegressorMixin, _VerticalADMM):
                  tol: float = 1e-6, fit_intercept: bool = True, penalty: str = "l2", l1_ratio: float = 0.5,
                  adaptive_rho: bool = False, damping="auto", epsilon=None, delta: float = 1e-5, iteration_epsilon=None,
                  noise_scale=None, bound="auto", accountant: str = "pld", party_sizes=None, random_state=None,
-                 backend="inprocess", monitor: bool = True):
+                 backend="inprocess", monitor: bool = True, solver: str = "auto"):
         super().__init__(lam=lam, rho=rho, max_iter=max_iter, tol=tol, fit_intercept=fit_intercept, penalty=penalty,
                          l1_ratio=l1_ratio, adaptive_rho=adaptive_rho, damping=damping, epsilon=epsilon, delta=delta,
                          iteration_epsilon=iteration_epsilon, noise_scale=noise_scale, bound=bound,
                          accountant=accountant, party_sizes=party_sizes, random_state=random_state,
-                         backend=backend, monitor=monitor)
+                         backend=backend, monitor=monitor, solver=solver)
         self.loss = loss
 
     @property

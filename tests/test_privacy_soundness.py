@@ -122,3 +122,44 @@ def test_reports_carry_threat_model_relation_noise_source(small):
         out = rep.to_dict()
         assert out["threat_model"].startswith("adversary:")
         assert out["relation"] and out["noise_source"] == "party-local"
+
+
+@pytest.fixture(scope="module")
+def small_libsvm(tmp_path_factory):
+    from sklearn.datasets import dump_svmlight_file
+
+    X, y = load_a9a("train")
+    path = tmp_path_factory.mktemp("svm") / "small.svm"
+    dump_svmlight_file(X[:400], y[:400], str(path), zero_based=False)
+    return path
+
+
+def _cli_final(args, out):
+    import json
+
+    from dpadmm.cli import main
+
+    assert main([str(a) for a in args] + ["--out", str(out), "--quiet"]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    return m["privacy"]["noise_source"], m["final"]
+
+
+@pytest.mark.parametrize("cmd", ["vertical", "consensus", "functional"])
+def test_cli_private_runs_party_local_by_default_seeded_on_request(cmd, small_libsvm, tmp_path):
+    """Each private CLI run twice without --seed (results differ, noise_source party-local) and twice
+    with --seed 3 (identical, noise_source seeded)."""
+    args = {
+        "vertical": ["vertical", "--train", small_libsvm, "--parties", "66,57", "--normalize-rows", "--rho", "0.3",
+                     "--epsilon", "50", "--iterations", "3"],
+        "consensus": ["consensus", "--data", small_libsvm, "--nodes", "3", "--perturbation", "pp", "--alpha", "5",
+                      "--normalize", "--iterations", "3"],
+        "functional": ["functional", "--simulate", "--n", "600", "--workers", "2", "--iterations", "3",
+                       "--epsilon", "1.0", "--basis", "fourier"],
+    }[cmd]
+    key = {"vertical": "train_objective", "consensus": "train_loss_mean", "functional": "test_pinball_loss"}[cmd]
+    runs = [_cli_final(args, tmp_path / f"u{i}") for i in range(2)]
+    assert [r[0] for r in runs] == ["party-local"] * 2
+    assert runs[0][1][key] != runs[1][1][key]
+    seeded = [_cli_final(args + ["--seed", "3"], tmp_path / f"s{i}") for i in range(2)]
+    assert [r[0] for r in seeded] == ["seeded"] * 2
+    assert seeded[0][1][key] == seeded[1][1][key]

@@ -267,12 +267,15 @@ class _VerticalADMM(BaseEstimator):
                                 callbacks=callbacks, monitor=monitor, stop_on_convergence=not private,
                                 checkpoint_every=checkpoint_every, checkpoint_dir=checkpoint_dir,
                                 resume_from=resume_from, started=True, transcript=transcript)
-            self.coefs_ = [backend.request(name, "coef") for name in names] if collect else None
+            # a party in another organisation never sends its model (it writes it to its own directory)
+            remote = getattr(backend, "models_stay_at_parties", False)
+            self.coefs_ = [backend.request(name, "coef") for name in names] if collect and not remote else None
             if transcript is not None and self.coefs_ is not None:  # x_m collected (simulation or opt-in)
                 for name, coef in zip(names, self.coefs_):
                     transcript(result.rounds, name, engine.HUB, {"coef": coef}, "model")
             self.intercept_ = float(result.hub_state.intercept)
             if private and collect:
+                deficient = []
                 for m, name in enumerate(names, start=1):
                     rank, width = backend.request(name, "rank")
                     if rank is not None and rank < width:
@@ -280,7 +283,12 @@ class _VerticalADMM(BaseEstimator):
                                "[Hu, eq. 16] does not exist; its noise is drawn as sigma U_m g in range(D_m) "
                                "(the same distribution whenever D_m has full rank; no regularisation needed)")
                         notes.append(msg)
-                        warnings.warn(msg, RankDeficiencyWarning, stacklevel=2)
+                        deficient.append(f"party {m}: rank {rank} of {width}")
+                if deficient:  # one warning per fit, phrased for the user; the details are in the report's notes
+                    warnings.warn(f"linearly dependent columns ({'; '.join(deficient)}; e.g. one-hot groups) — "
+                                  "expected, nothing to fix: the DP noise is drawn in the range of each party's "
+                                  "data, which gives the same guarantee (see the privacy report's notes).",
+                                  RankDeficiencyWarning, stacklevel=2)
             # eval scores summed from the parties' partial scores (needed when the driver has no eval features)
             self.eval_scores_ = {}
             for k in (evals if collect else ()):

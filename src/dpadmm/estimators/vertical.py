@@ -272,6 +272,7 @@ class _VerticalADMM(BaseEstimator):
                     transcript(result.rounds, name, engine.HUB, {"coef": coef}, "model")
             self.intercept_ = float(result.hub_state.intercept)
             if private and collect:
+                deficient = []
                 for m, name in enumerate(names, start=1):
                     rank, width = backend.request(name, "rank")
                     if rank is not None and rank < width:
@@ -279,7 +280,12 @@ class _VerticalADMM(BaseEstimator):
                                "[Hu, eq. 16] does not exist; its noise is drawn as sigma U_m g in range(D_m) "
                                "(the same distribution whenever D_m has full rank; no regularisation needed)")
                         notes.append(msg)
-                        warnings.warn(msg, RankDeficiencyWarning, stacklevel=2)
+                        deficient.append(f"party {m}: rank {rank} of {width}")
+                if deficient:  # one warning per fit, phrased for the user; the details are in the report's notes
+                    warnings.warn(f"linearly dependent columns ({'; '.join(deficient)}; e.g. one-hot groups) — "
+                                  "expected, nothing to fix: the DP noise is drawn in the range of each party's "
+                                  "data, which gives the same guarantee (see the privacy report's notes).",
+                                  RankDeficiencyWarning, stacklevel=2)
             # eval scores summed from the parties' partial scores (needed when the driver has no eval features)
             self.eval_scores_ = {}
             for k in (evals if collect else ()):

@@ -139,11 +139,10 @@ def qr_floor(rep: SimRep, taus: Sequence[float]) -> np.ndarray:
 
 
 def _progress(total: int, desc: str):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """Progress of a long loop; shown by the CLI (spinner on a terminal, plain lines on a pipe)."""
+    from .._progress import task
 
-    return Progress(TextColumn(f"[bold]{desc}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True), transient=True)
+    return task(total, f"{desc} reps")
 
 
 def _plt():

@@ -445,7 +445,8 @@ def _protocol():
     return Protocol("vertical-sharing", setup_party, party_step, party_diagnostics,
                     handlers={"score": eval_score, "rank": party_rank},
                     types=(CoordinatorMessage, PartyMessage, PartyState, PrivacySpec, Bounds),
-                    load=load_party_data, describe=describe_party_data, model=party_coef, private=_is_private)
+                    load=load_party_data, describe=describe_party_data, model=party_coef, private=_is_private,
+                    data_args=(1,))
 
 
 PROTOCOL = _protocol()

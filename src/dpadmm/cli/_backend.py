@@ -17,8 +17,6 @@ from typing import Any, Optional
 
 import typer
 
-from ..backends import BACKENDS, Backend, Transcript, get_backend
-from ..engine import CHECKPOINT_FILE
 from ..exceptions import DataFileError, InvalidParameterError
 
 
@@ -58,15 +56,17 @@ def resume_option():
 class RunOptions:
     """Validated backend / transcript / checkpoint options of one command."""
 
-    backend: Backend
+    backend: Any  # dpadmm.backends.Backend
     backend_name: str
     transcript_path: Path | None = None
-    transcript: Transcript | None = None
+    transcript: Any = None  # dpadmm.backends.Transcript
     fit_kwargs: dict = field(default_factory=dict)
 
     def begin(self) -> dict:
         """Open the transcript file (once validation is over); return the ``fit`` keyword arguments."""
         if self.transcript_path is not None and self.transcript is None:
+            from ..backends import Transcript
+
             self.transcript = Transcript(self.transcript_path)
             self.fit_kwargs["transcript"] = self.transcript
         return self.fit_kwargs
@@ -91,6 +91,8 @@ def parse_resources(spec: Optional[str]) -> dict[str, str]:
 
 def find_checkpoint(resume: Path) -> Path:
     """The checkpoint directory inside ``resume`` (``DIR`` or ``DIR/checkpoint``)."""
+    from ..engine import CHECKPOINT_FILE
+
     for d in (Path(resume), Path(resume) / "checkpoint"):
         if (d / CHECKPOINT_FILE).is_file():
             return d
@@ -102,6 +104,8 @@ def run_options(*, backend: str, ray_address: Optional[str], ray_resources: Opti
                 transcript: Optional[Path], checkpoint_every: Optional[int], resume: Optional[Path],
                 out: Optional[Path]) -> RunOptions:
     """Validate the options (before any work) and build the backend (Ray: checks it is installed)."""
+    from ..backends import BACKENDS, get_backend  # imported here: `dpadmm --help` must not load the engine
+
     if backend not in BACKENDS:
         raise InvalidParameterError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")
     if not timeout > 0:

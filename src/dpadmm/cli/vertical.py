@@ -65,8 +65,10 @@ def _privacy_line(metrics) -> str:
     if not p.get("private"):
         return "non-private (epsilon = inf)"
     pb = p["paper_bound"].get("epsilon")
-    return (f"epsilon={p['epsilon']:.4g} at delta={p['delta']:.2g} ({p['accountant']}, relation: {p['relation']}); "
-            f"[Hu, Cor. 1] bound: epsilon={pb:.4g}" if pb is not None else "inf")
+    eps = p["epsilon"] if isinstance(p["epsilon"], str) else f"{p['epsilon']:.4g}"
+    line = (f"epsilon={eps} at delta={p['delta']:.2g} ({p['accountant']}, relation: {p['relation']}, "
+            f"noise: {p.get('noise_source', '?')})")
+    return line + (f"; [Hu, Cor. 1] bound: epsilon={pb:.4g}" if pb is not None else "")
 
 
 @app.command()
@@ -93,7 +95,13 @@ def vertical(
     normalize_rows: bool = typer.Option(False, "--normalize-rows", help="Scale each party's rows to unit norm (needed for DP)."),
     adaptive_rho: bool = typer.Option(False, help="Residual-balancing ρ (beyond the paper)."),
     accountant: str = typer.Option("pld", help="pld or rdp."),
-    seed: int = typer.Option(0, help="Root random seed."),
+    seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (whoever knows it can remove the "
+                                       "noise; the report says so). Default: each party draws its noise from its "
+                                       "own OS entropy."),
+    monitor: Optional[bool] = typer.Option(None, "--monitor/--no-monitor", help="Record the training objective and "
+                                           "test loss every round (default: only for non-private runs; in a private "
+                                           "run these values leave the parties un-noised and are outside the "
+                                           "guarantee)."),
     out: Optional[Path] = typer.Option(None, help="Write metrics.json and convergence.png here."),
     quiet: bool = typer.Option(False, help="No progress bar."),
     backend: str = bk.backend_option(),
@@ -153,22 +161,28 @@ def vertical(
                                           epsilon=epsilon, delta=delta, iteration_epsilon=iteration_epsilon,
                                           noise_scale=noise_scale, bound=bound if bound is not None else "auto",
                                           accountant=accountant, adaptive_rho=adaptive_rho, seed=seed, callbacks=[cb],
-                                          backend=run_opts.backend, fit_kwargs=run_opts.begin())
+                                          backend=run_opts.backend, fit_kwargs=run_opts.begin(), monitor=monitor)
         metrics["config"]["normalize_rows"] = normalize_rows
         extra = bk.run_metrics(run_opts)
         metrics["config"].update({k: v for k, v in extra.items() if k != "transcript"})
         if "transcript" in extra:
             metrics["transcript"] = extra["transcript"]
         f = metrics["final"]
-        console.print(f"iterations: {f['iterations']}  training objective: {f['train_objective']:.6f}"
+        console.print(f"iterations: {f['iterations']}"
+                      + (f"  training objective: {f['train_objective']:.6f}" if "train_objective" in f else "")
                       + (f"  test log loss: {f['test_log_loss']:.4f}  accuracy: {f['test_accuracy']:.4f}  "
                          f"AUC: {f['test_auc']:.4f}" if "test_log_loss" in f else ""))
+        if "note" in f:
+            console.print(f["note"])
         console.print(f"privacy: {_privacy_line(metrics)}")
+        plotted = "objective" in metrics["history"]  # per-round values exist only when monitored
         if out is not None:
             write_json(stage / "metrics.json", metrics)
-            _plot_convergence(stage / "convergence.png", {"ADMM": metrics["history"]}, {})
+            if plotted:
+                _plot_convergence(stage / "convergence.png", {"ADMM": metrics["history"]}, {})
     if out is not None:
-        console.print(f"wrote {out}/metrics.json and convergence.png")
+        console.print(f"wrote {out}/metrics.json" + (" and convergence.png" if plotted else
+                                                     " (no per-round curve: monitoring was off)"))
 
 
 @app.command()
@@ -177,7 +191,7 @@ def demo(
     epsilon: float = typer.Option(DEMO_EPSILON, help="Total ε of the DP run."),
     delta: float = typer.Option(DEMO_DELTA, help="Total δ of the DP run."),
     iterations: int = typer.Option(DEMO_ITERATIONS, help="Iterations of the DP run."),
-    seed: int = typer.Option(0, help="Root random seed."),
+    seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (default: party-local noise)."),
     quiet: bool = typer.Option(False, help="No progress bar."),
 ):
     """Bundled a9a, 2 parties (66 label-party columns / 57): DP ADMM vs non-private ADMM vs baselines."""
@@ -191,7 +205,7 @@ def demo(
     with output_dir(out) as stage:
         with progress(iterations, f"DP ADMM (ε={epsilon:g})", enabled=not quiet) as cb:
             _, dp = run_vertical(data, lam=lam, rho=DEMO_RHO, iterations=iterations, epsilon=epsilon, delta=delta,
-                                 seed=seed, callbacks=[cb])
+                                 seed=seed, callbacks=[cb], monitor=True)  # a simulation: the curve is shown
         with progress(100, "non-private ADMM", enabled=not quiet) as cb:
             _, nonpriv = run_vertical(data, lam=lam, iterations=100, tol=0.0, seed=seed, callbacks=[cb])
         allf = sklearn_baseline(data.train, data.y, data.test, data.y_test, lam=lam)

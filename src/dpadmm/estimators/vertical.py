@@ -18,16 +18,18 @@ from sklearn.metrics import log_loss, roc_auc_score
 from .. import engine
 from .._validation import (
     as_float_matrix, as_vector, binary_labels, check_choice, check_int, check_open_unit, check_positive,
-    check_random_state,
+    noise_seed,
 )
 from ..algorithms import vertical_sharing as vs
 from ..backends import PartySpec, get_backend
 from ..data.parties import row_norms
 from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
+from ..kernels.linalg import SOLVERS
 from ..kernels.losses import get_loss
 from ..kernels.regularizers import get_regularizer
 from ..privacy.accountants import ACCOUNTANTS, calibrate_noise_multiplier
 from ..privacy.reports import hu_report
+from ..privacy.threats import finish
 
 def _is_source(block) -> bool:
     """A party block read by the party's own worker (has ``load`` and ``shape``), e.g. a PartyFile."""
@@ -36,6 +38,10 @@ def _is_source(block) -> bool:
 
 class RankDeficiencyWarning(UserWarning):
     """A party block is not of full column rank (handled exactly; see the message)."""
+
+
+#: the requests a vertical party answers besides its protocol step (declared, nothing else runs)
+_HANDLERS = {"coef": vs.party_coef, "rank": vs.party_rank, "score": vs.eval_score}
 
 
 def _party_names(n: int) -> list[str]:
@@ -52,7 +58,8 @@ class _VerticalADMM(BaseEstimator):
                  adaptive_rho: bool = False, damping: float | str = "auto", epsilon: float | None = None, delta: float = 1e-5,
                  iteration_epsilon: float | None = None, noise_scale: float | None = None,
                  bound: float | str = "auto", accountant: str = "pld", party_sizes: Sequence[int] | None = None,
-                 random_state: Any = None, backend: Any = "inprocess", monitor: bool = True):
+                 random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None,
+                 solver: str = "auto"):
         self.lam = lam
         self.rho = rho
         self.max_iter = max_iter
@@ -72,6 +79,7 @@ class _VerticalADMM(BaseEstimator):
         self.random_state = random_state
         self.backend = backend
         self.monitor = monitor
+        self.solver = solver
 
     # ------------------------------------------------------------------ input handling
     def _blocks(self, X, name: str = "X") -> list[np.ndarray]:
@@ -79,14 +87,15 @@ class _VerticalADMM(BaseEstimator):
             if len(X) == 0:
                 raise InvalidDataError(f"{name} is an empty list of party blocks; give one block per party.")
             # arrays, or sources the parties read themselves (dpadmm.data.remote.PartyFile)
-            blocks = [B if _is_source(B) else as_float_matrix(f"{name} block {m + 1}", B) for m, B in enumerate(X)]
+            blocks = [B if _is_source(B) else as_float_matrix(f"{name} block {m + 1}", B, accept_sparse=True)
+                      for m, B in enumerate(X)]
             n = blocks[0].shape[0]
             for m, B in enumerate(blocks[1:], start=2):
                 if B.shape[0] != n:
                     raise InvalidDataError(f"party blocks must have the same rows: block 1 has {n}, block {m} has "
                                            f"{B.shape[0]}; align the parties on the same samples.")
         else:
-            A = as_float_matrix(name, X)
+            A = as_float_matrix(name, X, accept_sparse=True)  # sparse stays CSR
             sizes = self.party_sizes if self.party_sizes is not None else [A.shape[1]]
             from ..data.parties import partition_columns
             blocks = partition_columns(A, sizes)
@@ -125,6 +134,7 @@ class _VerticalADMM(BaseEstimator):
         check_positive("tol", self.tol, allow_zero=True)
         check_choice("accountant", self.accountant, ACCOUNTANTS)
         check_choice("penalty", self.penalty, ("l2", "l1", "elasticnet"))
+        check_choice("solver", self.solver, SOLVERS)
         mode = self._privacy_mode()
         if mode == "epsilon":
             check_positive("epsilon", self.epsilon)
@@ -203,12 +213,11 @@ class _VerticalADMM(BaseEstimator):
                 {"name": "sensitivity C of [Hu, Lemma 1]", "status": "as published",
                  "detail": "the proof's step ||(D_m^T D_m)^-1|| = 1/d_m does not follow from unit-norm rows (SPEC §1)"},
             ]
-            notes.append("monitoring values in history_ (objective, eval losses) use the true x and are not "
-                         "covered by the guarantee; pass monitor=False for a deployment")
             if self.fit_intercept:
                 notes.append("the intercept is computed by the label-holding coordinator from the noisy shares and its "
                              "own labels (post-processing); it is not shared")
-        seed = check_random_state(self.random_state)
+        nseed = noise_seed(self.random_state)
+        monitor = (not private) if self.monitor is None else bool(self.monitor)
         n_blocks = len(blocks)
         nm = None
         if mode == "epsilon":
@@ -224,10 +233,12 @@ class _VerticalADMM(BaseEstimator):
                 pspec = vs.PrivacySpec(noise_multiplier=nm, noise_scale=self.noise_scale, c1=1.0, bounds=bounds,
                                        n_parties=n_blocks)
             opts = {"lam_sum": lam_sum, "reg": reg, "private": pspec, "bound": bx, "damping": damping,
+                    "solver": self.solver,
                     "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}
             if private and _is_source(B):
                 opts["require_unit_rows"] = True
-            specs.append(PartySpec(name, vs.setup_party, (name, B, opts), vs.party_step, vs.party_diagnostics, owner=name))
+            specs.append(PartySpec(name, vs.setup_party, (name, B, opts), vs.party_step, vs.party_diagnostics, owner=name,
+                                   handlers=_HANDLERS))
         hub_cfg = vs.CoordinatorConfig(
             labels=y_fit, loss=loss, lam=float(self.lam), rho=float(self.rho),
             party_names=tuple(s.name for s in specs), bounds=bounds, fit_intercept=bool(self.fit_intercept),
@@ -236,21 +247,32 @@ class _VerticalADMM(BaseEstimator):
         )
         hub = engine.Hub(hub_cfg, vs.init_coordinator, vs.coordinator_step, vs.coordinator_metrics)
         backend = get_backend(self.backend)
-        backend.start(specs)
+        backend.start(specs, noise_seed=nseed)
+        # Un-noised party values (local models x_m, eval-set partial scores) reach the driver only in a
+        # non-private fit, in the in-process simulation (where the driver holds everything anyway), or
+        # when the user opted in with monitor=True (then the report names them).
+        collect = (not private) or backend.collects_models or monitor
+        if private and monitor:
+            notes.append("monitor=True: monitoring values (training objective from the true x_m), local models x_m "
+                         "and eval-set partial scores left the parties un-noised; they are NOT covered by the "
+                         "guarantee")
+        elif private and backend.collects_models:
+            notes.append("in-process simulation: the driver holds every party's local model x_m (for predict); in a "
+                         "deployment (out-of-process backend) the models stay at the parties")
         try:
-            result = engine.run(hub=hub, parties=specs, backend=backend, rounds=int(self.max_iter), seed=seed,
-                                callbacks=callbacks, monitor=self.monitor, stop_on_convergence=not private,
+            result = engine.run(hub=hub, parties=specs, backend=backend, rounds=int(self.max_iter), noise_seed=nseed,
+                                callbacks=callbacks, monitor=monitor, stop_on_convergence=not private,
                                 checkpoint_every=checkpoint_every, checkpoint_dir=checkpoint_dir,
                                 resume_from=resume_from, started=True, transcript=transcript)
-            self.coefs_ = [backend.call(name, vs.party_coef) for name in names]
-            if transcript is not None:  # the simulation API collects x_m (a deployment would not)
+            self.coefs_ = [backend.request(name, "coef") for name in names] if collect else None
+            if transcript is not None and self.coefs_ is not None:  # x_m collected (simulation or opt-in)
                 for name, coef in zip(names, self.coefs_):
                     transcript(result.rounds, name, engine.HUB, {"coef": coef}, "model")
             self.intercept_ = float(result.hub_state.intercept)
-            if private:
+            if private and collect:
                 for m, name in enumerate(names, start=1):
-                    rank, width = backend.call(name, vs.party_rank)
-                    if rank < width:
+                    rank, width = backend.request(name, "rank")
+                    if rank is not None and rank < width:
                         msg = (f"party {m}'s block has rank {rank} < {width} columns, so (D_m^T D_m)^-1 of "
                                "[Hu, eq. 16] does not exist; its noise is drawn as sigma U_m g in range(D_m) "
                                "(the same distribution whenever D_m has full rank; no regularisation needed)")
@@ -258,15 +280,16 @@ class _VerticalADMM(BaseEstimator):
                         warnings.warn(msg, RankDeficiencyWarning, stacklevel=2)
             # eval scores summed from the parties' partial scores (needed when the driver has no eval features)
             self.eval_scores_ = {}
-            for k in evals:
-                parts = {name: backend.call(name, vs.eval_score, k) for name in names}
+            for k in (evals if collect else ()):
+                parts = {name: backend.request(name, "score", k) for name in names}
                 if transcript is not None:
                     for name, part in parts.items():
                         transcript(result.rounds, name, engine.HUB, {f"eval_score.{k}": part}, "prediction")
                 self.eval_scores_[k] = sum(parts.values()) + self.intercept_
         finally:
             backend.close()
-        self.coef_ = np.concatenate(self.coefs_)
+        self.coef_ = np.concatenate(self.coefs_) if self.coefs_ is not None else None
+        self.noise_source_ = result.noise_source
         self.history_ = result.history
         self.n_iter_ = result.rounds
         self.converged_ = result.converged
@@ -281,6 +304,7 @@ class _VerticalADMM(BaseEstimator):
                 self.privacy_ = hu_report(
                     result.ledger, delta=(result.rounds + 1) * self.delta, accountant=self.accountant,
                     rounds=result.rounds, paper_delta_iter=self.delta, assumptions=assumptions, notes=notes)
+            finish(self.privacy_, threat_model="vertical-feature", noise_source=result.noise_source)
         else:
             self.privacy_ = None
             if not result.converged and self.max_iter > 1 and self.tol > 0:
@@ -316,6 +340,10 @@ class _VerticalADMM(BaseEstimator):
             from sklearn.exceptions import NotFittedError
 
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first.")
+        if self.coefs_ is None:
+            raise InvalidDataError(
+                "the local models stayed at the parties (private fit on an out-of-process backend); score through "
+                "eval_set with monitor=True (outside the guarantee) or at the parties themselves.")
 
 
 class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
@@ -348,6 +376,11 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
     random_state : int, Generator or None — the root of every party's noise stream.
     backend : ``inprocess`` (default) or a Backend instance.
     monitor : record objective and eval losses each iteration (simulation diagnostics).
+    solver : x-step solver of every party: ``"eigh"`` (one eigendecomposition of D_mᵀD_m, exact,
+        O(d_m³) setup and O(d_m²) memory), ``"cg"`` (warm-started preconditioned conjugate gradients
+        with D_m and D_mᵀ only, O(nnz) per product and no d_m × d_m matrix; inexact steps in
+        non-private fits, solved to 1e-10 in private ones) or ``"auto"`` (eigh for blocks of at most
+        2,048 columns, else cg). Sparse (CSR) blocks stay sparse with either.
 
     Attributes
     ----------
@@ -397,12 +430,12 @@ class VerticalLinearRegression(RegressorMixin, _VerticalADMM):
                  tol: float = 1e-6, fit_intercept: bool = True, penalty: str = "l2", l1_ratio: float = 0.5,
                  adaptive_rho: bool = False, damping="auto", epsilon=None, delta: float = 1e-5, iteration_epsilon=None,
                  noise_scale=None, bound="auto", accountant: str = "pld", party_sizes=None, random_state=None,
-                 backend="inprocess", monitor: bool = True):
+                 backend="inprocess", monitor: bool = True, solver: str = "auto"):
         super().__init__(lam=lam, rho=rho, max_iter=max_iter, tol=tol, fit_intercept=fit_intercept, penalty=penalty,
                          l1_ratio=l1_ratio, adaptive_rho=adaptive_rho, damping=damping, epsilon=epsilon, delta=delta,
                          iteration_epsilon=iteration_epsilon, noise_scale=noise_scale, bound=bound,
                          accountant=accountant, party_sizes=party_sizes, random_state=random_state,
-                         backend=backend, monitor=monitor)
+                         backend=backend, monitor=monitor, solver=solver)
         self.loss = loss
 
     @property
@@ -449,18 +482,20 @@ class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
         names = _party_names(len(blocks))
         specs = [PartySpec(name, sgd.setup_party, (name, B, {"lam": float(self.lam),
                                                               "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}),
-                           sgd.party_step, sgd.party_diagnostics) for m, (name, B) in enumerate(zip(names, blocks))]
+                           sgd.party_step, sgd.party_diagnostics, handlers={"coef": vs.party_coef})
+                 for m, (name, B) in enumerate(zip(names, blocks))]
         per_epoch = sgd.rounds_per_epoch(n, int(self.batch_size))
         hub_cfg = sgd.SGDHubConfig(labels=y_pm, loss=get_loss("logistic"), lam=float(self.lam), lr=float(self.lr),
                                    batch_size=int(self.batch_size), party_names=tuple(names), decay=float(self.decay),
                                    eval_labels={k: v for k, (_, v) in evals.items()})
         hub = engine.Hub(hub_cfg, sgd.init_hub, sgd.hub_step, sgd.hub_metrics, metrics_every=per_epoch)
         backend = get_backend(self.backend)
-        backend.start(specs)
+        nseed = noise_seed(self.random_state)
+        backend.start(specs, noise_seed=nseed)
         try:
             res = engine.run(hub=hub, parties=specs, backend=backend, rounds=per_epoch * int(self.epochs),
-                             seed=check_random_state(self.random_state), callbacks=callbacks, started=True)
-            self.coefs_ = [backend.call(nm, vs.party_coef) for nm in names]  # module-level: picklable
+                             noise_seed=nseed, callbacks=callbacks, started=True)
+            self.coefs_ = [backend.request(nm, "coef") for nm in names]  # non-private baseline
         finally:
             backend.close()
         self.party_dims_ = tuple(B.shape[1] for B in blocks)

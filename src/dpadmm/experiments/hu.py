@@ -116,7 +116,7 @@ def hu_fig3(out: Path, *, quick: bool = False, reps: int = 0, seed: int = 0) -> 
     for eps in eps_list:
         for r in range(reps):
             _, m = run_vertical(data, lam=lam, rho=FIG3_RHO, iterations=FIG3_ITERATIONS, epsilon=eps, delta=delta,
-                                seed=seed + r)
+                                seed=seed + r, monitor=True)  # a reproduction (simulation): curves recorded
             p = m["privacy"]
             rows.append({"epsilon": p["epsilon"], "target_epsilon": eps, "delta": delta, "seed": seed + r,
                          "rdp_epsilon": p["rdp_epsilon"], "paper_bound_epsilon": p["paper_bound"]["epsilon"],

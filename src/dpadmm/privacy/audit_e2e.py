@@ -25,7 +25,7 @@ Statistics (each a function of one view):
   spread, not only of location);
 - ``gaussian-lr-full``: the linear discriminant with a pooled *full* covariance (ridge-shrunk), for
   views small enough to estimate it: noise that the iteration carries from round to round is
-  correlated, and this test takes it out (only when the view has at most ``n_fit/4`` coordinates);
+  correlated, and this test takes it out (only when the view has at most ``n_fit/3`` coordinates);
 - every statistic also on each named *block* of the view (e.g. the released models alone, the pooled
   basis alone), written ``<block>/<statistic>``: a weak signal is not drowned by noisy coordinates
   that carry none;
@@ -94,7 +94,7 @@ def _block_statistics(F0: np.ndarray, F1: np.ndarray) -> dict:
         "gaussian-lr-hetero": lambda V: _diag_gaussian_loglik(V, mu1, v1 + floor) - _diag_gaussian_loglik(V, mu0, v0 + floor),
     }
     p, n = F0.shape[1], min(len(F0), len(F1))
-    if 0 < p <= n // 4:
+    if 0 < p <= n // 3:
         C = 0.5 * (np.cov(F0, rowvar=False).reshape(p, p) + np.cov(F1, rowvar=False).reshape(p, p))
         C = C + (1e-6 * np.trace(C) / p + floor) * np.eye(p)
         w_full = np.linalg.solve(C, diff)

@@ -84,6 +84,7 @@ class GrpcBackend(Backend):
     """
 
     name = "grpc"
+    models_stay_at_parties = True  # a party's model is never requested (it writes it to its own directory)
 
     def __init__(self, peers: Mapping[str, str], *, tls=None, insecure: bool = False, timeout: float = 120.0,
                  setup_timeout: float | None = None, connect_timeout: float = 30.0) -> None:
@@ -254,16 +255,6 @@ class GrpcBackend(Backend):
 
     def restore(self, directory, round_: int) -> None:
         self._call_all({n: {"round": int(round_)} for n in self._specs}, "Restore", self.timeout, "restore")
-
-    # pre-contract interface: arbitrary functions and state transfers are never served over the network
-    def call(self, name, fn, *args):  # pragma: no cover - removed with the old contract
-        raise ProtocolError(f"party {name!r} runs only its declared protocol; arbitrary functions are refused.")
-
-    def get_states(self):  # pragma: no cover
-        raise ProtocolError("party state stays at the party (use checkpoint()).")
-
-    def set_states(self, states):  # pragma: no cover
-        raise ProtocolError("party state stays at the party (use restore()).")
 
     @property
     def collects_models(self) -> bool:

@@ -13,6 +13,7 @@ inside the commands that use them, so ``dpadmm --help`` and argument errors are 
 from __future__ import annotations
 
 import sys
+import time
 from typing import Optional
 
 import typer
@@ -43,6 +44,7 @@ def _root(version: Optional[bool] = typer.Option(None, "--version", callback=_ve
 
 
 from . import vertical as _vertical  # noqa: E402,F401  (registers commands)
+from . import demo as _demo  # noqa: E402,F401
 from . import reproduce as _reproduce  # noqa: E402,F401
 from . import functional as _functional  # noqa: E402,F401
 from . import audit as _audit  # noqa: E402,F401
@@ -59,6 +61,9 @@ def main(argv=None) -> int:
 
     from ._common import show_warning_once
 
+    from . import _common
+
+    _common.RUN_START = time.perf_counter()
     previous = warnings.showwarning
     show_warning_once.seen.clear()
     warnings.showwarning = show_warning_once

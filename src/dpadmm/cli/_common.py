@@ -35,6 +35,14 @@ from ..exceptions import InvalidParameterError
 #: Seconds between plain progress lines when stderr is not a terminal.
 PLAIN_PROGRESS_INTERVAL = 10.0
 
+#: When the current command started (set by :func:`dpadmm.cli.main`; import time otherwise).
+RUN_START = time.perf_counter()
+
+
+def elapsed() -> float:
+    """Seconds since the command started: ``wall_seconds`` in metrics.json covers the whole run."""
+    return time.perf_counter() - RUN_START
+
 
 def _width(fd: int) -> int | None:
     """Terminal: rich's own width. Pipe/file: COLUMNS or 200, so values never wrap mid-number."""
@@ -79,6 +87,15 @@ def verdict(quantity: str, value: float | None, trivial: float | None, trivial_n
         return None
     return (f"verdict: WORSE THAN A TRIVIAL MODEL — {quantity} {value:.4g} > {trivial:.4g} of {trivial_name}; "
             f"{fix}")
+
+
+def fmt_prob(x: float) -> str:
+    """A probability such as δ for people: 1e-05 -> '1e-5', 0.00031 -> '3.1e-4', 0.05 -> '0.05'."""
+    if x == 0 or x >= 1e-2:
+        return f"{x:.2g}"
+    mant, exp = f"{x:.1e}".split("e")
+    mant = mant.rstrip("0").rstrip(".")
+    return f"{mant}e{int(exp)}"
 
 
 def base_rate_log_loss(y_train, y_eval) -> float:
@@ -198,7 +215,7 @@ def heartbeat(label: str, enabled: bool = True, interval: float | None = None):
     """Show that a long job without a round count is alive.
 
     Terminal: a rich spinner with the elapsed time and the job's latest status text.
-    Pipe/file: a plain stderr line every ``interval`` seconds (default
+    Pipe/file: a plain stderr line after 5 s, then every ``interval`` seconds (default
     :data:`PLAIN_PROGRESS_INTERVAL`): ``<label>: 40 s elapsed — <status>``. Jobs set the status
     text with :func:`dpadmm._progress.status` (cheap, importable anywhere).
     """
@@ -222,7 +239,9 @@ def heartbeat(label: str, enabled: bool = True, interval: float | None = None):
         status.start()
     else:
         def tick():
-            while not stop.wait(every):
+            wait = min(5.0, every)  # the first line early, then every `every` seconds
+            while not stop.wait(wait):
+                wait = every
                 text = _progress.current()
                 print(f"{label}: {time.perf_counter() - start:.0f} s elapsed" + (f" — {text}" if text else ""),
                       file=sys.stderr, flush=True)

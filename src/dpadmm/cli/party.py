@@ -96,3 +96,58 @@ def provision(
     for name, info in summary["parties"].items():
         print(f"{name}: {info['dir']}/ (cert.pem, key.pem, ca.pem)  sha256 {info['sha256'][:16]}…")
     print(f"CA: {out}/ca.pem (public), {out}/ca.key (keep offline); summary in {out}/deployment.json")
+
+
+def vertical_remote_data(backend, party_files, test_party_files, *, id_column: str = "id", label_column: str = "y",
+                         normalize: bool = False, other=(None, None)):
+    """The coordinator's side of a cross-organisation vertical run (``--backend grpc``).
+
+    The coordinator is the label party's organisation: it reads only the id and label columns of
+    its own ``--party`` file (and ``--test-party`` file); every party, the label party's feature
+    block included, is a ``dpadmm party serve`` process that reads its own file. The parties must be
+    named ``party1`` (the label party's features), ``party2``, … and report their column counts.
+    """
+    import numpy as np
+
+    from ..backends.protocol import PartyData
+    from ..data.remote import party_sources
+    from ..experiments.vertical import VerticalData, _encode
+
+    if any(v is not None for v in other):
+        raise InvalidParameterError("with --backend grpc give the label party's --party FILE (ids and labels); "
+                                    "--train/--data do not apply (the features stay at the parties).")
+    if len(party_files) != 1 or len(test_party_files) > 1:
+        raise InvalidParameterError("with --backend grpc give one --party FILE (the label party's ids and labels) and "
+                                    "at most one --test-party FILE; every party reads its own features.")
+    names = list(backend.peers)
+    expected = [f"party{m}" for m in range(1, len(names) + 1)]
+    if sorted(names) != sorted(expected):
+        raise InvalidParameterError(f"vertical parties must be named party1 (the label party), party2, …; got --peer "
+                                    f"{', '.join(names)}.")
+    info = backend.hello(expected)
+
+    def refs(key, ids):
+        ids = np.asarray(ids)
+        if ids.dtype.kind == "O":
+            ids = ids.astype(str)
+        out = []
+        for m, name in enumerate(expected, start=1):
+            facts = info[name].get("data", {}).get(key)
+            if facts is None:
+                raise InvalidParameterError(f"party {name!r} was started without --data {key}=FILE; restart it with its "
+                                            f"{key} file.")
+            cols = int(facts["columns"])
+            out.append(PartyData(key, {"ids": ids, "index": m, "n_features": cols, "normalize": bool(normalize)},
+                                 (int(len(ids)), cols)))
+        return out
+
+    _, labels, ids = party_sources(party_files[:1], id_column=id_column, label_column=label_column)
+    test = test_labels = None
+    if test_party_files:
+        _, test_labels, test_ids = party_sources(test_party_files[:1], id_column=id_column, label_column=label_column)
+        test = refs("test", test_ids)
+    labels, test_labels = _encode(labels, test_labels, "the label party's file")
+    return VerticalData(refs("train", ids), labels, test, test_labels,
+                        {"party_files": [str(p) for p in party_files], "peers": dict(backend.peers),
+                         "data_locality": "every party is a separate organisation reading its own file (grpc)",
+                         "normalized_rows": normalize})

@@ -1,17 +1,17 @@
-"""``dpadmm vertical`` and ``dpadmm demo``."""
+"""``dpadmm vertical`` (``dpadmm demo`` lives in :mod:`dpadmm.cli.demo`)."""
 
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.table import Table
 
 from . import app
 from . import _backend as bk
-from ._common import console, output_dir, progress, write_json
+from ._common import console, elapsed, fmt_prob, output_dir, progress, write_json
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 
 DEMO_EPSILON = 300.0
@@ -36,7 +36,7 @@ def _check_budget(epsilon, delta, noise_scale, iteration_epsilon):
     check_open_unit("delta", delta)
 
 
-def _plot_convergence(path: Path, curves: dict, baselines: dict) -> None:
+def _plot_convergence(path: Path, curves: dict, baselines: dict, title: str = "") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -50,25 +50,58 @@ def _plot_convergence(path: Path, curves: dict, baselines: dict) -> None:
             axes[1].plot(it, h["test_log_loss"], label=label)
     for label, v in baselines.items():
         axes[1].axhline(v, ls="--", lw=1, label=label, color="gray" if "alone" in label else "black")
-    axes[0].set(xlabel="iteration", ylabel="training objective", title="training objective", yscale="log")
+    from ..experiments._plotting import legend_outside, readable_log, save
+
+    axes[0].set(xlabel="iteration", ylabel="training objective", title="training objective")
+    readable_log(axes[0], "y")
     axes[1].set(xlabel="iteration", ylabel="test log loss", title="test log loss")
     for ax in axes:
-        ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
+    legend_outside(axes[1])
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)
 
 
 def _privacy_line(metrics) -> str:
+    """The run's privacy in one line, with what δ means and where it comes from."""
     p = metrics["privacy"]
     if not p.get("private"):
         return "non-private (epsilon = inf)"
-    pb = p["paper_bound"].get("epsilon")
+    cfg = metrics.get("config", {})
+    delta = p["delta"]
+    if cfg.get("iteration_epsilon") is not None:
+        T = metrics.get("final", {}).get("iterations", cfg.get("iterations"))
+        why = (f"δ = {fmt_prob(delta)} = (T + 1) × the per-iteration δ {fmt_prob(cfg.get('delta'))}, T = {T}; δ bounds the "
+               "probability that the ε guarantee fails")
+    else:
+        why = "δ bounds the probability that the ε guarantee fails"
+    pb = p.get("paper_bound", {}).get("epsilon")
     eps = p["epsilon"] if isinstance(p["epsilon"], str) else f"{p['epsilon']:.4g}"
-    line = (f"epsilon={eps} at delta={p['delta']:.2g} ({p['accountant']}, relation: {p['relation']}, "
-            f"noise: {p.get('noise_source', '?')})")
+    line = (f"epsilon={eps} at delta={fmt_prob(delta)} ({p['accountant']}, relation: {p['relation']}, "
+            f"noise: {p.get('noise_source', '?')}; {why})")
     return line + (f"; [Hu, Cor. 1] bound: epsilon={pb:.4g}" if pb is not None else "")
+
+
+def _last_relative_change(metrics) -> float:
+    h = metrics["history"].get("objective") or [0.0]
+    return abs(h[-1] - h[-2]) / max(abs(h[-1]), 1e-300) if len(h) > 1 else float("nan")
+
+
+def _trivial_verdict(metrics, data) -> str | None:
+    """A verdict line if the model is worse than predicting the base rate (training or test)."""
+    from ._common import base_rate_log_loss, verdict
+
+    f = metrics["final"]
+    fix = ("more budget (--epsilon), fewer --iterations or a larger --rho" if metrics["privacy"].get("private")
+           else "more --iterations or a different --rho")
+    test_trivial = base_rate_log_loss(data.y, data.y_test) if getattr(data, "y_test", None) is not None else None
+    v = verdict("test log loss", f.get("test_log_loss"), test_trivial, "predicting the training base rate", fix)
+    if v is None:
+        v = verdict("training objective", f.get("train_objective"), math.log(2.0),
+                    "predicting ½ for everyone (log 2)", fix)
+    return v
 
 
 @app.command()
@@ -111,6 +144,9 @@ def vertical(
     transcript: Optional[Path] = bk.transcript_option(),
     checkpoint_every: Optional[int] = bk.checkpoint_every_option(),
     resume: Optional[Path] = bk.resume_option(),
+    peer: List[str] = bk.peer_option(),
+    tls: Optional[Path] = bk.tls_option(),
+    insecure: bool = bk.insecure_option(),
 ):
     """Train logistic regression on vertically partitioned data with (DP) ADMM sharing [Hu]."""
     from ..experiments.vertical import load_vertical_data, normalized, rows_are_normalized, run_vertical
@@ -128,9 +164,16 @@ def vertical(
 
             raise DataFileError(f"file not found: {p}; check the path.")
     run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
-                              transcript=transcript, checkpoint_every=checkpoint_every, resume=resume, out=out)
+                              transcript=transcript, checkpoint_every=checkpoint_every, resume=resume, out=out,
+                              peers=peer, tls=tls, insecure=insecure)
     private = any(v is not None for v in (epsilon, iteration_epsilon, noise_scale))
-    if party and backend != "inprocess":
+    if backend == "grpc":
+        # cross-organisation: every party reads its own file; this side reads only ids and labels
+        from .party import vertical_remote_data
+
+        data = vertical_remote_data(run_opts.backend, party, test_party, id_column=id_column,
+                                    label_column=label_column, normalize=normalize_rows, other=(train, data))
+    elif party and backend != "inprocess":
         # data locality: each party's worker reads its own --party file; unit-norm rows are checked there
         if train is not None:
             raise InvalidParameterError("give either --train (LIBSVM) or --party files, not both.")
@@ -156,7 +199,9 @@ def vertical(
         raise PrivacyPreconditionError("DP needs unit-norm rows in every party block [Hu, Assumption 2.3]; "
                                        "pass --normalize-rows.")
     with output_dir(out) as stage:
-        with progress(iterations, "vertical ADMM", enabled=not quiet) as cb:
+        with progress(iterations, "vertical ADMM", enabled=not quiet) as cb, warnings.catch_warnings():
+            # reported below as a plain fact (iteration limit vs tol), not as a warning
+            warnings.filterwarnings("ignore", message="ADMM did not reach tol")
             model, metrics = run_vertical(data, lam=lam, rho=rho, iterations=iterations, fit_intercept=not no_intercept,
                                           epsilon=epsilon, delta=delta, iteration_epsilon=iteration_epsilon,
                                           noise_scale=noise_scale, bound=bound if bound is not None else "auto",
@@ -174,63 +219,30 @@ def vertical(
                          f"AUC: {f['test_auc']:.4f}" if "test_log_loss" in f else ""))
         if "note" in f:
             console.print(f["note"])
+        if not private and not f.get("converged", True):
+            console.print(f"stopped at the iteration limit ({f['iterations']}) before the residuals fell below "
+                          f"tol={metrics['config'].get('tol', 1e-6):g}; the last iteration changed the training "
+                          f"objective by {_last_relative_change(metrics):.1e} (relative) — pass more --iterations "
+                          "for a tighter fit.")
         console.print(f"privacy: {_privacy_line(metrics)}")
+        v = _trivial_verdict(metrics, data)
+        metrics["verdict"] = v
+        if v:
+            console.print(v)
         plotted = "objective" in metrics["history"]  # per-round values exist only when monitored
         if out is not None:
+            metrics["fit_seconds"] = metrics.get("wall_seconds")
+            metrics["wall_seconds"] = elapsed()
             write_json(stage / "metrics.json", metrics)
+            c = metrics["config"]
+            from ._common import base_rate_log_loss
+
+            trivial = ({"predicting the base rate": base_rate_log_loss(data.y, data.y_test)}
+                       if getattr(data, "y_test", None) is not None else {})
             if plotted:
-                _plot_convergence(stage / "convergence.png", {"ADMM": metrics["history"]}, {})
+                _plot_convergence(stage / "convergence.png", {"ADMM": metrics["history"]}, trivial,
+                                  title=f"{c.get('data', 'vertical data')}, parties {tuple(c.get('party_sizes', ()))}, "
+                                        f"λ = {lam:g}, ρ = {rho:g}; {_privacy_line(metrics).split(' (')[0]}")
     if out is not None:
         console.print(f"wrote {out}/metrics.json" + (" and convergence.png" if plotted else
                                                      " (no per-round curve: monitoring was off)"))
-
-
-@app.command()
-def demo(
-    out: Path = typer.Option(Path("dpadmm-demo"), help="Output directory."),
-    epsilon: float = typer.Option(DEMO_EPSILON, help="Total ε of the DP run."),
-    delta: float = typer.Option(DEMO_DELTA, help="Total δ of the DP run."),
-    iterations: int = typer.Option(DEMO_ITERATIONS, help="Iterations of the DP run."),
-    seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (default: party-local noise)."),
-    quiet: bool = typer.Option(False, help="No progress bar."),
-):
-    """Bundled a9a, 2 parties (66 label-party columns / 57): DP ADMM vs non-private ADMM vs baselines."""
-    from ..experiments.vertical import load_vertical_data, normalized, run_vertical, sklearn_baseline
-    from .._validation import check_int
-
-    _check_budget(epsilon, delta, None, None)
-    check_int("iterations", iterations)
-    data = normalized(load_vertical_data(bundled=True))
-    lam = 1e-3
-    with output_dir(out) as stage:
-        with progress(iterations, f"DP ADMM (ε={epsilon:g})", enabled=not quiet) as cb:
-            _, dp = run_vertical(data, lam=lam, rho=DEMO_RHO, iterations=iterations, epsilon=epsilon, delta=delta,
-                                 seed=seed, callbacks=[cb], monitor=True)  # a simulation: the curve is shown
-        with progress(100, "non-private ADMM", enabled=not quiet) as cb:
-            _, nonpriv = run_vertical(data, lam=lam, iterations=100, tol=0.0, seed=seed, callbacks=[cb])
-        allf = sklearn_baseline(data.train, data.y, data.test, data.y_test, lam=lam)
-        alone = sklearn_baseline(data.train[:1], data.y, data.test[:1], data.y_test, lam=lam)
-        table = Table(title=f"a9a, 2 parties {data.party_sizes}, rows normalised per party, λ={lam:g}")
-        for col in ("model", "test log loss", "accuracy", "AUC", "privacy"):
-            table.add_column(col)
-        rows = [
-            (f"DP ADMM sharing (T={iterations}, ρ={DEMO_RHO})", dp["final"], _privacy_line(dp)),
-            ("ADMM sharing, non-private", nonpriv["final"], "none (ε = ∞)"),
-            ("scikit-learn, all features (centralised)", {k[5:]: v for k, v in allf.items() if k.startswith("test_")} | {}, "none (pooled data)"),
-            ("scikit-learn, label party alone", {k[5:]: v for k, v in alone.items() if k.startswith("test_")}, "none (own data only)"),
-        ]
-        for name, f, priv in rows:
-            ll = f.get("test_log_loss", f.get("log_loss"))
-            acc = f.get("test_accuracy", f.get("accuracy"))
-            auc = f.get("test_auc", f.get("auc"))
-            table.add_row(name, f"{ll:.4f}", f"{acc:.4f}", f"{auc:.4f}", priv)
-        console.print(table)
-        metrics = dict(dp)
-        metrics["baselines"] = {"admm_nonprivate": nonpriv["final"], "sklearn_all_features": allf,
-                                "sklearn_label_party_alone": alone}
-        metrics["config"]["demo"] = True
-        write_json(stage / "metrics.json", metrics)
-        _plot_convergence(stage / "convergence.png",
-                          {f"DP ADMM (ε={epsilon:g})": dp["history"], "ADMM non-private": nonpriv["history"]},
-                          {"sklearn all features": allf["test_log_loss"], "label party alone": alone["test_log_loss"]})
-    console.print(f"wrote {out}/metrics.json and {out}/convergence.png")

@@ -7,6 +7,7 @@ label-holding party), or as one matrix plus ``party_sizes``.
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from typing import Any, Callable, Sequence
 
@@ -172,6 +173,7 @@ class _VerticalADMM(BaseEstimator):
         transcript : a :class:`dpadmm.backends.Transcript` (or any callable
             ``(round, sender, receiver, message, kind)``) that records every message.
         """
+        t_fit = time.perf_counter()
         mode = self._validate()
         blocks = self._blocks(X)
         n = blocks[0].shape[0]
@@ -247,7 +249,8 @@ class _VerticalADMM(BaseEstimator):
         )
         hub = engine.Hub(hub_cfg, vs.init_coordinator, vs.coordinator_step, vs.coordinator_metrics)
         backend = get_backend(self.backend)
-        backend.start(specs, noise_seed=nseed)
+        engine.start(backend, specs, noise_seed=nseed)  # party setup under the engine's BLAS cap
+        self.setup_seconds_ = time.perf_counter() - t_fit  # validation + party setup (before round 1)
         # Un-noised party values (local models x_m, eval-set partial scores) reach the driver only in a
         # non-private fit, in the in-process simulation (where the driver holds everything anyway), or
         # when the user opted in with monitor=True (then the report names them).
@@ -264,12 +267,15 @@ class _VerticalADMM(BaseEstimator):
                                 callbacks=callbacks, monitor=monitor, stop_on_convergence=not private,
                                 checkpoint_every=checkpoint_every, checkpoint_dir=checkpoint_dir,
                                 resume_from=resume_from, started=True, transcript=transcript)
-            self.coefs_ = [backend.request(name, "coef") for name in names] if collect else None
+            # a party in another organisation never sends its model (it writes it to its own directory)
+            remote = getattr(backend, "models_stay_at_parties", False)
+            self.coefs_ = [backend.request(name, "coef") for name in names] if collect and not remote else None
             if transcript is not None and self.coefs_ is not None:  # x_m collected (simulation or opt-in)
                 for name, coef in zip(names, self.coefs_):
                     transcript(result.rounds, name, engine.HUB, {"coef": coef}, "model")
             self.intercept_ = float(result.hub_state.intercept)
             if private and collect:
+                deficient = []
                 for m, name in enumerate(names, start=1):
                     rank, width = backend.request(name, "rank")
                     if rank is not None and rank < width:
@@ -277,7 +283,12 @@ class _VerticalADMM(BaseEstimator):
                                "[Hu, eq. 16] does not exist; its noise is drawn as sigma U_m g in range(D_m) "
                                "(the same distribution whenever D_m has full rank; no regularisation needed)")
                         notes.append(msg)
-                        warnings.warn(msg, RankDeficiencyWarning, stacklevel=2)
+                        deficient.append(f"party {m}: rank {rank} of {width}")
+                if deficient:  # one warning per fit, phrased for the user; the details are in the report's notes
+                    warnings.warn(f"linearly dependent columns ({'; '.join(deficient)}; e.g. one-hot groups) — "
+                                  "expected, nothing to fix: the DP noise is drawn in the range of each party's "
+                                  "data, which gives the same guarantee (see the privacy report's notes).",
+                                  RankDeficiencyWarning, stacklevel=2)
             # eval scores summed from the parties' partial scores (needed when the driver has no eval features)
             self.eval_scores_ = {}
             for k in (evals if collect else ()):
@@ -385,7 +396,8 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
     Attributes
     ----------
     coefs_ : list of per-party coefficient vectors (each stays with its party in a deployment).
-    coef_, intercept_, classes_, n_iter_, history_, privacy_ (a PrivacyReport or None).
+    coef_, intercept_, classes_, n_iter_, history_, privacy_ (a PrivacyReport or None),
+    setup_seconds_ (validation and party setup before round 1; training time is ``history_["seconds"]``).
     """
 
     _loss_name = "logistic"

@@ -31,7 +31,11 @@ def _plt():
 
 
 def _admm_vs_sgd(data: VerticalData, *, epochs: int, lam: float, rho: float, sgd_lr: float, sgd_batch: int, seed: int):
+    from .._progress import status
+
+    status(f"ADMM sharing, {epochs} iterations")
     _, adm = run_vertical(data, lam=lam, rho=rho, iterations=epochs, tol=0.0, seed=seed)
+    status(f"SGD baseline, {epochs} epochs")
     sgd = VerticalSGDClassifier(lam=lam, lr=sgd_lr, batch_size=sgd_batch, epochs=epochs, random_state=seed)
     sgd.fit(data.train, data.y, eval_set={"test": (data.test, data.y_test)})
     rows = []

@@ -216,7 +216,10 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho: float = 0.05, it
                           _classifier_metrics(_test_probability(model, data.test), data.y_test).items()})
     if not has_models:
         final["note"] = ("private run on an out-of-process backend: the local models stayed at the parties, so the "
-                         "driver reports no model quality (opt in with --monitor, outside the guarantee)")
+                         "driver reports no model quality (opt in with --monitor, outside the guarantee)"
+                         if model.privacy_ is not None else
+                         "the local models stayed at the parties (each wrote its own model file); the driver has "
+                         "only the objective and the test scores the parties sent")
     if model.privacy_ is not None:
         privacy = model.privacy_.to_dict()
         privacy["private"] = True

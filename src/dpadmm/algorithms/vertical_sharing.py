@@ -12,7 +12,7 @@ Iteration t (``s̃ = Σ_k D_k x̃_k``, the sum of the *shared* — possibly nois
   For R = ½‖·‖²: ``(λ_s I + ρ D_mᵀD_m) x = −D_mᵀ(y + ρ c_m)``, solved through one
   eigendecomposition of D_mᵀD_m computed at setup. Non-smooth R: FISTA on the same quadratic.
 - DP [Hu, eq. 16]: the party shares ``D_m x_m + σ U_m g`` (``U_m`` an orthonormal basis of
-  range(D_m), g ~ N(0, I)), i.e. ``D_m x̃_m`` with the correlated noise of eq. 16 (SPEC §1).
+  range(D_m), g ~ N(0, I)), i.e. ``D_m x̃_m`` with the correlated noise of eq. 16 (docs/algorithms.md §1).
 - coordinator [Hu, eq. 7]: ``z_i ← prox_{ℓ(·, Y_i)/ρ}(s̃_i + y_i/ρ)`` for all i at once.
 - coordinator [Hu, eq. 8]: ``y ← y + ρ(s̃ − z)``.
 - intercept (beyond the paper): the label-holding coordinator keeps an unpenalised intercept b

@@ -213,7 +213,7 @@ class _VerticalADMM(BaseEstimator):
                  "status": "enforced", "detail": "x_m, z and the dual y are projected onto their balls every iteration"},
                 {"name": "|R''| <= c1 = 1 [Hu, Assumption 2.2]", "status": "checked", "detail": "penalty='l2'"},
                 {"name": "sensitivity C of [Hu, Lemma 1]", "status": "as published",
-                 "detail": "the proof's step ||(D_m^T D_m)^-1|| = 1/d_m does not follow from unit-norm rows (SPEC §1)"},
+                 "detail": "the proof's step ||(D_m^T D_m)^-1|| = 1/d_m does not follow from unit-norm rows (docs/algorithms.md §1)"},
             ]
             if self.fit_intercept:
                 notes.append("the intercept is computed by the label-holding coordinator from the noisy shares and its "
@@ -369,7 +369,7 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
     lam : regularisation weight λ (> 0).
     rho : ADMM penalty ρ in the paper's summed-loss scaling (> 0). The speed depends on it
         (residual balancing with ``adaptive_rho=True``). Under DP the sensitivity of [Hu, Lemma 1]
-        grows like 1/ρ, so private runs want a larger ρ (the demo uses 0.3, as SPEC §1's check).
+        grows like 1/ρ, so private runs want a larger ρ (the demo uses 0.3, as docs/algorithms.md §1's check).
     damping : proximal-Jacobi weight τ/ρ of an added ``(τ/2)‖D_m(x − x_m^t)‖²`` (beyond the paper).
         ``"auto"`` = 0.5 for non-private fits (robust when party ranges overlap) and 0 — the paper's
         x-step — for private fits, where any other value is refused.

@@ -14,10 +14,8 @@ from . import _backend as bk
 from ._common import console, output_dir, progress, write_json
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 
-DEMO_EPSILON = 300.0
+DEMO_LABEL_EPSILON = 1.0
 DEMO_DELTA = 1e-5
-DEMO_RHO = 0.3
-DEMO_ITERATIONS = 10
 
 
 def _check_budget(epsilon, delta, noise_scale, iteration_epsilon):
@@ -60,13 +58,30 @@ def _plot_convergence(path: Path, curves: dict, baselines: dict) -> None:
     plt.close(fig)
 
 
+def _fmt(e) -> str:
+    return "inf" if e in (None, "inf") or (isinstance(e, float) and math.isinf(e)) else f"{e:.4g}"
+
+
 def _privacy_line(metrics) -> str:
+    """Both sides, each with its relation; says plainly when labels are readable."""
     p = metrics["privacy"]
-    if not p.get("private"):
-        return "non-private (epsilon = inf)"
-    pb = p["paper_bound"].get("epsilon")
-    return (f"epsilon={p['epsilon']:.4g} at delta={p['delta']:.2g} ({p['accountant']}, relation: {p['relation']}); "
-            f"[Hu, Cor. 1] bound: epsilon={pb:.4g}" if pb is not None else "inf")
+    label = p.get("label") or {}
+    if p.get("mechanism", "").startswith("[Hu, eq. 16]"):
+        feat = ("features: epsilon = inf -- [Hu, eq. 16] as published is not differentially private "
+                "(its noise lies in range(D_m)); kept to reproduce the paper")
+    elif p.get("private"):
+        C = ", ".join(f"{r['party']}: C={r['sensitivity']:.4g} sigma={r['sigma']:.4g}"
+                      for r in p.get("releases", []) if r.get("side") == "features")
+        feat = (f"features: epsilon={_fmt(p['epsilon'])} at delta={p['delta']:.2g} ({p['accountant']}, "
+                f"relation: {p['relation']}; {C})")
+    else:
+        feat = "features: not protected (epsilon = inf)"
+    if label.get("protected"):
+        lab = (f"labels: epsilon={_fmt(label['epsilon'])} at delta={label['delta']:.2g} ({label['accountant']}, "
+               f"relation: one label changes; C={label['sensitivity']:.4g} sigma={label['sigma']:.4g})")
+    else:
+        lab = "labels: NOT protected -- every party can read the training labels (use --label-epsilon)"
+    return f"{feat}\n  {lab}"
 
 
 @app.command()
@@ -81,10 +96,18 @@ def vertical(
     data: Optional[str] = typer.Option(None, help="'a9a' for the bundled a9a train/test (parties 66,57 "
                                                    "unless --parties)."),
     lam: float = typer.Option(1e-3, help="Regularisation weight λ (mean-loss scaling)."),
-    rho: float = typer.Option(0.05, help="ADMM penalty ρ (paper's summed-loss scaling)."),
-    iterations: int = typer.Option(100, help="Iterations T."),
+    rho: Optional[float] = typer.Option(None, help="ADMM penalty ρ (paper's summed-loss scaling); default 0.05, "
+                                        "or 0.5 with --label-epsilon."),
+    iterations: Optional[int] = typer.Option(None, help="Iterations T (default 100, or 3 with --label-epsilon)."),
     no_intercept: bool = typer.Option(False, "--no-intercept", help="Fit without intercept."),
-    epsilon: Optional[float] = typer.Option(None, help="Total ε budget of the run (turns DP on)."),
+    epsilon: Optional[float] = typer.Option(None, help="Feature-side total ε of the run (turns feature DP on)."),
+    mechanism: str = typer.Option("gaussian", help="Feature-side mechanism: gaussian (DP, default) or paper "
+                                  "([Hu, eq. 16], not DP: reported as epsilon = inf; for reproduction)."),
+    relation: str = typer.Option("feature_column", help="Feature-side relation: feature_column or record."),
+    clip: Optional[float] = typer.Option(None, help="Per-sample clip scale c of what a party receives "
+                                         "(V = c·sqrt(N)); default auto."),
+    label_epsilon: Optional[float] = typer.Option(None, help="Label-side total ε: every message the coordinator "
+                                                  "sends is (ε, δ)-DP w.r.t. one label (turns label DP on)."),
     delta: float = typer.Option(1e-5, help="δ of the total budget (per iteration with --iteration-epsilon)."),
     iteration_epsilon: Optional[float] = typer.Option(None, help="Per-iteration ε of [Hu, Thm 3] instead of a total."),
     noise_scale: Optional[float] = typer.Option(None, help="Raw noise σ instead of a budget."),
@@ -108,10 +131,20 @@ def vertical(
     from ..experiments.vertical import load_vertical_data, normalized, rows_are_normalized, run_vertical
     from .._validation import check_int, check_positive
 
+    from .._validation import check_choice
+
     check_positive("lam", lam)
-    check_positive("rho", rho)
-    check_int("iterations", iterations)
+    if rho is not None:
+        check_positive("rho", rho)
+    if iterations is not None:
+        check_int("iterations", iterations)
     _check_budget(epsilon, delta, noise_scale, iteration_epsilon)
+    check_choice("mechanism", mechanism, ("gaussian", "paper"))
+    check_choice("relation", relation, ("feature_column", "record"))
+    if clip is not None:
+        check_positive("clip", clip)
+    if label_epsilon is not None:
+        check_positive("label_epsilon", label_epsilon)
     if bound is not None:
         check_positive("bound", bound)
     for p in [train, test, *party, *test_party]:
@@ -121,7 +154,7 @@ def vertical(
             raise DataFileError(f"file not found: {p}; check the path.")
     run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
                               transcript=transcript, checkpoint_every=checkpoint_every, resume=resume, out=out)
-    private = any(v is not None for v in (epsilon, iteration_epsilon, noise_scale))
+    private = any(v is not None for v in (epsilon, iteration_epsilon, noise_scale)) and mechanism == "paper"
     if party and backend != "inprocess":
         # data locality: each party's worker reads its own --party file; unit-norm rows are checked there
         if train is not None:
@@ -145,15 +178,19 @@ def vertical(
     elif normalize_rows:
         data = normalized(data)
     elif private and not rows_are_normalized(data.train):
-        raise PrivacyPreconditionError("DP needs unit-norm rows in every party block [Hu, Assumption 2.3]; "
-                                       "pass --normalize-rows.")
+        raise PrivacyPreconditionError("--mechanism paper needs unit-norm rows in every party block "
+                                       "[Hu, Assumption 2.3]; pass --normalize-rows.")
     with output_dir(out) as stage:
-        with progress(iterations, "vertical ADMM", enabled=not quiet) as cb:
-            model, metrics = run_vertical(data, lam=lam, rho=rho, iterations=iterations, fit_intercept=not no_intercept,
+        rounds = iterations if iterations is not None else (3 if label_epsilon is not None else 100)
+        with progress(rounds, "vertical ADMM", enabled=not quiet) as cb:
+            model, metrics = run_vertical(data, lam=lam, rho=rho if rho is not None else "auto", iterations=rounds,
+                                          fit_intercept=not no_intercept,
                                           epsilon=epsilon, delta=delta, iteration_epsilon=iteration_epsilon,
                                           noise_scale=noise_scale, bound=bound if bound is not None else "auto",
                                           accountant=accountant, adaptive_rho=adaptive_rho, seed=seed, callbacks=[cb],
-                                          backend=run_opts.backend, fit_kwargs=run_opts.begin())
+                                          backend=run_opts.backend, fit_kwargs=run_opts.begin(), mechanism=mechanism,
+                                          relation=relation, clip=clip if clip is not None else "auto",
+                                          label_epsilon=label_epsilon)
         metrics["config"]["normalize_rows"] = normalize_rows
         extra = bk.run_metrics(run_opts)
         metrics["config"].update({k: v for k, v in extra.items() if k != "transcript"})
@@ -174,23 +211,24 @@ def vertical(
 @app.command()
 def demo(
     out: Path = typer.Option(Path("dpadmm-demo"), help="Output directory."),
-    epsilon: float = typer.Option(DEMO_EPSILON, help="Total ε of the DP run."),
-    delta: float = typer.Option(DEMO_DELTA, help="Total δ of the DP run."),
-    iterations: int = typer.Option(DEMO_ITERATIONS, help="Iterations of the DP run."),
+    label_epsilon: float = typer.Option(DEMO_LABEL_EPSILON, help="Label-side total ε of the private run."),
+    epsilon: Optional[float] = typer.Option(None, help="Feature-side total ε (default: features not protected)."),
+    delta: float = typer.Option(DEMO_DELTA, help="δ of each side's total."),
     seed: int = typer.Option(0, help="Root random seed."),
     quiet: bool = typer.Option(False, help="No progress bar."),
 ):
-    """Bundled a9a, 2 parties (66 label-party columns / 57): DP ADMM vs non-private ADMM vs baselines."""
+    """Bundled a9a, 2 parties (66 label-party columns / 57): label-private ADMM sharing vs non-private vs baselines."""
     from ..experiments.vertical import load_vertical_data, normalized, run_vertical, sklearn_baseline
-    from .._validation import check_int
 
     _check_budget(epsilon, delta, None, None)
-    check_int("iterations", iterations)
+    from .._validation import check_positive
+
+    check_positive("label_epsilon", label_epsilon)
     data = normalized(load_vertical_data(bundled=True))
     lam = 1e-3
     with output_dir(out) as stage:
-        with progress(iterations, f"DP ADMM (ε={epsilon:g})", enabled=not quiet) as cb:
-            _, dp = run_vertical(data, lam=lam, rho=DEMO_RHO, iterations=iterations, epsilon=epsilon, delta=delta,
+        with progress(3, f"label-private protocol (label ε={label_epsilon:g})", enabled=not quiet) as cb:
+            _, dp = run_vertical(data, lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label_epsilon,
                                  seed=seed, callbacks=[cb])
         with progress(100, "non-private ADMM", enabled=not quiet) as cb:
             _, nonpriv = run_vertical(data, lam=lam, iterations=100, tol=0.0, seed=seed, callbacks=[cb])
@@ -200,9 +238,10 @@ def demo(
         for col in ("model", "test log loss", "accuracy", "AUC", "privacy"):
             table.add_column(col)
         rows = [
-            (f"DP ADMM sharing (T={iterations}, ρ={DEMO_RHO})", dp["final"], _privacy_line(dp)),
-            ("ADMM sharing, non-private", nonpriv["final"], "none (ε = ∞)"),
-            ("scikit-learn, all features (centralised)", {k[5:]: v for k, v in allf.items() if k.startswith("test_")} | {}, "none (pooled data)"),
+            (f"private ADMM sharing (label ε={label_epsilon:g}"
+             + (f", feature ε={epsilon:g})" if epsilon else ")"), dp["final"], _privacy_line(dp)),
+            ("ADMM sharing, non-private", nonpriv["final"], "none: every party can read the training labels"),
+            ("scikit-learn, all features (centralised)", {k[5:]: v for k, v in allf.items() if k.startswith("test_")}, "none (pooled data)"),
             ("scikit-learn, label party alone", {k[5:]: v for k, v in alone.items() if k.startswith("test_")}, "none (own data only)"),
         ]
         for name, f, priv in rows:
@@ -217,6 +256,6 @@ def demo(
         metrics["config"]["demo"] = True
         write_json(stage / "metrics.json", metrics)
         _plot_convergence(stage / "convergence.png",
-                          {f"DP ADMM (ε={epsilon:g})": dp["history"], "ADMM non-private": nonpriv["history"]},
+                          {f"private (label ε={label_epsilon:g})": dp["history"], "ADMM non-private": nonpriv["history"]},
                           {"sklearn all features": allf["test_log_loss"], "label party alone": alone["test_log_loss"]})
     console.print(f"wrote {out}/metrics.json and {out}/convergence.png")

@@ -37,6 +37,8 @@ class PrivacyReport:
     noise_multiplier: float | None = None
     rounds: int = 0
     notes: list[str] = field(default_factory=list)
+    label: dict[str, Any] | None = None
+    releases: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def private(self) -> bool:

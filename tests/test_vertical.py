@@ -47,7 +47,7 @@ def test_ridge_matches_sklearn(rng):
 
 def test_zero_noise_equals_nonprivate_exactly(a9a_small_normalized):
     B, y, Bt, yt = a9a_small_normalized
-    common = dict(lam=1e-3, rho=0.3, max_iter=15, tol=0.0, damping=0.0, random_state=3)
+    common = dict(lam=1e-3, rho=0.3, max_iter=15, tol=0.0, damping=0.0, random_state=3, monitor=True)
     plain = VerticalLogisticRegression(**common).fit(B, y, eval_set=[(Bt, yt)])
     zero = VerticalLogisticRegression(noise_scale=0.0, bound=1e9, **common).fit(B, y, eval_set=[(Bt, yt)])
     assert plain.history_["objective"] == zero.history_["objective"]

@@ -69,7 +69,7 @@ from typing import Any, Mapping, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernels.linalg import SpectralSolver
+from ..kernels.linalg import XStepSolver, make_solver
 from ..kernels.losses import Loss
 from ..kernels.regularizers import Regularizer, soft_threshold
 from ..privacy.events import FEATURE_COLUMN, LABEL_CHANGE, RECORD_REPLACE, GaussianRelease
@@ -134,8 +134,8 @@ class PartyConfig:
 
     name: str
     D: Any  # (N, d_m) ndarray or CSR matrix
-    DT: Any  # its transpose, stored for fast D_mᵀv
-    solver: SpectralSolver
+    DT: Any  # its transpose (a view of D), for D_mᵀv
+    solver: XStepSolver
     lam_sum: float
     reg: Regularizer | None
     basis: np.ndarray | None = None
@@ -153,27 +153,46 @@ class PartyState(NamedTuple):
 
 
 def make_party(name, D, *, lam_sum, reg, private: PrivacySpec | None = None, bound=None,
-               eval_blocks=None, damping: float = 0.0) -> tuple[PartyConfig, PartyState]:
-    """Set up party m: factor D_mᵀD_m once, compute the range basis if it will add noise.
+               eval_blocks=None, damping: float = 0.0, solver: str = "auto",
+               cg_reduction: float = 0.1) -> tuple[PartyConfig, PartyState]:
+    """Set up party m: its x-step solver (once), the range basis if the mechanism needs it.
 
     Blocks with at most 25% non-zeros (a9a's one-hot blocks hold ~11%) are stored as CSR, so
-    the two matrix-vector products per iteration cost O(nnz) instead of O(N d_m).
+    the matrix-vector products per iteration cost O(nnz) instead of O(N d_m); a sparse block is
+    never densified unless it is denser than that.
+
+    ``solver``: ``"eigh"`` factors D_mᵀD_m once (exact; O(d_m³) setup, O(d_m²) per solve),
+    ``"cg"`` runs warm-started Jacobi-preconditioned conjugate gradients with D_m and D_mᵀ only
+    (no d_m × d_m matrix), ``"auto"`` = eigh iff d_m ≤ :data:`dpadmm.kernels.linalg.EIGH_MAX_DIM`.
+    ``cg_reduction`` > 0 makes the cg x-steps inexact (each solve stops once it reduced the
+    warm-start residual by that factor, or at relative accuracy 1e-10); private parties always
+    solve to 1e-10, since their sensitivity bound is about the exact x-step.
     """
     D = as_operator(D)
-    solver = SpectralSolver(D)
-    basis = solver.range_basis(D) if private is not None and private.mechanism == "paper" else None
-    DT = D.T.tocsr() if sp.issparse(D) else D.T
-    cfg = PartyConfig(name=name, D=D, DT=DT, solver=solver, lam_sum=float(lam_sum), reg=reg, basis=basis,
+    DT = D.T  # a view (CSR -> CSC): D_mᵀu at the same O(nnz) cost, no second copy of the block
+    reduction = 0.0 if private is not None else float(cg_reduction)
+    x_solver = make_solver(D, solver, DT=DT, tol=1e-10, reduction=reduction)
+    basis = x_solver.range_basis(D) if private is not None and private.mechanism == "paper" else None
+    cfg = PartyConfig(name=name, D=D, DT=DT, solver=x_solver, lam_sum=float(lam_sum), reg=reg, basis=basis,
                       privacy=private, bound=bound, eval_blocks=dict(eval_blocks or {}),
                       damping=float(damping))
     return cfg, PartyState(x=np.zeros(D.shape[1]), share=np.zeros(D.shape[0]))
 
 
 def as_operator(D, max_density: float = 0.25):
-    """Dense float64 C-contiguous array, or CSR when the block is sparse enough to pay off."""
+    """Dense float64 C-contiguous array, or CSR when the block is sparse enough to pay off.
+
+    Sparse input stays sparse (no copy when it already is float64 CSR) unless it is denser than
+    ``max_density`` *and* small enough that the dense copy costs at most 64 MB.
+    """
     if sp.issparse(D):
-        D = D.tocsr().astype(np.float64)
-        return D if D.nnz <= max_density * D.shape[0] * D.shape[1] else D.toarray()
+        D = sp.csr_matrix(D) if not isinstance(D, sp.csr_matrix) else D
+        if D.dtype != np.float64:
+            D = D.astype(np.float64)
+        dense_bytes = 8 * D.shape[0] * D.shape[1]
+        if D.nnz > max_density * D.shape[0] * D.shape[1] and dense_bytes <= 64 * 2**20:
+            return np.ascontiguousarray(D.toarray())
+        return D
     D = np.ascontiguousarray(D, dtype=np.float64)
     if np.count_nonzero(D) <= max_density * D.size:
         return sp.csr_matrix(D)
@@ -188,22 +207,26 @@ def _project(v: np.ndarray, radius: float | None) -> np.ndarray:
 
 
 def _solve_x(cfg: PartyConfig, q: np.ndarray, rho: float, x0: np.ndarray) -> np.ndarray:
-    """argmin λ_s R(x) + qᵀx + ρ/2 xᵀGx, with q = D_mᵀ(y + ρ c_m) [Hu, eq. 6]."""
+    """argmin λ_s R(x) + qᵀx + ρ/2 xᵀGx, with q = D_mᵀ(y + ρ c_m) [Hu, eq. 6].
+
+    Smooth R: one linear solve with the party's solver (warm-started at x0 for ``cg``).
+    Non-smooth R (l1 / elastic net): FISTA, each inner step one ``G w`` product (O(d²) with
+    ``eigh``'s stored Gram matrix, O(nnz) with ``cg``).
+    """
     reg = cfg.reg
+    solver = cfg.solver
     if reg is None:  # unpenalised block (the intercept)
-        return cfg.solver.solve(-q, 0.0, rho)
+        return solver.solve(-q, 0.0, rho, x0)
     l2 = cfg.lam_sum * reg.l2_weight
     if reg.smooth:
-        return cfg.solver.solve(-q, l2, rho)
-    # FISTA on the non-smooth part (l1 / elastic net), warm-started; O(d²) per inner step.
-    G = cfg.solver.gram
-    L = rho * cfg.solver.lipschitz + l2
+        return solver.solve(-q, l2, rho, x0)
+    L = rho * solver.lipschitz + l2
     thr = cfg.lam_sum * reg.l1_weight / L
     x = x0.copy()
     w = x.copy()
     tk = 1.0
     for _ in range(cfg.inner_max_iter):
-        grad = q + rho * (G @ w) + l2 * w
+        grad = q + rho * solver.gram_matvec(w) + l2 * w
         v = w - grad / L
         x_new = soft_threshold(v, thr)
         t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * tk * tk))
@@ -242,7 +265,7 @@ def party_step(cfg: PartyConfig, state: PartyState, inbox: CoordinatorMessage, *
         # proximal Jacobi (beyond the paper): + (τ/2)‖D_m(x − x_m^t)‖², τ = damping·ρ. Stabilises the
         # parallel x-updates when party ranges overlap (a9a: every one-hot block spans the ones vector).
         tau = cfg.damping * rho
-        q = q - tau * (cfg.solver.gram @ state.x)
+        q = q - tau * cfg.solver.gram_matvec(state.x)
         rho_x = rho + tau
     x = _solve_x(cfg, q, rho_x, state.x)
     if not gaussian:  # the paper's Assumption 2.1 projection; the gaussian mechanism needs none
@@ -524,7 +547,7 @@ def clip_rows(D, radius: float = 1.0):
     return D * scale[:, None]
 
 
-def refit_label_block(cfg: PartyConfig, state: PartyState, labels: np.ndarray, offset: np.ndarray, loss: Loss,
+def refit_label_block(cfg: PartyConfig, state: PartyState, labels: np.ndarray, offset: np.ndarray, loss: str,
                       fit_intercept: bool, intercept0: float = 0.0) -> dict:
     """The label party's exact refit after a label-private run (runs at the label party only).
 
@@ -535,6 +558,9 @@ def refit_label_block(cfg: PartyConfig, state: PartyState, labels: np.ndarray, o
     """
     from scipy.optimize import minimize
 
+    from ..kernels.losses import get_loss
+
+    loss = get_loss(loss)  # by name: only plain data crosses to the party
     D, DT = cfg.D, cfg.DT
     n, d = D.shape
     lam = cfg.lam_sum / n
@@ -555,3 +581,37 @@ def refit_label_block(cfg: PartyConfig, state: PartyState, labels: np.ndarray, o
     x = w[:d]
     return {"coef": x, "intercept": float(w[d]) if fit_intercept else 0.0,
             "eval_scores": {k: B @ x for k, B in cfg.eval_blocks.items()}}
+
+
+# ----------------------------------------------------------------------------- protocol (as data, for the network)
+def load_party_data(path, params: Mapping[str, Any]):
+    """Party side of a ``PartyData`` reference: read this party's own CSV, joined on the coordinator's ids."""
+    from ..data.remote import PartyFile
+
+    return PartyFile(str(path), int(params.get("index", 2)), np.asarray(params["ids"]), int(params["n_features"]),
+                     str(params.get("id_column", "id")), str(params.get("label_column", "y")),
+                     bool(params.get("normalize", False))).load()
+
+
+def describe_party_data(path, id_column: str = "id", label_column: str = "y") -> dict:
+    """Public facts about a party file: its feature-column count (the header only)."""
+    import pandas as pd
+
+    cols = list(pd.read_csv(path, nrows=0).columns)
+    return {"columns": len([c for c in cols if c not in (id_column, label_column)])}
+
+
+def _is_private(cfg: PartyConfig) -> bool:
+    return cfg.privacy is not None
+
+
+def _protocol():
+    from ..backends.protocol import Protocol
+
+    return Protocol("vertical-sharing", setup_party, party_step, party_diagnostics,
+                    handlers={"score": eval_score, "rank": party_rank, "refit": refit_label_block},
+                    types=(CoordinatorMessage, PartyMessage, PartyState, PrivacySpec, Bounds),
+                    load=load_party_data, describe=describe_party_data, model=party_coef, private=_is_private)
+
+
+PROTOCOL = _protocol()

@@ -51,7 +51,12 @@ def consensus(
     iterations: int = typer.Option(100, help="Iterations T."),
     runs: int = typer.Option(1, help="Independent runs R (noise re-drawn; split and graph fixed)."),
     normalize: bool = typer.Option(False, "--normalize", help="Rescale rows with ||x|| > 1 to norm 1 (DP needs ||x|| <= 1)."),
-    seed: int = typer.Option(0, help="Root random seed."),
+    seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (whoever knows it can remove the "
+                                       "noise; the report says so). Default: each node draws its noise from its own "
+                                       "OS entropy; the data split and graph use seed 0."),
+    monitor: Optional[bool] = typer.Option(None, "--monitor/--no-monitor", help="Nodes report their training loss "
+                                           "every round (default: only for non-private runs; otherwise L(t) is "
+                                           "evaluated from the released models)."),
     out: Optional[Path] = typer.Option(None, help="Write metrics.json and convergence.png here."),
     quiet: bool = typer.Option(False, help="No progress bar."),
     backend: str = bk.backend_option(),
@@ -94,7 +99,7 @@ def consensus(
         with progress(iterations * runs, f"M-ADMM ({perturbation})", enabled=not quiet) as cb:
             metrics = run_consensus(data=data, nodes=nodes, topology=topology, split=split, uneven_ratio=uneven_ratio,
                                     perturbation=perturbation, C=C, reg_weight=reg_weight, iterations=iterations,
-                                    runs=runs, seed=seed, normalize=normalize, progress=cb, backend=backend,
+                                    runs=runs, seed=seed, normalize=normalize, progress=cb, backend=backend, monitor=monitor,
                                     backend_options=backend_options, **schedules)
         f = metrics["final"]
         pb = f["privacy_bound"]

@@ -121,7 +121,11 @@ def functional(
     iterations: Optional[int] = typer.Option(None, help="Rounds L (default: the method's)."),
     c1: Optional[float] = typer.Option(None, help="Score clipping radius c_1."),
     curve_clip: Optional[float] = typer.Option(None, help="Curve L2 clipping radius for --basis private-fpca."),
-    seed: int = typer.Option(0, help="Root random seed."),
+    seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (whoever knows it can remove the "
+                                       "noise; the report says so). Default: each worker draws its noise from its "
+                                       "own OS entropy; data simulation and the train/test split use seed 0."),
+    monitor: Optional[bool] = typer.Option(None, "--monitor/--no-monitor", help="Workers report their training loss "
+                                           "every round (default: only for non-private runs; outside the guarantee)."),
     out: Optional[Path] = typer.Option(None, help="Write metrics.json, beta.csv and functional.png here."),
     quiet: bool = typer.Option(False, help="No progress bar."),
     backend: str = bk.backend_option(),
@@ -149,12 +153,13 @@ def functional(
                               transcript=None, checkpoint_every=None, resume=None, out=out)
     if dataset is not None and dataset != "fertility":
         raise InvalidParameterError(f"dataset must be one of ['fertility'], got dataset={dataset!r}.")
+    data_seed = 0 if seed is None else seed  # data and split only; the noise follows --seed
     if simulate:
-        data = simulate_zhou(n, tau=tau, random_state=seed)
-        tr, te = _split(data, test_fraction, seed)
+        data = simulate_zhou(n, tau=tau, random_state=data_seed)
+        tr, te = _split(data, test_fraction, data_seed)
     elif dataset is not None:
         data = load_fertility()
-        tr, te = _split(data, test_fraction, seed)
+        tr, te = _split(data, test_fraction, data_seed)
     else:
         data = load_functional_csv(train, response_column=response_column, id_column=id_column)
         if test is not None:
@@ -164,7 +169,7 @@ def functional(
                                             f"curves have {data.curves.shape[1]}; use the same grid.")
             tr = data
         else:
-            tr, te = _split(data, test_fraction, seed)
+            tr, te = _split(data, test_fraction, data_seed)
     if workers > tr.n:
         raise InvalidParameterError(f"workers must be at most the number of training curves ({tr.n}), got workers={workers}.")
     if components > tr.curves.shape[1]:
@@ -173,7 +178,7 @@ def functional(
     model = FunctionalQuantileRegressor(
         tau=tau, n_components=components, basis=basis, penalty=penalty, lam=lam, rho=rho, method=method,
         max_iter=iterations, epsilon=epsilon, delta=delta, total_epsilon=total_epsilon, c1=c1, curve_clip=curve_clip,
-        workers=workers, random_state=seed, backend=run_opts.backend)
+        workers=workers, random_state=seed, backend=run_opts.backend, monitor=monitor)
     model._validate(tr.n, tr.curves.shape[1])
     rounds = iterations or METHODS[method]["iterations"]
     with output_dir(out) as stage:

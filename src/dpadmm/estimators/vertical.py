@@ -18,16 +18,18 @@ from sklearn.metrics import log_loss, roc_auc_score
 from .. import engine
 from .._validation import (
     as_float_matrix, as_vector, binary_labels, check_choice, check_int, check_open_unit, check_positive,
-    check_random_state,
+    noise_seed,
 )
 from ..algorithms import vertical_sharing as vs
 from ..backends import PartySpec, get_backend
 from ..data.parties import row_norms
 from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
+from ..kernels.linalg import SOLVERS
 from ..kernels.losses import get_loss
 from ..kernels.regularizers import get_regularizer
 from ..privacy.accountants import ACCOUNTANTS, calibrate_noise_multiplier
 from ..privacy.reports import hu_report
+from ..privacy.threats import finish
 
 def _is_source(block) -> bool:
     """A party block read by the party's own worker (has ``load`` and ``shape``), e.g. a PartyFile."""
@@ -36,6 +38,12 @@ def _is_source(block) -> bool:
 
 class RankDeficiencyWarning(UserWarning):
     """A party block is not of full column rank (handled exactly; see the message)."""
+
+
+#: the requests a vertical party answers besides its protocol step (declared, nothing else runs)
+_HANDLERS = {"coef": vs.party_coef, "rank": vs.party_rank, "score": vs.eval_score}
+#: the label party also answers the exact refit of its own block after a label-private run
+_LABEL_PARTY_HANDLERS = dict(_HANDLERS, refit=vs.refit_label_block)
 
 
 def _party_names(n: int) -> list[str]:
@@ -54,7 +62,8 @@ class _VerticalADMM(BaseEstimator):
                  mechanism: str = "gaussian", relation: str = "feature_column", clip: float | str = "auto",
                  label_epsilon: float | None = None, label_noise_scale: float | None = None,
                  bound: float | str = "auto", accountant: str = "pld", party_sizes: Sequence[int] | None = None,
-                 random_state: Any = None, backend: Any = "inprocess", monitor: bool = True):
+                 random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None,
+                 solver: str = "auto"):
         self.mechanism = mechanism
         self.relation = relation
         self.clip = clip
@@ -79,6 +88,7 @@ class _VerticalADMM(BaseEstimator):
         self.random_state = random_state
         self.backend = backend
         self.monitor = monitor
+        self.solver = solver
 
     # ------------------------------------------------------------------ input handling
     def _blocks(self, X, name: str = "X") -> list[np.ndarray]:
@@ -86,14 +96,15 @@ class _VerticalADMM(BaseEstimator):
             if len(X) == 0:
                 raise InvalidDataError(f"{name} is an empty list of party blocks; give one block per party.")
             # arrays, or sources the parties read themselves (dpadmm.data.remote.PartyFile)
-            blocks = [B if _is_source(B) else as_float_matrix(f"{name} block {m + 1}", B) for m, B in enumerate(X)]
+            blocks = [B if _is_source(B) else as_float_matrix(f"{name} block {m + 1}", B, accept_sparse=True)
+                      for m, B in enumerate(X)]
             n = blocks[0].shape[0]
             for m, B in enumerate(blocks[1:], start=2):
                 if B.shape[0] != n:
                     raise InvalidDataError(f"party blocks must have the same rows: block 1 has {n}, block {m} has "
                                            f"{B.shape[0]}; align the parties on the same samples.")
         else:
-            A = as_float_matrix(name, X)
+            A = as_float_matrix(name, X, accept_sparse=True)  # sparse stays CSR
             sizes = self.party_sizes if self.party_sizes is not None else [A.shape[1]]
             from ..data.parties import partition_columns
             blocks = partition_columns(A, sizes)
@@ -146,10 +157,10 @@ class _VerticalADMM(BaseEstimator):
         return 3 if self._label_mode() else 100
 
     def _clip(self, n: int, rho: float, sigma_label: float) -> tuple[float, float]:
-        """(V, V_∞) of the gaussian mechanism. ``"auto"``: per-sample scale ``c = sqrt(W² + σ_L²) + 3ρ``
-        (|y_i| ≤ W = 1 for the logistic dual, shares of magnitude ≲ 3 per sample, plus the label
-        noise the party receives), ``V = c·sqrt(N)``, ``V_∞ = 3c``. A number c gives the same with
-        that c. V does not depend on the data beyond the public N."""
+        """(V, V_∞) of the gaussian mechanism. ``"auto"``: per-sample scale ``c = sqrt(1 + σ_L²) + 3ρ``
+        (|y_i| ≤ 1 for the logistic dual, shares of magnitude ≲ 3 per sample, plus the label noise the
+        party receives), ``V = c·sqrt(N)``, ``V_∞ = 3c``. A number c gives the same with that c.
+        V depends on nothing private (N is public)."""
         c = float(self.clip) if self.clip != "auto" else math.sqrt(1.0 + sigma_label ** 2) + 3.0 * rho
         return c * math.sqrt(n), 3.0 * c
 
@@ -177,6 +188,7 @@ class _VerticalADMM(BaseEstimator):
         check_positive("tol", self.tol, allow_zero=True)
         check_choice("accountant", self.accountant, ACCOUNTANTS)
         check_choice("penalty", self.penalty, ("l2", "l1", "elasticnet"))
+        check_choice("solver", self.solver, SOLVERS)
         mode = self._privacy_mode()
         if mode == "epsilon":
             check_positive("epsilon", self.epsilon)
@@ -225,8 +237,9 @@ class _VerticalADMM(BaseEstimator):
         self.party_dims_ = tuple(B.shape[1] for B in blocks)
         self.n_features_in_ = int(sum(self.party_dims_))
         evals = self._eval_sets(eval_set)
-        private = mode is not None
+        private = mode is not None  # the feature side
         paper = private and self.mechanism == "paper"
+        any_private = private or label_mode
         rho = self._rho(len(blocks), loss)
         max_iter = self._max_iter()
         bx = bounds = None
@@ -235,29 +248,34 @@ class _VerticalADMM(BaseEstimator):
             if not reg.smooth or (not paper and self.penalty != "l2"):
                 raise PrivacyPreconditionError(
                     f"penalty={self.penalty!r}: a private fit needs penalty='l2' (the ridge x-step the sensitivity "
-                    "bound is proved for).")
-            if paper:
-                for m, B in enumerate(blocks, start=1):
-                    if _is_source(B):
-                        continue  # checked by the party at setup (require_unit_rows)
-                    norms = row_norms(B)
-                    if np.any(np.abs(norms[norms > 0] - 1.0) > 1e-6):
-                        raise PrivacyPreconditionError(
-                            f"rows of party {m} are not unit-norm (max ||row||_2 = {norms.max():.4g}), which "
-                            "[Hu, Assumption 2.3] needs; normalise them (dpadmm.data.normalize_rows or "
-                            "--normalize-rows) before a private fit.")
-                bounds = self._bounds(n, len(blocks), loss)
-                bx = bounds.x
-                assumptions = [
-                    {"name": "unit-norm rows of every party block [Hu, Assumption 2.3]", "status": "checked",
-                     "detail": "max | ||row|| - 1 | <= 1e-6 over non-zero rows"},
-                    {"name": f"bounded iterates ||x_m|| <= {bounds.x:.4g}, ||y|| <= {bounds.y:.4g}, "
-                             f"||z|| <= {bounds.z:.4g} [Hu, Assumption 2.1]",
-                     "status": "enforced", "detail": "x_m, z and the dual y are projected onto their balls"},
-                    {"name": "sensitivity C of [Hu, Lemma 1]", "status": "as published",
-                     "detail": "the proof's step ||(D_m^T D_m)^-1|| = 1/d_m does not follow from unit-norm rows (SPEC)"},
-                ]
-        seed = check_random_state(self.random_state)
+                    "bound is proved for; [Hu, Assumption 2.2] for mechanism='paper').")
+        if paper:
+            for m, B in enumerate(blocks, start=1):
+                if _is_source(B):
+                    continue  # checked by the party at setup (require_unit_rows)
+                norms = row_norms(B)
+                if np.any(np.abs(norms[norms > 0] - 1.0) > 1e-6):
+                    raise PrivacyPreconditionError(
+                        f"rows of party {m} are not unit-norm (max ||row||_2 = {norms.max():.4g}), which "
+                        "[Hu, Assumption 2.3] needs; normalise them (dpadmm.data.normalize_rows or "
+                        "--normalize-rows) before a private fit.")
+            bounds = self._bounds(n, len(blocks), loss)
+            bx = bounds.x
+            assumptions = [
+                {"name": "unit-norm rows of every party block [Hu, Assumption 2.3]", "status": "checked",
+                 "detail": "max | ||row|| - 1 | <= 1e-6 over non-zero rows"},
+                {"name": f"bounded iterates ||x_m|| <= {bounds.x:.4g}, ||y|| <= {bounds.y:.4g}, ||z|| <= {bounds.z:.4g} "
+                          "[Hu, Assumption 2.1]",
+                 "status": "enforced", "detail": "x_m, z and the dual y are projected onto their balls every iteration"},
+                {"name": "|R''| <= c1 = 1 [Hu, Assumption 2.2]", "status": "checked", "detail": "penalty='l2'"},
+                {"name": "sensitivity C of [Hu, Lemma 1]", "status": "as published",
+                 "detail": "the proof's step ||(D_m^T D_m)^-1|| = 1/d_m does not follow from unit-norm rows (SPEC §1)"},
+            ]
+        if private and self.fit_intercept and not label_mode:
+            notes.append("the intercept is computed by the label-holding coordinator from the noisy shares and its "
+                         "own labels (post-processing); it is not shared")
+        nseed = noise_seed(self.random_state)
+        monitor = (not any_private) if self.monitor is None else bool(self.monitor)
         n_blocks = len(blocks)
         nm = None
         if mode == "epsilon":
@@ -272,7 +290,7 @@ class _VerticalADMM(BaseEstimator):
             W = vs.label_sensitivity(label_gap=1.0 if loss.name == "logistic" else math.inf, clip=label_clip,
                                      fit_intercept=bool(self.fit_intercept))
             if self.label_epsilon is not None:
-                # T rounds make T − 1 releases: the first party step sees the zero inbox, the last hub step releases nothing
+                # T rounds make T − 1 releases: the first party step sees the zero inbox, the last hub step releases none
                 label_nm = calibrate_noise_multiplier(self.label_epsilon, self.delta, max(max_iter - 1, 1),
                                                       self.accountant)
                 sigma_label = label_nm * W
@@ -296,14 +314,8 @@ class _VerticalADMM(BaseEstimator):
                  "detail": "sensitivity proved in dpadmm.privacy.mechanisms; checked against worst-case neighbours "
                            "in tests/test_vertical_privacy.py"},
             ]
-        if private:
-            notes.append("monitoring values in history_ (objective, eval losses) use the true x and are not "
-                         "covered by the guarantee; pass monitor=False for a deployment")
-            if self.fit_intercept and not label_mode:
-                notes.append("the intercept is computed by the label-holding coordinator from the noisy shares and its "
-                             "own labels (post-processing); it is not shared")
         lam_sum = n * float(self.lam)  # the paper's summed scaling
-        damping = (0.0 if (private or label_mode) else 0.5) if self.damping == "auto" else float(self.damping)
+        damping = (0.0 if any_private else 0.5) if self.damping == "auto" else float(self.damping)
         specs = []
         for m, (name, B) in enumerate(zip(names, blocks)):
             pspec = None
@@ -312,10 +324,13 @@ class _VerticalADMM(BaseEstimator):
                                        n_parties=n_blocks, mechanism=self.mechanism, relation=self.relation,
                                        clip=V, clip_inf=V_inf)
             opts = {"lam_sum": lam_sum, "reg": reg, "private": pspec, "bound": bx, "damping": damping,
+                    "solver": self.solver,
                     "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}
             if paper and _is_source(B):
                 opts["require_unit_rows"] = True
-            specs.append(PartySpec(name, vs.setup_party, (name, B, opts), vs.party_step, vs.party_diagnostics, owner=name))
+            handlers = _LABEL_PARTY_HANDLERS if (m == 0 and label_mode) else _HANDLERS
+            specs.append(PartySpec(name, vs.setup_party, (name, B, opts), vs.party_step, vs.party_diagnostics, owner=name,
+                                   handlers=handlers))
         hub_cfg = vs.CoordinatorConfig(
             labels=y_fit, loss=loss, lam=float(self.lam), rho=rho,
             party_names=tuple(s.name for s in specs), bounds=bounds, fit_intercept=bool(self.fit_intercept),
@@ -324,41 +339,63 @@ class _VerticalADMM(BaseEstimator):
         )
         hub = engine.Hub(hub_cfg, vs.init_coordinator, vs.coordinator_step, vs.coordinator_metrics)
         backend = get_backend(self.backend)
-        backend.start(specs)
+        backend.start(specs, noise_seed=nseed)
+        # Un-noised party values (local models x_m, eval-set partial scores) reach the driver only in a
+        # non-private fit, in the in-process simulation (where the driver holds everything anyway), or
+        # when the user opted in with monitor=True (then the report names them).
+        collect = (not private) or backend.collects_models or monitor
+        if private and monitor:
+            notes.append("monitor=True: monitoring values (training objective from the true x_m), local models x_m "
+                         "and eval-set partial scores left the parties un-noised; they are NOT covered by the "
+                         "guarantee")
+        elif private and backend.collects_models:
+            notes.append("in-process simulation: the driver holds every party's local model x_m (for predict); in a "
+                         "deployment (out-of-process backend) the models stay at the parties")
         try:
-            result = engine.run(hub=hub, parties=specs, backend=backend, rounds=max_iter, seed=seed,
-                                callbacks=callbacks, monitor=self.monitor,
-                                stop_on_convergence=not (private or label_mode),
+            result = engine.run(hub=hub, parties=specs, backend=backend, rounds=max_iter, noise_seed=nseed,
+                                callbacks=callbacks, monitor=monitor, stop_on_convergence=not any_private,
                                 checkpoint_every=checkpoint_every, checkpoint_dir=checkpoint_dir,
                                 resume_from=resume_from, started=True, transcript=transcript)
-            self.coefs_ = [backend.call(name, vs.party_coef) for name in names]
+            # a party in another organisation never sends its model (it writes it to its own directory)
+            remote = getattr(backend, "models_stay_at_parties", False)
+            self.coefs_ = [backend.request(name, "coef") for name in names] if collect and not remote else None
             self.intercept_ = float(result.hub_state.intercept)
             refit = None
             if label_mode:
-                # the label party refits its own block and intercept on its exact labels, given the other
-                # parties' last shares; the result stays with the label party (never sent to a passive party)
-                refit = backend.call(names[0], vs.refit_label_block, y_fit, result.hub_state.passive_total, loss,
-                                     bool(self.fit_intercept), self.intercept_)
-                self.coefs_[0] = refit["coef"]
+                # the label party (which is also the coordinator) refits its own block and intercept on its exact
+                # labels, given the other parties' last shares; the result never goes to a passive party
+                refit = backend.request(names[0], "refit", y_fit, result.hub_state.passive_total, loss.name,
+                                        bool(self.fit_intercept), self.intercept_)
+                if self.coefs_ is not None:
+                    self.coefs_[0] = refit["coef"]
                 self.intercept_ = refit["intercept"]
                 notes.append("the label party's own block and the intercept are refit on the exact labels after the "
                              "last round, given the other parties' shares; that model stays with the label party")
-            if transcript is not None:  # the simulation API collects x_m (a deployment would not)
+            if transcript is not None and self.coefs_ is not None:  # x_m collected (simulation or opt-in)
                 for name, coef in zip(names, self.coefs_):
                     transcript(result.rounds, name, engine.HUB, {"coef": coef}, "model")
-            if paper:
+            if paper and collect:
+                deficient = []
                 for m, name in enumerate(names, start=1):
-                    rank, width = backend.call(name, vs.party_rank)
-                    if rank < width:
+                    rank, width = backend.request(name, "rank")
+                    if rank is not None and rank < width:
                         msg = (f"party {m}'s block has rank {rank} < {width} columns, so (D_m^T D_m)^-1 of "
                                "[Hu, eq. 16] does not exist; its noise is drawn as sigma U_m g in range(D_m) "
                                "(the same distribution whenever D_m has full rank; no regularisation needed)")
                         notes.append(msg)
-                        warnings.warn(msg, RankDeficiencyWarning, stacklevel=2)
+                        deficient.append(f"party {m}: rank {rank} of {width}")
+                if deficient:  # one warning per fit, phrased for the user; the details are in the report's notes
+                    warnings.warn(f"linearly dependent columns ({'; '.join(deficient)}; e.g. one-hot groups) — "
+                                  "expected, nothing to fix: the DP noise is drawn in the range of each party's "
+                                  "data, which gives the same guarantee (see the privacy report's notes).",
+                                  RankDeficiencyWarning, stacklevel=2)
             # eval scores summed from the parties' partial scores (needed when the driver has no eval features)
             self.eval_scores_ = {}
-            for k in evals:
-                parts = {name: backend.call(name, vs.eval_score, k) for name in names}
+            for k in (evals if (collect or label_mode) else ()):
+                if collect:
+                    parts = {name: backend.request(name, "score", k) for name in names}
+                else:  # passive parties' partial test scores (prediction), the label party's from its refit
+                    parts = {name: backend.request(name, "score", k) for name in names[1:]}
                 if refit is not None:
                     parts[names[0]] = refit["eval_scores"][k]
                 if transcript is not None:
@@ -367,19 +404,22 @@ class _VerticalADMM(BaseEstimator):
                 self.eval_scores_[k] = sum(parts.values()) + self.intercept_
         finally:
             backend.close()
-        self.coef_ = np.concatenate(self.coefs_)
+        self.coef_ = np.concatenate(self.coefs_) if self.coefs_ is not None else None
+        self.noise_source_ = result.noise_source
         self.history_ = result.history
         self.n_iter_ = result.rounds
         self.converged_ = result.converged
         self.noise_multiplier_ = nm
         self.label_noise_multiplier_ = label_nm
-        if private or label_mode:
+        if any_private:
             delta = (result.rounds + 1) * self.delta if mode == "iteration_epsilon" else self.delta
             self.privacy_ = hu_report(
                 result.ledger, delta=delta, accountant=self.accountant, rounds=result.rounds,
                 paper_delta_iter=self.delta if mode == "iteration_epsilon" else None,
                 assumptions=assumptions, notes=notes, mechanism=self.mechanism if private else None,
                 relation=self.relation, label_delta=self.delta if label_mode else None)
+            finish(self.privacy_, threat_model="vertical-feature" if private else "vertical-label",
+                   noise_source=result.noise_source)
         else:
             self.privacy_ = None
             if not result.converged and max_iter > 1 and self.tol > 0:
@@ -415,6 +455,10 @@ class _VerticalADMM(BaseEstimator):
             from sklearn.exceptions import NotFittedError
 
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first.")
+        if self.coefs_ is None:
+            raise InvalidDataError(
+                "the local models stayed at the parties (private fit on an out-of-process backend); score through "
+                "eval_set with monitor=True (outside the guarantee) or at the parties themselves.")
 
 
 class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
@@ -461,6 +505,11 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
     random_state : int, Generator or None — the root of every party's noise stream.
     backend : ``inprocess`` (default) or a Backend instance.
     monitor : record objective and eval losses each iteration (simulation diagnostics).
+    solver : x-step solver of every party: ``"eigh"`` (one eigendecomposition of D_mᵀD_m, exact,
+        O(d_m³) setup and O(d_m²) memory), ``"cg"`` (warm-started preconditioned conjugate gradients
+        with D_m and D_mᵀ only, O(nnz) per product and no d_m × d_m matrix; inexact steps in
+        non-private fits, solved to 1e-10 in private ones) or ``"auto"`` (eigh for blocks of at most
+        2,048 columns, else cg). Sparse (CSR) blocks stay sparse with either.
 
     Attributes
     ----------
@@ -511,14 +560,14 @@ class VerticalLinearRegression(RegressorMixin, _VerticalADMM):
                  adaptive_rho: bool = False, damping="auto", epsilon=None, delta: float = 1e-5, iteration_epsilon=None,
                  noise_scale=None, mechanism: str = "gaussian", relation: str = "feature_column", clip="auto",
                  label_epsilon=None, label_noise_scale=None, bound="auto", accountant: str = "pld", party_sizes=None,
-                 random_state=None, backend="inprocess", monitor: bool = True):
+                 random_state=None, backend="inprocess", monitor: bool | None = None, solver: str = "auto"):
         super().__init__(lam=lam, rho=rho, max_iter=max_iter, tol=tol, fit_intercept=fit_intercept, penalty=penalty,
                          l1_ratio=l1_ratio, adaptive_rho=adaptive_rho, damping=damping, epsilon=epsilon, delta=delta,
                          iteration_epsilon=iteration_epsilon, noise_scale=noise_scale, mechanism=mechanism,
                          relation=relation, clip=clip, label_epsilon=label_epsilon,
                          label_noise_scale=label_noise_scale, bound=bound,
                          accountant=accountant, party_sizes=party_sizes, random_state=random_state,
-                         backend=backend, monitor=monitor)
+                         backend=backend, monitor=monitor, solver=solver)
         self.loss = loss
 
     @property
@@ -565,18 +614,20 @@ class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
         names = _party_names(len(blocks))
         specs = [PartySpec(name, sgd.setup_party, (name, B, {"lam": float(self.lam),
                                                               "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}),
-                           sgd.party_step, sgd.party_diagnostics) for m, (name, B) in enumerate(zip(names, blocks))]
+                           sgd.party_step, sgd.party_diagnostics, handlers={"coef": vs.party_coef})
+                 for m, (name, B) in enumerate(zip(names, blocks))]
         per_epoch = sgd.rounds_per_epoch(n, int(self.batch_size))
         hub_cfg = sgd.SGDHubConfig(labels=y_pm, loss=get_loss("logistic"), lam=float(self.lam), lr=float(self.lr),
                                    batch_size=int(self.batch_size), party_names=tuple(names), decay=float(self.decay),
                                    eval_labels={k: v for k, (_, v) in evals.items()})
         hub = engine.Hub(hub_cfg, sgd.init_hub, sgd.hub_step, sgd.hub_metrics, metrics_every=per_epoch)
         backend = get_backend(self.backend)
-        backend.start(specs)
+        nseed = noise_seed(self.random_state)
+        backend.start(specs, noise_seed=nseed)
         try:
             res = engine.run(hub=hub, parties=specs, backend=backend, rounds=per_epoch * int(self.epochs),
-                             seed=check_random_state(self.random_state), callbacks=callbacks, started=True)
-            self.coefs_ = [backend.call(nm, vs.party_coef) for nm in names]  # module-level: picklable
+                             noise_seed=nseed, callbacks=callbacks, started=True)
+            self.coefs_ = [backend.request(nm, "coef") for nm in names]  # non-private baseline
         finally:
             backend.close()
         self.party_dims_ = tuple(B.shape[1] for B in blocks)

@@ -70,22 +70,55 @@ def _node_data(X, y, nodes: int, split: str, ratio: float, seed: int):
 
 
 # ----------------------------------------------------------------------------- one configuration, R runs
+def released_curves(model, Xs, ys) -> dict:
+    """L(t), the objective, accuracy and consensus error per round, from the released path f_i(t) [Zhang, §5].
+
+    Post-processing of what every node broadcasts, evaluated on node data the caller holds (a
+    simulation); ``Xs`` must be the node datasets the model was fitted on (rows rescaled as in fit).
+    """
+    P = model.path_  # (T, N, d)
+    if model.normalize:
+        Xs = [x / np.maximum(np.linalg.norm(x, axis=1), 1.0)[:, None] for x in Xs]
+    N = P.shape[1]
+    ypm = [np.where(np.asarray(v) == model.classes_[1], 1.0, -1.0) for v in ys]
+    loss = np.empty((P.shape[0], N))
+    correct = np.zeros(P.shape[0])
+    for i in range(N):  # one (B_i × T) product per node
+        Z = np.asarray(Xs[i], dtype=np.float64) @ P[:, i, :].T
+        loss[:, i] = np.logaddexp(0.0, -ypm[i][:, None] * Z).mean(axis=0)
+        correct += (np.where(Z >= 0, 1.0, -1.0) == ypm[i][:, None]).sum(axis=0)
+    reg = float(model.reg_weight) / N
+    obj = (float(model.C) * loss + 0.5 * reg * (P ** 2).sum(axis=2)).sum(axis=1)
+    cons = np.max(np.linalg.norm(P - P.mean(axis=1, keepdims=True), axis=2), axis=1)
+    return {"train_loss": loss.mean(axis=1).tolist(), "objective": obj.tolist(),
+            "train_accuracy": (correct / sum(len(v) for v in ys)).tolist(), "consensus_error": cons.tolist()}
+
+
+
 def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topology: Any = "ring", split: str = "even",
                   uneven_ratio: float = 10.0, perturbation: str = "none", C: float = PAPER_C,
-                  reg_weight: float = PAPER_REG_WEIGHT, iterations: int = 100, runs: int = 1, seed: int = 0,
-                  normalize: bool = False, progress: Callable | None = None, eta=None, eta_growth=1.0, alpha=None,
+                  reg_weight: float = PAPER_REG_WEIGHT, iterations: int = 100, runs: int = 1, seed: int | None = 0,
+                  normalize: bool = False, monitor: bool | None = None, progress: Callable | None = None, eta=None, eta_growth=1.0, alpha=None,
                   alpha_growth=1.0, theta=THETA, theta_growth=1.0, samples: int = 0, backend: str = "inprocess",
                   backend_options: dict | None = None) -> dict:
     """Fit R independent runs of one configuration; return the metrics.json layout:
-    ``history.train_loss.{mean,min,max}`` (L(t) over runs), ``history.privacy_bound`` (P(t)), ``final``, ``config``."""
+    ``history.train_loss.{mean,min,max}`` (L(t) over runs), ``history.privacy_bound`` (P(t)), ``final``, ``config``.
+
+    ``seed=None``: every node draws its noise from its own OS entropy (data split and graph use seed 0).
+    ``monitor=None``: the nodes report their training loss every round only in non-private runs; otherwise
+    L(t) is evaluated here, by the simulation driver, from the *released* models f_i(t) (what the
+    adversary sees anyway) on the node data this driver loaded — nothing un-noised leaves a node."""
     from ..backends import get_backend
     from ..data.graphs import make_graph
     from ..estimators.consensus import ConsensusLogisticRegression
 
+    data_seed = 0 if seed is None else seed
+    private = perturbation != "none"
+    monitor = (not private) if monitor is None else bool(monitor)
     if X is None:
-        X, y = load_data(data, samples=samples, seed=seed)
-    Xs, ys = _node_data(X, y, nodes, split, uneven_ratio, seed)
-    G = make_graph(topology, nodes, random_state=np.random.default_rng([seed, 2]))
+        X, y = load_data(data, samples=samples, seed=data_seed)
+    Xs, ys = _node_data(X, y, nodes, split, uneven_ratio, data_seed)
+    G = make_graph(topology, nodes, random_state=np.random.default_rng([data_seed, 2]))
     curves, consensus, objective, accuracy, secs = [], [], [], [], []
     model = None
     t0 = time.perf_counter()
@@ -95,10 +128,10 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
             C=C, reg_weight=reg_weight, n_nodes=nodes, topology=G, theta=theta, theta_growth=theta_growth, eta=eta,
             eta_growth=eta_growth, perturbation=perturbation, alpha=alpha, alpha_growth=alpha_growth,
             max_iter=iterations, normalize=normalize, batch=backend == "inprocess",
-            backend=get_backend(backend, **(backend_options or {})),
-            random_state=int(np.random.SeedSequence([seed, r]).generate_state(1)[0]))
+            backend=get_backend(backend, **(backend_options or {})), monitor=monitor, record_path=not monitor,
+            random_state=None if seed is None else int(np.random.SeedSequence([seed, r]).generate_state(1)[0]))
         model.fit(Xs, ys, callbacks=cb)
-        h = model.history_
+        h = model.history_ if monitor else dict(model.history_, **released_curves(model, Xs, ys))
         curves.append(h["train_loss"])
         consensus.append(h["consensus_error"][-1])
         objective.append(h["objective"][-1])
@@ -122,7 +155,12 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
             "iterations": int(L.shape[1]), "runs": int(runs), "train_seconds_per_run": float(np.mean(secs)),
             "wall_seconds": time.perf_counter() - t0,
             "privacy_per_node": model.privacy_.per_party if model.privacy_ is not None else None,
+            "evaluated_by": "the nodes (monitoring)" if monitor else
+                            "the simulation driver, from the released models f_i(t) (no monitoring)",
         },
+        "privacy": (dict(model.privacy_.to_dict(), private=True) if model.privacy_ is not None else
+                    {"private": False, "epsilon": None, "delta": None,
+                     "note": "non-private run: epsilon is infinite (null)"}),
         "config": {
             "data": data, "n_samples": int(sum(len(v) for v in ys)), "n_features": int(Xs[0].shape[1]),
             "backend": backend, "nodes": nodes, "topology": str(topology) if not hasattr(topology, "nodes") else "networkx graph",
@@ -132,6 +170,7 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
             "perturbation": perturbation, "C": C, "reg_weight": reg_weight, "theta": theta, "theta_growth": theta_growth,
             "eta": eta if eta is not None else "theta", "eta_growth": eta_growth, "alpha": alpha,
             "alpha_growth": alpha_growth, "iterations": iterations, "runs": runs, "seed": seed, "normalize": normalize,
+            "monitor": monitor, "noise_source": model.noise_source_,
             "c1": 0.25, "regularizer": "R(f) = 1/2 ||f||^2", "loss": "logistic", "init": "f_i(0) = 0, lambda_i(0) = 0",
         },
     }

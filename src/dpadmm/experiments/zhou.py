@@ -116,7 +116,7 @@ def run_settings(rep: SimRep, n_workers: int, settings: fq.Settings, *, penalty:
     hub_cfg = fq.HubConfig(rho, ("workers",), (1, settings.size, K), average_last=mcfg["average_last"], rounds=L)
     hub = engine.Hub(hub_cfg, fq.init_hub, fq.hub_step, fq.hub_metrics, metrics_every=metrics_every or L)
     res = engine.run(hub=hub, parties=[spec], backend=get_backend("inprocess"), rounds=L,
-                     seed=np.random.SeedSequence(seed), monitor=metrics_every is not None, stop_on_convergence=False)
+                     noise_seed=seed, monitor=metrics_every is not None, stop_on_convergence=False)
     return res.hub_state.output[0] / rep.scale, res.history
 
 
@@ -139,11 +139,10 @@ def qr_floor(rep: SimRep, taus: Sequence[float]) -> np.ndarray:
 
 
 def _progress(total: int, desc: str):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """Progress of a long loop; shown by the CLI (spinner on a terminal, plain lines on a pipe)."""
+    from .._progress import task
 
-    return Progress(TextColumn(f"[bold]{desc}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True), transient=True)
+    return task(total, f"{desc} reps")
 
 
 def _plt():

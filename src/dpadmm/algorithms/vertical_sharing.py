@@ -69,7 +69,7 @@ from typing import Any, Mapping, NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernels.linalg import XStepSolver, make_solver
+from ..kernels.linalg import CGSolver, XStepSolver, make_solver
 from ..kernels.losses import Loss
 from ..kernels.regularizers import Regularizer, soft_threshold
 from ..privacy.events import FEATURE_COLUMN, LABEL_CHANGE, RECORD_REPLACE, GaussianRelease
@@ -154,7 +154,7 @@ class PartyState(NamedTuple):
 
 def make_party(name, D, *, lam_sum, reg, private: PrivacySpec | None = None, bound=None,
                eval_blocks=None, damping: float = 0.0, solver: str = "auto",
-               cg_reduction: float = 0.1) -> tuple[PartyConfig, PartyState]:
+               cg_reduction: float = 0.3) -> tuple[PartyConfig, PartyState]:
     """Set up party m: its x-step solver (once), the range basis if the mechanism needs it.
 
     Blocks with at most 25% non-zeros (a9a's one-hot blocks hold ~11%) are stored as CSR, so
@@ -206,20 +206,23 @@ def _project(v: np.ndarray, radius: float | None) -> np.ndarray:
     return v if n <= radius else v * (radius / n)
 
 
-def _solve_x(cfg: PartyConfig, q: np.ndarray, rho: float, x0: np.ndarray) -> np.ndarray:
-    """argmin λ_s R(x) + qᵀx + ρ/2 xᵀGx, with q = D_mᵀ(y + ρ c_m) [Hu, eq. 6].
+def _solve_x(cfg: PartyConfig, q: np.ndarray, rho: float, x0: np.ndarray,
+             Dx0: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, D_m x)`` with x = argmin λ_s R(x) + qᵀx + ρ/2 xᵀGx, q = D_mᵀ(y + ρ c_m) [Hu, eq. 6].
 
-    Smooth R: one linear solve with the party's solver (warm-started at x0 for ``cg``).
+    Smooth R: one linear solve with the party's solver; ``cg`` warm-starts at x0 (``Dx0`` = D_m x0
+    saves it a product when the caller knows it) and returns D_m x at no extra product.
     Non-smooth R (l1 / elastic net): FISTA, each inner step one ``G w`` product (O(d²) with
     ``eigh``'s stored Gram matrix, O(nnz) with ``cg``).
     """
     reg = cfg.reg
     solver = cfg.solver
-    if reg is None:  # unpenalised block (the intercept)
-        return solver.solve(-q, 0.0, rho, x0)
-    l2 = cfg.lam_sum * reg.l2_weight
-    if reg.smooth:
-        return solver.solve(-q, l2, rho, x0)
+    l2 = 0.0 if reg is None else cfg.lam_sum * reg.l2_weight  # reg None: unpenalised block
+    if reg is None or reg.smooth:
+        if isinstance(solver, CGSolver):
+            return solver.solve_image(-q, l2, rho, x0, Dx0)
+        x = solver.solve(-q, l2, rho, x0)
+        return x, cfg.D @ x
     L = rho * solver.lipschitz + l2
     thr = cfg.lam_sum * reg.l1_weight / L
     x = x0.copy()
@@ -235,7 +238,7 @@ def _solve_x(cfg: PartyConfig, q: np.ndarray, rho: float, x0: np.ndarray) -> np.
         x, tk = x_new, t_new
         if done:
             break
-    return x
+    return x, cfg.D @ x
 
 
 def sensitivity(cfg: PartyConfig, rho: float) -> float:
@@ -259,18 +262,21 @@ def party_step(cfg: PartyConfig, state: PartyState, inbox: CoordinatorMessage, *
     gaussian = p is not None and p.mechanism == "gaussian"
     if gaussian:  # enforce ‖v‖ ≤ V (and |v_i| ≤ V_∞ for the record relation): premise of the sensitivity
         v = clip_share_input(v, p.clip, p.clip_inf if p.relation == "record" else None)
-    q = cfg.DT @ v
     rho_x = rho
+    exact_share = cfg.privacy is None  # then state.share is D_m x_m itself (no noise)
     if cfg.damping:
         # proximal Jacobi (beyond the paper): + (τ/2)‖D_m(x − x_m^t)‖², τ = damping·ρ. Stabilises the
         # parallel x-updates when party ranges overlap (a9a: every one-hot block spans the ones vector).
         tau = cfg.damping * rho
-        q = q - tau * cfg.solver.gram_matvec(state.x)
+        v = v - tau * (state.share if exact_share else cfg.D @ state.x)  # q gains −τ D_mᵀD_m x_m^t
         rho_x = rho + tau
-    x = _solve_x(cfg, q, rho_x, state.x)
-    if not gaussian:  # the paper's Assumption 2.1 projection; the gaussian mechanism needs none
-        x = _project(x, cfg.bound)
-    share, events = release(cfg, cfg.D @ x, rho, inbox.round, rng=rng)
+    q = cfg.DT @ v
+    x, Dx = _solve_x(cfg, q, rho_x, state.x, state.share if exact_share else None)
+    r = cfg.bound
+    if not gaussian and r is not None and np.linalg.norm(x) > r:  # the paper's Assumption 2.1 projection (_project),
+        scale = r / float(np.linalg.norm(x))                         # with D_m x scaled alike; gaussian needs none
+        x, Dx = x * scale, Dx * scale
+    share, events = release(cfg, Dx, rho, inbox.round, rng=rng)
     return PartyState(x=x, share=share), PartyMessage(share=share), events
 
 
@@ -611,7 +617,8 @@ def _protocol():
     return Protocol("vertical-sharing", setup_party, party_step, party_diagnostics,
                     handlers={"score": eval_score, "rank": party_rank, "refit": refit_label_block},
                     types=(CoordinatorMessage, PartyMessage, PartyState, PrivacySpec, Bounds),
-                    load=load_party_data, describe=describe_party_data, model=party_coef, private=_is_private)
+                    load=load_party_data, describe=describe_party_data, model=party_coef, private=_is_private,
+                    data_args=(1,))
 
 
 PROTOCOL = _protocol()

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
 from . import _backend as bk
 from . import app
-from ._common import console, output_dir, progress, write_json
+from ._common import console, elapsed, output_dir, progress, write_json
 from ..exceptions import DataFileError, InvalidParameterError
 
 attack_app = typer.Typer(no_args_is_help=True, help="Attacks on released protocol messages.")
@@ -63,6 +64,9 @@ def consensus(
     ray_address: Optional[str] = bk.ray_address_option(),
     ray_resources: Optional[str] = bk.ray_resources_option(),
     timeout: float = bk.timeout_option(),
+    peer: List[str] = bk.peer_option(),
+    tls: Optional[Path] = bk.tls_option(),
+    insecure: bool = bk.insecure_option(),
 ):
     """Train logistic regression over a graph with (private) M-ADMM [Zhang, eq. 10–11, Alg. 1]."""
     from .._validation import check_choice, check_int, check_positive
@@ -88,9 +92,13 @@ def consensus(
         raise InvalidParameterError("--alpha is only used with --perturbation pp|dvp|pvp.")
     if perturbation == "dvp" and eta is not None:
         raise InvalidParameterError("--perturbation dvp fixes eta = theta (Zhang & Zhu 2017); drop --eta or use pp.")
-    bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
-                   transcript=None, checkpoint_every=None, resume=None, out=out)  # validation (and Ray presence)
+    run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
+                              transcript=None, checkpoint_every=None, resume=None, out=out, peers=peer, tls=tls,
+                              insecure=insecure)  # validation (and Ray presence)
     backend_options = {"timeout": timeout} if backend != "inprocess" else {}
+    if backend == "grpc":  # nodes are `dpadmm party serve --protocol graph-consensus` processes
+        backend_options = {"peers": run_opts.backend.peers, "tls": run_opts.backend.tls, "insecure": insecure,
+                           "timeout": timeout}
     if backend == "ray":
         backend_options.update(address=ray_address, party_resources=bk.parse_resources(ray_resources) or None)
     if data != "adult" and not Path(data).is_file():
@@ -108,11 +116,23 @@ def consensus(
                       f"{f['train_loss_max']:.5f}), consensus error {f['consensus_error_mean']:.3g}")
         console.print("privacy: " + (f"P(T) = {pb:.4g} ([Zhang, Thm 4.1], pure DP, record-level)" if pb is not None
                                      else "no bound (epsilon = inf)"))
+        from ._common import verdict
+
+        trivial = f.get("base_rate_train_loss")
+        v = verdict("final training loss L(T)", f["train_loss_mean"], trivial if trivial is not None else math.log(2.0),
+                    "predicting the base rate" if trivial is not None else "predicting ½ (log 2)",
+                    "less noise (larger --alpha / --alpha-growth), more --iterations or a faster --eta-growth.")
+        metrics["verdict"] = v
+        if v:
+            console.print(v)
+        metrics["wall_seconds"] = elapsed()
         if out is not None:
             from ..experiments.zhang import plot_curves
 
             write_json(stage / "metrics.json", metrics)
-            plot_curves(stage / "convergence.png", {perturbation: metrics["history"]}, title="M-ADMM on a graph")
+            plot_curves(stage / "convergence.png", {perturbation: metrics["history"]},
+                        title=f"M-ADMM on a graph: {data}, {nodes} nodes ({topology}, {split}), perturbation "
+                              f"{perturbation}, {runs} run(s) × {iterations} iterations")
     if out is not None:
         console.print(f"wrote {out}/metrics.json and convergence.png")
 

@@ -7,6 +7,7 @@ label-holding party), or as one matrix plus ``party_sizes``.
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from typing import Any, Callable, Sequence
 
@@ -226,6 +227,7 @@ class _VerticalADMM(BaseEstimator):
         transcript : a :class:`dpadmm.backends.Transcript` (or any callable
             ``(round, sender, receiver, message, kind)``) that records every message.
         """
+        t_fit = time.perf_counter()
         mode = self._validate()
         label_mode = self._label_mode()
         blocks = self._blocks(X)
@@ -339,7 +341,8 @@ class _VerticalADMM(BaseEstimator):
         )
         hub = engine.Hub(hub_cfg, vs.init_coordinator, vs.coordinator_step, vs.coordinator_metrics)
         backend = get_backend(self.backend)
-        backend.start(specs, noise_seed=nseed)
+        engine.start(backend, specs, noise_seed=nseed)  # party setup under the engine's BLAS cap
+        self.setup_seconds_ = time.perf_counter() - t_fit  # validation + party setup (before round 1)
         # Un-noised party values (local models x_m, eval-set partial scores) reach the driver only in a
         # non-private fit, in the in-process simulation (where the driver holds everything anyway), or
         # when the user opted in with monitor=True (then the report names them).
@@ -514,7 +517,8 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
     Attributes
     ----------
     coefs_ : list of per-party coefficient vectors (each stays with its party in a deployment).
-    coef_, intercept_, classes_, n_iter_, history_, privacy_ (a PrivacyReport or None).
+    coef_, intercept_, classes_, n_iter_, history_, privacy_ (a PrivacyReport or None),
+    setup_seconds_ (validation and party setup before round 1; training time is ``history_["seconds"]``).
     """
 
     _loss_name = "logistic"

@@ -346,7 +346,7 @@ def test_monitoring_traffic_is_labelled(a9a_small, tmp_path):
 
 # ----------------------------------------------------------------------------- selection
 def test_get_backend_names_and_errors():
-    assert set(BACKENDS) == {"inprocess", "process", "ray"}
+    assert set(BACKENDS) == {"inprocess", "process", "ray", "grpc"}
     with pytest.raises(InvalidParameterError, match="backend must be one of"):
         get_backend("threads")
     with pytest.raises(InvalidParameterError, match="timeout must be a positive"):

@@ -459,3 +459,19 @@ def hub_metrics(cfg: HubConfig, state: HubState, diagnostics: Mapping[str, dict]
     if cfg.tol > 0:
         out["converged"] = bool(state.primal_residual <= cfg.tol and state.dual_residual <= cfg.tol)
     return out
+
+
+# ----------------------------------------------------------------------------- protocol (as data, for the network)
+def _is_private(cfg: PartyConfig) -> bool:
+    return bool(np.any(np.asarray(cfg.settings.noise_multiplier) > 0))
+
+
+def _protocol():
+    from ..backends.protocol import Protocol
+
+    return Protocol("functional-quantile", setup_party, party_step, party_diagnostics, handlers={},
+                    types=(HubMessage, PartyMessage, PartyState, Settings), model=party_coef, private=_is_private,
+                    data_args=(1, 2))
+
+
+PROTOCOL = _protocol()

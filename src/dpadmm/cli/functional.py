@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import numpy as np
 import typer
@@ -132,6 +132,9 @@ def functional(
     ray_address: Optional[str] = bk.ray_address_option(),
     ray_resources: Optional[str] = bk.ray_resources_option(),
     timeout: float = bk.timeout_option(),
+    peer: List[str] = bk.peer_option(),
+    tls: Optional[Path] = bk.tls_option(),
+    insecure: bool = bk.insecure_option(),
 ):
     """Quantile regression of a scalar on a curve over M workers: F-ADMM / FDP-ADMM [Zhou]."""
     from ..algorithms.functional_quantile import METHODS
@@ -150,7 +153,8 @@ def functional(
         if p is not None and not Path(p).is_file():
             raise DataFileError(f"file not found: {p}; check the path.")
     run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
-                              transcript=None, checkpoint_every=None, resume=None, out=out)
+                              transcript=None, checkpoint_every=None, resume=None, out=out, peers=peer, tls=tls,
+                              insecure=insecure)
     if dataset is not None and dataset != "fertility":
         raise InvalidParameterError(f"dataset must be one of ['fertility'], got dataset={dataset!r}.")
     data_seed = 0 if seed is None else seed  # data and split only; the noise follows --seed

@@ -346,7 +346,7 @@ def test_monitoring_traffic_is_labelled(a9a_small, tmp_path):
 
 # ----------------------------------------------------------------------------- selection
 def test_get_backend_names_and_errors():
-    assert set(BACKENDS) == {"inprocess", "process", "ray"}
+    assert set(BACKENDS) == {"inprocess", "process", "ray", "grpc"}
     with pytest.raises(InvalidParameterError, match="backend must be one of"):
         get_backend("threads")
     with pytest.raises(InvalidParameterError, match="timeout must be a positive"):
@@ -492,7 +492,7 @@ def test_cli_party_files_are_read_by_their_parties(tmp_path, party_csvs, monkeyp
 def test_cli_party_files_dp_checks_rows_at_the_party(tmp_path, party_csvs, capsys):
     train, _ = party_csvs
     out = tmp_path / "o"
-    assert _cli("vertical", "--party", train[0], "--party", train[1], "--iterations", 2, "--noise-scale", "0.5",
+    assert _cli("vertical", "--party", train[0], "--party", train[1], "--iterations", 2, "--noise-scale", "0.5", "--mechanism", "paper",
                 "--quiet", "--backend", "process", "--out", out) == 2
     err = capsys.readouterr().err
     assert re.search(r"party 'party[12]' failed", err) and "not unit-norm" in err

@@ -31,7 +31,7 @@ def csv_files(tmp_path_factory):
 def test_simulate_end_to_end(tmp_path, capsys):
     out = tmp_path / "sim"
     code, stdout, err = run_cli(["functional", "--simulate", "--n", "3000", "--workers", "3", "--iterations", "15",
-                                 "--epsilon", "0.5", "--delta", "1e-5", "--out", str(out), "--quiet"], capsys)
+                                 "--epsilon", "0.5", "--delta", "1e-5", "--out", str(out), "--quiet", "--monitor"], capsys)
     assert code == 0, err
     m = json.loads((out / "metrics.json").read_text())
     assert m["final"]["mise"] > 0 and m["final"]["baseline_mise"] > 0
@@ -136,7 +136,7 @@ def test_functional_cli_process_backend_same_numbers(tmp_path):
     for backend in ("inprocess", "process"):
         out = tmp_path / backend
         code = main(["functional", "--simulate", "--n", "2000", "--workers", "2", "--iterations", "5",
-                     "--epsilon", "1.0", "--quiet", "--backend", backend, "--out", str(out)])
+                     "--epsilon", "1.0", "--quiet", "--backend", backend, "--out", str(out), "--seed", "0"])
         assert code == 0
         outs.append(json.loads((out / "metrics.json").read_text()))
     assert outs[0]["final"]["test_pinball_loss"] == outs[1]["final"]["test_pinball_loss"]

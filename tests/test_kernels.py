@@ -7,6 +7,7 @@ import pytest
 from scipy.optimize import minimize_scalar
 
 from dpadmm.kernels import L1, L2, ElasticNet, HuberLoss, LogisticLoss, SpectralSolver, SquaredLoss, get_loss
+from dpadmm.kernels.linalg import EIGH_MAX_DIM, CGSolver, column_sq_norms, make_solver
 
 LOSSES = [LogisticLoss(), SquaredLoss(), HuberLoss(kappa=0.7)]
 
@@ -88,6 +89,62 @@ def test_spectral_solver_matches_direct_solve_and_range_basis(rng):
     np.testing.assert_allclose(U.T @ U, np.eye(5), atol=1e-10)
     # every column of D lies in span(U)
     np.testing.assert_allclose(U @ (U.T @ D), D, atol=1e-10)
+
+
+def _blocks(rng):
+    import scipy.sparse as sp
+
+    dense = rng.normal(size=(60, 8))
+    dense[:, 7] = dense[:, 0] - dense[:, 2]  # rank deficient
+    sparse = sp.random(300, 25, density=0.1, random_state=np.random.RandomState(1), format="csr")
+    return [("dense", dense), ("sparse", sparse)]
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["dense", "sparse"])
+def test_cg_solver_matches_eigh_and_warm_start_costs_nothing(which, rng):
+    name, D = _blocks(rng)[which]
+    d = D.shape[1]
+    E = SpectralSolver(D)
+    C = CGSolver(D, tol=1e-10)
+    for lam_q, rho in [(0.3, 1.0), (2.0, 0.05), (1e-3, 10.0)]:
+        b = rng.normal(size=d)
+        x = C.solve(b, lam_q, rho)
+        np.testing.assert_allclose(x, E.solve(b, lam_q, rho), rtol=1e-8, atol=1e-10)
+        assert np.linalg.norm(lam_q * x + rho * C.gram_matvec(x) - b) <= 1e-9 * np.linalg.norm(b)
+        C.solve(b, lam_q, rho, x0=x)  # warm start at the solution: no iteration needed
+        assert C.last_iterations == 0
+    v = rng.normal(size=d)
+    np.testing.assert_allclose(C.gram_matvec(v), E.gram_matvec(v), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(column_sq_norms(D), np.diag(E.gram), rtol=1e-12)
+    # an upper bound on the top eigenvalue, and a tight one (FISTA's step needs L >= lambda_max)
+    assert E.lipschitz <= C.lipschitz <= 1.02 * E.lipschitz
+
+
+def test_cg_reduction_stops_early_and_errors_shrink_with_the_warm_start(rng):
+    D = rng.normal(size=(200, 30))
+    b = rng.normal(size=30)
+    exact = SpectralSolver(D).solve(b, 0.5, 1.0)
+    C = CGSolver(D, reduction=0.1)
+    x1 = C.solve(b, 0.5, 1.0)
+    r0 = np.linalg.norm(b)
+    assert np.linalg.norm(0.5 * x1 + C.gram_matvec(x1) - b) <= 0.1 * r0
+    assert C.last_iterations < 30
+    x2 = C.solve(b, 0.5, 1.0, x0=x1)  # the next call from the previous iterate gains another factor
+    assert np.linalg.norm(x2 - exact) < np.linalg.norm(x1 - exact)
+
+
+def test_make_solver_choice_and_cg_has_no_range_basis(rng):
+    from dpadmm.exceptions import InvalidParameterError
+
+    D = rng.normal(size=(20, 5))
+    assert make_solver(D).kind == "eigh"
+    assert make_solver(D, "cg").kind == "cg"
+    wide = np.zeros((3, EIGH_MAX_DIM + 1))
+    assert make_solver(wide).kind == "cg"
+    with pytest.raises(ValueError, match="solver must be one of"):
+        make_solver(D, "lu")
+    with pytest.raises(InvalidParameterError, match="solver='eigh'"):
+        make_solver(D, "cg").range_basis(D)
 
 
 def test_get_loss_rejects_unknown():

@@ -4,14 +4,21 @@ Public surface (everything else is importable from its subpackage):
 
 - ``VerticalLogisticRegression``, ``VerticalLinearRegression``, ``VerticalSGDClassifier``:
   features split across parties, ADMM sharing with Gaussian DP [Hu].
-- ``dpadmm.data``: loaders (LIBSVM, bundled a9a, party CSVs), partitioning, row normalisation.
+- ``ConsensusLogisticRegression``: records split across the nodes of a graph, M-ADMM with
+  penalty perturbation [Zhang].
+- ``FunctionalQuantileRegressor``: curves split across workers, (DP) ADMM quantile regression [Zhou].
+- ``dpadmm.data``: loaders (LIBSVM, bundled a9a and Adult, party CSVs, functional CSVs), partitioning.
 - ``dpadmm.privacy``: noise mechanisms, events, accountants (dp-accounting PLD/RDP), ledger.
 - ``dpadmm.engine``: the round loop; ``dpadmm.backends``: where parties run.
+
+``import dpadmm`` is light: the estimators (and with them scikit-learn, scipy and dp-accounting)
+are imported on first use through the module-level ``__getattr__`` below.
 """
 
-from .estimators import FunctionalQuantileRegressor
-from .estimators import ConsensusLogisticRegression
-from .estimators import VerticalLinearRegression, VerticalLogisticRegression, VerticalSGDClassifier
+from __future__ import annotations
+
+from importlib import import_module
+
 from .exceptions import (
     DataFileError, DPADMMError, InvalidDataError, InvalidParameterError, MissingDependencyError,
     PartyFailureError, PrivacyPreconditionError,
@@ -19,9 +26,32 @@ from .exceptions import (
 
 __version__ = "0.1.0"
 
+#: public name -> module that defines it (imported lazily on first attribute access)
+_LAZY = {
+    "VerticalLogisticRegression": ".estimators.vertical",
+    "VerticalLinearRegression": ".estimators.vertical",
+    "VerticalSGDClassifier": ".estimators.vertical",
+    "FunctionalQuantileRegressor": ".estimators.functional",
+    "ConsensusLogisticRegression": ".estimators.consensus",
+}
+
 __all__ = [
     "ConsensusLogisticRegression",
     "VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
     "DPADMMError", "InvalidDataError", "InvalidParameterError", "DataFileError",
     "PrivacyPreconditionError", "MissingDependencyError", "PartyFailureError", "__version__",
 ]
+
+
+def __getattr__(name: str):
+    """Import an estimator on first access (PEP 562); subpackages load as usual."""
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'dpadmm' has no attribute {name!r}")
+    value = getattr(import_module(target, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -49,22 +49,52 @@ def check_choice(name: str, value: Any, choices) -> Any:
     return value
 
 
-def as_float_matrix(name: str, X: Any) -> np.ndarray:
-    """Return a finite 2-D float64 array (dense) from array-like or sparse input."""
+def as_float_matrix(name: str, X: Any, *, accept_sparse: bool = False):
+    """Return a finite 2-D float64 matrix from array-like or sparse input.
+
+    Dense input gives an ndarray. Sparse input gives a CSR matrix when ``accept_sparse`` (never
+    densified: only its stored values are checked, O(nnz)), else a dense ndarray (for algorithms
+    that need dense data).
+    """
     if sp.issparse(X):
-        X = X.toarray()
+        if not accept_sparse:
+            X = X.toarray()
+        else:
+            return _as_csr(name, X)
     try:
         A = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise InvalidDataError(f"{name} must be a numeric 2-D array; it could not be converted ({exc}).") from None
-    if A.ndim != 2:
-        raise InvalidDataError(f"{name} must be 2-D (samples x features), got an array with shape {A.shape}.")
-    if A.shape[0] == 0 or A.shape[1] == 0:
-        raise InvalidDataError(f"{name} is empty (shape {A.shape}); every party needs at least one row and one column.")
+    _check_shape(name, A.shape)
     if not np.isfinite(A).all():
         bad = np.argwhere(~np.isfinite(A))[0]
         raise InvalidDataError(
             f"{name} contains NaN or infinite values (first at row {bad[0]}, column {bad[1]}); "
+            "impute or drop them before fitting."
+        )
+    return A
+
+
+def _check_shape(name: str, shape) -> None:
+    if len(shape) != 2:
+        raise InvalidDataError(f"{name} must be 2-D (samples x features), got an array with shape {shape}.")
+    if shape[0] == 0 or shape[1] == 0:
+        raise InvalidDataError(f"{name} is empty (shape {shape}); every party needs at least one row and one column.")
+
+
+def _as_csr(name: str, X) -> sp.csr_matrix:
+    """CSR float64 view (or the one unavoidable converted copy) of a sparse matrix, values checked."""
+    _check_shape(name, X.shape)
+    if X.dtype.kind not in "biuf":
+        raise InvalidDataError(f"{name} must be numeric, got a sparse matrix of dtype {X.dtype}.")
+    A = sp.csr_matrix(X) if X.format != "csr" or not isinstance(X, sp.csr_matrix) else X
+    if A.dtype != np.float64:
+        A = A.astype(np.float64)
+    if not np.isfinite(A.data).all():
+        k = int(np.flatnonzero(~np.isfinite(A.data))[0])
+        row = int(np.searchsorted(A.indptr, k, side="right") - 1)
+        raise InvalidDataError(
+            f"{name} contains NaN or infinite values (first at row {row}, column {int(A.indices[k])}); "
             "impute or drop them before fitting."
         )
     return A
@@ -125,3 +155,17 @@ def check_random_state(random_state: Any) -> np.random.SeedSequence:
     raise InvalidParameterError(
         f"random_state must be a non-negative int, a numpy Generator or None, got random_state={random_state!r}."
     )
+
+
+def noise_seed(random_state: Any) -> int | None:
+    """The seed of a *seeded simulation*, or ``None`` for party-local noise.
+
+    ``None`` (the default, and what a deployment wants): every party draws its noise from its own
+    OS entropy inside its worker, so nobody else can regenerate it. An int (or a Generator /
+    SeedSequence, turned into one int) makes the run reproducible — and lets whoever knows the
+    seed remove the noise, which the privacy report then says.
+    """
+    if random_state is None:
+        return None
+    ss = check_random_state(random_state)
+    return int(ss.entropy) if isinstance(ss.entropy, int) and not ss.spawn_key else int(ss.generate_state(1)[0])

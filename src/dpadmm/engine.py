@@ -3,12 +3,17 @@
 A run is a ``Hub`` (the coordinator, central machine, or neighbour router, run by the driver)
 and a list of ``PartySpec`` run by a backend. Each round:
 
-1. the backend runs every party's ``step`` on its inbox, with the party's own random stream
-   ``SeedSequence(entropy, spawn_key=(party_index, round))``;
+1. the backend runs every party's ``step`` on its inbox; each party draws its noise from its own
+   generator, made inside its worker from OS entropy (``noise_seed=None``, the private default)
+   or, in a seeded simulation, from ``SeedSequence(noise_seed, spawn_key=(party_index, round))``;
 2. the hub's ``step`` consumes the outboxes and produces the next inboxes;
 3. privacy events of both go into the ``PrivacyLedger``;
-4. if monitoring is due, parties' ``diagnose`` values and the hub's ``metrics`` are recorded;
-5. callbacks run (progress bars, early stopping); checkpoints are written every k rounds.
+4. if monitoring is on and due, parties' ``diagnose`` values and the hub's ``metrics`` are
+   recorded (monitoring values leave the parties un-noised: private fits leave it off unless the
+   user opts in);
+5. callbacks run (progress bars, early stopping); checkpoints are written every k rounds: the
+   driver's file holds the hub's state, inboxes, ledger and history; every party writes its own
+   state where it lives (``Backend.checkpoint``).
 
 ``transcript(round, sender, receiver, message, kind)`` (optional) sees every payload that crosses
 a party boundary: the hub's inboxes and the parties' outboxes (``kind="protocol"``) and, when
@@ -20,9 +25,7 @@ Only steps 1–2 are timed (``history["seconds"]``): monitoring is not part of t
 
 from __future__ import annotations
 
-import os
 import pickle
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +34,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from .backends.base import Backend, PartySpec
+from .backends.base import Backend, PartySpec, atomic_pickle, noise_source, party_rng  # noqa: F401 (re-export)
 from .exceptions import PartyFailureError
 from .privacy.ledger import PrivacyLedger
 
@@ -62,19 +65,7 @@ class RunResult:
     rounds: int = 0
     converged: bool = False
     wall_seconds: float = 0.0
-
-
-def party_rng(entropy, index: int, round_: int) -> np.random.Generator:
-    """The random stream of party ``index`` in round ``round_`` (backend- and order-independent)."""
-    return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(index, round_)))
-
-
-def _atomic_pickle(obj, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ckpt-")
-    with os.fdopen(fd, "wb") as fh:
-        pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp, path)
+    noise_source: str = "party-local"
 
 
 CHECKPOINT_FILE = "checkpoint.pkl"
@@ -114,13 +105,26 @@ def _blas_limited(fn):
 
 
 @_blas_limited
+def start(backend: Backend, parties: Sequence[PartySpec], *, noise_seed: int | None = None) -> float:
+    """Start ``backend`` with ``parties`` under the same BLAS cap as :func:`run` (``blas_threads``,
+    default 1) and return the seconds it took.
+
+    Party setup (validation, factorisations, the column norms of a cg solver) is part of the cost
+    of a fit; on a busy machine uncapped BLAS threads made it over 10× slower.
+    """
+    t0 = time.perf_counter()
+    backend.start(parties, noise_seed=noise_seed)
+    return time.perf_counter() - t0
+
+
+@_blas_limited
 def run(
     *,
     hub: Hub,
     parties: Sequence[PartySpec],
     backend: Backend,
     rounds: int,
-    seed: np.random.SeedSequence,
+    noise_seed: int | None = None,
     callbacks: Sequence[Callable[[int, dict], bool | None]] = (),
     monitor: bool = True,
     stop_on_convergence: bool = True,
@@ -132,15 +136,18 @@ def run(
 ) -> RunResult:
     """Run ``rounds`` rounds of the protocol and return a :class:`RunResult`.
 
-    The backend must already be started with ``parties`` if ``started`` is true (the caller keeps
-    it open afterwards for distributed prediction); otherwise it is started here.
+    ``noise_seed``: ``None`` (every party and the hub draw noise from their own OS entropy; nobody
+    can regenerate it) or an int (a reproducible simulation; whoever knows it can remove the
+    noise). The backend must already be started with ``parties`` (and the same ``noise_seed``) if
+    ``started`` is true (the caller keeps it open afterwards for declared requests such as
+    distributed scoring); otherwise it is started here.
     """
-    entropy = seed.entropy
     names = [p.name for p in parties]
     hub_index = len(names)
     if not started:
-        backend.start(parties)
-    result = RunResult()
+        backend.start(parties, noise_seed=noise_seed)
+    hub_rng = np.random.default_rng() if noise_seed is None else None  # the hub's own entropy
+    result = RunResult(noise_source=noise_source(noise_seed))
     ledger = result.ledger
     history = result.history
     state, inboxes = hub.init(hub.cfg)
@@ -149,7 +156,7 @@ def run(
         ck = _load_checkpoint(resume_from)
         state, inboxes = ck["hub_state"], ck["inboxes"]
         try:
-            backend.set_states(ck["party_states"])
+            backend.restore(_checkpoint_dir(resume_from), ck["round"])
         except PartyFailureError as exc:
             raise _at_round(exc, ck["round"] + 1) from exc
         ledger.restore(ck["events"])
@@ -163,13 +170,13 @@ def run(
             for name in names:
                 transcript(t + 1, HUB, name, inboxes[name], "protocol")
         t0 = time.perf_counter()
-        rngs = {name: party_rng(entropy, i, t) for i, name in enumerate(names)}
         try:
-            results = backend.step(inboxes, rngs)
+            results = backend.step(inboxes, t)
         except PartyFailureError as exc:
             raise _at_round(exc, t + 1) from exc
         outboxes = {name: results[name][0] for name in names}
-        state, inboxes, hub_events = hub.step(hub.cfg, state, outboxes, rng=party_rng(entropy, hub_index, t))
+        rng = hub_rng if hub_rng is not None else party_rng(noise_seed, hub_index, t)
+        state, inboxes, hub_events = hub.step(hub.cfg, state, outboxes, rng=rng)
         elapsed += time.perf_counter() - t0
         if transcript is not None:
             for name in names:
@@ -195,11 +202,11 @@ def run(
             stop = bool(cb(t + 1, record)) or stop
         if checkpoint_every and checkpoint_dir and ((t + 1) % checkpoint_every == 0 or last):
             try:
-                party_states = backend.get_states()
+                backend.checkpoint(checkpoint_dir, t)  # each party writes its own state, where it lives
             except PartyFailureError as exc:
                 raise _at_round(exc, t + 1) from exc
-            _atomic_pickle({
-                "round": t, "hub_state": state, "inboxes": inboxes, "party_states": party_states,
+            atomic_pickle({  # the coordinator's own state only
+                "round": t, "hub_state": state, "inboxes": inboxes, "noise_source": result.noise_source,
                 "events": ledger.state(), "history": history,
             }, Path(checkpoint_dir) / CHECKPOINT_FILE)
         if record.get("converged") and stop_on_convergence:
@@ -211,6 +218,11 @@ def run(
     result.rounds = t + 1
     result.wall_seconds = time.perf_counter() - t_wall
     return result
+
+
+def _checkpoint_dir(path) -> Path:
+    p = Path(path)
+    return p if p.is_dir() else p.parent
 
 
 def _load_checkpoint(path) -> dict:

@@ -34,3 +34,8 @@ class MissingDependencyError(DPADMMError, ImportError):
 
 class PartyFailureError(DPADMMError, RuntimeError):
     """A party or node failed during a run; the message names the party and the round."""
+
+
+class ProtocolError(DPADMMError, RuntimeError):
+    """A request that the party's protocol does not declare (its model, an arbitrary function, a
+    pickle, monitoring in a private run) was refused; the message names the party and the request."""

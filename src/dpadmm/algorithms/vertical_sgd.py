@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..kernels.losses import Loss
 
@@ -43,7 +44,7 @@ class SGDPartyState(NamedTuple):
 
 
 def setup_party(name, D, options):
-    D = np.ascontiguousarray(D, dtype=np.float64)
+    D = sp.csr_matrix(D, dtype=np.float64) if sp.issparse(D) else np.ascontiguousarray(D, dtype=np.float64)
     return SGDPartyConfig(name=name, D=D, **options), SGDPartyState(x=None)
 
 

@@ -12,7 +12,7 @@ from .inprocess import InProcessBackend
 from .multiprocess import ProcessBackend
 from .transcript import Transcript
 
-BACKENDS = ("inprocess", "process", "ray")
+BACKENDS = ("inprocess", "process", "ray", "grpc")
 
 
 def get_backend(backend="inprocess", **options) -> Backend:
@@ -31,6 +31,10 @@ def get_backend(backend="inprocess", **options) -> Backend:
         options.pop("address", None)
         options.pop("party_resources", None)
         return ProcessBackend(**options)
+    if backend == "grpc":
+        from .grpc_backend import GrpcBackend
+
+        return GrpcBackend(**options)
     if backend == "ray":
         from .ray import RayBackend
 

@@ -1,17 +1,51 @@
 """The backend interface: run per-party step functions on payloads; know nothing of algorithms.
 
-A backend hosts one worker per party. Each worker builds its own ``(cfg, state)`` by calling the
-party's ``setup`` inside the worker (so data can be loaded where it lives), then runs the
-party's pure ``step``/``diagnose`` functions when asked. The engine owns the round loop.
+A backend hosts one worker per party. Each worker builds a :class:`PartyHost` — the party's
+``(cfg, state)``, made by the party's own ``setup`` inside the worker (so data is loaded where it
+lives), and the party's own random generator — and answers the engine's commands:
+
+- ``step(inbox, round)``: the party's pure step; the noise it adds is drawn from the party's
+  generator, which the driver never sees;
+- ``diagnose()``: monitoring values (only when the user turned monitoring on);
+- ``request(handler, *args)``: one of the handlers the party *declared* (``PartySpec.handlers``,
+  e.g. ``"score"``); anything else is refused with :class:`~dpadmm.exceptions.ProtocolError`;
+- ``checkpoint(directory, round)`` / ``restore(directory, round)``: the party writes and reads its
+  own state under ``directory/parties/<name>/`` — party state never travels to the driver.
+
+Randomness [threat model: the coordinator must not be able to remove a party's noise]: with
+``noise_seed=None`` every party's generator is ``numpy.random.default_rng()`` created *inside the
+party's worker* from the operating system's entropy; nothing about it is sent anywhere. With an
+integer ``noise_seed`` (a reproducible simulation — whoever knows the seed can regenerate and
+remove the noise) party ``i`` uses ``SeedSequence(noise_seed, spawn_key=(i, round))`` in round
+``round``, identically on every backend.
 """
 
 from __future__ import annotations
 
+import os
+import pickle
+import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+
+from ..exceptions import DataFileError, ProtocolError
+
+PARTY_LOCAL = "party-local"
+SEEDED = "seeded"
+
+
+def noise_source(noise_seed: int | None) -> str:
+    """``"party-local"`` when every party draws from its own OS entropy, ``"seeded"`` otherwise."""
+    return PARTY_LOCAL if noise_seed is None else SEEDED
+
+
+def party_rng(entropy, index: int, round_: int) -> np.random.Generator:
+    """The seeded-simulation stream of party ``index`` in round ``round_`` (backend-independent)."""
+    return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(index, round_)))
 
 
 @dataclass(frozen=True)
@@ -20,7 +54,8 @@ class PartySpec:
 
     ``setup(*setup_args) -> (cfg, state)`` runs inside the worker; ``step(cfg, state, inbox, *, rng)
     -> (state, outbox, events)``; ``diagnose(cfg, state) -> dict`` gives monitoring values (not
-    messages of the protocol). All three must be module-level functions (picklable).
+    messages of the protocol); ``handlers`` maps the names of the requests the party answers
+    (e.g. ``"score"``) to ``fn(cfg, state, *args)``. All functions must be module-level.
     """
 
     name: str
@@ -29,6 +64,77 @@ class PartySpec:
     step: Callable[..., tuple[Any, Any, list]] = None  # type: ignore[assignment]
     diagnose: Callable[[Any, Any], dict] | None = None
     owner: str = field(default="")
+    handlers: Mapping[str, Callable] = field(default_factory=dict)
+
+
+def party_checkpoint_path(directory, name: str) -> Path:
+    """Where party ``name`` keeps its own checkpoint under a run's checkpoint ``directory``."""
+    return Path(directory) / "parties" / name / "state.pkl"
+
+
+def atomic_pickle(obj, path: Path) -> None:
+    """Write ``obj`` to ``path`` atomically (a crash leaves the previous file intact)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ckpt-")
+    with os.fdopen(fd, "wb") as fh:
+        pickle.dump(obj, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)
+
+
+class PartyHost:
+    """One party inside its worker: its config and state, its generator, its declared handlers.
+
+    Every backend hosts parties through this class, so the rules (party-local entropy, declared
+    handlers only, party-local checkpoints) are written once.
+    """
+
+    def __init__(self, spec: PartySpec, index: int, noise_seed: int | None) -> None:
+        self.spec = spec
+        self.index = int(index)
+        self.noise_seed = noise_seed
+        # Party-local entropy: drawn here, in the party's worker, from the OS; never sent anywhere.
+        self._own_rng = np.random.default_rng() if noise_seed is None else None
+        self.cfg, self.state = spec.setup(*spec.setup_args)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def rng(self, round_: int) -> np.random.Generator:
+        if self._own_rng is not None:
+            return self._own_rng
+        return party_rng(self.noise_seed, self.index, round_)
+
+    def step(self, inbox, round_: int):
+        self.state, outbox, events = self.spec.step(self.cfg, self.state, inbox, rng=self.rng(round_))
+        return outbox, events
+
+    def diagnose(self):
+        return self.spec.diagnose(self.cfg, self.state) if self.spec.diagnose is not None else None
+
+    def request(self, handler: str, *args):
+        fn = self.spec.handlers.get(handler) if isinstance(handler, str) else None
+        if fn is None:
+            raise ProtocolError(
+                f"party {self.name!r} refused request {handler!r}: its protocol declares only "
+                f"{sorted(self.spec.handlers)}.")
+        return fn(self.cfg, self.state, *args)
+
+    def checkpoint(self, directory, round_: int) -> None:
+        atomic_pickle({"round": int(round_), "party": self.name, "state": self.state},
+                      party_checkpoint_path(directory, self.name))
+
+    def restore(self, directory, round_: int) -> None:
+        path = party_checkpoint_path(directory, self.name)
+        if not path.is_file():
+            raise DataFileError(f"party {self.name!r} has no checkpoint at {path}; resume needs every party's "
+                                "own checkpoint from the same run.")
+        with open(path, "rb") as fh:
+            ck = pickle.load(fh)
+        if ck.get("round") != round_ or ck.get("party") != self.name:
+            raise DataFileError(f"party {self.name!r}'s checkpoint at {path} is from round {ck.get('round')}, "
+                                f"the coordinator's from round {round_}; restore both from the same run.")
+        self.state = ck["state"]
 
 
 class Backend(ABC):
@@ -37,28 +143,34 @@ class Backend(ABC):
     name = "backend"
 
     @abstractmethod
-    def start(self, specs: Sequence[PartySpec]) -> None:
-        """Create one worker per spec and run its setup."""
+    def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None) -> None:
+        """Create one worker per spec; the worker runs its setup and makes its own generator."""
 
     @abstractmethod
-    def step(self, inboxes: Mapping[str, Any], rngs: Mapping[str, np.random.Generator]) -> dict[str, tuple[Any, list]]:
+    def step(self, inboxes: Mapping[str, Any], round_: int) -> dict[str, tuple[Any, list]]:
         """Run every party's step on its inbox; return ``{name: (outbox, events)}``."""
 
     @abstractmethod
     def diagnose(self) -> dict[str, dict]:
-        """Return every party's diagnostics."""
+        """Return every party's diagnostics (monitoring; not part of the protocol)."""
 
     @abstractmethod
-    def call(self, name: str, fn: Callable, *args) -> Any:
-        """Run ``fn(cfg, state, *args)`` at party ``name`` and return its result (e.g. a partial score)."""
+    def request(self, name: str, handler: str, *args) -> Any:
+        """Ask party ``name`` for a declared ``handler`` (e.g. ``"score"``); undeclared → ProtocolError."""
 
     @abstractmethod
-    def get_states(self) -> dict[str, Any]:
-        """Every party's current state (for checkpoints)."""
+    def checkpoint(self, directory, round_: int) -> None:
+        """Every party writes its own state under ``directory/parties/<name>/``."""
 
     @abstractmethod
-    def set_states(self, states: Mapping[str, Any]) -> None:
-        """Restore states saved by :meth:`get_states`."""
+    def restore(self, directory, round_: int) -> None:
+        """Every party restores its own state written by :meth:`checkpoint` at ``round_``."""
+
+    @property
+    def collects_models(self) -> bool:
+        """True when the parties run in the driver's process (a simulation: nothing is private from
+        the driver there anyway); False for backends whose parties keep their state to themselves."""
+        return False
 
     def close(self) -> None:
         """Release workers."""

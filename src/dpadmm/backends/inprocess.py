@@ -1,11 +1,17 @@
-"""In-process backend: every party's step runs in the caller's process, one after another."""
+"""In-process backend: every party's step runs in the caller's process, one after another.
+
+A *simulation*: the parties share the driver's memory, so nothing is private from the driver
+here (``collects_models`` is True and estimators may collect local models for ``predict``). The
+rules are still those of every backend: each party has its own generator (OS entropy unless a
+seed is given), answers only declared handlers, and checkpoints its own state.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from ..exceptions import PartyFailureError
-from .base import Backend, PartySpec
+from ..exceptions import PartyFailureError, ProtocolError
+from .base import Backend, PartyHost, PartySpec
 
 
 def _failure(name: str, what: str, exc: Exception) -> PartyFailureError:
@@ -26,46 +32,43 @@ class InProcessBackend(Backend):
     name = "inprocess"
 
     def __init__(self) -> None:
-        self.specs: dict[str, PartySpec] = {}
-        self.cfgs: dict[str, Any] = {}
-        self.states: dict[str, Any] = {}
+        self.hosts: dict[str, PartyHost] = {}
 
-    def start(self, specs: Sequence[PartySpec]) -> None:
-        for spec in specs:
+    @property
+    def collects_models(self) -> bool:
+        return True
+
+    def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None) -> None:
+        self.hosts = {}
+        for i, spec in enumerate(specs):
             try:
-                cfg, state = spec.setup(*spec.setup_args)
+                self.hosts[spec.name] = PartyHost(spec, i, noise_seed)
             except Exception as exc:
                 raise _failure(spec.name, "setup", exc) from exc
-            self.specs[spec.name] = spec
-            self.cfgs[spec.name] = cfg
-            self.states[spec.name] = state
 
-    def step(self, inboxes: Mapping[str, Any], rngs) -> dict[str, tuple[Any, list]]:
+    def _each(self, what: str, fn, names=None) -> dict[str, Any]:
         out = {}
-        for name, spec in self.specs.items():
+        for name in (self.hosts if names is None else names):
             try:
-                state, outbox, events = spec.step(self.cfgs[name], self.states[name], inboxes[name], rng=rngs[name])
+                out[name] = fn(self.hosts[name])
+            except ProtocolError:
+                raise
             except Exception as exc:
-                raise _failure(name, "step", exc) from exc
-            self.states[name] = state
-            out[name] = (outbox, events)
+                raise _failure(name, what, exc) from exc
         return out
+
+    def step(self, inboxes: Mapping[str, Any], round_: int) -> dict[str, tuple[Any, list]]:
+        return self._each("step", lambda h: h.step(inboxes[h.name], round_))
 
     def diagnose(self) -> dict[str, dict]:
-        out = {}
-        for name, spec in self.specs.items():
-            if spec.diagnose is not None:
-                try:
-                    out[name] = spec.diagnose(self.cfgs[name], self.states[name])
-                except Exception as exc:
-                    raise _failure(name, "diagnose", exc) from exc
-        return out
+        out = self._each("diagnose", lambda h: h.diagnose())
+        return {k: v for k, v in out.items() if v is not None}
 
-    def call(self, name: str, fn: Callable, *args) -> Any:
-        return fn(self.cfgs[name], self.states[name], *args)
+    def request(self, name: str, handler: str, *args) -> Any:
+        return self._each(f"request {handler!r}", lambda h: h.request(handler, *args), [name])[name]
 
-    def get_states(self) -> dict[str, Any]:
-        return dict(self.states)
+    def checkpoint(self, directory, round_: int) -> None:
+        self._each("checkpoint", lambda h: h.checkpoint(directory, round_))
 
-    def set_states(self, states: Mapping[str, Any]) -> None:
-        self.states.update(states)
+    def restore(self, directory, round_: int) -> None:
+        self._each("restore", lambda h: h.restore(directory, round_))

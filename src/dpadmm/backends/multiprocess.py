@@ -2,9 +2,12 @@
 
 Every party lives in its own worker process. The worker runs the party's ``setup`` itself (so a
 party can load its own file), keeps ``(cfg, state)`` in its memory, and answers commands sent
-over a private pipe: ``step`` (inbox + the party's random stream in, outbox + privacy events
-out), ``diagnose``, ``call``, ``get_state``/``set_state`` and ``close``. Only those payloads cross
-the process boundary.
+over a private pipe: ``step`` (inbox + round number in, outbox + privacy events out),
+``diagnose``, ``request`` (a handler the party declared), ``checkpoint``/``restore`` (the party
+writes and reads its own state file) and ``close``. The party's generator is made inside the worker
+(:class:`~dpadmm.backends.base.PartyHost`): no seed or generator crosses the pipe unless the user
+asked for a seeded simulation. This backend is one trust domain (the party's setup is pickled to
+it); for parties of different organisations use the gRPC backend.
 
 Failures surface at the caller as :class:`~dpadmm.exceptions.PartyFailureError` naming the
 party (the engine adds the round):
@@ -28,10 +31,10 @@ import sys
 import time
 import traceback
 from multiprocessing.connection import wait
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from ..exceptions import InvalidParameterError, PartyFailureError
-from .base import Backend, PartySpec
+from ..exceptions import InvalidParameterError, PartyFailureError, ProtocolError
+from .base import Backend, PartyHost, PartySpec
 
 _PRELOAD = ["numpy", "scipy.sparse", "dpadmm"]
 
@@ -69,8 +72,7 @@ def _worker(conn, name: str, threads: int | None = None) -> None:  # pragma: no 
             threadpool_limits(limits=int(threads))
         except Exception:
             pass
-    spec: PartySpec | None = None
-    cfg = state = None
+    host: PartyHost | None = None
     while True:
         try:
             msg = conn.recv()
@@ -82,24 +84,23 @@ def _worker(conn, name: str, threads: int | None = None) -> None:  # pragma: no 
             return
         try:
             if cmd == "setup":
-                spec = msg[1]
-                cfg, state = spec.setup(*spec.setup_args)
+                host = PartyHost(msg[1], msg[2], msg[3])
                 value = None
             elif cmd == "step":
-                state, outbox, events = spec.step(cfg, state, msg[1], rng=msg[2])
-                value = (outbox, events)
+                value = host.step(msg[1], msg[2])
             elif cmd == "diagnose":
-                value = spec.diagnose(cfg, state) if spec.diagnose is not None else None
-            elif cmd == "call":
-                value = msg[1](cfg, state, *msg[2])
-            elif cmd == "get_state":
-                value = state
-            elif cmd == "set_state":
-                state = msg[1]
-                value = None
+                value = host.diagnose()
+            elif cmd == "request":
+                value = host.request(msg[1], *msg[2])
+            elif cmd == "checkpoint":
+                value = host.checkpoint(msg[1], msg[2])
+            elif cmd == "restore":
+                value = host.restore(msg[1], msg[2])
             else:
-                raise ValueError(f"unknown command {cmd!r}")
+                raise ProtocolError(f"party {name!r} refused command {cmd!r}: not part of the protocol.")
             reply = ("ok", value)
+        except ProtocolError as exc:  # a refused request: the caller gets the same ProtocolError
+            reply = ("refused", str(exc), "")
         except Exception as exc:  # report, keep serving
             reply = ("error", _describe(exc), traceback.format_exc())
         try:
@@ -169,7 +170,7 @@ class ProcessBackend(Backend):
         pending = {self._conns[n]: n for n in names}
         sentinels = {self._procs[n].sentinel: n for n in names}
         results: dict[str, Any] = {}
-        error: PartyFailureError | None = None
+        error: Exception | None = None
         while pending:
             remaining = deadline - time.monotonic()
             ready = wait(list(pending) + [s for s, n in sentinels.items() if n in pending.values()],
@@ -206,6 +207,8 @@ class ProcessBackend(Backend):
                 del pending[conn]
                 if reply[0] == "ok":
                     results[name] = reply[1]
+                elif reply[0] == "refused" and error is None:
+                    error = ProtocolError(reply[1])
                 elif error is None:
                     error = party_failure(name, f"{reply[1]} (during {what})")
                     error.remote_traceback = reply[2]
@@ -222,7 +225,7 @@ class ProcessBackend(Backend):
                                     "start a new run.")
 
     # -------------------------------------------------------------- Backend interface
-    def start(self, specs: Sequence[PartySpec]) -> None:
+    def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None) -> None:
         """Start one worker per party and run its setup there (a closed backend can be started again)."""
         self._closed = False
         self._procs, self._conns, self._has_diag, self._pids = {}, {}, {}, {}
@@ -237,19 +240,19 @@ class ProcessBackend(Backend):
             self._pids[spec.name] = proc.pid
             self._conns[spec.name] = parent
             self._has_diag[spec.name] = spec.diagnose is not None
-        for spec in specs:
-            self._send(spec.name, ("setup", spec))
+        for i, spec in enumerate(specs):
+            self._send(spec.name, ("setup", spec, i, noise_seed))
         try:
             self._gather([s.name for s in specs], "setup", timeout=self.setup_timeout)
         except PartyFailureError:
             self._shutdown(force=True)
             raise
 
-    def step(self, inboxes: Mapping[str, Any], rngs) -> dict[str, tuple[Any, list]]:
+    def step(self, inboxes: Mapping[str, Any], round_: int) -> dict[str, tuple[Any, list]]:
         self._check_open()
         names = list(self._procs)
         for name in names:
-            self._send(name, ("step", inboxes[name], rngs[name]))
+            self._send(name, ("step", inboxes[name], round_))
         return self._gather(names, "step")
 
     def diagnose(self) -> dict[str, dict]:
@@ -259,23 +262,22 @@ class ProcessBackend(Backend):
             self._send(name, ("diagnose",))
         return self._gather(names, "diagnose")
 
-    def call(self, name: str, fn: Callable, *args) -> Any:
+    def request(self, name: str, handler: str, *args) -> Any:
         self._check_open()
-        self._send(name, ("call", fn, args))
-        return self._gather([name], f"call of {getattr(fn, '__name__', fn)}")[name]
+        self._send(name, ("request", handler, args))
+        return self._gather([name], f"request {handler!r}")[name]
 
-    def get_states(self) -> dict[str, Any]:
+    def _all(self, cmd: str, *payload) -> None:
         self._check_open()
         for name in self._procs:
-            self._send(name, ("get_state",))
-        return self._gather(list(self._procs), "get_state")
+            self._send(name, (cmd, *payload))
+        self._gather(list(self._procs), cmd)
 
-    def set_states(self, states: Mapping[str, Any]) -> None:
-        self._check_open()
-        names = [n for n in self._procs if n in states]
-        for name in names:
-            self._send(name, ("set_state", states[name]))
-        self._gather(names, "set_state")
+    def checkpoint(self, directory, round_: int) -> None:
+        self._all("checkpoint", str(directory), round_)
+
+    def restore(self, directory, round_: int) -> None:
+        self._all("restore", str(directory), round_)
 
     def close(self) -> None:
         """Ask every worker to exit, then join; terminate/kill the ones that do not."""

@@ -1,9 +1,10 @@
 """Ray backend: one Ray actor per party (optional extra ``pip install "dpadmm[ray]"``).
 
 Each party is an actor that runs the party's ``setup`` itself (so its data is loaded on the node
-it lives on) and keeps ``(cfg, state)`` in the actor; the driver only sends inboxes and random
-streams and receives outboxes, privacy events and diagnostics — the same payloads as the process
-backend, through Ray's object store.
+it lives on), keeps ``(cfg, state)`` and its own generator in the actor
+(:class:`~dpadmm.backends.base.PartyHost`); the driver only sends inboxes and round numbers and
+receives outboxes, privacy events, declared replies and (when monitoring) diagnostics — the same
+payloads as the process backend, through Ray's object store.
 
 Placement: ``party_resources={"party2": "org_b"}`` asks Ray to place party2's actor on a node
 started with ``ray start ... --resources '{"org_b": 1}'``, so parties can live on different
@@ -27,10 +28,10 @@ from __future__ import annotations
 import os
 import time
 import traceback
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from ..exceptions import InvalidParameterError, MissingDependencyError, PartyFailureError
-from .base import Backend, PartySpec
+from ..exceptions import InvalidParameterError, MissingDependencyError, PartyFailureError, ProtocolError
+from .base import Backend, PartyHost, PartySpec
 from .multiprocess import _describe, party_failure
 
 INSTALL_HINT = 'pip install "dpadmm[ray]"'
@@ -52,39 +53,35 @@ class _PartyActor:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.spec = None
-        self.cfg = self.state = None
+        self.host: PartyHost | None = None
 
     def _run(self, fn, *args):
         try:
             return ("ok", fn(*args))
+        except ProtocolError as exc:
+            return ("refused", str(exc), "")
         except Exception as exc:
             return ("error", _describe(exc), traceback.format_exc())
 
-    def setup(self, spec: PartySpec):
+    def setup(self, spec: PartySpec, index: int, noise_seed):
         def go():
-            self.spec = spec
-            self.cfg, self.state = spec.setup(*spec.setup_args)
+            self.host = PartyHost(spec, index, noise_seed)
         return self._run(go)
 
-    def step(self, inbox, rng):
-        def go():
-            self.state, outbox, events = self.spec.step(self.cfg, self.state, inbox, rng=rng)
-            return outbox, events
-        return self._run(go)
+    def step(self, inbox, round_):
+        return self._run(lambda: self.host.step(inbox, round_))
 
     def diagnose(self):
-        return self._run(lambda: self.spec.diagnose(self.cfg, self.state))
+        return self._run(lambda: self.host.diagnose())
 
-    def call(self, fn, args):
-        return self._run(lambda: fn(self.cfg, self.state, *args))
+    def request(self, handler, args):
+        return self._run(lambda: self.host.request(handler, *args))
 
-    def get_state(self):
-        return ("ok", self.state)
+    def checkpoint(self, directory, round_):
+        return self._run(lambda: self.host.checkpoint(directory, round_))
 
-    def set_state(self, state):
-        self.state = state
-        return ("ok", None)
+    def restore(self, directory, round_):
+        return self._run(lambda: self.host.restore(directory, round_))
 
     def where(self):
         """Node id and process id of this actor (for placement checks)."""
@@ -153,7 +150,7 @@ class RayBackend(Backend):
         deadline = time.monotonic() + limit
         pending = {ref: name for name, ref in refs.items()}
         results: dict[str, Any] = {}
-        error: PartyFailureError | None = None
+        error: Exception | None = None
         while pending:
             remaining = deadline - time.monotonic()
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=max(remaining, 0.0))
@@ -176,6 +173,8 @@ class RayBackend(Backend):
                     raise party_failure(name, f"Ray failed during {what}: {_describe(exc)}") from None
                 if reply[0] == "ok":
                     results[name] = reply[1]
+                elif reply[0] == "refused" and error is None:
+                    error = ProtocolError(reply[1])
                 elif error is None:
                     error = party_failure(name, f"{reply[1]} (during {what})")
                     error.remote_traceback = reply[2]
@@ -189,7 +188,7 @@ class RayBackend(Backend):
                                     "start a new run.")
 
     # -------------------------------------------------------------- Backend interface
-    def start(self, specs: Sequence[PartySpec]) -> None:
+    def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None) -> None:
         """Start one worker per party and run its setup there (a closed backend can be started again)."""
         self._closed = False
         self._actors, self._has_diag = {}, {}
@@ -203,7 +202,7 @@ class RayBackend(Backend):
                 opts["resources"] = {res: 0.001}
             self._actors[spec.name] = actor_cls.options(**opts).remote(spec.name)
             self._has_diag[spec.name] = spec.diagnose is not None
-        refs = {spec.name: self._actors[spec.name].setup.remote(spec) for spec in specs}
+        refs = {spec.name: self._actors[spec.name].setup.remote(spec, i, noise_seed) for i, spec in enumerate(specs)}
         try:
             self._gather(refs, "setup", timeout=self.setup_timeout)
             self.placement_ = self._gather({n: a.where.remote() for n, a in self._actors.items()}, "where")
@@ -211,28 +210,26 @@ class RayBackend(Backend):
             self._shutdown()
             raise
 
-    def step(self, inboxes: Mapping[str, Any], rngs) -> dict[str, tuple[Any, list]]:
+    def step(self, inboxes: Mapping[str, Any], round_: int) -> dict[str, tuple[Any, list]]:
         self._check_open()
-        return self._gather({n: a.step.remote(inboxes[n], rngs[n]) for n, a in self._actors.items()}, "step")
+        return self._gather({n: a.step.remote(inboxes[n], round_) for n, a in self._actors.items()}, "step")
 
     def diagnose(self) -> dict[str, dict]:
         self._check_open()
         return self._gather({n: a.diagnose.remote() for n, a in self._actors.items() if self._has_diag[n]},
                             "diagnose")
 
-    def call(self, name: str, fn: Callable, *args) -> Any:
+    def request(self, name: str, handler: str, *args) -> Any:
         self._check_open()
-        return self._gather({name: self._actors[name].call.remote(fn, args)},
-                            f"call of {getattr(fn, '__name__', fn)}")[name]
+        return self._gather({name: self._actors[name].request.remote(handler, args)}, f"request {handler!r}")[name]
 
-    def get_states(self) -> dict[str, Any]:
+    def checkpoint(self, directory, round_: int) -> None:
         self._check_open()
-        return self._gather({n: a.get_state.remote() for n, a in self._actors.items()}, "get_state")
+        self._gather({n: a.checkpoint.remote(str(directory), round_) for n, a in self._actors.items()}, "checkpoint")
 
-    def set_states(self, states: Mapping[str, Any]) -> None:
+    def restore(self, directory, round_: int) -> None:
         self._check_open()
-        self._gather({n: a.set_state.remote(states[n]) for n, a in self._actors.items() if n in states},
-                     "set_state")
+        self._gather({n: a.restore.remote(str(directory), round_) for n, a in self._actors.items()}, "restore")
 
     def placement(self) -> dict[str, dict]:
         """``{party: {"node_id": …, "pid": …}}`` — where every party's actor runs."""

@@ -93,7 +93,8 @@ def toy_specs(n_parties: int, size: int, *, noise: float = 0.0, fault: tuple | N
     from .base import PartySpec
 
     names = tuple(f"p{i}" for i in range(1, n_parties + 1))
-    specs = [PartySpec(n, toy_setup, (n, size, noise, fault, hang_seconds), toy_step, toy_diagnose, owner=n)
+    specs = [PartySpec(n, toy_setup, (n, size, noise, fault, hang_seconds), toy_step, toy_diagnose, owner=n,
+                       handlers={"sq": toy_diagnose})
              for n in names]
     hub = Hub(HubConfig(names, size), toy_hub_init, toy_hub_step, toy_hub_metrics)
     return hub, specs

@@ -1,12 +1,20 @@
 """The ``dpadmm`` command line.
 
 Every command validates its input first; a bad input prints one line ``error: …`` to stderr and
-exits with code 2, writing nothing to ``--out``.
+exits with code 2, writing nothing to ``--out``. Usage errors caught by the argument parser (an
+unknown option or command, a value that is not a number, a missing argument) get the same
+treatment: one ``error:`` line naming the problem and the fix, exit code 2, no traceback.
+
+Start-up is kept light: the command modules import only typer, rich and numpy at module level;
+scikit-learn, pandas, scipy, networkx, matplotlib, dp-accounting and statsmodels are imported
+inside the commands that use them, so ``dpadmm --help`` and argument errors are fast.
 """
 
 from __future__ import annotations
 
 import sys
+import time
+from typing import Optional
 
 import typer
 
@@ -15,48 +23,168 @@ from ..exceptions import DPADMMError
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Differentially private distributed learning with ADMM.")
 
+
+def _version_callback(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        print(f"dpadmm {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: Optional[bool] = typer.Option(None, "--version", callback=_version_callback, is_eager=True,
+                                                  help="Print the version and exit.")):
+    """Differentially private distributed learning with ADMM.
+
+    Vertical ADMM sharing [Hu] (`vertical`, `demo`), decentralised consensus over a graph [Zhang]
+    (`consensus`, `attack kkt`), distributed functional quantile regression [Zhou] (`functional`),
+    paper reproductions (`reproduce`) and an empirical privacy audit (`audit`).
+    """
+
+
 from . import vertical as _vertical  # noqa: E402,F401  (registers commands)
+from . import demo as _demo  # noqa: E402,F401
 from . import reproduce as _reproduce  # noqa: E402,F401
 from . import functional as _functional  # noqa: E402,F401
 from . import audit as _audit  # noqa: E402,F401
 from . import consensus as _consensus  # noqa: E402,F401
-
-
-def _show_warning(message, category, filename, lineno, file=None, line=None):
-    print(f"warning: {message}", file=sys.stderr)
+from . import party as _party  # noqa: E402,F401  (party serve, provision; grpc imported lazily)
 
 
 def main(argv=None) -> int:
-    """Console-script entry point: run the app, turning library errors into one-line exit-2 errors."""
+    """Console-script entry point: run the app; library and usage errors become one-line exit-2 errors.
+
+    Warnings are shown as ``warning: …`` lines, each distinct message at most once per run.
+    """
     import warnings
 
+    from ._common import show_warning_once
+
+    from . import _common
+
+    _common.RUN_START = time.perf_counter()
     previous = warnings.showwarning
-    warnings.showwarning = _show_warning
+    show_warning_once.seen.clear()
+    warnings.showwarning = show_warning_once
     try:
-        return _run(argv)
+        return _run(list(sys.argv[1:] if argv is None else argv))
     finally:
         warnings.showwarning = previous
 
 
-def _run(argv) -> int:
+def _is_click_exception(exc: BaseException, name: str = "ClickException") -> bool:
+    """Whether ``exc`` is a (typer-vendored or click) ``name`` exception, without importing click.
+
+    typer >= 0.20 ships its own copy of click (``typer._click``) and no longer installs click;
+    older typer uses click itself. Matching on the class hierarchy's names works for both.
+    """
+    return any(c.__name__ == name for c in type(exc).__mro__)
+
+
+def _run(argv: list[str]) -> int:
     try:
-        app(args=argv, standalone_mode=False)
+        rv = app(args=argv, prog_name="dpadmm", standalone_mode=False)
     except DPADMMError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (typer.Exit,) as exc:
+    except typer.Exit as exc:
         return exc.exit_code
     except typer.Abort:
         print("aborted", file=sys.stderr)
         return 130
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if _is_click_exception(exc, "NoArgsIsHelpError"):
+            print(exc.ctx.get_help())  # bare `dpadmm` / `dpadmm attack`: the help, exit 0
+            return 0
+        if _is_click_exception(exc):
+            print(usage_error_line(exc, argv), file=sys.stderr)
             return 2
+        if _is_click_exception(exc, "Exit"):  # older click: ctx.exit()
+            return int(getattr(exc, "exit_code", 0))
         raise
-    return 0
+    return rv if isinstance(rv, int) else 0
+
+
+def _given_value(argv: list[str], opts) -> str | None:
+    """The raw text the user gave for an option (``--x v`` or ``--x=v``), for the error message."""
+    for i, a in enumerate(argv):
+        for o in opts:
+            if a == o and i + 1 < len(argv):
+                return argv[i + 1]
+            if a.startswith(o + "="):
+                return a[len(o) + 1:]
+    return None
+
+
+def usage_error_line(exc, argv: list[str]) -> str:
+    """One line ``error: <problem>; <fix>.`` for a parser (click/typer) usage error."""
+    ctx = getattr(exc, "ctx", None)
+    cmd = getattr(ctx, "command_path", None) or _command_path_from_argv(argv)
+    help_hint = f"run '{cmd} --help' for usage"
+    kind = type(exc).__name__
+    msg = " ".join(str(exc.format_message()).split())
+    param = getattr(exc, "param", None)
+    if kind == "NoSuchOption":
+        import difflib
+
+        opt = getattr(exc, "option_name", "") or msg
+        poss = difflib.get_close_matches(opt, list(getattr(exc, "possibilities", None) or []), n=1, cutoff=0.5)
+        guess = f"did you mean {poss[0]}? " if poss else ""
+        return f"error: {cmd} has no option {opt}; {guess}{help_hint}."
+    if kind == "MissingParameter" and param is not None:
+        what = param.name.upper() if getattr(param, "param_type_name", "") == "argument" else (param.opts or [param.name])[0]
+        kind_word = "argument" if getattr(param, "param_type_name", "") == "argument" else "option"
+        hint = f" ({str(param.help).rstrip('.')})" if getattr(param, "help", None) else ""
+        return f"error: missing {kind_word} {what}{hint}; {help_hint}."
+    if kind in ("BadParameter",) and param is not None:
+        opts = list(getattr(param, "opts", []) or [])
+        value = _given_value(argv, opts) if opts else None
+        shown = opts[0] if opts else param.name
+        expected = _expected(param, msg)
+        got = f"got {value!r}" if value is not None else msg
+        return f"error: invalid value for {shown}: {got}; give {expected} ({help_hint})."
+    if msg.startswith("No such command"):
+        choices = []
+        if ctx is not None:
+            try:
+                choices = [c for c in ctx.command.list_commands(ctx)
+                           if not getattr(ctx.command.get_command(ctx, c), "hidden", False)]
+            except Exception:  # pragma: no cover - defensive
+                choices = []
+        name = msg[len("No such command"):].strip(" .")
+        return (f"error: {cmd} has no command {name}; choose one of {', '.join(choices)} "
+                f"({help_hint}).")
+    return f"error: {msg.rstrip('.')}; {help_hint}."
+
+
+def _command_path_from_argv(argv: list[str]) -> str:
+    """``dpadmm vertical`` from ``["vertical", "--lam"]`` (for errors raised without a context)."""
+    import typer.main
+
+    path, group = ["dpadmm"], typer.main.get_command(app)
+    for tok in argv:
+        sub = getattr(group, "commands", {}).get(tok) if not tok.startswith("-") else None
+        if sub is None:
+            break
+        path.append(tok)
+        group = sub
+    return " ".join(path)
+
+
+def _expected(param, message: str) -> str:
+    """A human description of what a parameter accepts (typer's pydantic message or click's type)."""
+    t = getattr(param, "type", None)
+    text = f"{message} {getattr(t, 'name', '')}".lower()
+    for keys, out in ((("integer", " int"), "a whole number, e.g. 10"),
+                      (("number", "float"), "a number, e.g. 0.5 or 1e-5"),
+                      (("bool",), "true or false"), (("path",), "a file path")):
+        if any(k in text for k in keys):
+            return out
+    return "a valid value"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,8 +17,6 @@ from typing import Any, Optional
 
 import typer
 
-from ..backends import BACKENDS, Backend, Transcript, get_backend
-from ..engine import CHECKPOINT_FILE
 from ..exceptions import DataFileError, InvalidParameterError
 
 
@@ -42,6 +40,20 @@ def timeout_option():
                                                  "(process and ray backends).")
 
 
+def peer_option():
+    return typer.Option([], "--peer", help="grpc: a party's address NAME=HOST:PORT (repeat; the party runs "
+                                           "`dpadmm party serve`).")
+
+
+def tls_option():
+    return typer.Option(None, "--tls", help="grpc: this side's cert.pem, key.pem and ca.pem directory "
+                                            "(from `dpadmm provision`).")
+
+
+def insecure_option():
+    return typer.Option(False, "--insecure", help="grpc: plaintext without identities (local tests only).")
+
+
 def transcript_option():
     return typer.Option(None, "--transcript", help="Record every message (JSONL, or CSV if FILE ends in .csv).")
 
@@ -58,15 +70,17 @@ def resume_option():
 class RunOptions:
     """Validated backend / transcript / checkpoint options of one command."""
 
-    backend: Backend
+    backend: Any  # dpadmm.backends.Backend
     backend_name: str
     transcript_path: Path | None = None
-    transcript: Transcript | None = None
+    transcript: Any = None  # dpadmm.backends.Transcript
     fit_kwargs: dict = field(default_factory=dict)
 
     def begin(self) -> dict:
         """Open the transcript file (once validation is over); return the ``fit`` keyword arguments."""
         if self.transcript_path is not None and self.transcript is None:
+            from ..backends import Transcript
+
             self.transcript = Transcript(self.transcript_path)
             self.fit_kwargs["transcript"] = self.transcript
         return self.fit_kwargs
@@ -91,6 +105,8 @@ def parse_resources(spec: Optional[str]) -> dict[str, str]:
 
 def find_checkpoint(resume: Path) -> Path:
     """The checkpoint directory inside ``resume`` (``DIR`` or ``DIR/checkpoint``)."""
+    from ..engine import CHECKPOINT_FILE
+
     for d in (Path(resume), Path(resume) / "checkpoint"):
         if (d / CHECKPOINT_FILE).is_file():
             return d
@@ -100,8 +116,10 @@ def find_checkpoint(resume: Path) -> Path:
 
 def run_options(*, backend: str, ray_address: Optional[str], ray_resources: Optional[str], timeout: float,
                 transcript: Optional[Path], checkpoint_every: Optional[int], resume: Optional[Path],
-                out: Optional[Path]) -> RunOptions:
+                out: Optional[Path], peers=(), tls: Optional[Path] = None, insecure: bool = False) -> RunOptions:
     """Validate the options (before any work) and build the backend (Ray: checks it is installed)."""
+    from ..backends import BACKENDS, get_backend  # imported here: `dpadmm --help` must not load the engine
+
     if backend not in BACKENDS:
         raise InvalidParameterError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")
     if not timeout > 0:
@@ -125,6 +143,16 @@ def run_options(*, backend: str, ray_address: Optional[str], ray_resources: Opti
         options["timeout"] = float(timeout)
     if backend == "ray":
         options.update(address=ray_address, party_resources=resources or None)
+    if backend != "grpc" and (peers or tls is not None or insecure):
+        raise InvalidParameterError("--peer, --tls and --insecure need --backend grpc.")
+    if backend == "grpc":
+        from ..backends.grpc_backend import parse_peers
+        from ..backends.grpc_tls import TLSFiles
+
+        if tls is not None and insecure:
+            raise InvalidParameterError("give either --tls DIR or --insecure, not both.")
+        options.update(timeout=float(timeout), peers=parse_peers(peers), insecure=bool(insecure),
+                       tls=TLSFiles.load(tls_dir=tls) if tls is not None else None)
     be = get_backend(backend, **options)
     return RunOptions(be, backend, Path(transcript) if transcript is not None else None, None, fit_kwargs)
 

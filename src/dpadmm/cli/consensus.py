@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
 from . import _backend as bk
 from . import app
-from ._common import console, output_dir, progress, write_json
+from ._common import console, elapsed, output_dir, progress, write_json
 from ..exceptions import DataFileError, InvalidParameterError
 
 attack_app = typer.Typer(no_args_is_help=True, help="Attacks on released protocol messages.")
@@ -51,13 +52,21 @@ def consensus(
     iterations: int = typer.Option(100, help="Iterations T."),
     runs: int = typer.Option(1, help="Independent runs R (noise re-drawn; split and graph fixed)."),
     normalize: bool = typer.Option(False, "--normalize", help="Rescale rows with ||x|| > 1 to norm 1 (DP needs ||x|| <= 1)."),
-    seed: int = typer.Option(0, help="Root random seed."),
+    seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (whoever knows it can remove the "
+                                       "noise; the report says so). Default: each node draws its noise from its own "
+                                       "OS entropy; the data split and graph use seed 0."),
+    monitor: Optional[bool] = typer.Option(None, "--monitor/--no-monitor", help="Nodes report their training loss "
+                                           "every round (default: only for non-private runs; otherwise L(t) is "
+                                           "evaluated from the released models)."),
     out: Optional[Path] = typer.Option(None, help="Write metrics.json and convergence.png here."),
     quiet: bool = typer.Option(False, help="No progress bar."),
     backend: str = bk.backend_option(),
     ray_address: Optional[str] = bk.ray_address_option(),
     ray_resources: Optional[str] = bk.ray_resources_option(),
     timeout: float = bk.timeout_option(),
+    peer: List[str] = bk.peer_option(),
+    tls: Optional[Path] = bk.tls_option(),
+    insecure: bool = bk.insecure_option(),
 ):
     """Train logistic regression over a graph with (private) M-ADMM [Zhang, eq. 10–11, Alg. 1]."""
     from .._validation import check_choice, check_int, check_positive
@@ -83,9 +92,13 @@ def consensus(
         raise InvalidParameterError("--alpha is only used with --perturbation pp|dvp|pvp.")
     if perturbation == "dvp" and eta is not None:
         raise InvalidParameterError("--perturbation dvp fixes eta = theta (Zhang & Zhu 2017); drop --eta or use pp.")
-    bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
-                   transcript=None, checkpoint_every=None, resume=None, out=out)  # validation (and Ray presence)
+    run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
+                              transcript=None, checkpoint_every=None, resume=None, out=out, peers=peer, tls=tls,
+                              insecure=insecure)  # validation (and Ray presence)
     backend_options = {"timeout": timeout} if backend != "inprocess" else {}
+    if backend == "grpc":  # nodes are `dpadmm party serve --protocol graph-consensus` processes
+        backend_options = {"peers": run_opts.backend.peers, "tls": run_opts.backend.tls, "insecure": insecure,
+                           "timeout": timeout}
     if backend == "ray":
         backend_options.update(address=ray_address, party_resources=bk.parse_resources(ray_resources) or None)
     if data != "adult" and not Path(data).is_file():
@@ -94,7 +107,7 @@ def consensus(
         with progress(iterations * runs, f"M-ADMM ({perturbation})", enabled=not quiet) as cb:
             metrics = run_consensus(data=data, nodes=nodes, topology=topology, split=split, uneven_ratio=uneven_ratio,
                                     perturbation=perturbation, C=C, reg_weight=reg_weight, iterations=iterations,
-                                    runs=runs, seed=seed, normalize=normalize, progress=cb, backend=backend,
+                                    runs=runs, seed=seed, normalize=normalize, progress=cb, backend=backend, monitor=monitor,
                                     backend_options=backend_options, **schedules)
         f = metrics["final"]
         pb = f["privacy_bound"]
@@ -103,11 +116,23 @@ def consensus(
                       f"{f['train_loss_max']:.5f}), consensus error {f['consensus_error_mean']:.3g}")
         console.print("privacy: " + (f"P(T) = {pb:.4g} ([Zhang, Thm 4.1], pure DP, record-level)" if pb is not None
                                      else "no bound (epsilon = inf)"))
+        from ._common import verdict
+
+        trivial = f.get("base_rate_train_loss")
+        v = verdict("final training loss L(T)", f["train_loss_mean"], trivial if trivial is not None else math.log(2.0),
+                    "predicting the base rate" if trivial is not None else "predicting ½ (log 2)",
+                    "less noise (larger --alpha / --alpha-growth), more --iterations or a faster --eta-growth.")
+        metrics["verdict"] = v
+        if v:
+            console.print(v)
+        metrics["wall_seconds"] = elapsed()
         if out is not None:
             from ..experiments.zhang import plot_curves
 
             write_json(stage / "metrics.json", metrics)
-            plot_curves(stage / "convergence.png", {perturbation: metrics["history"]}, title="M-ADMM on a graph")
+            plot_curves(stage / "convergence.png", {perturbation: metrics["history"]},
+                        title=f"M-ADMM on a graph: {data}, {nodes} nodes ({topology}, {split}), perturbation "
+                              f"{perturbation}, {runs} run(s) × {iterations} iterations")
     if out is not None:
         console.print(f"wrote {out}/metrics.json and convergence.png")
 

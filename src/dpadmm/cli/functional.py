@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import numpy as np
 import typer
 
 from . import _backend as bk
 from . import app
-from ._common import console, output_dir, progress, write_json
+from ._common import console, elapsed, output_dir, progress, write_json
 from ..exceptions import DataFileError, InvalidParameterError
 
 
@@ -91,7 +91,8 @@ def _plot(path: Path, model, data, baseline) -> None:
         axes[1].set(xlabel="iteration", ylabel="empirical check loss", yscale="log", title="convergence")
     for ax in axes:
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -122,13 +123,20 @@ def functional(
     iterations: Optional[int] = typer.Option(None, help="Rounds L (default: the method's)."),
     c1: Optional[float] = typer.Option(None, help="Score clipping radius c_1."),
     curve_clip: Optional[float] = typer.Option(None, help="Curve L2 clipping radius for --basis private-fpca."),
-    seed: int = typer.Option(0, help="Root random seed."),
+    seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (whoever knows it can remove the "
+                                       "noise; the report says so). Default: each worker draws its noise from its "
+                                       "own OS entropy; data simulation and the train/test split use seed 0."),
+    monitor: Optional[bool] = typer.Option(None, "--monitor/--no-monitor", help="Workers report their training loss "
+                                           "every round (default: only for non-private runs; outside the guarantee)."),
     out: Optional[Path] = typer.Option(None, help="Write metrics.json, beta.csv and functional.png here."),
     quiet: bool = typer.Option(False, help="No progress bar."),
     backend: str = bk.backend_option(),
     ray_address: Optional[str] = bk.ray_address_option(),
     ray_resources: Optional[str] = bk.ray_resources_option(),
     timeout: float = bk.timeout_option(),
+    peer: List[str] = bk.peer_option(),
+    tls: Optional[Path] = bk.tls_option(),
+    insecure: bool = bk.insecure_option(),
 ):
     """Quantile regression of a scalar on a curve over M workers: F-ADMM / FDP-ADMM [Zhou]."""
     from ..algorithms.functional_quantile import METHODS
@@ -147,15 +155,17 @@ def functional(
         if p is not None and not Path(p).is_file():
             raise DataFileError(f"file not found: {p}; check the path.")
     run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
-                              transcript=None, checkpoint_every=None, resume=None, out=out)
+                              transcript=None, checkpoint_every=None, resume=None, out=out, peers=peer, tls=tls,
+                              insecure=insecure)
     if dataset is not None and dataset not in DATASETS:
         raise InvalidParameterError(f"dataset must be one of {sorted(DATASETS)}, got dataset={dataset!r}.")
+    data_seed = 0 if seed is None else seed  # data and split only; the noise follows --seed
     if simulate:
-        data = simulate_zhou(n, tau=tau, random_state=seed)
-        tr, te = _split(data, test_fraction, seed)
+        data = simulate_zhou(n, tau=tau, random_state=data_seed)
+        tr, te = _split(data, test_fraction, data_seed)
     elif dataset is not None:
         data = load_dataset(dataset)
-        tr, te = _split(data, test_fraction, seed)
+        tr, te = _split(data, test_fraction, data_seed)
     else:
         data = load_functional_csv(train, response_column=response_column, id_column=id_column)
         if test is not None:
@@ -165,7 +175,7 @@ def functional(
                                             f"curves have {data.curves.shape[1]}; use the same grid.")
             tr = data
         else:
-            tr, te = _split(data, test_fraction, seed)
+            tr, te = _split(data, test_fraction, data_seed)
     if workers > tr.n:
         raise InvalidParameterError(f"workers must be at most the number of training curves ({tr.n}), got workers={workers}.")
     if components > tr.curves.shape[1]:
@@ -174,12 +184,16 @@ def functional(
     model = FunctionalQuantileRegressor(
         tau=tau, n_components=components, basis=basis, penalty=penalty, lam=lam, rho=rho, method=method,
         max_iter=iterations, epsilon=epsilon, delta=delta, total_epsilon=total_epsilon, c1=c1, curve_clip=curve_clip,
-        workers=workers, random_state=seed, backend=run_opts.backend)
+        workers=workers, random_state=seed, backend=run_opts.backend, monitor=monitor)
     model._validate(tr.n, tr.curves.shape[1])
     rounds = iterations or METHODS[method]["iterations"]
     with output_dir(out) as stage:
         with progress(rounds, f"{method} ADMM (M={workers}, τ={tau:g})", enabled=not quiet) as cb:
-            model.fit(tr.curves, tr.y, grid=tr.grid, callbacks=[cb])
+            import warnings
+
+            with warnings.catch_warnings():  # said once, on the console, below
+                warnings.filterwarnings("ignore", message="the fitted model is worse on the training data")
+                model.fit(tr.curves, tr.y, grid=tr.grid, callbacks=[cb])
         base = _baseline(model, tr, te, tau)
         final = {"iterations": model.n_iter_,
                  "train_pinball_loss": pinball_score(tr.y, model.predict(tr.curves), tau),
@@ -219,6 +233,20 @@ def functional(
             console.print(f"[yellow]warning:[/] the fit is worse on the training data than the constant τ-quantile "
                           f"({final['train_pinball_loss']:.5g} vs {model.constant_pinball_loss_:.5g}).")
         console.print("privacy: " + (model.privacy_.summary() if model.privacy_ is not None else "non-private (epsilon = inf)"))
+        from ._common import verdict
+
+        trivial = pinball_score(te.y, np.full(te.n, np.quantile(tr.y, tau)), tau)
+        final["trivial_test_pinball_loss"] = trivial
+        v = verdict("test pinball loss", final["test_pinball_loss"], trivial,
+                    f"predicting the training responses' {tau:g}-quantile for every curve",
+                    "more budget (--total-epsilon/--epsilon), more curves per worker, fewer workers or --basis fpca.")
+        metrics["verdict"] = v
+        if v:
+            console.print(v)
+        else:
+            console.print(f"trivial model (the training {tau:g}-quantile for every curve): test pinball loss "
+                          f"{trivial:.5f}")
+        metrics["wall_seconds"] = elapsed()
         if out is not None:
             write_json(stage / "metrics.json", metrics)
             np.savetxt(stage / "beta.csv", np.c_[model.grid_, model.beta_], delimiter=",", header="t,beta", comments="")

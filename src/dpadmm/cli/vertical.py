@@ -1,17 +1,17 @@
-"""``dpadmm vertical`` and ``dpadmm demo``."""
+"""``dpadmm vertical`` (``dpadmm demo`` lives in :mod:`dpadmm.cli.demo`)."""
 
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.table import Table
 
 from . import app
 from . import _backend as bk
-from ._common import console, output_dir, progress, write_json
+from ._common import console, elapsed, fmt_prob, output_dir, progress, write_json
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 
 DEMO_EPSILON = 300.0
@@ -36,7 +36,7 @@ def _check_budget(epsilon, delta, noise_scale, iteration_epsilon):
     check_open_unit("delta", delta)
 
 
-def _plot_convergence(path: Path, curves: dict, baselines: dict) -> None:
+def _plot_convergence(path: Path, curves: dict, baselines: dict, title: str = "") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -50,23 +50,73 @@ def _plot_convergence(path: Path, curves: dict, baselines: dict) -> None:
             axes[1].plot(it, h["test_log_loss"], label=label)
     for label, v in baselines.items():
         axes[1].axhline(v, ls="--", lw=1, label=label, color="gray" if "alone" in label else "black")
-    axes[0].set(xlabel="iteration", ylabel="training objective", title="training objective", yscale="log")
+    from ..experiments._plotting import legend_outside, readable_log, save
+
+    axes[0].set(xlabel="iteration", ylabel="training objective", title="training objective")
+    readable_log(axes[0], "y")
     axes[1].set(xlabel="iteration", ylabel="test log loss", title="test log loss")
     for ax in axes:
-        ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
+    legend_outside(axes[1])
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)
+
+
+def _fmt(e) -> str:
+    return "inf" if e in (None, "inf") or (isinstance(e, float) and math.isinf(e)) else f"{e:.4g}"
 
 
 def _privacy_line(metrics) -> str:
+    """Both sides, each with its relation and what δ means; says plainly when labels are readable."""
     p = metrics["privacy"]
-    if not p.get("private"):
-        return "non-private (epsilon = inf)"
-    pb = p["paper_bound"].get("epsilon")
-    return (f"epsilon={p['epsilon']:.4g} at delta={p['delta']:.2g} ({p['accountant']}, relation: {p['relation']}); "
-            f"[Hu, Cor. 1] bound: epsilon={pb:.4g}" if pb is not None else "inf")
+    label = p.get("label") or {}
+    cfg = metrics.get("config", {})
+    noise = f"noise: {p.get('noise_source', '?')}" if p.get("noise_source") else ""
+    if str(p.get("mechanism", "")).startswith("[Hu, eq. 16]"):
+        feat = ("features: epsilon = inf -- [Hu, eq. 16] as published is not differentially private "
+                "(its noise lies in range(D_m)); kept to reproduce the paper")
+    elif p.get("private"):
+        delta = p["delta"]
+        if cfg.get("iteration_epsilon") is not None:
+            T = metrics.get("final", {}).get("iterations", cfg.get("iterations"))
+            why = (f"δ = {fmt_prob(delta)} = (T + 1) × the per-iteration δ {fmt_prob(cfg.get('delta'))}, T = {T}; "
+                   "δ bounds the probability that the ε guarantee fails")
+        else:
+            why = "δ bounds the probability that the ε guarantee fails"
+        C = ", ".join(f"{r['party']}: C={r['sensitivity']:.4g} sigma={r['sigma']:.4g}"
+                      for r in p.get("releases", []) if r.get("side") == "features")
+        feat = (f"features: epsilon={_fmt(p['epsilon'])} at delta={fmt_prob(delta)} ({p['accountant']}, "
+                f"relation: {p['relation']}, {noise}; {C}; {why})")
+    else:
+        feat = "features: not protected (epsilon = inf)"
+    if label.get("protected"):
+        lab = (f"labels: epsilon={_fmt(label['epsilon'])} at delta={fmt_prob(label['delta'])} ({label['accountant']}, "
+               f"relation: one label changes; C={label['sensitivity']:.4g} sigma={label['sigma']:.4g})")
+    else:
+        lab = "labels: NOT protected -- every party can read the training labels (use --label-epsilon)"
+    return f"{feat}\n  {lab}"
+
+
+def _last_relative_change(metrics) -> float:
+    h = metrics["history"].get("objective") or [0.0]
+    return abs(h[-1] - h[-2]) / max(abs(h[-1]), 1e-300) if len(h) > 1 else float("nan")
+
+
+def _trivial_verdict(metrics, data) -> str | None:
+    """A verdict line if the model is worse than predicting the base rate (training or test)."""
+    from ._common import base_rate_log_loss, verdict
+
+    f = metrics["final"]
+    fix = ("more budget (--epsilon), fewer --iterations or a larger --rho" if metrics["privacy"].get("private")
+           else "more --iterations or a different --rho")
+    test_trivial = base_rate_log_loss(data.y, data.y_test) if getattr(data, "y_test", None) is not None else None
+    v = verdict("test log loss", f.get("test_log_loss"), test_trivial, "predicting the training base rate", fix)
+    if v is None:
+        v = verdict("training objective", f.get("train_objective"), math.log(2.0),
+                    "predicting ½ for everyone (log 2)", fix)
+    return v
 
 
 @app.command()
@@ -81,10 +131,18 @@ def vertical(
     data: Optional[str] = typer.Option(None, help="'a9a' for the bundled a9a train/test (parties 66,57 "
                                                    "unless --parties)."),
     lam: float = typer.Option(1e-3, help="Regularisation weight λ (mean-loss scaling)."),
-    rho: float = typer.Option(0.05, help="ADMM penalty ρ (paper's summed-loss scaling)."),
-    iterations: int = typer.Option(100, help="Iterations T."),
+    rho: Optional[float] = typer.Option(None, help="ADMM penalty ρ (paper's summed-loss scaling); default 0.05, "
+                                        "or 0.5 with --label-epsilon."),
+    iterations: Optional[int] = typer.Option(None, help="Iterations T (default 100, or 3 with --label-epsilon)."),
     no_intercept: bool = typer.Option(False, "--no-intercept", help="Fit without intercept."),
-    epsilon: Optional[float] = typer.Option(None, help="Total ε budget of the run (turns DP on)."),
+    epsilon: Optional[float] = typer.Option(None, help="Feature-side total ε of the run (turns feature DP on)."),
+    mechanism: str = typer.Option("gaussian", help="Feature-side mechanism: gaussian (DP, default) or paper "
+                                  "([Hu, eq. 16], not DP: reported as epsilon = inf; for reproduction)."),
+    relation: str = typer.Option("feature_column", help="Feature-side relation: feature_column or record."),
+    clip: Optional[float] = typer.Option(None, help="Per-sample clip scale c of what a party receives "
+                                         "(V = c·sqrt(N)); default auto."),
+    label_epsilon: Optional[float] = typer.Option(None, help="Label-side total ε: every message the coordinator "
+                                                  "sends is (ε, δ)-DP w.r.t. one label (turns label DP on)."),
     delta: float = typer.Option(1e-5, help="δ of the total budget (per iteration with --iteration-epsilon)."),
     iteration_epsilon: Optional[float] = typer.Option(None, help="Per-iteration ε of [Hu, Thm 3] instead of a total."),
     noise_scale: Optional[float] = typer.Option(None, help="Raw noise σ instead of a budget."),
@@ -93,7 +151,13 @@ def vertical(
     normalize_rows: bool = typer.Option(False, "--normalize-rows", help="Scale each party's rows to unit norm (needed for DP)."),
     adaptive_rho: bool = typer.Option(False, help="Residual-balancing ρ (beyond the paper)."),
     accountant: str = typer.Option("pld", help="pld or rdp."),
-    seed: int = typer.Option(0, help="Root random seed."),
+    seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (whoever knows it can remove the "
+                                       "noise; the report says so). Default: each party draws its noise from its "
+                                       "own OS entropy."),
+    monitor: Optional[bool] = typer.Option(None, "--monitor/--no-monitor", help="Record the training objective and "
+                                           "test loss every round (default: only for non-private runs; in a private "
+                                           "run these values leave the parties un-noised and are outside the "
+                                           "guarantee)."),
     out: Optional[Path] = typer.Option(None, help="Write metrics.json and convergence.png here."),
     quiet: bool = typer.Option(False, help="No progress bar."),
     backend: str = bk.backend_option(),
@@ -103,15 +167,29 @@ def vertical(
     transcript: Optional[Path] = bk.transcript_option(),
     checkpoint_every: Optional[int] = bk.checkpoint_every_option(),
     resume: Optional[Path] = bk.resume_option(),
+    peer: List[str] = bk.peer_option(),
+    tls: Optional[Path] = bk.tls_option(),
+    insecure: bool = bk.insecure_option(),
 ):
     """Train logistic regression on vertically partitioned data with (DP) ADMM sharing [Hu]."""
     from ..experiments.vertical import load_vertical_data, normalized, rows_are_normalized, run_vertical
     from .._validation import check_int, check_positive
 
+    from .._validation import check_choice
+
     check_positive("lam", lam)
-    check_positive("rho", rho)
-    check_int("iterations", iterations)
+    if rho is not None:
+        check_positive("rho", rho)
+    if iterations is not None:
+        check_int("iterations", iterations)
     _check_budget(epsilon, delta, noise_scale, iteration_epsilon)
+    check_choice("mechanism", mechanism, ("gaussian", "paper"))
+    check_choice("relation", relation, ("feature_column", "record"))
+    if clip is not None:
+        check_positive("clip", clip)
+    if label_epsilon is not None:
+        check_positive("label_epsilon", label_epsilon)
+    rounds = iterations if iterations is not None else (3 if label_epsilon is not None else 100)
     if bound is not None:
         check_positive("bound", bound)
     for p in [train, test, *party, *test_party]:
@@ -120,9 +198,17 @@ def vertical(
 
             raise DataFileError(f"file not found: {p}; check the path.")
     run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
-                              transcript=transcript, checkpoint_every=checkpoint_every, resume=resume, out=out)
-    private = any(v is not None for v in (epsilon, iteration_epsilon, noise_scale))
-    if party and backend != "inprocess":
+                              transcript=transcript, checkpoint_every=checkpoint_every, resume=resume, out=out,
+                              peers=peer, tls=tls, insecure=insecure)
+    private = any(v is not None for v in (epsilon, iteration_epsilon, noise_scale)) or label_epsilon is not None
+    needs_unit_rows = mechanism == "paper" and any(v is not None for v in (epsilon, iteration_epsilon, noise_scale))
+    if backend == "grpc":
+        # cross-organisation: every party reads its own file; this side reads only ids and labels
+        from .party import vertical_remote_data
+
+        data = vertical_remote_data(run_opts.backend, party, test_party, id_column=id_column,
+                                    label_column=label_column, normalize=normalize_rows, other=(train, data))
+    elif party and backend != "inprocess":
         # data locality: each party's worker reads its own --party file; unit-norm rows are checked there
         if train is not None:
             raise InvalidParameterError("give either --train (LIBSVM) or --party files, not both.")
@@ -144,79 +230,57 @@ def vertical(
         pass  # rows are normalised (and, under DP, checked) by each party's worker
     elif normalize_rows:
         data = normalized(data)
-    elif private and not rows_are_normalized(data.train):
-        raise PrivacyPreconditionError("DP needs unit-norm rows in every party block [Hu, Assumption 2.3]; "
-                                       "pass --normalize-rows.")
+    elif needs_unit_rows and not rows_are_normalized(data.train):
+        raise PrivacyPreconditionError("--mechanism paper needs unit-norm rows in every party block "
+                                       "[Hu, Assumption 2.3]; pass --normalize-rows.")
     with output_dir(out) as stage:
-        with progress(iterations, "vertical ADMM", enabled=not quiet) as cb:
-            model, metrics = run_vertical(data, lam=lam, rho=rho, iterations=iterations, fit_intercept=not no_intercept,
+        with progress(rounds, "vertical ADMM", enabled=not quiet) as cb, warnings.catch_warnings():
+            # reported below as a plain fact (iteration limit vs tol), not as a warning
+            warnings.filterwarnings("ignore", message="ADMM did not reach tol")
+            model, metrics = run_vertical(data, lam=lam, rho=rho if rho is not None else "auto", iterations=rounds,
+                                          fit_intercept=not no_intercept,
                                           epsilon=epsilon, delta=delta, iteration_epsilon=iteration_epsilon,
                                           noise_scale=noise_scale, bound=bound if bound is not None else "auto",
                                           accountant=accountant, adaptive_rho=adaptive_rho, seed=seed, callbacks=[cb],
-                                          backend=run_opts.backend, fit_kwargs=run_opts.begin())
+                                          backend=run_opts.backend, fit_kwargs=run_opts.begin(), monitor=monitor,
+                                          mechanism=mechanism, relation=relation,
+                                          clip=clip if clip is not None else "auto", label_epsilon=label_epsilon)
         metrics["config"]["normalize_rows"] = normalize_rows
         extra = bk.run_metrics(run_opts)
         metrics["config"].update({k: v for k, v in extra.items() if k != "transcript"})
         if "transcript" in extra:
             metrics["transcript"] = extra["transcript"]
         f = metrics["final"]
-        console.print(f"iterations: {f['iterations']}  training objective: {f['train_objective']:.6f}"
+        console.print(f"iterations: {f['iterations']}"
+                      + (f"  training objective: {f['train_objective']:.6f}" if "train_objective" in f else "")
                       + (f"  test log loss: {f['test_log_loss']:.4f}  accuracy: {f['test_accuracy']:.4f}  "
                          f"AUC: {f['test_auc']:.4f}" if "test_log_loss" in f else ""))
+        if "note" in f:
+            console.print(f["note"])
+        if not private and not f.get("converged", True):
+            console.print(f"stopped at the iteration limit ({f['iterations']}) before the residuals fell below "
+                          f"tol={metrics['config'].get('tol', 1e-6):g}; the last iteration changed the training "
+                          f"objective by {_last_relative_change(metrics):.1e} (relative) — pass more --iterations "
+                          "for a tighter fit.")
         console.print(f"privacy: {_privacy_line(metrics)}")
+        v = _trivial_verdict(metrics, data)
+        metrics["verdict"] = v
+        if v:
+            console.print(v)
+        plotted = "objective" in metrics["history"]  # per-round values exist only when monitored
         if out is not None:
+            metrics["fit_seconds"] = metrics.get("wall_seconds")
+            metrics["wall_seconds"] = elapsed()
             write_json(stage / "metrics.json", metrics)
-            _plot_convergence(stage / "convergence.png", {"ADMM": metrics["history"]}, {})
+            c = metrics["config"]
+            from ._common import base_rate_log_loss
+
+            trivial = ({"predicting the base rate": base_rate_log_loss(data.y, data.y_test)}
+                       if getattr(data, "y_test", None) is not None else {})
+            if plotted:
+                _plot_convergence(stage / "convergence.png", {"ADMM": metrics["history"]}, trivial,
+                                  title=f"{c.get('data', 'vertical data')}, parties {tuple(c.get('party_sizes', ()))}, "
+                                        f"λ = {lam:g}, ρ = {c['rho']:g}; {_privacy_line(metrics).split(' (')[0]}")
     if out is not None:
-        console.print(f"wrote {out}/metrics.json and convergence.png")
-
-
-@app.command()
-def demo(
-    out: Path = typer.Option(Path("dpadmm-demo"), help="Output directory."),
-    epsilon: float = typer.Option(DEMO_EPSILON, help="Total ε of the DP run."),
-    delta: float = typer.Option(DEMO_DELTA, help="Total δ of the DP run."),
-    iterations: int = typer.Option(DEMO_ITERATIONS, help="Iterations of the DP run."),
-    seed: int = typer.Option(0, help="Root random seed."),
-    quiet: bool = typer.Option(False, help="No progress bar."),
-):
-    """Bundled a9a, 2 parties (66 label-party columns / 57): DP ADMM vs non-private ADMM vs baselines."""
-    from ..experiments.vertical import load_vertical_data, normalized, run_vertical, sklearn_baseline
-    from .._validation import check_int
-
-    _check_budget(epsilon, delta, None, None)
-    check_int("iterations", iterations)
-    data = normalized(load_vertical_data(bundled=True))
-    lam = 1e-3
-    with output_dir(out) as stage:
-        with progress(iterations, f"DP ADMM (ε={epsilon:g})", enabled=not quiet) as cb:
-            _, dp = run_vertical(data, lam=lam, rho=DEMO_RHO, iterations=iterations, epsilon=epsilon, delta=delta,
-                                 seed=seed, callbacks=[cb])
-        with progress(100, "non-private ADMM", enabled=not quiet) as cb:
-            _, nonpriv = run_vertical(data, lam=lam, iterations=100, tol=0.0, seed=seed, callbacks=[cb])
-        allf = sklearn_baseline(data.train, data.y, data.test, data.y_test, lam=lam)
-        alone = sklearn_baseline(data.train[:1], data.y, data.test[:1], data.y_test, lam=lam)
-        table = Table(title=f"a9a, 2 parties {data.party_sizes}, rows normalised per party, λ={lam:g}")
-        for col in ("model", "test log loss", "accuracy", "AUC", "privacy"):
-            table.add_column(col)
-        rows = [
-            (f"DP ADMM sharing (T={iterations}, ρ={DEMO_RHO})", dp["final"], _privacy_line(dp)),
-            ("ADMM sharing, non-private", nonpriv["final"], "none (ε = ∞)"),
-            ("scikit-learn, all features (centralised)", {k[5:]: v for k, v in allf.items() if k.startswith("test_")} | {}, "none (pooled data)"),
-            ("scikit-learn, label party alone", {k[5:]: v for k, v in alone.items() if k.startswith("test_")}, "none (own data only)"),
-        ]
-        for name, f, priv in rows:
-            ll = f.get("test_log_loss", f.get("log_loss"))
-            acc = f.get("test_accuracy", f.get("accuracy"))
-            auc = f.get("test_auc", f.get("auc"))
-            table.add_row(name, f"{ll:.4f}", f"{acc:.4f}", f"{auc:.4f}", priv)
-        console.print(table)
-        metrics = dict(dp)
-        metrics["baselines"] = {"admm_nonprivate": nonpriv["final"], "sklearn_all_features": allf,
-                                "sklearn_label_party_alone": alone}
-        metrics["config"]["demo"] = True
-        write_json(stage / "metrics.json", metrics)
-        _plot_convergence(stage / "convergence.png",
-                          {f"DP ADMM (ε={epsilon:g})": dp["history"], "ADMM non-private": nonpriv["history"]},
-                          {"sklearn all features": allf["test_log_loss"], "label party alone": alone["test_log_loss"]})
-    console.print(f"wrote {out}/metrics.json and {out}/convergence.png")
+        console.print(f"wrote {out}/metrics.json" + (" and convergence.png" if plotted else
+                                                     " (no per-round curve: monitoring was off)"))

@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from ..exceptions import DataFileError, InvalidDataError, InvalidParameterError
 
@@ -27,18 +28,27 @@ def partition_columns(X: np.ndarray, sizes: Sequence[int]) -> list[np.ndarray]:
             "features; give sizes that sum to the feature count."
         )
     edges = np.cumsum([0] + sizes)
+    if sp.issparse(X):  # sparse stays sparse: CSR column slices, O(nnz)
+        X = sp.csr_matrix(X)
+        return [X[:, a:b] for a, b in zip(edges[:-1], edges[1:])]
     return [np.ascontiguousarray(X[:, a:b]) for a, b in zip(edges[:-1], edges[1:])]
 
 
 def row_norms(block: np.ndarray) -> np.ndarray:
-    """l2 norm of every row."""
+    """l2 norm of every row (dense or sparse, without densifying)."""
+    if sp.issparse(block):
+        B = sp.csr_matrix(block)
+        return np.sqrt(np.asarray(B.multiply(B).sum(axis=1), dtype=np.float64).ravel())
     return np.sqrt(np.einsum("ij,ij->i", block, block))
 
 
 def normalize_rows(block: np.ndarray) -> np.ndarray:
     """Scale every non-zero row to unit l2 norm ([Hu, Assumption 2.3]); all-zero rows stay zero."""
     norms = row_norms(block)
-    return block / np.where(norms > 0, norms, 1.0)[:, None]
+    scale = 1.0 / np.where(norms > 0, norms, 1.0)
+    if sp.issparse(block):
+        return sp.csr_matrix(sp.diags(scale) @ block)
+    return block * scale[:, None]
 
 
 def _read_csv(path, what: str) -> pd.DataFrame:

@@ -15,12 +15,13 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from .. import engine
-from .._validation import as_float_matrix, binary_labels, check_choice, check_int, check_positive, check_random_state
+from .._validation import as_float_matrix, binary_labels, check_choice, check_int, check_positive, check_random_state, noise_seed
 from ..algorithms import graph_consensus as gc
 from ..backends import PartySpec, get_backend
 from ..data.graphs import adjacency, make_graph, split_indices
 from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
 from ..privacy.zhang import zhang_privacy_curve, zhang_report
+from ..privacy.threats import finish
 
 DEFAULT_C = 50.0
 DEFAULT_REG_WEIGHT = 1.0
@@ -80,7 +81,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                  theta_growth: Any = 1.0, eta: Any = None, eta_growth: Any = 1.0, perturbation: str = "none",
                  alpha: Any = None, alpha_growth: Any = 1.0, max_iter: int = 100, tol: float = 0.0,
                  normalize: bool = False, batch: bool = True, record_path: bool = False, newton_tol: float = 1e-10,
-                 random_state: Any = None, backend: Any = "inprocess", monitor: bool = True):
+                 random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None):
         self.C = C
         self.reg_weight = reg_weight
         self.n_nodes = n_nodes
@@ -152,10 +153,12 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         """Fit by (private) M-ADMM. ``X`` is one (n, d) matrix split over ``n_nodes`` nodes, or a list of
         per-node matrices (with ``y`` a list of per-node labels). Labels: two classes."""
         self._validate()
-        seed = check_random_state(self.random_state)
+        seed = check_random_state(self.random_state)  # data split and graph (not noise)
+        nseed = noise_seed(self.random_state)  # None: every node draws its noise from its own OS entropy
         Xs, ys, self.classes_ = self._node_data(X, y, seed)
         N = len(Xs)
         private = self.perturbation != "none"
+        monitor = (not private) if self.monitor is None else bool(self.monitor)
         norms = np.array([float(np.max(np.linalg.norm(x, axis=1))) for x in Xs])
         if private and norms.max() > 1.0 + 1e-9:
             if not self.normalize:
@@ -192,8 +195,9 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                 {"name": "2 c1 < (B_i/C)(rho/N + 2 theta V_i) [Zhang, Alg. 1] and eq. 64 for every eta_i(t)",
                  "status": "checked"},
             ]
-            notes.append("monitoring values (train_loss, objective) use the nodes' data and are not released by the "
-                         "protocol; pass monitor=False for a deployment")
+            if monitor:
+                notes.append("monitor=True: monitoring values (train_loss, objective) were computed from the nodes' "
+                             "data and left them un-noised; they are NOT covered by the guarantee")
         elif self.perturbation == "pvp":
             notes.append("primal variable perturbation is not covered by [Zhang, Thm 4.1]: no bound (epsilon = inf)")
         opts = {"C": C, "reg": reg, "perturbation": self.perturbation, "newton_tol": float(self.newton_tol)}
@@ -211,10 +215,10 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                                   tol=0.0 if private else float(self.tol), record_path=bool(self.record_path))
         hub = engine.Hub(hub_cfg, gc.init_router, gc.router_step, gc.router_metrics)
         backend = get_backend(self.backend)
-        backend.start(specs)
+        backend.start(specs, noise_seed=nseed)
         try:
-            result = engine.run(hub=hub, parties=specs, backend=backend, rounds=T, seed=seed, callbacks=callbacks,
-                                monitor=self.monitor, stop_on_convergence=not private, started=True)
+            result = engine.run(hub=hub, parties=specs, backend=backend, rounds=T, noise_seed=nseed, callbacks=callbacks,
+                                monitor=monitor, stop_on_convergence=not private, started=True)
         finally:
             backend.close()
         F = result.hub_state.F
@@ -224,18 +228,21 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         self.node_sizes_ = B
         self.degrees_ = V
         self.n_iter_ = result.rounds
+        self.noise_source_ = result.noise_source
         self.n_features_in_ = Xs[0].shape[1]
         self.converged_ = result.converged
         self.history_ = dict(result.history)
         self.path_ = np.stack(result.hub_state.path) if self.record_path and result.hub_state.path else None
         self.schedules_ = {"eta": eta, "theta": theta, "alpha": alpha}
         if self.perturbation in ("pp", "dvp"):
-            self.privacy_ = zhang_report(result.ledger, rounds=result.rounds, assumptions=assumptions, notes=notes)
+            self.privacy_ = finish(zhang_report(result.ledger, rounds=result.rounds, assumptions=assumptions, notes=notes),
+                                   threat_model="consensus", noise_source=result.noise_source)
             _, curve = zhang_privacy_curve(result.ledger, result.rounds)
             self.history_["privacy_bound"] = curve.tolist()
         elif self.perturbation == "pvp":
-            self.privacy_ = zhang_report(result.ledger, rounds=result.rounds, notes=notes,
-                                         mechanism="primal variable perturbation (noise on f_i before broadcast)")
+            self.privacy_ = finish(zhang_report(result.ledger, rounds=result.rounds, notes=notes,
+                                                mechanism="primal variable perturbation (noise on f_i before broadcast)"),
+                                   threat_model="consensus", noise_source=result.noise_source)
             self.history_["privacy_bound"] = [math.inf] * result.rounds
         else:
             self.privacy_ = None

@@ -17,7 +17,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from .. import engine
-from .._validation import check_choice, check_int, check_open_unit, check_positive, check_random_state
+from .._validation import check_choice, check_int, check_open_unit, check_positive, check_random_state, noise_seed
 from ..algorithms import functional_quantile as fq
 from ..backends import PartySpec, get_backend
 from ..data.functional import check_curves
@@ -26,6 +26,7 @@ from ..kernels import fpca as F
 from ..kernels.quantile import pinball_score
 from ..privacy.accountants import ACCOUNTANTS
 from ..privacy.zhou import calibrate_total, iteration_noise_multiplier, zhou_report
+from ..privacy.threats import finish
 
 BASES = ("fpca", "private-fpca", "fourier", "bspline")
 
@@ -66,7 +67,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
                  max_iter: int | None = None, fit_intercept: bool = True, epsilon: float | None = None,
                  delta: float = 1e-5, total_epsilon: float | None = None, c1: float | None = None, c_w: float = 1.0,
                  c2: float = 1.0, eta0: float | None = None, curve_clip: float | None = None, workers: int = 4,
-                 accountant: str = "pld", random_state: Any = None, backend: Any = "inprocess", monitor: bool = True):
+                 accountant: str = "pld", random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None):
         self.tau = tau
         self.n_components = n_components
         self.basis = basis
@@ -237,10 +238,12 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
                                tol=float(mcfg["tol"]), adapt_rho=bool(mcfg["adapt_rho"]))
         hub = engine.Hub(hub_cfg, fq.init_hub, fq.hub_step, fq.hub_metrics)
         backend = get_backend(self.backend)
-        backend.start(specs)
+        nseed = noise_seed(self.random_state)  # None: each worker draws its noise from its own OS entropy
+        monitor = (not self._private) if self.monitor is None else bool(self.monitor)
+        backend.start(specs, noise_seed=nseed)
         try:
-            result = engine.run(hub=hub, parties=specs, backend=backend, rounds=L, seed=seed, callbacks=callbacks,
-                                monitor=self.monitor, stop_on_convergence=mcfg["tol"] > 0, started=True)
+            result = engine.run(hub=hub, parties=specs, backend=backend, rounds=L, noise_seed=nseed, callbacks=callbacks,
+                                monitor=monitor, stop_on_convergence=mcfg["tol"] > 0, started=True)
         finally:
             backend.close()
         w = result.hub_state.output[0, 0]
@@ -256,6 +259,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         self.history_ = result.history
         self.n_iter_ = result.rounds
         self.converged_ = bool(result.converged)
+        self.noise_source_ = result.noise_source
         self.noise_multiplier_ = z
         self.c1_ = c_total
         self._check_against_constant(X, y)
@@ -265,15 +269,16 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
                  "detail": f"standardised scores clipped to {c1:g}" + (" plus the unit intercept column" if self.fit_intercept else "")
                            + f"; {self.clipped_fraction_:.2%} of rows were clipped"},
                 {"name": "sensitivity 2c1/(m_i(rho + 1/eta))", "status": "corrected",
-                 "detail": "[Zhou, Lemma 2] prints m_i^2; the update moves by 2c1/(m_i(rho+1/eta)) (SPEC §3)"},
+                 "detail": "[Zhou, Lemma 2] prints m_i^2; the update moves by 2c1/(m_i(rho+1/eta)) (docs/algorithms.md §3)"},
             ]
-            notes = ["monitoring values in history_ use the workers' data and are not covered; pass monitor=False "
-                     "for a deployment"]
+            notes = (["monitor=True: monitoring values in history_ were computed from the workers' data and left "
+                      "them un-noised; they are NOT covered by the guarantee"] if monitor else [])
             if self.basis == "fpca":
                 notes.append("basis='fpca' uses the workers' curves without noise; use basis='private-fpca' or a fixed basis")
             self.privacy_ = zhou_report(result.ledger, delta=float(self.delta), accountant=self.accountant,
                                         eps_iter=eps_iter, delta_iter=delta_iter,
                                         fpca_noise_multiplier=z_fpca, assumptions=assumptions, notes=notes)
+            finish(self.privacy_, threat_model="functional", noise_source=result.noise_source)
         else:
             self.privacy_ = None
         return self

@@ -83,7 +83,8 @@ def load_vertical_data(*, train=None, test=None, parties=None, party_files: Sequ
         return VerticalData(blocks, labels, tb, tl, {"party_files": [str(p) for p in party_files],
                                                      "test_party_files": [str(p) for p in test_party_files]})
     if train is None:
-        raise InvalidParameterError("give --train FILE --parties SIZES (LIBSVM) or --party FILE per party.")
+        raise InvalidParameterError("no data given: pass --data a9a (bundled), --train FILE --parties SIZES (LIBSVM) or one --party "
+                                     "FILE per party (see docs/formats.md).")
     if not parties:
         raise InvalidParameterError("--train needs --parties, e.g. --parties 66,57 (column counts per party).")
     sizes = _parse_sizes(parties)
@@ -175,43 +176,75 @@ def load_vertical_sources(party_files, test_party_files=(), *, id_column: str = 
                          "data_locality": "each party's worker reads its own file", "normalized_rows": normalize})
 
 
-def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho: float = 0.05, iterations: int = 100,
+def model_loss(model):
+    from ..kernels.losses import get_loss
+
+    return get_loss(model._loss_name)
+
+
+def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iterations="auto",
                  fit_intercept: bool = True, epsilon=None, delta: float = 1e-5, iteration_epsilon=None,
                  noise_scale=None, bound="auto", accountant: str = "pld", adaptive_rho: bool = False,
-                 seed: int = 0, tol: float = 1e-6, callbacks=(), backend="inprocess",
-                 fit_kwargs=None) -> tuple[VerticalLogisticRegression, dict]:
+                 seed: int | None = None, tol: float = 1e-6, callbacks=(), backend="inprocess",
+                 fit_kwargs=None, monitor: bool | None = None, mechanism: str = "gaussian",
+                 relation: str = "feature_column", clip="auto", label_epsilon=None,
+                 label_noise_scale=None) -> tuple[VerticalLogisticRegression, dict]:
     """Fit one vertical model and return it with its metrics dict (the metrics.json layout).
 
+    ``seed=None`` (private default): party-local noise. ``monitor=None``: per-round monitoring only
+    for non-private fits. Final metrics of a private fit come from the collected models when the
+    driver holds them (in-process simulation, or ``monitor=True``) and are absent otherwise.
     ``fit_kwargs`` go to ``fit`` (checkpoint_dir/checkpoint_every/resume_from/transcript).
     """
     t0 = time.perf_counter()
     model = VerticalLogisticRegression(
         lam=lam, rho=rho, max_iter=iterations, tol=tol, fit_intercept=fit_intercept, epsilon=epsilon, delta=delta,
         iteration_epsilon=iteration_epsilon, noise_scale=noise_scale, bound=bound, accountant=accountant,
-        adaptive_rho=adaptive_rho, random_state=seed, backend=backend)
+        adaptive_rho=adaptive_rho, random_state=seed, backend=backend, monitor=monitor, mechanism=mechanism,
+        relation=relation, clip=clip, label_epsilon=label_epsilon, label_noise_scale=label_noise_scale)
     eval_set = {"test": (data.test, data.y_test)} if data.test is not None else None
     model.fit(data.train, data.y, eval_set=eval_set, callbacks=callbacks, **(fit_kwargs or {}))
     wall = time.perf_counter() - t0
     h = model.history_
     history = {k: h[k] for k in ("objective", "seconds", "train_loss", "primal_residual", "dual_residual", "rho")
                if k in h}
-    final: dict[str, Any] = {"train_objective": h["objective"][-1], "iterations": model.n_iter_,
-                             "converged": model.converged_}
+    final: dict[str, Any] = {"iterations": model.n_iter_, "converged": model.converged_}
+    has_models = model.coefs_ is not None
+    if "objective" in h:
+        final["train_objective"] = h["objective"][-1]
+    elif has_models and not any(hasattr(b, "load") for b in data.train):
+        # evaluated by the driver, which holds the models only in the simulation (or with monitor=True)
+        p = _test_probability(model, data.train)
+        reg = 0.5 * float(model.coef_ @ model.coef_)
+        final["train_objective"] = _classifier_metrics(p, data.y)["log_loss"] + lam * reg
     if data.test is not None:
-        history["test_log_loss"] = h["test_log_loss"]
-        history["test_accuracy"] = h["test_accuracy"]
-        final.update({f"test_{k}": v for k, v in
-                      _classifier_metrics(_test_probability(model, data.test), data.y_test).items()})
+        for k in ("test_log_loss", "test_accuracy"):
+            if k in h:
+                history[k] = h[k]
+        if has_models or "test" in getattr(model, "eval_scores_", {}):
+            final.update({f"test_{k}": v for k, v in
+                          _classifier_metrics(_test_probability(model, data.test), data.y_test).items()})
+    if not has_models:
+        final["note"] = ("private run on an out-of-process backend: the local models stayed at the parties, so the "
+                         "driver reports no model quality (opt in with --monitor, outside the guarantee)"
+                         if model.privacy_ is not None else
+                         "the local models stayed at the parties (each wrote its own model file); the driver has "
+                         "only the objective and the test scores the parties sent")
     if model.privacy_ is not None:
         privacy = model.privacy_.to_dict()
-        privacy["private"] = True
+        privacy["private"] = model.privacy_.private
     else:
-        privacy = {"private": False, "epsilon": None, "delta": None, "accountant": None,
-                   "paper_bound": {"epsilon": None}, "note": "non-private run: epsilon is infinite (null)"}
-    config = {"lam": lam, "rho": rho, "iterations": iterations, "fit_intercept": fit_intercept,
+        from ..privacy.reports import LABELS_READABLE
+
+        privacy = {"private": False, "epsilon": "inf", "delta": None, "accountant": None,
+                   "paper_bound": {"epsilon": None}, "note": "non-private run: epsilon is infinite",
+                   "label": {"protected": False, "epsilon": "inf", "note": LABELS_READABLE}}
+    config = {"lam": lam, "rho": model._rho(len(data.train), model_loss(model)), "iterations": model._max_iter(),
+              "fit_intercept": fit_intercept, "mechanism": mechanism, "relation": relation, "clip": clip,
+              "label_epsilon": label_epsilon, "label_noise_scale": label_noise_scale,
               "epsilon": epsilon, "delta": delta, "iteration_epsilon": iteration_epsilon,
               "noise_scale": noise_scale, "bound": bound, "accountant": accountant, "adaptive_rho": adaptive_rho,
-              "seed": seed, "tol": tol, "party_sizes": list(data.party_sizes), "n_train": int(len(data.y)),
+              "seed": seed, "noise_source": model.noise_source_, "monitor": monitor, "tol": tol, "party_sizes": list(data.party_sizes), "n_train": int(len(data.y)),
               "n_test": int(len(data.y_test)) if data.y_test is not None else 0,
               "noise_multiplier": model.noise_multiplier_, "backend": getattr(backend, "name", str(backend)), **data.source}
     return model, {"history": history, "final": final, "privacy": privacy, "wall_seconds": wall, "config": config}

@@ -62,7 +62,7 @@ FIG_LEVELS = ((0.1, 1e-4), (0.2, 1e-4), (0.5, 1e-4), (0.8, 1e-4), (math.inf, 1.0
 
 
 def paper_table() -> pd.DataFrame:
-    """The 630 published cells (bundled, gzipped copy of the transcription in SPEC §3)."""
+    """The 630 published cells (bundled, gzipped copy of the transcription in docs/algorithms.md §3)."""
     from importlib.resources import files
 
     raw = (files("dpadmm.data") / "_bundled" / "zhou_tables.csv.gz").read_bytes()
@@ -130,7 +130,7 @@ def run_settings(rep: SimRep, n_workers: int, settings: fq.Settings, *, penalty:
     hub_cfg = fq.HubConfig(rho, ("workers",), (1, settings.size, K), average_last=mcfg["average_last"], rounds=L)
     hub = engine.Hub(hub_cfg, fq.init_hub, fq.hub_step, fq.hub_metrics, metrics_every=metrics_every or L)
     res = engine.run(hub=hub, parties=[spec], backend=get_backend("inprocess"), rounds=L,
-                     seed=np.random.SeedSequence(seed), monitor=metrics_every is not None, stop_on_convergence=False)
+                     noise_seed=seed, monitor=metrics_every is not None, stop_on_convergence=False)
     return res.hub_state.output[0] / rep.scale, res.history
 
 
@@ -153,11 +153,10 @@ def qr_floor(rep: SimRep, taus: Sequence[float]) -> np.ndarray:
 
 
 def _progress(total: int, desc: str):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    """Progress of a long loop; shown by the CLI (spinner on a terminal, plain lines on a pipe)."""
+    from .._progress import task
 
-    return Progress(TextColumn(f"[bold]{desc}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=Console(stderr=True), transient=True)
+    return task(total, f"{desc} reps")
 
 
 def _plt():
@@ -277,7 +276,8 @@ def run_figure(number: int, out: Path, *, quick: bool, seed: int) -> dict:
     plt = _plt()
     rows = []
     if kind == 0:
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        # both panels on one y-axis (the two methods are compared), legend outside the data
+        fig, axes = plt.subplots(1, 2, figsize=(11.5, 4), sharey=True)
         for ax, method in zip(axes, ("paper", "fast")):
             for M in (10, 20, 50):
                 keys, hist = _curves(penalty, M, quick=quick, seed=seed, method=method)
@@ -285,11 +285,17 @@ def run_figure(number: int, out: Path, *, quick: bool, seed: int) -> dict:
                 for (eps, delta, _), v in zip(keys, final):
                     rows.append({"method": method, "M": M, "epsilon": eps, "delta": delta, "empirical_loss": float(v)})
             df = pd.DataFrame(rows)
-            for (eps, delta), g in df[df["method"] == method].groupby(["epsilon", "delta"], sort=False):
-                ax.plot(g["M"], g["empirical_loss"], marker="o", label=_label(eps, delta))
-            ax.set(title=f"{method} method", xlabel="number of workers M", ylabel="empirical loss")
+            for j, ((eps, delta), g) in enumerate(df[df["method"] == method].groupby(["epsilon", "delta"], sort=False)):
+                ax.plot(g["M"], g["empirical_loss"], marker="osD^v"[j % 5], ls=("-", "--", "-.", ":")[j % 4],
+                        label=_label(eps, delta))
+            ax.set(title=f"{method} method", xlabel="number of workers M", xticks=(10, 20, 50))
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+        axes[0].set_ylabel("final empirical check loss (τ = 0.5)")
+        from ._plotting import legend_outside, readable_log
+
+        readable_log(axes[0], "y")
+        legend_outside(axes[1])
+        n_sim = 20_000 if quick else N_PAPER
     else:
         metric = "augmented_objective" if kind == 1 else "empirical_loss"
         fig, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -304,9 +310,13 @@ def run_figure(number: int, out: Path, *, quick: bool, seed: int) -> dict:
                    yscale="log")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
-    fig.suptitle(f"[Zhou] Figure {number} ({penalty})")
+    if kind == 0:
+        fig.suptitle(f"[Zhou] Figure {number}: simulation of [Zhou, §5], n = {n_sim:,} curves, {penalty} penalty, "
+                     f"K = {K_DEFAULT}, λ = {LAM:g}, ρ = {RHO:g}; per-iteration (ε, δ)", fontsize=10)
+    else:
+        fig.suptitle(f"[Zhou] Figure {number} ({penalty})")
     fig.tight_layout()
-    fig.savefig(out / f"zhou-fig{number}.png", dpi=110)
+    fig.savefig(out / f"zhou-fig{number}.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     pd.DataFrame(rows).to_csv(out / f"zhou-fig{number}.csv", index=False)
     return {"figure": f"zhou-fig{number}.png", "rows": len(rows)}

@@ -22,6 +22,10 @@ class PrivacyReport:
     ``epsilon`` at ``delta`` is the headline, from ``accountant``; ``per_party`` gives each party's
     own total; ``paper_bound`` is the paper's own bound for comparison (may be looser or carry
     caveats); ``assumptions`` lists each precondition of the theorem and how it is enforced.
+    ``threat_model`` says who the adversary is and what it sees (see :mod:`dpadmm.privacy.threats`);
+    ``noise_source`` is ``"party-local"`` (each party's own OS entropy) or ``"seeded"`` (a reproducible
+    simulation: whoever knows the seed can remove the noise); ``label`` is the label-side guarantee
+    where an algorithm has one; ``releases`` lists every release that enters the total.
     """
 
     epsilon: float
@@ -37,6 +41,10 @@ class PrivacyReport:
     noise_multiplier: float | None = None
     rounds: int = 0
     notes: list[str] = field(default_factory=list)
+    threat_model: str = ""
+    noise_source: str = ""
+    label: dict[str, Any] | None = None
+    releases: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def private(self) -> bool:
@@ -52,6 +60,8 @@ class PrivacyReport:
         """One human line: ε, δ, accountant, relation, and the paper's bound beside it."""
         eps = f"{self.epsilon:.4g}" if math.isfinite(self.epsilon) else "inf (not private)"
         line = f"(ε={eps}, δ={self.delta:.3g}) by {self.accountant} over {self.rounds} rounds; relation: {self.relation}"
+        if self.noise_source:
+            line += f"; noise: {self.noise_source}"
         pb = self.paper_bound.get("epsilon")
         if pb is not None:
             pbs = f"{pb:.4g}" if isinstance(pb, (int, float)) and math.isfinite(pb) else str(pb)

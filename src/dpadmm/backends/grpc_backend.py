@@ -1,0 +1,280 @@
+"""The gRPC backend: parties in different organisations, mutual TLS, protocol messages only.
+
+Topology (firewalls): every party runs ``dpadmm party serve`` and **listens** on one TCP port; the
+coordinator **dials** each party. A party's organisation opens one inbound port, reachable from
+the coordinator's address only; the coordinator needs outbound access only. Each call is a
+unary RPC on one long-lived HTTP/2 connection per party (no per-round connection set-up).
+
+Identity: the coordinator connects to party ``NAME`` at ``HOST:PORT`` and TLS accepts only a
+server certificate issued by the trusted CA *for* ``NAME`` (SAN DNS:NAME); the party accepts the
+call only from a client certificate of its CA whose common name is on its allow list. A wrong CA
+or name fails the handshake, reported as one line naming the party.
+
+What crosses the wire is the protocol the party declared (:mod:`dpadmm.backends.protocol`) in
+the array/scalar encoding of :mod:`dpadmm.backends.grpc_codec`: the setup options (as data; the
+party reads its own file), the round's inbox and outbox with the privacy events, declared
+requests (e.g. ``score``), and — only when monitoring is on and the party agrees — diagnostics.
+The party's state, model and checkpoints stay at the party; :meth:`checkpoint` asks each party
+to write its own, and ``close`` asks it to write its final model to its own directory.
+
+Failures surface as :class:`~dpadmm.exceptions.PartyFailureError` naming the party (the engine
+adds the round): unreachable or dead (``UNAVAILABLE``), hanging (no answer within ``timeout``),
+a failed handshake (bad certificate), or an exception in the party's step. A refusal by the party
+(undeclared request, monitoring in a private run, wrong protocol) is a
+:class:`~dpadmm.exceptions.ProtocolError`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping, Sequence
+
+from ..exceptions import InvalidParameterError, MissingDependencyError, PartyFailureError, ProtocolError
+from . import grpc_codec as codec
+from .base import Backend, PartySpec
+from .grpc_party import CHANNEL_OPTIONS, METHODS, SERVICE
+from .protocol import protocol_of
+
+
+def _import_grpc():
+    try:
+        import grpc  # noqa: F401
+    except ImportError:  # pragma: no cover - grpcio is a dependency
+        raise MissingDependencyError("the grpc backend needs grpcio: pip install 'grpcio>=1.60'.") from None
+    return grpc
+
+
+def parse_peers(items) -> dict[str, str]:
+    """``["party1=host:port", ...]`` (or one comma-separated string) → ``{"party1": "host:port"}``."""
+    if isinstance(items, str):
+        items = [items]
+    out: dict[str, str] = {}
+    for item in items or []:
+        for part in str(item).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if "=" not in part or ":" not in part.split("=", 1)[1]:
+                raise InvalidParameterError(f"--peer must look like NAME=HOST:PORT (e.g. party1=10.0.0.5:7001), "
+                                            f"got {part!r}.")
+            name, addr = (s.strip() for s in part.split("=", 1))
+            if name in out:
+                raise InvalidParameterError(f"--peer {name} is given twice.")
+            out[name] = addr
+    return out
+
+
+def _failure(name: str, reason: str) -> PartyFailureError:
+    exc = PartyFailureError(f"party {name!r} failed: {reason}")
+    exc.party, exc.reason, exc.round = name, reason, None
+    return exc
+
+
+class GrpcBackend(Backend):
+    """Parties are remote ``dpadmm party serve`` processes reached over mutual TLS.
+
+    Parameters
+    ----------
+    peers : ``{party name: "HOST:PORT"}`` — one per party spec, in any order.
+    tls : :class:`~dpadmm.backends.grpc_tls.TLSFiles` of the coordinator (certificate, key, CA).
+    insecure : plaintext without identities (local tests only); exactly one of ``tls``/``insecure``.
+    timeout : seconds a party may take to answer one call (> 0).
+    setup_timeout : seconds for a party's setup (reading and factorising its data); default max(timeout, 300).
+    connect_timeout : seconds to wait for a party to come up before the run fails (default 30).
+    """
+
+    name = "grpc"
+    models_stay_at_parties = True  # a party's model is never requested (it writes it to its own directory)
+
+    def __init__(self, peers: Mapping[str, str], *, tls=None, insecure: bool = False, timeout: float = 120.0,
+                 setup_timeout: float | None = None, connect_timeout: float = 30.0) -> None:
+        if not (isinstance(timeout, (int, float)) and timeout > 0):
+            raise InvalidParameterError(f"timeout must be a positive number of seconds, got timeout={timeout!r}.")
+        if (tls is None) == (not insecure):
+            raise InvalidParameterError("the grpc backend needs mutual TLS (--tls DIR or --cert/--key/--ca) or, for a "
+                                        "local test only, --insecure.")
+        self.peers = dict(peers)
+        if not self.peers:
+            raise InvalidParameterError("the grpc backend needs the parties' addresses: --peer NAME=HOST:PORT per party.")
+        self.tls = tls
+        self.insecure = bool(insecure)
+        self.timeout = float(timeout)
+        self.setup_timeout = float(setup_timeout) if setup_timeout is not None else max(self.timeout, 300.0)
+        self.connect_timeout = float(connect_timeout)
+        self._channels: dict[str, Any] = {}
+        self._calls: dict[str, dict[str, Any]] = {}
+        self._specs: dict[str, PartySpec] = {}
+        self._allowed: dict[str, dict] = {}
+        self.hello_: dict[str, dict] = {}
+        self._failed = False
+        self._dead: set[str] = set()
+        self._rounds = 0
+
+    # ------------------------------------------------------------------ plumbing
+    def _channel(self, name: str):
+        grpc = _import_grpc()
+        if name not in self.peers:
+            raise InvalidParameterError(f"no address for party {name!r}; pass --peer {name}=HOST:PORT "
+                                        f"(known: {sorted(self.peers)}).")
+        if name not in self._channels:
+            addr = self.peers[name]
+            if self.insecure:
+                ch = grpc.insecure_channel(addr, options=CHANNEL_OPTIONS)
+            else:
+                creds = grpc.ssl_channel_credentials(root_certificates=self.tls.ca, private_key=self.tls.key,
+                                                     certificate_chain=self.tls.cert)
+                # TLS checks that the party's certificate was issued for NAME (not for the host's address)
+                ch = grpc.secure_channel(addr, creds, options=CHANNEL_OPTIONS + [("grpc.ssl_target_name_override", name)])
+            self._channels[name] = ch
+            self._calls[name] = {m: ch.unary_unary(f"/{SERVICE}/{m}") for m in METHODS}
+        return self._calls[name]
+
+    def _error(self, name: str, what: str, err, timeout: float) -> Exception:
+        grpc = _import_grpc()
+        code = err.code() if hasattr(err, "code") else None
+        details = (err.details() if hasattr(err, "details") else str(err)) or ""
+        debug = err.debug_error_string() if hasattr(err, "debug_error_string") else ""
+        text = f"{details} {debug}".lower()
+        addr = self.peers.get(name, "?")
+        if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT,
+                    grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.UNIMPLEMENTED):
+            msg = details if details.startswith("party") else f"party {name!r} refused {what}: {details}"
+            exc = ProtocolError(msg)
+            exc.party = name
+            return exc
+        self._failed = True  # a failed run: parties write no final model
+        self._dead.add(name)
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return _failure(name, f"no answer to {what} within timeout={timeout:g} s from {addr}; the party may hang "
+                                  "or be unreachable — raise --timeout if its step is legitimately slow.")
+        if code == grpc.StatusCode.UNAVAILABLE:
+            if any(k in text for k in ("handshake", "ssl", "certificate", "tsi_", "alert", "verification", "unauthenticated")):
+                return _failure(name, f"TLS handshake with {addr} failed (mutual TLS refused: a certificate not issued "
+                                      f"for {name!r} by the CA this side trusts, or ours not trusted by it).")
+            return _failure(name, f"unreachable at {addr} during {what} (connection refused or lost: is `dpadmm party "
+                                  "serve` running there?); restart it and resume from the last checkpoint.")
+        first = details.splitlines()[0] if details else str(code)
+        return _failure(name, f"{first} (during {what})")
+
+    def _call(self, name: str, method: str, body: dict, timeout: float, what: str | None = None):
+        call = self._channel(name)[method]
+        payload = codec.encode(body, allowed=self._allowed.get(name) or codec.allow_list())
+        try:
+            reply = call(payload, timeout=timeout)
+        except Exception as err:  # grpc.RpcError
+            raise self._error(name, what or method, err, timeout) from None
+        return codec.decode(reply, allowed=self._allowed.get(name) or codec.allow_list())
+
+    def _call_all(self, bodies: Mapping[str, dict], method: str, timeout: float, what: str) -> dict[str, Any]:
+        pending = {}
+        for name, body in bodies.items():
+            call = self._channel(name)[method]
+            payload = codec.encode(body, allowed=self._allowed[name])
+            pending[name] = call.future(payload, timeout=timeout)
+        out, error = {}, None
+        for name, fut in pending.items():
+            try:
+                out[name] = codec.decode(fut.result(), allowed=self._allowed[name])
+            except Exception as err:
+                if error is None:
+                    error = self._error(name, what, err, timeout) if not isinstance(err, codec.DecodeError) else \
+                        _failure(name, f"sent a malformed reply to {what}: {err}")
+        if error is not None:
+            for fut in pending.values():
+                fut.cancel()
+            raise error
+        return out
+
+    # ------------------------------------------------------------------ discovery
+    def hello(self, names: Sequence[str] | None = None) -> dict[str, dict]:
+        """Contact every party (waiting up to ``connect_timeout`` for it to come up); return what each
+        declares: its name, protocol, requests, and public facts about its data (e.g. column counts)."""
+        names = list(names or self.peers)
+        for name in names:
+            deadline = time.monotonic() + self.connect_timeout
+            while True:
+                try:
+                    reply = self._call(name, "Hello", {}, timeout=min(self.timeout, 10.0), what="Hello")
+                    break
+                except PartyFailureError as exc:
+                    if "unreachable" not in str(exc) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+            if reply.get("name") != name:
+                raise ProtocolError(f"party at {self.peers[name]} says it is {reply.get('name')!r}, not {name!r}.")
+            self.hello_[name] = reply
+        self._failed = False
+        return {n: self.hello_[n] for n in names}
+
+    # ------------------------------------------------------------------ Backend interface
+    def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None) -> None:
+        """Check every party serves the spec's protocol, then send each its setup options (as data)."""
+        self._specs = {s.name: s for s in specs}
+        self._failed = False
+        protos = {s.name: protocol_of(s.step) for s in specs}
+        missing = [s.name for s in specs if s.name not in self.hello_]
+        if missing:
+            self.hello(missing)
+        bodies = {}
+        for index, spec in enumerate(specs):
+            proto = protos[spec.name]
+            if self.hello_[spec.name].get("protocol") != proto.name:
+                raise ProtocolError(f"party {spec.name!r} serves protocol {self.hello_[spec.name].get('protocol')!r}, "
+                                    f"but this run needs {proto.name!r}; restart it with --protocol {proto.name}.")
+            self._allowed[spec.name] = codec.allow_list(proto.types)
+            try:
+                codec.encode(list(spec.setup_args), allowed=self._allowed[spec.name])
+            except TypeError as exc:
+                raise InvalidParameterError(f"party {spec.name!r}'s setup cannot be sent as data ({exc}); its data must "
+                                            "be a PartyData reference read by the party.") from None
+            bodies[spec.name] = {"protocol": proto.name, "party": spec.name, "index": index,
+                                 "noise_seed": None if noise_seed is None else int(noise_seed),
+                                 "args": list(spec.setup_args)}
+        self.setup_ = self._call_all(bodies, "Setup", self.setup_timeout, "setup")
+
+    def step(self, inboxes: Mapping[str, Any], round_: int) -> dict[str, tuple[Any, list]]:
+        replies = self._call_all({n: {"round": int(round_), "inbox": inboxes[n]} for n in self._specs}, "Step",
+                                 self.timeout, "step")
+        self._rounds = int(round_) + 1
+        return {n: (r["outbox"], r["events"]) for n, r in replies.items()}
+
+    def diagnose(self) -> dict[str, dict]:
+        names = [n for n, s in self._specs.items() if s.diagnose is not None]
+        replies = self._call_all({n: {} for n in names}, "Diagnose", self.timeout, "diagnose")
+        return {n: r["value"] for n, r in replies.items()}
+
+    def request(self, name: str, handler: str, *args) -> Any:
+        if name not in self._specs:
+            raise InvalidParameterError(f"no party {name!r} in this run.")
+        return self._call(name, "Request", {"handler": handler, "args": list(args)}, self.timeout,
+                          what=f"request {handler!r}")["value"]
+
+    def checkpoint(self, directory, round_: int) -> None:
+        """Every party writes its own state in its own directory (``directory`` is the coordinator's)."""
+        self._call_all({n: {"round": int(round_)} for n in self._specs}, "Checkpoint", self.timeout, "checkpoint")
+
+    def restore(self, directory, round_: int) -> None:
+        self._call_all({n: {"round": int(round_)} for n in self._specs}, "Restore", self.timeout, "restore")
+
+    @property
+    def collects_models(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        """Tell every party the run is over (a completed run: it writes its final model to its own
+        directory; a failed one: it writes nothing), then close the connections."""
+        for name in list(self._specs):
+            if name in self._dead:
+                continue
+            try:
+                self._call(name, "Finish", {"completed": not self._failed and self._rounds > 0},
+                           timeout=min(self.timeout, 5.0))
+            except Exception:
+                pass
+        for ch in self._channels.values():
+            try:
+                ch.close()
+            except Exception:
+                pass
+        self._channels, self._calls, self._specs = {}, {}, {}
+        self._dead = set()

@@ -1,0 +1,181 @@
+"""The wire format of the gRPC backend: named arrays and scalars, never pickles, never code.
+
+A message is a tree of ``None``, ``bool``, ``int``, ``float``, ``str``, lists, tuples, string-keyed
+dicts, numpy arrays of numeric / boolean / unicode dtype (``object`` dtype is refused), and
+instances of *allow-listed* NamedTuple or dataclass types (the protocol's declared message and
+option types). It is encoded as::
+
+    b"DPADMM1\\n" | uint32 header length (big-endian) | header (JSON, UTF-8) | array buffers
+
+The header describes the tree; an array is ``{"A": index, "dt": "<f8", "sh": [n]}`` pointing at
+its raw bytes after the header; an allow-listed object is ``{"O": "module.Class", "F": {fields}}``
+and is rebuilt by calling the class with those fields — only classes on the receiver's allow
+list, so a message can never name code to run. Anything else (a pickle, another encoding, an
+unknown type, a truncated buffer) raises :class:`DecodeError` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+from typing import Any, Iterable
+
+import numpy as np
+
+MAGIC = b"DPADMM1\n"
+_ALLOWED_KINDS = set("biufcU")
+
+
+class DecodeError(ValueError):
+    """The bytes are not a well-formed dpadmm message (or name a type that is not allowed)."""
+
+
+def type_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _core_types() -> list[type]:
+    from ..kernels.regularizers import L1, L2, ElasticNet
+    from ..privacy.events import GaussianRelease, PureDPRelease, Relation
+    from .protocol import PartyData
+
+    return [GaussianRelease, PureDPRelease, Relation, L1, L2, ElasticNet, PartyData]
+
+
+def allow_list(types: Iterable[type] = ()) -> dict[str, type]:
+    """``{wire name: class}`` for the core types (privacy events, regularisers, PartyData) plus ``types``."""
+    return {type_name(c): c for c in [*_core_types(), *types]}
+
+
+def _is_namedtuple(obj) -> bool:
+    return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
+
+
+class _Encoder:
+    def __init__(self, allowed: dict[str, type]):
+        self.allowed = allowed
+        self.buffers: list[bytes] = []
+
+    def array(self, arr: np.ndarray) -> dict:
+        if arr.dtype.kind not in _ALLOWED_KINDS:
+            raise TypeError(f"arrays of dtype {arr.dtype} cannot be sent (numeric, boolean or unicode only)")
+        self.buffers.append(arr.tobytes(order="C"))
+        return {"A": len(self.buffers) - 1, "dt": arr.dtype.str, "sh": list(arr.shape)}
+
+    def enc(self, obj: Any):
+        if obj is None or isinstance(obj, (bool, str)):
+            return obj
+        if isinstance(obj, int) and not isinstance(obj, np.generic):
+            return obj
+        if isinstance(obj, float) and not isinstance(obj, np.generic):
+            return obj if np.isfinite(obj) else {"f": repr(obj)}
+        if isinstance(obj, np.ndarray):
+            return self.array(obj)
+        if isinstance(obj, np.generic):
+            return {"N": self.array(np.asarray(obj))}
+        name = type_name(type(obj))
+        if _is_namedtuple(obj) or (dataclasses.is_dataclass(obj) and not isinstance(obj, type)):
+            if name not in self.allowed:
+                raise TypeError(f"type {name} is not declared by the protocol")
+            if _is_namedtuple(obj):
+                fields = {k: self.enc(v) for k, v in zip(obj._fields, obj)}
+            else:
+                fields = {f.name: self.enc(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init}
+            return {"O": name, "F": fields}
+        if isinstance(obj, tuple):
+            return {"T": [self.enc(v) for v in obj]}
+        if isinstance(obj, list):
+            return [self.enc(v) for v in obj]
+        if isinstance(obj, dict):
+            if not all(isinstance(k, str) for k in obj):
+                raise TypeError("dict keys must be strings")
+            return {"D": {k: self.enc(v) for k, v in obj.items()}}
+        raise TypeError(f"values of type {name} cannot be sent (arrays, scalars and declared types only)")
+
+
+def encode(obj: Any, types: Iterable[type] = (), *, allowed: dict[str, type] | None = None) -> bytes:
+    """Encode ``obj`` (see the module docstring); ``TypeError`` names what cannot be sent."""
+    enc = _Encoder(allowed if allowed is not None else allow_list(types))
+    tree = enc.enc(obj)
+    offsets, pos = [], 0
+    for b in enc.buffers:
+        offsets.append([pos, len(b)])
+        pos += len(b)
+    header = json.dumps({"t": tree, "b": offsets}, separators=(",", ":"), allow_nan=False).encode()
+    return b"".join([MAGIC, struct.pack(">I", len(header)), header, *enc.buffers])
+
+
+def decode(data: bytes, types: Iterable[type] = (), *, allowed: dict[str, type] | None = None) -> Any:
+    """Decode bytes made by :func:`encode`; anything else raises :class:`DecodeError`."""
+    allowed = allowed if allowed is not None else allow_list(types)
+    data = bytes(data)
+    if not data.startswith(MAGIC):
+        what = "a pickle" if data[:1] == b"\x80" else "not a dpadmm message"
+        raise DecodeError(f"refused: {what} (only dpadmm's array/scalar encoding is accepted; pickles and code "
+                          "are never run)")
+    try:
+        (hlen,) = struct.unpack(">I", data[len(MAGIC):len(MAGIC) + 4])
+        start = len(MAGIC) + 4
+        header = json.loads(data[start:start + hlen].decode("utf-8"))
+        body = memoryview(data)[start + hlen:]
+        offsets = header["b"]
+    except Exception as exc:
+        raise DecodeError(f"refused: malformed dpadmm message header ({type(exc).__name__})") from None
+
+    def arr(node):
+        try:
+            off, n = offsets[node["A"]]
+            dt = np.dtype(node["dt"])
+            shape = tuple(int(s) for s in node["sh"])
+        except Exception:
+            raise DecodeError("refused: malformed array descriptor") from None
+        if dt.kind not in _ALLOWED_KINDS:
+            raise DecodeError(f"refused: array dtype {dt} is not allowed")
+        if off < 0 or off + n > len(body) or n != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
+            raise DecodeError("refused: array buffer out of bounds or of the wrong size")
+        return np.frombuffer(body[off:off + n], dtype=dt).reshape(shape).copy()
+
+    def dec(node):
+        if node is None or isinstance(node, (bool, int, float, str)):
+            return node
+        if isinstance(node, list):
+            return [dec(v) for v in node]
+        if not isinstance(node, dict) or len(node) == 0:
+            raise DecodeError("refused: malformed node")
+        if "A" in node:
+            return arr(node)
+        if "N" in node:
+            return arr(node["N"])[()]
+        if "f" in node:
+            return float(node["f"])
+        if "T" in node:
+            return tuple(dec(v) for v in node["T"])
+        if "D" in node:
+            return {str(k): dec(v) for k, v in node["D"].items()}
+        if "O" in node:
+            cls = allowed.get(node["O"])
+            if cls is None:
+                raise DecodeError(f"refused: type {node['O']!r} is not declared by this party's protocol")
+            try:
+                return cls(**{k: dec(v) for k, v in node["F"].items()})
+            except DecodeError:
+                raise
+            except Exception as exc:
+                raise DecodeError(f"refused: cannot build {node['O']} ({type(exc).__name__}: {exc})") from None
+        raise DecodeError("refused: malformed node")
+
+    return dec(header["t"])
+
+
+def summarize(obj: Any) -> list[dict]:
+    """``[{name, shape, dtype, bytes}]`` of every leaf — what an audit log records (never values)."""
+    from .transcript import describe, flatten
+
+    out = []
+    for name, leaf in flatten(obj):
+        if dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
+            leaf = type_name(type(leaf))
+        shape, dtype, nbytes = describe(leaf) if not isinstance(leaf, str) else ([len(leaf)], "str", len(leaf))
+        out.append({"name": name, "shape": shape, "dtype": dtype, "bytes": nbytes})
+    return out

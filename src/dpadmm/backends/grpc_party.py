@@ -1,0 +1,334 @@
+"""A party in its own organisation: a gRPC server that serves one declared protocol over mutual TLS.
+
+``dpadmm party serve`` runs :func:`serve`. The party
+
+- listens on one port (the coordinator dials it; the party needs no outbound access) and accepts
+  a call only over mutual TLS from a client certificate issued by the CA it trusts whose common
+  name is on its allow list (``--allow coordinator``); ``--insecure`` (plaintext, no identities)
+  exists for local tests only;
+- serves exactly the protocol it was started for (``--protocol vertical-sharing``): ``Hello``,
+  ``Setup`` (options as data; it reads its *own* files, given at start-up as ``--data KEY=FILE``,
+  and factorises once), ``Step``, the protocol's declared ``Request`` handlers (e.g. ``score``),
+  ``Diagnose`` (monitoring — refused in a private run unless started with ``--allow-monitoring``),
+  ``Checkpoint``/``Restore`` (its own state, in its own directory) and ``Finish`` (it writes its
+  final local model to its own directory; the model never leaves the party);
+- refuses anything else with a clear error on both sides: a pickle or any non-dpadmm encoding,
+  an undeclared type, an unknown method (gRPC ``UNIMPLEMENTED``), an undeclared request such as
+  the model;
+- draws its noise from its own OS entropy (unless the coordinator asks for a seeded simulation,
+  which the run's report then says);
+- appends one JSON line per call to ``OUT/audit.jsonl``: time, caller, method, status, and the
+  names, shapes, dtypes and byte sizes of what it was sent and what it answered — never values.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import tempfile
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import grpc_codec as codec
+from .protocol import PartyData, Protocol
+
+SERVICE = "dpadmm.Party"
+METHODS = ("Hello", "Setup", "Step", "Request", "Diagnose", "Checkpoint", "Restore", "Finish")
+WIRE_VERSION = 1
+MAX_MESSAGE = 1 << 30
+CHANNEL_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE)]
+CHECKPOINT_NAME = "state.dpadmm"
+
+
+class _Refused(Exception):
+    """A request the party will not serve (→ PERMISSION_DENIED / INVALID_ARGUMENT)."""
+
+    def __init__(self, message: str, code: str = "PERMISSION_DENIED"):
+        super().__init__(message)
+        self.code = code
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+class PartyService:
+    """The party's state machine, independent of gRPC (so it is easy to test and to audit)."""
+
+    def __init__(self, *, name: str, protocol: Protocol, data: Mapping[str, str], out, allow: tuple[str, ...] = (),
+                 allow_monitoring: bool = False, secure: bool = True, describe_options: Mapping[str, Any] = None,
+                 accept_coordinator_data: bool = False):
+        self.name = name
+        self.protocol = protocol
+        self.data = {k: Path(v) for k, v in data.items()}
+        self.out = Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.allow = tuple(allow)
+        self.allow_monitoring = bool(allow_monitoring)
+        self.accept_coordinator_data = bool(accept_coordinator_data)
+        self.secure = secure
+        self.describe_options = dict(describe_options or {})
+        self.allowed_types = codec.allow_list(protocol.types)
+        self.lock = threading.Lock()
+        self.audit_path = self.out / "audit.jsonl"
+        self._audit = open(self.audit_path, "a", buffering=1)
+        self.finished = threading.Event()
+        self._reset()
+        self.facts = {}
+        for key, path in self.data.items():
+            if not path.is_file():
+                from ..exceptions import DataFileError
+
+                raise DataFileError(f"party {name!r}: data file {key}={path} not found; check --data.")
+            self.facts[key] = protocol.describe(path, **self.describe_options) if protocol.describe else {}
+
+    def _reset(self):
+        self.cfg = self.state = None
+        self.index = 0
+        self.noise_seed = None
+        self.rng = None
+        self.rounds = 0
+        self.private = False
+
+    # ---------------------------------------------------------------- audit
+    def audit(self, peer: str, method: str, status: str, detail: str = "", request=None, reply=None,
+              nbytes: int = 0):
+        rec = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
+               "party": self.name, "peer": peer, "method": method, "status": status, "request_bytes": nbytes}
+        if detail:
+            rec["detail"] = detail
+        if request is not None:
+            rec["request"] = codec.summarize(request)
+        if reply is not None:
+            rec["reply"] = codec.summarize(reply)
+        self._audit.write(json.dumps(rec) + "\n")
+
+    # ---------------------------------------------------------------- dispatch
+    def handle(self, method: str, payload: bytes, peer: str) -> bytes:
+        """Serve one call: identity and decoding checks, then the method; raises ``_Refused``/Exception."""
+        request = None
+        try:
+            if self.secure and peer not in self.allow:
+                raise _Refused(f"party {self.name!r} refuses caller {peer!r}: not on its allow list {list(self.allow)}")
+            try:
+                request = codec.decode(payload, allowed=self.allowed_types)
+            except codec.DecodeError as exc:
+                raise _Refused(f"party {self.name!r} {exc}", "INVALID_ARGUMENT") from None
+            if not isinstance(request, dict):
+                raise _Refused(f"party {self.name!r} refused {method}: the request must be a mapping", "INVALID_ARGUMENT")
+            with self.lock:
+                reply = getattr(self, "_" + method.lower())(request)
+            data = codec.encode(reply, allowed=self.allowed_types)
+        except _Refused as exc:
+            self.audit(peer, method, "refused", str(exc), request, nbytes=len(payload))
+            raise
+        except Exception as exc:
+            self.audit(peer, method, "error", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                       request, nbytes=len(payload))
+            raise
+        self.audit(peer, method, "ok", "", request, reply, nbytes=len(payload))
+        return data
+
+    def _need_setup(self, method):
+        if self.cfg is None:
+            raise _Refused(f"party {self.name!r} refused {method}: no run is set up (call Setup first)",
+                           "FAILED_PRECONDITION")
+
+    def _hello(self, req):
+        return {"name": self.name, "protocol": self.protocol.name, "version": WIRE_VERSION, "data": self.facts,
+                "requests": sorted(self.protocol.handlers), "monitoring_in_private_runs": self.allow_monitoring}
+
+    def _localise(self, obj):
+        """Replace every PartyData reference by the block read from this party's own file."""
+        if isinstance(obj, PartyData):
+            if obj.key not in self.data:
+                raise _Refused(f"party {self.name!r} has no data {obj.key!r} (it was started with "
+                               f"{sorted(self.data)}; add --data {obj.key}=FILE)", "FAILED_PRECONDITION")
+            return self.protocol.load(self.data[obj.key], dict(obj.params, **self.describe_options))
+        if isinstance(obj, list):
+            return [self._localise(v) for v in obj]
+        if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+            return tuple(self._localise(v) for v in obj)
+        if isinstance(obj, dict):
+            return {k: self._localise(v) for k, v in obj.items()}
+        return obj
+
+    def _setup(self, req):
+        if req.get("protocol") != self.protocol.name:
+            raise _Refused(f"party {self.name!r} serves protocol {self.protocol.name!r}, not {req.get('protocol')!r}")
+        if req.get("party") != self.name:
+            raise _Refused(f"this party is {self.name!r}, not {req.get('party')!r}")
+        raw = list(req.get("args", []))
+        for i in self.protocol.data_args:
+            if i < len(raw) and not self.accept_coordinator_data and _holds_arrays(raw[i]):
+                raise _Refused(f"party {self.name!r} refused data sent by the coordinator (setup argument {i}): it reads "
+                               "its own files (--data KEY=FILE); a simulation can opt in with --accept-coordinator-data")
+        args = self._localise(raw)
+        self._reset()
+        self.cfg, self.state = self.protocol.setup(*args)
+        self.index = int(req.get("index", 0))
+        seed = req.get("noise_seed")
+        self.noise_seed = None if seed is None else int(seed)
+        # party-local entropy: made here from the OS, never sent anywhere
+        self.rng = np.random.default_rng() if self.noise_seed is None else None
+        self.private = bool(self.protocol.private(self.cfg)) if self.protocol.private else False
+        return {"private": self.private, "noise_source": "party-local" if self.noise_seed is None else "seeded"}
+
+    def _step(self, req):
+        self._need_setup("Step")
+        t = int(req["round"])
+        rng = self.rng if self.rng is not None else np.random.default_rng(
+            np.random.SeedSequence(self.noise_seed, spawn_key=(self.index, t)))
+        self.state, outbox, events = self.protocol.step(self.cfg, self.state, req["inbox"], rng=rng)
+        self.rounds = t + 1
+        return {"outbox": outbox, "events": list(events)}
+
+    def _request(self, req):
+        self._need_setup("Request")
+        handler = req.get("handler")
+        fn = self.protocol.handlers.get(handler) if isinstance(handler, str) else None
+        if fn is None:
+            raise _Refused(f"party {self.name!r} refused request {handler!r}: protocol {self.protocol.name!r} declares "
+                           f"only {sorted(self.protocol.handlers)} (a party's model and data never leave it)")
+        return {"value": fn(self.cfg, self.state, *req.get("args", []))}
+
+    def _diagnose(self, req):
+        self._need_setup("Diagnose")
+        if self.protocol.diagnose is None:
+            raise _Refused(f"party {self.name!r} refused Diagnose: protocol {self.protocol.name!r} declares no monitoring")
+        if self.private and not self.allow_monitoring:
+            raise _Refused(f"party {self.name!r} refused monitoring in a private run (its values are not noised); "
+                           "its operator can opt in with --allow-monitoring")
+        return {"value": self.protocol.diagnose(self.cfg, self.state)}
+
+    def _checkpoint(self, req):
+        self._need_setup("Checkpoint")
+        t = int(req["round"])
+        blob = codec.encode({"protocol": self.protocol.name, "party": self.name, "round": t, "state": self.state},
+                            allowed=self.allowed_types)
+        _atomic_write(self.out / "checkpoint" / CHECKPOINT_NAME, blob)
+        return {"round": t}
+
+    def _restore(self, req):
+        self._need_setup("Restore")
+        t = int(req["round"])
+        path = self.out / "checkpoint" / CHECKPOINT_NAME
+        if not path.is_file():
+            raise _Refused(f"party {self.name!r} has no checkpoint at {path}; resume needs every party's own "
+                           "checkpoint from the same run", "FAILED_PRECONDITION")
+        ck = codec.decode(path.read_bytes(), allowed=self.allowed_types)
+        if ck.get("round") != t or ck.get("protocol") != self.protocol.name or ck.get("party") != self.name:
+            raise _Refused(f"party {self.name!r}'s checkpoint is from round {ck.get('round')}, the coordinator's from "
+                           f"round {t}; restart every side from the same run", "FAILED_PRECONDITION")
+        self.state = ck["state"]
+        self.rounds = t + 1
+        return {"round": t}
+
+    def _finish(self, req):
+        written = None
+        if self.cfg is not None and bool(req.get("completed")) and self.protocol.model is not None:
+            coef = np.asarray(self.protocol.model(self.cfg, self.state))
+            fd, tmp = tempfile.mkstemp(dir=self.out, prefix=".tmp-", suffix=".npz")
+            os.close(fd)
+            np.savez(tmp, coef=coef)
+            os.replace(tmp, self.out / "model.npz")
+            meta = {"party": self.name, "protocol": self.protocol.name, "rounds": self.rounds,
+                    "shape": list(coef.shape), "private": self.private,
+                    "noise_source": "party-local" if self.noise_seed is None else "seeded",
+                    "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+            _atomic_write(self.out / "model.json", (json.dumps(meta, indent=2) + "\n").encode())
+            written = "model.npz"
+        self._reset()
+        self.finished.set()
+        return {"written": written}
+
+    def close(self):
+        try:
+            self._audit.close()
+        except Exception:
+            pass
+
+
+def _holds_arrays(obj) -> bool:
+    if isinstance(obj, np.ndarray):
+        return True
+    if isinstance(obj, (list, tuple)):
+        return any(_holds_arrays(v) for v in obj)
+    if isinstance(obj, dict):
+        return any(_holds_arrays(v) for v in obj.values())
+    return False
+
+
+def peer_name(context) -> str:
+    """The verified common name of the caller's client certificate ('' without TLS)."""
+    try:
+        ctx = context.auth_context()
+    except Exception:
+        return ""
+    cn = ctx.get("x509_common_name") or []
+    return cn[0].decode() if cn else ""
+
+
+def make_server(service: PartyService, listen: str, tls=None, *, max_workers: int = 4):
+    """A started-not-yet gRPC server bound to ``listen`` serving ``service``; returns (server, port)."""
+    import grpc
+
+    codes = {"PERMISSION_DENIED": grpc.StatusCode.PERMISSION_DENIED,
+             "INVALID_ARGUMENT": grpc.StatusCode.INVALID_ARGUMENT,
+             "FAILED_PRECONDITION": grpc.StatusCode.FAILED_PRECONDITION}
+
+    def method(name):
+        def call(payload, context):
+            try:
+                return service.handle(name, payload, peer_name(context) if service.secure else "")
+            except _Refused as exc:
+                context.abort(codes.get(exc.code, grpc.StatusCode.PERMISSION_DENIED), str(exc))
+            except Exception as exc:
+                first = str(exc).splitlines()[0] if str(exc) else ""
+                context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {first}" if first
+                              else type(exc).__name__)
+        return grpc.unary_unary_rpc_method_handler(call)
+
+    handler = grpc.method_handlers_generic_handler(SERVICE, {m: method(m) for m in METHODS})
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), handlers=(handler,),
+                         options=CHANNEL_OPTIONS, maximum_concurrent_rpcs=None)
+    if tls is None:
+        port = server.add_insecure_port(listen)
+    else:
+        creds = grpc.ssl_server_credentials([(tls.key, tls.cert)], root_certificates=tls.ca, require_client_auth=True)
+        port = server.add_secure_port(listen, creds)
+    if port == 0:
+        from ..exceptions import InvalidParameterError
+
+        raise InvalidParameterError(f"cannot listen on {listen}; is the port in use? (give --listen HOST:PORT)")
+    return server, port
+
+
+def serve(service: PartyService, listen: str, tls=None, *, once: bool = False, ready=None) -> None:
+    """Serve until interrupted (or, with ``once``, until the coordinator sends Finish)."""
+    server, port = make_server(service, listen, tls)
+    server.start()
+    if ready is not None:
+        ready(port)
+    try:
+        while True:
+            if service.finished.wait(0.5):
+                if once:
+                    time.sleep(0.2)  # let the Finish reply go out
+                    break
+                service.finished.clear()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop(1.0).wait()
+        service.close()

@@ -1,0 +1,164 @@
+"""``dpadmm party serve`` (one organisation's party process) and ``dpadmm provision`` (certificates)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from . import app
+from ..exceptions import InvalidParameterError
+
+party_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                        help="Run a party in its own organisation (gRPC over mutual TLS).")
+app.add_typer(party_app, name="party")
+
+
+def _parse_data(items: List[str], required: bool = True) -> dict[str, str]:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            key, path = "train", item
+        else:
+            key, path = (s.strip() for s in item.split("=", 1))
+        if not key or not path:
+            raise InvalidParameterError(f"--data must look like KEY=FILE (e.g. train=party2.csv), got {item!r}.")
+        if key in out:
+            raise InvalidParameterError(f"--data {key}=… is given twice.")
+        out[key] = path
+    if "train" not in out and required:
+        raise InvalidParameterError("give the party's training file: --data train=FILE (and e.g. --data test=FILE).")
+    return out
+
+
+@party_app.command("serve")
+def serve(
+    protocol: str = typer.Option(..., "--protocol", help="The algorithm this party serves: vertical-sharing, "
+                                                         "graph-consensus or functional-quantile."),
+    name: str = typer.Option(..., "--name", help="The party name this process is willing to be (its certificate's name)."),
+    data: List[str] = typer.Option([], "--data", help="KEY=FILE of this party's own data (repeat): train=…, test=…"),
+    listen: str = typer.Option("127.0.0.1:7001", "--listen", help="HOST:PORT to listen on (the coordinator dials it)."),
+    tls: Optional[Path] = typer.Option(None, "--tls", help="Directory with cert.pem, key.pem, ca.pem "
+                                                            "(from dpadmm provision)."),
+    cert: Optional[Path] = typer.Option(None, "--cert", help="This party's certificate (PEM)."),
+    key: Optional[Path] = typer.Option(None, "--key", help="This party's private key (PEM)."),
+    ca: Optional[Path] = typer.Option(None, "--ca", help="The CA certificate this party trusts (PEM)."),
+    allow: List[str] = typer.Option(["coordinator"], "--allow", help="Certificate names allowed to call (repeat)."),
+    allow_monitoring: bool = typer.Option(False, "--allow-monitoring",
+                                          help="Answer monitoring requests in a private run (un-noised values)."),
+    out: Path = typer.Option(..., "--out", help="This party's own directory: audit.jsonl, checkpoint/, model.npz."),
+    id_column: str = typer.Option("id", help="Id column of the party's CSV files."),
+    label_column: str = typer.Option("y", help="Label column (vertical: only in the label party's file)."),
+    insecure: bool = typer.Option(False, "--insecure", help="Plaintext, no identities: local tests only."),
+    accept_coordinator_data: bool = typer.Option(False, "--accept-coordinator-data",
+                                                 help="Accept this party's data from the coordinator in the setup "
+                                                      "message (a simulation of a deployment; default: refuse)."),
+    once: bool = typer.Option(False, "--once", help="Exit after one run has finished."),
+    threads: int = typer.Option(1, "--threads", help="BLAS threads of this party (the per-round work is vector "
+                                                     "algebra; more threads mostly add contention)."),
+):
+    """Serve one declared protocol to the coordinator; refuse everything else; keep an audit log."""
+    from ..backends.grpc_party import PartyService, serve as run_server
+    from ..backends.grpc_tls import TLSFiles, check_party_name
+    from ..backends.protocol import find_protocol
+
+    check_party_name(name)
+    if threads < 1:
+        raise InvalidParameterError(f"--threads must be a positive integer, got {threads}.")
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=int(threads))
+    proto = find_protocol(protocol)
+    files = _parse_data(data, required=not accept_coordinator_data)
+    if insecure and (tls or cert or key or ca):
+        raise InvalidParameterError("give either --insecure or TLS files (--tls / --cert --key --ca), not both.")
+    creds = None
+    if not insecure:
+        creds = TLSFiles.load(tls_dir=tls, cert=cert, key=key, ca=ca)
+        if creds.name != name:
+            raise InvalidParameterError(f"the certificate is issued for {creds.name!r}, not --name {name!r}; a party's "
+                                        "identity is its certificate.")
+    service = PartyService(name=name, protocol=proto, data=files, out=out, allow=tuple(allow),
+                           allow_monitoring=allow_monitoring, secure=not insecure,
+                           describe_options={"id_column": id_column, "label_column": label_column},
+                           accept_coordinator_data=accept_coordinator_data)
+
+    def ready(port):
+        host = listen.rsplit(":", 1)[0]
+        print(f"party {name} serving {proto.name} on {host}:{port} ({'INSECURE plaintext' if insecure else 'mutual TLS'}); "
+              f"audit log {service.audit_path}", flush=True)
+
+    run_server(service, listen, creds, once=once, ready=ready)
+
+
+@app.command()
+def provision(
+    parties: str = typer.Option(..., "--parties", help="Comma-separated names, e.g. coordinator,party1,party2."),
+    out: Path = typer.Option(..., "--out", help="Directory for ca.pem, ca.key and one folder per party."),
+    days: int = typer.Option(365, "--days", help="Validity of the certificates in days."),
+):
+    """Make a CA and a certificate + key per party (hand DIR/NAME/ to organisation NAME)."""
+    from ..backends.grpc_tls import provision as make
+
+    if days < 1:
+        raise InvalidParameterError(f"--days must be a positive integer, got {days}.")
+    summary = make([p for p in parties.split(",") if p.strip()], out, days=days)
+    for name, info in summary["parties"].items():
+        print(f"{name}: {info['dir']}/ (cert.pem, key.pem, ca.pem)  sha256 {info['sha256'][:16]}…")
+    print(f"CA: {out}/ca.pem (public), {out}/ca.key (keep offline); summary in {out}/deployment.json")
+
+
+def vertical_remote_data(backend, party_files, test_party_files, *, id_column: str = "id", label_column: str = "y",
+                         normalize: bool = False, other=(None, None)):
+    """The coordinator's side of a cross-organisation vertical run (``--backend grpc``).
+
+    The coordinator is the label party's organisation: it reads only the id and label columns of
+    its own ``--party`` file (and ``--test-party`` file); every party, the label party's feature
+    block included, is a ``dpadmm party serve`` process that reads its own file. The parties must be
+    named ``party1`` (the label party's features), ``party2``, … and report their column counts.
+    """
+    import numpy as np
+
+    from ..backends.protocol import PartyData
+    from ..data.remote import party_sources
+    from ..experiments.vertical import VerticalData, _encode
+
+    if any(v is not None for v in other):
+        raise InvalidParameterError("with --backend grpc give the label party's --party FILE (ids and labels); "
+                                    "--train/--data do not apply (the features stay at the parties).")
+    if len(party_files) != 1 or len(test_party_files) > 1:
+        raise InvalidParameterError("with --backend grpc give one --party FILE (the label party's ids and labels) and "
+                                    "at most one --test-party FILE; every party reads its own features.")
+    names = list(backend.peers)
+    expected = [f"party{m}" for m in range(1, len(names) + 1)]
+    if sorted(names) != sorted(expected):
+        raise InvalidParameterError(f"vertical parties must be named party1 (the label party), party2, …; got --peer "
+                                    f"{', '.join(names)}.")
+    info = backend.hello(expected)
+
+    def refs(key, ids):
+        ids = np.asarray(ids)
+        if ids.dtype.kind == "O":
+            ids = ids.astype(str)
+        out = []
+        for m, name in enumerate(expected, start=1):
+            facts = info[name].get("data", {}).get(key)
+            if facts is None:
+                raise InvalidParameterError(f"party {name!r} was started without --data {key}=FILE; restart it with its "
+                                            f"{key} file.")
+            cols = int(facts["columns"])
+            out.append(PartyData(key, {"ids": ids, "index": m, "n_features": cols, "normalize": bool(normalize)},
+                                 (int(len(ids)), cols)))
+        return out
+
+    _, labels, ids = party_sources(party_files[:1], id_column=id_column, label_column=label_column)
+    test = test_labels = None
+    if test_party_files:
+        _, test_labels, test_ids = party_sources(test_party_files[:1], id_column=id_column, label_column=label_column)
+        test = refs("test", test_ids)
+    labels, test_labels = _encode(labels, test_labels, "the label party's file")
+    return VerticalData(refs("train", ids), labels, test, test_labels,
+                        {"party_files": [str(p) for p in party_files], "peers": dict(backend.peers),
+                         "data_locality": "every party is a separate organisation reading its own file (grpc)",
+                         "normalized_rows": normalize})

@@ -1,0 +1,165 @@
+"""Issue 9 (privacy soundness of the engine): party-local noise, seeded simulations, nothing un-noised
+leaves a party in a private run, declared handlers only, party-local checkpoints, report fields."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dpadmm import engine
+from dpadmm.backends import Transcript, get_backend
+from dpadmm.backends.selftest import toy_specs
+from dpadmm.data import load_a9a, normalize_rows, partition_columns
+from dpadmm.estimators import VerticalLogisticRegression
+from dpadmm.exceptions import ProtocolError
+
+
+@pytest.fixture(scope="module")
+def small():
+    X, y = load_a9a("train")
+    return [normalize_rows(b) for b in partition_columns(X[:300], [66, 57])], y[:300]
+
+
+def _vfit(data, **kw):
+    blocks, y = data
+    params = dict(max_iter=4, rho=0.3, epsilon=50.0, monitor=True)
+    params.update(kw)
+    return VerticalLogisticRegression(**params).fit(blocks, y)
+
+
+def test_unseeded_runs_differ_seeded_runs_repeat(small):
+    a, b = _vfit(small), _vfit(small)
+    assert a.privacy_.noise_source == "party-local" and a.noise_source_ == "party-local"
+    assert a.history_["objective"] != b.history_["objective"]  # fresh OS entropy each run
+    c, d = _vfit(small, random_state=3), _vfit(small, random_state=3)
+    assert c.privacy_.noise_source == "seeded"
+    assert c.history_["objective"] == d.history_["objective"]
+    assert any("whoever knows the seed" in n for n in c.privacy_.notes)
+
+
+def test_no_seed_or_generator_crosses_to_a_process_party(small, monkeypatch):
+    """Everything the driver sends a party's process is captured: no seed, no generator, and the
+    party's stream is made in its own process (two unseeded runs differ)."""
+    from dpadmm.backends.multiprocess import ProcessBackend
+
+    sent = []
+    real = ProcessBackend._send
+
+    def spy(self, name, msg):
+        sent.append(msg)
+        return real(self, name, msg)
+
+    monkeypatch.setattr(ProcessBackend, "_send", spy)
+    hub, specs = toy_specs(2, 3, noise=1.0)
+    finals = []
+    for _ in range(2):
+        res = engine.run(hub=hub, parties=specs, backend=get_backend("process", timeout=60), rounds=3)
+        finals.append(res.history["objective"][-1])
+    assert finals[0] != finals[1]
+
+    def leaves(obj):
+        if isinstance(obj, (tuple, list)):
+            for o in obj:
+                yield from leaves(o)
+        else:
+            yield obj
+    for msg in sent:
+        if msg[0] == "setup":
+            assert msg[3] is None  # noise_seed: none was sent
+        for leaf in leaves(msg[1:]):
+            assert not isinstance(leaf, (np.random.Generator, np.random.SeedSequence, np.random.BitGenerator))
+
+
+@pytest.mark.parametrize("backend", ["inprocess", "process"])
+def test_party_refuses_undeclared_requests(backend):
+    hub, specs = toy_specs(2, 3)
+    be = get_backend(backend, **({"timeout": 60} if backend == "process" else {}))
+    try:
+        engine.run(hub=hub, parties=specs, backend=be, rounds=1, started=False, noise_seed=0)
+        assert be.request("p1", "sq") == {"sq": pytest.approx(3 * 0.5 ** 2)}  # declared handler
+        for bad in ("coef", "state", "__init__"):
+            with pytest.raises(ProtocolError, match=f"party 'p1' refused request '{bad}'"):
+                be.request("p1", bad)
+        with pytest.raises(ProtocolError):
+            be.request("p1", len)  # a function, not a declared name
+    finally:
+        be.close()
+
+
+def test_private_process_run_sends_nothing_unnoised(small, tmp_path):
+    """Private vertical fit on the process backend with a transcript: protocol messages only."""
+    tr = Transcript(tmp_path / "t.jsonl")
+    blocks, y = small
+    m = VerticalLogisticRegression(max_iter=3, rho=0.3, epsilon=50.0, backend=get_backend("process", timeout=60))
+    m.fit(blocks, y, eval_set=[(blocks, y)], transcript=tr)
+    tr.close()
+    from dpadmm.backends.transcript import read_transcript
+
+    kinds = {r["kind"] for r in read_transcript(tmp_path / "t.jsonl")}
+    assert kinds == {"protocol"}
+    assert m.coefs_ is None and "objective" not in m.history_
+    with pytest.raises(Exception, match="stayed at the parties"):
+        m.predict(blocks)
+    # opting in is possible, and the report says what left
+    m2 = VerticalLogisticRegression(max_iter=3, rho=0.3, epsilon=50.0, monitor=True,
+                                    backend=get_backend("process", timeout=60)).fit(blocks, y)
+    assert m2.coefs_ is not None and any("NOT covered" in n for n in m2.privacy_.notes)
+
+
+def test_reports_carry_threat_model_relation_noise_source(small):
+    from dpadmm.estimators.consensus import ConsensusLogisticRegression
+    from dpadmm.estimators.functional import FunctionalQuantileRegressor
+    from dpadmm.data.functional import simulate_zhou
+
+    blocks, y = small
+    reps = [_vfit(small).privacy_,
+            ConsensusLogisticRegression(n_nodes=3, perturbation="pp", alpha=5.0, normalize=True, max_iter=3)
+            .fit(np.hstack(blocks), y).privacy_]
+    d = simulate_zhou(300, grid_size=20, random_state=0)
+    reps.append(FunctionalQuantileRegressor(basis="fourier", workers=2, epsilon=1.0, max_iter=3)
+                .fit(d.curves, d.y, grid=d.grid).privacy_)
+    for rep in reps:
+        out = rep.to_dict()
+        assert out["threat_model"].startswith("adversary:")
+        assert out["relation"] and out["noise_source"] == "party-local"
+
+
+@pytest.fixture(scope="module")
+def small_libsvm(tmp_path_factory):
+    from sklearn.datasets import dump_svmlight_file
+
+    X, y = load_a9a("train")
+    path = tmp_path_factory.mktemp("svm") / "small.svm"
+    dump_svmlight_file(X[:400], y[:400], str(path), zero_based=False)
+    return path
+
+
+def _cli_final(args, out):
+    import json
+
+    from dpadmm.cli import main
+
+    assert main([str(a) for a in args] + ["--out", str(out), "--quiet"]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    return m["privacy"]["noise_source"], m["final"]
+
+
+@pytest.mark.parametrize("cmd", ["vertical", "consensus", "functional"])
+def test_cli_private_runs_party_local_by_default_seeded_on_request(cmd, small_libsvm, tmp_path):
+    """Each private CLI run twice without --seed (results differ, noise_source party-local) and twice
+    with --seed 3 (identical, noise_source seeded)."""
+    args = {
+        "vertical": ["vertical", "--train", small_libsvm, "--parties", "66,57", "--normalize-rows", "--rho", "0.3",
+                     "--epsilon", "50", "--iterations", "3"],
+        "consensus": ["consensus", "--data", small_libsvm, "--nodes", "3", "--perturbation", "pp", "--alpha", "5",
+                      "--normalize", "--iterations", "3"],
+        "functional": ["functional", "--simulate", "--n", "600", "--workers", "2", "--iterations", "3",
+                       "--epsilon", "1.0", "--basis", "fourier"],
+    }[cmd]
+    key = {"vertical": "train_objective", "consensus": "train_loss_mean", "functional": "test_pinball_loss"}[cmd]
+    runs = [_cli_final(args, tmp_path / f"u{i}") for i in range(2)]
+    assert [r[0] for r in runs] == ["party-local"] * 2
+    assert runs[0][1][key] != runs[1][1][key]
+    seeded = [_cli_final(args + ["--seed", "3"], tmp_path / f"s{i}") for i in range(2)]
+    assert [r[0] for r in seeded] == ["seeded"] * 2
+    assert seeded[0][1][key] == seeded[1][1][key]

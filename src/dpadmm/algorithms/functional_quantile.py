@@ -18,7 +18,7 @@ Round l (the engine's round l − 1), worker i, given the hub's ``w^{l−1}``:
     ``w_i = [ g_i − (λ/M)P'(w̃_i) + γ_i + ρ w + w̃_i/η_i^l ] / (ρ + 1/η_i^l)``,
     ``g_i = (1/m_i) Σ_j A_ijᵀ (τ − 1{y_ij − A_ij w̃_i ≤ 0})``;
 - noise [Zhou, eq. 22, Thm 1]: ``w̃_i = w_i + N(0, σ_{i,l}² I)`` with ``σ_{i,l} = z Δ_{i,l}``,
-  ``Δ_{i,l} = 2c_1/(m_i(ρ + 1/η_i^l))`` — the *corrected* sensitivity (SPEC §3 erratum: m_i, not
+  ``Δ_{i,l} = 2c_1/(m_i(ρ + 1/η_i^l))`` — the *corrected* sensitivity (docs/algorithms.md §3 erratum: m_i, not
   m_i²) — and ``z = sqrt(2 ln(1.25/δ))/ε`` for a per-iteration (ε, δ) [Thm 1] (or z calibrated to a
   total budget). For the exact step Δ = 2c_1/(m_i ρ) (the 1/η → 0 limit: the objective is
   ρ-strongly convex and one replaced sample changes it by a 2c_1/m_i-Lipschitz function);
@@ -337,7 +337,7 @@ def exact_local_solve(cfg: PartyConfig, v: np.ndarray, w0: np.ndarray, lam_scale
 
 # ----------------------------------------------------------------------------- party step
 def sensitivity(cfg: PartyConfig, eta: np.ndarray) -> np.ndarray:
-    """Corrected [Zhou, Lemma 2] sensitivity 2c_1/(m_i(ρ + 1/η)) per setting (SPEC §3 erratum);
+    """Corrected [Zhou, Lemma 2] sensitivity 2c_1/(m_i(ρ + 1/η)) per setting (docs/algorithms.md §3 erratum);
     ``2c_1/(m_i ρ)`` for the exact step."""
     if cfg.local_step == "exact":
         return np.full(eta.shape, 2.0 * cfg.c1 / (cfg.m * cfg.rho))

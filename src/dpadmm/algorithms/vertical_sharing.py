@@ -20,7 +20,7 @@ Iteration t (``s̃ = Σ_k D_k x̃_k``, the sum of the *shared* — possibly nois
     record of party m), proved in :mod:`dpadmm.privacy.mechanisms` and enforced by the clipping.
   * ``"paper"``: [Hu, eq. 16] as published, ``D_m x_m + σ U_m g`` (``U_m`` an orthonormal basis of
     range(D_m)). Kept to reproduce the paper only: every release lies in range(D_m), a subspace that
-    depends on the private data, so it is not DP for any δ < 1 (SPEC §1 erratum); reports give ε = ∞.
+    depends on the private data, so it is not DP for any δ < 1 (docs/algorithms.md §1 erratum); reports give ε = ∞.
 
 - DP, label side (``CoordinatorConfig.label_privacy``): the coordinator runs a *linearised*
   z-step instead of [Hu, eq. 7–8] (beyond the paper): from the public score ``s = Σ_m ũ_m + b̃``

@@ -11,7 +11,7 @@ import typer
 
 from . import _backend as bk
 from . import app
-from ._common import console, output_dir, progress, write_json
+from ._common import console, elapsed, output_dir, progress, write_json
 from ..exceptions import DataFileError, InvalidParameterError
 
 
@@ -91,7 +91,8 @@ def _plot(path: Path, model, data, baseline) -> None:
         axes[1].set(xlabel="iteration", ylabel="empirical check loss", yscale="log", title="convergence")
     for ax in axes:
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -221,6 +222,20 @@ def functional(
             line += f"  MISE: {final['mise']:.4f} (centralised QR: {final['baseline_mise']:.4f})"
         console.print(line)
         console.print("privacy: " + (model.privacy_.summary() if model.privacy_ is not None else "non-private (epsilon = inf)"))
+        from ._common import verdict
+
+        trivial = pinball_score(te.y, np.full(te.n, np.quantile(tr.y, tau)), tau)
+        final["trivial_test_pinball_loss"] = trivial
+        v = verdict("test pinball loss", final["test_pinball_loss"], trivial,
+                    f"predicting the training responses' {tau:g}-quantile for every curve",
+                    "more budget (--total-epsilon/--epsilon), more curves per worker, fewer workers or --basis fpca.")
+        metrics["verdict"] = v
+        if v:
+            console.print(v)
+        else:
+            console.print(f"trivial model (the training {tau:g}-quantile for every curve): test pinball loss "
+                          f"{trivial:.5f}")
+        metrics["wall_seconds"] = elapsed()
         if out is not None:
             write_json(stage / "metrics.json", metrics)
             np.savetxt(stage / "beta.csv", np.c_[model.grid_, model.beta_], delimiter=",", header="t,beta", comments="")

@@ -218,7 +218,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
                  "detail": f"scores clipped to {c1:g}" + (" plus the unit intercept column" if self.fit_intercept else "")
                            + f"; {self.clipped_fraction_:.2%} of rows were clipped"},
                 {"name": "sensitivity 2c1/(m_i(rho + 1/eta))", "status": "corrected",
-                 "detail": "[Zhou, Lemma 2] prints m_i^2; the update moves by 2c1/(m_i(rho+1/eta)) (SPEC §3)"},
+                 "detail": "[Zhou, Lemma 2] prints m_i^2; the update moves by 2c1/(m_i(rho+1/eta)) (docs/algorithms.md §3)"},
             ]
             notes = (["monitor=True: monitoring values in history_ were computed from the workers' data and left "
                       "them un-noised; they are NOT covered by the guarantee"] if monitor else [])

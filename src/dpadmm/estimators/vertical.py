@@ -271,7 +271,7 @@ class _VerticalADMM(BaseEstimator):
                  "status": "enforced", "detail": "x_m, z and the dual y are projected onto their balls every iteration"},
                 {"name": "|R''| <= c1 = 1 [Hu, Assumption 2.2]", "status": "checked", "detail": "penalty='l2'"},
                 {"name": "sensitivity C of [Hu, Lemma 1]", "status": "as published",
-                 "detail": "the proof's step ||(D_m^T D_m)^-1|| = 1/d_m does not follow from unit-norm rows (SPEC §1)"},
+                 "detail": "the proof's step ||(D_m^T D_m)^-1|| = 1/d_m does not follow from unit-norm rows (docs/algorithms.md §1)"},
             ]
         if private and self.fit_intercept and not label_mode:
             notes.append("the intercept is computed by the label-holding coordinator from the noisy shares and its "

@@ -15,7 +15,7 @@ made.
 
 Rows flagged ``broken`` must be caught — the test of the test:
 
-- ``hu-eq16-paper``: the vertical share as published [Hu, eq. 16] (SPEC §1 erratum: its noise
+- ``hu-eq16-paper``: the vertical share as published [Hu, eq. 16] (docs/algorithms.md §1 erratum: its noise
   lies in range(D_m), so neighbours with different column spaces have disjoint output supports);
 - one planted bug per algorithm, patched into the *real* code path for the audit run only
   (``unittest.mock.patch`` of the function the estimator calls), e.g. score clipping skipped or the
@@ -77,11 +77,15 @@ class Row:
     patch: Callable[[], ContextManager] | None = None
     description: str = ""
     claim: Callable[[Any], tuple[float, float]] | None = None  # default: the report's (epsilon, delta)
+    # model-based statistics: (pair, raws on D, raws on D') -> {name: (scores on D, scores on D')}; a
+    # fit then returns (view, report, raw) with ``raw`` whatever the model needs of that run
+    model: Callable[[Pair, list, list], dict] | None = None
 
 
 @contextlib.contextmanager
-def _capture(senders: Sequence[str] | None = None):
-    """Record every protocol message parties send during the fits inside the block.
+def _capture(senders: Sequence[str] | None = None, receivers: Sequence[str] | None = None):
+    """Record protocol messages during the fits inside the block: every message a party sends
+    (``senders``: only those parties), or with ``receivers`` every message the hub sends them.
 
     Wraps ``dpadmm.engine.run`` (which every estimator calls) and hands it a transcript hook, so the
     record is what crossed the party boundary in the real run. Yields a list of
@@ -93,7 +97,12 @@ def _capture(senders: Sequence[str] | None = None):
     real_run = engine.run
 
     def hook(round_, sender, receiver, message, kind):
-        if kind == "protocol" and sender != engine.HUB and (senders is None or sender in senders):
+        if kind != "protocol":
+            return
+        if receivers is not None:
+            if sender == engine.HUB and receiver in receivers:
+                record.append((round_, sender, receiver, message))
+        elif sender != engine.HUB and (senders is None or sender in senders):
             record.append((round_, sender, receiver, message))
 
     def run(*args, **kwargs):
@@ -172,11 +181,14 @@ def audit_row(row: Row, *, runs: int, seed: int = 0, confidence: float = 0.95, p
         warnings.simplefilter("ignore")
         for pi, pair in enumerate(row.pairs):
             seeds = ss.spawn(1)[0].generate_state(2 * runs, dtype=np.uint32)
-            views = []
+            views, raws = [], []
             for side, data in enumerate((pair.data0, pair.data1)):
-                vs = []
+                vs, rs = [], []
                 for r in range(runs):
-                    v, report = row.fit(data, int(seeds[side * runs + r]))
+                    out = row.fit(data, int(seeds[side * runs + r]))
+                    v, report = out[0], out[1]
+                    if row.model is not None:
+                        rs.append(out[2])
                     if isinstance(v, dict):  # named blocks of the view
                         blocks, start = {}, 0
                         for k, part in v.items():
@@ -190,8 +202,14 @@ def audit_row(row: Row, *, runs: int, seed: int = 0, confidence: float = 0.95, p
                     # neighbours get the same claim (the fits' noise does not depend on the data)
                     claim, delta = max(claim, eps_r), max(delta, delta_r)
                 views.append(np.stack(vs))
+                raws.append(rs)
+            extra0 = extra1 = None
+            if row.model is not None:
+                model = row.model(pair, raws[0], raws[1])
+                extra0 = {k: v[0] for k, v in model.items()}
+                extra1 = {k: v[1] for k, v in model.items()}
             res = audit_views(views[0], views[1], delta=delta, alpha=alpha, subspaces=pair.subspaces,
-                              blocks=blocks)
+                              blocks=blocks, extra0=extra0, extra1=extra1)
             res.update(pair=pair.name, note=pair.note)
             details.append(res)
             best = max(best, res["epsilon_lower_bound"])
@@ -230,19 +248,72 @@ def _vertical_data(seed: int = 3):
     return D1, D2, y
 
 
-def _vertical_fit(options: dict, party: str = "party2"):
-    """One whole vertical fit; the view is every share ``party`` sent (feature-side adversary)."""
+def _vertical_fit(options: dict, party: str = "party2", side: str = "feature", raw: bool = False):
+    """One whole vertical fit. Feature side: the view is every share ``party`` sent (what the
+    coordinator and the other parties see). Label side: every message the coordinator sent
+    ``party`` (what a passive party sees). ``raw``: also return what the model-based statistic
+    replays — the messages ``party`` received, the shares it sent, and its setup options."""
+    from ..algorithms import vertical_sharing as vs
     from ..estimators.vertical import VerticalLogisticRegression
 
     def fit(data, seed):
         D1, D2, y = data
         est = VerticalLogisticRegression(**options)
-        with _capture([party]) as rec:
+        setup: dict = {}
+        real_setup = vs.setup_party
+
+        def spy(name, D, opts):
+            if name == party:
+                setup["options"] = opts
+            return real_setup(name, D, opts)
+
+        with mock.patch.object(vs, "setup_party", spy), _capture() as sent, _capture(receivers=[party]) as got:
             _seeded(est, seed).fit([D1, D2], y)
-        shares = [np.asarray(msg.share, dtype=np.float64) for _, _, _, msg in sorted(rec, key=lambda r: r[0])]
-        return np.concatenate(shares), est.privacy_
+        shares = [np.asarray(m.share, dtype=np.float64) for _, s_, _, m in sorted(sent, key=lambda r: r[0]) if s_ == party]
+        inboxes = [m for _, _, _, m in sorted(got, key=lambda r: r[0])]
+        if side == "feature":
+            view = np.concatenate(shares)
+        else:
+            view = np.concatenate([np.concatenate([np.ravel(np.asarray(m.residual, dtype=np.float64)),
+                                                   np.ravel(np.asarray(m.dual, dtype=np.float64))]) for m in inboxes])
+        if raw:
+            return view, est.privacy_, (inboxes, shares, setup.get("options"))
+        return view, est.privacy_
 
     return fit
+
+
+def _vertical_model(pair: Pair, raws0: list, raws1: list) -> dict:
+    """Model-based likelihood ratio for party 2's shares (feature side).
+
+    Given the messages party 2 received, its step is deterministic up to the added noise, and the
+    adversary (who knows everything but the differing part of D_2) can replay it for D_2 and D'_2:
+    the real ``vertical_sharing.party_step`` with the noise set to zero, on the released previous
+    share. The score ``Σ_t ⟨s_t − (μ_t + μ'_t)/2, μ'_t − μ_t⟩`` is the Neyman–Pearson statistic
+    of each round's Gaussian release (σ is the same every round), summed over the rounds.
+    """
+    from dataclasses import replace
+
+    from ..algorithms import vertical_sharing as vs
+
+    options = raws0[0][2]
+    noiseless = dict(options, private=replace(options["private"], noise_multiplier=None, noise_scale=0.0))
+    cfgs = [vs.setup_party("party2", data[1], noiseless)[0] for data in (pair.data0, pair.data1)]
+    rng = np.random.default_rng(0)
+
+    def score(raw):
+        inboxes, shares, _ = raw
+        total, prev = 0.0, np.zeros_like(shares[0])
+        for inbox, s in zip(inboxes, shares):
+            mus = []
+            for cfg in cfgs:
+                state = vs.PartyState(x=np.zeros(cfg.D.shape[1]), share=prev)
+                mus.append(np.asarray(vs.party_step(cfg, state, inbox, rng=rng)[1].share))
+            total += float((s - 0.5 * (mus[0] + mus[1])) @ (mus[1] - mus[0]))
+            prev = s
+        return total
+
+    return {"model-lr": (np.array([score(r) for r in raws0]), np.array([score(r) for r in raws1]))}
 
 
 def _vertical_params(**kw) -> dict:
@@ -285,6 +356,93 @@ def hu_eq16_paper_row() -> Row:
                     note="rows stay unit-norm; range(D_2) moves", subspaces=subspaces)],
         description="[Hu, eq. 16] share D_m x_m + sigma U_m g through VerticalLogisticRegression.fit "
                     "(3 rounds, N = 16): disjoint supports under a column change; not DP for any delta < 1")
+
+
+def _has_gaussian_vertical() -> bool:
+    from ..estimators.vertical import VerticalLogisticRegression
+
+    return "relation" in VerticalLogisticRegression().get_params()
+
+
+def _vertical_feature_pairs(relation: str) -> list[Pair]:
+    """Worst-case neighbours of party 2 (rows of norm ≤ 1 on both sides, so the setup's row clipping
+    leaves them alone)."""
+    D1, D2, y = _vertical_data()
+    D2 = 0.45 * D2
+    if relation == "feature_column":
+        # one column changed by a vector of norm 1 (the paper's Definition 2), spread over all rows
+        delta = np.where(np.arange(VERT_N) % 3 == 0, 1.0, -1.0)
+        delta /= np.linalg.norm(delta)
+        Db = D2.copy()
+        Db[:, 1] += delta
+        return [Pair("party 2's column 2 moved by a unit vector", (D1, D2, y), (D1, Db, y))]
+    Dn, Do = D2.copy(), D2.copy()
+    Dn[0] = -D2[0] / np.linalg.norm(D2[0])  # replaced by an extreme row (norm 1) pointing the other way
+    Do[0] = np.array([-D2[0, 1], D2[0, 0]]) / np.linalg.norm(D2[0])
+    return [Pair("party 2's record 1 replaced by a unit row, opposite", (D1, D2, y), (D1, Dn, y)),
+            Pair("party 2's record 1 replaced by a unit row, orthogonal", (D1, D2, y), (D1, Do, y))]
+
+
+# ρ = 10, 5 rounds: the clip V is then active by a wide margin (the coordinator's messages carry the other
+# party's noise), so a missing clip shows in every round; the claimed ε is the fit's total over the 5 rounds.
+VERT_GAUSSIAN = dict(epsilon=1.0, delta=1e-5, max_iter=5, lam=0.05, rho=10.0, fit_intercept=False,
+                     mechanism="gaussian")
+
+
+def vertical_feature_row(relation: str) -> Row:
+    opts = _vertical_params(**VERT_GAUSSIAN, relation=relation)
+    return Row(
+        name=f"vertical-gaussian[{relation}]", algorithm="vertical ADMM sharing [Hu], feature side (gaussian)",
+        relation=relation, adversary="coordinator and other parties: every share party 2 sends, every round",
+        fit=_vertical_fit(opts, raw=True), pairs=_vertical_feature_pairs(relation), model=_vertical_model,
+        description=f"VerticalLogisticRegression.fit(mechanism='gaussian', relation={relation!r}), N = 16, 5 rounds, "
+                    "rho = 10, epsilon = 1: isotropic noise on the clipped ridge share")
+
+
+def vertical_clip_bug_row() -> Row:
+    from ..algorithms import vertical_sharing as vs
+
+    def patch():
+        return mock.patch.object(vs, "clip_share_input", lambda v, V, V_inf=None: v)
+
+    opts = _vertical_params(**VERT_GAUSSIAN, relation="record")
+    return Row(
+        name="vertical-gaussian[record] (planted: input clipping skipped)",
+        algorithm="vertical ADMM sharing [Hu], feature side (gaussian)", relation="record",
+        adversary="every share party 2 sends", fit=_vertical_fit(opts, raw=True),
+        pairs=_vertical_feature_pairs("record")[:1], broken=True, patch=patch, model=_vertical_model,
+        bug="vertical_sharing.clip_share_input is the identity: ||v|| <= V, |v_i| <= V_inf no longer enforced",
+        description="the real gaussian-mechanism fit with the clipping of what party 2 receives removed")
+
+
+def vertical_label_row(*, bug: bool = False) -> Row:
+    from ..algorithms import vertical_sharing as vs
+
+    D1, D2, y = _vertical_data()
+    yb = y.copy()
+    yb[0] = -yb[0]
+    opts = _vertical_params(label_epsilon=1.0, delta=1e-5, lam=0.05, fit_intercept=True)
+
+    def claim(report):
+        lab = report.label or {}
+        return float(lab.get("epsilon", math.inf)), float(lab.get("delta", report.delta))
+
+    patch, name, bug_text = None, "vertical-label", ""
+    if bug:
+        real = vs.label_sensitivity
+
+        def patch():
+            return mock.patch.object(vs, "label_sensitivity", lambda **kw: real(**kw) / VERT_N)
+
+        name = "vertical-label (planted: label sensitivity of the mean loss)"
+        bug_text = "label_sensitivity divided by N (the mean-loss scaling slipped into the summed-loss protocol)"
+    return Row(
+        name=name, algorithm="vertical ADMM sharing [Hu], label side", relation="label",
+        adversary="a passive party (party 2): every message the coordinator sends it, every round",
+        fit=_vertical_fit(opts, side="label"), pairs=[Pair("training label 1 flipped", (D1, D2, y), (D1, D2, yb))],
+        broken=bug, patch=patch, bug=bug_text, claim=claim,
+        description="VerticalLogisticRegression.fit(label_epsilon=1): the coordinator's noisy gradients "
+                    "against the reported label epsilon")
 
 
 # ----------------------------------------------------------------------------- consensus [Zhang]
@@ -502,9 +660,12 @@ def functional_bug_row() -> Row:
 def rows(*, quick: bool = False) -> list[Row]:
     """Every row of the end-to-end audit (real mechanisms first, then the ones that must be caught).
     ``quick`` runs the same rows (fewer runs are the caller's choice)."""
-    out = [consensus_row(), functional_row(), functional_private_basis_row(),
-           hu_eq16_paper_row(), consensus_bug_row(), consensus_reuse_bug_row(), functional_bug_row()]
-    return out
+    real = [consensus_row(), functional_row(), functional_private_basis_row()]
+    broken = [hu_eq16_paper_row(), consensus_bug_row(), consensus_reuse_bug_row(), functional_bug_row()]
+    if _has_gaussian_vertical():  # the sound vertical mechanism and label privacy
+        real = [vertical_feature_row("feature_column"), vertical_feature_row("record"), vertical_label_row()] + real
+        broken += [vertical_clip_bug_row(), vertical_label_row(bug=True)]
+    return real + broken
 
 
 def run_end_to_end(*, runs: int = 2000, seed: int = 0, confidence: float = 0.95, quick: bool = False,

@@ -50,7 +50,7 @@ FIG_LEVELS = ((0.1, 1e-4), (0.2, 1e-4), (0.5, 1e-4), (0.8, 1e-4), (math.inf, 1.0
 
 
 def paper_table() -> pd.DataFrame:
-    """The 630 published cells (bundled, gzipped copy of the transcription in SPEC §3)."""
+    """The 630 published cells (bundled, gzipped copy of the transcription in docs/algorithms.md §3)."""
     from importlib.resources import files
 
     raw = (files("dpadmm.data") / "_bundled" / "zhou_tables.csv.gz").read_bytes()

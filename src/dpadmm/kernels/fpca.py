@@ -5,7 +5,7 @@ Curves are observed on a common grid ``t_1 < … < t_T`` with trapezoid quadratu
 where the Euclidean norm is the L² norm of the curve and the covariance operator
 ``(C f)(s) = ∫ C(s, t) f(t) dt`` becomes the symmetric matrix ``Q^{1/2} C Q^{1/2}``.
 
-Distributed FPCA [Zhou, eq. 3–7; SPEC §3]: worker i releases the augmented second-moment sum
+Distributed FPCA [Zhou, eq. 3–7; docs/algorithms.md §3]: worker i releases the augmented second-moment sum
 ``S_i = Σ_j z_j z_jᵀ`` with ``z_j = (1, x̃_j)`` — which holds its count, its sum and its
 uncentred second moment. ``Σ_i S_i`` equals the pooled sum, so the eigenfunctions from the
 summed matrices equal those of pooled FPCA (tested). Private variant (Analyze-Gauss style):

@@ -26,6 +26,9 @@ Statistics (each a function of one view):
 - ``gaussian-lr-full``: the linear discriminant with a pooled *full* covariance (ridge-shrunk), for
   views small enough to estimate it: noise that the iteration carries from round to round is
   correlated, and this test takes it out (only when the view has at most ``n_fit/3`` coordinates);
+- statistics computed by the caller (``extra0``/``extra1``), e.g. a *model-based* likelihood ratio:
+  an adversary who knows D and D' except the differing record and the code replays each party's
+  step on the messages it saw and scores the release against both predictions;
 - every statistic also on each named *block* of the view (e.g. the released models alone, the pooled
   basis alone), written ``<block>/<statistic>``: a weak signal is not drowned by noisy coordinates
   that carry none;
@@ -104,9 +107,11 @@ def _block_statistics(F0: np.ndarray, F1: np.ndarray) -> dict:
 
 def audit_views(V0: np.ndarray, V1: np.ndarray, *, delta: float, alpha: float = 0.05,
                 subspaces: tuple[Subspace, ...] = (), blocks: dict[str, slice] | None = None,
-                fit_fraction: float = 0.25) -> dict:
+                extra0: dict | None = None, extra1: dict | None = None, fit_fraction: float = 0.25) -> dict:
     """ε lower bound (confidence ``1 − alpha``) from views of whole runs on D (``V0``) and D' (``V1``).
 
+    ``extra0`` / ``extra1`` add precomputed statistics (name → one score per run, in run order), e.g.
+    a model-based likelihood ratio that needs no fitting; they take part in the same selection.
     Returns the bound, the chosen statistic, every statistic's pilot bound and the error counts.
     """
     V0, V1 = np.asarray(V0, dtype=np.float64), np.asarray(V1, dtype=np.float64)
@@ -115,6 +120,9 @@ def audit_views(V0: np.ndarray, V1: np.ndarray, *, delta: float, alpha: float = 
     E0, E1 = V0[f0:], V1[f1:]
     s0 = {k: f(E0) for k, f in stats.items()}
     s1 = {k: f(E1) for k, f in stats.items()}
+    for k in (extra0 or {}):
+        s0[k] = np.asarray(extra0[k], dtype=np.float64)[f0:]
+        s1[k] = np.asarray(extra1[k], dtype=np.float64)[f1:]
     res = best_epsilon_lower_bound(s0, s1, delta, alpha=alpha)
     res["n_fit"] = [f0, f1]
     res["view_dim"] = int(V0.shape[1])

@@ -5,7 +5,7 @@ Per iteration, worker i releases ``w̃_i^l = w_i^l + N(0, σ_{i,l}² I_K)`` with
     σ_{i,l} = z · Δ_{i,l},   Δ_{i,l} = 2 c_1 / (m_i (ρ + 1/η_i^l)),   z = sqrt(2 ln(1.25/δ)) / ε   [Zhou, Thm 1]
 
 (Δ corrected: [Zhou, Lemma 2] prints m_i², the update moves by at most 2c_1/(m_i(ρ + 1/η)) when one
-of the worker's samples is replaced, ‖A_ij‖ ≤ c_1 — SPEC §3). The classical Gaussian-mechanism
+of the worker's samples is replaced, ‖A_ij‖ ≤ c_1 — docs/algorithms.md §3). The classical Gaussian-mechanism
 bound behind Thm 1 holds for ε ≤ 1; the tight accountants below hold for every z.
 
 The run's total: a neighbouring dataset replaces one sample of one worker, so the guarantee is the
@@ -96,6 +96,6 @@ def zhou_report(ledger: PrivacyLedger, *, delta: float, accountant: str = "pld",
         per_party=per_party, rdp_epsilon=max(per_rdp.values()) if per_rdp else math.inf,
         paper_bound=pb, assumptions=list(assumptions),
         mechanism="Gaussian on each worker's local model w_i [Zhou, eq. 22, Thm 1]; sensitivity "
-                  "2c1/(m_i(rho + 1/eta)) (corrected from [Zhou, Lemma 2]'s m_i^2, SPEC §3)",
+                  "2c1/(m_i(rho + 1/eta)) (corrected from [Zhou, Lemma 2]'s m_i^2, docs/algorithms.md §3)",
         noise_multiplier=nm, rounds=rounds, notes=all_notes,
     )

@@ -499,3 +499,47 @@ def solve_centralised(X_list, y_list, *, C: float, reg_weight: float, tol: float
                            tol=tol, max_iter=100)
     return f[0]
 
+
+
+# ----------------------------------------------------------------------------- protocol (as data, for the network)
+def load_node_data(path, params: Mapping[str, Any]):
+    """Party side of a ``PartyData`` reference: node data from the node's own CSV (label column
+    ``label_column`` in {-1, +1} or {0, 1}; every other column but ``id_column`` a feature).
+    ``params["part"]``: ``"X"`` (rows rescaled to norm ≤ 1 if ``normalize``) or ``"y"`` (±1)."""
+    import pandas as pd
+
+    df = pd.read_csv(path)
+    label, idc = str(params.get("label_column", "y")), str(params.get("id_column", "id"))
+    if label not in df.columns:
+        raise InvalidParameterError(f"node file {path} has no label column {label!r}.")
+    if params.get("part") == "y":
+        y = df[label].to_numpy(dtype=np.float64)
+        return np.where(y > 0, 1.0, -1.0)
+    X = df.drop(columns=[c for c in (label, idc) if c in df.columns]).to_numpy(dtype=np.float64)
+    if params.get("normalize"):
+        X = X / np.maximum(np.linalg.norm(X, axis=1), 1.0)[:, None]
+    if params.get("require_unit_norm") and np.max(np.linalg.norm(X, axis=1)) > 1.0 + 1e-9:
+        raise PrivacyPreconditionError(f"[Zhang, Thm 4.1] needs ||x||_2 <= 1 for every row of {path}; normalise them.")
+    return X
+
+
+def describe_node_data(path, id_column: str = "id", label_column: str = "y") -> dict:
+    import pandas as pd
+
+    df = pd.read_csv(path, usecols=lambda c: c != id_column)
+    return {"rows": int(df.shape[0]), "columns": int(df.shape[1] - (label_column in df.columns))}
+
+
+def _is_private(cfg: BlockConfig) -> bool:
+    return cfg.perturbation != "none"
+
+
+def _protocol():
+    from ..backends.protocol import Protocol
+
+    return Protocol("graph-consensus", setup_block, block_step, block_diagnostics, handlers={},
+                    types=(NeighbourMessage, ModelMessage, BlockState), load=load_node_data,
+                    describe=describe_node_data, model=block_coefs, private=_is_private, data_args=(1, 2))
+
+
+PROTOCOL = _protocol()

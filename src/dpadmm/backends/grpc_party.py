@@ -66,7 +66,8 @@ class PartyService:
     """The party's state machine, independent of gRPC (so it is easy to test and to audit)."""
 
     def __init__(self, *, name: str, protocol: Protocol, data: Mapping[str, str], out, allow: tuple[str, ...] = (),
-                 allow_monitoring: bool = False, secure: bool = True, describe_options: Mapping[str, Any] = None):
+                 allow_monitoring: bool = False, secure: bool = True, describe_options: Mapping[str, Any] = None,
+                 accept_coordinator_data: bool = False):
         self.name = name
         self.protocol = protocol
         self.data = {k: Path(v) for k, v in data.items()}
@@ -74,6 +75,7 @@ class PartyService:
         self.out.mkdir(parents=True, exist_ok=True)
         self.allow = tuple(allow)
         self.allow_monitoring = bool(allow_monitoring)
+        self.accept_coordinator_data = bool(accept_coordinator_data)
         self.secure = secure
         self.describe_options = dict(describe_options or {})
         self.allowed_types = codec.allow_list(protocol.types)
@@ -166,7 +168,12 @@ class PartyService:
             raise _Refused(f"party {self.name!r} serves protocol {self.protocol.name!r}, not {req.get('protocol')!r}")
         if req.get("party") != self.name:
             raise _Refused(f"this party is {self.name!r}, not {req.get('party')!r}")
-        args = self._localise(req.get("args", []))
+        raw = list(req.get("args", []))
+        for i in self.protocol.data_args:
+            if i < len(raw) and not self.accept_coordinator_data and _holds_arrays(raw[i]):
+                raise _Refused(f"party {self.name!r} refused data sent by the coordinator (setup argument {i}): it reads "
+                               "its own files (--data KEY=FILE); a simulation can opt in with --accept-coordinator-data")
+        args = self._localise(raw)
         self._reset()
         self.cfg, self.state = self.protocol.setup(*args)
         self.index = int(req.get("index", 0))
@@ -250,6 +257,16 @@ class PartyService:
             self._audit.close()
         except Exception:
             pass
+
+
+def _holds_arrays(obj) -> bool:
+    if isinstance(obj, np.ndarray):
+        return True
+    if isinstance(obj, (list, tuple)):
+        return any(_holds_arrays(v) for v in obj)
+    if isinstance(obj, dict):
+        return any(_holds_arrays(v) for v in obj.values())
+    return False
 
 
 def peer_name(context) -> str:

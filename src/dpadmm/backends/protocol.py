@@ -39,7 +39,10 @@ class Protocol:
     ``load(path, params) -> value`` (reads the party's own file for a :class:`PartyData`),
     ``describe(path) -> dict`` (public facts about a local file, e.g. its column count),
     ``model(cfg, state) -> ndarray`` (the final local model the party writes to its own directory),
-    ``private(cfg) -> bool`` (whether this run adds noise: then monitoring is refused).
+    ``private(cfg) -> bool`` (whether this run adds noise: then monitoring is refused),
+    ``data_args`` (positions of ``setup``'s arguments that hold the party's data: there the party
+    expects a :class:`PartyData` reference, and refuses arrays sent by the coordinator unless its
+    operator started it with ``--accept-coordinator-data``, a simulation of a deployment).
     """
 
     name: str
@@ -52,6 +55,7 @@ class Protocol:
     describe: Callable | None = None
     model: Callable | None = None
     private: Callable | None = None
+    data_args: tuple = ()
 
 
 @dataclass(frozen=True)

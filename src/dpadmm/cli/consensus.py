@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -64,6 +64,9 @@ def consensus(
     ray_address: Optional[str] = bk.ray_address_option(),
     ray_resources: Optional[str] = bk.ray_resources_option(),
     timeout: float = bk.timeout_option(),
+    peer: List[str] = bk.peer_option(),
+    tls: Optional[Path] = bk.tls_option(),
+    insecure: bool = bk.insecure_option(),
 ):
     """Train logistic regression over a graph with (private) M-ADMM [Zhang, eq. 10–11, Alg. 1]."""
     from .._validation import check_choice, check_int, check_positive
@@ -89,9 +92,13 @@ def consensus(
         raise InvalidParameterError("--alpha is only used with --perturbation pp|dvp|pvp.")
     if perturbation == "dvp" and eta is not None:
         raise InvalidParameterError("--perturbation dvp fixes eta = theta (Zhang & Zhu 2017); drop --eta or use pp.")
-    bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
-                   transcript=None, checkpoint_every=None, resume=None, out=out)  # validation (and Ray presence)
+    run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
+                              transcript=None, checkpoint_every=None, resume=None, out=out, peers=peer, tls=tls,
+                              insecure=insecure)  # validation (and Ray presence)
     backend_options = {"timeout": timeout} if backend != "inprocess" else {}
+    if backend == "grpc":  # nodes are `dpadmm party serve --protocol graph-consensus` processes
+        backend_options = {"peers": run_opts.backend.peers, "tls": run_opts.backend.tls, "insecure": insecure,
+                           "timeout": timeout}
     if backend == "ray":
         backend_options.update(address=ray_address, party_resources=bk.parse_resources(ray_resources) or None)
     if data != "adult" and not Path(data).is_file():

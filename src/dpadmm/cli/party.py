@@ -15,7 +15,7 @@ party_app = typer.Typer(add_completion=False, no_args_is_help=True,
 app.add_typer(party_app, name="party")
 
 
-def _parse_data(items: List[str]) -> dict[str, str]:
+def _parse_data(items: List[str], required: bool = True) -> dict[str, str]:
     out = {}
     for item in items:
         if "=" not in item:
@@ -27,7 +27,7 @@ def _parse_data(items: List[str]) -> dict[str, str]:
         if key in out:
             raise InvalidParameterError(f"--data {key}=… is given twice.")
         out[key] = path
-    if "train" not in out:
+    if "train" not in out and required:
         raise InvalidParameterError("give the party's training file: --data train=FILE (and e.g. --data test=FILE).")
     return out
 
@@ -51,7 +51,12 @@ def serve(
     id_column: str = typer.Option("id", help="Id column of the party's CSV files."),
     label_column: str = typer.Option("y", help="Label column (vertical: only in the label party's file)."),
     insecure: bool = typer.Option(False, "--insecure", help="Plaintext, no identities: local tests only."),
+    accept_coordinator_data: bool = typer.Option(False, "--accept-coordinator-data",
+                                                 help="Accept this party's data from the coordinator in the setup "
+                                                      "message (a simulation of a deployment; default: refuse)."),
     once: bool = typer.Option(False, "--once", help="Exit after one run has finished."),
+    threads: int = typer.Option(1, "--threads", help="BLAS threads of this party (the per-round work is vector "
+                                                     "algebra; more threads mostly add contention)."),
 ):
     """Serve one declared protocol to the coordinator; refuse everything else; keep an audit log."""
     from ..backends.grpc_party import PartyService, serve as run_server
@@ -59,8 +64,13 @@ def serve(
     from ..backends.protocol import find_protocol
 
     check_party_name(name)
+    if threads < 1:
+        raise InvalidParameterError(f"--threads must be a positive integer, got {threads}.")
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=int(threads))
     proto = find_protocol(protocol)
-    files = _parse_data(data)
+    files = _parse_data(data, required=not accept_coordinator_data)
     if insecure and (tls or cert or key or ca):
         raise InvalidParameterError("give either --insecure or TLS files (--tls / --cert --key --ca), not both.")
     creds = None
@@ -71,7 +81,8 @@ def serve(
                                         "identity is its certificate.")
     service = PartyService(name=name, protocol=proto, data=files, out=out, allow=tuple(allow),
                            allow_monitoring=allow_monitoring, secure=not insecure,
-                           describe_options={"id_column": id_column, "label_column": label_column})
+                           describe_options={"id_column": id_column, "label_column": label_column},
+                           accept_coordinator_data=accept_coordinator_data)
 
     def ready(port):
         host = listen.rsplit(":", 1)[0]

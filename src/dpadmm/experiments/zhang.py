@@ -1,6 +1,6 @@
 """Jobs and reproductions for decentralised M-ADMM with penalty perturbation [Zhang, §5].
 
-Choices the paper leaves open (SPEC §2) — documented and exposed as options:
+Choices the paper leaves open (docs/algorithms.md §2) — documented and exposed as options:
 
 - **C = 50, ρ (reg_weight) = 1.** With the paper's objective ``(C/B_i) Σ ℒ + (ρ/N)·½‖f‖²`` this is
   per-sample logistic regression with λ = ρ/(N·C) on average (C ≤ B_i holds for every setting

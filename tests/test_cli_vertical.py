@@ -33,7 +33,9 @@ def test_vertical_libsvm_end_to_end(small_files, tmp_path, capsys):
     for key in ("objective", "seconds", "test_log_loss"):
         assert len(m["history"][key]) == m["final"]["iterations"]
     assert m["final"]["test_log_loss"] < 0.4 and m["final"]["test_accuracy"] > 0.8 and m["final"]["test_auc"] > 0.85
-    assert m["privacy"]["private"] is False and m["privacy"]["epsilon"] is None
+    assert m["privacy"]["private"] is False and m["privacy"]["epsilon"] == "inf"
+    assert m["privacy"]["label"]["protected"] is False
+    assert "every party can read the training labels" in " ".join(stdout.split())
     assert m["config"]["party_sizes"] == [66, 57] and m["config"]["lam"] == 1e-3
     assert (out / "convergence.png").stat().st_size > 1000
     assert "training objective" in stdout
@@ -54,8 +56,31 @@ def test_vertical_party_files_dp(small_files, tmp_path, capsys):
     p = m["privacy"]
     assert p["private"] and 19.0 < p["epsilon"] <= 20.0 and p["delta"] == 1e-5
     assert p["accountant"].startswith("dp-accounting") and p["relation"] == "feature_column"
-    assert p["paper_bound"]["epsilon"] > p["epsilon"]
-    assert "[Hu, Cor. 1]" in stdout and "epsilon=" in stdout
+    assert {r["party"] for r in p["releases"]} == {"party1", "party2"}
+    flat = " ".join(stdout.split())
+    assert "C=" in flat and "sigma=" in flat and "read the training labels" in flat
+
+
+def test_vertical_cli_paper_mechanism_and_label_epsilon(small_files, tmp_path, capsys):
+    d, _, _ = small_files
+    base = ["vertical", "--train", d / "train.svm", "--test", d / "test.svm", "--parties", "66,57",
+            "--normalize-rows", "--quiet"]
+    out = tmp_path / "paper"
+    code, stdout, err = run_cli(base + ["--mechanism", "paper", "--epsilon", "5", "--iterations", "3",
+                                        "--rho", "0.3", "--out", out], capsys)
+    assert code == 0, err
+    p = json.loads((out / "metrics.json").read_text())["privacy"]
+    assert p["epsilon"] == "inf" and "range(D_m)" in p["notes"][0]
+    assert "not differentially private" in " ".join(stdout.split())
+    out = tmp_path / "label"
+    code, stdout, err = run_cli(base + ["--label-epsilon", "1", "--out", out], capsys)
+    assert code == 0, err
+    m = json.loads((out / "metrics.json").read_text())
+    lab = m["privacy"]["label"]
+    assert lab["protected"] and 0.9 < lab["epsilon"] <= 1.0 and lab["delta"] == 1e-5
+    assert lab["relation"] == "label" and "passive party" in lab["threat_model"]
+    assert m["privacy"]["epsilon"] == "inf" and m["final"]["iterations"] == 3
+    assert "labels: epsilon=" in " ".join(stdout.split())
 
 
 def _bad_cases(d, parties, tmp):
@@ -88,14 +113,18 @@ def _bad_cases(d, parties, tmp):
         "delta_one": ["--train", d / "train.svm", "--parties", "66,57", "--epsilon", "1", "--delta", "1.5"],
         "delta_zero": ["--train", d / "train.svm", "--parties", "66,57", "--epsilon", "1", "--delta", "0"],
         "missing_file": ["--train", d / "nope.svm", "--parties", "66,57"],
-        "unnormalised_dp": ["--train", d / "train.svm", "--parties", "66,57", "--epsilon", "1"],
+        "unnormalised_dp": ["--train", d / "train.svm", "--parties", "66,57", "--epsilon", "1", "--mechanism", "paper"],
+        "bad_mechanism": ["--train", d / "train.svm", "--parties", "66,57", "--epsilon", "1", "--mechanism", "hu"],
+        "bad_relation": ["--train", d / "train.svm", "--parties", "66,57", "--epsilon", "1", "--relation", "row"],
+        "label_epsilon_zero": ["--train", d / "train.svm", "--parties", "66,57", "--label-epsilon", "0"],
         "bad_parties": ["--train", d / "train.svm", "--parties", "a,b"],
     }
 
 
 @pytest.mark.parametrize("case", ["nan", "ids_mismatch", "shape_mismatch", "empty_party", "missing_label",
                                   "parties_sum", "epsilon_zero", "epsilon_negative", "delta_one", "delta_zero",
-                                  "missing_file", "unnormalised_dp", "bad_parties"])
+                                  "missing_file", "unnormalised_dp", "bad_parties", "bad_mechanism",
+                                  "bad_relation", "label_epsilon_zero"])
 def test_bad_input_exit_2_one_line_nothing_written(small_files, tmp_path, capsys, case):
     d, parties, _ = small_files
     args = _bad_cases(d, parties, tmp_path)[case]
@@ -128,7 +157,8 @@ def test_demo_end_to_end(tmp_path, capsys):
     code, stdout, err = run_cli(["demo", "--out", out, "--quiet"], capsys)
     assert code == 0, err
     m = json.loads((out / "metrics.json").read_text())
-    assert m["privacy"]["private"] and m["privacy"]["epsilon"] <= m["config"]["epsilon"]
+    assert m["privacy"]["label"]["protected"] and m["privacy"]["label"]["epsilon"] <= 1.0
+    assert m["final"]["test_log_loss"] < 0.36
     assert {"admm_nonprivate", "sklearn_all_features", "sklearn_label_party_alone"} <= set(m["baselines"])
     assert (out / "convergence.png").exists()
     assert "label party alone" in stdout

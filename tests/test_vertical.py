@@ -72,15 +72,32 @@ def test_privacy_report_names_relation_and_budget(a9a_small_normalized):
     assert p.relation == "feature_column" and "one feature column" in p.relation_description
     assert p.epsilon <= 5.0 and p.epsilon > 4.8
     assert p.delta == 1e-6 and p.rounds == 8
-    assert p.paper_bound["epsilon"] > p.epsilon  # Cor. 1 (advanced composition) is looser
-    assert "dp-accounting" in p.accountant
+    assert "dp-accounting" in p.accountant and "isotropic" in p.mechanism
+    names = " ".join(a["name"] for a in p.assumptions)
+    assert "clipped" in names and "rows" in names and "ridge x-step" in names
+    # C and sigma per party; labels unprotected, said plainly
+    assert {r["party"] for r in p.releases} == {"party1", "party2"}
+    assert all(r["sigma"] > 0 and r["sensitivity"] > 0 for r in p.releases)
+    assert p.label["protected"] is False and "read the training labels" in p.label["note"]
+    assert any("read the training labels" in n for n in p.notes)
+
+
+def test_paper_mechanism_reports_infinite_epsilon(a9a_small_normalized):
+    B, y, _, _ = a9a_small_normalized
+    m = VerticalLogisticRegression(lam=1e-3, rho=0.3, max_iter=4, epsilon=5.0, mechanism="paper",
+                                   random_state=0).fit(B, y)
+    p = m.privacy_
+    assert p.epsilon == np.inf and not p.private
+    assert p.to_dict()["epsilon"] == "inf"
+    assert "range(D_m)" in p.notes[0] and "not differentially private" in p.notes[0]
+    assert "NOT differentially private" in p.mechanism
     names = " ".join(a["name"] for a in p.assumptions)
     assert "unit-norm rows" in names and "bounded iterates" in names and "Lemma 1" in names
 
 
 def test_bounded_iterates_enforced(a9a_small_normalized):
     B, y, _, _ = a9a_small_normalized
-    m = VerticalLogisticRegression(lam=1e-3, rho=0.3, max_iter=6, noise_scale=50.0, bound=0.5,
+    m = VerticalLogisticRegression(lam=1e-3, rho=0.3, max_iter=6, noise_scale=50.0, bound=0.5, mechanism="paper",
                                    random_state=0).fit(B, y)
     assert all(np.linalg.norm(c) <= 0.5 + 1e-12 for c in m.coefs_)
 
@@ -88,8 +105,8 @@ def test_bounded_iterates_enforced(a9a_small_normalized):
 def test_dp_refuses_unnormalised_rows_and_nonsmooth_penalty(a9a_small):
     B, y, _, _ = a9a_small
     with pytest.raises(PrivacyPreconditionError, match="not unit-norm"):
-        VerticalLogisticRegression(epsilon=1.0).fit(B, y)
-    with pytest.raises(PrivacyPreconditionError, match="twice differentiable"):
+        VerticalLogisticRegression(epsilon=1.0, mechanism="paper").fit(B, y)
+    with pytest.raises(PrivacyPreconditionError, match="penalty='l2'"):
         VerticalLogisticRegression(epsilon=1.0, penalty="l1").fit(B, y)
     with pytest.raises(PrivacyPreconditionError, match="damping"):
         VerticalLogisticRegression(epsilon=1.0, damping=0.5).fit(B, y)
@@ -103,6 +120,11 @@ def test_dp_refuses_unnormalised_rows_and_nonsmooth_penalty(a9a_small):
     ({"rho": 0.0}, "rho must be positive"),
     ({"max_iter": 0}, "max_iter must be an integer"),
     ({"epsilon": 1.0, "noise_scale": 1.0}, "at most one of"),
+    ({"epsilon": 1.0, "mechanism": "hu"}, "mechanism must be one of"),
+    ({"epsilon": 1.0, "relation": "row"}, "relation must be one of"),
+    ({"label_epsilon": 0.0}, "label_epsilon must be positive"),
+    ({"label_epsilon": 1.0, "label_noise_scale": 1.0}, "at most one of label_epsilon"),
+    ({"clip": -1.0}, "clip must be positive"),
 ])
 def test_bad_parameters(a9a_small_normalized, kwargs, match):
     B, y, _, _ = a9a_small_normalized
@@ -130,7 +152,7 @@ def test_bad_data(a9a_small):
 
 
 def test_messages_carry_only_n_vectors(a9a_small_normalized):
-    """Only D_m x̃_m (party → coordinator) and s̃ − z, y (coordinator → parties) cross, as SPEC §1 lists."""
+    """Only D_m x̃_m (party → coordinator) and s̃ − z, y (coordinator → parties) cross, as docs/algorithms.md §1 lists."""
     B, y, _, _ = a9a_small_normalized
     n = len(y)
     rng = np.random.default_rng(0)
@@ -196,5 +218,5 @@ def test_rank_deficient_block_warns_and_is_noted(a9a_small_normalized):
 
     B, y, _, _ = a9a_small_normalized
     with pytest.warns(RankDeficiencyWarning, match="range"):
-        m = VerticalLogisticRegression(rho=0.3, max_iter=2, epsilon=10.0, random_state=0).fit(B, y)
+        m = VerticalLogisticRegression(rho=0.3, max_iter=2, epsilon=10.0, mechanism="paper", random_state=0).fit(B, y)
     assert any("rank" in n for n in m.privacy_.notes)

@@ -11,16 +11,35 @@ Iteration t (``s̃ = Σ_k D_k x̃_k``, the sum of the *shared* — possibly nois
   ``c_m = s̃ − z − D_m x̃_m`` (the party subtracts its cached share, [Hu, Alg. 1, line 4]).
   For R = ½‖·‖²: ``(λ_s I + ρ D_mᵀD_m) x = −D_mᵀ(y + ρ c_m)``, solved through one
   eigendecomposition of D_mᵀD_m computed at setup. Non-smooth R: FISTA on the same quadratic.
-- DP [Hu, eq. 16]: the party shares ``D_m x_m + σ U_m g`` (``U_m`` an orthonormal basis of
-  range(D_m), g ~ N(0, I)), i.e. ``D_m x̃_m`` with the correlated noise of eq. 16 (SPEC §1).
-- coordinator [Hu, eq. 7]: ``z_i ← prox_{ℓ(·, Y_i)/ρ}(s̃_i + y_i/ρ)`` for all i at once.
-- coordinator [Hu, eq. 8]: ``y ← y + ρ(s̃ − z)``.
-- intercept (beyond the paper): the label-holding coordinator keeps an unpenalised intercept b
-  and minimises ``Σ ℓ(z_i + b)`` in its z-step jointly over (z, b); no party sees b and no
-  extra block joins the (Jacobi) x-updates.
+- DP, feature side, two mechanisms (``PrivacySpec.mechanism``):
 
-Messages (and nothing else): party → coordinator ``D_m x̃_m`` (N-vector); coordinator → parties
-``s̃ − z`` and ``y`` (N-vectors) plus the public round number and ρ.
+  * ``"gaussian"`` (the default for private fits): the party clips what it receives
+    (``v = y + ρ c_m``, ``‖v‖ ≤ V``, and ``|v_i| ≤ V_∞`` for the record relation), solves the ridge
+    x-step exactly (no projection, no damping) and releases ``D_m x_m + N(0, σ² I_N)``: isotropic
+    noise on the whole N-vector. Sensitivity per relation (one feature column of party m, or one
+    record of party m), proved in :mod:`dpadmm.privacy.mechanisms` and enforced by the clipping.
+  * ``"paper"``: [Hu, eq. 16] as published, ``D_m x_m + σ U_m g`` (``U_m`` an orthonormal basis of
+    range(D_m)). Kept to reproduce the paper only: every release lies in range(D_m), a subspace that
+    depends on the private data, so it is not DP for any δ < 1 (docs/algorithms.md §1 erratum); reports give ε = ∞.
+
+- DP, label side (``CoordinatorConfig.label_privacy``): the coordinator runs a *linearised*
+  z-step instead of [Hu, eq. 7–8] (beyond the paper): from the public score ``s = Σ_m ũ_m + b̃``
+  it sends every party ``g̃ = clip(ℓ'(s, Y)) + N(0, σ_L² I)`` — the value the dual takes at a fixed
+  point, ``y* = ℓ'(z*)`` — and residual 0, so the party's unchanged x-step becomes the Jacobi
+  majorise–minimise step ``x_m = argmin λ_s R + ⟨g̃, D_m x⟩ + ρ/2‖D_m x − ũ_m‖²`` (ρ ≥ M·sup ℓ''
+  makes it a majoriser). The public intercept b̃ moves by the noisy sum ``Σ g_i``. Given the
+  transcript, one label changes one coordinate of g and the sum: see
+  :func:`dpadmm.privacy.mechanisms.label_sensitivity`. After the last round the label party refits
+  its own block and intercept on the exact labels given the passive parties' shares
+  (:func:`refit_label_block`): that model never leaves the label party.
+
+Auditing (for ``dpadmm audit --end-to-end``): :func:`dpadmm.estimators.vertical.audit_fit` runs a
+whole private fit on a small instance (these step functions, through the engine) and returns exactly
+what the adversary of the chosen side sees, with the ε the fit reports::
+
+    from dpadmm.estimators.vertical import audit_fit
+    view, eps = audit_fit([B1, B2], y, side="feature", relation="record", epsilon=1.0, max_iter=3, seed=k)
+    view, eps = audit_fit([B1, B2], y_flipped, side="label", epsilon=1.0, seed=k)
 
 | symbol | code |
 |--------|------|
@@ -35,17 +54,23 @@ Messages (and nothing else): party → coordinator ``D_m x̃_m`` (N-vector); coo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..kernels.linalg import XStepSolver, make_solver
+from ..kernels.linalg import CGSolver, XStepSolver, make_solver
 from ..kernels.losses import Loss
 from ..kernels.regularizers import Regularizer, soft_threshold
-from ..privacy.events import FEATURE_COLUMN, GaussianRelease
-from ..privacy.mechanisms import hu_sensitivity, range_gaussian
+from ..privacy.events import FEATURE_COLUMN, LABEL_CHANGE, RECORD_REPLACE, GaussianRelease
+from ..privacy.mechanisms import (
+    clip_share_input, hu_sensitivity, isotropic_gaussian, label_sensitivity, range_gaussian, ridge_share_sensitivity,
+)
+
+MECHANISMS = ("gaussian", "paper")
+RELATIONS = {"feature_column": FEATURE_COLUMN, "record": RECORD_REPLACE}
 
 
 # ----------------------------------------------------------------------------- messages
@@ -75,14 +100,24 @@ class Bounds(NamedTuple):
 
 @dataclass(frozen=True)
 class PrivacySpec:
-    """How a party perturbs its share. Exactly one of ``noise_multiplier`` (σ/C, with C from
-    [Hu, Lemma 1] at the current ρ) or ``noise_scale`` (raw σ) is set."""
+    """How a party perturbs its share. Exactly one of ``noise_multiplier`` (σ/C, with C the
+    mechanism's sensitivity at the current ρ) or ``noise_scale`` (raw σ) is set.
+
+    ``mechanism="gaussian"``: ``clip`` is V (‖v‖ ≤ V), ``clip_inf`` V_∞ (record relation),
+    ``relation`` one of :data:`RELATIONS`, ``column_change`` Δ_c of the column relation.
+    ``mechanism="paper"``: ``c1``, ``bounds``, ``n_parties`` enter [Hu, Lemma 1].
+    """
 
     noise_multiplier: float | None = None
     noise_scale: float | None = None
     c1: float = 1.0
     bounds: "Bounds | None" = None
     n_parties: int = 1
+    mechanism: str = "paper"
+    relation: str = "feature_column"
+    clip: float | None = None
+    clip_inf: float | None = None
+    column_change: float = 1.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -111,7 +146,7 @@ class PartyState(NamedTuple):
 
 def make_party(name, D, *, lam_sum, reg, private: PrivacySpec | None = None, bound=None,
                eval_blocks=None, damping: float = 0.0, solver: str = "auto",
-               cg_reduction: float = 0.1) -> tuple[PartyConfig, PartyState]:
+               cg_reduction: float = 0.3) -> tuple[PartyConfig, PartyState]:
     """Set up party m: its x-step solver (once), the range basis if the mechanism needs it.
 
     Blocks with at most 25% non-zeros (a9a's one-hot blocks hold ~11%) are stored as CSR, so
@@ -129,7 +164,7 @@ def make_party(name, D, *, lam_sum, reg, private: PrivacySpec | None = None, bou
     DT = D.T  # a view (CSR -> CSC): D_mᵀu at the same O(nnz) cost, no second copy of the block
     reduction = 0.0 if private is not None else float(cg_reduction)
     x_solver = make_solver(D, solver, DT=DT, tol=1e-10, reduction=reduction)
-    basis = x_solver.range_basis(D) if private is not None else None
+    basis = x_solver.range_basis(D) if private is not None and private.mechanism == "paper" else None
     cfg = PartyConfig(name=name, D=D, DT=DT, solver=x_solver, lam_sum=float(lam_sum), reg=reg, basis=basis,
                       privacy=private, bound=bound, eval_blocks=dict(eval_blocks or {}),
                       damping=float(damping))
@@ -163,20 +198,23 @@ def _project(v: np.ndarray, radius: float | None) -> np.ndarray:
     return v if n <= radius else v * (radius / n)
 
 
-def _solve_x(cfg: PartyConfig, q: np.ndarray, rho: float, x0: np.ndarray) -> np.ndarray:
-    """argmin λ_s R(x) + qᵀx + ρ/2 xᵀGx, with q = D_mᵀ(y + ρ c_m) [Hu, eq. 6].
+def _solve_x(cfg: PartyConfig, q: np.ndarray, rho: float, x0: np.ndarray,
+             Dx0: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, D_m x)`` with x = argmin λ_s R(x) + qᵀx + ρ/2 xᵀGx, q = D_mᵀ(y + ρ c_m) [Hu, eq. 6].
 
-    Smooth R: one linear solve with the party's solver (warm-started at x0 for ``cg``).
+    Smooth R: one linear solve with the party's solver; ``cg`` warm-starts at x0 (``Dx0`` = D_m x0
+    saves it a product when the caller knows it) and returns D_m x at no extra product.
     Non-smooth R (l1 / elastic net): FISTA, each inner step one ``G w`` product (O(d²) with
     ``eigh``'s stored Gram matrix, O(nnz) with ``cg``).
     """
     reg = cfg.reg
     solver = cfg.solver
-    if reg is None:  # unpenalised block (the intercept)
-        return solver.solve(-q, 0.0, rho, x0)
-    l2 = cfg.lam_sum * reg.l2_weight
-    if reg.smooth:
-        return solver.solve(-q, l2, rho, x0)
+    l2 = 0.0 if reg is None else cfg.lam_sum * reg.l2_weight  # reg None: unpenalised block
+    if reg is None or reg.smooth:
+        if isinstance(solver, CGSolver):
+            return solver.solve_image(-q, l2, rho, x0, Dx0)
+        x = solver.solve(-q, l2, rho, x0)
+        return x, cfg.D @ x
     L = rho * solver.lipschitz + l2
     thr = cfg.lam_sum * reg.l1_weight / L
     x = x0.copy()
@@ -192,12 +230,16 @@ def _solve_x(cfg: PartyConfig, q: np.ndarray, rho: float, x0: np.ndarray) -> np.
         x, tk = x_new, t_new
         if done:
             break
-    return x
+    return x, cfg.D @ x
 
 
 def sensitivity(cfg: PartyConfig, rho: float) -> float:
-    """[Hu, Lemma 1] sensitivity of this party's share at the current ρ (as published)."""
+    """Sensitivity of this party's share at the current ρ: the proved bound of the gaussian
+    mechanism for its relation, or [Hu, Lemma 1] as published for ``mechanism="paper"``."""
     p = cfg.privacy
+    if p.mechanism == "gaussian":
+        return ridge_share_sensitivity(relation=p.relation, V=p.clip, lam_sum=cfg.lam_sum, rho=rho,
+                                       V_inf=p.clip_inf, column_change=p.column_change)
     b = p.bounds
     return hu_sensitivity(d_m=cfg.D.shape[1], rho=rho, lam=cfg.lam_sum, c1=p.c1, n_parties=p.n_parties,
                           b_x=b.x, b_y=b.y, b_z=b.z)
@@ -207,33 +249,50 @@ def party_step(cfg: PartyConfig, state: PartyState, inbox: CoordinatorMessage, *
     """One x-update of party m [Hu, eq. 6] and its (noisy) share [Hu, eq. 16]."""
     rho = inbox.rho
     c = inbox.residual - state.share  # Σ_{k≠m} D_k x̃_k − z   [Hu, Alg. 1, line 4]
-    q = cfg.DT @ (inbox.dual + rho * c)
+    v = inbox.dual + rho * c  # a function of the transcript only (state.share is the released share)
+    p = cfg.privacy
+    gaussian = p is not None and p.mechanism == "gaussian"
+    if gaussian:  # enforce ‖v‖ ≤ V (and |v_i| ≤ V_∞ for the record relation): premise of the sensitivity
+        v = clip_share_input(v, p.clip, p.clip_inf if p.relation == "record" else None)
     rho_x = rho
+    exact_share = cfg.privacy is None  # then state.share is D_m x_m itself (no noise)
     if cfg.damping:
         # proximal Jacobi (beyond the paper): + (τ/2)‖D_m(x − x_m^t)‖², τ = damping·ρ. Stabilises the
         # parallel x-updates when party ranges overlap (a9a: every one-hot block spans the ones vector).
         tau = cfg.damping * rho
-        q = q - tau * cfg.solver.gram_matvec(state.x)
+        v = v - tau * (state.share if exact_share else cfg.D @ state.x)  # q gains −τ D_mᵀD_m x_m^t
         rho_x = rho + tau
-    x = _project(_solve_x(cfg, q, rho_x, state.x), cfg.bound)
-    share, events = release(cfg, cfg.D @ x, rho, inbox.round, rng=rng)
+    q = cfg.DT @ v
+    x, Dx = _solve_x(cfg, q, rho_x, state.x, state.share if exact_share else None)
+    r = cfg.bound
+    if not gaussian and r is not None and np.linalg.norm(x) > r:  # the paper's Assumption 2.1 projection (_project),
+        scale = r / float(np.linalg.norm(x))                         # with D_m x scaled alike; gaussian needs none
+        x, Dx = x * scale, Dx * scale
+    share, events = release(cfg, Dx, rho, inbox.round, rng=rng)
     return PartyState(x=x, share=share), PartyMessage(share=share), events
 
 
 def release(cfg: PartyConfig, share: np.ndarray, rho: float, round_: int, *, rng: np.random.Generator, size=None):
-    """The mechanism of [Hu, eq. 16]: ``D_m x_m + σ U_m g`` with σ = noise multiplier × C(ρ).
+    """Release the share: ``D_m x_m + N(0, σ² I_N)`` (``"gaussian"``) or [Hu, eq. 16]'s
+    ``D_m x_m + σ U_m g`` (``"paper"``), with σ = noise multiplier × C(ρ) (or the raw noise scale).
 
     Returns the released share(s) and the privacy events. ``size`` draws that many independent
     releases of the same share at once (shape ``(size, N)``) — used by the privacy audit, which
-    must exercise exactly this function.
+    must exercise exactly this function. The paper's events carry ``PAPER_NOT_DP`` in the report
+    (ε = ∞): their noise lives in range(D_m).
     """
     if cfg.privacy is None:
         return share, []
     C = sensitivity(cfg, rho)
     p = cfg.privacy
     sigma = p.noise_scale if p.noise_scale is not None else p.noise_multiplier * C
-    noise = range_gaussian(rng, sigma, cfg.basis, size=size)  # [Hu, eq. 16]
-    return share + noise, [GaussianRelease(cfg.name, round_, C, sigma, FEATURE_COLUMN)]
+    if p.mechanism == "gaussian":
+        noise = isotropic_gaussian(rng, sigma, share.shape[-1], size=size)
+        relation = RELATIONS[p.relation]
+    else:
+        noise = range_gaussian(rng, sigma, cfg.basis, size=size)  # [Hu, eq. 16]
+        relation = FEATURE_COLUMN
+    return share + noise, [GaussianRelease(cfg.name, round_, C, sigma, relation)]
 
 
 def party_diagnostics(cfg: PartyConfig, state: PartyState) -> dict:
@@ -261,6 +320,18 @@ def party_coef(cfg: PartyConfig, state: PartyState) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- coordinator
+@dataclass(frozen=True)
+class LabelPrivacy:
+    """The coordinator's label-side mechanism: ``noise_multiplier`` (σ_L / sensitivity) or a raw
+    ``noise_scale``; ``clip`` C bounds |ℓ'| coordinatewise (a no-op for the logistic loss, whose
+    label gap is 1 anyway); see :func:`dpadmm.privacy.mechanisms.label_sensitivity`."""
+
+    noise_multiplier: float | None = None
+    noise_scale: float | None = None
+    clip: float = 1.0
+    rounds: int | None = None  # the run's T: round T releases nothing (no party step would use it)
+
+
 @dataclass(frozen=True, eq=False)
 class CoordinatorConfig:
     """What the coordinator (the label holder) holds: labels and public hyperparameters."""
@@ -278,6 +349,16 @@ class CoordinatorConfig:
     tau: float = 2.0
     tol: float = 1e-6
     eval_labels: Mapping[str, np.ndarray] = field(default_factory=dict)
+    label_privacy: LabelPrivacy | None = None
+
+    @property
+    def label_gap(self) -> float:
+        """sup_s |ℓ'(s, Y) − ℓ'(s, Y')| over label pairs: 1 for the logistic loss, ∞ otherwise."""
+        return 1.0 if self.loss.name == "logistic" else math.inf
+
+    def label_sensitivity(self) -> float:
+        return label_sensitivity(label_gap=self.label_gap, clip=self.label_privacy.clip,
+                                 fit_intercept=self.fit_intercept)
 
 
 class CoordinatorState(NamedTuple):
@@ -289,6 +370,7 @@ class CoordinatorState(NamedTuple):
     primal_residual: float
     dual_residual: float
     intercept: float = 0.0
+    passive_total: np.ndarray | None = None  # Σ of the other parties' latest shares (label-party refit)
 
 
 def init_coordinator(cfg: CoordinatorConfig):
@@ -326,8 +408,46 @@ def _z_step(cfg: CoordinatorConfig, centre: np.ndarray, rho: float, z0: np.ndarr
     return w - b, b
 
 
+def label_private_step(cfg: CoordinatorConfig, state: CoordinatorState, outboxes: Mapping[str, PartyMessage], *,
+                       rng: np.random.Generator):
+    """The label-private coordinator (module docstring): linearised z-step, noisy clipped gradient.
+
+    Relation: one training label changes. Premise (given the transcript, s does not depend on the
+    labels): ``total`` is the sum of the parties' released shares and ``state.intercept`` the public
+    intercept b̃, itself moved only by earlier noisy sums. ``g_i = clip(ℓ'(s_i, Y_i), −C, C)`` then
+    depends on Y_i alone, and so does ``Σ g_i``: the pair has ℓ2 sensitivity
+    ``label_sensitivity()`` (√2·W, W = 1 for the logistic loss). Emits one ``GaussianRelease`` of
+    party ``"coordinator"`` under the label relation per round.
+    """
+    lp = cfg.label_privacy
+    rho = state.rho
+    n = cfg.labels.shape[0]
+    total = sum(outboxes[name].share for name in cfg.party_names)
+    s = total + state.intercept
+    g = np.clip(cfg.loss.grad(s, cfg.labels), -lp.clip, lp.clip)  # clip: premise of the sensitivity
+    C = cfg.label_sensitivity()
+    sigma = lp.noise_scale if lp.noise_scale is not None else lp.noise_multiplier * C
+    t = state.round + 1
+    own = outboxes[cfg.party_names[0]].share
+    b = state.intercept
+    if lp.rounds is not None and t >= lp.rounds:  # last round: nothing would use a release, so none is made
+        new_state = CoordinatorState(t, s, g, total, rho, np.inf, np.inf, b, passive_total=total - own)
+        return new_state, {name: CoordinatorMessage(t, np.zeros(n), np.zeros(n), rho) for name in cfg.party_names}, []
+    g_noisy = g + sigma * rng.standard_normal(n)
+    if cfg.fit_intercept:  # majorise–minimise step of the intercept from the noisy sum
+        b = b - float(g.sum() + sigma * rng.standard_normal()) / (rho * n)
+    new_state = CoordinatorState(t, s, g, total, rho, np.inf, np.inf, b, passive_total=total - own)
+    msg = CoordinatorMessage(t, np.zeros(n), g_noisy, rho)  # residual 0: the party's step is the MM step
+    return new_state, {name: msg for name in cfg.party_names}, [GaussianRelease("coordinator", t, C, sigma, LABEL_CHANGE)]
+
+
 def coordinator_step(cfg: CoordinatorConfig, state: CoordinatorState, outboxes: Mapping[str, PartyMessage], *, rng):
-    """z-update [Hu, eq. 7] (all N scalar problems at once), dual update [Hu, eq. 8], residual balancing."""
+    """z-update [Hu, eq. 7] (all N scalar problems at once), dual update [Hu, eq. 8], residual balancing.
+
+    With ``cfg.label_privacy`` set, the label-private step (:func:`label_private_step`) instead.
+    """
+    if cfg.label_privacy is not None:
+        return label_private_step(cfg, state, outboxes, rng=rng)
     rho = state.rho
     total = sum(outboxes[name].share for name in cfg.party_names)
     # over-relaxation (Boyd et al. 2011, §3.4.3; relaxation = 1 is the paper's method)
@@ -345,7 +465,8 @@ def coordinator_step(cfg: CoordinatorConfig, state: CoordinatorState, outboxes: 
         elif d > cfg.mu * r:
             new_rho = rho / cfg.tau
     t = state.round + 1
-    new_state = CoordinatorState(t, z, dual, total, new_rho, r, d, b)
+    own = outboxes[cfg.party_names[0]].share
+    new_state = CoordinatorState(t, z, dual, total, new_rho, r, d, b, passive_total=total - own)
     msg = CoordinatorMessage(t, total - z, dual, new_rho)
     return new_state, {name: msg for name in cfg.party_names}, []
 
@@ -390,6 +511,9 @@ def setup_party(name: str, D, options: Mapping[str, Any]):
     opts = dict(options)
     require_unit = opts.pop("require_unit_rows", False)
     D = _local(D)
+    private = opts.get("private")
+    if private is not None and private.mechanism == "gaussian":
+        D = clip_rows(D)  # ‖d_k‖ ≤ 1: premise of the record-relation sensitivity, enforced here
     if opts.get("eval_blocks"):
         opts["eval_blocks"] = {k: _local(B) for k, B in opts["eval_blocks"].items()}
     if require_unit:
@@ -406,6 +530,90 @@ def setup_party(name: str, D, options: Mapping[str, Any]):
 def eval_score(cfg: PartyConfig, state: PartyState, key: str) -> np.ndarray:
     """Party m's partial score ``X_m x_m`` on its own copy of eval set ``key`` (distributed prediction)."""
     return cfg.eval_blocks[key] @ state.x
+
+
+def clip_rows(D, radius: float = 1.0):
+    """Rows scaled to ``‖d_k‖ ≤ radius`` (rows already inside are unchanged; sparse stays sparse)."""
+    if sp.issparse(D):
+        D = sp.csr_matrix(D, dtype=np.float64)
+        norms = np.sqrt(np.asarray(D.multiply(D).sum(axis=1)).ravel())
+        scale = np.minimum(1.0, radius / np.maximum(norms, 1e-300))
+        return sp.diags(scale) @ D
+    D = np.asarray(D, dtype=np.float64)
+    norms = np.linalg.norm(D, axis=1)
+    scale = np.minimum(1.0, radius / np.maximum(norms, 1e-300))
+    return D * scale[:, None]
+
+
+def _newton_refit(f, D, DT, labels, offset, loss, lam, fit_intercept, w):
+    """Damped Newton on the (d + 1)-dimensional refit objective ``f`` (value, gradient): the Hessian
+    ``AᵀWA/n + λ I`` is formed once per step in O(nnz·d); backtracking keeps every step a descent."""
+    n, d = D.shape
+    val, grad = f(w)
+    for _ in range(100):
+        s = D @ w[:d] + (w[d] if fit_intercept else 0.0) + offset
+        h = loss.hess(s, labels) / n
+        HD = DT @ (D.multiply(h[:, None]) if sp.issparse(D) else D * h[:, None])
+        HD = np.asarray(HD.toarray() if sp.issparse(HD) else HD)
+        k = d + int(fit_intercept)
+        H = np.zeros((k, k))
+        H[:d, :d] = HD + lam * np.eye(d)
+        if fit_intercept:
+            col = np.asarray(DT @ h).ravel()
+            H[:d, d] = H[d, :d] = col
+            H[d, d] = h.sum() + 1e-12
+        step = np.linalg.solve(H + 1e-12 * np.eye(k), grad)
+        t = 1.0
+        while True:
+            w_new = w - t * step
+            v_new, g_new = f(w_new)
+            if v_new <= val - 1e-4 * t * float(grad @ step) or t < 1e-10:
+                break
+            t *= 0.5
+        done = abs(val - v_new) <= 1e-15 * max(1.0, abs(val)) or float(np.abs(g_new).max()) <= 1e-12
+        w, val, grad = w_new, v_new, g_new
+        if done:
+            break
+    return w
+
+
+def refit_label_block(cfg: PartyConfig, state: PartyState, labels: np.ndarray, offset: np.ndarray, loss: str,
+                      fit_intercept: bool, intercept0: float = 0.0) -> dict:
+    """The label party's exact refit after a label-private run (runs at the label party only).
+
+    ``argmin_{x, b} Σ_i ℓ(d_iᵀx + b + o_i, Y_i) + λ_s/2‖x‖²`` with o = the passive parties' shares:
+    the label party's own block may use its labels exactly; the result (its model, its intercept,
+    its eval-set partial scores) stays with the label party and is never sent to a passive party.
+    L-BFGS on the mean objective (O(nnz) per evaluation), warm-started at the protocol's x.
+    """
+    from scipy.optimize import minimize
+
+    from ..kernels.losses import get_loss
+
+    loss = get_loss(loss)  # by name: only plain data crosses to the party
+    D, DT = cfg.D, cfg.DT
+    n, d = D.shape
+    lam = cfg.lam_sum / n
+
+    def f(w):
+        x, b = w[:d], (w[d] if fit_intercept else 0.0)
+        s = D @ x + b + offset
+        val = float(np.mean(loss.value(s, labels))) + 0.5 * lam * float(x @ x)
+        gs = loss.grad(s, labels) / n
+        grad = np.empty_like(w)
+        grad[:d] = DT @ gs + lam * x
+        if fit_intercept:
+            grad[d] = gs.sum()
+        return val, grad
+
+    w0 = np.r_[state.x, intercept0] if fit_intercept else state.x.copy()
+    if d + fit_intercept <= 1000 and hasattr(loss, "hess"):
+        w = _newton_refit(f, D, DT, labels, offset, loss, lam, fit_intercept, w0)
+    else:
+        w = minimize(f, w0, jac=True, method="L-BFGS-B", options={"maxiter": 5000, "gtol": 1e-10, "ftol": 1e-14}).x
+    x = w[:d]
+    return {"coef": x, "intercept": float(w[d]) if fit_intercept else 0.0,
+            "eval_scores": {k: B @ x for k, B in cfg.eval_blocks.items()}}
 
 
 # ----------------------------------------------------------------------------- protocol (as data, for the network)
@@ -434,7 +642,7 @@ def _protocol():
     from ..backends.protocol import Protocol
 
     return Protocol("vertical-sharing", setup_party, party_step, party_diagnostics,
-                    handlers={"score": eval_score, "rank": party_rank},
+                    handlers={"score": eval_score, "rank": party_rank, "refit": refit_label_block},
                     types=(CoordinatorMessage, PartyMessage, PartyState, PrivacySpec, Bounds),
                     load=load_party_data, describe=describe_party_data, model=party_coef, private=_is_private,
                     data_args=(1,))

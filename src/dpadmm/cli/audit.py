@@ -1,44 +1,84 @@
-"""``dpadmm audit``: empirical lower bounds on ε for every private mechanism, and a planted bug."""
+"""``dpadmm audit``: empirical lower bounds on ε — per mechanism, or end to end over whole fits."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from . import app
-from ._common import console, output_dir, write_json
+from ._common import console, heartbeat, output_dir, write_json
+
+E2E_RUNS, E2E_QUICK_RUNS = 2000, 300
+
+
+def _verdict(r) -> str:
+    if r.broken:
+        return "CAUGHT (as it must be)" if r.caught else "NOT caught: audit too weak"
+    return "consistent with the claim" if not r.caught else "VIOLATION"
 
 
 @app.command()
 def audit(
     out: Path = typer.Option(..., help="Output directory (audit.json)."),
-    samples: int = typer.Option(400_000, help="Releases sampled per neighbouring input."),
+    end_to_end: bool = typer.Option(False, "--end-to-end", help="Audit whole fits of every private algorithm on "
+                                    "worst-case neighbouring datasets (everything the adversary sees)."),
+    quick: bool = typer.Option(False, "--quick", help="With --end-to-end: fewer runs (CI); still catches the planted bugs."),
+    runs: int = typer.Option(0, help=f"With --end-to-end: whole fits per dataset and neighbouring pair "
+                             f"(0 = {E2E_RUNS:,}, or {E2E_QUICK_RUNS} with --quick)."),
+    only: list[str] = typer.Option([], help="With --end-to-end: audit only rows whose name starts with this "
+                                   "(repeatable)."),
+    samples: int = typer.Option(400_000, help="Per-mechanism audit: releases sampled per neighbouring input."),
     confidence: float = typer.Option(0.95, help="Confidence of the lower bounds."),
-    seed: int = typer.Option(0, help="Root random seed."),
+    seed: int = typer.Option(0, help="Root random seed (of the auditor's simulations)."),
+    quiet: bool = typer.Option(False, help="No progress output."),
 ):
-    """Run each private mechanism on neighbouring inputs many times and bound ε from below."""
-    from .._validation import check_int, check_open_unit
-    from ..experiments.audit import run_audit
+    """Run each private mechanism on neighbouring inputs many times and bound ε from below.
 
-    check_int("samples", samples, minimum=1000)
+    Default: each noise mechanism alone, one release at its stated sensitivity. ``--end-to-end``:
+    the whole fit of each algorithm (estimator, engine, backend), thousands of times on worst-case
+    neighbouring datasets, against the ε the fit reports; rows marked broken must be caught.
+    """
+    from .._validation import check_int, check_open_unit
+
     check_open_unit("confidence", confidence)
+    if end_to_end:
+        n_runs = runs or (E2E_QUICK_RUNS if quick else E2E_RUNS)
+        check_int("runs", n_runs, minimum=40)
+    else:
+        check_int("samples", samples, minimum=1000)
     with output_dir(out) as stage:
-        results = run_audit(samples=samples, seed=seed, confidence=confidence)
-        table = Table(title=f"privacy audit: {samples:,} releases per input, {confidence:.0%} confidence")
+        if end_to_end:
+            from .. import _progress
+            from ..experiments.audit_e2e import METHOD, rows, run_end_to_end
+
+            known = [r.name for r in rows()]
+            for o in only:
+                if not any(k.startswith(o) for k in known):
+                    from ..exceptions import InvalidParameterError
+
+                    raise InvalidParameterError(f"--only {o!r} matches no audit row; rows: {', '.join(known)}.")
+            with heartbeat(f"audit --end-to-end ({n_runs} runs per dataset)", enabled=not quiet):
+                results = run_end_to_end(runs=n_runs, seed=seed, confidence=confidence, quick=quick, only=only or None,
+                                         progress=_progress.status)
+            title = f"end-to-end privacy audit: {n_runs:,} whole fits per dataset, {confidence:.0%} confidence"
+            extra = {"end_to_end": True, "runs": n_runs, "quick": quick, "method": METHOD}
+        else:
+            from ..experiments.audit import run_audit
+
+            results = run_audit(samples=samples, seed=seed, confidence=confidence)
+            title = f"privacy audit: {samples:,} releases per input, {confidence:.0%} confidence"
+            extra = {"end_to_end": False, "samples": samples,
+                     "method": "threshold test on the projection onto the neighbours' difference; threshold chosen on "
+                               "half the samples, Clopper-Pearson bounds on the other half (Jagielski et al. 2020)"}
+        from rich.table import Table
+
+        table = Table(title=title)
         for col in ("mechanism", "claimed ε", "lower bound ε", "verdict"):
             table.add_column(col)
         for r in results:
-            if r.broken:
-                verdict = "CAUGHT (as it must be)" if r.caught else "NOT caught: audit too weak"
-            else:
-                verdict = "consistent with the claim" if not r.caught else "VIOLATION"
-            table.add_row(r.name, f"{r.epsilon_claimed:.3f}", f"{r.epsilon_lower_bound:.3f}", verdict)
+            table.add_row(r.name, f"{r.epsilon_claimed:.3f}", f"{r.epsilon_lower_bound:.3f}", _verdict(r))
         console.print(table)
-        write_json(stage / "audit.json", {
-            "mechanisms": [r.to_dict() for r in results], "samples": samples, "confidence": confidence, "seed": seed,
-            "method": "threshold test on the projection onto the neighbours' difference; threshold chosen on half "
-                      "the samples, Clopper-Pearson bounds on the other half (Jagielski et al. 2020)",
-        })
+        write_json(stage / "audit.json", {"mechanisms": [dict(r.to_dict(), verdict=_verdict(r)) for r in results],
+                                          "confidence": confidence, "seed": seed, **extra})
     console.print(f"wrote {out}/audit.json")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import List, Optional
 
@@ -9,7 +10,7 @@ import typer
 
 from . import _backend as bk
 from . import app
-from ._common import console, output_dir, progress, write_json
+from ._common import console, elapsed, output_dir, progress, write_json
 from ..exceptions import DataFileError, InvalidParameterError
 
 attack_app = typer.Typer(no_args_is_help=True, help="Attacks on released protocol messages.")
@@ -115,11 +116,23 @@ def consensus(
                       f"{f['train_loss_max']:.5f}), consensus error {f['consensus_error_mean']:.3g}")
         console.print("privacy: " + (f"P(T) = {pb:.4g} ([Zhang, Thm 4.1], pure DP, record-level)" if pb is not None
                                      else "no bound (epsilon = inf)"))
+        from ._common import verdict
+
+        trivial = f.get("base_rate_train_loss")
+        v = verdict("final training loss L(T)", f["train_loss_mean"], trivial if trivial is not None else math.log(2.0),
+                    "predicting the base rate" if trivial is not None else "predicting ½ (log 2)",
+                    "less noise (larger --alpha / --alpha-growth), more --iterations or a faster --eta-growth.")
+        metrics["verdict"] = v
+        if v:
+            console.print(v)
+        metrics["wall_seconds"] = elapsed()
         if out is not None:
             from ..experiments.zhang import plot_curves
 
             write_json(stage / "metrics.json", metrics)
-            plot_curves(stage / "convergence.png", {perturbation: metrics["history"]}, title="M-ADMM on a graph")
+            plot_curves(stage / "convergence.png", {perturbation: metrics["history"]},
+                        title=f"M-ADMM on a graph: {data}, {nodes} nodes ({topology}, {split}), perturbation "
+                              f"{perturbation}, {runs} run(s) × {iterations} iterations")
     if out is not None:
         console.print(f"wrote {out}/metrics.json and convergence.png")
 

@@ -64,24 +64,39 @@ def _plot_convergence(path: Path, curves: dict, baselines: dict, title: str = ""
     save(fig, path)
 
 
+def _fmt(e) -> str:
+    return "inf" if e in (None, "inf") or (isinstance(e, float) and math.isinf(e)) else f"{e:.4g}"
+
+
 def _privacy_line(metrics) -> str:
-    """The run's privacy in one line, with what δ means and where it comes from."""
+    """Both sides, each with its relation and what δ means; says plainly when labels are readable."""
     p = metrics["privacy"]
-    if not p.get("private"):
-        return "non-private (epsilon = inf)"
+    label = p.get("label") or {}
     cfg = metrics.get("config", {})
-    delta = p["delta"]
-    if cfg.get("iteration_epsilon") is not None:
-        T = metrics.get("final", {}).get("iterations", cfg.get("iterations"))
-        why = (f"δ = {fmt_prob(delta)} = (T + 1) × the per-iteration δ {fmt_prob(cfg.get('delta'))}, T = {T}; δ bounds the "
-               "probability that the ε guarantee fails")
+    noise = f"noise: {p.get('noise_source', '?')}" if p.get("noise_source") else ""
+    if str(p.get("mechanism", "")).startswith("[Hu, eq. 16]"):
+        feat = ("features: epsilon = inf -- [Hu, eq. 16] as published is not differentially private "
+                "(its noise lies in range(D_m)); kept to reproduce the paper")
+    elif p.get("private"):
+        delta = p["delta"]
+        if cfg.get("iteration_epsilon") is not None:
+            T = metrics.get("final", {}).get("iterations", cfg.get("iterations"))
+            why = (f"δ = {fmt_prob(delta)} = (T + 1) × the per-iteration δ {fmt_prob(cfg.get('delta'))}, T = {T}; "
+                   "δ bounds the probability that the ε guarantee fails")
+        else:
+            why = "δ bounds the probability that the ε guarantee fails"
+        C = ", ".join(f"{r['party']}: C={r['sensitivity']:.4g} sigma={r['sigma']:.4g}"
+                      for r in p.get("releases", []) if r.get("side") == "features")
+        feat = (f"features: epsilon={_fmt(p['epsilon'])} at delta={fmt_prob(delta)} ({p['accountant']}, "
+                f"relation: {p['relation']}, {noise}; {C}; {why})")
     else:
-        why = "δ bounds the probability that the ε guarantee fails"
-    pb = p.get("paper_bound", {}).get("epsilon")
-    eps = p["epsilon"] if isinstance(p["epsilon"], str) else f"{p['epsilon']:.4g}"
-    line = (f"epsilon={eps} at delta={fmt_prob(delta)} ({p['accountant']}, relation: {p['relation']}, "
-            f"noise: {p.get('noise_source', '?')}; {why})")
-    return line + (f"; [Hu, Cor. 1] bound: epsilon={pb:.4g}" if pb is not None else "")
+        feat = "features: not protected (epsilon = inf)"
+    if label.get("protected"):
+        lab = (f"labels: epsilon={_fmt(label['epsilon'])} at delta={fmt_prob(label['delta'])} ({label['accountant']}, "
+               f"relation: one label changes; C={label['sensitivity']:.4g} sigma={label['sigma']:.4g})")
+    else:
+        lab = "labels: NOT protected -- every party can read the training labels (use --label-epsilon)"
+    return f"{feat}\n  {lab}"
 
 
 def _last_relative_change(metrics) -> float:
@@ -116,10 +131,18 @@ def vertical(
     data: Optional[str] = typer.Option(None, help="'a9a' for the bundled a9a train/test (parties 66,57 "
                                                    "unless --parties)."),
     lam: float = typer.Option(1e-3, help="Regularisation weight λ (mean-loss scaling)."),
-    rho: float = typer.Option(0.05, help="ADMM penalty ρ (paper's summed-loss scaling)."),
-    iterations: int = typer.Option(100, help="Iterations T."),
+    rho: Optional[float] = typer.Option(None, help="ADMM penalty ρ (paper's summed-loss scaling); default 0.05, "
+                                        "or 0.5 with --label-epsilon."),
+    iterations: Optional[int] = typer.Option(None, help="Iterations T (default 100, or 3 with --label-epsilon)."),
     no_intercept: bool = typer.Option(False, "--no-intercept", help="Fit without intercept."),
-    epsilon: Optional[float] = typer.Option(None, help="Total ε budget of the run (turns DP on)."),
+    epsilon: Optional[float] = typer.Option(None, help="Feature-side total ε of the run (turns feature DP on)."),
+    mechanism: str = typer.Option("gaussian", help="Feature-side mechanism: gaussian (DP, default) or paper "
+                                  "([Hu, eq. 16], not DP: reported as epsilon = inf; for reproduction)."),
+    relation: str = typer.Option("feature_column", help="Feature-side relation: feature_column or record."),
+    clip: Optional[float] = typer.Option(None, help="Per-sample clip scale c of what a party receives "
+                                         "(V = c·sqrt(N)); default auto."),
+    label_epsilon: Optional[float] = typer.Option(None, help="Label-side total ε: every message the coordinator "
+                                                  "sends is (ε, δ)-DP w.r.t. one label (turns label DP on)."),
     delta: float = typer.Option(1e-5, help="δ of the total budget (per iteration with --iteration-epsilon)."),
     iteration_epsilon: Optional[float] = typer.Option(None, help="Per-iteration ε of [Hu, Thm 3] instead of a total."),
     noise_scale: Optional[float] = typer.Option(None, help="Raw noise σ instead of a budget."),
@@ -152,10 +175,21 @@ def vertical(
     from ..experiments.vertical import load_vertical_data, normalized, rows_are_normalized, run_vertical
     from .._validation import check_int, check_positive
 
+    from .._validation import check_choice
+
     check_positive("lam", lam)
-    check_positive("rho", rho)
-    check_int("iterations", iterations)
+    if rho is not None:
+        check_positive("rho", rho)
+    if iterations is not None:
+        check_int("iterations", iterations)
     _check_budget(epsilon, delta, noise_scale, iteration_epsilon)
+    check_choice("mechanism", mechanism, ("gaussian", "paper"))
+    check_choice("relation", relation, ("feature_column", "record"))
+    if clip is not None:
+        check_positive("clip", clip)
+    if label_epsilon is not None:
+        check_positive("label_epsilon", label_epsilon)
+    rounds = iterations if iterations is not None else (3 if label_epsilon is not None else 100)
     if bound is not None:
         check_positive("bound", bound)
     for p in [train, test, *party, *test_party]:
@@ -166,7 +200,8 @@ def vertical(
     run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
                               transcript=transcript, checkpoint_every=checkpoint_every, resume=resume, out=out,
                               peers=peer, tls=tls, insecure=insecure)
-    private = any(v is not None for v in (epsilon, iteration_epsilon, noise_scale))
+    private = any(v is not None for v in (epsilon, iteration_epsilon, noise_scale)) or label_epsilon is not None
+    needs_unit_rows = mechanism == "paper" and any(v is not None for v in (epsilon, iteration_epsilon, noise_scale))
     if backend == "grpc":
         # cross-organisation: every party reads its own file; this side reads only ids and labels
         from .party import vertical_remote_data
@@ -195,18 +230,21 @@ def vertical(
         pass  # rows are normalised (and, under DP, checked) by each party's worker
     elif normalize_rows:
         data = normalized(data)
-    elif private and not rows_are_normalized(data.train):
-        raise PrivacyPreconditionError("DP needs unit-norm rows in every party block [Hu, Assumption 2.3]; "
-                                       "pass --normalize-rows.")
+    elif needs_unit_rows and not rows_are_normalized(data.train):
+        raise PrivacyPreconditionError("--mechanism paper needs unit-norm rows in every party block "
+                                       "[Hu, Assumption 2.3]; pass --normalize-rows.")
     with output_dir(out) as stage:
-        with progress(iterations, "vertical ADMM", enabled=not quiet) as cb, warnings.catch_warnings():
+        with progress(rounds, "vertical ADMM", enabled=not quiet) as cb, warnings.catch_warnings():
             # reported below as a plain fact (iteration limit vs tol), not as a warning
             warnings.filterwarnings("ignore", message="ADMM did not reach tol")
-            model, metrics = run_vertical(data, lam=lam, rho=rho, iterations=iterations, fit_intercept=not no_intercept,
+            model, metrics = run_vertical(data, lam=lam, rho=rho if rho is not None else "auto", iterations=rounds,
+                                          fit_intercept=not no_intercept,
                                           epsilon=epsilon, delta=delta, iteration_epsilon=iteration_epsilon,
                                           noise_scale=noise_scale, bound=bound if bound is not None else "auto",
                                           accountant=accountant, adaptive_rho=adaptive_rho, seed=seed, callbacks=[cb],
-                                          backend=run_opts.backend, fit_kwargs=run_opts.begin(), monitor=monitor)
+                                          backend=run_opts.backend, fit_kwargs=run_opts.begin(), monitor=monitor,
+                                          mechanism=mechanism, relation=relation,
+                                          clip=clip if clip is not None else "auto", label_epsilon=label_epsilon)
         metrics["config"]["normalize_rows"] = normalize_rows
         extra = bk.run_metrics(run_opts)
         metrics["config"].update({k: v for k, v in extra.items() if k != "transcript"})
@@ -242,7 +280,87 @@ def vertical(
             if plotted:
                 _plot_convergence(stage / "convergence.png", {"ADMM": metrics["history"]}, trivial,
                                   title=f"{c.get('data', 'vertical data')}, parties {tuple(c.get('party_sizes', ()))}, "
-                                        f"λ = {lam:g}, ρ = {rho:g}; {_privacy_line(metrics).split(' (')[0]}")
+                                        f"λ = {lam:g}, ρ = {c['rho']:g}; {_privacy_line(metrics).split(' (')[0]}")
     if out is not None:
         console.print(f"wrote {out}/metrics.json" + (" and convergence.png" if plotted else
                                                      " (no per-round curve: monitoring was off)"))
+
+
+def _plot_attack(path: Path, runs: dict) -> None:
+    from ..experiments._plotting import legend_outside, save
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, key, title in ((axes[0], "canary_auc", "canary records (random labels)"),
+                           (axes[1], "all_auc", "all records")):
+        for label, run in runs.items():
+            rows = run["attack"]["rows"]
+            rounds = sorted({r["round"] for r in rows})
+            best = [max(r[key] for r in rows if r["round"] == t) for t in rounds]
+            line, = ax.plot(rounds, best, marker=".", label=f"{label}: best attack")
+            b = run["facts"]["bound"]
+            if b < 1.0:
+                ax.axhline(b, color=line.get_color(), ls="--", lw=1, label=f"{label}: e^ε/(1+e^ε) = {b:.3f}")
+        ax.axhline(0.5, color="gray", ls=":", lw=1)
+        ax.set(xlabel="round", ylabel="AUC (best of sign, norm, classifier; either sign)", title=title, ylim=(0.45, 1.02))
+        ax.grid(alpha=0.3)
+    legend_outside(axes[1])
+    fig.tight_layout()
+    save(fig, path)
+
+
+from .consensus import attack_app  # noqa: E402  (the shared `dpadmm attack` group)
+
+
+@attack_app.command("labels")
+def attack_labels(
+    out: Path = typer.Option(..., help="Write attack.json and attack.png here."),
+    label_epsilon: float = typer.Option(1.0, help="Label-side ε of the protected run."),
+    delta: float = typer.Option(1e-5, help="δ of the protected run."),
+    canaries: int = typer.Option(2000, help="Training records given random labels (leakage, not generalisation)."),
+    known: int = typer.Option(500, help="Labels the attacker knows (to train its classifier; never canaries)."),
+    unprotected_iterations: int = typer.Option(100, help="ADMM iterations of the unprotected run ([Hu, Alg. 1])."),
+    parties: Optional[str] = typer.Option(None, help="Party column counts for the bundled a9a (default 66,57)."),
+    seed: int = typer.Option(0, help="Seed of the canaries, the known set and the (simulated) noise."),
+    quick: bool = typer.Option(False, "--quick", help="8,000 training records, 20 unprotected iterations."),
+):
+    """Label inference by party 2 from everything the coordinator sends it: published protocol vs label DP."""
+    from ..attacks.labels import run_label_attack
+    from ..experiments.vertical import load_vertical_data, normalized
+    from .._validation import check_int, check_open_unit, check_positive
+
+    check_positive("label_epsilon", label_epsilon)
+    check_open_unit("delta", delta)
+    check_int("canaries", canaries)
+    check_int("known", known)
+    check_int("unprotected_iterations", unprotected_iterations)
+    data = normalized(load_vertical_data(bundled=True, parties=parties))
+    blocks, y = data.train, data.y
+    if quick:
+        n = 8000
+        blocks, y = [b[:n] for b in blocks], y[:n]
+        unprotected_iterations = min(unprotected_iterations, 20)
+    if canaries + known > len(y):
+        raise InvalidParameterError(f"--canaries {canaries} + --known {known} exceed the {len(y)} training records; "
+                                    "use fewer.")
+    runs = {}
+    with output_dir(out) as stage:
+        for label, eps, kw in (("published protocol (labels unprotected)", None,
+                                {"max_iter": unprotected_iterations, "tol": 0.0}),
+                               (f"label DP, ε = {label_epsilon:g}", label_epsilon, {})):
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="ADMM did not reach tol")
+                res, facts = run_label_attack(blocks, y, label_epsilon=eps, delta=delta, n_canaries=canaries,
+                                              n_known=known, seed=seed, estimator_kwargs=kw)
+            runs[label] = {"facts": facts, "attack": res.to_dict()}
+            eps_s = _fmt(facts["label_epsilon"])
+            console.print(f"{label}: best canary AUC {res.best_canary_auc:.3f} (bound e^ε/(1+e^ε) = "
+                          f"{facts['bound']:.3f} at label ε = {eps_s}); best AUC on all records "
+                          f"{res.best_all_auc:.3f}; {facts['vectors_received']} vectors over {facts['rounds']} rounds")
+        write_json(stage / "attack.json", {"party": "party2", "n_train": int(len(y)), "seed": seed,
+                                            "runs": runs, "data": data.source})
+        _plot_attack(stage / "attack.png", runs)
+    console.print(f"wrote {out}/attack.json and attack.png")

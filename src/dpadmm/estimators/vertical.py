@@ -7,6 +7,7 @@ label-holding party), or as one matrix plus ``party_sizes``.
 from __future__ import annotations
 
 import math
+import time
 import warnings
 from typing import Any, Callable, Sequence
 
@@ -42,6 +43,8 @@ class RankDeficiencyWarning(UserWarning):
 
 #: the requests a vertical party answers besides its protocol step (declared, nothing else runs)
 _HANDLERS = {"coef": vs.party_coef, "rank": vs.party_rank, "score": vs.eval_score}
+#: the label party also answers the exact refit of its own block after a label-private run
+_LABEL_PARTY_HANDLERS = dict(_HANDLERS, refit=vs.refit_label_block)
 
 
 def _party_names(n: int) -> list[str]:
@@ -53,13 +56,20 @@ class _VerticalADMM(BaseEstimator):
 
     _loss_name = "logistic"
 
-    def __init__(self, *, lam: float = 1e-3, rho: float = 0.05, max_iter: int = 100, tol: float = 1e-6,
+    def __init__(self, *, lam: float = 1e-3, rho: float | str = "auto", max_iter: int | str = "auto", tol: float = 1e-6,
                  fit_intercept: bool = True, penalty: str = "l2", l1_ratio: float = 0.5,
                  adaptive_rho: bool = False, damping: float | str = "auto", epsilon: float | None = None, delta: float = 1e-5,
                  iteration_epsilon: float | None = None, noise_scale: float | None = None,
+                 mechanism: str = "gaussian", relation: str = "feature_column", clip: float | str = "auto",
+                 label_epsilon: float | None = None, label_noise_scale: float | None = None,
                  bound: float | str = "auto", accountant: str = "pld", party_sizes: Sequence[int] | None = None,
                  random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None,
                  solver: str = "auto"):
+        self.mechanism = mechanism
+        self.relation = relation
+        self.clip = clip
+        self.label_epsilon = label_epsilon
+        self.label_noise_scale = label_noise_scale
         self.lam = lam
         self.rho = rho
         self.max_iter = max_iter
@@ -127,10 +137,55 @@ class _VerticalADMM(BaseEstimator):
             raise InvalidParameterError(f"give at most one of epsilon, iteration_epsilon, noise_scale; got {given}.")
         return given[0] if given else None
 
+    def _label_mode(self) -> bool:
+        if self.label_epsilon is not None and self.label_noise_scale is not None:
+            raise InvalidParameterError("give at most one of label_epsilon, label_noise_scale; got both.")
+        return self.label_epsilon is not None or self.label_noise_scale is not None
+
+    def _rho(self, n_blocks: int, loss) -> float:
+        """``"auto"``: 0.05 for ADMM; M · sup ℓ'' for the label-private protocol (the Jacobi
+        majoriser of M blocks: ‖Σ_m D_m δ_m‖² ≤ M Σ_m ‖D_m δ_m‖²)."""
+        if self.rho != "auto":
+            return float(self.rho)
+        return n_blocks * loss.hess_bound if self._label_mode() else 0.05
+
+    def _max_iter(self) -> int:
+        """``"auto"``: 100 ADMM iterations; 3 rounds of the label-private protocol, i.e. two label
+        releases (round 1's party step sees the zero inbox and round T's hub step releases nothing):
+        two majorise–minimise steps and the label party's exact refit suffice, and each release costs."""
+        if self.max_iter != "auto":
+            return int(self.max_iter)
+        return 3 if self._label_mode() else 100
+
+    def _clip(self, n: int, rho: float, sigma_label: float) -> tuple[float, float]:
+        """(V, V_∞) of the gaussian mechanism. ``"auto"``: per-sample scale ``c = sqrt(1 + σ_L²) + 3ρ``
+        (|y_i| ≤ 1 for the logistic dual, shares of magnitude ≲ 3 per sample, plus the label noise the
+        party receives), ``V = c·sqrt(N)``, ``V_∞ = 3c``. A number c gives the same with that c.
+        V depends on nothing private (N is public)."""
+        c = float(self.clip) if self.clip != "auto" else math.sqrt(1.0 + sigma_label ** 2) + 3.0 * rho
+        return c * math.sqrt(n), 3.0 * c
+
     def _validate(self):
         check_positive("lam", self.lam, allow_zero=self.penalty == "l2" and False)
-        check_positive("rho", self.rho)
-        check_int("max_iter", self.max_iter)
+        if self.rho != "auto":
+            check_positive("rho", self.rho)
+        if self.max_iter != "auto":
+            check_int("max_iter", self.max_iter)
+        check_choice("mechanism", self.mechanism, vs.MECHANISMS)
+        check_choice("relation", self.relation, tuple(vs.RELATIONS))
+        if self.clip != "auto":
+            check_positive("clip", self.clip)
+        if self._label_mode():
+            if self.label_epsilon is not None:
+                check_positive("label_epsilon", self.label_epsilon)
+            else:
+                check_positive("label_noise_scale", self.label_noise_scale, allow_zero=True)
+            if self.adaptive_rho:
+                raise InvalidParameterError("adaptive_rho applies to ADMM; the label-private protocol uses a fixed "
+                                            "rho (set adaptive_rho=False).")
+            if self.penalty != "l2":
+                raise PrivacyPreconditionError(f"penalty={self.penalty!r}: the label-private protocol needs "
+                                               "penalty='l2'.")
         check_positive("tol", self.tol, allow_zero=True)
         check_choice("accountant", self.accountant, ACCOUNTANTS)
         check_choice("penalty", self.penalty, ("l2", "l1", "elasticnet"))
@@ -147,9 +202,9 @@ class _VerticalADMM(BaseEstimator):
             check_positive("bound", self.bound)
         if self.damping != "auto":
             check_positive("damping", self.damping, allow_zero=True)
-            if mode is not None and self.damping > 0:
+            if (mode is not None or self._label_mode()) and self.damping > 0:
                 raise PrivacyPreconditionError(
-                    f"damping={self.damping} changes the x-step that [Hu, Lemma 1] bounds; use damping=0 "
+                    f"damping={self.damping} changes the x-step the sensitivity bound covers; use damping=0 "
                     "(or 'auto') for a private fit.")
         return mode
 
@@ -172,7 +227,9 @@ class _VerticalADMM(BaseEstimator):
         transcript : a :class:`dpadmm.backends.Transcript` (or any callable
             ``(round, sender, receiver, message, kind)``) that records every message.
         """
+        t_fit = time.perf_counter()
         mode = self._validate()
+        label_mode = self._label_mode()
         blocks = self._blocks(X)
         n = blocks[0].shape[0]
         y_fit = self._encode_y(y, n)
@@ -182,14 +239,19 @@ class _VerticalADMM(BaseEstimator):
         self.party_dims_ = tuple(B.shape[1] for B in blocks)
         self.n_features_in_ = int(sum(self.party_dims_))
         evals = self._eval_sets(eval_set)
-        private = mode is not None
+        private = mode is not None  # the feature side
+        paper = private and self.mechanism == "paper"
+        any_private = private or label_mode
+        rho = self._rho(len(blocks), loss)
+        max_iter = self._max_iter()
         bx = bounds = None
         assumptions, notes = [], []
         if private:
-            if not reg.smooth:
+            if not reg.smooth or (not paper and self.penalty != "l2"):
                 raise PrivacyPreconditionError(
-                    f"penalty={self.penalty!r} is not twice differentiable, which [Hu, Assumption 2.2] needs; "
-                    "use penalty='l2' for a private fit.")
+                    f"penalty={self.penalty!r}: a private fit needs penalty='l2' (the ridge x-step the sensitivity "
+                    "bound is proved for; [Hu, Assumption 2.2] for mechanism='paper').")
+        if paper:
             for m, B in enumerate(blocks, start=1):
                 if _is_source(B):
                     continue  # checked by the party at setup (require_unit_rows)
@@ -203,51 +265,84 @@ class _VerticalADMM(BaseEstimator):
             bx = bounds.x
             assumptions = [
                 {"name": "unit-norm rows of every party block [Hu, Assumption 2.3]", "status": "checked",
-                 "detail": f"max | ||row|| - 1 | <= 1e-6 over non-zero rows; zero rows: "
-                           + (f"{int(sum((row_norms(B) == 0).sum() for B in blocks))}"
-                              if not any(_is_source(B) for B in blocks) else "counted at the parties")},
+                 "detail": "max | ||row|| - 1 | <= 1e-6 over non-zero rows"},
                 {"name": f"bounded iterates ||x_m|| <= {bounds.x:.4g}, ||y|| <= {bounds.y:.4g}, ||z|| <= {bounds.z:.4g} "
                           "[Hu, Assumption 2.1]",
                  "status": "enforced", "detail": "x_m, z and the dual y are projected onto their balls every iteration"},
                 {"name": "|R''| <= c1 = 1 [Hu, Assumption 2.2]", "status": "checked", "detail": "penalty='l2'"},
                 {"name": "sensitivity C of [Hu, Lemma 1]", "status": "as published",
-                 "detail": "the proof's step ||(D_m^T D_m)^-1|| = 1/d_m does not follow from unit-norm rows (SPEC §1)"},
+                 "detail": "the proof's step ||(D_m^T D_m)^-1|| = 1/d_m does not follow from unit-norm rows (docs/algorithms.md §1)"},
             ]
-            if self.fit_intercept:
-                notes.append("the intercept is computed by the label-holding coordinator from the noisy shares and its "
-                             "own labels (post-processing); it is not shared")
+        if private and self.fit_intercept and not label_mode:
+            notes.append("the intercept is computed by the label-holding coordinator from the noisy shares and its "
+                         "own labels (post-processing); it is not shared")
         nseed = noise_seed(self.random_state)
-        monitor = (not private) if self.monitor is None else bool(self.monitor)
+        monitor = (not any_private) if self.monitor is None else bool(self.monitor)
         n_blocks = len(blocks)
         nm = None
         if mode == "epsilon":
-            nm = calibrate_noise_multiplier(self.epsilon, self.delta, self.max_iter, self.accountant)
+            nm = calibrate_noise_multiplier(self.epsilon, self.delta, max_iter, self.accountant)
         elif mode == "iteration_epsilon":
             nm = math.sqrt(2.0 * math.log(1.25 / self.delta)) / self.iteration_epsilon  # [Hu, Thm 3]
+        label_nm = None
+        label_spec = None
+        sigma_label = 0.0
+        if label_mode:
+            label_clip = 1.0
+            W = vs.label_sensitivity(label_gap=1.0 if loss.name == "logistic" else math.inf, clip=label_clip,
+                                     fit_intercept=bool(self.fit_intercept))
+            if self.label_epsilon is not None:
+                # T rounds make T − 1 releases: the first party step sees the zero inbox, the last hub step releases none
+                label_nm = calibrate_noise_multiplier(self.label_epsilon, self.delta, max(max_iter - 1, 1),
+                                                      self.accountant)
+                sigma_label = label_nm * W
+            else:
+                sigma_label = float(self.label_noise_scale)
+            label_spec = vs.LabelPrivacy(noise_multiplier=label_nm,
+                                         noise_scale=None if self.label_epsilon is not None else sigma_label,
+                                         clip=label_clip, rounds=max_iter)
+        V, V_inf = self._clip(n, rho, sigma_label)
+        if private and not paper:
+            rel = vs.RELATIONS[self.relation]
+            assumptions = [
+                {"name": f"what each party receives is clipped: ||v|| <= V = {V:.4g}"
+                         + (f", |v_i| <= {V_inf:.4g}" if self.relation == "record" else ""),
+                 "status": "enforced", "detail": "clip_share_input in party_step, every round"},
+                {"name": "rows of every party block have norm <= 1", "status": "enforced",
+                 "detail": "rows clipped at the party (setup_party)"},
+                {"name": "ridge x-step, l2 penalty, lambda > 0, no damping, no projection", "status": "checked",
+                 "detail": "the sensitivity bound covers the map (party data, everything received) -> message"},
+                {"name": f"relation: {rel.description}", "status": "stated",
+                 "detail": "sensitivity proved in dpadmm.privacy.mechanisms; checked against worst-case neighbours "
+                           "in tests/test_vertical_privacy.py"},
+            ]
         lam_sum = n * float(self.lam)  # the paper's summed scaling
-        damping = (0.0 if private else 0.5) if self.damping == "auto" else float(self.damping)
+        damping = (0.0 if any_private else 0.5) if self.damping == "auto" else float(self.damping)
         specs = []
         for m, (name, B) in enumerate(zip(names, blocks)):
             pspec = None
             if private:
                 pspec = vs.PrivacySpec(noise_multiplier=nm, noise_scale=self.noise_scale, c1=1.0, bounds=bounds,
-                                       n_parties=n_blocks)
+                                       n_parties=n_blocks, mechanism=self.mechanism, relation=self.relation,
+                                       clip=V, clip_inf=V_inf)
             opts = {"lam_sum": lam_sum, "reg": reg, "private": pspec, "bound": bx, "damping": damping,
                     "solver": self.solver,
                     "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}
-            if private and _is_source(B):
+            if paper and _is_source(B):
                 opts["require_unit_rows"] = True
+            handlers = _LABEL_PARTY_HANDLERS if (m == 0 and label_mode) else _HANDLERS
             specs.append(PartySpec(name, vs.setup_party, (name, B, opts), vs.party_step, vs.party_diagnostics, owner=name,
-                                   handlers=_HANDLERS))
+                                   handlers=handlers))
         hub_cfg = vs.CoordinatorConfig(
-            labels=y_fit, loss=loss, lam=float(self.lam), rho=float(self.rho),
+            labels=y_fit, loss=loss, lam=float(self.lam), rho=rho,
             party_names=tuple(s.name for s in specs), bounds=bounds, fit_intercept=bool(self.fit_intercept),
             adaptive_rho=bool(self.adaptive_rho),
-            tol=float(self.tol), eval_labels={k: yv for k, (_, yv) in evals.items()},
+            tol=float(self.tol), eval_labels={k: yv for k, (_, yv) in evals.items()}, label_privacy=label_spec,
         )
         hub = engine.Hub(hub_cfg, vs.init_coordinator, vs.coordinator_step, vs.coordinator_metrics)
         backend = get_backend(self.backend)
-        backend.start(specs, noise_seed=nseed)
+        engine.start(backend, specs, noise_seed=nseed)  # party setup under the engine's BLAS cap
+        self.setup_seconds_ = time.perf_counter() - t_fit  # validation + party setup (before round 1)
         # Un-noised party values (local models x_m, eval-set partial scores) reach the driver only in a
         # non-private fit, in the in-process simulation (where the driver holds everything anyway), or
         # when the user opted in with monitor=True (then the report names them).
@@ -260,18 +355,29 @@ class _VerticalADMM(BaseEstimator):
             notes.append("in-process simulation: the driver holds every party's local model x_m (for predict); in a "
                          "deployment (out-of-process backend) the models stay at the parties")
         try:
-            result = engine.run(hub=hub, parties=specs, backend=backend, rounds=int(self.max_iter), noise_seed=nseed,
-                                callbacks=callbacks, monitor=monitor, stop_on_convergence=not private,
+            result = engine.run(hub=hub, parties=specs, backend=backend, rounds=max_iter, noise_seed=nseed,
+                                callbacks=callbacks, monitor=monitor, stop_on_convergence=not any_private,
                                 checkpoint_every=checkpoint_every, checkpoint_dir=checkpoint_dir,
                                 resume_from=resume_from, started=True, transcript=transcript)
             # a party in another organisation never sends its model (it writes it to its own directory)
             remote = getattr(backend, "models_stay_at_parties", False)
             self.coefs_ = [backend.request(name, "coef") for name in names] if collect and not remote else None
+            self.intercept_ = float(result.hub_state.intercept)
+            refit = None
+            if label_mode:
+                # the label party (which is also the coordinator) refits its own block and intercept on its exact
+                # labels, given the other parties' last shares; the result never goes to a passive party
+                refit = backend.request(names[0], "refit", y_fit, result.hub_state.passive_total, loss.name,
+                                        bool(self.fit_intercept), self.intercept_)
+                if self.coefs_ is not None:
+                    self.coefs_[0] = refit["coef"]
+                self.intercept_ = refit["intercept"]
+                notes.append("the label party's own block and the intercept are refit on the exact labels after the "
+                             "last round, given the other parties' shares; that model stays with the label party")
             if transcript is not None and self.coefs_ is not None:  # x_m collected (simulation or opt-in)
                 for name, coef in zip(names, self.coefs_):
                     transcript(result.rounds, name, engine.HUB, {"coef": coef}, "model")
-            self.intercept_ = float(result.hub_state.intercept)
-            if private and collect:
+            if paper and collect:
                 deficient = []
                 for m, name in enumerate(names, start=1):
                     rank, width = backend.request(name, "rank")
@@ -288,8 +394,13 @@ class _VerticalADMM(BaseEstimator):
                                   RankDeficiencyWarning, stacklevel=2)
             # eval scores summed from the parties' partial scores (needed when the driver has no eval features)
             self.eval_scores_ = {}
-            for k in (evals if collect else ()):
-                parts = {name: backend.request(name, "score", k) for name in names}
+            for k in (evals if (collect or label_mode) else ()):
+                if collect:
+                    parts = {name: backend.request(name, "score", k) for name in names}
+                else:  # passive parties' partial test scores (prediction), the label party's from its refit
+                    parts = {name: backend.request(name, "score", k) for name in names[1:]}
+                if refit is not None:
+                    parts[names[0]] = refit["eval_scores"][k]
                 if transcript is not None:
                     for name, part in parts.items():
                         transcript(result.rounds, name, engine.HUB, {f"eval_score.{k}": part}, "prediction")
@@ -302,21 +413,20 @@ class _VerticalADMM(BaseEstimator):
         self.n_iter_ = result.rounds
         self.converged_ = result.converged
         self.noise_multiplier_ = nm
-        if private:
+        self.label_noise_multiplier_ = label_nm
+        if any_private:
+            delta = (result.rounds + 1) * self.delta if mode == "iteration_epsilon" else self.delta
             self.privacy_ = hu_report(
-                result.ledger, delta=self.delta, accountant=self.accountant, rounds=result.rounds,
+                result.ledger, delta=delta, accountant=self.accountant, rounds=result.rounds,
                 paper_delta_iter=self.delta if mode == "iteration_epsilon" else None,
-                assumptions=assumptions, notes=notes)
-            if mode == "iteration_epsilon":
-                # the paper's mode: per-iteration δ given; total δ reported is (T + 1) δ
-                self.privacy_ = hu_report(
-                    result.ledger, delta=(result.rounds + 1) * self.delta, accountant=self.accountant,
-                    rounds=result.rounds, paper_delta_iter=self.delta, assumptions=assumptions, notes=notes)
-            finish(self.privacy_, threat_model="vertical-feature", noise_source=result.noise_source)
+                assumptions=assumptions, notes=notes, mechanism=self.mechanism if private else None,
+                relation=self.relation, label_delta=self.delta if label_mode else None)
+            finish(self.privacy_, threat_model="vertical-feature" if private else "vertical-label",
+                   noise_source=result.noise_source)
         else:
             self.privacy_ = None
-            if not result.converged and self.max_iter > 1 and self.tol > 0:
-                warnings.warn(f"ADMM did not reach tol={self.tol} in max_iter={self.max_iter} iterations; "
+            if not result.converged and max_iter > 1 and self.tol > 0:
+                warnings.warn(f"ADMM did not reach tol={self.tol} in max_iter={max_iter} iterations; "
                               "increase max_iter or use adaptive_rho=True.", ConvergenceWarning, stacklevel=2)
         return self
 
@@ -356,7 +466,8 @@ class _VerticalADMM(BaseEstimator):
 
 class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
     """L2-regularised logistic regression over vertically partitioned features by ADMM sharing
-    [Hu, Alg. 1], optionally differentially private [Hu, eq. 16].
+    [Hu, Alg. 1], optionally differentially private on the feature side (each party's features,
+    ``epsilon``) and on the label side (the training labels, ``label_epsilon``).
 
     Objective: ``mean_i log(1 + exp(−y_i s_i)) + lam · Σ_m R(x_m)`` with ``s = Σ_m X_m x_m + b``
     (scikit-learn's ``C = 1/(lam · N)``); the intercept b is held by the label party and not penalised.
@@ -364,21 +475,34 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
     Parameters
     ----------
     lam : regularisation weight λ (> 0).
-    rho : ADMM penalty ρ in the paper's summed-loss scaling (> 0). The speed depends on it
-        (residual balancing with ``adaptive_rho=True``). Under DP the sensitivity of [Hu, Lemma 1]
-        grows like 1/ρ, so private runs want a larger ρ (the demo uses 0.3, as SPEC §1's check).
+    rho : ADMM penalty ρ in the paper's summed-loss scaling (> 0). ``"auto"``: 0.05 for ADMM; for the
+        label-private protocol M·sup ℓ'' (0.5 for two parties and the logistic loss), which makes its
+        Jacobi step a majoriser.
     damping : proximal-Jacobi weight τ/ρ of an added ``(τ/2)‖D_m(x − x_m^t)‖²`` (beyond the paper).
         ``"auto"`` = 0.5 for non-private fits (robust when party ranges overlap) and 0 — the paper's
         x-step — for private fits, where any other value is refused.
-    max_iter : iterations T (under DP, exactly the T the budget is composed over).
+    max_iter : rounds T (under DP, exactly the T the budgets are composed over). ``"auto"``: 100 ADMM
+        iterations, 3 rounds of the label-private protocol (2 label releases).
     tol : primal/dual residual tolerance (non-private runs stop early when both are below it).
     penalty : ``l2`` (needed for DP), ``l1`` or ``elasticnet`` (with ``l1_ratio``).
-    epsilon, delta : total (ε, δ) budget of the run; σ is calibrated with the accountant so the
-        T-fold composition spends at most ε at δ.
+    epsilon, delta : feature-side total (ε, δ) budget of the run; σ is calibrated with the accountant
+        so the T-fold composition spends at most ε at δ. ``delta`` is also the label side's δ.
     iteration_epsilon : per-iteration ε of [Hu, Thm 3] (δ is then per iteration), as the paper does.
     noise_scale : raw σ of the shared noise (the accountant reports what it costs).
-    bound : b_1 of [Hu, Assumption 2.1]; iterates are projected onto this ball whenever DP is on.
-        ``"auto"`` = 3·sqrt(N) (scores of magnitude ≤ 3 on average).
+    mechanism : feature-side mechanism. ``"gaussian"`` (default): clipped input, exact ridge x-step,
+        isotropic N(0, σ² I_N) on the released share, sensitivity proved per ``relation``.
+        ``"paper"``: [Hu, eq. 16] as published, for reproducing the paper only — its noise lies in
+        range(D_m), so it is not DP and the report gives ε = ∞ with the reason.
+    relation : neighbouring relation of the feature side: ``"feature_column"`` (one column of one
+        party changes by ≤ 1 in ℓ2, [Hu, Definition 2]) or ``"record"`` (one row of one party).
+    clip : per-sample scale c of the clip on what a party receives (V = c·sqrt(N), V_∞ = 3c);
+        ``"auto"``: ``sqrt(1 + σ_L²) + 3ρ``.
+    label_epsilon : label-side total ε (at ``delta``): every message the coordinator sends any party is
+        (ε_L, δ)-DP w.r.t. one training label changing. Switches the coordinator to the label-private
+        protocol. Without it, every party can read the training labels from the dual y it receives.
+    label_noise_scale : raw σ_L of the label side instead of a budget.
+    bound : b_1 of [Hu, Assumption 2.1] (``mechanism="paper"`` only); iterates are projected onto it.
+        ``"auto"`` = sqrt(2 ln 2/λ) for x, 3·sqrt(N) for y and z.
     accountant : ``pld`` (headline) or ``rdp``.
     party_sizes : column counts when X is one matrix.
     random_state : int, Generator or None — the root of every party's noise stream.
@@ -393,7 +517,8 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
     Attributes
     ----------
     coefs_ : list of per-party coefficient vectors (each stays with its party in a deployment).
-    coef_, intercept_, classes_, n_iter_, history_, privacy_ (a PrivacyReport or None).
+    coef_, intercept_, classes_, n_iter_, history_, privacy_ (a PrivacyReport or None),
+    setup_seconds_ (validation and party setup before round 1; training time is ``history_["seconds"]``).
     """
 
     _loss_name = "logistic"
@@ -434,14 +559,17 @@ class VerticalLinearRegression(RegressorMixin, _VerticalADMM):
     """Ridge-type regression (``loss='squared'`` or ``'huber'``) over vertically partitioned features
     by ADMM sharing [Hu, Alg. 1]; same parameters as :class:`VerticalLogisticRegression` plus ``loss``."""
 
-    def __init__(self, *, loss: str = "squared", lam: float = 1e-3, rho: float = 0.05, max_iter: int = 100,
+    def __init__(self, *, loss: str = "squared", lam: float = 1e-3, rho="auto", max_iter="auto",
                  tol: float = 1e-6, fit_intercept: bool = True, penalty: str = "l2", l1_ratio: float = 0.5,
                  adaptive_rho: bool = False, damping="auto", epsilon=None, delta: float = 1e-5, iteration_epsilon=None,
-                 noise_scale=None, bound="auto", accountant: str = "pld", party_sizes=None, random_state=None,
-                 backend="inprocess", monitor: bool = True, solver: str = "auto"):
+                 noise_scale=None, mechanism: str = "gaussian", relation: str = "feature_column", clip="auto",
+                 label_epsilon=None, label_noise_scale=None, bound="auto", accountant: str = "pld", party_sizes=None,
+                 random_state=None, backend="inprocess", monitor: bool | None = None, solver: str = "auto"):
         super().__init__(lam=lam, rho=rho, max_iter=max_iter, tol=tol, fit_intercept=fit_intercept, penalty=penalty,
                          l1_ratio=l1_ratio, adaptive_rho=adaptive_rho, damping=damping, epsilon=epsilon, delta=delta,
-                         iteration_epsilon=iteration_epsilon, noise_scale=noise_scale, bound=bound,
+                         iteration_epsilon=iteration_epsilon, noise_scale=noise_scale, mechanism=mechanism,
+                         relation=relation, clip=clip, label_epsilon=label_epsilon,
+                         label_noise_scale=label_noise_scale, bound=bound,
                          accountant=accountant, party_sizes=party_sizes, random_state=random_state,
                          backend=backend, monitor=monitor, solver=solver)
         self.loss = loss
@@ -523,3 +651,50 @@ class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
 
     def predict(self, X):
         return self.classes_[(self.decision_function(X) > 0).astype(int)]
+
+
+# ----------------------------------------------------------------------------- for the end-to-end audit
+class _Seen:
+    """Transcript callable keeping exactly what the adversary of one side sees."""
+
+    def __init__(self, side: str, party: str):
+        self.side, self.party, self.parts = side, party, []
+
+    def __call__(self, round_, sender, receiver, message, kind):
+        if kind != "protocol":
+            return
+        if self.side == "feature" and sender == self.party:  # every share party m sends
+            self.parts.append(np.asarray(message.share, dtype=np.float64))
+        elif self.side == "label" and receiver == self.party:  # every N-vector the coordinator sends it
+            self.parts.extend(np.asarray(v, dtype=np.float64) for v in (message.residual, message.dual))
+
+
+def audit_fit(blocks, y, *, side: str = "feature", relation: str = "feature_column", epsilon: float = 1.0,
+              delta: float = 1e-5, party: str = "party2", seed: int | None = None, **kwargs) -> tuple[np.ndarray, float]:
+    """One whole private fit on a small instance, for the end-to-end audit (``dpadmm audit --end-to-end``).
+
+    ``side="feature"``: a feature-private fit (gaussian mechanism, ``relation``, total ``epsilon``);
+    returns everything ``party`` sends, concatenated (what the coordinator and the other parties see).
+    ``side="label"``: a label-private fit (``label_epsilon=epsilon``); returns everything the coordinator
+    sends ``party`` (what a passive party sees). Second value: the ε the fit reports for that side
+    (the claim the audit's lower bound must not exceed). ``kwargs`` go to the estimator (e.g.
+    ``max_iter``, ``lam``, ``mechanism="paper"`` for the published [Hu, eq. 16]). Neighbours: change one
+    column (or row) of ``party``'s block, or flip one label, and call again. Example::
+
+        view, eps = audit_fit([B1, B2], y, side="label", epsilon=1.0, max_iter=3, seed=k)
+    """
+    seen = _Seen(side, party)
+    if side == "feature":
+        model = VerticalLogisticRegression(epsilon=epsilon, delta=delta, relation=relation, random_state=seed,
+                                           monitor=False, **kwargs)
+    elif side == "label":
+        model = VerticalLogisticRegression(label_epsilon=epsilon, delta=delta, random_state=seed, monitor=False,
+                                           **kwargs)
+    else:
+        raise InvalidParameterError(f"side must be 'feature' or 'label', got side={side!r}.")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(blocks, y, transcript=seen)
+    p = model.privacy_
+    claim = p.epsilon if side == "feature" else p.label["epsilon"]
+    return np.concatenate(seen.parts), float(claim)

@@ -83,7 +83,8 @@ def load_vertical_data(*, train=None, test=None, parties=None, party_files: Sequ
         return VerticalData(blocks, labels, tb, tl, {"party_files": [str(p) for p in party_files],
                                                      "test_party_files": [str(p) for p in test_party_files]})
     if train is None:
-        raise InvalidParameterError("give --train FILE --parties SIZES (LIBSVM) or --party FILE per party.")
+        raise InvalidParameterError("no data given: pass --data a9a (bundled), --train FILE --parties SIZES (LIBSVM) or one --party "
+                                     "FILE per party (see docs/formats.md).")
     if not parties:
         raise InvalidParameterError("--train needs --parties, e.g. --parties 66,57 (column counts per party).")
     sizes = _parse_sizes(parties)
@@ -175,11 +176,19 @@ def load_vertical_sources(party_files, test_party_files=(), *, id_column: str = 
                          "data_locality": "each party's worker reads its own file", "normalized_rows": normalize})
 
 
-def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho: float = 0.05, iterations: int = 100,
+def model_loss(model):
+    from ..kernels.losses import get_loss
+
+    return get_loss(model._loss_name)
+
+
+def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iterations="auto",
                  fit_intercept: bool = True, epsilon=None, delta: float = 1e-5, iteration_epsilon=None,
                  noise_scale=None, bound="auto", accountant: str = "pld", adaptive_rho: bool = False,
                  seed: int | None = None, tol: float = 1e-6, callbacks=(), backend="inprocess",
-                 fit_kwargs=None, monitor: bool | None = None) -> tuple[VerticalLogisticRegression, dict]:
+                 fit_kwargs=None, monitor: bool | None = None, mechanism: str = "gaussian",
+                 relation: str = "feature_column", clip="auto", label_epsilon=None,
+                 label_noise_scale=None) -> tuple[VerticalLogisticRegression, dict]:
     """Fit one vertical model and return it with its metrics dict (the metrics.json layout).
 
     ``seed=None`` (private default): party-local noise. ``monitor=None``: per-round monitoring only
@@ -191,7 +200,8 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho: float = 0.05, it
     model = VerticalLogisticRegression(
         lam=lam, rho=rho, max_iter=iterations, tol=tol, fit_intercept=fit_intercept, epsilon=epsilon, delta=delta,
         iteration_epsilon=iteration_epsilon, noise_scale=noise_scale, bound=bound, accountant=accountant,
-        adaptive_rho=adaptive_rho, random_state=seed, backend=backend, monitor=monitor)
+        adaptive_rho=adaptive_rho, random_state=seed, backend=backend, monitor=monitor, mechanism=mechanism,
+        relation=relation, clip=clip, label_epsilon=label_epsilon, label_noise_scale=label_noise_scale)
     eval_set = {"test": (data.test, data.y_test)} if data.test is not None else None
     model.fit(data.train, data.y, eval_set=eval_set, callbacks=callbacks, **(fit_kwargs or {}))
     wall = time.perf_counter() - t0
@@ -222,11 +232,16 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho: float = 0.05, it
                          "only the objective and the test scores the parties sent")
     if model.privacy_ is not None:
         privacy = model.privacy_.to_dict()
-        privacy["private"] = True
+        privacy["private"] = model.privacy_.private
     else:
-        privacy = {"private": False, "epsilon": None, "delta": None, "accountant": None,
-                   "paper_bound": {"epsilon": None}, "note": "non-private run: epsilon is infinite (null)"}
-    config = {"lam": lam, "rho": rho, "iterations": iterations, "fit_intercept": fit_intercept,
+        from ..privacy.reports import LABELS_READABLE
+
+        privacy = {"private": False, "epsilon": "inf", "delta": None, "accountant": None,
+                   "paper_bound": {"epsilon": None}, "note": "non-private run: epsilon is infinite",
+                   "label": {"protected": False, "epsilon": "inf", "note": LABELS_READABLE}}
+    config = {"lam": lam, "rho": model._rho(len(data.train), model_loss(model)), "iterations": model._max_iter(),
+              "fit_intercept": fit_intercept, "mechanism": mechanism, "relation": relation, "clip": clip,
+              "label_epsilon": label_epsilon, "label_noise_scale": label_noise_scale,
               "epsilon": epsilon, "delta": delta, "iteration_epsilon": iteration_epsilon,
               "noise_scale": noise_scale, "bound": bound, "accountant": accountant, "adaptive_rho": adaptive_rho,
               "seed": seed, "noise_source": model.noise_source_, "monitor": monitor, "tol": tol, "party_sizes": list(data.party_sizes), "n_train": int(len(data.y)),

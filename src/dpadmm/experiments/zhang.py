@@ -1,6 +1,6 @@
 """Jobs and reproductions for decentralised M-ADMM with penalty perturbation [Zhang, §5].
 
-Choices the paper leaves open (SPEC §2) — documented and exposed as options:
+Choices the paper leaves open (docs/algorithms.md §2) — documented and exposed as options:
 
 - **C = 50, ρ (reg_weight) = 1.** With the paper's objective ``(C/B_i) Σ ℒ + (ρ/N)·½‖f‖²`` this is
   per-sample logistic regression with λ = ρ/(N·C) on average (C ≤ B_i holds for every setting
@@ -95,6 +95,13 @@ def released_curves(model, Xs, ys) -> dict:
 
 
 
+def _base_rate_loss(ys) -> float:
+    """Average log loss of predicting the pooled base rate for every record (the trivial model)."""
+    p = float(np.mean(np.concatenate([np.asarray(v) for v in ys]) > 0))
+    p = min(max(p, 1e-12), 1 - 1e-12)
+    return float(-(p * np.log(p) + (1 - p) * np.log1p(-p)))
+
+
 def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topology: Any = "ring", split: str = "even",
                   uneven_ratio: float = 10.0, perturbation: str = "none", C: float = PAPER_C,
                   reg_weight: float = PAPER_REG_WEIGHT, iterations: int = 100, runs: int = 1, seed: int | None = 0,
@@ -150,6 +157,7 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
         "final": {
             "train_loss_mean": float(L[:, -1].mean()), "train_loss_min": float(L[:, -1].min()),
             "train_loss_max": float(L[:, -1].max()), "train_loss_range": float(np.ptp(L[:, -1])),
+            "base_rate_train_loss": _base_rate_loss(ys),
             "privacy_bound": final_pb, "consensus_error_mean": float(np.mean(consensus)),
             "objective_mean": float(np.mean(objective)), "train_accuracy_mean": float(np.mean(accuracy)),
             "iterations": int(L.shape[1]), "runs": int(runs), "train_seconds_per_run": float(np.mean(secs)),
@@ -178,34 +186,66 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
 
 # ----------------------------------------------------------------------------- plotting / files
 def plot_curves(path: Path, curves: dict[str, dict], *, title: str = "", bars: int = 10) -> None:
-    """Mean L(t) with range bars (min–max over runs) as in [Zhang, Fig. 2–4], and P(t) beside it."""
-    import matplotlib
+    """Mean L(t) with range bars (min–max over runs) as in [Zhang, Fig. 2–4], and P(t) beside it.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    The privacy panel is drawn only if some curve has a finite bound (no empty panel for
+    non-private runs). Curves get distinct line styles and markers (placed at staggered
+    iterations), so curves that coincide remain distinguishable; the legend sits outside the data.
+    """
+    import textwrap
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for label, h in curves.items():
+    from ._plotting import legend_outside, plt, readable_log, save
+
+    pyplot = plt()
+    private = any(any(v is not None and np.isfinite(v) for v in h.get("privacy_bound", [])) for h in curves.values())
+    compare = not private and len(curves) > 1  # second panel: differences to the first curve (they may coincide)
+    fig, axes = pyplot.subplots(1, 2 if (private or compare) else 1,
+                                figsize=(12.5, 4.2) if (private or compare) else (8.5, 4.2), squeeze=False)
+    first = None
+    axes = axes[0]
+    styles = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)))
+    markers = ("o", "s", "^", "D", "v", "P", "X", "*")
+    n = len(curves)
+    for j, (label, h) in enumerate(curves.items()):
         tl = h["train_loss"]
         mean, lo, hi = (np.asarray(tl[k]) for k in ("mean", "min", "max")) if isinstance(tl, dict) else (np.asarray(tl),) * 3
         it = np.arange(1, mean.size + 1)
         colour = next((c for c in ("blue", "red", "black", "magenta") if f"({c})" in label), None)  # the paper's colours
-        line, = axes[0].plot(it, mean, label=label, color=colour)
         every = max(1, mean.size // bars)
-        axes[0].errorbar(it[::every], mean[::every], yerr=[mean[::every] - lo[::every], hi[::every] - mean[::every]],
-                         fmt="none", ecolor=line.get_color(), capsize=2)
+        start = (j * max(1, every // max(n, 1))) % every  # stagger markers of coinciding curves
+        line, = axes[0].plot(it, mean, label=label, color=colour, ls=styles[j % len(styles)],
+                             marker=markers[j % len(markers)], markevery=(start, every), ms=5, lw=1.6, alpha=0.9)
+        if np.any(hi > lo):
+            axes[0].errorbar(it[start::every], mean[start::every],
+                             yerr=[mean[start::every] - lo[start::every], hi[start::every] - mean[start::every]],
+                             fmt="none", ecolor=line.get_color(), capsize=2, lw=1)
+        if first is None:
+            first = (label, mean)
+        elif compare:
+            m = min(mean.size, first[1].size)
+            axes[1].plot(it[:m], mean[:m] - first[1][:m], label=label, color=line.get_color(), ls=line.get_linestyle(),
+                         marker=markers[j % len(markers)], markevery=(start, every), ms=5)
         pb = np.array([np.nan if v is None else v for v in h.get("privacy_bound", [])], dtype=float)
-        if pb.size and np.isfinite(pb).any():
-            axes[1].plot(np.arange(1, pb.size + 1), pb, label=label, color=line.get_color())
-    axes[0].set(xlabel="iteration t", ylabel="average training loss L(t)", title=title or "accuracy")
-    axes[1].set(xlabel="iteration t", ylabel="P(t) [Zhang, Thm 4.1]", title="privacy bound", yscale="log")
+        if private and pb.size and np.isfinite(pb).any():
+            axes[1].plot(np.arange(1, pb.size + 1), pb, label=label, color=line.get_color(), ls=line.get_linestyle(),
+                         marker=markers[j % len(markers)], markevery=(start, every), ms=5)
+    axes[0].set(xlabel="iteration t", ylabel="average training loss L(t)", title="average training loss (mean, min–max bars)")
+    readable_log(axes[0], "y")
+    if private:
+        axes[1].set(xlabel="iteration t", ylabel="P(t): total ε [Zhang, Thm 4.1]", title="privacy bound (pure DP)")
+        readable_log(axes[1], "y")
+    elif compare:
+        axes[1].axhline(0.0, color="gray", lw=1)
+        axes[1].set(xlabel="iteration t", ylabel=f"L(t) − L(t) of '{first[0]}'",
+                    title=f"difference to '{textwrap.shorten(first[0], 40)}'")
+        axes[1].ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
     for ax in axes:
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+        ax.grid(alpha=0.3, which="both")
+    legend_outside(axes[-1])
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path, dpi=110)
 
 
 def _write_curves_csv(path: Path, curves: dict[str, dict]) -> None:
@@ -250,8 +290,9 @@ def fig1(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
              for k, kw in a.items()}
     res_b = {f"q1 = {q1}": run_consensus(X=X, y=y, nodes=5, eta=0.5, eta_growth=q1, iterations=T, seed=seed)
              for q1 in (1.0, 1.01, 1.03, 1.05)}
-    _dump(out_dir, "fig1a", res_a, "Fig. 1(a): private penalties eta_i(t)")
-    _dump(out_dir, "fig1b", res_b, "Fig. 1(b): increasing penalty")
+    where = f"Adult ({len(y):,} rows), 5-node ring, C = {PAPER_C:g}, no noise, T = {T}"
+    _dump(out_dir, "fig1a", res_a, f"[Zhang] Fig. 1(a): private penalties η_i(t) = η_i(1) q_i^(t−1) — {where}")
+    _dump(out_dir, "fig1b", res_b, f"[Zhang] Fig. 1(b): common penalty η(t) = 0.5 q1^(t−1) — {where}")
     return {k: round(v["final"]["train_loss_mean"], 5) for k, v in {**res_a, **res_b}.items()}
 
 
@@ -270,7 +311,8 @@ def fig2(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
                 X=X, y=y, nodes=5, perturbation=method, alpha=a1, alpha_growth=q2, iterations=T, runs=R, seed=seed, **kw)
             f = m["final"]
             rows.append([method, f"{label}, alpha(1)={a1:g}", f["train_loss_mean"], f["train_loss_range"], f["privacy_bound"]])
-        _dump(out_dir, f"fig2_alpha{a1:g}", res, f"Fig. 2: PP vs DVP, alpha(t) = {a1:g} q2^(t-1), {R} runs")
+        _dump(out_dir, f"fig2_alpha{a1:g}", res, f"[Zhang] Fig. 2: PP vs DVP, α(t) = {a1:g} q2^(t−1) — Adult "
+              f"({len(y):,} rows), 5-node ring, θ = {THETA:g}, T = {T}, {R} runs")
     with open(out_dir / "summary.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["method", "label", "final_loss_mean", "final_loss_range", "final_privacy_bound"])
@@ -306,7 +348,8 @@ def _fig34(out_dir: Path, split: str, quick: bool, reps: int, seed: int) -> dict
                                    split=split, perturbation=method, iterations=T, runs=R if method != "none" else 1,
                                    seed=seed, **kw)
     name = "fig3" if split == "even" else "fig4"
-    _dump(out_dir, name, res, f"Fig. {name[-1]}: {nodes} nodes, {split} data, {R} runs")
+    _dump(out_dir, name, res, f"[Zhang] Fig. {name[-1]}: Adult ({len(y):,} rows), {nodes} nodes "
+          f"(G({nodes}, {0.1 if not quick else 0.3})), {split} data, α(1) = 3, T = {T}, {R} runs")
     return {k: {"final_loss_mean": round(v["final"]["train_loss_mean"], 5), "P(T)": v["final"]["privacy_bound"],
                 "train_seconds_per_run": round(v["final"]["train_seconds_per_run"], 2)} for k, v in res.items()}
 
@@ -359,15 +402,35 @@ def attack(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
     write_json(out_dir / "attack.json", all_rows)
     scen = list(dict.fromkeys(r["scenario"] for r in all_rows))
     cos = [np.mean([r["cosine"] for r in all_rows if r["scenario"] == s]) for s in scen]
-    ch = [np.mean([r["chance_q95"] for r in all_rows if r["scenario"] == s]) for s in scen]
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    xs = np.arange(len(scen))
-    ax.bar(xs - 0.2, cos, 0.4, label="|cos(x_hat, x_1)|")
-    ax.bar(xs + 0.2, ch, 0.4, label="chance (95% of decoys)")
-    ax.set_xticks(xs, scen, fontsize=8)
-    ax.set(ylim=(0, 1.05), title=f"KKT attack [Zhang, App. E], {R} seed(s)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_dir / "attack.png", dpi=110)
-    plt.close(fig)
+    _plot_attack(out_dir / "attack.png", all_rows, scen, R, samples=1000 if quick else 2000,
+                 iterations=30 if quick else 100)
     return {s: round(float(c), 4) for s, c in zip(scen, cos)}
+
+
+def _plot_attack(path: Path, rows: list[dict], scen: list[str], R: int, *, samples: int, iterations: int) -> None:
+    """Mean |cos| per scenario with min–max error bars over seeds, beside the chance level."""
+    import textwrap
+
+    from ._plotting import legend_outside, plt, save
+
+    pyplot = plt()
+
+    def stats(key, s):
+        v = np.array([r[key] for r in rows if r["scenario"] == s], dtype=float)
+        return v.mean(), v.mean() - v.min(), v.max() - v.mean()
+
+    cos = np.array([stats("cosine", s) for s in scen])
+    ch = np.array([stats("chance_q95", s) for s in scen])
+    fig, ax = pyplot.subplots(figsize=(8.5, 3.8))
+    xs = np.arange(len(scen))
+    ax.bar(xs - 0.2, cos[:, 0], 0.4, yerr=cos[:, 1:].T, capsize=4, color="C3",
+           label=f"attack: |cos(x̂, x₁)| (mean, min–max over {R} seed{'s' if R > 1 else ''})")
+    ax.bar(xs + 0.2, ch[:, 0], 0.4, yerr=ch[:, 1:].T, capsize=4, color="C7",
+           label="chance: 95th percentile of |cos| with the other training points")
+    ax.set_xticks(xs, [textwrap.fill(s, 22) for s in scen], fontsize=8)
+    ax.set(ylim=(0, 1.05), ylabel="|cosine| between the reconstruction\nand the true point (1 = exact)",
+           title=f"KKT reconstruction [Zhang, App. E]: Adult ({samples:,} rows), 5-node ring, T = {iterations}")
+    ax.grid(alpha=0.3, axis="y")
+    legend_outside(ax, where="below", ncol=1)
+    fig.tight_layout()
+    save(fig, path, dpi=110)

@@ -160,51 +160,63 @@ class CGSolver(XStepSolver):
         return self.DT @ (self.D @ v)
 
     def solve(self, b: np.ndarray, lam_q: float, rho: float, x0: np.ndarray | None = None) -> np.ndarray:
-        """``(lam_q I + rho DᵀD)⁻¹ b`` by PCG from ``x0`` (zero if None); needs lam_q > 0 or full rank.
+        """``(lam_q I + rho DᵀD)⁻¹ b`` by PCG from ``x0`` (zero if None); needs lam_q > 0 or full rank."""
+        return self.solve_image(b, lam_q, rho, x0)[0]
 
-        Without ``reduction`` the stopping test is re-checked on the true residual ``b − A x``
-        (the recursively updated one drifts by rounding) and CG restarts from x if it fails.
+    def solve_image(self, b: np.ndarray, lam_q: float, rho: float, x0: np.ndarray | None = None,
+                    Dx0: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(x, D x)`` with x as :meth:`solve`; ``D x`` is updated alongside x at no extra product.
+
+        ``Dx0`` (= D x0, if the caller has it) saves one product at the warm start. Without
+        ``reduction`` the stopping test is re-checked on the true residual ``b − A x`` (the
+        recursively updated one drifts by rounding) and CG restarts from x if it fails.
         """
+        D, DT = self.D, self.DT
         inv_m = 1.0 / np.maximum(lam_q + rho * self.diag, 1e-300)
         bnorm = float(np.linalg.norm(b))
         self.last_iterations, self.last_residual = 0, 0.0
         if bnorm == 0.0:
-            return np.zeros_like(b)
-        x = np.zeros_like(b) if x0 is None else np.array(x0, dtype=np.float64, copy=True)
-        r = b - self._apply(x, lam_q, rho) if np.any(x) else b.copy()
+            return np.zeros_like(b), np.zeros(D.shape[0])
+        if x0 is None or not np.any(x0):
+            x, Dx, r = np.zeros_like(b), np.zeros(D.shape[0]), b.copy()
+        else:
+            x = np.array(x0, dtype=np.float64, copy=True)
+            Dx = D @ x if Dx0 is None else np.array(Dx0, dtype=np.float64, copy=True)
+            r = b - (lam_q * x + rho * (DT @ Dx))
         rnorm = float(np.linalg.norm(r))
         stop = max(self.tol * bnorm, self.reduction * rnorm)
         budget = self.max_iter
         for _restart in range(4):
             if rnorm <= stop or budget <= 0:
                 break
-            x, r, used = self._pcg(x, r, lam_q, rho, inv_m, stop, budget)
+            used = self._pcg(x, Dx, r, lam_q, rho, inv_m, stop, budget)
             budget -= used
             self.last_iterations += used
             if self.reduction > 0.0:
                 rnorm = float(np.linalg.norm(r))
                 break
-            r = b - self._apply(x, lam_q, rho)
+            Dx = D @ x
+            r = b - (lam_q * x + rho * (DT @ Dx))
             rnorm = float(np.linalg.norm(r))
         self.last_residual = rnorm
-        return x
+        return x, Dx
 
-    def _apply(self, v, lam_q, rho):
-        return lam_q * v + rho * (self.DT @ (self.D @ v))
-
-    def _pcg(self, x, r, lam_q, rho, inv_m, stop, budget):
-        """PCG iterations from (x, r = b − A x) until ‖r‖ ≤ stop; returns (x, r, iterations)."""
+    def _pcg(self, x, Dx, r, lam_q, rho, inv_m, stop, budget) -> int:
+        """PCG iterations updating (x, Dx, r = b − A x) in place until ‖r‖ ≤ stop; returns the count."""
+        D, DT = self.D, self.DT
         z = r * inv_m
         p = z.copy()
         rz = float(r @ z)
         it = 0
         for it in range(1, budget + 1):
-            Ap = self._apply(p, lam_q, rho)
+            Dp = D @ p
+            Ap = lam_q * p + rho * (DT @ Dp)
             pAp = float(p @ Ap)
             if pAp <= 0.0:  # only when lam_q = 0 and p ∈ null(D): nothing left to reduce
                 break
             alpha = rz / pAp
             x += alpha * p
+            Dx += alpha * Dp
             r -= alpha * Ap
             if float(np.linalg.norm(r)) <= stop:
                 break
@@ -213,7 +225,7 @@ class CGSolver(XStepSolver):
             p *= rz_new / rz
             p += z
             rz = rz_new
-        return x, r, it
+        return it
 
     @property
     def lipschitz(self) -> float:

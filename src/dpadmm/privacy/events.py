@@ -28,6 +28,12 @@ RECORD_REPLACE = Relation(
     "the datasets differ in one training record of one party/node (replace-one)",
 )
 
+LABEL_CHANGE = Relation(
+    "label",
+    "the training labels differ in one record's label (the features are the same); protects each label "
+    "against every passive party",
+)
+
 
 @dataclass(frozen=True)
 class GaussianRelease:

@@ -394,7 +394,9 @@ class _VerticalADMM(BaseEstimator):
                                   "see the privacy report's notes).", RankDeficiencyWarning, stacklevel=2)
             # eval scores summed from the parties' partial scores (needed when the driver has no eval features)
             self.eval_scores_ = {}
-            for k in (evals if (collect or label_mode) else ()):
+            # a feature-private fit sends no un-noised partial scores X_m x_m off a party (x_m depends on D_m beyond
+            # the noisy shares): only non-private feature sides (label-only fits) score passive parties' eval sets
+            for k in (evals if (collect or (label_mode and not private)) else ()):
                 if collect:
                     parts = {name: backend.request(name, "score", k) for name in names}
                 else:  # passive parties' partial test scores (prediction), the label party's from its refit

@@ -1,4 +1,4 @@
-"""The bundled Adult data and the [Zhang, §5] preprocessing (SPEC §2)."""
+"""The bundled Adult data and the [Zhang, §5] preprocessing (docs/algorithms.md §2)."""
 
 from __future__ import annotations
 

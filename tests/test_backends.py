@@ -1,6 +1,6 @@
 """Backend contract: every backend gives the same numbers, shuts down cleanly, and names the
 party and round of a failure; checkpoints resume to the uninterrupted result; the vertical
-transcript holds exactly the messages SPEC §1 lists.
+transcript holds exactly the messages docs/algorithms.md §1 lists.
 
 Ray tests are marked ``slow`` and ``ray`` and run only inside a loopback-only network namespace
 (Ray probes an external address to find its IP otherwise): ``test_ray_suite_in_loopback_namespace``
@@ -282,7 +282,7 @@ PUBLIC_SCALARS = {"round", "rho"}  # public round counter and the penalty ρ
 
 
 def _check_vertical_transcript(records, n, names, rounds):
-    """Every protocol record is one of SPEC §1's N-vectors (or a public scalar); nothing else."""
+    """Every protocol record is one of docs/algorithms.md §1's N-vectors (or a public scalar); nothing else."""
     protocol = [r for r in records if r["kind"] == "protocol"]
     for r in protocol:
         if r["sender"] == "hub":
@@ -346,7 +346,7 @@ def test_monitoring_traffic_is_labelled(a9a_small, tmp_path):
 
 # ----------------------------------------------------------------------------- selection
 def test_get_backend_names_and_errors():
-    assert set(BACKENDS) == {"inprocess", "process", "ray"}
+    assert set(BACKENDS) == {"inprocess", "process", "ray", "grpc"}
     with pytest.raises(InvalidParameterError, match="backend must be one of"):
         get_backend("threads")
     with pytest.raises(InvalidParameterError, match="timeout must be a positive"):

@@ -123,7 +123,7 @@ def test_thm1_sigma_and_events():
     c1, m, rho, eta, eps, delta = 2.0, 100, 0.1, 0.5, 0.5, 1e-5
     expected = 2 * c1 * math.sqrt(2 * math.log(1.25 / delta)) / (m * eps * (rho + 1 / eta))
     assert zhou_sigma(c1=c1, m=m, rho=rho, eta=eta, epsilon=eps, delta=delta) == pytest.approx(expected, rel=1e-14)
-    # the algorithm emits exactly this σ, with sensitivity 2c1/(m(ρ+1/η)) (m, not m²: SPEC §3 erratum)
+    # the algorithm emits exactly this σ, with sensitivity 2c1/(m(ρ+1/η)) (m, not m²: docs/algorithms.md §3 erratum)
     rng = np.random.default_rng(0)
     A = F.clip_rows(rng.normal(size=(m, 5)), c1)
     st = fq.Settings.make([0.5], noise_multiplier=iteration_noise_multiplier(eps, delta), lam=0.1)

@@ -152,7 +152,7 @@ def test_bad_data(a9a_small):
 
 
 def test_messages_carry_only_n_vectors(a9a_small_normalized):
-    """Only D_m x̃_m (party → coordinator) and s̃ − z, y (coordinator → parties) cross, as SPEC §1 lists."""
+    """Only D_m x̃_m (party → coordinator) and s̃ − z, y (coordinator → parties) cross, as docs/algorithms.md §1 lists."""
     B, y, _, _ = a9a_small_normalized
     n = len(y)
     rng = np.random.default_rng(0)

@@ -20,7 +20,7 @@ Iteration t (``s̃ = Σ_k D_k x̃_k``, the sum of the *shared* — possibly nois
     record of party m), proved in :mod:`dpadmm.privacy.mechanisms` and enforced by the clipping.
   * ``"paper"``: [Hu, eq. 16] as published, ``D_m x_m + σ U_m g`` (``U_m`` an orthonormal basis of
     range(D_m)). Kept to reproduce the paper only: every release lies in range(D_m), a subspace that
-    depends on the private data, so it is not DP for any δ < 1 (SPEC §1 erratum); reports give ε = ∞.
+    depends on the private data, so it is not DP for any δ < 1 (docs/algorithms.md §1 erratum); reports give ε = ∞.
 
 - DP, label side (``CoordinatorConfig.label_privacy``): the coordinator runs a *linearised*
   z-step instead of [Hu, eq. 7–8] (beyond the paper): from the public score ``s = Σ_m ũ_m + b̃``
@@ -33,21 +33,13 @@ Iteration t (``s̃ = Σ_k D_k x̃_k``, the sum of the *shared* — possibly nois
   its own block and intercept on the exact labels given the passive parties' shares
   (:func:`refit_label_block`): that model never leaves the label party.
 
-Auditing (for ``dpadmm audit --end-to-end``): :func:`audit_view` runs a whole private fit on a small
-instance through these step functions and returns exactly what the adversary of the chosen side
-sees, and :func:`audit_claim` the ε the fit reports. Example::
+Auditing (for ``dpadmm audit --end-to-end``): :func:`dpadmm.estimators.vertical.audit_fit` runs a
+whole private fit on a small instance (these step functions, through the engine) and returns exactly
+what the adversary of the chosen side sees, with the ε the fit reports::
 
-    from dpadmm.algorithms import vertical_sharing as vs
-    view = vs.audit_view(blocks, y, side="feature", relation="record", epsilon=1.0, rounds=3, rng=rng)
-    eps = vs.audit_claim(side="feature", epsilon=1.0, delta=1e-5, rounds=3)
-- coordinator [Hu, eq. 7]: ``z_i ← prox_{ℓ(·, Y_i)/ρ}(s̃_i + y_i/ρ)`` for all i at once.
-- coordinator [Hu, eq. 8]: ``y ← y + ρ(s̃ − z)``.
-- intercept (beyond the paper): the label-holding coordinator keeps an unpenalised intercept b
-  and minimises ``Σ ℓ(z_i + b)`` in its z-step jointly over (z, b); no party sees b and no
-  extra block joins the (Jacobi) x-updates.
-
-Messages (and nothing else): party → coordinator ``D_m x̃_m`` (N-vector); coordinator → parties
-``s̃ − z`` and ``y`` (N-vectors) plus the public round number and ρ.
+    from dpadmm.estimators.vertical import audit_fit
+    view, eps = audit_fit([B1, B2], y, side="feature", relation="record", epsilon=1.0, max_iter=3, seed=k)
+    view, eps = audit_fit([B1, B2], y_flipped, side="label", epsilon=1.0, seed=k)
 
 | symbol | code |
 |--------|------|
@@ -553,6 +545,38 @@ def clip_rows(D, radius: float = 1.0):
     return D * scale[:, None]
 
 
+def _newton_refit(f, D, DT, labels, offset, loss, lam, fit_intercept, w):
+    """Damped Newton on the (d + 1)-dimensional refit objective ``f`` (value, gradient): the Hessian
+    ``AᵀWA/n + λ I`` is formed once per step in O(nnz·d); backtracking keeps every step a descent."""
+    n, d = D.shape
+    val, grad = f(w)
+    for _ in range(100):
+        s = D @ w[:d] + (w[d] if fit_intercept else 0.0) + offset
+        h = loss.hess(s, labels) / n
+        HD = DT @ (D.multiply(h[:, None]) if sp.issparse(D) else D * h[:, None])
+        HD = np.asarray(HD.toarray() if sp.issparse(HD) else HD)
+        k = d + int(fit_intercept)
+        H = np.zeros((k, k))
+        H[:d, :d] = HD + lam * np.eye(d)
+        if fit_intercept:
+            col = np.asarray(DT @ h).ravel()
+            H[:d, d] = H[d, :d] = col
+            H[d, d] = h.sum() + 1e-12
+        step = np.linalg.solve(H + 1e-12 * np.eye(k), grad)
+        t = 1.0
+        while True:
+            w_new = w - t * step
+            v_new, g_new = f(w_new)
+            if v_new <= val - 1e-4 * t * float(grad @ step) or t < 1e-10:
+                break
+            t *= 0.5
+        done = abs(val - v_new) <= 1e-15 * max(1.0, abs(val)) or float(np.abs(g_new).max()) <= 1e-12
+        w, val, grad = w_new, v_new, g_new
+        if done:
+            break
+    return w
+
+
 def refit_label_block(cfg: PartyConfig, state: PartyState, labels: np.ndarray, offset: np.ndarray, loss: str,
                       fit_intercept: bool, intercept0: float = 0.0) -> dict:
     """The label party's exact refit after a label-private run (runs at the label party only).
@@ -583,7 +607,10 @@ def refit_label_block(cfg: PartyConfig, state: PartyState, labels: np.ndarray, o
         return val, grad
 
     w0 = np.r_[state.x, intercept0] if fit_intercept else state.x.copy()
-    w = minimize(f, w0, jac=True, method="L-BFGS-B", options={"maxiter": 5000, "gtol": 1e-10, "ftol": 1e-14}).x
+    if d + fit_intercept <= 1000 and hasattr(loss, "hess"):
+        w = _newton_refit(f, D, DT, labels, offset, loss, lam, fit_intercept, w0)
+    else:
+        w = minimize(f, w0, jac=True, method="L-BFGS-B", options={"maxiter": 5000, "gtol": 1e-10, "ftol": 1e-14}).x
     x = w[:d]
     return {"coef": x, "intercept": float(w[d]) if fit_intercept else 0.0,
             "eval_scores": {k: B @ x for k, B in cfg.eval_blocks.items()}}

@@ -1,4 +1,4 @@
-"""UCI Adult with the preprocessing of [Zhang, §5] (SPEC §2), bundled gzipped in the package.
+"""UCI Adult with the preprocessing of [Zhang, §5] (docs/algorithms.md §2), bundled gzipped in the package.
 
 Steps, in the paper's order:
 

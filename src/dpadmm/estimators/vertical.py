@@ -271,7 +271,7 @@ class _VerticalADMM(BaseEstimator):
                  "status": "enforced", "detail": "x_m, z and the dual y are projected onto their balls every iteration"},
                 {"name": "|R''| <= c1 = 1 [Hu, Assumption 2.2]", "status": "checked", "detail": "penalty='l2'"},
                 {"name": "sensitivity C of [Hu, Lemma 1]", "status": "as published",
-                 "detail": "the proof's step ||(D_m^T D_m)^-1|| = 1/d_m does not follow from unit-norm rows (SPEC §1)"},
+                 "detail": "the proof's step ||(D_m^T D_m)^-1|| = 1/d_m does not follow from unit-norm rows (docs/algorithms.md §1)"},
             ]
         if private and self.fit_intercept and not label_mode:
             notes.append("the intercept is computed by the label-holding coordinator from the noisy shares and its "
@@ -388,13 +388,15 @@ class _VerticalADMM(BaseEstimator):
                         notes.append(msg)
                         deficient.append(f"party {m}: rank {rank} of {width}")
                 if deficient:  # one warning per fit, phrased for the user; the details are in the report's notes
-                    warnings.warn(f"linearly dependent columns ({'; '.join(deficient)}; e.g. one-hot groups) — "
-                                  "expected, nothing to fix: the DP noise is drawn in the range of each party's "
-                                  "data, which gives the same guarantee (see the privacy report's notes).",
-                                  RankDeficiencyWarning, stacklevel=2)
+                    warnings.warn(f"linearly dependent columns ({'; '.join(deficient)}; e.g. one-hot groups), so "
+                                  "[Hu, eq. 16]'s (D_m^T D_m)^-1 does not exist; its noise is drawn in the range of "
+                                  "each party's data instead (the same distribution whenever the inverse exists; "
+                                  "see the privacy report's notes).", RankDeficiencyWarning, stacklevel=2)
             # eval scores summed from the parties' partial scores (needed when the driver has no eval features)
             self.eval_scores_ = {}
-            for k in (evals if (collect or label_mode) else ()):
+            # a feature-private fit sends no un-noised partial scores X_m x_m off a party (x_m depends on D_m beyond
+            # the noisy shares): only non-private feature sides (label-only fits) score passive parties' eval sets
+            for k in (evals if (collect or (label_mode and not private)) else ()):
                 if collect:
                     parts = {name: backend.request(name, "score", k) for name in names}
                 else:  # passive parties' partial test scores (prediction), the label party's from its refit
@@ -651,3 +653,50 @@ class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
 
     def predict(self, X):
         return self.classes_[(self.decision_function(X) > 0).astype(int)]
+
+
+# ----------------------------------------------------------------------------- for the end-to-end audit
+class _Seen:
+    """Transcript callable keeping exactly what the adversary of one side sees."""
+
+    def __init__(self, side: str, party: str):
+        self.side, self.party, self.parts = side, party, []
+
+    def __call__(self, round_, sender, receiver, message, kind):
+        if kind != "protocol":
+            return
+        if self.side == "feature" and sender == self.party:  # every share party m sends
+            self.parts.append(np.asarray(message.share, dtype=np.float64))
+        elif self.side == "label" and receiver == self.party:  # every N-vector the coordinator sends it
+            self.parts.extend(np.asarray(v, dtype=np.float64) for v in (message.residual, message.dual))
+
+
+def audit_fit(blocks, y, *, side: str = "feature", relation: str = "feature_column", epsilon: float = 1.0,
+              delta: float = 1e-5, party: str = "party2", seed: int | None = None, **kwargs) -> tuple[np.ndarray, float]:
+    """One whole private fit on a small instance, for the end-to-end audit (``dpadmm audit --end-to-end``).
+
+    ``side="feature"``: a feature-private fit (gaussian mechanism, ``relation``, total ``epsilon``);
+    returns everything ``party`` sends, concatenated (what the coordinator and the other parties see).
+    ``side="label"``: a label-private fit (``label_epsilon=epsilon``); returns everything the coordinator
+    sends ``party`` (what a passive party sees). Second value: the ε the fit reports for that side
+    (the claim the audit's lower bound must not exceed). ``kwargs`` go to the estimator (e.g.
+    ``max_iter``, ``lam``, ``mechanism="paper"`` for the published [Hu, eq. 16]). Neighbours: change one
+    column (or row) of ``party``'s block, or flip one label, and call again. Example::
+
+        view, eps = audit_fit([B1, B2], y, side="label", epsilon=1.0, max_iter=3, seed=k)
+    """
+    seen = _Seen(side, party)
+    if side == "feature":
+        model = VerticalLogisticRegression(epsilon=epsilon, delta=delta, relation=relation, random_state=seed,
+                                           monitor=False, **kwargs)
+    elif side == "label":
+        model = VerticalLogisticRegression(label_epsilon=epsilon, delta=delta, random_state=seed, monitor=False,
+                                           **kwargs)
+    else:
+        raise InvalidParameterError(f"side must be 'feature' or 'label', got side={side!r}.")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(blocks, y, transcript=seen)
+    p = model.privacy_
+    claim = p.epsilon if side == "feature" else p.label["epsilon"]
+    return np.concatenate(seen.parts), float(claim)

@@ -15,7 +15,7 @@ made.
 
 Rows flagged ``broken`` must be caught — the test of the test:
 
-- ``hu-eq16-paper``: the vertical share as published [Hu, eq. 16] (SPEC §1 erratum: its noise
+- ``hu-eq16-paper``: the vertical share as published [Hu, eq. 16] (docs/algorithms.md §1 erratum: its noise
   lies in range(D_m), so neighbours with different column spaces have disjoint output supports);
 - one planted bug per algorithm, patched into the *real* code path for the audit run only
   (``unittest.mock.patch`` of the function the estimator calls), e.g. score clipping skipped or the

@@ -110,7 +110,7 @@ def hu_fig3(out: Path, *, quick: bool = False, reps: int = 0, seed: int = 0) -> 
     label-party-alone baselines (a9a, rows normalised per party, T = 10, ρ = 0.3, ``reps`` seeds per σ).
 
     The mechanism is the published one (``mechanism="paper"``), reproduced as the paper plots it: against
-    its noise level, not an ε — it is not differentially private (its noise lies in range(D_m), SPEC §1),
+    its noise level, not an ε — it is not differentially private (its noise lies in range(D_m), docs/algorithms.md §1),
     so every run's report gives ε = ∞. The ε the paper would claim ([Hu, Lemma 1, Cor. 1]) is kept in
     the CSV as ``paper_claimed_epsilon`` for reference only.
     """

@@ -83,7 +83,8 @@ def load_vertical_data(*, train=None, test=None, parties=None, party_files: Sequ
         return VerticalData(blocks, labels, tb, tl, {"party_files": [str(p) for p in party_files],
                                                      "test_party_files": [str(p) for p in test_party_files]})
     if train is None:
-        raise InvalidParameterError("give --train FILE --parties SIZES (LIBSVM) or --party FILE per party.")
+        raise InvalidParameterError("no data given: pass --data a9a (bundled), --train FILE --parties SIZES (LIBSVM) or one --party "
+                                     "FILE per party (see docs/formats.md).")
     if not parties:
         raise InvalidParameterError("--train needs --parties, e.g. --parties 66,57 (column counts per party).")
     sizes = _parse_sizes(parties)

@@ -5,7 +5,7 @@ Curves are observed on a common grid ``t_1 < … < t_T`` with trapezoid quadratu
 where the Euclidean norm is the L² norm of the curve and the covariance operator
 ``(C f)(s) = ∫ C(s, t) f(t) dt`` becomes the symmetric matrix ``Q^{1/2} C Q^{1/2}``.
 
-Distributed FPCA [Zhou, eq. 3–7; SPEC §3]: worker i releases the augmented second-moment sum
+Distributed FPCA [Zhou, eq. 3–7; docs/algorithms.md §3]: worker i releases the augmented second-moment sum
 ``S_i = Σ_j z_j z_jᵀ`` with ``z_j = (1, x̃_j)`` — which holds its count, its sum and its
 uncentred second moment. ``Σ_i S_i`` equals the pooled sum, so the eigenfunctions from the
 summed matrices equal those of pooled FPCA (tested). Private variant (Analyze-Gauss style):
@@ -168,3 +168,20 @@ def bspline_basis(grid: np.ndarray, n_components: int, degree: int = 3) -> Basis
 def with_mean(basis: Basis, mean: np.ndarray) -> Basis:
     """The same basis with a (public or privately estimated) mean curve for centring."""
     return Basis(basis.grid, basis.q, basis.phi, np.asarray(mean, float), basis.eigenvalues, basis.kind)
+
+
+def moment_covariance(S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean (scaled space) and covariance from an augmented second-moment sum S (count floored at 1)."""
+    n = max(float(S[0, 0]), 1.0)
+    s = S[0, 1:] / n
+    C = S[1:, 1:] / n - np.outer(s, s)
+    return s, (C + C.T) / 2.0
+
+
+def fixed_from_moments(fixed: Basis, S: np.ndarray) -> Basis:
+    """A fixed basis centred by the mean of the moment sum S, with the scores' variances
+    ``diag(Uᵀ C U)`` (U = Q^{1/2} Φ) as ``eigenvalues`` (used to standardise the scores)."""
+    s, C = moment_covariance(S)
+    U = fixed.phi * np.sqrt(fixed.q)[:, None]
+    var = np.maximum(np.einsum("tk,ts,sk->k", U, C, U), 0.0)
+    return Basis(fixed.grid, fixed.q, fixed.phi, s / np.sqrt(fixed.q), var, fixed.kind)

@@ -72,7 +72,7 @@ def range_gaussian(rng: np.random.Generator, sigma: float, U: np.ndarray, size: 
 
     ``U`` (N × r) is an orthonormal basis of range(D_m). When D_m has full column rank,
     ``D_m ξ`` with ``ξ ~ N(0, σ²(D_mᵀD_m)⁻¹)`` has covariance ``σ² D(DᵀD)⁻¹Dᵀ = σ² P_m``: the
-    same distribution; when D_m is rank deficient this is the natural extension (SPEC §1).
+    same distribution; when D_m is rank deficient this is the natural extension (docs/algorithms.md §1).
     ``size`` gives ``size`` independent draws as rows of a ``(size, N)`` array.
     """
     if size is None:
@@ -163,7 +163,7 @@ def hu_sensitivity(*, d_m: int, rho: float, lam: float, c1: float, n_parties: in
     on the three variables (``b_x`` on each party's model, ``b_y`` on the dual, ``b_z`` on z) the
     same step gives ``λ c_1 + b_y + ρ b_z + (M − 1) ρ b_x`` in the bracket, which equals the
     published form when all three are b_1 (the published one keeps an extra ρ b_1).
-    Caveat (SPEC §1): the proof's step ‖(D_mᵀD_m)⁻¹‖ = 1/d_m does not follow from unit-norm rows;
+    Caveat (docs/algorithms.md §1): the proof's step ‖(D_mᵀD_m)⁻¹‖ = 1/d_m does not follow from unit-norm rows;
     this is the paper's calibration, reported as such. λ and ρ are in the paper's scaling
     (summed loss, [Hu, eq. 1]).
     """

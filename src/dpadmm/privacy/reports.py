@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 from .accountants.composition import hu_corollary1
@@ -9,6 +10,12 @@ from .accountants.gaussian import gaussian_epsilon
 from .events import FEATURE_COLUMN, LABEL_CHANGE, RECORD_REPLACE, GaussianRelease
 from .ledger import PrivacyLedger, PrivacyReport
 from .mechanisms import classical_gaussian_epsilon
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_epsilon(nms: tuple, delta: float, accountant: str) -> float:
+    """``gaussian_epsilon`` memoised (audits and sweeps report the same compositions many times)."""
+    return gaussian_epsilon(list(nms), delta, accountant)
 
 
 PAPER_NOT_DP = ("[Hu, eq. 16] is not differentially private: every released D_m x~_m lies in range(D_m), a "
@@ -30,10 +37,10 @@ def _label_block(label_events, delta, accountant, rounds) -> dict:
                 "threat_model": LABEL_THREAT, "note": LABELS_READABLE}
     nms = [e.noise_multiplier for e in label_events]
     return {"protected": True,
-            "epsilon": gaussian_epsilon(nms, delta, accountant), "delta": delta,
+            "epsilon": _cached_epsilon(tuple(nms), delta, accountant), "delta": delta,
             "relation": LABEL_CHANGE.key, "relation_description": LABEL_CHANGE.description,
             "threat_model": LABEL_THREAT, "accountant": f"dp-accounting {accountant.upper()}",
-            "rdp_epsilon": gaussian_epsilon(nms, delta, "rdp"),
+            "rdp_epsilon": _cached_epsilon(tuple(nms), delta, "rdp"),
             "mechanism": "coordinator sends clip(l'(s_i, Y_i)) + N(0, sigma_L^2 I_N) (and uses a noisy sum for the "
                          "intercept); one label changes one coordinate and the sum",
             "sensitivity": label_events[-1].sensitivity, "sigma": label_events[-1].sigma,
@@ -63,9 +70,9 @@ def hu_report(ledger: PrivacyLedger, *, delta: float, accountant: str = "pld", r
     per_party_events = {p: [e for e in evs if isinstance(e, GaussianRelease) and e.relation != LABEL_CHANGE]
                         for p, evs in ledger.by_party().items()}
     per_party_events = {p: evs for p, evs in per_party_events.items() if evs}
-    per_party = {p: gaussian_epsilon([e.noise_multiplier for e in evs], delta, accountant)
+    per_party = {p: _cached_epsilon(tuple(e.noise_multiplier for e in evs), delta, accountant)
                  for p, evs in per_party_events.items()}
-    per_party_rdp = {p: gaussian_epsilon([e.noise_multiplier for e in evs], delta, "rdp")
+    per_party_rdp = {p: _cached_epsilon(tuple(e.noise_multiplier for e in evs), delta, "rdp")
                      for p, evs in per_party_events.items()}
     eps = max(per_party.values()) if per_party else math.inf
     T = max((len(v) for v in per_party_events.values()), default=0)

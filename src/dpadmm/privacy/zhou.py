@@ -5,7 +5,7 @@ Per iteration, worker i releases ``w̃_i^l = w_i^l + N(0, σ_{i,l}² I_K)`` with
     σ_{i,l} = z · Δ_{i,l},   Δ_{i,l} = 2 c_1 / (m_i (ρ + 1/η_i^l)),   z = sqrt(2 ln(1.25/δ)) / ε   [Zhou, Thm 1]
 
 (Δ corrected: [Zhou, Lemma 2] prints m_i², the update moves by at most 2c_1/(m_i(ρ + 1/η)) when one
-of the worker's samples is replaced, ‖A_ij‖ ≤ c_1 — SPEC §3). The classical Gaussian-mechanism
+of the worker's samples is replaced, ‖A_ij‖ ≤ c_1 — docs/algorithms.md §3). The classical Gaussian-mechanism
 bound behind Thm 1 holds for ε ≤ 1; the tight accountants below hold for every z.
 
 The run's total: a neighbouring dataset replaces one sample of one worker, so the guarantee is the
@@ -67,6 +67,14 @@ def paper_bound(eps_iter: float, delta_iter: float, rounds: int, delta_prime: fl
             "caveat": "" if eps_iter <= 1.0 else "[Zhou, Thm 1] uses the classical Gaussian mechanism, stated for epsilon <= 1"}
 
 
+def _merge_rounding(mults: list[float]) -> list[float]:
+    """σ/Δ of rounds whose Δ differs comes back with rounding differences (~1e-16); multipliers equal
+    to 1e-9 relative are replaced by their minimum (conservative) so the accountant composes them as one."""
+    if mults and max(mults) <= min(mults) * (1.0 + 1e-9):
+        return [min(mults)] * len(mults)
+    return list(mults)
+
+
 def zhou_report(ledger: PrivacyLedger, *, delta: float, accountant: str = "pld", eps_iter: float | None = None,
                 delta_iter: float | None = None, fpca_noise_multiplier: float | None = None,
                 assumptions=(), notes=()) -> PrivacyReport:
@@ -79,8 +87,9 @@ def zhou_report(ledger: PrivacyLedger, *, delta: float, accountant: str = "pld",
     per = {p: [e for e in evs if isinstance(e, GaussianRelease)] for p, evs in ledger.by_party().items()}
     per = {p: evs for p, evs in per.items() if evs}
     extra = [fpca_noise_multiplier] if fpca_noise_multiplier else []
-    per_party = {p: gaussian_epsilon([e.noise_multiplier for e in evs] + extra, delta, accountant) for p, evs in per.items()}
-    per_rdp = {p: gaussian_epsilon([e.noise_multiplier for e in evs] + extra, delta, "rdp") for p, evs in per.items()}
+    mults = {p: _merge_rounding([e.noise_multiplier for e in evs]) + extra for p, evs in per.items()}
+    per_party = {p: gaussian_epsilon(v, delta, accountant) for p, v in mults.items()}
+    per_rdp = {p: gaussian_epsilon(v, delta, "rdp") for p, v in mults.items()}
     eps = max(per_party.values()) if per_party else math.inf
     rounds = max((len(v) for v in per.values()), default=0)
     nm = min((e.noise_multiplier for evs in per.values() for e in evs), default=None)
@@ -96,6 +105,6 @@ def zhou_report(ledger: PrivacyLedger, *, delta: float, accountant: str = "pld",
         per_party=per_party, rdp_epsilon=max(per_rdp.values()) if per_rdp else math.inf,
         paper_bound=pb, assumptions=list(assumptions),
         mechanism="Gaussian on each worker's local model w_i [Zhou, eq. 22, Thm 1]; sensitivity "
-                  "2c1/(m_i(rho + 1/eta)) (corrected from [Zhou, Lemma 2]'s m_i^2, SPEC §3)",
+                  "2c1/(m_i(rho + 1/eta)) (corrected from [Zhou, Lemma 2]'s m_i^2, docs/algorithms.md §3)",
         noise_multiplier=nm, rounds=rounds, notes=all_notes,
     )

@@ -1,0 +1,118 @@
+"""The README's key numbers are the numbers the commands print.
+
+Each test finds a sentence in README.md by a regular expression, reads the number(s) it states,
+runs the command the README gives for it and compares with what the command prints (or
+writes), at the precision the README quotes. Change the README or the code and these fail
+until the two agree again. Long commands are marked ``slow``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def _find(pattern: str) -> re.Match:
+    m = re.search(pattern, README, flags=re.S)
+    assert m is not None, f"README no longer contains /{pattern}/ — update this test with the README"
+    return m
+
+
+def _command(prefix: str) -> list[str]:
+    """The README's command line starting with ``dpadmm <prefix>`` (continuations joined)."""
+    text = README.replace("\\\n", " ")
+    line = next((ln for ln in text.splitlines() if ln.strip().startswith(f"dpadmm {prefix}")), None)
+    assert line is not None, f"README has no 'dpadmm {prefix}' command"
+    return line.split("#", 1)[0].split()[1:]
+
+
+def _agrees(value: float, quoted: str) -> bool:
+    """``value`` rounds to the README's ``quoted`` number at the README's precision (printed values
+    carry one more digit, so a value on the rounding boundary may go either way)."""
+    decimals = len(quoted.split(".")[1]) if "." in quoted else 0
+    return abs(float(value) - float(quoted)) <= 0.5 * 10.0 ** -decimals + 1e-6
+
+
+def test_adult_shape():
+    from dpadmm.data import load_adult
+
+    m = _find(r"`load_adult\(\)` returns (\d[\d,]*) × (\d+)")
+    X, y = load_adult()
+    assert X.shape == (int(m.group(1).replace(",", "")), int(m.group(2)))
+
+
+def test_fertility_numbers(tmp_path, capsys):
+    m = _find(r"Non-private, M = 4, τ = 0\.5: test pinball\s+loss (\d+(?:\.\d+)?) vs (\d+(?:\.\d+)?) for centralised QR")
+    args = _command("functional --dataset fertility")
+    args[args.index("--out") + 1] = str(tmp_path / "fert")
+    code, out, err = run_cli(args + ["--quiet"], capsys)
+    assert code == 0, err
+    printed = re.search(r"test pinball loss: (\d+(?:\.\d+)?)\s+\(centralised QR on the same scores: (\d+(?:\.\d+)?)\)", out)
+    assert printed, out
+    assert _agrees(printed.group(1), m.group(1)), (printed.group(1), m.group(1))
+    assert _agrees(printed.group(2), m.group(2)), (printed.group(2), m.group(2))
+
+
+@pytest.mark.slow
+def test_fertility_private_verdict(tmp_path, capsys):
+    """'total ε = 5: 2.64, worse than predicting the median, 0.652' — and the run prints a verdict."""
+    m = _find(r"total ε = 5: (\d+\.\d+), worse than predicting the median, (\d+\.\d+)")
+    args = _command("functional --dataset fertility") + ["--total-epsilon", "5", "--quiet"]
+    args[args.index("--out") + 1] = str(tmp_path / "fert-dp")
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    loss = re.search(r"test pinball loss: (\d+\.\d+)", out).group(1)
+    trivial = re.search(r"> (\d+\.\d+) of predicting", out).group(1)
+    assert "verdict:" in out and _agrees(loss, m.group(1)) and _agrees(trivial, m.group(2)), out
+
+
+@pytest.mark.slow
+def test_vertical_a9a_gap_iterations(tmp_path, capsys):
+    """'objective within 1e-3 of the optimum in 18 iterations' for the first vertical command."""
+    from dpadmm.data import load_a9a
+    from dpadmm.experiments.vertical import sklearn_baseline
+
+    m = _find(r"no intercept: objective within 1e-3 of the optimum in (\d+) iterations")
+    args = _command("vertical --data a9a --no-intercept")
+    args[args.index("--out") + 1] = str(tmp_path / "run")
+    code, out, err = run_cli(args + ["--quiet"], capsys)
+    assert code == 0, err
+    assert "warning" not in err.lower(), err  # it reached the documented gap: no tol warning
+    hist = np.array(json.loads((tmp_path / "run" / "metrics.json").read_text())["history"]["objective"])
+    X, y = load_a9a("train")
+    opt = sklearn_baseline([X], y, None, None, lam=1e-3, fit_intercept=False)["train_objective"]
+    first = int(np.argmax((hist - opt) / opt <= 1e-3)) + 1
+    assert first == int(m.group(1))
+
+
+@pytest.mark.slow
+def test_demo_baselines_match_readme(tmp_path, capsys):
+    """'the label party alone reaches test log loss 0.362 and all features 0.336' — as the demo prints."""
+    m = _find(r"label party alone reaches\s+test log loss (\d+(?:\.\d+)?) and all features (\d+(?:\.\d+)?)")
+    code, out, err = run_cli(["demo", "--out", tmp_path / "demo", "--quiet"], capsys)
+    assert code == 0, err
+    alone = re.search(r"label party alone\s*│\s*(\d+(?:\.\d+)?)", out)
+    allf = re.search(r"all features \(centralised\)\s*│\s*(\d+(?:\.\d+)?)", out)
+    assert alone and allf, out
+    assert _agrees(alone.group(1), m.group(1)) and _agrees(allf.group(1), m.group(2))
+
+
+@pytest.mark.slow
+def test_audit_table_matches_readme(tmp_path, capsys):
+    rows = re.findall(r"^\| (hu-vertical-share|zhang-pp-update|zhou-fdp-local-update) \| (\d+(?:\.\d+)?) \| (\d+(?:\.\d+)?) \|$",
+                      README, flags=re.M)
+    assert len(rows) == 3, "README audit table changed: update this test"
+    code, out, err = run_cli(["audit", "--out", tmp_path / "audit"], capsys)
+    assert code == 0, err
+    got = {r["name"]: r for r in json.loads((tmp_path / "audit" / "audit.json").read_text())["mechanisms"]}
+    for name, claimed, lower in rows:
+        assert _agrees(got[name]["epsilon_claimed"], claimed)
+        assert _agrees(got[name]["epsilon_lower_bound"], lower), (name, got[name]["epsilon_lower_bound"], lower)

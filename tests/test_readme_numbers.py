@@ -62,6 +62,19 @@ def test_fertility_numbers(tmp_path, capsys):
 
 
 @pytest.mark.slow
+def test_fertility_private_verdict(tmp_path, capsys):
+    """'total ε = 5: 2.64, worse than predicting the median, 0.652' — and the run prints a verdict."""
+    m = _find(r"total ε = 5: (\d+\.\d+), worse than predicting the median, (\d+\.\d+)")
+    args = _command("functional --dataset fertility") + ["--total-epsilon", "5", "--quiet"]
+    args[args.index("--out") + 1] = str(tmp_path / "fert-dp")
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    loss = re.search(r"test pinball loss: (\d+\.\d+)", out).group(1)
+    trivial = re.search(r"> (\d+\.\d+) of predicting", out).group(1)
+    assert "verdict:" in out and _agrees(loss, m.group(1)) and _agrees(trivial, m.group(2)), out
+
+
+@pytest.mark.slow
 def test_vertical_a9a_gap_iterations(tmp_path, capsys):
     """'objective within 1e-3 of the optimum in 18 iterations' for the first vertical command."""
     from dpadmm.data import load_a9a

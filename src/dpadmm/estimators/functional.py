@@ -177,9 +177,13 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         hub = engine.Hub(hub_cfg, fs.init_stats_hub, fs.stats_hub_step)
         # a stream apart from the ADMM run's, so a seeded simulation never reuses noise
         sseed = None if nseed is None else int(np.random.SeedSequence([int(nseed), 7]).generate_state(1)[0])
-        res = engine.run(hub=hub, parties=specs, backend=get_backend(backend_name), rounds=fs.stats_rounds(hub_cfg),
-                         noise_seed=sseed, monitor=False, stop_on_convergence=False,
-                         transcript=None if transcript is None else (lambda *a: transcript("statistics", *a)))
+        backend = get_backend(backend_name)
+        try:
+            res = engine.run(hub=hub, parties=specs, backend=backend, rounds=fs.stats_rounds(hub_cfg),
+                             noise_seed=sseed, monitor=False, stop_on_convergence=False,
+                             transcript=None if transcript is None else (lambda *a: transcript("statistics", *a)))
+        finally:
+            backend.close()
         st = res.hub_state
         if "failed" in st.sums:
             what = {"y": "the response's range (pass y_range=(lo, hi), --y-range)",
@@ -285,9 +289,13 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
                                tol=float(mcfg["tol"]), adapt_rho=bool(mcfg["adapt_rho"]))
         hub = engine.Hub(hub_cfg, fq.init_hub, fq.hub_step, fq.hub_metrics)
         # the engine starts the workers, so their setup (scores) runs under its BLAS thread cap
-        result = engine.run(hub=hub, parties=specs, backend=get_backend(self.backend), rounds=L, noise_seed=nseed,
-                            callbacks=callbacks, monitor=monitor, stop_on_convergence=mcfg["tol"] > 0,
-                            transcript=None if transcript is None else (lambda *a: transcript("admm", *a)))
+        backend = get_backend(self.backend)
+        try:
+            result = engine.run(hub=hub, parties=specs, backend=backend, rounds=L, noise_seed=nseed,
+                                callbacks=callbacks, monitor=monitor, stop_on_convergence=mcfg["tol"] > 0,
+                                transcript=None if transcript is None else (lambda *a: transcript("admm", *a)))
+        finally:
+            backend.close()
         w = result.hub_state.output[0, 0]
         coef = y_scale * w[: basis.n_components] / scale
         self.basis_ = basis

@@ -281,26 +281,34 @@ class _Recorder(InProcessBackend):
 
 
 def test_functional_sigma_is_thm1_with_the_m_i_erratum_and_scores_are_clipped():
+    """Every release of method='paper' against the formulas of [Zhou, Thm 1–2] computed here from scratch:
+    η_l = c_w/sqrt(2l)·((c1 + λc2/M)² + 8Kc1² ln(1.25/δ)/(m_i²ε²))^(−1/2), Δ = 2c1/(m_i(ρ + 1/η_l)) with each
+    worker's own m_i (uneven split), σ = sqrt(2 ln(1.25/δ))/ε · Δ; the scores the workers hold obey ‖A_ij‖ ≤ c1."""
     rng = np.random.default_rng(0)
-    n, T = 403, 30  # uneven workers: m_i = 101, 101, 101, 100
+    n, T, K, M = 403, 30, 5, 4  # m_i = 101, 101, 101, 100
     grid = np.linspace(0, 1, T)
     X = rng.normal(size=(n, 5)) @ np.array([np.cos(k * np.pi * grid) for k in range(5)]) * 5
     y = X[:, 3] + rng.normal(size=n)
     be = _Recorder()
-    eps, delta = 0.5, 1e-4
-    m = FunctionalQuantileRegressor(basis="fourier", epsilon=eps, delta=delta, max_iter=3, workers=4,
+    eps, delta, lam, rho, c1 = 0.5, 1e-4, 0.05, 0.1, 3.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        FunctionalQuantileRegressor(basis="fourier", method="paper", fit_intercept=False, n_components=K, epsilon=eps,
+                                    delta=delta, lam=lam, rho=rho, c1=c1, c_w=1.0, c2=1.0, max_iter=3, workers=M,
                                     backend=be).fit(X, y, grid=grid)
     z = math.sqrt(2 * math.log(1.25 / delta)) / eps
     sizes = {h.name: h.cfg.m for h in be.hosts.values()}
     assert sorted(sizes.values()) == [100, 101, 101, 101]
-    rho, eta = 0.1, 4.0  # method "fast": constant step eta0 = 4
+    assert len(be.events) == 3 * M
     for e in be.events:
-        delta_i = 2 * m.c1_ / (sizes[e.party] * (rho + 1 / eta))  # m_i, not m_i² (SPEC erratum)
+        m_i, l = sizes[e.party], e.round + 1
+        eta = 1.0 / math.sqrt(2 * l) / math.sqrt((c1 + lam / M) ** 2
+                                                 + 8 * K * c1 ** 2 * math.log(1.25 / delta) / (m_i ** 2 * eps ** 2))
+        delta_i = 2 * c1 / (m_i * (rho + 1 / eta))  # m_i, not m_i² (the erratum)
         assert e.sensitivity == pytest.approx(delta_i, rel=1e-12)
         assert e.sigma == pytest.approx(z * delta_i, rel=1e-12)
-    assert len(be.events) == 3 * 4
     for h in be.hosts.values():
-        assert np.linalg.norm(h.cfg.A[0, 0], axis=1).max() <= m.c1_ + 1e-12
+        assert np.linalg.norm(h.cfg.A[0, 0], axis=1).max() <= c1 + 1e-12
 
 
 # ----------------------------------------------------------------------------- open findings (xfail)
@@ -351,3 +359,21 @@ def test_party_server_refuses_a_model_fit_on_a_passive_partys_block(tmp_path):
             call("Request", {"handler": "refit", "args": [np.ones(N), np.zeros(N), "logistic", True, 0.0]})
     finally:
         svc.close()
+
+
+@pytest.mark.xfail(reason="REDTEAM F6: private functional fits standardise the response by its un-noised pooled "
+                          "mean and standard deviation", strict=False)
+def test_private_functional_fit_does_not_track_one_response():
+    rng = np.random.default_rng(0)
+    n, T = 200, 30
+    grid = np.linspace(0, 1, T)
+    X = rng.normal(size=(n, 5)) @ np.array([np.cos(k * np.pi * grid) for k in range(5)])
+    y = X[:, 3] + rng.normal(size=n)
+    y2 = y.copy()
+    y2[0] = 1e6  # one response replaced
+    kw = dict(basis="private-fpca", curve_clip=5.0, total_epsilon=1.0, max_iter=3, workers=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = [FunctionalQuantileRegressor(**kw).fit(X, v, grid=grid).intercept_ for v in (y, y, y2)]
+    spread = abs(a[0] - a[1])
+    assert abs(a[2] - a[0]) < 100 * (spread + 1.0)  # a neighbour must not move the output far beyond the noise

@@ -9,13 +9,15 @@ import typer
 
 from . import app
 from ._common import base_rate_log_loss, console, elapsed, fmt_prob, output_dir, progress, verdict, write_json
-from .vertical import DEMO_DELTA, DEMO_EPSILON, DEMO_ITERATIONS, DEMO_RHO, _check_budget
+from .vertical import DEMO_DELTA, _check_budget
+
+DEMO_LABEL_EPSILON = 1.0
 
 DEMO_LAM = 1e-3
 DEMO_NONPRIVATE_ITERATIONS = 100
 
 
-def plot_demo(path: Path, dp: dict, nonpriv: dict, baselines: dict, *, epsilon: float, delta: float, rho: float,
+def plot_demo(path: Path, dp: dict, nonpriv: dict, baselines: dict, *, epsilon: str, delta: float, rho: float,
               lam: float, party_sizes) -> None:
     """Two panels over the DP run's iterations (1..T): training objective and test log loss.
 
@@ -31,7 +33,7 @@ def plot_demo(path: Path, dp: dict, nonpriv: dict, baselines: dict, *, epsilon: 
     fig, axes = pyplot.subplots(1, 2, figsize=(11, 4.2))
     for ax, key, label in ((axes[0], "objective", "training objective (mean log loss + λ/2‖x‖²)"),
                            (axes[1], "test_log_loss", "test log loss")):
-        ax.plot(it, dp["history"][key], marker="o", ms=4, color="C0", label=f"DP ADMM sharing (ε = {epsilon:g})")
+        ax.plot(it, dp["history"][key], marker="o", ms=4, color="C0", label=f"private ({epsilon})")
         ax.plot(it, nonpriv["history"][key][:T], marker="s", ms=3, color="C1", label="ADMM sharing, non-private")
         ax.axhline(nonpriv["history"][key][-1], color="C1", ls=":", lw=1.2,
                    label=f"non-private after {n_np} iterations")
@@ -46,7 +48,7 @@ def plot_demo(path: Path, dp: dict, nonpriv: dict, baselines: dict, *, epsilon: 
     handles, labels = axes[1].get_legend_handles_labels()
     legend_outside(axes[1])
     fig.suptitle(f"a9a, 2 parties {tuple(party_sizes)} (rows normalised per party), λ = {lam:g}; "
-                 f"DP: total ε = {epsilon:g}, δ = {fmt_prob(delta)}, T = {T}, ρ = {rho:g}", fontsize=10)
+                 f"private run: {epsilon}, δ = {fmt_prob(delta)}, T = {T}, ρ = {rho:g}", fontsize=10)
     fig.tight_layout()
     save(fig, path)
 
@@ -54,27 +56,36 @@ def plot_demo(path: Path, dp: dict, nonpriv: dict, baselines: dict, *, epsilon: 
 @app.command()
 def demo(
     out: Path = typer.Option(Path("dpadmm-demo"), help="Output directory."),
-    epsilon: float = typer.Option(DEMO_EPSILON, help="Total ε of the DP run."),
-    delta: float = typer.Option(DEMO_DELTA, help="Total δ of the DP run (the probability that the ε bound may fail)."),
-    iterations: int = typer.Option(DEMO_ITERATIONS, help="Iterations of the DP run."),
+    label_epsilon: float = typer.Option(DEMO_LABEL_EPSILON, help="Label-side total ε of the private run (protects "
+                                        "the training labels from the passive party)."),
+    epsilon: Optional[float] = typer.Option(None, help="Feature-side total ε (default: features not protected)."),
+    delta: float = typer.Option(DEMO_DELTA, help="δ of each side (the probability that the ε bound may fail)."),
+    iterations: Optional[int] = typer.Option(None, help="Rounds of the private run (default 3)."),
     seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (default: party-local noise)."),
     quiet: bool = typer.Option(False, help="No progress bar."),
 ):
-    """Bundled a9a, 2 parties (66 label-party columns / 57): DP ADMM vs non-private ADMM vs baselines."""
+    """Bundled a9a, 2 parties (66 label-party columns / 57): label-private ADMM sharing vs non-private vs baselines."""
     from rich.table import Table
 
     from ..experiments.vertical import load_vertical_data, normalized, run_vertical, sklearn_baseline
     from .._validation import check_int
     from .vertical import _privacy_line
 
+    from .._validation import check_positive
+
     _check_budget(epsilon, delta, None, None)
-    check_int("iterations", iterations)
+    check_positive("label_epsilon", label_epsilon)
+    if iterations is not None:
+        check_int("iterations", iterations)
+    iterations = iterations or 3
+    what = f"label ε = {label_epsilon:g}" + (f", feature ε = {epsilon:g}" if epsilon is not None else "")
     data = normalized(load_vertical_data(bundled=True))
     lam = DEMO_LAM
     with output_dir(out) as stage:
-        with progress(iterations, f"DP ADMM (ε={epsilon:g})", enabled=not quiet) as cb:
-            _, dp = run_vertical(data, lam=lam, rho=DEMO_RHO, iterations=iterations, epsilon=epsilon, delta=delta,
-                                 seed=seed, callbacks=[cb], monitor=True)  # a simulation: the curve is shown
+        with progress(iterations, f"private ({what})", enabled=not quiet) as cb:
+            _, dp = run_vertical(data, lam=lam, iterations=iterations, epsilon=epsilon, delta=delta,
+                                 label_epsilon=label_epsilon, seed=seed, callbacks=[cb],
+                                 monitor=True)  # a simulation: the curve is shown
         with progress(DEMO_NONPRIVATE_ITERATIONS, "non-private ADMM", enabled=not quiet) as cb:
             _, nonpriv = run_vertical(data, lam=lam, iterations=DEMO_NONPRIVATE_ITERATIONS, tol=0.0, seed=seed,
                                       callbacks=[cb])
@@ -84,11 +95,14 @@ def demo(
         table = Table(title=f"a9a, 2 parties {data.party_sizes}, rows normalised per party, λ={lam:g}")
         for col in ("model", "test log loss", "accuracy", "AUC", "privacy"):
             table.add_column(col)
-        pb = dp["privacy"].get("paper_bound", {}).get("epsilon")
+        lab = dp["privacy"]["label"]
+        feat = dp["privacy"]["epsilon"]
         rows = [
-            (f"DP ADMM sharing (T={iterations}, ρ={DEMO_RHO})", dp["final"],
-             f"ε = {dp['privacy']['epsilon']:.4g}, δ = {fmt_prob(delta)}" + (f" (paper's bound: ε = {pb:.2g})" if pb else "")),
-            (f"ADMM sharing, non-private (T={DEMO_NONPRIVATE_ITERATIONS})", nonpriv["final"], "none (ε = ∞)"),
+            (f"private ADMM sharing (T={iterations}, ρ={dp['config']['rho']:g})", dp["final"],
+             f"labels: ε = {lab['epsilon']:.4g}; features: "
+             + (f"ε = {feat:.4g}" if not isinstance(feat, str) else "not protected") + f"; δ = {fmt_prob(delta)}"),
+            (f"ADMM sharing, non-private (T={DEMO_NONPRIVATE_ITERATIONS})", nonpriv["final"],
+             "none: every party can read the training labels"),
             ("scikit-learn, all features (centralised)", {k[5:]: v for k, v in allf.items() if k.startswith("test_")},
              "none (pooled data)"),
             ("scikit-learn, label party alone", {k[5:]: v for k, v in alone.items() if k.startswith("test_")},
@@ -103,7 +117,7 @@ def demo(
         console.print(table)
         console.print(f"privacy: {_privacy_line(dp)}")
         v = verdict("DP test log loss", dp["final"].get("test_log_loss"), trivial, "predicting the base rate",
-                    "give more budget (--epsilon) or fewer iterations.")
+                    "give more budget (--label-epsilon/--epsilon) or fewer iterations.")
         if v:
             console.print(v)
         metrics = dict(dp)
@@ -113,7 +127,7 @@ def demo(
         metrics["fit_seconds"] = dp["wall_seconds"]
         plot_demo(stage / "convergence.png", dp, nonpriv,
                   {"sklearn all features": allf["test_log_loss"], "label party alone": alone["test_log_loss"]},
-                  epsilon=epsilon, delta=delta, rho=DEMO_RHO, lam=lam, party_sizes=data.party_sizes)
+                  epsilon=what, delta=delta, rho=dp["config"]["rho"], lam=lam, party_sizes=data.party_sizes)
         metrics["wall_seconds"] = elapsed()
         write_json(stage / "metrics.json", metrics)
     console.print(f"wrote {out}/metrics.json and {out}/convergence.png")

@@ -65,6 +65,26 @@ def test_real_dataset_end_to_end(tmp_path, capsys):
     assert m["config"]["n_train"] + m["config"]["n_test"] == 192
     # non-private fit close to the centralised floor on held-out data
     assert m["final"]["test_pinball_loss"] < 1.2 * m["final"]["baseline_test_pinball_loss"]
+    assert m["final"]["worse_than_constant"] is False
+    assert m["final"]["train_pinball_loss"] < m["final"]["constant_train_pinball_loss"]
+
+
+def test_far_from_zero_dataset_and_worse_than_constant_flag(tmp_path, capsys):
+    """The temperature data (response ≈ 60 °F): a non-private fit close to centralised QR; a useless fit
+    (tiny ε) is flagged in metrics.json and on the console."""
+    out = tmp_path / "temp"
+    code, stdout, err = run_cli(["functional", "--dataset", "temperature", "--workers", "4", "--components", "5",
+                                 "--tau", "0.9", "--out", str(out), "--quiet"], capsys)
+    assert code == 0, err
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["final"]["test_pinball_loss"] <= 1.1 * m["final"]["baseline_test_pinball_loss"]
+    out2 = tmp_path / "temp-bad"
+    code, stdout, err = run_cli(["functional", "--dataset", "temperature", "--workers", "4", "--epsilon", "0.01",
+                                 "--iterations", "5", "--out", str(out2), "--quiet"], capsys)
+    assert code == 0, err
+    m2 = json.loads((out2 / "metrics.json").read_text())
+    assert m2["final"]["worse_than_constant"] is True
+    assert "worse on the training data than the constant" in stdout
 
 
 @pytest.mark.parametrize("case", ["ragged", "nan", "tau", "workers", "components", "missing", "sources"])

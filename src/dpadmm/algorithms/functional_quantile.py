@@ -50,7 +50,7 @@ one 'virtual party' holding every worker and every (τ, privacy) setting of a re
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, NamedTuple
 
 import numpy as np
@@ -61,22 +61,30 @@ from ..kernels.quantile import (
 from ..privacy.events import RECORD_REPLACE, GaussianRelease
 
 PENALTIES = ("l1", "l2", "elasticnet")
+WARM_LEVELS = (1e-6,)  # smoothing bandwidths of the exact local solve after the first round
 LOCAL_STEPS = ("linearized", "exact")
-STEP_RULES = ("paper", "constant")
+STEP_RULES = ("paper", "constant", "decay", "smooth")
 
-#: Method presets. ``paper`` is FDP-ADMM exactly as published (raw FPCA scores, [Zhou, Thm 2] step,
-#: output w^L); ``fast`` (beyond the paper) standardises the scores to unit variance (A_k/sqrt(λ_k),
-#: so one step size suits every coordinate; the penalty then acts on the standardised coefficients),
-#: uses a constant step η₀ = 4 and outputs the average of w^l over the last half of the rounds;
-#: ``exact`` is F-ADMM [Zhou, eq. 16] with exact local solves (noise, if any, with Δ = 2c_1/(m_i ρ)).
-#: ``c1`` is the clipping radius of the scores in the units the method uses.
+#: Method presets (beyond the paper unless stated). Every method works on *standardised* data (the
+#: estimator maps back): the response as (y − a)/b with a public or privately estimated location a and
+#: scale b, and the scores divided by their standard deviations (``standardize="each"``) or by the
+#: largest one (``"common"``, keeping the raw scores' relative scales as in the paper), so that step
+#: sizes, ρ, λ, c_1 and the stopping tolerance mean the same thing whatever the data's units.
+#: ``paper`` is FDP-ADMM as published ([Zhou, Thm 2] step, output w^L); ``fast`` (default) uses the
+#: linearised step [Zhou, eq. 21] on the Moreau-smoothed check loss with a bandwidth h_l shrinking
+#: geometrically from 1 to 10⁻³ over the first half of the rounds and the step η_l = η₀·h_l (a gradient step on a smooth function:
+#: the subgradient step oscillates at amplitude ~η and never settles on nearly noiseless data), and
+#: outputs the average of w^l over the last half of the rounds (post-processing); ``exact`` is F-ADMM [Zhou, eq. 16] with exact local solves,
+#: stopped when the primal and dual residuals are below ``tol`` (noise, if any, with Δ = 2c_1/(m_i ρ)).
+#: ``c1`` is the clipping radius of the standardised scores (applied in private fits only).
 METHODS: dict[str, dict] = {
-    "paper": {"local_step": "linearized", "step": "paper", "standardize": False, "average_last": 0.0,
-              "iterations": 300, "c1": 3.0, "eta0": 1.0},
-    "fast": {"local_step": "linearized", "step": "constant", "standardize": True, "average_last": 0.5,
-             "iterations": 50, "c1": 4.0, "eta0": 4.0},
-    "exact": {"local_step": "exact", "step": "constant", "standardize": True, "average_last": 0.0,
-              "iterations": 40, "c1": 4.0, "eta0": 1.0},
+    "paper": {"local_step": "linearized", "step": "paper", "standardize": "common", "average_last": 0.0,
+              "iterations": 300, "c1": 3.0, "eta0": 1.0, "tol": 0.0, "adapt_rho": False},
+    "fast": {"local_step": "linearized", "step": "smooth", "standardize": "each", "average_last": 0.5,
+             "iterations": 200, "c1": 4.0, "eta0": 1.0, "tol": 0.0, "adapt_rho": False,
+             "smooth": (1.0, 0.0, 1e-3)},
+    "exact": {"local_step": "exact", "step": "constant", "standardize": "each", "average_last": 0.0,
+              "iterations": 500, "c1": 4.0, "eta0": 1.0, "tol": 1e-5, "adapt_rho": True},
 }
 
 
@@ -134,22 +142,51 @@ def penalty_subgradient(w: np.ndarray, penalty: str, l1_ratio: float, free_last:
 
 
 def step_size(rule: str, l: int, *, c_w: float, c1: float, c2: float, lam: np.ndarray, n_workers: int, K: int,
-              m: int, eps_iter: np.ndarray, delta_iter: np.ndarray, eta0: float) -> np.ndarray:
-    """η_i^l per setting, (S,). ``paper``: [Zhou, Thm 2]; ``constant``: η₀."""
+              m: int, eps_iter: np.ndarray, delta_iter: np.ndarray, eta0: float, decay_start: float = math.inf,
+              smooth: tuple[float, float, float] = (0.0, 1.0, 0.0)) -> np.ndarray:
+    """η_i^l per setting, (S,). ``paper``: [Zhou, Thm 2]; ``constant``: η₀; ``decay``: η₀ for l ≤ l₀,
+    then η₀·l₀/l, with l₀ = ``decay_start`` (a public schedule); ``smooth``: η₀·h_l with the smoothing
+    bandwidth h_l of :func:`bandwidth` (a gradient step on the smoothed loss, whose gradient is
+    (1/h_l)-Lipschitz for standardised scores)."""
     if rule == "constant":
         return np.full(np.shape(lam), float(eta0))
+    if rule == "smooth":
+        return np.full(np.shape(lam), float(eta0) * bandwidth(l, smooth))
+    if rule == "decay":
+        return np.full(np.shape(lam), float(eta0) * min(1.0, decay_start / l))
     with np.errstate(divide="ignore", invalid="ignore"):
         priv = np.where(np.isfinite(eps_iter),
                         8.0 * K * c1 * c1 * np.log(1.25 / delta_iter) / (m * m * eps_iter * eps_iter), 0.0)
     return c_w / math.sqrt(2.0 * l) / np.sqrt((c1 + lam * c2 / n_workers) ** 2 + priv)  # [Zhou, Thm 2]
 
 
+def bandwidth(l: int, smooth: tuple[float, float, float]) -> float:
+    """Smoothing bandwidth of round l: ``h_l = max(h_min, h_0 q^{l−1})`` for ``smooth = (h_0, q, h_min)``
+    (0: the exact subgradient of [Zhou, eq. 21]). A public schedule in standardised units."""
+    h0, q, hmin = smooth
+    if h0 <= 0:
+        return 0.0
+    return max(hmin, h0 * q ** (l - 1))
+
+
+def smooth_schedule(smooth: tuple[float, float, float], rounds: int, average_last: float) -> tuple[float, float, float]:
+    """Fill in an automatic decay (q = 0): h reaches h_min when the averaging window starts (or at the
+    last round), ``q = (h_min/h_0)^{1/l₀}``."""
+    h0, q, hmin = (float(v) for v in smooth)
+    if h0 > 0 and q <= 0:
+        l0 = max(1.0, rounds * (1.0 - average_last) if average_last > 0 else rounds - 1.0)
+        q = (hmin / h0) ** (1.0 / l0)
+    return h0, q, hmin
+
+
 # ----------------------------------------------------------------------------- messages / states
 class HubMessage(NamedTuple):
-    """Hub → workers: the round number and the consensus ``w^{l−1}`` (G, S, K)."""
+    """Hub → workers: the round number, the consensus ``w^{l−1}`` (G, S, K) and the penalty ρ_l of the
+    coming round (``None``: the configured ρ; set by residual balancing, a function of released values)."""
 
     round: int
     w: np.ndarray
+    rho: float | None = None
 
 
 class PartyMessage(NamedTuple):
@@ -164,6 +201,7 @@ class PartyState(NamedTuple):
     w_tilde: np.ndarray
     gamma: np.ndarray
     w_hub: np.ndarray
+    rho: float = math.nan  # ρ of the last local step (for the deferred dual update); nan: the configured ρ
 
 
 @dataclass(frozen=True, eq=False)
@@ -185,6 +223,8 @@ class PartyConfig:
     c2: float = 1.0
     c_w: float = 1.0
     eta0: float = 1.0
+    decay_start: float = math.inf
+    smooth: tuple[float, float, float] = (0.0, 1.0, 0.0)  # (h_0, q, h_min) of :func:`bandwidth`; h_0 = 0: subgradient
     newton_tol: float = 1e-10
     emit_events: bool = True
     worker_names: tuple[str, ...] = ()
@@ -254,14 +294,25 @@ def mean_check_loss(cfg: PartyConfig, w: np.ndarray) -> np.ndarray:
     return check_loss(_residuals(cfg, w), cfg.settings.tau).mean(-2)
 
 
-def _linearized(cfg: PartyConfig, st: PartyState, w_hub: np.ndarray, gamma: np.ndarray, eta: np.ndarray) -> np.ndarray:
-    """[Zhou, eq. 21] closed form (§5.1 for ℓ1, §5.2 for ℓ2)."""
+def _linearized(cfg: PartyConfig, st: PartyState, w_hub: np.ndarray, gamma: np.ndarray, eta: np.ndarray,
+                h: float = 0.0) -> np.ndarray:
+    """[Zhou, eq. 21] closed form (§5.1 for ℓ1, §5.2 for ℓ2).
+
+    ``h = 0``: g = (1/m) Σ_j A_jᵀ ψ_τ(r_j), the subgradient ψ_τ = τ − 1{r ≤ 0} of the paper. ``h > 0``
+    (beyond the paper): ψ = clip(r/h, τ − 1, τ), the gradient of the Moreau-smoothed check loss, so the
+    step is a gradient step on a smooth function and settles as h_l → 0. Either way |ψ| ≤ max(τ, 1 − τ) ≤ 1,
+    so one replaced sample moves g by at most 2c_1/m and the sensitivity of [Zhou, Lemma 2] (corrected) holds.
+    """
     s = cfg.settings
-    # g = (1/m) Σ_j A_jᵀ(τ − 1{r_j ≤ 0}) = (τ Σ_j A_j − Σ_j A_jᵀ 1{A_j w̃ ≥ y_j + shift}) / m
     Aw = _bmm(cfg.A, np.swapaxes(st.w_tilde, -1, -2))
-    below = np.greater_equal(Aw, cfg.Ys).astype(np.float32)  # 1{r ≤ 0}
-    g = (s.tau[:, None] * cfg.colsum[:, :, None, :]
-         - np.swapaxes(_bmm(cfg.AT32, below), -1, -2).astype(np.float64)) / cfg.m
+    if h > 0:
+        psi = np.clip((cfg.Ys - Aw) / h, s.tau - 1.0, s.tau)  # smoothed-loss gradient, (G, W, m, S)
+        g = np.swapaxes(_bmm(cfg.AT, psi), -1, -2) / cfg.m
+    else:
+        # g = (1/m) Σ_j A_jᵀ(τ − 1{r_j ≤ 0}) = (τ Σ_j A_j − Σ_j A_jᵀ 1{A_j w̃ ≥ y_j + shift}) / m
+        below = np.greater_equal(Aw, cfg.Ys).astype(np.float32)  # 1{r ≤ 0}
+        g = (s.tau[:, None] * cfg.colsum[:, :, None, :]
+             - np.swapaxes(_bmm(cfg.AT32, below), -1, -2).astype(np.float64)) / cfg.m
     pen = penalty_subgradient(st.w_tilde, cfg.penalty, cfg.l1_ratio, cfg.fit_intercept)
     lam_m = (s.lam / cfg.n_workers)[:, None]
     inv_eta = (1.0 / eta)[:, None]
@@ -278,12 +329,15 @@ def _smoothed_objective(cfg, w, v, h, lam_m, a1, a2, mask):
     return f + lam_m * pen + 0.5 * cfg.rho * ((w - v) ** 2).sum(-1)
 
 
-def exact_local_solve(cfg: PartyConfig, v: np.ndarray, w0: np.ndarray, lam_scale: float = 1.0) -> np.ndarray:
+def exact_local_solve(cfg: PartyConfig, v: np.ndarray, w0: np.ndarray, lam_scale: float = 1.0,
+                      levels: tuple[float, ...] = (1e-2, 1e-4, 1e-6)) -> np.ndarray:
     """argmin_w f_i(w) + (λ/M) P(w) + ρ/2 ‖w − v‖² [Zhou, eq. 16] for every batch entry.
 
     Semismooth Newton with backtracking on the Moreau-smoothed loss and penalty, bandwidth
     h = 1e-2, 1e-4, 1e-6 (each level warm-starts the next); the smoothed minimiser is within O(h) of
     the exact one. The objective is ρ-strongly convex, so every Newton system is well posed.
+    ADMM rounds after the first warm-start from the previous local solution with ``levels`` = the
+    finest bandwidths only (``WARM_LEVELS``).
     """
     s = cfg.settings
     tau = s.tau
@@ -300,7 +354,7 @@ def exact_local_solve(cfg: PartyConfig, v: np.ndarray, w0: np.ndarray, lam_scale
         mask[-1] = 0.0
     eye = np.eye(K)
     w = w0.copy()
-    for h in (1e-2, 1e-4, 1e-6):
+    for h in levels:
         f_old = _smoothed_objective(cfg, w, v, h, lam_m, a1, a2, mask)
         stuck = np.zeros(f_old.shape, dtype=bool)
         for _ in range(20):
@@ -350,14 +404,19 @@ def party_step(cfg: PartyConfig, state: PartyState, inbox: HubMessage, *, rng: n
     w_hub = inbox.w
     gamma = state.gamma
     if l > 1:
-        gamma = gamma - cfg.rho * (state.w_tilde - w_hub[:, None])  # [Zhou, eq. 24] (γ^{l−1})
+        rho_prev = cfg.rho if math.isnan(state.rho) else state.rho
+        gamma = gamma - rho_prev * (state.w_tilde - w_hub[:, None])  # [Zhou, eq. 24] (γ^{l−1})
+    if inbox.rho is not None and inbox.rho != cfg.rho:
+        cfg = replace(cfg, rho=float(inbox.rho))  # this round's ρ_l (public: chosen by the hub)
     s = cfg.settings
     eta = step_size(cfg.step, l, c_w=cfg.c_w, c1=cfg.c1, c2=cfg.c2, lam=s.lam, n_workers=cfg.n_workers,
-                    K=cfg.K, m=cfg.m, eps_iter=s.eps_iter, delta_iter=s.delta_iter, eta0=cfg.eta0)
+                    K=cfg.K, m=cfg.m, eps_iter=s.eps_iter, delta_iter=s.delta_iter, eta0=cfg.eta0,
+                    decay_start=cfg.decay_start, smooth=cfg.smooth)
     if cfg.local_step == "exact":
-        w = exact_local_solve(cfg, w_hub[:, None] + gamma / cfg.rho, state.w)  # [Zhou, eq. 16]
+        w = exact_local_solve(cfg, w_hub[:, None] + gamma / cfg.rho, state.w,
+                              levels=WARM_LEVELS if l > 1 else (1e-2, 1e-4, 1e-6))  # [Zhou, eq. 16]
     else:
-        w = _linearized(cfg, state, w_hub, gamma, eta)  # [Zhou, eq. 21]
+        w = _linearized(cfg, state, w_hub, gamma, eta, bandwidth(l, cfg.smooth))  # [Zhou, eq. 21]
     delta_s = sensitivity(cfg, eta)
     sigma = s.noise_multiplier * delta_s  # [Zhou, Thm 1] with the corrected sensitivity
     events = []
@@ -372,7 +431,7 @@ def party_step(cfg: PartyConfig, state: PartyState, inbox: HubMessage, *, rng: n
                                                   RECORD_REPLACE))
     else:
         w_tilde = w
-    new = PartyState(w=w, w_tilde=w_tilde, gamma=gamma, w_hub=w_hub)
+    new = PartyState(w=w, w_tilde=w_tilde, gamma=gamma, w_hub=w_hub, rho=cfg.rho)
     return new, PartyMessage(w_tilde=w_tilde, gamma=gamma), events
 
 
@@ -402,6 +461,7 @@ class HubConfig:
     rounds: int = 1
     tol: float = 0.0
     rho_in_objective: float | None = None
+    adapt_rho: bool = False  # residual balancing [Boyd et al. 2011, §3.4.1]: ρ ×/÷ 2 when one residual is 10× the other
 
 
 class HubState(NamedTuple):
@@ -411,6 +471,7 @@ class HubState(NamedTuple):
     n_sum: int
     primal_residual: float
     dual_residual: float
+    rho: float = math.nan  # ρ_l of the coming round
 
     @property
     def output(self) -> np.ndarray:
@@ -421,24 +482,31 @@ class HubState(NamedTuple):
 def init_hub(cfg: HubConfig):
     """w⁰ = 0 [Zhou, Alg. 2]."""
     w0 = np.zeros(cfg.shape)
-    st = HubState(0, w0, np.zeros(cfg.shape), 0, math.inf, math.inf)
-    return st, {name: HubMessage(0, w0) for name in cfg.party_names}
+    st = HubState(0, w0, np.zeros(cfg.shape), 0, math.inf, math.inf, cfg.rho)
+    return st, {name: HubMessage(0, w0, cfg.rho) for name in cfg.party_names}
 
 
 def hub_step(cfg: HubConfig, state: HubState, outboxes: Mapping[str, PartyMessage], *, rng):
     """w^l = mean_i w̃_i^l − mean_i γ_i^{l−1}/ρ [Zhou, eq. 17/23] over every worker of every party."""
     wt = np.concatenate([outboxes[p].w_tilde for p in cfg.party_names], axis=1)
     gm = np.concatenate([outboxes[p].gamma for p in cfg.party_names], axis=1)
-    w = wt.mean(1) - gm.mean(1) / cfg.rho
+    rho = cfg.rho if math.isnan(state.rho) else state.rho  # the ρ_l the workers used this round
+    w = wt.mean(1) - gm.mean(1) / rho
     t = state.round + 1
     start = cfg.rounds - max(1, int(round(cfg.average_last * cfg.rounds))) if cfg.average_last > 0 else cfg.rounds
     w_sum, n_sum = state.w_sum, state.n_sum
     if cfg.average_last > 0 and t > start:
         w_sum, n_sum = w_sum + w, n_sum + 1
     r = float(np.sqrt(np.mean(np.sum((wt - w[:, None]) ** 2, -1))))
-    d = float(cfg.rho * np.sqrt(np.mean(np.sum((w - state.w) ** 2, -1))))
-    new = HubState(t, w, w_sum, n_sum, r, d)
-    return new, {name: HubMessage(t, w) for name in cfg.party_names}, []
+    d = float(rho * np.sqrt(np.mean(np.sum((w - state.w) ** 2, -1))))
+    rho_next = rho
+    if cfg.adapt_rho and t > 1:
+        if r > 10.0 * d:
+            rho_next = min(rho * 2.0, 1e4 * cfg.rho)
+        elif d > 10.0 * r:
+            rho_next = max(rho / 2.0, 1e-4 * cfg.rho)
+    new = HubState(t, w, w_sum, n_sum, r, d, rho_next)
+    return new, {name: HubMessage(t, w, rho_next) for name in cfg.party_names}, []
 
 
 def hub_metrics(cfg: HubConfig, state: HubState, diagnostics: Mapping[str, dict]) -> dict:

@@ -137,6 +137,7 @@ class PartyConfig:
     damping: float = 0.0
     inner_max_iter: int = 500
     inner_tol: float = 1e-10
+    labels: np.ndarray | None = None  # only the label party holds them (its own data); used by its refit
 
 
 class PartyState(NamedTuple):
@@ -510,6 +511,7 @@ def setup_party(name: str, D, options: Mapping[str, Any]):
     """
     opts = dict(options)
     require_unit = opts.pop("require_unit_rows", False)
+    own_labels = opts.pop("labels", None)  # the label party's own labels (it is the coordinator's organisation)
     D = _local(D)
     private = opts.get("private")
     if private is not None and private.mechanism == "gaussian":
@@ -524,7 +526,12 @@ def setup_party(name: str, D, options: Mapping[str, Any]):
             raise PrivacyPreconditionError(
                 f"rows of {name} are not unit-norm (max ||row||_2 = {norms.max():.4g}), which [Hu, Assumption 2.3] "
                 "needs; normalise them (--normalize-rows) before a private fit.")
-    return make_party(name, D, **opts)
+    cfg, state = make_party(name, D, **opts)
+    if own_labels is not None:
+        import dataclasses
+
+        cfg = dataclasses.replace(cfg, labels=np.asarray(own_labels, dtype=np.float64))
+    return cfg, state
 
 
 def eval_score(cfg: PartyConfig, state: PartyState, key: str) -> np.ndarray:
@@ -570,7 +577,7 @@ def _newton_refit(f, A, base, labels, loss, pen, w):
     return w
 
 
-def refit_label_block(cfg: PartyConfig, state: PartyState, labels: np.ndarray, offset: np.ndarray, loss: str,
+def refit_label_block(cfg: PartyConfig, state: PartyState, offset: np.ndarray, loss: str,
                       fit_intercept: bool, intercept0: float = 0.0, weigh_offset: bool = False) -> dict:
     """The label party's exact refit after a private run (runs at the label party only).
 
@@ -584,8 +591,13 @@ def refit_label_block(cfg: PartyConfig, state: PartyState, labels: np.ndarray, o
     """
     from scipy.optimize import minimize
 
+    from ..exceptions import ProtocolError
     from ..kernels.losses import get_loss
 
+    if cfg.labels is None:  # a passive party never fits a model of its block to labels someone sends it
+        raise ProtocolError(f"party {cfg.name!r} refused 'refit': it holds no labels of its own (only the label "
+                            "party refits its block)")
+    labels = cfg.labels
     loss = get_loss(loss)  # by name: only plain data crosses to the party
     D = cfg.D
     n, d = D.shape

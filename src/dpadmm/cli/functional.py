@@ -103,7 +103,8 @@ def functional(
     train: Optional[Path] = typer.Option(None, help="Training CSV: one row per curve (response + grid columns)."),
     test: Optional[Path] = typer.Option(None, help="Test CSV in the same format."),
     simulate: bool = typer.Option(False, "--simulate", help="Use the simulation of [Zhou, §5] instead of files."),
-    dataset: Optional[str] = typer.Option(None, help="Bundled real dataset: 'fertility' (World Bank, via statsmodels)."),
+    dataset: Optional[str] = typer.Option(None, help="Real dataset (no download): fertility (World Bank, via statsmodels), "
+                                                   "tecator (meat spectra -> fat %), temperature (hourly curves -> next-day max, F)."),
     n: int = typer.Option(20_000, help="Number of simulated curves (with --simulate)."),
     test_fraction: float = typer.Option(0.2, help="Held-out share for --simulate/--dataset or --train without --test."),
     response_column: str = typer.Option("y", help="Response column of the CSV files."),
@@ -139,7 +140,7 @@ def functional(
 ):
     """Quantile regression of a scalar on a curve over M workers: F-ADMM / FDP-ADMM [Zhou]."""
     from ..algorithms.functional_quantile import METHODS
-    from ..data.functional import load_fertility, load_functional_csv, simulate_zhou
+    from ..data.functional import DATASETS, load_dataset, load_functional_csv, simulate_zhou
     from ..estimators.functional import FunctionalQuantileRegressor
     from ..kernels.quantile import pinball_score
 
@@ -156,14 +157,14 @@ def functional(
     run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
                               transcript=None, checkpoint_every=None, resume=None, out=out, peers=peer, tls=tls,
                               insecure=insecure)
-    if dataset is not None and dataset != "fertility":
-        raise InvalidParameterError(f"dataset must be one of ['fertility'], got dataset={dataset!r}.")
+    if dataset is not None and dataset not in DATASETS:
+        raise InvalidParameterError(f"dataset must be one of {sorted(DATASETS)}, got dataset={dataset!r}.")
     data_seed = 0 if seed is None else seed  # data and split only; the noise follows --seed
     if simulate:
         data = simulate_zhou(n, tau=tau, random_state=data_seed)
         tr, te = _split(data, test_fraction, data_seed)
     elif dataset is not None:
-        data = load_fertility()
+        data = load_dataset(dataset)
         tr, te = _split(data, test_fraction, data_seed)
     else:
         data = load_functional_csv(train, response_column=response_column, id_column=id_column)
@@ -188,7 +189,11 @@ def functional(
     rounds = iterations or METHODS[method]["iterations"]
     with output_dir(out) as stage:
         with progress(rounds, f"{method} ADMM (M={workers}, τ={tau:g})", enabled=not quiet) as cb:
-            model.fit(tr.curves, tr.y, grid=tr.grid, callbacks=[cb])
+            import warnings
+
+            with warnings.catch_warnings():  # said once, on the console, below
+                warnings.filterwarnings("ignore", message="the fitted model is worse on the training data")
+                model.fit(tr.curves, tr.y, grid=tr.grid, callbacks=[cb])
         base = _baseline(model, tr, te, tau)
         final = {"iterations": model.n_iter_,
                  "train_pinball_loss": pinball_score(tr.y, model.predict(tr.curves), tau),
@@ -196,6 +201,9 @@ def functional(
                  "test_coverage": float(np.mean(te.y <= model.predict(te.curves))),
                  "baseline_test_pinball_loss": base.get("test_pinball_loss"),
                  "baseline_train_pinball_loss": base["train_pinball_loss"],
+                 "constant_train_pinball_loss": model.constant_pinball_loss_,
+                 "worse_than_constant": model.worse_than_constant_,
+                 "converged": model.converged_,
                  "clipped_fraction": model.clipped_fraction_}
         if tr.beta is not None:
             final["mise"] = float(np.sum((model.beta_ - tr.beta) ** 2 * model.basis_.q))
@@ -221,6 +229,9 @@ def functional(
         if "mise" in final:
             line += f"  MISE: {final['mise']:.4f} (centralised QR: {final['baseline_mise']:.4f})"
         console.print(line)
+        if model.worse_than_constant_:
+            console.print(f"[yellow]warning:[/] the fit is worse on the training data than the constant τ-quantile "
+                          f"({final['train_pinball_loss']:.5g} vs {model.constant_pinball_loss_:.5g}).")
         console.print("privacy: " + (model.privacy_.summary() if model.privacy_ is not None else "non-private (epsilon = inf)"))
         from ._common import verdict
 

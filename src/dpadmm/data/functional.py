@@ -11,10 +11,17 @@ Simulation [Zhou, §5]: ``β(t) = Σ_{k≤50} w_k φ_k(t)``, ``w_1 = 0.3``, ``w_
 exactly. Curves are observed on ``grid_size`` equispaced points of [0, 1] (the paper does not
 state the observation grid; we use the 100-point grid on which it evaluates the MISE).
 
-Real data: ``load_fertility`` — World Bank total fertility rate (births per woman), shipped
-inside the statsmodels wheel (``statsmodels.datasets.fertility``; no download at run time).
-Curves: 1960–2000 (41 yearly points); response: the 2011 rate. The 192 rows complete over
-1960–2011 are kept (countries and World Bank aggregate regions alike, as in the source).
+Real data (nothing is downloaded at run time; :data:`DATASETS` lists them, responses on different scales):
+
+- ``fertility`` — World Bank total fertility rate (births per woman), shipped inside the statsmodels
+  wheel (``statsmodels.datasets.fertility``). Curves: 1960–2000 (41 yearly points); response: the
+  2011 rate (≈ 2.8 ± 1.4). The 192 rows complete over 1960–2011 are kept.
+- ``tecator`` — 215 near-infrared absorbance spectra of meat (100 channels, 850–1048 nm, Tecator
+  Infratec analyser; public domain, see ``_bundled/TECATOR_PROVENANCE.md``); response: fat content
+  in percent (≈ 18 ± 13; ``response="water"`` ≈ 63 ± 10 or ``"protein"`` ≈ 18 ± 3).
+- ``temperature`` — hourly temperatures of Seattle and San Francisco in 2010 (NOAA, public domain,
+  via the vega_datasets package; ``_bundled/TEMPERATURE_PROVENANCE.md``). Curve: one day's 24
+  hourly readings (°F); response: the next day's maximum (≈ 59 ± 8 °F, far from zero). 726 days.
 """
 
 from __future__ import annotations
@@ -210,6 +217,72 @@ def load_fertility() -> FunctionalData:
                           source={"name": "fertility", "provider": "World Bank WDI SP.DYN.TFRT.IN via statsmodels",
                                   "predictor": "fertility rate 1960-2000", "response": "fertility rate 2011",
                                   "rows": int(X.shape[0])})
+
+
+# ----------------------------------------------------------------------------- bundled copies
+def _bundled_csv(name: str):
+    import gzip
+    import io
+    from importlib.resources import files
+
+    import pandas as pd
+
+    raw = (files("dpadmm.data") / "_bundled" / name).read_bytes()
+    return pd.read_csv(io.BytesIO(gzip.decompress(raw)))
+
+
+TECATOR_RESPONSES = ("fat", "water", "protein")
+
+
+def load_tecator(response: str = "fat") -> FunctionalData:
+    """Tecator meat spectra (bundled): 215 absorbance curves on 100 channels (850, 852, …, 1048 nm)
+    → ``response`` ∈ {fat, water, protein} in percent (see the module docstring)."""
+    if response not in TECATOR_RESPONSES:
+        raise InvalidParameterError(f"response must be one of {list(TECATOR_RESPONSES)}, got response={response!r}.")
+    df = _bundled_csv("tecator.csv.gz")
+    cols = [c for c in df.columns if c.startswith("x_")]
+    X = df[cols].to_numpy(dtype=float)
+    grid = 850.0 + 2.0 * np.arange(len(cols))
+    return FunctionalData(X, df[response].to_numpy(dtype=float), grid, ids=np.arange(1, X.shape[0] + 1),
+                          source={"name": "tecator", "provider": "Tecator Infratec (public domain) via R modeldata::meats",
+                                  "predictor": "absorbance spectrum 850-1048 nm", "response": f"{response} (%)",
+                                  "rows": int(X.shape[0])})
+
+
+def load_temperature() -> FunctionalData:
+    """Seattle and San Francisco 2010 (bundled, NOAA): a day's 24 hourly temperatures (°F) → the next
+    day's maximum. Days with a missing hour (the DST change) and each city's last day are dropped."""
+    import pandas as pd
+
+    df = _bundled_csv("hourly_temperatures.csv.gz")
+    ts = pd.to_datetime(df["date"])
+    df = df.assign(day=ts.dt.normalize(), hour=ts.dt.hour)
+    X_all, y_all, ids = [], [], []
+    for city, g in df.groupby("city", sort=False):
+        wide = g.pivot(index="day", columns="hour", values="temp")
+        full = wide.dropna()
+        nxt = full.index + pd.Timedelta(days=1)
+        has_next = np.isin(nxt, wide.index)
+        days = full.index[has_next]
+        X_all.append(full.loc[days].to_numpy(dtype=float))
+        y_all.append(wide.loc[days + pd.Timedelta(days=1)].max(axis=1).to_numpy(dtype=float))
+        ids.extend(f"{city} {d:%Y-%m-%d}" for d in days)
+    X = np.concatenate(X_all)
+    return FunctionalData(X, np.concatenate(y_all), np.arange(24.0), ids=np.array(ids),
+                          source={"name": "temperature", "provider": "NOAA (public domain) via vega_datasets",
+                                  "predictor": "hourly temperature of one day (F)",
+                                  "response": "next day's maximum temperature (F)", "rows": int(X.shape[0])})
+
+
+#: Real functional datasets shipped with dpadmm or its dependencies (no network).
+DATASETS = {"fertility": load_fertility, "tecator": load_tecator, "temperature": load_temperature}
+
+
+def load_dataset(name: str) -> FunctionalData:
+    """One of :data:`DATASETS` by name (one-line error otherwise)."""
+    if name not in DATASETS:
+        raise InvalidParameterError(f"dataset must be one of {sorted(DATASETS)}, got dataset={name!r}.")
+    return DATASETS[name]()
 
 
 def split_workers(n: int, n_workers: int, rng: np.random.Generator) -> list[np.ndarray]:

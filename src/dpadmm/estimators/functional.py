@@ -44,13 +44,19 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
     penalty, lam, l1_ratio : P ∈ {l1, l2 (½‖w‖²), elasticnet}, weight λ ≥ 0 as in [Zhou, eq. 12–13]
         (each worker carries λ/M). The intercept is not penalised.
     rho : ADMM penalty ρ > 0 (the paper uses 0.1).
-    method : ``paper`` (FDP-ADMM as published: raw scores, [Zhou, Thm 2] step size, output w^L),
-        ``fast`` (standardised scores, constant step η₀, averaged output; beyond the paper) or
-        ``exact`` (F-ADMM, exact local solves [Zhou, eq. 16]).
+    method : ``fast`` (default: the linearised FDP-ADMM step [Zhou, eq. 21] on the smoothed check loss with
+        a shrinking bandwidth and step, 200 rounds, averaged output; beyond the paper), ``exact`` (F-ADMM,
+        exact local solves [Zhou, eq. 16], residual-balanced ρ, stopped when the residuals fall below
+        1e-5 — reaches centralised QR) or ``paper`` (FDP-ADMM as published: [Zhou, Thm 2] step size,
+        output w^L). Every method works on standardised data — the response as (y − a)/b (pooled mean
+        and standard deviation), the scores divided by their standard deviations (``paper``: by the
+        largest) — and maps the result back, so ρ, λ, c_1, the steps and the tolerance are unit-free:
+        λ penalises the standardised coefficients and ρ couples them.
     max_iter : L rounds (``None``: the method's default).
     epsilon, delta : per-iteration budget of [Zhou, Thm 1] (the paper's convention); or
     total_epsilon : a total budget for the whole run at ``delta`` (noise calibrated with dp-accounting).
-    c1 : score clipping radius (``None``: the method's default, 4 for standardised scores, 3 for raw).
+    c1 : clipping radius of the standardised scores in private fits (``None``: the method's default, 4;
+        3 for ``paper``). Non-private fits do not clip.
     c_w, c2, eta0 : [Zhou, Thm 2] constants (c_w stands for the unknown ‖w*‖) and the constant step.
     curve_clip : c_X, L² radius to which curves are clipped for ``private-fpca``.
     workers : number of workers M (curves are split at random, as evenly as possible).
@@ -126,15 +132,20 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
     def _private(self) -> bool:
         return self.epsilon is not None or self.total_epsilon is not None
 
-    # ------------------------------------------------------------------ basis
+    # ------------------------------------------------------------------ pooled statistics
     def _basis(self, parts: list[np.ndarray], grid: np.ndarray, z: float, rng: np.random.Generator):
+        """Basis, score standard deviations and the released-statistics record.
+
+        Non-private: the pooled moment matrix Σ_i S_i (a sum of per-worker sums). The scores' standard
+        deviations are the FPCA eigenvalues' square roots, or for a fixed basis diag(Φᵀ C Φ)^{1/2}.
+        """
         K = int(self.n_components)
         q = F.trapezoid_weights(grid)
         if self.basis in ("fourier", "bspline"):
             fixed = F.fourier_basis(grid, K) if self.basis == "fourier" else F.bspline_basis(grid, K)
-            # centring by the pooled mean is a sum of per-worker sums (not private; documented)
-            mean = sum(X.sum(0) for X in parts) / sum(X.shape[0] for X in parts)
-            return F.with_mean(fixed, mean), None
+            S = sum(F.moment_sum(X, q) for X in parts)
+            basis = F.fixed_from_moments(fixed, S)
+            return basis, None
         if self.basis == "fpca":
             S = sum(F.moment_sum(X, q) for X in parts)  # Σ_i S_i = pooled moments
             return F.fpca_from_moments(S, grid, K), None
@@ -144,21 +155,49 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         S = sum(F.noisy_moment_sum(F.moment_sum(X, q, clip), z_fpca * sens, rng) for X in parts)
         return F.fpca_from_moments(S, grid, K), z_fpca
 
+    @staticmethod
+    def _score_scale(basis: F.Basis, how: str) -> np.ndarray:
+        """Divisors of the scores: their standard deviations (``each``) or the largest one (``common``)."""
+        sd = np.sqrt(np.maximum(basis.eigenvalues, 0.0))
+        top = float(sd.max()) if sd.size and sd.max() > 0 else 1.0
+        if how == "common":
+            return np.full(sd.shape, top)
+        return np.maximum(sd, 1e-6 * top)
+
+    @staticmethod
+    def _response_scale(parts_y: list[np.ndarray]) -> tuple[float, float]:
+        """Location and scale of the response: pooled mean and standard deviation from the workers'
+        sums (n_i, Σy, Σy²) (non-private)."""
+        n = sum(v.size for v in parts_y)
+        s1 = sum(float(v.sum()) for v in parts_y)
+        mean = s1 / n
+        ss = sum(float(((v - mean) ** 2).sum()) for v in parts_y)
+        sd = math.sqrt(ss / n)
+        return mean, (sd if sd > 0 else max(abs(mean), 1.0))
+
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, *, grid=None, callbacks: Sequence[Callable] = ()):
-        """Fit on curves X (n, T) observed on ``grid`` (default equispaced on [0, 1]) and responses y (n,)."""
+        """Fit on curves X (n, T) observed on ``grid`` (default equispaced on [0, 1]) and responses y (n,).
+
+        Internally the response is standardised to (y − a)/b and the scores to unit scale (see
+        ``algorithms.functional_quantile.METHODS``); ``coef_``/``intercept_`` are mapped back to the
+        data's units. The fitted model is compared on the training data with the best constant (the
+        training τ-quantile): ``worse_than_constant_`` (warned once when true).
+        """
         X, y, grid = check_curves(X, y, grid)
         n, T = X.shape
         self._validate(n, T)
         mcfg = dict(fq.METHODS[self.method])
         L = int(self.max_iter or mcfg["iterations"])
+        private = self._private
         c1 = float(self.c1 if self.c1 is not None else mcfg["c1"])
         eta0 = float(self.eta0 if self.eta0 is not None else mcfg["eta0"])
         seed = check_random_state(self.random_state)
         rng = np.random.default_rng(seed.spawn(1)[0])
         M = int(self.workers)
-        parts_idx = np.array_split(rng.permutation(n), M)
+        parts_idx = [np.sort(i) for i in np.array_split(rng.permutation(n), M)]
         parts = [X[i] for i in parts_idx]
+        parts_y = [y[i] for i in parts_idx]
         extra = 1 if self.basis == "private-fpca" else 0
         z = 0.0
         eps_iter, delta_iter = math.inf, 1.0
@@ -170,25 +209,33 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
                                 accountant=self.accountant)
             eps_iter, delta_iter = math.sqrt(2.0 * math.log(1.25 / self.delta)) / z, float(self.delta)
         basis, z_fpca = self._basis(parts, grid, z, rng)
-        scale = np.sqrt(np.maximum(basis.eigenvalues, 1e-12)) if mcfg["standardize"] else np.ones(basis.n_components)
+        scale = self._score_scale(basis, mcfg["standardize"])
+        y_loc, y_scale = self._response_scale(parts_y)
+        clip = c1 if private else None  # clipping is a privacy precondition; non-private fits use the raw scores
         c_total = math.sqrt(c1 * c1 + 1.0) if self.fit_intercept else c1
         settings = fq.Settings.make([self.tau], lam=self.lam, noise_multiplier=z, eps_iter=eps_iter, delta_iter=delta_iter)
         names = [f"worker{i + 1}" for i in range(M)]
+        decay_start = L * (1.0 - mcfg["average_last"]) if mcfg["average_last"] > 0 else math.inf
         specs = []
-        self.clipped_fraction_ = 0.0
-        for name, Xi, idx in zip(names, parts, parts_idx):
+        clipped = 0
+        for name, Xi, yi in zip(names, parts, parts_y):
             raw = basis.scores(Xi) / scale
-            A = F.clip_rows(raw, c1)  # ‖A_ij‖ ≤ c_1 [Zhou, Lemma 2]
-            self.clipped_fraction_ += float(np.sum(np.linalg.norm(raw, axis=1) > c1)) / n
+            A = F.clip_rows(raw, clip)  # ‖A_ij‖ ≤ c_1 [Zhou, Lemma 2]
+            if clip is not None:
+                clipped += int(np.sum(np.linalg.norm(raw, axis=1) > c1))
             if self.fit_intercept:
                 A = np.concatenate([A, np.ones((A.shape[0], 1))], axis=1)
             opts = dict(rho=float(self.rho), n_workers=M, penalty=self.penalty, l1_ratio=float(self.l1_ratio),
                         fit_intercept=bool(self.fit_intercept), local_step=mcfg["local_step"], step=mcfg["step"],
-                        c1=c_total, c2=float(self.c2), c_w=float(self.c_w), eta0=eta0, worker_names=(name,))
-            specs.append(PartySpec(name, fq.setup_party, (name, A, y[idx], settings, opts), fq.party_step,
-                                   fq.party_diagnostics, owner=name))
+                        c1=c_total, c2=float(self.c2), c_w=float(self.c_w), eta0=eta0, decay_start=decay_start,
+                        smooth=fq.smooth_schedule(mcfg.get("smooth", (0.0, 1.0, 0.0)), L, mcfg["average_last"]),
+                        worker_names=(name,))
+            specs.append(PartySpec(name, fq.setup_party, (name, A, (yi - y_loc) / y_scale, settings, opts),
+                                   fq.party_step, fq.party_diagnostics, owner=name))
+        self.clipped_fraction_ = clipped / n
         Kp = basis.n_components + (1 if self.fit_intercept else 0)
-        hub_cfg = fq.HubConfig(float(self.rho), tuple(names), (1, 1, Kp), average_last=mcfg["average_last"], rounds=L)
+        hub_cfg = fq.HubConfig(float(self.rho), tuple(names), (1, 1, Kp), average_last=mcfg["average_last"], rounds=L,
+                               tol=float(mcfg["tol"]), adapt_rho=bool(mcfg["adapt_rho"]))
         hub = engine.Hub(hub_cfg, fq.init_hub, fq.hub_step, fq.hub_metrics)
         backend = get_backend(self.backend)
         nseed = noise_seed(self.random_state)  # None: each worker draws its noise from its own OS entropy
@@ -196,26 +243,30 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         backend.start(specs, noise_seed=nseed)
         try:
             result = engine.run(hub=hub, parties=specs, backend=backend, rounds=L, noise_seed=nseed, callbacks=callbacks,
-                                monitor=monitor, stop_on_convergence=False, started=True)
+                                monitor=monitor, stop_on_convergence=mcfg["tol"] > 0, started=True)
         finally:
             backend.close()
         w = result.hub_state.output[0, 0]
-        coef = w[: basis.n_components] / scale
+        coef = y_scale * w[: basis.n_components] / scale
         self.basis_ = basis
         self.coef_ = coef
-        self.intercept_ = float(w[-1]) if self.fit_intercept else 0.0
+        self.intercept_ = float(y_loc + y_scale * w[-1]) if self.fit_intercept else float(y_loc)
+        self.response_location_, self.response_scale_ = y_loc, y_scale
+        self.score_scale_ = scale
         self.beta_ = basis.curve(coef)
         self.grid_ = grid
         self.n_features_in_ = T
         self.history_ = result.history
         self.n_iter_ = result.rounds
+        self.converged_ = bool(result.converged)
         self.noise_source_ = result.noise_source
         self.noise_multiplier_ = z
         self.c1_ = c_total
-        if self._private:
+        self._check_against_constant(X, y)
+        if private:
             assumptions = [
                 {"name": f"||A_ij|| <= c1 = {c_total:.4g} [Zhou, Lemma 2]", "status": "enforced",
-                 "detail": f"scores clipped to {c1:g}" + (" plus the unit intercept column" if self.fit_intercept else "")
+                 "detail": f"standardised scores clipped to {c1:g}" + (" plus the unit intercept column" if self.fit_intercept else "")
                            + f"; {self.clipped_fraction_:.2%} of rows were clipped"},
                 {"name": "sensitivity 2c1/(m_i(rho + 1/eta))", "status": "corrected",
                  "detail": "[Zhou, Lemma 2] prints m_i^2; the update moves by 2c1/(m_i(rho+1/eta)) (docs/algorithms.md §3)"},
@@ -231,6 +282,16 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         else:
             self.privacy_ = None
         return self
+
+    def _check_against_constant(self, X: np.ndarray, y: np.ndarray) -> None:
+        """Training pinball loss of the fit vs the best constant (the training τ-quantile); warns once."""
+        self.train_pinball_loss_ = pinball_score(y, self.predict(X), self.tau)
+        self.constant_pinball_loss_ = pinball_score(y, np.quantile(y, self.tau), self.tau)
+        self.worse_than_constant_ = bool(self.train_pinball_loss_ > self.constant_pinball_loss_)
+        if self.worse_than_constant_:
+            warnings.warn(f"the fitted model is worse on the training data than the constant τ-quantile (pinball loss "
+                          f"{self.train_pinball_loss_:.4g} vs {self.constant_pinball_loss_:.4g}); more rounds, a "
+                          "larger privacy budget or fewer components may help.", UserWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ predict
     def _check_fitted(self):

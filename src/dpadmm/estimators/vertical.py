@@ -340,6 +340,8 @@ class _VerticalADMM(BaseEstimator):
                     "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}
             if paper and _is_source(B):
                 opts["require_unit_rows"] = True
+            if m == 0 and mm:
+                opts["labels"] = y_fit  # the label party's own labels (party 1 is the label holder)
             handlers = _LABEL_PARTY_HANDLERS if (m == 0 and mm) else _HANDLERS
             specs.append(PartySpec(name, vs.setup_party, (name, B, opts), vs.party_step, vs.party_diagnostics, owner=name,
                                    handlers=handlers))
@@ -378,7 +380,7 @@ class _VerticalADMM(BaseEstimator):
             if mm:
                 # the label party (which is also the coordinator) refits its own block and intercept on its exact
                 # labels, given the other parties' last shares; the result never goes to a passive party
-                refit = backend.request(names[0], "refit", y_fit, result.hub_state.passive_total, loss.name,
+                refit = backend.request(names[0], "refit", result.hub_state.passive_total, loss.name,
                                         bool(self.fit_intercept), self.intercept_, private)
                 alpha = refit["passive_weight"]
                 self.passive_weight_ = alpha
@@ -410,7 +412,9 @@ class _VerticalADMM(BaseEstimator):
                                   RankDeficiencyWarning, stacklevel=2)
             # eval scores summed from the parties' partial scores (needed when the driver has no eval features)
             self.eval_scores_ = {}
-            for k in (evals if (collect or mm) else ()):
+            # a feature-private fit sends no un-noised partial scores X_m x_m off a party (x_m depends on D_m beyond
+            # the noisy shares): only non-private feature sides (label-only fits) score passive parties' eval sets
+            for k in (evals if (collect or (mm and not private)) else ()):
                 if collect:
                     parts = {name: backend.request(name, "score", k) for name in names}
                 else:  # passive parties' partial test scores (prediction), the label party's from its refit

@@ -168,3 +168,20 @@ def bspline_basis(grid: np.ndarray, n_components: int, degree: int = 3) -> Basis
 def with_mean(basis: Basis, mean: np.ndarray) -> Basis:
     """The same basis with a (public or privately estimated) mean curve for centring."""
     return Basis(basis.grid, basis.q, basis.phi, np.asarray(mean, float), basis.eigenvalues, basis.kind)
+
+
+def moment_covariance(S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean (scaled space) and covariance from an augmented second-moment sum S (count floored at 1)."""
+    n = max(float(S[0, 0]), 1.0)
+    s = S[0, 1:] / n
+    C = S[1:, 1:] / n - np.outer(s, s)
+    return s, (C + C.T) / 2.0
+
+
+def fixed_from_moments(fixed: Basis, S: np.ndarray) -> Basis:
+    """A fixed basis centred by the mean of the moment sum S, with the scores' variances
+    ``diag(Uᵀ C U)`` (U = Q^{1/2} Φ) as ``eigenvalues`` (used to standardise the scores)."""
+    s, C = moment_covariance(S)
+    U = fixed.phi * np.sqrt(fixed.q)[:, None]
+    var = np.maximum(np.einsum("tk,ts,sk->k", U, C, U), 0.0)
+    return Basis(fixed.grid, fixed.q, fixed.phi, s / np.sqrt(fixed.q), var, fixed.kind)

@@ -67,6 +67,14 @@ def paper_bound(eps_iter: float, delta_iter: float, rounds: int, delta_prime: fl
             "caveat": "" if eps_iter <= 1.0 else "[Zhou, Thm 1] uses the classical Gaussian mechanism, stated for epsilon <= 1"}
 
 
+def _merge_rounding(mults: list[float]) -> list[float]:
+    """σ/Δ of rounds whose Δ differs comes back with rounding differences (~1e-16); multipliers equal
+    to 1e-9 relative are replaced by their minimum (conservative) so the accountant composes them as one."""
+    if mults and max(mults) <= min(mults) * (1.0 + 1e-9):
+        return [min(mults)] * len(mults)
+    return list(mults)
+
+
 def zhou_report(ledger: PrivacyLedger, *, delta: float, accountant: str = "pld", eps_iter: float | None = None,
                 delta_iter: float | None = None, fpca_noise_multiplier: float | None = None,
                 assumptions=(), notes=()) -> PrivacyReport:
@@ -79,8 +87,9 @@ def zhou_report(ledger: PrivacyLedger, *, delta: float, accountant: str = "pld",
     per = {p: [e for e in evs if isinstance(e, GaussianRelease)] for p, evs in ledger.by_party().items()}
     per = {p: evs for p, evs in per.items() if evs}
     extra = [fpca_noise_multiplier] if fpca_noise_multiplier else []
-    per_party = {p: gaussian_epsilon([e.noise_multiplier for e in evs] + extra, delta, accountant) for p, evs in per.items()}
-    per_rdp = {p: gaussian_epsilon([e.noise_multiplier for e in evs] + extra, delta, "rdp") for p, evs in per.items()}
+    mults = {p: _merge_rounding([e.noise_multiplier for e in evs]) + extra for p, evs in per.items()}
+    per_party = {p: gaussian_epsilon(v, delta, accountant) for p, v in mults.items()}
+    per_rdp = {p: gaussian_epsilon(v, delta, "rdp") for p, v in mults.items()}
     eps = max(per_party.values()) if per_party else math.inf
     rounds = max((len(v) for v in per.values()), default=0)
     nm = min((e.noise_multiplier for evs in per.values() for e in evs), default=None)

@@ -1,4 +1,4 @@
-"""Per-round overhead of each backend (in-process, process, Ray).
+"""Per-round overhead of each backend (in-process, process, Ray, gRPC with mutual TLS).
 
 Workloads (same step functions on every backend; only steps are timed, via ``history_["seconds"]``):
 
@@ -16,7 +16,13 @@ network namespace on machines without a public route (Ray probes an external add
 
     unshare -n -p -f --mount-proc sh -c 'ip link set lo up; python benchmarks/bench_backends.py'
 
-Usage: ``python benchmarks/bench_backends.py [--backends inprocess,process,ray] [--rounds 20] [--repeats 3]``
+gRPC: every party is a separate ``dpadmm party serve`` process on 127.0.0.1 with mutual TLS
+(certificates from ``dpadmm provision`` in a temporary directory), one BLAS thread each, as the
+process backend's workers; the vertical parties read their own CSV files, the graph nodes accept
+their data from the coordinator (``--accept-coordinator-data``); party start-up and setup are not
+timed (only steps are, as for every backend).
+
+Usage: ``python benchmarks/bench_backends.py [--backends inprocess,process,ray,grpc] [--rounds 20] [--repeats 3]``
 """
 
 from __future__ import annotations
@@ -34,6 +40,58 @@ def per_round(history_seconds) -> np.ndarray:
     return s[1:]  # drop round 1 (warm-up)
 
 
+class GrpcParties:
+    """``dpadmm party serve`` processes (mutual TLS, 127.0.0.1) for one workload; a context manager."""
+
+    def __init__(self, names, protocol, data=None, accept=False):
+        import subprocess
+        import sys
+        import tempfile
+        from pathlib import Path
+
+        from dpadmm.backends.grpc_tls import provision
+
+        self.dir = Path(tempfile.mkdtemp(prefix="dpadmm-bench-grpc-"))
+        provision(["coordinator", *names], self.dir / "pki")
+        self.procs, self.peers = [], {}
+        logs = {}
+        for name in names:
+            args = [sys.executable, "-m", "dpadmm", "party", "serve", "--protocol", protocol, "--name", name,
+                    "--listen", "127.0.0.1:0", "--tls", str(self.dir / "pki" / name), "--out", str(self.dir / name)]
+            for key, path in (data or {}).get(name, {}).items():
+                args += ["--data", f"{key}={path}"]
+            if accept:
+                args.append("--accept-coordinator-data")
+            logs[name] = self.dir / f"{name}.log"
+            self.procs.append(subprocess.Popen(args, stdout=open(logs[name], "w"), stderr=subprocess.STDOUT))
+        deadline = time.monotonic() + 300
+        for name in names:
+            while "serving" not in logs[name].read_text():
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"party {name} did not start: {logs[name].read_text()}")
+                time.sleep(0.1)
+            self.peers[name] = logs[name].read_text().split(" on ")[1].split()[0]
+
+    def backend(self):
+        from dpadmm.backends.grpc_backend import GrpcBackend
+        from dpadmm.backends.grpc_tls import TLSFiles
+
+        return GrpcBackend(self.peers, tls=TLSFiles.load(tls_dir=self.dir / "pki" / "coordinator"), timeout=600)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        import shutil
+
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            p.wait(30)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return False
+
+
 def make_backend(name: str):
     from dpadmm.backends import get_backend
 
@@ -47,6 +105,23 @@ def make_backend(name: str):
 def bench_vertical(name, blocks, y, rounds):
     from dpadmm.estimators import VerticalLogisticRegression
 
+    if name == "grpc":  # the parties read their own files (unnormalised CSV, normalised at the party)
+        import tempfile
+        from pathlib import Path
+
+        from dpadmm.cli.party import vertical_remote_data
+        from dpadmm.data.parties import write_party_files
+
+        tmp = Path(tempfile.mkdtemp(prefix="dpadmm-bench-a9a-"))
+        paths = write_party_files(blocks, y, tmp)
+        with GrpcParties(["party1", "party2"], "vertical-sharing",
+                         data={f"party{m}": {"train": p} for m, p in enumerate(paths, start=1)}) as parties:
+            be = parties.backend()
+            data = vertical_remote_data(be, [paths[0]], [], normalize=True)
+            m = VerticalLogisticRegression(max_iter=rounds, rho=0.3, noise_scale=0.5, random_state=0, monitor=False,
+                                           backend=be)
+            m.fit(data.train, data.y)
+        return per_round(m.history_["seconds"])
     m = VerticalLogisticRegression(max_iter=rounds, rho=0.3, noise_scale=0.5, random_state=0, monitor=False,
                                    backend=make_backend(name))
     m.fit(blocks, y)
@@ -56,6 +131,12 @@ def bench_vertical(name, blocks, y, rounds):
 def bench_graph(name, X, y, rounds, batch=False):
     from dpadmm.estimators.consensus import ConsensusLogisticRegression
 
+    if name == "grpc":
+        with GrpcParties([f"node{i}" for i in range(20)], "graph-consensus", accept=True) as parties:
+            m = ConsensusLogisticRegression(n_nodes=20, topology="ring", max_iter=rounds, batch=False, monitor=False,
+                                            random_state=0, backend=parties.backend())
+            m.fit(X, y)
+        return per_round(m.history_["seconds"])
     m = ConsensusLogisticRegression(n_nodes=20, topology="ring", max_iter=rounds, batch=batch, monitor=False,
                                     random_state=0, backend=make_backend(name))
     m.fit(X, y)
@@ -67,12 +148,14 @@ def bench_noop(name, n_parties, size, rounds):
     from dpadmm.backends.selftest import toy_specs
 
     hub, specs = toy_specs(n_parties, size)
-    be = make_backend(name)
+    parties = GrpcParties([s.name for s in specs], "selftest") if name == "grpc" else None
+    be = parties.backend() if parties is not None else make_backend(name)
     try:
-        res = engine.run(hub=hub, parties=specs, backend=be, rounds=rounds, seed=np.random.SeedSequence(0),
-                         monitor=False)
+        res = engine.run(hub=hub, parties=specs, backend=be, rounds=rounds, noise_seed=0, monitor=False)
     finally:
         be.close()
+        if parties is not None:
+            parties.__exit__(None, None, None)
     return per_round(res.history["seconds"])
 
 

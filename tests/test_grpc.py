@@ -293,3 +293,173 @@ def test_dead_or_hanging_party_is_named_within_the_timeout(pki, a9a_files, tmp_p
                 pass
             p.kill()
             p.wait(10)
+
+
+# ----------------------------------------------------------------------------- estimators over grpc
+def _serve_all(pki, files: dict, out, **kw):
+    """In-thread party servers for ``{name: train_file}``; returns (peers, stop)."""
+    servers, services, peers = [], [], {}
+    for name, path in files.items():
+        svc = PartyService(name=name, protocol=vs.PROTOCOL, data={"train": str(path)}, out=out / name,
+                           allow=("coordinator",), **kw)
+        srv, port = make_server(svc, "127.0.0.1:0", TLSFiles.load(tls_dir=pki / "good" / name))
+        srv.start()
+        servers.append(srv)
+        services.append(svc)
+        peers[name] = f"127.0.0.1:{port}"
+
+    def stop():
+        for srv in servers:
+            srv.stop(0).wait()
+        for svc in services:
+            svc.close()
+    return peers, stop
+
+
+def test_private_fit_over_grpc_reports_the_same_epsilon_with_party_local_noise(pki, a9a_files, tmp_path):
+    from dpadmm.cli.party import vertical_remote_data
+    from dpadmm.data import normalize_rows
+    from dpadmm.estimators import VerticalLogisticRegression
+
+    blocks, labels, paths = a9a_files
+    settings = dict(epsilon=5.0, delta=1e-5, max_iter=4, rho=0.3)
+    ref = VerticalLogisticRegression(**settings).fit([normalize_rows(B.astype(float)) for B in blocks], labels)
+    peers, stop = _serve_all(pki, dict(zip(NAMES, paths)), tmp_path)
+    try:
+        be = _backend(peers, pki)
+        data = vertical_remote_data(be, [paths[0]], [], normalize=True)
+        runs = [VerticalLogisticRegression(**settings, backend=be).fit(data.train, data.y) for _ in range(2)]
+    finally:
+        stop()
+    for m in runs:
+        assert m.privacy_.epsilon == pytest.approx(ref.privacy_.epsilon, rel=1e-12)
+        assert m.privacy_.to_dict()["noise_source"] == "party-local" == ref.privacy_.to_dict()["noise_source"]
+        assert m.privacy_.to_dict()["threat_model"] == ref.privacy_.to_dict()["threat_model"]
+        assert m.coefs_ is None  # the models stayed at the parties
+    # each party drew its own noise: the two runs' noisy trajectories differ
+    assert runs[0].intercept_ != runs[1].intercept_
+
+
+def test_resume_when_every_side_restarts_from_its_own_checkpoint(pki, a9a_files, tmp_path):
+    from dpadmm.cli.party import vertical_remote_data
+    from dpadmm.estimators import VerticalLogisticRegression
+
+    _, _, paths = a9a_files
+    files = dict(zip(NAMES, paths))
+
+    class Crash(Exception):
+        pass
+
+    def crash(round_, record):
+        if round_ == 7:
+            raise Crash
+
+    def fit(out, **kw):
+        peers, stop = _serve_all(pki, files, out)  # fresh party processes' worth of state
+        try:
+            be = _backend(peers, pki)
+            data = vertical_remote_data(be, [paths[0]], [])
+            return VerticalLogisticRegression(max_iter=10, tol=0.0, backend=be).fit(data.train, data.y, **kw)
+        finally:
+            stop()
+
+    full = fit(tmp_path / "full")
+    with pytest.raises(Crash):
+        fit(tmp_path / "run", checkpoint_dir=tmp_path / "ckpt", checkpoint_every=5, callbacks=[crash])
+    assert (tmp_path / "run" / "party2" / "checkpoint" / "state.dpadmm").is_file()  # written at the party
+    resumed = fit(tmp_path / "run", resume_from=tmp_path / "ckpt")
+    np.testing.assert_allclose(resumed.history_["objective"], full.history_["objective"], rtol=1e-12)
+    for n in NAMES:
+        np.testing.assert_allclose(np.load(tmp_path / "run" / n / "model.npz")["coef"],
+                                   np.load(tmp_path / "full" / n / "model.npz")["coef"], rtol=1e-12, atol=1e-15)
+
+
+def test_party_refuses_coordinator_sent_data_unless_it_opted_in(pki, tmp_path):
+    from dpadmm.algorithms import graph_consensus as gc
+
+    X, y = np.ones((5, 3)) / 3.0, np.array([1.0, -1.0, 1.0, 1.0, -1.0])
+    opts = dict(degree=np.array([1.0]), C=1.0, reg=0.5, eta=np.ones((1, 2)), theta=np.ones((1, 2)),
+                alpha=np.full((1, 2), np.inf))
+    spec = PartySpec("party1", gc.setup_block, (["node0"], [X], [y], opts), gc.block_step, gc.block_diagnostics)
+    for accept in (False, True):
+        svc = PartyService(name="party1", protocol=gc.PROTOCOL, data={}, out=tmp_path / str(accept),
+                           allow=("coordinator",), accept_coordinator_data=accept)
+        srv, port = make_server(svc, "127.0.0.1:0", TLSFiles.load(tls_dir=pki / "good" / "party1"))
+        srv.start()
+        try:
+            be = _backend({"party1": f"127.0.0.1:{port}"}, pki)
+            if accept:
+                be.start([spec])
+                out, _ = be.step({"party1": gc.NeighbourMessage(0, np.zeros((1, 3)))}, 0)["party1"]
+                assert out.f.shape == (1, 3)
+            else:
+                with pytest.raises(ProtocolError, match="refused data sent by the coordinator"):
+                    be.start([spec])
+            be.close()
+        finally:
+            srv.stop(0).wait()
+            svc.close()
+
+
+# ----------------------------------------------------------------------------- the loopback deployment
+def _in_loopback_netns() -> bool:
+    try:
+        with open("/proc/self/net/dev") as fh:
+            return {ln.split(":")[0].strip() for ln in fh.readlines()[2:] if ":" in ln} == {"lo"}
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_cross_org_loopback_script_in_a_loopback_only_namespace(tmp_path):
+    """examples/cross_org_loopback.sh in new network + PID namespaces (only ``lo``: nothing can leave
+    127.0.0.0/8; every process it starts dies with the namespace); every summary field must hold."""
+    import json
+    import shutil
+
+    script = Path(__file__).resolve().parent.parent / "examples" / "cross_org_loopback.sh"
+    out = tmp_path / "deploy"
+    env = dict(os.environ, PYTHON=sys.executable)
+    if _in_loopback_netns():
+        cmd = ["bash", str(script), str(out)]
+    else:
+        if shutil.which("unshare") is None or subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "true"],
+                                                             capture_output=True).returncode != 0:
+            pytest.skip("unshare -n -p is not available (needs root or user namespaces)")
+        cmd = ["unshare", "-n", "-p", "-f", "--mount-proc", "sh", "-c",
+               f"ip link set lo up && bash {script} {out}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    s = json.loads((out / "summary.json").read_text())
+    assert s["vertical_max_rel_diff_vs_inprocess"] <= 1e-9
+    for key in ("wrong_ca_refused", "forbidden_request_refused", "killed_party_named", "consensus_ok", "functional_ok"):
+        assert s[key] is True, (key, s)
+
+
+# ----------------------------------------------------------------------------- CLI usage errors
+@pytest.mark.parametrize("args, message", [
+    (["vertical", "--backend", "grpc", "--data", "a9a", "--peer", "party1=127.0.0.1:1"], "mutual TLS"),
+    (["vertical", "--peer", "party1=127.0.0.1:1", "--data", "a9a"], "need --backend grpc"),
+    (["vertical", "--backend", "grpc", "--insecure", "--peer", "party1"], "NAME=HOST:PORT"),
+    (["provision", "--parties", "coordinator", "--out", "{tmp}/p"], "at least two party names"),
+    (["provision", "--parties", "a,a", "--out", "{tmp}/p"], "distinct"),
+    (["party", "serve", "--protocol", "nope", "--name", "party1", "--out", "{tmp}/o", "--insecure"], "unknown protocol"),
+    (["party", "serve", "--protocol", "vertical-sharing", "--name", "party1", "--out", "{tmp}/o", "--insecure"],
+     "--data train=FILE"),
+])
+def test_cli_usage_errors(args, message, tmp_path, capsys):
+    from dpadmm.cli import main
+
+    code = main([a.replace("{tmp}", str(tmp_path)) for a in args])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_party_refuses_a_certificate_for_another_name(pki, a9a_files, tmp_path, capsys):
+    from dpadmm.cli import main
+
+    _, _, paths = a9a_files
+    code = main(["party", "serve", "--protocol", "vertical-sharing", "--name", "party1", "--data", f"train={paths[0]}",
+                 "--tls", str(pki / "good" / "party2"), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and "issued for 'party2', not --name 'party1'" in err

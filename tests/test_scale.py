@@ -187,7 +187,8 @@ def test_consensus_local_solver_matches_newton_and_exits_per_node():
 
     X, y, w, r, b = _node_problems()
     bound = gc.curvature_factor(X, w)
-    f, its = gc.local_solve(X, y, w, r, b, np.zeros_like(b), bound, tol=1e-12)
+    Z = gc.rotated_data(X, y, bound)
+    f, its = gc.local_solve(Z, w, r, b, np.zeros_like(b), bound, tol=1e-12)
     ref, _, _ = gc.local_newton(X, y, w, r, b, np.zeros_like(b), tol=1e-13, max_iter=100)
     np.testing.assert_allclose(f, ref, atol=1e-10)
     # each node stops on its own: the easy (large-ridge) nodes need fewer iterations
@@ -195,7 +196,7 @@ def test_consensus_local_solver_matches_newton_and_exits_per_node():
     # a node started at its optimum takes no iteration, whatever the others need
     f0 = np.zeros_like(b)
     f0[3] = ref[3]
-    _, its2 = gc.local_solve(X, y, w, r, b, f0, bound, tol=1e-9)
+    _, its2 = gc.local_solve(Z, w, r, b, f0, bound, tol=1e-9)
     assert its2[3] == 0 and its2[0] > 0
 
 
@@ -213,10 +214,11 @@ def test_consensus_curvature_bound_majorises_and_every_step_descends():
         p = expit(-y * np.einsum("kbd,kd->kb", X, f))
         H = np.einsum("kb,kbi,kbj->kij", w * p * (1 - p), X, X)
         assert np.linalg.eigvalsh(M - H).min() >= -1e-12
+    Z = gc.rotated_data(X, y, bound)
     prev = _phi(X, y, w, r, b, np.zeros_like(b))
     f = np.zeros_like(b)
     for _ in range(6):  # one step at a time: φ never increases (no line search needed)
-        f, _ = gc.local_solve(X, y, w, r, b, f, bound, tol=0.0, max_iter=1)
+        f, _ = gc.local_solve(Z, w, r, b, f, bound, tol=0.0, max_iter=1)
         cur = _phi(X, y, w, r, b, f)
         assert np.all(cur <= prev + 1e-12)
         prev = cur

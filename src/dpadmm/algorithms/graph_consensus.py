@@ -243,15 +243,10 @@ def curvature_factor(X: np.ndarray, w: np.ndarray, h: np.ndarray | None = None, 
     return Curvature(np.clip(vals, 0.0, None), vecs)
 
 
-def _ridge_step(curv: Curvature, idx, r: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """``−(M_k + r_k I)⁻¹ g_k`` for the nodes ``idx`` (a slice or index array; r, g restricted to them)."""
-    V = curv.vecs[idx]
-    coeff = np.matmul(g[:, None, :], V)[:, 0, :] / (curv.vals[idx] + r[:, None])
-    return -np.matmul(V, coeff[..., None])[..., 0]
-
-
-def _grad_from_margins(X, y, w, r, b, f, m):
-    return np.matmul((w * (-y * expit(m)))[:, None, :], X)[:, 0, :] + r[:, None] * f + b
+def rotated_data(X: np.ndarray, y: np.ndarray, bound: Curvature) -> np.ndarray:
+    """``Z_k = (−y_k ∘ X_k) V_k`` per node: rows sign-folded (margins ``−y xᵀf = z̃ᵀf̃``) and rotated into
+    the eigenbasis of the curvature bound, where the solver's preconditioner is diagonal."""
+    return np.matmul(-y[..., None] * X, bound.vecs)
 
 
 CHUNK_BYTES = 4 * 2**20
@@ -259,47 +254,57 @@ CHUNK_BYTES = 4 * 2**20
 reads its data from cache rather than memory (1.5× faster on Adult, 100 nodes, than one stack)."""
 
 
-def local_solve(X: np.ndarray, y: np.ndarray, w: np.ndarray, reg_total: np.ndarray, b: np.ndarray, f0: np.ndarray,
+def local_solve(Z: np.ndarray, w: np.ndarray, reg_total: np.ndarray, b: np.ndarray, f0: np.ndarray,
                 bound: Curvature, *, tol: float = 1e-10, max_iter: int = 500) -> tuple[np.ndarray, np.ndarray]:
     """Minimise ``φ_k(f) = Σ_n w ℒ(y xᵀf) + ½ r_k ‖f‖² + b_kᵀf`` for every node k, each node on its own.
 
-    Shapes as :func:`local_newton`; ``bound`` = :func:`curvature_factor` ``(X, w)``, computed once at setup.
+    ``Z`` = :func:`rotated_data` ``(X, y, bound)`` and ``bound`` = :func:`curvature_factor` ``(X, w)``,
+    both computed once at setup; w (K, B), reg_total r (K,), b and f0 (K, d) as in :func:`local_newton`.
 
     Majorisation–minimisation (Böhning & Lindsay 1988): with ``M_k = c1 Σ_n w x xᵀ ⪰`` the loss
     Hessian everywhere (ℒ'' ≤ c1 = 1/4), ``φ_k(f + s) ≤ φ_k(f) + gᵀs + ½ sᵀ(M_k + r_k I)s``, whose
     minimiser ``s = −(M_k + r_k I)⁻¹ g`` decreases φ_k by at least ½ gᵀ(M_k + r_k I)⁻¹g: no line search,
     and the error contracts by ``1 − (r_k + λ_min(∇²ℓ)) / (r_k + λ_max(M_k))`` per step or better — fast
-    once η (so r_k = ρ/N + 2η V_k) has grown. ``(M_k + r_k I)⁻¹`` is applied through the
-    eigendecomposition of M_k (two d × d products), so a changing η costs no factorisation.
-    Each iteration reads the node's data twice (margins, gradient); nodes are processed in groups
-    that fit in cache (:data:`CHUNK_BYTES`), and a node stops as soon as ``‖g_k‖ ≤ tol (1 + ‖b_k‖)``.
+    once η (so r_k = ρ/N + 2η V_k) has grown. In the eigenbasis ``M_k = V_k diag(s_k) V_kᵀ`` (f̃ = Vᵀf,
+    the data pre-rotated) the step is elementwise, ``f̃ ← f̃ − g̃ / (s_k + r_k)``, so a changing η costs no
+    factorisation and no d × d product. Each iteration reads the node's data twice (margins,
+    gradient); nodes are processed in groups that fit in cache (:data:`CHUNK_BYTES`), and a node
+    stops as soon as ``‖g_k‖ ≤ tol (1 + ‖b_k‖)`` (‖g̃‖ = ‖g‖: V is orthogonal).
 
     Returns (f, iterations per node).
     """
-    K, B, d = X.shape
-    f = f0.copy()
+    K, B, d = Z.shape
+    V = bound.vecs
+    ft = np.matmul(f0[:, None, :], V)[:, 0, :]  # f̃ = Vᵀf
+    bt = np.matmul(b[:, None, :], V)[:, 0, :]
     its = np.zeros(K, dtype=np.int64)
     thresh = tol * (1.0 + np.linalg.norm(b, axis=1))
     step = max(1, int(CHUNK_BYTES // max(1, B * d * 8)))
     for lo in range(0, K, step):
         sl = slice(lo, min(K, lo + step))
-        Xc, yc, wc, rc, bc, fc, th = X[sl], y[sl], w[sl], reg_total[sl], b[sl], f[sl], thresh[sl]
+        Zc, wc, rc, bc, fc, th = Z[sl], w[sl], reg_total[sl], bt[sl], ft[sl], thresh[sl]
+        inv = 1.0 / (bound.vals[sl] + rc[:, None])
         n = fc.shape[0]
-        g = _grad_from_margins(Xc, yc, wc, rc, bc, fc, _margins(Xc, yc, fc))
-        vals, vecs = bound.vals[sl], bound.vecs[sl]
+        g = _rotated_grad(Zc, wc, rc, bc, fc)
         act = np.arange(n)
         for _ in range(max_iter):
             act = act[np.linalg.norm(g[act], axis=1) > th[act]]
             if act.size == 0:
                 break
-            idx = slice(None) if act.size == n else act
-            Xa, ya, wa, ra, ba = Xc[idx], yc[idx], wc[idx], rc[idx], bc[idx]
-            fa = fc[idx] + _ridge_step(Curvature(vals, vecs), idx, ra, g[idx])
-            fc[idx] = fa
-            g[idx] = _grad_from_margins(Xa, ya, wa, ra, ba, fa, _margins(Xa, ya, fa))
+            fc[act] -= g[act] * inv[act]
+            if 2 * act.size >= n:  # most still active: the whole group, no copy of its data
+                g_all = _rotated_grad(Zc, wc, rc, bc, fc)
+                g[act] = g_all[act]
+            else:
+                g[act] = _rotated_grad(Zc[act], wc[act], rc[act], bc[act], fc[act])
             its[lo + act] += 1
-        f[sl] = fc
-    return f, its
+    return np.matmul(V, ft[..., None])[..., 0], its
+
+
+def _rotated_grad(Z, w, r, b, f):
+    """``Zᵀ(w σ(Z f)) + r f + b`` (the gradient of φ in rotated coordinates; margins clipped)."""
+    m = np.clip(np.matmul(Z, f[..., None])[..., 0], -MARGIN_CLIP, MARGIN_CLIP)
+    return np.matmul((w * expit(m))[:, None, :], Z)[:, 0, :] + r[:, None] * f + b
 
 
 # ----------------------------------------------------------------------------- messages
@@ -337,6 +342,7 @@ class BlockConfig:
     newton_tol: float = 1e-10
     newton_max_iter: int = 500
     bound: Curvature | None = None  # eigendecomposed curvature bound c1 Σ w x xᵀ, computed once at setup
+    Z: np.ndarray | None = None  # (K, B_max, d) rotated_data(X, y, bound): the solver's copy of the data
 
 
 class BlockState(NamedTuple):
@@ -355,10 +361,11 @@ def make_block(names, X_list, y_list, *, degree, C, reg, eta, theta, alpha, pert
     y = _pad([np.asarray(v, dtype=np.float64) for v in y_list])
     mask = _pad([np.ones(x.shape[0]) for x in X_list])
     w = mask * (float(C) / B)[:, None]
+    bound = curvature_factor(X, w)
     cfg = BlockConfig(tuple(names), X, y, w, B, np.asarray(degree, dtype=np.float64), float(C), float(reg),
                       np.asarray(eta, dtype=np.float64), np.asarray(theta, dtype=np.float64),
                       np.asarray(alpha, dtype=np.float64), perturbation, LOGISTIC_C1, float(newton_tol),
-                      int(newton_max_iter), curvature_factor(X, w))
+                      int(newton_max_iter), bound, rotated_data(X, y, bound))
     K, d = X.shape[0], X.shape[2]
     return cfg, BlockState(0, np.zeros((K, d)), np.zeros((K, d)))
 
@@ -395,7 +402,7 @@ def block_step(cfg: BlockConfig, state: BlockState, inbox: NeighbourMessage, *, 
     if cfg.perturbation in ("pp", "dvp"):
         eps = _noise(rng, alpha, d)
         b = b + 2.0 * (eta * V)[:, None] * eps  # [Zhang, eq. 24]: λ + η V ε in the linear term
-    f_opt, its = local_solve(cfg.X, cfg.y, cfg.w, cfg.reg + 2.0 * eta * V, b, f, cfg.bound,
+    f_opt, its = local_solve(cfg.Z, cfg.w, cfg.reg + 2.0 * eta * V, b, f, cfg.bound,
                              tol=cfg.newton_tol, max_iter=cfg.newton_max_iter)  # [Zhang, eq. 25]
     f_new = f_opt
     if cfg.perturbation == "pvp":

@@ -26,6 +26,9 @@ a failed handshake (bad certificate), or an exception in the party's step. A ref
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # errors reach the user as one line of ours, not gRPC's C-core log
 import time
 from typing import Any, Mapping, Sequence
 

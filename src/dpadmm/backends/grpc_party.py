@@ -23,9 +23,11 @@
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # errors reach the user as one line of ours, not gRPC's C-core log
 import datetime
 import json
-import os
 import tempfile
 import threading
 import time

@@ -98,3 +98,14 @@ def toy_specs(n_parties: int, size: int, *, noise: float = 0.0, fault: tuple | N
              for n in names]
     hub = Hub(HubConfig(names, size), toy_hub_init, toy_hub_step, toy_hub_metrics)
     return hub, specs
+
+
+def _protocol():
+    from .protocol import Protocol
+
+    return Protocol("selftest", toy_setup, toy_step, toy_diagnose, handlers={"sq": toy_diagnose},
+                    types=(Broadcast, Report))
+
+
+#: the self-test protocol as data, so a ``dpadmm party serve --protocol selftest`` process can run it
+PROTOCOL = _protocol()

@@ -71,13 +71,14 @@ def audit(
             extra = {"end_to_end": False, "samples": samples,
                      "method": "threshold test on the projection onto the neighbours' difference; threshold chosen on "
                                "half the samples, Clopper-Pearson bounds on the other half (Jagielski et al. 2020)"}
+        from rich.markup import escape
         from rich.table import Table
 
         table = Table(title=title)
         for col in ("mechanism", "claimed ε", "lower bound ε", "verdict"):
             table.add_column(col)
         for r in results:
-            table.add_row(r.name, f"{r.epsilon_claimed:.3f}", f"{r.epsilon_lower_bound:.3f}", _verdict(r))
+            table.add_row(escape(r.name), f"{r.epsilon_claimed:.3f}", f"{r.epsilon_lower_bound:.3f}", _verdict(r))
         console.print(table)
         write_json(stage / "audit.json", {"mechanisms": [dict(r.to_dict(), verdict=_verdict(r)) for r in results],
                                           "confidence": confidence, "seed": seed, **extra})

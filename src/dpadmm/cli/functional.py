@@ -88,7 +88,10 @@ def _plot(path: Path, model, data, baseline) -> None:
     h = model.history_
     if "empirical_loss" in h:
         axes[1].plot(h["round"], h["empirical_loss"], label="empirical loss")
-        axes[1].set(xlabel="iteration", ylabel="empirical check loss", yscale="log", title="convergence")
+        axes[1].set(xlabel="iteration", ylabel="empirical check loss", title="convergence")
+        from ..experiments._plotting import readable_log
+
+        readable_log(axes[1], "y")
     for ax in axes:
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:

@@ -70,7 +70,7 @@ def serve(
 
     threadpool_limits(limits=int(threads))
     proto = find_protocol(protocol)
-    files = _parse_data(data, required=not accept_coordinator_data)
+    files = _parse_data(data, required=proto.load is not None and not accept_coordinator_data)
     if insecure and (tls or cert or key or ca):
         raise InvalidParameterError("give either --insecure or TLS files (--tls / --cert --key --ca), not both.")
     creds = None

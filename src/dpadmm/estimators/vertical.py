@@ -406,10 +406,10 @@ class _VerticalADMM(BaseEstimator):
                         notes.append(msg)
                         deficient.append(f"party {m}: rank {rank} of {width}")
                 if deficient:  # one warning per fit, phrased for the user; the details are in the report's notes
-                    warnings.warn(f"linearly dependent columns ({'; '.join(deficient)}; e.g. one-hot groups) — "
-                                  "expected, nothing to fix: the DP noise is drawn in the range of each party's "
-                                  "data, which gives the same guarantee (see the privacy report's notes).",
-                                  RankDeficiencyWarning, stacklevel=2)
+                    warnings.warn(f"linearly dependent columns ({'; '.join(deficient)}; e.g. one-hot groups), so "
+                                  "[Hu, eq. 16]'s (D_m^T D_m)^-1 does not exist; its noise is drawn in the range of "
+                                  "each party's data instead (the same distribution whenever the inverse exists; "
+                                  "see the privacy report's notes).", RankDeficiencyWarning, stacklevel=2)
             # eval scores summed from the parties' partial scores (needed when the driver has no eval features)
             self.eval_scores_ = {}
             # a feature-private fit sends no un-noised partial scores X_m x_m off a party (x_m depends on D_m beyond

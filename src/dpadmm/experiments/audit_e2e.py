@@ -117,7 +117,12 @@ def _capture(senders: Sequence[str] | None = None, receivers: Sequence[str] | No
         kwargs["transcript"] = both
         return real_run(*args, **kwargs)
 
-    with mock.patch.object(engine, "run", run):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(engine, "run", run))
+        real_start = getattr(engine, "start", None)
+        if real_start is not None:  # the engine's backend start also caps BLAS per call: the audit caps once
+            stack.enter_context(mock.patch.object(
+                engine, "start", lambda *a, **k: real_start(*a, **dict({"blas_threads": None}, **k))))
         yield record
 
 

@@ -373,8 +373,6 @@ def test_default_private_functional_fit_releases_nothing_deterministic_about_one
     assert not (same < 1e-12 < neighbour)  # deterministic and different: a perfect distinguisher
 
 
-@pytest.mark.xfail(reason="REDTEAM F2: a vertical party server answers 'refit' (a model of its block) for any "
-                          "caller in a private run", strict=False)
 def test_party_server_refuses_a_model_fit_on_a_passive_partys_block(tmp_path):
     pytest.importorskip("grpc")
     from dpadmm.backends import grpc_codec as codec

@@ -543,3 +543,16 @@ def _protocol():
 
 
 PROTOCOL = _protocol()
+
+
+def setup_party_from_curves(name: str, X, y, basis, score_scale, y_loc: float, y_scale: float, clip: float | None,
+                            settings: Settings, options: Mapping[str, Any]):
+    """Worker-side setup from the worker's own curves: scores on the public basis, standardised
+    (``/score_scale``), clipped to ``‖A_ij‖ ≤ clip`` [Zhou, Lemma 2] (None: no clip, non-private), an
+    intercept column if ``options["fit_intercept"]``, and the response as (y − a)/b."""
+    from ..kernels.fpca import clip_rows
+
+    A = clip_rows(basis.scores(np.asarray(X, float)) / score_scale, clip)
+    if options.get("fit_intercept", False):
+        A = np.concatenate([A, np.ones((A.shape[0], 1))], axis=1)
+    return make_party(name, A, (np.asarray(y, float) - y_loc) / y_scale, settings, **options)

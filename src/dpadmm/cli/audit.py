@@ -66,7 +66,11 @@ def audit(
         else:
             from ..experiments.audit import run_audit
 
-            results = run_audit(samples=samples, seed=seed, confidence=confidence)
+            from .. import _progress
+
+            with heartbeat(f"audit ({samples:,} releases per input)", enabled=not quiet):
+                results = run_audit(samples=samples, seed=seed, confidence=confidence,
+                                    progress=lambda name: _progress.status(f"mechanism {name}"))
             title = f"privacy audit: {samples:,} releases per input, {confidence:.0%} confidence"
             extra = {"end_to_end": False, "samples": samples,
                      "method": "threshold test on the projection onto the neighbours' difference; threshold chosen on "

@@ -64,8 +64,9 @@ def test_fertility_numbers(tmp_path, capsys):
 @pytest.mark.slow
 def test_fertility_private_verdict(tmp_path, capsys):
     """'total ε = 5: 2.64, worse than predicting the median, 0.652' — and the run prints a verdict."""
-    m = _find(r"total ε = 5: (\d+\.\d+), worse than predicting the median, (\d+\.\d+)")
-    args = _command("functional --dataset fertility") + ["--total-epsilon", "5", "--quiet"]
+    m = _find(r"`--y-range 0,10 --curve-clip 60` it gives (\d+\.\d+), worse than predicting the median, (\d+\.\d+)")
+    args = _command("functional --dataset fertility") + ["--total-epsilon", "5", "--y-range", "0,10",
+                                                         "--curve-clip", "60", "--quiet"]
     args[args.index("--out") + 1] = str(tmp_path / "fert-dp")
     code, out, err = run_cli(args, capsys)
     assert code == 0, err
@@ -142,4 +143,4 @@ def test_label_private_beats_label_party_alone(capsys):
     code, out, err = run_cli(["vertical", "--data", "a9a", "--normalize-rows", "--label-epsilon", "1", "--quiet"], capsys)
     assert code == 0, err
     loss = float(re.search(r"test log loss: (\d+\.\d+)", out).group(1))
-    assert abs(loss - float(m.group(1))) <= 0.01 and loss < 0.362  # noise is party-local: about, not exactly
+    assert abs(loss - float(m.group(1))) <= 0.015 and loss < 0.362  # noise is party-local: about, not exactly

@@ -155,7 +155,8 @@ def make_party(name, D, *, lam_sum, reg, private: PrivacySpec | None = None, bou
 
     ``solver``: ``"eigh"`` factors D_mᵀD_m once (exact; O(d_m³) setup, O(d_m²) per solve),
     ``"cg"`` runs warm-started Jacobi-preconditioned conjugate gradients with D_m and D_mᵀ only
-    (no d_m × d_m matrix), ``"auto"`` = eigh iff d_m ≤ :data:`dpadmm.kernels.linalg.EIGH_MAX_DIM`.
+    (no d_m × d_m matrix), ``"auto"`` = eigh iff d_m ≤ :data:`dpadmm.kernels.linalg.EIGH_MAX_DIM`
+    (2,048; 512 for a sparse block).
     ``cg_reduction`` > 0 makes the cg x-steps inexact (each solve stops once it reduced the
     warm-start residual by that factor, or at relative accuracy 1e-10); private parties always
     solve to 1e-10, since their sensitivity bound is about the exact x-step.

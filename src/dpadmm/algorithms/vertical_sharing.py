@@ -10,7 +10,9 @@ Iteration t (``s̃ = Σ_k D_k x̃_k``, the sum of the *shared* — possibly nois
 - party m  [Hu, eq. 6]: ``x_m ← argmin λ_s R_m(x) + ⟨y, D_m x⟩ + ρ/2 ‖c_m + D_m x‖²`` with
   ``c_m = s̃ − z − D_m x̃_m`` (the party subtracts its cached share, [Hu, Alg. 1, line 4]).
   For R = ½‖·‖²: ``(λ_s I + ρ D_mᵀD_m) x = −D_mᵀ(y + ρ c_m)``, solved through one
-  eigendecomposition of D_mᵀD_m computed at setup. Non-smooth R: FISTA on the same quadratic.
+  eigendecomposition of D_mᵀD_m computed at setup (narrow blocks) or by warm-started
+  preconditioned conjugate gradients with D_m and D_mᵀ only (wide or sparse blocks; see
+  :mod:`dpadmm.kernels.linalg`). Non-smooth R: FISTA on the same quadratic.
 - DP, feature side, two mechanisms (``PrivacySpec.mechanism``):
 
   * ``"gaussian"`` (the default for private fits): the party clips what it receives

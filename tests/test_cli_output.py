@@ -81,3 +81,17 @@ def test_reproduce_hu_fig3_quick_each_warning_once(tmp_path):
     warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith("warning:")]
     assert len(warnings) == len(set(warnings)), warnings
     assert all(len(w) < 400 for w in warnings)
+
+
+def test_ambient_heartbeat_quiet_while_a_progress_display_runs(capsys, monkeypatch):
+    from dpadmm.cli import _common
+
+    monkeypatch.setattr(_common, "_stderr_is_terminal", lambda: False)
+    with _common.ambient_heartbeat("dpadmm job", interval=0.05):
+        time.sleep(0.2)  # no display: ambient lines
+        n_before = capsys.readouterr().err.count("dpadmm job:")
+        with _common.progress(3, "bar", interval=100.0) as cb:
+            cb(1, {})
+            time.sleep(0.2)  # a display is active: ambient heartbeat stays quiet
+        during = capsys.readouterr().err.count("dpadmm job:")
+    assert n_before >= 1 and during <= 1

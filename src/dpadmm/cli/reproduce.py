@@ -24,7 +24,8 @@ ALL_NAMES = tuple(n for group in NAMES.values() for n in group)
 _NAME_HELP = "; ".join(f"{paper}: {', '.join(names)}" for paper, names in NAMES.items())
 
 
-@app.command(help=f"Reproduce a figure or table of one of the three papers — {_NAME_HELP}. Each writes a PNG "
+@app.command(short_help="Reproduce a figure or table of a paper (hu-fig1 … zhou-table6; see its --help).",
+             help=f"Reproduce a figure or table of one of the three papers — {_NAME_HELP}. Each writes a PNG "
                   "and its data; --quick runs a small version.")
 def reproduce(
     name: str = typer.Argument(..., metavar="NAME", help=f"Which figure or table: {', '.join(ALL_NAMES)}"),

@@ -55,8 +55,16 @@ def _plot_two_panels(df: pd.DataFrame, path: Path, title: str, ref: dict | None 
         axes[1].plot(g["epoch"], g["test_log_loss"], marker=".", label=method)
     for label, v in (ref or {}).items():
         axes[1].axhline(v, ls="--", color="gray", lw=1, label=label)
-    axes[0].set(xlabel="epoch", ylabel="training objective (log loss + regulariser)", yscale="log")
-    axes[1].set(xlabel="epoch", ylabel="test log loss", yscale="log")
+    from ._plotting import readable_log
+
+    axes[0].set(xlabel="epoch", ylabel="training objective (log loss + regulariser)")
+    axes[1].set(xlabel="epoch", ylabel="test log loss")
+    from matplotlib.ticker import MaxNLocator
+
+    readable_log(axes[0], "y")
+    readable_log(axes[1], "y")
+    for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)

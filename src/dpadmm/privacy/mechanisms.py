@@ -96,7 +96,8 @@ def clip_share_input(v: np.ndarray, V: float, V_inf: float | None = None) -> np.
     if V_inf is not None:
         v = np.clip(v, -V_inf, V_inf)
     norm = np.linalg.norm(v, axis=-1, keepdims=True)
-    scale = np.minimum(1.0, V / np.maximum(norm, 1e-300))
+    over = norm > V
+    scale = np.where(over, V / np.where(over, norm, 1.0), 1.0)
     return v * scale
 
 

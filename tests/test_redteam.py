@@ -429,3 +429,86 @@ def test_private_functional_fit_does_not_track_one_response():
     spread = abs(a[0] - a[1])
     assert spread > 0 and abs(a[2] - a[0]) < 100 * (spread + 1.0)
     assert all(abs(f.response_location_) <= 10.0 for f in fits)  # inside the public range whatever one y does
+
+
+# ----------------------------------------------------------------------------- open findings (xfail: attacks that work)
+def _party_server(tmp_path, N=60):
+    """party2 of vertical-sharing as `dpadmm party serve` runs it (the state machine, no network)."""
+    from dpadmm.backends import grpc_codec as codec
+    from dpadmm.backends.grpc_party import PartyService
+    from dpadmm.backends.protocol import PartyData
+    from dpadmm.data.parties import write_party_files
+
+    rng = np.random.default_rng(0)
+    paths = write_party_files([rng.normal(size=(N, 2)), rng.normal(size=(N, 3))], np.where(rng.random(N) < .5, 1, -1),
+                              tmp_path)
+    svc = PartyService(name="party2", protocol=vs.PROTOCOL, data={"train": str(paths[1])}, out=tmp_path / "p2",
+                       secure=False)
+    allowed = codec.allow_list(vs.PROTOCOL.types)
+
+    def call(method, body):
+        return codec.decode(svc.handle(method, codec.encode(body, allowed=allowed), ""), allowed=allowed)
+
+    D = PartyData("train", {"ids": np.arange(N), "index": 2, "n_features": 3}, (N, 3))
+
+    def setup(seed=None, **extra):
+        from dpadmm.kernels.regularizers import L2
+
+        spec = vs.PrivacySpec(noise_multiplier=5.0, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
+        opts = dict({"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None, "damping": 0.0, "eval_blocks": {}},
+                    **extra)
+        return call("Setup", {"protocol": vs.PROTOCOL.name, "party": "party2", "index": 1, "noise_seed": seed,
+                              "args": ["party2", D, opts]})
+
+    return svc, call, setup, D
+
+
+@pytest.mark.xfail(reason="REDTEAM F2-A1': a passive party takes 'labels' from the coordinator's Setup options and "
+                          "then answers refit with its un-noised model", strict=False)
+def test_party_server_refit_cannot_be_unlocked_by_coordinator_sent_labels(tmp_path):
+    pytest.importorskip("grpc")
+    from dpadmm.backends.grpc_party import _Refused
+
+    svc, call, setup, _ = _party_server(tmp_path)
+    try:
+        try:
+            setup(labels=np.ones(60))
+        except _Refused:
+            return  # refusing the labels at setup is a fix too
+        with pytest.raises(_Refused):
+            call("Request", {"handler": "refit", "args": [np.zeros(60), "logistic", True, 0.0]})
+    finally:
+        svc.close()
+
+
+@pytest.mark.xfail(reason="REDTEAM F2-A3: a party accepts a noise seed chosen by the coordinator without its "
+                          "operator's opt-in", strict=False)
+def test_party_server_refuses_a_coordinator_chosen_noise_seed_by_default(tmp_path):
+    pytest.importorskip("grpc")
+    from dpadmm.backends.grpc_party import _Refused
+
+    svc, call, setup, _ = _party_server(tmp_path)
+    try:
+        with pytest.raises(_Refused):
+            setup(seed=12345)
+    finally:
+        svc.close()
+
+
+@pytest.mark.xfail(reason="REDTEAM F2-A2: in a private run 'score' on an eval key the coordinator mapped to the "
+                          "party's training file returns the un-noised share", strict=False)
+def test_party_server_gives_no_unnoised_training_scores_in_a_private_run(tmp_path):
+    pytest.importorskip("grpc")
+    from dpadmm.backends.grpc_party import _Refused
+
+    svc, call, setup, D = _party_server(tmp_path)
+    try:
+        try:
+            setup(eval_blocks={"test": D})
+        except _Refused:
+            return
+        call("Step", {"round": 0, "inbox": vs.CoordinatorMessage(1, np.zeros(60), np.ones(60), 0.5)})
+        with pytest.raises(_Refused):
+            call("Request", {"handler": "score", "args": ["test"]})
+    finally:
+        svc.close()

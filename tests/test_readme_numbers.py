@@ -64,8 +64,9 @@ def test_fertility_numbers(tmp_path, capsys):
 @pytest.mark.slow
 def test_fertility_private_verdict(tmp_path, capsys):
     """'total ε = 5: 2.64, worse than predicting the median, 0.652' — and the run prints a verdict."""
-    m = _find(r"total ε = 5: (\d+\.\d+), worse than predicting the median, (\d+\.\d+)")
-    args = _command("functional --dataset fertility") + ["--total-epsilon", "5", "--quiet"]
+    m = _find(r"`--y-range 0,10 --curve-clip 60` it gives (\d+\.\d+), worse than predicting the median, (\d+\.\d+)")
+    args = _command("functional --dataset fertility") + ["--total-epsilon", "5", "--y-range", "0,10",
+                                                         "--curve-clip", "60", "--quiet"]
     args[args.index("--out") + 1] = str(tmp_path / "fert-dp")
     code, out, err = run_cli(args, capsys)
     assert code == 0, err
@@ -119,18 +120,17 @@ def test_audit_table_matches_readme(tmp_path, capsys):
 
 
 def _feature_dp_claims():
-    m = _find(r"test log\s+loss (\d+\.\d+) at ε = 300, (\d+\.\d+) at ε = 1,000 .*?, (\d+\.\d+) at ε = 10,000 and "
-              r"(\d+\.\d+) at ε = 100,000")
-    return list(zip((300, 1000, 10_000, 100_000), m.groups()))
+    m = _find(r"test log loss (\d+\.\d+) at\s+ε = 300, (\d+\.\d+) at ε = 10,000 and (\d+\.\d+) at\s+ε = 100,000")
+    return list(zip((300, 10_000, 100_000), m.groups()))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("eps_and_loss", [0, 1, 2, 3])
+@pytest.mark.parametrize("eps_and_loss", [0, 1, 2])
 def test_vertical_feature_dp_sweep(eps_and_loss, capsys):
-    """The feature-side sweep quoted under 'Where DP-ADMM beats the label party alone'."""
+    """The feature-side numbers quoted under 'What each protection costs'."""
     eps, quoted = _feature_dp_claims()[eps_and_loss]
     code, out, err = run_cli(["vertical", "--data", "a9a", "--normalize-rows", "--epsilon", eps, "--delta", "1e-5",
-                              "--rho", "0.3", "--iterations", "10", "--seed", "0", "--quiet"], capsys)
+                              "--seed", "0", "--quiet"], capsys)
     assert code == 0, err
     loss = re.search(r"test log loss: (\d+\.\d+)", out).group(1)
     assert _agrees(loss, quoted), (eps, loss, quoted)
@@ -143,4 +143,4 @@ def test_label_private_beats_label_party_alone(capsys):
     code, out, err = run_cli(["vertical", "--data", "a9a", "--normalize-rows", "--label-epsilon", "1", "--quiet"], capsys)
     assert code == 0, err
     loss = float(re.search(r"test log loss: (\d+\.\d+)", out).group(1))
-    assert abs(loss - float(m.group(1))) <= 0.01 and loss < 0.362  # noise is party-local: about, not exactly
+    assert abs(loss - float(m.group(1))) <= 0.015 and loss < 0.362  # noise is party-local: about, not exactly

@@ -11,7 +11,8 @@ Stages (one engine round each; the hub decides which are needed):
 1. ``ranges`` (private fits without a public range): worker i releases two histograms of
    data-independent bins, ``h_y`` over ``asinh(y_ij)`` (width 0.1 on [−30, 30], out-of-range values
    in the end bins; asinh is a signed log, so the bins suit any unit) and ``h_x`` over ``log ‖x̃_ij‖``
-   (width 0.1 on [log 1e−12, log 1e12]), plus N(0, σ² I) on every bin.
+   (width ≈ 0.5 on [log 1e−12, log 1e12]), plus N(0, σ² I) on every bin. The bins are coarse on purpose:
+   a bin must hold enough curves to stand out of the noise, and stage 2 refines the response's scale.
    Sensitivity: replacing one (curve, response) pair moves one count of each histogram down by 1 and
    one up by 1 — four entries by 1 — so Δ₂ = 2 (√2 when only one histogram is released). Enforced by
    construction (counts of fixed bins; every value lands in exactly one bin).
@@ -57,8 +58,8 @@ import numpy as np
 from ..kernels import fpca as F
 from ..privacy.events import RECORD_REPLACE, GaussianRelease
 
-Y_EDGES = np.linspace(-30.0, 30.0, 121)  # asinh(y) bins of width 0.5 (|y| up to ~5e12)
-X_EDGES = np.linspace(math.log(1e-12), math.log(1e12), 481)  # log ||x~|| bins
+Y_EDGES = np.linspace(-30.0, 30.0, 61)  # asinh(y) bins of width 1 (|y| up to ~5e12): coarse, so few curves suffice
+X_EDGES = np.linspace(math.log(1e-12), math.log(1e12), 111)  # log ||x~|| bins of width ~0.5
 THRESHOLD = 4.5  # pooled noisy count must exceed THRESHOLD · sigma · sqrt(M) to count as occupied
 Y_QUANTILES = (0.01, 0.99)
 X_QUANTILE = 0.95

@@ -279,11 +279,11 @@ def _displaying():
 
 
 @contextmanager
-def ambient_heartbeat(label: str, interval: float | None = None):
+def ambient_heartbeat(label: str, interval: float | None = None, enabled: bool = True):
     """Wrapped around every command by :func:`dpadmm.cli.main`: on a pipe, if a command runs for
     more than ``interval`` seconds without its own progress display, print
     ``<label>: 40 s elapsed`` lines so that no long run is silent. Quiet on a terminal."""
-    if _stderr_is_terminal():
+    if not enabled or _stderr_is_terminal():
         yield
         return
     from .. import _progress

@@ -96,8 +96,13 @@ def _plot(path: Path, model, data, baseline) -> None:
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
+    src = data.source.get("name") or data.source.get("dataset") or data.source.get("path") or "curves"
+    priv = (f"total ε = {model.privacy_.epsilon:.3g}" if getattr(model, "privacy_", None) is not None
+            else "non-private")
+    fig.suptitle(f"{src}: {len(data.y):,} training curves, M = {model.workers} workers, τ = {model.tau:g}, "
+                 f"{model.basis} basis (K = {model.n_components}), {model.penalty} penalty, {priv}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 

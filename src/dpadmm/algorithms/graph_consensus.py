@@ -268,21 +268,30 @@ def local_solve(Z: np.ndarray, w: np.ndarray, reg_total: np.ndarray, b: np.ndarr
     once η (so r_k = ρ/N + 2η V_k) has grown. In the eigenbasis ``M_k = V_k diag(s_k) V_kᵀ`` (f̃ = Vᵀf,
     the data pre-rotated) the step is elementwise, ``f̃ ← f̃ − g̃ / (s_k + r_k)``, so a changing η costs no
     factorisation and no d × d product. Each iteration reads the node's data twice (margins,
-    gradient); nodes are processed in groups that fit in cache (:data:`CHUNK_BYTES`), and a node
+    gradient); consecutive nodes are processed in groups that fit in cache (:data:`CHUNK_BYTES`),
+    each group trimmed to its own longest node (uneven splits carry little padding), and a node
     stops as soon as ``‖g_k‖ ≤ tol (1 + ‖b_k‖)`` (‖g̃‖ = ‖g‖: V is orthogonal).
 
     Returns (f, iterations per node).
     """
-    K, B, d = Z.shape
+    K, _, d = Z.shape
     V = bound.vecs
     ft = np.matmul(f0[:, None, :], V)[:, 0, :]  # f̃ = Vᵀf
     bt = np.matmul(b[:, None, :], V)[:, 0, :]
     its = np.zeros(K, dtype=np.int64)
     thresh = tol * (1.0 + np.linalg.norm(b, axis=1))
-    step = max(1, int(CHUNK_BYTES // max(1, B * d * 8)))
-    for lo in range(0, K, step):
-        sl = slice(lo, min(K, lo + step))
-        Zc, wc, rc, bc, fc, th = Z[sl], w[sl], reg_total[sl], bt[sl], ft[sl], thresh[sl]
+    rows = np.count_nonzero(w, axis=1)  # real rows per node (padding is at the end, with w = 0)
+    lo = 0
+    while lo < K:
+        # a group of consecutive nodes whose data (up to the group's own longest node) fit in cache
+        hi, bm = lo + 1, int(rows[lo])
+        while hi < K and (hi + 1 - lo) * max(bm, int(rows[hi])) * d * 8 <= CHUNK_BYTES:
+            bm = max(bm, int(rows[hi]))
+            hi += 1
+        sl = slice(lo, hi)
+        lo = hi
+        bm = max(bm, 1)
+        Zc, wc, rc, bc, fc, th = Z[sl, :bm], w[sl, :bm], reg_total[sl], bt[sl], ft[sl], thresh[sl]
         inv = 1.0 / (bound.vals[sl] + rc[:, None])
         n = fc.shape[0]
         g = _rotated_grad(Zc, wc, rc, bc, fc)
@@ -297,7 +306,7 @@ def local_solve(Z: np.ndarray, w: np.ndarray, reg_total: np.ndarray, b: np.ndarr
                 g[act] = g_all[act]
             else:
                 g[act] = _rotated_grad(Zc[act], wc[act], rc[act], bc[act], fc[act])
-            its[lo + act] += 1
+            its[sl.start + act] += 1
     return np.matmul(V, ft[..., None])[..., 0], its
 
 

@@ -10,7 +10,9 @@ Iteration t (``s̃ = Σ_k D_k x̃_k``, the sum of the *shared* — possibly nois
 - party m  [Hu, eq. 6]: ``x_m ← argmin λ_s R_m(x) + ⟨y, D_m x⟩ + ρ/2 ‖c_m + D_m x‖²`` with
   ``c_m = s̃ − z − D_m x̃_m`` (the party subtracts its cached share, [Hu, Alg. 1, line 4]).
   For R = ½‖·‖²: ``(λ_s I + ρ D_mᵀD_m) x = −D_mᵀ(y + ρ c_m)``, solved through one
-  eigendecomposition of D_mᵀD_m computed at setup. Non-smooth R: FISTA on the same quadratic.
+  eigendecomposition of D_mᵀD_m computed at setup (narrow blocks) or by warm-started
+  preconditioned conjugate gradients with D_m and D_mᵀ only (wide or sparse blocks; see
+  :mod:`dpadmm.kernels.linalg`). Non-smooth R: FISTA on the same quadratic.
 - DP, feature side, two mechanisms (``PrivacySpec.mechanism``):
 
   * ``"gaussian"`` (the default for private fits): the party clips what it receives
@@ -156,7 +158,8 @@ def make_party(name, D, *, lam_sum, reg, private: PrivacySpec | None = None, bou
 
     ``solver``: ``"eigh"`` factors D_mᵀD_m once (exact; O(d_m³) setup, O(d_m²) per solve),
     ``"cg"`` runs warm-started Jacobi-preconditioned conjugate gradients with D_m and D_mᵀ only
-    (no d_m × d_m matrix), ``"auto"`` = eigh iff d_m ≤ :data:`dpadmm.kernels.linalg.EIGH_MAX_DIM`.
+    (no d_m × d_m matrix), ``"auto"`` = eigh iff d_m ≤ :data:`dpadmm.kernels.linalg.EIGH_MAX_DIM`
+    (2,048; 512 for a sparse block).
     ``cg_reduction`` > 0 makes the cg x-steps inexact (each solve stops once it reduced the
     warm-start residual by that factor, or at relative accuracy 1e-10); private parties always
     solve to 1e-10, since their sensitivity bound is about the exact x-step.

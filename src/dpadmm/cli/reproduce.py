@@ -14,7 +14,7 @@ from ..exceptions import InvalidParameterError
 #: Every reproduction, by paper (kept here so that `--help` lists them without importing the
 #: experiments; a test checks it against the registry).
 NAMES = {
-    "Hu (vertical ADMM sharing)": ("hu-fig1", "hu-fig2", "hu-fig3"),
+    "Hu (vertical ADMM sharing)": ("hu-fig1", "hu-fig2", "hu-fig3", "vertical-privacy"),
     "Zhang (consensus M-ADMM)": ("zhang-fig1", "zhang-fig2", "zhang-fig3", "zhang-fig4", "zhang-attack"),
     "Zhou (functional quantile regression)": ("zhou-table1", "zhou-table2", "zhou-table3", "zhou-table4",
                                               "zhou-table5", "zhou-table6", "zhou-fig1", "zhou-fig2", "zhou-fig3",

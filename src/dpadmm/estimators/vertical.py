@@ -535,7 +535,7 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
         O(d_m³) setup and O(d_m²) memory), ``"cg"`` (warm-started preconditioned conjugate gradients
         with D_m and D_mᵀ only, O(nnz) per product and no d_m × d_m matrix; inexact steps in
         non-private fits, solved to 1e-10 in private ones) or ``"auto"`` (eigh for blocks of at most
-        2,048 columns, else cg). Sparse (CSR) blocks stay sparse with either.
+        2,048 columns — 512 if sparse — else cg). Sparse (CSR) blocks stay sparse with either.
 
     Attributes
     ----------

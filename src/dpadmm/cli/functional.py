@@ -120,7 +120,7 @@ def functional(
     workers: int = typer.Option(4, help="Number of workers M."),
     tau: float = typer.Option(0.5, help="Quantile level τ in (0, 1)."),
     components: int = typer.Option(6, "--components", help="K basis functions / FPCA components."),
-    basis: str = typer.Option("auto", help="auto (fpca; private-fpca when private) | fpca | private-fpca | fourier | bspline."),
+    basis: str = typer.Option("auto", help="auto (fpca; bspline when private) | fpca | private-fpca | fourier | bspline."),
     penalty: str = typer.Option("l1", help="l1 | l2 | elasticnet."),
     lam: float = typer.Option(0.05, help="Penalty weight λ (each worker carries λ/M) [Zhou, eq. 13]."),
     rho: float = typer.Option(0.1, help="ADMM penalty ρ."),

@@ -69,7 +69,7 @@ class PartyService:
 
     def __init__(self, *, name: str, protocol: Protocol, data: Mapping[str, str], out, allow: tuple[str, ...] = (),
                  allow_monitoring: bool = False, secure: bool = True, describe_options: Mapping[str, Any] = None,
-                 accept_coordinator_data: bool = False):
+                 accept_coordinator_data: bool = False, echo=None):
         self.name = name
         self.protocol = protocol
         self.data = {k: Path(v) for k, v in data.items()}
@@ -78,6 +78,7 @@ class PartyService:
         self.allow = tuple(allow)
         self.allow_monitoring = bool(allow_monitoring)
         self.accept_coordinator_data = bool(accept_coordinator_data)
+        self.echo = echo  # e.g. print to stderr: refusals and errors, one line each, at the party's side too
         self.secure = secure
         self.describe_options = dict(describe_options or {})
         self.allowed_types = codec.allow_list(protocol.types)
@@ -133,10 +134,14 @@ class PartyService:
             data = codec.encode(reply, allowed=self.allowed_types)
         except _Refused as exc:
             self.audit(peer, method, "refused", str(exc), request, nbytes=len(payload))
+            if self.echo is not None:
+                self.echo(f"refused {method} from {peer or '(insecure)'}: {exc}")
             raise
         except Exception as exc:
-            self.audit(peer, method, "error", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-                       request, nbytes=len(payload))
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            self.audit(peer, method, "error", reason, request, nbytes=len(payload))
+            if self.echo is not None:
+                self.echo(f"error in {method}: {reason}")
             raise
         self.audit(peer, method, "ok", "", request, reply, nbytes=len(payload))
         return data

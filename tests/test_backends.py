@@ -387,7 +387,7 @@ def _cli(*args):
     return main([str(a) for a in args])
 
 
-CLI_BASE = ["vertical", "--parties", "66,57", "--rho", "0.3", "--noise-scale", "0.5",
+CLI_BASE = ["vertical", "--parties", "66,57", "--rho", "0.3", "--noise-scale", "0.5", "--mechanism", "paper",
             "--normalize-rows", "--quiet", "--seed", "3", "--monitor"]
 
 

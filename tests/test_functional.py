@@ -181,13 +181,15 @@ def test_clipping_enforces_the_sensitivity_bound(local_step):
 
 def test_estimator_clips_scores_and_reports(small):
     est = FunctionalQuantileRegressor(tau=0.5, workers=2, max_iter=5, epsilon=1.0, delta=1e-5, c1=0.5,
-                                      random_state=0).fit(small.curves, small.y)
+                                      random_state=0, monitor=True).fit(small.curves, small.y)
     assert est.clipped_fraction_ > 0.5
     assert est.c1_ == pytest.approx(math.sqrt(0.5**2 + 1))
     assert any(a["status"] == "enforced" for a in est.privacy_.assumptions)
     z = iteration_noise_multiplier(1.0, 1e-5)
-    assert est.privacy_.epsilon == pytest.approx(gaussian_epsilon([z] * 5, 1e-5), rel=1e-9)
-    assert est.privacy_.paper_bound["epsilon"] == pytest.approx(advanced_composition(1.0, 1e-5, 5, 1e-5)[0])
+    # 5 ADMM rounds + the private statistics (histograms, moment sum), all at the same multiplier
+    assert est.privacy_.epsilon == pytest.approx(gaussian_epsilon([z] * 7, 1e-5), rel=1e-9)
+    assert est.privacy_.rounds == 5
+    assert est.privacy_.paper_bound["epsilon"] == pytest.approx(advanced_composition(1.0, 1e-5, 7, 1e-5)[0])
     assert est.predict(small.curves).shape == (small.n,)
     assert est.beta_.shape == small.grid.shape
 
@@ -197,8 +199,9 @@ def test_total_budget_calibration_never_overspends(small):
                                       basis="private-fpca", curve_clip=3.0, random_state=0).fit(small.curves, small.y)
     assert est.privacy_.epsilon <= 2.0 + 1e-9
     assert est.privacy_.epsilon > 1.9
-    z = calibrate_total(2.0, 1e-5, 8, extra_releases=1)
-    assert gaussian_epsilon([z] * 9, 1e-5) <= 2.0
+    z = calibrate_total(2.0, 1e-5, 8, extra_releases=2)  # response histogram + moment sum
+    assert est.noise_multiplier_ == pytest.approx(z)
+    assert gaussian_epsilon([z] * 10, 1e-5) <= 2.0
 
 
 def test_paper_bound_is_advanced_composition():
@@ -214,7 +217,8 @@ def test_paper_bound_is_advanced_composition():
     ({"workers": 10_000}, InvalidParameterError, "workers must be at most"),
     ({"n_components": 500}, InvalidParameterError, "n_components must be at most"),
     ({"penalty": "l0"}, InvalidParameterError, "penalty must be one of"),
-    ({"basis": "private-fpca"}, PrivacyPreconditionError, "curve_clip"),
+    ({"basis": "fpca", "epsilon": 1.0}, PrivacyPreconditionError, "in the clear"),
+    ({"epsilon": 1.0, "y_range": (3.0, 1.0)}, InvalidParameterError, "lo < hi"),
     ({"epsilon": 1.0, "total_epsilon": 1.0}, InvalidParameterError, "at most one"),
 ])
 def test_estimator_rejects_bad_parameters(small, kwargs, exc, text):

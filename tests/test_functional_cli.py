@@ -80,7 +80,8 @@ def test_far_from_zero_dataset_and_worse_than_constant_flag(tmp_path, capsys):
     assert m["final"]["test_pinball_loss"] <= 1.1 * m["final"]["baseline_test_pinball_loss"]
     out2 = tmp_path / "temp-bad"
     code, stdout, err = run_cli(["functional", "--dataset", "temperature", "--workers", "4", "--epsilon", "0.01",
-                                 "--iterations", "5", "--out", str(out2), "--quiet"], capsys)
+                                 "--y-range", "30,90", "--curve-clip", "400", "--iterations", "5", "--out", str(out2),
+                                 "--quiet"], capsys)
     assert code == 0, err
     m2 = json.loads((out2 / "metrics.json").read_text())
     assert m2["final"]["worse_than_constant"] is True

@@ -112,6 +112,7 @@ def test_worse_than_constant_is_recorded_and_warned():
     assert good.train_pinball_loss_ < good.constant_pinball_loss_
     with pytest.warns(UserWarning, match="worse on the training data than the constant") as rec:
         bad = FunctionalQuantileRegressor(tau=0.5, workers=2, n_components=4, epsilon=0.01, max_iter=5,
+                                          y_range=(30.0, 90.0), curve_clip=400.0,
                                           random_state=0).fit(d.curves, d.y, grid=d.grid)
     assert bad.worse_than_constant_ is True
     assert sum("worse on the training data" in str(w.message) for w in rec) == 1

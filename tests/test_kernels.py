@@ -7,7 +7,7 @@ import pytest
 from scipy.optimize import minimize_scalar
 
 from dpadmm.kernels import L1, L2, ElasticNet, HuberLoss, LogisticLoss, SpectralSolver, SquaredLoss, get_loss
-from dpadmm.kernels.linalg import EIGH_MAX_DIM, CGSolver, column_sq_norms, make_solver
+from dpadmm.kernels.linalg import EIGH_MAX_DIM, EIGH_MAX_DIM_SPARSE, CGSolver, column_sq_norms, make_solver
 
 LOSSES = [LogisticLoss(), SquaredLoss(), HuberLoss(kappa=0.7)]
 
@@ -141,6 +141,10 @@ def test_make_solver_choice_and_cg_has_no_range_basis(rng):
     assert make_solver(D, "cg").kind == "cg"
     wide = np.zeros((3, EIGH_MAX_DIM + 1))
     assert make_solver(wide).kind == "cg"
+    import scipy.sparse as sp
+
+    assert make_solver(sp.csr_matrix(np.eye(EIGH_MAX_DIM_SPARSE))).kind == "eigh"
+    assert make_solver(sp.csr_matrix((5, EIGH_MAX_DIM_SPARSE + 1))).kind == "cg"
     with pytest.raises(ValueError, match="solver must be one of"):
         make_solver(D, "lu")
     with pytest.raises(InvalidParameterError, match="solver='eigh'"):

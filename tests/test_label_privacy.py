@@ -79,22 +79,23 @@ def test_zero_noise_label_protocol_reaches_the_centralised_optimum(a9a_small_nor
     sk = LogisticRegression(C=1 / (lam * len(y)), tol=1e-12, max_iter=10000).fit(X, y)
     obj = lambda c, b: np.mean(np.logaddexp(0, -y * (X @ c + b))) + lam / 2 * c @ c  # noqa: E731
     assert obj(m.coef_, m.intercept_) <= obj(sk.coef_.ravel(), sk.intercept_[0]) + 1e-5
-    assert m.privacy_.label["protected"] and m.privacy_.label["epsilon"] == np.inf
+    assert m.privacy_.label["protected"] is False and "read the training labels" in m.privacy_.label["note"]
 
 
 def test_label_private_fit_report_and_defaults(a9a_small_normalized):
     B, y, Bt, yt = a9a_small_normalized
-    m = VerticalLogisticRegression(label_epsilon=2.0, delta=1e-6).fit(B, y, eval_set={"test": (Bt, yt)})
+    m = VerticalLogisticRegression(label_epsilon=2.0, delta=1e-6, random_state=0).fit(B, y, eval_set={"test": (Bt, yt)})
     p = m.privacy_
     lab = p.label
     assert m.n_iter_ == 3 and lab["rounds"] == 2  # the first party step sees zeros; round T releases nothing
     assert 1.9 < lab["epsilon"] <= 2.0 and lab["delta"] == 1e-6 and lab["relation"] == "label"
     assert "passive party" in lab["threat_model"] and lab["sensitivity"] == pytest.approx(np.sqrt(2))
     assert p.epsilon == np.inf and "features are not protected" in p.notes[0]
-    assert p.noise_source == "party-local" and any("refit" in n for n in p.notes)
-    assert m.evaluate(Bt, yt)["log_loss"] < 0.42
+    assert p.noise_source == "seeded" and any("refit" in n for n in p.notes)
+    assert m.evaluate(Bt, yt)["log_loss"] < 0.42  # 20 unseeded runs: 0.368 .. 0.434 (base rate 0.55)
     # both sides: independent budgets, both reported
-    both = VerticalLogisticRegression(label_epsilon=2.0, epsilon=50.0, random_state=0).fit(B, y)
+    both = VerticalLogisticRegression(label_epsilon=2.0, epsilon=50.0).fit(B, y)
+    assert both.privacy_.noise_source == "party-local"
     assert both.privacy_.epsilon <= 50.0 and both.privacy_.label["epsilon"] <= 2.0
     assert {r["side"] for r in both.privacy_.releases} == {"features", "labels"}
 

@@ -116,7 +116,8 @@ def test_reports_carry_threat_model_relation_noise_source(small):
             ConsensusLogisticRegression(n_nodes=3, perturbation="pp", alpha=5.0, normalize=True, max_iter=3)
             .fit(np.hstack(blocks), y).privacy_]
     d = simulate_zhou(300, grid_size=20, random_state=0)
-    reps.append(FunctionalQuantileRegressor(basis="fourier", workers=2, epsilon=1.0, max_iter=3)
+    reps.append(FunctionalQuantileRegressor(basis="fourier", workers=2, epsilon=1.0, max_iter=3, curve_clip=20.0,
+                                            y_range=(-20.0, 20.0))
                 .fit(d.curves, d.y, grid=d.grid).privacy_)
     for rep in reps:
         out = rep.to_dict()
@@ -154,7 +155,7 @@ def test_cli_private_runs_party_local_by_default_seeded_on_request(cmd, small_li
         "consensus": ["consensus", "--data", small_libsvm, "--nodes", "3", "--perturbation", "pp", "--alpha", "5",
                       "--normalize", "--iterations", "3"],
         "functional": ["functional", "--simulate", "--n", "600", "--workers", "2", "--iterations", "3",
-                       "--epsilon", "1.0", "--basis", "fourier"],
+                       "--epsilon", "1.0", "--basis", "fourier", "--curve-clip", "20", "--y-range", "-20,20"],
     }[cmd]
     key = {"vertical": "train_objective", "consensus": "train_loss_mean", "functional": "test_pinball_loss"}[cmd]
     runs = [_cli_final(args, tmp_path / f"u{i}") for i in range(2)]

@@ -48,11 +48,22 @@ def test_ridge_matches_sklearn(rng):
 def test_zero_noise_equals_nonprivate_exactly(a9a_small_normalized):
     B, y, Bt, yt = a9a_small_normalized
     common = dict(lam=1e-3, rho=0.3, max_iter=15, tol=0.0, damping=0.0, random_state=3, monitor=True)
+    # the published mechanism runs ADMM: zero noise == non-private ADMM
     plain = VerticalLogisticRegression(**common).fit(B, y, eval_set=[(Bt, yt)])
-    zero = VerticalLogisticRegression(noise_scale=0.0, bound=1e9, **common).fit(B, y, eval_set=[(Bt, yt)])
+    zero = VerticalLogisticRegression(noise_scale=0.0, bound=1e9, mechanism="paper", **common).fit(
+        B, y, eval_set=[(Bt, yt)])
     assert plain.history_["objective"] == zero.history_["objective"]
     np.testing.assert_array_equal(plain.coef_, zero.coef_)
     assert zero.privacy_ is not None and zero.privacy_.epsilon == np.inf
+    # the gaussian mechanism runs the linearised coordinator: zero noise (and a clip that never binds)
+    # == that protocol without any privacy (label_noise_scale=0)
+    plain = VerticalLogisticRegression(label_noise_scale=0.0, **common).fit(B, y, eval_set=[(Bt, yt)])
+    zero = VerticalLogisticRegression(noise_scale=0.0, clip=1e9, **common).fit(B, y, eval_set=[(Bt, yt)])
+    assert plain.history_["objective"] == zero.history_["objective"]
+    np.testing.assert_array_equal(plain.coefs_[1] * zero.passive_weight_, zero.coefs_[1])
+    # the final refit may weigh the (here exact) passive scores by alpha: same quality either way
+    assert abs(plain.evaluate(Bt, yt)["log_loss"] - zero.evaluate(Bt, yt)["log_loss"]) < 2e-3
+    assert zero.privacy_.epsilon == np.inf and zero.privacy_.label["protected"] is False
 
 
 def test_dp_run_is_seeded_and_noise_changes_result(a9a_small_normalized):

@@ -320,6 +320,23 @@ def _linearized(cfg: PartyConfig, st: PartyState, w_hub: np.ndarray, gamma: np.n
     return num / (cfg.rho + inv_eta)
 
 
+def _weighted_gram(cfg: PartyConfig, cv: np.ndarray) -> np.ndarray:
+    """(1/m) Σ_j cv_js A_j A_jᵀ for every (g, worker, setting): (G, W, S, K, K). Only the samples with
+    cv ≠ 0 (inside the smoothing band, a few per K) enter, gathered before one BLAS product each."""
+    G, W, m, K = cfg.A.shape
+    S = cv.shape[-1]
+    H = np.zeros((G, W, S, K, K))
+    for g in range(G):
+        for w in range(W):
+            for s in range(S):
+                c = cv[g, w, :, s]
+                nz = np.flatnonzero(c)
+                if nz.size:
+                    An = cfg.A[g, w, nz]
+                    H[g, w, s] = (An.T * c[nz]) @ An / m
+    return H
+
+
 def _smoothed_objective(cfg, w, v, h, lam_m, a1, a2, mask):
     r = _residuals(cfg, w)
     f = smoothed_check_loss(r, cfg.settings.tau, h).mean(-2)
@@ -364,7 +381,7 @@ def exact_local_solve(cfg: PartyConfig, v: np.ndarray, w0: np.ndarray, lam_scale
             wp = w * mask
             grad = (-_At(cfg, gl)
                     + lam_m[..., None] * (a1 * np.clip(wp / h, -1, 1) + a2 * wp) * mask + cfg.rho * (w - v))
-            H = np.einsum("gwms,gwmk,gwml->gwskl", cv, cfg.A, cfg.A, optimize=True) / cfg.m
+            H = _weighted_gram(cfg, cv)
             dpen = (a1 * (np.abs(wp) < h) / h + a2) * mask
             H = H + (lam_m[..., None] * dpen)[..., None] * eye + cfg.rho * eye
             d = -np.linalg.solve(H, grad[..., None])[..., 0]
@@ -543,3 +560,16 @@ def _protocol():
 
 
 PROTOCOL = _protocol()
+
+
+def setup_party_from_curves(name: str, X, y, basis, score_scale, y_loc: float, y_scale: float, clip: float | None,
+                            settings: Settings, options: Mapping[str, Any]):
+    """Worker-side setup from the worker's own curves: scores on the public basis, standardised
+    (``/score_scale``), clipped to ``‖A_ij‖ ≤ clip`` [Zhou, Lemma 2] (None: no clip, non-private), an
+    intercept column if ``options["fit_intercept"]``, and the response as (y − a)/b."""
+    from ..kernels.fpca import clip_rows
+
+    A = clip_rows(basis.scores(np.asarray(X, float)) / score_scale, clip)
+    if options.get("fit_intercept", False):
+        A = np.concatenate([A, np.ones((A.shape[0], 1))], axis=1)
+    return make_party(name, A, (np.asarray(y, float) - y_loc) / y_scale, settings, **options)

@@ -10,7 +10,8 @@ Iteration t → t+1 at node i (``V_i`` = degree, ``S_i(t) = Σ_{j∈V_i} f_j(t)`
   ``f_i(t+1) = argmin_f O(f, D_i) + 2λ_i(t)ᵀf + η_i(t+1) Σ_j ‖f + ε_i(t+1) − ½(f_i(t) + f_j(t))‖²``
   ``        = argmin_f O(f, D_i) + bᵀf + η V_i ‖f‖²`` with ``b = 2λ_i(t) − η m + 2ηV_i ε``,
   ``m = V_i f_i(t) + S_i(t)`` — a smooth, strongly convex problem in d variables, solved by damped
-  Newton with warm start (:func:`local_newton`), for a whole stack of nodes at once.
+  majorisation–minimisation steps with warm start (:func:`local_solve`), for a whole stack of nodes at
+  once, each node stopping on its own; the curvature bound is eigendecomposed once and reused as η changes.
 - perturbation: ``pp`` draws ε with density ∝ exp(−α_i(t+1)‖ε‖) ([Zhang, eq. 24]: norm ~ Gamma(d, 1/α),
   uniform direction); ``dvp`` is the same with η_i(t) ≡ θ (Zhang & Zhu 2017); ``pvp`` adds the same
   noise to f_i(t+1) *after* the update, before it is broadcast (primal variable perturbation);
@@ -222,6 +223,99 @@ def local_newton(X: np.ndarray, y: np.ndarray, w: np.ndarray, reg_total: np.ndar
     return f, it, H
 
 
+class Curvature(NamedTuple):
+    """Per-node eigendecomposition ``M_k = V_k diag(s_k) V_kᵀ`` of a curvature model of the loss part of
+    φ_k; every (M_k + r I)⁻¹ for any ridge r then costs two d × d products — no inverse when η changes."""
+
+    vals: np.ndarray  # (K, d) eigenvalues ≥ 0
+    vecs: np.ndarray  # (K, d, d)
+
+
+def curvature_factor(X: np.ndarray, w: np.ndarray, h: np.ndarray | None = None, c1: float = LOGISTIC_C1) -> Curvature:
+    """Eigendecomposition of ``Σ_n w_n h_n x_n x_nᵀ`` per node (X: (K, B, d), w and h: (K, B)).
+
+    ``h = None`` uses h ≡ c1 = sup ℒ'' (the Böhning–Lindsay bound): then ``M_k ⪰ ∇²`` of the loss
+    part everywhere, so the step ``−(M_k + rI)⁻¹g`` decreases φ_k without a line search.
+    """
+    weights = w * (c1 if h is None else h)
+    M = np.matmul((X * weights[..., None]).transpose(0, 2, 1), X)
+    vals, vecs = np.linalg.eigh(M)
+    return Curvature(np.clip(vals, 0.0, None), vecs)
+
+
+def rotated_data(X: np.ndarray, y: np.ndarray, bound: Curvature) -> np.ndarray:
+    """``Z_k = (−y_k ∘ X_k) V_k`` per node: rows sign-folded (margins ``−y xᵀf = z̃ᵀf̃``) and rotated into
+    the eigenbasis of the curvature bound, where the solver's preconditioner is diagonal."""
+    return np.matmul(-y[..., None] * X, bound.vecs)
+
+
+CHUNK_BYTES = 4 * 2**20
+"""Nodes are solved in groups whose data fit in this many bytes, so that every iteration of a group
+reads its data from cache rather than memory (1.5× faster on Adult, 100 nodes, than one stack)."""
+
+
+def local_solve(Z: np.ndarray, w: np.ndarray, reg_total: np.ndarray, b: np.ndarray, f0: np.ndarray,
+                bound: Curvature, *, tol: float = 1e-10, max_iter: int = 500) -> tuple[np.ndarray, np.ndarray]:
+    """Minimise ``φ_k(f) = Σ_n w ℒ(y xᵀf) + ½ r_k ‖f‖² + b_kᵀf`` for every node k, each node on its own.
+
+    ``Z`` = :func:`rotated_data` ``(X, y, bound)`` and ``bound`` = :func:`curvature_factor` ``(X, w)``,
+    both computed once at setup; w (K, B), reg_total r (K,), b and f0 (K, d) as in :func:`local_newton`.
+
+    Majorisation–minimisation (Böhning & Lindsay 1988): with ``M_k = c1 Σ_n w x xᵀ ⪰`` the loss
+    Hessian everywhere (ℒ'' ≤ c1 = 1/4), ``φ_k(f + s) ≤ φ_k(f) + gᵀs + ½ sᵀ(M_k + r_k I)s``, whose
+    minimiser ``s = −(M_k + r_k I)⁻¹ g`` decreases φ_k by at least ½ gᵀ(M_k + r_k I)⁻¹g: no line search,
+    and the error contracts by ``1 − (r_k + λ_min(∇²ℓ)) / (r_k + λ_max(M_k))`` per step or better — fast
+    once η (so r_k = ρ/N + 2η V_k) has grown. In the eigenbasis ``M_k = V_k diag(s_k) V_kᵀ`` (f̃ = Vᵀf,
+    the data pre-rotated) the step is elementwise, ``f̃ ← f̃ − g̃ / (s_k + r_k)``, so a changing η costs no
+    factorisation and no d × d product. Each iteration reads the node's data twice (margins,
+    gradient); consecutive nodes are processed in groups that fit in cache (:data:`CHUNK_BYTES`),
+    each group trimmed to its own longest node (uneven splits carry little padding), and a node
+    stops as soon as ``‖g_k‖ ≤ tol (1 + ‖b_k‖)`` (‖g̃‖ = ‖g‖: V is orthogonal).
+
+    Returns (f, iterations per node).
+    """
+    K, _, d = Z.shape
+    V = bound.vecs
+    ft = np.matmul(f0[:, None, :], V)[:, 0, :]  # f̃ = Vᵀf
+    bt = np.matmul(b[:, None, :], V)[:, 0, :]
+    its = np.zeros(K, dtype=np.int64)
+    thresh = tol * (1.0 + np.linalg.norm(b, axis=1))
+    rows = np.count_nonzero(w, axis=1)  # real rows per node (padding is at the end, with w = 0)
+    lo = 0
+    while lo < K:
+        # a group of consecutive nodes whose data (up to the group's own longest node) fit in cache
+        hi, bm = lo + 1, int(rows[lo])
+        while hi < K and (hi + 1 - lo) * max(bm, int(rows[hi])) * d * 8 <= CHUNK_BYTES:
+            bm = max(bm, int(rows[hi]))
+            hi += 1
+        sl = slice(lo, hi)
+        lo = hi
+        bm = max(bm, 1)
+        Zc, wc, rc, bc, fc, th = Z[sl, :bm], w[sl, :bm], reg_total[sl], bt[sl], ft[sl], thresh[sl]
+        inv = 1.0 / (bound.vals[sl] + rc[:, None])
+        n = fc.shape[0]
+        g = _rotated_grad(Zc, wc, rc, bc, fc)
+        act = np.arange(n)
+        for _ in range(max_iter):
+            act = act[np.linalg.norm(g[act], axis=1) > th[act]]
+            if act.size == 0:
+                break
+            fc[act] -= g[act] * inv[act]
+            if 2 * act.size >= n:  # most still active: the whole group, no copy of its data
+                g_all = _rotated_grad(Zc, wc, rc, bc, fc)
+                g[act] = g_all[act]
+            else:
+                g[act] = _rotated_grad(Zc[act], wc[act], rc[act], bc[act], fc[act])
+            its[sl.start + act] += 1
+    return np.matmul(V, ft[..., None])[..., 0], its
+
+
+def _rotated_grad(Z, w, r, b, f):
+    """``Zᵀ(w σ(Z f)) + r f + b`` (the gradient of φ in rotated coordinates; margins clipped)."""
+    m = np.clip(np.matmul(Z, f[..., None])[..., 0], -MARGIN_CLIP, MARGIN_CLIP)
+    return np.matmul((w * expit(m))[:, None, :], Z)[:, 0, :] + r[:, None] * f + b
+
+
 # ----------------------------------------------------------------------------- messages
 class NeighbourMessage(NamedTuple):
     """Router → block: for every node k of the block, ``S_k(t) = Σ_{j∈V_k} f_j(t)`` (what its neighbours broadcast)."""
@@ -255,29 +349,32 @@ class BlockConfig:
     perturbation: str = "none"
     c1: float = LOGISTIC_C1
     newton_tol: float = 1e-10
-    newton_max_iter: int = 50
+    newton_max_iter: int = 500
+    bound: Curvature | None = None  # eigendecomposed curvature bound c1 Σ w x xᵀ, computed once at setup
+    Z: np.ndarray | None = None  # (K, B_max, d) rotated_data(X, y, bound): the solver's copy of the data
 
 
 class BlockState(NamedTuple):
     round: int
     f: np.ndarray  # (K, d): f_k(t) as broadcast
     lam: np.ndarray  # (K, d): λ_k(t−1)
-    newton_iterations: int = 0
-    hessian: np.ndarray | None = None  # (K, d, d) last loss Hessians (solver warm start; never sent)
+    newton_iterations: int = 0  # Σ over rounds of the most local iterations any node of the block needed
 
 
 def make_block(names, X_list, y_list, *, degree, C, reg, eta, theta, alpha, perturbation="none",
-               newton_tol=1e-10, newton_max_iter=50) -> tuple[BlockConfig, BlockState]:
-    """Stack the nodes' data into padded arrays; f(0) = 0, λ(0) = 0 [Zhang, Alg. 1]."""
+               newton_tol=1e-10, newton_max_iter=500) -> tuple[BlockConfig, BlockState]:
+    """Stack the nodes' data into padded arrays and factor each node's curvature bound once;
+    f(0) = 0, λ(0) = 0 [Zhang, Alg. 1]."""
     B = np.array([x.shape[0] for x in X_list], dtype=np.float64)
     X = _pad([np.asarray(x, dtype=np.float64) for x in X_list])
     y = _pad([np.asarray(v, dtype=np.float64) for v in y_list])
     mask = _pad([np.ones(x.shape[0]) for x in X_list])
     w = mask * (float(C) / B)[:, None]
+    bound = curvature_factor(X, w)
     cfg = BlockConfig(tuple(names), X, y, w, B, np.asarray(degree, dtype=np.float64), float(C), float(reg),
                       np.asarray(eta, dtype=np.float64), np.asarray(theta, dtype=np.float64),
                       np.asarray(alpha, dtype=np.float64), perturbation, LOGISTIC_C1, float(newton_tol),
-                      int(newton_max_iter))
+                      int(newton_max_iter), bound, rotated_data(X, y, bound))
     K, d = X.shape[0], X.shape[2]
     return cfg, BlockState(0, np.zeros((K, d)), np.zeros((K, d)))
 
@@ -314,8 +411,8 @@ def block_step(cfg: BlockConfig, state: BlockState, inbox: NeighbourMessage, *, 
     if cfg.perturbation in ("pp", "dvp"):
         eps = _noise(rng, alpha, d)
         b = b + 2.0 * (eta * V)[:, None] * eps  # [Zhang, eq. 24]: λ + η V ε in the linear term
-    f_opt, its, hess = local_newton(cfg.X, cfg.y, cfg.w, cfg.reg + 2.0 * eta * V, b, f, tol=cfg.newton_tol,
-                                    max_iter=cfg.newton_max_iter, hess0=state.hessian)  # [Zhang, eq. 25]
+    f_opt, its = local_solve(cfg.Z, cfg.w, cfg.reg + 2.0 * eta * V, b, f, cfg.bound,
+                             tol=cfg.newton_tol, max_iter=cfg.newton_max_iter)  # [Zhang, eq. 25]
     f_new = f_opt
     if cfg.perturbation == "pvp":
         f_new = f_new + _noise(rng, alpha, d)  # primal variable perturbation before broadcast
@@ -323,7 +420,7 @@ def block_step(cfg: BlockConfig, state: BlockState, inbox: NeighbourMessage, *, 
     if cfg.perturbation in ("pp", "dvp"):
         terms = zhang_epsilon_terms(C=cfg.C, B=cfg.B, degree=V, eta=eta, alpha=alpha, c1=cfg.c1)  # [Zhang, Thm 4.1]
         events = [PureDPRelease(name, t + 1, float(e), RECORD_REPLACE) for name, e in zip(cfg.names, terms)]
-    new = BlockState(t + 1, f_new, lam, state.newton_iterations + its, hess)
+    new = BlockState(t + 1, f_new, lam, state.newton_iterations + int(its.max(initial=0)))
     return new, ModelMessage(f_new), events
 
 

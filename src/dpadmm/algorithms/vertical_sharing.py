@@ -10,7 +10,9 @@ Iteration t (``s̃ = Σ_k D_k x̃_k``, the sum of the *shared* — possibly nois
 - party m  [Hu, eq. 6]: ``x_m ← argmin λ_s R_m(x) + ⟨y, D_m x⟩ + ρ/2 ‖c_m + D_m x‖²`` with
   ``c_m = s̃ − z − D_m x̃_m`` (the party subtracts its cached share, [Hu, Alg. 1, line 4]).
   For R = ½‖·‖²: ``(λ_s I + ρ D_mᵀD_m) x = −D_mᵀ(y + ρ c_m)``, solved through one
-  eigendecomposition of D_mᵀD_m computed at setup. Non-smooth R: FISTA on the same quadratic.
+  eigendecomposition of D_mᵀD_m computed at setup (narrow blocks) or by warm-started
+  preconditioned conjugate gradients with D_m and D_mᵀ only (wide or sparse blocks; see
+  :mod:`dpadmm.kernels.linalg`). Non-smooth R: FISTA on the same quadratic.
 - DP, feature side, two mechanisms (``PrivacySpec.mechanism``):
 
   * ``"gaussian"`` (the default for private fits): the party clips what it receives
@@ -137,6 +139,7 @@ class PartyConfig:
     damping: float = 0.0
     inner_max_iter: int = 500
     inner_tol: float = 1e-10
+    labels: np.ndarray | None = None  # only the label party holds them (its own data); used by its refit
 
 
 class PartyState(NamedTuple):
@@ -155,7 +158,8 @@ def make_party(name, D, *, lam_sum, reg, private: PrivacySpec | None = None, bou
 
     ``solver``: ``"eigh"`` factors D_mᵀD_m once (exact; O(d_m³) setup, O(d_m²) per solve),
     ``"cg"`` runs warm-started Jacobi-preconditioned conjugate gradients with D_m and D_mᵀ only
-    (no d_m × d_m matrix), ``"auto"`` = eigh iff d_m ≤ :data:`dpadmm.kernels.linalg.EIGH_MAX_DIM`.
+    (no d_m × d_m matrix), ``"auto"`` = eigh iff d_m ≤ :data:`dpadmm.kernels.linalg.EIGH_MAX_DIM`
+    (2,048; 512 for a sparse block).
     ``cg_reduction`` > 0 makes the cg x-steps inexact (each solve stops once it reduced the
     warm-start residual by that factor, or at relative accuracy 1e-10); private parties always
     solve to 1e-10, since their sensitivity bound is about the exact x-step.
@@ -510,6 +514,7 @@ def setup_party(name: str, D, options: Mapping[str, Any]):
     """
     opts = dict(options)
     require_unit = opts.pop("require_unit_rows", False)
+    own_labels = opts.pop("labels", None)  # the label party's own labels (it is the coordinator's organisation)
     D = _local(D)
     private = opts.get("private")
     if private is not None and private.mechanism == "gaussian":
@@ -524,7 +529,12 @@ def setup_party(name: str, D, options: Mapping[str, Any]):
             raise PrivacyPreconditionError(
                 f"rows of {name} are not unit-norm (max ||row||_2 = {norms.max():.4g}), which [Hu, Assumption 2.3] "
                 "needs; normalise them (--normalize-rows) before a private fit.")
-    return make_party(name, D, **opts)
+    cfg, state = make_party(name, D, **opts)
+    if own_labels is not None:
+        import dataclasses
+
+        cfg = dataclasses.replace(cfg, labels=np.asarray(own_labels, dtype=np.float64))
+    return cfg, state
 
 
 def eval_score(cfg: PartyConfig, state: PartyState, key: str) -> np.ndarray:
@@ -545,24 +555,17 @@ def clip_rows(D, radius: float = 1.0):
     return D * scale[:, None]
 
 
-def _newton_refit(f, D, DT, labels, offset, loss, lam, fit_intercept, w):
-    """Damped Newton on the (d + 1)-dimensional refit objective ``f`` (value, gradient): the Hessian
-    ``AᵀWA/n + λ I`` is formed once per step in O(nnz·d); backtracking keeps every step a descent."""
-    n, d = D.shape
+def _newton_refit(f, A, base, labels, loss, pen, w):
+    """Damped Newton on the small refit objective ``f`` (value, gradient) over the columns of A:
+    Hessian ``Aᵀ diag(ℓ''/n) A + λ diag(pen)`` formed once per step in O(nnz·k); backtracking keeps
+    every step a descent."""
+    n, k = A.shape
     val, grad = f(w)
     for _ in range(100):
-        s = D @ w[:d] + (w[d] if fit_intercept else 0.0) + offset
-        h = loss.hess(s, labels) / n
-        HD = DT @ (D.multiply(h[:, None]) if sp.issparse(D) else D * h[:, None])
-        HD = np.asarray(HD.toarray() if sp.issparse(HD) else HD)
-        k = d + int(fit_intercept)
-        H = np.zeros((k, k))
-        H[:d, :d] = HD + lam * np.eye(d)
-        if fit_intercept:
-            col = np.asarray(DT @ h).ravel()
-            H[:d, d] = H[d, :d] = col
-            H[d, d] = h.sum() + 1e-12
-        step = np.linalg.solve(H + 1e-12 * np.eye(k), grad)
+        h = loss.hess(A @ w + base, labels) / n
+        H = A.T @ (A.multiply(h[:, None]) if sp.issparse(A) else A * h[:, None])
+        H = np.asarray(H.toarray() if sp.issparse(H) else H) + np.diag(pen) + 1e-12 * np.eye(k)
+        step = np.linalg.solve(H, grad)
         t = 1.0
         while True:
             w_new = w - t * step
@@ -577,42 +580,53 @@ def _newton_refit(f, D, DT, labels, offset, loss, lam, fit_intercept, w):
     return w
 
 
-def refit_label_block(cfg: PartyConfig, state: PartyState, labels: np.ndarray, offset: np.ndarray, loss: str,
-                      fit_intercept: bool, intercept0: float = 0.0) -> dict:
-    """The label party's exact refit after a label-private run (runs at the label party only).
+def refit_label_block(cfg: PartyConfig, state: PartyState, offset: np.ndarray, loss: str,
+                      fit_intercept: bool, intercept0: float = 0.0, weigh_offset: bool = False) -> dict:
+    """The label party's exact refit after a private run (runs at the label party only).
 
-    ``argmin_{x, b} Σ_i ℓ(d_iᵀx + b + o_i, Y_i) + λ_s/2‖x‖²`` with o = the passive parties' shares:
-    the label party's own block may use its labels exactly; the result (its model, its intercept,
-    its eval-set partial scores) stays with the label party and is never sent to a passive party.
-    L-BFGS on the mean objective (O(nnz) per evaluation), warm-started at the protocol's x.
+    ``argmin_{x, b, α} Σ_i ℓ(d_iᵀx + b + α o_i, Y_i) + λ_s/2‖x‖²`` with o = the sum of the other
+    parties' last shares (as the coordinator received them). The weight α on the other parties'
+    contribution (fitted only with ``weigh_offset``, i.e. when the shares carry feature-side noise; else
+    α = 1) lets the label party discount noisy shares (α → 0 falls back to the label party alone). The label party's own block may use its labels
+    exactly; the result (its model, b, α, its eval-set partial scores) stays with the label party and is
+    never sent to a passive party. At prediction the label party weighs the passive partial scores by α.
+    Newton for small blocks, L-BFGS otherwise; O(nnz) per evaluation.
     """
     from scipy.optimize import minimize
 
+    from ..exceptions import ProtocolError
     from ..kernels.losses import get_loss
 
+    if cfg.labels is None:  # a passive party never fits a model of its block to labels someone sends it
+        raise ProtocolError(f"party {cfg.name!r} refused 'refit': it holds no labels of its own (only the label "
+                            "party refits its block)")
+    labels = cfg.labels
     loss = get_loss(loss)  # by name: only plain data crosses to the party
-    D, DT = cfg.D, cfg.DT
+    D = cfg.D
     n, d = D.shape
     lam = cfg.lam_sum / n
+    offset = np.asarray(offset, dtype=np.float64)
+    extra = ([np.ones(n)] if fit_intercept else []) + ([offset] if weigh_offset else [])
+    base = np.zeros(n) if weigh_offset else offset  # the fixed part of every score
+    E = np.column_stack(extra) if extra else np.zeros((n, 0))
+    A = sp.hstack([sp.csr_matrix(D), sp.csr_matrix(E)], format="csr") if sp.issparse(D) else np.hstack([D, E])
+    AT = A.T.tocsr() if sp.issparse(A) else A.T
+    pen = np.r_[np.full(d, lam), np.zeros(E.shape[1])]
 
     def f(w):
-        x, b = w[:d], (w[d] if fit_intercept else 0.0)
-        s = D @ x + b + offset
-        val = float(np.mean(loss.value(s, labels))) + 0.5 * lam * float(x @ x)
-        gs = loss.grad(s, labels) / n
-        grad = np.empty_like(w)
-        grad[:d] = DT @ gs + lam * x
-        if fit_intercept:
-            grad[d] = gs.sum()
+        s = A @ w + base
+        val = float(np.mean(loss.value(s, labels))) + 0.5 * float(pen @ (w * w))
+        grad = np.asarray(AT @ (loss.grad(s, labels) / n)).ravel() + pen * w
         return val, grad
 
-    w0 = np.r_[state.x, intercept0] if fit_intercept else state.x.copy()
-    if d + fit_intercept <= 1000 and hasattr(loss, "hess"):
-        w = _newton_refit(f, D, DT, labels, offset, loss, lam, fit_intercept, w0)
+    w0 = np.r_[state.x, [intercept0] if fit_intercept else [], [1.0] if weigh_offset else []]
+    if A.shape[1] <= 1000:
+        w = _newton_refit(f, A, base, labels, loss, pen, w0)
     else:
         w = minimize(f, w0, jac=True, method="L-BFGS-B", options={"maxiter": 5000, "gtol": 1e-10, "ftol": 1e-14}).x
     x = w[:d]
     return {"coef": x, "intercept": float(w[d]) if fit_intercept else 0.0,
+            "passive_weight": float(w[-1]) if weigh_offset else 1.0,
             "eval_scores": {k: B @ x for k, B in cfg.eval_blocks.items()}}
 
 

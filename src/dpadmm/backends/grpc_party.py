@@ -207,7 +207,12 @@ class PartyService:
         if fn is None:
             raise _Refused(f"party {self.name!r} refused request {handler!r}: protocol {self.protocol.name!r} declares "
                            f"only {sorted(self.protocol.handlers)} (a party's model and data never leave it)")
-        return {"value": fn(self.cfg, self.state, *req.get("args", []))}
+        from ..exceptions import ProtocolError
+
+        try:
+            return {"value": fn(self.cfg, self.state, *req.get("args", []))}
+        except ProtocolError as exc:  # a declared handler that refuses this party's case (e.g. 'refit' at a passive party)
+            raise _Refused(str(exc)) from None
 
     def _diagnose(self, req):
         self._need_setup("Diagnose")

@@ -83,8 +83,12 @@ def _is_click_exception(exc: BaseException, name: str = "ClickException") -> boo
 
 
 def _run(argv: list[str]) -> int:
+    from ._common import ambient_heartbeat
+
+    label = "dpadmm " + " ".join(a for a in argv[:2] if not a.startswith("-"))
     try:
-        rv = app(args=argv, prog_name="dpadmm", standalone_mode=False)
+        with ambient_heartbeat(label.strip(), enabled="--quiet" not in argv):  # no long run is silent on a pipe
+            rv = app(args=argv, prog_name="dpadmm", standalone_mode=False)
     except DPADMMError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

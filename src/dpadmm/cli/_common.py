@@ -174,6 +174,11 @@ def progress(total: int, description: str, enabled: bool = True, interval: float
     if not enabled:
         yield lambda t, rec: None
         return
+    with _displaying():
+        yield from _progress_impl(total, description, interval)
+
+
+def _progress_impl(total, description, interval):
     if not _stderr_is_terminal():
         every = PLAIN_PROGRESS_INTERVAL if interval is None else interval
         start = time.perf_counter()
@@ -248,12 +253,56 @@ def heartbeat(label: str, enabled: bool = True, interval: float | None = None):
 
     thread = threading.Thread(target=tick, name="dpadmm-heartbeat", daemon=True)
     thread.start()
+    _ACTIVE[0] += 1
     try:
         yield
     finally:
+        _ACTIVE[0] -= 1
         stop.set()
         thread.join(timeout=2.0)
         if _stderr_is_terminal():
             status.stop()
         elif time.perf_counter() - start >= every:
             print(f"{label}: done in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+
+
+_ACTIVE = [0]  # progress bars / heartbeats currently shown (the ambient heartbeat stays quiet meanwhile)
+
+
+@contextmanager
+def _displaying():
+    _ACTIVE[0] += 1
+    try:
+        yield
+    finally:
+        _ACTIVE[0] -= 1
+
+
+@contextmanager
+def ambient_heartbeat(label: str, interval: float | None = None, enabled: bool = True):
+    """Wrapped around every command by :func:`dpadmm.cli.main`: on a pipe, if a command runs for
+    more than ``interval`` seconds without its own progress display, print
+    ``<label>: 40 s elapsed`` lines so that no long run is silent. Quiet on a terminal."""
+    if not enabled or _stderr_is_terminal():
+        yield
+        return
+    from .. import _progress
+
+    every = PLAIN_PROGRESS_INTERVAL if interval is None else interval
+    start = time.perf_counter()
+    stop = threading.Event()
+
+    def tick():
+        while not stop.wait(every):
+            if _ACTIVE[0] == 0:
+                text = _progress.current()
+                print(f"{label}: {time.perf_counter() - start:.0f} s elapsed" + (f" — {text}" if text else ""),
+                      file=sys.stderr, flush=True)
+
+    thread = threading.Thread(target=tick, name="dpadmm-ambient-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=2.0)

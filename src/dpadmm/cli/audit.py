@@ -66,18 +66,23 @@ def audit(
         else:
             from ..experiments.audit import run_audit
 
-            results = run_audit(samples=samples, seed=seed, confidence=confidence)
+            from .. import _progress
+
+            with heartbeat(f"audit ({samples:,} releases per input)", enabled=not quiet):
+                results = run_audit(samples=samples, seed=seed, confidence=confidence,
+                                    progress=lambda name: _progress.status(f"mechanism {name}"))
             title = f"privacy audit: {samples:,} releases per input, {confidence:.0%} confidence"
             extra = {"end_to_end": False, "samples": samples,
                      "method": "threshold test on the projection onto the neighbours' difference; threshold chosen on "
                                "half the samples, Clopper-Pearson bounds on the other half (Jagielski et al. 2020)"}
+        from rich.markup import escape
         from rich.table import Table
 
         table = Table(title=title)
         for col in ("mechanism", "claimed ε", "lower bound ε", "verdict"):
             table.add_column(col)
         for r in results:
-            table.add_row(r.name, f"{r.epsilon_claimed:.3f}", f"{r.epsilon_lower_bound:.3f}", _verdict(r))
+            table.add_row(escape(r.name), f"{r.epsilon_claimed:.3f}", f"{r.epsilon_lower_bound:.3f}", _verdict(r))
         console.print(table)
         write_json(stage / "audit.json", {"mechanisms": [dict(r.to_dict(), verdict=_verdict(r)) for r in results],
                                           "confidence": confidence, "seed": seed, **extra})

@@ -10,7 +10,7 @@ import typer
 
 from . import _backend as bk
 from . import app
-from ._common import console, elapsed, output_dir, progress, write_json
+from ._common import console, elapsed, heartbeat, output_dir, progress, write_json
 from ..exceptions import DataFileError, InvalidParameterError
 
 attack_app = typer.Typer(no_args_is_help=True, help="Attacks on released protocol messages.")
@@ -114,8 +114,12 @@ def consensus(
         console.print(f"nodes {nodes} ({topology}, {split}), {runs} run(s) x {iterations} iterations: "
                       f"final L(T) mean {f['train_loss_mean']:.5f} (min {f['train_loss_min']:.5f}, max "
                       f"{f['train_loss_max']:.5f}), consensus error {f['consensus_error_mean']:.3g}")
-        console.print("privacy: " + (f"P(T) = {pb:.4g} ([Zhang, Thm 4.1], pure DP, record-level)" if pb is not None
+        noise = (metrics.get("privacy") or {}).get("noise_source") or metrics["config"].get("noise_source")
+        console.print("privacy: " + (f"P(T) = {pb:.4g} ([Zhang, Thm 4.1], pure DP, record-level"
+                                     + (f", noise: {noise}" if noise else "") + ")" if pb is not None
                                      else "no bound (epsilon = inf)"))
+        if monitor and pb is not None:
+            console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
         from ._common import verdict
 
         trivial = f.get("base_rate_train_loss")
@@ -167,9 +171,10 @@ def attack_kkt(
     if not 0 <= node < nodes:
         raise InvalidParameterError(f"node must be in 0..{nodes - 1}, got node={node}.")
     with output_dir(out) as stage:
-        rows = attack_table(nodes=nodes, topology=topology, node=node, samples=samples, C=C, reg_weight=reg_weight,
-                            theta=theta, eta=eta, eta_growth=eta_growth, alpha=alpha, alpha_growth=alpha_growth,
-                            iterations=iterations, seed=seed)
+        with heartbeat("attack kkt"):
+            rows = attack_table(nodes=nodes, topology=topology, node=node, samples=samples, C=C, reg_weight=reg_weight,
+                                theta=theta, eta=eta, eta_growth=eta_growth, alpha=alpha, alpha_growth=alpha_growth,
+                                iterations=iterations, seed=seed)
         for r in rows:
             console.print(f"{r['scenario']:<24} |cos(x_hat, x_1)| = {r['cosine']:.4f}   chance: mean {r['chance_mean']:.3f}, "
                           f"95% {r['chance_q95']:.3f}; rank {r['rank']}/{r['candidates']}")

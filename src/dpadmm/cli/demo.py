@@ -5,48 +5,71 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
+
 import typer
 
 from . import app
 from ._common import base_rate_log_loss, console, elapsed, fmt_prob, output_dir, progress, verdict, write_json
-from .vertical import DEMO_DELTA, DEMO_EPSILON, DEMO_ITERATIONS, DEMO_RHO, _check_budget
+from .vertical import DEMO_DELTA, _check_budget
 
 DEMO_LAM = 1e-3
 DEMO_NONPRIVATE_ITERATIONS = 100
 
 
-def plot_demo(path: Path, dp: dict, nonpriv: dict, baselines: dict, *, epsilon: float, delta: float, rho: float,
-              lam: float, party_sizes) -> None:
-    """Two panels over the DP run's iterations (1..T): training objective and test log loss.
+DEMO_LABEL_EPSILON = 1.0
 
-    The non-private run is drawn over the same iterations, and its value after all its
-    iterations as a dotted line, so the short DP run is not squeezed into a long axis.
+
+def plot_demo(path: Path, private_runs: dict, nonpriv: dict, baselines: dict, *, title: str) -> None:
+    """Two panels over the private runs' iterations: training objective and test log loss.
+
+    The non-private run is drawn over the same iterations and its value after all its
+    iterations as a dotted line, so short private runs are not squeezed into a long axis.
     """
     from ..experiments._plotting import legend_outside, plt, save
 
     pyplot = plt()
-    T = len(dp["history"]["objective"])
-    it = list(range(1, T + 1))
+    T = max(len(m["history"].get("objective", [])) for m in private_runs.values())
+    T = max(T, 2)
     n_np = len(nonpriv["history"]["objective"])
-    fig, axes = pyplot.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = pyplot.subplots(1, 2, figsize=(11.5, 4.2))
     for ax, key, label in ((axes[0], "objective", "training objective (mean log loss + λ/2‖x‖²)"),
                            (axes[1], "test_log_loss", "test log loss")):
-        ax.plot(it, dp["history"][key], marker="o", ms=4, color="C0", label=f"DP ADMM sharing (ε = {epsilon:g})")
-        ax.plot(it, nonpriv["history"][key][:T], marker="s", ms=3, color="C1", label="ADMM sharing, non-private")
-        ax.axhline(nonpriv["history"][key][-1], color="C1", ls=":", lw=1.2,
-                   label=f"non-private after {n_np} iterations")
+        for j, (name, m) in enumerate(private_runs.items()):
+            h = m["history"].get(key)
+            if h:
+                ax.plot(range(1, len(h) + 1), h, marker="o^"[j % 2], ms=4, color=f"C{2 * j}", label=name)
+        ax.plot(range(1, min(T, n_np) + 1), nonpriv["history"][key][:T], marker="s", ms=3, color="C1",
+                label="ADMM sharing, non-private")
+        ax.axhline(nonpriv["history"][key][-1], color="C1", ls=":", lw=1.2, label=f"non-private after {n_np} iterations")
         ax.set(xlabel="iteration", ylabel=label, xlim=(0.5, T + 0.5))
-        ax.set_xticks(it if T <= 20 else None)
+        if T <= 20:
+            ax.set_xticks(range(1, T + 1))
         ax.grid(alpha=0.3)
-    axes[1].axhline(baselines["sklearn all features"], color="black", ls="--", lw=1,
-                    label="scikit-learn, all features (pooled)")
-    axes[1].axhline(baselines["label party alone"], color="gray", ls="-.", lw=1.2, label="label party alone")
+    for name, (v, style) in baselines.items():
+        axes[1].axhline(v, color=style[0], ls=style[1], lw=1.2, label=name)
+    for ax in axes:  # keep the informative range visible when a run is far off (its value is in the table)
+        lo = min(float(np.min(np.asarray(line.get_ydata(), dtype=float))) for line in ax.get_lines())
+        ax.set_ylim(lo - 0.02, min(ax.get_ylim()[1], 1.0))
+    # the released model after the last round (it can differ from the last monitored round, e.g. after
+    # the label party's refit): one marker per private run at "final"; off-scale values are written out
+    for ax, key in ((axes[0], "train_objective"), (axes[1], "test_log_loss")):
+        top = ax.get_ylim()[1]
+        for j, m in enumerate(private_runs.values()):
+            v = m["final"].get(key)
+            if v is None:
+                continue
+            if v <= top:
+                ax.plot([T + 1], [v], marker="*", ms=11, color=f"C{2 * j}", ls="none")
+            else:
+                ax.annotate(f"{v:.2f} ↑", xy=(T + 1, top), xytext=(T + 1, top - 0.04 * (j + 1) * (top - ax.get_ylim()[0])),
+                            color=f"C{2 * j}", ha="center", fontsize=8, arrowprops=dict(arrowstyle="->", color=f"C{2 * j}"))
+        ax.set_xlim(0.5, T + 1.5)
+        ax.set_xticks(list(range(1, T + 1)) + [T + 1], [str(t) for t in range(1, T + 1)] + ["final"])
     axes[0].set_title("training objective")
-    axes[1].set_title("test log loss")
-    handles, labels = axes[1].get_legend_handles_labels()
+    axes[1].set_title("test log loss (★ = released model; off-scale values written out)")
     legend_outside(axes[1])
-    fig.suptitle(f"a9a, 2 parties {tuple(party_sizes)} (rows normalised per party), λ = {lam:g}; "
-                 f"DP: total ε = {epsilon:g}, δ = {fmt_prob(delta)}, T = {T}, ρ = {rho:g}", fontsize=10)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     save(fig, path)
 
@@ -54,41 +77,54 @@ def plot_demo(path: Path, dp: dict, nonpriv: dict, baselines: dict, *, epsilon: 
 @app.command()
 def demo(
     out: Path = typer.Option(Path("dpadmm-demo"), help="Output directory."),
-    epsilon: float = typer.Option(DEMO_EPSILON, help="Total ε of the DP run."),
-    delta: float = typer.Option(DEMO_DELTA, help="Total δ of the DP run (the probability that the ε bound may fail)."),
-    iterations: int = typer.Option(DEMO_ITERATIONS, help="Iterations of the DP run."),
+    label_epsilon: float = typer.Option(DEMO_LABEL_EPSILON, help="Label-side total ε of the private run."),
+    epsilon: Optional[float] = typer.Option(None, help="Feature-side total ε per party (default: features not "
+                                                       "protected; a9a needs a very large ε here, see the verdict)."),
+    delta: float = typer.Option(DEMO_DELTA, help="δ of each side (the probability that the ε bound may fail)."),
     seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (default: party-local noise)."),
     quiet: bool = typer.Option(False, help="No progress bar."),
 ):
-    """Bundled a9a, 2 parties (66 label-party columns / 57): DP ADMM vs non-private ADMM vs baselines."""
+    """Bundled a9a, 2 parties (66 label-party columns / 57): label-private ADMM sharing vs non-private vs baselines.
+
+    The private run protects the labels (--label-epsilon) and, with --epsilon, each party's features
+    too. A verdict line flags a model that is worse than predicting the base rate.
+    """
     from rich.table import Table
 
     from ..experiments.vertical import load_vertical_data, normalized, run_vertical, sklearn_baseline
-    from .._validation import check_int
     from .vertical import _privacy_line
 
+    from .._validation import check_positive
+
     _check_budget(epsilon, delta, None, None)
-    check_int("iterations", iterations)
+    check_positive("label_epsilon", label_epsilon)
     data = normalized(load_vertical_data(bundled=True))
     lam = DEMO_LAM
+    runs = {f"labels ε={label_epsilon:g}" + (f" + features ε={epsilon:g}" if epsilon else " (features visible)"):
+            dict(epsilon=epsilon, label_epsilon=label_epsilon)}
     with output_dir(out) as stage:
-        with progress(iterations, f"DP ADMM (ε={epsilon:g})", enabled=not quiet) as cb:
-            _, dp = run_vertical(data, lam=lam, rho=DEMO_RHO, iterations=iterations, epsilon=epsilon, delta=delta,
-                                 seed=seed, callbacks=[cb], monitor=True)  # a simulation: the curve is shown
+        private = {}
+        for name, kw in runs.items():
+            with progress(10, f"DP ADMM ({name})", enabled=not quiet) as cb:
+                _, private[name] = run_vertical(data, lam=lam, delta=delta, seed=seed, callbacks=[cb], monitor=True,
+                                                **kw)  # a simulation: the curves are shown
         with progress(DEMO_NONPRIVATE_ITERATIONS, "non-private ADMM", enabled=not quiet) as cb:
             _, nonpriv = run_vertical(data, lam=lam, iterations=DEMO_NONPRIVATE_ITERATIONS, tol=0.0, seed=seed,
                                       callbacks=[cb])
         allf = sklearn_baseline(data.train, data.y, data.test, data.y_test, lam=lam)
         alone = sklearn_baseline(data.train[:1], data.y, data.test[:1], data.y_test, lam=lam)
         trivial = base_rate_log_loss(data.y, data.y_test)
-        table = Table(title=f"a9a, 2 parties {data.party_sizes}, rows normalised per party, λ={lam:g}")
+        table = Table(title=f"a9a, 2 parties {data.party_sizes}, rows normalised per party, λ={lam:g}, δ={fmt_prob(delta)}")
         for col in ("model", "test log loss", "accuracy", "AUC", "privacy"):
             table.add_column(col)
-        pb = dp["privacy"].get("paper_bound", {}).get("epsilon")
-        rows = [
-            (f"DP ADMM sharing (T={iterations}, ρ={DEMO_RHO})", dp["final"],
-             f"ε = {dp['privacy']['epsilon']:.4g}, δ = {fmt_prob(delta)}" + (f" (paper's bound: ε = {pb:.2g})" if pb else "")),
-            (f"ADMM sharing, non-private (T={DEMO_NONPRIVATE_ITERATIONS})", nonpriv["final"], "none (ε = ∞)"),
+        rows = []
+        for name, m in private.items():
+            f = m["final"]
+            rows.append((f"private ADMM sharing, {name} (T={f['iterations']})", f,
+                         "labels + features" if epsilon else "labels; features visible"))
+        rows += [
+            (f"ADMM sharing, non-private (T={DEMO_NONPRIVATE_ITERATIONS})", nonpriv["final"],
+             "none: every party can read the labels"),
             ("scikit-learn, all features (centralised)", {k[5:]: v for k, v in allf.items() if k.startswith("test_")},
              "none (pooled data)"),
             ("scikit-learn, label party alone", {k[5:]: v for k, v in alone.items() if k.startswith("test_")},
@@ -101,19 +137,27 @@ def demo(
             table.add_row(name, f"{ll:.4f}", f"{acc:.4f}", f"{auc:.4f}", priv)
         table.add_row("predict the base rate (trivial)", f"{trivial:.4f}", "", "0.5000", "")
         console.print(table)
-        console.print(f"privacy: {_privacy_line(dp)}")
-        v = verdict("DP test log loss", dp["final"].get("test_log_loss"), trivial, "predicting the base rate",
-                    "give more budget (--epsilon) or fewer iterations.")
-        if v:
-            console.print(v)
-        metrics = dict(dp)
+        verdicts = {}
+        for name, m in private.items():
+            console.print(f"privacy of '{name}': {_privacy_line(m)}")
+            v = verdict(f"'{name}': test log loss", m["final"].get("test_log_loss"), trivial,
+                        "predicting the base rate", "the budget is too small for this data; give more --epsilon / "
+                        "--label-epsilon (see docs/algorithms.md §1).")
+            verdicts[name] = v
+            if v:
+                console.print(v)
+        first = next(iter(private.values()))
+        metrics = dict(first)
+        metrics["private_runs"] = private
+        metrics["verdicts"] = verdicts
         metrics["baselines"] = {"admm_nonprivate": nonpriv["final"], "sklearn_all_features": allf,
                                 "sklearn_label_party_alone": alone, "base_rate_test_log_loss": trivial}
-        metrics["config"]["demo"] = True
-        metrics["fit_seconds"] = dp["wall_seconds"]
-        plot_demo(stage / "convergence.png", dp, nonpriv,
-                  {"sklearn all features": allf["test_log_loss"], "label party alone": alone["test_log_loss"]},
-                  epsilon=epsilon, delta=delta, rho=DEMO_RHO, lam=lam, party_sizes=data.party_sizes)
+        metrics["config"] = dict(metrics["config"], demo=True, label_epsilon=label_epsilon)
+        plot_demo(stage / "convergence.png", private, nonpriv,
+                  {"scikit-learn, all features (pooled)": (allf["test_log_loss"], ("black", "--")),
+                   "label party alone": (alone["test_log_loss"], ("gray", "-."))},
+                  title=f"a9a, 2 parties {tuple(data.party_sizes)} (rows normalised per party), λ = {lam:g}, "
+                        f"δ = {fmt_prob(delta)} per side")
         metrics["wall_seconds"] = elapsed()
         write_json(stage / "metrics.json", metrics)
     console.print(f"wrote {out}/metrics.json and {out}/convergence.png")

@@ -88,13 +88,21 @@ def _plot(path: Path, model, data, baseline) -> None:
     h = model.history_
     if "empirical_loss" in h:
         axes[1].plot(h["round"], h["empirical_loss"], label="empirical loss")
-        axes[1].set(xlabel="iteration", ylabel="empirical check loss", yscale="log", title="convergence")
+        axes[1].set(xlabel="iteration", ylabel="empirical check loss", title="convergence")
+        from ..experiments._plotting import readable_log
+
+        readable_log(axes[1], "y")
     for ax in axes:
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
+    src = data.source.get("name") or data.source.get("dataset") or data.source.get("path") or "curves"
+    priv = (f"total ε = {model.privacy_.epsilon:.3g}" if getattr(model, "privacy_", None) is not None
+            else "non-private")
+    fig.suptitle(f"{src}: {len(data.y):,} training curves, M = {model.workers} workers, τ = {model.tau:g}, "
+                 f"{model.basis} basis (K = {model.n_components}), {model.penalty} penalty, {priv}", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -112,7 +120,7 @@ def functional(
     workers: int = typer.Option(4, help="Number of workers M."),
     tau: float = typer.Option(0.5, help="Quantile level τ in (0, 1)."),
     components: int = typer.Option(6, "--components", help="K basis functions / FPCA components."),
-    basis: str = typer.Option("fpca", help="fpca | private-fpca | fourier | bspline."),
+    basis: str = typer.Option("auto", help="auto (fpca; bspline when private) | fpca | private-fpca | fourier | bspline."),
     penalty: str = typer.Option("l1", help="l1 | l2 | elasticnet."),
     lam: float = typer.Option(0.05, help="Penalty weight λ (each worker carries λ/M) [Zhou, eq. 13]."),
     rho: float = typer.Option(0.1, help="ADMM penalty ρ."),
@@ -122,7 +130,10 @@ def functional(
     total_epsilon: Optional[float] = typer.Option(None, help="Total ε of the run (noise calibrated by dp-accounting)."),
     iterations: Optional[int] = typer.Option(None, help="Rounds L (default: the method's)."),
     c1: Optional[float] = typer.Option(None, help="Score clipping radius c_1."),
-    curve_clip: Optional[float] = typer.Option(None, help="Curve L2 clipping radius for --basis private-fpca."),
+    curve_clip: Optional[float] = typer.Option(None, help="Public L2 radius the curves are clipped to before the private "
+                                                          "moment release (default: estimated privately)."),
+    y_range: Optional[str] = typer.Option(None, "--y-range", help="Public response range 'lo,hi' for a private fit's "
+                                                                  "centring/scaling (default: estimated privately)."),
     seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (whoever knows it can remove the "
                                        "noise; the report says so). Default: each worker draws its noise from its "
                                        "own OS entropy; data simulation and the train/test split use seed 0."),
@@ -181,10 +192,18 @@ def functional(
     if components > tr.curves.shape[1]:
         raise InvalidParameterError(f"components must be at most the number of grid points ({tr.curves.shape[1]}), "
                                     f"got components={components}.")
+    yr = None
+    if y_range is not None:
+        try:
+            yr = tuple(float(v) for v in y_range.split(","))
+        except ValueError:
+            yr = ()
+        if len(yr) != 2:
+            raise InvalidParameterError(f"--y-range must be 'lo,hi' (two numbers), got {y_range!r}.")
     model = FunctionalQuantileRegressor(
         tau=tau, n_components=components, basis=basis, penalty=penalty, lam=lam, rho=rho, method=method,
         max_iter=iterations, epsilon=epsilon, delta=delta, total_epsilon=total_epsilon, c1=c1, curve_clip=curve_clip,
-        workers=workers, random_state=seed, backend=run_opts.backend, monitor=monitor)
+        y_range=yr, workers=workers, random_state=seed, backend=run_opts.backend, monitor=monitor)
     model._validate(tr.n, tr.curves.shape[1])
     rounds = iterations or METHODS[method]["iterations"]
     with output_dir(out) as stage:
@@ -220,7 +239,7 @@ def functional(
             "config": {"source": sources[0], "dataset": dataset, "train": train, "test": test, "n_train": tr.n,
                        "n_test": te.n, "grid_points": int(tr.curves.shape[1]), "workers": workers, "tau": tau,
                        "components": components, "basis": basis, "penalty": penalty, "lam": lam, "rho": rho,
-                       "method": method, "iterations": model.n_iter_, "epsilon": epsilon, "delta": delta,
+                       "method": method, "iterations": model.n_iter_, "y_range": yr, "epsilon": epsilon, "delta": delta,
                        "total_epsilon": total_epsilon, "c1": model.c1_, "seed": seed, "data_source": data.source,
                        "backend": backend},
         }
@@ -233,6 +252,8 @@ def functional(
             console.print(f"[yellow]warning:[/] the fit is worse on the training data than the constant τ-quantile "
                           f"({final['train_pinball_loss']:.5g} vs {model.constant_pinball_loss_:.5g}).")
         console.print("privacy: " + (model.privacy_.summary() if model.privacy_ is not None else "non-private (epsilon = inf)"))
+        if monitor and model.privacy_ is not None:
+            console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
         from ._common import verdict
 
         trivial = pinball_score(te.y, np.full(te.n, np.quantile(tr.y, tau)), tau)

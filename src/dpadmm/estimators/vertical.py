@@ -30,7 +30,7 @@ from ..kernels.losses import get_loss
 from ..kernels.regularizers import get_regularizer
 from ..privacy.accountants import ACCOUNTANTS, calibrate_noise_multiplier
 from ..privacy.reports import hu_report
-from ..privacy.threats import finish
+from ..privacy.threats import THREAT_MODELS, finish
 
 def _is_source(block) -> bool:
     """A party block read by the party's own worker (has ``load`` and ``shape``), e.g. a PartyFile."""
@@ -142,12 +142,19 @@ class _VerticalADMM(BaseEstimator):
             raise InvalidParameterError("give at most one of label_epsilon, label_noise_scale; got both.")
         return self.label_epsilon is not None or self.label_noise_scale is not None
 
+    def _mm_protocol(self) -> bool:
+        """Private fits (label side, or the gaussian feature mechanism) run the linearised coordinator
+        (few rounds: each costs budget) with the label party's refit; ADMM otherwise and for
+        ``mechanism="paper"`` (the reproduction of [Hu])."""
+        feature = any(getattr(self, k) is not None for k in ("epsilon", "iteration_epsilon", "noise_scale"))
+        return self._label_mode() or (feature and self.mechanism == "gaussian")
+
     def _rho(self, n_blocks: int, loss) -> float:
         """``"auto"``: 0.05 for ADMM; M · sup ℓ'' for the label-private protocol (the Jacobi
         majoriser of M blocks: ‖Σ_m D_m δ_m‖² ≤ M Σ_m ‖D_m δ_m‖²)."""
         if self.rho != "auto":
             return float(self.rho)
-        return n_blocks * loss.hess_bound if self._label_mode() else 0.05
+        return n_blocks * loss.hess_bound if self._mm_protocol() else 0.05
 
     def _max_iter(self) -> int:
         """``"auto"``: 100 ADMM iterations; 3 rounds of the label-private protocol, i.e. two label
@@ -155,7 +162,7 @@ class _VerticalADMM(BaseEstimator):
         two majorise–minimise steps and the label party's exact refit suffice, and each release costs."""
         if self.max_iter != "auto":
             return int(self.max_iter)
-        return 3 if self._label_mode() else 100
+        return 3 if self._mm_protocol() else 100
 
     def _clip(self, n: int, rho: float, sigma_label: float) -> tuple[float, float]:
         """(V, V_∞) of the gaussian mechanism. ``"auto"``: per-sample scale ``c = sqrt(1 + σ_L²) + 3ρ``
@@ -175,10 +182,10 @@ class _VerticalADMM(BaseEstimator):
         check_choice("relation", self.relation, tuple(vs.RELATIONS))
         if self.clip != "auto":
             check_positive("clip", self.clip)
-        if self._label_mode():
+        if self._mm_protocol():
             if self.label_epsilon is not None:
                 check_positive("label_epsilon", self.label_epsilon)
-            else:
+            elif self.label_noise_scale is not None:
                 check_positive("label_noise_scale", self.label_noise_scale, allow_zero=True)
             if self.adaptive_rho:
                 raise InvalidParameterError("adaptive_rho applies to ADMM; the label-private protocol uses a fixed "
@@ -230,6 +237,7 @@ class _VerticalADMM(BaseEstimator):
         t_fit = time.perf_counter()
         mode = self._validate()
         label_mode = self._label_mode()
+        mm = self._mm_protocol()
         blocks = self._blocks(X)
         n = blocks[0].shape[0]
         y_fit = self._encode_y(y, n)
@@ -287,6 +295,8 @@ class _VerticalADMM(BaseEstimator):
         label_nm = None
         label_spec = None
         sigma_label = 0.0
+        if mm and not label_mode:  # feature-private fit: the linearised coordinator, labels unprotected
+            label_spec = vs.LabelPrivacy(noise_scale=0.0, rounds=max_iter)
         if label_mode:
             label_clip = 1.0
             W = vs.label_sensitivity(label_gap=1.0 if loss.name == "logistic" else math.inf, clip=label_clip,
@@ -317,7 +327,7 @@ class _VerticalADMM(BaseEstimator):
                            "in tests/test_vertical_privacy.py"},
             ]
         lam_sum = n * float(self.lam)  # the paper's summed scaling
-        damping = (0.0 if any_private else 0.5) if self.damping == "auto" else float(self.damping)
+        damping = (0.0 if (any_private or mm) else 0.5) if self.damping == "auto" else float(self.damping)
         specs = []
         for m, (name, B) in enumerate(zip(names, blocks)):
             pspec = None
@@ -330,7 +340,9 @@ class _VerticalADMM(BaseEstimator):
                     "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}
             if paper and _is_source(B):
                 opts["require_unit_rows"] = True
-            handlers = _LABEL_PARTY_HANDLERS if (m == 0 and label_mode) else _HANDLERS
+            if m == 0 and mm:
+                opts["labels"] = y_fit  # the label party's own labels (party 1 is the label holder)
+            handlers = _LABEL_PARTY_HANDLERS if (m == 0 and mm) else _HANDLERS
             specs.append(PartySpec(name, vs.setup_party, (name, B, opts), vs.party_step, vs.party_diagnostics, owner=name,
                                    handlers=handlers))
         hub_cfg = vs.CoordinatorConfig(
@@ -363,17 +375,23 @@ class _VerticalADMM(BaseEstimator):
             remote = getattr(backend, "models_stay_at_parties", False)
             self.coefs_ = [backend.request(name, "coef") for name in names] if collect and not remote else None
             self.intercept_ = float(result.hub_state.intercept)
+            self.passive_weight_ = 1.0
             refit = None
-            if label_mode:
+            if mm:
                 # the label party (which is also the coordinator) refits its own block and intercept on its exact
                 # labels, given the other parties' last shares; the result never goes to a passive party
-                refit = backend.request(names[0], "refit", y_fit, result.hub_state.passive_total, loss.name,
-                                        bool(self.fit_intercept), self.intercept_)
+                refit = backend.request(names[0], "refit", result.hub_state.passive_total, loss.name,
+                                        bool(self.fit_intercept), self.intercept_, private)
+                alpha = refit["passive_weight"]
+                self.passive_weight_ = alpha
                 if self.coefs_ is not None:
-                    self.coefs_[0] = refit["coef"]
+                    self.coefs_ = [refit["coef"]] + [alpha * c for c in self.coefs_[1:]]
                 self.intercept_ = refit["intercept"]
-                notes.append("the label party's own block and the intercept are refit on the exact labels after the "
-                             "last round, given the other parties' shares; that model stays with the label party")
+                notes.append("the label party's own block and the intercept"
+                             + (f" and a weight alpha = {alpha:.3g} on the other parties' (noisy) partial scores"
+                                if private else "")
+                             + " are refit on the exact labels after the last round, given the other parties' shares "
+                             "as received; that model stays with the label party")
             if transcript is not None and self.coefs_ is not None:  # x_m collected (simulation or opt-in)
                 for name, coef in zip(names, self.coefs_):
                     transcript(result.rounds, name, engine.HUB, {"coef": coef}, "model")
@@ -388,18 +406,21 @@ class _VerticalADMM(BaseEstimator):
                         notes.append(msg)
                         deficient.append(f"party {m}: rank {rank} of {width}")
                 if deficient:  # one warning per fit, phrased for the user; the details are in the report's notes
-                    warnings.warn(f"linearly dependent columns ({'; '.join(deficient)}; e.g. one-hot groups) — "
-                                  "expected, nothing to fix: the DP noise is drawn in the range of each party's "
-                                  "data, which gives the same guarantee (see the privacy report's notes).",
-                                  RankDeficiencyWarning, stacklevel=2)
+                    warnings.warn(f"linearly dependent columns ({'; '.join(deficient)}; e.g. one-hot groups), so "
+                                  "[Hu, eq. 16]'s (D_m^T D_m)^-1 does not exist; its noise is drawn in the range of "
+                                  "each party's data instead (the same distribution whenever the inverse exists; "
+                                  "see the privacy report's notes).", RankDeficiencyWarning, stacklevel=2)
             # eval scores summed from the parties' partial scores (needed when the driver has no eval features)
             self.eval_scores_ = {}
-            for k in (evals if (collect or label_mode) else ()):
+            # a feature-private fit sends no un-noised partial scores X_m x_m off a party (x_m depends on D_m beyond
+            # the noisy shares): only non-private feature sides (label-only fits) score passive parties' eval sets
+            for k in (evals if (collect or (mm and not private)) else ()):
                 if collect:
                     parts = {name: backend.request(name, "score", k) for name in names}
                 else:  # passive parties' partial test scores (prediction), the label party's from its refit
                     parts = {name: backend.request(name, "score", k) for name in names[1:]}
                 if refit is not None:
+                    parts = {name: refit["passive_weight"] * part for name, part in parts.items()}
                     parts[names[0]] = refit["eval_scores"][k]
                 if transcript is not None:
                     for name, part in parts.items():
@@ -421,7 +442,9 @@ class _VerticalADMM(BaseEstimator):
                 paper_delta_iter=self.delta if mode == "iteration_epsilon" else None,
                 assumptions=assumptions, notes=notes, mechanism=self.mechanism if private else None,
                 relation=self.relation, label_delta=self.delta if label_mode else None)
-            finish(self.privacy_, threat_model="vertical-feature" if private else "vertical-label",
+            finish(self.privacy_, threat_model="vertical-feature" if private and not label_mode else
+                   "vertical-label" if not private else
+                   THREAT_MODELS["vertical-feature"] + " || label side: " + THREAT_MODELS["vertical-label"],
                    noise_source=result.noise_source)
         else:
             self.privacy_ = None
@@ -512,7 +535,7 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
         O(d_m³) setup and O(d_m²) memory), ``"cg"`` (warm-started preconditioned conjugate gradients
         with D_m and D_mᵀ only, O(nnz) per product and no d_m × d_m matrix; inexact steps in
         non-private fits, solved to 1e-10 in private ones) or ``"auto"`` (eigh for blocks of at most
-        2,048 columns, else cg). Sparse (CSR) blocks stay sparse with either.
+        2,048 columns — 512 if sparse — else cg). Sparse (CSR) blocks stay sparse with either.
 
     Attributes
     ----------

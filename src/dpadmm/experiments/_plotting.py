@@ -7,6 +7,8 @@ plotting area, and titles carry the dataset and settings.
 
 from __future__ import annotations
 
+import numpy as np
+
 
 def plt():
     """``matplotlib.pyplot`` on the non-interactive Agg backend (imported lazily)."""
@@ -36,9 +38,14 @@ def readable_log(ax, which: str = "y") -> None:
         (ax.set_yscale if axis_name == "y" else ax.set_xscale)("log")
         lo, hi = (ax.get_ylim() if axis_name == "y" else ax.get_xlim())
         span = hi / lo if lo > 0 else 100.0
-        subs = (1.0, 2.0, 5.0) if span > 8 else (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)
         if span > 1e4:
             subs = (1.0,)
+        elif span > 8:
+            subs = (1.0, 2.0, 5.0)
+        elif span > 3:
+            subs = (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0)
+        else:  # less than half a decade: a tick every 0.05 (×10^k) so that several are labelled
+            subs = tuple(float(v) for v in np.arange(1.0, 10.0, 0.5))
         axis.set_major_locator(LogLocator(base=10.0, subs=subs, numticks=30))
         axis.set_major_formatter(FuncFormatter(_fmt))
         axis.set_minor_locator(LogLocator(base=10.0, subs=tuple(range(1, 10)), numticks=30))

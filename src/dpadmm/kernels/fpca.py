@@ -53,8 +53,10 @@ class Basis:
         return self.phi.shape[1]
 
     def scores(self, X: np.ndarray) -> np.ndarray:
-        """``A_jk = ∫ (X_j − μ) φ_k`` by quadrature; X is (..., n, T) → (..., n, K)."""
-        return (X - self.mean) @ (self.phi * self.q[:, None])
+        """``A_jk = ∫ (X_j − μ) φ_k`` by quadrature; X is (..., n, T) → (..., n, K) (one pass over X:
+        ``X W − μ W`` with ``W = Q Φ``, no centred copy of the curves)."""
+        W = self.phi * self.q[:, None]
+        return X @ W - self.mean @ W
 
     def curve(self, w: np.ndarray) -> np.ndarray:
         """``β(t) = Σ_k w_k φ_k(t)`` on the grid; w is (..., K) → (..., T)."""

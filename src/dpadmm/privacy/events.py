@@ -21,7 +21,9 @@ class Relation:
 FEATURE_COLUMN = Relation(
     "feature_column",
     "D_m and D'_m differ in one feature column of one party m, with ||D_m - D'_m|| <= 1 "
-    "(feature-level DP as defined in [Hu, Definition 2]; not record-level DP)",
+    "(feature-level DP as defined in [Hu, Definition 2]; not record-level DP). D_m is the block as the party "
+    "uses it, i.e. after any row normalisation: normalising rows scales small rows up, so a raw column change "
+    "of norm 1 can become larger and is then not covered",
 )
 RECORD_REPLACE = Relation(
     "record_replace",

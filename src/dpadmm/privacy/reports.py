@@ -36,6 +36,9 @@ def _label_block(label_events, delta, accountant, rounds) -> dict:
         return {"protected": False, "epsilon": "inf", "delta": None, "relation": LABEL_CHANGE.key,
                 "threat_model": LABEL_THREAT, "note": LABELS_READABLE}
     nms = [e.noise_multiplier for e in label_events]
+    if any(e.sigma <= 0 for e in label_events):  # the linearised coordinator without label noise
+        return {"protected": False, "epsilon": "inf", "delta": None, "relation": LABEL_CHANGE.key,
+                "threat_model": LABEL_THREAT, "note": LABELS_READABLE.replace("the dual y", "the gradient")}
     return {"protected": True,
             "epsilon": _cached_epsilon(tuple(nms), delta, accountant), "delta": delta,
             "relation": LABEL_CHANGE.key, "relation_description": LABEL_CHANGE.description,
@@ -96,13 +99,14 @@ def hu_report(ledger: PrivacyLedger, *, delta: float, accountant: str = "pld", r
                  "sensitivity": max(e.sensitivity for e in evs), "sigma": evs[-1].sigma,
                  "noise_multiplier": min(e.noise_multiplier for e in evs), "rounds": len(evs)}
                 for p, evs in per_party_events.items()]
+    label_events = [e for e in label_events if e.sigma > 0]
     if label_events:
         releases.append({"party": "coordinator", "side": "labels", "relation": LABEL_CHANGE.key,
                          "sensitivity": label["sensitivity"], "sigma": label["sigma"],
                          "noise_multiplier": label["noise_multiplier"], "rounds": label["rounds"]})
     notes = list(notes)
-    if not label_events:
-        notes.append(LABELS_READABLE)
+    if not label.get("protected"):
+        notes.append(label["note"])
     rel = {"feature_column": FEATURE_COLUMN, "record": RECORD_REPLACE}[relation]
     if mechanism == "paper":
         notes.insert(0, "epsilon = inf: " + PAPER_NOT_DP)

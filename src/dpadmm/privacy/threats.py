@@ -26,7 +26,9 @@ THREAT_MODELS: dict[str, str] = {
     "consensus": (
         "adversary: any node or an eavesdropper on any link; sees every broadcast model f_i(t) of every node "
         "and the graph; protects each node's records (replace one record of one node); public: the graph, "
-        "node sample counts, C, rho, theta and T (eta_i(t) kept private by each node defeats the KKT attack)"),
+        "node sample counts, C, rho, theta and T. The penalty schedules eta_i(t) are set by whoever launches the "
+        "run and are known to it (and to the router in this implementation); keeping eta private defeats the KKT "
+        "attack [Zhang, App. E] only against other nodes and eavesdroppers, and the epsilon does not rely on it"),
     "functional": (
         "adversary: the central machine or an eavesdropper; sees every noisy local model w~_i of every worker "
         "every round and every pooled statistic (mean curve, basis moments, response scaling); protects each "

@@ -77,12 +77,14 @@ def _merge_rounding(mults: list[float]) -> list[float]:
 
 def zhou_report(ledger: PrivacyLedger, *, delta: float, accountant: str = "pld", eps_iter: float | None = None,
                 delta_iter: float | None = None, fpca_noise_multiplier: float | None = None,
-                assumptions=(), notes=()) -> PrivacyReport:
+                assumptions=(), notes=(), basis_covered: bool = False) -> PrivacyReport:
     """Total privacy of an FDP-ADMM run from its ledger (one party = one worker).
 
     ``fpca_noise_multiplier``: z of the private-FPCA moment release, composed into every worker's
     total (one extra Gaussian release); ``None`` if the basis did not touch private data
     (fixed basis) or was computed without noise (then the FPCA step is *not* covered: noted).
+    ``basis_covered``: the pooled-statistics releases (``algorithms.functional_statistics``, rounds < 0)
+    are in the ledger itself and compose with each worker's ADMM releases.
     """
     per = {p: [e for e in evs if isinstance(e, GaussianRelease)] for p, evs in ledger.by_party().items()}
     per = {p: evs for p, evs in per.items() if evs}
@@ -91,13 +93,14 @@ def zhou_report(ledger: PrivacyLedger, *, delta: float, accountant: str = "pld",
     per_party = {p: gaussian_epsilon(v, delta, accountant) for p, v in mults.items()}
     per_rdp = {p: gaussian_epsilon(v, delta, "rdp") for p, v in mults.items()}
     eps = max(per_party.values()) if per_party else math.inf
-    rounds = max((len(v) for v in per.values()), default=0)
+    rounds = max((sum(e.round >= 0 for e in v) for v in per.values()), default=0)
+    n_releases = max((len(v) for v in per.values()), default=0)
     nm = min((e.noise_multiplier for evs in per.values() for e in evs), default=None)
     if eps_iter is None and nm is not None:
         eps_iter = math.sqrt(2.0 * math.log(1.25 / (delta_iter or delta))) / nm
-    pb = paper_bound(eps_iter if eps_iter is not None else math.inf, delta_iter or delta, rounds + len(extra))
+    pb = paper_bound(eps_iter if eps_iter is not None else math.inf, delta_iter or delta, n_releases + len(extra))
     all_notes = list(notes)
-    if fpca_noise_multiplier is None:
+    if fpca_noise_multiplier is None and not basis_covered:
         all_notes.append("the FPCA basis is not covered by this epsilon (fixed basis, or FPCA without noise)")
     return PrivacyReport(
         epsilon=eps, delta=delta, accountant=f"dp-accounting {accountant.upper()}",

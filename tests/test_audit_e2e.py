@@ -108,10 +108,14 @@ def test_planted_bug_patches_are_removed_after_the_row():
     from dpadmm.experiments import audit_e2e as A
     from dpadmm.kernels import fpca as F
 
-    noise, step, clip = gc._noise, gc.block_step, F.clip_rows
+    from dpadmm.algorithms import vertical_sharing as vs
+
+    before = (gc._noise, gc.block_step, F.clip_rows, vs.clip_share_input)
     A.audit_row(A.consensus_reuse_bug_row(), runs=40)
     A.audit_row(A.functional_bug_row(), runs=40)
-    assert (gc._noise, gc.block_step, F.clip_rows) == (noise, step, clip)
+    if A._has_gaussian_vertical():
+        A.audit_row(A.vertical_clip_bug_row(), runs=40)
+    assert (gc._noise, gc.block_step, F.clip_rows, vs.clip_share_input) == before
 
 
 def test_audit_catches_noise_reused_across_rounds_in_the_real_consensus_fit():

@@ -81,7 +81,7 @@ def test_private_default_fit_releases_no_pooled_statistic_in_the_clear(sim):
     z = est.noise_multiplier_
     assert rep.epsilon == pytest.approx(gaussian_epsilon([z] * (6 + 2), 1e-5), rel=1e-9)
     assert rep.threat_model and rep.noise_source == "party-local"
-    assert est.basis_.kind == "fpca" and est.clipped_fraction_ is None  # private-fpca by default; no count leaks
+    assert est.basis_.kind == "bspline" and est.clipped_fraction_ is None  # private default basis; no count leaks
 
 
 def test_public_ranges_skip_the_histograms_and_fixed_bases_are_private_too(sim):
@@ -101,7 +101,7 @@ def test_private_statistics_are_close_to_the_exact_ones_with_enough_data():
     of the response's sd, scale within 25%, and the private FPCA spans the leading exact components."""
     d = simulate_zhou(100_000, tau=0.5, random_state=4)
     est = FunctionalQuantileRegressor(tau=0.5, workers=10, total_epsilon=2.0, max_iter=3, n_components=3,
-                                      random_state=None).fit(d.curves, d.y)
+                                      basis="private-fpca", random_state=None).fit(d.curves, d.y)
     sd = d.y.std()
     assert abs(est.response_location_ - d.y.mean()) < 0.05 * sd * 5  # clipped mean of a heavy-tailed response
     assert 0.5 < est.response_scale_ / sd < 1.25

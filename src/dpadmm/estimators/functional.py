@@ -39,7 +39,9 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
     ----------
     tau : quantile level in (0, 1).
     n_components : K, the number of basis functions / FPCA components (≤ grid size).
-    basis : ``auto`` (default: ``fpca`` when non-private, ``private-fpca`` when private), ``fpca`` (the sum
+    basis : ``auto`` (default: ``fpca`` when non-private, ``bspline`` when private — its centring and scales
+        need only a (K+1)² private moment release, where private FPCA noises a (T+1)² one and loses
+        far more: MISE 0.012 vs 1.14 on the simulation at n = 100,000, total ε = 2), ``fpca`` (the sum
         of per-worker moment matrices = pooled FPCA; non-private fits only), ``private-fpca`` (Gaussian noise
         on each worker's moment matrix of clipped curves, accounted for) or ``fourier`` / ``bspline`` (fixed
         functions; the centring and scales of their scores come from the workers' moment sums, noised and
@@ -152,7 +154,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
     # ------------------------------------------------------------------ pooled statistics
     def _basis_kind(self) -> str:
         if self.basis == "auto":
-            return "private-fpca" if self._private else "fpca"
+            return "bspline" if self._private else "fpca"
         return self.basis
 
     def _statistics(self, parts, parts_y, grid, z_stats: float, nseed, backend_name, transcript=None):
@@ -206,12 +208,16 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             y_loc = s1 / cnt
             var = max(s2 / cnt - y_loc * y_loc, 0.0)
             y_scale = math.sqrt(var) if var > 0 else max(abs(y_loc), 1.0)
+        # noisy variances below the noise level say nothing: floor them at 3 noise standard deviations of a
+        # covariance entry (z·Δ/n), so that no score is blown up by a noise-sized divisor
+        self._var_floor = 3.0 * z_stats * 3.0 * (1.0 + float(st.curve_clip or 0.0) ** 2) / n if z_stats > 0 else 0.0
         return basis, float(y_loc), float(y_scale), st, res.ledger
 
     @staticmethod
-    def _score_scale(basis: F.Basis, how: str) -> np.ndarray:
-        """Divisors of the scores: their standard deviations (``each``) or the largest one (``common``)."""
-        sd = np.sqrt(np.maximum(basis.eigenvalues, 0.0))
+    def _score_scale(basis: F.Basis, how: str, var_floor: float = 0.0) -> np.ndarray:
+        """Divisors of the scores: their standard deviations (``each``) or the largest one (``common``);
+        variances floored at ``var_floor`` (the noise level of a private estimate)."""
+        sd = np.sqrt(np.maximum(basis.eigenvalues, var_floor))
         top = float(sd.max()) if sd.size and sd.max() > 0 else 1.0
         if how == "common":
             return np.full(sd.shape, top)
@@ -260,7 +266,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             eps_iter, delta_iter = math.sqrt(2.0 * math.log(1.25 / self.delta)) / z, float(self.delta)
         basis, y_loc, y_scale, stats, stats_ledger = self._statistics(parts, parts_y, grid, z, nseed, self.backend,
                                                                           transcript)
-        scale = self._score_scale(basis, mcfg["standardize"])
+        scale = self._score_scale(basis, mcfg["standardize"], self._var_floor)
         clip = c1 if private else None  # clipping is a privacy precondition; non-private fits use the raw scores
         c_total = math.sqrt(c1 * c1 + 1.0) if self.fit_intercept else c1
         settings = fq.Settings.make([self.tau], lam=self.lam, noise_multiplier=z, eps_iter=eps_iter, delta_iter=delta_iter)

@@ -118,6 +118,8 @@ def consensus(
         console.print("privacy: " + (f"P(T) = {pb:.4g} ([Zhang, Thm 4.1], pure DP, record-level"
                                      + (f", noise: {noise}" if noise else "") + ")" if pb is not None
                                      else "no bound (epsilon = inf)"))
+        if monitor and pb is not None:
+            console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
         from ._common import verdict
 
         trivial = f.get("base_rate_train_loss")

@@ -252,6 +252,8 @@ def functional(
             console.print(f"[yellow]warning:[/] the fit is worse on the training data than the constant τ-quantile "
                           f"({final['train_pinball_loss']:.5g} vs {model.constant_pinball_loss_:.5g}).")
         console.print("privacy: " + (model.privacy_.summary() if model.privacy_ is not None else "non-private (epsilon = inf)"))
+        if monitor and model.privacy_ is not None:
+            console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
         from ._common import verdict
 
         trivial = pinball_score(te.y, np.full(te.n, np.quantile(tr.y, tau)), tau)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -82,7 +83,8 @@ def serve(
     service = PartyService(name=name, protocol=proto, data=files, out=out, allow=tuple(allow),
                            allow_monitoring=allow_monitoring, secure=not insecure,
                            describe_options={"id_column": id_column, "label_column": label_column},
-                           accept_coordinator_data=accept_coordinator_data)
+                           accept_coordinator_data=accept_coordinator_data,
+                           echo=lambda line: print(f"party {name}: {line}", file=sys.stderr, flush=True))
 
     def ready(port):
         host = listen.rsplit(":", 1)[0]

@@ -266,6 +266,8 @@ def vertical(
                           f"objective by {_last_relative_change(metrics):.1e} (relative) — pass more --iterations "
                           "for a tighter fit.")
         console.print(f"privacy: {_privacy_line(metrics)}")
+        if monitor and private:
+            console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
         v = _trivial_verdict(metrics, data)
         metrics["verdict"] = v
         if v:

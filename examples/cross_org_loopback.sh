@@ -204,7 +204,7 @@ dp consensus --nodes 4 --iterations 10 --seed 0 --quiet --out "$OUT/consensus_in
 echo "== 7b. functional quantile regression, 3 workers, over grpc vs in-process"
 FPEERS=()
 for i in 1 2 3; do
-  start_party "worker$i" "worker$i" --protocol functional-quantile --accept-coordinator-data --tls "$OUT/pki/worker$i" \
+  start_party "worker$i" "worker$i" --protocol functional-quantile --protocol functional-statistics --accept-coordinator-data --tls "$OUT/pki/worker$i" \
     --out "$OUT/workers/worker$i"
   FPEERS+=(--peer "worker$i=127.0.0.1:$PORT")
 done

@@ -463,3 +463,35 @@ def test_party_refuses_a_certificate_for_another_name(pki, a9a_files, tmp_path, 
                  "--tls", str(pki / "good" / "party2"), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 2 and "issued for 'party2', not --name 'party1'" in err
+
+
+def test_functional_over_grpc_matches_in_process(pki, tmp_path):
+    """Two protocols at each worker (the pooled-statistics stage, then FDP-ADMM), coordinator-sent curves
+    (the workers opted in), a seeded private fit: the same numbers as in-process."""
+    from dpadmm.algorithms import functional_quantile as fq
+    from dpadmm.algorithms import functional_statistics as fs
+    from dpadmm.data.functional import simulate_zhou
+    from dpadmm.estimators import FunctionalQuantileRegressor
+
+    provision(["coordinator", "worker1", "worker2"], tmp_path / "pki")
+    data = simulate_zhou(300, tau=0.5, random_state=0)
+    kw = dict(tau=0.5, n_components=4, workers=2, max_iter=15, total_epsilon=20.0, curve_clip=10.0, random_state=3)
+    ref = FunctionalQuantileRegressor(**kw).fit(data.curves, data.y, grid=data.grid)
+    servers, peers = [], {}
+    for name in ("worker1", "worker2"):
+        svc = PartyService(name=name, protocol=[fq.PROTOCOL, fs.PROTOCOL], data={}, out=tmp_path / name,
+                           allow=("coordinator",), accept_coordinator_data=True)
+        srv, port = make_server(svc, "127.0.0.1:0", TLSFiles.load(tls_dir=tmp_path / "pki" / name))
+        srv.start()
+        servers.append((srv, svc))
+        peers[name] = f"127.0.0.1:{port}"
+    try:
+        be = GrpcBackend(peers, tls=TLSFiles.load(tls_dir=tmp_path / "pki" / "coordinator"), timeout=60)
+        got = FunctionalQuantileRegressor(**kw, backend=be).fit(data.curves, data.y, grid=data.grid)
+    finally:
+        for srv, svc in servers:
+            srv.stop(0).wait()
+            svc.close()
+    np.testing.assert_allclose(got.coef_, ref.coef_, rtol=1e-10, atol=1e-12)
+    assert got.privacy_.epsilon == pytest.approx(ref.privacy_.epsilon, rel=1e-12)
+    assert (tmp_path / "worker1" / "model.npz").is_file()

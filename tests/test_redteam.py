@@ -130,7 +130,9 @@ def test_sigma_is_multiplier_times_sensitivity_and_every_release_is_composed():
     assert p.epsilon <= 2.0 and p.label["epsilon"] <= 1.0
     feats = [r for r in p.releases if r["side"] == "features"]
     labels = [r for r in p.releases if r["side"] == "labels"]
-    assert {r["party"] for r in feats} == {"party1", "party2"} and all(r["rounds"] == T for r in feats)
+    # every party step releases a share; the first answers the all-zero inbox (sensitivity 0, free)
+    assert {r["party"] for r in feats} == {"party1", "party2"} and all(r["rounds"] == T - 1 for r in feats)
+    assert all(r["rounds_total"] == T for r in feats)
     assert len(labels) == 1 and labels[0]["rounds"] == T - 1  # round 1's inbox is zero, round T's hub step sends none
     for r in feats + labels:
         assert r["sigma"] == pytest.approx(r["noise_multiplier"] * r["sensitivity"], rel=1e-12)
@@ -512,3 +514,26 @@ def test_party_server_gives_no_unnoised_training_scores_in_a_private_run(tmp_pat
             call("Request", {"handler": "score", "args": ["test"]})
     finally:
         svc.close()
+
+
+@pytest.mark.xfail(reason="REDTEAM F15: from round 2 the functional 'exact' local solve is warm-started at the worker's "
+                          "private previous solution with one smoothing level and stops short of the minimiser",
+                   strict=False)
+def test_functional_exact_local_solve_does_not_depend_on_its_warm_start():
+    from dpadmm.algorithms import functional_quantile as fq
+
+    rng = np.random.default_rng(0)
+    m, K, c1, worst = 30, 4, 2.0, 0.0
+    for _ in range(6):
+        A = rng.normal(size=(m, K))
+        A *= np.minimum(1, c1 / np.linalg.norm(A, axis=1))[:, None]
+        y = 3 * rng.normal(size=m)
+        for tau in (0.1, 0.9):
+            for rho in (0.05, 1.0):
+                cfg, _ = fq.make_party("w", A, y, fq.Settings.make([tau], lam=0.5), rho=rho, n_workers=1,
+                                       penalty="l1", local_step="exact", c1=c1)
+                v = rng.normal(size=(1, 1, 1, K))
+                cold = fq.exact_local_solve(cfg, v, np.zeros((1, 1, 1, K)))
+                warm = fq.exact_local_solve(cfg, v, 10 * rng.normal(size=(1, 1, 1, K)), levels=fq.WARM_LEVELS)
+                worst = max(worst, float(np.linalg.norm(warm - cold)) / (2 * c1 / (m * rho)))
+    assert worst < 0.01  # a solve the sensitivity bound covers returns the minimiser whatever the start

@@ -284,3 +284,18 @@ def stats_hub_step(cfg: StatsHubConfig, state: StatsHubState, outboxes: Mapping[
         return StatsHubState("moments", state.y_range, state.curve_clip, sums), {p: req for p in cfg.party_names}, []
     return StatsHubState("done", state.y_range, state.curve_clip, sums), \
         {p: StatsRequest("done") for p in cfg.party_names}, []
+
+
+# ----------------------------------------------------------------------------- protocol (as data, for the network)
+def _is_private(cfg: StatsConfig) -> bool:
+    return cfg.noise_multiplier > 0
+
+
+def _protocol():
+    from ..backends.protocol import Protocol
+
+    return Protocol("functional-statistics", setup_stats, stats_step, None, handlers={},
+                    types=(StatsRequest, StatsMessage), private=_is_private, data_args=(1, 2))
+
+
+PROTOCOL = _protocol()

@@ -240,9 +240,10 @@ class GrpcBackend(Backend):
         bodies = {}
         for index, spec in enumerate(specs):
             proto = protos[spec.name]
-            if self.hello_[spec.name].get("protocol") != proto.name:
-                raise ProtocolError(f"party {spec.name!r} serves protocol {self.hello_[spec.name].get('protocol')!r}, "
-                                    f"but this run needs {proto.name!r}; restart it with --protocol {proto.name}.")
+            served = self.hello_[spec.name].get("protocols") or [self.hello_[spec.name].get("protocol")]
+            if proto.name not in served:
+                raise ProtocolError(f"party {spec.name!r} serves protocol {served}, but this run needs {proto.name!r}; "
+                                    f"restart it with --protocol {proto.name}.")
             self._allowed[spec.name] = codec.allow_list(proto.types)
             try:
                 codec.encode(list(spec.setup_args), allowed=self._allowed[spec.name])

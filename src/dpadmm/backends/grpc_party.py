@@ -67,11 +67,13 @@ def _atomic_write(path: Path, data: bytes) -> None:
 class PartyService:
     """The party's state machine, independent of gRPC (so it is easy to test and to audit)."""
 
-    def __init__(self, *, name: str, protocol: Protocol, data: Mapping[str, str], out, allow: tuple[str, ...] = (),
+    def __init__(self, *, name: str, protocol, data: Mapping[str, str], out, allow: tuple[str, ...] = (),
                  allow_monitoring: bool = False, secure: bool = True, describe_options: Mapping[str, Any] = None,
                  accept_coordinator_data: bool = False, echo=None):
         self.name = name
-        self.protocol = protocol
+        protos = list(protocol) if isinstance(protocol, (list, tuple)) else [protocol]
+        self.protocols = {p.name: p for p in protos}  # a party may serve several (e.g. statistics, then ADMM)
+        self.protocol = protos[0]
         self.data = {k: Path(v) for k, v in data.items()}
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
@@ -81,7 +83,7 @@ class PartyService:
         self.echo = echo  # e.g. print to stderr: refusals and errors, one line each, at the party's side too
         self.secure = secure
         self.describe_options = dict(describe_options or {})
-        self.allowed_types = codec.allow_list(protocol.types)
+        self.allowed_types = codec.allow_list([t for p in protos for t in p.types])
         self.lock = threading.Lock()
         self.audit_path = self.out / "audit.jsonl"
         self._audit = open(self.audit_path, "a", buffering=1)
@@ -93,7 +95,8 @@ class PartyService:
                 from ..exceptions import DataFileError
 
                 raise DataFileError(f"party {name!r}: data file {key}={path} not found; check --data.")
-            self.facts[key] = protocol.describe(path, **self.describe_options) if protocol.describe else {}
+            desc = next((p.describe for p in protos if p.describe is not None), None)
+            self.facts[key] = desc(path, **self.describe_options) if desc else {}
 
     def _reset(self):
         self.cfg = self.state = None
@@ -152,7 +155,8 @@ class PartyService:
                            "FAILED_PRECONDITION")
 
     def _hello(self, req):
-        return {"name": self.name, "protocol": self.protocol.name, "version": WIRE_VERSION, "data": self.facts,
+        return {"name": self.name, "protocol": self.protocol.name, "protocols": sorted(self.protocols),
+                "version": WIRE_VERSION, "data": self.facts,
                 "requests": sorted(self.protocol.handlers), "monitoring_in_private_runs": self.allow_monitoring}
 
     def _localise(self, obj):
@@ -171,8 +175,9 @@ class PartyService:
         return obj
 
     def _setup(self, req):
-        if req.get("protocol") != self.protocol.name:
-            raise _Refused(f"party {self.name!r} serves protocol {self.protocol.name!r}, not {req.get('protocol')!r}")
+        if req.get("protocol") not in self.protocols:
+            raise _Refused(f"party {self.name!r} serves protocol {sorted(self.protocols)}, not {req.get('protocol')!r}")
+        self.protocol = self.protocols[req["protocol"]]
         if req.get("party") != self.name:
             raise _Refused(f"this party is {self.name!r}, not {req.get('party')!r}")
         raw = list(req.get("args", []))

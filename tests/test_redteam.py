@@ -130,7 +130,9 @@ def test_sigma_is_multiplier_times_sensitivity_and_every_release_is_composed():
     assert p.epsilon <= 2.0 and p.label["epsilon"] <= 1.0
     feats = [r for r in p.releases if r["side"] == "features"]
     labels = [r for r in p.releases if r["side"] == "labels"]
-    assert {r["party"] for r in feats} == {"party1", "party2"} and all(r["rounds"] == T for r in feats)
+    # every party step releases a share; the first answers the all-zero inbox (sensitivity 0, free)
+    assert {r["party"] for r in feats} == {"party1", "party2"} and all(r["rounds"] == T - 1 for r in feats)
+    assert all(r["rounds_total"] == T for r in feats)
     assert len(labels) == 1 and labels[0]["rounds"] == T - 1  # round 1's inbox is zero, round T's hub step sends none
     for r in feats + labels:
         assert r["sigma"] == pytest.approx(r["noise_multiplier"] * r["sensitivity"], rel=1e-12)

@@ -69,7 +69,8 @@ class PartyService:
 
     def __init__(self, *, name: str, protocol, data: Mapping[str, str], out, allow: tuple[str, ...] = (),
                  allow_monitoring: bool = False, secure: bool = True, describe_options: Mapping[str, Any] = None,
-                 accept_coordinator_data: bool = False, echo=None):
+                 accept_coordinator_data: bool = False, echo=None, allow_seeded_noise: bool = False,
+                 requests=None, private_only: bool = False):
         self.name = name
         protos = list(protocol) if isinstance(protocol, (list, tuple)) else [protocol]
         self.protocols = {p.name: p for p in protos}  # a party may serve several (e.g. statistics, then ADMM)
@@ -80,6 +81,12 @@ class PartyService:
         self.allow = tuple(allow)
         self.allow_monitoring = bool(allow_monitoring)
         self.accept_coordinator_data = bool(accept_coordinator_data)
+        # operator policy (the coordinator cannot change it): a coordinator-chosen noise seed would let the
+        # coordinator regenerate the noise; "refit" returns a model fitted to this party's block, so it is
+        # off unless the operator lists it (the label party, whose organisation runs the coordinator)
+        self.allow_seeded_noise = bool(allow_seeded_noise)
+        self.requests = None if requests is None else set(requests)
+        self.private_only = bool(private_only)
         self.echo = echo  # e.g. print to stderr: refusals and errors, one line each, at the party's side too
         self.secure = secure
         self.describe_options = dict(describe_options or {})
@@ -194,6 +201,13 @@ class PartyService:
         # party-local entropy: made here from the OS, never sent anywhere
         self.rng = np.random.default_rng() if self.noise_seed is None else None
         self.private = bool(self.protocol.private(self.cfg)) if self.protocol.private else False
+        if self.noise_seed is not None and not self.allow_seeded_noise:
+            self._reset()
+            raise _Refused(f"party {self.name!r} refused a coordinator-chosen noise seed (whoever knows it can remove "
+                           "the noise); its operator can allow a reproducible simulation with --allow-seeded-noise")
+        if self.private_only and not self.private:
+            self._reset()
+            raise _Refused(f"party {self.name!r} refused a non-private run (its operator started it with --private-only)")
         return {"private": self.private, "noise_source": "party-local" if self.noise_seed is None else "seeded"}
 
     def _step(self, req):
@@ -209,6 +223,13 @@ class PartyService:
         self._need_setup("Request")
         handler = req.get("handler")
         fn = self.protocol.handlers.get(handler) if isinstance(handler, str) else None
+        served = set(self.protocol.handlers) - {"refit"} if self.requests is None else self.requests
+        if fn is not None and handler not in served:
+            raise _Refused(f"party {self.name!r} refused request {handler!r}: its operator serves only {sorted(served)} "
+                           "(--requests)")
+        if fn is not None and handler == "score" and self.private and not self.allow_monitoring:
+            raise _Refused(f"party {self.name!r} refused request 'score' in a private run (un-noised partial scores); "
+                           "its operator can opt in with --allow-monitoring")
         if fn is None:
             raise _Refused(f"party {self.name!r} refused request {handler!r}: protocol {self.protocol.name!r} declares "
                            f"only {sorted(self.protocol.handlers)} (a party's model and data never leave it)")

@@ -57,6 +57,13 @@ def serve(
                                                  help="Accept this party's data from the coordinator in the setup "
                                                       "message (a simulation of a deployment; default: refuse)."),
     once: bool = typer.Option(False, "--once", help="Exit after one run has finished."),
+    allow_seeded_noise: bool = typer.Option(False, "--allow-seeded-noise",
+                                            help="Accept a coordinator-chosen noise seed (a reproducible simulation: "
+                                                 "whoever knows the seed can remove the noise)."),
+    requests: Optional[str] = typer.Option(None, "--requests", help="Declared requests this party answers, e.g. "
+                                                                    "score,rank,refit (default: all declared but refit; "
+                                                                    "refit only at the label party)."),
+    private_only: bool = typer.Option(False, "--private-only", help="Refuse runs that add no noise."),
     threads: int = typer.Option(1, "--threads", help="BLAS threads of this party (the per-round work is vector "
                                                      "algebra; more threads mostly add contention)."),
 ):
@@ -85,7 +92,9 @@ def serve(
     service = PartyService(name=name, protocol=protos, data=files, out=out, allow=tuple(allow),
                            allow_monitoring=allow_monitoring, secure=not insecure,
                            describe_options={"id_column": id_column, "label_column": label_column},
-                           accept_coordinator_data=accept_coordinator_data,
+                           accept_coordinator_data=accept_coordinator_data, allow_seeded_noise=allow_seeded_noise,
+                           requests=None if requests is None else [r.strip() for r in requests.split(",") if r.strip()],
+                           private_only=private_only,
                            echo=lambda line: print(f"party {name}: {line}", file=sys.stderr, flush=True))
 
     def ready(port):

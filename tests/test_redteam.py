@@ -433,8 +433,8 @@ def test_private_functional_fit_does_not_track_one_response():
     assert all(abs(f.response_location_) <= 10.0 for f in fits)  # inside the public range whatever one y does
 
 
-# ----------------------------------------------------------------------------- open findings (xfail: attacks that work)
-def _party_server(tmp_path, N=60):
+# ----------------------------------------------------------------------------- party server vs an active coordinator
+def _party_server(tmp_path, N=60, **policy):
     """party2 of vertical-sharing as `dpadmm party serve` runs it (the state machine, no network)."""
     from dpadmm.backends import grpc_codec as codec
     from dpadmm.backends.grpc_party import PartyService
@@ -445,7 +445,7 @@ def _party_server(tmp_path, N=60):
     paths = write_party_files([rng.normal(size=(N, 2)), rng.normal(size=(N, 3))], np.where(rng.random(N) < .5, 1, -1),
                               tmp_path)
     svc = PartyService(name="party2", protocol=vs.PROTOCOL, data={"train": str(paths[1])}, out=tmp_path / "p2",
-                       secure=False)
+                       secure=False, **policy)
     allowed = codec.allow_list(vs.PROTOCOL.types)
 
     def call(method, body):
@@ -453,10 +453,10 @@ def _party_server(tmp_path, N=60):
 
     D = PartyData("train", {"ids": np.arange(N), "index": 2, "n_features": 3}, (N, 3))
 
-    def setup(seed=None, **extra):
+    def setup(seed=None, nm=5.0, **extra):
         from dpadmm.kernels.regularizers import L2
 
-        spec = vs.PrivacySpec(noise_multiplier=5.0, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
+        spec = vs.PrivacySpec(noise_multiplier=nm, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
         opts = dict({"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None, "damping": 0.0, "eval_blocks": {}},
                     **extra)
         return call("Setup", {"protocol": vs.PROTOCOL.name, "party": "party2", "index": 1, "noise_seed": seed,
@@ -465,8 +465,6 @@ def _party_server(tmp_path, N=60):
     return svc, call, setup, D
 
 
-@pytest.mark.xfail(reason="REDTEAM F2-A1': a passive party takes 'labels' from the coordinator's Setup options and "
-                          "then answers refit with its un-noised model", strict=False)
 def test_party_server_refit_cannot_be_unlocked_by_coordinator_sent_labels(tmp_path):
     pytest.importorskip("grpc")
     from dpadmm.backends.grpc_party import _Refused
@@ -483,8 +481,6 @@ def test_party_server_refit_cannot_be_unlocked_by_coordinator_sent_labels(tmp_pa
         svc.close()
 
 
-@pytest.mark.xfail(reason="REDTEAM F2-A3: a party accepts a noise seed chosen by the coordinator without its "
-                          "operator's opt-in", strict=False)
 def test_party_server_refuses_a_coordinator_chosen_noise_seed_by_default(tmp_path):
     pytest.importorskip("grpc")
     from dpadmm.backends.grpc_party import _Refused
@@ -497,8 +493,6 @@ def test_party_server_refuses_a_coordinator_chosen_noise_seed_by_default(tmp_pat
         svc.close()
 
 
-@pytest.mark.xfail(reason="REDTEAM F2-A2: in a private run 'score' on an eval key the coordinator mapped to the "
-                          "party's training file returns the un-noised share", strict=False)
 def test_party_server_gives_no_unnoised_training_scores_in_a_private_run(tmp_path):
     pytest.importorskip("grpc")
     from dpadmm.backends.grpc_party import _Refused
@@ -537,3 +531,18 @@ def test_functional_exact_local_solve_does_not_depend_on_its_warm_start():
                 warm = fq.exact_local_solve(cfg, v, 10 * rng.normal(size=(1, 1, 1, K)), levels=fq.WARM_LEVELS)
                 worst = max(worst, float(np.linalg.norm(warm - cold)) / (2 * c1 / (m * rho)))
     assert worst < 0.01  # a solve the sensitivity bound covers returns the minimiser whatever the start
+
+
+@pytest.mark.xfail(reason="REDTEAM F2-A4': --private-only accepts a coordinator-chosen noise multiplier of 1e-12 (no "
+                          "operator floor on the noise or on the number of releases)", strict=False)
+def test_private_only_party_refuses_a_negligible_noise_multiplier(tmp_path):
+    pytest.importorskip("grpc")
+    from dpadmm.backends.grpc_party import _Refused
+
+    svc, call, setup, _ = _party_server(tmp_path, private_only=True)
+    try:
+        with pytest.raises(_Refused):
+            setup(nm=1e-12)
+            call("Step", {"round": 0, "inbox": vs.CoordinatorMessage(1, np.zeros(60), np.ones(60), 0.5)})
+    finally:
+        svc.close()

@@ -276,6 +276,9 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             eps_iter, delta_iter = math.sqrt(2.0 * math.log(1.25 / self.delta)) / z, float(self.delta)
         basis, y_loc, y_scale, stats, stats_ledger = self._statistics(parts, parts_y, grid, z, nseed, self.backend,
                                                                           transcript)
+        if not self.fit_intercept:  # no intercept to absorb a shift: scale the response only
+            y_scale = math.sqrt(y_scale * y_scale + y_loc * y_loc)
+            y_loc = 0.0
         scale = self._score_scale(basis, mcfg["standardize"], self._var_floor)
         clip = c1 if private else None  # clipping is a privacy precondition; non-private fits use the raw scores
         c_total = math.sqrt(c1 * c1 + 1.0) if self.fit_intercept else c1

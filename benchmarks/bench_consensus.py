@@ -15,7 +15,7 @@ unevenly (sizes ∝ linspace(1, 10, N)), C = 50, ρ = 1, θ = 0.5, η(t) = 0.5·
   of Adult, fitted side by side before every batched run; the ratio training seconds / that fit is
   reported per workload (medians).
 
-Everything runs under one BLAS thread (``--threads``, threadpoolctl) for both libraries, in this
+Everything runs under one thread (``--threads``, threadpoolctl: BLAS and OpenMP) for both libraries, in this
 process; the load average at start and end is printed (the machine is shared).
 
 Usage: ``python benchmarks/bench_consensus.py [--repeats 3] [--iterations 100] [--baseline-iterations 10]``
@@ -67,7 +67,7 @@ def main():
     args = ap.parse_args()
     from dpadmm.data import load_adult
 
-    limit = threadpool_limits(args.threads, user_api="blas")
+    limit = threadpool_limits(args.threads)
     print(f"load average at start {os.getloadavg()[0]:.1f}; BLAS threads {args.threads}", flush=True)
     X, y = load_adult()
     rows = []

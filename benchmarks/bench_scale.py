@@ -13,7 +13,7 @@ Cases (``--case``):
   (tracemalloc, numpy/scipy buffers), setup, ms/iteration, floor, solver chosen.
 - ``setup``: setup seconds of one dense party block against its width d for ``eigh`` and ``cg``.
 
-Every timing runs under one BLAS thread (threadpoolctl) for both libraries, side by side in this
+Every timing runs under one thread (threadpoolctl: BLAS and OpenMP — scikit-learn's loss uses OpenMP) for both libraries, side by side in this
 process, alternating repeats; medians are printed with the load average at start and end.
 
 Floor of one iteration: what any iteration of ADMM sharing must do — each party one ``D_m x`` and
@@ -145,7 +145,7 @@ def case_headline(args):
     lam = 1e-5
     res = {"case": "headline", "load_start": load(), "env": {k: os.environ.get(k) for k in
                                                              ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}}
-    with threadpool_limits(1, user_api="blas"):
+    with threadpool_limits(1):
         res["blas"] = blas_report()
         t = time.perf_counter()
         blocks, y = make_sparse_vertical(args.n, args.d, k=8, parties=2, seed=0)
@@ -198,7 +198,7 @@ TABLE = [
 def case_table(args):
     lam = 1e-5
     out = {"case": "table", "load_start": load(), "rows": []}
-    with threadpool_limits(1, user_api="blas"):
+    with threadpool_limits(1):
         dpadmm_fit(*make_sparse_vertical(1000, 600, k=4), lam, 2)  # warm-up: imports are not the fit's memory
         for kind, n, d, k in TABLE:
             if kind == "sparse":
@@ -231,7 +231,7 @@ def case_setup(args):
 
     out = {"case": "setup", "load_start": load(), "rows": []}
     rng = np.random.default_rng(0)
-    with threadpool_limits(1, user_api="blas"):
+    with threadpool_limits(1):
         for d in args.setup_dims:
             D = rng.normal(size=(args.setup_rows, d))
             row = {"N": args.setup_rows, "d": d}

@@ -7,7 +7,7 @@
     tolerance, and stopped at the same 1e-3 gap (the smallest ``max_iter`` that reaches it, that
     fit timed on its own);
 
-Both run under the same BLAS thread cap (``--threads``, default 1, via threadpoolctl), side by
+Both run under the same thread cap (``--threads``, default 1, via threadpoolctl: BLAS and OpenMP), side by
 side in this process, alternating repeats; the load average is recorded at start and end.
 (c) a paper-faithful prototype of one iteration [Hu, §5]: L-BFGS-B for each party's x-step and
     one scipy scalar minimisation per sample for the z-step; per-iteration ratio against (a);
@@ -105,7 +105,7 @@ def main():
     ap.add_argument("--skip-gisette", action="store_true")
     ap.add_argument("--skip-prototype", action="store_true")
     args = ap.parse_args()
-    limit = threadpool_limits(args.threads, user_api="blas")
+    limit = threadpool_limits(args.threads)
     X, y = load_a9a("train")
     B = partition_columns(X, (66, 57))
     opt = optimum(X, y)

@@ -83,10 +83,19 @@ def test_reproduce_hu_fig3_quick_each_warning_once(tmp_path):
     assert all(len(w) < 400 for w in warnings)
 
 
+_real_wait = __import__("threading").Event.wait
+
+
+def _fast_wait(self, timeout=None):
+    """Event.wait with every timeout shortened to 0.05 s (the heartbeat's 20 s first wait)."""
+    return _real_wait(self, None if timeout is None else min(timeout, 0.05))
+
+
 def test_ambient_heartbeat_quiet_while_a_progress_display_runs(capsys, monkeypatch):
     from dpadmm.cli import _common
 
     monkeypatch.setattr(_common, "_stderr_is_terminal", lambda: False)
+    monkeypatch.setattr(_common.threading.Event, "wait", _fast_wait)
     with _common.ambient_heartbeat("dpadmm job", interval=0.05):
         time.sleep(0.2)  # no display: ambient lines
         n_before = capsys.readouterr().err.count("dpadmm job:")

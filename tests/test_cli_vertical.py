@@ -165,7 +165,7 @@ def test_demo_end_to_end(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["hu-fig1", "hu-fig2", "hu-fig3"])
+@pytest.mark.parametrize("name", ["hu-fig1", "hu-fig2", "hu-fig3", "vertical-privacy"])
 def test_reproduce_quick(tmp_path, capsys, name):
     out = tmp_path / name
     code, stdout, err = run_cli(["reproduce", name, "--out", out, "--quick"], capsys)

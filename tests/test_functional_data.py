@@ -116,3 +116,26 @@ def test_worse_than_constant_is_recorded_and_warned():
                                           random_state=0).fit(d.curves, d.y, grid=d.grid)
     assert bad.worse_than_constant_ is True
     assert sum("worse on the training data" in str(w.message) for w in rec) == 1
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning", "ignore::RuntimeWarning")  # centred scores, no intercept: poor
+def test_without_intercept_the_response_is_only_scaled():
+    """fit_intercept=False: no shift is absorbed anywhere (intercept 0), and y → 1000·y scales the coefficients."""
+    d = load_dataset("tecator")
+    kw = dict(tau=0.5, workers=2, method="exact", n_components=4, fit_intercept=False, lam=0.0, max_iter=60,
+              random_state=0)
+    e1 = FunctionalQuantileRegressor(**kw).fit(d.curves, d.y, grid=d.grid)
+    e2 = FunctionalQuantileRegressor(**kw).fit(d.curves, 1000.0 * d.y, grid=d.grid)
+    assert e1.intercept_ == 0.0 and e2.intercept_ == 0.0
+    np.testing.assert_allclose(e2.coef_, 1000.0 * e1.coef_, rtol=1e-6, atol=1e-9 * np.abs(1000 * e1.coef_).max())
+    A = e1.basis_.scores(d.curves)
+    ref = _qr_no_intercept(A, d.y, 0.5)
+    ours = pinball_score(d.y, e1.predict(d.curves), 0.5)
+    assert abs(ours - ref) <= 1e-3 * ref
+
+
+def _qr_no_intercept(A, y, tau):
+    import statsmodels.api as sm
+
+    p = np.asarray(sm.QuantReg(y, A).fit(q=tau, max_iter=5000, p_tol=1e-10).params)
+    return pinball_score(y, A @ p, tau)

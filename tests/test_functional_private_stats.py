@@ -28,7 +28,7 @@ def _release(X, y, q, stage, **req):
 
 def test_statistics_sensitivities_hold_for_worst_case_neighbours(sim):
     """Replace one (curve, response) pair by extreme ones: the un-noised release moves by at most the Δ
-    the code calibrates to (histograms: 2; clipped moments + response sums: 3(1 + c_X²))."""
+    the code calibrates to (histograms: 2; clipped means: √10; centred clipped moments: 4c₂²)."""
     rng = np.random.default_rng(0)
     q = F.trapezoid_weights(sim.grid)
     X, y = sim.curves[:300], sim.y[:300]
@@ -42,15 +42,21 @@ def test_statistics_sensitivities_hold_for_worst_case_neighbours(sim):
         h1, h2 = (_release(A, b, q, "ranges") for A, b in ((X, y), (X2, y2)))
         d = math.sqrt(sum(np.sum((h1[k] - h2[k]) ** 2) for k in ("y_hist", "x_hist")))
         worst_h = max(worst_h, d / 2.0)
-        # private moments: compute the un-noised vector the way stats_step does with noise off
-        def private_moments(A, b):
+        # the mean release and the centred moment release, un-noised, as stats_step computes them
+        def mean_vec(A, b):
             Z = F.clip_rows(F.scale_curves(A, q), clip)
-            S = F.moment_sum(Z, np.ones(Z.shape[1]))
             v = (np.clip(b, *yr) - 0.5 * sum(yr)) / (0.5 * (yr[1] - yr[0]))
-            kappa = 1 + clip ** 2
-            return np.concatenate([S[np.triu_indices(S.shape[0])], kappa * np.array([v.sum(), (v * v).sum()])])
-        dm = np.linalg.norm(private_moments(X, y) - private_moments(X2, y2))
-        worst_m = max(worst_m, dm / (3.0 * (1 + clip ** 2)))
+            return np.concatenate([Z.sum(0) / clip, [v.sum(), (v * v).sum(), (Z * Z).sum() / clip ** 2]])
+
+        center, c2 = F.scale_curves(X, q).mean(0), 0.7
+
+        def moments(A):
+            U = F.clip_rows(F.scale_curves(A, q) - center, c2)
+            Zt = np.c_[np.full(len(U), c2), U]
+            S = Zt.T @ Zt
+            return S[np.triu_indices(S.shape[0])]
+        worst_m = max(worst_m, np.linalg.norm(mean_vec(X, y) - mean_vec(X2, y2)) / math.sqrt(10.0),
+                      np.linalg.norm(moments(X) - moments(X2)) / (4.0 * c2 * c2))
     assert worst_h <= 1.0 + 1e-12 and worst_h > 0.5
     assert worst_m <= 1.0 + 1e-12 and worst_m > 0.2
 
@@ -72,36 +78,37 @@ def test_private_default_fit_releases_no_pooled_statistic_in_the_clear(sim):
         for k in va:
             assert not np.allclose(va[k], vb[k]), k  # noisy, not a pooled statistic in the clear
     # nothing exact is sent: the noisy moment sums differ from the exact ones
-    stats = [msg for r, _, _, msg in m1 if r == "statistics" and msg.stage == "moments"]
+    stats = [msg for r, _, _, msg in m1 if r == "statistics" and msg.stage == "moments"]  # the centred moments
     assert len(stats) == 3 and all("y_sums" not in s.values for s in stats)
     est = FunctionalQuantileRegressor(**kw).fit(sim.curves, sim.y)
     rep = est.privacy_
     names = [r["name"] for r in rep.releases]
-    assert names == ["ranges", "moments", "admm"] and all(r["in_total"] for r in rep.releases)
+    assert names == ["ranges", "mean", "moments", "admm"] and all(r["in_total"] for r in rep.releases)
     z = est.noise_multiplier_
-    assert rep.epsilon == pytest.approx(gaussian_epsilon([z] * (6 + 2), 1e-5), rel=1e-9)
+    assert rep.epsilon == pytest.approx(gaussian_epsilon([z] * (6 + 3), 1e-5), rel=1e-9)
     assert rep.threat_model and rep.noise_source == "party-local"
-    assert est.basis_.kind == "fpca" and est.clipped_fraction_ is None  # private-fpca by default; no count leaks
+    assert est.basis_.kind == "bspline" and est.clipped_fraction_ is None  # private default basis; no count leaks
 
 
 def test_public_ranges_skip_the_histograms_and_fixed_bases_are_private_too(sim):
     est = FunctionalQuantileRegressor(tau=0.3, workers=3, epsilon=1.0, max_iter=4, basis="bspline", n_components=5,
                                       y_range=(-8.0, 8.0), curve_clip=3.0, random_state=1).fit(sim.curves, sim.y)
     names = [r["name"] for r in est.privacy_.releases]
-    assert names == ["moments", "admm", "y_range"]
-    assert [r["in_total"] for r in est.privacy_.releases] == [True, True, False]
-    assert est.privacy_.epsilon == pytest.approx(gaussian_epsilon([est.noise_multiplier_] * 5, 1e-5), rel=1e-9)
+    assert names == ["mean", "moments", "admm", "y_range"]
+    assert [r["in_total"] for r in est.privacy_.releases] == [True, True, True, False]
+    assert est.privacy_.epsilon == pytest.approx(gaussian_epsilon([est.noise_multiplier_] * 6, 1e-5), rel=1e-9)
     # the fixed basis is centred with the privately estimated mean, not the pooled one
     exact_mean = sim.curves.mean(0)
     assert not np.allclose(est.basis_.mean, exact_mean)
 
 
+@pytest.mark.filterwarnings("ignore:the fitted model is worse")
 def test_private_statistics_are_close_to_the_exact_ones_with_enough_data():
     """At n = 100k (the paper's scale) the noisy statistics land near the exact ones: location within 5%
     of the response's sd, scale within 25%, and the private FPCA spans the leading exact components."""
     d = simulate_zhou(100_000, tau=0.5, random_state=4)
     est = FunctionalQuantileRegressor(tau=0.5, workers=10, total_epsilon=2.0, max_iter=3, n_components=3,
-                                      random_state=None).fit(d.curves, d.y)
+                                      basis="private-fpca", random_state=None).fit(d.curves, d.y)
     sd = d.y.std()
     assert abs(est.response_location_ - d.y.mean()) < 0.05 * sd * 5  # clipped mean of a heavy-tailed response
     assert 0.5 < est.response_scale_ / sd < 1.25

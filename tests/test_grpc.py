@@ -60,7 +60,7 @@ def parties(pki, a9a_files, tmp_path):
     servers, services, peers = [], {}, {}
     for name, path in zip(NAMES, paths):
         svc = PartyService(name=name, protocol=vs.PROTOCOL, data={"train": str(path)}, out=tmp_path / name,
-                           allow=("coordinator",))
+                           allow=("coordinator",), allow_seeded_noise=True)
         srv, port = make_server(svc, "127.0.0.1:0", TLSFiles.load(tls_dir=pki / "good" / name))
         srv.start()
         servers.append(srv)
@@ -188,10 +188,43 @@ def test_party_refuses_pickle_unknown_step_and_model_request(parties, pki, a9a_f
         be.request("party1", "coef")
     with pytest.raises(ProtocolError, match="refused request 'exec'"):
         be.request("party2", "exec", "import os")
-    assert be.request("party2", "rank") == (38, 57) or be.request("party2", "rank")[1] == 57  # a declared one works
+    assert be.request("party2", "rank")[1] == 57  # a declared one works
+    with pytest.raises(ProtocolError, match="serves only"):  # refit (a model fitted to its block): off by default
+        be.request("party2", "refit", np.zeros(N), "logistic", True)
     be.close()
     log = (services["party1"].out / "audit.jsonl").read_text()
     assert log.count('"status": "refused"') == 2 and "pickle" in log
+
+
+def test_party_policy_refuses_a_coordinator_chosen_seed_and_private_scores(pki, a9a_files, tmp_path):
+    blocks, labels, paths = a9a_files
+    bounds = vs.Bounds(20.0, 60.0, 60.0)
+    priv = vs.PrivacySpec(noise_multiplier=1.0, bounds=bounds, n_parties=2)
+    peers, stop = _serve_all(pki, dict(zip(NAMES, paths)), tmp_path)  # default operator policy
+    try:
+        be = _backend(peers, pki)
+        with pytest.raises(ProtocolError, match="refused a coordinator-chosen noise seed"):
+            be.start(_specs(blocks, private=priv), noise_seed=12345)
+        specs = _specs(blocks, private=priv)
+        specs = [PartySpec(s.name, s.setup, (s.setup_args[0], s.setup_args[1],
+                                             dict(s.setup_args[2], eval_blocks={"test": s.setup_args[1]})), s.step)
+                 for s in specs]  # an eval key mapped to the training file
+        be.start(specs)
+        _rounds(be, labels, 1, bounds)
+        with pytest.raises(ProtocolError, match="refused request 'score' in a private run"):
+            be.request("party2", "score", "test")
+        be.close()
+    finally:
+        stop()
+    peers, stop = _serve_all(pki, dict(zip(NAMES, paths)), tmp_path / "capped", max_rounds=2)
+    try:
+        be = _backend(peers, pki)
+        be.start(_specs(blocks, private=priv))
+        with pytest.raises(ProtocolError, match="at most 2 rounds per run"):
+            _rounds(be, labels, 3, bounds)
+        be.close()
+    finally:
+        stop()
 
 
 def test_private_run_refuses_monitoring_and_draws_party_local_noise(parties, pki, a9a_files):
@@ -300,8 +333,10 @@ def _serve_all(pki, files: dict, out, **kw):
     """In-thread party servers for ``{name: train_file}``; returns (peers, stop)."""
     servers, services, peers = [], [], {}
     for name, path in files.items():
+        # the label party (party1, the coordinator's own organisation) also serves its refit
+        req = ("score", "rank", "refit") if name == "party1" else None
         svc = PartyService(name=name, protocol=vs.PROTOCOL, data={"train": str(path)}, out=out / name,
-                           allow=("coordinator",), **kw)
+                           allow=("coordinator",), requests=req, **kw)
         srv, port = make_server(svc, "127.0.0.1:0", TLSFiles.load(tls_dir=pki / "good" / name))
         srv.start()
         servers.append(srv)
@@ -463,3 +498,35 @@ def test_party_refuses_a_certificate_for_another_name(pki, a9a_files, tmp_path, 
                  "--tls", str(pki / "good" / "party2"), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert code == 2 and "issued for 'party2', not --name 'party1'" in err
+
+
+def test_functional_over_grpc_matches_in_process(pki, tmp_path):
+    """Two protocols at each worker (the pooled-statistics stage, then FDP-ADMM), coordinator-sent curves
+    (the workers opted in), a seeded private fit: the same numbers as in-process."""
+    from dpadmm.algorithms import functional_quantile as fq
+    from dpadmm.algorithms import functional_statistics as fs
+    from dpadmm.data.functional import simulate_zhou
+    from dpadmm.estimators import FunctionalQuantileRegressor
+
+    provision(["coordinator", "worker1", "worker2"], tmp_path / "pki")
+    data = simulate_zhou(300, tau=0.5, random_state=0)
+    kw = dict(tau=0.5, n_components=4, workers=2, max_iter=15, total_epsilon=20.0, curve_clip=10.0, random_state=3)
+    ref = FunctionalQuantileRegressor(**kw).fit(data.curves, data.y, grid=data.grid)
+    servers, peers = [], {}
+    for name in ("worker1", "worker2"):
+        svc = PartyService(name=name, protocol=[fq.PROTOCOL, fs.PROTOCOL], data={}, out=tmp_path / name,
+                           allow=("coordinator",), accept_coordinator_data=True, allow_seeded_noise=True)
+        srv, port = make_server(svc, "127.0.0.1:0", TLSFiles.load(tls_dir=tmp_path / "pki" / name))
+        srv.start()
+        servers.append((srv, svc))
+        peers[name] = f"127.0.0.1:{port}"
+    try:
+        be = GrpcBackend(peers, tls=TLSFiles.load(tls_dir=tmp_path / "pki" / "coordinator"), timeout=60)
+        got = FunctionalQuantileRegressor(**kw, backend=be).fit(data.curves, data.y, grid=data.grid)
+    finally:
+        for srv, svc in servers:
+            srv.stop(0).wait()
+            svc.close()
+    np.testing.assert_allclose(got.coef_, ref.coef_, rtol=1e-10, atol=1e-12)
+    assert got.privacy_.epsilon == pytest.approx(ref.privacy_.epsilon, rel=1e-12)
+    assert (tmp_path / "worker1" / "model.npz").is_file()

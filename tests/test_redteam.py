@@ -130,7 +130,9 @@ def test_sigma_is_multiplier_times_sensitivity_and_every_release_is_composed():
     assert p.epsilon <= 2.0 and p.label["epsilon"] <= 1.0
     feats = [r for r in p.releases if r["side"] == "features"]
     labels = [r for r in p.releases if r["side"] == "labels"]
-    assert {r["party"] for r in feats} == {"party1", "party2"} and all(r["rounds"] == T for r in feats)
+    # every party step releases a share; the first answers the all-zero inbox (sensitivity 0, free)
+    assert {r["party"] for r in feats} == {"party1", "party2"} and all(r["rounds"] == T - 1 for r in feats)
+    assert all(r["rounds_total"] == T for r in feats)
     assert len(labels) == 1 and labels[0]["rounds"] == T - 1  # round 1's inbox is zero, round T's hub step sends none
     for r in feats + labels:
         assert r["sigma"] == pytest.approx(r["noise_multiplier"] * r["sensitivity"], rel=1e-12)
@@ -431,8 +433,8 @@ def test_private_functional_fit_does_not_track_one_response():
     assert all(abs(f.response_location_) <= 10.0 for f in fits)  # inside the public range whatever one y does
 
 
-# ----------------------------------------------------------------------------- open findings (xfail: attacks that work)
-def _party_server(tmp_path, N=60):
+# ----------------------------------------------------------------------------- party server vs an active coordinator
+def _party_server(tmp_path, N=60, **policy):
     """party2 of vertical-sharing as `dpadmm party serve` runs it (the state machine, no network)."""
     from dpadmm.backends import grpc_codec as codec
     from dpadmm.backends.grpc_party import PartyService
@@ -443,7 +445,7 @@ def _party_server(tmp_path, N=60):
     paths = write_party_files([rng.normal(size=(N, 2)), rng.normal(size=(N, 3))], np.where(rng.random(N) < .5, 1, -1),
                               tmp_path)
     svc = PartyService(name="party2", protocol=vs.PROTOCOL, data={"train": str(paths[1])}, out=tmp_path / "p2",
-                       secure=False)
+                       secure=False, **policy)
     allowed = codec.allow_list(vs.PROTOCOL.types)
 
     def call(method, body):
@@ -451,10 +453,10 @@ def _party_server(tmp_path, N=60):
 
     D = PartyData("train", {"ids": np.arange(N), "index": 2, "n_features": 3}, (N, 3))
 
-    def setup(seed=None, **extra):
+    def setup(seed=None, nm=5.0, **extra):
         from dpadmm.kernels.regularizers import L2
 
-        spec = vs.PrivacySpec(noise_multiplier=5.0, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
+        spec = vs.PrivacySpec(noise_multiplier=nm, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
         opts = dict({"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None, "damping": 0.0, "eval_blocks": {}},
                     **extra)
         return call("Setup", {"protocol": vs.PROTOCOL.name, "party": "party2", "index": 1, "noise_seed": seed,
@@ -463,8 +465,6 @@ def _party_server(tmp_path, N=60):
     return svc, call, setup, D
 
 
-@pytest.mark.xfail(reason="REDTEAM F2-A1': a passive party takes 'labels' from the coordinator's Setup options and "
-                          "then answers refit with its un-noised model", strict=False)
 def test_party_server_refit_cannot_be_unlocked_by_coordinator_sent_labels(tmp_path):
     pytest.importorskip("grpc")
     from dpadmm.backends.grpc_party import _Refused
@@ -481,8 +481,6 @@ def test_party_server_refit_cannot_be_unlocked_by_coordinator_sent_labels(tmp_pa
         svc.close()
 
 
-@pytest.mark.xfail(reason="REDTEAM F2-A3: a party accepts a noise seed chosen by the coordinator without its "
-                          "operator's opt-in", strict=False)
 def test_party_server_refuses_a_coordinator_chosen_noise_seed_by_default(tmp_path):
     pytest.importorskip("grpc")
     from dpadmm.backends.grpc_party import _Refused
@@ -495,8 +493,6 @@ def test_party_server_refuses_a_coordinator_chosen_noise_seed_by_default(tmp_pat
         svc.close()
 
 
-@pytest.mark.xfail(reason="REDTEAM F2-A2: in a private run 'score' on an eval key the coordinator mapped to the "
-                          "party's training file returns the un-noised share", strict=False)
 def test_party_server_gives_no_unnoised_training_scores_in_a_private_run(tmp_path):
     pytest.importorskip("grpc")
     from dpadmm.backends.grpc_party import _Refused
@@ -510,5 +506,43 @@ def test_party_server_gives_no_unnoised_training_scores_in_a_private_run(tmp_pat
         call("Step", {"round": 0, "inbox": vs.CoordinatorMessage(1, np.zeros(60), np.ones(60), 0.5)})
         with pytest.raises(_Refused):
             call("Request", {"handler": "score", "args": ["test"]})
+    finally:
+        svc.close()
+
+
+@pytest.mark.xfail(reason="REDTEAM F15: from round 2 the functional 'exact' local solve is warm-started at the worker's "
+                          "private previous solution with one smoothing level and stops short of the minimiser",
+                   strict=False)
+def test_functional_exact_local_solve_does_not_depend_on_its_warm_start():
+    from dpadmm.algorithms import functional_quantile as fq
+
+    rng = np.random.default_rng(0)
+    m, K, c1, worst = 30, 4, 2.0, 0.0
+    for _ in range(6):
+        A = rng.normal(size=(m, K))
+        A *= np.minimum(1, c1 / np.linalg.norm(A, axis=1))[:, None]
+        y = 3 * rng.normal(size=m)
+        for tau in (0.1, 0.9):
+            for rho in (0.05, 1.0):
+                cfg, _ = fq.make_party("w", A, y, fq.Settings.make([tau], lam=0.5), rho=rho, n_workers=1,
+                                       penalty="l1", local_step="exact", c1=c1)
+                v = rng.normal(size=(1, 1, 1, K))
+                cold = fq.exact_local_solve(cfg, v, np.zeros((1, 1, 1, K)))
+                warm = fq.exact_local_solve(cfg, v, 10 * rng.normal(size=(1, 1, 1, K)), levels=fq.WARM_LEVELS)
+                worst = max(worst, float(np.linalg.norm(warm - cold)) / (2 * c1 / (m * rho)))
+    assert worst < 0.01  # a solve the sensitivity bound covers returns the minimiser whatever the start
+
+
+@pytest.mark.xfail(reason="REDTEAM F2-A4': --private-only accepts a coordinator-chosen noise multiplier of 1e-12 (no "
+                          "operator floor on the noise or on the number of releases)", strict=False)
+def test_private_only_party_refuses_a_negligible_noise_multiplier(tmp_path):
+    pytest.importorskip("grpc")
+    from dpadmm.backends.grpc_party import _Refused
+
+    svc, call, setup, _ = _party_server(tmp_path, private_only=True)
+    try:
+        with pytest.raises(_Refused):
+            setup(nm=1e-12)
+            call("Step", {"round": 0, "inbox": vs.CoordinatorMessage(1, np.zeros(60), np.ones(60), 0.5)})
     finally:
         svc.close()

@@ -233,3 +233,14 @@ def test_consensus_metrics_record_training_seconds():
     out = run_consensus(X=X, y=y, nodes=4, topology="ring", iterations=6, runs=2, seed=0)
     sec = out["history"]["seconds"]
     assert len(sec) == 6 and all(s > 0 for s in sec) and np.all(np.diff(sec) >= 0)
+
+
+def test_private_fit_with_cg_equals_eigh_for_the_same_noise(a9a_small_normalized):
+    """Private parties solve their x-step exactly (to 1e-10) with cg: same seed, same model as eigh."""
+    B, y, _, _ = a9a_small_normalized
+    Bs = [sp.csr_matrix(b) for b in B]
+    kw = dict(lam=1e-3, epsilon=10.0, max_iter=8, random_state=0)
+    ref = VerticalLogisticRegression(solver="eigh", **kw).fit(Bs, y)
+    cg = VerticalLogisticRegression(solver="cg", **kw).fit(Bs, y)
+    assert cg.privacy_.epsilon == pytest.approx(ref.privacy_.epsilon)
+    np.testing.assert_allclose(cg.coef_, ref.coef_, rtol=1e-6, atol=1e-8)

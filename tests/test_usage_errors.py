@@ -123,3 +123,33 @@ def test_warning_shown_once(capsys):
         warnings.showwarning = old
     err = capsys.readouterr().err
     assert err.count("warning: same thing") == 1 and err.count("warning: another thing") == 1
+
+
+def _all_command_paths():
+    import typer.main
+
+    from dpadmm.cli import app
+
+    out = []
+
+    def walk(cmd, path):
+        subs = getattr(cmd, "commands", None)
+        if subs:
+            for name, sub in subs.items():
+                walk(sub, path + [name])
+        else:
+            out.append(path)
+
+    walk(typer.main.get_command(app), [])
+    return out
+
+
+def test_every_command_rejects_an_unknown_option_in_one_line(capsys):
+    """Every registered command (including ones added later) turns a mistyped option into one line."""
+    paths = _all_command_paths()
+    assert ["vertical"] in paths and ["attack", "kkt"] in paths
+    for path in paths:
+        code, out, err = run_cli([*path, "--no-such-option-xyz"], capsys)
+        assert code == 2, (path, err)
+        assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, (path, err)
+        assert f"dpadmm {' '.join(path)} --help" in err, (path, err)

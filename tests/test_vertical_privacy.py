@@ -75,7 +75,7 @@ def test_column_relation_bound_holds_against_worst_case_neighbours(lam_sum, rho)
                 for v in (Vt[0] * V, -Vt[0] * V, Vt[0] * 10 * V):  # the last is clipped back to V by the party
                     m1, C = _message(D, v, relation="feature_column", V=V, V_inf=None, lam_sum=lam_sum, rho=rho)
                     m2, _ = _message(D2, v, relation="feature_column", V=V, V_inf=None, lam_sum=lam_sum, rho=rho)
-                    assert C == pytest.approx(bound)
+                    assert C == pytest.approx(bound)  # ‖v‖ = V after the clip
                     realised = np.linalg.norm(m1 - m2)
                     assert realised <= bound * (1 + 1e-9), (realised, bound)
                     worst = max(worst, realised / bound)
@@ -97,17 +97,18 @@ def test_record_relation_bound_holds_against_worst_case_neighbours(lam_sum, rho)
             v = clip_share_input(params[D_COLS:], V, V_inf)
             D2 = D.copy()
             D2[i] = row
-            m1, _ = _message(D, v, relation="record", V=V, V_inf=V_inf, lam_sum=lam_sum, rho=rho)
-            m2, _ = _message(D2, v, relation="record", V=V, V_inf=V_inf, lam_sum=lam_sum, rho=rho)
-            return np.linalg.norm(m1 - m2)
+            m1, C1 = _message(D, v, relation="record", V=V, V_inf=V_inf, lam_sum=lam_sum, rho=rho)
+            m2, C2 = _message(D2, v, relation="record", V=V, V_inf=V_inf, lam_sum=lam_sum, rho=rho)
+            assert C1 == C2 <= bound * (1 + 1e-12)  # calibrated from what was received: a function of v only
+            return np.linalg.norm(m1 - m2) / C1  # realised gap in units of the calibrated sensitivity
 
         starts = [np.r_[-D[i], rng.normal(size=N)], np.r_[rng.normal(size=D_COLS), V_inf * np.sign(rng.normal(size=N))],
                   np.r_[-D[i], V_inf * np.eye(N)[i] + 0.1 * rng.normal(size=N)]]
         for x0 in starts:
             res = minimize(lambda p: -realised(p), x0, method="Powell", options={"maxiter": 3000, "xtol": 1e-4})
             r = realised(res.x)
-            assert r <= bound * (1 + 1e-9), (r, bound)
-            worst = max(worst, r / bound)
+            assert r <= 1 + 1e-9, r
+            worst = max(worst, r)
     assert worst > 0.05
 
 
@@ -173,7 +174,12 @@ def test_default_private_fit_shares_are_not_confined_to_the_data_range(a9a_small
             warnings.simplefilter("ignore")
             VerticalLogisticRegression(epsilon=1.0, max_iter=10, mechanism=mechanism).fit(B, y, transcript=tr)
         assert len(shares) == 20
+        nonzero = 0
         for name, share in shares:
+            if mechanism == "gaussian" and not np.any(share):
+                continue  # the answer to the all-zero first inbox is exactly 0 for every D: no data, no noise needed
+            nonzero += 1
             U = bases[int(name[-1]) - 1]
             outside = share - U @ (U.T @ share)
             assert check(np.linalg.norm(outside) / np.linalg.norm(share)), (mechanism, name)
+        assert nonzero >= 18

@@ -554,9 +554,12 @@ def _is_private(cfg: PartyConfig) -> bool:
 def _protocol():
     from ..backends.protocol import Protocol
 
-    return Protocol("functional-quantile", setup_party, party_step, party_diagnostics, handlers={},
-                    types=(HubMessage, PartyMessage, PartyState, Settings), model=party_coef, private=_is_private,
-                    data_args=(1, 2))
+    from ..kernels.fpca import Basis
+
+    # setup: the worker's own curves -> scores on the public basis (setup_party_from_curves, defined below)
+    return Protocol("functional-quantile", lambda *a: setup_party_from_curves(*a), party_step, party_diagnostics,
+                    handlers={}, types=(HubMessage, PartyMessage, PartyState, Settings, Basis), model=party_coef,
+                    private=_is_private, data_args=(1, 2))
 
 
 PROTOCOL = _protocol()

@@ -21,17 +21,22 @@ Stages (one engine round each; the hub decides which are needed):
    bin edges; a coarse range, refined in stage 2) and a curve clipping radius c_X (the 95th percentile
    bin's upper edge). Too few curves for any bin to survive raises
    :class:`~dpadmm.exceptions.PrivacyPreconditionError` naming the public alternatives.
-2. ``moments``: worker i clips its (projected) curves z_j = clip(Uᵀ x̃_j, c_X) (U: identity for FPCA
-   on the grid, the orthonormal basis Q^{1/2}Φ for a fixed basis, so ‖z_j‖ ≤ ‖x̃_j‖) and releases the
-   augmented moment sum ``S_i = Σ_j (1, z_j)(1, z_j)ᵀ`` plus a symmetric Gaussian matrix (i.i.d. upper
-   triangle, σ). Sensitivity (Frobenius = ℓ2 of the upper triangle, which carries the information):
-   replacing one z changes S_i by (1,z)(1,z)ᵀ − (1,z')(1,z')ᵀ, of norm ≤ 2(1 + c_X²) — enforced by the
-   clip. In the same release (private fits) the worker appends ``κ·(Σ_j v_j, Σ_j v_j²)`` with
-   ``v_j = (clip(y_j, lo, hi) − c)/r`` (c, r the range's centre and half-width, so |v_j| ≤ 1) and
-   κ = 1 + c_X²: one replaced pair moves it by at most κ·√(2² + 1²) = √5·κ, so the whole release has
-   Δ₂ = √(4 + 5)·κ = 3(1 + c_X²), and every entry gets N(0, (zΔ₂)²). The hub reads the response's
-   location a and scale b off the clipped mean and variance. Non-private fits send the exact S_i and
-   the response sums (n_i, Σy, Σy²).
+2. ``mean`` (private fits): worker i clips its (projected) curves z_j = clip(Uᵀ x̃_j, c_X) (U: identity
+   for FPCA on the grid, the orthonormal basis Q^{1/2}Φ for a fixed basis, so ‖z_j‖ ≤ ‖x̃_j‖) and its
+   responses v_j = (clip(y_j, lo, hi) − c)/r (c, r the range's centre and half-width, |v_j| ≤ 1), and
+   releases ``(Σ_j z_j/c_X, Σ_j v_j, Σ_j v_j², Σ_j ‖z_j‖²/c_X²)`` + N(0, σ² I). One replaced pair moves
+   the four parts by at most 2, 2, 1, 1: Δ₂ = √10 (enforced by the two clips). The hub gets the mean
+   μ̂ of z, the response's location a and scale b (mean and standard deviation of the clipped
+   response, the latter floored at r/20) and the spread s² = E‖z‖² − ‖μ̂‖² of the curves about
+   their mean, and sets the centred radius c₂ = 3s.
+3. ``moments``: worker i releases the moment sum of its centred, clipped curves
+   ``S_i = Σ_j (c₂, u_j)(c₂, u_j)ᵀ``, ``u_j = clip(z_j − μ̂, c₂)``, plus a symmetric Gaussian matrix
+   (i.i.d. upper triangle). ‖(c₂, u)‖² ≤ 2c₂², so replacing one u moves S_i by at most 4c₂² in
+   Frobenius norm (= ℓ2 of the upper triangle, which carries the information): Δ₂ = 4c₂², scale-free
+   (curves far from zero no longer inflate it: their level went into stage 2, at sensitivity 2 c_X).
+   The hub reads the residual mean and the covariance of the centred curves → FPCA basis or the fixed
+   basis' score scales, and the mean curve μ̂ + residual mean.
+   Non-private fits run stage 3 alone on the raw curves (exact sums, plus the response sums n, Σy, Σy²).
 
 Composition: one replaced pair of worker i changes only worker i's releases; everything every other
 worker computes afterwards (its scores, its ADMM messages) depends on worker i's data only through
@@ -79,12 +84,13 @@ class StatsConfig:
 class StatsRequest(NamedTuple):
     """Hub → workers: which statistic to release, with its public parameters."""
 
-    stage: str  # "ranges" | "moments" | "done"
+    stage: str  # "ranges" | "mean" | "moments" | "done"
     y_hist: bool = True
     x_hist: bool = True
     curve_clip: float | None = None
     projection: np.ndarray | None = None  # (T, J) with orthonormal columns, or None
     y_range: tuple[float, float] | None = None  # coarse public range for the clipped response sums
+    center: np.ndarray | None = None  # μ̂ (projected/scaled space), subtracted before the moment sum
 
 
 class StatsMessage(NamedTuple):
@@ -125,26 +131,35 @@ def stats_step(cfg: StatsConfig, state, inbox: StatsRequest, *, rng: np.random.G
             for k in parts:
                 values[k] = values[k] + sigma * rng.standard_normal(values[k].shape)
             events.append(GaussianRelease(cfg.name, -2, sens, sigma, RECORD_REPLACE))
+    elif inbox.stage == "mean":
+        Z = F.scale_curves(cfg.X, cfg.q)
+        if inbox.projection is not None:
+            Z = Z @ inbox.projection
+        cx = float(inbox.curve_clip)
+        Zc = F.clip_rows(Z, cx)  # ‖z_j‖ ≤ c_X
+        lo, hi = inbox.y_range
+        c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
+        v = (np.clip(cfg.y, lo, hi) - c) / r  # |v_j| ≤ 1
+        vec = np.concatenate([Zc.sum(0) / cx, [v.sum(), (v * v).sum(), (Zc * Zc).sum() / (cx * cx)]])
+        sens = math.sqrt(10.0)
+        values["mean"] = vec + z * sens * rng.standard_normal(vec.shape)
+        events.append(GaussianRelease(cfg.name, -2, sens, z * sens, RECORD_REPLACE))
     elif inbox.stage == "moments":
         Z = F.scale_curves(cfg.X, cfg.q)
         if inbox.projection is not None:
             Z = Z @ inbox.projection
-        clip = inbox.curve_clip if z > 0 else None
-        Z = F.clip_rows(Z, clip)  # ‖z_j‖ ≤ c_X: the premise of the sensitivity 2(1 + c_X²)
-        S = F.moment_sum(Z, np.ones(Z.shape[1]))  # unit weights: Z is already in the scaled space
         if z > 0:
-            kappa = 1.0 + float(clip) ** 2
-            lo, hi = inbox.y_range
-            c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
-            v = (np.clip(cfg.y, lo, hi) - c) / r  # |v| ≤ 1 enforced by the clip
-            ys = kappa * np.array([v.sum(), (v * v).sum()])
-            sens = 3.0 * kappa  # sqrt((2κ)² + 5κ²), see the module docstring
-            S = F.noisy_moment_sum(S, z * sens, rng)
-            values["y_clipped"] = ys + z * sens * rng.standard_normal(2)
+            c2 = float(inbox.curve_clip)
+            U = F.clip_rows(Z - inbox.center, c2)  # ‖u_j‖ ≤ c₂: the premise of Δ = 4c₂²
+            S = F.moment_sum(U, np.ones(U.shape[1]))
+            S[0, :] *= c2  # rows of (c₂, u_j): ‖·‖² ≤ 2c₂²
+            S[:, 0] *= c2
+            sens = 4.0 * c2 * c2
+            values["S"] = F.noisy_moment_sum(S, z * sens, rng)
             events.append(GaussianRelease(cfg.name, -1, sens, z * sens, RECORD_REPLACE))
         else:  # non-private: exact sums, response included
+            values["S"] = F.moment_sum(Z, np.ones(Z.shape[1]))
             values["y_sums"] = np.array([cfg.y.size, cfg.y.sum(), (cfg.y * cfg.y).sum()])
-        values["S"] = S
     return state, StatsMessage(inbox.stage, values), events
 
 
@@ -158,6 +173,7 @@ class StatsHubConfig:
     y_range: tuple[float, float] | None = None  # public response range (no y histogram needed)
     curve_clip: float | None = None  # public curve radius (no norm histogram needed)
     projection: np.ndarray | None = None
+    n_total: int = 0  # Σ m_i (public)
 
 
 class StatsHubState(NamedTuple):
@@ -173,12 +189,16 @@ def _first_request(cfg: StatsHubConfig) -> StatsRequest:
     need_x = private and cfg.curve_clip is None
     if need_y or need_x:
         return StatsRequest("ranges", y_hist=need_y, x_hist=need_x)
-    return StatsRequest("moments", curve_clip=cfg.curve_clip, projection=cfg.projection, y_range=cfg.y_range)
+    if private:
+        return StatsRequest("mean", curve_clip=cfg.curve_clip, projection=cfg.projection, y_range=cfg.y_range)
+    return StatsRequest("moments", projection=cfg.projection)
 
 
 def stats_rounds(cfg: StatsHubConfig) -> int:
-    """Number of engine rounds the protocol takes (1 or 2)."""
-    return 2 if _first_request(cfg).stage == "ranges" else 1
+    """Number of engine rounds (= Gaussian releases per worker when private): 3, 2 (public bounds) or 1."""
+    if cfg.noise_multiplier <= 0:
+        return 1
+    return 3 if _first_request(cfg).stage == "ranges" else 2
 
 
 def init_stats_hub(cfg: StatsHubConfig):
@@ -221,16 +241,19 @@ def ranges_from_histograms(y_hist, x_hist, sigma_pooled: float):
     return y_range, clip
 
 
-def response_scale(y_clipped: np.ndarray, n: float, y_range: tuple[float, float], curve_clip: float):
-    """Location and scale of the response from the noisy clipped sums (post-processing): mean and
-    standard deviation of clip(y, lo, hi), the latter floored at 1/20 of the range's half-width."""
+def mean_and_spread(values: np.ndarray, n: float, y_range: tuple[float, float], curve_clip: float):
+    """Post-processing of the pooled ``mean`` release: (μ̂ of z, response location, response scale,
+    centred radius c₂ = 3·spread), with the noisy second moments floored."""
     lo, hi = y_range
     c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
-    kappa = 1.0 + curve_clip ** 2
-    m1 = float(np.clip(y_clipped[0] / kappa / n, -1.0, 1.0))
-    m2 = float(np.clip(y_clipped[1] / kappa / n, 0.0, 1.0))
-    sd = math.sqrt(max(m2 - m1 * m1, 0.0025))
-    return c + r * m1, r * sd
+    cx = float(curve_clip)
+    mu = values[:-3] * cx / n
+    m1 = float(np.clip(values[-3] / n, -1.0, 1.0))
+    m2 = float(np.clip(values[-2] / n, 0.0, 1.0))
+    y_sd = math.sqrt(max(m2 - m1 * m1, 0.0025))
+    ez2 = float(np.clip(values[-1] / n, 0.0, 1.0)) * cx * cx
+    spread = math.sqrt(max(ez2 - float(mu @ mu), (0.01 * cx) ** 2))
+    return mu, c + r * m1, r * y_sd, 3.0 * spread
 
 
 def stats_hub_step(cfg: StatsHubConfig, state: StatsHubState, outboxes: Mapping[str, StatsMessage], *, rng):
@@ -250,9 +273,29 @@ def stats_hub_step(cfg: StatsHubConfig, state: StatsHubState, outboxes: Mapping[
             sums["failed"] = str(exc)
         y_range = cfg.y_range if cfg.y_range is not None else y_range
         clip = cfg.curve_clip if cfg.curve_clip is not None else clip
-        req = StatsRequest("moments", curve_clip=clip, projection=cfg.projection, y_range=y_range) \
-            if "failed" not in sums \
-            else StatsRequest("done")
-        return StatsHubState("moments", y_range, clip, sums), {p: req for p in cfg.party_names}, []
+        req = StatsRequest("mean", curve_clip=clip, projection=cfg.projection, y_range=y_range) \
+            if "failed" not in sums else StatsRequest("done")
+        return StatsHubState(req.stage, y_range, clip, sums), {p: req for p in cfg.party_names}, []
+    if state.stage == "mean":
+        n = float(cfg.n_total)
+        mu, a, b, c2 = mean_and_spread(total["mean"], n, state.y_range, state.curve_clip)
+        sums["center"], sums["response"], sums["centered_clip"] = mu, (a, b), c2
+        req = StatsRequest("moments", curve_clip=c2, projection=cfg.projection, center=mu)
+        return StatsHubState("moments", state.y_range, state.curve_clip, sums), {p: req for p in cfg.party_names}, []
     return StatsHubState("done", state.y_range, state.curve_clip, sums), \
         {p: StatsRequest("done") for p in cfg.party_names}, []
+
+
+# ----------------------------------------------------------------------------- protocol (as data, for the network)
+def _is_private(cfg: StatsConfig) -> bool:
+    return cfg.noise_multiplier > 0
+
+
+def _protocol():
+    from ..backends.protocol import Protocol
+
+    return Protocol("functional-statistics", setup_stats, stats_step, None, handlers={},
+                    types=(StatsRequest, StatsMessage), private=_is_private, data_args=(1, 2))
+
+
+PROTOCOL = _protocol()

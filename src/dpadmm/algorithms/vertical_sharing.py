@@ -237,13 +237,24 @@ def _solve_x(cfg: PartyConfig, q: np.ndarray, rho: float, x0: np.ndarray,
     return x, cfg.D @ x
 
 
-def sensitivity(cfg: PartyConfig, rho: float) -> float:
+def sensitivity(cfg: PartyConfig, rho: float, v: np.ndarray | None = None) -> float:
     """Sensitivity of this party's share at the current ρ: the proved bound of the gaussian
-    mechanism for its relation, or [Hu, Lemma 1] as published for ``mechanism="paper"``."""
+    mechanism for its relation, or [Hu, Lemma 1] as published for ``mechanism="paper"``.
+
+    ``v`` (gaussian): the clipped vector the party received this round. The bounds are proved for
+    any ``‖v‖ ≤ V``, ``‖v‖_∞ ≤ V_∞``; v is a function of the transcript alone, so its own norms are
+    valid (and public) values of V and V_∞ — the noise then scales with what the party actually
+    received (zero for the all-zero first inbox, whose share 0 does not depend on the data).
+    Without ``v``: the clip bounds.
+    """
     p = cfg.privacy
     if p.mechanism == "gaussian":
-        return ridge_share_sensitivity(relation=p.relation, V=p.clip, lam_sum=cfg.lam_sum, rho=rho,
-                                       V_inf=p.clip_inf, column_change=p.column_change)
+        V, V_inf = p.clip, p.clip_inf
+        if v is not None:
+            V = min(V, float(np.linalg.norm(v)))
+            V_inf = None if V_inf is None else min(V_inf, float(np.max(np.abs(v), initial=0.0)))
+        return ridge_share_sensitivity(relation=p.relation, V=V, lam_sum=cfg.lam_sum, rho=rho,
+                                       V_inf=V_inf, column_change=p.column_change)
     b = p.bounds
     return hu_sensitivity(d_m=cfg.D.shape[1], rho=rho, lam=cfg.lam_sum, c1=p.c1, n_parties=p.n_parties,
                           b_x=b.x, b_y=b.y, b_z=b.z)
@@ -272,22 +283,24 @@ def party_step(cfg: PartyConfig, state: PartyState, inbox: CoordinatorMessage, *
     if not gaussian and r is not None and np.linalg.norm(x) > r:  # the paper's Assumption 2.1 projection (_project),
         scale = r / float(np.linalg.norm(x))                         # with D_m x scaled alike; gaussian needs none
         x, Dx = x * scale, Dx * scale
-    share, events = release(cfg, Dx, rho, inbox.round, rng=rng)
+    share, events = release(cfg, Dx, rho, inbox.round, rng=rng, v=v if gaussian else None)
     return PartyState(x=x, share=share), PartyMessage(share=share), events
 
 
-def release(cfg: PartyConfig, share: np.ndarray, rho: float, round_: int, *, rng: np.random.Generator, size=None):
+def release(cfg: PartyConfig, share: np.ndarray, rho: float, round_: int, *, rng: np.random.Generator, size=None,
+            v: np.ndarray | None = None):
     """Release the share: ``D_m x_m + N(0, σ² I_N)`` (``"gaussian"``) or [Hu, eq. 16]'s
     ``D_m x_m + σ U_m g`` (``"paper"``), with σ = noise multiplier × C(ρ) (or the raw noise scale).
 
     Returns the released share(s) and the privacy events. ``size`` draws that many independent
     releases of the same share at once (shape ``(size, N)``) — used by the privacy audit, which
     must exercise exactly this function. The paper's events carry ``PAPER_NOT_DP`` in the report
-    (ε = ∞): their noise lives in range(D_m).
+    (ε = ∞): their noise lives in range(D_m). ``v``: the clipped input of this round (see
+    :func:`sensitivity`).
     """
     if cfg.privacy is None:
         return share, []
-    C = sensitivity(cfg, rho)
+    C = sensitivity(cfg, rho, v)
     p = cfg.privacy
     sigma = p.noise_scale if p.noise_scale is not None else p.noise_multiplier * C
     if p.mechanism == "gaussian":
@@ -625,8 +638,9 @@ def refit_label_block(cfg: PartyConfig, state: PartyState, offset: np.ndarray, l
     else:
         w = minimize(f, w0, jac=True, method="L-BFGS-B", options={"maxiter": 5000, "gtol": 1e-10, "ftol": 1e-14}).x
     x = w[:d]
+    alpha = float(w[-1]) if weigh_offset else 1.0
     return {"coef": x, "intercept": float(w[d]) if fit_intercept else 0.0,
-            "passive_weight": float(w[-1]) if weigh_offset else 1.0,
+            "passive_weight": alpha,
             "eval_scores": {k: B @ x for k, B in cfg.eval_blocks.items()}}
 
 

@@ -67,20 +67,32 @@ def _atomic_write(path: Path, data: bytes) -> None:
 class PartyService:
     """The party's state machine, independent of gRPC (so it is easy to test and to audit)."""
 
-    def __init__(self, *, name: str, protocol: Protocol, data: Mapping[str, str], out, allow: tuple[str, ...] = (),
+    def __init__(self, *, name: str, protocol, data: Mapping[str, str], out, allow: tuple[str, ...] = (),
                  allow_monitoring: bool = False, secure: bool = True, describe_options: Mapping[str, Any] = None,
-                 accept_coordinator_data: bool = False):
+                 accept_coordinator_data: bool = False, echo=None, allow_seeded_noise: bool = False,
+                 requests=None, private_only: bool = False, max_rounds: int | None = None):
         self.name = name
-        self.protocol = protocol
+        protos = list(protocol) if isinstance(protocol, (list, tuple)) else [protocol]
+        self.protocols = {p.name: p for p in protos}  # a party may serve several (e.g. statistics, then ADMM)
+        self.protocol = protos[0]
         self.data = {k: Path(v) for k, v in data.items()}
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.allow = tuple(allow)
         self.allow_monitoring = bool(allow_monitoring)
         self.accept_coordinator_data = bool(accept_coordinator_data)
+        # operator policy (the coordinator cannot change it): a coordinator-chosen noise seed would let the
+        # coordinator regenerate the noise; "refit" returns a model fitted to this party's block, so it is
+        # off unless the operator lists it (the label party, whose organisation runs the coordinator)
+        self.allow_seeded_noise = bool(allow_seeded_noise)
+        self.requests = None if requests is None else set(requests)
+        self.private_only = bool(private_only)
+        self.max_rounds = None if max_rounds is None else int(max_rounds)  # a cap on this party's releases per run
+        self.steps = 0
+        self.echo = echo  # e.g. print to stderr: refusals and errors, one line each, at the party's side too
         self.secure = secure
         self.describe_options = dict(describe_options or {})
-        self.allowed_types = codec.allow_list(protocol.types)
+        self.allowed_types = codec.allow_list([t for p in protos for t in p.types])
         self.lock = threading.Lock()
         self.audit_path = self.out / "audit.jsonl"
         self._audit = open(self.audit_path, "a", buffering=1)
@@ -92,7 +104,8 @@ class PartyService:
                 from ..exceptions import DataFileError
 
                 raise DataFileError(f"party {name!r}: data file {key}={path} not found; check --data.")
-            self.facts[key] = protocol.describe(path, **self.describe_options) if protocol.describe else {}
+            desc = next((p.describe for p in protos if p.describe is not None), None)
+            self.facts[key] = desc(path, **self.describe_options) if desc else {}
 
     def _reset(self):
         self.cfg = self.state = None
@@ -100,6 +113,7 @@ class PartyService:
         self.noise_seed = None
         self.rng = None
         self.rounds = 0
+        self.steps = 0
         self.private = False
 
     # ---------------------------------------------------------------- audit
@@ -133,10 +147,14 @@ class PartyService:
             data = codec.encode(reply, allowed=self.allowed_types)
         except _Refused as exc:
             self.audit(peer, method, "refused", str(exc), request, nbytes=len(payload))
+            if self.echo is not None:
+                self.echo(f"refused {method} from {peer or '(insecure)'}: {exc}")
             raise
         except Exception as exc:
-            self.audit(peer, method, "error", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
-                       request, nbytes=len(payload))
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            self.audit(peer, method, "error", reason, request, nbytes=len(payload))
+            if self.echo is not None:
+                self.echo(f"error in {method}: {reason}")
             raise
         self.audit(peer, method, "ok", "", request, reply, nbytes=len(payload))
         return data
@@ -147,7 +165,8 @@ class PartyService:
                            "FAILED_PRECONDITION")
 
     def _hello(self, req):
-        return {"name": self.name, "protocol": self.protocol.name, "version": WIRE_VERSION, "data": self.facts,
+        return {"name": self.name, "protocol": self.protocol.name, "protocols": sorted(self.protocols),
+                "version": WIRE_VERSION, "data": self.facts,
                 "requests": sorted(self.protocol.handlers), "monitoring_in_private_runs": self.allow_monitoring}
 
     def _localise(self, obj):
@@ -166,8 +185,9 @@ class PartyService:
         return obj
 
     def _setup(self, req):
-        if req.get("protocol") != self.protocol.name:
-            raise _Refused(f"party {self.name!r} serves protocol {self.protocol.name!r}, not {req.get('protocol')!r}")
+        if req.get("protocol") not in self.protocols:
+            raise _Refused(f"party {self.name!r} serves protocol {sorted(self.protocols)}, not {req.get('protocol')!r}")
+        self.protocol = self.protocols[req["protocol"]]
         if req.get("party") != self.name:
             raise _Refused(f"this party is {self.name!r}, not {req.get('party')!r}")
         raw = list(req.get("args", []))
@@ -184,11 +204,22 @@ class PartyService:
         # party-local entropy: made here from the OS, never sent anywhere
         self.rng = np.random.default_rng() if self.noise_seed is None else None
         self.private = bool(self.protocol.private(self.cfg)) if self.protocol.private else False
+        if self.noise_seed is not None and not self.allow_seeded_noise:
+            self._reset()
+            raise _Refused(f"party {self.name!r} refused a coordinator-chosen noise seed (whoever knows it can remove "
+                           "the noise); its operator can allow a reproducible simulation with --allow-seeded-noise")
+        if self.private_only and not self.private:
+            self._reset()
+            raise _Refused(f"party {self.name!r} refused a non-private run (its operator started it with --private-only)")
         return {"private": self.private, "noise_source": "party-local" if self.noise_seed is None else "seeded"}
 
     def _step(self, req):
         self._need_setup("Step")
         t = int(req["round"])
+        if self.max_rounds is not None and (self.steps >= self.max_rounds or t >= self.max_rounds):
+            raise _Refused(f"party {self.name!r} refused round {t + 1}: its operator allows at most "
+                           f"{self.max_rounds} rounds per run (--max-rounds)")
+        self.steps += 1
         rng = self.rng if self.rng is not None else np.random.default_rng(
             np.random.SeedSequence(self.noise_seed, spawn_key=(self.index, t)))
         self.state, outbox, events = self.protocol.step(self.cfg, self.state, req["inbox"], rng=rng)
@@ -199,6 +230,13 @@ class PartyService:
         self._need_setup("Request")
         handler = req.get("handler")
         fn = self.protocol.handlers.get(handler) if isinstance(handler, str) else None
+        served = set(self.protocol.handlers) - {"refit"} if self.requests is None else self.requests
+        if fn is not None and handler not in served:
+            raise _Refused(f"party {self.name!r} refused request {handler!r}: its operator serves only {sorted(served)} "
+                           "(--requests)")
+        if fn is not None and handler == "score" and self.private and not self.allow_monitoring:
+            raise _Refused(f"party {self.name!r} refused request 'score' in a private run (un-noised partial scores); "
+                           "its operator can opt in with --allow-monitoring")
         if fn is None:
             raise _Refused(f"party {self.name!r} refused request {handler!r}: protocol {self.protocol.name!r} declares "
                            f"only {sorted(self.protocol.handlers)} (a party's model and data never leave it)")
@@ -322,20 +360,62 @@ def make_server(service: PartyService, listen: str, tls=None, *, max_workers: in
 
 
 def serve(service: PartyService, listen: str, tls=None, *, once: bool = False, ready=None) -> None:
-    """Serve until interrupted (or, with ``once``, until the coordinator sends Finish)."""
-    server, port = make_server(service, listen, tls)
-    server.start()
-    if ready is not None:
-        ready(port)
+    """Serve until interrupted (or, with ``once``, until the coordinator sends Finish).
+
+    Runs gRPC's asyncio server: each call is handled on the event loop's thread (one party serves
+    one coordinator, calls are sequential), saving the thread hand-off of the threaded server —
+    the dominant per-call cost when many parties share few cores.
+    """
+    import asyncio
+
+    import grpc
+
+    codes = {"PERMISSION_DENIED": grpc.StatusCode.PERMISSION_DENIED,
+             "INVALID_ARGUMENT": grpc.StatusCode.INVALID_ARGUMENT,
+             "FAILED_PRECONDITION": grpc.StatusCode.FAILED_PRECONDITION}
+
+    def method(name):
+        async def call(payload, context):
+            try:
+                return service.handle(name, payload, peer_name(context) if service.secure else "")
+            except _Refused as exc:
+                await context.abort(codes.get(exc.code, grpc.StatusCode.PERMISSION_DENIED), str(exc))
+            except Exception as exc:
+                first = str(exc).splitlines()[0] if str(exc) else ""
+                await context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {first}" if first
+                                    else type(exc).__name__)
+        return grpc.unary_unary_rpc_method_handler(call)
+
+    async def main():
+        server = grpc.aio.server(options=CHANNEL_OPTIONS)
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {m: method(m) for m in METHODS}),))
+        if tls is None:
+            port = server.add_insecure_port(listen)
+        else:
+            creds = grpc.ssl_server_credentials([(tls.key, tls.cert)], root_certificates=tls.ca,
+                                                require_client_auth=True)
+            port = server.add_secure_port(listen, creds)
+        if port == 0:
+            from ..exceptions import InvalidParameterError
+
+            raise InvalidParameterError(f"cannot listen on {listen}; is the port in use? (give --listen HOST:PORT)")
+        await server.start()
+        if ready is not None:
+            ready(port)
+        try:
+            while True:
+                await asyncio.sleep(0.2)
+                if service.finished.is_set():
+                    if once:
+                        await asyncio.sleep(0.2)  # let the Finish reply go out
+                        break
+                    service.finished.clear()
+        finally:
+            await server.stop(1.0)
+
     try:
-        while True:
-            if service.finished.wait(0.5):
-                if once:
-                    time.sleep(0.2)  # let the Finish reply go out
-                    break
-                service.finished.clear()
+        asyncio.run(main())
     except KeyboardInterrupt:
         pass
     finally:
-        server.stop(1.0).wait()
         service.close()

@@ -26,6 +26,7 @@ PROTOCOL_MODULES = (
     "dpadmm.algorithms.vertical_sharing",
     "dpadmm.algorithms.graph_consensus",
     "dpadmm.algorithms.functional_quantile",
+    "dpadmm.algorithms.functional_statistics",
     "dpadmm.backends.selftest",
 )
 

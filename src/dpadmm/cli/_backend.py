@@ -22,7 +22,8 @@ from ..exceptions import DataFileError, InvalidParameterError
 
 def backend_option():
     return typer.Option("inprocess", "--backend", help="Where parties run: inprocess, process (one OS process "
-                                                        "per party) or ray (one actor per party).")
+                                                        "per party), ray (one actor per party) or grpc (parties in "
+                                                        "other organisations: `dpadmm party serve`, mutual TLS).")
 
 
 def ray_address_option():

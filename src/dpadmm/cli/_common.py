@@ -281,8 +281,8 @@ def _displaying():
 @contextmanager
 def ambient_heartbeat(label: str, interval: float | None = None, enabled: bool = True):
     """Wrapped around every command by :func:`dpadmm.cli.main`: on a pipe, if a command runs for
-    more than ``interval`` seconds without its own progress display, print
-    ``<label>: 40 s elapsed`` lines so that no long run is silent. Quiet on a terminal."""
+    more than 20 s without its own progress display, print ``<label>: 40 s elapsed`` lines (then
+    every ``interval`` seconds) so that no long run is silent. Quiet on a terminal."""
     if not enabled or _stderr_is_terminal():
         yield
         return
@@ -293,7 +293,9 @@ def ambient_heartbeat(label: str, interval: float | None = None, enabled: bool =
     stop = threading.Event()
 
     def tick():
-        while not stop.wait(every):
+        wait = max(every, 20.0)  # first line only after 20 s: quick commands (and their errors) stay one line
+        while not stop.wait(wait):
+            wait = every
             if _ACTIVE[0] == 0:
                 text = _progress.current()
                 print(f"{label}: {time.perf_counter() - start:.0f} s elapsed" + (f" — {text}" if text else ""),

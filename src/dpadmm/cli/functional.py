@@ -120,7 +120,7 @@ def functional(
     workers: int = typer.Option(4, help="Number of workers M."),
     tau: float = typer.Option(0.5, help="Quantile level τ in (0, 1)."),
     components: int = typer.Option(6, "--components", help="K basis functions / FPCA components."),
-    basis: str = typer.Option("auto", help="auto (fpca; private-fpca when private) | fpca | private-fpca | fourier | bspline."),
+    basis: str = typer.Option("auto", help="auto (fpca; bspline when private) | fpca | private-fpca | fourier | bspline."),
     penalty: str = typer.Option("l1", help="l1 | l2 | elasticnet."),
     lam: float = typer.Option(0.05, help="Penalty weight λ (each worker carries λ/M) [Zhou, eq. 13]."),
     rho: float = typer.Option(0.1, help="ADMM penalty ρ."),
@@ -252,6 +252,8 @@ def functional(
             console.print(f"[yellow]warning:[/] the fit is worse on the training data than the constant τ-quantile "
                           f"({final['train_pinball_loss']:.5g} vs {model.constant_pinball_loss_:.5g}).")
         console.print("privacy: " + (model.privacy_.summary() if model.privacy_ is not None else "non-private (epsilon = inf)"))
+        if monitor and model.privacy_ is not None:
+            console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
         from ._common import verdict
 
         trivial = pinball_score(te.y, np.full(te.n, np.quantile(tr.y, tau)), tau)

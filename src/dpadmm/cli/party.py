@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -34,8 +35,9 @@ def _parse_data(items: List[str], required: bool = True) -> dict[str, str]:
 
 @party_app.command("serve")
 def serve(
-    protocol: str = typer.Option(..., "--protocol", help="The algorithm this party serves: vertical-sharing, "
-                                                         "graph-consensus or functional-quantile."),
+    protocol: List[str] = typer.Option(..., "--protocol", help="The algorithm this party serves: vertical-sharing, "
+                                                               "graph-consensus, functional-quantile (repeat for "
+                                                               "several, e.g. functional-statistics too)."),
     name: str = typer.Option(..., "--name", help="The party name this process is willing to be (its certificate's name)."),
     data: List[str] = typer.Option([], "--data", help="KEY=FILE of this party's own data (repeat): train=…, test=…"),
     listen: str = typer.Option("127.0.0.1:7001", "--listen", help="HOST:PORT to listen on (the coordinator dials it)."),
@@ -55,6 +57,14 @@ def serve(
                                                  help="Accept this party's data from the coordinator in the setup "
                                                       "message (a simulation of a deployment; default: refuse)."),
     once: bool = typer.Option(False, "--once", help="Exit after one run has finished."),
+    allow_seeded_noise: bool = typer.Option(False, "--allow-seeded-noise",
+                                            help="Accept a coordinator-chosen noise seed (a reproducible simulation: "
+                                                 "whoever knows the seed can remove the noise)."),
+    requests: Optional[str] = typer.Option(None, "--requests", help="Declared requests this party answers, e.g. "
+                                                                    "score,rank,refit (default: all declared but refit; "
+                                                                    "refit only at the label party)."),
+    private_only: bool = typer.Option(False, "--private-only", help="Refuse runs that add no noise."),
+    max_rounds: Optional[int] = typer.Option(None, "--max-rounds", help="Refuse more than N rounds (releases) per run."),
     threads: int = typer.Option(1, "--threads", help="BLAS threads of this party (the per-round work is vector "
                                                      "algebra; more threads mostly add contention)."),
 ):
@@ -69,8 +79,9 @@ def serve(
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=int(threads))
-    proto = find_protocol(protocol)
-    files = _parse_data(data, required=proto.load is not None and not accept_coordinator_data)
+    protos = [find_protocol(p) for p in protocol]
+    proto = protos[0]
+    files = _parse_data(data, required=any(p.load is not None for p in protos) and not accept_coordinator_data)
     if insecure and (tls or cert or key or ca):
         raise InvalidParameterError("give either --insecure or TLS files (--tls / --cert --key --ca), not both.")
     creds = None
@@ -79,14 +90,17 @@ def serve(
         if creds.name != name:
             raise InvalidParameterError(f"the certificate is issued for {creds.name!r}, not --name {name!r}; a party's "
                                         "identity is its certificate.")
-    service = PartyService(name=name, protocol=proto, data=files, out=out, allow=tuple(allow),
+    service = PartyService(name=name, protocol=protos, data=files, out=out, allow=tuple(allow),
                            allow_monitoring=allow_monitoring, secure=not insecure,
                            describe_options={"id_column": id_column, "label_column": label_column},
-                           accept_coordinator_data=accept_coordinator_data)
+                           accept_coordinator_data=accept_coordinator_data, allow_seeded_noise=allow_seeded_noise,
+                           requests=None if requests is None else [r.strip() for r in requests.split(",") if r.strip()],
+                           private_only=private_only, max_rounds=max_rounds,
+                           echo=lambda line: print(f"party {name}: {line}", file=sys.stderr, flush=True))
 
     def ready(port):
         host = listen.rsplit(":", 1)[0]
-        print(f"party {name} serving {proto.name} on {host}:{port} ({'INSECURE plaintext' if insecure else 'mutual TLS'}); "
+        print(f"party {name} serving {'+'.join(p.name for p in protos)} on {host}:{port} ({'INSECURE plaintext' if insecure else 'mutual TLS'}); "
               f"audit log {service.audit_path}", flush=True)
 
     run_server(service, listen, creds, once=once, ready=ready)

@@ -133,8 +133,8 @@ def vertical(
     lam: float = typer.Option(1e-3, help="Regularisation weight λ (mean-loss scaling)."),
     rho: Optional[float] = typer.Option(None, help="ADMM penalty ρ (paper's summed-loss scaling); default 0.05, "
                                         "or M/4 (0.5 for 2 parties) for a private fit."),
-    iterations: Optional[int] = typer.Option(None, help="Iterations T (default 100; 3 for a private fit with the "
-                                             "gaussian mechanism or --label-epsilon)."),
+    iterations: Optional[int] = typer.Option(None, help="Iterations T (default 100; for a private fit 3 with "
+                                             "--label-epsilon only, 2 when the features are protected)."),
     no_intercept: bool = typer.Option(False, "--no-intercept", help="Fit without intercept."),
     epsilon: Optional[float] = typer.Option(None, help="Feature-side total ε of the run (turns feature DP on)."),
     mechanism: str = typer.Option("gaussian", help="Feature-side mechanism: gaussian (DP, default) or paper "
@@ -190,9 +190,11 @@ def vertical(
         check_positive("clip", clip)
     if label_epsilon is not None:
         check_positive("label_epsilon", label_epsilon)
-    feature_budget = any(v is not None for v in (epsilon, iteration_epsilon, noise_scale))
-    linearised = label_epsilon is not None or (feature_budget and mechanism == "gaussian")
-    rounds = iterations if iterations is not None else (3 if linearised else 100)
+    from ..estimators.vertical import VerticalLogisticRegression
+
+    rounds = iterations if iterations is not None else VerticalLogisticRegression(
+        epsilon=epsilon, iteration_epsilon=iteration_epsilon, noise_scale=noise_scale, mechanism=mechanism,
+        label_epsilon=label_epsilon)._max_iter()  # the estimator's default for this kind of fit
     if bound is not None:
         check_positive("bound", bound)
     for p in [train, test, *party, *test_party]:
@@ -266,6 +268,8 @@ def vertical(
                           f"objective by {_last_relative_change(metrics):.1e} (relative) — pass more --iterations "
                           "for a tighter fit.")
         console.print(f"privacy: {_privacy_line(metrics)}")
+        if monitor and private:
+            console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
         v = _trivial_verdict(metrics, data)
         metrics["verdict"] = v
         if v:

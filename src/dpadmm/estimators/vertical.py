@@ -157,12 +157,17 @@ class _VerticalADMM(BaseEstimator):
         return n_blocks * loss.hess_bound if self._mm_protocol() else 0.05
 
     def _max_iter(self) -> int:
-        """``"auto"``: 100 ADMM iterations; 3 rounds of the label-private protocol, i.e. two label
-        releases (round 1's party step sees the zero inbox and round T's hub step releases nothing):
-        two majorise–minimise steps and the label party's exact refit suffice, and each release costs."""
+        """``"auto"``: 100 ADMM iterations; for the private protocol, 3 rounds when only the labels are
+        protected (two label releases: round 1's party step sees the zero inbox and round T's hub step
+        releases nothing) and 2 when the features are (one costly share per party: round 1's share of
+        the zero inbox is 0 and costs nothing; later shares would feed the party's own noise back).
+        Each release costs budget; the label party's exact refit does the rest."""
         if self.max_iter != "auto":
             return int(self.max_iter)
-        return 3 if self._mm_protocol() else 100
+        if not self._mm_protocol():
+            return 100
+        feature = any(getattr(self, k) is not None for k in ("epsilon", "iteration_epsilon", "noise_scale"))
+        return 2 if feature else 3
 
     def _clip(self, n: int, rho: float, sigma_label: float) -> tuple[float, float]:
         """(V, V_∞) of the gaussian mechanism. ``"auto"``: per-sample scale ``c = sqrt(1 + σ_L²) + 3ρ``
@@ -289,7 +294,9 @@ class _VerticalADMM(BaseEstimator):
         n_blocks = len(blocks)
         nm = None
         if mode == "epsilon":
-            nm = calibrate_noise_multiplier(self.epsilon, self.delta, max_iter, self.accountant)
+            # the private protocol's first share answers the zero inbox: sensitivity 0, no cost
+            costly = max(max_iter - 1, 1) if mm else max_iter
+            nm = calibrate_noise_multiplier(self.epsilon, self.delta, costly, self.accountant)
         elif mode == "iteration_epsilon":
             nm = math.sqrt(2.0 * math.log(1.25 / self.delta)) / self.iteration_epsilon  # [Hu, Thm 3]
         label_nm = None

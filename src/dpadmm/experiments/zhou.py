@@ -56,7 +56,7 @@ def method_config(method: str) -> dict:
     (smoothed loss, shrinking step, 200 rounds) is tuned for accuracy on data in any units instead."""
     cfg = dict(fq.METHODS[method])
     if method == "fast":
-        cfg.update(step="constant", eta0=4.0, smooth=(0.0, 1.0, 0.0))
+        cfg.update(step="constant", eta0=4.0, smooth=(0.0, 1.0, 0.0), iterations=TABLE_ROUNDS)
     return cfg
 FIG_LEVELS = ((0.1, 1e-4), (0.2, 1e-4), (0.5, 1e-4), (0.8, 1e-4), (math.inf, 1.0))
 

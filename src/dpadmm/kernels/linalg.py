@@ -123,7 +123,8 @@ class SpectralSolver(XStepSolver):
 
 
 def column_sq_norms(D) -> np.ndarray:
-    """``diag(DᵀD)``: squared l2 norm of every column, O(nnz) (dense: O(N d)), no copy of D."""
+    """``diag(DᵀD)``: squared l2 norm of every column, O(nnz) (dense: O(N d)); D is never densified
+    (a sparse block's values are copied once, transiently, to square them)."""
     if sp.issparse(D):
         return np.asarray(D.power(2).sum(axis=0), dtype=np.float64).ravel()
     return np.einsum("ij,ij->j", D, D)
@@ -157,8 +158,7 @@ class CGSolver(XStepSolver):
         self._lipschitz: float | None = None
         self.last_iterations = 0
         self.last_residual = 0.0
-        # zero columns: A restricted to them is lam_q I, solved exactly by the preconditioner
-        self.rank = None
+        self.rank = None  # unknown without a factorisation
 
     def gram_matvec(self, v: np.ndarray) -> np.ndarray:
         """``DᵀD v`` by two products with D (O(nnz))."""

@@ -40,7 +40,10 @@ The sensitivity used is the smallest bound valid for the relation (:func:`ridge_
 Premises and the lines enforcing them: V and V_∞ by :func:`clip_share_input` inside
 ``vertical_sharing.party_step``; unit rows by ``vertical_sharing.make_party`` (rows clipped);
 λ_s > 0 and an l2 penalty by the estimator (it refuses others for a private fit); no damping and
-no projection of x in the gaussian mechanism (``party_step``). ``tests/test_vertical_privacy.py``
+no projection of x in the gaussian mechanism (``party_step``). The proof is about the exact x-step:
+the eigendecomposition solver is exact to rounding; the conjugate-gradient solver used for wide
+blocks solves a private party's step to relative accuracy 1e-10 (never the inexact mode), a
+deviation of that relative size from the map analysed here. ``tests/test_vertical_privacy.py``
 checks each bound against worst-case neighbours numerically.
 
 Vertical label side: the coordinator's gradient message (``label_epsilon``)

@@ -95,10 +95,15 @@ def hu_report(ledger: PrivacyLedger, *, delta: float, accountant: str = "pld", r
                            "above that the classical Gaussian-mechanism bound does not hold")
                 if eps_it > 1.0 else "",
             })
-    releases = [{"party": p, "side": "features", "relation": evs[-1].relation.key,
-                 "sensitivity": max(e.sensitivity for e in evs), "sigma": evs[-1].sigma,
-                 "noise_multiplier": min(e.noise_multiplier for e in evs), "rounds": len(evs)}
-                for p, evs in per_party_events.items()]
+    releases = []
+    for p, evs in per_party_events.items():
+        # costly releases only: a share answering an all-zero input has sensitivity 0 (no data in it)
+        costly = [e for e in evs if e.sensitivity > 0 and math.isfinite(e.noise_multiplier)] or evs
+        worst = max(costly, key=lambda e: e.sensitivity)
+        releases.append({"party": p, "side": "features", "relation": evs[-1].relation.key,
+                         "sensitivity": worst.sensitivity, "sigma": worst.sigma,
+                         "noise_multiplier": min(e.noise_multiplier for e in costly), "rounds": len(costly),
+                         "rounds_total": len(evs)})
     label_events = [e for e in label_events if e.sigma > 0]
     if label_events:
         releases.append({"party": "coordinator", "side": "labels", "relation": LABEL_CHANGE.key,

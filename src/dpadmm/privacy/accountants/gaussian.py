@@ -93,10 +93,13 @@ def calibrate_noise_multiplier(target_epsilon: float, delta: float, rounds: int,
         lo = hi / 2.0
         while gaussian_epsilon([lo] * rounds, delta, "pld") <= target_epsilon and lo > 1e-9:
             lo /= 2.0
-        nm = float(dp_accounting.calibrate_dp_mechanism(
-            lambda: _fresh("pld", lo), make_event, target_epsilon, delta,
-            dp_accounting.ExplicitBracketInterval(lo, hi), tol=1e-4 * hi,
-        ))
+        try:
+            nm = float(dp_accounting.calibrate_dp_mechanism(
+                lambda: _fresh("pld", lo), make_event, target_epsilon, delta,
+                dp_accounting.ExplicitBracketInterval(lo, hi), tol=1e-4 * hi,
+            ))
+        except (OverflowError, ValueError, FloatingPointError):  # PLD fails at extreme ε: RDP's answer is
+            return hi                                               # valid and never below PLD's (more noise)
     for _ in range(50):
         if gaussian_epsilon([nm] * rounds, delta, method) <= target_epsilon:
             return nm

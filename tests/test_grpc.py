@@ -216,6 +216,15 @@ def test_party_policy_refuses_a_coordinator_chosen_seed_and_private_scores(pki, 
         be.close()
     finally:
         stop()
+    peers, stop = _serve_all(pki, dict(zip(NAMES, paths)), tmp_path / "capped", max_rounds=2)
+    try:
+        be = _backend(peers, pki)
+        be.start(_specs(blocks, private=priv))
+        with pytest.raises(ProtocolError, match="at most 2 rounds per run"):
+            _rounds(be, labels, 3, bounds)
+        be.close()
+    finally:
+        stop()
 
 
 def test_private_run_refuses_monitoring_and_draws_party_local_noise(parties, pki, a9a_files):

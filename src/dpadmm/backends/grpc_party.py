@@ -70,7 +70,7 @@ class PartyService:
     def __init__(self, *, name: str, protocol, data: Mapping[str, str], out, allow: tuple[str, ...] = (),
                  allow_monitoring: bool = False, secure: bool = True, describe_options: Mapping[str, Any] = None,
                  accept_coordinator_data: bool = False, echo=None, allow_seeded_noise: bool = False,
-                 requests=None, private_only: bool = False):
+                 requests=None, private_only: bool = False, max_rounds: int | None = None):
         self.name = name
         protos = list(protocol) if isinstance(protocol, (list, tuple)) else [protocol]
         self.protocols = {p.name: p for p in protos}  # a party may serve several (e.g. statistics, then ADMM)
@@ -87,6 +87,8 @@ class PartyService:
         self.allow_seeded_noise = bool(allow_seeded_noise)
         self.requests = None if requests is None else set(requests)
         self.private_only = bool(private_only)
+        self.max_rounds = None if max_rounds is None else int(max_rounds)  # a cap on this party's releases per run
+        self.steps = 0
         self.echo = echo  # e.g. print to stderr: refusals and errors, one line each, at the party's side too
         self.secure = secure
         self.describe_options = dict(describe_options or {})
@@ -111,6 +113,7 @@ class PartyService:
         self.noise_seed = None
         self.rng = None
         self.rounds = 0
+        self.steps = 0
         self.private = False
 
     # ---------------------------------------------------------------- audit
@@ -213,6 +216,10 @@ class PartyService:
     def _step(self, req):
         self._need_setup("Step")
         t = int(req["round"])
+        if self.max_rounds is not None and (self.steps >= self.max_rounds or t >= self.max_rounds):
+            raise _Refused(f"party {self.name!r} refused round {t + 1}: its operator allows at most "
+                           f"{self.max_rounds} rounds per run (--max-rounds)")
+        self.steps += 1
         rng = self.rng if self.rng is not None else np.random.default_rng(
             np.random.SeedSequence(self.noise_seed, spawn_key=(self.index, t)))
         self.state, outbox, events = self.protocol.step(self.cfg, self.state, req["inbox"], rng=rng)

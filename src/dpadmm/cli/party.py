@@ -64,6 +64,7 @@ def serve(
                                                                     "score,rank,refit (default: all declared but refit; "
                                                                     "refit only at the label party)."),
     private_only: bool = typer.Option(False, "--private-only", help="Refuse runs that add no noise."),
+    max_rounds: Optional[int] = typer.Option(None, "--max-rounds", help="Refuse more than N rounds (releases) per run."),
     threads: int = typer.Option(1, "--threads", help="BLAS threads of this party (the per-round work is vector "
                                                      "algebra; more threads mostly add contention)."),
 ):
@@ -94,7 +95,7 @@ def serve(
                            describe_options={"id_column": id_column, "label_column": label_column},
                            accept_coordinator_data=accept_coordinator_data, allow_seeded_noise=allow_seeded_noise,
                            requests=None if requests is None else [r.strip() for r in requests.split(",") if r.strip()],
-                           private_only=private_only,
+                           private_only=private_only, max_rounds=max_rounds,
                            echo=lambda line: print(f"party {name}: {line}", file=sys.stderr, flush=True))
 
     def ready(port):

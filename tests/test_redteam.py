@@ -510,10 +510,9 @@ def test_party_server_gives_no_unnoised_training_scores_in_a_private_run(tmp_pat
         svc.close()
 
 
-@pytest.mark.xfail(reason="REDTEAM F15: from round 2 the functional 'exact' local solve is warm-started at the worker's "
-                          "private previous solution with one smoothing level and stops short of the minimiser",
-                   strict=False)
 def test_functional_exact_local_solve_does_not_depend_on_its_warm_start():
+    """Regression (REDTEAM F15, fixed by func): a warm-started solve that does not settle is redone from zero with
+    the full homotopy, and private fits always start cold."""
     from dpadmm.algorithms import functional_quantile as fq
 
     rng = np.random.default_rng(0)

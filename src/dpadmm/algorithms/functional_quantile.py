@@ -61,6 +61,8 @@ from ..kernels.quantile import (
 from ..privacy.events import RECORD_REPLACE, GaussianRelease
 
 PENALTIES = ("l1", "l2", "elasticnet")
+FULL_LEVELS = (1e-2, 1e-4, 1e-6)
+NEWTON_ITERATIONS = 20
 WARM_LEVELS = (1e-6,)  # smoothing bandwidths of the exact local solve after the first round
 LOCAL_STEPS = ("linearized", "exact")
 STEP_RULES = ("paper", "constant", "decay", "smooth")
@@ -371,10 +373,11 @@ def exact_local_solve(cfg: PartyConfig, v: np.ndarray, w0: np.ndarray, lam_scale
         mask[-1] = 0.0
     eye = np.eye(K)
     w = w0.copy()
+    converged = True
     for h in levels:
         f_old = _smoothed_objective(cfg, w, v, h, lam_m, a1, a2, mask)
         stuck = np.zeros(f_old.shape, dtype=bool)
-        for _ in range(20):
+        for it in range(NEWTON_ITERATIONS):
             r = _residuals(cfg, w)
             gl = smoothed_check_grad(r, tau, h)
             cv = smoothed_check_curvature(r, tau, h)
@@ -389,6 +392,8 @@ def exact_local_solve(cfg: PartyConfig, v: np.ndarray, w0: np.ndarray, lam_scale
             active = (dec > cfg.newton_tol * (1.0 + np.abs(f_old))) & ~stuck
             if not active.any():
                 break
+            if it == NEWTON_ITERATIONS - 1 and h == levels[-1]:
+                converged = False
             t = active.astype(float)
             for _ls in range(30):  # backtracking (Armijo) for the entries still moving
                 w_new = w + t[..., None] * d
@@ -403,6 +408,10 @@ def exact_local_solve(cfg: PartyConfig, v: np.ndarray, w0: np.ndarray, lam_scale
                 w_new = w + t[..., None] * d
                 f_new = _smoothed_objective(cfg, w_new, v, h, lam_m, a1, a2, mask)
             w, f_old = w_new, np.where(t > 0, f_new, f_old)
+    if not converged and tuple(levels) != FULL_LEVELS:
+        # the warm start did not settle: the output must not depend on the (private) starting point, so
+        # solve again from zero with the full homotopy [REDTEAM F15]
+        return exact_local_solve(cfg, v, np.zeros_like(w0), lam_scale, FULL_LEVELS)
     return w
 
 
@@ -430,8 +439,12 @@ def party_step(cfg: PartyConfig, state: PartyState, inbox: HubMessage, *, rng: n
                     K=cfg.K, m=cfg.m, eps_iter=s.eps_iter, delta_iter=s.delta_iter, eta0=cfg.eta0,
                     decay_start=cfg.decay_start, smooth=cfg.smooth)
     if cfg.local_step == "exact":
-        w = exact_local_solve(cfg, w_hub[:, None] + gamma / cfg.rho, state.w,
-                              levels=WARM_LEVELS if l > 1 else (1e-2, 1e-4, 1e-6))  # [Zhou, eq. 16]
+        # private: a cold start and the full homotopy, so the release is a function of (data, v) only, not of
+        # the worker's private previous solution; non-private: warm start (a speed-up only)
+        private = bool(np.any(s.noise_multiplier > 0))
+        w = exact_local_solve(cfg, w_hub[:, None] + gamma / cfg.rho,
+                              np.zeros_like(state.w) if private else state.w,
+                              levels=WARM_LEVELS if l > 1 and not private else FULL_LEVELS)  # [Zhou, eq. 16]
     else:
         w = _linearized(cfg, state, w_hub, gamma, eta, bandwidth(l, cfg.smooth))  # [Zhou, eq. 21]
     delta_s = sensitivity(cfg, eta)

@@ -305,11 +305,11 @@ def release(cfg: PartyConfig, share: np.ndarray, rho: float, round_: int, *, rng
     sigma = p.noise_scale if p.noise_scale is not None else p.noise_multiplier * C
     if p.mechanism == "gaussian":
         noise = isotropic_gaussian(rng, sigma, share.shape[-1], size=size)
-        relation = RELATIONS[p.relation]
+        relation, kind = RELATIONS[p.relation], "gaussian"
     else:
         noise = range_gaussian(rng, sigma, cfg.basis, size=size)  # [Hu, eq. 16]
-        relation = FEATURE_COLUMN
-    return share + noise, [GaussianRelease(cfg.name, round_, C, sigma, relation)]
+        relation, kind = FEATURE_COLUMN, "range-gaussian"  # not DP: a party's own budget counts it as ε = ∞
+    return share + noise, [GaussianRelease(cfg.name, round_, C, sigma, relation, kind)]
 
 
 def party_diagnostics(cfg: PartyConfig, state: PartyState) -> dict:

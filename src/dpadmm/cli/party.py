@@ -65,6 +65,15 @@ def serve(
                                                                     "refit only at the label party)."),
     private_only: bool = typer.Option(False, "--private-only", help="Refuse runs that add no noise."),
     max_rounds: Optional[int] = typer.Option(None, "--max-rounds", help="Refuse more than N rounds (releases) per run."),
+    max_epsilon: Optional[float] = typer.Option(None, "--max-epsilon",
+                                                help="This party's own privacy budget: refuse any release that would "
+                                                     "bring the composed ε of all its releases (across runs, recorded "
+                                                     "in OUT/privacy_ledger.json) above E at --delta. Implies "
+                                                     "--private-only. Deleting the ledger resets the budget."),
+    delta: Optional[float] = typer.Option(None, "--delta", help="The δ of --max-epsilon."),
+    min_noise_multiplier: Optional[float] = typer.Option(None, "--min-noise-multiplier",
+                                                         help="Also refuse any Gaussian release whose σ/sensitivity "
+                                                              "is below this floor (needs --max-epsilon)."),
     threads: int = typer.Option(1, "--threads", help="BLAS threads of this party (the per-round work is vector "
                                                      "algebra; more threads mostly add contention)."),
 ):
@@ -74,6 +83,9 @@ def serve(
     from ..backends.protocol import find_protocol
 
     check_party_name(name)
+    if (max_epsilon is None) != (delta is None) or (min_noise_multiplier is not None and max_epsilon is None):
+        raise InvalidParameterError("a party's own budget needs both --max-epsilon E and --delta D "
+                                    "(--min-noise-multiplier is a floor on top of them).")
     if threads < 1:
         raise InvalidParameterError(f"--threads must be a positive integer, got {threads}.")
     from threadpoolctl import threadpool_limits
@@ -95,13 +107,19 @@ def serve(
                            describe_options={"id_column": id_column, "label_column": label_column},
                            accept_coordinator_data=accept_coordinator_data, allow_seeded_noise=allow_seeded_noise,
                            requests=None if requests is None else [r.strip() for r in requests.split(",") if r.strip()],
-                           private_only=private_only, max_rounds=max_rounds,
+                           private_only=private_only, max_rounds=max_rounds, max_epsilon=max_epsilon, delta=delta,
+                           min_noise_multiplier=min_noise_multiplier,
                            echo=lambda line: print(f"party {name}: {line}", file=sys.stderr, flush=True))
 
     def ready(port):
         host = listen.rsplit(":", 1)[0]
         print(f"party {name} serving {'+'.join(p.name for p in protos)} on {host}:{port} ({'INSECURE plaintext' if insecure else 'mutual TLS'}); "
               f"audit log {service.audit_path}", flush=True)
+        if service.budget is not None:
+            b = service.budget.status()
+            print(f"party {name} privacy budget: ε ≤ {b['max_epsilon']:g} at δ = {b['delta']:g}; spent so far ε = "
+                  f"{b['epsilon_spent'] if isinstance(b['epsilon_spent'], str) else format(b['epsilon_spent'], '.4g')} over "
+                  f"{b['releases']} releases (ledger {b['ledger']}; deleting it resets the budget)", flush=True)
 
     run_server(service, listen, creds, once=once, ready=ready)
 

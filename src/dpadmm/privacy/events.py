@@ -40,13 +40,18 @@ LABEL_CHANGE = Relation(
 @dataclass(frozen=True)
 class GaussianRelease:
     """A Gaussian mechanism: a vector with l2 ``sensitivity`` released with N(0, sigma² I) noise
-    (in the subspace where the message lives)."""
+    (in the subspace where the message lives).
+
+    ``mechanism`` is ``"gaussian"`` for isotropic noise (an (ε, δ) accountant applies);
+    ``"range-gaussian"`` marks [Hu, eq. 16]'s noise in range(D_m), which is not differentially
+    private (accounted as ε = ∞ wherever a party checks its own budget)."""
 
     party: str
     round: int
     sensitivity: float
     sigma: float
     relation: Relation = FEATURE_COLUMN
+    mechanism: str = "gaussian"
 
     @property
     def noise_multiplier(self) -> float:

@@ -164,3 +164,46 @@ def test_cli_private_runs_party_local_by_default_seeded_on_request(cmd, small_li
     seeded = [_cli_final(args + ["--seed", "3"], tmp_path / f"s{i}") for i in range(2)]
     assert [r[0] for r in seeded] == ["seeded"] * 2
     assert seeded[0][1][key] == seeded[1][1][key]
+
+
+@pytest.mark.parametrize("algorithm", ["consensus", "functional"])
+def test_private_process_runs_of_every_algorithm_send_protocol_messages_only(algorithm, small, monkeypatch):
+    """Every engine run of a default private fit on the process backend is recorded: only messages of
+    kind "protocol" cross, no party is asked for diagnostics or for any declared request."""
+    from dpadmm.backends.multiprocess import ProcessBackend
+
+    kinds, asked = [], []
+    real_run = engine.run
+
+    def recorded_run(*args, **kw):
+        user = kw.get("transcript")
+
+        def tr(round_, sender, receiver, message, kind):
+            kinds.append(kind)
+            if user is not None:
+                user(round_, sender, receiver, message, kind)
+        kw["transcript"] = tr
+        return real_run(*args, **kw)
+
+    monkeypatch.setattr(engine, "run", recorded_run)
+    monkeypatch.setattr(ProcessBackend, "diagnose", lambda self: asked.append("diagnose") or {})
+    real_request = ProcessBackend.request
+    monkeypatch.setattr(ProcessBackend, "request",
+                        lambda self, name, handler, *a: asked.append(handler) or real_request(self, name, handler, *a))
+    be = get_backend("process", timeout=120)
+    if algorithm == "consensus":
+        from dpadmm.estimators.consensus import ConsensusLogisticRegression
+
+        blocks, y = small
+        m = ConsensusLogisticRegression(n_nodes=3, perturbation="pp", alpha=5.0, normalize=True, max_iter=3,
+                                        batch=False, backend=be).fit(np.hstack(blocks), y)
+    else:
+        from dpadmm.data.functional import simulate_zhou
+        from dpadmm.estimators.functional import FunctionalQuantileRegressor
+
+        d = simulate_zhou(400, grid_size=20, random_state=0)
+        m = FunctionalQuantileRegressor(workers=2, epsilon=1.0, max_iter=3, curve_clip=20.0, y_range=(-20.0, 20.0),
+                                        backend=be).fit(d.curves, d.y, grid=d.grid)
+    assert m.privacy_ is not None and m.privacy_.noise_source == "party-local"
+    assert kinds and set(kinds) == {"protocol"}
+    assert asked == []

@@ -209,3 +209,38 @@ def test_cli_budget_flags_come_together(args, files, tmp_path, capsys):
                  "--insecure", "--out", str(tmp_path / "o"), *args])
     err = capsys.readouterr().err
     assert code == 2 and "--max-epsilon E and --delta D" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("perturbation", ["pp", "pvp"])
+def test_consensus_node_prices_pure_dp_releases_and_refuses_pvp(perturbation, tmp_path):
+    """Penalty perturbation [Zhang, Thm 4.1] emits pure-DP ε per round: they add up in the node's ledger.
+    PVP emits none (not DP): a budgeted node refuses its first release."""
+    from dpadmm.algorithms import graph_consensus as gc
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(20, 3))
+    X /= 2 * np.linalg.norm(X, axis=1, keepdims=True)
+    y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    opts = dict(degree=np.array([1.0]), C=1.0, reg=0.5, eta=np.ones((1, 3)), theta=np.ones((1, 3)),
+                alpha=np.full((1, 3), 3.0), perturbation=perturbation)
+    svc = PartyService(name="party1", protocol=gc.PROTOCOL, data={}, out=tmp_path, secure=False,
+                       accept_coordinator_data=True, max_epsilon=50.0, delta=1e-5)
+    allowed = codec.allow_list(gc.PROTOCOL.types)
+
+    def call(method, body):
+        return codec.decode(svc.handle(method, codec.encode(body, allowed=allowed), ""), allowed=allowed)
+
+    try:
+        call("Setup", {"protocol": gc.PROTOCOL.name, "party": "party1", "index": 0,
+                       "args": [["node0"], [X], [y], opts]})
+        if perturbation == "pvp":
+            with pytest.raises(_Refused, match="without a privacy event"):
+                call("Step", {"round": 0, "inbox": gc.NeighbourMessage(0, np.zeros((1, 3)))})
+            return
+        spent = 0.0
+        for t in range(2):
+            reply = call("Step", {"round": t, "inbox": gc.NeighbourMessage(t, np.zeros((1, 3)))})
+            spent += sum(e.epsilon for e in reply["events"])
+        assert 0 < svc.budget.spent == pytest.approx(spent, rel=1e-12)
+    finally:
+        svc.close()

@@ -220,8 +220,9 @@ def heartbeat(label: str, enabled: bool = True, interval: float | None = None):
     """Show that a long job without a round count is alive.
 
     Terminal: a rich spinner with the elapsed time and the job's latest status text.
-    Pipe/file: a plain stderr line after 5 s, then every ``interval`` seconds (default
-    :data:`PLAIN_PROGRESS_INTERVAL`): ``<label>: 40 s elapsed — <status>``. Jobs set the status
+    Pipe/file: a plain stderr line when the job starts, one after 5 s, then every ``interval``
+    seconds (default :data:`PLAIN_PROGRESS_INTERVAL`): ``<label>: 40 s elapsed — <status>``, and
+    one when it ends (``<label>: done in 12 s``). Jobs set the status
     text with :func:`dpadmm._progress.status` (cheap, importable anywhere).
     """
     from .. import _progress
@@ -243,6 +244,8 @@ def heartbeat(label: str, enabled: bool = True, interval: float | None = None):
 
         status.start()
     else:
+        print(f"{label}: started", file=sys.stderr, flush=True)
+
         def tick():
             wait = min(5.0, every)  # the first line early, then every `every` seconds
             while not stop.wait(wait):
@@ -262,7 +265,7 @@ def heartbeat(label: str, enabled: bool = True, interval: float | None = None):
         thread.join(timeout=2.0)
         if _stderr_is_terminal():
             status.stop()
-        elif time.perf_counter() - start >= every:
+        else:
             print(f"{label}: done in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
 
 

@@ -203,7 +203,10 @@ def functional(
     model = FunctionalQuantileRegressor(
         tau=tau, n_components=components, basis=basis, penalty=penalty, lam=lam, rho=rho, method=method,
         max_iter=iterations, epsilon=epsilon, delta=delta, total_epsilon=total_epsilon, c1=c1, curve_clip=curve_clip,
-        y_range=yr, workers=workers, random_state=seed, backend=run_opts.backend, monitor=monitor)
+        y_range=yr, workers=workers, backend=run_opts.backend, monitor=monitor,
+        # no noise in a non-private fit, so its worker split is fixed (seed 0) unless --seed is given;
+        # a private fit without --seed draws everything, noise included, from fresh entropy
+        random_state=seed if seed is not None else (0 if epsilon is None and total_epsilon is None else None))
     model._validate(tr.n, tr.curves.shape[1])
     rounds = iterations or METHODS[method]["iterations"]
     with output_dir(out) as stage:

@@ -207,3 +207,18 @@ def test_private_process_runs_of_every_algorithm_send_protocol_messages_only(alg
     assert m.privacy_ is not None and m.privacy_.noise_source == "party-local"
     assert kinds and set(kinds) == {"protocol"}
     assert asked == []
+
+
+def test_private_functional_cli_writes_no_nonprivate_model(tmp_path):
+    """Red-team F9: the centralised reference of a private run is labelled and its model withheld."""
+    import json
+
+    from dpadmm.cli import main
+
+    args = ["functional", "--simulate", "--n", "600", "--workers", "2", "--iterations", "3", "--epsilon", "1.0",
+            "--basis", "fourier", "--curve-clip", "20", "--y-range", "-20,20", "--quiet", "--out", str(tmp_path / "o")]
+    assert main(args) == 0
+    m = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert "coef" not in m["baseline"] and "intercept" not in m["baseline"]
+    assert m["baseline"]["outside_the_guarantee"] is True
+    assert any("NOT covered" in n for n in m["privacy"]["notes"])

@@ -231,13 +231,24 @@ def functional(
             final["mise"] = float(np.sum((model.beta_ - tr.beta) ** 2 * model.basis_.q))
             final["baseline_mise"] = base["mise"]
         priv = {"private": False, "epsilon": math.inf}
+        baseline = {k: v for k, v in base.items()}
         if model.privacy_ is not None:
             priv = model.privacy_.to_dict() | {"private": True, "noise_multiplier": model.noise_multiplier_,
                                                 "epsilon_per_iteration": epsilon}
+            # The reference fit and the training-set losses are computed by this command on the pooled
+            # training data it loaded (a simulation): they are not part of the private release. The
+            # reference model itself (a non-private fit of the training data) is not written.
+            baseline = {k: v for k, v in baseline.items() if k not in ("coef", "intercept")}
+            baseline["outside_the_guarantee"] = True
+            priv["notes"] = list(priv.get("notes", [])) + [
+                "simulation outputs: final.train_pinball_loss, final.constant_train_pinball_loss and the "
+                "'baseline' block (a NON-private centralised QR on the pooled training data, its coefficients "
+                "withheld) were computed by this command on data it holds; they are NOT covered by the guarantee "
+                "and must not be published beside epsilon"]
         metrics = {
             "final": final, "privacy": priv,
             "history": {k: v for k, v in model.history_.items()},
-            "baseline": {k: v for k, v in base.items()},
+            "baseline": baseline,
             "coef": model.coef_, "intercept": model.intercept_,
             "config": {"source": sources[0], "dataset": dataset, "train": train, "test": test, "n_train": tr.n,
                        "n_test": te.n, "grid_points": int(tr.curves.shape[1]), "workers": workers, "tau": tau,

@@ -112,6 +112,15 @@ def hu_fig2(out: Path, *, quick: bool = False, reps: int = 0, seed: int = 0) -> 
             "sgd_test_log_loss_final": round(float(df[df.method != "ADMM sharing"]["test_log_loss"].iloc[-1]), 5)}
 
 
+def _a9a_with_baselines(lam: float):
+    """Bundled a9a (rows normalised per party) and the two scikit-learn references every privacy figure
+    plots: all features pooled, and the label party alone."""
+    data = normalized(load_vertical_data(bundled=True))
+    allf = sklearn_baseline(data.train, data.y, data.test, data.y_test, lam=lam)
+    alone = sklearn_baseline(data.train[:1], data.y, data.test[:1], data.y_test, lam=lam)
+    return data, allf, alone
+
+
 @register("hu-fig3")
 def hu_fig3(out: Path, *, quick: bool = False, reps: int = 0, seed: int = 0) -> dict:
     """[Hu, Fig. 3]: test log loss against the noise level σ of [Hu, eq. 16], with the all-features and
@@ -124,10 +133,8 @@ def hu_fig3(out: Path, *, quick: bool = False, reps: int = 0, seed: int = 0) -> 
     """
     sigmas = (1.0, 100.0) if quick else FIG3_SIGMAS
     reps = reps or (1 if quick else 5)
-    data = normalized(load_vertical_data(bundled=True))
     lam, delta = 1e-3, 1e-5
-    allf = sklearn_baseline(data.train, data.y, data.test, data.y_test, lam=lam)
-    alone = sklearn_baseline(data.train[:1], data.y, data.test[:1], data.y_test, lam=lam)
+    data, allf, alone = _a9a_with_baselines(lam)
     _, nonpriv = run_vertical(data, lam=lam, iterations=100, tol=0.0, seed=seed)
     rows, curves = [], {}
     for sigma in sigmas:
@@ -212,10 +219,8 @@ def vertical_privacy(out: Path, *, quick: bool = False, reps: int = 0, seed: int
     """
     eps_list = (1.0, 10.0) if quick else VP_EPSILONS
     reps = reps or (1 if quick else 5)
-    data = normalized(load_vertical_data(bundled=True))
     lam, delta = 1e-3, 1e-5
-    allf = sklearn_baseline(data.train, data.y, data.test, data.y_test, lam=lam)
-    alone = sklearn_baseline(data.train[:1], data.y, data.test[:1], data.y_test, lam=lam)
+    data, allf, alone = _a9a_with_baselines(lam)
     rows = []
     for setting, make in VP_SETTINGS.items():
         for eps in eps_list:

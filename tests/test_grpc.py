@@ -25,7 +25,7 @@ from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend, parse_peers  # noqa: E402
 from dpadmm.backends.grpc_party import SERVICE, PartyService, make_server  # noqa: E402
 from dpadmm.backends.grpc_tls import TLSFiles, provision  # noqa: E402
-from dpadmm.backends.protocol import PartyData  # noqa: E402
+from dpadmm.protocol import PartyData  # noqa: E402
 from dpadmm.data import load_a9a, partition_columns  # noqa: E402
 from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.exceptions import InvalidParameterError, PartyFailureError, ProtocolError  # noqa: E402

@@ -20,7 +20,7 @@ from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
 from dpadmm.backends.grpc_party import LEDGER_NAME, PartyBudget, PartyService, _Refused, make_server  # noqa: E402
-from dpadmm.backends.protocol import PartyData  # noqa: E402
+from dpadmm.protocol import PartyData  # noqa: E402
 from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.exceptions import DataFileError, ProtocolError  # noqa: E402
 from dpadmm.kernels.regularizers import L2  # noqa: E402

@@ -386,7 +386,7 @@ def test_party_server_refuses_a_model_fit_on_a_passive_partys_block(tmp_path):
     pytest.importorskip("grpc")
     from dpadmm.backends import grpc_codec as codec
     from dpadmm.backends.grpc_party import PartyService, _Refused
-    from dpadmm.backends.protocol import PartyData
+    from dpadmm.protocol import PartyData
     from dpadmm.data.parties import write_party_files
     from dpadmm.kernels.regularizers import L2
 
@@ -438,7 +438,7 @@ def _party_server(tmp_path, N=60, **policy):
     """party2 of vertical-sharing as `dpadmm party serve` runs it (the state machine, no network)."""
     from dpadmm.backends import grpc_codec as codec
     from dpadmm.backends.grpc_party import PartyService
-    from dpadmm.backends.protocol import PartyData
+    from dpadmm.protocol import PartyData
     from dpadmm.data.parties import write_party_files
 
     rng = np.random.default_rng(0)

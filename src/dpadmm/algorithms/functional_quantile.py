@@ -565,7 +565,7 @@ def _is_private(cfg: PartyConfig) -> bool:
 
 
 def _protocol():
-    from ..backends.protocol import Protocol
+    from ..protocol import Protocol
 
     from ..kernels.fpca import Basis
 

@@ -292,7 +292,7 @@ def _is_private(cfg: StatsConfig) -> bool:
 
 
 def _protocol():
-    from ..backends.protocol import Protocol
+    from ..protocol import Protocol
 
     return Protocol("functional-statistics", setup_stats, stats_step, None, handlers={},
                     types=(StatsRequest, StatsMessage), private=_is_private, data_args=(1, 2))

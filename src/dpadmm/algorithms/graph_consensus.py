@@ -551,7 +551,7 @@ def _is_private(cfg: BlockConfig) -> bool:
 
 
 def _protocol():
-    from ..backends.protocol import Protocol
+    from ..protocol import Protocol
 
     return Protocol("graph-consensus", setup_block, block_step, block_diagnostics, handlers={},
                     types=(NeighbourMessage, ModelMessage, BlockState), load=load_node_data,

@@ -667,7 +667,7 @@ def _is_private(cfg: PartyConfig) -> bool:
 
 
 def _protocol():
-    from ..backends.protocol import Protocol
+    from ..protocol import Protocol
 
     return Protocol("vertical-sharing", setup_party, party_step, party_diagnostics,
                     handlers={"score": eval_score, "rank": party_rank, "refit": refit_label_block},

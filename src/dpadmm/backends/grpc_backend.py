@@ -10,7 +10,7 @@ server certificate issued by the trusted CA *for* ``NAME`` (SAN DNS:NAME); the p
 call only from a client certificate of its CA whose common name is on its allow list. A wrong CA
 or name fails the handshake, reported as one line naming the party.
 
-What crosses the wire is the protocol the party declared (:mod:`dpadmm.backends.protocol`) in
+What crosses the wire is the protocol the party declared (:mod:`dpadmm.protocol`) in
 the array/scalar encoding of :mod:`dpadmm.backends.grpc_codec`: the setup options (as data; the
 party reads its own file), the round's inbox and outbox with the privacy events, declared
 requests (e.g. ``score``), and — only when monitoring is on and the party agrees — diagnostics.
@@ -36,7 +36,7 @@ from ..exceptions import InvalidParameterError, MissingDependencyError, PartyFai
 from . import grpc_codec as codec
 from .base import Backend, PartySpec
 from .grpc_party import CHANNEL_OPTIONS, METHODS, SERVICE
-from .protocol import protocol_of
+from ..protocol import protocol_of
 
 
 def _import_grpc():

@@ -38,7 +38,7 @@ def type_name(cls: type) -> str:
 def _core_types() -> list[type]:
     from ..kernels.regularizers import L1, L2, ElasticNet
     from ..privacy.events import GaussianRelease, PureDPRelease, Relation
-    from .protocol import PartyData
+    from ..protocol import PartyData
 
     return [GaussianRelease, PureDPRelease, Relation, L1, L2, ElasticNet, PartyData]
 

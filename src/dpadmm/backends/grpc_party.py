@@ -43,7 +43,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from . import grpc_codec as codec
-from .protocol import PartyData, Protocol
+from ..protocol import PartyData, Protocol
 
 SERVICE = "dpadmm.Party"
 METHODS = ("Hello", "Setup", "Step", "Request", "Diagnose", "Checkpoint", "Restore", "Finish")

@@ -101,7 +101,7 @@ def toy_specs(n_parties: int, size: int, *, noise: float = 0.0, fault: tuple | N
 
 
 def _protocol():
-    from .protocol import Protocol
+    from ..protocol import Protocol
 
     return Protocol("selftest", toy_setup, toy_step, toy_diagnose, handlers={"sq": toy_diagnose},
                     types=(Broadcast, Report))

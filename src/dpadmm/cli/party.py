@@ -80,7 +80,7 @@ def serve(
     """Serve one declared protocol to the coordinator; refuse everything else; keep an audit log."""
     from ..backends.grpc_party import PartyService, serve as run_server
     from ..backends.grpc_tls import TLSFiles, check_party_name
-    from ..backends.protocol import find_protocol
+    from ..protocol import find_protocol
 
     check_party_name(name)
     if (max_epsilon is None) != (delta is None) or (min_noise_multiplier is not None and max_epsilon is None):
@@ -152,7 +152,7 @@ def vertical_remote_data(backend, party_files, test_party_files, *, id_column: s
     """
     import numpy as np
 
-    from ..backends.protocol import PartyData
+    from ..protocol import PartyData
     from ..data.remote import party_sources
     from ..experiments.vertical import VerticalData, _encode
 

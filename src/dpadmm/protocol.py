@@ -19,7 +19,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from ..exceptions import InvalidParameterError, ProtocolError  # noqa: F401  (ProtocolError re-exported)
+from .exceptions import InvalidParameterError, ProtocolError  # noqa: F401  (ProtocolError re-exported)
 
 # modules whose PROTOCOL declarations a party may serve (looked up lazily by name)
 PROTOCOL_MODULES = (

@@ -1,0 +1,44 @@
+"""The import graph follows the architecture: algorithms and backends both depend on the protocol
+layer (``dpadmm.protocol``), neither on the other; kernels depend on neither."""
+
+import ast
+import pathlib
+
+import pytest
+
+SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "dpadmm"
+
+
+def _imports(pkg: str):
+    for path in sorted((SRC / pkg).glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                mod = ("." * node.level) + (node.module or "")
+                yield path.name, mod
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    yield path.name, alias.name
+
+
+@pytest.mark.parametrize("pkg,forbidden", [
+    ("algorithms", ("backends", "cli", "estimators", "engine")),
+    ("kernels", ("backends", "algorithms", "cli", "estimators", "engine", "protocol")),
+    ("backends", ("algorithms", "estimators", "cli")),
+])
+def test_layer_does_not_import(pkg, forbidden):
+    bad = []
+    for fname, mod in _imports(pkg):
+        parts = mod.lstrip(".").split(".")
+        rel = mod.startswith("..") or mod.startswith("dpadmm.")
+        head = parts[1] if mod.startswith("dpadmm.") and len(parts) > 1 else parts[0]
+        if rel and head in forbidden:
+            bad.append(f"{pkg}/{fname}: {mod}")
+    assert not bad, "layering violated:\n" + "\n".join(bad)
+
+
+def test_protocol_layer_imports_no_algorithm_or_backend_statically():
+    tree = ast.parse((SRC / "protocol.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            assert not (node.module or "").startswith(("backends", "algorithms")), node.module

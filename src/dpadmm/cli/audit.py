@@ -18,6 +18,10 @@ def _verdict(r) -> str:
     return "consistent with the claim" if not r.caught else "VIOLATION"
 
 
+def _bound(eps: float) -> str:
+    return f"{eps:.3f}" if eps < 100 else "> 100 (no overlap)"
+
+
 @app.command()
 def audit(
     out: Path = typer.Option(..., help="Output directory (audit.json)."),
@@ -50,9 +54,9 @@ def audit(
     with output_dir(out) as stage:
         if end_to_end:
             from .. import _progress
-            from ..experiments.audit_e2e import METHOD, rows, run_end_to_end
+            from ..experiments.audit_e2e import METHOD, names, run_end_to_end
 
-            known = [r.name for r in rows()]
+            known = names()
             for o in only:
                 if not any(k.startswith(o) for k in known):
                     from ..exceptions import InvalidParameterError
@@ -79,10 +83,12 @@ def audit(
         from rich.table import Table
 
         table = Table(title=title)
-        for col in ("mechanism", "claimed ε", "lower bound ε", "verdict"):
+        for col in ("mechanism", "claimed ε", "lower bound ε", "ratio", "verdict"):
             table.add_column(col)
         for r in results:
-            table.add_row(escape(r.name), f"{r.epsilon_claimed:.3f}", f"{r.epsilon_lower_bound:.3f}", _verdict(r))
+            ratio = r.epsilon_lower_bound / r.epsilon_claimed if r.epsilon_claimed > 0 else float("nan")
+            table.add_row(escape(r.name), f"{r.epsilon_claimed:.3f}", _bound(r.epsilon_lower_bound), f"{ratio:.2f}"
+                          if ratio < 100 else "> 100", _verdict(r))
         console.print(table)
         write_json(stage / "audit.json", {"mechanisms": [dict(r.to_dict(), verdict=_verdict(r)) for r in results],
                                           "confidence": confidence, "seed": seed, **extra})

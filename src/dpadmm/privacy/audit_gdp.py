@@ -65,14 +65,14 @@ def gdp_mu(eps: float, delta: float) -> float:
     return float(brentq(lambda m: gdp_delta(m, eps) - delta, 1e-9, hi, xtol=1e-12))
 
 
-def gdp_lower_bound(s0: np.ndarray, s1: np.ndarray, delta: float, *, alpha: float = 0.05) -> dict:
+def gdp_lower_bound(s0: np.ndarray, s1: np.ndarray, delta: float | None, *, alpha: float = 0.05) -> dict:
     """One-sided (1 − alpha) lower bound on μ, and on ε at ``delta``, from scores on D (``s0``) and on
     D' (``s1``), oriented so that D' scores higher.
 
     ``μ_lb = max(0, (m₁ − m₀) − z_{1−α/2} sqrt(s₀²/n₀ + s₁²/n₁)) / max(s₀⁺, s₁⁺)`` with ``s⁺`` the χ²
     upper bound (α/4 each) on each standard deviation; the three bounds hold jointly with
     probability ≥ 1 − α (Bonferroni). Returns ``mu``, ``mu_lower``, ``epsilon_lower_bound`` and the
-    sample moments.
+    sample moments. ``delta=None``: μ only (no ε).
     """
     s0, s1 = np.asarray(s0, float), np.asarray(s1, float)
     n0, n1 = len(s0), len(s1)
@@ -89,5 +89,6 @@ def gdp_lower_bound(s0: np.ndarray, s1: np.ndarray, delta: float, *, alpha: floa
         mu_lb = MU_CAP  # no noise left in the statistic: the neighbours are told apart without error
     else:
         mu_lb = min(diff_lb / sd_ub, MU_CAP)
-    return {"epsilon_lower_bound": gdp_epsilon(mu_lb, delta), "mu": float(mu_hat), "mu_lower": float(mu_lb),
+    eps = None if delta is None else gdp_epsilon(mu_lb, delta)
+    return {"epsilon_lower_bound": eps, "mu": float(mu_hat), "mu_lower": float(mu_lb),
             "n": [n0, n1], "means": [m0, m1], "sds": [math.sqrt(v0), math.sqrt(v1)]}

@@ -101,9 +101,6 @@ def serve(
     policy = load_policy(policy_file, max_epsilon=max_epsilon, delta=delta, no_budget=no_budget or None,
                          private_only=private_only or None, max_rounds=max_rounds, relation=relation,
                          min_noise_multiplier=min_noise_multiplier)
-    if not policy.budgeted and not policy.no_budget:
-        raise InvalidParameterError("give this party a privacy budget: --max-epsilon E --delta D (or max_epsilon and "
-                                    "delta in its --policy FILE); to serve without one, opt out with --no-budget.")
     if threads < 1:
         raise InvalidParameterError(f"--threads must be a positive integer, got {threads}.")
     from threadpoolctl import threadpool_limits
@@ -120,6 +117,9 @@ def serve(
         if creds.name != name:
             raise InvalidParameterError(f"the certificate is issued for {creds.name!r}, not --name {name!r}; a party's "
                                         "identity is its certificate.")
+    if not policy.budgeted and not policy.no_budget:  # safe by default: no silent party without a ledger
+        raise InvalidParameterError("give this party a privacy budget: --max-epsilon E --delta D (or max_epsilon and "
+                                    "delta in its --policy FILE); to serve without one, opt out with --no-budget.")
     service = PartyService(name=name, protocol=protos, data=files, out=out, allow=tuple(allow),
                            allow_monitoring=allow_monitoring, secure=not insecure,
                            describe_options={"id_column": id_column, "label_column": label_column},

@@ -302,3 +302,60 @@ def test_functional_statistics_worker_refuses_departures_and_a_stage_beyond_the_
         assert w.svc.budget.spent == pytest.approx(gaussian_epsilon([2.0] * 3, 1e-5), rel=1e-3)
     finally:
         w.close()
+
+
+# ----------------------------------------------------------------------------- resume counts every release
+def test_after_a_kill_and_resume_the_coordinators_report_and_every_party_ledger_agree(tmp_path):
+    """The coordinator dies after round 7 (checkpoint at round 5): rounds 6–7 were released; the resumed run
+    releases them again. Every party's ledger counts both, and so does the coordinator's report (the parties
+    hand the re-released rounds back at Restore); the parties are restarted too (their ledgers are read back)."""
+    from dpadmm.backends.grpc_backend import GrpcBackend
+    from dpadmm.backends.grpc_party import make_server
+    from dpadmm.cli.party import vertical_remote_data
+    from dpadmm.estimators import VerticalLogisticRegression
+
+    rng = np.random.default_rng(5)
+    X1, X2 = rng.normal(size=(N, 3)), rng.normal(size=(N, 4))
+    paths = write_party_files([X1, X2], np.where(X1[:, 0] + X2[:, 1] > 0, 1, -1), tmp_path / "data")
+
+    class Crash(Exception):
+        pass
+
+    def crash(round_, record):
+        if round_ == 7:
+            raise Crash
+
+    def fit(**kw):
+        services, servers, peers = [], [], {}
+        for i, name in enumerate(("party1", "party2")):  # fresh party processes' worth of state, same --out
+            svc = PartyService(name=name, protocol=vs.PROTOCOL, data={"train": str(paths[i])}, out=tmp_path / name,
+                               secure=False, requests=("score", "rank", "refit") if i == 0 else None,
+                               max_epsilon=50.0, delta=1e-5)
+            srv, port = make_server(svc, "127.0.0.1:0")
+            srv.start()
+            services.append(svc)
+            servers.append(srv)
+            peers[name] = f"127.0.0.1:{port}"
+        try:
+            be = GrpcBackend(peers, insecure=True, timeout=30.0)
+            data = vertical_remote_data(be, [paths[0]], [], normalize=True)
+            return VerticalLogisticRegression(epsilon=3.0, delta=1e-5, max_iter=10, tol=0.0, backend=be).fit(
+                data.train, data.y, **kw)
+        finally:
+            for srv in servers:
+                srv.stop(0).wait()
+            for svc in services:
+                svc.close()
+
+    with pytest.raises(Crash):
+        fit(checkpoint_dir=tmp_path / "ckpt", checkpoint_every=5, callbacks=[crash])
+    resumed = fit(resume_from=tmp_path / "ckpt")
+    rel = resumed.privacy_.releases
+    for name in ("party1", "party2"):
+        led = json.loads((tmp_path / name / LEDGER_NAME).read_text())
+        assert led["releases"] == 9 + 2  # rounds 2–10 once (round 1 is free) + rounds 6–7 again
+        mine = [r for r in rel if r["party"] == name and r["side"] == "features"]
+        assert sum(r["rounds"] for r in mine) == 11
+        assert led["epsilon_spent"] == pytest.approx(resumed.privacy_.epsilon, rel=2e-3)
+    assert f"{resumed.privacy_.epsilon:.4g}" == f"{led['epsilon_spent']:.4g}"  # as both are printed
+    assert resumed.privacy_.epsilon > 3.0  # the re-released rounds are on top of the planned budget

@@ -8,7 +8,7 @@ party has checked against its :class:`~dpadmm.privacy.policy.PartyPolicy`). The 
   checked configuration and the declared rounds into a :class:`~dpadmm.privacy.policy.RunPrice`
   (so many Gaussian releases at noise multiplier σ/Δ, so much pure ε); the ledger's releases so far
   composed with that price, by dp-accounting's PLD accountant (Gaussian; multipliers rounded *down*
-  to 4 significant digits, never optimistic) plus the pure ε's (basic composition of (ε₁, δ) and
+  to 8 significant digits, never optimistic) plus the pure ε's (basic composition of (ε₁, δ) and
   (ε₂, 0) is (ε₁ + ε₂, δ)), must stay within ``max_epsilon`` at ``delta``; otherwise the run is
   refused before anything is released, and the message gives the spend it would have reached;
 - **checks each round** (:meth:`PartyBudget.charge`, constant time whatever the ledger's size): every
@@ -50,10 +50,12 @@ _REL_TOL = 1e-9  # σ/Δ recomputed from (σ, Δ) may differ from the declared v
 
 
 def floor_multiplier(nm: float) -> float:
-    """``nm`` rounded *down* to 4 significant digits (never an optimistic ε; few distinct values to compose)."""
+    """``nm`` rounded *down* to 8 significant digits (never an optimistic ε; a stable key in the JSON file).
+    Every release of a run is charged at the run's declared multiplier, so the ledger holds one key per run
+    and noise level, however many rounds."""
     if not math.isfinite(nm) or nm <= 0:
         return nm
-    scale = 10.0 ** (math.floor(math.log10(nm)) - 3)
+    scale = 10.0 ** (math.floor(math.log10(nm)) - 7)
     return math.floor(nm / scale * (1 - 1e-12)) * scale
 
 

@@ -22,7 +22,12 @@ process backend's workers; the vertical parties read their own CSV files, the gr
 their data from the coordinator (``--accept-coordinator-data``); party start-up and setup are not
 timed (only steps are, as for every backend).
 
+Party budgets (``--budget``): a private vertical a9a fit over gRPC with parties started ``--no-budget``
+and with ``--max-epsilon`` after 10 and 5,000 earlier runs in their ledgers (per-round time, and the
+setup time that includes pricing the run).
+
 Usage: ``python benchmarks/bench_backends.py [--backends inprocess,process,ray,grpc] [--rounds 20] [--repeats 3]``
+       ``python benchmarks/bench_backends.py --budget [--rounds 20] [--repeats 3]``
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ def per_round(history_seconds) -> np.ndarray:
 class GrpcParties:
     """``dpadmm party serve`` processes (mutual TLS, 127.0.0.1) for one workload; a context manager."""
 
-    def __init__(self, names, protocol, data=None, accept=False):
+    def __init__(self, names, protocol, data=None, accept=False, party_args=("--no-budget",), prefill=None):
         import subprocess
         import sys
         import tempfile
@@ -62,6 +67,9 @@ class GrpcParties:
                 args += ["--data", f"{key}={path}"]
             if accept:
                 args.append("--accept-coordinator-data")
+            args += list(party_args)  # the benchmark's workloads are simulations: no budget unless asked
+            if prefill is not None:
+                prefill(self.dir / name, name)
             logs[name] = self.dir / f"{name}.log"
             self.procs.append(subprocess.Popen(args, stdout=open(logs[name], "w"), stderr=subprocess.STDOUT))
         deadline = time.monotonic() + 300
@@ -128,6 +136,47 @@ def bench_vertical(name, blocks, y, rounds):
     return per_round(m.history_["seconds"])
 
 
+def prefill_ledger(out, party: str, entries: int) -> None:
+    """A party ledger holding ``entries`` earlier runs (one release each at σ/Δ = 50), as after months of use."""
+    from pathlib import Path
+
+    from dpadmm.privacy.party_ledger import LEDGER_FORMAT, LEDGER_NAME
+
+    run = {"protocol": "vertical-sharing", "started": "2026-01-01T00:00:00+00:00", "declared_rounds": 2,
+           "relation": "feature_column", "priced": {"gaussian": {"50.0": 1}, "pure_epsilon": 0.0},
+           "charged": {"gaussian": {"50.0": 1}, "pure_epsilon": 0.0, "releases": 1}, "last_round": 2}
+    led = {"format": LEDGER_FORMAT, "party": party, "relation": "feature_column", "releases": entries,
+           "gaussian": {"50.0": entries}, "pure_epsilon": 0.0, "seq": 0,
+           "runs": [dict(run, run=f"earlier/{i}") for i in range(entries)]}
+    Path(out).mkdir(parents=True, exist_ok=True)
+    (Path(out) / LEDGER_NAME).write_text(json.dumps(led))
+
+
+def bench_budget(blocks, y, rounds, entries: int | None):
+    """A private vertical a9a fit over gRPC (feature ε = 10 over the run) with parties started with
+    ``--no-budget`` (``entries=None``) or ``--max-epsilon 1e6 --delta 1e-5`` and ``entries`` earlier runs
+    in their ledgers. Returns (per-round seconds, setup seconds)."""
+    import tempfile
+    from pathlib import Path
+
+    from dpadmm.cli.party import vertical_remote_data
+    from dpadmm.data.parties import write_party_files
+    from dpadmm.estimators import VerticalLogisticRegression
+
+    tmp = Path(tempfile.mkdtemp(prefix="dpadmm-bench-budget-"))
+    paths = write_party_files(blocks, y, tmp)
+    party_args = (["--no-budget"] if entries is None else ["--max-epsilon", "1e6", "--delta", "1e-5"]) + [
+        "--requests", "score,rank,refit"]  # the label party refits its block (party2 holds no labels: refused)
+    prefill = None if not entries else (lambda out, name: prefill_ledger(out, name, entries))
+    with GrpcParties(["party1", "party2"], "vertical-sharing", party_args=party_args, prefill=prefill,
+                     data={f"party{m}": {"train": p} for m, p in enumerate(paths, start=1)}) as parties:
+        be = parties.backend()
+        data = vertical_remote_data(be, [paths[0]], [], normalize=True)
+        m = VerticalLogisticRegression(max_iter=rounds, rho=0.3, epsilon=10.0, delta=1e-5, monitor=False, backend=be)
+        m.fit(data.train, data.y)
+    return per_round(m.history_["seconds"]), float(m.setup_seconds_)
+
+
 def bench_graph(name, X, y, rounds, batch=False):
     from dpadmm.estimators.consensus import ConsensusLogisticRegression
 
@@ -165,7 +214,12 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--budget", action="store_true", help="only the party-budget workload: a private vertical a9a fit "
+                                                         "over gRPC without a budget and with one after 10 and 5,000 "
+                                                         "ledger entries")
     args = ap.parse_args(argv)
+    if args.budget:
+        return main_budget(args)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     backends = [b for b in args.backends.split(",") if b]
@@ -217,6 +271,28 @@ def main(argv=None):
         import ray
 
         ray.shutdown()
+
+
+def main_budget(args):
+    from dpadmm.data import load_a9a, partition_columns
+
+    X, y = load_a9a("train")
+    blocks = partition_columns(X, [66, 57])
+    rows = {}
+    for label, entries in (("no budget (--no-budget)", None), ("budget, 10 ledger entries", 10),
+                           ("budget, 5,000 ledger entries", 5000)):
+        runs = [bench_budget(blocks, y, args.rounds, entries) for _ in range(args.repeats)]
+        rows[label] = (float(np.median(np.concatenate([r[0] for r in runs]))), float(np.median([r[1] for r in runs])))
+    base = rows["no budget (--no-budget)"][0]
+    print(f"\nprivate vertical a9a over gRPC (mTLS), {args.rounds} rounds x {args.repeats} repeats, first round dropped\n")
+    print("| party | ms / round | x no budget | setup s (incl. pricing) |")
+    print("|---|---|---|---|")
+    for label, (v, setup) in rows.items():
+        print(f"| {label} | {1e3 * v:.2f} | {v / base:.2f} | {setup:.2f} |")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"rounds": args.rounds, "repeats": args.repeats, "budget": rows,
+                       "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, fh, indent=2)
 
 
 if __name__ == "__main__":

@@ -359,3 +359,18 @@ def test_after_a_kill_and_resume_the_coordinators_report_and_every_party_ledger_
         assert led["epsilon_spent"] == pytest.approx(resumed.privacy_.epsilon, rel=2e-3)
     assert f"{resumed.privacy_.epsilon:.4g}" == f"{led['epsilon_spent']:.4g}"  # as both are printed
     assert resumed.privacy_.epsilon > 3.0  # the re-released rounds are on top of the planned budget
+
+
+def test_docs_list_every_protocols_party_and_coordinator_fields():
+    from pathlib import Path
+
+    from dpadmm.protocol import find_protocol
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "algorithms.md").read_text()
+    for name in ("vertical-sharing", "graph-consensus", "functional-quantile", "functional-statistics"):
+        hooks = find_protocol(name).policy
+        assert hooks is not None and hooks.check is not None and hooks.price is not None, name
+        assert f"### `{name}`" in doc
+        for who, table in (("party", hooks.party), ("coordinator", hooks.coordinator)):
+            for field, rule in table.items():
+                assert f"| `{field}` | {who} | {rule} |" in doc, (name, field)

@@ -273,25 +273,83 @@ def main(argv=None):
         ray.shutdown()
 
 
+def bench_party_steps(rounds: int, entries=(None, 10, 5000), n: int = 32561):
+    """The party's own cost per round, without the network: three vertical parties (no budget; a budget after
+    10 and after 5,000 ledger entries) answer the same encoded Step messages, interleaved round by round (so a
+    change of machine load hits all three alike). Returns {entries: median ms per Step}."""
+    import tempfile
+    from pathlib import Path
+
+    from dpadmm.algorithms import vertical_sharing as vs
+    from dpadmm.backends import grpc_codec as codec
+    from dpadmm.backends.grpc_party import PartyService
+    from dpadmm.data.parties import write_party_files
+    from dpadmm.kernels.regularizers import L2
+    from dpadmm.protocol import PartyData
+
+    rng = np.random.default_rng(0)
+    tmp = Path(tempfile.mkdtemp(prefix="dpadmm-bench-steps-"))
+    paths = write_party_files([rng.normal(size=(n, 3)), rng.normal(size=(n, 5))], np.where(rng.random(n) < .5, 1, -1),
+                              tmp)
+    allowed = codec.allow_list(vs.PROTOCOL.types)
+    D = PartyData("train", {"ids": np.arange(n), "index": 2, "n_features": 5}, (n, 5))
+    spec = vs.PrivacySpec(noise_multiplier=5.0, mechanism="gaussian", relation="feature_column", clip=30.0)
+    services = {}
+    for e in entries:
+        out = tmp / f"party-{e}"
+        if e:
+            prefill_ledger(out, "party2", e)
+        svc = PartyService(name="party2", protocol=vs.PROTOCOL, data={"train": str(paths[1])}, out=out, secure=False,
+                           **({} if e is None else {"max_epsilon": 1e9, "delta": 1e-5}))
+        svc.handle("Setup", codec.encode({"protocol": vs.PROTOCOL.name, "party": "party2", "index": 1,
+                                          "rounds": rounds + 1, "args": ["party2", D, {"lam_sum": 1.0, "reg": L2(),
+                                                                                       "private": spec}]},
+                                         allowed=allowed), "")
+        services[e] = svc
+    times = {e: [] for e in entries}
+    for t in range(rounds):
+        msg = codec.encode({"round": t, "inbox": vs.CoordinatorMessage(t, np.zeros(n), np.ones(n) * (t > 0), 0.5)},
+                           allowed=allowed)
+        order = list(entries)[t % len(entries):] + list(entries)[:t % len(entries)]
+        for e in order:
+            t0 = time.perf_counter()
+            services[e].handle("Step", msg, "")
+            times[e].append(time.perf_counter() - t0)
+    for svc in services.values():
+        svc.close()
+    return {e: 1e3 * float(np.median(v[1:])) for e, v in times.items()}
+
+
 def main_budget(args):
     from dpadmm.data import load_a9a, partition_columns
 
     X, y = load_a9a("train")
     blocks = partition_columns(X, [66, 57])
-    rows = {}
-    for label, entries in (("no budget (--no-budget)", None), ("budget, 10 ledger entries", 10),
-                           ("budget, 5,000 ledger entries", 5000)):
-        runs = [bench_budget(blocks, y, args.rounds, entries) for _ in range(args.repeats)]
-        rows[label] = (float(np.median(np.concatenate([r[0] for r in runs]))), float(np.median([r[1] for r in runs])))
+    configs = (("no budget (--no-budget)", None), ("budget, 10 ledger entries", 10),
+               ("budget, 5,000 ledger entries", 5000))
+    runs = {label: [] for label, _ in configs}
+    for _ in range(args.repeats):  # interleaved, so a change of machine load hits every configuration alike
+        for label, entries in configs:
+            runs[label].append(bench_budget(blocks, y, args.rounds, entries))
+    rows = {label: (float(np.median(np.concatenate([r[0] for r in rs]))), float(np.median([r[1] for r in rs])))
+            for label, rs in runs.items()}
     base = rows["no budget (--no-budget)"][0]
     print(f"\nprivate vertical a9a over gRPC (mTLS), {args.rounds} rounds x {args.repeats} repeats, first round dropped\n")
     print("| party | ms / round | x no budget | setup s (incl. pricing) |")
     print("|---|---|---|---|")
     for label, (v, setup) in rows.items():
         print(f"| {label} | {1e3 * v:.2f} | {v / base:.2f} | {setup:.2f} |")
+    steps = bench_party_steps(max(10 * args.rounds, 200))
+    print(f"\nthe party's own Step (decode, x-step, noise, ledger check, journal, audit, encode; a9a-sized N), "
+          f"{max(10 * args.rounds, 200)} rounds interleaved\n")
+    print("| party | ms / Step | x no budget |")
+    print("|---|---|---|")
+    for e, v in steps.items():
+        label = "no budget" if e is None else f"budget, {e:,} ledger entries"
+        print(f"| {label} | {v:.3f} | {v / steps[None]:.3f} |")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"rounds": args.rounds, "repeats": args.repeats, "budget": rows,
+            json.dump({"rounds": args.rounds, "repeats": args.repeats, "budget": rows, "party_steps_ms": steps,
                        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, fh, indent=2)
 
 

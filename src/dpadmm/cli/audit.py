@@ -25,8 +25,9 @@ def _bound(eps: float) -> str:
 @app.command()
 def audit(
     out: Path = typer.Option(..., help="Output directory (audit.json)."),
-    end_to_end: bool = typer.Option(False, "--end-to-end", help="Audit whole fits of every private algorithm on "
-                                    "worst-case neighbouring datasets (everything the adversary sees)."),
+    end_to_end: bool = typer.Option(False, "--end-to-end", help="Audit every private mechanism against its strongest "
+                                    "adversary (canary and coordinator messages chosen by it; the real party steps "
+                                    "through the engine), plus whole fits where no such game exists."),
     quick: bool = typer.Option(False, "--quick", help="With --end-to-end: fewer runs (CI); still catches the planted bugs."),
     runs: int = typer.Option(0, help=f"With --end-to-end: whole fits per dataset and neighbouring pair "
                              f"(0 = {E2E_RUNS:,}, or {E2E_QUICK_RUNS} with --quick)."),
@@ -65,7 +66,8 @@ def audit(
             with heartbeat(f"audit --end-to-end ({n_runs} runs per dataset)", enabled=not quiet):
                 results = run_end_to_end(runs=n_runs, seed=seed, confidence=confidence, quick=quick, only=only or None,
                                          progress=_progress.status)
-            title = f"end-to-end privacy audit: {n_runs:,} whole fits per dataset, {confidence:.0%} confidence"
+            title = (f"end-to-end privacy audit: {n_runs:,} runs per dataset ({5 * n_runs:,} for the worst-case games), "
+                     f"{confidence:.0%} confidence")
             extra = {"end_to_end": True, "runs": n_runs, "quick": quick, "method": METHOD}
         else:
             from ..experiments.audit import run_audit

@@ -451,12 +451,104 @@ def functional_plants() -> list[Game]:
     ]
 
 
+# ----------------------------------------------------------------------------- functional pooled statistics
+S_M, S_T, S_CLIP = 10, 6, 1.0
+
+
+@dataclass(frozen=True)
+class _SHub:
+    request: Any  # the StatsRequest sent every round
+
+
+def shub_init(cfg: _SHub):
+    return 0, {"worker1": cfg.request}
+
+
+def shub_step(cfg: _SHub, state, outboxes, *, rng):
+    return state + 1, {"worker1": cfg.request}, []
+
+
+def _stats_data(stage: str):
+    gen = np.random.default_rng(17)
+    X = 0.2 * gen.normal(size=(S_M, S_T))
+    y = 0.5 * gen.uniform(-1, 1, S_M)
+    u = np.zeros(S_T)
+    u[0] = 1.0
+    Xb, yb = X.copy(), y.copy()
+    if stage == "mean":  # curve +-10u (clipped to c_X u), response +-10 (clipped to the range's ends)
+        X[CANARY], y[CANARY], Xb[CANARY], yb[CANARY] = 10.0 * u, 10.0, -10.0 * u, -10.0
+    else:  # centred curve 10 e_1 vs 10 e_2 (clipped to c_2): the largest change of the released upper triangle
+        v = np.zeros(S_T)
+        v[1] = 1.0
+        X[CANARY], Xb[CANARY] = 10.0 * u, 10.0 * v
+    return X, y, Xb, yb
+
+
+def stats_game(stage: str, *, plant=None, bug: str = "", tag: str = "") -> Game:
+    from .. import engine
+    from ..algorithms import functional_statistics as fs
+    from ..backends import PartySpec
+
+    X, y, Xb, yb = _stats_data(stage)
+    q = np.ones(S_T)  # quadrature weights 1: scaled curves are the curves
+    nm = _nm(1)
+    req = (fs.StatsRequest("mean", curve_clip=S_CLIP, y_range=(-1.0, 1.0)) if stage == "mean" else
+           fs.StatsRequest("moments", curve_clip=S_CLIP, center=np.zeros(S_T)))
+
+    def setup(side, total):
+        args = ("worker1", Xb if side else X, yb if side else y, q, nm)
+        return ([PartySpec("worker1", fs.setup_stats, args, fs.stats_step, owner="worker1")],
+                engine.Hub(_SHub(req), shub_init, shub_step))
+
+    def released(msg):
+        v = msg.values["mean"] if stage == "mean" else msg.values["S"][np.triu_indices(S_T + 1)]
+        return np.asarray(v, float)
+
+    means = []
+    for A, b in ((X, y), (Xb, yb)):
+        cfg = fs.setup_stats("worker1", A, b, q, nm)[0]
+        means.append(released(fs.stats_step(cfg, None, req, rng=ZeroRNG())[1]))
+
+    def view(rec):
+        return np.stack([released(m) for m in rec["streams"]["worker1"][:rec["total"]]])[:, None]
+
+    def replay(side, rec):
+        R = rec["total"]
+        return np.tile(means[0], (R, 1, 1)), np.tile(means[1], (R, 1, 1))
+
+    what = ("clipped curve sum and response sums (sensitivity sqrt(10))" if stage == "mean" else
+            "centred clipped moment matrix, upper triangle (sensitivity 4 c_2^2)")
+    return Game(
+        name=f"worst-case functional-statistics[{stage}]{tag}", algorithm="functional QR pooled statistics",
+        relation="record-replace", adversary="the central machine: chooses the request (clip, range, centre); sees "
+                                             "the noisy statistic",
+        description=f"one worker's {what}, canary outside the clip, one release, epsilon = {EPSILON:g} at "
+                    f"delta = {DELTA:g}",
+        rounds=1, setup=setup, view=view, replay=replay, mechanism_party="worker1", delta=DELTA, plant=plant,
+        broken=plant is not None, bug=bug, runs_factor=20,  # one release per run: cheap
+        note="ratio limit sqrt(8/10) = 0.89" if stage == "mean" else
+             "ratio limit 1/2: the released upper triangle moves by at most 2 c_2^2 (rows (c_2, u), |u| <= c_2), "
+             "the proof prices 4 c_2^2 (the Frobenius bound) - loose by 2x")
+
+
+def stats_plants() -> list[Game]:
+    from ..kernels import fpca
+
+    return [stats_game("mean", plant=plant_half("worker1"), tag=" (planted: noise x1/2)",
+                       bug="the worker's standard-normal draws halved; its ledger keeps sigma"),
+            stats_game("mean", plant=plant_patch("worker1", fpca, "clip_rows", lambda Z, c: Z),
+                       tag=" (planted: clipping skipped)",
+                       bug="kernels.fpca.clip_rows is the identity: the canary curve (norm 10) is not clipped to c_X")]
+
+
 def games(*, quick: bool = False) -> list[Game]:
     """Every worst-case row: honest first (one per algorithm also on the process backend), then plants."""
-    honest = [vertical_game("feature_column"), vertical_game("record"), label_game(), functional_game()]
+    honest = [vertical_game("feature_column"), vertical_game("record"), label_game(), functional_game(),
+              stats_game("mean"), stats_game("moments")]
     for g in (vertical_game("record", backend="process", tag=" (process backend)"),
               functional_game(backend="process", tag=" (process backend)")):
         g.runs_factor = 2  # a few ms per round through pipes: fewer runs
         honest.append(g)
-    planted = vertical_plants("record") + [vertical_plants("feature_column")[0]] + label_plants() + functional_plants()
+    planted = (vertical_plants("record") + [vertical_plants("feature_column")[0]] + label_plants() + functional_plants()
+               + stats_plants())
     return [g for g in honest + planted if g is not None and not (quick and g.full_only)]

@@ -87,6 +87,17 @@ class ReplayRNG:
         return getattr(self.rng, name)
 
 
+EPSILON, DELTA = 1.0, 1e-5  # the claim every game's configuration is calibrated to
+CANARY = 0  # the index of the canary record / row
+
+
+def calibrated_nm(rounds: int) -> float:
+    """The noise multiplier the library calibrates for ``rounds`` releases at (EPSILON, DELTA)."""
+    from ..privacy.accountants.gaussian import calibrate_noise_multiplier
+
+    return calibrate_noise_multiplier(EPSILON, DELTA, rounds)
+
+
 # a plant: (party specs, hub) -> (party specs, hub, context manager active during the run)
 Plant = Callable[[list, Any], tuple[list, Any, ContextManager]]
 

@@ -31,8 +31,8 @@ def audit(
     quick: bool = typer.Option(False, "--quick", help="With --end-to-end: fewer runs (CI); still catches the planted bugs."),
     runs: int = typer.Option(0, help=f"With --end-to-end: whole fits per dataset and neighbouring pair "
                              f"(0 = {E2E_RUNS:,}, or {E2E_QUICK_RUNS} with --quick)."),
-    only: list[str] = typer.Option([], help="With --end-to-end: audit only rows whose name starts with this "
-                                   "(repeatable)."),
+    only: list[str] = typer.Option([], help="With --end-to-end: audit only this row (a full name), or the rows "
+                                   "whose name starts with it (repeatable)."),
     samples: int = typer.Option(400_000, help="Per-mechanism audit: releases sampled per neighbouring input."),
     confidence: float = typer.Option(0.95, help="Confidence of the lower bounds."),
     seed: int = typer.Option(0, help="Root random seed (of the auditor's simulations)."),

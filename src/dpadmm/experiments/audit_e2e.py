@@ -801,12 +801,13 @@ WHOLE_FIT_DEFAULT = ("hu-eq16-paper", "zhang-consensus-pp", "zhou-fdp-admm-priva
 
 def run_end_to_end(*, runs: int = 2000, seed: int = 0, confidence: float = 0.95, quick: bool = False,
                    only: Sequence[str] | None = None, progress=None) -> list[AuditResult]:
-    """Audit every worst-case game (:mod:`.audit_worst_case`) and the default whole-fit rows (or every
-    game or row whose name starts with one of ``only``)."""
+    """Audit every worst-case game (:mod:`.audit_worst_case`) and the default whole-fit rows (or, with
+    ``only``, the rows named exactly, and every row whose name starts with an entry that is no full name)."""
     from .audit_games import play
     from .audit_worst_case import games
 
-    wanted = (lambda name: any(name.startswith(o) for o in only)) if only else None
+    exact = set(names()) & set(only or ())  # a full row name selects that row alone; anything else is a prefix
+    wanted = (lambda name: any(name == o if o in exact else name.startswith(o) for o in only)) if only else None
     results = []
     for game in games(quick=quick and not only):
         if wanted is None or wanted(game.name):

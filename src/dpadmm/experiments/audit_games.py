@@ -122,6 +122,7 @@ class Game:
     bug: str = ""
     backend: str = "inprocess"
     runs_factor: int = 5
+    max_runs: int | None = None  # cap on runs per side (planted rows: far above their claim at a few thousand)
     full_only: bool = False
     note: str = ""
     extra: dict = field(default_factory=dict)
@@ -199,6 +200,8 @@ def score_bound(s0: dict, s1: dict, delta: float, alpha: float) -> dict:
 def play(game: Game, *, runs: int, seed: int = 0, confidence: float = 0.95, progress=None) -> AuditResult:
     """Play ``game`` ``runs × game.runs_factor`` times on each side and bound ε (module docstring)."""
     runs = int(runs) * int(game.runs_factor)
+    if game.max_runs is not None:
+        runs = min(runs, int(game.max_runs))
     t0 = time.perf_counter()
     ss = np.random.SeedSequence([seed, zlib.crc32(game.name.encode())])
     seeds = ss.generate_state(2)

@@ -50,4 +50,6 @@ def games(*, quick: bool = False) -> list[Game]:
         honest.append(g)
     planted = (vertical_plants("record") + [vertical_plants("feature_column")[0]] + label_plants() + functional_plants()
                + stats_plants())
+    for g in planted:
+        g.max_runs = 3000 * max(1, g.runs_factor // 5)  # 1,500 at --quick already catches every plant
     return [g for g in honest + planted if g is not None and not (quick and g.full_only)]

@@ -110,3 +110,20 @@ def test_honest_gaussian_rows_reach_half_their_claim_at_the_default_run_count(na
 
     res = play(_game(name), runs=2000)
     assert 0.5 * res.epsilon_claimed <= res.epsilon_lower_bound <= res.epsilon_claimed, res.details["statistics"]
+
+
+@pytest.mark.slow
+def test_cli_runs_one_game_by_its_full_name_and_prints_the_ratio(tmp_path, capsys):
+    import json
+
+    from conftest import run_cli
+
+    out = tmp_path / "one"
+    code, stdout, err = run_cli(["audit", "--end-to-end", "--runs", "40", "--only", "worst-case vertical-label",
+                                 "--out", out, "--quiet"], capsys)
+    assert code == 0, err
+    (row,) = json.loads((out / "audit.json").read_text())["mechanisms"]  # the full name: not its planted row
+    assert row["name"] == "worst-case vertical-label" and not row["broken"]
+    assert row["details"]["ratio"] == pytest.approx(row["epsilon_lower_bound"] / row["epsilon_claimed"])
+    assert row["details"]["rounds_per_run"] == 4 and row["details"]["runs_per_dataset"] == 200
+    assert "ratio" in stdout and "worst-case vertical-label" in stdout

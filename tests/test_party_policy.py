@@ -374,3 +374,56 @@ def test_docs_list_every_protocols_party_and_coordinator_fields():
         for who, table in (("party", hooks.party), ("coordinator", hooks.coordinator)):
             for field, rule in table.items():
                 assert f"| `{field}` | {who} | {rule} |" in doc, (name, field)
+
+
+# ----------------------------------------------------------------------------- honest fits through budgeted parties
+def _serve(names, protocols, tmp_path, **policy):
+    from dpadmm.backends.grpc_party import make_server
+
+    servers, services, peers = [], {}, {}
+    for name in names:
+        svc = PartyService(name=name, protocol=protocols, data={}, out=tmp_path / name, secure=False,
+                           accept_coordinator_data=True, **policy)
+        srv, port = make_server(svc, "127.0.0.1:0")
+        srv.start()
+        servers.append(srv)
+        services[name] = svc
+        peers[name] = f"127.0.0.1:{port}"
+
+    def stop():
+        for srv in servers:
+            srv.stop(0).wait()
+        for svc in services.values():
+            svc.close()
+    return peers, services, stop
+
+
+@pytest.mark.slow
+def test_honest_functional_and_consensus_fits_pass_every_check_of_budgeted_parties(tmp_path):
+    """The estimators' own Setup messages satisfy the default policy, and each party's ledger agrees with the
+    coordinator's report (functional: the pooled statistics and FDP-ADMM composed per worker)."""
+    from dpadmm import ConsensusLogisticRegression, FunctionalQuantileRegressor
+    from dpadmm.backends.grpc_backend import GrpcBackend
+    from dpadmm.data.functional import simulate_zhou
+
+    data = simulate_zhou(200, tau=0.5, random_state=0)
+    peers, services, stop = _serve(["worker1", "worker2"], [fq.PROTOCOL, fs.PROTOCOL], tmp_path, **BUDGET)
+    try:
+        be = GrpcBackend(peers, insecure=True, timeout=60)
+        m = FunctionalQuantileRegressor(tau=0.5, n_components=4, workers=2, max_iter=10, total_epsilon=2.0,
+                                        curve_clip=10.0, backend=be).fit(data.curves, data.y, grid=data.grid)
+    finally:
+        stop()
+    for svc in services.values():
+        assert svc.budget.spent == pytest.approx(m.privacy_.per_party[svc.name], rel=2e-3)
+    X, y = _node_data(n=120)
+    peers, services, stop = _serve([f"node{i}" for i in range(3)], [gc.PROTOCOL], tmp_path / "c", max_epsilon=50.0,
+                                   delta=1e-5)  # [Zhang, Thm 4.1]'s pure ε is large at these sizes
+    try:
+        be = GrpcBackend(peers, insecure=True, timeout=60)
+        m = ConsensusLogisticRegression(perturbation="pp", alpha=3.0, n_nodes=3, max_iter=4, batch=False,
+                                        backend=be).fit(X, y)
+    finally:
+        stop()
+    for svc in services.values():
+        assert svc.budget.spent == pytest.approx(m.privacy_.per_party[svc.name], rel=1e-9)

@@ -201,7 +201,9 @@ def _functional_check(cfg, args, policy: PartyPolicy, party: str) -> None:
     clip = _finite_positive(party, "the score clip", clip)
     if policy.max_score_clip is not None and clip > policy.max_score_clip:
         raise refuse(party, "the score clip", clip, f"≤ {policy.max_score_clip:g} (max_score_clip)")
-    _finite_positive(party, "the score scale", args[4])
+    scale = np.asarray(args[4], dtype=float)
+    if not (scale.size and np.all(np.isfinite(scale)) and np.all(scale > 0)):
+        raise refuse(party, "the score scale", "a non-positive or non-finite value", "finite positive values")
     need = math.hypot(clip, 1.0) if cfg.fit_intercept else clip
     if not cfg.c1 >= need * (1 - 1e-12):
         raise refuse(party, "c1 of the sensitivity", cfg.c1, f"c1 ≥ {need:.6g}, the norm bound its clipped scores "

@@ -139,10 +139,10 @@ def test_vertical_party_refuses_more_rounds_than_declared_and_an_overspending_de
         vertical.step(t, vertical.honest_inbox(t))
     with pytest.raises(_Refused, match="the coordinator declared 3 rounds at Setup"):
         vertical.step(3, vertical.honest_inbox(3))
-    with pytest.raises(_Refused, match=r"its 1000 declared rounds would bring its spend to ε = ([\d.]+)") as exc:
-        vertical.setup(vs.PROTOCOL, vertical.args(), 1000)
+    with pytest.raises(_Refused, match=r"its 200 declared rounds would bring its spend to ε = ([\d.]+)") as exc:
+        vertical.setup(vs.PROTOCOL, vertical.args(), 200)
     would = float(exc.value.budget["epsilon_if_run_completes"])
-    assert would == pytest.approx(gaussian_epsilon([4.0] * (2 + 999), 1e-5), rel=1e-3) and would > 4.0
+    assert would == pytest.approx(gaussian_epsilon([4.0] * (2 + 199), 1e-5), rel=1e-3) and would > 4.0
 
 
 def test_vertical_refusal_reaches_the_coordinator_as_one_protocol_error_over_grpc(tmp_path):

@@ -35,7 +35,6 @@ os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # errors reach the user as one 
 import dataclasses
 import datetime
 import json
-import math
 import tempfile
 import threading
 import time

@@ -244,8 +244,8 @@ def _curves(m=50, T=20, seed=3):
     return grid, X, X[:, 2] + rng.normal(size=m)
 
 
-def _functional_args(X, y, basis, *, nm=3.0, clip=3.0, c1=None, **opts):
-    settings = fq.Settings.make([0.5], noise_multiplier=nm, lam=0.05)
+def _functional_args(X, y, basis, *, nm=3.0, clip=3.0, c1=None, tau=0.5, lam=0.05, **opts):
+    settings = fq.Settings.make([tau], noise_multiplier=nm, lam=lam)
     o = dict(dict(rho=1.0, n_workers=2, fit_intercept=True, c1=math.hypot(clip or 0.0, 1.0) if c1 is None else c1),
              **opts)
     return ["worker1", X, y, basis, 1.0, 0.0, 1.0, clip, settings, o]
@@ -258,6 +258,8 @@ FUNCTIONAL_ATTACKS = {
     "negligible noise": (dict(nm=1e-12), "σ/Δ is 1e-12"),
     "not private": (dict(nm=0.0), "refused a non-private run"),
     "unaccounted releases": (dict(emit_events=False), "emit_events is False"),
+    "quantile level outside (0, 1)": (dict(tau=5.0), r"a quantile level tau is \[5.0\]"),
+    "negative penalty": (dict(lam=-1.0, local_step="exact"), r"the penalty weight lam is \[-1.0\]"),
     "inexact exact step": (dict(local_step="exact", newton_tol=0.5), "newton_tol is 0.5"),
 }
 

@@ -23,7 +23,7 @@ from dpadmm.algorithms import functional_statistics as fs  # noqa: E402
 from dpadmm.algorithms import graph_consensus as gc  # noqa: E402
 from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
-from dpadmm.backends.grpc_party import LEDGER_NAME, PartyService, _Refused  # noqa: E402
+from dpadmm.backends.grpc_party import JOURNAL_NAME, LEDGER_NAME, PartyService, _Refused  # noqa: E402
 from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.kernels import fpca  # noqa: E402
 from dpadmm.kernels.regularizers import L1, L2  # noqa: E402
@@ -308,9 +308,9 @@ def test_functional_statistics_worker_refuses_departures_and_a_stage_beyond_the_
 
 # ----------------------------------------------------------------------------- resume counts every release
 def test_after_a_kill_and_resume_the_coordinators_report_and_every_party_ledger_agree(tmp_path):
-    """The coordinator dies after round 7 (checkpoint at round 5): rounds 6–7 were released; the resumed run
+    """Every side is killed after round 7 (checkpoint at round 5): rounds 6–7 were released; the resumed run
     releases them again. Every party's ledger counts both, and so does the coordinator's report (the parties
-    hand the re-released rounds back at Restore); the parties are restarted too (their ledgers are read back)."""
+    hand the re-released rounds back at Restore); the restarted parties read their ledgers back."""
     from dpadmm.backends.grpc_backend import GrpcBackend
     from dpadmm.backends.grpc_party import make_server
     from dpadmm.cli.party import vertical_remote_data
@@ -327,7 +327,7 @@ def test_after_a_kill_and_resume_the_coordinators_report_and_every_party_ledger_
         if round_ == 7:
             raise Crash
 
-    def fit(**kw):
+    def fit(kill=False, **kw):
         services, servers, peers = [], [], {}
         for i, name in enumerate(("party1", "party2")):  # fresh party processes' worth of state, same --out
             svc = PartyService(name=name, protocol=vs.PROTOCOL, data={"train": str(paths[i])}, out=tmp_path / name,
@@ -347,10 +347,11 @@ def test_after_a_kill_and_resume_the_coordinators_report_and_every_party_ledger_
             for srv in servers:
                 srv.stop(0).wait()
             for svc in services:
-                svc.close()
+                if not kill:  # killed: no clean shutdown of the party
+                    svc.close()
 
     with pytest.raises(Crash):
-        fit(checkpoint_dir=tmp_path / "ckpt", checkpoint_every=5, callbacks=[crash])
+        fit(kill=True, checkpoint_dir=tmp_path / "ckpt", checkpoint_every=5, callbacks=[crash])
     resumed = fit(resume_from=tmp_path / "ckpt")
     rel = resumed.privacy_.releases
     for name in ("party1", "party2"):
@@ -429,3 +430,25 @@ def test_honest_functional_and_consensus_fits_pass_every_check_of_budgeted_parti
         stop()
     for svc in services.values():
         assert svc.budget.spent == pytest.approx(m.privacy_.per_party[svc.name], rel=1e-9)
+
+
+def test_a_killed_partys_journal_is_read_back_at_restart(tmp_path):
+    """Rounds charged after the last compaction live only in the journal (appended before each reply): a party
+    killed mid-run loses none of them."""
+    from dpadmm.privacy.events import RECORD_REPLACE, GaussianRelease
+    from dpadmm.privacy.party_ledger import PartyBudget
+    from dpadmm.privacy.policy import RunPrice
+
+    b = PartyBudget(tmp_path, "p", 10.0, 1e-5)
+    b.open_run("r1", "x", RunPrice({5.0: 5}, 0.0, "record_replace"), 6)
+    for t in range(3):
+        b.charge([GaussianRelease("p", t, 1.0, 5.0, RECORD_REPLACE)], private_step=True, round_=t)
+    assert (tmp_path / JOURNAL_NAME).is_file()  # killed here: no close, no compaction
+    again = PartyBudget(tmp_path, "p", 10.0, 1e-5)
+    assert again.ledger["releases"] == 3 and again.find_run("r1")["charged"]["releases"] == 3
+    assert again.spent == pytest.approx(gaussian_epsilon([5.0] * 3, 1e-5), rel=1e-6)
+    assert not (tmp_path / JOURNAL_NAME).exists()  # folded into the JSON file at start
+    again.close()
+    (tmp_path / JOURNAL_NAME).write_text('{"seq": 99, "run": "nope"}\n')
+    with pytest.raises(Exception, match="journal .* is unreadable"):
+        PartyBudget(tmp_path, "p", 10.0, 1e-5)

@@ -452,3 +452,36 @@ def test_a_killed_partys_journal_is_read_back_at_restart(tmp_path):
     (tmp_path / JOURNAL_NAME).write_text('{"seq": 99, "run": "nope"}\n')
     with pytest.raises(Exception, match="journal .* is unreadable"):
         PartyBudget(tmp_path, "p", 10.0, 1e-5)
+
+
+def test_a_resumed_simulation_counts_the_rounds_it_releases_again_on_both_sides():
+    """In-process (no party ledger): the driver journals each round's events beside its checkpoint, so the
+    resumed report counts the re-released rounds — the parties' feature shares and the coordinator's own
+    label releases."""
+    import tempfile
+    from pathlib import Path
+
+    from dpadmm.estimators import VerticalLogisticRegression
+
+    rng = np.random.default_rng(6)
+    X1, X2 = rng.normal(size=(N, 3)), rng.normal(size=(N, 4))
+    y = np.where(X1[:, 0] + X2[:, 1] > 0, 1, -1)
+
+    class Crash(Exception):
+        pass
+
+    def crash(round_, record):
+        if round_ == 7:
+            raise Crash
+
+    kw = dict(epsilon=3.0, label_epsilon=2.0, delta=1e-5, max_iter=10, tol=0.0)
+    ck = Path(tempfile.mkdtemp()) / "ckpt"
+    with pytest.raises(Crash):
+        VerticalLogisticRegression(**kw).fit([X1, X2], y, checkpoint_dir=ck, checkpoint_every=5, callbacks=[crash])
+    m = VerticalLogisticRegression(**kw).fit([X1, X2], y, resume_from=ck)
+    full = VerticalLogisticRegression(**kw).fit([X1, X2], y)
+    rel = m.privacy_.releases
+    for name in ("party1", "party2"):
+        assert sum(r["rounds"] for r in rel if r["party"] == name and r["side"] == "features") == 9 + 2
+    assert sum(r["rounds"] for r in rel if r["side"] == "labels") == 9 + 2
+    assert m.privacy_.epsilon > full.privacy_.epsilon and m.privacy_.label["epsilon"] > full.privacy_.label["epsilon"]

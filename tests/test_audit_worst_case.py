@@ -127,3 +127,8 @@ def test_cli_runs_one_game_by_its_full_name_and_prints_the_ratio(tmp_path, capsy
     assert row["details"]["ratio"] == pytest.approx(row["epsilon_lower_bound"] / row["epsilon_claimed"])
     assert row["details"]["rounds_per_run"] == 4 and row["details"]["runs_per_dataset"] == 200
     assert "ratio" in stdout and "worst-case vertical-label" in stdout
+
+
+def test_gdp_lower_bound_gives_no_evidence_for_non_finite_scores():
+    res = gdp_lower_bound(np.array([0.0, np.inf, 1.0]), np.array([1.0, 2.0, np.nan]), 1e-5)
+    assert res["epsilon_lower_bound"] == 0.0 and res["mu_lower"] == 0.0

@@ -254,7 +254,9 @@ def play(game: Game, *, runs: int, seed: int = 0, confidence: float = 0.95, prog
     for X, mu0, mu1, s in sides:
         R = X.shape[0] // T
         mid = 0.5 * (mu0 + mu1)
-        sigma2 = np.maximum(s, 1e-300)[:, None] ** 2  # the mechanism party's stated σ of each round
+        # the mechanism party's stated σ of each round (σ = 0: a release without noise — unit weight, so a shift
+        # shows as a score without spread rather than as inf)
+        sigma2 = np.where(s > 0, s, 1.0)[:, None] ** 2
         term = np.sum((mu1 - mu0) * (X - mid), axis=-1) / sigma2  # (R·T, P)
         lr.append(term[:R * T].reshape(R, -1).sum(axis=1))
         feats.append(((X - mid) @ Q)[:R * T].reshape(R, -1))

@@ -75,6 +75,9 @@ def gdp_lower_bound(s0: np.ndarray, s1: np.ndarray, delta: float | None, *, alph
     sample moments. ``delta=None``: μ only (no ε).
     """
     s0, s1 = np.asarray(s0, float), np.asarray(s1, float)
+    if not (np.all(np.isfinite(s0)) and np.all(np.isfinite(s1))):
+        return {"epsilon_lower_bound": 0.0 if delta is not None else None, "mu": float("nan"), "mu_lower": 0.0,
+                "n": [len(s0), len(s1)], "means": [float("nan")] * 2, "sds": [float("nan")] * 2}
     n0, n1 = len(s0), len(s1)
     m0, m1 = float(s0.mean()), float(s1.mean())
     v0, v1 = float(s0.var(ddof=1)), float(s1.var(ddof=1))
@@ -89,6 +92,8 @@ def gdp_lower_bound(s0: np.ndarray, s1: np.ndarray, delta: float | None, *, alph
         mu_lb = MU_CAP  # no noise left in the statistic: the neighbours are told apart without error
     else:
         mu_lb = min(diff_lb / sd_ub, MU_CAP)
+    if not math.isfinite(mu_lb):  # non-finite scores: no evidence claimed (the Clopper-Pearson bound still applies)
+        mu_lb = 0.0
     eps = None if delta is None else gdp_epsilon(mu_lb, delta)
     return {"epsilon_lower_bound": eps, "mu": float(mu_hat), "mu_lower": float(mu_lb),
             "n": [n0, n1], "means": [m0, m1], "sds": [math.sqrt(v0), math.sqrt(v1)]}

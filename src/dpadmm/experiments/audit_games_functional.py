@@ -209,7 +209,7 @@ def stats_game(stage: str, *, plant=None, bug: str = "", tag: str = "") -> Game:
         rounds=1, setup=setup, view=view, replay=replay, mechanism_party="worker1", delta=DELTA, plant=plant,
         broken=plant is not None, bug=bug, runs_factor=20,  # one release per run: cheap
         note="ratio limit sqrt(8/10) = 0.89" if stage == "mean" else
-             "ratio limit 1/2: the released upper triangle moves by at most 2 c_2^2 (rows (c_2, u), |u| <= c_2), "
+             "ratio limit 1/2: the released upper triangle moves by at most 2 c_2^2 (rows (c_2, u), norm of u <= c_2), "
              "the proof prices 4 c_2^2 (the Frobenius bound) - loose by 2x")
 
 

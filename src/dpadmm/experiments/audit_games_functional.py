@@ -14,7 +14,7 @@ from .audit_plants import plant_half, plant_patch, plant_reuse_rounds, plant_set
 
 # ----------------------------------------------------------------------------- functional FDP-ADMM
 F_M, F_K, F_T, F_TAU, F_Y = 8, 2, 4, 0.9, 2.5
-F_RHOS = (2.0, 5.0, 2.0, 5.0)
+F_RHOS = (1.0, 8.0, 1.0, 8.0)  # hub-chosen, widely apart: a σ priced at a ρ other than the step's shows
 F_PUSH = 5.0
 
 
@@ -108,7 +108,7 @@ def functional_game(*, plant=None, bug: str = "", tag: str = "", backend: str = 
         name=f"worst-case zhou-fdp-admm{tag}", algorithm="FDP-ADMM [Zhou], linearised step",
         relation="record-replace", adversary="the central machine: chooses w and rho it sends; sees every w~",
         description=f"canary curve with scores +-10u (clipped to c_1 = 1), tau = {F_TAU:g}, m = {F_M}, hub-chosen "
-                    f"consensus and rho 2/5, {F_T} rounds, epsilon = {EPSILON:g} at delta = {DELTA:g}",
+                    f"consensus and rho 1/8, {F_T} rounds, epsilon = {EPSILON:g} at delta = {DELTA:g}",
         rounds=F_T, setup=setup, view=view, replay=replay, mechanism_party="worker1", delta=DELTA,
         plant=plant, broken=plant is not None, bug=bug, backend=backend,
         note="ratio limit tau = 0.9 in three rounds of four, 2 tau - 1 = 0.8 in the fourth")

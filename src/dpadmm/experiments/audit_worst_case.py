@@ -16,7 +16,7 @@ reach only 1/√2 of the claim).
 
 Functional FDP-ADMM [Zhou] (the central machine is the adversary): the worker's canary curve has
 scores 10u (clipped to u, ‖u‖ = c_1 = 1) on D and −10u on D', response y = 2.5. The hub sends
-round number 0 every time (the dual is never updated, η is fixed), ρ alternating 2 and 5, and the
+round number 0 every time (the dual is never updated, η is fixed), ρ alternating 1 and 8, and the
 consensus ``w = 0`` in three rounds of four and ``−5u`` in the fourth: after a ``w = 0`` round both
 neighbours' canaries sit below the fit (ψ = τ = 0.9: the linearised step moves by ``2τc_1/m`` per
 unit of ``1/(ρ + 1/η)``, 0.9 of the sensitivity); after the ``−5u`` round one of them flips (ψ sum

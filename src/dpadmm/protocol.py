@@ -28,6 +28,7 @@ PROTOCOL_MODULES = (
     "dpadmm.algorithms.functional_quantile",
     "dpadmm.algorithms.functional_statistics",
     "dpadmm.backends.selftest",
+    "dpadmm.data.psi",
 )
 
 
@@ -44,7 +45,9 @@ class Protocol:
     ``private(cfg) -> bool`` (whether this run adds noise: then monitoring is refused),
     ``data_args`` (positions of ``setup``'s arguments that hold the party's data: there the party
     expects a :class:`PartyData` reference, and refuses arrays sent by the coordinator unless its
-    operator started it with ``--accept-coordinator-data``, a simulation of a deployment).
+    operator started it with ``--accept-coordinator-data``, a simulation of a deployment);
+    ``alignment`` marks an id-alignment protocol (:mod:`dpadmm.data.psi`): it releases no value computed
+    from features or labels (only what PSI reveals), so privacy budgets and ``--requests`` do not apply.
     """
 
     name: str
@@ -58,6 +61,7 @@ class Protocol:
     model: Callable | None = None
     private: Callable | None = None
     data_args: tuple = ()
+    alignment: bool = False  # an id-alignment protocol (PSI): no feature/label values leave; no budget applies
 
 
 @dataclass(frozen=True)

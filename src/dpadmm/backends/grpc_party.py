@@ -371,10 +371,20 @@ class PartyService:
             raise _Refused(f"party {self.name!r} refused {method}: no run is set up (call Setup first)",
                            "FAILED_PRECONDITION")
 
+    def _served(self, protocol=None) -> set:
+        """The declared requests this party answers for ``protocol``: the operator's --requests (default: all
+        declared but refit); an alignment protocol's requests (PSI) are its messages, always served."""
+        proto = protocol or self.protocol
+        if proto.alignment:
+            return set(proto.handlers)
+        base = set(proto.handlers) - {"refit"} if self.requests is None else self.requests
+        return base & set(proto.handlers)
+
     def _hello(self, req):
         return {"name": self.name, "protocol": self.protocol.name, "protocols": sorted(self.protocols),
                 "version": WIRE_VERSION, "data": self.facts,
-                "requests": sorted(self.protocol.handlers), "monitoring_in_private_runs": self.allow_monitoring}
+                "requests": sorted(set().union(*(self._served(p) for p in self.protocols.values()))),
+                "monitoring_in_private_runs": self.allow_monitoring}
 
     def _localise(self, obj):
         """Replace every PartyData reference by the block read from this party's own file."""
@@ -382,7 +392,16 @@ class PartyService:
             if obj.key not in self.data:
                 raise _Refused(f"party {self.name!r} has no data {obj.key!r} (it was started with "
                                f"{sorted(self.data)}; add --data {obj.key}=FILE)", "FAILED_PRECONDITION")
-            return self.protocol.load(self.data[obj.key], dict(obj.params, **self.describe_options))
+            params = dict(obj.params, **self.describe_options)
+            if params.pop("psi", False):  # rows of the PSI intersection, in its order: from this party's own alignment
+                from ..data.psi import aligned_ids
+                from ..exceptions import ProtocolError
+
+                try:
+                    params.update(ids=aligned_ids(self.data[obj.key]), subset=True)
+                except ProtocolError as exc:
+                    raise _Refused(f"party {self.name!r}: {exc}", "FAILED_PRECONDITION") from None
+            return self.protocol.load(self.data[obj.key], params)
         if isinstance(obj, list):
             return [self._localise(v) for v in obj]
         if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
@@ -415,7 +434,9 @@ class PartyService:
             self._reset()
             raise _Refused(f"party {self.name!r} refused a coordinator-chosen noise seed (whoever knows it can remove "
                            "the noise); its operator can allow a reproducible simulation with --allow-seeded-noise")
-        if self.private_only and not self.private:
+        if self.protocol.alignment:  # PSI: releases no feature/label value; budgets and --private-only do not apply
+            pass
+        elif self.private_only and not self.private:
             self._reset()
             raise _Refused(f"party {self.name!r} refused a non-private run (its operator started it with --private-only)")
         if self.budget is not None and not self.private:
@@ -450,7 +471,7 @@ class PartyService:
         self._need_setup("Request")
         handler = req.get("handler")
         fn = self.protocol.handlers.get(handler) if isinstance(handler, str) else None
-        served = set(self.protocol.handlers) - {"refit"} if self.requests is None else self.requests
+        served = self._served()
         if fn is not None and handler not in served:
             raise _Refused(f"party {self.name!r} refused request {handler!r}: its operator serves only {sorted(served)} "
                            "(--requests)")

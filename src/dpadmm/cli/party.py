@@ -142,13 +142,17 @@ def provision(
 
 
 def vertical_remote_data(backend, party_files, test_party_files, *, id_column: str = "id", label_column: str = "y",
-                         normalize: bool = False, other=(None, None)):
+                         normalize: bool = False, other=(None, None), psi: bool = False):
     """The coordinator's side of a cross-organisation vertical run (``--backend grpc``).
 
     The coordinator is the label party's organisation: it reads only the id and label columns of
     its own ``--party`` file (and ``--test-party`` file); every party, the label party's feature
     block included, is a ``dpadmm party serve`` process that reads its own file. The parties must be
     named ``party1`` (the label party's features), ``party2``, … and report their column counts.
+
+    With ``psi`` the rows are aligned by private set intersection (:mod:`dpadmm.data.psi`, every
+    party also serving ``--protocol psi-align``): no id list is sent; each party reads the rows of
+    the intersection in its canonical order, and this side keeps the labels of those rows.
     """
     import numpy as np
 
@@ -180,17 +184,30 @@ def vertical_remote_data(backend, party_files, test_party_files, *, id_column: s
                 raise InvalidParameterError(f"party {name!r} was started without --data {key}=FILE; restart it with its "
                                             f"{key} file.")
             cols = int(facts["columns"])
-            out.append(PartyData(key, {"ids": ids, "index": m, "n_features": cols, "normalize": bool(normalize)},
+            join = {"psi": True} if psi else {"ids": ids}
+            out.append(PartyData(key, {**join, "index": m, "n_features": cols, "normalize": bool(normalize)},
                                  (int(len(ids)), cols)))
         return out
 
-    _, labels, ids = party_sources(party_files[:1], id_column=id_column, label_column=label_column)
+    def sources(key, path):
+        _, lab, ids = party_sources([path], id_column=id_column, label_column=label_column)
+        if psi:  # the intersection with every party, in its canonical order; the parties keep their alignment
+            from ..data.psi import align_parties
+
+            aligned = align_parties(backend, expected, key, ids, id_column=id_column)
+            psi_info[key] = {"rows": int(len(aligned.ids)), "own_rows": int(len(ids)), "parties": aligned.parties,
+                             "sha256": aligned.digest}
+            _, lab, ids = party_sources([path], id_column=id_column, label_column=label_column, ids=aligned.ids)
+        return lab, ids
+
+    psi_info: dict = {}
+    labels, ids = sources("train", party_files[0])
     test = test_labels = None
     if test_party_files:
-        _, test_labels, test_ids = party_sources(test_party_files[:1], id_column=id_column, label_column=label_column)
+        test_labels, test_ids = sources("test", test_party_files[0])
         test = refs("test", test_ids)
     labels, test_labels = _encode(labels, test_labels, "the label party's file")
     return VerticalData(refs("train", ids), labels, test, test_labels,
                         {"party_files": [str(p) for p in party_files], "peers": dict(backend.peers),
                          "data_locality": "every party is a separate organisation reading its own file (grpc)",
-                         "normalized_rows": normalize})
+                         "normalized_rows": normalize, **({"psi": psi_info} if psi else {})})

@@ -50,6 +50,7 @@ class PartyFile:
     id_column: str = "id"
     label_column: str = "y"
     normalize: bool = False
+    subset: bool = False  # ``ids`` are a subset of the file's (a PSI intersection): the party's other rows are left out
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -67,7 +68,11 @@ class PartyFile:
             raise InvalidDataError(f"party {m} file {path} repeats id {dup!r}; ids must be unique per party.")
         df = df.set_index(self.id_column)
         ids = pd.Index(self.ids)
-        if len(df.index) != len(ids) or not df.index.isin(ids).all() or not ids.isin(df.index).all():
+        if self.subset and not ids.isin(df.index).all():
+            raise InvalidDataError(f"party {m} file {path} lacks an id of its PSI alignment; the file changed since "
+                                   "PSI — run it again.")
+        if not self.subset and (len(df.index) != len(ids) or not df.index.isin(ids).all()
+                                or not ids.isin(df.index).all()):
             missing = ids[~ids.isin(df.index)]
             eg = (f"id {missing[0]!r} is missing from party {m}" if len(missing)
                   else f"an id of party {m} is not in party 1")

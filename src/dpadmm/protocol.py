@@ -24,6 +24,7 @@ from .exceptions import InvalidParameterError, ProtocolError  # noqa: F401  (Pro
 # modules whose PROTOCOL declarations a party may serve (looked up lazily by name)
 PROTOCOL_MODULES = (
     "dpadmm.algorithms.vertical_sharing",
+    "dpadmm.algorithms.vertical_scoring",
     "dpadmm.algorithms.graph_consensus",
     "dpadmm.algorithms.functional_quantile",
     "dpadmm.algorithms.functional_statistics",

@@ -50,6 +50,7 @@ from . import functional as _functional  # noqa: E402,F401
 from . import audit as _audit  # noqa: E402,F401
 from . import consensus as _consensus  # noqa: E402,F401
 from . import party as _party  # noqa: E402,F401  (party serve, provision; grpc imported lazily)
+from . import score as _score  # noqa: E402,F401  (distributed scoring of new records, grpc)
 
 
 def main(argv=None) -> int:

@@ -28,7 +28,7 @@ def _parse_data(items: List[str], required: bool = True) -> dict[str, str]:
         if key in out:
             raise InvalidParameterError(f"--data {key}=… is given twice.")
         out[key] = path
-    if "train" not in out and required:
+    if not out and required:
         raise InvalidParameterError("give the party's training file: --data train=FILE (and e.g. --data test=FILE).")
     return out
 

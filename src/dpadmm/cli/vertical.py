@@ -286,6 +286,10 @@ def vertical(
             metrics["fit_seconds"] = metrics.get("wall_seconds")
             metrics["wall_seconds"] = elapsed()
             write_json(stage / "metrics.json", metrics)
+            if backend == "grpc":  # the label party's part of the model, for `dpadmm score` (stays on this side)
+                from .score import write_label_model
+
+                write_label_model(stage, model, data)
             c = metrics["config"]
             from ._common import base_rate_log_loss
 

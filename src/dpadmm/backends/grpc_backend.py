@@ -57,7 +57,7 @@ def parse_peers(items) -> dict[str, str]:
             part = part.strip()
             if not part:
                 continue
-            if "=" not in part or ":" not in part.split("=", 1)[1]:
+            if "=" not in part or not part.split("=", 1)[1].strip().rsplit(":", 1)[-1].isdigit():
                 raise InvalidParameterError(f"--peer must look like NAME=HOST:PORT (e.g. party1=10.0.0.5:7001), "
                                             f"got {part!r}.")
             name, addr = (s.strip() for s in part.split("=", 1))
@@ -83,14 +83,15 @@ class GrpcBackend(Backend):
     insecure : plaintext without identities (local tests only); exactly one of ``tls``/``insecure``.
     timeout : seconds a party may take to answer one call (> 0).
     setup_timeout : seconds for a party's setup (reading and factorising its data); default max(timeout, 300).
-    connect_timeout : seconds to wait for a party to come up before the run fails (default 30).
+    connect_timeout : seconds to wait for a party to come up before the run fails (default 5: an unreachable
+        party is reported within seconds; raise it when parties are started together with the coordinator).
     """
 
     name = "grpc"
     models_stay_at_parties = True  # a party's model is never requested (it writes it to its own directory)
 
     def __init__(self, peers: Mapping[str, str], *, tls=None, insecure: bool = False, timeout: float = 120.0,
-                 setup_timeout: float | None = None, connect_timeout: float = 30.0) -> None:
+                 setup_timeout: float | None = None, connect_timeout: float = 5.0) -> None:
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise InvalidParameterError(f"timeout must be a positive number of seconds, got timeout={timeout!r}.")
         if (tls is None) == (not insecure):
@@ -168,7 +169,9 @@ class GrpcBackend(Backend):
             return _failure(name, f"no answer to {what} within timeout={timeout:g} s from {addr}; the party may hang "
                                   "or be unreachable — raise --timeout if its step is legitimately slow.")
         if code == grpc.StatusCode.UNAVAILABLE:
-            if any(k in text for k in ("handshake", "ssl", "certificate", "tsi_", "alert", "verification", "unauthenticated")):
+            refused_tls = what == "Hello" and not self.insecure and "socket closed" in text  # closed before any call
+            if refused_tls or any(k in text for k in ("handshake", "ssl", "certificate", "tsi_", "alert", "verification",
+                                                      "unauthenticated")):
                 return _failure(name, f"TLS handshake with {addr} failed (mutual TLS refused: a certificate not issued "
                                       f"for {name!r} by the CA this side trusts, or ours not trusted by it).")
             return _failure(name, f"unreachable at {addr} during {what} (connection refused or lost: is `dpadmm party "
@@ -216,10 +219,15 @@ class GrpcBackend(Backend):
             deadline = time.monotonic() + self.connect_timeout
             while True:
                 try:
-                    reply = self._call(name, "Hello", {}, timeout=min(self.timeout, 10.0), what="Hello")
+                    left = deadline - time.monotonic()
+                    reply = self._call(name, "Hello", {}, timeout=max(1.0, min(self.timeout, 10.0, left)), what="Hello")
                     break
                 except PartyFailureError as exc:
-                    if "unreachable" not in str(exc) or time.monotonic() > deadline:
+                    if not ("unreachable" in str(exc) or "no answer" in str(exc)) or time.monotonic() > deadline:
+                        if "unreachable" in str(exc) or "no answer" in str(exc):
+                            raise _failure(name, f"unreachable at {self.peers[name]}: no answer to Hello within "
+                                                 f"{self.connect_timeout:g} s (is `dpadmm party serve` running there, "
+                                                 "and is its port open to this side?)") from None
                         raise
                     time.sleep(0.2)
             if reply.get("name") != name:

@@ -300,6 +300,7 @@ class PartyService:
         self.audit_path = self.out / "audit.jsonl"
         self._audit = open(self.audit_path, "a", buffering=1)
         self.finished = threading.Event()
+        self._seen_peers: set = set()  # callers seen (a new one is logged once: "connected")
         self._reset()
         self.facts = {}
         for key, path in self.data.items():
@@ -364,6 +365,12 @@ class PartyService:
                 self.echo(f"error in {method}: {reason}")
             raise
         self.audit(peer, method, "ok", "", request, reply, nbytes=len(payload), budget=self._budget_note)
+        if self.echo is not None:  # state changes only (connected, run started/resumed/ended), never a heartbeat
+            from .grpc_ops import state_line
+
+            line = state_line(self, method, peer, reply)
+            if line:
+                self.echo(line)
         return data
 
     def _need_setup(self, method):
@@ -585,8 +592,11 @@ def make_server(service: PartyService, listen: str, tls=None, *, max_workers: in
                               else type(exc).__name__)
         return grpc.unary_unary_rpc_method_handler(call)
 
+    from .grpc_ops import unknown_method_handler
+
     handler = grpc.method_handlers_generic_handler(SERVICE, {m: method(m) for m in METHODS})
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), handlers=(handler,),
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
+                         handlers=(handler, unknown_method_handler(service, aio=False)),
                          options=CHANNEL_OPTIONS, maximum_concurrent_rpcs=None)
     if tls is None:
         port = server.add_insecure_port(listen)
@@ -629,7 +639,10 @@ def serve(service: PartyService, listen: str, tls=None, *, once: bool = False, r
 
     async def main():
         server = grpc.aio.server(options=CHANNEL_OPTIONS)
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {m: method(m) for m in METHODS}),))
+        from .grpc_ops import unknown_method_handler
+
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {m: method(m) for m in METHODS}),
+                                         unknown_method_handler(service, aio=True)))
         if tls is None:
             port = server.add_insecure_port(listen)
         else:

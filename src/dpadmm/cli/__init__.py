@@ -88,7 +88,8 @@ def _run(argv: list[str]) -> int:
 
     label = "dpadmm " + " ".join(a for a in argv[:2] if not a.startswith("-"))
     try:
-        with ambient_heartbeat(label.strip(), enabled="--quiet" not in argv):  # no long run is silent on a pipe
+        # no long run is silent on a pipe; a party server logs its state changes instead of a heartbeat
+        with ambient_heartbeat(label.strip(), enabled="--quiet" not in argv and argv[:2] != ["party", "serve"]):
             rv = app(args=argv, prog_name="dpadmm", standalone_mode=False)
     except DPADMMError as exc:
         print(f"error: {exc}", file=sys.stderr)

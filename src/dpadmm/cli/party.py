@@ -78,6 +78,17 @@ def serve(
                                                      "algebra; more threads mostly add contention)."),
 ):
     """Serve one declared protocol to the coordinator; refuse everything else; keep an audit log."""
+    from ..backends.grpc_ops import capture_handshake_refusals
+
+    holder: list = []  # the service, once made: TLS handshake refusals go to its audit log and to this log
+
+    def tls_refused(reason):
+        if holder:
+            holder[0].audit("", "(TLS handshake)", "refused", reason)
+            holder[0].echo(f"refused a TLS handshake: {reason}")
+
+    if not insecure:
+        capture_handshake_refusals(tls_refused)
     from ..backends.grpc_party import PartyService, serve as run_server
     from ..backends.grpc_tls import TLSFiles, check_party_name
     from ..protocol import find_protocol
@@ -111,6 +122,8 @@ def serve(
                            min_noise_multiplier=min_noise_multiplier,
                            echo=lambda line: print(f"party {name}: {line}", file=sys.stderr, flush=True))
 
+    holder.append(service)
+
     def ready(port):
         host = listen.rsplit(":", 1)[0]
         print(f"party {name} serving {'+'.join(p.name for p in protos)} on {host}:{port} ({'INSECURE plaintext' if insecure else 'mutual TLS'}); "
@@ -126,19 +139,44 @@ def serve(
 
 @app.command()
 def provision(
-    parties: str = typer.Option(..., "--parties", help="Comma-separated names, e.g. coordinator,party1,party2."),
+    parties: Optional[str] = typer.Option(None, "--parties", help="Comma-separated names, e.g. coordinator,party1,"
+                                                                  "party2 (one name adds a party to DIR's CA)."),
+    csr: Optional[Path] = typer.Option(None, "--csr", help="Sign an organisation's certificate signing request "
+                                                           "(from `dpadmm party request`) with DIR's CA instead."),
     out: Path = typer.Option(..., "--out", help="Directory for ca.pem, ca.key and one folder per party."),
     days: int = typer.Option(365, "--days", help="Validity of the certificates in days."),
 ):
-    """Make a CA and a certificate + key per party (hand DIR/NAME/ to organisation NAME)."""
-    from ..backends.grpc_tls import provision as make
+    """Make (or reuse) the deployment CA in DIR and a certificate + key per party, or sign a request."""
+    from ..backends.grpc_tls import provision as make, sign_request
 
     if days < 1:
         raise InvalidParameterError(f"--days must be a positive integer, got {days}.")
+    if (parties is None) == (csr is None):
+        raise InvalidParameterError("give --parties NAMES (the CA makes their keys) or --csr FILE (an organisation's "
+                                    "own key), not both or neither.")
+    if csr is not None:
+        info = sign_request(csr, out, days=days)
+        print(f"{info['name']}: {info['dir']}/ (cert.pem, ca.pem; the key stays with its organisation)  sha256 "
+              f"{info['sha256'][:16]}…")
+        return
     summary = make([p for p in parties.split(",") if p.strip()], out, days=days)
     for name, info in summary["parties"].items():
         print(f"{name}: {info['dir']}/ (cert.pem, key.pem, ca.pem)  sha256 {info['sha256'][:16]}…")
     print(f"CA: {out}/ca.pem (public), {out}/ca.key (keep offline); summary in {out}/deployment.json")
+
+
+@party_app.command("request")
+def request(
+    name: str = typer.Option(..., "--name", help="The party name this organisation will be (its certificate's name)."),
+    out: Path = typer.Option(..., "--out", help="This organisation's TLS directory: key.pem (never leaves it) and "
+                                                "NAME.csr (send it to the CA)."),
+):
+    """Make this organisation's private key and a certificate signing request for the deployment's CA."""
+    from ..backends.grpc_tls import make_request
+
+    path = make_request(name, out)
+    print(f"wrote {out}/key.pem (keep it here) and {path}: send the request to the CA's operator "
+          f"(`dpadmm provision --csr {path.name} --out CADIR`) and put the cert.pem and ca.pem you get back in {out}/")
 
 
 def vertical_remote_data(backend, party_files, test_party_files, *, id_column: str = "id", label_column: str = "y",

@@ -193,7 +193,7 @@ def test_party_refuses_pickle_unknown_step_and_model_request(parties, pki, a9a_f
         be.request("party2", "refit", np.zeros(N), "logistic", True)
     be.close()
     log = (services["party1"].out / "audit.jsonl").read_text()
-    assert log.count('"status": "refused"') == 2 and "pickle" in log
+    assert log.count('"status": "refused"') == 3 and "pickle" in log and "/dpadmm.Party/RunFunction" in log
 
 
 def test_party_policy_refuses_a_coordinator_chosen_seed_and_private_scores(pki, a9a_files, tmp_path):

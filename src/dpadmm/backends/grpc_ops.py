@@ -24,21 +24,23 @@ import threading
 _GRPC_LOG = re.compile(r"^[IWEFD]\d{4} \d")  # gRPC C-core log lines: I1124 01:53:09.742879 ...
 
 
-def capture_handshake_refusals(on_refusal) -> bool:
+def capture_handshake_refusals(on_refusal):
     """Route fd 2 through a reader that reports ``Handshake failed`` lines to ``on_refusal(reason)``.
 
     Must run before gRPC is imported (it sets ``GRPC_VERBOSITY=INFO`` unless the operator chose a
-    level). Python's own ``sys.stderr`` keeps writing to the original stderr. Returns whether the
-    capture is on (it is off when the operator set ``GRPC_VERBOSITY`` to something quieter).
+    level). Python's own ``sys.stderr`` keeps writing to the original stderr. Returns a function that
+    undoes the capture (a no-op when the operator set ``GRPC_VERBOSITY`` to another level).
     """
     level = os.environ.get("GRPC_VERBOSITY", "").upper()
     if level not in ("", "NONE", "INFO", "DEBUG"):
-        return False
+        return lambda: None
     os.environ["GRPC_VERBOSITY"] = "INFO" if level in ("", "NONE") else level
     real = os.dup(2)
+    saved = os.dup(2)
     r, w = os.pipe()
     os.dup2(w, 2)
     os.close(w)
+    old_stderr = sys.stderr
     sys.stderr = os.fdopen(os.dup(real), "w", buffering=1, encoding="utf-8", errors="replace")
 
     def pump():
@@ -57,7 +59,17 @@ def capture_handshake_refusals(on_refusal) -> bool:
                     os.write(real, raw)
 
     threading.Thread(target=pump, name="dpadmm-grpc-log", daemon=True).start()
-    return True
+
+    def restore():
+        try:
+            sys.stderr.flush()
+        except Exception:
+            pass
+        sys.stderr = old_stderr
+        os.dup2(saved, 2)  # the pipe's last writer closes: the reader thread ends
+        os.close(saved)
+
+    return restore
 
 
 def unknown_method_handler(service, *, aio: bool):

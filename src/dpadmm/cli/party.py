@@ -87,8 +87,6 @@ def serve(
             holder[0].audit("", "(TLS handshake)", "refused", reason)
             holder[0].echo(f"refused a TLS handshake: {reason}")
 
-    if not insecure:
-        capture_handshake_refusals(tls_refused)
     from ..backends.grpc_party import PartyService, serve as run_server
     from ..backends.grpc_tls import TLSFiles, check_party_name
     from ..protocol import find_protocol
@@ -134,7 +132,11 @@ def serve(
                   f"{b['epsilon_spent'] if isinstance(b['epsilon_spent'], str) else format(b['epsilon_spent'], '.4g')} over "
                   f"{b['releases']} releases (ledger {b['ledger']}; deleting it resets the budget)", flush=True)
 
-    run_server(service, listen, creds, once=once, ready=ready)
+    restore = capture_handshake_refusals(tls_refused) if not insecure else (lambda: None)
+    try:
+        run_server(service, listen, creds, once=once, ready=ready)
+    finally:
+        restore()
 
 
 @app.command()

@@ -147,7 +147,7 @@ class GrpcBackend(Backend):
 
             ch = self._run(make())
             self._channels[name] = ch
-            self._calls[name] = {m: ch.unary_unary(f"/{SERVICE}/{m}") for m in METHODS}
+            self._calls[name] = {m: ch.unary_unary(f"/{SERVICE}/{m}") for m in (*METHODS, "Run", "Poll")}  # + p2p
         return self._calls[name]
 
     def _error(self, name: str, what: str, err, timeout: float) -> Exception:

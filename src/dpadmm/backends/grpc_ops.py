@@ -78,11 +78,12 @@ def unknown_method_handler(service, *, aio: bool):
 
     from .grpc_party import METHODS, SERVICE, peer_name
 
-    known = {f"/{SERVICE}/{m}" for m in METHODS}
+    served = getattr(service, "methods", METHODS)
+    known = {f"/{SERVICE}/{m}" for m in served}
 
     def record(method, context):
         peer = peer_name(context) if service.secure else ""
-        detail = f"party {service.name!r} serves no method {method} (only {', '.join(METHODS)})"
+        detail = f"party {service.name!r} serves no method {method} (only {', '.join(served)})"
         service.audit(peer, method, "refused", detail)
         if service.echo is not None:
             service.echo(f"refused unknown method {method} from {peer or '(insecure)'}")

@@ -74,6 +74,9 @@ def serve(
     min_noise_multiplier: Optional[float] = typer.Option(None, "--min-noise-multiplier",
                                                          help="Also refuse any Gaussian release whose σ/sensitivity "
                                                               "is below this floor (needs --max-epsilon)."),
+    neighbour: List[str] = typer.Option([], "--neighbour", help="graph-consensus peer to peer: a graph neighbour "
+                                                                "NAME=HOST:PORT (repeat); this node then exchanges "
+                                                                "broadcasts with these nodes only and refuses others."),
     threads: int = typer.Option(1, "--threads", help="BLAS threads of this party (the per-round work is vector "
                                                      "algebra; more threads mostly add contention)."),
 ):
@@ -111,7 +114,13 @@ def serve(
         if creds.name != name:
             raise InvalidParameterError(f"the certificate is issued for {creds.name!r}, not --name {name!r}; a party's "
                                         "identity is its certificate.")
-    service = PartyService(name=name, protocol=protos, data=files, out=out, allow=tuple(allow),
+    cls, extra = PartyService, {}
+    if neighbour:  # a peer-to-peer consensus node (backends/grpc_p2p.py)
+        from ..backends.grpc_backend import parse_peers
+        from ..backends.grpc_p2p import NodeService
+
+        cls, extra = NodeService, {"neighbours": parse_peers(neighbour), "tls": creds}
+    service = cls(**extra, name=name, protocol=protos, data=files, out=out, allow=tuple(allow),
                            allow_monitoring=allow_monitoring, secure=not insecure,
                            describe_options={"id_column": id_column, "label_column": label_column},
                            accept_coordinator_data=accept_coordinator_data, allow_seeded_noise=allow_seeded_noise,

@@ -48,7 +48,9 @@ class Protocol:
     expects a :class:`PartyData` reference, and refuses arrays sent by the coordinator unless its
     operator started it with ``--accept-coordinator-data``, a simulation of a deployment);
     ``alignment`` marks an id-alignment protocol (:mod:`dpadmm.data.psi`): it releases no value computed
-    from features or labels (only what PSI reveals), so privacy budgets and ``--requests`` do not apply.
+    from features or labels (only what PSI reveals), so privacy budgets and ``--requests`` do not apply;
+    ``peer_to_peer`` lets nodes run the protocol without a router (:mod:`dpadmm.backends.grpc_p2p`): the
+    party's inbox of a round from the sum of its neighbours' broadcasts, and its broadcast from its outbox.
     """
 
     name: str
@@ -63,6 +65,7 @@ class Protocol:
     private: Callable | None = None
     data_args: tuple = ()
     alignment: bool = False  # an id-alignment protocol (PSI): no feature/label values leave; no budget applies
+    peer_to_peer: tuple | None = None  # (inbox(cfg, state, round, neighbour_sum | None), broadcast(outbox) -> array)
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,8 @@ class NodeService(PartyService):
     # ------------------------------------------------------------------ coordinator methods
     def _run(self, req):
         self._need_setup("Run")
+        if self.protocol.peer_to_peer is None:
+            raise _Refused(f"node {self.name!r}: protocol {self.protocol.name!r} has no peer-to-peer form")
         if self._thread is not None and self._thread.is_alive():
             raise _Refused(f"node {self.name!r} is already running", "FAILED_PRECONDITION")
         rounds = int(req["rounds"])
@@ -153,18 +155,17 @@ class NodeService(PartyService):
         return sum(got[n] for n in sorted(got))  # neighbour-name order: deterministic
 
     def _loop(self, rounds: int, monitor: bool) -> None:
-        from ..algorithms.graph_consensus import NeighbourMessage
-
         try:
-            d = self.state.f.shape[1]
-            S = np.zeros((1, d))
+            if self.protocol.peer_to_peer is None:
+                raise RuntimeError(f"protocol {self.protocol.name!r} declares no peer-to-peer exchange")
+            inbox_of, broadcast_of = self.protocol.peer_to_peer
+            S = None  # round 0: every broadcast f_j(0) is 0
             for t in range(rounds):
                 with self.lock:
-                    reply = self._step({"round": t, "inbox": NeighbourMessage(t, S)})
+                    reply = self._step({"round": t, "inbox": inbox_of(self.cfg, self.state, t, S)})
                     diag = self.protocol.diagnose(self.cfg, self.state) if monitor else None
-                f = np.asarray(reply["outbox"].f)
-                self._send(t + 1, f[0])
-                S = self._gather(t + 1)[None, :]
+                self._send(t + 1, np.asarray(broadcast_of(reply["outbox"]), dtype=np.float64))
+                S = self._gather(t + 1)
                 if diag is not None:
                     self._history.append({k: np.asarray(v).tolist() for k, v in diag.items()})
                 self._progress["round"] = t + 1

@@ -36,6 +36,7 @@ from ..exceptions import InvalidParameterError, MissingDependencyError, PartyFai
 from . import grpc_codec as codec
 from .base import Backend, PartySpec
 from .grpc_party import CHANNEL_OPTIONS, METHODS, SERVICE
+from .grpc_stream import STREAMED
 from ..protocol import protocol_of
 
 
@@ -83,6 +84,8 @@ class GrpcBackend(Backend):
     insecure : plaintext without identities (local tests only); exactly one of ``tls``/``insecure``.
     timeout : seconds a party may take to answer one call (> 0).
     setup_timeout : seconds for a party's setup (reading and factorising its data); default max(timeout, 300).
+    stream : send the rounds on one persistent bidirectional stream per party (:mod:`grpc_stream`; default)
+        rather than one unary call per round.
     connect_timeout : seconds to wait for a party to come up before the run fails (default 5: an unreachable
         party is reported within seconds; raise it when parties are started together with the coordinator).
     """
@@ -91,7 +94,7 @@ class GrpcBackend(Backend):
     models_stay_at_parties = True  # a party's model is never requested (it writes it to its own directory)
 
     def __init__(self, peers: Mapping[str, str], *, tls=None, insecure: bool = False, timeout: float = 120.0,
-                 setup_timeout: float | None = None, connect_timeout: float = 5.0) -> None:
+                 setup_timeout: float | None = None, connect_timeout: float = 5.0, stream: bool = True) -> None:
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise InvalidParameterError(f"timeout must be a positive number of seconds, got timeout={timeout!r}.")
         if (tls is None) == (not insecure):
@@ -114,6 +117,8 @@ class GrpcBackend(Backend):
         self._failed = False
         self._dead: set[str] = set()
         self._rounds = 0
+        self.stream = bool(stream)
+        self._streams: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ plumbing
     def _run(self, coro):
@@ -179,6 +184,42 @@ class GrpcBackend(Backend):
         first = details.splitlines()[0] if details else str(code)
         return _failure(name, f"{first} (during {what})")
 
+    async def _on_stream(self, name: str, method: str, payload: bytes, timeout: float) -> bytes:
+        """One request frame on party ``name``'s persistent stream (opened at its first round) and its reply."""
+        import asyncio
+
+        from .grpc_stream import STREAM_METHOD, StreamError, frame, parse_reply
+
+        grpc = _import_grpc()
+        call = self._streams.get(name)
+        if call is None:
+            call = self._channels[name].stream_stream(f"/{SERVICE}/{STREAM_METHOD}")()
+            self._streams[name] = call
+        try:
+            await asyncio.wait_for(call.write(frame(method, payload)), timeout)
+            data = await asyncio.wait_for(call.read(), timeout)
+        except asyncio.TimeoutError:
+            self._streams.pop(name, None)
+            call.cancel()
+            raise StreamError("DEADLINE_EXCEEDED", "no answer on the stream") from None
+        except Exception:
+            self._streams.pop(name, None)
+            raise
+        if data is grpc.aio.EOF:
+            self._streams.pop(name, None)
+            code = await call.code()
+            raise StreamError(code.name if code != grpc.StatusCode.OK else "UNAVAILABLE",
+                              (await call.details()) or "the party closed its stream")
+        return parse_reply(data)
+
+    def _close_streams(self) -> None:
+        for call in self._streams.values():
+            try:
+                self._loop.call_soon_threadsafe(call.cancel)
+            except Exception:
+                pass
+        self._streams = {}
+
     def _call(self, name: str, method: str, body: dict, timeout: float, what: str | None = None):
         return self._call_all({name: body}, method, timeout, what or method)[name]
 
@@ -191,8 +232,11 @@ class GrpcBackend(Backend):
         payloads = {name: codec.encode(body, allowed=self._allowed.get(name) or codec.allow_list())
                     for name, body in bodies.items()}
 
+        streamed = self.stream and method in STREAMED  # the rounds: one frame each way on the party's stream
+
         async def gather():
-            return await asyncio.gather(*[calls[n](payloads[n], timeout=timeout) for n in bodies],
+            return await asyncio.gather(*[self._on_stream(n, method, payloads[n], timeout) if streamed
+                                          else calls[n](payloads[n], timeout=timeout) for n in bodies],
                                         return_exceptions=True)
 
         replies = self._run(gather())
@@ -241,6 +285,8 @@ class GrpcBackend(Backend):
         """Check every party serves the spec's protocol, then send each its setup options (as data)."""
         self._specs = {s.name: s for s in specs}
         self._failed = False
+        if self._streams:  # a new run: fresh streams (a restarted party's old stream is gone)
+            self._close_streams()
         protos = {s.name: protocol_of(s.step) for s in specs}
         missing = [s.name for s in specs if s.name not in self.hello_]
         if missing:
@@ -302,6 +348,8 @@ class GrpcBackend(Backend):
                            timeout=min(self.timeout, 5.0))
             except Exception:
                 pass
+        if self._streams:
+            self._close_streams()
         for ch in self._channels.values():
             try:
                 self._run(ch.close())

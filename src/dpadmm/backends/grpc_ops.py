@@ -79,7 +79,7 @@ def unknown_method_handler(service, *, aio: bool):
     from .grpc_party import METHODS, SERVICE, peer_name
 
     served = getattr(service, "methods", METHODS)
-    known = {f"/{SERVICE}/{m}" for m in served}
+    known = {f"/{SERVICE}/{m}" for m in (*served, "Session")}
 
     def record(method, context):
         peer = peer_name(context) if service.secure else ""

@@ -594,7 +594,10 @@ def make_server(service: PartyService, listen: str, tls=None, *, max_workers: in
 
     from .grpc_ops import unknown_method_handler
 
-    handler = grpc.method_handlers_generic_handler(SERVICE, {m: method(m) for m in getattr(service, "methods", METHODS)})
+    from .grpc_stream import STREAM_METHOD, stream_handler
+
+    handler = grpc.method_handlers_generic_handler(SERVICE, {**{m: method(m) for m in getattr(service, "methods", METHODS)},
+                                                             STREAM_METHOD: stream_handler(service, aio=False)})
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
                          handlers=(handler, unknown_method_handler(service, aio=False)),
                          options=CHANNEL_OPTIONS, maximum_concurrent_rpcs=None)
@@ -641,7 +644,11 @@ def serve(service: PartyService, listen: str, tls=None, *, once: bool = False, r
         server = grpc.aio.server(options=CHANNEL_OPTIONS)
         from .grpc_ops import unknown_method_handler
 
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {m: method(m) for m in getattr(service, "methods", METHODS)}),
+        from .grpc_stream import STREAM_METHOD, stream_handler
+
+        served = {**{m: method(m) for m in getattr(service, "methods", METHODS)},
+                  STREAM_METHOD: stream_handler(service, aio=True)}
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, served),
                                          unknown_method_handler(service, aio=True)))
         if tls is None:
             port = server.add_insecure_port(listen)

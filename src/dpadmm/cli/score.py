@@ -62,29 +62,30 @@ def score_new_records(backend, party_file, label_model: dict, *, psi: bool = Fal
     from ..protocol import PartyData
 
     names = list(backend.peers)
-    expected = [f"party{m}" for m in range(1, len(names) + 1)]
-    if sorted(names) != expected:
-        raise InvalidParameterError(f"vertical parties must be named party1 (the label party), party2, …; got --peer "
-                                    f"{', '.join(names)}.")
+    own_coef = label_model.get("label_coef")
+    first = 2 if own_coef is not None and "party1" not in names else 1  # a refit label block is scored here
+    expected = [f"party{m}" for m in range(first, first + len(names))]
+    if sorted(names, key=lambda n: (len(n), n)) != expected:
+        raise InvalidParameterError(f"vertical parties must be named party1 (the label party), party2, … (party1 may "
+                                    f"be left out after a private fit: the label party scores its refit block itself); "
+                                    f"got --peer {', '.join(names)}.")
+    asked = [n for n in expected if n != "party1"] if own_coef is not None else expected
     head = _read_csv(party_file, "the label party's new-records file")
     if id_column not in head.columns:
         raise DataFileError(f"{party_file} has no id column {id_column!r}; pass --id-column.")
     ids = head[id_column].to_numpy()
-    info = backend.hello(expected)
+    info = backend.hello(asked)
     psi_info = None
     if psi:
         from ..data.psi import align_parties
 
-        aligned = align_parties(backend, expected, "new", ids, id_column=id_column)
+        aligned = align_parties(backend, asked, "new", ids, id_column=id_column)
         ids = aligned.ids
         psi_info = {"rows": int(len(ids)), "own_rows": int(len(head)), "parties": aligned.parties}
     normalize = bool(label_model.get("normalized_rows", False))
-    own_coef = label_model.get("label_coef")
-    asked = expected[1:] if own_coef is not None else expected  # a refit label block is scored here
     specs = []
-    for m, name in enumerate(expected, start=1):
-        if name not in asked:
-            continue
+    for name in asked:
+        m = int(name[len("party"):])
         facts = info[name].get("data", {})
         if "new" not in facts or "model" not in facts:
             raise InvalidParameterError(f"party {name!r} must serve --protocol vertical-scoring with --data new=FILE "
@@ -101,7 +102,7 @@ def score_new_records(backend, party_file, label_model: dict, *, psi: bool = Fal
         cols = len(own_coef)
         block = PartyFile(str(party_file), 1, np.asarray(ids), cols, id_column, label_column, normalize, subset=True)
         own = np.asarray(block.load() @ np.asarray(own_coef, dtype=float)).ravel()
-    scores = vsc.combine(parts, label_model, expected[0], own)
+    scores = vsc.combine(parts, label_model, "party1", own)
     prob = 1.0 / (1.0 + np.exp(-np.clip(scores, -500, 500)))
     result = {"ids": ids, "scores": scores, "probability": prob, "psi": psi_info}
     if label_column in head.columns:

@@ -80,7 +80,7 @@ class PartyFile:
         if m > 1 and self.label_column in df.columns:
             raise InvalidDataError(f"party {m} file {path} also has the label column {self.label_column!r}; "
                                    "only the first party may hold labels.")
-        feats = (df.drop(columns=[self.label_column]) if m == 1 else df).loc[ids]
+        feats = (df.drop(columns=[c for c in (self.label_column,) if c in df.columns]) if m == 1 else df).loc[ids]
         non_numeric = [c for c in feats.columns if not pd.api.types.is_numeric_dtype(feats[c])]
         if non_numeric:
             raise InvalidDataError(f"party {m} column {non_numeric[0]!r} is not numeric; encode it first.")

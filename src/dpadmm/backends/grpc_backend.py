@@ -36,7 +36,7 @@ from ..exceptions import InvalidParameterError, MissingDependencyError, PartyFai
 from . import grpc_codec as codec
 from .base import Backend, PartySpec
 from .grpc_party import CHANNEL_OPTIONS, METHODS, SERVICE
-from .grpc_stream import STREAMED
+from .grpc_stream import STREAM_METHOD, STREAMED, StreamError, frame, parse_reply
 from ..protocol import protocol_of
 
 
@@ -184,24 +184,22 @@ class GrpcBackend(Backend):
         first = details.splitlines()[0] if details else str(code)
         return _failure(name, f"{first} (during {what})")
 
-    async def _on_stream(self, name: str, method: str, payload: bytes, timeout: float) -> bytes:
-        """One request frame on party ``name``'s persistent stream (opened at its first round) and its reply."""
-        import asyncio
+    def _drop_stream(self, name: str) -> None:
+        call = self._streams.pop(name, None)
+        if call is not None:
+            call.cancel()
 
-        from .grpc_stream import STREAM_METHOD, StreamError, frame, parse_reply
-
+    async def _on_stream(self, name: str, method: str, payload: bytes) -> bytes:
+        """One request frame on party ``name``'s persistent stream (opened at its first round) and its reply
+        (the caller bounds the round's time)."""
         grpc = _import_grpc()
         call = self._streams.get(name)
         if call is None:
             call = self._channels[name].stream_stream(f"/{SERVICE}/{STREAM_METHOD}")()
             self._streams[name] = call
         try:
-            await asyncio.wait_for(call.write(frame(method, payload)), timeout)
-            data = await asyncio.wait_for(call.read(), timeout)
-        except asyncio.TimeoutError:
-            self._streams.pop(name, None)
-            call.cancel()
-            raise StreamError("DEADLINE_EXCEEDED", "no answer on the stream") from None
+            await call.write(frame(method, payload))
+            data = await call.read()
         except Exception:
             self._streams.pop(name, None)
             raise
@@ -235,8 +233,19 @@ class GrpcBackend(Backend):
         streamed = self.stream and method in STREAMED  # the rounds: one frame each way on the party's stream
 
         async def gather():
-            return await asyncio.gather(*[self._on_stream(n, method, payloads[n], timeout) if streamed
-                                          else calls[n](payloads[n], timeout=timeout) for n in bodies],
+            if streamed:  # one deadline for the round (per-party timers cost more than the round's messages)
+                tasks = [asyncio.ensure_future(self._on_stream(n, method, payloads[n])) for n in bodies]
+                done, pending = await asyncio.wait(tasks, timeout=timeout)
+                out = []
+                for n, task in zip(bodies, tasks):
+                    if task in pending:
+                        task.cancel()
+                        self._drop_stream(n)
+                        out.append(StreamError("DEADLINE_EXCEEDED", "no answer on the stream"))
+                    else:
+                        out.append(task.exception() or task.result())
+                return out
+            return await asyncio.gather(*[calls[n](payloads[n], timeout=timeout) for n in bodies],
                                         return_exceptions=True)
 
         replies = self._run(gather())

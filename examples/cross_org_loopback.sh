@@ -40,10 +40,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start_party NAME LOGNAME ARGS... : start `dpadmm party serve`, wait for its port, set PORT
+# start_party NAME LOGNAME ARGS... : start `dpadmm party serve`, wait for its port, set PORT.
+# --no-budget: these parties serve comparisons with in-process runs (non-private or seeded simulations); a
+# deployment gives each party its own budget instead (README "Parties in different organisations").
 start_party() {
   local name=$1 log="$LOGS/$2.log"; shift 2
-  "$PY" -m dpadmm party serve --name "$name" --listen 127.0.0.1:0 "$@" >"$log" 2>&1 &
+  "$PY" -m dpadmm party serve --name "$name" --listen 127.0.0.1:0 --no-budget "$@" >"$log" 2>&1 &
   PIDS+=($!)
   LAST_PID=$!
   for _ in $(seq 1 600); do
@@ -322,7 +324,8 @@ for i in 0 1 2 3; do
     [ "$b" = "$i" ] && NB+=(--neighbour "node$a=127.0.0.1:${NODE_PORTS[$a]}")
   done
   "$PY" -m dpadmm party serve --name "node$i" --listen "127.0.0.1:${NODE_PORTS[$i]}" --protocol graph-consensus \
-    --accept-coordinator-data --allow-seeded-noise --allow-monitoring --tls "$OUT/pki/node$i" --out "$OUT/p2p/node$i" "${NB[@]}" \
+    --no-budget --accept-coordinator-data --allow-seeded-noise --allow-monitoring --tls "$OUT/pki/node$i" \
+    --out "$OUT/p2p/node$i" "${NB[@]}" \
     >"$LOGS/p2p_node$i.log" 2>&1 &
   PIDS+=($!)
 done
@@ -379,7 +382,7 @@ for i in range(N):
         if r["method"] == "Exchange":
             exchanges += 1
             from_ok &= r["status"] == "ok" and r["peer"] in {f"node{j}" for j in nbrs[i]}
-        elif r["peer"]:
+        elif r.get("peer"):
             from_ok &= r["peer"] == "coordinator"
 # a non-neighbour's message (node1 → node3) is refused
 n1 = TLSFiles.load(tls_dir=out / "pki" / "node1")

@@ -160,7 +160,7 @@ def test_party_serve_logs_state_changes_and_refused_handshakes(tmp_path):
     with open(log, "w") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "dpadmm", "party", "serve", "--name", "party1", "--protocol",
                                  "selftest", "--listen", "127.0.0.1:0", "--tls", str(tmp_path / "pki" / "party1"),
-                                 "--out", str(tmp_path / "party1"), "--allow-seeded-noise"],
+                                 "--out", str(tmp_path / "party1"), "--allow-seeded-noise", "--no-budget"],
                                 stdout=fh, stderr=subprocess.STDOUT, env=env)
     try:
         for _ in range(300):

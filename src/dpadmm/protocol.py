@@ -46,11 +46,14 @@ class Protocol:
     ``private(cfg) -> bool`` (whether this run adds noise: then monitoring is refused),
     ``data_args`` (positions of ``setup``'s arguments that hold the party's data: there the party
     expects a :class:`PartyData` reference, and refuses arrays sent by the coordinator unless its
-    operator started it with ``--accept-coordinator-data``, a simulation of a deployment);
+    operator started it with ``--accept-coordinator-data``, a simulation of a deployment),
+    ``policy`` (:class:`PolicyHooks`: the party's fields and the coordinator's, the check and the price);
     ``alignment`` marks an id-alignment protocol (:mod:`dpadmm.data.psi`): it releases no value computed
     from features or labels (only what PSI reveals), so privacy budgets and ``--requests`` do not apply;
     ``peer_to_peer`` lets nodes run the protocol without a router (:mod:`dpadmm.backends.grpc_p2p`): the
-    party's inbox of a round from the sum of its neighbours' broadcasts, and its broadcast from its outbox.
+    party's inbox of a round from the sum of its neighbours' broadcasts, and its broadcast from its outbox;
+    ``rounds=False`` marks a protocol without rounds (scoring): a budget prices nothing at its Setup (its
+    declared requests' own refusals govern what leaves).
     """
 
     name: str
@@ -64,8 +67,29 @@ class Protocol:
     model: Callable | None = None
     private: Callable | None = None
     data_args: tuple = ()
+    policy: "PolicyHooks | None" = None
     alignment: bool = False  # an id-alignment protocol (PSI): no feature/label values leave; no budget applies
     peer_to_peer: tuple | None = None  # (inbox(cfg, state, round, neighbour_sum | None), broadcast(outbox) -> array)
+    rounds: bool = True  # False: a protocol without rounds (PSI, scoring): nothing to price at Setup
+
+
+@dataclass(frozen=True, eq=False)
+class PolicyHooks:
+    """Which Setup fields are the party's policy and which the coordinator may choose, and how a party
+    checks and prices a run (``Protocol.policy``; the hooks live in :mod:`dpadmm.algorithms.policies`).
+
+    ``party``: field → the rule the party's :class:`~dpadmm.privacy.policy.PartyPolicy` imposes;
+    ``coordinator``: field → why the coordinator's choice cannot weaken the party's guarantee;
+    ``prepare(args, policy) -> args`` imposes the party's values on the setup arguments before setup;
+    ``check(cfg, args, policy, party)`` raises a refusal for a field that departs from the policy;
+    ``price(cfg, rounds) -> RunPrice``: at most what ``rounds`` rounds of ``cfg`` release.
+    """
+
+    party: Mapping[str, str] = field(default_factory=dict)
+    coordinator: Mapping[str, str] = field(default_factory=dict)
+    prepare: Callable | None = None
+    check: Callable | None = None
+    price: Callable | None = None
 
 
 @dataclass(frozen=True)

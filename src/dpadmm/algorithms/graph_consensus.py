@@ -564,11 +564,12 @@ def peer_broadcast(outbox: ModelMessage) -> np.ndarray:
 
 def _protocol():
     from ..protocol import Protocol
+    from .policies import CONSENSUS
 
     return Protocol("graph-consensus", setup_block, block_step, block_diagnostics, handlers={},
                     types=(NeighbourMessage, ModelMessage, BlockState), load=load_node_data,
                     describe=describe_node_data, model=block_coefs, private=_is_private, data_args=(1, 2),
-                    peer_to_peer=(peer_inbox, peer_broadcast))
+                    policy=CONSENSUS, peer_to_peer=(peer_inbox, peer_broadcast))
 
 
 PROTOCOL = _protocol()

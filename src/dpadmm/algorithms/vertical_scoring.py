@@ -119,7 +119,7 @@ def _protocol():
     from ..protocol import Protocol
 
     return Protocol("vertical-scoring", setup_party, _no_step, None, handlers={"score": score},
-                    types=(), load=load, describe=describe, private=_private, data_args=(1, 2))
+                    types=(), load=load, describe=describe, private=_private, data_args=(1, 2), rounds=False)
 
 
 PROTOCOL = _protocol()

@@ -202,7 +202,7 @@ def _protocol():
 
     return Protocol("psi-align", setup_party, _no_step, None,
                     handlers={"setup_message": setup_message, "respond": respond, "align": align},
-                    load=read_ids, data_args=(1,), alignment=True)
+                    load=read_ids, data_args=(1,), alignment=True, rounds=False)
 
 
 PROTOCOL = _protocol()

@@ -44,7 +44,8 @@ def main(argv=None):
     log = tmp / "party2.log"
     proc = subprocess.Popen([sys.executable, "-m", "dpadmm", "party", "serve", "--name", "party2", "--protocol",
                              "psi-align", "--listen", "127.0.0.1:0", "--tls", str(tmp / "pki" / "party2"),
-                             "--data", f"train={tmp / 'party2.csv'}", "--out", str(tmp / "out")],
+                             "--data", f"train={tmp / 'party2.csv'}", "--out", str(tmp / "out"),
+                             "--max-epsilon", "1", "--delta", "1e-5"],  # a budgeted party: PSI prices nothing
                             stdout=open(log, "w"), stderr=subprocess.STDOUT)
     try:
         while " serving " not in log.read_text():

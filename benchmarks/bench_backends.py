@@ -128,7 +128,8 @@ def bench_vertical(name, blocks, y, rounds):
         tmp = Path(tempfile.mkdtemp(prefix="dpadmm-bench-a9a-"))
         paths = write_party_files(blocks, y, tmp)
         with GrpcParties(["party1", "party2"], "vertical-sharing",
-                         data={f"party{m}": {"train": p} for m, p in enumerate(paths, start=1)}) as parties:
+                         data={f"party{m}": {"train": p} for m, p in enumerate(paths, start=1)},
+                         party_args=("--no-budget", "--allow-seeded-noise", "--requests", "score,rank,refit")) as parties:
             be = parties.backend(stream=name == "grpc")
             data = vertical_remote_data(be, [paths[0]], [], normalize=True)
             m = VerticalLogisticRegression(max_iter=rounds, rho=0.3, noise_scale=0.5, random_state=0, monitor=False,
@@ -263,6 +264,7 @@ def main(argv=None):
         for b in backends:
             samples = np.concatenate([fn(b) for _ in range(args.repeats)])
             results[wl][b] = float(np.median(samples))
+            print(f"{wl} | {b} | {1e3 * results[wl][b]:.2f} ms / round", flush=True)
         if "inprocess" in backends and wl.startswith("graph"):
             samples = np.concatenate([bench_graph("inprocess", X, y, args.rounds, batch=True)
                                       for _ in range(args.repeats)])

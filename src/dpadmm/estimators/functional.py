@@ -27,6 +27,7 @@ from ..kernels import fpca as F
 from ..kernels.quantile import pinball_score
 from ..privacy.accountants import ACCOUNTANTS
 from ..privacy.zhou import calibrate_total, iteration_noise_multiplier, zhou_report
+from ..privacy.zhou import total_epsilon as total_epsilon_of
 from ..privacy.threats import finish
 
 BASES = ("auto", "fpca", "private-fpca", "fourier", "bspline")
@@ -157,7 +158,8 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             return "bspline" if self._private else "fpca"
         return self.basis
 
-    def _statistics(self, parts, parts_y, grid, z_stats: float, nseed, backend_name, transcript=None):
+    def _statistics(self, parts, parts_y, grid, z_stats: float, nseed, backend_name, transcript=None,
+                    z_quantile: float = 0.0, z_compare: float = 0.0):
         """Run the pooled-statistics protocol (``algorithms.functional_statistics``) over the workers.
 
         Returns (basis, score variances, response location, response scale, hub state, ledger).
@@ -170,12 +172,12 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             fixed = F.fourier_basis(grid, K) if kind == "fourier" else F.bspline_basis(grid, K)
         projection = None if fixed is None else fixed.phi * np.sqrt(fixed.q)[:, None]  # U = Q^{1/2}Φ, orthonormal
         names = [f"worker{i + 1}" for i in range(len(parts))]
-        specs = [PartySpec(nm, fs.setup_stats, (nm, Xi, yi, q, z_stats), fs.stats_step, owner=nm)
-                 for nm, Xi, yi in zip(names, parts, parts_y)]
+        specs = self._stats_specs(parts, parts_y, q, z_stats, z_quantile, z_compare)
         y_range = None if self.y_range is None else (float(self.y_range[0]), float(self.y_range[1]))
         hub_cfg = fs.StatsHubConfig(tuple(names), z_stats, y_range=y_range,
                                     curve_clip=None if self.curve_clip is None else float(self.curve_clip),
-                                    projection=projection, n_total=int(sum(v.size for v in parts_y)))
+                                    projection=projection, n_total=int(sum(v.size for v in parts_y)),
+                                    tau=float(self.tau) if z_stats > 0 else None, quantile_multiplier=z_quantile)
         hub = engine.Hub(hub_cfg, fs.init_stats_hub, fs.stats_hub_step)
         # a stream apart from the ADMM run's, so a seeded simulation never reuses noise
         sseed = None if nseed is None else int(np.random.SeedSequence([int(nseed), 7]).generate_state(1)[0])
@@ -205,6 +207,8 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             S[0, 1:] = S[1:, 0] = n * mean
             S[1:, 1:] = n * (cov + np.outer(mean, mean))
             y_loc, y_scale = st.sums["response"]
+            # the DP τ-quantile is the response's location: w = 0 (the ADMM's start) is the DP constant
+            y_loc = float(st.sums["quantile"])
             # noisy variances below the noise level say nothing: floor them at 3 noise standard deviations
             # of a covariance entry (z·Δ/n, Δ = 4c₂²) so that no score is blown up by a noise-sized divisor
             self._var_floor = 3.0 * z_stats * 4.0 * c2 * c2 / n
@@ -222,6 +226,30 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             basis = F.Basis(fixed.grid, fixed.q, fixed.phi, (projection @ mz) / np.sqrt(fixed.q),
                             np.maximum(np.diag(Cz), 0.0), fixed.kind)
         return basis, float(y_loc), float(y_scale), st, res.ledger
+
+    @staticmethod
+    def _stats_specs(parts, parts_y, q, z_stats, z_quantile, z_compare):
+        names = [f"worker{i + 1}" for i in range(len(parts))]
+        return [PartySpec(nm, fs.setup_stats, (nm, Xi, yi, q, z_stats, z_quantile, z_compare), fs.stats_step, owner=nm)
+                for nm, Xi, yi in zip(names, parts, parts_y)]
+
+    def _compare(self, parts, parts_y, grid, model: dict, z_stats, z_quantile, z_compare, nseed, transcript=None):
+        """The ``compare`` stage (``algorithms.functional_statistics``): the pooled noisy sum of the workers'
+        training pinball-loss differences, model − DP constant (clipped, range units). Returns (sum, ledger)."""
+        q = F.trapezoid_weights(grid)
+        specs = self._stats_specs(parts, parts_y, q, z_stats, z_quantile, z_compare)
+        names = tuple(sp.name for sp in specs)
+        hub_cfg = fs.StatsHubConfig(names, z_stats, compare=model, n_total=int(sum(v.size for v in parts_y)))
+        hub = engine.Hub(hub_cfg, fs.init_stats_hub, fs.stats_hub_step)
+        cseed = None if nseed is None else int(np.random.SeedSequence([int(nseed), 11]).generate_state(1)[0])
+        backend = get_backend(self.backend)
+        try:
+            res = engine.run(hub=hub, parties=specs, backend=backend, rounds=1, noise_seed=cseed, monitor=False,
+                             stop_on_convergence=False,
+                             transcript=None if transcript is None else (lambda *a: transcript("compare", *a)))
+        finally:
+            backend.close()
+        return float(res.hub_state.sums["difference"][0]), res.ledger
 
     @staticmethod
     def _score_scale(basis: F.Basis, how: str, var_floor: float = 0.0) -> np.ndarray:
@@ -262,20 +290,35 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         parts = [X[i] for i in parts_idx]
         parts_y = [y[i] for i in parts_idx]
         n_stats = 0
+        # Budget shares, in units of one ADMM round at z: each one-shot statistic (ranges, mean, moments), the
+        # DP τ-quantile (B bisection counts together) and the model-vs-constant comparison get W = L/10
+        # rounds' worth each with a total budget (a Gaussian release at z/√W composes exactly like W at z);
+        # with a per-iteration ε (the paper's convention) every release is at the iteration's z (W = 1).
+        W = self._share(L)
+        B = fs.QUANTILE_STEPS
         if private:
             hub_probe = fs.StatsHubConfig((), 1.0, y_range=self.y_range, curve_clip=self.curve_clip)
-            n_stats = fs.stats_rounds(hub_probe)  # Gaussian releases per worker before the ADMM rounds
+            n_stats = fs.one_shot_releases(hub_probe)  # Gaussian releases per worker before the ADMM rounds
         z = 0.0
         eps_iter, delta_iter = math.inf, 1.0
         if self.epsilon is not None:
             z = iteration_noise_multiplier(float(self.epsilon), float(self.delta))  # [Zhou, Thm 1]
             eps_iter, delta_iter = float(self.epsilon), float(self.delta)
         elif self.total_epsilon is not None:
-            z = calibrate_total(float(self.total_epsilon), float(self.delta), L, extra_releases=n_stats,
+            z = calibrate_total(float(self.total_epsilon), float(self.delta), L, extra_releases=(n_stats + 2) * W,
                                 accountant=self.accountant)
+            # the shares compose exactly like (n_stats + 2)·W more rounds at z; the accountant's discretisation
+            # of the mixed multipliers may differ in the last digits: nudge z up until the actual list fits
+            while total_epsilon_of(self._multipliers(z, L, n_stats, W, B), float(self.delta),
+                                   self.accountant) > float(self.total_epsilon) * (1.0 - 1e-7):
+                z *= 1.0 + 1e-6
             eps_iter, delta_iter = math.sqrt(2.0 * math.log(1.25 / self.delta)) / z, float(self.delta)
-        basis, y_loc, y_scale, stats, stats_ledger = self._statistics(parts, parts_y, grid, z, nseed, self.backend,
-                                                                          transcript)
+        z_stats = z / math.sqrt(W)
+        z_quantile = z * math.sqrt(B / W)
+        z_compare = z / math.sqrt(W)
+        basis, y_loc, y_scale, stats, stats_ledger = self._statistics(parts, parts_y, grid, z_stats, nseed,
+                                                                          self.backend, transcript, z_quantile,
+                                                                          z_compare)
         if not self.fit_intercept:  # no intercept to absorb a shift: scale the response only
             y_scale = math.sqrt(y_scale * y_scale + y_loc * y_loc)
             y_loc = 0.0
@@ -315,13 +358,36 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
                                 transcript=None if transcript is None else (lambda *a: transcript("admm", *a)))
         finally:
             backend.close()
-        w = result.hub_state.output[0, 0]
-        coef = y_scale * w[: basis.n_components] / scale
+        w = np.array(result.hub_state.output[0, 0], dtype=float)
         self.basis_ = basis
-        self.coef_ = coef
-        self.intercept_ = float(y_loc + y_scale * w[-1]) if self.fit_intercept else float(y_loc)
         self.response_location_, self.response_scale_ = y_loc, y_scale
         self.score_scale_ = scale
+        self.score_clip_ = clip
+        if private:  # predictions never leave the public (or DP-estimated) response range
+            self.y_range_ = (float(stats.y_range[0]), float(stats.y_range[1]))
+        elif self.y_range is not None:
+            self.y_range_ = (float(self.y_range[0]), float(self.y_range[1]))
+        else:
+            self.y_range_ = (-math.inf, math.inf)
+        self.dp_constant_ = float(stats.sums["quantile"]) if private else None
+        self.fallback_ = None
+        self.comparison_ = None
+        compare_ledger = None
+        if private:
+            model = self._released_model(w, y_loc, y_scale)
+            diff, compare_ledger = self._compare(parts, parts_y, grid, model | {"constant": self.dp_constant_},
+                                                 z_stats, z_quantile, z_compare, nseed, transcript)
+            self.comparison_ = diff
+            if not diff < 0.0:  # the DP constant is at least as good on the (noisy) training comparison
+                w = np.zeros_like(w)
+                w[-1] = (self.dp_constant_ - y_loc) / y_scale if self.fit_intercept else 0.0
+                self.fallback_ = "dp-constant"
+            else:
+                self.fallback_ = "model"
+        self.w_ = w
+        coef = y_scale * w[: basis.n_components] / scale
+        self.coef_ = coef
+        self.intercept_ = float(y_loc + y_scale * w[-1]) if self.fit_intercept else float(y_loc)
         self.released_statistics_ = {"sums": stats.sums, "y_range": stats.y_range, "curve_clip": stats.curve_clip}
         self.beta_ = basis.curve(coef)
         self.grid_ = grid
@@ -334,18 +400,38 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         self.c1_ = c_total
         self._check_against_constant(X, y)
         if private:
-            self.privacy_ = self._report(result, stats, stats_ledger, c1, c_total, eps_iter, delta_iter, L, monitor)
+            self.privacy_ = self._report(result, stats, stats_ledger, c1, c_total, eps_iter, delta_iter, L, monitor,
+                                         compare_ledger)
         else:
             self.privacy_ = None
         return self
 
-    def _report(self, result, stats, stats_ledger, c1, c_total, eps_iter, delta_iter, L, monitor):
+    @staticmethod
+    def _multipliers(z: float, L: int, n_stats: int, W: int, B: int) -> list[float]:
+        """Every Gaussian release of one worker, as noise multipliers: L ADMM rounds at z, the one-shot
+        statistics and the comparison at z/√W, the B bisection counts at z·√(B/W)."""
+        return [z] * L + [z / math.sqrt(W)] * (n_stats + 1) + [z * math.sqrt(B / W)] * B
+
+    def _share(self, L: int) -> int:
+        """W: the budget share of each one-shot release, in ADMM rounds (see ``fit``)."""
+        return max(1, int(round(L / 10))) if self.total_epsilon is not None else 1
+
+    def _released_model(self, w, y_loc, y_scale) -> dict:
+        """The model as public arrays (what the ``compare`` stage sends to the workers)."""
+        return {"basis": self.basis_, "score_scale": np.asarray(self.score_scale_, float), "clip": self.score_clip_,
+                "w": np.asarray(w, float) if self.fit_intercept else np.r_[np.asarray(w, float), 0.0],
+                "y_loc": float(y_loc), "y_scale": float(y_scale), "y_range": tuple(self.y_range_),
+                "tau": float(self.tau)}
+
+    def _report(self, result, stats, stats_ledger, c1, c_total, eps_iter, delta_iter, L, monitor, compare_ledger=None):
         """The run's privacy report: every release of every worker (statistics + ADMM rounds) composed."""
         from ..privacy.ledger import PrivacyLedger
 
         ledger = PrivacyLedger()
         ledger.record(stats_ledger.events)
         ledger.record(result.ledger.events)
+        if compare_ledger is not None:
+            ledger.record(compare_ledger.events)
         clipped = ("; the clipped count is not released" if self.clipped_fraction_ is None
                    else f"; {self.clipped_fraction_:.2%} of rows were clipped (monitoring)")
         assumptions = [
@@ -366,6 +452,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         notes.append("train_pinball_loss_/worse_than_constant_ are computed by the caller from the data it passed to "
                      "fit (an evaluation in this simulation, not a message of the protocol)")
         z = self.noise_multiplier_
+        zs = z / math.sqrt(self._share(L))
         releases = []
         kind = self._basis_kind()
         if self.y_range is None or self.curve_clip is None:
@@ -373,20 +460,32 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
                                       ("curve-norm histogram (log bins)", self.curve_clip is None)) if need]
             releases.append({"name": "ranges", "what": " + ".join(hist) + " -> response location/scale and c_X",
                              "by": "each worker, once", "mechanism": "Gaussian", "count": 1,
-                             "sensitivity": math.sqrt(2.0 * len(hist)), "noise_multiplier": z, "in_total": True})
+                             "sensitivity": math.sqrt(2.0 * len(hist)), "noise_multiplier": zs, "in_total": True})
         releases.append({"name": "mean", "what": "sums of the clipped (projected) curves, of the clipped response and "
                                                  "its square, and of the clipped curves' squared norms -> mean curve, "
                                                  "response location and scale, spread of the curves",
                          "by": "each worker, once", "mechanism": "Gaussian", "count": 1,
-                         "sensitivity": math.sqrt(10.0), "noise_multiplier": z, "in_total": True,
+                         "sensitivity": math.sqrt(10.0), "noise_multiplier": zs, "in_total": True,
                          "curve_clip": stats.curve_clip})
         releases.append({"name": "moments", "what": ("moment sum of the centred, clipped curves -> FPCA basis"
                                                      if kind == "private-fpca" else
                                                      f"moment sum of the centred, clipped {kind} scores -> score "
                                                      "scales"),
                          "by": "each worker, once", "mechanism": "Gaussian (symmetric matrix)", "count": 1,
-                         "sensitivity": 4.0 * float(stats.sums["centered_clip"]) ** 2, "noise_multiplier": z,
+                         "sensitivity": 4.0 * float(stats.sums["centered_clip"]) ** 2, "noise_multiplier": zs,
                          "in_total": True})
+        releases.append({"name": "quantile", "what": f"DP {self.tau:g}-quantile of the response by noisy bisection: "
+                                                    f"{fs.QUANTILE_STEPS} counts #{{y <= t_b}} -> the DP constant and "
+                                                    "the response's location",
+                         "by": "each worker, once per bisection round", "mechanism": "Gaussian",
+                         "count": fs.QUANTILE_STEPS, "sensitivity": 1.0,
+                         "noise_multiplier": z * math.sqrt(fs.QUANTILE_STEPS / self._share(L)), "in_total": True})
+        releases.append({"name": "compare", "what": "sum of training pinball-loss differences, model - DP constant "
+                                                   "(clipped to the range) -> hand over the better",
+                         "by": "each worker, once after the ADMM", "mechanism": "Gaussian", "count": 1,
+                         "sensitivity": 4.0 * max(self.tau, 1.0 - self.tau),
+                         "noise_multiplier": z / math.sqrt(self._share(L)), "in_total": True,
+                         "handed_over": self.fallback_})
         releases.append({"name": "admm", "what": "noisy local model w~_i [Zhou, eq. 22]", "by": "each worker, every round",
                          "mechanism": "Gaussian", "count": result.rounds,
                          "sensitivity": "2c1/(m_i(rho + 1/eta_l))" if self.method != "exact" else "2c1/(m_i rho_l)",
@@ -420,7 +519,11 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         """Predicted τ-quantile ``∫ β̂ (X − μ) + b`` for curves on the training grid."""
         self._check_fitted()
         X, _, _ = check_curves(X, np.zeros(np.shape(X)[0] if np.ndim(X) == 2 else 0), self.grid_)
-        return self.basis_.scores(X) @ self.coef_ + self.intercept_
+        if getattr(self, "score_clip_", None) is None:
+            pred = self.basis_.scores(X) @ self.coef_ + self.intercept_
+            return np.clip(pred, *self.y_range_) if hasattr(self, "y_range_") else pred
+        # the model the ADMM fitted is on clipped standardised scores: predict on the same, inside the range
+        return fs.model_predict(self._released_model(self.w_, self.response_location_, self.response_scale_), X)
 
     def score(self, X, y, sample_weight=None) -> float:
         """Negative mean pinball loss at τ (higher is better)."""

@@ -46,12 +46,13 @@ Stages (one engine round each; the hub decides which are needed):
    location in the ADMM (so w = 0, the ADMM's start, *is* the DP constant). B rounds at σ_q = z_q compose
    like one Gaussian release at z_q/√B.
 5. ``compare`` (private fits, a separate engine run after the ADMM): the hub sends the released model
-   (basis, score scales, clip, standardised coefficients, the DP constant q̂, the public/DP range, τ);
-   worker i releases ``Σ_j d_j + N(0, σ_c²)`` with ``d_j = ρ_τ(u_j − p_j) − ρ_τ(u_j − p₀)``, where
-   u_j = (clip(y_j, lo, hi) − c)/r, p_j = (clip(f(x_j), lo, hi) − c)/r and p₀ = (clip(q̂, lo, hi) − c)/r
-   all lie in [−1, 1]. ρ_τ is κ-Lipschitz (κ = max(τ, 1 − τ)), so |d_j| ≤ κ|p_j − p₀| ≤ 2κ and replacing
-   one pair moves the sum by at most 4κ: Δ₂ = 4κ (enforced by the two clips). The hub hands over the
-   model if the pooled noisy sum is < 0 (the model's clipped training pinball loss is below the DP
+   (basis, score scales, clip, standardised coefficients, the DP constant q̂, a prediction band
+   [lo', hi'] ∋ q̂ inside the response range, a unit b > 0, τ); worker i releases ``Σ_j d_j + N(0, σ_c²)``
+   with ``d_j = (ρ_τ(y_j − p_j) − ρ_τ(y_j − p₀))/b``, p_j = clip(f(x_j), lo', hi'), p₀ = clip(q̂, lo', hi').
+   ρ_τ is κ-Lipschitz (κ = max(τ, 1 − τ)), so |d_j| ≤ κ|p_j − p₀|/b ≤ κ·max(hi' − p₀, p₀ − lo')/b =: Δ/2
+   whatever y_j is, and replacing one pair moves the sum by at most Δ (enforced by the clip; the worker
+   computes Δ from the model it received, :func:`compare_sensitivity`). The estimator hands over the
+   model if the pooled noisy sum is clearly < 0 (its clipped training pinball loss is below the DP
    constant's), else the DP constant — post-processing of released values.
 
 Each stage's noise multiplier is the worker's own (``StatsConfig``): the estimator gives the one-shot
@@ -87,7 +88,7 @@ Y_EDGES = np.linspace(-30.0, 30.0, 61)  # asinh(y) bins of width 1 (|y| up to ~5
 X_EDGES = np.linspace(math.log(1e-12), math.log(1e12), 111)  # log ||x~|| bins of width ~0.5
 THRESHOLD = 4.5  # pooled noisy count must exceed THRESHOLD · sigma · sqrt(M) to count as occupied
 Y_QUANTILES = (0.01, 0.99)
-QUANTILE_STEPS = 12  # bisection rounds of the DP τ-quantile (resolution (hi − lo)/4096)
+QUANTILE_STEPS = 8  # bisection rounds of the DP τ-quantile (resolution (hi − lo)/256)
 X_QUANTILE = 0.95
 
 
@@ -134,28 +135,35 @@ def setup_stats(name: str, X, y, q, noise_multiplier: float, quantile_multiplier
 
 def model_predict(model: dict, X: np.ndarray) -> np.ndarray:
     """Predictions of a released model (dict of public arrays, see :func:`stats_step` ``compare``) in the
-    response's units, clipped to its range: ``clip(a + b (clip(s(x)/scale, c_1)·w + w_0), lo, hi)``."""
+    response's units, clipped to its band: ``clip(a + b (clip(s(x)/scale, c_1)·w + w_0), band)``."""
     from ..kernels.fpca import clip_rows
 
     basis = model["basis"]
     A = clip_rows(basis.scores(X) / model["score_scale"], model["clip"])
     w = np.asarray(model["w"], float)
     f = A @ w[: A.shape[1]] + (float(w[-1]) if w.size > A.shape[1] else 0.0)
-    lo, hi = model["y_range"]
+    lo, hi = model["band"]
     return np.clip(model["y_loc"] + model["y_scale"] * f, lo, hi)
 
 
+def compare_sensitivity(model: dict) -> float:
+    """Δ₂ of Σ_j d_j (see :func:`pinball_difference`): 2κ·max(hi − p₀, p₀ − lo)/unit, from the public model."""
+    lo, hi = model["band"]
+    p0 = float(np.clip(model["constant"], lo, hi))
+    kappa = max(float(model["tau"]), 1.0 - float(model["tau"]))
+    return 2.0 * kappa * max(hi - p0, p0 - lo) / float(model["unit"])
+
+
 def pinball_difference(model: dict, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """d_j = ρ_τ(u_j − p_j) − ρ_τ(u_j − p₀) in range units (each |d_j| ≤ 2 max(τ, 1 − τ))."""
+    """d_j = (ρ_τ(y_j − p_j) − ρ_τ(y_j − p₀))/unit with p_j, p₀ clipped to the band: ρ_τ is κ-Lipschitz, so
+    |d_j| ≤ κ|p_j − p₀|/unit ≤ κ·max(hi − p₀, p₀ − lo)/unit whatever y_j is."""
     from ..kernels.quantile import check_loss
 
-    lo, hi = model["y_range"]
-    c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
-    u = (np.clip(y, lo, hi) - c) / r
-    p = (model_predict(model, X) - c) / r
-    p0 = (float(np.clip(model["constant"], lo, hi)) - c) / r
+    lo, hi = model["band"]
+    p = model_predict(model, X)
+    p0 = float(np.clip(model["constant"], lo, hi))
     tau = float(model["tau"])
-    return check_loss(u - p, tau) - check_loss(u - p0, tau)
+    return (check_loss(y - p, tau) - check_loss(y - p0, tau)) / float(model["unit"])
 
 
 def _hist(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -204,9 +212,8 @@ def stats_step(cfg: StatsConfig, state, inbox: StatsRequest, *, rng: np.random.G
             events.append(GaussianRelease(cfg.name, -3, 1.0, sigma, RECORD_REPLACE))
     elif inbox.stage == "compare":
         model = inbox.model
-        kappa = max(float(model["tau"]), 1.0 - float(model["tau"]))
         d = pinball_difference(model, cfg.X, cfg.y)
-        sens = 4.0 * kappa  # |d_j| ≤ 2κ, enforced by the clips in pinball_difference
+        sens = compare_sensitivity(model)  # |d_j| ≤ sens/2, enforced by the clips in pinball_difference
         sigma = cfg.compare_multiplier * sens
         values["difference"] = np.array([float(d.sum()) + sigma * float(rng.standard_normal())])
         if sigma > 0:

@@ -290,11 +290,11 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         parts = [X[i] for i in parts_idx]
         parts_y = [y[i] for i in parts_idx]
         n_stats = 0
-        # Budget shares, in units of one ADMM round at z: each one-shot statistic (ranges, mean, moments), the
-        # DP τ-quantile (B bisection counts together) and the model-vs-constant comparison get W = L/10
-        # rounds' worth each with a total budget (a Gaussian release at z/√W composes exactly like W at z);
+        # Budget shares, in units of one ADMM round at z (``SHARES``): each one-shot statistic (ranges, mean,
+        # moments), the DP τ-quantile (B bisection counts together) and the model-vs-constant comparison get
+        # W rounds' worth with a total budget (a Gaussian release at z/√W composes exactly like W at z);
         # with a per-iteration ε (the paper's convention) every release is at the iteration's z (W = 1).
-        W = self._share(L)
+        Ws, Wq, Wc = self._shares(L)
         B = fs.QUANTILE_STEPS
         if private:
             hub_probe = fs.StatsHubConfig((), 1.0, y_range=self.y_range, curve_clip=self.curve_clip)
@@ -305,17 +305,17 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             z = iteration_noise_multiplier(float(self.epsilon), float(self.delta))  # [Zhou, Thm 1]
             eps_iter, delta_iter = float(self.epsilon), float(self.delta)
         elif self.total_epsilon is not None:
-            z = calibrate_total(float(self.total_epsilon), float(self.delta), L, extra_releases=(n_stats + 2) * W,
+            z = calibrate_total(float(self.total_epsilon), float(self.delta), L, extra_releases=n_stats * Ws + Wq + Wc,
                                 accountant=self.accountant)
             # the shares compose exactly like (n_stats + 2)·W more rounds at z; the accountant's discretisation
             # of the mixed multipliers may differ in the last digits: nudge z up until the actual list fits
-            while total_epsilon_of(self._multipliers(z, L, n_stats, W, B), float(self.delta),
+            while total_epsilon_of(self._multipliers(z, L, n_stats, (Ws, Wq, Wc), B), float(self.delta),
                                    self.accountant) > float(self.total_epsilon) * (1.0 - 1e-7):
                 z *= 1.0 + 1e-6
             eps_iter, delta_iter = math.sqrt(2.0 * math.log(1.25 / self.delta)) / z, float(self.delta)
-        z_stats = z / math.sqrt(W)
-        z_quantile = z * math.sqrt(B / W)
-        z_compare = z / math.sqrt(W)
+        z_stats = z / math.sqrt(Ws)
+        z_quantile = z * math.sqrt(B / Wq)
+        z_compare = z / math.sqrt(Wc)
         basis, y_loc, y_scale, stats, stats_ledger = self._statistics(parts, parts_y, grid, z_stats, nseed,
                                                                           self.backend, transcript, z_quantile,
                                                                           z_compare)
@@ -374,11 +374,16 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         self.comparison_ = None
         compare_ledger = None
         if private:
+            self.candidate_w_ = w.copy()  # the ADMM's model (post-processing of released messages)
             model = self._released_model(w, y_loc, y_scale)
             diff, compare_ledger = self._compare(parts, parts_y, grid, model | {"constant": self.dp_constant_},
                                                  z_stats, z_quantile, z_compare, nseed, transcript)
             self.comparison_ = diff
-            if not diff < 0.0:  # the DP constant is at least as good on the (noisy) training comparison
+            # hand over the model only if the noisy sum is below −MARGIN pooled noise sds (public: z_c, κ, M):
+            # a model no better than the DP constant is handed over with probability ≤ Φ(−MARGIN) (2.3%)
+            sd = z_compare * fs.compare_sensitivity(model | {"constant": self.dp_constant_}) * math.sqrt(M)
+            self.comparison_threshold_ = -self.COMPARE_MARGIN * sd
+            if not diff < self.comparison_threshold_:
                 w = np.zeros_like(w)
                 w[-1] = (self.dp_constant_ - y_loc) / y_scale if self.fit_intercept else 0.0
                 self.fallback_ = "dp-constant"
@@ -407,21 +412,35 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         return self
 
     @staticmethod
-    def _multipliers(z: float, L: int, n_stats: int, W: int, B: int) -> list[float]:
+    def _multipliers(z: float, L: int, n_stats: int, W: tuple[int, int, int], B: int) -> list[float]:
         """Every Gaussian release of one worker, as noise multipliers: L ADMM rounds at z, the one-shot
-        statistics and the comparison at z/√W, the B bisection counts at z·√(B/W)."""
-        return [z] * L + [z / math.sqrt(W)] * (n_stats + 1) + [z * math.sqrt(B / W)] * B
+        statistics at z/√W_s, the comparison at z/√W_c, the B bisection counts at z·√(B/W_q)."""
+        Ws, Wq, Wc = W
+        return [z] * L + [z / math.sqrt(Ws)] * n_stats + [z / math.sqrt(Wc)] + [z * math.sqrt(B / Wq)] * B
 
-    def _share(self, L: int) -> int:
-        """W: the budget share of each one-shot release, in ADMM rounds (see ``fit``)."""
-        return max(1, int(round(L / 10))) if self.total_epsilon is not None else 1
+    #: budget shares of the one-shot releases, as fractions of the L ADMM rounds (a total budget only): each
+    #: pooled statistic, the DP τ-quantile (all B bisection counts) and the model-vs-constant comparison
+    SHARES = {"statistic": 0.1, "quantile": 0.5, "compare": 0.25}
+    COMPARE_MARGIN = 2.0
+    #: private predictions stay within BAND response scales b of the DP constant (and inside the range)
+    BAND = 3.0
+
+    def _shares(self, L: int) -> tuple[int, int, int]:
+        """(W_s, W_q, W_c): the budget share of each one-shot release, in ADMM rounds (see ``fit``)."""
+        if self.total_epsilon is None:
+            return 1, 1, 1
+        return tuple(max(1, int(round(L * self.SHARES[k]))) for k in ("statistic", "quantile", "compare"))
 
     def _released_model(self, w, y_loc, y_scale) -> dict:
         """The model as public arrays (what the ``compare`` stage sends to the workers)."""
+        lo, hi = self.y_range_
+        if self.dp_constant_ is not None:  # private: predictions within BAND response scales of the DP constant
+            lo = max(lo, self.dp_constant_ - self.BAND * y_scale)
+            hi = min(hi, self.dp_constant_ + self.BAND * y_scale)
         return {"basis": self.basis_, "score_scale": np.asarray(self.score_scale_, float), "clip": self.score_clip_,
                 "w": np.asarray(w, float) if self.fit_intercept else np.r_[np.asarray(w, float), 0.0],
-                "y_loc": float(y_loc), "y_scale": float(y_scale), "y_range": tuple(self.y_range_),
-                "tau": float(self.tau)}
+                "y_loc": float(y_loc), "y_scale": float(y_scale), "band": (float(lo), float(hi)),
+                "unit": float(y_scale), "tau": float(self.tau)}
 
     def _report(self, result, stats, stats_ledger, c1, c_total, eps_iter, delta_iter, L, monitor, compare_ledger=None):
         """The run's privacy report: every release of every worker (statistics + ADMM rounds) composed."""
@@ -452,7 +471,8 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         notes.append("train_pinball_loss_/worse_than_constant_ are computed by the caller from the data it passed to "
                      "fit (an evaluation in this simulation, not a message of the protocol)")
         z = self.noise_multiplier_
-        zs = z / math.sqrt(self._share(L))
+        Ws, Wq, Wc = self._shares(L)
+        zs = z / math.sqrt(Ws)
         releases = []
         kind = self._basis_kind()
         if self.y_range is None or self.curve_clip is None:
@@ -479,12 +499,13 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
                                                     "the response's location",
                          "by": "each worker, once per bisection round", "mechanism": "Gaussian",
                          "count": fs.QUANTILE_STEPS, "sensitivity": 1.0,
-                         "noise_multiplier": z * math.sqrt(fs.QUANTILE_STEPS / self._share(L)), "in_total": True})
+                         "noise_multiplier": z * math.sqrt(fs.QUANTILE_STEPS / Wq), "in_total": True})
         releases.append({"name": "compare", "what": "sum of training pinball-loss differences, model - DP constant "
                                                    "(clipped to the range) -> hand over the better",
                          "by": "each worker, once after the ADMM", "mechanism": "Gaussian", "count": 1,
-                         "sensitivity": 4.0 * max(self.tau, 1.0 - self.tau),
-                         "noise_multiplier": z / math.sqrt(self._share(L)), "in_total": True,
+                         "sensitivity": "2 max(tau, 1 - tau) * BAND (prediction band about the DP constant, "
+                                        "in response scales)",
+                         "noise_multiplier": z / math.sqrt(Wc), "in_total": True,
                          "handed_over": self.fallback_})
         releases.append({"name": "admm", "what": "noisy local model w~_i [Zhou, eq. 22]", "by": "each worker, every round",
                          "mechanism": "Gaussian", "count": result.rounds,

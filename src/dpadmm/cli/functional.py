@@ -122,7 +122,8 @@ def functional(
     test: Optional[Path] = typer.Option(None, help="Test CSV in the same format."),
     simulate: bool = typer.Option(False, "--simulate", help="Use the simulation of [Zhou, §5] instead of files."),
     dataset: Optional[str] = typer.Option(None, help="Real dataset (no download): fertility (World Bank, via statsmodels), "
-                                                   "tecator (meat spectra -> fat %), temperature (hourly curves -> next-day max, F)."),
+                                                   "tecator (meat spectra -> fat %), temperature (hourly curves -> next-day max, F), "
+                                                   "elnino (monthly sea temperatures -> next year's mean, C)."),
     n: int = typer.Option(20_000, help="Number of simulated curves (with --simulate)."),
     test_fraction: float = typer.Option(0.2, help="Held-out share for --simulate/--dataset or --train without --test."),
     response_column: str = typer.Option("y", help="Response column of the CSV files."),

@@ -70,7 +70,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
     record_path : keep every broadcast f_i(t) in ``path_`` (T × N × d), e.g. for :mod:`dpadmm.attacks`.
     tol : stop early (non-private runs only) once every ‖f_i(t) − f_i(t−1)‖ and the consensus error are ≤ tol.
     fallback_epsilon : private runs (pp/dvp): pure-DP budget per node, on top of P(T), for the DP base rate
-        (20%) and the accounted comparison model vs DP base rate (80%) of
+        (half) and the accounted comparison model vs DP base rate (half) of
         :mod:`dpadmm.algorithms.consensus_baseline`; the better is handed over (``handed_over_``). Margins
         of a handed-over model are clipped to ±4 (probabilities in [0.018, 0.982]). ``None`` or 0: no
         fallback (the model as M-ADMM left it).
@@ -262,8 +262,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                 rep.per_party = {p: v + extra.get(p, 0.0) for p, v in rep.per_party.items()}
                 rep.epsilon = max(rep.per_party.values())
                 rep.notes = list(rep.notes) + [
-                    f"includes the DP base rate (Laplace count, epsilon {0.2 * self.fallback_epsilon:g}) and the "
-                    f"model-vs-base-rate comparison (Laplace, epsilon {0.8 * self.fallback_epsilon:g}) per node, by "
+                    f"includes the DP base rate (Laplace count, epsilon {0.5 * self.fallback_epsilon:g}) and the "
+                    f"model-vs-base-rate comparison (Laplace, epsilon {0.5 * self.fallback_epsilon:g}) per node, by "
                     f"basic composition with P(T) = {float(rep.paper_bound['epsilon']):.4g}; handed over: "
                     f"{self.handed_over_}"]
             self.privacy_ = finish(rep, threat_model="consensus", noise_source=result.noise_source)
@@ -287,7 +287,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         from ..algorithms import consensus_baseline as cb
         from ..backends import InProcessBackend
 
-        eps_b, eps_c = 0.2 * float(self.fallback_epsilon), 0.8 * float(self.fallback_epsilon)
+        eps_b = eps_c = 0.5 * float(self.fallback_epsilon)
         names = [f"node{i}" for i in range(len(Xs))]
         specs = [PartySpec(nm, cb.setup_node, (nm, x, yv, eps_b, eps_c), cb.node_step, owner=nm)
                  for nm, x, yv in zip(names, Xs, ys)]

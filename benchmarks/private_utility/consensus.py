@@ -3,7 +3,8 @@
 Rows per dataset × ε × seed (``side="records"``, metric: test log loss), 5-node ring, even split:
 
 * ``private``: what ``dpadmm consensus --perturbation pp --epsilon ε`` hands over — M-ADMM with penalty
-  perturbation at the CLI's private defaults (C = 2, ρ = 0.1, η(t) = 0.5·1.02^(t−1), T = 60, α(t) ∝ 1.02^(t−1)
+  perturbation at the CLI's private defaults (C = clip(B_min/720, 2, 50), ρ = C/20, η(t) = 0.5·1.02^(t−1),
+  T = 60, α(t) ∝ 1.02^(t−1)
   solved so that P(T) + the fallback's budget = ε), the DP base rate and the accounted comparison
   (fallback budget min(0.5, ε/4) per node) that hand over the better;
 * ``non_private``: M-ADMM without noise at the paper's C = 50, ρ = 1, 100 iterations;
@@ -31,7 +32,7 @@ import numpy as np
 DATASETS = ["adult-4k", "breast_cancer", "adult", "a9a"]
 QUICK = ["adult-4k", "breast_cancer"]
 NODES = 5
-PRIVATE = dict(C=2.0, reg_weight=0.1, eta=0.5, eta_growth=1.02, alpha_growth=1.02, max_iter=60)
+PRIVATE = dict(eta=0.5, eta_growth=1.02, alpha_growth=1.02, max_iter=60)
 
 
 def load(name: str):
@@ -101,6 +102,7 @@ def run(*, quick: bool, seeds: int, epsilons: list[float], datasets: list[str] |
         progress=print) -> list[dict]:
     from dpadmm import ConsensusLogisticRegression
     from dpadmm.algorithms.graph_consensus import alpha_for_budget, schedule_table
+    from dpadmm.cli.consensus import private_C
     from dpadmm.data.graphs import adjacency, make_graph, split_indices
 
     names = datasets or (QUICK if quick else DATASETS)
@@ -121,12 +123,14 @@ def run(*, quick: bool, seeds: int, epsilons: list[float], datasets: list[str] |
         rows.append(dict(common, side="non-private", epsilon=None, seed=None, private=None, central_dp=None,
                          seconds=None))
         sizes = [len(i) for i in split_indices(len(ytr), NODES, "even", random_state=np.random.default_rng(0))]
+        C = private_C(min(sizes))
+        kw = dict(PRIVATE, C=C, reg_weight=C / 20.0)
         _, V = adjacency(make_graph("ring", NODES))
         eta = schedule_table(PRIVATE["eta"], PRIVATE["eta_growth"], n_nodes=NODES, rounds=PRIVATE["max_iter"])
         for eps in epsilons:
             fb = min(0.5, eps / 4.0)
             try:
-                alpha = alpha_for_budget(eps - fb, C=PRIVATE["C"], B=sizes, degree=V, eta=eta,
+                alpha = alpha_for_budget(eps - fb, C=C, B=sizes, degree=V, eta=eta,
                                          alpha_growth=PRIVATE["alpha_growth"])
             except Exception:  # noqa: BLE001 - budget below the no-noise cost: the fallback budget alone
                 alpha = None
@@ -139,7 +143,7 @@ def run(*, quick: bool, seeds: int, epsilons: list[float], datasets: list[str] |
                         warnings.simplefilter("ignore")
                         m = ConsensusLogisticRegression(n_nodes=NODES, topology="ring", perturbation="pp", alpha=alpha,
                                                         fallback_epsilon=fb, random_state=100 + s,
-                                                        **PRIVATE).fit(Xtr, ytr)
+                                                        **kw).fit(Xtr, ytr)
                     assert m.privacy_.epsilon <= eps * (1 + 1e-9)
                     priv = log_loss(m.decision_function(Xte), yte)
                 secs = time.perf_counter() - t0

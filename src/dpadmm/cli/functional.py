@@ -278,7 +278,7 @@ def functional(
         if "mise" in final:
             line += f"  MISE: {final['mise']:.4f} (centralised QR: {final['baseline_mise']:.4f})"
         console.print(line)
-        if model.worse_than_constant_:
+        if model.worse_than_constant_ and model.fallback_ != "dp-constant":
             console.print(f"[yellow]warning:[/] the fit is worse on the training data than the constant τ-quantile "
                           f"({final['train_pinball_loss']:.5g} vs {model.constant_pinball_loss_:.5g}).")
         if model.fallback_ is not None:

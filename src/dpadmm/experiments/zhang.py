@@ -122,7 +122,7 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
                   normalize: bool = False, monitor: bool | None = None, progress: Callable | None = None, eta=None, eta_growth=1.0, alpha=None,
                   alpha_growth=1.0, theta=THETA, theta_growth=1.0, samples: int = 0, backend: str = "inprocess",
                   backend_options: dict | None = None, X_test=None, y_test=None,
-                  fallback_epsilon: float | None = 0.5, epsilon: float | None = None) -> dict:
+                  fallback_epsilon: float | None = None, epsilon: float | None = None) -> dict:
     """Fit R independent runs of one configuration; return the metrics.json layout:
     ``history.train_loss.{mean,min,max}`` (L(t) over runs), ``history.privacy_bound`` (P(t)), ``final``, ``config``.
 

@@ -55,6 +55,9 @@ Stages (one engine round each; the hub decides which are needed):
    model if the pooled noisy sum is clearly < 0 (its clipped training pinball loss is below the DP
    constant's), else the DP constant — post-processing of released values.
 
+With too few curves for the budget (decided from public n and ε by the estimator), ``constant_only`` runs
+(``ranges`` for the response if no public range, then) ``quantile`` alone, with the whole budget.
+
 Each stage's noise multiplier is the worker's own (``StatsConfig``): the estimator gives the one-shot
 releases a larger share of the budget than one ADMM round (``noise_multiplier``, ``quantile_multiplier``,
 ``compare_multiplier``), all composed exactly by the accountant from the events emitted here.
@@ -252,6 +255,7 @@ class StatsHubConfig:
     quantile_steps: int = QUANTILE_STEPS
     compare: dict | None = None  # a ``compare`` run: the released model (no other stage)
     quantile_multiplier: float = 0.0  # z_q (the hub's threshold σ for the pooled count is not needed)
+    constant_only: bool = False  # private, too few curves for the budget: (ranges →) the DP τ-quantile only
 
 
 class StatsHubState(NamedTuple):
@@ -266,7 +270,10 @@ def _first_request(cfg: StatsHubConfig) -> StatsRequest:
         return StatsRequest("compare", model=cfg.compare)
     private = cfg.noise_multiplier > 0
     need_y = private and cfg.y_range is None
-    need_x = private and cfg.curve_clip is None
+    need_x = private and cfg.curve_clip is None and not cfg.constant_only
+    if cfg.constant_only and not need_y:
+        lo, hi = cfg.y_range
+        return StatsRequest("quantile", threshold=0.5 * (lo + hi))
     if need_y or need_x:
         return StatsRequest("ranges", y_hist=need_y, x_hist=need_x)
     if private:
@@ -280,6 +287,8 @@ def stats_rounds(cfg: StatsHubConfig) -> int:
     if cfg.compare is not None or cfg.noise_multiplier <= 0:
         return 1
     q = int(cfg.quantile_steps) if cfg.tau is not None else 0
+    if cfg.constant_only:
+        return q + (1 if _first_request(cfg).stage == "ranges" else 0)
     return (3 if _first_request(cfg).stage == "ranges" else 2) + q
 
 
@@ -288,12 +297,15 @@ def one_shot_releases(cfg: StatsHubConfig) -> int:
     counts are accounted separately (at ``quantile_multiplier``)."""
     if cfg.noise_multiplier <= 0:
         return 0
+    if cfg.constant_only:
+        return 1 if _first_request(cfg).stage == "ranges" else 0
     return 3 if _first_request(cfg).stage == "ranges" else 2
 
 
 def init_stats_hub(cfg: StatsHubConfig):
     req = _first_request(cfg)
-    st = StatsHubState(req.stage, cfg.y_range, cfg.curve_clip, {})
+    sums = {"bisect": (float(cfg.y_range[0]), float(cfg.y_range[1]), 0)} if req.stage == "quantile" else {}
+    st = StatsHubState(req.stage, cfg.y_range, cfg.curve_clip, sums)
     return st, {p: req for p in cfg.party_names}
 
 
@@ -363,6 +375,10 @@ def stats_hub_step(cfg: StatsHubConfig, state: StatsHubState, outboxes: Mapping[
             sums["failed"] = str(exc)
         y_range = cfg.y_range if cfg.y_range is not None else y_range
         clip = cfg.curve_clip if cfg.curve_clip is not None else clip
+        if cfg.constant_only and "failed" not in sums:
+            sums["bisect"] = (float(y_range[0]), float(y_range[1]), 0)
+            req = StatsRequest("quantile", threshold=0.5 * (y_range[0] + y_range[1]))
+            return StatsHubState("quantile", y_range, clip, sums), {p: req for p in cfg.party_names}, []
         req = StatsRequest("mean", curve_clip=clip, projection=cfg.projection, y_range=y_range) \
             if "failed" not in sums else StatsRequest("done")
         return StatsHubState(req.stage, y_range, clip, sums), {p: req for p in cfg.party_names}, []
@@ -391,6 +407,9 @@ def stats_hub_step(cfg: StatsHubConfig, state: StatsHubState, outboxes: Mapping[
             req = StatsRequest("quantile", threshold=0.5 * (lo + hi))
             return StatsHubState("quantile", state.y_range, state.curve_clip, sums), {p: req for p in cfg.party_names}, []
         sums["quantile"] = 0.5 * (lo + hi)
+        if cfg.constant_only:
+            return StatsHubState("done", state.y_range, state.curve_clip, sums), \
+                {p: StatsRequest("done") for p in cfg.party_names}, []
         req = StatsRequest("moments", curve_clip=sums["centered_clip"], projection=cfg.projection, center=sums["center"])
         return StatsHubState("moments", state.y_range, state.curve_clip, sums), {p: req for p in cfg.party_names}, []
     return StatsHubState("done", state.y_range, state.curve_clip, sums), \

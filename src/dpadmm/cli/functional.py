@@ -282,7 +282,12 @@ def functional(
             console.print(f"[yellow]warning:[/] the fit is worse on the training data than the constant τ-quantile "
                           f"({final['train_pinball_loss']:.5g} vs {model.constant_pinball_loss_:.5g}).")
         if model.fallback_ is not None:
-            if model.fallback_ == "dp-constant":
+            if getattr(model, "constant_only_", False):
+                console.print(f"handed over: the DP {tau:g}-quantile {model.dp_constant_:.5g} for every curve (n·ε = "
+                              f"{tr.n * total_epsilon:,.0f} < {model.MIN_N_EPSILON:,.0f}: the whole budget went to the "
+                              f"DP quantile, no ADMM run; predictions stay in [{model.y_range_[0]:.5g}, "
+                              f"{model.y_range_[1]:.5g}])")
+            elif model.fallback_ == "dp-constant":
                 console.print(f"handed over: the DP {tau:g}-quantile {model.dp_constant_:.5g} for every curve (the private "
                               "model was not clearly better on the workers' noisy comparison; predictions stay in "
                               f"[{model.y_range_[0]:.5g}, {model.y_range_[1]:.5g}])")

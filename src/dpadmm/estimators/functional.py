@@ -290,6 +290,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
                                  "train_pinball_loss_/worse_than_constant_ are computed by the caller from the data it "
                                  "passed to fit (an evaluation in this simulation, not a message of the protocol)"],
                           basis_covered=True)
+        rep.paper_bound = {"name": "[Zhou, Lemma 1]: not applicable (no ADMM run)"}
         rep.releases = ([{"name": "ranges", "what": "response histogram (asinh bins) -> response range",
                           "by": "each worker, once", "mechanism": "Gaussian", "count": 1,
                           "sensitivity": math.sqrt(2.0), "noise_multiplier": z, "in_total": True}] if n_ranges else []) + [

@@ -174,6 +174,15 @@ def _hist(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.bincount(idx, minlength=edges.size - 1).astype(float)
 
 
+def _refuse_unnoised(cfg: StatsConfig, multiplier: float, stage: str) -> None:
+    """A private worker (noise_multiplier > 0) never releases a stage it holds no noise for."""
+    if cfg.noise_multiplier > 0 and not multiplier > 0:
+        from ..exceptions import PrivacyPreconditionError
+
+        raise PrivacyPreconditionError(f"{cfg.name}: stage {stage!r} requested but this private worker holds no noise "
+                                       "multiplier for it; refused (it would release an un-noised statistic).")
+
+
 def stats_step(cfg: StatsConfig, state, inbox: StatsRequest, *, rng: np.random.Generator):
     """Release the requested statistic with Gaussian noise of scale z·Δ (see the module docstring)."""
     z = cfg.noise_multiplier
@@ -210,6 +219,7 @@ def stats_step(cfg: StatsConfig, state, inbox: StatsRequest, *, rng: np.random.G
     elif inbox.stage == "quantile":
         count = float(np.count_nonzero(cfg.y <= float(inbox.threshold)))  # Δ₂ = 1 (one replaced pair)
         sigma = cfg.quantile_multiplier
+        _refuse_unnoised(cfg, sigma, "quantile")
         values["count"] = np.array([count + sigma * float(rng.standard_normal())])
         if sigma > 0:
             events.append(GaussianRelease(cfg.name, -3, 1.0, sigma, RECORD_REPLACE))
@@ -217,6 +227,7 @@ def stats_step(cfg: StatsConfig, state, inbox: StatsRequest, *, rng: np.random.G
         model = inbox.model
         d = pinball_difference(model, cfg.X, cfg.y)
         sens = compare_sensitivity(model)  # |d_j| ≤ sens/2, enforced by the clips in pinball_difference
+        _refuse_unnoised(cfg, cfg.compare_multiplier, "compare")
         sigma = cfg.compare_multiplier * sens
         values["difference"] = np.array([float(d.sum()) + sigma * float(rng.standard_normal())])
         if sigma > 0:
@@ -423,11 +434,13 @@ def _is_private(cfg: StatsConfig) -> bool:
 
 def _protocol():
     from ..protocol import Protocol
+    from .policies import STATISTICS
 
     from ..kernels.fpca import Basis
 
     return Protocol("functional-statistics", setup_stats, stats_step, None, handlers={},
-                    types=(StatsRequest, StatsMessage, Basis), private=_is_private, data_args=(1, 2))
+                    types=(StatsRequest, StatsMessage, Basis), private=_is_private, data_args=(1, 2),
+                    policy=STATISTICS)
 
 
 PROTOCOL = _protocol()

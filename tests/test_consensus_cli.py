@@ -50,7 +50,7 @@ def test_consensus_end_to_end(tmp_path, capsys):
     (["--alpha", "-1", "--perturbation", "pp"], "alpha must be positive"),
     (["--perturbation", "pvp"], "needs --alpha"),
     (["--perturbation", "pp", "--epsilon", "1", "--alpha", "3"], "not both"),
-    (["--perturbation", "pp", "--epsilon", "0.4"], "must exceed --fallback-epsilon"),
+    (["--perturbation", "pp", "--epsilon", "0.4", "--fallback-epsilon", "0.5"], "must exceed --fallback-epsilon"),
     (["--epsilon", "1"], "--epsilon needs --perturbation"),
     (["--test-fraction", "1.5"], "test_fraction must be in"),
     (["--test", "/nonexistent.svm"], "test file not found"),

@@ -153,3 +153,14 @@ def test_verdict_advice_is_a_command_the_cli_accepts(capsys):
         extra = [opt, val or "2"] + ([] if opt == "--total-epsilon" else ["--total-epsilon", "0.5"])
         code, out, err = run_cli(common + extra, capsys)
         assert code == 0, (shlex.join(common + extra), err)
+
+
+def test_private_worker_refuses_an_unnoised_quantile_or_comparison():
+    """A hostile coordinator that set a private worker up with no quantile/comparison multiplier cannot make it
+    release those statistics in the clear (the worker refuses the stage)."""
+    from dpadmm.exceptions import PrivacyPreconditionError
+
+    rng = np.random.default_rng(0)
+    cfg = fs.setup_stats("w", rng.standard_normal((20, 5)), rng.standard_normal(20), np.full(5, 0.2), 3.0, 0.0, 0.0)[0]
+    with pytest.raises(PrivacyPreconditionError, match="refused"):
+        fs.stats_step(cfg, None, fs.StatsRequest("quantile", threshold=0.0), rng=rng)

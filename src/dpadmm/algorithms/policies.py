@@ -280,7 +280,8 @@ STATISTICS = PolicyHooks(
         "rounds (stages)": "declared at Setup, priced; a repeated stage is a release beyond the declaration",
     },
     coordinator={
-        "stage, curve_clip, y_range, projection, center (every round)": "the party clips to them and scales the "
-                                                                        "noise with the sensitivity they give",
+        "stage, curve_clip, y_range, projection, center, threshold, model (every round)": "the party clips to them "
+                                                                                          "and scales the noise with "
+                                                                                          "the sensitivity they give",
     },
     check=_stats_check, price=_stats_price)

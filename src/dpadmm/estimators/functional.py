@@ -70,6 +70,15 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         (``None``: estimated privately from the workers' noisy response histograms, accounted for).
         Non-private fits use the pooled mean and standard deviation.
     workers : number of workers M (curves are split at random, as evenly as possible).
+
+    Private fits hand over something usable (issue 18): the workers also release a DP τ-quantile of the
+    response (noisy bisection over the range, ``algorithms.functional_statistics`` stage ``quantile``) — the
+    *DP constant* and the ADMM's response location — and, after the ADMM, a noisy sum of their training
+    pinball-loss differences model − DP constant (stage ``compare``); the model is handed over only if it
+    wins by ``COMPARE_MARGIN`` noise sds, else the DP constant (``fallback_``, ``dp_constant_``,
+    ``comparison_``). With ``total_epsilon`` and n·ε < ``MIN_N_EPSILON`` (public) no ADMM runs: the whole
+    budget goes to the DP constant (``constant_only_``). Predictions use the clipped standardised scores the
+    ADMM was fitted on and never leave ``y_range_`` (the public range, or the privately estimated one).
     """
 
     def __init__(self, *, tau: float = 0.5, n_components: int = 6, basis: str = "auto", penalty: str = "l1",

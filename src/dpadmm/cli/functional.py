@@ -284,7 +284,7 @@ def functional(
         if model.fallback_ is not None:
             if getattr(model, "constant_only_", False):
                 console.print(f"handed over: the DP {tau:g}-quantile {model.dp_constant_:.5g} for every curve (n·ε = "
-                              f"{tr.n * total_epsilon:,.0f} < {model.MIN_N_EPSILON:,.0f}: the whole budget went to the "
+                              f"{tr.n * total_epsilon:,.0f} < {model._min_n_epsilon:,.0f}: the whole budget went to the "
                               f"DP quantile, no ADMM run; predictions stay in [{model.y_range_[0]:.5g}, "
                               f"{model.y_range_[1]:.5g}])")
             elif model.fallback_ == "dp-constant":

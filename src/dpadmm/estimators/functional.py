@@ -70,6 +70,8 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         (``None``: estimated privately from the workers' noisy response histograms, accounted for).
         Non-private fits use the pooled mean and standard deviation.
     workers : number of workers M (curves are split at random, as evenly as possible).
+    min_n_epsilon : with ``total_epsilon``, fits with n·ε below it hand over the DP constant without an ADMM run
+        (``None``: ``MIN_N_EPSILON`` = 2500; 0 always runs the ADMM).
 
     Private fits hand over something usable (issue 18): the workers also release a DP τ-quantile of the
     response (noisy bisection over the range, ``algorithms.functional_statistics`` stage ``quantile``) — the
@@ -87,7 +89,9 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
                  delta: float = 1e-5, total_epsilon: float | None = None, c1: float | None = None, c_w: float = 1.0,
                  c2: float = 1.0, eta0: float | None = None, curve_clip: float | None = None,
                  y_range: tuple[float, float] | None = None, workers: int = 4,
-                 accountant: str = "pld", random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None):
+                 accountant: str = "pld", random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None,
+                 min_n_epsilon: float | None = None):
+        self.min_n_epsilon = min_n_epsilon
         self.tau = tau
         self.n_components = n_components
         self.basis = basis
@@ -145,6 +149,8 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         check_positive("c_w", self.c_w)
         check_positive("c2", self.c2, allow_zero=True)
         check_choice("accountant", self.accountant, ACCOUNTANTS)
+        if self.min_n_epsilon is not None:
+            check_positive("min_n_epsilon", self.min_n_epsilon, allow_zero=True)
         if self._private and self.basis == "fpca":
             raise PrivacyPreconditionError("basis='fpca' would release the pooled moment matrix of the curves in the "
                                            "clear; a private fit needs basis='auto'/'private-fpca' (noised and "
@@ -294,7 +300,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         self.clipped_fraction_ = None
         self._check_against_constant(X, y)
         rep = zhou_report(res.ledger, delta=float(self.delta), accountant=self.accountant,
-                          notes=[f"n x epsilon = {X.shape[0] * float(self.total_epsilon):.4g} < {self.MIN_N_EPSILON:g}: "
+                          notes=[f"n x epsilon = {X.shape[0] * float(self.total_epsilon):.4g} < {self._min_n_epsilon:g}: "
                                  "no ADMM run; the whole budget went to the DP quantile, handed over as the model",
                                  "train_pinball_loss_/worse_than_constant_ are computed by the caller from the data it "
                                  "passed to fit (an evaluation in this simulation, not a message of the protocol)"],
@@ -369,7 +375,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         parts = [X[i] for i in parts_idx]
         parts_y = [y[i] for i in parts_idx]
         self.constant_only_ = bool(private and self.total_epsilon is not None
-                                   and n * float(self.total_epsilon) < self.MIN_N_EPSILON)
+                                   and n * float(self.total_epsilon) < self._min_n_epsilon)
         if self.constant_only_:
             return self._fit_constant_only(parts, parts_y, X, y, grid, nseed, transcript)
         n_stats = 0
@@ -510,6 +516,10 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
     MIN_N_EPSILON = 2500.0
     #: private predictions stay within BAND response scales b of the DP constant (and inside the range)
     BAND = 3.0
+
+    @property
+    def _min_n_epsilon(self) -> float:
+        return float(self.MIN_N_EPSILON if self.min_n_epsilon is None else self.min_n_epsilon)
 
     def _shares(self, L: int) -> tuple[int, int, int]:
         """(W_s, W_q, W_c): the budget share of each one-shot release, in ADMM rounds (see ``fit``)."""

@@ -44,16 +44,16 @@ def test_private_predictions_stay_in_the_public_range(name):
     (lo, hi), cx = RANGES[name]
     tr, te = _split(d)
     for seed in range(3):
-        m = _fit(d, tr, seed, y_range=(lo, hi), curve_clip=cx)
-        for basis_fit in (m,):
-            p = basis_fit.predict(d.curves)
-            assert np.all((p >= lo) & (p <= hi)), (name, seed, p.min(), p.max())
+        for kw in ({}, {"min_n_epsilon": 0.0, "basis": "private-fpca"}, {"min_n_epsilon": 0.0}):  # default; ADMM forced
+            m = _fit(d, tr, seed, y_range=(lo, hi), curve_clip=cx, **kw)
+            p = m.predict(d.curves)
+            assert np.all((p >= lo) & (p <= hi)), (name, seed, kw, p.min(), p.max())
 
 
 def test_private_predictions_in_range_quick():
     d = load_dataset("fertility")
     tr, te = _split(d)
-    m = _fit(d, tr, 0, y_range=(0.0, 10.0), curve_clip=30.0, basis="private-fpca", max_iter=40)
+    m = _fit(d, tr, 0, y_range=(0.0, 10.0), curve_clip=30.0, basis="private-fpca", max_iter=40, min_n_epsilon=0.0)
     p = m.predict(d.curves)
     assert p.min() >= 0.0 and p.max() <= 10.0
     assert m.fallback_ in ("model", "dp-constant") and 0.0 <= m.dp_constant_ <= 10.0
@@ -70,8 +70,8 @@ def test_never_worse_than_the_dp_constant_across_seeds():
     tr, te = _split(d)
     const = pinball_score(d.y[te], np.median(d.y[tr]), 0.5)
     priv, dpc = [], []
-    for seed in range(6):
-        m = _fit(d, tr, 10 + seed, y_range=(0.0, 100.0), curve_clip=10.0)
+    for seed in range(6):  # the ADMM forced (n·ε = 344 would hand over the DP constant without one)
+        m = _fit(d, tr, 10 + seed, y_range=(0.0, 100.0), curve_clip=10.0, min_n_epsilon=0.0)
         priv.append(pinball_score(d.y[te], m.predict(d.curves[te]), 0.5))
         dpc.append(pinball_score(d.y[te], m.dp_constant_, 0.5))
     assert np.mean(priv) <= 1.10 * np.mean(dpc)
@@ -164,3 +164,18 @@ def test_private_worker_refuses_an_unnoised_quantile_or_comparison():
     cfg = fs.setup_stats("w", rng.standard_normal((20, 5)), rng.standard_normal(20), np.full(5, 0.2), 3.0, 0.0, 0.0)[0]
     with pytest.raises(PrivacyPreconditionError, match="refused"):
         fs.stats_step(cfg, None, fs.StatsRequest("quantile", threshold=0.0), rng=rng)
+
+
+def test_too_few_curves_for_the_budget_hand_over_the_dp_constant_with_the_whole_budget():
+    """n·ε < MIN_N_EPSILON: no ADMM; the B bisection counts compose to exactly the total budget."""
+    from dpadmm.privacy.accountants import gaussian_epsilon
+
+    d = load_dataset("fertility")
+    tr, te = _split(d)
+    m = _fit(d, tr, 0, y_range=(0.0, 10.0), curve_clip=10.0)
+    assert m.constant_only_ and m.fallback_ == "dp-constant" and m.n_iter_ == 0
+    assert np.all(m.predict(d.curves) == m.dp_constant_) and 0.0 <= m.dp_constant_ <= 10.0
+    assert [r["name"] for r in m.privacy_.releases] == ["quantile", "y_range"]
+    z = m.noise_multiplier_
+    assert m.privacy_.epsilon == pytest.approx(gaussian_epsilon([z] * fs.QUANTILE_STEPS, 1e-5), rel=1e-9)
+    assert 1.9 < m.privacy_.epsilon <= 2.0 + 1e-9

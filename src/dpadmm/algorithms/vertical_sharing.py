@@ -651,7 +651,7 @@ def load_party_data(path, params: Mapping[str, Any]):
 
     return PartyFile(str(path), int(params.get("index", 2)), np.asarray(params["ids"]), int(params["n_features"]),
                      str(params.get("id_column", "id")), str(params.get("label_column", "y")),
-                     bool(params.get("normalize", False))).load()
+                     bool(params.get("normalize", False)), bool(params.get("subset", False))).load()
 
 
 def describe_party_data(path, id_column: str = "id", label_column: str = "y") -> dict:

@@ -171,6 +171,9 @@ def vertical(
     peer: List[str] = bk.peer_option(),
     tls: Optional[Path] = bk.tls_option(),
     insecure: bool = bk.insecure_option(),
+    psi: bool = typer.Option(False, "--psi", help="With --backend grpc: align the parties' rows by private set "
+                                                  "intersection of their id columns (no id list is sent; each party "
+                                                  "also serves --protocol psi-align)."),
 ):
     """Train logistic regression on vertically partitioned data with (DP) ADMM sharing [Hu]."""
     from ..experiments.vertical import load_vertical_data, normalized, rows_are_normalized, run_vertical
@@ -207,12 +210,16 @@ def vertical(
                               peers=peer, tls=tls, insecure=insecure)
     private = any(v is not None for v in (epsilon, iteration_epsilon, noise_scale)) or label_epsilon is not None
     needs_unit_rows = mechanism == "paper" and any(v is not None for v in (epsilon, iteration_epsilon, noise_scale))
+    if psi and backend != "grpc":
+        raise InvalidParameterError("--psi aligns the rows of parties in different organisations: it needs --backend "
+                                    "grpc (with in-machine --party files the ids are joined in the clear).")
     if backend == "grpc":
         # cross-organisation: every party reads its own file; this side reads only ids and labels
         from .party import vertical_remote_data
 
         data = vertical_remote_data(run_opts.backend, party, test_party, id_column=id_column,
-                                    label_column=label_column, normalize=normalize_rows, other=(train, data))
+                                    label_column=label_column, normalize=normalize_rows, other=(train, data),
+                                    psi=psi)
     elif party and backend != "inprocess":
         # data locality: each party's worker reads its own --party file; unit-norm rows are checked there
         if train is not None:
@@ -279,6 +286,10 @@ def vertical(
             metrics["fit_seconds"] = metrics.get("wall_seconds")
             metrics["wall_seconds"] = elapsed()
             write_json(stage / "metrics.json", metrics)
+            if backend == "grpc":  # the label party's part of the model, for `dpadmm score` (stays on this side)
+                from .score import write_label_model
+
+                write_label_model(stage, model, data)
             c = metrics["config"]
             from ._common import base_rate_log_loss
 

@@ -50,6 +50,7 @@ class PartyFile:
     id_column: str = "id"
     label_column: str = "y"
     normalize: bool = False
+    subset: bool = False  # ``ids`` are a subset of the file's (a PSI intersection): the party's other rows are left out
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -67,7 +68,11 @@ class PartyFile:
             raise InvalidDataError(f"party {m} file {path} repeats id {dup!r}; ids must be unique per party.")
         df = df.set_index(self.id_column)
         ids = pd.Index(self.ids)
-        if len(df.index) != len(ids) or not df.index.isin(ids).all() or not ids.isin(df.index).all():
+        if self.subset and not ids.isin(df.index).all():
+            raise InvalidDataError(f"party {m} file {path} lacks an id of its PSI alignment; the file changed since "
+                                   "PSI — run it again.")
+        if not self.subset and (len(df.index) != len(ids) or not df.index.isin(ids).all()
+                                or not ids.isin(df.index).all()):
             missing = ids[~ids.isin(df.index)]
             eg = (f"id {missing[0]!r} is missing from party {m}" if len(missing)
                   else f"an id of party {m} is not in party 1")
@@ -75,7 +80,7 @@ class PartyFile:
         if m > 1 and self.label_column in df.columns:
             raise InvalidDataError(f"party {m} file {path} also has the label column {self.label_column!r}; "
                                    "only the first party may hold labels.")
-        feats = (df.drop(columns=[self.label_column]) if m == 1 else df).loc[ids]
+        feats = (df.drop(columns=[c for c in (self.label_column,) if c in df.columns]) if m == 1 else df).loc[ids]
         non_numeric = [c for c in feats.columns if not pd.api.types.is_numeric_dtype(feats[c])]
         if non_numeric:
             raise InvalidDataError(f"party {m} column {non_numeric[0]!r} is not numeric; encode it first.")

@@ -383,6 +383,7 @@ class _VerticalADMM(BaseEstimator):
             self.coefs_ = [backend.request(name, "coef") for name in names] if collect and not remote else None
             self.intercept_ = float(result.hub_state.intercept)
             self.passive_weight_ = 1.0
+            self.label_coef_ = None  # the label party's refit block (stays with the label party: for its scoring)
             refit = None
             if mm:
                 # the label party (which is also the coordinator) refits its own block and intercept on its exact
@@ -391,6 +392,7 @@ class _VerticalADMM(BaseEstimator):
                                         bool(self.fit_intercept), self.intercept_, private)
                 alpha = refit["passive_weight"]
                 self.passive_weight_ = alpha
+                self.label_coef_ = np.asarray(refit["coef"])
                 if self.coefs_ is not None:
                     self.coefs_ = [refit["coef"]] + [alpha * c for c in self.coefs_[1:]]
                 self.intercept_ = refit["intercept"]

@@ -149,11 +149,10 @@ def vertical_label_noise(seed=0) -> dict:
 
 
 def functional_noise(seed=0) -> dict:
-    """{(worker, round): standardised noise of w~ it sent} for a total ε = 1 FDP-ADMM fit. The noiseless w is the
-    worker's real step replayed without noise on the messages it received (its state rebuilt from what it sent);
-    σ = z·2c_1/(m_i(ρ + 1/η_l)) (linearised step; 2c_1/(m_i ρ) exact) with z calibrated here for the run's releases."""
+    """{(worker, round): standardised noise of w~ it sent} for an ``epsilon=1`` (per iteration) FDP-ADMM fit. The
+    noiseless w is the worker's real step replayed without noise on the messages it received (its state rebuilt from
+    what it sent); σ = z·2c_1/(m_i(ρ + 1/η_l)) (linearised step; 2c_1/(m_i ρ) exact), z = √(2 ln(1.25/δ))/ε."""
     from dpadmm.algorithms import functional_quantile as fq
-    from dpadmm.algorithms import functional_statistics as fs
     from dpadmm.estimators.functional import FunctionalQuantileRegressor
     from dpadmm.experiments.audit_games import ZeroRNG
 
@@ -162,7 +161,7 @@ def functional_noise(seed=0) -> dict:
     grid = np.linspace(0, 1, grid_n)
     X = rng.normal(size=(n, 4)) @ np.array([np.cos(k * np.pi * grid) for k in range(4)])
     y = X[:, 2] + rng.normal(size=n)
-    kw = dict(basis="fourier", n_components=6, total_epsilon=EPS, delta=DELTA, max_iter=L, workers=2,
+    kw = dict(basis="fourier", n_components=6, epsilon=EPS, delta=DELTA, max_iter=L, workers=2,
               y_range=(-10.0, 10.0), curve_clip=10.0, random_state=seed)
     cfgs, sent, got = {}, {}, {}
     real = fq.setup_party_from_curves
@@ -182,8 +181,7 @@ def functional_noise(seed=0) -> dict:
         warnings.simplefilter("ignore")
         mp.setattr(fq, "setup_party_from_curves", spy)
         FunctionalQuantileRegressor(**kw).fit(X, y, grid=grid, transcript=rec)
-    extra = fs.stats_rounds(fs.StatsHubConfig((), 1.0, y_range=kw["y_range"], curve_clip=kw["curve_clip"]))
-    z = calibrate_noise_multiplier(EPS, DELTA, L + extra)
+    z = math.sqrt(2.0 * math.log(1.25 / DELTA)) / EPS  # per-iteration ε [Zhou, Thm 1]: the classical Gaussian z
     Z = {}
     for name, (cfg, st) in cfgs.items():
         for t, (inbox, msg) in enumerate(zip(got[name], sent[name])):

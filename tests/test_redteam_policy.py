@@ -1,0 +1,308 @@
+"""Red team of the party-side privacy policy (issue 17): a hostile coordinator against a budgeted party.
+
+Every attack drives a :class:`PartyService` through its real message path (``handle`` on the exact encoded
+bytes a coordinator sends, well-formed, values changed only). A test of a hole that is still open is marked
+``xfail(strict=True)``: it asserts the *safe* behaviour, so it flips (XPASS → failure) once the hole is
+fixed and the mark must be removed. A plain test is a check that held. Findings: docs in
+/work/wt/briefs/REDTEAM_POLICY.md (the lead's copy).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("grpc")
+
+from dpadmm.algorithms import functional_quantile as fq  # noqa: E402
+from dpadmm.algorithms import functional_statistics as fs  # noqa: E402
+from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.backends import grpc_codec as codec  # noqa: E402
+from dpadmm.backends.grpc_party import LEDGER_NAME, PartyService, _Refused  # noqa: E402
+from dpadmm.data.parties import write_party_files  # noqa: E402
+from dpadmm.kernels import fpca  # noqa: E402
+from dpadmm.kernels.regularizers import L2  # noqa: E402
+from dpadmm.protocol import PartyData  # noqa: E402
+
+N = 60
+BUDGET = dict(max_epsilon=4.0, delta=1e-5)
+
+
+class Party:
+    def __init__(self, tmp_path, protocol, name="p", data=None, **kw):
+        self.out = tmp_path / name
+        protos = protocol if isinstance(protocol, list) else [protocol]
+        self.svc = PartyService(name=name, protocol=protos, data=data or {}, out=self.out, secure=False, **kw)
+        self.allowed = codec.allow_list([t for p in protos for t in p.types])
+        self.name = name
+
+    def call(self, method, body):
+        return codec.decode(self.svc.handle(method, codec.encode(body, allowed=self.allowed), ""), allowed=self.allowed)
+
+    def setup(self, protocol, args, rounds):
+        return self.call("Setup", {"protocol": protocol.name, "party": self.name, "index": 0, "rounds": rounds,
+                                   "args": args})
+
+    def step(self, t, inbox):
+        return self.call("Step", {"round": t, "inbox": inbox})
+
+    def ledger(self):
+        if self.svc.budget.run is not None:
+            self.svc.budget.close_run()
+        return json.loads((self.out / LEDGER_NAME).read_text())
+
+    def close(self):
+        self.svc.close()
+
+
+# ----------------------------------------------------------------------------- vertical sharing [Hu]
+@pytest.fixture
+def vertical(tmp_path):
+    rng = np.random.default_rng(0)
+    paths = write_party_files([rng.normal(size=(N, 2)), rng.normal(size=(N, 3))], np.where(rng.random(N) < .5, 1, -1),
+                              tmp_path / "data")
+    p = Party(tmp_path, vs.PROTOCOL, "party2", data={"train": str(paths[1])}, **BUDGET)
+    p.paths = paths
+
+    def args(spec=None, params=None, **opts):
+        spec = spec if spec is not None else vs.PrivacySpec(noise_multiplier=4.0, mechanism="gaussian",
+                                                            relation="feature_column", clip=30.0)
+        D = PartyData("train", dict({"ids": np.arange(N), "index": 2, "n_features": 3}, **(params or {})), (N, 3))
+        return ["party2", D, dict({"lam_sum": 1.0, "reg": L2(), "private": spec}, **opts)]
+
+    p.args = args
+    yield p
+    p.close()
+
+
+def _exact_share(cfg, v):
+    """The party's un-noised share D_m x_m for the (clipped) input v: x = −(λ I + ρ DᵀD)⁻¹ Dᵀ v at ρ = 1."""
+    D = cfg.D.toarray() if hasattr(cfg.D, "toarray") else np.asarray(cfg.D)
+    return D @ -np.linalg.solve(cfg.lam_sum * np.eye(D.shape[1]) + D.T @ D, D.T @ v)
+
+
+@pytest.mark.xfail(strict=True, reason="R1 (critical): ‖v‖ underflows to 0 in clip_share_input/sensitivity, so a "
+                                       "v of entries ~1e-200 gets sensitivity 0, σ = 0, is not charged, and the "
+                                       "round index can be replayed without limit")
+def test_R1_vertical_tiny_input_is_not_an_unnoised_free_release(vertical):
+    """The coordinator sends dual = 1e-200·w (w its choice) at round index 0, again and again. Each reply is
+    1e-200·D_m(λI + DᵀD)⁻¹Dᵀw exactly (no noise): rescaled, the party's exact D_m x_m for any w."""
+    vertical.setup(vs.PROTOCOL, vertical.args(), 3)
+    w = np.random.default_rng(5).normal(size=N)
+    served = 0
+    for _ in range(5):
+        try:
+            out = vertical.step(0, vs.CoordinatorMessage(0, np.zeros(N), 1e-200 * w, 1.0))
+        except _Refused:
+            continue
+        served += 1
+        exact = _exact_share(vertical.svc.cfg, w)
+        err = np.linalg.norm(out["outbox"].share * 1e200 - exact) / np.linalg.norm(exact)
+        assert err > 1e-3, f"share equals the exact D_m x_m to {err:.1e} (σ = {out['events'][0].sigma})"
+    assert served <= 2  # at most the declared rounds minus the free zero round... and each charged
+    assert vertical.ledger()["releases"] >= served
+
+
+@pytest.mark.xfail(strict=True, reason="R2 (low on its own, enables R1): the party accepts any round index below "
+                                       "the declaration, so rounds are replayed (0, 0, 0, …) or negative")
+def test_R2_vertical_round_indices_must_increase(vertical):
+    vertical.setup(vs.PROTOCOL, vertical.args(), 4)
+    vertical.step(0, vs.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
+    with pytest.raises(_Refused):
+        vertical.step(0, vs.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
+    with pytest.raises(_Refused):
+        vertical.step(-1, vs.CoordinatorMessage(-1, np.zeros(N), np.zeros(N), 1.0))
+
+
+def test_R2b_replayed_rounds_with_real_input_are_still_charged_and_capped(vertical):
+    """What held: with an ordinary (non-underflowing) input every replayed release is charged, and no more than
+    the priced releases get out."""
+    vertical.setup(vs.PROTOCOL, vertical.args(), 3)
+    ok = 0
+    for _ in range(4):
+        try:
+            vertical.step(0, vs.CoordinatorMessage(0, np.zeros(N), np.ones(N), 1.0))
+            ok += 1
+        except _Refused as exc:
+            assert "beyond the declaration" in str(exc)
+    assert ok == 2 and vertical.ledger()["releases"] == 2
+
+
+def test_R3_row_normalisation_amplifies_a_feature_column_change(tmp_path):
+    """The math behind R3 (holds, as a fact): a raw column change of ℓ2 norm 1 over small rows becomes, after
+    ``normalize=True`` (a coordinator-chosen PartyData parameter), a block change of spectral norm ≫ 1 = Δ_c,
+    and a share change 2.5× the sensitivity the party charges (λ_s = 100, ρ = 1, V = 30)."""
+    from dpadmm.privacy.mechanisms import ridge_share_sensitivity
+
+    n, lam = 200, 100.0
+    a = 1.0 / math.sqrt(n)
+    base = np.zeros((n, 3))
+    base[0::2, 0] = base[1::2, 2] = a * 1e-3
+    neigh = base.copy()
+    neigh[:, 1] = a  # column 2 changed by a vector of ℓ2 norm 1 (= Δ_c)
+    lab = np.where(np.arange(n) % 2, 1, -1)
+    p0 = write_party_files([np.zeros((n, 1)), base], lab, tmp_path / "d0")[1]
+    p1 = write_party_files([np.zeros((n, 1)), neigh], lab, tmp_path / "d1")[1]
+    params = {"ids": np.arange(n), "index": 2, "n_features": 3, "normalize": True}
+    D0, D1 = (vs.clip_rows(vs.load_party_data(p, params)) for p in (p0, p1))  # as setup_party builds the block
+    assert np.linalg.norm(neigh - base) == pytest.approx(1.0)
+    assert np.linalg.norm(D1 - D0, 2) > 10.0  # the relation's Δ_c = 1 no longer bounds the change
+
+    def A(D):
+        return D @ np.linalg.solve(lam * np.eye(3) + D.T @ D, D.T)
+
+    ev, U = np.linalg.eigh(A(D1) - A(D0))
+    v = 30.0 * U[:, np.argmax(np.abs(ev))]  # ‖v‖ = V = 30, a transcript the coordinator can steer to
+    charged = ridge_share_sensitivity(relation="feature_column", V=30.0, lam_sum=lam, rho=1.0)
+    assert np.linalg.norm((A(D1) - A(D0)) @ v) > 2.0 * charged
+
+
+@pytest.mark.xfail(strict=True, reason="R3 (medium): the coordinator chooses PartyData normalize=True, which changes "
+                                       "what the feature-column guarantee protects (a raw column change is no longer "
+                                       "covered); the policy neither fixes nor checks it")
+def test_R3_vertical_party_refuses_or_ignores_coordinator_normalisation(vertical):
+    try:
+        vertical.setup(vs.PROTOCOL, vertical.args(params={"normalize": True}), 3)
+    except _Refused:
+        return
+    raw = vs.load_party_data(vertical.paths[1], {"ids": np.arange(N), "index": 2, "n_features": 3})
+    D = vertical.svc.cfg.D
+    assert np.allclose(D.toarray() if hasattr(D, "toarray") else D, vs.clip_rows(raw))
+
+
+@pytest.mark.xfail(strict=True, reason="R6 (low): Request 'rank' (numerical rank of D_m, un-noised, data-dependent, "
+                                       "ε = ∞ under the column relation) is served in a budgeted private run")
+def test_R6_vertical_rank_request_refused_in_private_run(vertical):
+    vertical.setup(vs.PROTOCOL, vertical.args(), 3)
+    with pytest.raises(_Refused):
+        vertical.call("Request", {"handler": "rank", "args": []})
+
+
+@pytest.mark.parametrize("rho", [math.nan, -1.0, math.inf, 0.0])
+def test_vertical_nonfinite_or_nonpositive_rho_releases_nothing_and_keeps_the_ledger(vertical, rho):
+    """Held: a per-round ρ of NaN / negative / inf / 0 is refused or errors before any reply; ledger intact."""
+    vertical.setup(vs.PROTOCOL, vertical.args(), 3)
+    vertical.step(0, vs.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
+    try:
+        out = vertical.step(1, vs.CoordinatorMessage(1, np.zeros(N), np.ones(N), rho))
+    except Exception:  # noqa: BLE001 - refused or errored: nothing left the party
+        out = None
+    if out is not None:  # served: must be no information (NaN) or a charged release
+        share = out["outbox"].share
+        assert not np.all(np.isfinite(share)) or vertical.ledger()["releases"] == 1
+    led = vertical.ledger()
+    assert led["releases"] <= 1 and math.isfinite(float(led["epsilon_spent"]))
+
+
+def test_vertical_noise_scale_next_to_a_noise_multiplier_is_refused_at_the_round(vertical):
+    """Held: both set (noise_scale wins in release()) passes Setup but the per-round check refuses σ/Δ ≪ declared."""
+    spec = vs.PrivacySpec(noise_multiplier=4.0, noise_scale=1e-12, mechanism="gaussian", clip=30.0)
+    vertical.setup(vs.PROTOCOL, vertical.args(spec), 3)
+    vertical.step(0, vs.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
+    with pytest.raises(_Refused, match="beyond the declaration"):
+        vertical.step(1, vs.CoordinatorMessage(1, np.zeros(N), np.ones(N), 1.0))
+    assert vertical.ledger()["releases"] == 0
+
+
+@pytest.mark.parametrize("rounds", [True, 2.5, "3", [3], -1, 0])
+def test_vertical_declared_rounds_must_be_a_positive_integer(vertical, rounds):
+    with pytest.raises(_Refused):
+        vertical.setup(vs.PROTOCOL, vertical.args(), rounds)
+
+
+# ----------------------------------------------------------------------------- functional quantile [Zhou]
+def _curves(m=50, T=20, seed=3):
+    rng = np.random.default_rng(seed)
+    grid = np.linspace(0, 1, T)
+    X = rng.normal(size=(m, 4)) @ np.array([np.cos(k * np.pi * grid) for k in range(4)]) * 3
+    return grid, X, X[:, 2] + rng.normal(size=m)
+
+
+def _fargs(X, y, basis, *, tau=0.5, nm=3.0, clip=3.0, c1=None, score_scale=1.0, fit_intercept=True, **opts):
+    settings = fq.Settings.make([tau], noise_multiplier=nm, lam=0.05)
+    need = math.hypot(clip, 1.0) if fit_intercept else clip
+    o = dict(dict(rho=1.0, n_workers=2, fit_intercept=fit_intercept, c1=need if c1 is None else c1, step="constant"),
+             **opts)
+    return ["worker1", X, y, basis, score_scale, 0.0, 1.0, clip, settings, o]
+
+
+@pytest.fixture
+def worker(tmp_path):
+    grid, X, y = _curves()
+    w = Party(tmp_path, [fq.PROTOCOL, fs.PROTOCOL], "worker1", accept_coordinator_data=True, **BUDGET)
+    w.data = (grid, X, y, fpca.fourier_basis(grid, 3))
+    yield w
+    w.close()
+
+
+def _noiseless(cfg, state, inbox):
+    """What the party's step computes before its noise (same step, σ forced to 0)."""
+    import dataclasses
+
+    quiet = dataclasses.replace(cfg, settings=dataclasses.replace(cfg.settings,
+                                                                  noise_multiplier=np.zeros_like(
+                                                                      cfg.settings.noise_multiplier)))
+    return fq.party_step(quiet, state, inbox, rng=np.random.default_rng(0))[1].w_tilde
+
+
+def _relative_noise(worker, args):
+    """Setup + one step; the release's distance to the noiseless value, relative to the value (None: refused)."""
+    try:
+        worker.setup(fq.PROTOCOL, args, 3)
+    except _Refused:
+        return None
+    K = worker.svc.cfg.K
+    inbox = fq.HubMessage(0, np.zeros((1, 1, K)))
+    exact = _noiseless(worker.svc.cfg, worker.svc.state, inbox)
+    try:
+        out = worker.step(0, inbox)
+    except _Refused:
+        return None
+    scale = float(np.max(np.abs(exact)))  # norms of ~1e-200 vectors underflow: compare in the value's own units
+    return float(np.linalg.norm((out["outbox"].w_tilde - exact) / scale) / np.linalg.norm(exact / scale))
+
+
+def test_functional_honest_release_is_noised(worker):
+    grid, X, y, basis = worker.data
+    rel = _relative_noise(worker, _fargs(X, y, basis))
+    assert rel is not None and rel > 1e-2
+
+
+@pytest.mark.xfail(strict=True, reason="R4 (high): Settings.tau is unchecked; |ψ| ≤ max(τ, 1−τ) is the premise of "
+                                       "Δ = 2c₁/(m(ρ+1/η)), so τ = 1e6 releases 1e6× the signal at the same noise")
+def test_R4_functional_tau_outside_unit_interval_is_refused(worker):
+    grid, X, y, basis = worker.data
+    rel = _relative_noise(worker, _fargs(X, y, basis, tau=1e6))
+    assert rel is None or rel > 1e-2, f"release within {rel:.1e} (relative) of its noiseless value"
+
+
+@pytest.mark.xfail(strict=True, reason="R5 (high): fpca.clip_rows computes ‖row‖ by squaring; a huge score_scale makes "
+                                       "it underflow to 0, so the score clip is skipped while c₁ = clip is tiny")
+def test_R5_functional_score_clip_survives_a_huge_score_scale(worker):
+    grid, X, y, basis = worker.data
+    rel = _relative_noise(worker, _fargs(X, y, basis, score_scale=1e200, clip=1e-250, fit_intercept=False))
+    assert rel is None or rel > 1e-2, f"release within {rel:.1e} (relative) of its noiseless value"
+
+
+# ----------------------------------------------------------------------------- functional pooled statistics
+@pytest.mark.xfail(strict=True, reason="R5b (high): the 'mean' stage's projection is coordinator-chosen and unchecked; "
+                                       "a 1e-170 projection underflows the row norms so curve_clip is skipped while "
+                                       "the sum is divided by a tiny curve_clip: exact curve sums at Δ = √10")
+def test_R5b_statistics_mean_stage_clip_survives_a_tiny_projection(worker):
+    grid, X, y, basis = worker.data
+    q = fpca.trapezoid_weights(grid)
+    worker.setup(fs.PROTOCOL, ["worker1", X, y, q, 2.0], 2)
+    P = np.eye(len(grid))[:, :3] * 1e-170
+    cx = 1e-185
+    try:
+        with np.errstate(invalid="ignore", divide="ignore"):  # as in production: a warning, not an error
+            out = worker.step(0, fs.StatsRequest("mean", curve_clip=cx, projection=P, y_range=(-10.0, 10.0)))
+    except _Refused:
+        return
+    Z = fpca.scale_curves(X, q) @ P
+    exact = Z.sum(0) / cx  # what an unclipped sum reveals; a clipped one has norm ≤ m = 50
+    got = out["outbox"].values["mean"][:3]
+    assert np.linalg.norm(got - exact) > 1e-3 * np.linalg.norm(exact), "curve sums released exactly"

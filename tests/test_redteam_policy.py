@@ -306,3 +306,56 @@ def test_R5b_statistics_mean_stage_clip_survives_a_tiny_projection(worker):
     exact = Z.sum(0) / cx  # what an unclipped sum reveals; a clipped one has norm ≤ m = 50
     got = out["outbox"].values["mean"][:3]
     assert np.linalg.norm(got - exact) > 1e-3 * np.linalg.norm(exact), "curve sums released exactly"
+
+
+# ----------------------------------------------------------------------------- functional: λ and per-round ρ
+def test_R7_negative_lambda_amplifies_the_exact_steps_sensitivity():
+    """The math behind R7 (holds, as a fact): with λ/M = −0.99ρ and the ℓ2 penalty the exact local objective
+    is only 0.01ρ-strongly convex; one replaced sample moves the exact step > 3× the charged 2c₁/(mρ)."""
+    rng = np.random.default_rng(1)
+    m, K = 50, 3
+    A = rng.normal(size=(m, K))
+    A /= np.maximum(np.linalg.norm(A, axis=1, keepdims=True) / 2.0, 1.0)  # ‖A_j‖ ≤ c₁ = 2
+    y = rng.normal(size=m) + 5.0
+    A2 = A.copy()
+    A2[0] = -A[0]  # one sample replaced (still ‖A_j‖ ≤ c₁)
+    opts = dict(rho=1.0, n_workers=2, c1=2.0, local_step="exact", penalty="l2", step="constant")
+    S = fq.Settings.make([0.5], noise_multiplier=1.0, lam=-1.98)
+    c, _ = fq.make_party("w", A, y, S, **opts)
+    c2, _ = fq.make_party("w", A2, y, S, **opts)
+    z = np.zeros((1, 1, 1, K))
+    w1 = fq.exact_local_solve(c, z, z, levels=fq.FULL_LEVELS)
+    w2 = fq.exact_local_solve(c2, z, z, levels=fq.FULL_LEVELS)
+    assert np.linalg.norm(w1 - w2) > 3.0 * float(fq.sensitivity(c, np.ones(1))[0])
+
+
+@pytest.mark.xfail(strict=True, reason="R7 (high): Settings.lam (and l1_ratio outside [0, 1]) is unchecked; a negative "
+                                       "λ with the ℓ2/elastic penalty removes the strong convexity the exact step's "
+                                       "Δ = 2c₁/(mρ) rests on")
+def test_R7_functional_negative_lambda_is_refused_for_the_exact_step(worker):
+    grid, X, y, basis = worker.data
+    args = _fargs(X, y, basis, local_step="exact", penalty="l2")
+    args[8] = fq.Settings.make([0.5], noise_multiplier=3.0, lam=-1.98)
+    with pytest.raises(_Refused):
+        worker.setup(fq.PROTOCOL, args, 3)
+
+
+@pytest.mark.xfail(strict=True, reason="R8 (medium): the hub's per-round ρ is unchecked; with two settings of different "
+                                       "η a ρ between −1/η₀ and −1/η₁ makes one setting's σ negative: it is released "
+                                       "(noise |σ|) but emits no event, so the ledger undercounts and later runs overspend")
+def test_R8_functional_every_released_setting_is_charged(worker):
+    grid, X, y, basis = worker.data
+    args = _fargs(X, y, basis, step="paper")
+    args[8] = fq.Settings.make([0.5, 0.5], noise_multiplier=3.0, lam=[0.05, 1000.0])
+    worker.setup(fq.PROTOCOL, args, 3)
+    cfg = worker.svc.cfg
+    s = cfg.settings
+    eta = fq.step_size(cfg.step, 1, c_w=cfg.c_w, c1=cfg.c1, c2=cfg.c2, lam=s.lam, n_workers=cfg.n_workers, K=cfg.K,
+                       m=cfg.m, eps_iter=s.eps_iter, delta_iter=s.delta_iter, eta0=cfg.eta0)
+    rho = -0.5 * float(1.0 / eta[0] + 1.0 / eta[1])  # ρ + 1/η₀ < 0 < ρ + 1/η₁
+    try:
+        out = worker.step(0, fq.HubMessage(0, np.zeros((1, 2, cfg.K)), rho))
+    except _Refused:
+        return
+    released = out["outbox"].w_tilde.shape[2]
+    assert worker.ledger()["releases"] == released  # 2 settings released, 1 charged

@@ -359,3 +359,35 @@ def test_R8_functional_every_released_setting_is_charged(worker):
         return
     released = out["outbox"].w_tilde.shape[2]
     assert worker.ledger()["releases"] == released  # 2 settings released, 1 charged
+
+
+# ----------------------------------------------------------------------------- graph consensus [Zhang]
+def test_consensus_replayed_or_negative_round_index_stays_within_the_priced_epsilon(tmp_path):
+    """Held: the node indexes its schedule by the coordinator's round (t = −1 → the last column, whose α may be
+    above every priced column), but the per-round check caps the charged pure ε at the price."""
+    from dpadmm.algorithms import graph_consensus as gc
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(40, 3))
+    X /= 2 * np.linalg.norm(X, axis=1, keepdims=True)
+    y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    T = 10
+    alpha = np.full((1, T), 3.0)
+    alpha[0, -1] = 4.0
+    opts = dict(degree=np.array([2.0]), C=1.0, reg=0.5, eta=np.ones((1, T)), theta=np.ones((1, T)), alpha=alpha,
+                perturbation="pp")
+    node = Party(tmp_path, gc.PROTOCOL, "node0", accept_coordinator_data=True, **BUDGET)
+    try:
+        node.setup(gc.PROTOCOL, [["node0"], [X], [y], opts], 2)
+        priced = node.svc.budget.run["priced"]["pure_epsilon"]
+        served = 0
+        for t in (-1, -1, 0, 0, 1):
+            try:
+                node.step(t, gc.NeighbourMessage(t, np.zeros((1, 3))))
+                served += 1
+            except _Refused as exc:
+                assert "beyond the" in str(exc)
+        led = node.ledger()
+        assert served < 5 and led["pure_epsilon"] <= priced * (1 + 1e-9)
+    finally:
+        node.close()

@@ -168,8 +168,6 @@ def test_R3_vertical_party_refuses_or_ignores_coordinator_normalisation(vertical
     assert np.allclose(D.toarray() if hasattr(D, "toarray") else D, vs.clip_rows(raw))
 
 
-@pytest.mark.xfail(strict=True, reason="R6 (low): Request 'rank' (numerical rank of D_m, un-noised, data-dependent, "
-                                       "ε = ∞ under the column relation) is served in a budgeted private run")
 def test_R6_vertical_rank_request_refused_in_private_run(vertical):
     vertical.setup(vs.PROTOCOL, vertical.args(), 3)
     with pytest.raises(_Refused):

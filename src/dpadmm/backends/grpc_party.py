@@ -315,9 +315,10 @@ class PartyService:
         if fn is not None and handler not in served:
             raise _Refused(f"party {self.name!r} refused request {handler!r}: its operator serves only {sorted(served)} "
                            "(--requests)")
-        if fn is not None and handler == "score" and self.private and not self.allow_monitoring:
-            raise _Refused(f"party {self.name!r} refused request 'score' in a private run (un-noised partial scores); "
-                           "its operator can opt in with --allow-monitoring")
+        if fn is not None and handler in ("score", "rank") and self.private and not self.allow_monitoring:
+            # un-noised and data-dependent: partial scores; the block's numerical rank (REDTEAM_POLICY R6)
+            raise _Refused(f"party {self.name!r} refused request {handler!r} in a private run (un-noised values of its "
+                           "data); its operator can opt in with --allow-monitoring")
         if fn is None:
             raise _Refused(f"party {self.name!r} refused request {handler!r}: protocol {self.protocol.name!r} declares "
                            f"only {sorted(self.protocol.handlers)} (a party's model and data never leave it)")

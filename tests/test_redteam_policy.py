@@ -264,8 +264,6 @@ def test_functional_honest_release_is_noised(worker):
     assert rel is not None and rel > 1e-2
 
 
-@pytest.mark.xfail(strict=True, reason="R4 (high): Settings.tau is unchecked; |ψ| ≤ max(τ, 1−τ) is the premise of "
-                                       "Δ = 2c₁/(m(ρ+1/η)), so τ = 1e6 releases 1e6× the signal at the same noise")
 def test_R4_functional_tau_outside_unit_interval_is_refused(worker):
     grid, X, y, basis = worker.data
     rel = _relative_noise(worker, _fargs(X, y, basis, tau=1e6))
@@ -322,9 +320,6 @@ def test_R7_negative_lambda_amplifies_the_exact_steps_sensitivity():
     assert np.linalg.norm(w1 - w2) > 3.0 * float(fq.sensitivity(c, np.ones(1))[0])
 
 
-@pytest.mark.xfail(strict=True, reason="R7 (high): Settings.lam (and l1_ratio outside [0, 1]) is unchecked; a negative "
-                                       "λ with the ℓ2/elastic penalty removes the strong convexity the exact step's "
-                                       "Δ = 2c₁/(mρ) rests on")
 def test_R7_functional_negative_lambda_is_refused_for_the_exact_step(worker):
     grid, X, y, basis = worker.data
     args = _fargs(X, y, basis, local_step="exact", penalty="l2")

@@ -416,9 +416,48 @@ def exact_local_solve(cfg: PartyConfig, v: np.ndarray, w0: np.ndarray, lam_scale
 
 
 # ----------------------------------------------------------------------------- party step
+def sensitivity_premises(cfg: PartyConfig) -> list[str]:
+    """What the bound of :func:`sensitivity` assumes of the public settings, violated ones named (empty: all
+    hold). Checked by a private party at Setup (``policies._functional_check``; REDTEAM_POLICY R4, R7):
+
+    - τ ∈ (0, 1): the check loss' subgradient has |ψ_τ| ≤ max(τ, 1 − τ) ≤ 1 (τ = 1e6 scales the data part
+      by 1e6 at the same noise); ``shift`` finite;
+    - a convex penalty: λ ≥ 0 finite, ``penalty`` one of :data:`PENALTIES`, ``l1_ratio`` ∈ [0, 1] (a negative
+      λ removes the strong convexity the exact step's 2c₁/(mρ) rests on);
+    - a known step rule and local step, eps_iter > 0, δ_iter ∈ (0, 1], c_w, c2, η₀ finite and > 0 (η > 0).
+    The clip ‖A_j‖ ≤ c₁ is enforced in :func:`setup_party_from_curves`; ρ + 1/η > 0 in :func:`party_step`."""
+    s = cfg.settings
+    bad = []
+
+    def arr(v):
+        return np.asarray(v, dtype=float)
+
+    if not np.all((arr(s.tau) > 0) & (arr(s.tau) < 1)):
+        bad.append(f"tau = {arr(s.tau).tolist()} (each in (0, 1))")
+    if not np.all(np.isfinite(arr(s.shift))):
+        bad.append("shift (finite)")
+    if not np.all(np.isfinite(arr(s.lam)) & (arr(s.lam) >= 0)):
+        bad.append(f"lam = {arr(s.lam).tolist()} (each finite and >= 0)")
+    if not np.all(arr(s.eps_iter) > 0) or not np.all((arr(s.delta_iter) > 0) & (arr(s.delta_iter) <= 1)):
+        bad.append("eps_iter > 0 and delta_iter in (0, 1]")
+    if cfg.penalty not in PENALTIES:
+        bad.append(f"penalty = {cfg.penalty!r} (one of {list(PENALTIES)})")
+    if not (isinstance(cfg.l1_ratio, (int, float, np.number)) and 0.0 <= float(cfg.l1_ratio) <= 1.0):
+        bad.append(f"l1_ratio = {cfg.l1_ratio!r} (in [0, 1])")
+    if cfg.step not in STEP_RULES or cfg.local_step not in LOCAL_STEPS:
+        bad.append(f"step = {cfg.step!r}, local_step = {cfg.local_step!r} (one of {list(STEP_RULES)}, "
+                   f"{list(LOCAL_STEPS)})")
+    for name in ("c_w", "c2", "eta0"):
+        v = getattr(cfg, name)
+        if not (isinstance(v, (int, float, np.number)) and math.isfinite(float(v)) and float(v) > 0):
+            bad.append(f"{name} = {v!r} (finite and > 0)")
+    return bad
+
+
 def sensitivity(cfg: PartyConfig, eta: np.ndarray) -> np.ndarray:
     """Corrected [Zhou, Lemma 2] sensitivity 2c_1/(m_i(ρ + 1/η)) per setting (docs/algorithms.md §3 erratum);
-    ``2c_1/(m_i ρ)`` for the exact step."""
+    ``2c_1/(m_i ρ)`` for the exact step. Premises: :func:`sensitivity_premises` (checked at Setup),
+    ρ + 1/η > 0 and finite for every setting (checked every round in :func:`party_step`)."""
     if cfg.local_step == "exact":
         return np.full(eta.shape, 2.0 * cfg.c1 / (cfg.m * cfg.rho))
     return 2.0 * cfg.c1 / (cfg.m * (cfg.rho + 1.0 / eta))

@@ -195,6 +195,11 @@ def _functional_check(cfg, args, policy: PartyPolicy, party: str) -> None:
         return
     for v in nms:
         check_noise_multiplier(party, v, policy, "a setting's noise multiplier σ/Δ")
+    from .functional_quantile import sensitivity_premises
+
+    bad = sensitivity_premises(cfg)  # τ ∈ (0,1), a convex penalty (λ ≥ 0, l1_ratio ∈ [0,1]), … (REDTEAM R4, R7)
+    if bad:
+        raise refuse(party, "the settings", "; ".join(bad), "what the sensitivity 2c1/(m(ρ+1/η)) is proved for")
     clip = args[7] if len(args) > 7 else None
     if clip is None:
         raise refuse(party, "the score clip", None, "a clip radius c1 on the standardised scores [Zhou, Lemma 2]")
@@ -225,6 +230,9 @@ def _functional_price(cfg, rounds: int) -> RunPrice:
 FUNCTIONAL = PolicyHooks(
     party={
         "settings.noise_multiplier": "> 0 and ≥ the floor for every setting",
+        "settings.tau, lam; penalty, l1_ratio, step, local_step, c_w, c2, eta0": "τ ∈ (0, 1), λ ≥ 0, a known "
+                                                                               "convex penalty with l1_ratio ∈ [0, 1], "
+                                                                               "η > 0 (the bound's premises)",
         "clip (score clip)": "required, finite, ≤ max_score_clip if set",
         "c1": "≥ the clipped scores' norm bound (√(clip² + 1) with the intercept)",
         "emit_events, newton_tol": "True; ≤ max_newton_tol for the exact step",
@@ -232,7 +240,8 @@ FUNCTIONAL = PolicyHooks(
     },
     coordinator={
         "basis, score_scale, y_loc, y_scale": "public standardisation; the clip bounds the scores whatever they are",
-        "rho (every round), c_w, c2, lam, eta0, step": "enter the step and the sensitivity alike",
+        "rho (every round), c_w, c2, lam, eta0, step": "enter the step and the sensitivity alike (within the "
+                                                       "party's checks: ρ finite > 0 with ρ + 1/η > 0 every round)",
         "w (every round)": "public; the bound covers any hub value",
     },
     check=_functional_check, price=_functional_price)

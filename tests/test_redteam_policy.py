@@ -328,9 +328,6 @@ def test_R7_functional_negative_lambda_is_refused_for_the_exact_step(worker):
         worker.setup(fq.PROTOCOL, args, 3)
 
 
-@pytest.mark.xfail(strict=True, reason="R8 (medium): the hub's per-round ρ is unchecked; with two settings of different "
-                                       "η a ρ between −1/η₀ and −1/η₁ makes one setting's σ negative: it is released "
-                                       "(noise |σ|) but emits no event, so the ledger undercounts and later runs overspend")
 def test_R8_functional_every_released_setting_is_charged(worker):
     grid, X, y, basis = worker.data
     args = _fargs(X, y, basis, step="paper")

@@ -488,13 +488,24 @@ def party_step(cfg: PartyConfig, state: PartyState, inbox: HubMessage, *, rng: n
         w = _linearized(cfg, state, w_hub, gamma, eta, bandwidth(l, cfg.smooth))  # [Zhou, eq. 21]
     delta_s = sensitivity(cfg, eta)
     sigma = s.noise_multiplier * delta_s  # [Zhou, Thm 1] with the corrected sensitivity
+    noised = np.asarray(s.noise_multiplier) > 0
+    eta_ok = cfg.local_step == "exact" or bool(np.all(np.asarray(eta) > 0))  # the exact step's bound has no η
+    if np.any(noised) and not (math.isfinite(cfg.rho) and cfg.rho > 0 and eta_ok
+                               and np.all(np.isfinite(sigma[noised]) & (sigma[noised] > 0))):
+        # the bound's premise ρ + 1/η > 0 for every setting, checked every round: a hub ρ between −1/η₀ and −1/η₁
+        # made one setting's σ negative, released but uncharged (REDTEAM_POLICY R8)
+        from ..privacy.policy import PolicyRefusal
+
+        raise PolicyRefusal(f"party {cfg.name!r} refused round {l} and released nothing: the hub's rho = {cfg.rho!r} "
+                            f"with step sizes eta = {np.asarray(eta).tolist()} (the sensitivity 2c1/(m(rho + 1/eta)) "
+                            "needs rho finite > 0 and eta > 0)", "INVALID_ARGUMENT")
     events = []
     if np.any(sigma > 0):
         w_tilde = w + sigma[:, None] * rng.standard_normal(w.shape)  # [Zhou, eq. 22]
         if cfg.emit_events:
             names = cfg.worker_names or (cfg.name,)
             for si in range(s.size):
-                if sigma[si] > 0:
+                if noised[si]:  # one event per noised (released) setting
                     tag = names[0] if (s.size == 1 and len(names) == 1) else f"{cfg.name}[setting {si}]"
                     events.append(GaussianRelease(tag, inbox.round, float(delta_s[si]), float(sigma[si]),
                                                   RECORD_REPLACE))

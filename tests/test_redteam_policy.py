@@ -270,8 +270,6 @@ def test_R4_functional_tau_outside_unit_interval_is_refused(worker):
     assert rel is None or rel > 1e-2, f"release within {rel:.1e} (relative) of its noiseless value"
 
 
-@pytest.mark.xfail(strict=True, reason="R5 (high): fpca.clip_rows computes ‖row‖ by squaring; a huge score_scale makes "
-                                       "it underflow to 0, so the score clip is skipped while c₁ = clip is tiny")
 def test_R5_functional_score_clip_survives_a_huge_score_scale(worker):
     grid, X, y, basis = worker.data
     rel = _relative_noise(worker, _fargs(X, y, basis, score_scale=1e200, clip=1e-250, fit_intercept=False))
@@ -279,9 +277,6 @@ def test_R5_functional_score_clip_survives_a_huge_score_scale(worker):
 
 
 # ----------------------------------------------------------------------------- functional pooled statistics
-@pytest.mark.xfail(strict=True, reason="R5b (high): the 'mean' stage's projection is coordinator-chosen and unchecked; "
-                                       "a 1e-170 projection underflows the row norms so curve_clip is skipped while "
-                                       "the sum is divided by a tiny curve_clip: exact curve sums at Δ = √10")
 def test_R5b_statistics_mean_stage_clip_survives_a_tiny_projection(worker):
     grid, X, y, basis = worker.data
     q = fpca.trapezoid_weights(grid)

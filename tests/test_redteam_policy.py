@@ -155,9 +155,6 @@ def test_R3_row_normalisation_amplifies_a_feature_column_change(tmp_path):
     assert np.linalg.norm((A(D1) - A(D0)) @ v) > 2.0 * charged
 
 
-@pytest.mark.xfail(strict=True, reason="R3 (medium): the coordinator chooses PartyData normalize=True, which changes "
-                                       "what the feature-column guarantee protects (a raw column change is no longer "
-                                       "covered); the policy neither fixes nor checks it")
 def test_R3_vertical_party_refuses_or_ignores_coordinator_normalisation(vertical):
     try:
         vertical.setup(vs.PROTOCOL, vertical.args(params={"normalize": True}), 3)

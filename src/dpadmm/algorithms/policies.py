@@ -84,6 +84,26 @@ def _vertical_check(cfg, args, policy: PartyPolicy, party: str) -> None:
         raise refuse(party, "the damping", cfg.damping, "0 (the bound is about the undamped x-step)")
 
 
+def _vertical_prepare(args, policy: PartyPolicy):
+    """Row normalisation is the party's (``normalize_vertical_rows``, default off: rows clipped to ‖d_k‖ ≤ 1 in
+    ``setup_party``), imposed on every block it reads (training and eval) whatever the coordinator sent: it is not
+    1-Lipschitz, so under the feature-column relation a raw column change of norm 1 can become a block change of
+    spectral norm ≫ 1 (REDTEAM_POLICY R3)."""
+    if not policy.private_work:
+        return args
+
+    def own(obj):
+        if isinstance(obj, PartyData):
+            return PartyData(obj.key, dict(obj.params, normalize=bool(policy.normalize_vertical_rows)), obj.shape)
+        if isinstance(obj, list):
+            return [own(v) for v in obj]
+        if isinstance(obj, dict):
+            return {k: own(v) for k, v in obj.items()}
+        return obj
+
+    return own(list(args))
+
+
 def _vertical_price(cfg, rounds: int) -> RunPrice:
     p = cfg.privacy
     rel = {"feature_column": "feature_column", "record": "record_replace"}.get(p.relation, p.relation)
@@ -101,6 +121,8 @@ VERTICAL = PolicyHooks(
         "reg, lam_sum": "exactly L2 (½‖x‖²) with lam_sum > 0 and ≥ min_lam_sum",
         "damping": "0",
         "rows of the block": "clipped to ‖d_k‖ ≤ 1 at the party (setup_party)",
+        "normalize (row normalisation)": "the party's (normalize_vertical_rows, default off; only with the record "
+                                         "relation), imposed on every block it reads whatever the coordinator sends",
         "rounds": "declared at Setup, priced against the budget; more are refused",
     },
     coordinator={
@@ -108,9 +130,9 @@ VERTICAL = PolicyHooks(
                                                      "the sensitivity they give (σ/Δ is fixed)",
         "rho (every round)": "enters the x-step and the sensitivity alike",
         "residual, dual (every round)": "clipped by the party to V (and V_inf)",
-        "solver, eval_blocks, ids, normalize": "computation and joining; no effect on σ/Δ",
+        "solver, eval_blocks, ids": "computation and joining; no effect on σ/Δ",
     },
-    check=_vertical_check, price=_vertical_price)
+    prepare=_vertical_prepare, check=_vertical_check, price=_vertical_price)
 
 
 # ----------------------------------------------------------------------------- graph consensus [Zhang]

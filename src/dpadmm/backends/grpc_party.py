@@ -307,7 +307,9 @@ class PartyService:
             raise _Refused(f"party {self.name!r} refused round {t + 1} and sent nothing: its step priced a non-zero "
                            "message at sensitivity 0 (an un-noised release; only an all-zero message is free)")
         if self.budget is not None:  # within the run priced at Setup? recorded before the reply leaves (O(1))
-            self._budget_note = self.budget.charge(events, private_step=self.private, round_=t)
+            # a message with no non-zero number (e.g. the statistics' "done" after failed ranges) needs no event
+            self._budget_note = self.budget.charge(events, private_step=self.private and not _all_zero(outbox),
+                                                   round_=t)
         self.state = state
         self.rounds = t + 1
         return {"outbox": outbox, "events": list(events)}

@@ -368,3 +368,33 @@ def test_consensus_replayed_or_negative_round_index_stays_within_the_priced_epsi
         assert served < 5 and led["pure_epsilon"] <= priced * (1 + 1e-9)
     finally:
         node.close()
+
+
+# ----------------------------------------------------------------------------- I1: a functional worker reads its own file
+def test_I1_functional_worker_reads_its_own_curve_file(tmp_path):
+    """Both functional protocols declare ``load``/``describe``: a budgeted worker started with ``--data
+    train=FILE`` (no --accept-coordinator-data) serves the statistics and the ADMM run from its own curves,
+    and still refuses curves sent by the coordinator."""
+    from dpadmm.data.functional import FunctionalData, write_functional_csv
+
+    grid, X, y = _curves()
+    path = tmp_path / "w1.csv"
+    write_functional_csv(path, FunctionalData(X, y, grid))
+    w = Party(tmp_path, [fq.PROTOCOL, fs.PROTOCOL], "worker1", data={"train": str(path)}, **BUDGET)
+    try:
+        assert w.call("Hello", {})["data"] == {"train": {"grid_points": len(grid)}}
+        Xr, yr = PartyData("train", {"part": "curves"}), PartyData("train", {"part": "y"})
+        q = fpca.trapezoid_weights(grid)
+        w.setup(fs.PROTOCOL, ["worker1", Xr, yr, q, 2.0], 1)
+        np.testing.assert_allclose(w.svc.cfg.X, X)
+        np.testing.assert_allclose(w.svc.cfg.y, y)
+        w.step(0, fs.StatsRequest("ranges"))
+        args = _fargs(Xr, yr, fpca.fourier_basis(grid, 3))
+        w.setup(fq.PROTOCOL, args, 2)
+        assert w.svc.cfg.m == X.shape[0]
+        out = w.step(0, fq.HubMessage(0, np.zeros((1, 1, w.svc.cfg.K))))
+        assert np.all(np.isfinite(out["outbox"].w_tilde)) and w.ledger()["releases"] == 2
+        with pytest.raises(_Refused, match="refused data sent by the coordinator"):
+            w.setup(fq.PROTOCOL, _fargs(X, y, fpca.fourier_basis(grid, 3)), 2)
+    finally:
+        w.close()

@@ -619,11 +619,13 @@ def _protocol():
     from .policies import FUNCTIONAL
 
     from ..kernels.fpca import Basis
+    from .functional_statistics import describe_curve_data, load_curve_data  # a worker reads its own curve file
 
     # setup: the worker's own curves -> scores on the public basis (setup_party_from_curves, defined below)
     return Protocol("functional-quantile", lambda *a: setup_party_from_curves(*a), party_step, party_diagnostics,
                     handlers={}, types=(HubMessage, PartyMessage, PartyState, Settings, Basis), model=party_coef,
-                    private=_is_private, data_args=(1, 2), policy=FUNCTIONAL)
+                    private=_is_private, data_args=(1, 2), load=load_curve_data, describe=describe_curve_data,
+                    policy=FUNCTIONAL)
 
 
 PROTOCOL = _protocol()

@@ -326,6 +326,26 @@ def stats_hub_step(cfg: StatsHubConfig, state: StatsHubState, outboxes: Mapping[
 
 
 # ----------------------------------------------------------------------------- protocol (as data, for the network)
+def load_curve_data(path, params: Mapping):
+    """Party side of a ``PartyData`` reference (both functional protocols): this worker's own curve file
+    (``dpadmm.data.functional.load_functional_csv``: one row per curve, a response column, grid columns);
+    ``params["part"]`` = ``"curves"`` (the (m, T) curves, the default) or ``"y"`` (the responses)."""
+    from ..data.functional import load_functional_csv
+
+    response = str(params.get("response_column", params.get("label_column", "y")))
+    data = load_functional_csv(path, response_column=response, id_column=params.get("id_column", "id"))
+    return data.y if params.get("part") == "y" else data.curves
+
+
+def describe_curve_data(path, response_column: str | None = None, label_column: str = "y", id_column: str = "id",
+                        **_) -> dict:
+    """Public facts about a curve file, from its header only: the number of grid points."""
+    import pandas as pd
+
+    cols = list(pd.read_csv(path, nrows=0).columns)
+    return {"grid_points": len([c for c in cols if c not in (response_column or label_column, id_column)])}
+
+
 def _is_private(cfg: StatsConfig) -> bool:
     return cfg.noise_multiplier > 0
 
@@ -336,7 +356,7 @@ def _protocol():
 
     return Protocol("functional-statistics", setup_stats, stats_step, None, handlers={},
                     types=(StatsRequest, StatsMessage), private=_is_private, data_args=(1, 2),
-                    policy=STATISTICS)
+                    load=load_curve_data, describe=describe_curve_data, policy=STATISTICS)
 
 
 PROTOCOL = _protocol()

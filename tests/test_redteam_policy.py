@@ -398,3 +398,58 @@ def test_I1_functional_worker_reads_its_own_curve_file(tmp_path):
             w.setup(fq.PROTOCOL, _fargs(X, y, fpca.fourier_basis(grid, 3)), 2)
     finally:
         w.close()
+
+
+# ----------------------------------------------------------------------------- the fixes' own checks (planted bugs)
+def test_R1_planted_zero_sensitivity_is_caught_twice(vertical, monkeypatch):
+    """A step that prices a non-zero share at sensitivity 0 is stopped by the algorithm (``release``) and, if its
+    event lies, by the party (``_step``: a non-zero message at sensitivity 0 and σ 0 never leaves)."""
+    from dpadmm.exceptions import PrivacyPreconditionError
+    from dpadmm.privacy.events import FEATURE_COLUMN, GaussianRelease
+
+    vertical.setup(vs.PROTOCOL, vertical.args(), 3)
+    vertical.step(0, vs.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
+    monkeypatch.setattr(vs, "sensitivity", lambda cfg, rho, v=None: 0.0)
+    with pytest.raises(PrivacyPreconditionError, match="non-zero share at sensitivity 0"):
+        vertical.step(1, vs.CoordinatorMessage(1, np.zeros(N), np.ones(N), 1.0))
+    monkeypatch.setattr(vs, "release", lambda cfg, share, rho, t, rng, v=None, size=None:
+                        (share, [GaussianRelease(cfg.name, t, 0.0, 0.0, FEATURE_COLUMN)]))
+    with pytest.raises(_Refused, match="priced a non-zero message at sensitivity 0"):
+        vertical.step(1, vs.CoordinatorMessage(1, np.zeros(N), np.ones(N), 1.0))
+    assert vertical.ledger()["releases"] == 0
+
+
+@pytest.mark.parametrize("clip", [1e-13, 1e-300])
+def test_R5_vertical_clip_below_the_policy_floor_is_refused(vertical, clip):
+    spec = vs.PrivacySpec(noise_multiplier=4.0, mechanism="gaussian", relation="feature_column", clip=clip)
+    with pytest.raises(_Refused, match="min_clip"):
+        vertical.setup(vs.PROTOCOL, vertical.args(spec), 3)
+
+
+def test_R3_policy_allows_vertical_normalisation_only_with_the_record_relation():
+    from dpadmm.exceptions import InvalidParameterError
+    from dpadmm.privacy.policy import PartyPolicy
+
+    with pytest.raises(InvalidParameterError, match="normalize_vertical_rows needs relation 'record'"):
+        PartyPolicy(max_epsilon=4.0, delta=1e-5, normalize_vertical_rows=True)
+    assert PartyPolicy(max_epsilon=4.0, delta=1e-5, normalize_vertical_rows=True, relation="record")
+
+
+@pytest.mark.parametrize("req", [dict(curve_clip=math.nan), dict(curve_clip=1e-20), dict(y_range=(1.0, 1.0)),
+                                 dict(y_range=(-math.inf, 1.0)), dict(projection=2.0 * np.eye(20)[:, :3])],
+                         ids=["nan-clip", "clip-below-floor", "empty-range", "infinite-range", "not-orthonormal"])
+def test_R5b_statistics_requests_outside_the_premises_are_refused(worker, req):
+    grid, X, y, basis = worker.data
+    worker.setup(fs.PROTOCOL, ["worker1", X, y, fpca.trapezoid_weights(grid), 2.0], 2)
+    with pytest.raises(_Refused, match="refused the 'mean' stage"):
+        worker.step(0, fs.StatsRequest("mean", **dict(dict(curve_clip=5.0, y_range=(-10.0, 10.0)), **req)))
+    assert worker.ledger()["releases"] == 0
+
+
+@pytest.mark.parametrize("rho", [math.nan, -1.0, 0.0, math.inf])
+def test_R8_functional_bad_hub_rho_releases_nothing(worker, rho):
+    grid, X, y, basis = worker.data
+    worker.setup(fq.PROTOCOL, _fargs(X, y, basis), 3)
+    with pytest.raises(_Refused, match="the hub's rho"):
+        worker.step(0, fq.HubMessage(0, np.zeros((1, 1, worker.svc.cfg.K)), rho))
+    assert worker.ledger()["releases"] == 0

@@ -463,6 +463,14 @@ def sensitivity(cfg: PartyConfig, eta: np.ndarray) -> np.ndarray:
     return 2.0 * cfg.c1 / (cfg.m * (cfg.rho + 1.0 / eta))
 
 
+def _refuse_round(cfg: PartyConfig, l: int, eta) -> None:
+    from ..privacy.policy import PolicyRefusal
+
+    raise PolicyRefusal(f"party {cfg.name!r} refused round {l} and released nothing: the hub's rho = {cfg.rho!r}"
+                        + ("" if eta is None else f" with step sizes eta = {np.asarray(eta).tolist()}")
+                        + " (the sensitivity 2c1/(m(rho + 1/eta)) needs rho finite > 0 and eta > 0)", "INVALID_ARGUMENT")
+
+
 def party_step(cfg: PartyConfig, state: PartyState, inbox: HubMessage, *, rng: np.random.Generator):
     """Deferred dual update [Zhou, eq. 24], local step [eq. 16 or 21], Gaussian noise [eq. 22, Thm 1]."""
     l = inbox.round + 1
@@ -474,6 +482,9 @@ def party_step(cfg: PartyConfig, state: PartyState, inbox: HubMessage, *, rng: n
     if inbox.rho is not None and inbox.rho != cfg.rho:
         cfg = replace(cfg, rho=float(inbox.rho))  # this round's ρ_l (public: chosen by the hub)
     s = cfg.settings
+    noised = np.asarray(s.noise_multiplier) > 0
+    if np.any(noised) and not (math.isfinite(cfg.rho) and cfg.rho > 0):  # before it enters any computation
+        _refuse_round(cfg, l, None)
     eta = step_size(cfg.step, l, c_w=cfg.c_w, c1=cfg.c1, c2=cfg.c2, lam=s.lam, n_workers=cfg.n_workers,
                     K=cfg.K, m=cfg.m, eps_iter=s.eps_iter, delta_iter=s.delta_iter, eta0=cfg.eta0,
                     decay_start=cfg.decay_start, smooth=cfg.smooth)
@@ -488,17 +499,11 @@ def party_step(cfg: PartyConfig, state: PartyState, inbox: HubMessage, *, rng: n
         w = _linearized(cfg, state, w_hub, gamma, eta, bandwidth(l, cfg.smooth))  # [Zhou, eq. 21]
     delta_s = sensitivity(cfg, eta)
     sigma = s.noise_multiplier * delta_s  # [Zhou, Thm 1] with the corrected sensitivity
-    noised = np.asarray(s.noise_multiplier) > 0
     eta_ok = cfg.local_step == "exact" or bool(np.all(np.asarray(eta) > 0))  # the exact step's bound has no η
-    if np.any(noised) and not (math.isfinite(cfg.rho) and cfg.rho > 0 and eta_ok
-                               and np.all(np.isfinite(sigma[noised]) & (sigma[noised] > 0))):
+    if np.any(noised) and not (eta_ok and np.all(np.isfinite(sigma[noised]) & (sigma[noised] > 0))):
         # the bound's premise ρ + 1/η > 0 for every setting, checked every round: a hub ρ between −1/η₀ and −1/η₁
         # made one setting's σ negative, released but uncharged (REDTEAM_POLICY R8)
-        from ..privacy.policy import PolicyRefusal
-
-        raise PolicyRefusal(f"party {cfg.name!r} refused round {l} and released nothing: the hub's rho = {cfg.rho!r} "
-                            f"with step sizes eta = {np.asarray(eta).tolist()} (the sensitivity 2c1/(m(rho + 1/eta)) "
-                            "needs rho finite > 0 and eta > 0)", "INVALID_ARGUMENT")
+        _refuse_round(cfg, l, eta)
     events = []
     if np.any(sigma > 0):
         w_tilde = w + sigma[:, None] * rng.standard_normal(w.shape)  # [Zhou, eq. 22]

@@ -423,8 +423,9 @@ def _free_release(events) -> bool:
 def _all_zero(obj) -> bool:
     """Every number in a (nested) message is exactly 0 (REDTEAM_POLICY R1: a release charged at sensitivity 0
     must carry nothing; a vector of entries 1e-200 is not nothing)."""
-    if isinstance(obj, np.ndarray) or isinstance(obj, (float, int, np.number)):
-        return not np.any(np.asarray(obj, dtype=float))
+    if isinstance(obj, (np.ndarray, float, int, np.number)):
+        a = np.asarray(obj)
+        return a.dtype.kind in "biufc" and not np.any(a)  # other arrays (e.g. strings): not known to be empty
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return all(_all_zero(getattr(obj, f.name)) for f in dataclasses.fields(obj))
     if isinstance(obj, dict):

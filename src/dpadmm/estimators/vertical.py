@@ -615,116 +615,13 @@ class VerticalLinearRegression(RegressorMixin, _VerticalADMM):
         return self.decision_function(X)
 
 
-class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
-    """The SGD-based vertical baseline [Hu, §5]: per-party linear models, outputs summed, minibatch
-    SGD driven by the coordinator's shared residual (see :mod:`dpadmm.algorithms.vertical_sgd`).
-    Non-private; monitoring (``history_``) is recorded once per epoch."""
-
-    def __init__(self, *, lam: float = 1e-3, lr: float = 0.5, batch_size: int = 256, epochs: int = 10,
-                 decay: float = 0.0, random_state: Any = None, backend: Any = "inprocess"):
-        self.lam = lam
-        self.lr = lr
-        self.batch_size = batch_size
-        self.epochs = epochs
-        self.decay = decay
-        self.random_state = random_state
-        self.backend = backend
-
-    def fit(self, X, y, *, eval_set=None, callbacks=()):
-        from ..algorithms import vertical_sgd as sgd
-
-        check_positive("lam", self.lam, allow_zero=True)
-        check_positive("lr", self.lr)
-        check_int("batch_size", self.batch_size)
-        check_int("epochs", self.epochs)
-        helper = _VerticalADMM()
-        blocks = helper._blocks(X)
-        n = blocks[0].shape[0]
-        y_pm, self.classes_ = binary_labels("y", y, n)
-        evals = {}
-        for k, (Xe, ye) in (eval_set or {}).items():
-            be = helper._blocks(Xe, f"eval_set[{k!r}]")
-            evals[k] = (be, np.where(np.asarray(ye).ravel() == self.classes_[1], 1.0, -1.0))
-        names = _party_names(len(blocks))
-        specs = [PartySpec(name, sgd.setup_party, (name, B, {"lam": float(self.lam),
-                                                              "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}),
-                           sgd.party_step, sgd.party_diagnostics, handlers={"coef": vs.party_coef})
-                 for m, (name, B) in enumerate(zip(names, blocks))]
-        per_epoch = sgd.rounds_per_epoch(n, int(self.batch_size))
-        hub_cfg = sgd.SGDHubConfig(labels=y_pm, loss=get_loss("logistic"), lam=float(self.lam), lr=float(self.lr),
-                                   batch_size=int(self.batch_size), party_names=tuple(names), decay=float(self.decay),
-                                   eval_labels={k: v for k, (_, v) in evals.items()})
-        hub = engine.Hub(hub_cfg, sgd.init_hub, sgd.hub_step, sgd.hub_metrics, metrics_every=per_epoch)
-        backend = get_backend(self.backend)
-        nseed = noise_seed(self.random_state)
-        backend.start(specs, noise_seed=nseed)
-        try:
-            res = engine.run(hub=hub, parties=specs, backend=backend, rounds=per_epoch * int(self.epochs),
-                             noise_seed=nseed, callbacks=callbacks, started=True)
-            self.coefs_ = [backend.request(nm, "coef") for nm in names]  # non-private baseline
-        finally:
-            backend.close()
-        self.party_dims_ = tuple(B.shape[1] for B in blocks)
-        # keep only monitored rounds (once per epoch)
-        self.history_ = {k: v for k, v in res.history.items() if k not in ("round", "seconds")}
-        self.history_["seconds"] = [s for s, r in zip(res.history["seconds"], res.history["round"]) if r % per_epoch == 0]
-        self.intercept_ = 0.0
-        return self
-
-    def decision_function(self, X):
-        blocks = _VerticalADMM()._blocks(X)
-        return sum(B @ c for B, c in zip(blocks, self.coefs_))
-
-    def predict_proba(self, X):
-        p = 1.0 / (1.0 + np.exp(-np.clip(self.decision_function(X), -500, 500)))
-        return np.column_stack([1.0 - p, p])
-
-    def predict(self, X):
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+#: moved by concern (:mod:`.vertical_sgd`, :mod:`.vertical_audit`); still importable from here
+_MOVED = {"VerticalSGDClassifier": "vertical_sgd", "audit_fit": "vertical_audit"}
 
 
-# ----------------------------------------------------------------------------- for the end-to-end audit
-class _Seen:
-    """Transcript callable keeping exactly what the adversary of one side sees."""
+def __getattr__(name: str):
+    if name in _MOVED:
+        import importlib
 
-    def __init__(self, side: str, party: str):
-        self.side, self.party, self.parts = side, party, []
-
-    def __call__(self, round_, sender, receiver, message, kind):
-        if kind != "protocol":
-            return
-        if self.side == "feature" and sender == self.party:  # every share party m sends
-            self.parts.append(np.asarray(message.share, dtype=np.float64))
-        elif self.side == "label" and receiver == self.party:  # every N-vector the coordinator sends it
-            self.parts.extend(np.asarray(v, dtype=np.float64) for v in (message.residual, message.dual))
-
-
-def audit_fit(blocks, y, *, side: str = "feature", relation: str = "feature_column", epsilon: float = 1.0,
-              delta: float = 1e-5, party: str = "party2", seed: int | None = None, **kwargs) -> tuple[np.ndarray, float]:
-    """One whole private fit on a small instance, for the end-to-end audit (``dpadmm audit --end-to-end``).
-
-    ``side="feature"``: a feature-private fit (gaussian mechanism, ``relation``, total ``epsilon``);
-    returns everything ``party`` sends, concatenated (what the coordinator and the other parties see).
-    ``side="label"``: a label-private fit (``label_epsilon=epsilon``); returns everything the coordinator
-    sends ``party`` (what a passive party sees). Second value: the ε the fit reports for that side
-    (the claim the audit's lower bound must not exceed). ``kwargs`` go to the estimator (e.g.
-    ``max_iter``, ``lam``, ``mechanism="paper"`` for the published [Hu, eq. 16]). Neighbours: change one
-    column (or row) of ``party``'s block, or flip one label, and call again. Example::
-
-        view, eps = audit_fit([B1, B2], y, side="label", epsilon=1.0, max_iter=3, seed=k)
-    """
-    seen = _Seen(side, party)
-    if side == "feature":
-        model = VerticalLogisticRegression(epsilon=epsilon, delta=delta, relation=relation, random_state=seed,
-                                           monitor=False, **kwargs)
-    elif side == "label":
-        model = VerticalLogisticRegression(label_epsilon=epsilon, delta=delta, random_state=seed, monitor=False,
-                                           **kwargs)
-    else:
-        raise InvalidParameterError(f"side must be 'feature' or 'label', got side={side!r}.")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model.fit(blocks, y, transcript=seen)
-    p = model.privacy_
-    claim = p.epsilon if side == "feature" else p.label["epsilon"]
-    return np.concatenate(seen.parts), float(claim)
+        return getattr(importlib.import_module(f".{_MOVED[name]}", __package__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,24 @@
-"""The label-private protocol of vertical ADMM sharing (beyond [Hu]): the label party's mechanisms
-and its exact refit.
+"""The label-private protocol of vertical ADMM sharing (beyond [Hu]): the label party's mechanisms,
+its exact refit, and its choice against its own model.
+
+Two label mechanisms (``VerticalLogisticRegression(label_mechanism=...)``):
+
+* ``"rr"`` (default): the label party releases its labels **once** through randomized response
+  (:func:`randomized_response`, pure ε-label-DP); the unchanged ADMM of [Hu, eq. 6–8] then runs on the
+  released labels ỹ to convergence — every message after the release is post-processing, so the
+  rounds are free. The label party then calibrates on its exact labels (:func:`refit_label_block`).
+* ``"gaussian"``: the coordinator runs a *linearised* z-step instead of [Hu, eq. 7–8]: from the
+  public score ``s = Σ_m ũ_m + b̃`` it sends every party ``g̃ = clip(ℓ'(s, Y)) + N(0, σ_L² I)`` and
+  residual 0, so the party's unchanged x-step becomes a Jacobi majorise–minimise step (ρ ≥ M·sup ℓ'');
+  each round is a Gaussian release (:func:`label_private_step`), so only a few rounds are affordable.
+
+Measured (benchmarks/private_utility/vertical.py): at label ε = 1 randomized response with the label
+party's refit beats the Gaussian protocol on every dataset there, because its rounds cost nothing.
+
+After either run the label party refits its own block, the intercept and a weight α on the others'
+shares on its exact labels and keeps that model or its own, whichever cross-validates better on its
+own rows (:func:`refit_label_block`): never worse than the label party alone, within the noise of the
+choice. That model never leaves the label party.
 
 See :mod:`dpadmm.algorithms.vertical_sharing` for the recursion these steps plug into.
 """
@@ -7,13 +26,17 @@ See :mod:`dpadmm.algorithms.vertical_sharing` for the recursion these steps plug
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..privacy.events import LABEL_CHANGE, GaussianRelease
-from .vertical_sharing import CoordinatorConfig, CoordinatorMessage, CoordinatorState, PartyConfig, PartyMessage, PartyState
+from ..privacy.events import LABEL_CHANGE, GaussianRelease, PureDPRelease
+
+if TYPE_CHECKING:  # the recursion's types (imported at run time inside the steps: vertical_sharing declares
+    from .vertical_sharing import (  # this module's refit in its PROTOCOL, so a top-level import would be circular)
+        CoordinatorConfig, CoordinatorMessage, CoordinatorState, PartyConfig, PartyMessage, PartyState,
+    )
 
 
 @dataclass(frozen=True)
@@ -28,7 +51,6 @@ class LabelPrivacy:
     rounds: int | None = None  # the run's T: round T releases nothing (no party step would use it)
 
 
-
 def label_private_step(cfg: CoordinatorConfig, state: CoordinatorState, outboxes: Mapping[str, PartyMessage], *,
                        rng: np.random.Generator):
     """The label-private coordinator (module docstring): linearised z-step, noisy clipped gradient.
@@ -40,6 +62,8 @@ def label_private_step(cfg: CoordinatorConfig, state: CoordinatorState, outboxes
     ``label_sensitivity()`` (√2·W, W = 1 for the logistic loss). Emits one ``GaussianRelease`` of
     party ``"coordinator"`` under the label relation per round.
     """
+    from .vertical_sharing import CoordinatorMessage, CoordinatorState
+
     lp = cfg.label_privacy
     rho = state.rho
     n = cfg.labels.shape[0]
@@ -87,20 +111,65 @@ def _newton_refit(f, A, base, labels, loss, pen, w):
     return w
 
 
-def refit_label_block(cfg: PartyConfig, state: PartyState, offset: np.ndarray, loss: str,
-                      fit_intercept: bool, intercept0: float = 0.0, weigh_offset: bool = False) -> dict:
-    """The label party's exact refit after a private run (runs at the label party only).
-
-    ``argmin_{x, b, α} Σ_i ℓ(d_iᵀx + b + α o_i, Y_i) + λ_s/2‖x‖²`` with o = the sum of the other
-    parties' last shares (as the coordinator received them). The weight α on the other parties'
-    contribution (fitted only with ``weigh_offset``, i.e. when the shares carry feature-side noise; else
-    α = 1) lets the label party discount noisy shares (α → 0 falls back to the label party alone). The label party's own block may use its labels
-    exactly; the result (its model, b, α, its eval-set partial scores) stays with the label party and is
-    never sent to a passive party. At prediction the label party weighs the passive partial scores by α.
-    Newton for small blocks, L-BFGS otherwise; O(nnz) per evaluation.
-    """
+def _fit_rows(A, base, labels, loss, pen, w0, rows=None):
+    """``argmin_w mean_i ℓ(a_iᵀw + base_i, Y_i) + ½ Σ_j pen_j w_j²`` over ``rows`` (all by default):
+    Newton for at most 1,000 columns, L-BFGS otherwise; O(nnz) per evaluation."""
     from scipy.optimize import minimize
 
+    if rows is not None:
+        A, base, labels = A[rows], base[rows], labels[rows]
+    n = A.shape[0]
+    AT = A.T.tocsr() if sp.issparse(A) else A.T
+
+    def f(w):
+        s = A @ w + base
+        val = float(np.mean(loss.value(s, labels))) + 0.5 * float(pen @ (w * w))
+        grad = np.asarray(AT @ (loss.grad(s, labels) / n)).ravel() + pen * w
+        return val, grad
+
+    if A.shape[1] <= 1000:
+        return _newton_refit(f, A, base, labels, loss, pen, w0)
+    return minimize(f, w0, jac=True, method="L-BFGS-B", options={"maxiter": 5000, "gtol": 1e-10, "ftol": 1e-14}).x
+
+
+def _design(D, n, fit_intercept: bool, offset):
+    """The label party's refit columns: its block, then the intercept's ones, then the offset o."""
+    extra = ([np.ones(n)] if fit_intercept else []) + ([offset] if offset is not None else [])
+    E = np.column_stack(extra) if extra else np.zeros((n, 0))
+    return sp.hstack([sp.csr_matrix(D), sp.csr_matrix(E)], format="csr") if sp.issparse(D) else np.hstack([D, E])
+
+
+#: folds of the label party's cross-validated choice (rows i ≡ k mod FOLDS form fold k: no randomness needed)
+FOLDS = 5
+
+
+def refit_label_block(cfg: PartyConfig, state: PartyState, offset: np.ndarray, loss: str,
+                      fit_intercept: bool, intercept0: float = 0.0, weigh_offset: bool = True,
+                      choose: bool = False) -> dict:
+    """The label party's exact refit after a private run, and its choice (runs at the label party only).
+
+    Joint model: ``argmin_{x, b, α} Σ_i ℓ(d_iᵀx + b + α o_i, Y_i) + λ_s/2‖x‖²`` with o = the sum of the
+    other parties' last shares (as the coordinator received them) and Y the label party's *exact* labels
+    (its own data). α (fitted with ``weigh_offset``, the default; else α = 1) calibrates the others'
+    contribution on the exact labels: it discounts noisy shares (feature-side DP) and undoes the
+    shrinkage of a fit to randomized-response labels, whose scores estimate the logit of
+    ``P(Ỹ=1|x) = q + (1 − 2q) P(Y=1|x)`` rather than of P(Y=1|x) (this calibration is the de-biasing for
+    the known flip rate q, done on the exact labels instead of by formula; α → 0 recovers the label
+    party alone). Without ``weigh_offset`` a badly scaled o enters at weight 1 and the label party
+    cannot undo it — on raw-unit features after two label-private rounds that ranked the test set
+    backwards, which is why α is always fitted now.
+
+    ``choose``: **never worse than the label party alone.** The label party also fits its own model
+    (``argmin_{x, b} Σ ℓ(d_iᵀx + b, Y_i) + λ_s/2‖x‖²``) and keeps whichever of the two has the lower
+    :data:`FOLDS`-fold cross-validated loss on its own rows. This costs no privacy: it uses the label
+    party's own labels and features and the shares it already holds, and its result — the model, b, α
+    and which model won — stays with the label party (passive parties are asked for their test scores
+    either way, so the request pattern does not reveal the choice). Predictions the label party
+    publishes from that model depend on its exact labels, as any model of its own would.
+
+    Returns the model (``coef``, ``intercept``, ``passive_weight`` α), ``choice`` (``"joint"`` or
+    ``"alone"``), the cross-validated losses ``cv`` and the label party's eval-set partial scores.
+    """
     from ..exceptions import ProtocolError
     from ..kernels.losses import get_loss
 
@@ -113,28 +182,56 @@ def refit_label_block(cfg: PartyConfig, state: PartyState, offset: np.ndarray, l
     n, d = D.shape
     lam = cfg.lam_sum / n
     offset = np.asarray(offset, dtype=np.float64)
-    extra = ([np.ones(n)] if fit_intercept else []) + ([offset] if weigh_offset else [])
+    k_b = 1 if fit_intercept else 0
+    A = _design(D, n, fit_intercept, offset if weigh_offset else None)
     base = np.zeros(n) if weigh_offset else offset  # the fixed part of every score
-    E = np.column_stack(extra) if extra else np.zeros((n, 0))
-    A = sp.hstack([sp.csr_matrix(D), sp.csr_matrix(E)], format="csr") if sp.issparse(D) else np.hstack([D, E])
-    AT = A.T.tocsr() if sp.issparse(A) else A.T
-    pen = np.r_[np.full(d, lam), np.zeros(E.shape[1])]
+    pen = np.r_[np.full(d, lam), np.zeros(A.shape[1] - d)]
+    w0 = np.r_[state.x, [intercept0] * k_b, [1.0] if weigh_offset else []]
+    w = _fit_rows(A, base, labels, loss, pen, w0)
+    out = {"coef": w[:d], "intercept": float(w[d]) if fit_intercept else 0.0,
+           "passive_weight": float(w[-1]) if weigh_offset else 1.0, "choice": "joint", "cv": None}
+    if choose:
+        A0 = _design(D, n, fit_intercept, None)
+        pen0, zero = pen[:A0.shape[1]], np.zeros(n)
+        w_alone = _fit_rows(A0, zero, labels, loss, pen0, w0[:A0.shape[1]])
+        fold = np.arange(n) % FOLDS
+        cv = {"joint": 0.0, "alone": 0.0}
+        for k in range(FOLDS):
+            tr, te = fold != k, fold == k
+            wj = _fit_rows(A, base, labels, loss, pen, w, rows=tr)
+            wa = _fit_rows(A0, zero, labels, loss, pen0, w_alone, rows=tr)
+            cv["joint"] += float(np.sum(loss.value(A[te] @ wj + base[te], labels[te]))) / n
+            cv["alone"] += float(np.sum(loss.value(A0[te] @ wa, labels[te]))) / n
+        out["cv"] = cv
+        if cv["alone"] < cv["joint"]:
+            out.update(coef=w_alone[:d], intercept=float(w_alone[d]) if fit_intercept else 0.0, passive_weight=0.0,
+                       choice="alone")
+    out["eval_scores"] = {k: B @ out["coef"] for k, B in cfg.eval_blocks.items()}
+    return out
 
-    def f(w):
-        s = A @ w + base
-        val = float(np.mean(loss.value(s, labels))) + 0.5 * float(pen @ (w * w))
-        grad = np.asarray(AT @ (loss.grad(s, labels) / n)).ravel() + pen * w
-        return val, grad
 
-    w0 = np.r_[state.x, [intercept0] if fit_intercept else [], [1.0] if weigh_offset else []]
-    if A.shape[1] <= 1000:
-        w = _newton_refit(f, A, base, labels, loss, pen, w0)
-    else:
-        w = minimize(f, w0, jac=True, method="L-BFGS-B", options={"maxiter": 5000, "gtol": 1e-10, "ftol": 1e-14}).x
-    x = w[:d]
-    alpha = float(w[-1]) if weigh_offset else 1.0
-    return {"coef": x, "intercept": float(w[d]) if fit_intercept else 0.0,
-            "passive_weight": alpha,
-            "eval_scores": {k: B @ x for k, B in cfg.eval_blocks.items()}}
+def randomized_response(labels: np.ndarray, epsilon: float, *, rng: np.random.Generator):
+    """The label party's one release of its labels: k = 2 randomized response (Warner 1965).
+
+    Each label Y_i ∈ {−1, +1} is kept with probability ``e^ε/(1 + e^ε)`` and flipped with probability
+    ``q = 1/(1 + e^ε)``, independently, from ``rng`` (the label party's own entropy unless a seed was
+    asked for).
+
+    Relation: one training label changes (features equal). Proof of pure ε-label-DP: the flips are
+    independent, so for neighbours Y, Y' differing in label i only, every output ỹ has
+    ``P(ỹ|Y)/P(ỹ|Y') = P(ỹ_i|Y_i)/P(ỹ_i|Y'_i) ∈ {e^ε, e^−ε}`` (the ratio of keep to flip). No premise
+    needs enforcing beyond the labels being two-valued, which :func:`dpadmm._validation.binary_labels`
+    checks at the estimator. Everything computed from ỹ afterwards — every message of the ADMM run on
+    ỹ — is post-processing and costs nothing more; the run's label ε is this ε (δ = 0).
+    Emits one ``PureDPRelease`` of party ``"coordinator"`` (the label party's organisation) under the
+    label relation. Returns ``(ỹ, [event])``.
+    """
+    y = np.asarray(labels, dtype=np.float64)
+    q = flip_probability(epsilon)
+    flip = rng.random(y.shape[0]) < q
+    return np.where(flip, -y, y), [PureDPRelease("coordinator", 0, float(epsilon), LABEL_CHANGE)]
 
 
+def flip_probability(epsilon: float) -> float:
+    """q = 1/(1 + e^ε), the flip probability of k = 2 randomized response at label ε."""
+    return float(1.0 / (1.0 + np.exp(epsilon)))

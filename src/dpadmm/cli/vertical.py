@@ -91,7 +91,10 @@ def _privacy_line(metrics) -> str:
                 f"relation: {p['relation']}, {noise}; {C}; {why})")
     else:
         feat = "features: not protected (epsilon = inf)"
-    if label.get("protected"):
+    if label.get("protected") and label.get("flip_probability") is not None:
+        lab = (f"labels: epsilon={_fmt(label['epsilon'])} (pure, delta = 0; randomized response released once by the "
+               f"label party, flip probability {label['flip_probability']:.4g}; relation: one label changes)")
+    elif label.get("protected"):
         lab = (f"labels: epsilon={_fmt(label['epsilon'])} at delta={fmt_prob(label['delta'])} ({label['accountant']}, "
                f"relation: one label changes; C={label['sensitivity']:.4g} sigma={label['sigma']:.4g})")
     else:

@@ -21,6 +21,7 @@ from .._validation import (
     as_float_matrix, as_vector, binary_labels, check_choice, check_int, check_open_unit, check_positive,
     noise_seed,
 )
+from ..algorithms import vertical_label as vl
 from ..algorithms import vertical_sharing as vs
 from ..backends import PartySpec, get_backend
 from ..data.parties import row_norms
@@ -44,7 +45,25 @@ class RankDeficiencyWarning(UserWarning):
 #: the requests a vertical party answers besides its protocol step (declared, nothing else runs)
 _HANDLERS = {"coef": vs.party_coef, "rank": vs.party_rank, "score": vs.eval_score}
 #: the label party also answers the exact refit of its own block after a label-private run
-_LABEL_PARTY_HANDLERS = dict(_HANDLERS, refit=vs.refit_label_block)
+_LABEL_PARTY_HANDLERS = dict(_HANDLERS, refit=vl.refit_label_block)
+
+
+def _rr_labels(y, epsilon: float, nseed, n_parties: int, checkpoint_dir, resume_from):
+    """The label party's randomized-response release (drawn once per run: a resumed run reuses the
+    release stored in the label party's own checkpoint directory, so resuming never releases twice)."""
+    from pathlib import Path
+
+    from ..backends.base import party_rng
+    from ..privacy.events import LABEL_CHANGE, PureDPRelease
+
+    if resume_from is not None and (Path(resume_from) / "rr_labels.npy").is_file():
+        return np.load(Path(resume_from) / "rr_labels.npy"), [PureDPRelease("coordinator", 0, epsilon, LABEL_CHANGE)]
+    rng = np.random.default_rng() if nseed is None else party_rng(nseed, n_parties + 1, 0)
+    y_rr, events = vl.randomized_response(y, epsilon, rng=rng)
+    if checkpoint_dir is not None:
+        Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        np.save(Path(checkpoint_dir) / "rr_labels.npy", y_rr)
+    return y_rr, events
 
 
 def _party_names(n: int) -> list[str]:
@@ -62,9 +81,12 @@ class _VerticalADMM(BaseEstimator):
                  iteration_epsilon: float | None = None, noise_scale: float | None = None,
                  mechanism: str = "gaussian", relation: str = "feature_column", clip: float | str = "auto",
                  label_epsilon: float | None = None, label_noise_scale: float | None = None,
+                 label_mechanism: str = "rr", fallback: bool = True,
                  bound: float | str = "auto", accountant: str = "pld", party_sizes: Sequence[int] | None = None,
                  random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None,
                  solver: str = "auto"):
+        self.label_mechanism = label_mechanism
+        self.fallback = fallback
         self.mechanism = mechanism
         self.relation = relation
         self.clip = clip
@@ -142,12 +164,21 @@ class _VerticalADMM(BaseEstimator):
             raise InvalidParameterError("give at most one of label_epsilon, label_noise_scale; got both.")
         return self.label_epsilon is not None or self.label_noise_scale is not None
 
+    def _rr(self) -> bool:
+        """Labels protected by one randomized-response release (then ADMM on the released labels)."""
+        return self.label_epsilon is not None and self.label_noise_scale is None and self.label_mechanism == "rr"
+
     def _mm_protocol(self) -> bool:
-        """Private fits (label side, or the gaussian feature mechanism) run the linearised coordinator
-        (few rounds: each costs budget) with the label party's refit; ADMM otherwise and for
-        ``mechanism="paper"`` (the reproduction of [Hu])."""
+        """Private fits whose rounds cost budget (Gaussian label mechanism, or the gaussian feature
+        mechanism) run the linearised coordinator (few rounds); ADMM otherwise — non-private fits,
+        randomized-response labels (rounds are post-processing) and ``mechanism="paper"``."""
         feature = any(getattr(self, k) is not None for k in ("epsilon", "iteration_epsilon", "noise_scale"))
-        return self._label_mode() or (feature and self.mechanism == "gaussian")
+        return (self._label_mode() and not self._rr()) or (feature and self.mechanism == "gaussian")
+
+    def _refits(self) -> bool:
+        """The label party refits its block on its exact labels after the run (and chooses against its
+        own model): every label-private fit and every fit of the linearised protocol."""
+        return self._label_mode() or self._mm_protocol()
 
     def _rho(self, n_blocks: int, loss) -> float:
         """``"auto"``: 0.05 for ADMM; M · sup ℓ'' for the label-private protocol (the Jacobi
@@ -187,12 +218,19 @@ class _VerticalADMM(BaseEstimator):
         check_choice("relation", self.relation, tuple(vs.RELATIONS))
         if self.clip != "auto":
             check_positive("clip", self.clip)
-        if self._mm_protocol():
+        check_choice("label_mechanism", self.label_mechanism, ("rr", "gaussian"))
+        if self._rr():
+            check_positive("label_epsilon", self.label_epsilon)
+            if self._loss_name != "logistic":
+                raise InvalidParameterError(f"label_mechanism='rr' (randomized response) needs two-class labels; "
+                                            f"loss={self._loss_name!r} has real-valued ones (use "
+                                            "label_mechanism='gaussian').")
+        if self._mm_protocol() or self._rr():
             if self.label_epsilon is not None:
                 check_positive("label_epsilon", self.label_epsilon)
             elif self.label_noise_scale is not None:
                 check_positive("label_noise_scale", self.label_noise_scale, allow_zero=True)
-            if self.adaptive_rho:
+            if self.adaptive_rho and self._mm_protocol():
                 raise InvalidParameterError("adaptive_rho applies to ADMM; the label-private protocol uses a fixed "
                                             "rho (set adaptive_rho=False).")
             if self.penalty != "l2":
@@ -214,7 +252,7 @@ class _VerticalADMM(BaseEstimator):
             check_positive("bound", self.bound)
         if self.damping != "auto":
             check_positive("damping", self.damping, allow_zero=True)
-            if (mode is not None or self._label_mode()) and self.damping > 0:
+            if (mode is not None or self._mm_protocol()) and self.damping > 0:
                 raise PrivacyPreconditionError(
                     f"damping={self.damping} changes the x-step the sensitivity bound covers; use damping=0 "
                     "(or 'auto') for a private fit.")
@@ -243,6 +281,8 @@ class _VerticalADMM(BaseEstimator):
         mode = self._validate()
         label_mode = self._label_mode()
         mm = self._mm_protocol()
+        rr = self._rr()
+        refits = self._refits()
         blocks = self._blocks(X)
         n = blocks[0].shape[0]
         y_fit = self._encode_y(y, n)
@@ -302,9 +342,15 @@ class _VerticalADMM(BaseEstimator):
         label_nm = None
         label_spec = None
         sigma_label = 0.0
-        if mm and not label_mode:  # feature-private fit: the linearised coordinator, labels unprotected
-            label_spec = vs.LabelPrivacy(noise_scale=0.0, rounds=max_iter)
-        if label_mode:
+        if mm and (rr or not label_mode):  # the linearised coordinator without label noise: labels unprotected,
+            label_spec = vl.LabelPrivacy(noise_scale=0.0, rounds=max_iter)  # or already randomized (rr)
+        rr_events, hub_labels = [], y_fit
+        if rr:  # the label party's one release of its labels; everything after is post-processing
+            hub_labels, rr_events = _rr_labels(y_fit, float(self.label_epsilon), nseed, len(blocks),
+                                              checkpoint_dir, resume_from)
+            notes.append(f"labels: randomized response at label epsilon = {self.label_epsilon:g} (flip probability "
+                         f"{vl.flip_probability(self.label_epsilon):.4g}); the coordinator runs on the released labels")
+        if label_mode and not rr:
             label_clip = 1.0
             W = vs.label_sensitivity(label_gap=1.0 if loss.name == "logistic" else math.inf, clip=label_clip,
                                      fit_intercept=bool(self.fit_intercept))
@@ -315,7 +361,7 @@ class _VerticalADMM(BaseEstimator):
                 sigma_label = label_nm * W
             else:
                 sigma_label = float(self.label_noise_scale)
-            label_spec = vs.LabelPrivacy(noise_multiplier=label_nm,
+            label_spec = vl.LabelPrivacy(noise_multiplier=label_nm,
                                          noise_scale=None if self.label_epsilon is not None else sigma_label,
                                          clip=label_clip, rounds=max_iter)
         V, V_inf = self._clip(n, rho, sigma_label)
@@ -334,7 +380,7 @@ class _VerticalADMM(BaseEstimator):
                            "in tests/test_vertical_privacy.py"},
             ]
         lam_sum = n * float(self.lam)  # the paper's summed scaling
-        damping = (0.0 if (any_private or mm) else 0.5) if self.damping == "auto" else float(self.damping)
+        damping = (0.0 if (private or mm) else 0.5) if self.damping == "auto" else float(self.damping)
         specs = []
         for m, (name, B) in enumerate(zip(names, blocks)):
             pspec = None
@@ -347,13 +393,13 @@ class _VerticalADMM(BaseEstimator):
                     "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}
             if paper and _is_source(B):
                 opts["require_unit_rows"] = True
-            if m == 0 and mm:
-                opts["labels"] = y_fit  # the label party's own labels (party 1 is the label holder)
-            handlers = _LABEL_PARTY_HANDLERS if (m == 0 and mm) else _HANDLERS
+            if m == 0 and refits:
+                opts["labels"] = y_fit  # the label party's own (exact) labels (party 1 is the label holder)
+            handlers = _LABEL_PARTY_HANDLERS if (m == 0 and refits) else _HANDLERS
             specs.append(PartySpec(name, vs.setup_party, (name, B, opts), vs.party_step, vs.party_diagnostics, owner=name,
                                    handlers=handlers))
         hub_cfg = vs.CoordinatorConfig(
-            labels=y_fit, loss=loss, lam=float(self.lam), rho=rho,
+            labels=hub_labels, loss=loss, lam=float(self.lam), rho=rho,
             party_names=tuple(s.name for s in specs), bounds=bounds, fit_intercept=bool(self.fit_intercept),
             adaptive_rho=bool(self.adaptive_rho),
             tol=float(self.tol), eval_labels={k: yv for k, (_, yv) in evals.items()}, label_privacy=label_spec,
@@ -375,7 +421,7 @@ class _VerticalADMM(BaseEstimator):
                          "deployment (out-of-process backend) the models stay at the parties")
         try:
             result = engine.run(hub=hub, parties=specs, backend=backend, rounds=max_iter, noise_seed=nseed,
-                                callbacks=callbacks, monitor=monitor, stop_on_convergence=not any_private,
+                                callbacks=callbacks, monitor=monitor, stop_on_convergence=not (private or mm),
                                 checkpoint_every=checkpoint_every, checkpoint_dir=checkpoint_dir,
                                 resume_from=resume_from, started=True, transcript=transcript)
             # a party in another organisation never sends its model (it writes it to its own directory)
@@ -384,21 +430,29 @@ class _VerticalADMM(BaseEstimator):
             self.intercept_ = float(result.hub_state.intercept)
             self.passive_weight_ = 1.0
             refit = None
-            if mm:
-                # the label party (which is also the coordinator) refits its own block and intercept on its exact
-                # labels, given the other parties' last shares; the result never goes to a passive party
+            self.label_party_choice_, self.label_party_cv_ = None, None
+            if refits:
+                # the label party (which is also the coordinator) refits its own block, the intercept and a weight
+                # on the others' shares on its exact labels, and keeps that or its own model (whichever
+                # cross-validates better on its rows); the result never goes to a passive party
+                # alpha is fitted whenever the shares or the labels the run used were noisy (with no noise at all the
+                # protocol is exact and alpha = 1 keeps "zero noise == non-private")
+                noisy = private or rr or (label_spec is not None and (sigma_label > 0 or label_nm is not None))
                 refit = backend.request(names[0], "refit", result.hub_state.passive_total, loss.name,
-                                        bool(self.fit_intercept), self.intercept_, private)
+                                        bool(self.fit_intercept), self.intercept_, noisy, bool(self.fallback))
                 alpha = refit["passive_weight"]
                 self.passive_weight_ = alpha
+                self.label_party_choice_, self.label_party_cv_ = refit.get("choice"), refit.get("cv")
                 if self.coefs_ is not None:
                     self.coefs_ = [refit["coef"]] + [alpha * c for c in self.coefs_[1:]]
                 self.intercept_ = refit["intercept"]
-                notes.append("the label party's own block and the intercept"
-                             + (f" and a weight alpha = {alpha:.3g} on the other parties' (noisy) partial scores"
-                                if private else "")
-                             + " are refit on the exact labels after the last round, given the other parties' shares "
-                             "as received; that model stays with the label party")
+                notes.append(f"the label party's own block, the intercept and a weight alpha = {alpha:.3g} on the other "
+                             "parties' partial scores are refit on its exact labels after the last round, given the "
+                             "other parties' shares as received; that model stays with the label party")
+                if refit.get("cv") is not None:
+                    notes.append(f"the label party kept the {refit['choice']} model (5-fold cross-validated loss on its "
+                                 f"own rows: joint {refit['cv']['joint']:.4g}, its own model {refit['cv']['alone']:.4g}); "
+                                 "the choice stays with the label party")
             if transcript is not None and self.coefs_ is not None:  # x_m collected (simulation or opt-in)
                 for name, coef in zip(names, self.coefs_):
                     transcript(result.rounds, name, engine.HUB, {"coef": coef}, "model")
@@ -421,7 +475,7 @@ class _VerticalADMM(BaseEstimator):
             self.eval_scores_ = {}
             # a feature-private fit sends no un-noised partial scores X_m x_m off a party (x_m depends on D_m beyond
             # the noisy shares): only non-private feature sides (label-only fits) score passive parties' eval sets
-            for k in (evals if (collect or (mm and not private)) else ()):
+            for k in (evals if (collect or (refits and not private)) else ()):
                 if collect:
                     parts = {name: backend.request(name, "score", k) for name in names}
                 else:  # passive parties' partial test scores (prediction), the label party's from its refit
@@ -442,6 +496,8 @@ class _VerticalADMM(BaseEstimator):
         self.converged_ = result.converged
         self.noise_multiplier_ = nm
         self.label_noise_multiplier_ = label_nm
+        if rr_events:
+            result.ledger.record(rr_events)
         if any_private:
             delta = (result.rounds + 1) * self.delta if mode == "iteration_epsilon" else self.delta
             self.privacy_ = hu_report(
@@ -512,7 +568,8 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
         ``"auto"`` = 0.5 for non-private fits (robust when party ranges overlap) and 0 — the paper's
         x-step — for private fits, where any other value is refused.
     max_iter : rounds T (under DP, exactly the T the budgets are composed over). ``"auto"``: 100 ADMM
-        iterations, 3 rounds of the label-private protocol (2 label releases).
+        iterations (also with randomized-response labels), 3 rounds of the Gaussian label-private protocol
+        (2 label releases), 2 when the features are protected.
     tol : primal/dual residual tolerance (non-private runs stop early when both are below it).
     penalty : ``l2`` (needed for DP), ``l1`` or ``elasticnet`` (with ``l1_ratio``).
     epsilon, delta : feature-side total (ε, δ) budget of the run; σ is calibrated with the accountant
@@ -527,10 +584,20 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
         party changes by ≤ 1 in ℓ2, [Hu, Definition 2]) or ``"record"`` (one row of one party).
     clip : per-sample scale c of the clip on what a party receives (V = c·sqrt(N), V_∞ = 3c);
         ``"auto"``: ``sqrt(1 + σ_L²) + 3ρ``.
-    label_epsilon : label-side total ε (at ``delta``): every message the coordinator sends any party is
-        (ε_L, δ)-DP w.r.t. one training label changing. Switches the coordinator to the label-private
-        protocol. Without it, every party can read the training labels from the dual y it receives.
-    label_noise_scale : raw σ_L of the label side instead of a budget.
+    label_epsilon : label-side total ε: everything the coordinator sends any party is ε_L-DP (pure, with
+        ``label_mechanism="rr"``; (ε_L, δ) with ``"gaussian"``) w.r.t. one training label changing.
+        Without it, every party can read the training labels from the dual y it receives.
+    label_mechanism : ``"rr"`` (default): the label party releases its labels once by randomized
+        response (flip probability 1/(1 + e^ε_L)) and ADMM runs on them to convergence (post-processing:
+        the rounds are free); ``"gaussian"``: the linearised coordinator adds Gaussian noise to the loss
+        gradient it sends every round (:mod:`dpadmm.algorithms.vertical_label`).
+    fallback : after a label-private (or feature-private) fit the label party refits its block, the
+        intercept and a weight α on the others' shares on its exact labels, and — with ``fallback=True``
+        (default) — keeps that model or its own (its block alone), whichever has the lower 5-fold
+        cross-validated loss on its own rows: never worse than the label party alone, within the noise
+        of that choice. The choice costs no privacy and stays with the label party
+        (``label_party_choice_``, ``label_party_cv_``).
+    label_noise_scale : raw σ_L of the Gaussian label mechanism instead of a budget (selects that mechanism).
     bound : b_1 of [Hu, Assumption 2.1] (``mechanism="paper"`` only); iterates are projected onto it.
         ``"auto"`` = sqrt(2 ln 2/λ) for x, 3·sqrt(N) for y and z.
     accountant : ``pld`` (headline) or ``rdp``.
@@ -593,13 +660,15 @@ class VerticalLinearRegression(RegressorMixin, _VerticalADMM):
                  tol: float = 1e-6, fit_intercept: bool = True, penalty: str = "l2", l1_ratio: float = 0.5,
                  adaptive_rho: bool = False, damping="auto", epsilon=None, delta: float = 1e-5, iteration_epsilon=None,
                  noise_scale=None, mechanism: str = "gaussian", relation: str = "feature_column", clip="auto",
-                 label_epsilon=None, label_noise_scale=None, bound="auto", accountant: str = "pld", party_sizes=None,
+                 label_epsilon=None, label_noise_scale=None, label_mechanism: str = "gaussian", fallback: bool = True,
+                 bound="auto", accountant: str = "pld", party_sizes=None,
                  random_state=None, backend="inprocess", monitor: bool | None = None, solver: str = "auto"):
         super().__init__(lam=lam, rho=rho, max_iter=max_iter, tol=tol, fit_intercept=fit_intercept, penalty=penalty,
                          l1_ratio=l1_ratio, adaptive_rho=adaptive_rho, damping=damping, epsilon=epsilon, delta=delta,
                          iteration_epsilon=iteration_epsilon, noise_scale=noise_scale, mechanism=mechanism,
                          relation=relation, clip=clip, label_epsilon=label_epsilon,
-                         label_noise_scale=label_noise_scale, bound=bound,
+                         label_noise_scale=label_noise_scale, label_mechanism=label_mechanism, fallback=fallback,
+                         bound=bound,
                          accountant=accountant, party_sizes=party_sizes, random_state=random_state,
                          backend=backend, monitor=monitor, solver=solver)
         self.loss = loss

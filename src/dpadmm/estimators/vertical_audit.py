@@ -44,6 +44,7 @@ def audit_fit(blocks, y, *, side: str = "feature", relation: str = "feature_colu
         model = VerticalLogisticRegression(epsilon=epsilon, delta=delta, relation=relation, random_state=seed,
                                            monitor=False, **kwargs)
     elif side == "label":
+        kwargs.setdefault("label_mechanism", "gaussian")  # the per-round mechanism; "rr" releases the labels once
         model = VerticalLogisticRegression(label_epsilon=epsilon, delta=delta, random_state=seed, monitor=False,
                                            **kwargs)
     else:

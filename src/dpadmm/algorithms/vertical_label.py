@@ -145,7 +145,7 @@ FOLDS = 5
 
 def refit_label_block(cfg: PartyConfig, state: PartyState, offset: np.ndarray, loss: str,
                       fit_intercept: bool, intercept0: float = 0.0, weigh_offset: bool = True,
-                      choose: bool = False) -> dict:
+                      choose: bool = False, lam: float | None = None) -> dict:
     """The label party's exact refit after a private run, and its choice (runs at the label party only).
 
     Joint model: ``argmin_{x, b, α} Σ_i ℓ(d_iᵀx + b + α o_i, Y_i) + λ_s/2‖x‖²`` with o = the sum of the
@@ -180,7 +180,7 @@ def refit_label_block(cfg: PartyConfig, state: PartyState, offset: np.ndarray, l
     loss = get_loss(loss)  # by name: only plain data crosses to the party
     D = cfg.D
     n, d = D.shape
-    lam = cfg.lam_sum / n
+    lam = cfg.lam_sum / n if lam is None else float(lam)  # λ of the refit (the joint run may have used more)
     offset = np.asarray(offset, dtype=np.float64)
     k_b = 1 if fit_intercept else 0
     A = _design(D, n, fit_intercept, offset if weigh_offset else None)

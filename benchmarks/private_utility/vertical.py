@@ -14,7 +14,7 @@ Datasets (no download; each split into a label party and one other party):
 
 Preparation is what the CLI does for party files: each party standardises its own columns with its own
 training statistics (``prepare_block``); a9a's binary rows are normalised per party (as the README's a9a
-runs). Feature-private runs additionally clip standardised rows at sqrt(d_m) and divide by it (‖row‖ ≤ 1).
+runs). Feature-private runs additionally clip standardised rows at 3·sqrt(d_m) and divide by it (‖row‖ ≤ 1).
 
 Sides: ``labels`` (``label_epsilon=ε``, the library's default mechanism: randomized response + the label
 party's refit and choice), ``features`` (``epsilon=ε``, one-feature-column relation, labels unprotected),

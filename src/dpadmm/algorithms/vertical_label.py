@@ -160,8 +160,9 @@ def refit_label_block(cfg: PartyConfig, state: PartyState, offset: np.ndarray, l
     backwards, which is why α is always fitted now.
 
     ``choose``: **never worse than the label party alone.** The label party also fits its own model
-    (``argmin_{x, b} Σ ℓ(d_iᵀx + b, Y_i) + λ_s/2‖x‖²``) and keeps whichever of the two has the lower
-    :data:`FOLDS`-fold cross-validated loss on its own rows. This costs no privacy: it uses the label
+    (``argmin_{x, b} Σ ℓ(d_iᵀx + b, Y_i) + λ_s/2‖x‖²``) and keeps the joint model only if its
+    :data:`FOLDS`-fold cross-validated loss on its own rows is lower by more than one standard error of
+    the per-row held-out difference (else its own model). This costs no privacy: it uses the label
     party's own labels and features and the shares it already holds, and its result — the model, b, α
     and which model won — stays with the label party (passive parties are asked for their test scores
     either way, so the request pattern does not reveal the choice). Predictions the label party
@@ -195,15 +196,21 @@ def refit_label_block(cfg: PartyConfig, state: PartyState, offset: np.ndarray, l
         pen0, zero = pen[:A0.shape[1]], np.zeros(n)
         w_alone = _fit_rows(A0, zero, labels, loss, pen0, w0[:A0.shape[1]])
         fold = np.arange(n) % FOLDS
-        cv = {"joint": 0.0, "alone": 0.0}
+        diff = np.empty(n)  # per-row held-out loss, joint minus alone
         for k in range(FOLDS):
             tr, te = fold != k, fold == k
             wj = _fit_rows(A, base, labels, loss, pen, w, rows=tr)
             wa = _fit_rows(A0, zero, labels, loss, pen0, w_alone, rows=tr)
-            cv["joint"] += float(np.sum(loss.value(A[te] @ wj + base[te], labels[te]))) / n
-            cv["alone"] += float(np.sum(loss.value(A0[te] @ wa, labels[te]))) / n
+            lj, la = loss.value(A[te] @ wj + base[te], labels[te]), loss.value(A0[te] @ wa, labels[te])
+            diff[te] = lj - la
+            out.setdefault("_lj", []).append(float(np.sum(lj)))
+            out.setdefault("_la", []).append(float(np.sum(la)))
+        cv = {"joint": sum(out.pop("_lj")) / n, "alone": sum(out.pop("_la")) / n,
+              "standard_error": float(diff.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0}
         out["cv"] = cv
-        if cv["alone"] < cv["joint"]:
+        # the joint model must win by more than one standard error of the held-out difference: a gain
+        # the label party cannot tell from noise is not worth a model that may generalise worse
+        if cv["joint"] + cv["standard_error"] >= cv["alone"]:
             out.update(coef=w_alone[:d], intercept=float(w_alone[d]) if fit_intercept else 0.0, passive_weight=0.0,
                        choice="alone")
     out["eval_scores"] = {k: B @ out["coef"] for k, B in cfg.eval_blocks.items()}

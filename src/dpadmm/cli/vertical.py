@@ -184,7 +184,7 @@ def vertical(
                                 "training mean and sd; with --epsilon rows are then clipped at --row-clip), "
                                 "normalize-rows, none, or auto (standardize for --party files, none otherwise)."),
     row_clip: Optional[float] = typer.Option(None, help="Row norm R at which standardised rows are clipped (then "
-                                             "divided by R) when the features are protected; default sqrt(d_m)."),
+                                             "divided by R) when the features are protected; default 3·sqrt(d_m)."),
     adaptive_rho: bool = typer.Option(False, help="Residual-balancing ρ (beyond the paper)."),
     accountant: str = typer.Option("pld", help="pld or rdp."),
     seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (whoever knows it can remove the "
@@ -350,7 +350,7 @@ def vertical(
                           f"(AUC {b['label_party_alone']['test_auc']:.4f})")
         choice = metrics["final"].get("label_party_choice")
         if choice:
-            console.print(f"label party kept the {'joint' if choice == 'joint' else 'its own'} model "
+            console.print(f"label party kept {'the joint model' if choice == 'joint' else 'its own model'} "
                           "(cross-validated on its own rows; the choice stays with it)")
         console.print(f"privacy: {_privacy_line(metrics)}")
         if monitor and private:

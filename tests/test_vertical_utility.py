@@ -134,21 +134,20 @@ def test_rr_labels_are_drawn_once_and_the_coordinator_sees_only_them():
 # ----------------------------------------------------------------------------- never worse than the label party alone
 def test_label_private_never_worse_than_label_party_alone_when_the_others_know_nothing():
     """Party 2 holds pure noise: whatever the protocol hands the label party, its choice keeps a model at
-    least as good as its own within the noise of the choice, on 5 seeds (before: alpha = 1 added the
+    least as good as its own within the noise of the choice, on 3 seeds (before: alpha = 1 added the
     noise party's share unweighted)."""
     X, y, tr, te = _breast_cancer()
     rng = np.random.default_rng(7)
-    own, own_t = prepare_block(X[tr][:, :5], "standardize")
-    own_t = prepare_block(X[te][:, :5], "standardize", scaling=own_t)[0]
+    mu, sd = X[tr][:, :5].mean(0), X[tr][:, :5].std(0)
+    own, own_t = (X[tr][:, :5] - mu) / sd, (X[te][:, :5] - mu) / sd
     noise, noise_t = rng.normal(size=(len(tr), 10)), rng.normal(size=(len(te), 10))
     alone = LogisticRegression(C=1 / (1e-3 * len(tr)), max_iter=5000).fit(own, y[tr])
     la = log_loss(y[te], alone.predict_proba(own_t)[:, 1])
-    for seed in range(5):
-        for mech in ("rr", "gaussian"):
-            m = VerticalLogisticRegression(label_epsilon=1.0, label_mechanism=mech, random_state=seed).fit(
-                [own, noise], y[tr])
+    for seed in range(3):
+        for kw in ({}, {"label_mechanism": "gaussian"}):  # the default (randomized response), then the other
+            m = VerticalLogisticRegression(label_epsilon=1.0, random_state=seed, **kw).fit([own, noise], y[tr])
             lp = m.evaluate([own_t, noise_t], y[te])["log_loss"]
-            assert lp <= la + 0.01, (seed, mech, lp, la)
+            assert lp <= la + 0.01, (seed, kw, lp, la)
 
 
 def test_label_private_beats_label_party_alone_on_breast_cancer_party_files(bc_files, tmp_path, capsys):

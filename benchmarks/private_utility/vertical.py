@@ -150,8 +150,8 @@ def objective_perturbation(X, y, Xt, yt, eps: float, lam: float, rng) -> float:
     c = 0.25  # sup ℓ'' of the logistic loss
     eps_p = eps - math.log(1 + 2 * c / (n * lam) + c ** 2 / (n * lam) ** 2)
     extra = 0.0
-    if eps_p <= 0:
-        extra = c / (n * (math.exp(eps / 4) - 1)) - lam
+    if eps_p < eps / 2:  # Alg. 2's extra ridge Δ (taken whenever it leaves more budget for the noise)
+        extra = max(c / (n * (math.exp(eps / 4) - 1)) - lam, 0.0)
         eps_p = eps / 2
     direction = rng.standard_normal(d)
     b = direction / np.linalg.norm(direction) * rng.gamma(d, 2.0 / eps_p)

@@ -452,7 +452,7 @@ class _VerticalADMM(BaseEstimator):
                 noisy = private or rr or (label_spec is not None and (sigma_label > 0 or label_nm is not None))
                 refit = backend.request(names[0], "refit", result.hub_state.passive_total, loss.name,
                                         bool(self.fit_intercept), self.intercept_, noisy, bool(self.fallback),
-                                        float(self.lam))
+                                        float(self.lam), bool(private))
                 alpha = refit["passive_weight"]
                 self.passive_weight_ = alpha
                 self.label_party_choice_, self.label_party_cv_ = refit.get("choice"), refit.get("cv")

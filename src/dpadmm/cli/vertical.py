@@ -135,8 +135,9 @@ def _trivial_verdict(metrics, data) -> str | None:
     fix = "try " + _advice(metrics)
     b = metrics.get("baselines") or {}
     if f.get("test_log_loss") is not None and b:
-        named = [("predicting the training base rate", b["base_rate"]["test_log_loss"]),
-                 ("the label party alone", b["label_party_alone"]["test_log_loss"])]
+        named = [("predicting the training base rate", b["base_rate"]["test_log_loss"])]
+        if b.get("label_party_alone"):
+            named.append(("the label party alone", b["label_party_alone"]["test_log_loss"]))
         name, best = min(named, key=lambda kv: kv[1])
         v = verdict("test log loss", f["test_log_loss"], best, name, fix)
         if v and name == "the label party alone":
@@ -345,9 +346,10 @@ def vertical(
                           "for a tighter fit.")
         b = metrics["baselines"]
         if b:
-            console.print(f"baselines (test log loss): base rate {b['base_rate']['test_log_loss']:.4f}, label party "
-                          f"alone {b['label_party_alone']['test_log_loss']:.4f} "
-                          f"(AUC {b['label_party_alone']['test_auc']:.4f})")
+            alone = b.get("label_party_alone")
+            console.print(f"baselines (test log loss): base rate {b['base_rate']['test_log_loss']:.4f}"
+                          + (f", label party alone {alone['test_log_loss']:.4f} (AUC {alone['test_auc']:.4f})"
+                             if alone else ""))
         choice = metrics["final"].get("label_party_choice")
         if choice:
             console.print(f"label party kept {'the joint model' if choice == 'joint' else 'its own model'} "

@@ -288,14 +288,15 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iteration
 def baselines(data: VerticalData, *, lam: float, fit_intercept: bool = True) -> dict:
     """What the user has without the joint model, on the test set (empty without one): predicting the
     training base rate, and the label party alone — a logistic regression on its own (prepared) block
-    with the same λ, fitted where that block lives (the label party, which is also the coordinator's
-    organisation, so reading its own file here moves nothing across a boundary)."""
+    with the same λ. With data locality (party files read by the parties' workers) the driver reads no
+    party file, so only the base rate is reported (the label party's own choice still guards the model)."""
     from ..cli._common import base_rate_log_loss
 
     if data.test is None:
         return {}
-    own = data.train[0].load() if hasattr(data.train[0], "load") else data.train[0]
-    own_test = data.test[0].load() if hasattr(data.test[0], "load") else data.test[0]
-    alone = sklearn_baseline([own], data.y, [own_test], data.y_test, lam=lam, fit_intercept=fit_intercept)
-    return {"base_rate": {"test_log_loss": base_rate_log_loss(data.y, data.y_test)},
-            "label_party_alone": {k: v for k, v in alone.items() if k.startswith("test_")}}
+    out = {"base_rate": {"test_log_loss": base_rate_log_loss(data.y, data.y_test)}}
+    if hasattr(data.train[0], "load"):  # data locality: the driver reads no party file, not even the label party's
+        return out
+    alone = sklearn_baseline(data.train[:1], data.y, data.test[:1], data.y_test, lam=lam, fit_intercept=fit_intercept)
+    out["label_party_alone"] = {k: v for k, v in alone.items() if k.startswith("test_")}
+    return out

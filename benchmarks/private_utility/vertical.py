@@ -176,6 +176,12 @@ def _fit(blocks, y, test, yt, **kw) -> float:
     return log_loss_pm(m.predict_proba(test)[:, 1], yt)
 
 
+def default_row_clip(d):
+    from dpadmm.algorithms.vertical_data import default_row_clip as R
+
+    return R(d)
+
+
 def run(*, quick: bool = False, seeds: int = 3, epsilons=(0.5, 1.0, 2.0, 5.0), datasets=None, progress=print,
         sides=None) -> list[dict]:
     if quick:
@@ -209,6 +215,8 @@ def run(*, quick: bool = False, seeds: int = 3, epsilons=(0.5, 1.0, 2.0, 5.0), d
                         kw["label_epsilon"] = eps
                     if "features" in side:
                         kw["epsilon"] = eps
+                        if how == "standardize":  # party 1's rows were divided by R: its own ridge is λ/R²
+                            kw["label_block_scale"] = 1.0 / default_row_clip(P[0].shape[1])
                     t0 = time.perf_counter()
                     private = _fit(blocks, y, tblocks, yt, **kw)
                     secs = time.perf_counter() - t0

@@ -145,7 +145,7 @@ FOLDS = 5
 
 def refit_label_block(cfg: PartyConfig, state: PartyState, offset: np.ndarray, loss: str,
                       fit_intercept: bool, intercept0: float = 0.0, weigh_offset: bool = True,
-                      choose: bool = False, lam: float | None = None, scale_penalty: bool = False) -> dict:
+                      choose: bool = False, lam: float | None = None, block_scale: float = 1.0) -> dict:
     """The label party's exact refit after a private run, and its choice (runs at the label party only).
 
     Joint model: ``argmin_{x, b, α} Σ_i ℓ(d_iᵀx + b + α o_i, Y_i) + λ_s/2‖x‖²`` with o = the sum of the
@@ -159,10 +159,10 @@ def refit_label_block(cfg: PartyConfig, state: PartyState, offset: np.ndarray, l
     cannot undo it — on raw-unit features after two label-private rounds that ranked the test set
     backwards, which is why α is always fitted now.
 
-    ``scale_penalty`` (feature-private fits): the ridge on the label party's own block is ``λ·var_j``
-    per column, i.e. λ on the block's columns standardised — the DP preparation shrank its rows into
-    the unit ball (by 1/R), and a plain λ on the shrunken block would be a ridge R² times stronger than
-    the one the label party's own model (on its own prepared block) uses.
+    ``block_scale`` c: the label party's block was multiplied by c in its DP preparation (c = 1/R after
+    clipping rows at R, so that ‖d_k‖ ≤ 1); the ridge on its own block is then ``λ·c²``, the same model
+    as λ on the unscaled block (a plain λ on the shrunken block would be a ridge R² times stronger than
+    the label party's own model on its own data).
 
     ``choose``: **never worse than the label party alone.** The label party also fits its own model
     (``argmin_{x, b} Σ ℓ(d_iᵀx + b, Y_i) + λ_s/2‖x‖²``) and keeps the joint model only if its
@@ -191,11 +191,7 @@ def refit_label_block(cfg: PartyConfig, state: PartyState, offset: np.ndarray, l
     k_b = 1 if fit_intercept else 0
     A = _design(D, n, fit_intercept, offset if weigh_offset else None)
     base = np.zeros(n) if weigh_offset else offset  # the fixed part of every score
-    own_pen = np.full(d, lam)
-    if scale_penalty:
-        from .vertical_data import column_scaling
-
-        own_pen = lam * column_scaling(D)[1] ** 2  # λ on standardised columns (constant columns: λ)
+    own_pen = np.full(d, lam * float(block_scale) ** 2)
     pen = np.r_[own_pen, np.zeros(A.shape[1] - d)]
     w0 = np.r_[state.x, [intercept0] * k_b, [1.0] if weigh_offset else []]
     w = _fit_rows(A, base, labels, loss, pen, w0)

@@ -102,6 +102,13 @@ def _privacy_line(metrics) -> str:
     return f"{feat}\n  {lab}"
 
 
+def _label_block_scale(data, row_clip) -> float:
+    """1/R of the label party's row clip (the factor its block was scaled by for the feature side)."""
+    from ..algorithms.vertical_data import default_row_clip
+
+    return 1.0 / (row_clip or default_row_clip(data.party_sizes[0]))
+
+
 def _party_widths(paths, id_column: str, label_column: str) -> list[list[str]]:
     """Feature-column names of each party file (its header only)."""
     import pandas as pd
@@ -322,7 +329,8 @@ def vertical(
                                           backend=run_opts.backend, fit_kwargs=run_opts.begin(), monitor=monitor,
                                           mechanism=mechanism, relation=relation,
                                           clip=clip if clip is not None else "auto", label_epsilon=label_epsilon,
-                                          label_mechanism=label_mechanism)
+                                          label_mechanism=label_mechanism,
+                                          label_block_scale=_label_block_scale(data, row_clip) if clip_rows_at else 1.0)
         metrics["config"]["normalize_rows"] = normalize_rows
         metrics["config"]["prepare"] = prepare
         from ..experiments.vertical import baselines

@@ -81,12 +81,13 @@ class _VerticalADMM(BaseEstimator):
                  iteration_epsilon: float | None = None, noise_scale: float | None = None,
                  mechanism: str = "gaussian", relation: str = "feature_column", clip: float | str = "auto",
                  label_epsilon: float | None = None, label_noise_scale: float | None = None,
-                 label_mechanism: str = "rr", fallback: bool = True,
+                 label_mechanism: str = "rr", fallback: bool = True, label_block_scale: float = 1.0,
                  bound: float | str = "auto", accountant: str = "pld", party_sizes: Sequence[int] | None = None,
                  random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None,
                  solver: str = "auto"):
         self.label_mechanism = label_mechanism
         self.fallback = fallback
+        self.label_block_scale = label_block_scale
         self.mechanism = mechanism
         self.relation = relation
         self.clip = clip
@@ -230,6 +231,7 @@ class _VerticalADMM(BaseEstimator):
         if self.clip != "auto":
             check_positive("clip", self.clip)
         check_choice("label_mechanism", self.label_mechanism, ("rr", "gaussian"))
+        check_positive("label_block_scale", self.label_block_scale)
         if self._rr():
             check_positive("label_epsilon", self.label_epsilon)
             if self._loss_name != "logistic":
@@ -418,7 +420,7 @@ class _VerticalADMM(BaseEstimator):
         )
         hub = engine.Hub(hub_cfg, vs.init_coordinator, vs.coordinator_step, vs.coordinator_metrics)
         backend = get_backend(self.backend)
-        engine.start(backend, specs, noise_seed=nseed)  # party setup under the engine's BLAS cap
+        engine.start(backend, specs, noise_seed=nseed, rounds=max_iter)  # party setup under the engine's BLAS cap
         self.setup_seconds_ = time.perf_counter() - t_fit  # validation + party setup (before round 1)
         # Un-noised party values (local models x_m, eval-set partial scores) reach the driver only in a
         # non-private fit, in the in-process simulation (where the driver holds everything anyway), or
@@ -452,7 +454,7 @@ class _VerticalADMM(BaseEstimator):
                 noisy = private or rr or (label_spec is not None and (sigma_label > 0 or label_nm is not None))
                 refit = backend.request(names[0], "refit", result.hub_state.passive_total, loss.name,
                                         bool(self.fit_intercept), self.intercept_, noisy, bool(self.fallback),
-                                        float(self.lam), bool(private))
+                                        float(self.lam), float(self.label_block_scale))
                 alpha = refit["passive_weight"]
                 self.passive_weight_ = alpha
                 self.label_party_choice_, self.label_party_cv_ = refit.get("choice"), refit.get("cv")
@@ -610,6 +612,10 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
         cross-validated loss on its own rows: never worse than the label party alone, within the noise
         of that choice. The choice costs no privacy and stays with the label party
         (``label_party_choice_``, ``label_party_cv_``).
+    label_block_scale : the factor c by which the label party's block was scaled in its DP preparation
+        (1/R after clipping standardised rows at R, as ``dpadmm vertical --prepare standardize`` does
+        under ``--epsilon``); its refit and its own model use the ridge λ·c², i.e. λ on the unscaled
+        block. Default 1.
     label_noise_scale : raw σ_L of the Gaussian label mechanism instead of a budget (selects that mechanism).
     bound : b_1 of [Hu, Assumption 2.1] (``mechanism="paper"`` only); iterates are projected onto it.
         ``"auto"`` = sqrt(2 ln 2/λ) for x, 3·sqrt(N) for y and z.
@@ -674,6 +680,7 @@ class VerticalLinearRegression(RegressorMixin, _VerticalADMM):
                  adaptive_rho: bool = False, damping="auto", epsilon=None, delta: float = 1e-5, iteration_epsilon=None,
                  noise_scale=None, mechanism: str = "gaussian", relation: str = "feature_column", clip="auto",
                  label_epsilon=None, label_noise_scale=None, label_mechanism: str = "gaussian", fallback: bool = True,
+                 label_block_scale: float = 1.0,
                  bound="auto", accountant: str = "pld", party_sizes=None,
                  random_state=None, backend="inprocess", monitor: bool | None = None, solver: str = "auto"):
         super().__init__(lam=lam, rho=rho, max_iter=max_iter, tol=tol, fit_intercept=fit_intercept, penalty=penalty,
@@ -681,6 +688,7 @@ class VerticalLinearRegression(RegressorMixin, _VerticalADMM):
                          iteration_epsilon=iteration_epsilon, noise_scale=noise_scale, mechanism=mechanism,
                          relation=relation, clip=clip, label_epsilon=label_epsilon,
                          label_noise_scale=label_noise_scale, label_mechanism=label_mechanism, fallback=fallback,
+                         label_block_scale=label_block_scale,
                          bound=bound,
                          accountant=accountant, party_sizes=party_sizes, random_state=random_state,
                          backend=backend, monitor=monitor, solver=solver)

@@ -219,7 +219,8 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iteration
                  seed: int | None = None, tol: float = 1e-6, callbacks=(), backend="inprocess",
                  fit_kwargs=None, monitor: bool | None = None, mechanism: str = "gaussian",
                  relation: str = "feature_column", clip="auto", label_epsilon=None,
-                 label_noise_scale=None, label_mechanism: str = "rr") -> tuple[VerticalLogisticRegression, dict]:
+                 label_noise_scale=None, label_mechanism: str = "rr",
+                 label_block_scale: float = 1.0) -> tuple[VerticalLogisticRegression, dict]:
     """Fit one vertical model and return it with its metrics dict (the metrics.json layout).
 
     ``seed=None`` (private default): party-local noise. ``monitor=None``: per-round monitoring only
@@ -233,7 +234,7 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iteration
         iteration_epsilon=iteration_epsilon, noise_scale=noise_scale, bound=bound, accountant=accountant,
         adaptive_rho=adaptive_rho, random_state=seed, backend=backend, monitor=monitor, mechanism=mechanism,
         relation=relation, clip=clip, label_epsilon=label_epsilon, label_noise_scale=label_noise_scale,
-        label_mechanism=label_mechanism)
+        label_mechanism=label_mechanism, label_block_scale=label_block_scale)
     eval_set = {"test": (data.test, data.y_test)} if data.test is not None else None
     model.fit(data.train, data.y, eval_set=eval_set, callbacks=callbacks, **(fit_kwargs or {}))
     wall = time.perf_counter() - t0

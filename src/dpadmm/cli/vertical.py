@@ -167,9 +167,10 @@ def vertical(
                                                    "unless --parties)."),
     lam: float = typer.Option(1e-3, help="Regularisation weight λ (mean-loss scaling)."),
     rho: Optional[float] = typer.Option(None, help="ADMM penalty ρ (paper's summed-loss scaling); default 0.05, "
-                                        "or M/4 (0.5 for 2 parties) for a private fit."),
-    iterations: Optional[int] = typer.Option(None, help="Iterations T (default 100; for a private fit 3 with "
-                                             "--label-epsilon only, 2 when the features are protected)."),
+                                        "or M/4 (0.5 for 2 parties) for a fit of the linearised protocol (--epsilon, --label-mechanism gaussian)."),
+    iterations: Optional[int] = typer.Option(None, help="Iterations T (default 100, also with randomized-response "
+                                             "labels; 3 with --label-mechanism gaussian, 2 when the features "
+                                             "are protected)."),
     no_intercept: bool = typer.Option(False, "--no-intercept", help="Fit without intercept."),
     epsilon: Optional[float] = typer.Option(None, help="Feature-side total ε of the run (turns feature DP on)."),
     mechanism: str = typer.Option("gaussian", help="Feature-side mechanism: gaussian (DP, default) or paper "

@@ -183,7 +183,8 @@ def default_row_clip(d):
 
 
 def run(*, quick: bool = False, seeds: int = 3, epsilons=(0.5, 1.0, 2.0, 5.0), datasets=None, progress=print,
-        sides=None) -> list[dict]:
+        sides=None, label_mechanism: str = "rr") -> list[dict]:
+    """The interface of BENCH_INTERFACE.md; ``label_mechanism="gaussian"`` measures the other label mechanism."""
     if quick:
         datasets = datasets or QUICK["datasets"]
         epsilons, seeds, sides = QUICK["epsilons"], min(seeds, QUICK["seeds"]), sides or QUICK["sides"]
@@ -213,6 +214,7 @@ def run(*, quick: bool = False, seeds: int = 3, epsilons=(0.5, 1.0, 2.0, 5.0), d
                     blocks, tblocks = (P, Q) if side == "labels" else (Pc, Qc)
                     if "labels" in side:
                         kw["label_epsilon"] = eps
+                        kw["label_mechanism"] = label_mechanism
                     if "features" in side:
                         kw["epsilon"] = eps
                         if how == "standardize":  # party 1's rows were divided by R: its own ridge is λ/R²
@@ -259,7 +261,9 @@ if __name__ == "__main__":
     ap.add_argument("--epsilons", type=float, nargs="+", default=[0.5, 1.0, 2.0, 5.0])
     ap.add_argument("--datasets", nargs="+", default=None)
     ap.add_argument("--sides", nargs="+", default=None)
+    ap.add_argument("--label-mechanism", default="rr", choices=("rr", "gaussian"))
     a = ap.parse_args()
     res = run(quick=a.quick, seeds=a.seeds, epsilons=a.epsilons, datasets=a.datasets, sides=a.sides,
+              label_mechanism=a.label_mechanism,
               progress=lambda s: print(s, file=sys.stderr))
     print(table(res))

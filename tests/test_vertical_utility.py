@@ -250,3 +250,23 @@ def test_a9a_label_epsilon_1_mean_of_5_seeds():
             m = VerticalLogisticRegression(lam=1e-3, label_epsilon=1.0, random_state=seed).fit(B, y)
             losses.append(m.evaluate(T, yt)["log_loss"])
     assert np.mean(losses) <= 0.350, losses
+
+
+@pytest.mark.slow
+def test_adult_label_epsilon_1_closes_half_the_gap():
+    """Issue 18: at >= 20,000 rows (Adult, raw units, 30,162 training rows), label epsilon = 1 closes at
+    least half the gap between the label party alone and the non-private model (3 seeds, each seed)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        from private_utility import vertical as bench
+    finally:
+        sys.path.pop(0)
+    rows = bench.run(datasets=["adult"], epsilons=[1.0], seeds=3, sides=["labels"], progress=lambda s: None)
+    private = [r for r in rows if r["side"] == "labels"]
+    assert private[0]["n_train"] >= 20_000
+    for r in private:
+        gap = r["label_party_alone"] - r["non_private"]
+        assert (r["label_party_alone"] - r["private"]) >= 0.5 * gap, r

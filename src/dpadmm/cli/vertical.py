@@ -231,8 +231,12 @@ def vertical(
         if prepare not in ("auto", "normalize-rows"):
             raise InvalidParameterError(f"--normalize-rows and --prepare {prepare} contradict each other; give one.")
         prepare = "normalize-rows"
-    if prepare == "auto":
-        prepare = "standardize" if party else "none"
+    if prepare == "auto":  # (the grpc parties read their files in their own processes: not there yet)
+        prepare = "standardize" if party and backend != "grpc" else "none"
+    if prepare == "standardize" and backend == "grpc":
+        raise InvalidParameterError("--prepare standardize is not available with --backend grpc yet (each party "
+                                    "would prepare its own file in party-serve); scale the columns in the party "
+                                    "files and pass --prepare none, or --normalize-rows.")
     feature_private = any(v is not None for v in (epsilon, iteration_epsilon, noise_scale))
     if feature_private and mechanism == "gaussian" and relation == "record" and prepare == "standardize":
         raise PrivacyPreconditionError(
@@ -336,7 +340,9 @@ def vertical(
         metrics["config"]["prepare"] = prepare
         from ..experiments.vertical import baselines
 
-        metrics["baselines"] = baselines(data, lam=lam, fit_intercept=not no_intercept) if backend != "grpc" else {}
+        # the label party's own model on its own block: λ·c² on a block its DP preparation scaled by c = 1/R
+        own_lam = lam * (_label_block_scale(data, row_clip) ** 2 if clip_rows_at else 1.0)
+        metrics["baselines"] = baselines(data, lam=own_lam, fit_intercept=not no_intercept) if backend != "grpc" else {}
         extra = bk.run_metrics(run_opts)
         metrics["config"].update({k: v for k, v in extra.items() if k != "transcript"})
         if "transcript" in extra:

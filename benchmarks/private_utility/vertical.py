@@ -41,7 +41,7 @@ import numpy as np
 
 DATASETS = ["breast_cancer", "fair", "adult", "a9a"]
 LAM = 1e-3
-QUICK = {"datasets": ["breast_cancer", "fair", "a9a"], "epsilons": [1.0], "seeds": 2, "sides": ["labels"]}
+QUICK = {"datasets": ["breast_cancer", "fair", "adult", "a9a"], "epsilons": [1.0], "seeds": 2, "sides": ["labels", "features"]}
 SIDES = ["labels", "features", "features+labels"]
 
 

@@ -150,3 +150,28 @@ def test_label_private_beats_label_party_alone(capsys):
     assert code == 0, err
     loss = float(re.search(r"test log loss: (\d+\.\d+)", out).group(1))
     assert abs(loss - float(m.group(1))) <= 0.015 and loss < 0.362  # noise is party-local: about, not exactly
+
+
+@pytest.mark.slow
+def test_private_consensus_line(tmp_path, capsys):
+    """The private consensus example's comment quotes the test log loss line it prints."""
+    m = _find(r"(dpadmm consensus --perturbation pp --epsilon 1 [^\n#]*)#[^\n]*\n# (test log loss [^\n]*)")
+    args = m.group(1).split()[1:]
+    args[args.index("--out") + 1] = str(tmp_path / "pp1")
+    code, out, err = run_cli(args + ["--quiet"], capsys)
+    assert code == 0, err
+    line = next(ln for ln in out.splitlines() if ln.startswith("test log loss"))
+    assert " ".join(line.split()) == " ".join(m.group(2).split()), (line, m.group(2))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", [0, 1])
+def test_private_functional_lines(which, capsys):
+    """The private functional examples' comments quote what the commands print (hand-over; test loss)."""
+    found = re.findall(r"\n(dpadmm functional [^\n]*--total-epsilon 2 [^\n]*--seed 0)\n# ([^\n]*)", README)
+    assert len(found) == 2, "README private functional examples changed: update this test"
+    cmd, quoted = found[which]
+    code, out, err = run_cli(cmd.split()[1:] + ["--quiet"], capsys)
+    assert code == 0, err
+    quoted = quoted.rstrip(".").rstrip()
+    assert any(" ".join(ln.split()).startswith(" ".join(quoted.split())) for ln in out.splitlines()), (quoted, out)

@@ -135,6 +135,24 @@ def zhang_epsilon_terms(*, C: float, B, degree, eta, alpha, c1: float = LOGISTIC
     return C * (1.4 * c1 + np.asarray(alpha)) / (np.asarray(eta) * V * B)
 
 
+def alpha_for_budget(target: float, *, C: float, B, degree, eta: np.ndarray, alpha_growth: float = 1.0,
+                     c1: float = LOGISTIC_C1) -> float:
+    """α(1) of the schedule α_i(t) = α(1)·q^{t−1} for which P(T) = max_i Σ_t C(1.4c_1 + α_i(t))/(η_i(t)V_iB_i)
+    [Zhang, Thm 4.1] equals ``target`` (P is affine in α(1); public inputs only). Raises
+    :class:`PrivacyPreconditionError` when even α → 0 spends more than ``target``."""
+    B = np.asarray(B, dtype=np.float64)[:, None]
+    V = np.asarray(degree, dtype=np.float64)[:, None]
+    q = float(alpha_growth) ** np.arange(eta.shape[1], dtype=np.float64)[None, :]
+    base = (C * 1.4 * c1 / (eta * V * B)).sum(axis=1)
+    slope = (C * q / (eta * V * B)).sum(axis=1)
+    a = float(np.min((float(target) - base) / slope))
+    if not a > 0:
+        raise PrivacyPreconditionError(
+            f"a budget of {target:g} is below what these settings spend without noise ({float(base.max()):.4g}: "
+            "C, the eta schedule, the node sizes and degrees); raise the budget, lower --C or grow --eta faster.")
+    return a
+
+
 # ----------------------------------------------------------------------------- the local solver
 def _pad(blocks: Sequence[np.ndarray], fill=0.0) -> np.ndarray:
     bmax = max(b.shape[0] for b in blocks)

@@ -248,25 +248,40 @@ FUNCTIONAL = PolicyHooks(
 
 
 # ----------------------------------------------------------------------------- functional pooled statistics
+def _stats_multipliers(cfg) -> list[float]:
+    """The worker's positive noise multipliers (statistics, DP-quantile counts, comparison)."""
+    return [float(v) for v in (cfg.noise_multiplier, getattr(cfg, "quantile_multiplier", 0.0),
+                               getattr(cfg, "compare_multiplier", 0.0)) if float(v) > 0]
+
+
 def _stats_check(cfg, args, policy: PartyPolicy, party: str) -> None:
     if not cfg.noise_multiplier > 0:
         return _not_private(party, policy, "noise_multiplier=0")
     if policy.private_work:
-        check_noise_multiplier(party, cfg.noise_multiplier, policy)
+        for z in _stats_multipliers(cfg):
+            check_noise_multiplier(party, z, policy)
 
 
 def _stats_price(cfg, rounds: int) -> RunPrice:
-    return RunPrice({float(cfg.noise_multiplier): int(rounds)}, 0.0, "record_replace")
+    # every round priced at the smallest multiplier the worker holds (the costliest release it may make);
+    # a stage whose multiplier is 0 is refused by the step in a private run
+    return RunPrice({min(_stats_multipliers(cfg) or [float(cfg.noise_multiplier)]): int(rounds)}, 0.0,
+                    "record_replace")
 
 
 STATISTICS = PolicyHooks(
     party={
-        "noise_multiplier": "> 0 and ≥ the floor",
-        "sensitivities (√2·parts, √10, 4c₂²)": "fixed by the party's code; enforced by its clips",
+        "noise_multiplier, quantile_multiplier, compare_multiplier": "> 0 and ≥ the floor (the latter two may be 0: "
+                                                                    "their stages are then refused)",
+        "sensitivities (√2·parts, √10, 4c₂², 1 per quantile count)": "fixed by the party's code; enforced by its "
+                                                                  "clips",
+        "compare sensitivity 2κ·max(hi − p₀, p₀ − lo)/unit": "computed by the party from the model it receives; "
+                                                            "enforced by clipping predictions to the band",
         "rounds (stages)": "declared at Setup, priced; a repeated stage is a release beyond the declaration",
     },
     coordinator={
-        "stage, curve_clip, y_range, projection, center (every round)": "the party clips to them and scales the "
-                                                                        "noise with the sensitivity they give",
+        "stage, curve_clip, y_range, projection, center, threshold, model (every round)": "the party clips to them "
+                                                                                          "and scales the noise with "
+                                                                                          "the sensitivity they give",
     },
     check=_stats_check, price=_stats_price)

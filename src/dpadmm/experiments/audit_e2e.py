@@ -539,6 +539,9 @@ def _consensus_fit(data, seed):
     opts = dict(CONS_OPTIONS)
     if "monitor" in ConsensusLogisticRegression().get_params():
         opts["monitor"] = False
+    if "fallback_epsilon" in ConsensusLogisticRegression().get_params():
+        opts["fallback_epsilon"] = None  # the audit measures [Zhang, Alg. 1]'s releases (the fallback's two
+        # Laplace releases are a separate, pure-DP mechanism: algorithms.consensus_baseline)
     est = _seeded(ConsensusLogisticRegression(**opts), seed)
     with _capture() as rec:
         est.fit(list(Xs), list(ys))

@@ -220,7 +220,7 @@ def vertical(
                                                   "also serves --protocol psi-align)."),
 ):
     """Train logistic regression on vertically partitioned data with (DP) ADMM sharing [Hu]."""
-    from ..experiments.vertical import load_vertical_data, normalized, rows_are_normalized, run_vertical
+    from ..experiments.vertical import load_vertical_data, rows_are_normalized, run_vertical
     from .._validation import check_int, check_positive
 
     from .._validation import check_choice

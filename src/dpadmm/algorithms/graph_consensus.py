@@ -568,6 +568,18 @@ def _is_private(cfg: BlockConfig) -> bool:
     return cfg.perturbation != "none"
 
 
+def peer_inbox(cfg: BlockConfig, state: BlockState, round_: int, neighbour_sum) -> NeighbourMessage:
+    """Peer to peer (one node per party): round ``round_``'s inbox from the sum of the neighbours' broadcasts
+    (``None`` in round 0, when every f_j(0) = 0)."""
+    S = np.zeros_like(state.f) if neighbour_sum is None else np.asarray(neighbour_sum, dtype=np.float64)[None, :]
+    return NeighbourMessage(round_, S)
+
+
+def peer_broadcast(outbox: ModelMessage) -> np.ndarray:
+    """Peer to peer: the node's broadcast f_i(t+1), sent to each of its neighbours."""
+    return np.asarray(outbox.f)[0]
+
+
 def _protocol():
     from ..protocol import Protocol
     from .policies import CONSENSUS
@@ -575,7 +587,7 @@ def _protocol():
     return Protocol("graph-consensus", setup_block, block_step, block_diagnostics, handlers={},
                     types=(NeighbourMessage, ModelMessage, BlockState), load=load_node_data,
                     describe=describe_node_data, model=block_coefs, private=_is_private, data_args=(1, 2),
-                    policy=CONSENSUS)
+                    policy=CONSENSUS, peer_to_peer=(peer_inbox, peer_broadcast))
 
 
 PROTOCOL = _protocol()

@@ -122,6 +122,7 @@ class PartyService:
                                              if self.policy.budgeted else "NONE (no ledger; the coordinator's report "
                                                                           "is the only account)"))}) + "\n")
         self.finished = threading.Event()
+        self._seen_peers: set = set()  # callers seen (a new one is logged once: "connected")
         self._reset()
         self.facts = {}
         for key, path in self.data.items():
@@ -189,6 +190,12 @@ class PartyService:
                 self.echo(f"error in {method}: {reason}")
             raise
         self.audit(peer, method, "ok", "", request, reply, nbytes=len(payload), budget=self._budget_note)
+        if self.echo is not None:  # state changes only (connected, run started/resumed/ended), never a heartbeat
+            from .grpc_ops import state_line
+
+            line = state_line(self, method, peer, reply)
+            if line:
+                self.echo(line)
         return data
 
     def _need_setup(self, method):
@@ -196,10 +203,20 @@ class PartyService:
             raise _Refused(f"party {self.name!r} refused {method}: no run is set up (call Setup first)",
                            "FAILED_PRECONDITION")
 
+    def _served(self, protocol=None) -> set:
+        """The declared requests this party answers for ``protocol``: the operator's --requests (default: all
+        declared but refit); an alignment protocol's requests (PSI) are its messages, always served."""
+        proto = protocol or self.protocol
+        if proto.alignment:
+            return set(proto.handlers)
+        base = set(proto.handlers) - {"refit"} if self.requests is None else self.requests
+        return base & set(proto.handlers)
+
     def _hello(self, req):
         return {"name": self.name, "protocol": self.protocol.name, "protocols": sorted(self.protocols),
                 "version": WIRE_VERSION, "data": self.facts,
-                "requests": sorted(self.protocol.handlers), "monitoring_in_private_runs": self.allow_monitoring}
+                "requests": sorted(set().union(*(self._served(p) for p in self.protocols.values()))),
+                "monitoring_in_private_runs": self.allow_monitoring}
 
     def _localise(self, obj):
         """Replace every PartyData reference by the block read from this party's own file."""
@@ -207,7 +224,16 @@ class PartyService:
             if obj.key not in self.data:
                 raise _Refused(f"party {self.name!r} has no data {obj.key!r} (it was started with "
                                f"{sorted(self.data)}; add --data {obj.key}=FILE)", "FAILED_PRECONDITION")
-            return self.protocol.load(self.data[obj.key], dict(obj.params, **self.describe_options))
+            params = dict(obj.params, **self.describe_options)
+            if params.pop("psi", False):  # rows of the PSI intersection, in its order: from this party's own alignment
+                from ..data.psi import aligned_ids
+                from ..exceptions import ProtocolError
+
+                try:
+                    params.update(ids=aligned_ids(self.data[obj.key]), subset=True)
+                except ProtocolError as exc:
+                    raise _Refused(f"party {self.name!r}: {exc}", "FAILED_PRECONDITION") from None
+            return self.protocol.load(self.data[obj.key], params)
         if isinstance(obj, list):
             return [self._localise(v) for v in obj]
         if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
@@ -255,6 +281,8 @@ class PartyService:
     def _admit(self, req, args) -> dict | None:
         """The party's policy on a set-up run, before anything is released: its checks, the declared rounds,
         and (with a budget) the price of the whole run against what is left (:mod:`dpadmm.privacy.policy`)."""
+        if self.protocol.alignment or not self.protocol.rounds:
+            return None  # PSI / scoring: no rounds to price; their own refusals govern what leaves (score: private runs)
         if self.private_only and not self.private:
             why = (f"its operator gave it a privacy budget (--max-epsilon {self.budget.max_epsilon:g}) and an un-noised "
                    "release has ε = ∞") if self.budget is not None else "its operator started it with --private-only"
@@ -318,7 +346,7 @@ class PartyService:
         self._need_setup("Request")
         handler = req.get("handler")
         fn = self.protocol.handlers.get(handler) if isinstance(handler, str) else None
-        served = set(self.protocol.handlers) - {"refit"} if self.requests is None else self.requests
+        served = self._served()
         if fn is not None and handler not in served:
             raise _Refused(f"party {self.name!r} refused request {handler!r}: its operator serves only {sorted(served)} "
                            "(--requests)")
@@ -475,8 +503,14 @@ def make_server(service: PartyService, listen: str, tls=None, *, max_workers: in
                               else type(exc).__name__)
         return grpc.unary_unary_rpc_method_handler(call)
 
-    handler = grpc.method_handlers_generic_handler(SERVICE, {m: method(m) for m in METHODS})
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), handlers=(handler,),
+    from .grpc_ops import unknown_method_handler
+
+    from .grpc_stream import STREAM_METHOD, stream_handler
+
+    handler = grpc.method_handlers_generic_handler(SERVICE, {**{m: method(m) for m in getattr(service, "methods", METHODS)},
+                                                             STREAM_METHOD: stream_handler(service, aio=False)})
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
+                         handlers=(handler, unknown_method_handler(service, aio=False)),
                          options=CHANNEL_OPTIONS, maximum_concurrent_rpcs=None)
     if tls is None:
         port = server.add_insecure_port(listen)
@@ -519,7 +553,14 @@ def serve(service: PartyService, listen: str, tls=None, *, once: bool = False, r
 
     async def main():
         server = grpc.aio.server(options=CHANNEL_OPTIONS)
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {m: method(m) for m in METHODS}),))
+        from .grpc_ops import unknown_method_handler
+
+        from .grpc_stream import STREAM_METHOD, stream_handler
+
+        served = {**{m: method(m) for m in getattr(service, "methods", METHODS)},
+                  STREAM_METHOD: stream_handler(service, aio=True)}
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, served),
+                                         unknown_method_handler(service, aio=True)))
         if tls is None:
             port = server.add_insecure_port(listen)
         else:

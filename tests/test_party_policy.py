@@ -297,7 +297,7 @@ def test_functional_statistics_worker_refuses_departures_and_a_stage_beyond_the_
         w.step(1, fs.StatsRequest("mean", curve_clip=5.0, y_range=(-10.0, 10.0)))
         with pytest.raises(_Refused, match="declared 2 rounds"):  # a third stage (or a repeated one) is refused
             w.step(2, fs.StatsRequest("mean", curve_clip=5.0, y_range=(-10.0, 10.0)))
-        with pytest.raises(_Refused, match="departed from the run it declared"):  # a repeated stage within the
+        with pytest.raises(_Refused, match="departed from the run it declared|the next round is"):  # a repeated stage
             w.setup(fs.PROTOCOL, ["worker1", X, y, q, 2.0], 1)                  # rounds but not declared: the
             w.step(0, fs.StatsRequest("mean", curve_clip=5.0, y_range=(-10.0, 10.0)))  # price covers it, so it is
             w.step(0, fs.StatsRequest("mean", curve_clip=5.0, y_range=(-10.0, 10.0)))  # a second release: refused

@@ -19,13 +19,15 @@ def _local(block):
 
 def clip_rows(D, radius: float = 1.0):
     """Rows scaled to ``‖d_k‖ ≤ radius`` (rows already inside are unchanged; sparse stays sparse)."""
+    from ..kernels.norms import safe_row_norms
+
     if sp.issparse(D):
         D = sp.csr_matrix(D, dtype=np.float64)
-        norms = np.sqrt(np.asarray(D.multiply(D).sum(axis=1)).ravel())
+        norms = safe_row_norms(D)  # no under/overflow: every row is clipped (REDTEAM_POLICY R5)
         scale = np.minimum(1.0, radius / np.maximum(norms, 1e-300))
         return sp.diags(scale) @ D
     D = np.asarray(D, dtype=np.float64)
-    norms = np.linalg.norm(D, axis=1)
+    norms = safe_row_norms(D)
     scale = np.minimum(1.0, radius / np.maximum(norms, 1e-300))
     return D * scale[:, None]
 

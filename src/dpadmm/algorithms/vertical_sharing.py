@@ -57,6 +57,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..kernels.linalg import CGSolver, XStepSolver, make_solver
+from ..kernels.norms import safe_norm
 from ..kernels.losses import Loss
 from ..kernels.regularizers import Regularizer, soft_threshold
 from ..privacy.events import FEATURE_COLUMN, RECORD_REPLACE, GaussianRelease
@@ -239,14 +240,20 @@ def sensitivity(cfg: PartyConfig, rho: float, v: np.ndarray | None = None) -> fl
     any ``‖v‖ ≤ V``, ``‖v‖_∞ ≤ V_∞``; v is a function of the transcript alone, so its own norms are
     valid (and public) values of V and V_∞ — the noise then scales with what the party actually
     received (zero for the all-zero first inbox, whose share 0 does not depend on the data).
-    Without ``v``: the clip bounds.
+    Without ``v``: the clip bounds. Enforced here: V = 0 only for a v that is exactly 0, else
+    ``V = min(clip, max(‖v‖, 1e-12·clip))`` with an underflow-free ‖v‖ (any V ≥ ‖v‖ is valid; the floor
+    keeps σ a normal float: a v of entries 1e-200 got V = 0 and an un-noised, uncharged release,
+    REDTEAM_POLICY R1); the party refuses to send a non-zero share charged at sensitivity 0
+    (``PartyService._step``).
     """
     p = cfg.privacy
     if p.mechanism == "gaussian":
         V, V_inf = p.clip, p.clip_inf
         if v is not None:
-            V = min(V, float(np.linalg.norm(v)))
-            V_inf = None if V_inf is None else min(V_inf, float(np.max(np.abs(v), initial=0.0)))
+            zero = not np.any(v)
+            V = 0.0 if zero else min(V, max(float(safe_norm(v)), 1e-12 * V))
+            if V_inf is not None:
+                V_inf = 0.0 if zero else min(V_inf, max(float(np.max(np.abs(v))), 1e-12 * V_inf))
         return ridge_share_sensitivity(relation=p.relation, V=V, lam_sum=cfg.lam_sum, rho=rho,
                                        V_inf=V_inf, column_change=p.column_change)
     b = p.bounds
@@ -295,6 +302,10 @@ def release(cfg: PartyConfig, share: np.ndarray, rho: float, round_: int, *, rng
     if cfg.privacy is None:
         return share, []
     C = sensitivity(cfg, rho, v)
+    if not C > 0 and np.any(share):  # only an exactly-zero share is data-independent (REDTEAM_POLICY R1)
+        from ..exceptions import PrivacyPreconditionError
+
+        raise PrivacyPreconditionError(f"party {cfg.name!r}: a non-zero share at sensitivity {C}; nothing released")
     p = cfg.privacy
     sigma = p.noise_scale if p.noise_scale is not None else p.noise_multiplier * C
     if p.mechanism == "gaussian":

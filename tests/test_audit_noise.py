@@ -131,8 +131,9 @@ def vertical_label_noise(seed=0) -> dict:
         elif s != "hub":
             shares.append((r, s, np.asarray(msg.share, float)))
 
+    kw = {"label_mechanism": "gaussian"} if "label_mechanism" in VerticalLogisticRegression().get_params() else {}
     est = VerticalLogisticRegression(label_epsilon=EPS, delta=DELTA, max_iter=T, rho=RHO, lam=LAM, fit_intercept=False,
-                                     random_state=seed)
+                                     random_state=seed, **kw)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est.fit([X1, X2], y, transcript=rec)

@@ -125,7 +125,8 @@ def test_sigma_is_multiplier_times_sensitivity_and_every_release_is_composed():
 
     X1, X2, y = _xy()
     T = 6
-    m = VerticalLogisticRegression(epsilon=2.0, label_epsilon=1.0, max_iter=T, delta=1e-5).fit([X1, X2], y)
+    m = VerticalLogisticRegression(epsilon=2.0, label_epsilon=1.0, max_iter=T, delta=1e-5,
+                                   label_mechanism="gaussian").fit([X1, X2], y)
     p = m.privacy_
     assert p.epsilon <= 2.0 and p.label["epsilon"] <= 1.0
     feats = [r for r in p.releases if r["side"] == "features"]
@@ -254,8 +255,8 @@ def test_label_canaries_are_not_readable_by_a_passive_party():
             elif kind == "protocol" and s != "hub":
                 shares.append((r, np.asarray(msg.share, float)))
 
-        kw = {"label_epsilon": eps, "max_iter": T, "fit_intercept": False, "random_state": 1} if eps else \
-            {"max_iter": 30, "tol": 0.0, "fit_intercept": False}
+        kw = {"label_epsilon": eps, "max_iter": T, "fit_intercept": False, "random_state": 1,
+              "label_mechanism": "gaussian"} if eps else {"max_iter": 30, "tol": 0.0, "fit_intercept": False}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the non-private fit stops at max_iter
             VerticalLogisticRegression(**kw).fit([X1, X2], y, transcript=rec)

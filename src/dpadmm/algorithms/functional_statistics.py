@@ -106,6 +106,7 @@ class StatsConfig:
     noise_multiplier: float = 0.0  # z = sigma / sensitivity; 0: exact (non-private)
     quantile_multiplier: float = 0.0  # z_q of each bisection count (stage ``quantile``)
     compare_multiplier: float = 0.0  # z_c of the model-vs-constant comparison (stage ``compare``)
+    min_clip: float = 0.0  # the party's floor on every curve clip (its policy's min_clip, imposed at Setup)
 
 
 class StatsRequest(NamedTuple):
@@ -130,10 +131,11 @@ class StatsMessage(NamedTuple):
 
 
 def setup_stats(name: str, X, y, q, noise_multiplier: float, quantile_multiplier: float = 0.0,
-                compare_multiplier: float = 0.0):
-    """Worker-side setup (``PartySpec.setup``)."""
+                compare_multiplier: float = 0.0, min_clip: float = 0.0):
+    """Worker-side setup (``PartySpec.setup``); ``min_clip``: the party's own floor (imposed by its policy)."""
     return StatsConfig(name, np.asarray(X, float), np.asarray(y, float), np.asarray(q, float),
-                       float(noise_multiplier), float(quantile_multiplier), float(compare_multiplier)), None
+                       float(noise_multiplier), float(quantile_multiplier), float(compare_multiplier),
+                       float(min_clip)), None
 
 
 def model_predict(model: dict, X: np.ndarray) -> np.ndarray:
@@ -167,6 +169,37 @@ def pinball_difference(model: dict, X: np.ndarray, y: np.ndarray) -> np.ndarray:
     p0 = float(np.clip(model["constant"], lo, hi))
     tau = float(model["tau"])
     return (check_loss(y - p, tau) - check_loss(y - p0, tau)) / float(model["unit"])
+
+
+def _check_request(cfg: StatsConfig, inbox: StatsRequest) -> None:
+    """The premises of a private stage's sensitivity that the hub's request carries (REDTEAM_POLICY R5b),
+    checked before anything is computed: a finite curve clip ≥ the party's floor (the clip itself is
+    underflow-free, ``fpca.clip_rows``), a finite response range with lo < hi (|v_j| ≤ 1), a finite
+    projection with orthonormal columns (PᵀP ≈ I: ‖Uᵀx̃‖ ≤ ‖x̃‖, so the ranges stage's radius still applies)
+    and a finite centre."""
+    from ..privacy.policy import PolicyRefusal
+
+    bad = []
+    cx = inbox.curve_clip
+    if not (isinstance(cx, (int, float, np.number)) and math.isfinite(float(cx))
+            and float(cx) >= max(cfg.min_clip, np.finfo(float).tiny)):
+        bad.append(f"curve_clip = {cx!r} (finite, ≥ {max(cfg.min_clip, np.finfo(float).tiny):g})")
+    if inbox.stage == "mean":
+        yr = inbox.y_range
+        if not (yr is not None and len(yr) == 2 and all(math.isfinite(float(v)) for v in yr)
+                and float(yr[1]) > float(yr[0]) and math.isfinite(float(yr[1]) - float(yr[0]))):
+            bad.append(f"y_range = {yr!r} (finite, lo < hi)")
+    P = inbox.projection
+    if P is not None:
+        P = np.asarray(P, dtype=float)
+        if not (P.ndim == 2 and P.shape[0] == cfg.X.shape[1] and np.all(np.isfinite(P))
+                and np.allclose(P.T @ P, np.eye(P.shape[1]), rtol=0.0, atol=1e-6)):
+            bad.append("projection (finite, (T, J) with orthonormal columns)")
+    if inbox.stage == "moments" and (inbox.center is None or not np.all(np.isfinite(inbox.center))):
+        bad.append("center (finite)")
+    if bad:
+        raise PolicyRefusal(f"party {cfg.name!r} refused the {inbox.stage!r} stage and released nothing: "
+                            + "; ".join(bad), "INVALID_ARGUMENT")
 
 
 def _hist(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -204,6 +237,7 @@ def stats_step(cfg: StatsConfig, state, inbox: StatsRequest, *, rng: np.random.G
                 values[k] = values[k] + sigma * rng.standard_normal(values[k].shape)
             events.append(GaussianRelease(cfg.name, -2, sens, sigma, RECORD_REPLACE))
     elif inbox.stage == "mean":
+        _check_request(cfg, inbox)
         Z = F.scale_curves(cfg.X, cfg.q)
         if inbox.projection is not None:
             Z = Z @ inbox.projection
@@ -213,6 +247,11 @@ def stats_step(cfg: StatsConfig, state, inbox: StatsRequest, *, rng: np.random.G
         c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
         v = (np.clip(cfg.y, lo, hi) - c) / r  # |v_j| ≤ 1
         vec = np.concatenate([Zc.sum(0) / cx, [v.sum(), (v * v).sum(), (Zc * Zc).sum() / (cx * cx)]])
+        if not np.all(np.isfinite(vec)):  # e.g. a curve of non-finite values: nothing is released
+            from ..privacy.policy import PolicyRefusal
+
+            raise PolicyRefusal(f"party {cfg.name!r} refused the 'mean' stage: its sums are not finite (released "
+                                "nothing)", "FAILED_PRECONDITION")
         sens = math.sqrt(10.0)
         values["mean"] = vec + z * sens * rng.standard_normal(vec.shape)
         events.append(GaussianRelease(cfg.name, -2, sens, z * sens, RECORD_REPLACE))
@@ -237,6 +276,7 @@ def stats_step(cfg: StatsConfig, state, inbox: StatsRequest, *, rng: np.random.G
         if inbox.projection is not None:
             Z = Z @ inbox.projection
         if z > 0:
+            _check_request(cfg, inbox)
             c2 = float(inbox.curve_clip)
             U = F.clip_rows(Z - inbox.center, c2)  # ‖u_j‖ ≤ c₂: the premise of Δ = 4c₂²
             S = F.moment_sum(U, np.ones(U.shape[1]))
@@ -428,6 +468,26 @@ def stats_hub_step(cfg: StatsHubConfig, state: StatsHubState, outboxes: Mapping[
 
 
 # ----------------------------------------------------------------------------- protocol (as data, for the network)
+def load_curve_data(path, params: Mapping):
+    """Party side of a ``PartyData`` reference (both functional protocols): this worker's own curve file
+    (``dpadmm.data.functional.load_functional_csv``: one row per curve, a response column, grid columns);
+    ``params["part"]`` = ``"curves"`` (the (m, T) curves, the default) or ``"y"`` (the responses)."""
+    from ..data.functional import load_functional_csv
+
+    response = str(params.get("response_column", params.get("label_column", "y")))
+    data = load_functional_csv(path, response_column=response, id_column=params.get("id_column", "id"))
+    return data.y if params.get("part") == "y" else data.curves
+
+
+def describe_curve_data(path, response_column: str | None = None, label_column: str = "y", id_column: str = "id",
+                        **_) -> dict:
+    """Public facts about a curve file, from its header only: the number of grid points."""
+    import pandas as pd
+
+    cols = list(pd.read_csv(path, nrows=0).columns)
+    return {"grid_points": len([c for c in cols if c not in (response_column or label_column, id_column)])}
+
+
 def _is_private(cfg: StatsConfig) -> bool:
     return cfg.noise_multiplier > 0
 
@@ -440,7 +500,7 @@ def _protocol():
 
     return Protocol("functional-statistics", setup_stats, stats_step, None, handlers={},
                     types=(StatsRequest, StatsMessage, Basis), private=_is_private, data_args=(1, 2),
-                    policy=STATISTICS)
+                    load=load_curve_data, describe=describe_curve_data, policy=STATISTICS)
 
 
 PROTOCOL = _protocol()

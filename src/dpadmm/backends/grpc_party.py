@@ -314,7 +314,13 @@ class PartyService:
 
     def _step(self, req):
         self._need_setup("Step")
-        t = int(req["round"])
+        t = req.get("round")
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t != self.rounds:
+            # strictly the next round (Setup: 0, Restore: the checkpoint's + 1): no replayed or negative index, so
+            # no zero-cost round can be served twice and no schedule is indexed from its end (REDTEAM_POLICY R2)
+            raise _Refused(f"party {self.name!r} refused round index {t!r} and sent nothing: the next round is "
+                           f"{self.rounds} (rounds are served once, in order)", "INVALID_ARGUMENT")
+        t = int(t)
         if self.max_rounds is not None and (self.steps >= self.max_rounds or t >= self.max_rounds):
             raise _Refused(f"party {self.name!r} refused round {t + 1}: its operator allows at most "
                            f"{self.max_rounds} rounds per run (--max-rounds)")
@@ -325,8 +331,13 @@ class PartyService:
         rng = self.rng if self.rng is not None else np.random.default_rng(
             np.random.SeedSequence(self.noise_seed, spawn_key=(self.index, t)))
         state, outbox, events = self.protocol.step(self.cfg, self.state, req["inbox"], rng=rng)
+        if self.private and _free_release(events) and not _all_zero(outbox):
+            raise _Refused(f"party {self.name!r} refused round {t + 1} and sent nothing: its step priced a non-zero "
+                           "message at sensitivity 0 (an un-noised release; only an all-zero message is free)")
         if self.budget is not None:  # within the run priced at Setup? recorded before the reply leaves (O(1))
-            self._budget_note = self.budget.charge(events, private_step=self.private, round_=t)
+            # a message with no non-zero number (e.g. the statistics' "done" after failed ranges) needs no event
+            self._budget_note = self.budget.charge(events, private_step=self.private and not _all_zero(outbox),
+                                                   round_=t)
         self.state = state
         self.rounds = t + 1
         return {"outbox": outbox, "events": list(events)}
@@ -339,9 +350,10 @@ class PartyService:
         if fn is not None and handler not in served:
             raise _Refused(f"party {self.name!r} refused request {handler!r}: its operator serves only {sorted(served)} "
                            "(--requests)")
-        if fn is not None and handler == "score" and self.private and not self.allow_monitoring:
-            raise _Refused(f"party {self.name!r} refused request 'score' in a private run (un-noised partial scores); "
-                           "its operator can opt in with --allow-monitoring")
+        if fn is not None and handler in ("score", "rank") and self.private and not self.allow_monitoring:
+            # un-noised and data-dependent: partial scores; the block's numerical rank (REDTEAM_POLICY R6)
+            raise _Refused(f"party {self.name!r} refused request {handler!r} in a private run (un-noised values of its "
+                           "data); its operator can opt in with --allow-monitoring")
         if fn is None:
             raise _Refused(f"party {self.name!r} refused request {handler!r}: protocol {self.protocol.name!r} declares "
                            f"only {sorted(self.protocol.handlers)} (a party's model and data never leave it)")
@@ -425,6 +437,30 @@ class PartyService:
             self._audit.close()
         except Exception:
             pass
+
+
+def _free_release(events) -> bool:
+    """Whether a step released un-noised at sensitivity 0: free only if the message is exactly 0 (a release with
+    σ > 0 at sensitivity 0 is noise around a zero the step itself checks, e.g. ``vertical_sharing.release``)."""
+    from ..privacy.events import GaussianRelease
+
+    return any(isinstance(e, GaussianRelease) and not float(e.sensitivity) > 0 and not float(e.sigma) > 0
+               for e in events)
+
+
+def _all_zero(obj) -> bool:
+    """Every number in a (nested) message is exactly 0 (REDTEAM_POLICY R1: a release charged at sensitivity 0
+    must carry nothing; a vector of entries 1e-200 is not nothing)."""
+    if isinstance(obj, (np.ndarray, float, int, np.number)):
+        a = np.asarray(obj)
+        return a.dtype.kind in "biufc" and not np.any(a)  # other arrays (e.g. strings): not known to be empty
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return all(_all_zero(getattr(obj, f.name)) for f in dataclasses.fields(obj))
+    if isinstance(obj, dict):
+        return all(_all_zero(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):  # NamedTuple messages too
+        return all(_all_zero(v) for v in obj)
+    return True  # strings, None: no data-dependent number
 
 
 def _holds_arrays(obj) -> bool:

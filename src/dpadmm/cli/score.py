@@ -52,8 +52,6 @@ def _read_label_model(model_dir: Path) -> dict:
 def score_new_records(backend, party_file, label_model: dict, *, psi: bool = False, id_column: str = "id",
                       label_column: str = "y") -> dict:
     """Scores (and, when the file has labels, test metrics) of the label party's new records."""
-    import pandas as pd
-
     from ..algorithms import vertical_scoring as vsc
     from ..backends.base import PartySpec
     from ..data.parties import _read_csv

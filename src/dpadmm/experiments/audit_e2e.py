@@ -347,6 +347,8 @@ def _vertical_params(**kw) -> dict:
 
     names = VerticalLogisticRegression().get_params()
     opts = {k: v for k, v in kw.items() if k in names}
+    if "label_epsilon" in opts and "label_mechanism" in names:
+        opts.setdefault("label_mechanism", "gaussian")  # these rows audit the per-round Gaussian label mechanism
     if "monitor" in names:
         opts["monitor"] = False
     return opts
@@ -429,13 +431,19 @@ def vertical_feature_row(relation: str) -> Row:
 def vertical_clip_bug_row() -> Row:
     from ..algorithms import vertical_sharing as vs
 
+    try:
+        from ..algorithms import vertical_label as refit_home  # where the label party's refit lives now
+    except ImportError:
+        refit_home = vs
+
     def patch():
         stack = contextlib.ExitStack()
         stack.enter_context(mock.patch.object(vs, "clip_share_input", lambda v, V, V_inf=None: v))
-        if hasattr(vs, "_newton_refit"):
+        if hasattr(refit_home, "_newton_refit"):
             # the label party's post-run refit of its own block is not in the feature-side view (it stays at
             # the label party); with unclipped, huge shares its Newton steps backtrack for long: skip it here
-            stack.enter_context(mock.patch.object(vs, "_newton_refit", lambda f, A, base, labels, loss, pen, w: w))
+            stack.enter_context(mock.patch.object(refit_home, "_newton_refit",
+                                                  lambda f, A, base, labels, loss, pen, w: w))
         return stack
 
     opts = _vertical_params(**VERT_GAUSSIAN, relation="record")

@@ -80,7 +80,7 @@ def test_vertical_cli_paper_mechanism_and_label_epsilon(small_files, tmp_path, c
     assert lab["protected"] and 0.9 < lab["epsilon"] <= 1.0 and lab["delta"] == 1e-5
     assert lab["relation"] == "label" and "passive party" in lab["threat_model"]
     assert m["privacy"]["epsilon"] == "inf" and m["final"]["iterations"] == 3
-    assert "labels: epsilon=" in " ".join(stdout.split())
+    assert "labels: ε = " in " ".join(stdout.split())
 
 
 def _bad_cases(d, parties, tmp):

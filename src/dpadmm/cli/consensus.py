@@ -114,10 +114,7 @@ def consensus(
         console.print(f"nodes {nodes} ({topology}, {split}), {runs} run(s) x {iterations} iterations: "
                       f"final L(T) mean {f['train_loss_mean']:.5f} (min {f['train_loss_min']:.5f}, max "
                       f"{f['train_loss_max']:.5f}), consensus error {f['consensus_error_mean']:.3g}")
-        noise = (metrics.get("privacy") or {}).get("noise_source") or metrics["config"].get("noise_source")
-        console.print("privacy: " + (f"P(T) = {pb:.4g} ([Zhang, Thm 4.1], pure DP, record-level"
-                                     + (f", noise: {noise}" if noise else "") + ")" if pb is not None
-                                     else "no bound (epsilon = inf)"))
+        console.print("privacy: " + "\n  ".join(metrics["privacy"]["summary"]))
         if monitor and pb is not None:
             console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
         from ._common import verdict

@@ -230,7 +230,10 @@ def functional(
         if tr.beta is not None:
             final["mise"] = float(np.sum((model.beta_ - tr.beta) ** 2 * model.basis_.q))
             final["baseline_mise"] = base["mise"]
-        priv = {"private": False, "epsilon": math.inf}
+        from ..privacy.ledger import nonprivate_privacy, not_protected
+
+        priv = nonprivate_privacy({"curves": not_protected(
+            "curves", "non-private run: the pooled statistics and every worker's local model are sent exactly")})
         baseline = {k: v for k, v in base.items()}
         if model.privacy_ is not None:
             priv = model.privacy_.to_dict() | {"private": True, "noise_multiplier": model.noise_multiplier_,
@@ -265,7 +268,7 @@ def functional(
         if model.worse_than_constant_:
             console.print(f"[yellow]warning:[/] the fit is worse on the training data than the constant τ-quantile "
                           f"({final['train_pinball_loss']:.5g} vs {model.constant_pinball_loss_:.5g}).")
-        console.print("privacy: " + (model.privacy_.summary() if model.privacy_ is not None else "non-private (epsilon = inf)"))
+        console.print("privacy: " + "\n  ".join(priv["summary"]))
         if monitor and model.privacy_ is not None:
             console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
         from ._common import verdict

@@ -69,34 +69,33 @@ def _fmt(e) -> str:
 
 
 def _privacy_line(metrics) -> str:
-    """Both sides, each with its relation and what δ means; says plainly when labels are readable."""
+    """One line per side (features per party, labels), rendered as ``PrivacyReport.summary()`` renders them
+    (``privacy.sides`` in metrics.json), plus the per-party C and σ and what δ means."""
+    from ..privacy.ledger import render_side
+
     p = metrics["privacy"]
-    label = p.get("label") or {}
     cfg = metrics.get("config", {})
-    noise = f"noise: {p.get('noise_source', '?')}" if p.get("noise_source") else ""
-    if str(p.get("mechanism", "")).startswith("[Hu, eq. 16]"):
-        feat = ("features: epsilon = inf -- [Hu, eq. 16] as published is not differentially private "
-                "(its noise lies in range(D_m)); kept to reproduce the paper")
-    elif p.get("private"):
-        delta = p["delta"]
-        if cfg.get("iteration_epsilon") is not None:
-            T = metrics.get("final", {}).get("iterations", cfg.get("iterations"))
-            why = (f"δ = {fmt_prob(delta)} = (T + 1) × the per-iteration δ {fmt_prob(cfg.get('delta'))}, T = {T}; "
-                   "δ bounds the probability that the ε guarantee fails")
-        else:
-            why = "δ bounds the probability that the ε guarantee fails"
-        C = ", ".join(f"{r['party']}: C={r['sensitivity']:.4g} sigma={r['sigma']:.4g}"
-                      for r in p.get("releases", []) if r.get("side") == "features")
-        feat = (f"features: epsilon={_fmt(p['epsilon'])} at delta={fmt_prob(delta)} ({p['accountant']}, "
-                f"relation: {p['relation']}, {noise}; {C}; {why})")
-    else:
-        feat = "features: not protected (epsilon = inf)"
-    if label.get("protected"):
-        lab = (f"labels: epsilon={_fmt(label['epsilon'])} at delta={fmt_prob(label['delta'])} ({label['accountant']}, "
-               f"relation: one label changes; C={label['sensitivity']:.4g} sigma={label['sigma']:.4g})")
-    else:
-        lab = "labels: NOT protected -- every party can read the training labels (use --label-epsilon)"
-    return f"{feat}\n  {lab}"
+    lines = []
+    for name, side in p["sides"].items():
+        line = render_side(name, side)
+        if name == "features" and side.get("protected"):
+            C = ", ".join(f"{r['party']}: C={r['sensitivity']:.4g} sigma={r['sigma']:.4g}"
+                          for r in p.get("releases", []) if r.get("side") == "features")
+            if cfg.get("iteration_epsilon") is not None:
+                T = metrics.get("final", {}).get("iterations", cfg.get("iterations"))
+                line += (f" ({C}; δ = (T + 1) × the per-iteration δ {fmt_prob(cfg.get('delta'))}, T = {T}; "
+                         "δ bounds the probability that the ε guarantee fails)")
+            else:
+                line += f" ({C}; δ bounds the probability that the ε guarantee fails)"
+        elif name == "labels" and side.get("protected"):
+            lab = p.get("label") or {}
+            line += f" (C={lab['sensitivity']:.4g} sigma={lab['sigma']:.4g})"
+        elif name == "labels":
+            line += " (use --label-epsilon)"
+        lines.append(line)
+    if p.get("noise_source"):
+        lines.append(f"noise: {p['noise_source']}")
+    return "\n  ".join(lines)
 
 
 def _last_relative_change(metrics) -> float:

@@ -22,6 +22,7 @@ from ..data.graphs import adjacency, make_graph, split_indices
 from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
 from ..privacy.zhang import zhang_privacy_curve, zhang_report
 from ..privacy.threats import finish
+from .._history import History
 
 DEFAULT_C = 50.0
 DEFAULT_REG_WEIGHT = 1.0
@@ -231,7 +232,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         self.noise_source_ = result.noise_source
         self.n_features_in_ = Xs[0].shape[1]
         self.converged_ = result.converged
-        self.history_ = dict(result.history)
+        self.history_ = History(result.history, monitored=monitor, private=private)
         self.path_ = np.stack(result.hub_state.path) if self.record_path and result.hub_state.path else None
         self.schedules_ = {"eta": eta, "theta": theta, "alpha": alpha}
         if self.perturbation in ("pp", "dvp"):

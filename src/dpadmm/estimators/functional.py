@@ -28,6 +28,7 @@ from ..kernels.quantile import pinball_score
 from ..privacy.accountants import ACCOUNTANTS
 from ..privacy.zhou import calibrate_total, iteration_noise_multiplier, zhou_report
 from ..privacy.threats import finish
+from .._history import History
 
 BASES = ("auto", "fpca", "private-fpca", "fourier", "bspline")
 
@@ -326,7 +327,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         self.beta_ = basis.curve(coef)
         self.grid_ = grid
         self.n_features_in_ = T
-        self.history_ = result.history
+        self.history_ = History(result.history, monitored=monitor, private=private)
         self.n_iter_ = result.rounds
         self.converged_ = bool(result.converged)
         self.noise_source_ = result.noise_source

@@ -31,6 +31,7 @@ from ..kernels.regularizers import get_regularizer
 from ..privacy.accountants import ACCOUNTANTS, calibrate_noise_multiplier
 from ..privacy.reports import hu_report
 from ..privacy.threats import THREAT_MODELS, finish
+from .._history import History
 
 def _is_source(block) -> bool:
     """A party block read by the party's own worker (has ``load`` and ``shape``), e.g. a PartyFile."""
@@ -437,7 +438,7 @@ class _VerticalADMM(BaseEstimator):
             backend.close()
         self.coef_ = np.concatenate(self.coefs_) if self.coefs_ is not None else None
         self.noise_source_ = result.noise_source
-        self.history_ = result.history
+        self.history_ = History(result.history, monitored=monitor, private=any_private)
         self.n_iter_ = result.rounds
         self.converged_ = result.converged
         self.noise_multiplier_ = nm

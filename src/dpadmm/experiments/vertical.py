@@ -236,9 +236,17 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iteration
     else:
         from ..privacy.reports import LABELS_READABLE
 
-        privacy = {"private": False, "epsilon": "inf", "delta": None, "accountant": None,
+        privacy = {"private": False, "summary": None, "sides": {
+                       "features": {"protected": False, "epsilon": "inf", "why": "non-private run: each party's "
+                                    "shares D_m x_m are sent exactly"},
+                       "labels": {"protected": False, "epsilon": "inf", "why": LABELS_READABLE.replace(
+                           "labels are NOT protected: ", "").replace(" (use label_epsilon / --label-epsilon)", "")}},
+                   "epsilon": "inf", "epsilon_side": "features", "delta": None, "accountant": None,
                    "paper_bound": {"epsilon": None}, "note": "non-private run: epsilon is infinite",
                    "label": {"protected": False, "epsilon": "inf", "note": LABELS_READABLE}}
+        from ..privacy.ledger import render_side
+
+        privacy["summary"] = [render_side(k, v) for k, v in privacy["sides"].items()]
     config = {"lam": lam, "rho": model._rho(len(data.train), model_loss(model)), "iterations": model._max_iter(),
               "fit_intercept": fit_intercept, "mechanism": mechanism, "relation": relation, "clip": clip,
               "label_epsilon": label_epsilon, "label_noise_scale": label_noise_scale,

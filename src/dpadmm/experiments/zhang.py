@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..privacy.ledger import nonprivate_privacy, not_protected
+
 from . import register
 from ..exceptions import InvalidParameterError
 
@@ -170,8 +172,9 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
                             "the simulation driver, from the released models f_i(t) (no monitoring)",
         },
         "privacy": (dict(model.privacy_.to_dict(), private=True) if model.privacy_ is not None else
-                    {"private": False, "epsilon": None, "delta": None,
-                     "note": "non-private run: epsilon is infinite (null)"}),
+                    nonprivate_privacy({"records": not_protected(
+                        "records", "non-private run: every node broadcasts its model f_i(t) without noise")},
+                        note="non-private run: epsilon is infinite")),
         "config": {
             "data": data, "n_samples": int(sum(len(v) for v in ys)), "n_features": int(Xs[0].shape[1]),
             "backend": backend, "nodes": nodes, "topology": str(topology) if not hasattr(topology, "nodes") else "networkx graph",

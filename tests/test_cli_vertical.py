@@ -147,7 +147,7 @@ def test_console_script_subprocess(small_files, tmp_path):
                         "--parties", "66,57", "--epsilon", "-3", "--out", str(tmp_path / "o")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
-    assert r.stderr.strip() == "error: epsilon must be positive, got epsilon=-3.0."
+    assert r.stderr.strip() == "error: --epsilon must be positive, got --epsilon -3; run 'dpadmm vertical --help' for usage."
     assert not (tmp_path / "o").exists()
 
 

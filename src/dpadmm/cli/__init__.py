@@ -84,13 +84,17 @@ def _is_click_exception(exc: BaseException, name: str = "ClickException") -> boo
 
 def _run(argv: list[str]) -> int:
     from ._common import ambient_heartbeat
+    from ._ranges import check_argv
 
     label = "dpadmm " + " ".join(a for a in argv[:2] if not a.startswith("-"))
     try:
+        check_argv(argv)  # every numeric option in its range, before any work (and in CLI terms)
         with ambient_heartbeat(label.strip(), enabled="--quiet" not in argv):  # no long run is silent on a pipe
             rv = app(args=argv, prog_name="dpadmm", standalone_mode=False)
     except DPADMMError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from ._ranges import cli_terms
+
+        print(f"error: {cli_terms(str(exc), argv)}", file=sys.stderr)
         return 2
     except typer.Exit as exc:
         return exc.exit_code

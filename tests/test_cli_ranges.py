@@ -1,0 +1,113 @@
+"""Every numeric option of every command is range-checked at the boundary, before any work.
+
+The options are found by walking the typer app (their annotations say int/float), so a new numeric
+option without an entry in ``dpadmm.cli._ranges.RANGES`` fails here. Each is then given a value out
+of its range: one ``error:`` line naming the option in CLI terms, exit code 2, nothing written —
+and the command itself never starts (the app is replaced by a tripwire), so no data is loaded and no
+fit runs first (``audit --end-to-end --samples -5`` used to run for minutes).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import pytest
+
+from conftest import run_cli
+
+import dpadmm.cli as cli
+from dpadmm.cli._ranges import RANGES, check_argv
+from dpadmm.exceptions import InvalidParameterError
+
+BASE = {  # the smallest command line each command accepts otherwise
+    "vertical": ["vertical", "--data", "a9a"],
+    "consensus": ["consensus"],
+    "demo": ["demo"],
+    "reproduce": ["reproduce", "hu-fig1", "--quick"],
+    "functional": ["functional", "--simulate"],
+    "audit": ["audit", "--end-to-end"],
+    "provision": ["provision", "--parties", "a,b"],
+    "attack kkt": ["attack", "kkt"],
+    "attack labels": ["attack", "labels", "--quick"],
+    "party serve": ["party", "serve", "--protocol", "vertical-sharing", "--name", "party2", "--data",
+                    "train=missing.csv", "--insecure"],
+}
+
+
+def _numeric_options():
+    import typer.main
+
+    found = []
+
+    def walk(cmd, path):
+        if hasattr(cmd, "commands"):
+            for name, sub in cmd.commands.items():
+                walk(sub, path + [name])
+            return
+        sig = inspect.signature(cmd.callback)
+        for p in cmd.params:
+            ann = str(sig.parameters[p.name].annotation)
+            if ("int" in ann or "float" in ann) and "bool" not in ann and p.opts[0].startswith("--"):
+                found.append((" ".join(path), p.opts[0], p.default))
+
+    walk(typer.main.get_command(cli.app), [])
+    return found
+
+
+NUMERIC = _numeric_options()
+CHECKED = [(c, o) for c, table in RANGES.items() for o in table]
+
+
+def test_every_numeric_option_has_a_range():
+    assert len(NUMERIC) > 60  # the walk found the app's options
+    missing = [(c, o) for c, o, _ in NUMERIC if o not in RANGES.get(c, {})]
+    assert not missing, f"numeric options without a range in dpadmm.cli._ranges.RANGES: {missing}"
+    assert set(BASE) == set(RANGES)
+
+
+@pytest.mark.parametrize("command,option,default", NUMERIC, ids=[f"{c}:{o}" for c, o, _ in NUMERIC])
+def test_defaults_are_in_range(command, option, default):
+    if default is not None:
+        check_argv(BASE[command] + [option, str(default)])
+
+
+@pytest.mark.parametrize("command,option", CHECKED, ids=[f"{c}:{o}" for c, o in CHECKED])
+def test_out_of_range_value_is_one_error_line_exit_2_before_any_work(command, option, tmp_path, capsys, monkeypatch):
+    def tripwire(*a, **k):
+        raise AssertionError(f"dpadmm {command} started before {option} -5 was refused")
+
+    monkeypatch.setattr(cli, "app", tripwire)
+    out = tmp_path / "out"
+    code, stdout, stderr = run_cli(BASE[command] + [option, "-5", "--out", out], capsys)
+    lines = stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (code, stderr)
+    assert f"{option} must be" in lines[0] and f"got {option} -5" in lines[0], lines[0]
+    assert not re.search(r"[a-z_]=", lines[0]), lines[0]  # CLI terms, not Python's name=value
+    assert not out.exists() and stdout == ""
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["consensus", "--eta", "0.5,abc"], "'abc' is not a number"),
+    (["consensus", "--alpha-growth", "1.05,0"], "--alpha-growth must be"),
+    (["vertical", "--train", "t.svm", "--parties", "66,0"], "--parties must be"),
+    (["functional", "--simulate", "--y-range=5,-5"], "--y-range must be two numbers lo,hi with lo < hi"),
+    (["functional", "--simulate", "--y-range", "1"], "--y-range must be"),
+    (["audit", "--end-to-end", "--runs", "10"], "(or 0 for the default)"),
+    (["vertical", "--data", "a9a", "--delta", "1"], "in (0, 1)"),
+    (["vertical", "--data", "a9a", "--iterations", "2.5"], "an integer >= 1"),
+    (["demo", "--epsilon=nan"], "--epsilon must be"),
+])
+def test_lists_pairs_and_edges(argv, needle):
+    with pytest.raises(InvalidParameterError, match=None) as info:
+        check_argv(argv)
+    assert needle in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("argv", [
+    ["consensus", "--eta", "0.55,0.65,0.6", "--alpha", "3"], ["audit", "--runs", "0"], ["audit", "--runs", "40"],
+    ["functional", "--simulate", "--y-range=-10,10"], ["vertical", "--data", "a9a", "--noise-scale", "0"],
+    ["vertical", "--help"], ["reproduce", "hu-fig1", "--reps", "0"],
+])
+def test_valid_values_pass(argv):
+    check_argv(argv)

@@ -67,7 +67,8 @@ def test_every_numeric_option_has_a_range():
 
 
 @pytest.mark.parametrize("command,option,default", NUMERIC, ids=[f"{c}:{o}" for c, o, _ in NUMERIC])
-def test_defaults_are_in_range(command, option, default):
+def test_defaults_are_in_range(command, option, default, monkeypatch):
+    monkeypatch.setattr("dpadmm.cli._ranges._check_files", lambda *a: None)
     if default is not None:
         check_argv(BASE[command] + [option, str(default)])
 
@@ -95,7 +96,7 @@ def test_out_of_range_value_is_one_error_line_exit_2_before_any_work(command, op
     (["functional", "--simulate", "--y-range", "1"], "--y-range must be"),
     (["audit", "--end-to-end", "--runs", "10"], "(or 0 for the default)"),
     (["vertical", "--data", "a9a", "--delta", "1"], "in (0, 1)"),
-    (["vertical", "--data", "a9a", "--iterations", "2.5"], "an integer >= 1"),
+    (["vertical", "--train", "t.svm", "--parties", "66,2.5"], "an integer >= 1"),
     (["demo", "--epsilon=nan"], "--epsilon must be"),
 ])
 def test_lists_pairs_and_edges(argv, needle):
@@ -111,3 +112,31 @@ def test_lists_pairs_and_edges(argv, needle):
 ])
 def test_valid_values_pass(argv):
     check_argv(argv)
+
+
+@pytest.mark.parametrize("argv,opt", [
+    (["vertical", "--train", "missing.svm", "--parties", "3,3"], "--train"),
+    (["vertical", "--party", "missing_a.csv", "--party", "missing_b.csv"], "--party"),
+    (["functional", "--train", "missing.csv"], "--train"),
+    (["consensus", "--data", "missing.svm"], "--data"),
+    (["party", "serve", "--protocol", "vertical-sharing", "--name", "party2", "--data", "train=missing.csv",
+      "--insecure"], "--data"),
+])
+def test_missing_file_refused_before_any_work(argv, opt, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "app", lambda *a, **k: (_ for _ in ()).throw(AssertionError("command started")))
+    code, stdout, stderr = run_cli(argv, capsys)
+    assert code == 2 and stderr.strip().startswith(f"error: {opt} ") and "file not found" in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1
+
+
+def test_party_file_errors_name_the_separator_and_the_plain_id(tmp_path, capsys):
+    (tmp_path / "semi.csv").write_text("id;y;a\n1;1;0.5\n2;-1;0.1\n")
+    (tmp_path / "dup.csv").write_text("id,y,a\n1,1,0.5\n2,-1,0.1\n2,1,0.3\n")
+    (tmp_path / "b.csv").write_text("id,b\n1,0.5\n2,0.1\n")
+    code, _, err = run_cli(["vertical", "--party", tmp_path / "semi.csv", "--party", tmp_path / "b.csv", "--quiet"],
+                           capsys)
+    assert code == 2 and "looks ';'-separated" in err and "--id-column" not in err, err
+    code, _, err = run_cli(["vertical", "--party", tmp_path / "dup.csv", "--party", tmp_path / "b.csv", "--quiet"],
+                           capsys)
+    assert code == 2 and "repeats id '2'" in err and "np." not in err, err

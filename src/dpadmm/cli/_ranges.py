@@ -144,11 +144,37 @@ def check_argv(argv: list[str]) -> None:
                             f"{opt} must be {rng.describe()}, got {opt} {text} ('{part}' is not a number); "
                             f"run 'dpadmm {command} --help' for usage.")
                     continue  # the parser reports a value that is not a number
+                if rng.kind == "int" and math.isfinite(v) and v != int(v) and not rng.listed:
+                    continue  # not a whole number: the parser says so ("give a whole number")
                 if not rng.ok(v):
                     raise InvalidParameterError(
                         f"{opt} must be {rng.describe()}, got {opt} {text}; "
                         f"run 'dpadmm {command} --help' for usage.")
     _check_pairs(command, argv)
+    _check_files(command, argv)
+
+
+#: options naming input files that must exist (checked before any import or load; "adult" is bundled)
+FILES: dict[str, tuple[str, ...]] = {
+    "vertical": ("--train", "--test", "--party", "--test-party", "--resume"),
+    "functional": ("--train", "--test"),
+    "consensus": ("--data",),
+    "party serve": ("--data",),
+}
+
+
+def _check_files(command: str, argv: list[str]) -> None:
+    from pathlib import Path
+
+    from ..exceptions import DataFileError
+
+    for opt in FILES.get(command, ()):
+        for text in _values(argv, opt):
+            path = text.split("=", 1)[1] if command == "party serve" and "=" in text else text
+            if command == "consensus" and path == "adult":
+                continue
+            if path and not Path(path).exists():
+                raise DataFileError(f"{opt} {text}: file not found; check the path.")
 
 
 def _check_pairs(command: str, argv: list[str]) -> None:

@@ -211,7 +211,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
             o = dict(opts, degree=V[idx], eta=eta[idx], theta=theta[idx], alpha=alpha[idx])
             specs.append(PartySpec(name, gc.setup_block, ([f"node{i}" for i in idx], [Xs[i] for i in idx],
                                                          [ys[i] for i in idx], o),
-                                   gc.block_step, gc.block_diagnostics, owner=name))
+                                   gc.block_step, gc.block_diagnostics, owner=name,
+                                   streams=tuple(int(i) for i in idx) if len(groups) == 1 and N > 1 else ()))
         hub_cfg = gc.RouterConfig(A=A, blocks=tuple(groups), n_nodes=N, dim=Xs[0].shape[1],
                                   tol=0.0 if private else float(self.tol), record_path=bool(self.record_path))
         hub = engine.Hub(hub_cfg, gc.init_router, gc.router_step, gc.router_metrics)

@@ -407,6 +407,18 @@ def test_get_backend_names_and_errors():
         get_backend("process", timeout=0)
 
 
+@pytest.mark.slow  # importing ray takes seconds
+def test_ray_refuses_unknown_party_names_in_resources():
+    """A misspelt party in --ray-resources is refused (it used to run unpinned), naming the run's parties."""
+    pytest.importorskip("ray")
+    from dpadmm.backends.ray import RayBackend
+
+    hub, specs = toy_specs(2, 3)
+    be = RayBackend(party_resources={"p1": "org_a", "party9": "org_b"})
+    with pytest.raises(InvalidParameterError, match=r"'party9'.*its parties are p1, p2"):
+        be.start(specs)
+
+
 def test_ray_missing_gives_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # makes `import ray` fail
     with pytest.raises(MissingDependencyError, match=r'pip install "dpadmm\[ray\]"'):
@@ -623,16 +635,19 @@ def test_two_node_cluster_a9a_vertical(tmp_path):
         script = "import sys; from dpadmm.cli import main; sys.exit(main(sys.argv[1:]))"
         args = [str(a) for a in CLI_BASE + ["--train", A9A_TRAIN, "--iterations", 5]]
         out, ref = tmp_path / "out", tmp_path / "ref"
-        # party2's actor waits (within the setup timeout) until the second node has registered
+        # party2's actor waits (within the setup timeout) until the second node has registered; a relative
+        # --out is the driver's (the party checkpoints land under it, not under the node's working directory)
         run = subprocess.run([sys.executable, "-c", script, *args, "--backend", "ray", "--ray-address",
                               f"127.0.0.1:{port}", "--ray-resources", "party1=party1,party2=party2",
-                              "--timeout", "60", "--out", str(out)], env=env, capture_output=True, text=True,
-                             timeout=900)
+                              "--timeout", "60", "--checkpoint-every", "2", "--out", "out"], env=env,
+                             capture_output=True, text=True, timeout=900, cwd=tmp_path)
         log.flush()
         assert run.returncode == 0, (run.stdout + run.stderr)[-3000:] + (tmp_path / "ray.log").read_text()[-2000:]
         metrics = json.loads((out / "metrics.json").read_text())
         placement = metrics["config"]["placement"]
         assert placement["party1"]["node_id"] != placement["party2"]["node_id"]
+        for party in ("party1", "party2"):
+            assert (out / "checkpoint" / "parties" / party / "state.pkl").is_file(), party
         run2 = subprocess.run([sys.executable, "-c", script, *args, "--out", str(ref)], env=env,
                               capture_output=True, text=True, timeout=600)
         assert run2.returncode == 0, run2.stderr[-3000:]

@@ -258,7 +258,7 @@ def functional(
                        "components": components, "basis": basis, "penalty": penalty, "lam": lam, "rho": rho,
                        "method": method, "iterations": model.n_iter_, "y_range": yr, "epsilon": epsilon, "delta": delta,
                        "total_epsilon": total_epsilon, "c1": model.c1_, "seed": seed, "data_source": data.source,
-                       "backend": backend},
+                       "backend": backend, **bk.run_metrics(run_opts)},
         }
         line = (f"iterations: {model.n_iter_}  test pinball loss: {final['test_pinball_loss']:.5f}  "
                 f"(centralised QR on the same scores: {base.get('test_pinball_loss', float('nan')):.5f})")

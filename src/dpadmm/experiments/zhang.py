@@ -130,6 +130,7 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
     G = make_graph(topology, nodes, random_state=np.random.default_rng([data_seed, 2]))
     curves, consensus, objective, accuracy, secs, sec_curves = [], [], [], [], [], []
     model = None
+    placement = None  # Ray: where every node's actor ran (config.placement)
     t0 = time.perf_counter()
     for r in range(runs):
         cb = [] if progress is None else [lambda t, rec, r=r: progress(r * iterations + t, rec)]
@@ -137,9 +138,10 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
             C=C, reg_weight=reg_weight, n_nodes=nodes, topology=G, theta=theta, theta_growth=theta_growth, eta=eta,
             eta_growth=eta_growth, perturbation=perturbation, alpha=alpha, alpha_growth=alpha_growth,
             max_iter=iterations, normalize=normalize, batch=backend == "inprocess",
-            backend=get_backend(backend, **(backend_options or {})), monitor=monitor, record_path=not monitor,
+            backend=(be := get_backend(backend, **(backend_options or {}))), monitor=monitor, record_path=not monitor,
             random_state=None if seed is None else int(np.random.SeedSequence([seed, r]).generate_state(1)[0]))
         model.fit(Xs, ys, callbacks=cb)
+        placement = getattr(be, "placement_", None) or placement
         h = model.history_ if monitor else dict(model.history_, **released_curves(model, Xs, ys))
         curves.append(h["train_loss"])
         consensus.append(h["consensus_error"][-1])
@@ -177,7 +179,7 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
                         note="non-private run: epsilon is infinite")),
         "config": {
             "data": data, "n_samples": int(sum(len(v) for v in ys)), "n_features": int(Xs[0].shape[1]),
-            "backend": backend, "nodes": nodes, "topology": str(topology) if not hasattr(topology, "nodes") else "networkx graph",
+            "backend": backend, **({"placement": placement} if placement else {}), "nodes": nodes, "topology": str(topology) if not hasattr(topology, "nodes") else "networkx graph",
             "edges": int(G.number_of_edges()), "split": split, "uneven_ratio": uneven_ratio,
             "node_size_min": int(sizes.min()), "node_size_max": int(sizes.max()),
             "degree_min": int(model.degrees_.min()), "degree_max": int(model.degrees_.max()),

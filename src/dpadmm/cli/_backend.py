@@ -32,8 +32,10 @@ def ray_address_option():
 
 
 def ray_resources_option():
-    return typer.Option(None, "--ray-resources", help="Pin parties to nodes: party1=RES1,party2=RES2 "
-                                                      "(custom resources given to `ray start --resources`).")
+    return typer.Option(None, "--ray-resources", help="Pin parties to nodes: NAME=RES,… with RES a custom resource "
+                                                      "given to `ray start --resources`; party names: party1, party2, "
+                                                      "… (vertical), node0, node1, … (consensus), worker1, worker2, … "
+                                                      "(functional); unknown names are refused.")
 
 
 def timeout_option():

@@ -108,8 +108,15 @@ def _trivial_verdict(metrics, data) -> str | None:
     from ._common import base_rate_log_loss, verdict
 
     f = metrics["final"]
-    fix = ("more budget (--epsilon), fewer --iterations or a larger --rho" if metrics["privacy"].get("private")
-           else "more --iterations or a different --rho")
+    cfg = metrics.get("config", {})
+    if cfg.get("mechanism") == "paper" or cfg.get("noise_scale"):
+        fix = ("the noise is the problem, not the optimisation: the shares are swamped by the noise of "
+               + ("--noise-scale (give a smaller one)" if cfg.get("noise_scale") else
+                  "[Hu, eq. 16] at this --iteration-epsilon (give a larger one)"))
+    elif metrics["privacy"].get("private"):
+        fix = "more budget (--epsilon), fewer --iterations or a larger --rho"
+    else:
+        fix = "more --iterations or a different --rho"
     test_trivial = base_rate_log_loss(data.y, data.y_test) if getattr(data, "y_test", None) is not None else None
     v = verdict("test log loss", f.get("test_log_loss"), test_trivial, "predicting the training base rate", fix)
     if v is None:

@@ -176,9 +176,14 @@ def attack_kkt(
             console.print(f"{r['scenario']:<24} |cos(x_hat, x_1)| = {r['cosine']:.4f}   chance: mean {r['chance_mean']:.3f}, "
                           f"95% {r['chance_q95']:.3f}; rank {r['rank']}/{r['candidates']}")
         if out is not None:
+            from ..experiments.zhang import _plot_attack
+
+            n_rows = samples or 45_222
+            _plot_attack(stage / "attack.png", rows, list(dict.fromkeys(r["scenario"] for r in rows)), 1,
+                         samples=n_rows, iterations=iterations, graph=f"{nodes}-node {topology}, node {node}")
             write_json(stage / "attack.json", {"results": rows, "config": {
                 "nodes": nodes, "topology": topology, "node": node, "samples": samples, "C": C, "reg_weight": reg_weight,
                 "theta": theta, "eta": eta, "eta_growth": eta_growth, "alpha": alpha, "alpha_growth": alpha_growth,
                 "iterations": iterations, "seed": seed}})
     if out is not None:
-        console.print(f"wrote {out}/attack.json")
+        console.print(f"wrote {out}/attack.json and {out}/attack.png")

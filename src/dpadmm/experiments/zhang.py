@@ -415,7 +415,8 @@ def attack(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
     return {s: round(float(c), 4) for s, c in zip(scen, cos)}
 
 
-def _plot_attack(path: Path, rows: list[dict], scen: list[str], R: int, *, samples: int, iterations: int) -> None:
+def _plot_attack(path: Path, rows: list[dict], scen: list[str], R: int, *, samples: int, iterations: int,
+                 graph: str = "5-node ring") -> None:
     """Mean |cos| per scenario with min–max error bars over seeds, beside the chance level."""
     import textwrap
 
@@ -432,12 +433,12 @@ def _plot_attack(path: Path, rows: list[dict], scen: list[str], R: int, *, sampl
     fig, ax = pyplot.subplots(figsize=(8.5, 3.8))
     xs = np.arange(len(scen))
     ax.bar(xs - 0.2, cos[:, 0], 0.4, yerr=cos[:, 1:].T, capsize=4, color="C3",
-           label=f"attack: |cos(x̂, x₁)| (mean, min–max over {R} seed{'s' if R > 1 else ''})")
+           label="attack: |cos(x̂, x₁)| " + (f"(mean, min–max over {R} seeds)" if R > 1 else "(1 seed)"))
     ax.bar(xs + 0.2, ch[:, 0], 0.4, yerr=ch[:, 1:].T, capsize=4, color="C7",
            label="chance: 95th percentile of |cos| with the other training points")
     ax.set_xticks(xs, [textwrap.fill(s, 22) for s in scen], fontsize=8)
     ax.set(ylim=(0, 1.05), ylabel="|cosine| between the reconstruction\nand the true point (1 = exact)",
-           title=f"KKT reconstruction [Zhang, App. E]: Adult ({samples:,} rows), 5-node ring, T = {iterations}")
+           title=f"KKT reconstruction [Zhang, App. E]: Adult ({samples:,} rows), {graph}, T = {iterations}")
     ax.grid(alpha=0.3, axis="y")
     legend_outside(ax, where="below", ncol=1)
     fig.tight_layout()

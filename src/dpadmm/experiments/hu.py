@@ -246,7 +246,7 @@ def vertical_privacy(out: Path, *, quick: bool = False, reps: int = 0, seed: int
     fig, ax = plt.subplots(figsize=(9.5, 4.6))
     for j, (setting, g) in enumerate(agg.groupby("setting", sort=False)):
         ax.errorbar(g["epsilon"], g["mean"], yerr=[g["mean"] - g["min"], g["max"] - g["mean"]], marker="os^v"[j % 4],
-                    capsize=3, label=f"{setting} ({reps} seeds: mean, range)")
+                    capsize=3, label=f"{setting} " + (f"({reps} seeds: mean, range)" if reps > 1 else "(1 seed)"))
     ax.plot(list(DIFFPRIVLIB_REFERENCE), list(DIFFPRIVLIB_REFERENCE.values()), "k*--", lw=1,
             label="centralised record-level DP (diffprivlib, pooled data; quoted)")
     ax.axhline(alone["test_log_loss"], color="gray", ls="-.", lw=1.2, label="label party alone (no privacy cost)")
@@ -257,8 +257,8 @@ def vertical_privacy(out: Path, *, quick: bool = False, reps: int = 0, seed: int
     legend_outside(ax)
     fig.tight_layout()
     save(fig, out / "vertical_privacy.png")
-    means = {s: {float(e): round(v, 4) for e, v in zip(g["epsilon"], g["mean"])} for s, g in agg.groupby("setting", sort=False)}
-    worst = {s: {float(e): round(v, 4) for e, v in zip(g["epsilon"], g["max"])} for s, g in agg.groupby("setting", sort=False)}
+    means = {s: {f"ε = {e:g}": round(v, 4) for e, v in zip(g["epsilon"], g["mean"])} for s, g in agg.groupby("setting", sort=False)}
+    worst = {s: {f"ε = {e:g}": round(v, 4) for e, v in zip(g["epsilon"], g["max"])} for s, g in agg.groupby("setting", sort=False)}
     return {"label_party_alone": round(alone["test_log_loss"], 4), "all_features": round(allf["test_log_loss"], 4),
-            "diffprivlib_centralised (quoted)": DIFFPRIVLIB_REFERENCE,
+            "diffprivlib_centralised (quoted)": {f"ε = {e:g}": v for e, v in DIFFPRIVLIB_REFERENCE.items()},
             "mean_test_log_loss": means, "worst_seed_test_log_loss": worst}

@@ -210,13 +210,14 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iteration
                if k in h}
     final: dict[str, Any] = {"iterations": model.n_iter_, "converged": model.converged_}
     has_models = model.coefs_ is not None
-    if "objective" in h:
-        final["train_objective"] = h["objective"][-1]
-    elif has_models and not any(hasattr(b, "load") for b in data.train):
+    if has_models and not any(hasattr(b, "load") for b in data.train):
+        # the released model's (after the label party's refit, which can differ from the last iterate);
         # evaluated by the driver, which holds the models only in the simulation (or with monitor=True)
         p = _test_probability(model, data.train)
         reg = 0.5 * float(model.coef_ @ model.coef_)
         final["train_objective"] = _classifier_metrics(p, data.y)["log_loss"] + lam * reg
+    elif "objective" in h:
+        final["train_objective"] = h["objective"][-1]
     if data.test is not None:
         for k in ("test_log_loss", "test_accuracy"):
             if k in h:

@@ -22,7 +22,12 @@ process backend's workers; the vertical parties read their own CSV files, the gr
 their data from the coordinator (``--accept-coordinator-data``); party start-up and setup are not
 timed (only steps are, as for every backend).
 
+Party budgets (``--budget``): a private vertical a9a fit over gRPC with parties started ``--no-budget``
+and with ``--max-epsilon`` after 10 and 5,000 earlier runs in their ledgers (per-round time, and the
+setup time that includes pricing the run).
+
 Usage: ``python benchmarks/bench_backends.py [--backends inprocess,process,ray,grpc] [--rounds 20] [--repeats 3]``
+       ``python benchmarks/bench_backends.py --budget [--rounds 20] [--repeats 3]``
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ def per_round(history_seconds) -> np.ndarray:
 class GrpcParties:
     """``dpadmm party serve`` processes (mutual TLS, 127.0.0.1) for one workload; a context manager."""
 
-    def __init__(self, names, protocol, data=None, accept=False):
+    def __init__(self, names, protocol, data=None, accept=False, party_args=("--no-budget",), prefill=None):
         import subprocess
         import sys
         import tempfile
@@ -62,6 +67,9 @@ class GrpcParties:
                 args += ["--data", f"{key}={path}"]
             if accept:
                 args.append("--accept-coordinator-data")
+            args += list(party_args)  # the benchmark's workloads are simulations: no budget unless asked
+            if prefill is not None:
+                prefill(self.dir / name, name)
             logs[name] = self.dir / f"{name}.log"
             self.procs.append(subprocess.Popen(args, stdout=open(logs[name], "w"), stderr=subprocess.STDOUT))
         deadline = time.monotonic() + 300
@@ -128,6 +136,47 @@ def bench_vertical(name, blocks, y, rounds):
     return per_round(m.history_["seconds"])
 
 
+def prefill_ledger(out, party: str, entries: int) -> None:
+    """A party ledger holding ``entries`` earlier runs (one release each at σ/Δ = 50), as after months of use."""
+    from pathlib import Path
+
+    from dpadmm.privacy.party_ledger import LEDGER_FORMAT, LEDGER_NAME
+
+    run = {"protocol": "vertical-sharing", "started": "2026-01-01T00:00:00+00:00", "declared_rounds": 2,
+           "relation": "feature_column", "priced": {"gaussian": {"50.0": 1}, "pure_epsilon": 0.0},
+           "charged": {"gaussian": {"50.0": 1}, "pure_epsilon": 0.0, "releases": 1}, "last_round": 2}
+    led = {"format": LEDGER_FORMAT, "party": party, "relation": "feature_column", "releases": entries,
+           "gaussian": {"50.0": entries}, "pure_epsilon": 0.0, "seq": 0,
+           "runs": [dict(run, run=f"earlier/{i}") for i in range(entries)]}
+    Path(out).mkdir(parents=True, exist_ok=True)
+    (Path(out) / LEDGER_NAME).write_text(json.dumps(led))
+
+
+def bench_budget(blocks, y, rounds, entries: int | None):
+    """A private vertical a9a fit over gRPC (feature ε = 10 over the run) with parties started with
+    ``--no-budget`` (``entries=None``) or ``--max-epsilon 1e6 --delta 1e-5`` and ``entries`` earlier runs
+    in their ledgers. Returns (per-round seconds, setup seconds)."""
+    import tempfile
+    from pathlib import Path
+
+    from dpadmm.cli.party import vertical_remote_data
+    from dpadmm.data.parties import write_party_files
+    from dpadmm.estimators import VerticalLogisticRegression
+
+    tmp = Path(tempfile.mkdtemp(prefix="dpadmm-bench-budget-"))
+    paths = write_party_files(blocks, y, tmp)
+    party_args = (["--no-budget"] if entries is None else ["--max-epsilon", "1e6", "--delta", "1e-5"]) + [
+        "--requests", "score,rank,refit"]  # the label party refits its block (party2 holds no labels: refused)
+    prefill = None if not entries else (lambda out, name: prefill_ledger(out, name, entries))
+    with GrpcParties(["party1", "party2"], "vertical-sharing", party_args=party_args, prefill=prefill,
+                     data={f"party{m}": {"train": p} for m, p in enumerate(paths, start=1)}) as parties:
+        be = parties.backend()
+        data = vertical_remote_data(be, [paths[0]], [], normalize=True)
+        m = VerticalLogisticRegression(max_iter=rounds, rho=0.3, epsilon=10.0, delta=1e-5, monitor=False, backend=be)
+        m.fit(data.train, data.y)
+    return per_round(m.history_["seconds"]), float(m.setup_seconds_)
+
+
 def bench_graph(name, X, y, rounds, batch=False):
     from dpadmm.estimators.consensus import ConsensusLogisticRegression
 
@@ -165,7 +214,12 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--budget", action="store_true", help="only the party-budget workload: a private vertical a9a fit "
+                                                         "over gRPC without a budget and with one after 10 and 5,000 "
+                                                         "ledger entries")
     args = ap.parse_args(argv)
+    if args.budget:
+        return main_budget(args)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     backends = [b for b in args.backends.split(",") if b]
@@ -217,6 +271,86 @@ def main(argv=None):
         import ray
 
         ray.shutdown()
+
+
+def bench_party_steps(rounds: int, entries=(None, 10, 5000), n: int = 32561):
+    """The party's own cost per round, without the network: three vertical parties (no budget; a budget after
+    10 and after 5,000 ledger entries) answer the same encoded Step messages, interleaved round by round (so a
+    change of machine load hits all three alike). Returns {entries: median ms per Step}."""
+    import tempfile
+    from pathlib import Path
+
+    from dpadmm.algorithms import vertical_sharing as vs
+    from dpadmm.backends import grpc_codec as codec
+    from dpadmm.backends.grpc_party import PartyService
+    from dpadmm.data.parties import write_party_files
+    from dpadmm.kernels.regularizers import L2
+    from dpadmm.protocol import PartyData
+
+    rng = np.random.default_rng(0)
+    tmp = Path(tempfile.mkdtemp(prefix="dpadmm-bench-steps-"))
+    paths = write_party_files([rng.normal(size=(n, 3)), rng.normal(size=(n, 5))], np.where(rng.random(n) < .5, 1, -1),
+                              tmp)
+    allowed = codec.allow_list(vs.PROTOCOL.types)
+    D = PartyData("train", {"ids": np.arange(n), "index": 2, "n_features": 5}, (n, 5))
+    spec = vs.PrivacySpec(noise_multiplier=5.0, mechanism="gaussian", relation="feature_column", clip=30.0)
+    services = {}
+    for e in entries:
+        out = tmp / f"party-{e}"
+        if e:
+            prefill_ledger(out, "party2", e)
+        svc = PartyService(name="party2", protocol=vs.PROTOCOL, data={"train": str(paths[1])}, out=out, secure=False,
+                           **({} if e is None else {"max_epsilon": 1e9, "delta": 1e-5}))
+        svc.handle("Setup", codec.encode({"protocol": vs.PROTOCOL.name, "party": "party2", "index": 1,
+                                          "rounds": rounds + 1, "args": ["party2", D, {"lam_sum": 1.0, "reg": L2(),
+                                                                                       "private": spec}]},
+                                         allowed=allowed), "")
+        services[e] = svc
+    times = {e: [] for e in entries}
+    for t in range(rounds):
+        msg = codec.encode({"round": t, "inbox": vs.CoordinatorMessage(t, np.zeros(n), np.ones(n) * (t > 0), 0.5)},
+                           allowed=allowed)
+        order = list(entries)[t % len(entries):] + list(entries)[:t % len(entries)]
+        for e in order:
+            t0 = time.perf_counter()
+            services[e].handle("Step", msg, "")
+            times[e].append(time.perf_counter() - t0)
+    for svc in services.values():
+        svc.close()
+    return {e: 1e3 * float(np.median(v[1:])) for e, v in times.items()}
+
+
+def main_budget(args):
+    from dpadmm.data import load_a9a, partition_columns
+
+    X, y = load_a9a("train")
+    blocks = partition_columns(X, [66, 57])
+    configs = (("no budget (--no-budget)", None), ("budget, 10 ledger entries", 10),
+               ("budget, 5,000 ledger entries", 5000))
+    runs = {label: [] for label, _ in configs}
+    for _ in range(args.repeats):  # interleaved, so a change of machine load hits every configuration alike
+        for label, entries in configs:
+            runs[label].append(bench_budget(blocks, y, args.rounds, entries))
+    rows = {label: (float(np.median(np.concatenate([r[0] for r in rs]))), float(np.median([r[1] for r in rs])))
+            for label, rs in runs.items()}
+    base = rows["no budget (--no-budget)"][0]
+    print(f"\nprivate vertical a9a over gRPC (mTLS), {args.rounds} rounds x {args.repeats} repeats, first round dropped\n")
+    print("| party | ms / round | x no budget | setup s (incl. pricing) |")
+    print("|---|---|---|---|")
+    for label, (v, setup) in rows.items():
+        print(f"| {label} | {1e3 * v:.2f} | {v / base:.2f} | {setup:.2f} |")
+    steps = bench_party_steps(max(10 * args.rounds, 200))
+    print(f"\nthe party's own Step (decode, x-step, noise, ledger check, journal, audit, encode; a9a-sized N), "
+          f"{max(10 * args.rounds, 200)} rounds interleaved\n")
+    print("| party | ms / Step | x no budget |")
+    print("|---|---|---|")
+    for e, v in steps.items():
+        label = "no budget" if e is None else f"budget, {e:,} ledger entries"
+        print(f"| {label} | {v:.3f} | {v / steps[None]:.3f} |")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"rounds": args.rounds, "repeats": args.repeats, "budget": rows, "party_steps_ms": steps,
+                       "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, fh, indent=2)
 
 
 if __name__ == "__main__":

@@ -33,10 +33,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start_party NAME LOGNAME ARGS... : start `dpadmm party serve`, wait for its port, set PORT
+# start_party NAME LOGNAME ARGS... : start `dpadmm party serve`, wait for its port, set PORT.
+# --no-budget: these parties serve comparisons with in-process runs (non-private or seeded simulations); a
+# deployment gives each party its own budget instead (README "Parties in different organisations").
 start_party() {
   local name=$1 log="$LOGS/$2.log"; shift 2
-  "$PY" -m dpadmm party serve --name "$name" --listen 127.0.0.1:0 "$@" >"$log" 2>&1 &
+  "$PY" -m dpadmm party serve --name "$name" --listen 127.0.0.1:0 --no-budget "$@" >"$log" 2>&1 &
   PIDS+=($!)
   LAST_PID=$!
   for _ in $(seq 1 600); do

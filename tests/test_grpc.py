@@ -284,7 +284,8 @@ def _serve_process(pki, name, path, out, port_file):
         "import sys; from dpadmm.cli import main; sys.exit(main(sys.argv[1:]))"
     )
     args = [sys.executable, "-c", code, "party", "serve", "--protocol", "vertical-sharing", "--name", name,
-            "--data", f"train={path}", "--listen", "127.0.0.1:0", "--tls", str(pki / "good" / name), "--out", str(out)]
+            "--data", f"train={path}", "--listen", "127.0.0.1:0", "--tls", str(pki / "good" / name), "--out", str(out),
+            "--no-budget"]
     proc = subprocess.Popen(args, stdout=open(port_file, "w"), stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

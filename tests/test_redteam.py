@@ -532,16 +532,21 @@ def test_functional_exact_local_solve_does_not_depend_on_its_warm_start():
     assert worst < 0.01  # a solve the sensitivity bound covers returns the minimiser whatever the start
 
 
-@pytest.mark.xfail(reason="REDTEAM F2-A4': --private-only accepts a coordinator-chosen noise multiplier of 1e-12 (no "
-                          "operator floor on the noise or on the number of releases)", strict=False)
 def test_private_only_party_refuses_a_negligible_noise_multiplier(tmp_path):
+    """Regression (REDTEAM F2-A4', fixed by the party-side policy of issue 17): the operator's noise floor
+    (default σ/Δ ≥ 0.5) refuses a coordinator-chosen 1e-12 at Setup, before anything is released."""
     pytest.importorskip("grpc")
     from dpadmm.backends.grpc_party import _Refused
+    from dpadmm.privacy.policy import PartyPolicy
 
-    svc, call, setup, _ = _party_server(tmp_path, private_only=True)
+    svc, call, setup, _ = _party_server(tmp_path, policy=PartyPolicy(private_only=True, relation="record"))
     try:
-        with pytest.raises(_Refused):
+        with pytest.raises(_Refused, match=r"the noise multiplier σ/Δ is 1e-12, its operator's policy requires σ/Δ ≥ 0.5"):
             setup(nm=1e-12)
+        with pytest.raises(_Refused, match="no run is set up"):
             call("Step", {"round": 0, "inbox": vs.CoordinatorMessage(1, np.zeros(60), np.ones(60), 0.5)})
+        setup(nm=5.0)  # the honest level is served
+        reply = call("Step", {"round": 0, "inbox": vs.CoordinatorMessage(1, np.zeros(60), np.ones(60), 0.5)})
+        assert reply["events"][0].noise_multiplier == pytest.approx(5.0)
     finally:
         svc.close()

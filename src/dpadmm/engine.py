@@ -105,15 +105,17 @@ def _blas_limited(fn):
 
 
 @_blas_limited
-def start(backend: Backend, parties: Sequence[PartySpec], *, noise_seed: int | None = None) -> float:
+def start(backend: Backend, parties: Sequence[PartySpec], *, noise_seed: int | None = None,
+          rounds: int | None = None) -> float:
     """Start ``backend`` with ``parties`` under the same BLAS cap as :func:`run` (``blas_threads``,
-    default 1) and return the seconds it took.
+    default 1) and return the seconds it took. ``rounds``: the run's declared number of rounds (a
+    party with its own budget prices the whole run at Setup).
 
     Party setup (validation, factorisations, the column norms of a cg solver) is part of the cost
     of a fit; on a busy machine uncapped BLAS threads made it over 10× slower.
     """
     t0 = time.perf_counter()
-    backend.start(parties, noise_seed=noise_seed)
+    backend.start(parties, noise_seed=noise_seed, rounds=rounds)
     return time.perf_counter() - t0
 
 
@@ -149,7 +151,7 @@ def run(
     names = [p.name for p in parties]
     hub_index = len(names)
     if not started:
-        backend.start(parties, noise_seed=noise_seed)
+        backend.start(parties, noise_seed=noise_seed, rounds=rounds)
     hub_rng = np.random.default_rng() if noise_seed is None else None  # the hub's own entropy
     result = RunResult(noise_source=noise_source(noise_seed))
     ledger = result.ledger
@@ -160,10 +162,12 @@ def run(
         ck = _load_checkpoint(resume_from)
         state, inboxes = ck["hub_state"], ck["inboxes"]
         try:
-            backend.restore(_checkpoint_dir(resume_from), ck["round"])
+            again = backend.restore(_checkpoint_dir(resume_from), ck["round"])
         except PartyFailureError as exc:
             raise _at_round(exc, ck["round"] + 1) from exc
         ledger.restore(ck["events"])
+        for events in (again or {}).values():  # rounds released after the checkpoint, before the crash: the
+            ledger.record(events)               # resumed run releases them again (the parties' ledgers hold both)
         history.update({k: list(v) for k, v in ck["history"].items()})
         first = ck["round"] + 1
     elapsed = history["seconds"][-1] if history.get("seconds") else 0.0

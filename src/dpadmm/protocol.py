@@ -44,7 +44,8 @@ class Protocol:
     ``private(cfg) -> bool`` (whether this run adds noise: then monitoring is refused),
     ``data_args`` (positions of ``setup``'s arguments that hold the party's data: there the party
     expects a :class:`PartyData` reference, and refuses arrays sent by the coordinator unless its
-    operator started it with ``--accept-coordinator-data``, a simulation of a deployment).
+    operator started it with ``--accept-coordinator-data``, a simulation of a deployment),
+    ``policy`` (:class:`PolicyHooks`: the party's fields and the coordinator's, the check and the price).
     """
 
     name: str
@@ -58,6 +59,26 @@ class Protocol:
     model: Callable | None = None
     private: Callable | None = None
     data_args: tuple = ()
+    policy: "PolicyHooks | None" = None
+
+
+@dataclass(frozen=True, eq=False)
+class PolicyHooks:
+    """Which Setup fields are the party's policy and which the coordinator may choose, and how a party
+    checks and prices a run (``Protocol.policy``; the hooks live in :mod:`dpadmm.algorithms.policies`).
+
+    ``party``: field → the rule the party's :class:`~dpadmm.privacy.policy.PartyPolicy` imposes;
+    ``coordinator``: field → why the coordinator's choice cannot weaken the party's guarantee;
+    ``prepare(args, policy) -> args`` imposes the party's values on the setup arguments before setup;
+    ``check(cfg, args, policy, party)`` raises a refusal for a field that departs from the policy;
+    ``price(cfg, rounds) -> RunPrice``: at most what ``rounds`` rounds of ``cfg`` release.
+    """
+
+    party: Mapping[str, str] = field(default_factory=dict)
+    coordinator: Mapping[str, str] = field(default_factory=dict)
+    prepare: Callable | None = None
+    check: Callable | None = None
+    price: Callable | None = None
 
 
 @dataclass(frozen=True)

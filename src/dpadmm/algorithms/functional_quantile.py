@@ -566,13 +566,14 @@ def _is_private(cfg: PartyConfig) -> bool:
 
 def _protocol():
     from ..protocol import Protocol
+    from .policies import FUNCTIONAL
 
     from ..kernels.fpca import Basis
 
     # setup: the worker's own curves -> scores on the public basis (setup_party_from_curves, defined below)
     return Protocol("functional-quantile", lambda *a: setup_party_from_curves(*a), party_step, party_diagnostics,
                     handlers={}, types=(HubMessage, PartyMessage, PartyState, Settings, Basis), model=party_coef,
-                    private=_is_private, data_args=(1, 2))
+                    private=_is_private, data_args=(1, 2), policy=FUNCTIONAL)
 
 
 PROTOCOL = _protocol()

@@ -293,9 +293,11 @@ def _is_private(cfg: StatsConfig) -> bool:
 
 def _protocol():
     from ..protocol import Protocol
+    from .policies import STATISTICS
 
     return Protocol("functional-statistics", setup_stats, stats_step, None, handlers={},
-                    types=(StatsRequest, StatsMessage), private=_is_private, data_args=(1, 2))
+                    types=(StatsRequest, StatsMessage), private=_is_private, data_args=(1, 2),
+                    policy=STATISTICS)
 
 
 PROTOCOL = _protocol()

@@ -560,10 +560,12 @@ def _is_private(cfg: BlockConfig) -> bool:
 
 def _protocol():
     from ..protocol import Protocol
+    from .policies import CONSENSUS
 
     return Protocol("graph-consensus", setup_block, block_step, block_diagnostics, handlers={},
                     types=(NeighbourMessage, ModelMessage, BlockState), load=load_node_data,
-                    describe=describe_node_data, model=block_coefs, private=_is_private, data_args=(1, 2))
+                    describe=describe_node_data, model=block_coefs, private=_is_private, data_args=(1, 2),
+                    policy=CONSENSUS)
 
 
 PROTOCOL = _protocol()

@@ -668,12 +668,13 @@ def _is_private(cfg: PartyConfig) -> bool:
 
 def _protocol():
     from ..protocol import Protocol
+    from .policies import VERTICAL
 
     return Protocol("vertical-sharing", setup_party, party_step, party_diagnostics,
                     handlers={"score": eval_score, "rank": party_rank, "refit": refit_label_block},
                     types=(CoordinatorMessage, PartyMessage, PartyState, PrivacySpec, Bounds),
                     load=load_party_data, describe=describe_party_data, model=party_coef, private=_is_private,
-                    data_args=(1,))
+                    data_args=(1,), policy=VERTICAL)
 
 
 PROTOCOL = _protocol()

@@ -150,8 +150,9 @@ class Backend(ABC):
     name = "backend"
 
     @abstractmethod
-    def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None) -> None:
-        """Create one worker per spec; the worker runs its setup and makes its own generator."""
+    def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None, rounds: int | None = None) -> None:
+        """Create one worker per spec; the worker runs its setup and makes its own generator. ``rounds``:
+        the run's declared number of rounds (sent to parties that price a run at Setup)."""
 
     @abstractmethod
     def step(self, inboxes: Mapping[str, Any], round_: int) -> dict[str, tuple[Any, list]]:
@@ -170,8 +171,9 @@ class Backend(ABC):
         """Every party writes its own state under ``directory/parties/<name>/``."""
 
     @abstractmethod
-    def restore(self, directory, round_: int) -> None:
-        """Every party restores its own state written by :meth:`checkpoint` at ``round_``."""
+    def restore(self, directory, round_: int) -> dict[str, list] | None:
+        """Every party restores its own state written by :meth:`checkpoint` at ``round_``; may return, per
+        party, releases made after that checkpoint (released again by the resumed run)."""
 
     @property
     def collects_models(self) -> bool:

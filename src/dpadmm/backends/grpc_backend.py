@@ -229,8 +229,9 @@ class GrpcBackend(Backend):
         return {n: self.hello_[n] for n in names}
 
     # ------------------------------------------------------------------ Backend interface
-    def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None) -> None:
-        """Check every party serves the spec's protocol, then send each its setup options (as data)."""
+    def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None, rounds: int | None = None) -> None:
+        """Check every party serves the spec's protocol, then send each its setup options (as data) and the
+        run's declared number of ``rounds`` (a budgeted party prices the whole run at Setup)."""
         self._specs = {s.name: s for s in specs}
         self._failed = False
         protos = {s.name: protocol_of(s.step) for s in specs}
@@ -253,6 +254,8 @@ class GrpcBackend(Backend):
             bodies[spec.name] = {"protocol": proto.name, "party": spec.name, "index": index,
                                  "noise_seed": None if noise_seed is None else int(noise_seed),
                                  "args": list(spec.setup_args)}
+            if rounds is not None:
+                bodies[spec.name]["rounds"] = int(rounds)
         self.setup_ = self._call_all(bodies, "Setup", self.setup_timeout, "setup")
 
     def step(self, inboxes: Mapping[str, Any], round_: int) -> dict[str, tuple[Any, list]]:
@@ -276,8 +279,11 @@ class GrpcBackend(Backend):
         """Every party writes its own state in its own directory (``directory`` is the coordinator's)."""
         self._call_all({n: {"round": int(round_)} for n in self._specs}, "Checkpoint", self.timeout, "checkpoint")
 
-    def restore(self, directory, round_: int) -> None:
-        self._call_all({n: {"round": int(round_)} for n in self._specs}, "Restore", self.timeout, "restore")
+    def restore(self, directory, round_: int) -> dict[str, list]:
+        """Every party restores its own checkpoint; returns, per party, the releases its run made after the
+        checkpoint (before the crash) — released again by the resumed run, so the report counts them."""
+        replies = self._call_all({n: {"round": int(round_)} for n in self._specs}, "Restore", self.timeout, "restore")
+        return {n: list(r.get("released_again") or []) for n, r in replies.items()}
 
     @property
     def collects_models(self) -> bool:

@@ -19,10 +19,12 @@
   which the run's report then says);
 - appends one JSON line per call to ``OUT/audit.jsonl``: time, caller, method, status, and the
   names, shapes, dtypes and byte sizes of what it was sent and what it answered — never values;
-- with ``--max-epsilon E --delta D`` enforces its *own* privacy budget (:class:`PartyBudget`),
-  whatever the coordinator's setup options say: every release it makes is recorded in
-  ``OUT/privacy_ledger.json`` (across runs: a budget per dataset, not per run), and a step whose
-  release would bring the composed total above E at δ = D is refused before anything is sent.
+- follows its operator's :class:`~dpadmm.privacy.policy.PartyPolicy` whatever the coordinator sends:
+  every privacy-relevant Setup field is checked against it (the protocol's ``policy`` hooks) and
+  the run the coordinator declares at Setup (its rounds) is priced against the party's own budget
+  (``--max-epsilon E --delta D``, :class:`~dpadmm.privacy.party_ledger.PartyBudget`, recorded in
+  ``OUT/privacy_ledger.json`` across runs) and refused up front if it would overspend; each round is
+  let through only within that declaration. Nothing is released before these checks.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # errors reach the user as one line of ours, not gRPC's C-core log
+import dataclasses
 import datetime
 import json
 import math
@@ -43,6 +46,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from . import grpc_codec as codec
+from ..privacy.party_ledger import JOURNAL_NAME, LEDGER_NAME, PartyBudget, released_since  # noqa: F401 (re-exported)
+from ..privacy.policy import PartyPolicy, PolicyRefusal as _Refused
 from ..protocol import PartyData, Protocol
 
 SERVICE = "dpadmm.Party"
@@ -51,17 +56,6 @@ WIRE_VERSION = 1
 MAX_MESSAGE = 1 << 30
 CHANNEL_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE)]
 CHECKPOINT_NAME = "state.dpadmm"
-LEDGER_NAME = "privacy_ledger.json"
-LEDGER_FORMAT = "dpadmm-party-ledger/1"
-
-
-class _Refused(Exception):
-    """A request the party will not serve (→ PERMISSION_DENIED / INVALID_ARGUMENT)."""
-
-    def __init__(self, message: str, code: str = "PERMISSION_DENIED", budget: dict | None = None):
-        super().__init__(message)
-        self.code = code
-        self.budget = budget  # the budget decision behind a refusal (for the audit log)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -72,189 +66,6 @@ def _atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _floor_multiplier(nm: float) -> float:
-    """``nm`` rounded *down* to 4 significant digits: fewer distinct values to compose (a step's cost stays
-    bounded when σ/Δ varies from round to round) and never an optimistic ε (less noise accounted)."""
-    if not math.isfinite(nm) or nm <= 0:
-        return nm
-    scale = 10.0 ** (math.floor(math.log10(nm)) - 3)
-    return math.floor(nm / scale * (1 - 1e-12)) * scale
-
-
-class PartyBudget:
-    """The party's own privacy ledger and budget, independent of the coordinator.
-
-    Threat model: the coordinator may be malicious. It chooses the noise multiplier, clipping,
-    relation and the number of rounds and runs; the party trusts only its own code. Each step
-    function returns privacy events computed *at the party* from the sensitivity its own clipping
-    enforces and the σ it actually drew, so the ledger composes what the party really released:
-
-    - :class:`GaussianRelease` with ``mechanism == "gaussian"``: a Gaussian mechanism with noise
-      multiplier σ/Δ (Δ = 0: a data-independent message, no cost), composed with dp-accounting's
-      PLD accountant (the multiplier is rounded *down* to 4 significant digits, never optimistic);
-    - :class:`PureDPRelease`: pure ε, composed by basic composition (ε's add), added to the
-      Gaussian total at the same δ (basic composition of (ε₁, δ) and (ε₂, 0) is (ε₁+ε₂, δ));
-    - anything else — an unknown event type, [Hu, eq. 16]'s ``range-gaussian`` (not DP), a negative
-      or NaN σ/Δ/ε, a private step that returns no event at all — is ε = ∞, as is a failing accountant.
-
-    A noise multiplier of 1e-12 therefore gives ε = ∞ and is refused whatever the cap. The ledger
-    composes every release of the party together, whatever name the coordinator gave it (a party
-    hosting several nodes is then accounted conservatively), and holds releases of one neighbouring
-    relation: the first release fixes it and a run under another relation is refused (its ε would be
-    a different guarantee). ``min_noise_multiplier`` is an optional floor on σ/Δ per release.
-
-    The ledger file ``OUT/privacy_ledger.json`` is rewritten atomically *before* the reply leaves
-    the party, so a crash never loses a release that was sent (a resumed run is charged again,
-    which is conservative). Deleting the file resets the budget: it is the only record of what was
-    spent on this party's data.
-    """
-
-    def __init__(self, out: Path, party: str, max_epsilon: float, delta: float,
-                 min_noise_multiplier: float | None = None):
-        from ..exceptions import InvalidParameterError
-
-        if not (math.isfinite(max_epsilon) and max_epsilon > 0):
-            raise InvalidParameterError(f"--max-epsilon must be a positive number, got {max_epsilon}.")
-        if not (0.0 < delta < 1.0):
-            raise InvalidParameterError(f"--delta must be in (0, 1), got {delta}.")
-        if min_noise_multiplier is not None and not (min_noise_multiplier > 0):
-            raise InvalidParameterError(f"--min-noise-multiplier must be positive, got {min_noise_multiplier}.")
-        self.party = party
-        self.max_epsilon = float(max_epsilon)
-        self.delta = float(delta)
-        self.min_noise_multiplier = None if min_noise_multiplier is None else float(min_noise_multiplier)
-        self.path = Path(out) / LEDGER_NAME
-        self.ledger = self._load()
-        self.spent = self.epsilon()  # the recorded total (kept in step with the ledger by commit)
-
-    def _load(self) -> dict:
-        from ..exceptions import DataFileError
-
-        if not self.path.is_file():
-            return {"format": LEDGER_FORMAT, "party": self.party, "relation": None, "releases": 0,
-                    "gaussian": {}, "pure_epsilon": 0.0, "infinite": 0, "runs": []}
-        try:
-            led = json.loads(self.path.read_text())
-            ok = (isinstance(led, dict) and led.get("format") == LEDGER_FORMAT and isinstance(led.get("gaussian"), dict)
-                  and all(float(k) > 0 and int(v) >= 0 for k, v in led["gaussian"].items())
-                  and float(led.get("pure_epsilon", -1)) >= 0 and int(led.get("infinite", -1)) >= 0)
-        except (ValueError, TypeError, OSError):
-            ok = False
-        if not ok:
-            raise DataFileError(f"party {self.party!r}: its privacy ledger {self.path} is unreadable; it is the only "
-                                "record of the budget spent on this party's data — restore it (deleting it resets "
-                                "the budget).")
-        led.setdefault("runs", [])
-        return led
-
-    def epsilon(self, ledger: dict | None = None) -> float:
-        """The composed ε at ``delta`` of every release in ``ledger`` (default: the recorded one)."""
-        from ..privacy.accountants.gaussian import gaussian_epsilon
-
-        led = self.ledger if ledger is None else ledger
-        if led["infinite"]:
-            return math.inf
-        counts = {float(k): int(c) for k, c in led["gaussian"].items() if int(c) > 0}
-        if counts:
-            import warnings
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # a failing accountant is ε = ∞ (refused)
-                eps_g = gaussian_epsilon([m for m, c in counts.items() for _ in range(c)], self.delta, "pld")
-        else:
-            eps_g = 0.0
-        total = eps_g + float(led["pure_epsilon"])
-        return total if math.isfinite(total) and total >= 0 else math.inf
-
-    def charge(self, events, *, private_step: bool, round_: int, protocol: str, run: str) -> tuple[dict, dict]:
-        """The ledger with this step's ``events`` added and the decision; raises ``_Refused`` over budget."""
-        from ..privacy.events import GaussianRelease, PureDPRelease
-
-        led = json.loads(json.dumps(self.ledger))  # a copy: committed only if the step is allowed
-        before = self.spent
-        reasons = []
-        events = list(events)
-        if private_step and not events:
-            led["infinite"] += 1
-            reasons.append("the step released its message without a privacy event (an unaccounted release, ε = ∞)")
-        for e in events:
-            rel = getattr(getattr(e, "relation", None), "key", None)
-            if isinstance(e, GaussianRelease):
-                sens, sigma = float(e.sensitivity), float(e.sigma)
-                if e.mechanism != "gaussian":
-                    led["infinite"] += 1
-                    reasons.append(f"a {e.mechanism!r} release is not differentially private (ε = ∞)")
-                elif not (sens >= 0 and sigma >= 0) or math.isnan(sens) or math.isnan(sigma) or math.isinf(sens):
-                    led["infinite"] += 1
-                    reasons.append(f"a release with sensitivity {sens} and σ {sigma} cannot be accounted (ε = ∞)")
-                elif sens > 0:
-                    nm = sigma / sens
-                    if self.min_noise_multiplier is not None and nm < self.min_noise_multiplier:
-                        reasons.append(f"its noise multiplier σ/Δ = {nm:.4g} is below its operator's floor "
-                                       f"--min-noise-multiplier {self.min_noise_multiplier:g}")
-                    if nm > 0 and math.isfinite(nm):
-                        key = repr(_floor_multiplier(nm))
-                        led["gaussian"][key] = int(led["gaussian"].get(key, 0)) + 1
-                    elif not nm > 0:
-                        led["infinite"] += 1
-                        reasons.append(f"a release without noise (σ = {sigma:g}) has ε = ∞")
-            elif isinstance(e, PureDPRelease):
-                eps = float(e.epsilon)
-                if not (eps >= 0) or math.isnan(eps):
-                    led["infinite"] += 1
-                    reasons.append(f"a pure-DP release with ε = {eps} cannot be accounted (ε = ∞)")
-                else:
-                    led["pure_epsilon"] = float(led["pure_epsilon"]) + eps
-            else:
-                led["infinite"] += 1
-                reasons.append(f"an unknown privacy event {type(e).__name__} cannot be accounted (ε = ∞)")
-            if rel is not None:
-                if led["relation"] is None:
-                    led["relation"] = rel
-                elif rel != led["relation"]:
-                    reasons.append(f"its ledger holds releases under the relation {led['relation']!r}, this one is "
-                                   f"under {rel!r} (a separate guarantee: use another --out, or delete the ledger to "
-                                   "reset the budget)")
-            led["releases"] += 1
-        after = self.epsilon(led)
-        if after > self.max_epsilon:
-            reasons.append(f"the release would bring its spend to ε = {after:.4g} at δ = {self.delta:g}, above its "
-                           f"operator's cap --max-epsilon {self.max_epsilon:g}")
-        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        runs = led["runs"]
-        if not runs or runs[-1].get("run") != run:
-            runs.append({"run": run, "started": now, "protocol": protocol, "releases": 0})
-        runs[-1].update(releases=int(runs[-1]["releases"]) + len(events), last_round=round_ + 1,
-                        epsilon_after=after if math.isfinite(after) else "inf", updated=now)
-        decision = {"decision": "refused" if reasons else "allowed", "epsilon_before": _num(before),
-                    "epsilon_after": _num(after), "max_epsilon": self.max_epsilon, "delta": self.delta,
-                    "releases": len(events), "ledger": str(self.path)}
-        if reasons:
-            raise _Refused(f"party {self.party!r} refused round {round_ + 1} and sent nothing: "
-                           + "; ".join(dict.fromkeys(reasons)) + f" (its cap: ε ≤ {self.max_epsilon:g} at δ = "
-                           f"{self.delta:g}; spent before this release: ε = {before:.4g}; with it: ε = {after:.4g}; "
-                           f"ledger {self.path})", budget=decision)
-        led["updated"] = now
-        led["epsilon_spent"] = _num(after)
-        led["delta"] = self.delta
-        self._pending = after
-        return led, decision
-
-    def commit(self, ledger: dict) -> None:
-        """Record the charged ledger (atomically) before the reply is sent."""
-        _atomic_write(self.path, (json.dumps(ledger, indent=1) + "\n").encode())
-        self.ledger = ledger
-        self.spent = self._pending
-
-    def status(self) -> dict:
-        return {"epsilon_spent": _num(self.spent), "max_epsilon": self.max_epsilon, "delta": self.delta,
-                "releases": int(self.ledger["releases"]), "ledger": str(self.path)}
-
-
-def _num(x: float):
-    return x if math.isfinite(x) else "inf"
-
-
 class PartyService:
     """The party's state machine, independent of gRPC (so it is easy to test and to audit)."""
 
@@ -263,7 +74,7 @@ class PartyService:
                  accept_coordinator_data: bool = False, echo=None, allow_seeded_noise: bool = False,
                  requests=None, private_only: bool = False, max_rounds: int | None = None,
                  max_epsilon: float | None = None, delta: float | None = None,
-                 min_noise_multiplier: float | None = None):
+                 min_noise_multiplier: float | None = None, policy: PartyPolicy | None = None):
         self.name = name
         protos = list(protocol) if isinstance(protocol, (list, tuple)) else [protocol]
         self.protocols = {p.name: p for p in protos}  # a party may serve several (e.g. statistics, then ADMM)
@@ -279,18 +90,17 @@ class PartyService:
         # off unless the operator lists it (the label party, whose organisation runs the coordinator)
         self.allow_seeded_noise = bool(allow_seeded_noise)
         self.requests = None if requests is None else set(requests)
-        self.private_only = bool(private_only)
-        self.max_rounds = None if max_rounds is None else int(max_rounds)  # a cap on this party's releases per run
+        # the operator's privacy policy (the coordinator cannot change it); the flags are shorthands for its fields
+        flags = {"private_only": private_only or None, "max_rounds": max_rounds, "max_epsilon": max_epsilon,
+                 "delta": delta, "min_noise_multiplier": min_noise_multiplier}
+        flags = {k: v for k, v in flags.items() if v is not None}
+        self.policy = PartyPolicy(**flags) if policy is None else dataclasses.replace(policy, **flags)
+        self.private_only = self.policy.private_work
+        self.max_rounds = self.policy.max_rounds
         self.steps = 0
         # the party's own privacy budget (None: no cap; the coordinator's report is then the only account)
-        self.budget = None
-        if max_epsilon is not None or min_noise_multiplier is not None:
-            from ..exceptions import InvalidParameterError
-
-            if max_epsilon is None or delta is None:
-                raise InvalidParameterError("a party's own budget needs both --max-epsilon E and --delta D "
-                                            "(--min-noise-multiplier is a floor on top of it).")
-            self.budget = PartyBudget(Path(out), name, max_epsilon, delta, min_noise_multiplier)
+        self.budget = None if not self.policy.budgeted else PartyBudget(
+            Path(out), name, self.policy.max_epsilon, self.policy.delta)
         self._budget_note = None
         self.echo = echo  # e.g. print to stderr: refusals and errors, one line each, at the party's side too
         self.secure = secure
@@ -299,6 +109,13 @@ class PartyService:
         self.lock = threading.Lock()
         self.audit_path = self.out / "audit.jsonl"
         self._audit = open(self.audit_path, "a", buffering=1)
+        # the operator's policy, once per start (an opt-out of the budget is on record)
+        self._audit.write(json.dumps({
+            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"), "party": name,
+            "method": "Start", "status": "ok", "policy": self.policy.to_dict(),
+            "detail": ("privacy budget: " + (f"ε ≤ {self.policy.max_epsilon:g} at δ = {self.policy.delta:g}"
+                                             if self.policy.budgeted else "NONE (no ledger; the coordinator's report "
+                                                                          "is the only account)"))}) + "\n")
         self.finished = threading.Event()
         self._reset()
         self.facts = {}
@@ -312,6 +129,9 @@ class PartyService:
 
     def _reset(self):
         self.run_id = ""
+        self.declared_rounds = None
+        if getattr(self, "budget", None) is not None:
+            self.budget.close_run()
         self.cfg = self.state = None
         self.index = 0
         self.noise_seed = None
@@ -402,31 +222,62 @@ class PartyService:
             if i < len(raw) and not self.accept_coordinator_data and _holds_arrays(raw[i]):
                 raise _Refused(f"party {self.name!r} refused data sent by the coordinator (setup argument {i}): it reads "
                                "its own files (--data KEY=FILE); a simulation can opt in with --accept-coordinator-data")
+        seed = req.get("noise_seed")
+        if seed is not None and not self.allow_seeded_noise:
+            raise _Refused(f"party {self.name!r} refused a coordinator-chosen noise seed (whoever knows it can remove "
+                           "the noise); its operator can allow a reproducible simulation with --allow-seeded-noise")
+        hooks = self.protocol.policy
+        if hooks is not None and hooks.prepare is not None:
+            raw = hooks.prepare(raw, self.policy)  # the party's own values where it can impose them
         args = self._localise(raw)
         self._reset()
         self.cfg, self.state = self.protocol.setup(*args)
         self.index = int(req.get("index", 0))
-        seed = req.get("noise_seed")
         self.noise_seed = None if seed is None else int(seed)
         # party-local entropy: made here from the OS, never sent anywhere
         self.rng = np.random.default_rng() if self.noise_seed is None else None
         self.private = bool(self.protocol.private(self.cfg)) if self.protocol.private else False
-        if self.noise_seed is not None and not self.allow_seeded_noise:
-            self._reset()
-            raise _Refused(f"party {self.name!r} refused a coordinator-chosen noise seed (whoever knows it can remove "
-                           "the noise); its operator can allow a reproducible simulation with --allow-seeded-noise")
-        if self.private_only and not self.private:
-            self._reset()
-            raise _Refused(f"party {self.name!r} refused a non-private run (its operator started it with --private-only)")
-        if self.budget is not None and not self.private:
-            self._reset()
-            raise _Refused(f"party {self.name!r} refused a non-private run: its operator gave it a privacy budget "
-                           f"(--max-epsilon {self.budget.max_epsilon:g}) and an un-noised release has ε = ∞",
-                           budget=dict(self.budget.status(), decision="refused"))
         self.run_id = f"{datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}/{os.urandom(4).hex()}"
-        if self.budget is not None:
-            self._budget_note = dict(self.budget.status(), decision="setup")
-        return {"private": self.private, "noise_source": "party-local" if self.noise_seed is None else "seeded"}
+        try:
+            self._budget_note = self._admit(req, args)
+        except Exception:
+            self._reset()
+            raise
+        return {"private": self.private, "noise_source": "party-local" if self.noise_seed is None else "seeded",
+                "policy": "budgeted" if self.budget is not None else ("private-only" if self.private_only else
+                                                                      "no budget")}
+
+    def _admit(self, req, args) -> dict | None:
+        """The party's policy on a set-up run, before anything is released: its checks, the declared rounds,
+        and (with a budget) the price of the whole run against what is left (:mod:`dpadmm.privacy.policy`)."""
+        if self.private_only and not self.private:
+            why = (f"its operator gave it a privacy budget (--max-epsilon {self.budget.max_epsilon:g}) and an un-noised "
+                   "release has ε = ∞") if self.budget is not None else "its operator started it with --private-only"
+            raise _Refused(f"party {self.name!r} refused a non-private run: {why}",
+                           budget=None if self.budget is None else dict(self.budget.status(), decision="refused"))
+        hooks = self.protocol.policy
+        if hooks is not None and hooks.check is not None:
+            hooks.check(self.cfg, args, self.policy, self.name)
+        rounds = req.get("rounds")
+        if rounds is not None:
+            if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
+                raise _Refused(f"party {self.name!r} refused the run: declared rounds must be a positive integer, "
+                               f"got {rounds!r}", "INVALID_ARGUMENT")
+            self.declared_rounds = int(rounds)
+        if self.max_rounds is not None and rounds is not None and rounds > self.max_rounds:
+            raise _Refused(f"party {self.name!r} refused the run at Setup: {rounds} declared rounds, its operator allows "
+                           f"at most {self.max_rounds} rounds per run (--max-rounds)")
+        if self.budget is None:
+            return None
+        if rounds is None:
+            raise _Refused(f"party {self.name!r} refused the run: it has a privacy budget and prices every run at Setup, "
+                           "but the coordinator declared no number of rounds (a dpadmm coordinator declares them; "
+                           "update it)", budget=dict(self.budget.status(), decision="refused"))
+        if hooks is None or hooks.price is None:
+            raise _Refused(f"party {self.name!r} refused the run: protocol {self.protocol.name!r} declares no price, "
+                           "so a budgeted party cannot serve it", budget=dict(self.budget.status(), decision="refused"))
+        return self.budget.open_run(self.run_id, self.protocol.name, hooks.price(self.cfg, self.declared_rounds),
+                                    self.declared_rounds)
 
     def _step(self, req):
         self._need_setup("Step")
@@ -434,14 +285,15 @@ class PartyService:
         if self.max_rounds is not None and (self.steps >= self.max_rounds or t >= self.max_rounds):
             raise _Refused(f"party {self.name!r} refused round {t + 1}: its operator allows at most "
                            f"{self.max_rounds} rounds per run (--max-rounds)")
+        if self.declared_rounds is not None and t >= self.declared_rounds:
+            raise _Refused(f"party {self.name!r} refused round {t + 1} and sent nothing: the coordinator declared "
+                           f"{self.declared_rounds} rounds at Setup")
         self.steps += 1
         rng = self.rng if self.rng is not None else np.random.default_rng(
             np.random.SeedSequence(self.noise_seed, spawn_key=(self.index, t)))
         state, outbox, events = self.protocol.step(self.cfg, self.state, req["inbox"], rng=rng)
-        if self.budget is not None:  # compose the ledger with this release; refuse (send nothing) over the cap
-            ledger, self._budget_note = self.budget.charge(events, private_step=self.private, round_=t,
-                                                           protocol=self.protocol.name, run=self.run_id)
-            self.budget.commit(ledger)  # recorded before the reply leaves the party
+        if self.budget is not None:  # within the run priced at Setup? recorded before the reply leaves (O(1))
+            self._budget_note = self.budget.charge(events, private_step=self.private, round_=t)
         self.state = state
         self.rounds = t + 1
         return {"outbox": outbox, "events": list(events)}
@@ -479,8 +331,10 @@ class PartyService:
     def _checkpoint(self, req):
         self._need_setup("Checkpoint")
         t = int(req["round"])
-        blob = codec.encode({"protocol": self.protocol.name, "party": self.name, "round": t, "state": self.state},
-                            allowed=self.allowed_types)
+        ck = {"protocol": self.protocol.name, "party": self.name, "round": t, "state": self.state}
+        if self.budget is not None and self.budget.run is not None:  # what this run had charged at the checkpoint
+            ck["ledger_run"] = {"run": self.run_id, "charged": json.loads(json.dumps(self.budget.run["charged"]))}
+        blob = codec.encode(ck, allowed=self.allowed_types)
         _atomic_write(self.out / "checkpoint" / CHECKPOINT_NAME, blob)
         return {"round": t}
 
@@ -497,7 +351,21 @@ class PartyService:
                            f"round {t}; restart every side from the same run", "FAILED_PRECONDITION")
         self.state = ck["state"]
         self.rounds = t + 1
-        return {"round": t}
+        return {"round": t, "released_again": self._released_again(ck, t)}
+
+    def _released_again(self, ck, t: int) -> list:
+        """What the checkpointed run released after round ``t + 1`` (before a crash): a resume releases those
+        rounds again, so the party's ledger holds both; they go back to the coordinator's report too."""
+        info = ck.get("ledger_run")
+        if self.budget is None or not isinstance(info, dict):
+            return []
+        run = self.budget.find_run(info.get("run"))
+        if run is None:
+            return []
+        from ..privacy.events import RECORD_REPLACE, FEATURE_COLUMN
+
+        rel = {"feature_column": FEATURE_COLUMN}.get(run.get("relation"), RECORD_REPLACE)
+        return released_since(run, info.get("charged", {}), self.name, rel, t)
 
     def _finish(self, req):
         written = None
@@ -518,6 +386,8 @@ class PartyService:
         return {"written": written}
 
     def close(self):
+        if self.budget is not None:
+            self.budget.close()
         try:
             self._audit.close()
         except Exception:

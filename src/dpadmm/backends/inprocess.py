@@ -38,7 +38,7 @@ class InProcessBackend(Backend):
     def collects_models(self) -> bool:
         return True
 
-    def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None) -> None:
+    def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None, rounds: int | None = None) -> None:
         self.hosts = {}
         for i, spec in enumerate(specs):
             try:

@@ -225,7 +225,7 @@ class ProcessBackend(Backend):
                                     "start a new run.")
 
     # -------------------------------------------------------------- Backend interface
-    def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None) -> None:
+    def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None, rounds: int | None = None) -> None:
         """Start one worker per party and run its setup there (a closed backend can be started again)."""
         self._closed = False
         self._procs, self._conns, self._has_diag, self._pids = {}, {}, {}, {}

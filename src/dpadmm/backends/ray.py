@@ -188,7 +188,7 @@ class RayBackend(Backend):
                                     "start a new run.")
 
     # -------------------------------------------------------------- Backend interface
-    def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None) -> None:
+    def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None, rounds: int | None = None) -> None:
         """Start one worker per party and run its setup there (a closed backend can be started again)."""
         unknown = sorted(set(self.party_resources) - {spec.name for spec in specs})
         if unknown:

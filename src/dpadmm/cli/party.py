@@ -66,14 +66,25 @@ def serve(
     private_only: bool = typer.Option(False, "--private-only", help="Refuse runs that add no noise."),
     max_rounds: Optional[int] = typer.Option(None, "--max-rounds", help="Refuse more than N rounds (releases) per run."),
     max_epsilon: Optional[float] = typer.Option(None, "--max-epsilon",
-                                                help="This party's own privacy budget: refuse any release that would "
-                                                     "bring the composed ε of all its releases (across runs, recorded "
-                                                     "in OUT/privacy_ledger.json) above E at --delta. Implies "
-                                                     "--private-only. Deleting the ledger resets the budget."),
+                                                help="This party's own privacy budget: every run is priced at Setup "
+                                                     "and refused if it would bring the composed ε of all its "
+                                                     "releases (across runs, recorded in OUT/privacy_ledger.json) "
+                                                     "above E at --delta. Implies --private-only. Deleting the ledger "
+                                                     "resets the budget."),
     delta: Optional[float] = typer.Option(None, "--delta", help="The δ of --max-epsilon."),
+    no_budget: bool = typer.Option(False, "--no-budget", help="Serve without a privacy budget or ledger (an explicit "
+                                                              "opt-out, e.g. for non-private runs; recorded in the "
+                                                              "audit log)."),
+    policy_file: Optional[Path] = typer.Option(None, "--policy", help="This party's privacy policy (JSON or TOML: "
+                                                                      "max_epsilon, delta, relation, column_change, "
+                                                                      "min_noise_multiplier, max_score_clip, … — see "
+                                                                      "docs/algorithms.md); flags override it."),
+    relation: Optional[str] = typer.Option(None, "--relation", help="Vertical: the neighbouring relation this party "
+                                                                    "protects (feature_column or record; default "
+                                                                    "feature_column)."),
     min_noise_multiplier: Optional[float] = typer.Option(None, "--min-noise-multiplier",
-                                                         help="Also refuse any Gaussian release whose σ/sensitivity "
-                                                              "is below this floor (needs --max-epsilon)."),
+                                                         help="Refuse a private run whose σ/sensitivity is below this "
+                                                              "floor (default 0.5)."),
     threads: int = typer.Option(1, "--threads", help="BLAS threads of this party (the per-round work is vector "
                                                      "algebra; more threads mostly add contention)."),
 ):
@@ -82,10 +93,14 @@ def serve(
     from ..backends.grpc_tls import TLSFiles, check_party_name
     from ..protocol import find_protocol
 
+    from ..privacy.policy import load_policy
+
     check_party_name(name)
-    if (max_epsilon is None) != (delta is None) or (min_noise_multiplier is not None and max_epsilon is None):
-        raise InvalidParameterError("a party's own budget needs both --max-epsilon E and --delta D "
-                                    "(--min-noise-multiplier is a floor on top of them).")
+    if (max_epsilon is None) != (delta is None):
+        raise InvalidParameterError("a party's own budget needs both --max-epsilon E and --delta D.")
+    policy = load_policy(policy_file, max_epsilon=max_epsilon, delta=delta, no_budget=no_budget or None,
+                         private_only=private_only or None, max_rounds=max_rounds, relation=relation,
+                         min_noise_multiplier=min_noise_multiplier)
     if threads < 1:
         raise InvalidParameterError(f"--threads must be a positive integer, got {threads}.")
     from threadpoolctl import threadpool_limits
@@ -102,20 +117,25 @@ def serve(
         if creds.name != name:
             raise InvalidParameterError(f"the certificate is issued for {creds.name!r}, not --name {name!r}; a party's "
                                         "identity is its certificate.")
+    if not policy.budgeted and not policy.no_budget:  # safe by default: no silent party without a ledger
+        raise InvalidParameterError("give this party a privacy budget: --max-epsilon E --delta D (or max_epsilon and "
+                                    "delta in its --policy FILE); to serve without one, opt out with --no-budget.")
     service = PartyService(name=name, protocol=protos, data=files, out=out, allow=tuple(allow),
                            allow_monitoring=allow_monitoring, secure=not insecure,
                            describe_options={"id_column": id_column, "label_column": label_column},
                            accept_coordinator_data=accept_coordinator_data, allow_seeded_noise=allow_seeded_noise,
                            requests=None if requests is None else [r.strip() for r in requests.split(",") if r.strip()],
-                           private_only=private_only, max_rounds=max_rounds, max_epsilon=max_epsilon, delta=delta,
-                           min_noise_multiplier=min_noise_multiplier,
+                           policy=policy,
                            echo=lambda line: print(f"party {name}: {line}", file=sys.stderr, flush=True))
 
     def ready(port):
         host = listen.rsplit(":", 1)[0]
         print(f"party {name} serving {'+'.join(p.name for p in protos)} on {host}:{port} ({'INSECURE plaintext' if insecure else 'mutual TLS'}); "
               f"audit log {service.audit_path}", flush=True)
-        if service.budget is not None:
+        if service.budget is None:
+            print(f"party {name} WARNING: no privacy budget (--no-budget): it keeps no ledger and the coordinator's "
+                  "report is the only account of what it releases", file=sys.stderr, flush=True)
+        else:
             b = service.budget.status()
             print(f"party {name} privacy budget: ε ≤ {b['max_epsilon']:g} at δ = {b['delta']:g}; spent so far ε = "
                   f"{b['epsilon_spent'] if isinstance(b['epsilon_spent'], str) else format(b['epsilon_spent'], '.4g')} over "

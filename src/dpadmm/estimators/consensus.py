@@ -217,7 +217,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                                   tol=0.0 if private else float(self.tol), record_path=bool(self.record_path))
         hub = engine.Hub(hub_cfg, gc.init_router, gc.router_step, gc.router_metrics)
         backend = get_backend(self.backend)
-        engine.start(backend, specs, noise_seed=nseed)  # node setup (curvature factorisations) under the BLAS cap
+        engine.start(backend, specs, noise_seed=nseed, rounds=T)  # node setup (curvature factorisations) under the BLAS cap
         try:
             result = engine.run(hub=hub, parties=specs, backend=backend, rounds=T, noise_seed=nseed, callbacks=callbacks,
                                 monitor=monitor, stop_on_convergence=not private, started=True)

@@ -361,7 +361,7 @@ class _VerticalADMM(BaseEstimator):
         )
         hub = engine.Hub(hub_cfg, vs.init_coordinator, vs.coordinator_step, vs.coordinator_metrics)
         backend = get_backend(self.backend)
-        engine.start(backend, specs, noise_seed=nseed)  # party setup under the engine's BLAS cap
+        engine.start(backend, specs, noise_seed=nseed, rounds=max_iter)  # party setup under the engine's BLAS cap
         self.setup_seconds_ = time.perf_counter() - t_fit  # validation + party setup (before round 1)
         # Un-noised party values (local models x_m, eval-set partial scores) reach the driver only in a
         # non-private fit, in the in-process simulation (where the driver holds everything anyway), or

@@ -1,0 +1,263 @@
+"""Each protocol's party-side policy hooks: which Setup fields are the party's, and the price of a run.
+
+Every algorithm's ``PROTOCOL`` names one :class:`~dpadmm.protocol.PolicyHooks` from here. A party
+(``dpadmm party serve``) calls, in this order, before it releases anything:
+
+- ``prepare(args, policy)``: impose the party's own values on the coordinator's setup arguments
+  where the party can (e.g. consensus rows normalised to ‖x‖ ≤ 1 when the party reads its file);
+- ``check(cfg, args, policy, party)``: after its own setup, compare every privacy-relevant field of
+  the configuration with its :class:`~dpadmm.privacy.policy.PartyPolicy`; raise a refusal naming the
+  field. Checks look at *parameters* only (never at the party's data), so a refusal reveals nothing
+  about the data;
+- ``price(cfg, rounds)``: what ``rounds`` rounds of this configuration release at most
+  (:class:`~dpadmm.privacy.policy.RunPrice`), computed by the party from the checked configuration
+  with the same formulas its step uses.
+
+The per-protocol tables in docs/algorithms.md ("Who chooses what") are generated from ``party`` and
+``coordinator`` below: the first maps each field the party fixes or checks to its rule, the second
+each field the coordinator chooses to the reason it cannot weaken the party's guarantee.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..privacy.policy import PartyPolicy, RunPrice, check_noise_multiplier, refuse
+from ..protocol import PolicyHooks, PartyData
+
+
+def _finite_positive(party, what, v, allow_zero=False):
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise refuse(party, what, v, "a finite positive number") from None
+    if not (math.isfinite(x) and (x >= 0 if allow_zero else x > 0)):
+        raise refuse(party, what, v, "a finite " + ("non-negative" if allow_zero else "positive") + " number")
+    return x
+
+
+def _not_private(party, policy: PartyPolicy, how: str):
+    if policy.private_work:
+        raise refuse(party, "the run's privacy", how, "a private run (its operator started it with a budget or "
+                     "--private-only)", "un-noised releases have ε = ∞")
+
+
+# ----------------------------------------------------------------------------- vertical sharing [Hu]
+def _vertical_check(cfg, args, policy: PartyPolicy, party: str) -> None:
+    from ..kernels.regularizers import L2
+
+    p = cfg.privacy
+    if p is None:
+        return _not_private(party, policy, "private=None")
+    if not policy.private_work:
+        return
+    if p.mechanism not in policy.mechanisms:
+        raise refuse(party, "the mechanism", p.mechanism, f"one of {list(policy.mechanisms)}",
+                     "[Hu, eq. 16] as published is not differentially private")
+    if p.mechanism == "gaussian":
+        if p.relation != policy.relation:
+            raise refuse(party, "the neighbouring relation", p.relation, repr(policy.relation))
+        if p.relation == "feature_column" and float(p.column_change) != policy.column_change:
+            raise refuse(party, "the relation's constant column_change", p.column_change,
+                         f"column_change = {policy.column_change:g}", "the change of one column the party protects")
+        _finite_positive(party, "the clip bound V of what the party receives", p.clip)
+        if p.clip_inf is not None:
+            _finite_positive(party, "the clip bound V_inf", p.clip_inf)
+    if p.noise_multiplier is None:
+        raise refuse(party, "the noise", f"noise_scale={p.noise_scale}", "a noise multiplier σ/Δ",
+                     "the party calibrates σ to the sensitivity it computes itself")
+    check_noise_multiplier(party, p.noise_multiplier, policy)
+    if type(cfg.reg) is not L2:
+        raise refuse(party, "the regulariser", type(cfg.reg).__name__ if cfg.reg is not None else None,
+                     "L2 (½‖x‖², the ridge x-step the sensitivity is proved for)")
+    lam = _finite_positive(party, "the regulariser weight lam_sum", cfg.lam_sum)
+    if lam < policy.min_lam_sum:
+        raise refuse(party, "the regulariser weight lam_sum", lam, f"lam_sum ≥ {policy.min_lam_sum:g}")
+    if cfg.damping:
+        raise refuse(party, "the damping", cfg.damping, "0 (the bound is about the undamped x-step)")
+
+
+def _vertical_price(cfg, rounds: int) -> RunPrice:
+    p = cfg.privacy
+    rel = {"feature_column": "feature_column", "record": "record_replace"}.get(p.relation, p.relation)
+    # round 1 answers the protocol's all-zero first inbox: sensitivity 0, no cost (a coordinator that sends
+    # anything else there departs from the declaration and is refused at the last round it would overspend)
+    return RunPrice({float(p.noise_multiplier): max(int(rounds) - 1, 0)}, 0.0, rel)
+
+
+VERTICAL = PolicyHooks(
+    party={
+        "private (PrivacySpec)": "required in private work; None is refused",
+        "private.mechanism": "one of the policy's mechanisms (default gaussian; 'paper' is not DP)",
+        "private.relation, private.column_change": "equal to the policy's (default feature_column, 1.0)",
+        "private.noise_multiplier": "≥ the policy's floor (default 0.5); a raw noise_scale is refused",
+        "reg, lam_sum": "exactly L2 (½‖x‖²) with lam_sum > 0 and ≥ min_lam_sum",
+        "damping": "0",
+        "rows of the block": "clipped to ‖d_k‖ ≤ 1 at the party (setup_party)",
+        "rounds": "declared at Setup, priced against the budget; more are refused",
+    },
+    coordinator={
+        "private.clip, private.clip_inf (V, V_inf)": "the party clips what it receives to them and scales σ with "
+                                                     "the sensitivity they give (σ/Δ is fixed)",
+        "rho (every round)": "enters the x-step and the sensitivity alike",
+        "residual, dual (every round)": "clipped by the party to V (and V_inf)",
+        "solver, eval_blocks, ids, normalize": "computation and joining; no effect on σ/Δ",
+    },
+    check=_vertical_check, price=_vertical_price)
+
+
+# ----------------------------------------------------------------------------- graph consensus [Zhang]
+def _consensus_prepare(args, policy: PartyPolicy):
+    if not (policy.private_work and policy.normalize_rows) or len(args) < 2:
+        return args
+    args = list(args)
+    xs = args[1]
+    if isinstance(xs, (list, tuple)):
+        args[1] = [PartyData(x.key, dict(x.params, normalize=True), x.shape) if isinstance(x, PartyData) else x
+                   for x in xs]
+    return args
+
+
+def _consensus_check(cfg, args, policy: PartyPolicy, party: str) -> None:
+    from . import graph_consensus as gc
+    from ..exceptions import PrivacyPreconditionError
+
+    if cfg.perturbation == "none":
+        return _not_private(party, policy, "perturbation='none'")
+    if not policy.private_work:
+        return
+    if cfg.perturbation not in ("pp", "dvp"):
+        raise refuse(party, "the perturbation", cfg.perturbation, "'pp' or 'dvp' ([Zhang, Thm 4.1])",
+                     "primal variable perturbation has no proved bound")
+    norms = np.sqrt(np.einsum("kbd,kbd->kb", cfg.X, cfg.X))
+    if norms.size and float(norms.max()) > 1.0 + 1e-9:
+        raise refuse(party, "the rows' norm", "above 1", "‖x‖ ≤ 1 ([Zhang, Thm 4.1])",
+                     "the party normalises rows it reads itself; rows sent by the coordinator must be normalised")
+    for what, v in (("C", cfg.C), ("the degree V_i", cfg.degree), ("eta", cfg.eta), ("theta", cfg.theta)):
+        a = np.asarray(v, dtype=float)
+        if not (np.all(np.isfinite(a)) and np.all(a > 0)):
+            raise refuse(party, what, "a non-positive or non-finite value", "finite positive values")
+    if not (math.isfinite(cfg.reg) and cfg.reg >= 0):
+        raise refuse(party, "the regulariser weight rho/N", cfg.reg, "a finite non-negative number")
+    a = np.asarray(cfg.alpha, dtype=float)
+    if not (np.all(np.isfinite(a)) and np.all(a > 0)):
+        raise refuse(party, "the noise rate alpha", "inf or non-positive", "finite positive α (inf is no noise)")
+    if policy.max_alpha is not None and float(a.max()) > policy.max_alpha:
+        raise refuse(party, "the noise rate alpha", float(a.max()), f"α ≤ {policy.max_alpha:g} (max_alpha)")
+    if cfg.c1 != gc.LOGISTIC_C1:
+        raise refuse(party, "c1", cfg.c1, f"{gc.LOGISTIC_C1} (the logistic loss)")
+    if not (cfg.newton_tol <= policy.max_newton_tol and cfg.newton_max_iter >= 100):
+        raise refuse(party, "the local solver's tolerance", (cfg.newton_tol, cfg.newton_max_iter),
+                     f"newton_tol ≤ {policy.max_newton_tol:g} and newton_max_iter ≥ 100",
+                     "the bound is about the exact minimiser")
+    try:
+        gc.check_privacy_condition(B=cfg.B, degree=cfg.degree, C=cfg.C, reg=cfg.reg, theta=cfg.theta, eta=cfg.eta,
+                                   c1=cfg.c1)
+    except PrivacyPreconditionError as exc:
+        raise refuse(party, "the schedule", "outside [Zhang, Alg. 1]", "its conditions", str(exc)) from None
+
+
+def _consensus_price(cfg, rounds: int) -> RunPrice:
+    from . import graph_consensus as gc
+
+    T = min(int(rounds), cfg.eta.shape[1])
+    terms = gc.zhang_epsilon_terms(C=cfg.C, B=cfg.B, degree=cfg.degree, eta=cfg.eta[:, :T], alpha=cfg.alpha[:, :T],
+                                   c1=cfg.c1)  # [Zhang, Thm 4.1], every node of the block
+    return RunPrice({}, float(np.sum(terms)), "record_replace")
+
+
+CONSENSUS = PolicyHooks(
+    party={
+        "perturbation": "pp or dvp in private work ('none' and 'pvp' are refused)",
+        "rows ‖x‖ ≤ 1": "normalised by the party when it reads its file (normalize_rows); coordinator-sent rows "
+                        "must satisfy it",
+        "alpha": "finite, > 0, ≤ max_alpha if set",
+        "C, reg, eta, theta, degree": "checked against [Zhang, Alg. 1] and eq. 64 at the party",
+        "c1, newton_tol, newton_max_iter": "the logistic c1 = 1/4; an exact local solve",
+        "rounds": "declared at Setup (≤ the schedule's length), priced by [Zhang, Thm 4.1]",
+    },
+    coordinator={
+        "eta, theta, alpha, C, degree (schedules)": "the party computes each round's ε from the same values it "
+                                                    "solves with",
+        "neighbour_sum (every round)": "data-independent for this node's guarantee (the proof covers any value)",
+    },
+    prepare=_consensus_prepare, check=_consensus_check, price=_consensus_price)
+
+
+# ----------------------------------------------------------------------------- functional quantile [Zhou]
+def _functional_check(cfg, args, policy: PartyPolicy, party: str) -> None:
+    nms = np.asarray(cfg.settings.noise_multiplier, dtype=float)
+    if not np.any(nms > 0):
+        return _not_private(party, policy, "noise_multiplier=0")
+    if not policy.private_work:
+        return
+    for v in nms:
+        check_noise_multiplier(party, v, policy, "a setting's noise multiplier σ/Δ")
+    clip = args[7] if len(args) > 7 else None
+    if clip is None:
+        raise refuse(party, "the score clip", None, "a clip radius c1 on the standardised scores [Zhou, Lemma 2]")
+    clip = _finite_positive(party, "the score clip", clip)
+    if policy.max_score_clip is not None and clip > policy.max_score_clip:
+        raise refuse(party, "the score clip", clip, f"≤ {policy.max_score_clip:g} (max_score_clip)")
+    _finite_positive(party, "the score scale", args[4])
+    need = math.hypot(clip, 1.0) if cfg.fit_intercept else clip
+    if not cfg.c1 >= need * (1 - 1e-12):
+        raise refuse(party, "c1 of the sensitivity", cfg.c1, f"c1 ≥ {need:.6g}, the norm bound its clipped scores "
+                     "have" + (" with the intercept column" if cfg.fit_intercept else ""))
+    _finite_positive(party, "rho", cfg.rho)
+    if not cfg.emit_events:
+        raise refuse(party, "emit_events", False, "True (every release is accounted)")
+    if cfg.local_step == "exact" and not cfg.newton_tol <= policy.max_newton_tol:
+        raise refuse(party, "newton_tol", cfg.newton_tol, f"≤ {policy.max_newton_tol:g}",
+                     "the exact step's bound is about the exact minimiser")
+
+
+def _functional_price(cfg, rounds: int) -> RunPrice:
+    price: dict[float, int] = {}
+    for v in np.asarray(cfg.settings.noise_multiplier, dtype=float):
+        if v > 0:
+            price[float(v)] = price.get(float(v), 0) + int(rounds)  # one release per setting and round
+    return RunPrice(price, 0.0, "record_replace")
+
+
+FUNCTIONAL = PolicyHooks(
+    party={
+        "settings.noise_multiplier": "> 0 and ≥ the floor for every setting",
+        "clip (score clip)": "required, finite, ≤ max_score_clip if set",
+        "c1": "≥ the clipped scores' norm bound (√(clip² + 1) with the intercept)",
+        "emit_events, newton_tol": "True; ≤ max_newton_tol for the exact step",
+        "rounds": "declared at Setup, priced against the budget",
+    },
+    coordinator={
+        "basis, score_scale, y_loc, y_scale": "public standardisation; the clip bounds the scores whatever they are",
+        "rho (every round), c_w, c2, lam, eta0, step": "enter the step and the sensitivity alike",
+        "w (every round)": "public; the bound covers any hub value",
+    },
+    check=_functional_check, price=_functional_price)
+
+
+# ----------------------------------------------------------------------------- functional pooled statistics
+def _stats_check(cfg, args, policy: PartyPolicy, party: str) -> None:
+    if not cfg.noise_multiplier > 0:
+        return _not_private(party, policy, "noise_multiplier=0")
+    if policy.private_work:
+        check_noise_multiplier(party, cfg.noise_multiplier, policy)
+
+
+def _stats_price(cfg, rounds: int) -> RunPrice:
+    return RunPrice({float(cfg.noise_multiplier): int(rounds)}, 0.0, "record_replace")
+
+
+STATISTICS = PolicyHooks(
+    party={
+        "noise_multiplier": "> 0 and ≥ the floor",
+        "sensitivities (√2·parts, √10, 4c₂²)": "fixed by the party's code; enforced by its clips",
+        "rounds (stages)": "declared at Setup, priced; a repeated stage is a release beyond the declaration",
+    },
+    coordinator={
+        "stage, curve_clip, y_range, projection, center (every round)": "the party clips to them and scales the "
+                                                                        "noise with the sensitivity they give",
+    },
+    check=_stats_check, price=_stats_price)

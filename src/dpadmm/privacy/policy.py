@@ -1,0 +1,190 @@
+"""A party's own privacy policy: what its operator fixes, whatever the coordinator sends.
+
+Threat model (SPEC "Threat models", a malicious coordinator): the coordinator builds every Setup and
+Step message. A party's guarantee is a theorem about the code it runs *and* about the values that
+enter its noise and sensitivity. So a party started with ``dpadmm party serve`` reads a
+:class:`PartyPolicy` — its operator's flags and/or a ``--policy FILE`` (JSON or TOML) — and
+
+1. checks every privacy-relevant Setup field against it (per protocol: the hooks named by each
+   algorithm's ``PROTOCOL.policy``, :mod:`dpadmm.algorithms.policies`): the neighbouring relation and
+   its constants, the regulariser and its weight, the clip bounds and the mechanism, the noise
+   multiplier floor, the score clip (functional), the row normalisation and the noise rate
+   (consensus); a value that departs is refused before anything is read or released, with one error
+   naming the field, the value sent and the party's own value;
+2. prices the whole run the coordinator declares at Setup (rounds × what each round releases, from
+   the checked configuration) against its remaining budget, and refuses it up front with the spend
+   it would reach (:mod:`dpadmm.privacy.party_ledger`);
+3. then lets each round through only if what the step released is within that declaration.
+
+The defaults are the safe values: a party without a budget must be started with ``--no-budget``
+(``dpadmm party serve`` refuses to start otherwise), and a party with a budget (or
+``--private-only``) refuses non-private and un-noised runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..exceptions import InvalidParameterError, ProtocolError
+
+#: noise multiplier σ/Δ below which a private party refuses a Gaussian run (one release at 0.5 is
+#: already ε ≈ 9.6 at δ = 1e-5); its operator may lower it (``--min-noise-multiplier``).
+DEFAULT_MIN_NOISE_MULTIPLIER = 0.5
+
+
+class PolicyRefusal(ProtocolError):
+    """A request the party will not serve (→ gRPC PERMISSION_DENIED / FAILED_PRECONDITION).
+
+    ``budget``: the budget decision behind a refusal (written to the party's audit log)."""
+
+    def __init__(self, message: str, code: str = "PERMISSION_DENIED", budget: dict | None = None):
+        super().__init__(message)
+        self.code = code
+        self.budget = budget
+
+
+@dataclass(frozen=True)
+class RunPrice:
+    """What a run the coordinator declared will release at most, as the party computes it from its
+    checked configuration: ``gaussian`` maps a noise multiplier σ/Δ to a number of releases,
+    ``pure_epsilon`` is the sum of pure-DP releases; ``relation`` the neighbouring relation."""
+
+    gaussian: Mapping[float, int] = field(default_factory=dict)
+    pure_epsilon: float = 0.0
+    relation: str = "record_replace"
+
+    @property
+    def releases(self) -> int:
+        return int(sum(self.gaussian.values()))
+
+
+@dataclass(frozen=True)
+class PartyPolicy:
+    """The operator's privacy policy of one party (``dpadmm party serve`` flags or ``--policy FILE``).
+
+    Budget: ``max_epsilon`` at ``delta`` over every release the party ever makes (its ledger), or
+    ``no_budget=True`` (an explicit opt-out, recorded in the audit log). ``private_only``: refuse
+    non-private runs (implied by a budget). ``max_rounds``: at most this many rounds per run.
+    ``min_noise_multiplier``: floor on σ/Δ of every Gaussian release of a private run.
+
+    Vertical sharing: ``relation`` and ``column_change`` (the relation's constant Δ_c), the
+    mechanism (``mechanisms``), ``min_lam_sum`` (λ_s of the ridge x-step must be ≥ it and > 0; the
+    regulariser must be exactly ½‖x‖², no damping).
+    Functional: ``max_score_clip`` (the standardised scores are clipped to at most this; the clip is
+    mandatory and the sensitivity's c₁ must cover it), ``max_newton_tol`` (exact local solves).
+    Consensus: rows are normalised to ‖x‖ ≤ 1 at the party (``normalize_rows``; off: rows of norm
+    > 1 are refused), ``max_alpha`` (a ceiling on the noise rate α of [Zhang, eq. 24]), the
+    conditions of [Zhang, Alg. 1] are checked at the party.
+    """
+
+    max_epsilon: float | None = None
+    delta: float | None = None
+    no_budget: bool = False
+    private_only: bool = False
+    max_rounds: int | None = None
+    min_noise_multiplier: float = DEFAULT_MIN_NOISE_MULTIPLIER
+    mechanisms: tuple[str, ...] = ("gaussian",)
+    relation: str = "feature_column"
+    column_change: float = 1.0
+    min_lam_sum: float = 0.0
+    max_score_clip: float | None = None
+    max_newton_tol: float = 1e-8
+    normalize_rows: bool = True
+    max_alpha: float | None = None
+
+    def __post_init__(self):
+        if (self.max_epsilon is None) != (self.delta is None):
+            raise InvalidParameterError("a party's own budget needs both --max-epsilon E and --delta D "
+                                        "(or max_epsilon and delta in its --policy file).")
+        if self.max_epsilon is not None:
+            if not (math.isfinite(self.max_epsilon) and self.max_epsilon > 0):
+                raise InvalidParameterError(f"--max-epsilon must be a positive number, got {self.max_epsilon}.")
+            if not (0.0 < self.delta < 1.0):
+                raise InvalidParameterError(f"--delta must be in (0, 1), got {self.delta}.")
+            if self.no_budget:
+                raise InvalidParameterError("give either a budget (--max-epsilon/--delta) or --no-budget, not both.")
+        if not (self.min_noise_multiplier >= 0 and math.isfinite(self.min_noise_multiplier)):
+            raise InvalidParameterError(f"--min-noise-multiplier must be a non-negative number, "
+                                        f"got {self.min_noise_multiplier}.")
+        if self.max_rounds is not None and int(self.max_rounds) < 1:
+            raise InvalidParameterError(f"--max-rounds must be a positive integer, got {self.max_rounds}.")
+        if self.relation not in ("feature_column", "record"):
+            raise InvalidParameterError(f"the policy's relation must be 'feature_column' or 'record', "
+                                        f"got {self.relation!r}.")
+        for name in ("column_change", "max_newton_tol"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0):
+                raise InvalidParameterError(f"the policy's {name} must be a positive number, got {v}.")
+        for name in ("max_score_clip", "max_alpha"):
+            v = getattr(self, name)
+            if v is not None and not (math.isfinite(v) and v > 0):
+                raise InvalidParameterError(f"the policy's {name} must be a positive number, got {v}.")
+        if not (math.isfinite(self.min_lam_sum) and self.min_lam_sum >= 0):
+            raise InvalidParameterError(f"the policy's min_lam_sum must be >= 0, got {self.min_lam_sum}.")
+
+    @property
+    def budgeted(self) -> bool:
+        return self.max_epsilon is not None
+
+    @property
+    def private_work(self) -> bool:
+        """A party started for private work: its policy's checks apply and non-private runs are refused."""
+        return self.budgeted or self.private_only
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
+
+
+def load_policy(path, **overrides) -> PartyPolicy:
+    """A :class:`PartyPolicy` from a JSON or TOML file (keys = the field names), with ``overrides``
+    (the ``party serve`` flags that were given) on top. Unknown keys are an error."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except OSError as exc:
+            raise InvalidParameterError(f"cannot read --policy {p}: {exc.strerror or exc}.") from None
+        try:
+            if p.suffix.lower() == ".toml":
+                import tomllib
+
+                data = tomllib.loads(text)
+            else:
+                data = json.loads(text)
+        except ValueError as exc:
+            raise InvalidParameterError(f"--policy {p} is not valid {'TOML' if p.suffix.lower() == '.toml' else 'JSON'}: "
+                                        f"{str(exc).splitlines()[0]}.") from None
+        if not isinstance(data, dict):
+            raise InvalidParameterError(f"--policy {p} must hold a table of policy fields.")
+    known = {f.name for f in fields(PartyPolicy)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise InvalidParameterError(f"--policy has unknown field(s) {unknown}; known: {sorted(known)}.")
+    if "mechanisms" in data:
+        data["mechanisms"] = tuple(data["mechanisms"])
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return replace(PartyPolicy(), **data) if data else PartyPolicy()
+
+
+def refuse(party: str, what: str, sent, own, fix: str = "") -> PolicyRefusal:
+    """The one refusal message of a Setup field that departs from the party's policy."""
+    return PolicyRefusal(f"party {party!r} refused the run before releasing anything: {what} is {sent!r}, its "
+                         f"operator's policy requires {own}" + (f" ({fix})" if fix else ""))
+
+
+def check_noise_multiplier(party: str, nm, policy: PartyPolicy, what: str = "the noise multiplier σ/Δ") -> float:
+    """``nm`` as a float if it is a finite number ≥ the policy's floor (and > 0); a refusal otherwise."""
+    try:
+        v = float(nm)
+    except (TypeError, ValueError):
+        raise refuse(party, what, nm, "a number") from None
+    floor = max(policy.min_noise_multiplier, 0.0)
+    if not (math.isfinite(v) and v > 0 and v >= floor):
+        raise refuse(party, what, v, f"σ/Δ ≥ {floor:g} (--min-noise-multiplier)" if floor > 0 else "σ/Δ > 0",
+                     "an un-noised or nearly un-noised release")
+    return v

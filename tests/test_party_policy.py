@@ -1,0 +1,376 @@
+"""A party's privacy never depends on the coordinator's honesty (issue 17).
+
+Each protocol's party is driven through its real message path — ``PartyService.handle`` on the exact bytes a
+coordinator sends (what ``dpadmm party serve`` runs behind gRPC), and for vertical sharing the in-thread gRPC
+server with the real :class:`GrpcBackend` — with coordinator messages that depart from the party's policy in one
+privacy-relevant field each. Every departure must be refused at Setup (or, for a round beyond the declaration, at
+that round) before anything is released: no Step reply, no release in the party's ledger, one refusal line in its
+audit log naming the field. The honest message is then served, so a refusal is for the right reason.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("grpc")
+
+from dpadmm.algorithms import functional_quantile as fq  # noqa: E402
+from dpadmm.algorithms import functional_statistics as fs  # noqa: E402
+from dpadmm.algorithms import graph_consensus as gc  # noqa: E402
+from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.backends import grpc_codec as codec  # noqa: E402
+from dpadmm.backends.grpc_party import LEDGER_NAME, PartyService, _Refused  # noqa: E402
+from dpadmm.data.parties import write_party_files  # noqa: E402
+from dpadmm.kernels import fpca  # noqa: E402
+from dpadmm.kernels.regularizers import L1, L2  # noqa: E402
+from dpadmm.privacy.accountants.gaussian import gaussian_epsilon  # noqa: E402
+from dpadmm.privacy.policy import PartyPolicy  # noqa: E402
+from dpadmm.protocol import PartyData  # noqa: E402
+
+N = 60
+BUDGET = dict(max_epsilon=4.0, delta=1e-5)
+
+
+class Party:
+    """One party's state machine driven with encoded coordinator messages."""
+
+    def __init__(self, tmp_path, protocol, name="p", data=None, **kw):
+        self.out = tmp_path / name
+        protos = protocol if isinstance(protocol, list) else [protocol]
+        self.svc = PartyService(name=name, protocol=protos, data=data or {}, out=self.out, secure=False, **kw)
+        self.allowed = codec.allow_list([t for p in protos for t in p.types])
+        self.name = name
+
+    def call(self, method, body):
+        return codec.decode(self.svc.handle(method, codec.encode(body, allowed=self.allowed), ""), allowed=self.allowed)
+
+    def setup(self, protocol, args, rounds):
+        return self.call("Setup", {"protocol": protocol.name, "party": self.name, "index": 0, "rounds": rounds,
+                                   "args": args})
+
+    def step(self, t, inbox):
+        return self.call("Step", {"round": t, "inbox": inbox})
+
+    def audit(self):
+        return [json.loads(x) for x in (self.out / "audit.jsonl").read_text().splitlines()]
+
+    def released(self):
+        self.svc.budget.close_run()
+        return json.loads((self.out / LEDGER_NAME).read_text())["releases"]
+
+    def assert_refused_before_release(self, fn, match):
+        n_steps = sum(r["method"] == "Step" and r["status"] == "ok" for r in self.audit())
+        before = self.released()
+        with pytest.raises(_Refused, match=match):
+            fn()
+        assert self.released() == before  # nothing released
+        with pytest.raises(_Refused, match="no run is set up|refused round"):  # and nothing can be stepped
+            self.step(0, self.honest_inbox(0))
+        log = self.audit()
+        refused = [r for r in log if r["status"] == "refused"]
+        assert refused and "reply" not in refused[-2] and sum(r["method"] == "Step" and r["status"] == "ok"
+                                                              for r in log) == n_steps
+
+    def close(self):
+        self.svc.close()
+
+
+# ----------------------------------------------------------------------------- vertical sharing [Hu]
+@pytest.fixture
+def vertical(tmp_path):
+    rng = np.random.default_rng(0)
+    paths = write_party_files([rng.normal(size=(N, 2)), rng.normal(size=(N, 3))], np.where(rng.random(N) < .5, 1, -1),
+                              tmp_path / "data")
+    p = Party(tmp_path, vs.PROTOCOL, "party2", data={"train": str(paths[1])}, **BUDGET)
+    D = PartyData("train", {"ids": np.arange(N), "index": 2, "n_features": 3}, (N, 3))
+
+    def args(spec=None, **opts):
+        spec = spec if spec is not None else vs.PrivacySpec(noise_multiplier=4.0, mechanism="gaussian",
+                                                            relation="feature_column", clip=30.0)
+        o = dict({"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None, "damping": 0.0, "eval_blocks": {}},
+                 **opts)
+        return ["party2", D, o]
+
+    p.honest_inbox = lambda t: vs.CoordinatorMessage(t, np.zeros(N), np.ones(N) * (t > 0), 0.5)
+    p.args = args
+    yield p
+    p.close()
+
+
+def _spec(**kw):
+    return vs.PrivacySpec(**dict(dict(noise_multiplier=4.0, mechanism="gaussian", relation="feature_column",
+                                      clip=30.0), **kw))
+
+
+VERTICAL_ATTACKS = {
+    "relation constant": (dict(spec=_spec(column_change=1e-6)), "column_change is 1e-06"),
+    "relation": (dict(spec=_spec(relation="record", clip_inf=3.0)), "the neighbouring relation is 'record'"),
+    "no regulariser, huge lam_sum": (dict(reg=None, lam_sum=1e12), "the regulariser is None"),
+    "l1 regulariser": (dict(reg=L1()), "the regulariser is 'L1'"),
+    "zero lam_sum": (dict(lam_sum=0.0), "lam_sum is 0.0"),
+    "not private": (dict(private=None), "refused a non-private run: its operator gave it a privacy budget"),
+    "negligible noise": (dict(spec=_spec(noise_multiplier=1e-12)), "σ/Δ is 1e-12"),
+    "raw noise scale": (dict(spec=_spec(noise_multiplier=None, noise_scale=1e-9)), "the noise is 'noise_scale=1e-09'"),
+    "paper mechanism": (dict(spec=vs.PrivacySpec(noise_multiplier=4.0, bounds=vs.Bounds(1, 1, 1))),
+                        "the mechanism is 'paper'"),
+    "damping": (dict(damping=0.5), "the damping is 0.5"),
+}
+
+
+@pytest.mark.parametrize("attack", list(VERTICAL_ATTACKS))
+def test_vertical_party_refuses_every_departure_before_release(vertical, attack):
+    kw, match = VERTICAL_ATTACKS[attack]
+    spec = kw.pop("spec", None)
+    vertical.assert_refused_before_release(lambda: vertical.setup(vs.PROTOCOL, vertical.args(spec, **kw), 5), match)
+    kw = dict(VERTICAL_ATTACKS[attack][0])  # the dict was consumed above; the honest run still works
+    vertical.setup(vs.PROTOCOL, vertical.args(), 5)
+    for t in range(5):
+        vertical.step(t, vertical.honest_inbox(t))
+    assert vertical.released() == 4  # round 1 answers the zero inbox (free): 4 charged releases
+
+
+def test_vertical_party_refuses_more_rounds_than_declared_and_an_overspending_declaration(vertical):
+    vertical.setup(vs.PROTOCOL, vertical.args(), 3)
+    for t in range(3):
+        vertical.step(t, vertical.honest_inbox(t))
+    with pytest.raises(_Refused, match="the coordinator declared 3 rounds at Setup"):
+        vertical.step(3, vertical.honest_inbox(3))
+    with pytest.raises(_Refused, match=r"its 1000 declared rounds would bring its spend to ε = ([\d.]+)") as exc:
+        vertical.setup(vs.PROTOCOL, vertical.args(), 1000)
+    would = float(exc.value.budget["epsilon_if_run_completes"])
+    assert would == pytest.approx(gaussian_epsilon([4.0] * (2 + 999), 1e-5), rel=1e-3) and would > 4.0
+
+
+def test_vertical_refusal_reaches_the_coordinator_as_one_protocol_error_over_grpc(tmp_path):
+    """Both sides see the same one-line refusal: the party's audit log and the coordinator's ProtocolError."""
+    from dpadmm.backends import PartySpec
+    from dpadmm.backends.grpc_backend import GrpcBackend
+    from dpadmm.backends.grpc_party import make_server
+    from dpadmm.exceptions import ProtocolError
+
+    rng = np.random.default_rng(1)
+    paths = write_party_files([rng.normal(size=(N, 2)), rng.normal(size=(N, 3))], np.where(rng.random(N) < .5, 1, -1),
+                              tmp_path / "data")
+    svc = PartyService(name="party2", protocol=vs.PROTOCOL, data={"train": str(paths[1])}, out=tmp_path / "p2",
+                       secure=False, **BUDGET)
+    srv, port = make_server(svc, "127.0.0.1:0")
+    srv.start()
+    D = PartyData("train", {"ids": np.arange(N), "index": 2, "n_features": 3}, (N, 3))
+    try:
+        be = GrpcBackend({"party2": f"127.0.0.1:{port}"}, insecure=True, timeout=30.0)
+        spec = _spec(column_change=1e-6)
+        specs = [PartySpec("party2", vs.setup_party, ("party2", D, {"lam_sum": 1.0, "reg": L2(), "private": spec}),
+                           vs.party_step)]
+        with pytest.raises(ProtocolError, match=r"^party 'party2' refused the run before releasing anything: the "
+                                                r"relation's constant column_change is 1e-06") as exc:
+            be.start(specs, rounds=5)
+        assert "\n" not in str(exc.value)
+        be.close()
+    finally:
+        srv.stop(0).wait()
+        svc.close()
+    refused = [r for r in map(json.loads, (tmp_path / "p2" / "audit.jsonl").read_text().splitlines())
+               if r["method"] == "Setup"][-1]
+    assert refused["method"] == "Setup" and refused["status"] == "refused" and "column_change" in refused["detail"]
+
+
+# ----------------------------------------------------------------------------- graph consensus [Zhang]
+def _node_data(scale=1.0, n=40, d=3, seed=2):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    X = scale * X / (2 * np.linalg.norm(X, axis=1, keepdims=True))
+    return X, np.where(X[:, 0] > 0, 1.0, -1.0)
+
+
+def _node_opts(T=4, **kw):
+    return dict(dict(degree=np.array([2.0]), C=1.0, reg=0.5, eta=np.ones((1, T)), theta=np.ones((1, T)),
+                     alpha=np.full((1, T), 3.0), perturbation="pp"), **kw)
+
+
+CONSENSUS_ATTACKS = {
+    "no perturbation": (dict(perturbation="none"), "refused a non-private run"),
+    "pvp": (dict(perturbation="pvp"), "the perturbation is 'pvp'"),
+    "no noise (alpha = inf)": (dict(alpha=np.full((1, 4), np.inf)), "the noise rate alpha is 'inf or non-positive'"),
+    "alpha above the operator's ceiling": (dict(alpha=np.full((1, 4), 50.0)), r"alpha is 50.0.*α ≤ 10"),
+    "theta outside [Zhang, Alg. 1]": (dict(theta=np.full((1, 4), 1e-6), eta=np.full((1, 4), 1e-6), C=1e4),
+                                      "the schedule is 'outside"),
+    "inexact local solve": (dict(newton_tol=1.0), "the local solver's tolerance"),
+    "rows of norm 5 (unit norm off)": ("rows", "the rows' norm is 'above 1'"),
+}
+
+
+@pytest.mark.parametrize("attack", list(CONSENSUS_ATTACKS))
+def test_consensus_node_refuses_every_departure_before_release(tmp_path, attack):
+    node = Party(tmp_path, gc.PROTOCOL, "node0", accept_coordinator_data=True,
+                 policy=PartyPolicy(max_alpha=10.0, **BUDGET))
+    node.honest_inbox = lambda t: gc.NeighbourMessage(t, np.zeros((1, 3)))
+    X, y = _node_data()
+    try:
+        kw, match = CONSENSUS_ATTACKS[attack]
+        args = [["node0"], [5 * X if kw == "rows" else X], [y], _node_opts(**({} if kw == "rows" else kw))]
+        node.assert_refused_before_release(lambda: node.setup(gc.PROTOCOL, args, 4), match)
+        node.setup(gc.PROTOCOL, [["node0"], [X], [y], _node_opts()], 4)
+        eps = sum(e.epsilon for t in range(4) for e in node.step(t, node.honest_inbox(t))["events"])
+        assert node.svc.budget.spent == pytest.approx(eps, rel=1e-12)
+        with pytest.raises(_Refused, match=r"above its operator's cap"):  # priced by [Zhang, Thm 4.1] up front
+            node.setup(gc.PROTOCOL, [["node0"], [X], [y], _node_opts(T=400)], 400)
+    finally:
+        node.close()
+
+
+def test_consensus_node_normalises_the_rows_it_reads_whatever_the_coordinator_asks(tmp_path):
+    import pandas as pd
+
+    X, y = _node_data(scale=10.0)  # rows of norm 5 in the node's own file
+    pd.DataFrame(np.c_[X, y], columns=["a", "b", "c", "y"]).to_csv(tmp_path / "node.csv", index=False)
+    node = Party(tmp_path, gc.PROTOCOL, "node0", data={"train": str(tmp_path / "node.csv")}, **BUDGET)
+    try:
+        ref = [PartyData("train", {"part": p, "normalize": False, "require_unit_norm": False}) for p in ("X", "y")]
+        node.setup(gc.PROTOCOL, [["node0"], [ref[0]], [ref[1]], _node_opts()], 4)
+        assert float(np.linalg.norm(node.svc.cfg.X, axis=-1).max()) <= 1.0 + 1e-12
+    finally:
+        node.close()
+
+
+# ----------------------------------------------------------------------------- functional quantile [Zhou]
+def _curves(m=50, T=20, seed=3):
+    rng = np.random.default_rng(seed)
+    grid = np.linspace(0, 1, T)
+    X = rng.normal(size=(m, 4)) @ np.array([np.cos(k * np.pi * grid) for k in range(4)]) * 3
+    return grid, X, X[:, 2] + rng.normal(size=m)
+
+
+def _functional_args(X, y, basis, *, nm=3.0, clip=3.0, c1=None, **opts):
+    settings = fq.Settings.make([0.5], noise_multiplier=nm, lam=0.05)
+    o = dict(dict(rho=1.0, n_workers=2, fit_intercept=True, c1=math.hypot(clip or 0.0, 1.0) if c1 is None else c1),
+             **opts)
+    return ["worker1", X, y, basis, 1.0, 0.0, 1.0, clip, settings, o]
+
+
+FUNCTIONAL_ATTACKS = {
+    "no score clip, tiny c1": (dict(clip=None, c1=1e-9), "the score clip is None"),
+    "c1 smaller than the clip": (dict(clip=3.0, c1=0.1), r"c1 of the sensitivity is 0.1.*c1 ≥ 3.16"),
+    "clip above the operator's ceiling": (dict(clip=100.0), r"the score clip is 100.0.*≤ 4"),
+    "negligible noise": (dict(nm=1e-12), "σ/Δ is 1e-12"),
+    "not private": (dict(nm=0.0), "refused a non-private run"),
+    "unaccounted releases": (dict(emit_events=False), "emit_events is False"),
+    "inexact exact step": (dict(local_step="exact", newton_tol=0.5), "newton_tol is 0.5"),
+}
+
+
+@pytest.mark.parametrize("attack", list(FUNCTIONAL_ATTACKS))
+def test_functional_worker_refuses_every_departure_before_release(tmp_path, attack):
+    grid, X, y = _curves()
+    basis = fpca.fourier_basis(grid, 3)
+    w = Party(tmp_path, [fq.PROTOCOL, fs.PROTOCOL], "worker1", accept_coordinator_data=True,
+              policy=PartyPolicy(max_score_clip=4.0, **BUDGET))
+    w.honest_inbox = lambda t: fq.HubMessage(t, np.zeros((1, 1, 4)))
+    try:
+        kw, match = FUNCTIONAL_ATTACKS[attack]
+        w.assert_refused_before_release(lambda: w.setup(fq.PROTOCOL, _functional_args(X, y, basis, **kw), 5), match)
+        w.setup(fq.PROTOCOL, _functional_args(X, y, basis), 5)
+        for t in range(5):
+            w.step(t, w.honest_inbox(t))
+        with pytest.raises(_Refused, match="declared 5 rounds"):
+            w.step(5, w.honest_inbox(5))
+        assert w.svc.budget.spent == pytest.approx(gaussian_epsilon([3.0] * 5, 1e-5), rel=1e-3)
+    finally:
+        w.close()
+
+
+def test_functional_statistics_worker_refuses_departures_and_a_stage_beyond_the_declaration(tmp_path):
+    grid, X, y = _curves()
+    q = fpca.trapezoid_weights(grid)
+    w = Party(tmp_path, [fq.PROTOCOL, fs.PROTOCOL], "worker1", accept_coordinator_data=True, **BUDGET)
+    w.honest_inbox = lambda t: fs.StatsRequest("ranges")
+    try:
+        for nm, match in ((1e-12, "σ/Δ is 1e-12"), (0.0, "refused a non-private run")):
+            w.assert_refused_before_release(lambda: w.setup(fs.PROTOCOL, ["worker1", X, y, q, nm], 2), match)
+        w.setup(fs.PROTOCOL, ["worker1", X, y, q, 2.0], 2)
+        w.step(0, fs.StatsRequest("ranges"))
+        w.step(1, fs.StatsRequest("mean", curve_clip=5.0, y_range=(-10.0, 10.0)))
+        with pytest.raises(_Refused, match="declared 2 rounds"):  # a third stage (or a repeated one) is refused
+            w.step(2, fs.StatsRequest("mean", curve_clip=5.0, y_range=(-10.0, 10.0)))
+        with pytest.raises(_Refused, match="departed from the run it declared"):  # a repeated stage within the
+            w.setup(fs.PROTOCOL, ["worker1", X, y, q, 2.0], 1)                  # rounds but not declared: the
+            w.step(0, fs.StatsRequest("mean", curve_clip=5.0, y_range=(-10.0, 10.0)))  # price covers it, so it is
+            w.step(0, fs.StatsRequest("mean", curve_clip=5.0, y_range=(-10.0, 10.0)))  # a second release: refused
+        assert w.svc.budget.spent == pytest.approx(gaussian_epsilon([2.0] * 3, 1e-5), rel=1e-3)
+    finally:
+        w.close()
+
+
+# ----------------------------------------------------------------------------- resume counts every release
+def test_after_a_kill_and_resume_the_coordinators_report_and_every_party_ledger_agree(tmp_path):
+    """The coordinator dies after round 7 (checkpoint at round 5): rounds 6–7 were released; the resumed run
+    releases them again. Every party's ledger counts both, and so does the coordinator's report (the parties
+    hand the re-released rounds back at Restore); the parties are restarted too (their ledgers are read back)."""
+    from dpadmm.backends.grpc_backend import GrpcBackend
+    from dpadmm.backends.grpc_party import make_server
+    from dpadmm.cli.party import vertical_remote_data
+    from dpadmm.estimators import VerticalLogisticRegression
+
+    rng = np.random.default_rng(5)
+    X1, X2 = rng.normal(size=(N, 3)), rng.normal(size=(N, 4))
+    paths = write_party_files([X1, X2], np.where(X1[:, 0] + X2[:, 1] > 0, 1, -1), tmp_path / "data")
+
+    class Crash(Exception):
+        pass
+
+    def crash(round_, record):
+        if round_ == 7:
+            raise Crash
+
+    def fit(**kw):
+        services, servers, peers = [], [], {}
+        for i, name in enumerate(("party1", "party2")):  # fresh party processes' worth of state, same --out
+            svc = PartyService(name=name, protocol=vs.PROTOCOL, data={"train": str(paths[i])}, out=tmp_path / name,
+                               secure=False, requests=("score", "rank", "refit") if i == 0 else None,
+                               max_epsilon=50.0, delta=1e-5)
+            srv, port = make_server(svc, "127.0.0.1:0")
+            srv.start()
+            services.append(svc)
+            servers.append(srv)
+            peers[name] = f"127.0.0.1:{port}"
+        try:
+            be = GrpcBackend(peers, insecure=True, timeout=30.0)
+            data = vertical_remote_data(be, [paths[0]], [], normalize=True)
+            return VerticalLogisticRegression(epsilon=3.0, delta=1e-5, max_iter=10, tol=0.0, backend=be).fit(
+                data.train, data.y, **kw)
+        finally:
+            for srv in servers:
+                srv.stop(0).wait()
+            for svc in services:
+                svc.close()
+
+    with pytest.raises(Crash):
+        fit(checkpoint_dir=tmp_path / "ckpt", checkpoint_every=5, callbacks=[crash])
+    resumed = fit(resume_from=tmp_path / "ckpt")
+    rel = resumed.privacy_.releases
+    for name in ("party1", "party2"):
+        led = json.loads((tmp_path / name / LEDGER_NAME).read_text())
+        assert led["releases"] == 9 + 2  # rounds 2–10 once (round 1 is free) + rounds 6–7 again
+        mine = [r for r in rel if r["party"] == name and r["side"] == "features"]
+        assert sum(r["rounds"] for r in mine) == 11
+        assert led["epsilon_spent"] == pytest.approx(resumed.privacy_.epsilon, rel=2e-3)
+    assert f"{resumed.privacy_.epsilon:.4g}" == f"{led['epsilon_spent']:.4g}"  # as both are printed
+    assert resumed.privacy_.epsilon > 3.0  # the re-released rounds are on top of the planned budget
+
+
+def test_docs_list_every_protocols_party_and_coordinator_fields():
+    from pathlib import Path
+
+    from dpadmm.protocol import find_protocol
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "algorithms.md").read_text()
+    for name in ("vertical-sharing", "graph-consensus", "functional-quantile", "functional-statistics"):
+        hooks = find_protocol(name).policy
+        assert hooks is not None and hooks.check is not None and hooks.price is not None, name
+        assert f"### `{name}`" in doc
+        for who, table in (("party", hooks.party), ("coordinator", hooks.coordinator)):
+            for field, rule in table.items():
+                assert f"| `{field}` | {who} | {rule} |" in doc, (name, field)

@@ -83,6 +83,15 @@ def _is_click_exception(exc: BaseException, name: str = "ClickException") -> boo
 
 
 def _run(argv: list[str]) -> int:
+    from ._backend import restore_stderr
+
+    try:
+        return _dispatch(argv)
+    finally:
+        restore_stderr()  # a Ray run sent Ray's own output to a file (cli/_backend.quiet_ray)
+
+
+def _dispatch(argv: list[str]) -> int:
     from ._common import ambient_heartbeat
     from ._ranges import check_argv
 
@@ -92,9 +101,11 @@ def _run(argv: list[str]) -> int:
         with ambient_heartbeat(label.strip(), enabled="--quiet" not in argv):  # no long run is silent on a pipe
             rv = app(args=argv, prog_name="dpadmm", standalone_mode=False)
     except DPADMMError as exc:
+        from ._backend import restore_stderr
         from ._ranges import cli_terms
 
-        print(f"error: {cli_terms(str(exc), argv)}", file=sys.stderr)
+        log = restore_stderr(failed=True)
+        print(f"error: {cli_terms(str(exc), argv)}" + (f" (Ray's own log: {log})" if log else ""), file=sys.stderr)
         return 2
     except typer.Exit as exc:
         return exc.exit_code

@@ -156,7 +156,7 @@ def check_argv(argv: list[str]) -> None:
 
 #: options naming input files that must exist (checked before any import or load; "adult" is bundled)
 FILES: dict[str, tuple[str, ...]] = {
-    "vertical": ("--train", "--test", "--party", "--test-party", "--resume"),
+    "vertical": ("--train", "--test", "--party", "--test-party"),  # --resume: find_checkpoint says more
     "functional": ("--train", "--test"),
     "consensus": ("--data",),
     "party serve": ("--data",),

@@ -9,7 +9,6 @@ Parties run in-process (the state machine) or as in-thread insecure gRPC servers
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest

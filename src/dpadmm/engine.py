@@ -13,7 +13,10 @@ and a list of ``PartySpec`` run by a backend. Each round:
    user opts in);
 5. callbacks run (progress bars, early stopping); checkpoints are written every k rounds: the
    driver's file holds the hub's state, inboxes, ledger and history; every party writes its own
-   state where it lives (``Backend.checkpoint``).
+   state where it lives (``Backend.checkpoint``). Between checkpoints the driver appends each round's
+   privacy events to ``released.jsonl`` beside its checkpoint (O(1) per round): a resumed run
+   releases the rounds after the last checkpoint again, and its ledger counts them twice, as the
+   parties' own ledgers do (a party with a ledger hands its own count back at ``restore``).
 
 ``transcript(round, sender, receiver, message, kind)`` (optional) sees every payload that crosses
 a party boundary: the hub's inboxes and the parties' outboxes (``kind="protocol"``) and, when
@@ -69,6 +72,7 @@ class RunResult:
 
 
 CHECKPOINT_FILE = "checkpoint.pkl"
+RELEASED_FILE = "released.jsonl"  # privacy events of the rounds after the last checkpoint (one line per round)
 HUB = "hub"  # the hub's name in transcripts
 
 
@@ -166,8 +170,13 @@ def run(
         except PartyFailureError as exc:
             raise _at_round(exc, ck["round"] + 1) from exc
         ledger.restore(ck["events"])
-        for events in (again or {}).values():  # rounds released after the checkpoint, before the crash: the
-            ledger.record(events)               # resumed run releases them again (the parties' ledgers hold both)
+        # rounds released after the checkpoint, before the crash: the resumed run releases them again. A party
+        # with its own ledger says what it released (authoritative); the driver's journal says the rest
+        again = again or {}
+        own = set(again) | {e.party for evs in again.values() for e in evs}
+        for events in again.values():
+            ledger.record(events)
+        ledger.record([e for e in _read_released(resume_from, ck["round"]) if e.party not in own])
         history.update({k: list(v) for k, v in ck["history"].items()})
         first = ck["round"] + 1
     elapsed = history["seconds"][-1] if history.get("seconds") else 0.0
@@ -192,6 +201,8 @@ def run(
         for name in names:
             ledger.record(results[name][1])
         ledger.record(hub_events)
+        if checkpoint_every and checkpoint_dir:
+            _append_released(checkpoint_dir, t, [e for n in names for e in results[n][1]] + list(hub_events))
         record: dict[str, Any] = {"round": t + 1, "seconds": elapsed}
         last = t == rounds - 1
         if monitor and hub.metrics is not None and ((t + 1) % hub.metrics_every == 0 or last):
@@ -217,6 +228,7 @@ def run(
                 "round": t, "hub_state": state, "inboxes": inboxes, "noise_source": result.noise_source,
                 "events": ledger.state(), "history": history,
             }, Path(checkpoint_dir) / CHECKPOINT_FILE)
+            (Path(checkpoint_dir) / RELEASED_FILE).unlink(missing_ok=True)  # every event is in the checkpoint
         if record.get("converged") and stop_on_convergence:
             result.converged = True
             stop = True
@@ -226,6 +238,50 @@ def run(
     result.rounds = t + 1
     result.wall_seconds = time.perf_counter() - t_wall
     return result
+
+
+def _append_released(directory, round_: int, events) -> None:
+    """One line per round: its privacy events (what a resume from the last checkpoint releases again)."""
+    import json
+
+    from .privacy.events import GaussianRelease, PureDPRelease
+
+    rows = []
+    for e in events:
+        if isinstance(e, GaussianRelease):
+            rows.append({"type": "gaussian", "party": e.party, "round": e.round, "sensitivity": e.sensitivity,
+                         "sigma": e.sigma, "relation": e.relation.key, "mechanism": e.mechanism})
+        elif isinstance(e, PureDPRelease):
+            rows.append({"type": "pure", "party": e.party, "round": e.round, "epsilon": e.epsilon,
+                         "relation": e.relation.key})
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    with open(Path(directory) / RELEASED_FILE, "a") as fh:
+        fh.write(json.dumps({"round": int(round_), "events": rows}) + "\n")
+
+
+def _read_released(path, after: int) -> list:
+    """The events journaled for rounds after ``after`` (0-based) beside the checkpoint at ``path``."""
+    import json
+
+    from .privacy import events as ev
+
+    f = _checkpoint_dir(path) / RELEASED_FILE
+    if not f.is_file():
+        return []
+    relations = {r.key: r for r in (ev.FEATURE_COLUMN, ev.RECORD_REPLACE, ev.LABEL_CHANGE)}
+    out = []
+    for line in f.read_text().splitlines():
+        rec = json.loads(line)
+        if int(rec["round"]) <= after:
+            continue
+        for r in rec["events"]:
+            rel = relations.get(r["relation"]) or ev.Relation(r["relation"], r["relation"])
+            if r["type"] == "gaussian":
+                out.append(ev.GaussianRelease(r["party"], r["round"], r["sensitivity"], r["sigma"], rel,
+                                             r["mechanism"]))
+            else:
+                out.append(ev.PureDPRelease(r["party"], r["round"], r["epsilon"], rel))
+    return out
 
 
 def _checkpoint_dir(path) -> Path:

@@ -201,12 +201,20 @@ def _functional_check(cfg, args, policy: PartyPolicy, party: str) -> None:
     clip = _finite_positive(party, "the score clip", clip)
     if policy.max_score_clip is not None and clip > policy.max_score_clip:
         raise refuse(party, "the score clip", clip, f"≤ {policy.max_score_clip:g} (max_score_clip)")
-    _finite_positive(party, "the score scale", args[4])
+    scale = np.asarray(args[4], dtype=float)
+    if not (scale.size and np.all(np.isfinite(scale)) and np.all(scale > 0)):
+        raise refuse(party, "the score scale", "a non-positive or non-finite value", "finite positive values")
     need = math.hypot(clip, 1.0) if cfg.fit_intercept else clip
     if not cfg.c1 >= need * (1 - 1e-12):
         raise refuse(party, "c1 of the sensitivity", cfg.c1, f"c1 ≥ {need:.6g}, the norm bound its clipped scores "
                      "have" + (" with the intercept column" if cfg.fit_intercept else ""))
     _finite_positive(party, "rho", cfg.rho)
+    tau, lam = np.asarray(cfg.settings.tau, dtype=float), np.asarray(cfg.settings.lam, dtype=float)
+    if not np.all((tau > 0) & (tau < 1)):  # |ψ| ≤ max(τ, 1 − τ) ≤ 1 is a premise of Δ = 2c1/(m(ρ + 1/η))
+        raise refuse(party, "a quantile level tau", [float(t) for t in tau], "0 < τ < 1",
+                     "the check loss's slopes τ and τ − 1 bound each score's influence")
+    if not np.all(np.isfinite(lam) & (lam >= 0)):
+        raise refuse(party, "the penalty weight lam", [float(v) for v in lam], "finite λ ≥ 0 (a convex local problem)")
     if not cfg.emit_events:
         raise refuse(party, "emit_events", False, "True (every release is accounted)")
     if cfg.local_step == "exact" and not cfg.newton_tol <= policy.max_newton_tol:
@@ -227,12 +235,13 @@ FUNCTIONAL = PolicyHooks(
         "settings.noise_multiplier": "> 0 and ≥ the floor for every setting",
         "clip (score clip)": "required, finite, ≤ max_score_clip if set",
         "c1": "≥ the clipped scores' norm bound (√(clip² + 1) with the intercept)",
+        "settings.tau, settings.lam": "0 < τ < 1 (bounds each score's influence); λ ≥ 0",
         "emit_events, newton_tol": "True; ≤ max_newton_tol for the exact step",
         "rounds": "declared at Setup, priced against the budget",
     },
     coordinator={
         "basis, score_scale, y_loc, y_scale": "public standardisation; the clip bounds the scores whatever they are",
-        "rho (every round), c_w, c2, lam, eta0, step": "enter the step and the sensitivity alike",
+        "rho (every round), c_w, c2, eta0, step, smooth": "enter the step and the sensitivity alike",
         "w (every round)": "public; the bound covers any hub value",
     },
     check=_functional_check, price=_functional_price)

@@ -35,7 +35,6 @@ os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # errors reach the user as one 
 import dataclasses
 import datetime
 import json
-import math
 import tempfile
 import threading
 import time
@@ -67,7 +66,13 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 class PartyService:
-    """The party's state machine, independent of gRPC (so it is easy to test and to audit)."""
+    """The party's state machine, independent of gRPC (so it is easy to test and to audit).
+
+    ``policy`` (:class:`~dpadmm.privacy.policy.PartyPolicy`) is its operator's privacy policy; the flags
+    ``private_only``, ``max_rounds``, ``max_epsilon``/``delta``, ``min_noise_multiplier`` set its fields. A
+    service built without a budget or ``private_only`` checks nothing privacy-related (a simulation); the
+    CLI (``dpadmm party serve``) never builds one silently: it needs a budget or ``--no-budget``.
+    """
 
     def __init__(self, *, name: str, protocol, data: Mapping[str, str], out, allow: tuple[str, ...] = (),
                  allow_monitoring: bool = False, secure: bool = True, describe_options: Mapping[str, Any] = None,

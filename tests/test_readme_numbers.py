@@ -207,11 +207,11 @@ def test_vertical_privacy_table_holds_for_the_quick_run(tmp_path, capsys):
 @pytest.mark.slow
 def test_functional_private_simulation_sentence(capsys):
     """'at n = 100,000, `--total-epsilon 2` gives test pinball loss P vs Q for centralised QR on the same scores
-    (MISE M)': the README's functional command with --seed 0. The noise is party-local in the README's
-    command, so the private figures are one run's: the pinball loss must agree within 0.002 and the MISE
-    within a factor 1.5; the non-private reference Q has no noise and must agree at the quoted precision."""
+    (MISE M with `--seed 0` …)': the README's functional command with --seed 0, every figure at the quoted
+    precision except the pinball loss P, which the README quotes without a seed (noise is party-local):
+    it must agree within 0.002."""
     m = _find(r"at n = 100,000, `--total-epsilon 2` gives test pinball loss (\d+\.\d+) vs (\d+\.\d+) for\s+centralised\s+"
-              r"QR on the same scores \(MISE (\d+\.\d+)\)")
+              r"QR on the same scores \(MISE (\d+\.\d+) with `--seed 0`")
     args = _command("functional --simulate --n 100000 --workers 10 --total-epsilon 2")
     args = [a for a in args if a not in ("--out",) and not a.startswith("runs/")]
     code, out, err = run_cli(args + ["--seed", "0", "--quiet"], capsys)
@@ -221,4 +221,4 @@ def test_functional_private_simulation_sentence(capsys):
     assert got, out
     assert abs(float(got.group(1)) - float(m.group(1))) <= 0.002, (got.groups(), m.groups())
     assert _agrees(got.group(2), m.group(2)), (got.groups(), m.groups())
-    assert 1 / 1.5 <= float(got.group(3)) / float(m.group(3)) <= 1.5, (got.groups(), m.groups())
+    assert _agrees(got.group(3), m.group(3)), (got.groups(), m.groups())

@@ -216,6 +216,10 @@ def cli_terms(message: str, argv: list[str]) -> str:
             break
         cmd = sub
     opts = {p.name: p.opts[0] for p in getattr(cmd, "params", []) if p.opts and p.opts[0].startswith("--")}
+    for py, flag, cli in (("y_range=(lo, hi)", "--y-range", "--y-range lo,hi"), ("curve_clip=C", "--curve-clip", "--curve-clip C"),
+                          ("normalize=True", "--normalize", "--normalize")):
+        if flag in opts.values():
+            message = message.replace(py, cli)
     names = {**{k: v for k, v in _ALIASES.items() if v in opts.values()}, **opts}
     # "pass y_range=(lo, hi), --y-range" / "curve_clip=..., --curve-clip": keep the CLI form only
     message = re.sub(r"\b([a-z][a-z0-9_]*)=(?:\([^)]*\)|[^,;()]*?), (--[a-z0-9-]+)", lambda m: m.group(2) if m.group(1) in names else m.group(0),

@@ -165,7 +165,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
             if not self.normalize:
                 raise PrivacyPreconditionError(
                     f"[Zhang, Thm 4.1] needs ||x||_2 <= 1 for every row, got max ||x||_2 = {norms.max():.4g}; "
-                    "normalise the rows (normalize=True or --normalize).")
+                    "normalise the rows (normalize=True).")
         if self.normalize:
             Xs = [x / np.maximum(np.linalg.norm(x, axis=1), 1.0)[:, None] for x in Xs]
         graph_rng = np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=(2**21,)))

@@ -189,8 +189,8 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             backend.close()
         st = res.hub_state
         if "failed" in st.sums:
-            what = {"y": "the response's range (pass y_range=(lo, hi), --y-range)",
-                    "x": "the curves' norm (pass curve_clip=..., --curve-clip)"}[st.sums["failed"]]
+            what = {"y": "the response's range (pass y_range=(lo, hi))",
+                    "x": "the curves' norm (pass curve_clip=C)"}[st.sums["failed"]]
             raise PrivacyPreconditionError(f"too few curves for this budget to estimate {what} privately; give it as "
                                            "a public bound, or use more curves or a larger budget.")
         n = float(sum(v.size for v in parts_y))

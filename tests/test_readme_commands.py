@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 OUTPUT_OPTIONS = ("--out", "--transcript")
 _QUICK = {"reproduce", "audit", "attack labels"}  # commands with a --quick option
-_NO_QUIET = {"attack kkt", "attack labels", "provision", "party serve", "audit"}
+_NO_QUIET = {"attack kkt", "attack labels", "provision", "party serve"}
 
 
 def _commands() -> list[tuple[int, list[str], str]]:

@@ -51,7 +51,7 @@ def test_consensus_end_to_end(tmp_path, capsys):
     (["--perturbation", "pp"], "needs --alpha"),
     (["--nodes", "1"], "nodes must be an integer >= 2"),
     (["--topology", "torus"], "topology must be"),
-    (["--data", "/nonexistent.svm"], "data file not found"),
+    (["--data", "/nonexistent.svm"], "--data /nonexistent.svm: file not found"),
     (["--perturbation", "dvp", "--alpha", "3", "--eta", "0.7"], "fixes eta"),
 ])
 def test_consensus_bad_input_exit_2_nothing_written(tmp_path, capsys, args, message):

@@ -176,6 +176,7 @@ def test_history_says_why_a_monitoring_key_is_missing():
     assert pickle.loads(pickle.dumps(priv.history_)).monitored is False
 
 
+@pytest.mark.slow
 def test_one_privacy_report_both_sides(tmp_path, capsys):
     """summary(), the CLI's privacy line and metrics.json say the same per side: a label-only run shows the
     label ε and 'features: NOT protected', never a lone epsilon inf."""

@@ -250,3 +250,21 @@ def test_vertical_privacy_full_table(tmp_path, capsys):
                 assert _agrees(v.min(), parts.group(2)) and _agrees(v.max(), parts.group(3)), (eps, setting, cell)
             checked += 1
     assert checked == 28, checked
+
+
+@pytest.mark.slow
+def test_zhang_attack_sentence(tmp_path, capsys):
+    """'The attack (`dpadmm reproduce zhang-attack`: 5 seeds …) recovers the unknown point … (cosine C, rank 1
+    of 2,000 in every seed); with private η … the mean cosine is P and with PP noise Q'."""
+    m = _find(r"when η and θ are public \(cosine (\d\.\d+), rank 1\s+of 2,000 in every seed\); with private η "
+              r"\([^)]*\) the mean cosine is (\d\.\d+) and with\s+PP noise (\d\.\d+)")
+    code, out, err = run_cli(["reproduce", "zhang-attack", "--out", tmp_path / "z", "--quiet"], capsys)
+    assert code == 0, err
+    import pandas as pd
+
+    df = pd.read_csv(tmp_path / "z" / "attack.csv")
+    mean = df.groupby("scenario", sort=False)["cosine"].mean()
+    public, private, noisy = list(mean.index)
+    assert df["seed"].nunique() == 5
+    assert _agrees(mean[public], m.group(1)) and (df[df["scenario"] == public]["rank"] == 1).all()
+    assert _agrees(mean[private], m.group(2)) and _agrees(mean[noisy], m.group(3)), (mean, m.groups())

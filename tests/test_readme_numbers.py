@@ -257,7 +257,7 @@ def test_zhang_attack_sentence(tmp_path, capsys):
     """'The attack (`dpadmm reproduce zhang-attack`: 5 seeds …) recovers the unknown point … (cosine C, rank 1
     of 2,000 in every seed); with private η … the mean cosine is P and with PP noise Q'."""
     m = _find(r"when η and θ are public \(cosine (\d\.\d+), rank 1\s+of 2,000 in every seed\); with private η "
-              r"\([^)]*\) the mean cosine is (\d\.\d+) and with\s+PP noise (\d\.\d+)")
+              r"\(.*?\) the mean cosine is (\d\.\d+) and with\s+PP noise (\d\.\d+)")
     code, out, err = run_cli(["reproduce", "zhang-attack", "--out", tmp_path / "z", "--quiet"], capsys)
     assert code == 0, err
     import pandas as pd

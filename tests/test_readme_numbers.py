@@ -268,3 +268,30 @@ def test_zhang_attack_sentence(tmp_path, capsys):
     assert df["seed"].nunique() == 5
     assert _agrees(mean[public], m.group(1)) and (df[df["scenario"] == public]["rank"] == 1).all()
     assert _agrees(mean[private], m.group(2)) and _agrees(mean[noisy], m.group(3)), (mean, m.groups())
+
+
+def _check_zhang_fig2_table(summary_csv) -> int:
+    import pandas as pd
+
+    df = pd.read_csv(summary_csv)
+    checked = 0
+    for m in re.finditer(r"(?m)^\| (PP|DVP) (q1 = q2 = |q2 = )([\d.]+) \((\w+)\) \| (\d\.\d+) / (\d+\.\d+) \| "
+                         r"(\d\.\d+) / (\d+\.\d+) \|$", README):
+        method, q, colour = m.group(1).lower(), float(m.group(3)), m.group(4)
+        for alpha, (loss, bound) in ((3, m.group(5, 6)), (5, m.group(7, 8))):
+            row = df[df["label"].str.contains(f"({colour}), alpha(1)={alpha}", regex=False) & (df["method"] == method)]
+            assert len(row) == 1, (method, q, colour, alpha)
+            assert _agrees(row["final_loss_mean"].iloc[0], loss), (method, q, alpha, row["final_loss_mean"].iloc[0], loss)
+            assert _agrees(row["final_privacy_bound"].iloc[0], bound), (method, q, alpha, bound)
+            checked += 1
+    return checked
+
+
+@pytest.mark.slow
+def test_zhang_fig2_table(tmp_path, capsys):
+    """'Results (`dpadmm reproduce zhang-fig2 --reps 10`; mean final L(T) / P(T))': every cell (seeded; about
+    10 min)."""
+    _find(r"`dpadmm reproduce zhang-fig2 --reps 10`; mean final L\(T\) / P\(T\)")
+    code, out, err = run_cli(["reproduce", "zhang-fig2", "--reps", "10", "--out", tmp_path / "z", "--quiet"], capsys)
+    assert code == 0, err
+    assert _check_zhang_fig2_table(tmp_path / "z" / "summary.csv") == 8

@@ -22,12 +22,16 @@ process backend's workers; the vertical parties read their own CSV files, the gr
 their data from the coordinator (``--accept-coordinator-data``); party start-up and setup are not
 timed (only steps are, as for every backend).
 
+``grpc`` sends the rounds on one persistent bidirectional stream per party (the default of the
+backend); ``grpc-unary`` on one unary call per round (the earlier transport), for comparison.
+
+Usage: ``python benchmarks/bench_backends.py [--backends inprocess,process,ray,grpc,grpc-unary] [--rounds 20]
+[--repeats 3] [--workloads vertical,graph,noop-20,noop-2] [--json FILE]``
+
 Party budgets (``--budget``): a private vertical a9a fit over gRPC with parties started ``--no-budget``
 and with ``--max-epsilon`` after 10 and 5,000 earlier runs in their ledgers (per-round time, and the
-setup time that includes pricing the run).
-
-Usage: ``python benchmarks/bench_backends.py [--backends inprocess,process,ray,grpc] [--rounds 20] [--repeats 3]``
-       ``python benchmarks/bench_backends.py --budget [--rounds 20] [--repeats 3]``
+setup time that includes pricing the run):
+``python benchmarks/bench_backends.py --budget [--rounds 20] [--repeats 3]``
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ def per_round(history_seconds) -> np.ndarray:
 class GrpcParties:
     """``dpadmm party serve`` processes (mutual TLS, 127.0.0.1) for one workload; a context manager."""
 
-    def __init__(self, names, protocol, data=None, accept=False, party_args=("--no-budget",), prefill=None):
+    def __init__(self, names, protocol, data=None, accept=False, party_args=("--no-budget", "--allow-seeded-noise"), prefill=None):
         import subprocess
         import sys
         import tempfile
@@ -80,11 +84,12 @@ class GrpcParties:
                 time.sleep(0.1)
             self.peers[name] = logs[name].read_text().split(" on ")[1].split()[0]
 
-    def backend(self):
+    def backend(self, stream: bool = True):
         from dpadmm.backends.grpc_backend import GrpcBackend
         from dpadmm.backends.grpc_tls import TLSFiles
 
-        return GrpcBackend(self.peers, tls=TLSFiles.load(tls_dir=self.dir / "pki" / "coordinator"), timeout=600)
+        return GrpcBackend(self.peers, tls=TLSFiles.load(tls_dir=self.dir / "pki" / "coordinator"), timeout=600,
+                           stream=stream)
 
     def __enter__(self):
         return self
@@ -113,7 +118,7 @@ def make_backend(name: str):
 def bench_vertical(name, blocks, y, rounds):
     from dpadmm.estimators import VerticalLogisticRegression
 
-    if name == "grpc":  # the parties read their own files (unnormalised CSV, normalised at the party)
+    if name.startswith("grpc"):  # the parties read their own files (unnormalised CSV, normalised at the party)
         import tempfile
         from pathlib import Path
 
@@ -123,8 +128,9 @@ def bench_vertical(name, blocks, y, rounds):
         tmp = Path(tempfile.mkdtemp(prefix="dpadmm-bench-a9a-"))
         paths = write_party_files(blocks, y, tmp)
         with GrpcParties(["party1", "party2"], "vertical-sharing",
-                         data={f"party{m}": {"train": p} for m, p in enumerate(paths, start=1)}) as parties:
-            be = parties.backend()
+                         data={f"party{m}": {"train": p} for m, p in enumerate(paths, start=1)},
+                         party_args=("--no-budget", "--allow-seeded-noise", "--requests", "score,rank,refit")) as parties:
+            be = parties.backend(stream=name == "grpc")
             data = vertical_remote_data(be, [paths[0]], [], normalize=True)
             m = VerticalLogisticRegression(max_iter=rounds, rho=0.3, noise_scale=0.5, random_state=0, monitor=False,
                                            backend=be)
@@ -180,10 +186,10 @@ def bench_budget(blocks, y, rounds, entries: int | None):
 def bench_graph(name, X, y, rounds, batch=False):
     from dpadmm.estimators.consensus import ConsensusLogisticRegression
 
-    if name == "grpc":
+    if name.startswith("grpc"):
         with GrpcParties([f"node{i}" for i in range(20)], "graph-consensus", accept=True) as parties:
             m = ConsensusLogisticRegression(n_nodes=20, topology="ring", max_iter=rounds, batch=False, monitor=False,
-                                            random_state=0, backend=parties.backend())
+                                            random_state=0, backend=parties.backend(stream=name == "grpc"))
             m.fit(X, y)
         return per_round(m.history_["seconds"])
     m = ConsensusLogisticRegression(n_nodes=20, topology="ring", max_iter=rounds, batch=batch, monitor=False,
@@ -197,8 +203,9 @@ def bench_noop(name, n_parties, size, rounds):
     from dpadmm.backends.selftest import toy_specs
 
     hub, specs = toy_specs(n_parties, size)
-    parties = GrpcParties([s.name for s in specs], "selftest") if name == "grpc" else None
-    be = parties.backend() if parties is not None else make_backend(name)
+    grpc = name.startswith("grpc")  # grpc: rounds on persistent streams; grpc-unary: one unary call per round
+    parties = GrpcParties([s.name for s in specs], "selftest") if grpc else None
+    be = parties.backend(stream=name == "grpc") if parties is not None else make_backend(name)
     try:
         res = engine.run(hub=hub, parties=specs, backend=be, rounds=rounds, noise_seed=0, monitor=False)
     finally:
@@ -214,6 +221,8 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--workloads", default="vertical,graph,noop-20,noop-2",
+                    help="comma-separated subset of: vertical, graph, noop-20, noop-2")
     ap.add_argument("--budget", action="store_true", help="only the party-budget workload: a private vertical a9a fit "
                                                          "over gRPC without a budget and with one after 10 and 5,000 "
                                                          "ledger entries")
@@ -243,12 +252,19 @@ def main(argv=None):
         "noop-20 (20 parties x 10 floats)": lambda b: bench_noop(b, 20, 10, args.rounds),
         "noop-2 (2 parties x 32561 floats)": lambda b: bench_noop(b, 2, 32561, args.rounds),
     }
+    keys = dict(zip(("vertical", "graph", "noop-20", "noop-2"), workloads))
+    chosen = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    unknown = [w for w in chosen if w not in keys]
+    if unknown:
+        ap.error(f"unknown workload {unknown[0]!r}; choose from {', '.join(keys)}")
+    workloads = {keys[w]: workloads[keys[w]] for w in chosen}
     results = {}
     for wl, fn in workloads.items():
         results[wl] = {}
         for b in backends:
             samples = np.concatenate([fn(b) for _ in range(args.repeats)])
             results[wl][b] = float(np.median(samples))
+            print(f"{wl} | {b} | {1e3 * results[wl][b]:.2f} ms / round", flush=True)
         if "inprocess" in backends and wl.startswith("graph"):
             samples = np.concatenate([bench_graph("inprocess", X, y, args.rounds, batch=True)
                                       for _ in range(args.repeats)])

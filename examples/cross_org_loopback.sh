@@ -15,7 +15,14 @@
 # 7. runs graph consensus (4 nodes) and functional quantile regression (3 workers) over grpc and
 #    compares them with in-process runs (these two route through the coordinator, and their
 #    parties accept their data from the coordinator: --accept-coordinator-data);
-# and writes OUTDIR/summary.json. Exit code 0 iff every check holds.
+# 8. aligns a bank's and a shop's partly overlapping customer lists by PSI (dpadmm vertical --psi),
+#    trains on the intersection and scores the bank's new customers across both (dpadmm score --psi);
+#    checks the aligned rows are the intersection, no other id crossed the wire, and the test metrics
+#    equal the in-process run on the clear join;
+# 9. runs consensus peer to peer (4 nodes, each connected only to its graph neighbours) and compares
+#    with the in-process run; a non-neighbour's message is refused;
+# 10. measures round overhead, grpc vs the process backend (reported; SPEED=0 skips it);
+# and writes OUTDIR/summary.json. Exit code 0 iff every check holds (the speed ratios are reported).
 set -euo pipefail
 OUT=${1:?usage: examples/cross_org_loopback.sh OUTDIR}
 PY=${PYTHON:-python3}
@@ -215,6 +222,197 @@ dp functional --backend grpc "${FPEERS[@]}" --tls "$OUT/pki/coordinator" --simul
   --iterations 40 --seed 0 --quiet --out "$OUT/functional_grpc" >/dev/null
 dp functional --simulate --n 600 --workers 3 --iterations 40 --seed 0 --quiet --out "$OUT/functional_inprocess" >/dev/null
 
+echo "== 8. PSI id alignment on partly overlapping customer lists, training, scoring of new customers"
+"$PY" - "$OUT" <<'EOF2'
+import sys
+from pathlib import Path
+import numpy as np, pandas as pd
+from dpadmm.experiments.vertical import load_vertical_data
+out = Path(sys.argv[1])
+d = load_vertical_data(bundled=True)
+dense = lambda B: B.toarray() if hasattr(B, "toarray") else np.asarray(B)
+rng = np.random.default_rng(0)
+# the bank (label party) and the shop share only part of their customers; ids are customer numbers
+spans = {"train": ((0, 12000), (3000, 16000)), "test": ((0, 6000), (1000, 7500))}
+for split, blocks, y in (("train", d.train, d.y), ("test", d.test, d.y_test)):
+    (a0, a1), (b0, b1) = spans[split]
+    B1, B2 = dense(blocks[0]), dense(blocks[1])
+    ids = np.array([f"cust-{split}-{i:06d}" for i in range(B1.shape[0])])
+    a, b = rng.permutation(np.arange(a0, a1)), rng.permutation(np.arange(b0, b1))
+    bank = pd.DataFrame(B1[a], columns=[f"f{j}" for j in range(B1.shape[1])]); bank.insert(0, "id", ids[a]); bank.insert(1, "y", y[a])
+    shop = pd.DataFrame(B2[b], columns=[f"g{j}" for j in range(B2.shape[1])]); shop.insert(0, "id", ids[b])
+    bank.to_csv(out / "org1" / f"psi_{split}.csv", index=False); shop.to_csv(out / "org2" / f"psi_{split}.csv", index=False)
+EOF2
+for p in 1 2; do
+  start_party "party$p" "psi_party$p" --protocol vertical-sharing --protocol psi-align --data train="$OUT/org$p/psi_train.csv" \
+    --data test="$OUT/org$p/psi_test.csv" --tls "$OUT/pki/party$p" --out "$OUT/org$p/psi_party"
+  eval "Q$p=\$PORT"
+done
+rm -rf "$OUT/psi_run" "$OUT/psi_score"
+# the coordinator as `dpadmm vertical --psi`, every byte it sends or receives recorded for the check
+"$PY" - "$OUT" "$Q1" "$Q2" "$ITER" <<'EOF2'
+import sys
+from pathlib import Path
+from dpadmm.backends import grpc_codec as codec
+from dpadmm.cli import main
+out, q1, q2, T = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+wire = []
+enc, dec = codec.encode, codec.decode
+codec.encode = lambda *a, **k: wire.append(enc(*a, **k)) or wire[-1]
+codec.decode = lambda data, *a, **k: wire.append(bytes(data)) or dec(data, *a, **k)
+code = main(["vertical", "--backend", "grpc", "--psi", "--peer", f"party1=127.0.0.1:{q1}", "--peer", f"party2=127.0.0.1:{q2}",
+             "--tls", str(out / "pki" / "coordinator"), "--party", str(out / "org1" / "psi_train.csv"),
+             "--test-party", str(out / "org1" / "psi_test.csv"), "--iterations", T, "--quiet", "--out", str(out / "psi_run")])
+(out / "psi_wire.bin").write_bytes(b"".join(wire))
+sys.exit(code)
+EOF2
+for p in 1 2; do
+  start_party "party$p" "score_party$p" --protocol vertical-scoring --protocol psi-align --data new="$OUT/org$p/psi_test.csv" \
+    --data model="$OUT/org$p/psi_party/model.npz" --tls "$OUT/pki/party$p" --out "$OUT/org$p/scoring"
+  eval "R$p=\$PORT"
+done
+dp score --psi --peer "party1=127.0.0.1:$R1" --peer "party2=127.0.0.1:$R2" --tls "$OUT/pki/coordinator" \
+  --party "$OUT/org1/psi_test.csv" --model "$OUT/psi_run" --out "$OUT/psi_score"
+"$PY" - "$OUT" "$ITER" <<'EOF2'
+import hashlib, json, sys
+from pathlib import Path
+import numpy as np, pandas as pd
+from dpadmm.experiments.vertical import VerticalData, run_vertical
+out, T = Path(sys.argv[1]), int(sys.argv[2])
+run = json.loads((out / "psi_run" / "metrics.json").read_text())
+score = json.loads((out / "psi_score" / "metrics.json").read_text())
+wire = (out / "psi_wire.bin").read_bytes()
+# every customer id that appears in any message, as UTF-8 (headers, PSI bytes) or UTF-32 (numpy strings)
+import re
+pattern = rb"cust-(?:train|test)-[0-9]{6}"
+seen = {m.decode() for m in re.findall(pattern, wire)}
+seen |= {m.decode() for m in re.findall(pattern, wire.replace(b"\x00\x00\x00", b""))}
+checks, blocks = {}, {}
+for split in ("train", "test"):
+    bank = pd.read_csv(out / "org1" / f"psi_{split}.csv")
+    shop = pd.read_csv(out / "org2" / f"psi_{split}.csv")
+    common = sorted(set(bank.id) & set(shop.id))
+    info = run["config"]["psi"][split]
+    outside = (set(bank.id) | set(shop.id)) - set(common)
+    leaked = sorted(outside & seen)
+    checks[split] = {"intersection": len(common), "aligned_rows": info["rows"],
+                     "same_ids_and_order": info["sha256"] == hashlib.sha256("\n".join(common).encode()).hexdigest(),
+                     "ids_outside_intersection_on_the_wire": len(leaked)}
+    b = bank.set_index("id").loc[common]
+    blocks[split] = ([b.drop(columns=["y"]).to_numpy(float), shop.set_index("id").loc[common].to_numpy(float)],
+                     np.where(b["y"].to_numpy() > 0, 1.0, -1.0))
+# in-process on the clear join of the intersection (what PSI must reproduce)
+data = VerticalData(blocks["train"][0], blocks["train"][1], blocks["test"][0], blocks["test"][1], {})
+_, ref = run_vertical(data, iterations=T)
+keys = ("test_log_loss", "test_accuracy", "test_auc")
+rel = {k: abs(score[k] - ref["final"][k]) / abs(ref["final"][k]) for k in keys}
+rel_run = {k: abs(run["final"][k] - ref["final"][k]) / abs(ref["final"][k]) for k in keys}
+res = {"psi": checks, "scoring_vs_inprocess": rel, "run_test_metrics_vs_inprocess": rel_run,
+       "scoring": {k: score[k] for k in keys}, "inprocess": {k: ref["final"][k] for k in keys}}
+(out / "psi_check.json").write_text(json.dumps(res, indent=2) + "\n")
+print(json.dumps(res, indent=1))
+EOF2
+
+echo "== 9. peer-to-peer consensus: 4 nodes, each talks to its graph neighbours only"
+NODE_PORTS=($("$PY" -c "
+import socket
+ss = [socket.socket() for _ in range(4)]
+for s in ss: s.bind(('127.0.0.1', 0))
+print(' '.join(str(s.getsockname()[1]) for s in ss))
+for s in ss: s.close()"))
+EDGES="0-1 1-2 2-3 3-0 0-2"   # node1 and node3 are not neighbours
+for i in 0 1 2 3; do
+  NB=()
+  for e in $EDGES; do
+    a=${e%-*}; b=${e#*-}
+    [ "$a" = "$i" ] && NB+=(--neighbour "node$b=127.0.0.1:${NODE_PORTS[$b]}")
+    [ "$b" = "$i" ] && NB+=(--neighbour "node$a=127.0.0.1:${NODE_PORTS[$a]}")
+  done
+  "$PY" -m dpadmm party serve --name "node$i" --listen "127.0.0.1:${NODE_PORTS[$i]}" --protocol graph-consensus \
+    --no-budget --accept-coordinator-data --allow-seeded-noise --allow-monitoring --tls "$OUT/pki/node$i" \
+    --out "$OUT/p2p/node$i" "${NB[@]}" \
+    >"$LOGS/p2p_node$i.log" 2>&1 &
+  PIDS+=($!)
+done
+for i in 0 1 2 3; do
+  for _ in $(seq 1 600); do grep -qs " serving " "$LOGS/p2p_node$i.log" && break; sleep 0.2; done
+done
+"$PY" - "$OUT" "${NODE_PORTS[@]}" <<'EOF2'
+import json, sys
+from pathlib import Path
+import grpc, networkx as nx, numpy as np
+from dpadmm import engine
+from dpadmm.algorithms import graph_consensus as gc
+from dpadmm.backends import InProcessBackend, PartySpec
+from dpadmm.backends import grpc_codec as codec
+from dpadmm.backends.grpc_backend import GrpcBackend
+from dpadmm.backends.grpc_p2p import run_p2p
+from dpadmm.backends.grpc_tls import TLSFiles
+from dpadmm.data import load_a9a
+from dpadmm.data.graphs import adjacency
+out, ports = Path(sys.argv[1]), sys.argv[2:]
+N, T = 4, 10
+edges = [(0, 1), (1, 2), (2, 3), (3, 0), (0, 2)]
+X, y = load_a9a("train")
+X = X[:2000].toarray() if hasattr(X, "toarray") else np.asarray(X[:2000])
+X = X / np.maximum(np.linalg.norm(X, axis=1), 1.0)[:, None]
+y = np.where(y[:2000] > 0, 1.0, -1.0)
+Xs, ys = np.array_split(X, N), np.array_split(y, N)
+G = nx.Graph(); G.add_nodes_from(range(N)); G.add_edges_from(edges)
+A, V = adjacency(G)
+theta = gc.schedule_table(0.5, 1.0, n_nodes=N, rounds=T, name="theta")
+alpha = gc.schedule_table(5.0, 1.0, n_nodes=N, rounds=T, name="alpha")
+opts = {"C": 1.0, "reg": 1e-3 / N, "perturbation": "pp", "newton_tol": 1e-12}
+specs = [PartySpec(f"node{i}", gc.setup_block, ([f"node{i}"], [Xs[i]], [ys[i]], dict(opts, degree=V[[i]], eta=theta[[i]],
+                   theta=theta[[i]], alpha=alpha[[i]])), gc.block_step, gc.block_diagnostics) for i in range(N)]
+groups = tuple((s.name, np.array([i])) for i, s in enumerate(specs))
+hub = engine.Hub(gc.RouterConfig(A=A, blocks=groups, n_nodes=N, dim=X.shape[1]), gc.init_router, gc.router_step,
+                 gc.router_metrics)
+ref = engine.run(hub=hub, parties=specs, backend=InProcessBackend(), rounds=T, noise_seed=0, monitor=True,
+                 stop_on_convergence=False).history["objective"]
+peers = {f"node{i}": f"127.0.0.1:{p}" for i, p in enumerate(ports)}
+be = GrpcBackend(peers, tls=TLSFiles.load(tls_dir=out / "pki" / "coordinator"), timeout=60)
+try:
+    # a seeded private run; the nodes' operators allow its per-round metrics (--allow-monitoring) for this check
+    res = run_p2p(be, specs, T, noise_seed=0, monitor=True)
+finally:
+    be.close()
+rel = float(np.max(np.abs(np.asarray(res["objective"]) - ref) / np.abs(ref)))
+# each node's own audit log: what it received and from whom
+nbrs = {i: {b if a == i else a for a, b in edges if i in (a, b)} for i in range(N)}
+from_ok, exchanges = True, 0
+for i in range(N):
+    for line in (out / "p2p" / f"node{i}" / "audit.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["method"] == "Exchange":
+            exchanges += 1
+            from_ok &= r["status"] == "ok" and r["peer"] in {f"node{j}" for j in nbrs[i]}
+        elif r.get("peer"):
+            from_ok &= r["peer"] == "coordinator"
+# a non-neighbour's message (node1 → node3) is refused
+n1 = TLSFiles.load(tls_dir=out / "pki" / "node1")
+ch = grpc.secure_channel(peers["node3"], grpc.ssl_channel_credentials(n1.ca, n1.key, n1.cert),
+                         options=[("grpc.ssl_target_name_override", "node3")])
+try:
+    ch.unary_unary("/dpadmm.Party/Exchange")(codec.encode({"from": "node1", "round": 1, "f": np.zeros(X.shape[1])}), timeout=10)
+    probe = "accepted"
+except grpc.RpcError as e:
+    probe = f"{e.code().name}: {e.details()}"
+res = {"rounds": T, "objective_max_rel_diff_vs_inprocess": rel, "exchanges": exchanges,
+       "only_neighbours_and_coordinator": bool(from_ok), "non_neighbour_probe": probe,
+       "p2p_objective": res["objective"], "inprocess_objective": [float(v) for v in ref]}
+(out / "p2p_check.json").write_text(json.dumps(res, indent=2) + "\n")
+print(json.dumps({k: v for k, v in res.items() if not k.endswith("_objective")}, indent=1))
+EOF2
+
+echo "== 10. round overhead: grpc (persistent streams) vs the process backend (SPEED=0 skips)"
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+rm -f "$OUT/speed.json"
+if [ "${SPEED:-1}" != 0 ]; then
+  "$PY" "$HERE/benchmarks/bench_backends.py" --backends inprocess,process,grpc --workloads noop-20,vertical \
+    --rounds "${SPEED_ROUNDS:-15}" --repeats 1 --json "$OUT/speed.json" | tail -8
+fi
+
 echo "== summary"
 "$PY" - "$OUT" "$WRONG_CA_CODE" "$KILLED_CODE" "$KILL_SECONDS" <<'EOF'
 import json, sys
@@ -265,16 +463,44 @@ summary = {
     "functional_ok": bool(functional_diff <= 1e-9),
     "functional_max_rel_diff_vs_inprocess": functional_diff,
     "errors": {"wrong_ca": wrong_err, "killed": killed_err},
-    "topology": "parties listen (one inbound port each), the coordinator dials; consensus and functional messages "
-                "route through the coordinator; their parties accepted their data from the coordinator "
-                "(--accept-coordinator-data), the vertical parties read their own files",
 }
+psi = json.loads((out / "psi_check.json").read_text())
+p2p = json.loads((out / "p2p_check.json").read_text())
+summary["psi_ok"] = all(c["aligned_rows"] == c["intersection"] and c["same_ids_and_order"]
+                        and c["ids_outside_intersection_on_the_wire"] == 0 for c in psi["psi"].values())
+summary["psi"] = psi["psi"]
+summary["p2p_consensus_ok"] = bool(p2p["objective_max_rel_diff_vs_inprocess"] <= 1e-9
+                                   and p2p["only_neighbours_and_coordinator"] and p2p["exchanges"] > 0
+                                   and p2p["non_neighbour_probe"].startswith("PERMISSION_DENIED"))
+summary["p2p_objective_max_rel_diff_vs_inprocess"] = p2p["objective_max_rel_diff_vs_inprocess"]
+summary["scoring_ok"] = bool(max(psi["scoring_vs_inprocess"].values()) <= 1e-9
+                             and max(psi["run_test_metrics_vs_inprocess"].values()) <= 1e-9)
+summary["scoring_test_metrics"] = psi["scoring"]
+speed_path = out / "speed.json"
+if speed_path.is_file():
+    med = json.loads(speed_path.read_text())["median_seconds_per_round"]
+    noop = med["noop-20 (20 parties x 10 floats)"]
+    vert = med["vertical-a9a (2 parties)"]
+    # no-op: the ratio of the overheads (backend − in-process); a9a: the ratio of the per-round times
+    summary["grpc_over_process_noop"] = (noop["grpc"] - noop["inprocess"]) / (noop["process"] - noop["inprocess"])
+    summary["grpc_over_process_a9a"] = vert["grpc"] / vert["process"]
+    summary["speed_ms_per_round"] = {w: {b: 1e3 * v for b, v in r.items()} for w, r in med.items()}
+else:
+    summary["grpc_over_process_noop"] = summary["grpc_over_process_a9a"] = None
+summary.update({
+    "topology": "parties listen (one inbound port each), the coordinator dials; routed consensus (7a) and functional "
+                "messages pass through the coordinator, peer-to-peer consensus (9) only between graph neighbours; "
+                "those parties accepted their data from the coordinator (--accept-coordinator-data), the vertical "
+                "parties read their own files",
+})
 (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 print(json.dumps({k: summary[k] for k in ("vertical_max_rel_diff_vs_inprocess", "wrong_ca_refused",
                                           "forbidden_request_refused", "killed_party_named", "consensus_ok",
-                                          "functional_ok")}, indent=2))
+                                          "functional_ok", "psi_ok", "p2p_consensus_ok", "scoring_ok",
+                                          "grpc_over_process_noop", "grpc_over_process_a9a")}, indent=2))
+# the speed ratios are reported, not gated: timing on a shared machine is not a correctness check
 ok = (summary["vertical_max_rel_diff_vs_inprocess"] <= 1e-9 and summary["wrong_ca_refused"]
       and summary["forbidden_request_refused"] and summary["killed_party_named"] and summary["consensus_ok"]
-      and summary["functional_ok"])
+      and summary["functional_ok"] and summary["psi_ok"] and summary["p2p_consensus_ok"] and summary["scoring_ok"])
 sys.exit(0 if ok else 1)
 EOF

@@ -77,10 +77,19 @@ def test_vertical_cli_paper_mechanism_and_label_epsilon(small_files, tmp_path, c
     assert code == 0, err
     m = json.loads((out / "metrics.json").read_text())
     lab = m["privacy"]["label"]
-    assert lab["protected"] and 0.9 < lab["epsilon"] <= 1.0 and lab["delta"] == 1e-5
+    # default: randomized response, pure label epsilon, released once; ADMM on the released labels
+    assert lab["protected"] and lab["epsilon"] == 1.0 and lab["delta"] == 0.0
+    assert lab["flip_probability"] == pytest.approx(1 / (1 + np.e))
     assert lab["relation"] == "label" and "passive party" in lab["threat_model"]
-    assert m["privacy"]["epsilon"] == "inf" and m["final"]["iterations"] == 3
-    assert "labels: ε = " in " ".join(stdout.split())
+    assert m["privacy"]["epsilon"] == "inf"
+    assert "labels: ε = 1 at δ = 0" in " ".join(stdout.split())
+    out = tmp_path / "label-gaussian"
+    code, stdout, err = run_cli(base + ["--label-epsilon", "1", "--label-mechanism", "gaussian", "--out", out], capsys)
+    assert code == 0, err
+    m = json.loads((out / "metrics.json").read_text())
+    lab = m["privacy"]["label"]
+    assert lab["protected"] and 0.9 < lab["epsilon"] <= 1.0 and lab["delta"] == 1e-5
+    assert m["final"]["iterations"] == 3 and "labels: ε = " in " ".join(stdout.split())
 
 
 def _bad_cases(d, parties, tmp):

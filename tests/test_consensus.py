@@ -122,9 +122,12 @@ def test_privacy_bound_against_hand_computation():
     p2 = [2.0 * (c + 5.0) / (0.7 * 1 * 40), 2.0 * (c + 6.0) / (0.77 * 1 * 40), 2.0 * (c + 7.2) / (0.847 * 1 * 40)]
     expected = np.max(np.cumsum([p0, p1, p2], axis=1), axis=0)
     np.testing.assert_allclose(m.history_["privacy_bound"], expected, rtol=1e-12)
-    assert m.privacy_.epsilon == pytest.approx(expected[-1], rel=1e-12)
+    # the total adds each node's fallback releases (DP base rate + comparison, 0.5 by default): basic composition
+    assert m.privacy_.epsilon == pytest.approx(expected[-1] + 0.5, rel=1e-12)
+    assert m.privacy_.paper_bound["epsilon"] == pytest.approx(expected[-1], rel=1e-12)
+    assert sorted(m.privacy_.per_party.values()) == pytest.approx(sorted(np.cumsum([p0, p1, p2], axis=1)[:, -1] + 0.5))
     assert m.privacy_.delta == 0.0 and m.privacy_.relation == "record_replace"
-    assert m.privacy_.per_party["node0"] == pytest.approx(sum(p0), rel=1e-12)
+    assert m.privacy_.per_party["node0"] == pytest.approx(sum(p0) + 0.5, rel=1e-12)
     assert m.privacy_.paper_bound["worst_node"] == "node0"
 
 

@@ -30,7 +30,7 @@ def test_consensus_end_to_end(tmp_path, capsys):
                  "--eta", "0.5", "--eta-growth", "1.05", "--alpha", "5", "--alpha-growth", "1.05", "--C", "2",
                  "--reg-weight", "0.5", "--iterations", "8", "--runs", "3", "--seed", "1", "--out", str(out), "--quiet"])
     assert code == 0
-    assert sorted(p.name for p in out.iterdir()) == ["convergence.png", "metrics.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["convergence.png", "metrics.json", "model.npz"]
     m = json.loads((out / "metrics.json").read_text())
     tl = m["history"]["train_loss"]
     assert len(tl["mean"]) == len(tl["min"]) == len(tl["max"]) == 8
@@ -48,7 +48,12 @@ def test_consensus_end_to_end(tmp_path, capsys):
 
 @pytest.mark.parametrize("args,message", [
     (["--alpha", "-1", "--perturbation", "pp"], "alpha must be positive"),
-    (["--perturbation", "pp"], "needs --alpha"),
+    (["--perturbation", "pvp"], "needs --alpha"),
+    (["--perturbation", "pp", "--epsilon", "1", "--alpha", "3"], "not both"),
+    (["--perturbation", "pp", "--epsilon", "0.4", "--fallback-epsilon", "0.5"], "must exceed --fallback-epsilon"),
+    (["--epsilon", "1"], "--epsilon needs --perturbation"),
+    (["--test-fraction", "1.5"], "test_fraction must be in"),
+    (["--test", "/nonexistent.svm"], "test file not found"),
     (["--nodes", "1"], "nodes must be an integer >= 2"),
     (["--topology", "torus"], "topology must be"),
     (["--data", "/nonexistent.svm"], "--data /nonexistent.svm: file not found"),

@@ -8,6 +8,8 @@ import math
 import numpy as np
 import pytest
 
+from dpadmm.algorithms import functional_statistics as fs
+
 from dpadmm import FunctionalQuantileRegressor
 from dpadmm.algorithms import functional_quantile as fq
 from dpadmm.data.functional import simulate_zhou
@@ -186,10 +188,12 @@ def test_estimator_clips_scores_and_reports(small):
     assert est.c1_ == pytest.approx(math.sqrt(0.5**2 + 1))
     assert any(a["status"] == "enforced" for a in est.privacy_.assumptions)
     z = iteration_noise_multiplier(1.0, 1e-5)
-    # 5 ADMM rounds + the private statistics (histograms, means, moment sum), all at the same multiplier
-    assert est.privacy_.epsilon == pytest.approx(gaussian_epsilon([z] * 8, 1e-5), rel=1e-9)
+    # 5 ADMM rounds + the private statistics (histograms, means, moment sum) + the comparison with the DP
+    # constant, all at the iteration's multiplier, + the B bisection counts of the DP quantile at z·√B
+    B = fs.QUANTILE_STEPS
+    assert est.privacy_.epsilon == pytest.approx(gaussian_epsilon([z] * 9 + [z * math.sqrt(B)] * B, 1e-5), rel=1e-9)
     assert est.privacy_.rounds == 5
-    assert est.privacy_.paper_bound["epsilon"] == pytest.approx(advanced_composition(1.0, 1e-5, 8, 1e-5)[0])
+    assert est.privacy_.paper_bound["epsilon"] == pytest.approx(advanced_composition(1.0, 1e-5, 9 + B, 1e-5)[0])
     assert est.predict(small.curves).shape == (small.n,)
     assert est.beta_.shape == small.grid.shape
 
@@ -199,9 +203,14 @@ def test_total_budget_calibration_never_overspends(small):
                                       basis="private-fpca", curve_clip=3.0, random_state=0).fit(small.curves, small.y)
     assert est.privacy_.epsilon <= 2.0 + 1e-9
     assert est.privacy_.epsilon > 1.9
-    z = calibrate_total(2.0, 1e-5, 8, extra_releases=3)  # response histogram, means, centred moment sum
-    assert est.noise_multiplier_ == pytest.approx(z)
-    assert gaussian_epsilon([z] * 11, 1e-5) <= 2.0
+    # 3 one-shot statistics, the DP quantile (B counts) and the comparison, with budget shares W (in rounds)
+    Ws, Wq, Wc = est._shares(8)
+    assert (Ws, Wq, Wc) == (1, 4, 2)
+    z = calibrate_total(2.0, 1e-5, 8, extra_releases=3 * Ws + Wq + Wc)
+    assert est.noise_multiplier_ == pytest.approx(z, rel=1e-4)  # nudged up only by rounding of mixed multipliers
+    B = fs.QUANTILE_STEPS
+    assert gaussian_epsilon([est.noise_multiplier_] * 11 + [z / math.sqrt(Wc)] + [z * math.sqrt(B / Wq)] * B,
+                            1e-5) <= 2.0
 
 
 def test_paper_bound_is_advanced_composition():

@@ -85,7 +85,9 @@ def test_far_from_zero_dataset_and_worse_than_constant_flag(tmp_path, capsys):
     assert code == 0, err
     m2 = json.loads((out2 / "metrics.json").read_text())
     assert m2["final"]["worse_than_constant"] is True
-    assert "worse on the training data than the constant" in stdout
+    # the useless model is not handed over: the DP constant is, inside the public range, and the run says so
+    assert "handed over: the DP 0.5-quantile" in stdout and m2["final"]["handed_over"] == "dp-constant"
+    assert 30.0 <= m2["final"]["dp_constant"] <= 90.0 and m2["final"]["test_predictions_in_range"] == 1.0
 
 
 @pytest.mark.parametrize("case", ["ragged", "nan", "tau", "workers", "components", "missing", "sources"])

@@ -90,12 +90,12 @@ def _backend(peers, pki, who="coordinator", ca="good", **kw):
                        connect_timeout=kw.pop("connect_timeout", 5.0), **kw)
 
 
-def _rounds(be, labels, T, private_bounds=None):
+def _rounds(be, labels, T, private_bounds=None, t0=0):
     hub = vs.CoordinatorConfig(labels=labels, loss=get_loss("logistic"), lam=1e-3, rho=0.3 if private_bounds else 0.05,
                                party_names=NAMES, bounds=private_bounds)
     st, inb = vs.init_coordinator(hub)
     events = []
-    for t in range(T):
+    for t in range(t0, t0 + T):  # a party serves round indices strictly in order
         res = be.step(inb, t)
         for _, ev in res.values():
             events.extend(ev)
@@ -193,7 +193,7 @@ def test_party_refuses_pickle_unknown_step_and_model_request(parties, pki, a9a_f
         be.request("party2", "refit", np.zeros(N), "logistic", True)
     be.close()
     log = (services["party1"].out / "audit.jsonl").read_text()
-    assert log.count('"status": "refused"') == 2 and "pickle" in log
+    assert log.count('"status": "refused"') == 3 and "pickle" in log and "/dpadmm.Party/RunFunction" in log
 
 
 def test_party_policy_refuses_a_coordinator_chosen_seed_and_private_scores(pki, a9a_files, tmp_path):
@@ -312,7 +312,7 @@ def test_dead_or_hanging_party_is_named_within_the_timeout(pki, a9a_files, tmp_p
         os.kill(procs["party2"].pid, signal.SIGKILL if how == "kill" else signal.SIGSTOP)
         t0 = time.monotonic()
         with pytest.raises(PartyFailureError) as err:
-            _rounds(be, labels, 2)
+            _rounds(be, labels, 2, t0=2)
         assert time.monotonic() - t0 < 3.0 + 2.0
         msg = str(err.value)
         assert msg.startswith("party 'party2' failed:") and "\n" not in msg
@@ -455,21 +455,24 @@ def test_cross_org_loopback_script_in_a_loopback_only_namespace(tmp_path):
 
     script = Path(__file__).resolve().parent.parent / "examples" / "cross_org_loopback.sh"
     out = tmp_path / "deploy"
-    env = dict(os.environ, PYTHON=sys.executable)
+    env = dict(os.environ, PYTHON=sys.executable, SPEED_ROUNDS="10")
     if _in_loopback_netns():
         cmd = ["bash", str(script), str(out)]
     else:
         if shutil.which("unshare") is None or subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "true"],
                                                              capture_output=True).returncode != 0:
-            pytest.skip("unshare -n -p is not available (needs root or user namespaces)")
+            _skip_or_fail_in_ci("unshare -n -p is not available (needs root or user namespaces)")
         cmd = ["unshare", "-n", "-p", "-f", "--mount-proc", "sh", "-c",
                f"ip link set lo up && bash {script} {out}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     s = json.loads((out / "summary.json").read_text())
     assert s["vertical_max_rel_diff_vs_inprocess"] <= 1e-9
-    for key in ("wrong_ca_refused", "forbidden_request_refused", "killed_party_named", "consensus_ok", "functional_ok"):
+    for key in ("wrong_ca_refused", "forbidden_request_refused", "killed_party_named", "consensus_ok", "functional_ok",
+                "psi_ok", "p2p_consensus_ok", "scoring_ok"):
         assert s[key] is True, (key, s)
+    # the speed ratios are measured and reported (never a timing threshold in a test)
+    assert all(isinstance(s[k], float) and s[k] > 0 for k in ("grpc_over_process_noop", "grpc_over_process_a9a"))
 
 
 # ----------------------------------------------------------------------------- CLI usage errors
@@ -477,7 +480,11 @@ def test_cross_org_loopback_script_in_a_loopback_only_namespace(tmp_path):
     (["vertical", "--backend", "grpc", "--data", "a9a", "--peer", "party1=127.0.0.1:1"], "mutual TLS"),
     (["vertical", "--peer", "party1=127.0.0.1:1", "--data", "a9a"], "need --backend grpc"),
     (["vertical", "--backend", "grpc", "--insecure", "--peer", "party1"], "NAME=HOST:PORT"),
-    (["provision", "--parties", "coordinator", "--out", "{tmp}/p"], "at least two party names"),
+    (["provision", "--out", "{tmp}/p"], "give --parties NAMES"),
+    (["provision", "--csr", "{tmp}/none.csr", "--out", "{tmp}/p"], "not found"),
+    (["vertical", "--data", "a9a", "--psi"], "--psi aligns"),
+    (["score", "--party", "{tmp}", "--model", "{tmp}", "--out", "{tmp}/o", "--insecure", "--peer", "party1=127.0.0.1:1"],
+     "file not found"),
     (["provision", "--parties", "a,a", "--out", "{tmp}/p"], "distinct"),
     (["party", "serve", "--protocol", "nope", "--name", "party1", "--out", "{tmp}/o", "--insecure"], "unknown protocol"),
     (["party", "serve", "--protocol", "vertical-sharing", "--name", "party1", "--out", "{tmp}/o", "--insecure"],
@@ -531,3 +538,12 @@ def test_functional_over_grpc_matches_in_process(pki, tmp_path):
     np.testing.assert_allclose(got.coef_, ref.coef_, rtol=1e-10, atol=1e-12)
     assert got.privacy_.epsilon == pytest.approx(ref.privacy_.epsilon, rel=1e-12)
     assert (tmp_path / "worker1" / "model.npz").is_file()
+
+
+def _skip_or_fail_in_ci(reason: str) -> None:
+    """Skip where the test cannot run, but fail loudly in CI (``CI=true``), which must run it."""
+    import os
+
+    if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
+        pytest.fail(f"{reason}; CI must run this test (CI=true)")
+    pytest.skip(reason)

@@ -84,7 +84,8 @@ def test_zero_noise_label_protocol_reaches_the_centralised_optimum(a9a_small_nor
 
 def test_label_private_fit_report_and_defaults(a9a_small_normalized):
     B, y, Bt, yt = a9a_small_normalized
-    m = VerticalLogisticRegression(label_epsilon=2.0, delta=1e-6, random_state=0).fit(B, y, eval_set={"test": (Bt, yt)})
+    m = VerticalLogisticRegression(label_epsilon=2.0, delta=1e-6, random_state=0, label_mechanism="gaussian").fit(
+        B, y, eval_set={"test": (Bt, yt)})
     p = m.privacy_
     lab = p.label
     assert m.n_iter_ == 3 and lab["rounds"] == 2  # the first party step sees zeros; round T releases nothing
@@ -94,7 +95,7 @@ def test_label_private_fit_report_and_defaults(a9a_small_normalized):
     assert p.noise_source == "seeded" and any("refit" in n for n in p.notes)
     assert m.evaluate(Bt, yt)["log_loss"] < 0.42  # 20 unseeded runs: 0.368 .. 0.434 (base rate 0.55)
     # both sides: independent budgets, both reported
-    both = VerticalLogisticRegression(label_epsilon=2.0, epsilon=50.0).fit(B, y)
+    both = VerticalLogisticRegression(label_epsilon=2.0, epsilon=50.0, label_mechanism="gaussian").fit(B, y)
     assert both.privacy_.noise_source == "party-local"
     assert both.privacy_.epsilon <= 50.0 and both.privacy_.label["epsilon"] <= 2.0
     assert {r["side"] for r in both.privacy_.releases} == {"features", "labels"}

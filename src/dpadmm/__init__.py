@@ -30,7 +30,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "VerticalLogisticRegression": ".estimators.vertical",
     "VerticalLinearRegression": ".estimators.vertical",
-    "VerticalSGDClassifier": ".estimators.vertical",
+    "VerticalSGDClassifier": ".estimators.vertical_sgd",
     "FunctionalQuantileRegressor": ".estimators.functional",
     "ConsensusLogisticRegression": ".estimators.consensus",
 }

@@ -28,6 +28,7 @@ Only steps 1–2 are timed (``history["seconds"]``): monitoring is not part of t
 
 from __future__ import annotations
 
+import os
 import pickle
 import time
 from dataclasses import dataclass, field

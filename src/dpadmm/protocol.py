@@ -24,10 +24,12 @@ from .exceptions import InvalidParameterError, ProtocolError  # noqa: F401  (Pro
 # modules whose PROTOCOL declarations a party may serve (looked up lazily by name)
 PROTOCOL_MODULES = (
     "dpadmm.algorithms.vertical_sharing",
+    "dpadmm.algorithms.vertical_scoring",
     "dpadmm.algorithms.graph_consensus",
     "dpadmm.algorithms.functional_quantile",
     "dpadmm.algorithms.functional_statistics",
     "dpadmm.backends.selftest",
+    "dpadmm.data.psi",
 )
 
 
@@ -45,7 +47,13 @@ class Protocol:
     ``data_args`` (positions of ``setup``'s arguments that hold the party's data: there the party
     expects a :class:`PartyData` reference, and refuses arrays sent by the coordinator unless its
     operator started it with ``--accept-coordinator-data``, a simulation of a deployment),
-    ``policy`` (:class:`PolicyHooks`: the party's fields and the coordinator's, the check and the price).
+    ``policy`` (:class:`PolicyHooks`: the party's fields and the coordinator's, the check and the price);
+    ``alignment`` marks an id-alignment protocol (:mod:`dpadmm.data.psi`): it releases no value computed
+    from features or labels (only what PSI reveals), so privacy budgets and ``--requests`` do not apply;
+    ``peer_to_peer`` lets nodes run the protocol without a router (:mod:`dpadmm.backends.grpc_p2p`): the
+    party's inbox of a round from the sum of its neighbours' broadcasts, and its broadcast from its outbox;
+    ``rounds=False`` marks a protocol without rounds (scoring): a budget prices nothing at its Setup (its
+    declared requests' own refusals govern what leaves).
     """
 
     name: str
@@ -60,6 +68,9 @@ class Protocol:
     private: Callable | None = None
     data_args: tuple = ()
     policy: "PolicyHooks | None" = None
+    alignment: bool = False  # an id-alignment protocol (PSI): no feature/label values leave; no budget applies
+    peer_to_peer: tuple | None = None  # (inbox(cfg, state, round, neighbour_sum | None), broadcast(outbox) -> array)
+    rounds: bool = True  # False: a protocol without rounds (PSI, scoring): nothing to price at Setup
 
 
 @dataclass(frozen=True, eq=False)

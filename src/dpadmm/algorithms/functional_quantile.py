@@ -416,12 +416,59 @@ def exact_local_solve(cfg: PartyConfig, v: np.ndarray, w0: np.ndarray, lam_scale
 
 
 # ----------------------------------------------------------------------------- party step
+def sensitivity_premises(cfg: PartyConfig) -> list[str]:
+    """What the bound of :func:`sensitivity` assumes of the public settings, violated ones named (empty: all
+    hold). Checked by a private party at Setup (``policies._functional_check``; REDTEAM_POLICY R4, R7):
+
+    - τ ∈ (0, 1): the check loss' subgradient has |ψ_τ| ≤ max(τ, 1 − τ) ≤ 1 (τ = 1e6 scales the data part
+      by 1e6 at the same noise); ``shift`` finite;
+    - a convex penalty: λ ≥ 0 finite, ``penalty`` one of :data:`PENALTIES`, ``l1_ratio`` ∈ [0, 1] (a negative
+      λ removes the strong convexity the exact step's 2c₁/(mρ) rests on);
+    - a known step rule and local step, eps_iter > 0, δ_iter ∈ (0, 1], c_w, c2, η₀ finite and > 0 (η > 0).
+    The clip ‖A_j‖ ≤ c₁ is enforced in :func:`setup_party_from_curves`; ρ + 1/η > 0 in :func:`party_step`."""
+    s = cfg.settings
+    bad = []
+
+    def arr(v):
+        return np.asarray(v, dtype=float)
+
+    if not np.all((arr(s.tau) > 0) & (arr(s.tau) < 1)):
+        bad.append(f"tau = {arr(s.tau).tolist()} (each in (0, 1))")
+    if not np.all(np.isfinite(arr(s.shift))):
+        bad.append("shift (finite)")
+    if not np.all(np.isfinite(arr(s.lam)) & (arr(s.lam) >= 0)):
+        bad.append(f"lam = {arr(s.lam).tolist()} (each finite and >= 0)")
+    if not np.all(arr(s.eps_iter) > 0) or not np.all((arr(s.delta_iter) > 0) & (arr(s.delta_iter) <= 1)):
+        bad.append("eps_iter > 0 and delta_iter in (0, 1]")
+    if cfg.penalty not in PENALTIES:
+        bad.append(f"penalty = {cfg.penalty!r} (one of {list(PENALTIES)})")
+    if not (isinstance(cfg.l1_ratio, (int, float, np.number)) and 0.0 <= float(cfg.l1_ratio) <= 1.0):
+        bad.append(f"l1_ratio = {cfg.l1_ratio!r} (in [0, 1])")
+    if cfg.step not in STEP_RULES or cfg.local_step not in LOCAL_STEPS:
+        bad.append(f"step = {cfg.step!r}, local_step = {cfg.local_step!r} (one of {list(STEP_RULES)}, "
+                   f"{list(LOCAL_STEPS)})")
+    for name in ("c_w", "c2", "eta0"):
+        v = getattr(cfg, name)
+        if not (isinstance(v, (int, float, np.number)) and math.isfinite(float(v)) and float(v) > 0):
+            bad.append(f"{name} = {v!r} (finite and > 0)")
+    return bad
+
+
 def sensitivity(cfg: PartyConfig, eta: np.ndarray) -> np.ndarray:
     """Corrected [Zhou, Lemma 2] sensitivity 2c_1/(m_i(ρ + 1/η)) per setting (docs/algorithms.md §3 erratum);
-    ``2c_1/(m_i ρ)`` for the exact step."""
+    ``2c_1/(m_i ρ)`` for the exact step. Premises: :func:`sensitivity_premises` (checked at Setup),
+    ρ + 1/η > 0 and finite for every setting (checked every round in :func:`party_step`)."""
     if cfg.local_step == "exact":
         return np.full(eta.shape, 2.0 * cfg.c1 / (cfg.m * cfg.rho))
     return 2.0 * cfg.c1 / (cfg.m * (cfg.rho + 1.0 / eta))
+
+
+def _refuse_round(cfg: PartyConfig, l: int, eta) -> None:
+    from ..privacy.policy import PolicyRefusal
+
+    raise PolicyRefusal(f"party {cfg.name!r} refused round {l} and released nothing: the hub's rho = {cfg.rho!r}"
+                        + ("" if eta is None else f" with step sizes eta = {np.asarray(eta).tolist()}")
+                        + " (the sensitivity 2c1/(m(rho + 1/eta)) needs rho finite > 0 and eta > 0)", "INVALID_ARGUMENT")
 
 
 def party_step(cfg: PartyConfig, state: PartyState, inbox: HubMessage, *, rng: np.random.Generator):
@@ -435,6 +482,9 @@ def party_step(cfg: PartyConfig, state: PartyState, inbox: HubMessage, *, rng: n
     if inbox.rho is not None and inbox.rho != cfg.rho:
         cfg = replace(cfg, rho=float(inbox.rho))  # this round's ρ_l (public: chosen by the hub)
     s = cfg.settings
+    noised = np.asarray(s.noise_multiplier) > 0
+    if np.any(noised) and not (math.isfinite(cfg.rho) and cfg.rho > 0):  # before it enters any computation
+        _refuse_round(cfg, l, None)
     eta = step_size(cfg.step, l, c_w=cfg.c_w, c1=cfg.c1, c2=cfg.c2, lam=s.lam, n_workers=cfg.n_workers,
                     K=cfg.K, m=cfg.m, eps_iter=s.eps_iter, delta_iter=s.delta_iter, eta0=cfg.eta0,
                     decay_start=cfg.decay_start, smooth=cfg.smooth)
@@ -449,13 +499,18 @@ def party_step(cfg: PartyConfig, state: PartyState, inbox: HubMessage, *, rng: n
         w = _linearized(cfg, state, w_hub, gamma, eta, bandwidth(l, cfg.smooth))  # [Zhou, eq. 21]
     delta_s = sensitivity(cfg, eta)
     sigma = s.noise_multiplier * delta_s  # [Zhou, Thm 1] with the corrected sensitivity
+    eta_ok = cfg.local_step == "exact" or bool(np.all(np.asarray(eta) > 0))  # the exact step's bound has no η
+    if np.any(noised) and not (eta_ok and np.all(np.isfinite(sigma[noised]) & (sigma[noised] > 0))):
+        # the bound's premise ρ + 1/η > 0 for every setting, checked every round: a hub ρ between −1/η₀ and −1/η₁
+        # made one setting's σ negative, released but uncharged (REDTEAM_POLICY R8)
+        _refuse_round(cfg, l, eta)
     events = []
     if np.any(sigma > 0):
         w_tilde = w + sigma[:, None] * rng.standard_normal(w.shape)  # [Zhou, eq. 22]
         if cfg.emit_events:
             names = cfg.worker_names or (cfg.name,)
             for si in range(s.size):
-                if sigma[si] > 0:
+                if noised[si]:  # one event per noised (released) setting
                     tag = names[0] if (s.size == 1 and len(names) == 1) else f"{cfg.name}[setting {si}]"
                     events.append(GaussianRelease(tag, inbox.round, float(delta_s[si]), float(sigma[si]),
                                                   RECORD_REPLACE))
@@ -569,11 +624,13 @@ def _protocol():
     from .policies import FUNCTIONAL
 
     from ..kernels.fpca import Basis
+    from .functional_statistics import describe_curve_data, load_curve_data  # a worker reads its own curve file
 
     # setup: the worker's own curves -> scores on the public basis (setup_party_from_curves, defined below)
     return Protocol("functional-quantile", lambda *a: setup_party_from_curves(*a), party_step, party_diagnostics,
                     handlers={}, types=(HubMessage, PartyMessage, PartyState, Settings, Basis), model=party_coef,
-                    private=_is_private, data_args=(1, 2), policy=FUNCTIONAL)
+                    private=_is_private, data_args=(1, 2), load=load_curve_data, describe=describe_curve_data,
+                    policy=FUNCTIONAL)
 
 
 PROTOCOL = _protocol()

@@ -37,6 +37,30 @@ Stages (one engine round each; the hub decides which are needed):
    The hub reads the residual mean and the covariance of the centred curves → FPCA basis or the fixed
    basis' score scales, and the mean curve μ̂ + residual mean.
    Non-private fits run stage 3 alone on the raw curves (exact sums, plus the response sums n, Σy, Σy²).
+4. ``quantile`` (private fits; ``QUANTILE_STEPS`` rounds between stages 2 and 3): a DP τ-quantile of the
+   response by noisy bisection over the response range [lo, hi]. Round b asks for the count of responses
+   ≤ t_b (the midpoint of the current interval); worker i releases ``#{j: y_ij ≤ t_b} + N(0, σ_q²)``.
+   Replacing one pair moves a count by at most 1: Δ₂ = 1 per round (enforced: a count of indicators).
+   The hub compares the pooled noisy count with τ·n (n public) and halves the interval; after B rounds
+   q̂ = its midpoint (post-processing). This is the fallback model (the DP constant) and the response's
+   location in the ADMM (so w = 0, the ADMM's start, *is* the DP constant). B rounds at σ_q = z_q compose
+   like one Gaussian release at z_q/√B.
+5. ``compare`` (private fits, a separate engine run after the ADMM): the hub sends the released model
+   (basis, score scales, clip, standardised coefficients, the DP constant q̂, a prediction band
+   [lo', hi'] ∋ q̂ inside the response range, a unit b > 0, τ); worker i releases ``Σ_j d_j + N(0, σ_c²)``
+   with ``d_j = (ρ_τ(y_j − p_j) − ρ_τ(y_j − p₀))/b``, p_j = clip(f(x_j), lo', hi'), p₀ = clip(q̂, lo', hi').
+   ρ_τ is κ-Lipschitz (κ = max(τ, 1 − τ)), so |d_j| ≤ κ|p_j − p₀|/b ≤ κ·max(hi' − p₀, p₀ − lo')/b =: Δ/2
+   whatever y_j is, and replacing one pair moves the sum by at most Δ (enforced by the clip; the worker
+   computes Δ from the model it received, :func:`compare_sensitivity`). The estimator hands over the
+   model if the pooled noisy sum is clearly < 0 (its clipped training pinball loss is below the DP
+   constant's), else the DP constant — post-processing of released values.
+
+With too few curves for the budget (decided from public n and ε by the estimator), ``constant_only`` runs
+(``ranges`` for the response if no public range, then) ``quantile`` alone, with the whole budget.
+
+Each stage's noise multiplier is the worker's own (``StatsConfig``): the estimator gives the one-shot
+releases a larger share of the budget than one ADMM round (``noise_multiplier``, ``quantile_multiplier``,
+``compare_multiplier``), all composed exactly by the accountant from the events emitted here.
 
 Composition: one replaced pair of worker i changes only worker i's releases; everything every other
 worker computes afterwards (its scores, its ADMM messages) depends on worker i's data only through
@@ -67,6 +91,7 @@ Y_EDGES = np.linspace(-30.0, 30.0, 61)  # asinh(y) bins of width 1 (|y| up to ~5
 X_EDGES = np.linspace(math.log(1e-12), math.log(1e12), 111)  # log ||x~|| bins of width ~0.5
 THRESHOLD = 4.5  # pooled noisy count must exceed THRESHOLD · sigma · sqrt(M) to count as occupied
 Y_QUANTILES = (0.01, 0.99)
+QUANTILE_STEPS = 8  # bisection rounds of the DP τ-quantile (resolution (hi − lo)/256)
 X_QUANTILE = 0.95
 
 
@@ -79,6 +104,9 @@ class StatsConfig:
     y: np.ndarray  # (m,)
     q: np.ndarray  # (T,) quadrature weights
     noise_multiplier: float = 0.0  # z = sigma / sensitivity; 0: exact (non-private)
+    quantile_multiplier: float = 0.0  # z_q of each bisection count (stage ``quantile``)
+    compare_multiplier: float = 0.0  # z_c of the model-vs-constant comparison (stage ``compare``)
+    min_clip: float = 0.0  # the party's floor on every curve clip (its policy's min_clip, imposed at Setup)
 
 
 class StatsRequest(NamedTuple):
@@ -91,6 +119,8 @@ class StatsRequest(NamedTuple):
     projection: np.ndarray | None = None  # (T, J) with orthonormal columns, or None
     y_range: tuple[float, float] | None = None  # coarse public range for the clipped response sums
     center: np.ndarray | None = None  # μ̂ (projected/scaled space), subtracted before the moment sum
+    threshold: float | None = None  # t_b of a bisection round (stage ``quantile``)
+    model: dict | None = None  # the released model and DP constant (stage ``compare``)
 
 
 class StatsMessage(NamedTuple):
@@ -100,15 +130,90 @@ class StatsMessage(NamedTuple):
     values: dict
 
 
-def setup_stats(name: str, X, y, q, noise_multiplier: float):
-    """Worker-side setup (``PartySpec.setup``)."""
+def setup_stats(name: str, X, y, q, noise_multiplier: float, quantile_multiplier: float = 0.0,
+                compare_multiplier: float = 0.0, min_clip: float = 0.0):
+    """Worker-side setup (``PartySpec.setup``); ``min_clip``: the party's own floor (imposed by its policy)."""
     return StatsConfig(name, np.asarray(X, float), np.asarray(y, float), np.asarray(q, float),
-                       float(noise_multiplier)), None
+                       float(noise_multiplier), float(quantile_multiplier), float(compare_multiplier),
+                       float(min_clip)), None
+
+
+def model_predict(model: dict, X: np.ndarray) -> np.ndarray:
+    """Predictions of a released model (dict of public arrays, see :func:`stats_step` ``compare``) in the
+    response's units, clipped to its band: ``clip(a + b (clip(s(x)/scale, c_1)·w + w_0), band)``."""
+    from ..kernels.fpca import clip_rows
+
+    basis = model["basis"]
+    A = clip_rows(basis.scores(X) / model["score_scale"], model["clip"])
+    w = np.asarray(model["w"], float)
+    f = A @ w[: A.shape[1]] + (float(w[-1]) if w.size > A.shape[1] else 0.0)
+    lo, hi = model["band"]
+    return np.clip(model["y_loc"] + model["y_scale"] * f, lo, hi)
+
+
+def compare_sensitivity(model: dict) -> float:
+    """Δ₂ of Σ_j d_j (see :func:`pinball_difference`): 2κ·max(hi − p₀, p₀ − lo)/unit, from the public model."""
+    lo, hi = model["band"]
+    p0 = float(np.clip(model["constant"], lo, hi))
+    kappa = max(float(model["tau"]), 1.0 - float(model["tau"]))
+    return 2.0 * kappa * max(hi - p0, p0 - lo) / float(model["unit"])
+
+
+def pinball_difference(model: dict, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """d_j = (ρ_τ(y_j − p_j) − ρ_τ(y_j − p₀))/unit with p_j, p₀ clipped to the band: ρ_τ is κ-Lipschitz, so
+    |d_j| ≤ κ|p_j − p₀|/unit ≤ κ·max(hi − p₀, p₀ − lo)/unit whatever y_j is."""
+    from ..kernels.quantile import check_loss
+
+    lo, hi = model["band"]
+    p = model_predict(model, X)
+    p0 = float(np.clip(model["constant"], lo, hi))
+    tau = float(model["tau"])
+    return (check_loss(y - p, tau) - check_loss(y - p0, tau)) / float(model["unit"])
+
+
+def _check_request(cfg: StatsConfig, inbox: StatsRequest) -> None:
+    """The premises of a private stage's sensitivity that the hub's request carries (REDTEAM_POLICY R5b),
+    checked before anything is computed: a finite curve clip ≥ the party's floor (the clip itself is
+    underflow-free, ``fpca.clip_rows``), a finite response range with lo < hi (|v_j| ≤ 1), a finite
+    projection with orthonormal columns (PᵀP ≈ I: ‖Uᵀx̃‖ ≤ ‖x̃‖, so the ranges stage's radius still applies)
+    and a finite centre."""
+    from ..privacy.policy import PolicyRefusal
+
+    bad = []
+    cx = inbox.curve_clip
+    if not (isinstance(cx, (int, float, np.number)) and math.isfinite(float(cx))
+            and float(cx) >= max(cfg.min_clip, np.finfo(float).tiny)):
+        bad.append(f"curve_clip = {cx!r} (finite, ≥ {max(cfg.min_clip, np.finfo(float).tiny):g})")
+    if inbox.stage == "mean":
+        yr = inbox.y_range
+        if not (yr is not None and len(yr) == 2 and all(math.isfinite(float(v)) for v in yr)
+                and float(yr[1]) > float(yr[0]) and math.isfinite(float(yr[1]) - float(yr[0]))):
+            bad.append(f"y_range = {yr!r} (finite, lo < hi)")
+    P = inbox.projection
+    if P is not None:
+        P = np.asarray(P, dtype=float)
+        if not (P.ndim == 2 and P.shape[0] == cfg.X.shape[1] and np.all(np.isfinite(P))
+                and np.allclose(P.T @ P, np.eye(P.shape[1]), rtol=0.0, atol=1e-6)):
+            bad.append("projection (finite, (T, J) with orthonormal columns)")
+    if inbox.stage == "moments" and (inbox.center is None or not np.all(np.isfinite(inbox.center))):
+        bad.append("center (finite)")
+    if bad:
+        raise PolicyRefusal(f"party {cfg.name!r} refused the {inbox.stage!r} stage and released nothing: "
+                            + "; ".join(bad), "INVALID_ARGUMENT")
 
 
 def _hist(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     idx = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, edges.size - 2)
     return np.bincount(idx, minlength=edges.size - 1).astype(float)
+
+
+def _refuse_unnoised(cfg: StatsConfig, multiplier: float, stage: str) -> None:
+    """A private worker (noise_multiplier > 0) never releases a stage it holds no noise for."""
+    if cfg.noise_multiplier > 0 and not multiplier > 0:
+        from ..exceptions import PrivacyPreconditionError
+
+        raise PrivacyPreconditionError(f"{cfg.name}: stage {stage!r} requested but this private worker holds no noise "
+                                       "multiplier for it; refused (it would release an un-noised statistic).")
 
 
 def stats_step(cfg: StatsConfig, state, inbox: StatsRequest, *, rng: np.random.Generator):
@@ -132,6 +237,7 @@ def stats_step(cfg: StatsConfig, state, inbox: StatsRequest, *, rng: np.random.G
                 values[k] = values[k] + sigma * rng.standard_normal(values[k].shape)
             events.append(GaussianRelease(cfg.name, -2, sens, sigma, RECORD_REPLACE))
     elif inbox.stage == "mean":
+        _check_request(cfg, inbox)
         Z = F.scale_curves(cfg.X, cfg.q)
         if inbox.projection is not None:
             Z = Z @ inbox.projection
@@ -141,14 +247,36 @@ def stats_step(cfg: StatsConfig, state, inbox: StatsRequest, *, rng: np.random.G
         c, r = 0.5 * (lo + hi), 0.5 * (hi - lo)
         v = (np.clip(cfg.y, lo, hi) - c) / r  # |v_j| ≤ 1
         vec = np.concatenate([Zc.sum(0) / cx, [v.sum(), (v * v).sum(), (Zc * Zc).sum() / (cx * cx)]])
+        if not np.all(np.isfinite(vec)):  # e.g. a curve of non-finite values: nothing is released
+            from ..privacy.policy import PolicyRefusal
+
+            raise PolicyRefusal(f"party {cfg.name!r} refused the 'mean' stage: its sums are not finite (released "
+                                "nothing)", "FAILED_PRECONDITION")
         sens = math.sqrt(10.0)
         values["mean"] = vec + z * sens * rng.standard_normal(vec.shape)
         events.append(GaussianRelease(cfg.name, -2, sens, z * sens, RECORD_REPLACE))
+    elif inbox.stage == "quantile":
+        count = float(np.count_nonzero(cfg.y <= float(inbox.threshold)))  # Δ₂ = 1 (one replaced pair)
+        sigma = cfg.quantile_multiplier
+        _refuse_unnoised(cfg, sigma, "quantile")
+        values["count"] = np.array([count + sigma * float(rng.standard_normal())])
+        if sigma > 0:
+            events.append(GaussianRelease(cfg.name, -3, 1.0, sigma, RECORD_REPLACE))
+    elif inbox.stage == "compare":
+        model = inbox.model
+        d = pinball_difference(model, cfg.X, cfg.y)
+        sens = compare_sensitivity(model)  # |d_j| ≤ sens/2, enforced by the clips in pinball_difference
+        _refuse_unnoised(cfg, cfg.compare_multiplier, "compare")
+        sigma = cfg.compare_multiplier * sens
+        values["difference"] = np.array([float(d.sum()) + sigma * float(rng.standard_normal())])
+        if sigma > 0:
+            events.append(GaussianRelease(cfg.name, -4, sens, sigma, RECORD_REPLACE))
     elif inbox.stage == "moments":
         Z = F.scale_curves(cfg.X, cfg.q)
         if inbox.projection is not None:
             Z = Z @ inbox.projection
         if z > 0:
+            _check_request(cfg, inbox)
             c2 = float(inbox.curve_clip)
             U = F.clip_rows(Z - inbox.center, c2)  # ‖u_j‖ ≤ c₂: the premise of Δ = 4c₂²
             S = F.moment_sum(U, np.ones(U.shape[1]))
@@ -174,6 +302,11 @@ class StatsHubConfig:
     curve_clip: float | None = None  # public curve radius (no norm histogram needed)
     projection: np.ndarray | None = None
     n_total: int = 0  # Σ m_i (public)
+    tau: float | None = None  # private fits: the level of the DP τ-quantile (stage ``quantile``); None: skip it
+    quantile_steps: int = QUANTILE_STEPS
+    compare: dict | None = None  # a ``compare`` run: the released model (no other stage)
+    quantile_multiplier: float = 0.0  # z_q (the hub's threshold σ for the pooled count is not needed)
+    constant_only: bool = False  # private, too few curves for the budget: (ranges →) the DP τ-quantile only
 
 
 class StatsHubState(NamedTuple):
@@ -184,9 +317,14 @@ class StatsHubState(NamedTuple):
 
 
 def _first_request(cfg: StatsHubConfig) -> StatsRequest:
+    if cfg.compare is not None:
+        return StatsRequest("compare", model=cfg.compare)
     private = cfg.noise_multiplier > 0
     need_y = private and cfg.y_range is None
-    need_x = private and cfg.curve_clip is None
+    need_x = private and cfg.curve_clip is None and not cfg.constant_only
+    if cfg.constant_only and not need_y:
+        lo, hi = cfg.y_range
+        return StatsRequest("quantile", threshold=0.5 * (lo + hi))
     if need_y or need_x:
         return StatsRequest("ranges", y_hist=need_y, x_hist=need_x)
     if private:
@@ -195,15 +333,30 @@ def _first_request(cfg: StatsHubConfig) -> StatsRequest:
 
 
 def stats_rounds(cfg: StatsHubConfig) -> int:
-    """Number of engine rounds (= Gaussian releases per worker when private): 3, 2 (public bounds) or 1."""
-    if cfg.noise_multiplier <= 0:
+    """Number of engine rounds: 1 (non-private, or a ``compare`` run); private: ranges (unless both bounds
+    are public), mean, the bisection rounds of the DP τ-quantile (when ``tau`` is set) and moments."""
+    if cfg.compare is not None or cfg.noise_multiplier <= 0:
         return 1
+    q = int(cfg.quantile_steps) if cfg.tau is not None else 0
+    if cfg.constant_only:
+        return q + (1 if _first_request(cfg).stage == "ranges" else 0)
+    return (3 if _first_request(cfg).stage == "ranges" else 2) + q
+
+
+def one_shot_releases(cfg: StatsHubConfig) -> int:
+    """Gaussian releases per worker at ``noise_multiplier`` (ranges?, mean, moments); the bisection
+    counts are accounted separately (at ``quantile_multiplier``)."""
+    if cfg.noise_multiplier <= 0:
+        return 0
+    if cfg.constant_only:
+        return 1 if _first_request(cfg).stage == "ranges" else 0
     return 3 if _first_request(cfg).stage == "ranges" else 2
 
 
 def init_stats_hub(cfg: StatsHubConfig):
     req = _first_request(cfg)
-    st = StatsHubState(req.stage, cfg.y_range, cfg.curve_clip, {})
+    sums = {"bisect": (float(cfg.y_range[0]), float(cfg.y_range[1]), 0)} if req.stage == "quantile" else {}
+    st = StatsHubState(req.stage, cfg.y_range, cfg.curve_clip, sums)
     return st, {p: req for p in cfg.party_names}
 
 
@@ -262,7 +415,7 @@ def stats_hub_step(cfg: StatsHubConfig, state: StatsHubState, outboxes: Mapping[
     for p in cfg.party_names:
         for k, v in outboxes[p].values.items():
             total[k] = total.get(k, 0.0) + v
-    sums = dict(state.sums) | total
+    sums = dict(state.sums) | {k: v for k, v in total.items() if k != "count"}
     if state.stage == "ranges":
         sigma_pooled = cfg.noise_multiplier * math.sqrt(2.0 * (("y_hist" in total) + ("x_hist" in total)))
         sigma_pooled *= math.sqrt(len(cfg.party_names))
@@ -273,6 +426,10 @@ def stats_hub_step(cfg: StatsHubConfig, state: StatsHubState, outboxes: Mapping[
             sums["failed"] = str(exc)
         y_range = cfg.y_range if cfg.y_range is not None else y_range
         clip = cfg.curve_clip if cfg.curve_clip is not None else clip
+        if cfg.constant_only and "failed" not in sums:
+            sums["bisect"] = (float(y_range[0]), float(y_range[1]), 0)
+            req = StatsRequest("quantile", threshold=0.5 * (y_range[0] + y_range[1]))
+            return StatsHubState("quantile", y_range, clip, sums), {p: req for p in cfg.party_names}, []
         req = StatsRequest("mean", curve_clip=clip, projection=cfg.projection, y_range=y_range) \
             if "failed" not in sums else StatsRequest("done")
         return StatsHubState(req.stage, y_range, clip, sums), {p: req for p in cfg.party_names}, []
@@ -280,13 +437,57 @@ def stats_hub_step(cfg: StatsHubConfig, state: StatsHubState, outboxes: Mapping[
         n = float(cfg.n_total)
         mu, a, b, c2 = mean_and_spread(total["mean"], n, state.y_range, state.curve_clip)
         sums["center"], sums["response"], sums["centered_clip"] = mu, (a, b), c2
+        if cfg.tau is not None:  # DP τ-quantile by noisy bisection over the range
+            lo, hi = state.y_range
+            sums["bisect"] = (float(lo), float(hi), 0)
+            req = StatsRequest("quantile", threshold=0.5 * (lo + hi))
+            return StatsHubState("quantile", state.y_range, state.curve_clip, sums), {p: req for p in cfg.party_names}, []
         req = StatsRequest("moments", curve_clip=c2, projection=cfg.projection, center=mu)
+        return StatsHubState("moments", state.y_range, state.curve_clip, sums), {p: req for p in cfg.party_names}, []
+    if state.stage == "quantile":
+        lo, hi, b = state.sums["bisect"]
+        mid = 0.5 * (lo + hi)
+        if float(total["count"][0]) >= float(cfg.tau) * float(cfg.n_total):
+            hi = mid
+        else:
+            lo = mid
+        b += 1
+        sums["bisect"] = (lo, hi, b)
+        sums.pop("count", None)
+        if b < int(cfg.quantile_steps):
+            req = StatsRequest("quantile", threshold=0.5 * (lo + hi))
+            return StatsHubState("quantile", state.y_range, state.curve_clip, sums), {p: req for p in cfg.party_names}, []
+        sums["quantile"] = 0.5 * (lo + hi)
+        if cfg.constant_only:
+            return StatsHubState("done", state.y_range, state.curve_clip, sums), \
+                {p: StatsRequest("done") for p in cfg.party_names}, []
+        req = StatsRequest("moments", curve_clip=sums["centered_clip"], projection=cfg.projection, center=sums["center"])
         return StatsHubState("moments", state.y_range, state.curve_clip, sums), {p: req for p in cfg.party_names}, []
     return StatsHubState("done", state.y_range, state.curve_clip, sums), \
         {p: StatsRequest("done") for p in cfg.party_names}, []
 
 
 # ----------------------------------------------------------------------------- protocol (as data, for the network)
+def load_curve_data(path, params: Mapping):
+    """Party side of a ``PartyData`` reference (both functional protocols): this worker's own curve file
+    (``dpadmm.data.functional.load_functional_csv``: one row per curve, a response column, grid columns);
+    ``params["part"]`` = ``"curves"`` (the (m, T) curves, the default) or ``"y"`` (the responses)."""
+    from ..data.functional import load_functional_csv
+
+    response = str(params.get("response_column", params.get("label_column", "y")))
+    data = load_functional_csv(path, response_column=response, id_column=params.get("id_column", "id"))
+    return data.y if params.get("part") == "y" else data.curves
+
+
+def describe_curve_data(path, response_column: str | None = None, label_column: str = "y", id_column: str = "id",
+                        **_) -> dict:
+    """Public facts about a curve file, from its header only: the number of grid points."""
+    import pandas as pd
+
+    cols = list(pd.read_csv(path, nrows=0).columns)
+    return {"grid_points": len([c for c in cols if c not in (response_column or label_column, id_column)])}
+
+
 def _is_private(cfg: StatsConfig) -> bool:
     return cfg.noise_multiplier > 0
 
@@ -295,9 +496,11 @@ def _protocol():
     from ..protocol import Protocol
     from .policies import STATISTICS
 
+    from ..kernels.fpca import Basis
+
     return Protocol("functional-statistics", setup_stats, stats_step, None, handlers={},
-                    types=(StatsRequest, StatsMessage), private=_is_private, data_args=(1, 2),
-                    policy=STATISTICS)
+                    types=(StatsRequest, StatsMessage, Basis), private=_is_private, data_args=(1, 2),
+                    load=load_curve_data, describe=describe_curve_data, policy=STATISTICS)
 
 
 PROTOCOL = _protocol()

@@ -135,6 +135,24 @@ def zhang_epsilon_terms(*, C: float, B, degree, eta, alpha, c1: float = LOGISTIC
     return C * (1.4 * c1 + np.asarray(alpha)) / (np.asarray(eta) * V * B)
 
 
+def alpha_for_budget(target: float, *, C: float, B, degree, eta: np.ndarray, alpha_growth: float = 1.0,
+                     c1: float = LOGISTIC_C1) -> float:
+    """α(1) of the schedule α_i(t) = α(1)·q^{t−1} for which P(T) = max_i Σ_t C(1.4c_1 + α_i(t))/(η_i(t)V_iB_i)
+    [Zhang, Thm 4.1] equals ``target`` (P is affine in α(1); public inputs only). Raises
+    :class:`PrivacyPreconditionError` when even α → 0 spends more than ``target``."""
+    B = np.asarray(B, dtype=np.float64)[:, None]
+    V = np.asarray(degree, dtype=np.float64)[:, None]
+    q = float(alpha_growth) ** np.arange(eta.shape[1], dtype=np.float64)[None, :]
+    base = (C * 1.4 * c1 / (eta * V * B)).sum(axis=1)
+    slope = (C * q / (eta * V * B)).sum(axis=1)
+    a = float(np.min((float(target) - base) / slope))
+    if not a > 0:
+        raise PrivacyPreconditionError(
+            f"a budget of {target:g} is below what these settings spend without noise ({float(base.max()):.4g}: "
+            "C, the eta schedule, the node sizes and degrees); raise the budget, lower --C or grow --eta faster.")
+    return a
+
+
 # ----------------------------------------------------------------------------- the local solver
 def _pad(blocks: Sequence[np.ndarray], fill=0.0) -> np.ndarray:
     bmax = max(b.shape[0] for b in blocks)
@@ -558,6 +576,18 @@ def _is_private(cfg: BlockConfig) -> bool:
     return cfg.perturbation != "none"
 
 
+def peer_inbox(cfg: BlockConfig, state: BlockState, round_: int, neighbour_sum) -> NeighbourMessage:
+    """Peer to peer (one node per party): round ``round_``'s inbox from the sum of the neighbours' broadcasts
+    (``None`` in round 0, when every f_j(0) = 0)."""
+    S = np.zeros_like(state.f) if neighbour_sum is None else np.asarray(neighbour_sum, dtype=np.float64)[None, :]
+    return NeighbourMessage(round_, S)
+
+
+def peer_broadcast(outbox: ModelMessage) -> np.ndarray:
+    """Peer to peer: the node's broadcast f_i(t+1), sent to each of its neighbours."""
+    return np.asarray(outbox.f)[0]
+
+
 def _protocol():
     from ..protocol import Protocol
     from .policies import CONSENSUS
@@ -565,7 +595,7 @@ def _protocol():
     return Protocol("graph-consensus", setup_block, block_step, block_diagnostics, handlers={},
                     types=(NeighbourMessage, ModelMessage, BlockState), load=load_node_data,
                     describe=describe_node_data, model=block_coefs, private=_is_private, data_args=(1, 2),
-                    policy=CONSENSUS)
+                    policy=CONSENSUS, peer_to_peer=(peer_inbox, peer_broadcast))
 
 
 PROTOCOL = _protocol()

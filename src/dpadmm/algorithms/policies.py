@@ -38,6 +38,11 @@ def _finite_positive(party, what, v, allow_zero=False):
     return x
 
 
+#: public standardisation scales (functional score_scale, y_scale) a private party accepts: beyond them the
+#: standardised values leave the float range in which clipping and noise keep their relative precision
+SCALE_RANGE = (1e-100, 1e100)
+
+
 def _not_private(party, policy: PartyPolicy, how: str):
     if policy.private_work:
         raise refuse(party, "the run's privacy", how, "a private run (its operator started it with a budget or "
@@ -62,9 +67,9 @@ def _vertical_check(cfg, args, policy: PartyPolicy, party: str) -> None:
         if p.relation == "feature_column" and float(p.column_change) != policy.column_change:
             raise refuse(party, "the relation's constant column_change", p.column_change,
                          f"column_change = {policy.column_change:g}", "the change of one column the party protects")
-        _finite_positive(party, "the clip bound V of what the party receives", p.clip)
-        if p.clip_inf is not None:
-            _finite_positive(party, "the clip bound V_inf", p.clip_inf)
+        for what, v in (("the clip bound V of what the party receives", p.clip), ("the clip bound V_inf", p.clip_inf)):
+            if v is not None and _finite_positive(party, what, v) < policy.min_clip:
+                raise refuse(party, what, v, f"≥ {policy.min_clip:g} (min_clip)")
     if p.noise_multiplier is None:
         raise refuse(party, "the noise", f"noise_scale={p.noise_scale}", "a noise multiplier σ/Δ",
                      "the party calibrates σ to the sensitivity it computes itself")
@@ -77,6 +82,26 @@ def _vertical_check(cfg, args, policy: PartyPolicy, party: str) -> None:
         raise refuse(party, "the regulariser weight lam_sum", lam, f"lam_sum ≥ {policy.min_lam_sum:g}")
     if cfg.damping:
         raise refuse(party, "the damping", cfg.damping, "0 (the bound is about the undamped x-step)")
+
+
+def _vertical_prepare(args, policy: PartyPolicy):
+    """Row normalisation is the party's (``normalize_vertical_rows``, default off: rows clipped to ‖d_k‖ ≤ 1 in
+    ``setup_party``), imposed on every block it reads (training and eval) whatever the coordinator sent: it is not
+    1-Lipschitz, so under the feature-column relation a raw column change of norm 1 can become a block change of
+    spectral norm ≫ 1 (REDTEAM_POLICY R3)."""
+    if not policy.private_work:
+        return args
+
+    def own(obj):
+        if isinstance(obj, PartyData):
+            return PartyData(obj.key, dict(obj.params, normalize=bool(policy.normalize_vertical_rows)), obj.shape)
+        if isinstance(obj, list):
+            return [own(v) for v in obj]
+        if isinstance(obj, dict):
+            return {k: own(v) for k, v in obj.items()}
+        return obj
+
+    return own(list(args))
 
 
 def _vertical_price(cfg, rounds: int) -> RunPrice:
@@ -96,16 +121,18 @@ VERTICAL = PolicyHooks(
         "reg, lam_sum": "exactly L2 (½‖x‖²) with lam_sum > 0 and ≥ min_lam_sum",
         "damping": "0",
         "rows of the block": "clipped to ‖d_k‖ ≤ 1 at the party (setup_party)",
+        "normalize (row normalisation)": "the party's (normalize_vertical_rows, default off; only with the record "
+                                         "relation), imposed on every block it reads whatever the coordinator sends",
         "rounds": "declared at Setup, priced against the budget; more are refused",
     },
     coordinator={
-        "private.clip, private.clip_inf (V, V_inf)": "the party clips what it receives to them and scales σ with "
+        "private.clip, private.clip_inf (V, V_inf) (≥ min_clip)": "the party clips what it receives to them and scales σ with "
                                                      "the sensitivity they give (σ/Δ is fixed)",
         "rho (every round)": "enters the x-step and the sensitivity alike",
         "residual, dual (every round)": "clipped by the party to V (and V_inf)",
-        "solver, eval_blocks, ids, normalize": "computation and joining; no effect on σ/Δ",
+        "solver, eval_blocks, ids": "computation and joining; no effect on σ/Δ",
     },
-    check=_vertical_check, price=_vertical_price)
+    prepare=_vertical_prepare, check=_vertical_check, price=_vertical_price)
 
 
 # ----------------------------------------------------------------------------- graph consensus [Zhang]
@@ -201,9 +228,17 @@ def _functional_check(cfg, args, policy: PartyPolicy, party: str) -> None:
     clip = _finite_positive(party, "the score clip", clip)
     if policy.max_score_clip is not None and clip > policy.max_score_clip:
         raise refuse(party, "the score clip", clip, f"≤ {policy.max_score_clip:g} (max_score_clip)")
+    if clip < policy.min_clip:  # c1 ≥ clip below: the floor holds for c1 too (REDTEAM_POLICY R5)
+        raise refuse(party, "the score clip", clip, f"≥ {policy.min_clip:g} (min_clip)")
+    lo, hi = SCALE_RANGE
     scale = np.asarray(args[4], dtype=float)
-    if not (scale.size and np.all(np.isfinite(scale)) and np.all(scale > 0)):
-        raise refuse(party, "the score scale", "a non-positive or non-finite value", "finite positive values")
+    if not (scale.size and np.all(np.isfinite(scale)) and np.all((scale >= lo) & (scale <= hi))):
+        raise refuse(party, "the score scale", "a value outside [1e-100, 1e100] or non-finite",
+                     "finite values in [1e-100, 1e100]", "standardised scores must stay in the float range the clip "
+                     "works in")
+    if not (math.isfinite(float(args[5])) and lo <= float(args[6]) <= hi):
+        raise refuse(party, "the response's location and scale", (args[5], args[6]),
+                     "a finite location and a scale in [1e-100, 1e100]")
     need = math.hypot(clip, 1.0) if cfg.fit_intercept else clip
     if not cfg.c1 >= need * (1 - 1e-12):
         raise refuse(party, "c1 of the sensitivity", cfg.c1, f"c1 ≥ {need:.6g}, the norm bound its clipped scores "
@@ -215,6 +250,11 @@ def _functional_check(cfg, args, policy: PartyPolicy, party: str) -> None:
                      "the check loss's slopes τ and τ − 1 bound each score's influence")
     if not np.all(np.isfinite(lam) & (lam >= 0)):
         raise refuse(party, "the penalty weight lam", [float(v) for v in lam], "finite λ ≥ 0 (a convex local problem)")
+    from .functional_quantile import sensitivity_premises
+
+    bad = sensitivity_premises(cfg)  # and a convex penalty with l1_ratio ∈ [0, 1], … (REDTEAM_POLICY R4, R7)
+    if bad:
+        raise refuse(party, "the settings", "; ".join(bad), "what the sensitivity 2c1/(m(ρ+1/η)) is proved for")
     if not cfg.emit_events:
         raise refuse(party, "emit_events", False, "True (every release is accounted)")
     if cfg.local_step == "exact" and not cfg.newton_tol <= policy.max_newton_tol:
@@ -233,40 +273,73 @@ def _functional_price(cfg, rounds: int) -> RunPrice:
 FUNCTIONAL = PolicyHooks(
     party={
         "settings.noise_multiplier": "> 0 and ≥ the floor for every setting",
-        "clip (score clip)": "required, finite, ≤ max_score_clip if set",
+        "penalty, l1_ratio; settings.shift, eps_iter, delta_iter; step, local_step, c_w, c2, eta0":
+            "the bound's other premises: a known convex penalty with l1_ratio ∈ [0, 1], a finite shift, eps_iter > 0, "
+            "δ_iter ∈ (0, 1], known step rules, c_w, c2, η₀ finite > 0",
+        "clip (score clip)": "required, finite, ≥ min_clip (default 1e-12), ≤ max_score_clip if set; applied with "
+                             "underflow-free row norms",
+        "score_scale, y_loc, y_scale": "finite; the scales in [1e-100, 1e100] (the float range the clip works in)",
         "c1": "≥ the clipped scores' norm bound (√(clip² + 1) with the intercept)",
         "settings.tau, settings.lam": "0 < τ < 1 (bounds each score's influence); λ ≥ 0",
         "emit_events, newton_tol": "True; ≤ max_newton_tol for the exact step",
         "rounds": "declared at Setup, priced against the budget",
     },
     coordinator={
-        "basis, score_scale, y_loc, y_scale": "public standardisation; the clip bounds the scores whatever they are",
-        "rho (every round), c_w, c2, eta0, step, smooth": "enter the step and the sensitivity alike",
+        "basis, score_scale, y_loc, y_scale (within the party's range)": "public standardisation; the clip bounds "
+                                                                         "the scores whatever they are",
+        "rho (every round), c_w, c2, eta0, step, smooth": "enter the step and the sensitivity alike (within the "
+                                                          "party's checks: ρ finite > 0 with ρ + 1/η > 0 every round)",
         "w (every round)": "public; the bound covers any hub value",
     },
     check=_functional_check, price=_functional_price)
 
 
 # ----------------------------------------------------------------------------- functional pooled statistics
+def _stats_prepare(args, policy: PartyPolicy):
+    """The party's own floor on every round's curve clip: ``setup_stats``'s ``min_clip`` (after the name, the data,
+    q and the three multipliers), whatever the coordinator sent there."""
+    if not policy.private_work or len(args) < 5:
+        return args
+    args = list(args[:7])
+    return args + [0.0] * (7 - len(args)) + [policy.min_clip]
+
+
+def _stats_multipliers(cfg) -> list[float]:
+    """The worker's positive noise multipliers (statistics, DP-quantile counts, comparison)."""
+    return [float(v) for v in (cfg.noise_multiplier, getattr(cfg, "quantile_multiplier", 0.0),
+                               getattr(cfg, "compare_multiplier", 0.0)) if float(v) > 0]
+
+
 def _stats_check(cfg, args, policy: PartyPolicy, party: str) -> None:
     if not cfg.noise_multiplier > 0:
         return _not_private(party, policy, "noise_multiplier=0")
     if policy.private_work:
-        check_noise_multiplier(party, cfg.noise_multiplier, policy)
+        for z in _stats_multipliers(cfg):
+            check_noise_multiplier(party, z, policy)
 
 
 def _stats_price(cfg, rounds: int) -> RunPrice:
-    return RunPrice({float(cfg.noise_multiplier): int(rounds)}, 0.0, "record_replace")
+    # every round priced at the smallest multiplier the worker holds (the costliest release it may make);
+    # a stage whose multiplier is 0 is refused by the step in a private run
+    return RunPrice({min(_stats_multipliers(cfg) or [float(cfg.noise_multiplier)]): int(rounds)}, 0.0,
+                    "record_replace")
 
 
 STATISTICS = PolicyHooks(
     party={
-        "noise_multiplier": "> 0 and ≥ the floor",
-        "sensitivities (√2·parts, √10, 4c₂²)": "fixed by the party's code; enforced by its clips",
+        "noise_multiplier, quantile_multiplier, compare_multiplier": "> 0 and ≥ the floor (the latter two may be 0: "
+                                                                    "their stages are then refused)",
+        "sensitivities (√2·parts, √10, 4c₂², 1 per quantile count)": "fixed by the party's code; enforced by its "
+                                                                  "clips",
+        "compare sensitivity 2κ·max(hi − p₀, p₀ − lo)/unit": "computed by the party from the model it receives; "
+                                                            "enforced by clipping predictions to the band",
         "rounds (stages)": "declared at Setup, priced; a repeated stage is a release beyond the declaration",
+        "every round: curve_clip, y_range, projection, center": "curve_clip finite ≥ min_clip, y_range finite with "
+                                                                "lo < hi, projection finite with PᵀP ≈ I, center "
+                                                                "finite; a non-finite release is refused",
     },
     coordinator={
-        "stage, curve_clip, y_range, projection, center (every round)": "the party clips to them and scales the "
-                                                                        "noise with the sensitivity they give",
+        "stage, curve_clip, y_range, projection, center, threshold, model (every round, within the checks)":
+            "the party clips to them and scales the noise with the sensitivity they give",
     },
-    check=_stats_check, price=_stats_price)
+    prepare=_stats_prepare, check=_stats_check, price=_stats_price)

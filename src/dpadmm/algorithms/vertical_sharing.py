@@ -24,16 +24,9 @@ Iteration t (``s̃ = Σ_k D_k x̃_k``, the sum of the *shared* — possibly nois
     range(D_m)). Kept to reproduce the paper only: every release lies in range(D_m), a subspace that
     depends on the private data, so it is not DP for any δ < 1 (docs/algorithms.md §1 erratum); reports give ε = ∞.
 
-- DP, label side (``CoordinatorConfig.label_privacy``): the coordinator runs a *linearised*
-  z-step instead of [Hu, eq. 7–8] (beyond the paper): from the public score ``s = Σ_m ũ_m + b̃``
-  it sends every party ``g̃ = clip(ℓ'(s, Y)) + N(0, σ_L² I)`` — the value the dual takes at a fixed
-  point, ``y* = ℓ'(z*)`` — and residual 0, so the party's unchanged x-step becomes the Jacobi
-  majorise–minimise step ``x_m = argmin λ_s R + ⟨g̃, D_m x⟩ + ρ/2‖D_m x − ũ_m‖²`` (ρ ≥ M·sup ℓ''
-  makes it a majoriser). The public intercept b̃ moves by the noisy sum ``Σ g_i``. Given the
-  transcript, one label changes one coordinate of g and the sum: see
-  :func:`dpadmm.privacy.mechanisms.label_sensitivity`. After the last round the label party refits
-  its own block and intercept on the exact labels given the passive parties' shares
-  (:func:`refit_label_block`): that model never leaves the label party.
+- DP, label side: beyond the paper, in :mod:`dpadmm.algorithms.vertical_label` (the label party's
+  mechanisms, its exact refit and its choice against its own model). Party-side data (reading a
+  party's own file, bounding its rows): :mod:`dpadmm.algorithms.vertical_data`.
 
 Auditing (for ``dpadmm audit --end-to-end``): :func:`dpadmm.estimators.vertical.audit_fit` runs a
 whole private fit on a small instance (these step functions, through the engine) and returns exactly
@@ -64,12 +57,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..kernels.linalg import CGSolver, XStepSolver, make_solver
+from ..kernels.norms import safe_norm
 from ..kernels.losses import Loss
 from ..kernels.regularizers import Regularizer, soft_threshold
-from ..privacy.events import FEATURE_COLUMN, LABEL_CHANGE, RECORD_REPLACE, GaussianRelease
+from ..privacy.events import FEATURE_COLUMN, RECORD_REPLACE, GaussianRelease
 from ..privacy.mechanisms import (
     clip_share_input, hu_sensitivity, isotropic_gaussian, label_sensitivity, range_gaussian, ridge_share_sensitivity,
 )
+from .vertical_data import _local, clip_rows
 
 MECHANISMS = ("gaussian", "paper")
 RELATIONS = {"feature_column": FEATURE_COLUMN, "record": RECORD_REPLACE}
@@ -245,14 +240,20 @@ def sensitivity(cfg: PartyConfig, rho: float, v: np.ndarray | None = None) -> fl
     any ``‖v‖ ≤ V``, ``‖v‖_∞ ≤ V_∞``; v is a function of the transcript alone, so its own norms are
     valid (and public) values of V and V_∞ — the noise then scales with what the party actually
     received (zero for the all-zero first inbox, whose share 0 does not depend on the data).
-    Without ``v``: the clip bounds.
+    Without ``v``: the clip bounds. Enforced here: V = 0 only for a v that is exactly 0, else
+    ``V = min(clip, max(‖v‖, 1e-12·clip))`` with an underflow-free ‖v‖ (any V ≥ ‖v‖ is valid; the floor
+    keeps σ a normal float: a v of entries 1e-200 got V = 0 and an un-noised, uncharged release,
+    REDTEAM_POLICY R1); the party refuses to send a non-zero share charged at sensitivity 0
+    (``PartyService._step``).
     """
     p = cfg.privacy
     if p.mechanism == "gaussian":
         V, V_inf = p.clip, p.clip_inf
         if v is not None:
-            V = min(V, float(np.linalg.norm(v)))
-            V_inf = None if V_inf is None else min(V_inf, float(np.max(np.abs(v), initial=0.0)))
+            zero = not np.any(v)
+            V = 0.0 if zero else min(V, max(float(safe_norm(v)), 1e-12 * V))
+            if V_inf is not None:
+                V_inf = 0.0 if zero else min(V_inf, max(float(np.max(np.abs(v))), 1e-12 * V_inf))
         return ridge_share_sensitivity(relation=p.relation, V=V, lam_sum=cfg.lam_sum, rho=rho,
                                        V_inf=V_inf, column_change=p.column_change)
     b = p.bounds
@@ -301,6 +302,10 @@ def release(cfg: PartyConfig, share: np.ndarray, rho: float, round_: int, *, rng
     if cfg.privacy is None:
         return share, []
     C = sensitivity(cfg, rho, v)
+    if not C > 0 and np.any(share):  # only an exactly-zero share is data-independent (REDTEAM_POLICY R1)
+        from ..exceptions import PrivacyPreconditionError
+
+        raise PrivacyPreconditionError(f"party {cfg.name!r}: a non-zero share at sensitivity {C}; nothing released")
     p = cfg.privacy
     sigma = p.noise_scale if p.noise_scale is not None else p.noise_multiplier * C
     if p.mechanism == "gaussian":
@@ -337,18 +342,6 @@ def party_coef(cfg: PartyConfig, state: PartyState) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- coordinator
-@dataclass(frozen=True)
-class LabelPrivacy:
-    """The coordinator's label-side mechanism: ``noise_multiplier`` (σ_L / sensitivity) or a raw
-    ``noise_scale``; ``clip`` C bounds |ℓ'| coordinatewise (a no-op for the logistic loss, whose
-    label gap is 1 anyway); see :func:`dpadmm.privacy.mechanisms.label_sensitivity`."""
-
-    noise_multiplier: float | None = None
-    noise_scale: float | None = None
-    clip: float = 1.0
-    rounds: int | None = None  # the run's T: round T releases nothing (no party step would use it)
-
-
 @dataclass(frozen=True, eq=False)
 class CoordinatorConfig:
     """What the coordinator (the label holder) holds: labels and public hyperparameters."""
@@ -425,45 +418,14 @@ def _z_step(cfg: CoordinatorConfig, centre: np.ndarray, rho: float, z0: np.ndarr
     return w - b, b
 
 
-def label_private_step(cfg: CoordinatorConfig, state: CoordinatorState, outboxes: Mapping[str, PartyMessage], *,
-                       rng: np.random.Generator):
-    """The label-private coordinator (module docstring): linearised z-step, noisy clipped gradient.
-
-    Relation: one training label changes. Premise (given the transcript, s does not depend on the
-    labels): ``total`` is the sum of the parties' released shares and ``state.intercept`` the public
-    intercept b̃, itself moved only by earlier noisy sums. ``g_i = clip(ℓ'(s_i, Y_i), −C, C)`` then
-    depends on Y_i alone, and so does ``Σ g_i``: the pair has ℓ2 sensitivity
-    ``label_sensitivity()`` (√2·W, W = 1 for the logistic loss). Emits one ``GaussianRelease`` of
-    party ``"coordinator"`` under the label relation per round.
-    """
-    lp = cfg.label_privacy
-    rho = state.rho
-    n = cfg.labels.shape[0]
-    total = sum(outboxes[name].share for name in cfg.party_names)
-    s = total + state.intercept
-    g = np.clip(cfg.loss.grad(s, cfg.labels), -lp.clip, lp.clip)  # clip: premise of the sensitivity
-    C = cfg.label_sensitivity()
-    sigma = lp.noise_scale if lp.noise_scale is not None else lp.noise_multiplier * C
-    t = state.round + 1
-    own = outboxes[cfg.party_names[0]].share
-    b = state.intercept
-    if lp.rounds is not None and t >= lp.rounds:  # last round: nothing would use a release, so none is made
-        new_state = CoordinatorState(t, s, g, total, rho, np.inf, np.inf, b, passive_total=total - own)
-        return new_state, {name: CoordinatorMessage(t, np.zeros(n), np.zeros(n), rho) for name in cfg.party_names}, []
-    g_noisy = g + sigma * rng.standard_normal(n)
-    if cfg.fit_intercept:  # majorise–minimise step of the intercept from the noisy sum
-        b = b - float(g.sum() + sigma * rng.standard_normal()) / (rho * n)
-    new_state = CoordinatorState(t, s, g, total, rho, np.inf, np.inf, b, passive_total=total - own)
-    msg = CoordinatorMessage(t, np.zeros(n), g_noisy, rho)  # residual 0: the party's step is the MM step
-    return new_state, {name: msg for name in cfg.party_names}, [GaussianRelease("coordinator", t, C, sigma, LABEL_CHANGE)]
-
-
 def coordinator_step(cfg: CoordinatorConfig, state: CoordinatorState, outboxes: Mapping[str, PartyMessage], *, rng):
     """z-update [Hu, eq. 7] (all N scalar problems at once), dual update [Hu, eq. 8], residual balancing.
 
     With ``cfg.label_privacy`` set, the label-private step (:func:`label_private_step`) instead.
     """
     if cfg.label_privacy is not None:
+        from .vertical_label import label_private_step
+
         return label_private_step(cfg, state, outboxes, rng=rng)
     rho = state.rho
     total = sum(outboxes[name].share for name in cfg.party_names)
@@ -513,11 +475,7 @@ def coordinator_metrics(cfg: CoordinatorConfig, state: CoordinatorState, diagnos
     return out
 
 
-def _local(block):
-    """An array, or a source the party reads itself (e.g. :class:`dpadmm.data.remote.PartyFile`)."""
-    return block.load() if hasattr(block, "load") else block
-
-
+# ----------------------------------------------------------------------------- party setup and protocol
 def setup_party(name: str, D, options: Mapping[str, Any]):
     """Worker-side setup (``PartySpec.setup``): build the party from its own block.
 
@@ -555,113 +513,6 @@ def eval_score(cfg: PartyConfig, state: PartyState, key: str) -> np.ndarray:
     return cfg.eval_blocks[key] @ state.x
 
 
-def clip_rows(D, radius: float = 1.0):
-    """Rows scaled to ``‖d_k‖ ≤ radius`` (rows already inside are unchanged; sparse stays sparse)."""
-    if sp.issparse(D):
-        D = sp.csr_matrix(D, dtype=np.float64)
-        norms = np.sqrt(np.asarray(D.multiply(D).sum(axis=1)).ravel())
-        scale = np.minimum(1.0, radius / np.maximum(norms, 1e-300))
-        return sp.diags(scale) @ D
-    D = np.asarray(D, dtype=np.float64)
-    norms = np.linalg.norm(D, axis=1)
-    scale = np.minimum(1.0, radius / np.maximum(norms, 1e-300))
-    return D * scale[:, None]
-
-
-def _newton_refit(f, A, base, labels, loss, pen, w):
-    """Damped Newton on the small refit objective ``f`` (value, gradient) over the columns of A:
-    Hessian ``Aᵀ diag(ℓ''/n) A + λ diag(pen)`` formed once per step in O(nnz·k); backtracking keeps
-    every step a descent."""
-    n, k = A.shape
-    val, grad = f(w)
-    for _ in range(100):
-        h = loss.hess(A @ w + base, labels) / n
-        H = A.T @ (A.multiply(h[:, None]) if sp.issparse(A) else A * h[:, None])
-        H = np.asarray(H.toarray() if sp.issparse(H) else H) + np.diag(pen) + 1e-12 * np.eye(k)
-        step = np.linalg.solve(H, grad)
-        t = 1.0
-        while True:
-            w_new = w - t * step
-            v_new, g_new = f(w_new)
-            if v_new <= val - 1e-4 * t * float(grad @ step) or t < 1e-10:
-                break
-            t *= 0.5
-        done = abs(val - v_new) <= 1e-15 * max(1.0, abs(val)) or float(np.abs(g_new).max()) <= 1e-12
-        w, val, grad = w_new, v_new, g_new
-        if done:
-            break
-    return w
-
-
-def refit_label_block(cfg: PartyConfig, state: PartyState, offset: np.ndarray, loss: str,
-                      fit_intercept: bool, intercept0: float = 0.0, weigh_offset: bool = False) -> dict:
-    """The label party's exact refit after a private run (runs at the label party only).
-
-    ``argmin_{x, b, α} Σ_i ℓ(d_iᵀx + b + α o_i, Y_i) + λ_s/2‖x‖²`` with o = the sum of the other
-    parties' last shares (as the coordinator received them). The weight α on the other parties'
-    contribution (fitted only with ``weigh_offset``, i.e. when the shares carry feature-side noise; else
-    α = 1) lets the label party discount noisy shares (α → 0 falls back to the label party alone). The label party's own block may use its labels
-    exactly; the result (its model, b, α, its eval-set partial scores) stays with the label party and is
-    never sent to a passive party. At prediction the label party weighs the passive partial scores by α.
-    Newton for small blocks, L-BFGS otherwise; O(nnz) per evaluation.
-    """
-    from scipy.optimize import minimize
-
-    from ..exceptions import ProtocolError
-    from ..kernels.losses import get_loss
-
-    if cfg.labels is None:  # a passive party never fits a model of its block to labels someone sends it
-        raise ProtocolError(f"party {cfg.name!r} refused 'refit': it holds no labels of its own (only the label "
-                            "party refits its block)")
-    labels = cfg.labels
-    loss = get_loss(loss)  # by name: only plain data crosses to the party
-    D = cfg.D
-    n, d = D.shape
-    lam = cfg.lam_sum / n
-    offset = np.asarray(offset, dtype=np.float64)
-    extra = ([np.ones(n)] if fit_intercept else []) + ([offset] if weigh_offset else [])
-    base = np.zeros(n) if weigh_offset else offset  # the fixed part of every score
-    E = np.column_stack(extra) if extra else np.zeros((n, 0))
-    A = sp.hstack([sp.csr_matrix(D), sp.csr_matrix(E)], format="csr") if sp.issparse(D) else np.hstack([D, E])
-    AT = A.T.tocsr() if sp.issparse(A) else A.T
-    pen = np.r_[np.full(d, lam), np.zeros(E.shape[1])]
-
-    def f(w):
-        s = A @ w + base
-        val = float(np.mean(loss.value(s, labels))) + 0.5 * float(pen @ (w * w))
-        grad = np.asarray(AT @ (loss.grad(s, labels) / n)).ravel() + pen * w
-        return val, grad
-
-    w0 = np.r_[state.x, [intercept0] if fit_intercept else [], [1.0] if weigh_offset else []]
-    if A.shape[1] <= 1000:
-        w = _newton_refit(f, A, base, labels, loss, pen, w0)
-    else:
-        w = minimize(f, w0, jac=True, method="L-BFGS-B", options={"maxiter": 5000, "gtol": 1e-10, "ftol": 1e-14}).x
-    x = w[:d]
-    alpha = float(w[-1]) if weigh_offset else 1.0
-    return {"coef": x, "intercept": float(w[d]) if fit_intercept else 0.0,
-            "passive_weight": alpha,
-            "eval_scores": {k: B @ x for k, B in cfg.eval_blocks.items()}}
-
-
-# ----------------------------------------------------------------------------- protocol (as data, for the network)
-def load_party_data(path, params: Mapping[str, Any]):
-    """Party side of a ``PartyData`` reference: read this party's own CSV, joined on the coordinator's ids."""
-    from ..data.remote import PartyFile
-
-    return PartyFile(str(path), int(params.get("index", 2)), np.asarray(params["ids"]), int(params["n_features"]),
-                     str(params.get("id_column", "id")), str(params.get("label_column", "y")),
-                     bool(params.get("normalize", False))).load()
-
-
-def describe_party_data(path, id_column: str = "id", label_column: str = "y") -> dict:
-    """Public facts about a party file: its feature-column count (the header only)."""
-    import pandas as pd
-
-    cols = list(pd.read_csv(path, nrows=0).columns)
-    return {"columns": len([c for c in cols if c not in (id_column, label_column)])}
-
-
 def _is_private(cfg: PartyConfig) -> bool:
     return cfg.privacy is not None
 
@@ -669,6 +520,8 @@ def _is_private(cfg: PartyConfig) -> bool:
 def _protocol():
     from ..protocol import Protocol
     from .policies import VERTICAL
+    from .vertical_data import describe_party_data, load_party_data
+    from .vertical_label import refit_label_block
 
     return Protocol("vertical-sharing", setup_party, party_step, party_diagnostics,
                     handlers={"score": eval_score, "rank": party_rank, "refit": refit_label_block},
@@ -678,3 +531,17 @@ def _protocol():
 
 
 PROTOCOL = _protocol()
+
+
+#: names that moved to :mod:`.vertical_label` / :mod:`.vertical_data` (still importable from here)
+_MOVED = {"LabelPrivacy": "vertical_label", "label_private_step": "vertical_label",
+          "refit_label_block": "vertical_label", "load_party_data": "vertical_data",
+          "describe_party_data": "vertical_data"}
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_MOVED[name]}", __package__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -168,10 +168,40 @@ def decode(data: bytes, types: Iterable[type] = (), *, allowed: dict[str, type] 
     return dec(header["t"])
 
 
+_SCALARS = {bool: ("bool", 1), int: ("int64", 8), float: ("float64", 8)}
+
+
+def _summarize_fast(obj: Any, prefix: str, out: list) -> bool:
+    """The common case of :func:`summarize` without the generic flattening (arrays, scalars, strings,
+    NamedTuples, dicts, lists); False when something else is inside (then the generic path runs)."""
+    t = type(obj)
+    if t is np.ndarray:
+        out.append({"name": prefix or "value", "shape": list(obj.shape), "dtype": str(obj.dtype), "bytes": int(obj.nbytes)})
+    elif t in _SCALARS:
+        dt, nb = _SCALARS[t]
+        out.append({"name": prefix or "value", "shape": [], "dtype": dt, "bytes": nb})
+    elif t is str:
+        out.append({"name": prefix or "value", "shape": [len(obj)], "dtype": "str", "bytes": len(obj)})
+    elif obj is None:
+        pass
+    elif t is dict:
+        return all(_summarize_fast(v, f"{prefix}.{k}" if prefix else str(k), out) for k, v in obj.items())
+    elif isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return all(_summarize_fast(v, f"{prefix}.{k}" if prefix else k, out) for k, v in zip(obj._fields, obj))
+    elif t in (list, tuple):
+        return all(_summarize_fast(v, f"{prefix}.{i}" if prefix else str(i), out) for i, v in enumerate(obj))
+    else:
+        return False
+    return True
+
+
 def summarize(obj: Any) -> list[dict]:
     """``[{name, shape, dtype, bytes}]`` of every leaf — what an audit log records (never values)."""
     from .transcript import describe, flatten
 
+    out: list = []
+    if _summarize_fast(obj, "", out):
+        return out
     out = []
     for name, leaf in flatten(obj):
         if dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):

@@ -122,6 +122,7 @@ class PartyService:
                                              if self.policy.budgeted else "NONE (no ledger; the coordinator's report "
                                                                           "is the only account)"))}) + "\n")
         self.finished = threading.Event()
+        self._seen_peers: set = set()  # callers seen (a new one is logged once: "connected")
         self._reset()
         self.facts = {}
         for key, path in self.data.items():
@@ -189,6 +190,12 @@ class PartyService:
                 self.echo(f"error in {method}: {reason}")
             raise
         self.audit(peer, method, "ok", "", request, reply, nbytes=len(payload), budget=self._budget_note)
+        if self.echo is not None:  # state changes only (connected, run started/resumed/ended), never a heartbeat
+            from .grpc_ops import state_line
+
+            line = state_line(self, method, peer, reply)
+            if line:
+                self.echo(line)
         return data
 
     def _need_setup(self, method):
@@ -196,10 +203,20 @@ class PartyService:
             raise _Refused(f"party {self.name!r} refused {method}: no run is set up (call Setup first)",
                            "FAILED_PRECONDITION")
 
+    def _served(self, protocol=None) -> set:
+        """The declared requests this party answers for ``protocol``: the operator's --requests (default: all
+        declared but refit); an alignment protocol's requests (PSI) are its messages, always served."""
+        proto = protocol or self.protocol
+        if proto.alignment:
+            return set(proto.handlers)
+        base = set(proto.handlers) - {"refit"} if self.requests is None else self.requests
+        return base & set(proto.handlers)
+
     def _hello(self, req):
         return {"name": self.name, "protocol": self.protocol.name, "protocols": sorted(self.protocols),
                 "version": WIRE_VERSION, "data": self.facts,
-                "requests": sorted(self.protocol.handlers), "monitoring_in_private_runs": self.allow_monitoring}
+                "requests": sorted(set().union(*(self._served(p) for p in self.protocols.values()))),
+                "monitoring_in_private_runs": self.allow_monitoring}
 
     def _localise(self, obj):
         """Replace every PartyData reference by the block read from this party's own file."""
@@ -207,7 +224,16 @@ class PartyService:
             if obj.key not in self.data:
                 raise _Refused(f"party {self.name!r} has no data {obj.key!r} (it was started with "
                                f"{sorted(self.data)}; add --data {obj.key}=FILE)", "FAILED_PRECONDITION")
-            return self.protocol.load(self.data[obj.key], dict(obj.params, **self.describe_options))
+            params = dict(obj.params, **self.describe_options)
+            if params.pop("psi", False):  # rows of the PSI intersection, in its order: from this party's own alignment
+                from ..data.psi import aligned_ids
+                from ..exceptions import ProtocolError
+
+                try:
+                    params.update(ids=aligned_ids(self.data[obj.key]), subset=True)
+                except ProtocolError as exc:
+                    raise _Refused(f"party {self.name!r}: {exc}", "FAILED_PRECONDITION") from None
+            return self.protocol.load(self.data[obj.key], params)
         if isinstance(obj, list):
             return [self._localise(v) for v in obj]
         if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
@@ -255,6 +281,8 @@ class PartyService:
     def _admit(self, req, args) -> dict | None:
         """The party's policy on a set-up run, before anything is released: its checks, the declared rounds,
         and (with a budget) the price of the whole run against what is left (:mod:`dpadmm.privacy.policy`)."""
+        if self.protocol.alignment or not self.protocol.rounds:
+            return None  # PSI / scoring: no rounds to price; their own refusals govern what leaves (score: private runs)
         if self.private_only and not self.private:
             why = (f"its operator gave it a privacy budget (--max-epsilon {self.budget.max_epsilon:g}) and an un-noised "
                    "release has ε = ∞") if self.budget is not None else "its operator started it with --private-only"
@@ -286,7 +314,13 @@ class PartyService:
 
     def _step(self, req):
         self._need_setup("Step")
-        t = int(req["round"])
+        t = req.get("round")
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t != self.rounds:
+            # strictly the next round (Setup: 0, Restore: the checkpoint's + 1): no replayed or negative index, so
+            # no zero-cost round can be served twice and no schedule is indexed from its end (REDTEAM_POLICY R2)
+            raise _Refused(f"party {self.name!r} refused round index {t!r} and sent nothing: the next round is "
+                           f"{self.rounds} (rounds are served once, in order)", "INVALID_ARGUMENT")
+        t = int(t)
         if self.max_rounds is not None and (self.steps >= self.max_rounds or t >= self.max_rounds):
             raise _Refused(f"party {self.name!r} refused round {t + 1}: its operator allows at most "
                            f"{self.max_rounds} rounds per run (--max-rounds)")
@@ -297,8 +331,13 @@ class PartyService:
         rng = self.rng if self.rng is not None else np.random.default_rng(
             np.random.SeedSequence(self.noise_seed, spawn_key=(self.index, t)))
         state, outbox, events = self.protocol.step(self.cfg, self.state, req["inbox"], rng=rng)
+        if self.private and _free_release(events) and not _all_zero(outbox):
+            raise _Refused(f"party {self.name!r} refused round {t + 1} and sent nothing: its step priced a non-zero "
+                           "message at sensitivity 0 (an un-noised release; only an all-zero message is free)")
         if self.budget is not None:  # within the run priced at Setup? recorded before the reply leaves (O(1))
-            self._budget_note = self.budget.charge(events, private_step=self.private, round_=t)
+            # a message with no non-zero number (e.g. the statistics' "done" after failed ranges) needs no event
+            self._budget_note = self.budget.charge(events, private_step=self.private and not _all_zero(outbox),
+                                                   round_=t)
         self.state = state
         self.rounds = t + 1
         return {"outbox": outbox, "events": list(events)}
@@ -307,13 +346,14 @@ class PartyService:
         self._need_setup("Request")
         handler = req.get("handler")
         fn = self.protocol.handlers.get(handler) if isinstance(handler, str) else None
-        served = set(self.protocol.handlers) - {"refit"} if self.requests is None else self.requests
+        served = self._served()
         if fn is not None and handler not in served:
             raise _Refused(f"party {self.name!r} refused request {handler!r}: its operator serves only {sorted(served)} "
                            "(--requests)")
-        if fn is not None and handler == "score" and self.private and not self.allow_monitoring:
-            raise _Refused(f"party {self.name!r} refused request 'score' in a private run (un-noised partial scores); "
-                           "its operator can opt in with --allow-monitoring")
+        if fn is not None and handler in ("score", "rank") and self.private and not self.allow_monitoring:
+            # un-noised and data-dependent: partial scores; the block's numerical rank (REDTEAM_POLICY R6)
+            raise _Refused(f"party {self.name!r} refused request {handler!r} in a private run (un-noised values of its "
+                           "data); its operator can opt in with --allow-monitoring")
         if fn is None:
             raise _Refused(f"party {self.name!r} refused request {handler!r}: protocol {self.protocol.name!r} declares "
                            f"only {sorted(self.protocol.handlers)} (a party's model and data never leave it)")
@@ -399,6 +439,30 @@ class PartyService:
             pass
 
 
+def _free_release(events) -> bool:
+    """Whether a step released un-noised at sensitivity 0: free only if the message is exactly 0 (a release with
+    σ > 0 at sensitivity 0 is noise around a zero the step itself checks, e.g. ``vertical_sharing.release``)."""
+    from ..privacy.events import GaussianRelease
+
+    return any(isinstance(e, GaussianRelease) and not float(e.sensitivity) > 0 and not float(e.sigma) > 0
+               for e in events)
+
+
+def _all_zero(obj) -> bool:
+    """Every number in a (nested) message is exactly 0 (REDTEAM_POLICY R1: a release charged at sensitivity 0
+    must carry nothing; a vector of entries 1e-200 is not nothing)."""
+    if isinstance(obj, (np.ndarray, float, int, np.number)):
+        a = np.asarray(obj)
+        return a.dtype.kind in "biufc" and not np.any(a)  # other arrays (e.g. strings): not known to be empty
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return all(_all_zero(getattr(obj, f.name)) for f in dataclasses.fields(obj))
+    if isinstance(obj, dict):
+        return all(_all_zero(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):  # NamedTuple messages too
+        return all(_all_zero(v) for v in obj)
+    return True  # strings, None: no data-dependent number
+
+
 def _holds_arrays(obj) -> bool:
     if isinstance(obj, np.ndarray):
         return True
@@ -439,8 +503,14 @@ def make_server(service: PartyService, listen: str, tls=None, *, max_workers: in
                               else type(exc).__name__)
         return grpc.unary_unary_rpc_method_handler(call)
 
-    handler = grpc.method_handlers_generic_handler(SERVICE, {m: method(m) for m in METHODS})
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), handlers=(handler,),
+    from .grpc_ops import unknown_method_handler
+
+    from .grpc_stream import STREAM_METHOD, stream_handler
+
+    handler = grpc.method_handlers_generic_handler(SERVICE, {**{m: method(m) for m in getattr(service, "methods", METHODS)},
+                                                             STREAM_METHOD: stream_handler(service, aio=False)})
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
+                         handlers=(handler, unknown_method_handler(service, aio=False)),
                          options=CHANNEL_OPTIONS, maximum_concurrent_rpcs=None)
     if tls is None:
         port = server.add_insecure_port(listen)
@@ -483,7 +553,14 @@ def serve(service: PartyService, listen: str, tls=None, *, once: bool = False, r
 
     async def main():
         server = grpc.aio.server(options=CHANNEL_OPTIONS)
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, {m: method(m) for m in METHODS}),))
+        from .grpc_ops import unknown_method_handler
+
+        from .grpc_stream import STREAM_METHOD, stream_handler
+
+        served = {**{m: method(m) for m in getattr(service, "methods", METHODS)},
+                  STREAM_METHOD: stream_handler(service, aio=True)}
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, served),
+                                         unknown_method_handler(service, aio=True)))
         if tls is None:
             port = server.add_insecure_port(listen)
         else:

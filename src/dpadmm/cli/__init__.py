@@ -50,6 +50,7 @@ from . import functional as _functional  # noqa: E402,F401
 from . import audit as _audit  # noqa: E402,F401
 from . import consensus as _consensus  # noqa: E402,F401
 from . import party as _party  # noqa: E402,F401  (party serve, provision; grpc imported lazily)
+from . import score as _score  # noqa: E402,F401  (distributed scoring of new records, grpc)
 
 
 def main(argv=None) -> int:
@@ -98,7 +99,8 @@ def _dispatch(argv: list[str]) -> int:
     label = "dpadmm " + " ".join(a for a in argv[:2] if not a.startswith("-"))
     try:
         check_argv(argv)  # every numeric option in its range, before any work (and in CLI terms)
-        with ambient_heartbeat(label.strip(), enabled="--quiet" not in argv):  # no long run is silent on a pipe
+        # no long run is silent on a pipe; a party server logs its state changes instead of a heartbeat
+        with ambient_heartbeat(label.strip(), enabled="--quiet" not in argv and argv[:2] != ["party", "serve"]):
             rv = app(args=argv, prog_name="dpadmm", standalone_mode=False)
     except DPADMMError as exc:
         from ._backend import restore_stderr

@@ -120,7 +120,7 @@ def demo(
         rows = []
         for name, m in private.items():
             f = m["final"]
-            rows.append((f"private ADMM sharing, {name} (T={f['iterations']})", f,
+            rows.append((f"private, {name} (T={f['iterations']})", f,
                          "labels + features" if epsilon else "labels; features visible"))
         rows += [
             (f"ADMM sharing, non-private (T={DEMO_NONPRIVATE_ITERATIONS})", nonpriv["final"],

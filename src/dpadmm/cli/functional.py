@@ -106,13 +106,24 @@ def _plot(path: Path, model, data, baseline) -> None:
     plt.close(fig)
 
 
+def _advice(model, components: int) -> str:
+    """What to try next — only options this command accepts for this kind of run."""
+    fewer = f"--components {max(2, components // 2)}" if components > 2 else "--components 2"
+    if model.privacy_ is not None:
+        return (f"try a larger budget (--total-epsilon), more curves per worker or fewer workers (--workers), or "
+                f"{fewer}; with a DP constant handed over, the gap to the trivial model is the price of the DP "
+                "quantile at this size.")
+    return f"try --method exact, {fewer} or a different --basis (fpca, bspline, fourier)."
+
+
 @app.command()
 def functional(
     train: Optional[Path] = typer.Option(None, help="Training CSV: one row per curve (response + grid columns)."),
     test: Optional[Path] = typer.Option(None, help="Test CSV in the same format."),
     simulate: bool = typer.Option(False, "--simulate", help="Use the simulation of [Zhou, §5] instead of files."),
     dataset: Optional[str] = typer.Option(None, help="Real dataset (no download): fertility (World Bank, via statsmodels), "
-                                                   "tecator (meat spectra -> fat %), temperature (hourly curves -> next-day max, F)."),
+                                                   "tecator (meat spectra -> fat %), temperature (hourly curves -> next-day max, F), "
+                                                   "elnino (monthly sea temperatures -> next year's mean, C)."),
     n: int = typer.Option(20_000, help="Number of simulated curves (with --simulate)."),
     test_fraction: float = typer.Option(0.2, help="Held-out share for --simulate/--dataset or --train without --test."),
     response_column: str = typer.Option("y", help="Response column of the CSV files."),
@@ -224,6 +235,11 @@ def functional(
                  "baseline_test_pinball_loss": base.get("test_pinball_loss"),
                  "baseline_train_pinball_loss": base["train_pinball_loss"],
                  "constant_train_pinball_loss": model.constant_pinball_loss_,
+                 "handed_over": model.fallback_ or "model",
+                 "dp_constant": model.dp_constant_,
+                 "prediction_range": list(model.y_range_),
+                 "test_predictions_in_range": float(np.mean((model.predict(te.curves) >= model.y_range_[0])
+                                                            & (model.predict(te.curves) <= model.y_range_[1]))),
                  "worse_than_constant": model.worse_than_constant_,
                  "converged": model.converged_,
                  "clipped_fraction": model.clipped_fraction_}
@@ -265,9 +281,23 @@ def functional(
         if "mise" in final:
             line += f"  MISE: {final['mise']:.4f} (centralised QR: {final['baseline_mise']:.4f})"
         console.print(line)
-        if model.worse_than_constant_:
+        if model.worse_than_constant_ and model.fallback_ != "dp-constant":
             console.print(f"[yellow]warning:[/] the fit is worse on the training data than the constant τ-quantile "
                           f"({final['train_pinball_loss']:.5g} vs {model.constant_pinball_loss_:.5g}).")
+        if model.fallback_ is not None:
+            if getattr(model, "constant_only_", False):
+                console.print(f"handed over: the DP {tau:g}-quantile {model.dp_constant_:.5g} for every curve (n·ε = "
+                              f"{tr.n * total_epsilon:,.0f} < {model._min_n_epsilon:,.0f}: the whole budget went to the "
+                              f"DP quantile, no ADMM run; predictions stay in [{model.y_range_[0]:.5g}, "
+                              f"{model.y_range_[1]:.5g}])")
+            elif model.fallback_ == "dp-constant":
+                console.print(f"handed over: the DP {tau:g}-quantile {model.dp_constant_:.5g} for every curve (the private "
+                              "model was not clearly better on the workers' noisy comparison; predictions stay in "
+                              f"[{model.y_range_[0]:.5g}, {model.y_range_[1]:.5g}])")
+            else:
+                console.print(f"handed over: the private model (clearly better than the DP {tau:g}-quantile "
+                              f"{model.dp_constant_:.5g} on the workers' noisy comparison; predictions clipped to "
+                              f"[{model.y_range_[0]:.5g}, {model.y_range_[1]:.5g}])")
         console.print("privacy: " + "\n  ".join(priv["summary"]))
         if monitor and model.privacy_ is not None:
             console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
@@ -276,8 +306,7 @@ def functional(
         trivial = pinball_score(te.y, np.full(te.n, np.quantile(tr.y, tau)), tau)
         final["trivial_test_pinball_loss"] = trivial
         v = verdict("test pinball loss", final["test_pinball_loss"], trivial,
-                    f"predicting the training responses' {tau:g}-quantile for every curve",
-                    "more budget (--total-epsilon/--epsilon), more curves per worker, fewer workers or --basis fpca.")
+                    f"predicting the training responses' {tau:g}-quantile for every curve", _advice(model, components))
         metrics["verdict"] = v
         if v:
             console.print(v)

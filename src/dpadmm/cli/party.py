@@ -28,7 +28,7 @@ def _parse_data(items: List[str], required: bool = True) -> dict[str, str]:
         if key in out:
             raise InvalidParameterError(f"--data {key}=… is given twice.")
         out[key] = path
-    if "train" not in out and required:
+    if not out and required:
         raise InvalidParameterError("give the party's training file: --data train=FILE (and e.g. --data test=FILE).")
     return out
 
@@ -85,10 +85,22 @@ def serve(
     min_noise_multiplier: Optional[float] = typer.Option(None, "--min-noise-multiplier",
                                                          help="Refuse a private run whose σ/sensitivity is below this "
                                                               "floor (default 0.5)."),
+    neighbour: List[str] = typer.Option([], "--neighbour", help="graph-consensus peer to peer: a graph neighbour "
+                                                                "NAME=HOST:PORT (repeat); this node then exchanges "
+                                                                "broadcasts with these nodes only and refuses others."),
     threads: int = typer.Option(1, "--threads", help="BLAS threads of this party (the per-round work is vector "
                                                      "algebra; more threads mostly add contention)."),
 ):
     """Serve one declared protocol to the coordinator; refuse everything else; keep an audit log."""
+    from ..backends.grpc_ops import capture_handshake_refusals
+
+    holder: list = []  # the service, once made: TLS handshake refusals go to its audit log and to this log
+
+    def tls_refused(reason):
+        if holder:
+            holder[0].audit("", "(TLS handshake)", "refused", reason)
+            holder[0].echo(f"refused a TLS handshake: {reason}")
+
     from ..backends.grpc_party import PartyService, serve as run_server
     from ..backends.grpc_tls import TLSFiles, check_party_name
     from ..protocol import find_protocol
@@ -120,13 +132,21 @@ def serve(
     if not policy.budgeted and not policy.no_budget:  # safe by default: no silent party without a ledger
         raise InvalidParameterError("give this party a privacy budget: --max-epsilon E --delta D (or max_epsilon and "
                                     "delta in its --policy FILE); to serve without one, opt out with --no-budget.")
-    service = PartyService(name=name, protocol=protos, data=files, out=out, allow=tuple(allow),
+    cls, extra = PartyService, {}
+    if neighbour:  # a peer-to-peer consensus node (backends/grpc_p2p.py)
+        from ..backends.grpc_backend import parse_peers
+        from ..backends.grpc_p2p import NodeService
+
+        cls, extra = NodeService, {"neighbours": parse_peers(neighbour), "tls": creds}
+    service = cls(**extra, name=name, protocol=protos, data=files, out=out, allow=tuple(allow),
                            allow_monitoring=allow_monitoring, secure=not insecure,
                            describe_options={"id_column": id_column, "label_column": label_column},
                            accept_coordinator_data=accept_coordinator_data, allow_seeded_noise=allow_seeded_noise,
                            requests=None if requests is None else [r.strip() for r in requests.split(",") if r.strip()],
                            policy=policy,
                            echo=lambda line: print(f"party {name}: {line}", file=sys.stderr, flush=True))
+
+    holder.append(service)
 
     def ready(port):
         host = listen.rsplit(":", 1)[0]
@@ -141,34 +161,67 @@ def serve(
                   f"{b['epsilon_spent'] if isinstance(b['epsilon_spent'], str) else format(b['epsilon_spent'], '.4g')} over "
                   f"{b['releases']} releases (ledger {b['ledger']}; deleting it resets the budget)", flush=True)
 
-    run_server(service, listen, creds, once=once, ready=ready)
+    restore = capture_handshake_refusals(tls_refused) if not insecure else (lambda: None)
+    try:
+        run_server(service, listen, creds, once=once, ready=ready)
+    finally:
+        restore()
 
 
 @app.command()
 def provision(
-    parties: str = typer.Option(..., "--parties", help="Comma-separated names, e.g. coordinator,party1,party2."),
+    parties: Optional[str] = typer.Option(None, "--parties", help="Comma-separated names, e.g. coordinator,party1,"
+                                                                  "party2 (one name adds a party to DIR's CA)."),
+    csr: Optional[Path] = typer.Option(None, "--csr", help="Sign an organisation's certificate signing request "
+                                                           "(from `dpadmm party request`) with DIR's CA instead."),
     out: Path = typer.Option(..., "--out", help="Directory for ca.pem, ca.key and one folder per party."),
     days: int = typer.Option(365, "--days", help="Validity of the certificates in days."),
 ):
-    """Make a CA and a certificate + key per party (hand DIR/NAME/ to organisation NAME)."""
-    from ..backends.grpc_tls import provision as make
+    """Make (or reuse) the deployment CA in DIR and a certificate + key per party, or sign a request."""
+    from ..backends.grpc_tls import provision as make, sign_request
 
     if days < 1:
         raise InvalidParameterError(f"--days must be a positive integer, got {days}.")
+    if (parties is None) == (csr is None):
+        raise InvalidParameterError("give --parties NAMES (the CA makes their keys) or --csr FILE (an organisation's "
+                                    "own key), not both or neither.")
+    if csr is not None:
+        info = sign_request(csr, out, days=days)
+        print(f"{info['name']}: {info['dir']}/ (cert.pem, ca.pem; the key stays with its organisation)  sha256 "
+              f"{info['sha256'][:16]}…")
+        return
     summary = make([p for p in parties.split(",") if p.strip()], out, days=days)
     for name, info in summary["parties"].items():
         print(f"{name}: {info['dir']}/ (cert.pem, key.pem, ca.pem)  sha256 {info['sha256'][:16]}…")
     print(f"CA: {out}/ca.pem (public), {out}/ca.key (keep offline); summary in {out}/deployment.json")
 
 
+@party_app.command("request")
+def request(
+    name: str = typer.Option(..., "--name", help="The party name this organisation will be (its certificate's name)."),
+    out: Path = typer.Option(..., "--out", help="This organisation's TLS directory: key.pem (never leaves it) and "
+                                                "NAME.csr (send it to the CA)."),
+):
+    """Make this organisation's private key and a certificate signing request for the deployment's CA."""
+    from ..backends.grpc_tls import make_request
+
+    path = make_request(name, out)
+    print(f"wrote {out}/key.pem (keep it here) and {path}: send the request to the CA's operator "
+          f"(`dpadmm provision --csr {path.name} --out CADIR`) and put the cert.pem and ca.pem you get back in {out}/")
+
+
 def vertical_remote_data(backend, party_files, test_party_files, *, id_column: str = "id", label_column: str = "y",
-                         normalize: bool = False, other=(None, None)):
+                         normalize: bool = False, other=(None, None), psi: bool = False):
     """The coordinator's side of a cross-organisation vertical run (``--backend grpc``).
 
     The coordinator is the label party's organisation: it reads only the id and label columns of
     its own ``--party`` file (and ``--test-party`` file); every party, the label party's feature
     block included, is a ``dpadmm party serve`` process that reads its own file. The parties must be
     named ``party1`` (the label party's features), ``party2``, … and report their column counts.
+
+    With ``psi`` the rows are aligned by private set intersection (:mod:`dpadmm.data.psi`, every
+    party also serving ``--protocol psi-align``): no id list is sent; each party reads the rows of
+    the intersection in its canonical order, and this side keeps the labels of those rows.
     """
     import numpy as np
 
@@ -200,17 +253,30 @@ def vertical_remote_data(backend, party_files, test_party_files, *, id_column: s
                 raise InvalidParameterError(f"party {name!r} was started without --data {key}=FILE; restart it with its "
                                             f"{key} file.")
             cols = int(facts["columns"])
-            out.append(PartyData(key, {"ids": ids, "index": m, "n_features": cols, "normalize": bool(normalize)},
+            join = {"psi": True} if psi else {"ids": ids}
+            out.append(PartyData(key, {**join, "index": m, "n_features": cols, "normalize": bool(normalize)},
                                  (int(len(ids)), cols)))
         return out
 
-    _, labels, ids = party_sources(party_files[:1], id_column=id_column, label_column=label_column)
+    def sources(key, path):
+        _, lab, ids = party_sources([path], id_column=id_column, label_column=label_column)
+        if psi:  # the intersection with every party, in its canonical order; the parties keep their alignment
+            from ..data.psi import align_parties
+
+            aligned = align_parties(backend, expected, key, ids, id_column=id_column)
+            psi_info[key] = {"rows": int(len(aligned.ids)), "own_rows": int(len(ids)), "parties": aligned.parties,
+                             "sha256": aligned.digest}
+            _, lab, ids = party_sources([path], id_column=id_column, label_column=label_column, ids=aligned.ids)
+        return lab, ids
+
+    psi_info: dict = {}
+    labels, ids = sources("train", party_files[0])
     test = test_labels = None
     if test_party_files:
-        _, test_labels, test_ids = party_sources(test_party_files[:1], id_column=id_column, label_column=label_column)
+        test_labels, test_ids = sources("test", test_party_files[0])
         test = refs("test", test_ids)
     labels, test_labels = _encode(labels, test_labels, "the label party's file")
     return VerticalData(refs("train", ids), labels, test, test_labels,
                         {"party_files": [str(p) for p in party_files], "peers": dict(backend.peers),
                          "data_locality": "every party is a separate organisation reading its own file (grpc)",
-                         "normalized_rows": normalize})
+                         "normalized_rows": normalize, **({"psi": psi_info} if psi else {})})

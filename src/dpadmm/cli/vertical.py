@@ -89,7 +89,11 @@ def _privacy_line(metrics) -> str:
                 line += f" ({C}; δ bounds the probability that the ε guarantee fails)"
         elif name == "labels" and side.get("protected"):
             lab = p.get("label") or {}
-            line += f" (C={lab['sensitivity']:.4g} sigma={lab['sigma']:.4g})"
+            if lab.get("flip_probability") is not None:
+                line += (f" (randomized response released once by the label party, flip probability "
+                         f"{lab['flip_probability']:.4g})")
+            elif lab.get("sensitivity") is not None:
+                line += f" (C={lab['sensitivity']:.4g} sigma={lab['sigma']:.4g})"
         elif name == "labels":
             line += " (use --label-epsilon)"
         lines.append(line)
@@ -98,31 +102,60 @@ def _privacy_line(metrics) -> str:
     return "\n  ".join(lines)
 
 
+def _label_block_scale(data, row_clip) -> float:
+    """1/R of the label party's row clip (the factor its block was scaled by for the feature side)."""
+    from ..algorithms.vertical_data import default_row_clip
+
+    return 1.0 / (row_clip or default_row_clip(data.party_sizes[0]))
+
+
+def _party_widths(paths, id_column: str, label_column: str) -> list[list[str]]:
+    """Feature-column names of each party file (its header only)."""
+    import pandas as pd
+
+    return [[c for c in pd.read_csv(p, nrows=0).columns if c not in (id_column, label_column)] for p in paths]
+
+
 def _last_relative_change(metrics) -> float:
     h = metrics["history"].get("objective") or [0.0]
     return abs(h[-1] - h[-2]) / max(abs(h[-1]), 1e-300) if len(h) > 1 else float("nan")
 
 
+def _advice(metrics) -> str:
+    """A command-line change the CLI accepts for this kind of run."""
+    c = metrics.get("config", {})
+    if c.get("mechanism") == "paper" or c.get("noise_scale"):
+        return ("the noise is the problem, not the optimisation: the shares are swamped by the noise of "
+                + ("--noise-scale (give a smaller one)" if c.get("noise_scale") else
+                   "[Hu, eq. 16] at this --iteration-epsilon (give a larger one)"))
+    if c.get("label_epsilon") is not None and c.get("epsilon") is None:
+        return f"more label budget, e.g. --label-epsilon {2 * float(c['label_epsilon']):g}"
+    if c.get("epsilon") is not None:
+        return f"more feature budget, e.g. --epsilon {10 * float(c['epsilon']):g}"
+    if metrics["privacy"].get("private"):
+        return "a smaller --noise-scale or a budget (--epsilon)"
+    return f"more iterations, e.g. --iterations {2 * int(c.get('iterations') or 100)}"
+
+
 def _trivial_verdict(metrics, data) -> str | None:
-    """A verdict line if the model is worse than predicting the base rate (training or test)."""
-    from ._common import base_rate_log_loss, verdict
+    """A verdict line if the model is worse than the stronger baseline: on the test set (when there is
+    one) the better of the base rate and the label party alone; else the training objective vs log 2."""
+    from ._common import verdict
 
     f = metrics["final"]
-    cfg = metrics.get("config", {})
-    if cfg.get("mechanism") == "paper" or cfg.get("noise_scale"):
-        fix = ("the noise is the problem, not the optimisation: the shares are swamped by the noise of "
-               + ("--noise-scale (give a smaller one)" if cfg.get("noise_scale") else
-                  "[Hu, eq. 16] at this --iteration-epsilon (give a larger one)"))
-    elif metrics["privacy"].get("private"):
-        fix = "more budget (--epsilon), fewer --iterations or a larger --rho"
-    else:
-        fix = "more --iterations or a different --rho"
-    test_trivial = base_rate_log_loss(data.y, data.y_test) if getattr(data, "y_test", None) is not None else None
-    v = verdict("test log loss", f.get("test_log_loss"), test_trivial, "predicting the training base rate", fix)
-    if v is None:
-        v = verdict("training objective", f.get("train_objective"), math.log(2.0),
-                    "predicting ½ for everyone (log 2)", fix)
-    return v
+    fix = "try " + _advice(metrics)
+    b = metrics.get("baselines") or {}
+    if f.get("test_log_loss") is not None and b:
+        named = [("predicting the training base rate", b["base_rate"]["test_log_loss"])]
+        if b.get("label_party_alone"):
+            named.append(("the label party alone", b["label_party_alone"]["test_log_loss"]))
+        name, best = min(named, key=lambda kv: kv[1])
+        v = verdict("test log loss", f["test_log_loss"], best, name, fix)
+        if v and name == "the label party alone":
+            v = v.replace("WORSE THAN A TRIVIAL MODEL", "WORSE THAN THE LABEL PARTY ALONE")
+        return v
+    return verdict("training objective", f.get("train_objective"), math.log(2.0),
+                   "predicting ½ for everyone (log 2)", fix)
 
 
 @app.command()
@@ -138,9 +171,10 @@ def vertical(
                                                    "unless --parties)."),
     lam: float = typer.Option(1e-3, help="Regularisation weight λ (mean-loss scaling)."),
     rho: Optional[float] = typer.Option(None, help="ADMM penalty ρ (paper's summed-loss scaling); default 0.05, "
-                                        "or M/4 (0.5 for 2 parties) for a private fit."),
-    iterations: Optional[int] = typer.Option(None, help="Iterations T (default 100; for a private fit 3 with "
-                                             "--label-epsilon only, 2 when the features are protected)."),
+                                        "or M/4 (0.5 for 2 parties) for a fit of the linearised protocol (--epsilon, --label-mechanism gaussian)."),
+    iterations: Optional[int] = typer.Option(None, help="Iterations T (default 100, also with randomized-response "
+                                             "labels; 3 with --label-mechanism gaussian, 2 when the features "
+                                             "are protected)."),
     no_intercept: bool = typer.Option(False, "--no-intercept", help="Fit without intercept."),
     epsilon: Optional[float] = typer.Option(None, help="Feature-side total ε of the run (turns feature DP on)."),
     mechanism: str = typer.Option("gaussian", help="Feature-side mechanism: gaussian (DP, default) or paper "
@@ -149,13 +183,21 @@ def vertical(
     clip: Optional[float] = typer.Option(None, help="Per-sample clip scale c of what a party receives "
                                          "(V = c·sqrt(N)); default auto."),
     label_epsilon: Optional[float] = typer.Option(None, help="Label-side total ε: every message the coordinator "
-                                                  "sends is (ε, δ)-DP w.r.t. one label (turns label DP on)."),
+                                                  "sends is ε-DP w.r.t. one label (turns label DP on)."),
+    label_mechanism: str = typer.Option("rr", help="Label-side mechanism: rr (randomized response, released once, "
+                                        "pure ε; default) or gaussian (noisy gradients each round, (ε, δ))."),
     delta: float = typer.Option(1e-5, help="δ of the total budget (per iteration with --iteration-epsilon)."),
     iteration_epsilon: Optional[float] = typer.Option(None, help="Per-iteration ε of [Hu, Thm 3] instead of a total."),
     noise_scale: Optional[float] = typer.Option(None, help="Raw noise σ instead of a budget."),
     bound: Optional[float] = typer.Option(None, help="b1 of [Hu, Assumption 2.1] for x, y, z (default: "
                                           "sqrt(2 ln2/λ) for x, 3·sqrt(N) for y and z)."),
-    normalize_rows: bool = typer.Option(False, "--normalize-rows", help="Scale each party's rows to unit norm (needed for DP)."),
+    normalize_rows: bool = typer.Option(False, "--normalize-rows", help="Scale each party's rows to unit norm "
+                                        "(same as --prepare normalize-rows)."),
+    prepare: str = typer.Option("auto", help="Party-local preparation: standardize (each column by the party's own "
+                                "training mean and sd; with --epsilon rows are then clipped at --row-clip), "
+                                "normalize-rows, none, or auto (standardize for --party files, none otherwise)."),
+    row_clip: Optional[float] = typer.Option(None, help="Row norm R at which standardised rows are clipped (then "
+                                             "divided by R) when the features are protected; default 3·sqrt(d_m)."),
     adaptive_rho: bool = typer.Option(False, help="Residual-balancing ρ (beyond the paper)."),
     accountant: str = typer.Option("pld", help="pld or rdp."),
     seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (whoever knows it can remove the "
@@ -177,14 +219,38 @@ def vertical(
     peer: List[str] = bk.peer_option(),
     tls: Optional[Path] = bk.tls_option(),
     insecure: bool = bk.insecure_option(),
+    psi: bool = typer.Option(False, "--psi", help="With --backend grpc: align the parties' rows by private set "
+                                                  "intersection of their id columns (no id list is sent; each party "
+                                                  "also serves --protocol psi-align)."),
 ):
     """Train logistic regression on vertically partitioned data with (DP) ADMM sharing [Hu]."""
-    from ..experiments.vertical import load_vertical_data, normalized, rows_are_normalized, run_vertical
+    from ..experiments.vertical import load_vertical_data, rows_are_normalized, run_vertical
     from .._validation import check_int, check_positive
 
     from .._validation import check_choice
 
     check_positive("lam", lam)
+    check_choice("label_mechanism", label_mechanism, ("rr", "gaussian"))
+    check_choice("prepare", prepare, ("auto", "standardize", "normalize-rows", "none"))
+    if row_clip is not None:
+        check_positive("row_clip", row_clip)
+    if normalize_rows:
+        if prepare not in ("auto", "normalize-rows"):
+            raise InvalidParameterError(f"--normalize-rows and --prepare {prepare} contradict each other; give one.")
+        prepare = "normalize-rows"
+    if prepare == "auto":  # (the grpc parties read their files in their own processes: not there yet)
+        prepare = "standardize" if party and backend != "grpc" else "none"
+    if prepare == "standardize" and backend == "grpc":
+        raise InvalidParameterError("--prepare standardize is not available with --backend grpc yet (each party "
+                                    "would prepare its own file in party-serve); scale the columns in the party "
+                                    "files and pass --prepare none, or --normalize-rows.")
+    feature_private = any(v is not None for v in (epsilon, iteration_epsilon, noise_scale))
+    if feature_private and mechanism == "gaussian" and relation == "record" and prepare == "standardize":
+        raise PrivacyPreconditionError(
+            "--relation record with --prepare standardize: the party's column statistics move when a record is "
+            "replaced, which the record relation does not cover; scale the columns by public bounds yourself and "
+            "pass --prepare none (or use --relation feature_column).")
+    clip_rows_at = feature_private and mechanism == "gaussian" and prepare == "standardize"
     if rho is not None:
         check_positive("rho", rho)
     if iterations is not None:
@@ -200,7 +266,7 @@ def vertical(
 
     rounds = iterations if iterations is not None else VerticalLogisticRegression(
         epsilon=epsilon, iteration_epsilon=iteration_epsilon, noise_scale=noise_scale, mechanism=mechanism,
-        label_epsilon=label_epsilon)._max_iter()  # the estimator's default for this kind of fit
+        label_epsilon=label_epsilon, label_mechanism=label_mechanism)._max_iter()  # the estimator's default
     if bound is not None:
         check_positive("bound", bound)
     for p in [train, test, *party, *test_party]:
@@ -212,21 +278,30 @@ def vertical(
                               transcript=transcript, checkpoint_every=checkpoint_every, resume=resume, out=out,
                               peers=peer, tls=tls, insecure=insecure)
     private = any(v is not None for v in (epsilon, iteration_epsilon, noise_scale)) or label_epsilon is not None
-    needs_unit_rows = mechanism == "paper" and any(v is not None for v in (epsilon, iteration_epsilon, noise_scale))
+    needs_unit_rows = mechanism == "paper" and feature_private
+    normalize_rows = prepare == "normalize-rows"
+    if psi and backend != "grpc":
+        raise InvalidParameterError("--psi aligns the rows of parties in different organisations: it needs --backend "
+                                    "grpc (with in-machine --party files the ids are joined in the clear).")
     if backend == "grpc":
         # cross-organisation: every party reads its own file; this side reads only ids and labels
         from .party import vertical_remote_data
 
         data = vertical_remote_data(run_opts.backend, party, test_party, id_column=id_column,
-                                    label_column=label_column, normalize=normalize_rows, other=(train, data))
+                                    label_column=label_column, normalize=normalize_rows, other=(train, data),
+                                    psi=psi)
     elif party and backend != "inprocess":
         # data locality: each party's worker reads its own --party file; unit-norm rows are checked there
         if train is not None:
             raise InvalidParameterError("give either --train (LIBSVM) or --party files, not both.")
         from ..experiments.vertical import load_vertical_sources
 
+        from ..algorithms.vertical_data import default_row_clip
+
+        widths = [len(bk_cols) for bk_cols in _party_widths(party, id_column, label_column)]
+        clips = [row_clip or default_row_clip(w) for w in widths] if clip_rows_at else None
         data = load_vertical_sources(party, test_party, id_column=id_column, label_column=label_column,
-                                     normalize=normalize_rows)
+                                     normalize=normalize_rows, prepare=prepare, row_clip=clips)
     elif data is not None:
         if data != "a9a":
             raise InvalidParameterError(f"--data must be 'a9a' (bundled), got --data={data!r}; "
@@ -238,12 +313,26 @@ def vertical(
         data = load_vertical_data(train=train, test=test, parties=parties, party_files=party,
                                   test_party_files=test_party, id_column=id_column, label_column=label_column)
     if data.source.get("data_locality"):
-        pass  # rows are normalised (and, under DP, checked) by each party's worker
-    elif normalize_rows:
-        data = normalized(data)
+        pass  # rows are prepared (and, under DP, checked) by each party's worker
+    elif prepare != "none":
+        from ..experiments.vertical import prepared, row_clips
+
+        data = prepared(data, prepare, row_clip=row_clips(data, row_clip) if clip_rows_at else None)
+    if data.source.get("data_locality"):
+        pass
     elif needs_unit_rows and not rows_are_normalized(data.train):
         raise PrivacyPreconditionError("--mechanism paper needs unit-norm rows in every party block "
                                        "[Hu, Assumption 2.3]; pass --normalize-rows.")
+    elif feature_private and mechanism == "gaussian":
+        from ..data.parties import row_norms
+
+        for m, B in enumerate(data.train, start=1):
+            top = float(row_norms(B).max())
+            if top > 1.0 + 1e-9:
+                raise PrivacyPreconditionError(
+                    f"--epsilon needs rows of norm <= 1 (the feature-side sensitivity's premise), but party {m}'s rows "
+                    f"reach {top:.4g}; pass --prepare standardize (party-local scaling, rows clipped at --row-clip) "
+                    "or --normalize-rows.")
     with output_dir(out) as stage:
         with progress(rounds, "vertical ADMM", enabled=not quiet) as cb, warnings.catch_warnings():
             # reported below as a plain fact (iteration limit vs tol), not as a warning
@@ -255,8 +344,16 @@ def vertical(
                                           accountant=accountant, adaptive_rho=adaptive_rho, seed=seed, callbacks=[cb],
                                           backend=run_opts.backend, fit_kwargs=run_opts.begin(), monitor=monitor,
                                           mechanism=mechanism, relation=relation,
-                                          clip=clip if clip is not None else "auto", label_epsilon=label_epsilon)
+                                          clip=clip if clip is not None else "auto", label_epsilon=label_epsilon,
+                                          label_mechanism=label_mechanism,
+                                          label_block_scale=_label_block_scale(data, row_clip) if clip_rows_at else 1.0)
         metrics["config"]["normalize_rows"] = normalize_rows
+        metrics["config"]["prepare"] = prepare
+        from ..experiments.vertical import baselines
+
+        # the label party's own model on its own block: λ·c² on a block its DP preparation scaled by c = 1/R
+        own_lam = lam * (_label_block_scale(data, row_clip) ** 2 if clip_rows_at else 1.0)
+        metrics["baselines"] = baselines(data, lam=own_lam, fit_intercept=not no_intercept) if backend != "grpc" else {}
         extra = bk.run_metrics(run_opts)
         metrics["config"].update({k: v for k, v in extra.items() if k != "transcript"})
         if "transcript" in extra:
@@ -273,6 +370,16 @@ def vertical(
                           f"tol={metrics['config'].get('tol', 1e-6):g}; the last iteration changed the training "
                           f"objective by {_last_relative_change(metrics):.1e} (relative) — pass more --iterations "
                           "for a tighter fit.")
+        b = metrics["baselines"]
+        if b:
+            alone = b.get("label_party_alone")
+            console.print(f"baselines (test log loss): base rate {b['base_rate']['test_log_loss']:.4f}"
+                          + (f", label party alone {alone['test_log_loss']:.4f} (AUC {alone['test_auc']:.4f})"
+                             if alone else ""))
+        choice = metrics["final"].get("label_party_choice")
+        if choice:
+            console.print(f"label party kept {'the joint model' if choice == 'joint' else 'its own model'} "
+                          "(cross-validated on its own rows; the choice stays with it)")
         console.print(f"privacy: {_privacy_line(metrics)}")
         if monitor and private:
             console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
@@ -285,6 +392,10 @@ def vertical(
             metrics["fit_seconds"] = metrics.get("wall_seconds")
             metrics["wall_seconds"] = elapsed()
             write_json(stage / "metrics.json", metrics)
+            if backend == "grpc":  # the label party's part of the model, for `dpadmm score` (stays on this side)
+                from .score import write_label_model
+
+                write_label_model(stage, model, data)
             c = metrics["config"]
             from ._common import base_rate_log_loss
 

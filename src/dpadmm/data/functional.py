@@ -19,6 +19,8 @@ Real data (nothing is downloaded at run time; :data:`DATASETS` lists them, respo
 - ``tecator`` — 215 near-infrared absorbance spectra of meat (100 channels, 850–1048 nm, Tecator
   Infratec analyser; public domain, see ``_bundled/TECATOR_PROVENANCE.md``); response: fat content
   in percent (≈ 18 ± 13; ``response="water"`` ≈ 63 ± 10 or ``"protein"`` ≈ 18 ± 3).
+- ``elnino`` — Niño 1+2 sea surface temperatures 1950–2010 (NOAA, shipped inside the statsmodels wheel):
+  a year's 12 monthly values (°C) → the next year's mean (≈ 22.9 ± 1.2 °C). 60 curves.
 - ``temperature`` — hourly temperatures of Seattle and San Francisco in 2010 (NOAA, public domain,
   via the vega_datasets package; ``_bundled/TEMPERATURE_PROVENANCE.md``). Curve: one day's 24
   hourly readings (°F); response: the next day's maximum (≈ 59 ± 8 °F, far from zero). 726 days.
@@ -274,8 +276,24 @@ def load_temperature() -> FunctionalData:
                                   "response": "next day's maximum temperature (F)", "rows": int(X.shape[0])})
 
 
+def load_elnino() -> FunctionalData:
+    """Niño 1+2 sea surface temperatures 1950–2010 (NOAA, statsmodels' bundled copy): one year's 12 monthly
+    values (°C) → the next year's mean (°C); 60 curves."""
+    from statsmodels.datasets import elnino
+
+    df = elnino.load_pandas().data.sort_values("YEAR")
+    months = [c for c in df.columns if c != "YEAR"]
+    M = df[months].to_numpy(dtype=float)
+    X, y = M[:-1], M[1:].mean(axis=1)
+    return FunctionalData(X, y, np.arange(1.0, 13.0), ids=df["YEAR"].to_numpy()[:-1].astype(int),
+                          source={"name": "elnino", "provider": "NOAA Nino 1+2 SST via statsmodels",
+                                  "predictor": "monthly sea surface temperature of one year (C)",
+                                  "response": "next year's mean sea surface temperature (C)", "rows": int(X.shape[0])})
+
+
 #: Real functional datasets shipped with dpadmm or its dependencies (no network).
-DATASETS = {"fertility": load_fertility, "tecator": load_tecator, "temperature": load_temperature}
+DATASETS = {"fertility": load_fertility, "tecator": load_tecator, "temperature": load_temperature,
+            "elnino": load_elnino}
 
 
 def load_dataset(name: str) -> FunctionalData:

@@ -41,6 +41,9 @@ class PartyFile:
 
     ``ids``: the label party's row ids, in training order (rows are joined on them);
     ``normalize``: scale rows to unit norm after loading ([Hu, Assumption 2.3]).
+    ``prepare``: ``"standardize"`` scales every column by the party's own training statistics (read from
+    ``scaling_from``, the party's training file, for a test file; from this file otherwise) and, with
+    ``row_clip`` R, clips rows at R and divides by R (:func:`dpadmm.algorithms.vertical_data.prepare_block`).
     """
 
     path: str
@@ -50,6 +53,10 @@ class PartyFile:
     id_column: str = "id"
     label_column: str = "y"
     normalize: bool = False
+    prepare: str = "none"
+    scaling_from: str | None = None
+    row_clip: float | None = None
+    subset: bool = False  # ``ids`` are a subset of the file's (a PSI intersection): the party's other rows are left out
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -67,7 +74,11 @@ class PartyFile:
             raise InvalidDataError(f"party {m} file {path} repeats id '{dup}'; ids must be unique per party.")
         df = df.set_index(self.id_column)
         ids = pd.Index(self.ids)
-        if len(df.index) != len(ids) or not df.index.isin(ids).all() or not ids.isin(df.index).all():
+        if self.subset and not ids.isin(df.index).all():
+            raise InvalidDataError(f"party {m} file {path} lacks an id of its PSI alignment; the file changed since "
+                                   "PSI — run it again.")
+        if not self.subset and (len(df.index) != len(ids) or not df.index.isin(ids).all()
+                                or not ids.isin(df.index).all()):
             missing = ids[~ids.isin(df.index)]
             eg = (f"id {missing[0]!r} is missing from party {m}" if len(missing)
                   else f"an id of party {m} is not in party 1")
@@ -75,7 +86,7 @@ class PartyFile:
         if m > 1 and self.label_column in df.columns:
             raise InvalidDataError(f"party {m} file {path} also has the label column {self.label_column!r}; "
                                    "only the first party may hold labels.")
-        feats = (df.drop(columns=[self.label_column]) if m == 1 else df).loc[ids]
+        feats = (df.drop(columns=[c for c in (self.label_column,) if c in df.columns]) if m == 1 else df).loc[ids]
         non_numeric = [c for c in feats.columns if not pd.api.types.is_numeric_dtype(feats[c])]
         if non_numeric:
             raise InvalidDataError(f"party {m} column {non_numeric[0]!r} is not numeric; encode it first.")
@@ -87,11 +98,21 @@ class PartyFile:
             r, c = np.argwhere(~np.isfinite(arr))[0]
             raise InvalidDataError(f"party {m} has a missing or non-finite value (id {ids[r]!r}, column "
                                    f"{feats.columns[c]!r}); impute or drop it.")
-        return normalize_rows(arr) if self.normalize else arr
+        if self.prepare == "standardize":
+            from ..algorithms.vertical_data import column_scaling, prepare_block
+
+            scaling = None
+            if self.scaling_from is not None:  # the party's own training file: its statistics, all its rows
+                ref = _read_csv(self.scaling_from, f"party {m} training file")
+                drop = [c for c in (self.id_column, self.label_column) if c in ref.columns]
+                scaling = column_scaling(ref.drop(columns=drop).to_numpy(dtype=np.float64))
+            return prepare_block(arr, "standardize", scaling=scaling, row_clip=self.row_clip)[0]
+        return normalize_rows(arr) if (self.normalize or self.prepare == "normalize-rows") else arr
 
 
 def party_sources(party_files: Sequence, *, id_column: str = "id", label_column: str = "y",
-                  normalize: bool = False, ids=None):
+                  normalize: bool = False, ids=None, prepare: str = "none", scaling_from: Sequence | None = None,
+                  row_clip: Sequence | None = None):
     """``(sources, labels, ids)`` for FATE-style party CSVs, reading only ids and labels in the driver.
 
     With ``ids`` given (e.g. test files aligned to their own first file), those are used; labels are
@@ -122,5 +143,7 @@ def party_sources(party_files: Sequence, *, id_column: str = "id", label_column:
         width = len([c for c in names if c not in (id_column, label_column)])
         if width == 0:
             raise InvalidDataError(f"party {m} has no feature columns; each party needs at least one.")
-        sources.append(PartyFile(str(p), m, order, width, id_column, label_column, normalize))
+        sources.append(PartyFile(str(p), m, order, width, id_column, label_column, normalize, prepare,
+                                 str(scaling_from[m - 1]) if scaling_from is not None else None,
+                                 row_clip[m - 1] if row_clip is not None else None))
     return sources, labels, order

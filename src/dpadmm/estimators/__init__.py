@@ -1,6 +1,7 @@
 """scikit-learn style estimators on top of the engine and the algorithms."""
 
-from .vertical import VerticalLinearRegression, VerticalLogisticRegression, VerticalSGDClassifier
+from .vertical import VerticalLinearRegression, VerticalLogisticRegression
+from .vertical_sgd import VerticalSGDClassifier
 from .functional import FunctionalQuantileRegressor
 from .consensus import ConsensusLogisticRegression
 

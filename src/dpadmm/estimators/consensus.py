@@ -70,10 +70,17 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         (what a distributed backend runs). Same step function; with noise the two draw different streams.
     record_path : keep every broadcast f_i(t) in ``path_`` (T × N × d), e.g. for :mod:`dpadmm.attacks`.
     tol : stop early (non-private runs only) once every ‖f_i(t) − f_i(t−1)‖ and the consensus error are ≤ tol.
+    fallback_epsilon : private runs (pp/dvp): pure-DP budget per node, on top of P(T), for the DP base rate
+        (half) and the accounted comparison model vs DP base rate (half) of
+        :mod:`dpadmm.algorithms.consensus_baseline`; the better is handed over (``handed_over_``). Margins
+        of a handed-over model are clipped to ±4 (probabilities in [0.018, 0.982]). ``None`` or 0: no
+        fallback (the model as M-ADMM left it).
 
     Attributes
     ----------
-    coefs_ (N × d node models), coef_ (their mean), graph_, node_sizes_, history_ (``train_loss`` = L(t),
+    coefs_ (N × d node models), coef_ (the handed-over model: their mean, or 0 with ``intercept_`` =
+    logit of the DP base rate when that is handed over), intercept_, handed_over_ (``"model"`` |
+    ``"dp-base-rate"`` | None), dp_base_rate_, graph_, node_sizes_, history_ (``train_loss`` = L(t),
     ``objective``, ``consensus_error``, ``privacy_bound`` = P(t), …), privacy_ (PrivacyReport or None), n_iter_.
     """
 
@@ -82,7 +89,9 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                  theta_growth: Any = 1.0, eta: Any = None, eta_growth: Any = 1.0, perturbation: str = "none",
                  alpha: Any = None, alpha_growth: Any = 1.0, max_iter: int = 100, tol: float = 0.0,
                  normalize: bool = False, batch: bool = True, record_path: bool = False, newton_tol: float = 1e-10,
-                 random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None):
+                 random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None,
+                 fallback_epsilon: float | None = 0.5):
+        self.fallback_epsilon = fallback_epsilon
         self.C = C
         self.reg_weight = reg_weight
         self.n_nodes = n_nodes
@@ -115,6 +124,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         check_positive("newton_tol", self.newton_tol)
         check_choice("perturbation", self.perturbation, gc.PERTURBATIONS)
         check_choice("split", self.split, ("even", "uneven"))
+        if self.fallback_epsilon is not None:
+            check_positive("fallback_epsilon", self.fallback_epsilon, allow_zero=True)
         _check_schedule("theta", self.theta)
         _check_schedule("eta", self.eta)
         _check_schedule("alpha", self.alpha, allow_inf=True)
@@ -226,6 +237,14 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         F = result.hub_state.F
         self.coefs_ = F.copy()
         self.coef_ = F.mean(axis=0)
+        self.intercept_ = 0.0
+        self._margin_clip = None
+        self.handed_over_ = self.dp_base_rate_ = self.comparison_ = None
+        fallback_ledger = None
+        use_fallback = (self.perturbation in ("pp", "dvp") and self.fallback_epsilon
+                        and getattr(backend, "name", "") != "grpc")
+        if use_fallback:
+            fallback_ledger = self._fallback(Xs, ys, nseed)
         self.graph_ = G
         self.node_sizes_ = B
         self.degrees_ = V
@@ -237,8 +256,19 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         self.path_ = np.stack(result.hub_state.path) if self.record_path and result.hub_state.path else None
         self.schedules_ = {"eta": eta, "theta": theta, "alpha": alpha}
         if self.perturbation in ("pp", "dvp"):
-            self.privacy_ = finish(zhang_report(result.ledger, rounds=result.rounds, assumptions=assumptions, notes=notes),
-                                   threat_model="consensus", noise_source=result.noise_source)
+            rep = zhang_report(result.ledger, rounds=result.rounds, assumptions=assumptions, notes=notes)
+            if fallback_ledger is not None:  # basic composition: P_i(T) + ε_b + ε_c per node
+                extra = {}
+                for e in fallback_ledger.events:
+                    extra[e.party] = extra.get(e.party, 0.0) + float(e.epsilon)
+                rep.per_party = {p: v + extra.get(p, 0.0) for p, v in rep.per_party.items()}
+                rep.epsilon = max(rep.per_party.values())
+                rep.notes = list(rep.notes) + [
+                    f"includes the DP base rate (Laplace count, epsilon {0.5 * self.fallback_epsilon:g}) and the "
+                    f"model-vs-base-rate comparison (Laplace, epsilon {0.5 * self.fallback_epsilon:g}) per node, by "
+                    f"basic composition with P(T) = {float(rep.paper_bound['epsilon']):.4g}; handed over: "
+                    f"{self.handed_over_}"]
+            self.privacy_ = finish(rep, threat_model="consensus", noise_source=result.noise_source)
             _, curve = zhang_privacy_curve(result.ledger, result.rounds)
             self.history_["privacy_bound"] = curve.tolist()
         elif self.perturbation == "pvp":
@@ -254,9 +284,43 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                               "increase max_iter.", UserWarning, stacklevel=2)
         return self
 
+    def _fallback(self, Xs, ys, nseed):
+        """DP base rate and the accounted comparison (``algorithms.consensus_baseline``); sets the hand-over."""
+        from ..algorithms import consensus_baseline as cb
+        from ..backends import InProcessBackend
+
+        eps_b = eps_c = 0.5 * float(self.fallback_epsilon)
+        names = [f"node{i}" for i in range(len(Xs))]
+        specs = [PartySpec(nm, cb.setup_node, (nm, x, yv, eps_b, eps_c), cb.node_step, owner=nm)
+                 for nm, x, yv in zip(names, Xs, ys)]
+        n = int(sum(len(v) for v in ys))
+        hub = engine.Hub(cb.AssemblerConfig(tuple(names), n, self.coef_.copy()), cb.init_assembler, cb.assembler_step)
+        fseed = None if nseed is None else int(np.random.SeedSequence([int(nseed), 13]).generate_state(1)[0])
+        # each node computes two numbers on its own records (in-process here; noise from the node's generator)
+        backend = InProcessBackend()
+        try:
+            res = engine.run(hub=hub, parties=specs, backend=backend, rounds=2, noise_seed=fseed, monitor=False,
+                             stop_on_convergence=False)
+        finally:
+            backend.close()
+        st = res.hub_state
+        self.dp_base_rate_ = float(st.p)
+        self.comparison_ = float(st.difference)
+        self.comparison_threshold_ = cb.threshold(len(Xs), eps_c)
+        if self.comparison_ < self.comparison_threshold_:
+            self.handed_over_ = "model"
+            self._margin_clip = cb.MARGIN_CLIP
+        else:
+            self.handed_over_ = "dp-base-rate"
+            self.coef_ = np.zeros_like(self.coef_)
+            self.intercept_ = float(math.log(self.dp_base_rate_ / (1.0 - self.dp_base_rate_)))
+        return res.ledger
+
     # ------------------------------------------------------------------ predict
     def decision_function(self, X) -> np.ndarray:
-        """``X f̄`` with f̄ the mean of the node models (equal to each f_i at consensus)."""
+        """``X f̄ + b`` with f̄ the mean of the node models (equal to each f_i at consensus) and b = 0, or the
+        DP base rate's logit with f̄ = 0 when that was handed over; margins clipped to ±4 when the private
+        model was handed over after the accounted comparison."""
         if not hasattr(self, "coef_"):
             from sklearn.exceptions import NotFittedError
 
@@ -264,7 +328,9 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         A = as_float_matrix("X", X)
         if A.shape[1] != self.n_features_in_:
             raise InvalidDataError(f"X has {A.shape[1]} features but the model was fitted with {self.n_features_in_}.")
-        return A @ self.coef_
+        z = A @ self.coef_ + getattr(self, "intercept_", 0.0)
+        clip = getattr(self, "_margin_clip", None)
+        return z if clip is None else np.clip(z, -clip, clip)
 
     def predict_proba(self, X) -> np.ndarray:
         p = 1.0 / (1.0 + np.exp(-np.clip(self.decision_function(X), -500, 500)))

@@ -17,26 +17,19 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import log_loss, roc_auc_score
 
 from .. import engine
-from .._validation import (
-    as_float_matrix, as_vector, binary_labels, check_choice, check_int, check_open_unit, check_positive,
-    noise_seed,
-)
+from .._validation import as_vector, binary_labels, check_choice, noise_seed
+from ..algorithms import vertical_label as vl
 from ..algorithms import vertical_sharing as vs
 from ..backends import PartySpec, get_backend
 from ..data.parties import row_norms
-from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
-from ..kernels.linalg import SOLVERS
+from ..exceptions import InvalidDataError, PrivacyPreconditionError
 from ..kernels.losses import get_loss
 from ..kernels.regularizers import get_regularizer
-from ..privacy.accountants import ACCOUNTANTS, calibrate_noise_multiplier
+from ..privacy.accountants import calibrate_noise_multiplier
 from ..privacy.reports import hu_report
 from ..privacy.threats import THREAT_MODELS, finish
 from .._history import History
-
-def _is_source(block) -> bool:
-    """A party block read by the party's own worker (has ``load`` and ``shape``), e.g. a PartyFile."""
-    return hasattr(block, "load") and hasattr(block, "shape")
-
+from ._vertical_config import _VerticalConfig, _is_source
 
 class RankDeficiencyWarning(UserWarning):
     """A party block is not of full column rank (handled exactly; see the message)."""
@@ -45,15 +38,34 @@ class RankDeficiencyWarning(UserWarning):
 #: the requests a vertical party answers besides its protocol step (declared, nothing else runs)
 _HANDLERS = {"coef": vs.party_coef, "rank": vs.party_rank, "score": vs.eval_score}
 #: the label party also answers the exact refit of its own block after a label-private run
-_LABEL_PARTY_HANDLERS = dict(_HANDLERS, refit=vs.refit_label_block)
+_LABEL_PARTY_HANDLERS = dict(_HANDLERS, refit=vl.refit_label_block)
+
+
+def _rr_labels(y, epsilon: float, nseed, n_parties: int, checkpoint_dir, resume_from):
+    """The label party's randomized-response release (drawn once per run: a resumed run reuses the
+    release stored in the label party's own checkpoint directory, so resuming never releases twice)."""
+    from pathlib import Path
+
+    from ..backends.base import party_rng
+    from ..privacy.events import LABEL_CHANGE, PureDPRelease
+
+    if resume_from is not None and (Path(resume_from) / "rr_labels.npy").is_file():
+        return np.load(Path(resume_from) / "rr_labels.npy"), [PureDPRelease("coordinator", 0, epsilon, LABEL_CHANGE)]
+    rng = np.random.default_rng() if nseed is None else party_rng(nseed, n_parties + 1, 0)
+    y_rr, events = vl.randomized_response(y, epsilon, rng=rng)
+    if checkpoint_dir is not None:
+        Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
+        np.save(Path(checkpoint_dir) / "rr_labels.npy", y_rr)
+    return y_rr, events
 
 
 def _party_names(n: int) -> list[str]:
     return [f"party{m}" for m in range(1, n + 1)]
 
 
-class _VerticalADMM(BaseEstimator):
-    """Shared implementation; see :class:`VerticalLogisticRegression` for the parameters."""
+class _VerticalADMM(_VerticalConfig, BaseEstimator):
+    """Shared implementation; see :class:`VerticalLogisticRegression` for the parameters. Which protocol
+    a fit runs and its defaults: :class:`dpadmm.estimators._vertical_config._VerticalConfig`."""
 
     _loss_name = "logistic"
 
@@ -63,9 +75,13 @@ class _VerticalADMM(BaseEstimator):
                  iteration_epsilon: float | None = None, noise_scale: float | None = None,
                  mechanism: str = "gaussian", relation: str = "feature_column", clip: float | str = "auto",
                  label_epsilon: float | None = None, label_noise_scale: float | None = None,
+                 label_mechanism: str = "rr", fallback: bool = True, label_block_scale: float = 1.0,
                  bound: float | str = "auto", accountant: str = "pld", party_sizes: Sequence[int] | None = None,
                  random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None,
                  solver: str = "auto"):
+        self.label_mechanism = label_mechanism
+        self.fallback = fallback
+        self.label_block_scale = label_block_scale
         self.mechanism = mechanism
         self.relation = relation
         self.clip = clip
@@ -92,135 +108,6 @@ class _VerticalADMM(BaseEstimator):
         self.monitor = monitor
         self.solver = solver
 
-    # ------------------------------------------------------------------ input handling
-    def _blocks(self, X, name: str = "X") -> list[np.ndarray]:
-        if isinstance(X, (list, tuple)):
-            if len(X) == 0:
-                raise InvalidDataError(f"{name} is an empty list of party blocks; give one block per party.")
-            # arrays, or sources the parties read themselves (dpadmm.data.remote.PartyFile)
-            blocks = [B if _is_source(B) else as_float_matrix(f"{name} block {m + 1}", B, accept_sparse=True)
-                      for m, B in enumerate(X)]
-            n = blocks[0].shape[0]
-            for m, B in enumerate(blocks[1:], start=2):
-                if B.shape[0] != n:
-                    raise InvalidDataError(f"party blocks must have the same rows: block 1 has {n}, block {m} has "
-                                           f"{B.shape[0]}; align the parties on the same samples.")
-        else:
-            A = as_float_matrix(name, X, accept_sparse=True)  # sparse stays CSR
-            sizes = self.party_sizes if self.party_sizes is not None else [A.shape[1]]
-            from ..data.parties import partition_columns
-            blocks = partition_columns(A, sizes)
-        if hasattr(self, "party_dims_"):
-            dims = tuple(B.shape[1] for B in blocks)
-            if dims != self.party_dims_:
-                raise InvalidDataError(f"{name} has party widths {dims} but the model was fitted with "
-                                       f"{self.party_dims_}; give the same party blocks.")
-        return blocks
-
-    def _bounds(self, n: int, n_parties: int, loss) -> "vs.Bounds":
-        """Radii of [Hu, Assumption 2.1] (enforced by projection whenever DP is on).
-
-        A number b gives the paper's single b_1 = b for x, y and z. ``"auto"``:
-        ``b_x = sqrt(2 ℓ(0)/λ)`` (the regularised optimum satisfies λ/2‖x*‖² ≤ mean ℓ(0); for the
-        logistic loss ℓ(0) = ln 2; used for the logistic loss only, else 3√N), and
-        ``b_y = b_z = 3√N`` (scores and summed-loss duals of magnitude ≤ 3 on average).
-        """
-        if self.bound not in ("auto", None):
-            b = float(self.bound)
-            return vs.Bounds(b, b, b)
-        big = 3.0 * math.sqrt(n)
-        bx = math.sqrt(2.0 * math.log(2.0) / float(self.lam)) if loss.name == "logistic" else big
-        return vs.Bounds(bx, big, big)
-
-    def _privacy_mode(self) -> str | None:
-        given = [k for k in ("epsilon", "iteration_epsilon", "noise_scale") if getattr(self, k) is not None]
-        if len(given) > 1:
-            raise InvalidParameterError(f"give at most one of epsilon, iteration_epsilon, noise_scale; got {given}.")
-        return given[0] if given else None
-
-    def _label_mode(self) -> bool:
-        if self.label_epsilon is not None and self.label_noise_scale is not None:
-            raise InvalidParameterError("give at most one of label_epsilon, label_noise_scale; got both.")
-        return self.label_epsilon is not None or self.label_noise_scale is not None
-
-    def _mm_protocol(self) -> bool:
-        """Private fits (label side, or the gaussian feature mechanism) run the linearised coordinator
-        (few rounds: each costs budget) with the label party's refit; ADMM otherwise and for
-        ``mechanism="paper"`` (the reproduction of [Hu])."""
-        feature = any(getattr(self, k) is not None for k in ("epsilon", "iteration_epsilon", "noise_scale"))
-        return self._label_mode() or (feature and self.mechanism == "gaussian")
-
-    def _rho(self, n_blocks: int, loss) -> float:
-        """``"auto"``: 0.05 for ADMM; M · sup ℓ'' for the label-private protocol (the Jacobi
-        majoriser of M blocks: ‖Σ_m D_m δ_m‖² ≤ M Σ_m ‖D_m δ_m‖²)."""
-        if self.rho != "auto":
-            return float(self.rho)
-        return n_blocks * loss.hess_bound if self._mm_protocol() else 0.05
-
-    def _max_iter(self) -> int:
-        """``"auto"``: 100 ADMM iterations; for the private protocol, 3 rounds when only the labels are
-        protected (two label releases: round 1's party step sees the zero inbox and round T's hub step
-        releases nothing) and 2 when the features are (one costly share per party: round 1's share of
-        the zero inbox is 0 and costs nothing; later shares would feed the party's own noise back).
-        Each release costs budget; the label party's exact refit does the rest."""
-        if self.max_iter != "auto":
-            return int(self.max_iter)
-        if not self._mm_protocol():
-            return 100
-        feature = any(getattr(self, k) is not None for k in ("epsilon", "iteration_epsilon", "noise_scale"))
-        return 2 if feature else 3
-
-    def _clip(self, n: int, rho: float, sigma_label: float) -> tuple[float, float]:
-        """(V, V_∞) of the gaussian mechanism. ``"auto"``: per-sample scale ``c = sqrt(1 + σ_L²) + 3ρ``
-        (|y_i| ≤ 1 for the logistic dual, shares of magnitude ≲ 3 per sample, plus the label noise the
-        party receives), ``V = c·sqrt(N)``, ``V_∞ = 3c``. A number c gives the same with that c.
-        V depends on nothing private (N is public)."""
-        c = float(self.clip) if self.clip != "auto" else math.sqrt(1.0 + sigma_label ** 2) + 3.0 * rho
-        return c * math.sqrt(n), 3.0 * c
-
-    def _validate(self):
-        check_positive("lam", self.lam, allow_zero=self.penalty == "l2" and False)
-        if self.rho != "auto":
-            check_positive("rho", self.rho)
-        if self.max_iter != "auto":
-            check_int("max_iter", self.max_iter)
-        check_choice("mechanism", self.mechanism, vs.MECHANISMS)
-        check_choice("relation", self.relation, tuple(vs.RELATIONS))
-        if self.clip != "auto":
-            check_positive("clip", self.clip)
-        if self._mm_protocol():
-            if self.label_epsilon is not None:
-                check_positive("label_epsilon", self.label_epsilon)
-            elif self.label_noise_scale is not None:
-                check_positive("label_noise_scale", self.label_noise_scale, allow_zero=True)
-            if self.adaptive_rho:
-                raise InvalidParameterError("adaptive_rho applies to ADMM; the label-private protocol uses a fixed "
-                                            "rho (set adaptive_rho=False).")
-            if self.penalty != "l2":
-                raise PrivacyPreconditionError(f"penalty={self.penalty!r}: the label-private protocol needs "
-                                               "penalty='l2'.")
-        check_positive("tol", self.tol, allow_zero=True)
-        check_choice("accountant", self.accountant, ACCOUNTANTS)
-        check_choice("penalty", self.penalty, ("l2", "l1", "elasticnet"))
-        check_choice("solver", self.solver, SOLVERS)
-        mode = self._privacy_mode()
-        if mode == "epsilon":
-            check_positive("epsilon", self.epsilon)
-        elif mode == "iteration_epsilon":
-            check_positive("iteration_epsilon", self.iteration_epsilon)
-        elif mode == "noise_scale":
-            check_positive("noise_scale", self.noise_scale, allow_zero=True)
-        check_open_unit("delta", self.delta)
-        if not (self.bound == "auto" or self.bound is None):
-            check_positive("bound", self.bound)
-        if self.damping != "auto":
-            check_positive("damping", self.damping, allow_zero=True)
-            if (mode is not None or self._label_mode()) and self.damping > 0:
-                raise PrivacyPreconditionError(
-                    f"damping={self.damping} changes the x-step the sensitivity bound covers; use damping=0 "
-                    "(or 'auto') for a private fit.")
-        return mode
-
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, *, eval_set=None, callbacks: Sequence[Callable] = (), checkpoint_dir=None,
             checkpoint_every=None, resume_from=None, transcript=None):
@@ -244,6 +131,8 @@ class _VerticalADMM(BaseEstimator):
         mode = self._validate()
         label_mode = self._label_mode()
         mm = self._mm_protocol()
+        rr = self._rr()
+        refits = self._refits()
         blocks = self._blocks(X)
         n = blocks[0].shape[0]
         y_fit = self._encode_y(y, n)
@@ -303,9 +192,15 @@ class _VerticalADMM(BaseEstimator):
         label_nm = None
         label_spec = None
         sigma_label = 0.0
-        if mm and not label_mode:  # feature-private fit: the linearised coordinator, labels unprotected
-            label_spec = vs.LabelPrivacy(noise_scale=0.0, rounds=max_iter)
-        if label_mode:
+        if mm and (rr or not label_mode):  # the linearised coordinator without label noise: labels unprotected,
+            label_spec = vl.LabelPrivacy(noise_scale=0.0, rounds=max_iter)  # or already randomized (rr)
+        rr_events, hub_labels = [], y_fit
+        if rr:  # the label party's one release of its labels; everything after is post-processing
+            hub_labels, rr_events = _rr_labels(y_fit, float(self.label_epsilon), nseed, len(blocks),
+                                              checkpoint_dir, resume_from)
+            notes.append(f"labels: randomized response at label epsilon = {self.label_epsilon:g} (flip probability "
+                         f"{vl.flip_probability(self.label_epsilon):.4g}); the coordinator runs on the released labels")
+        if label_mode and not rr:
             label_clip = 1.0
             W = vs.label_sensitivity(label_gap=1.0 if loss.name == "logistic" else math.inf, clip=label_clip,
                                      fit_intercept=bool(self.fit_intercept))
@@ -316,7 +211,7 @@ class _VerticalADMM(BaseEstimator):
                 sigma_label = label_nm * W
             else:
                 sigma_label = float(self.label_noise_scale)
-            label_spec = vs.LabelPrivacy(noise_multiplier=label_nm,
+            label_spec = vl.LabelPrivacy(noise_multiplier=label_nm,
                                          noise_scale=None if self.label_epsilon is not None else sigma_label,
                                          clip=label_clip, rounds=max_iter)
         V, V_inf = self._clip(n, rho, sigma_label)
@@ -334,8 +229,9 @@ class _VerticalADMM(BaseEstimator):
                  "detail": "sensitivity proved in dpadmm.privacy.mechanisms; checked against worst-case neighbours "
                            "in tests/test_vertical_privacy.py"},
             ]
-        lam_sum = n * float(self.lam)  # the paper's summed scaling
-        damping = (0.0 if (any_private or mm) else 0.5) if self.damping == "auto" else float(self.damping)
+        lam_run = self._run_lam(n)  # λ of the joint run (stronger on randomized-response labels)
+        lam_sum = n * lam_run  # the paper's summed scaling
+        damping = (0.0 if (private or mm) else 0.5) if self.damping == "auto" else float(self.damping)
         specs = []
         for m, (name, B) in enumerate(zip(names, blocks)):
             pspec = None
@@ -348,13 +244,13 @@ class _VerticalADMM(BaseEstimator):
                     "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}
             if paper and _is_source(B):
                 opts["require_unit_rows"] = True
-            if m == 0 and mm:
-                opts["labels"] = y_fit  # the label party's own labels (party 1 is the label holder)
-            handlers = _LABEL_PARTY_HANDLERS if (m == 0 and mm) else _HANDLERS
+            if m == 0 and refits:
+                opts["labels"] = y_fit  # the label party's own (exact) labels (party 1 is the label holder)
+            handlers = _LABEL_PARTY_HANDLERS if (m == 0 and refits) else _HANDLERS
             specs.append(PartySpec(name, vs.setup_party, (name, B, opts), vs.party_step, vs.party_diagnostics, owner=name,
                                    handlers=handlers))
         hub_cfg = vs.CoordinatorConfig(
-            labels=y_fit, loss=loss, lam=float(self.lam), rho=rho,
+            labels=hub_labels, loss=loss, lam=lam_run, rho=rho,
             party_names=tuple(s.name for s in specs), bounds=bounds, fit_intercept=bool(self.fit_intercept),
             adaptive_rho=bool(self.adaptive_rho),
             tol=float(self.tol), eval_labels={k: yv for k, (_, yv) in evals.items()}, label_privacy=label_spec,
@@ -376,7 +272,7 @@ class _VerticalADMM(BaseEstimator):
                          "deployment (out-of-process backend) the models stay at the parties")
         try:
             result = engine.run(hub=hub, parties=specs, backend=backend, rounds=max_iter, noise_seed=nseed,
-                                callbacks=callbacks, monitor=monitor, stop_on_convergence=not any_private,
+                                callbacks=callbacks, monitor=monitor, stop_on_convergence=not (private or mm),
                                 checkpoint_every=checkpoint_every, checkpoint_dir=checkpoint_dir,
                                 resume_from=resume_from, started=True, transcript=transcript)
             # a party in another organisation never sends its model (it writes it to its own directory)
@@ -384,22 +280,33 @@ class _VerticalADMM(BaseEstimator):
             self.coefs_ = [backend.request(name, "coef") for name in names] if collect and not remote else None
             self.intercept_ = float(result.hub_state.intercept)
             self.passive_weight_ = 1.0
+            self.label_coef_ = None  # the label party's refit block (stays with the label party: for its scoring)
             refit = None
-            if mm:
-                # the label party (which is also the coordinator) refits its own block and intercept on its exact
-                # labels, given the other parties' last shares; the result never goes to a passive party
+            self.label_party_choice_, self.label_party_cv_ = None, None
+            if refits:
+                # the label party (which is also the coordinator) refits its own block, the intercept and a weight
+                # on the others' shares on its exact labels, and keeps that or its own model (whichever
+                # cross-validates better on its rows); the result never goes to a passive party
+                # alpha is fitted whenever the shares or the labels the run used were noisy (with no noise at all the
+                # protocol is exact and alpha = 1 keeps "zero noise == non-private")
+                noisy = private or rr or (label_spec is not None and (sigma_label > 0 or label_nm is not None))
                 refit = backend.request(names[0], "refit", result.hub_state.passive_total, loss.name,
-                                        bool(self.fit_intercept), self.intercept_, private)
+                                        bool(self.fit_intercept), self.intercept_, noisy, bool(self.fallback),
+                                        float(self.lam), float(self.label_block_scale))
                 alpha = refit["passive_weight"]
                 self.passive_weight_ = alpha
+                self.label_coef_ = np.asarray(refit["coef"])
+                self.label_party_choice_, self.label_party_cv_ = refit.get("choice"), refit.get("cv")
                 if self.coefs_ is not None:
                     self.coefs_ = [refit["coef"]] + [alpha * c for c in self.coefs_[1:]]
                 self.intercept_ = refit["intercept"]
-                notes.append("the label party's own block and the intercept"
-                             + (f" and a weight alpha = {alpha:.3g} on the other parties' (noisy) partial scores"
-                                if private else "")
-                             + " are refit on the exact labels after the last round, given the other parties' shares "
-                             "as received; that model stays with the label party")
+                notes.append(f"the label party's own block, the intercept and a weight alpha = {alpha:.3g} on the other "
+                             "parties' partial scores are refit on its exact labels after the last round, given the "
+                             "other parties' shares as received; that model stays with the label party")
+                if refit.get("cv") is not None:
+                    notes.append(f"the label party kept the {refit['choice']} model (5-fold cross-validated loss on its "
+                                 f"own rows: joint {refit['cv']['joint']:.4g}, its own model {refit['cv']['alone']:.4g}); "
+                                 "the choice stays with the label party")
             if transcript is not None and self.coefs_ is not None:  # x_m collected (simulation or opt-in)
                 for name, coef in zip(names, self.coefs_):
                     transcript(result.rounds, name, engine.HUB, {"coef": coef}, "model")
@@ -422,7 +329,7 @@ class _VerticalADMM(BaseEstimator):
             self.eval_scores_ = {}
             # a feature-private fit sends no un-noised partial scores X_m x_m off a party (x_m depends on D_m beyond
             # the noisy shares): only non-private feature sides (label-only fits) score passive parties' eval sets
-            for k in (evals if (collect or (mm and not private)) else ()):
+            for k in (evals if (collect or (refits and not private)) else ()):
                 if collect:
                     parts = {name: backend.request(name, "score", k) for name in names}
                 else:  # passive parties' partial test scores (prediction), the label party's from its refit
@@ -443,6 +350,8 @@ class _VerticalADMM(BaseEstimator):
         self.converged_ = result.converged
         self.noise_multiplier_ = nm
         self.label_noise_multiplier_ = label_nm
+        if rr_events:
+            result.ledger.record(rr_events)
         if any_private:
             delta = (result.rounds + 1) * self.delta if mode == "iteration_epsilon" else self.delta
             self.privacy_ = hu_report(
@@ -460,19 +369,6 @@ class _VerticalADMM(BaseEstimator):
                 warnings.warn(f"ADMM did not reach tol={self.tol} in max_iter={max_iter} iterations; "
                               "increase max_iter or use adaptive_rho=True.", ConvergenceWarning, stacklevel=2)
         return self
-
-    def _eval_sets(self, eval_set) -> dict:
-        if eval_set is None:
-            return {}
-        if isinstance(eval_set, dict):
-            items = list(eval_set.items())
-        else:
-            items = [("test" if i == 0 else f"eval{i}", pair) for i, pair in enumerate(eval_set)]
-        out = {}
-        for name, (Xe, ye) in items:
-            blocks = self._blocks(Xe, f"eval_set[{name!r}]")
-            out[name] = (blocks, self._encode_y(ye, blocks[0].shape[0], fitted=True))
-        return out
 
     # ------------------------------------------------------------------ predict
     def decision_function(self, X) -> np.ndarray:
@@ -513,7 +409,8 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
         ``"auto"`` = 0.5 for non-private fits (robust when party ranges overlap) and 0 — the paper's
         x-step — for private fits, where any other value is refused.
     max_iter : rounds T (under DP, exactly the T the budgets are composed over). ``"auto"``: 100 ADMM
-        iterations, 3 rounds of the label-private protocol (2 label releases).
+        iterations (also with randomized-response labels), 3 rounds of the Gaussian label-private protocol
+        (2 label releases), 2 when the features are protected.
     tol : primal/dual residual tolerance (non-private runs stop early when both are below it).
     penalty : ``l2`` (needed for DP), ``l1`` or ``elasticnet`` (with ``l1_ratio``).
     epsilon, delta : feature-side total (ε, δ) budget of the run; σ is calibrated with the accountant
@@ -528,10 +425,24 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
         party changes by ≤ 1 in ℓ2, [Hu, Definition 2]) or ``"record"`` (one row of one party).
     clip : per-sample scale c of the clip on what a party receives (V = c·sqrt(N), V_∞ = 3c);
         ``"auto"``: ``sqrt(1 + σ_L²) + 3ρ``.
-    label_epsilon : label-side total ε (at ``delta``): every message the coordinator sends any party is
-        (ε_L, δ)-DP w.r.t. one training label changing. Switches the coordinator to the label-private
-        protocol. Without it, every party can read the training labels from the dual y it receives.
-    label_noise_scale : raw σ_L of the label side instead of a budget.
+    label_epsilon : label-side total ε: everything the coordinator sends any party is ε_L-DP (pure, with
+        ``label_mechanism="rr"``; (ε_L, δ) with ``"gaussian"``) w.r.t. one training label changing.
+        Without it, every party can read the training labels from the dual y it receives.
+    label_mechanism : ``"rr"`` (default): the label party releases its labels once by randomized
+        response (flip probability 1/(1 + e^ε_L)) and ADMM runs on them to convergence (post-processing:
+        the rounds are free); ``"gaussian"``: the linearised coordinator adds Gaussian noise to the loss
+        gradient it sends every round (:mod:`dpadmm.algorithms.vertical_label`).
+    fallback : after a label-private (or feature-private) fit the label party refits its block, the
+        intercept and a weight α on the others' shares on its exact labels, and — with ``fallback=True``
+        (default) — keeps that model or its own (its block alone), whichever has the lower 5-fold
+        cross-validated loss on its own rows: never worse than the label party alone, within the noise
+        of that choice. The choice costs no privacy and stays with the label party
+        (``label_party_choice_``, ``label_party_cv_``).
+    label_block_scale : the factor c by which the label party's block was scaled in its DP preparation
+        (1/R after clipping standardised rows at R, as ``dpadmm vertical --prepare standardize`` does
+        under ``--epsilon``); its refit and its own model use the ridge λ·c², i.e. λ on the unscaled
+        block. Default 1.
+    label_noise_scale : raw σ_L of the Gaussian label mechanism instead of a budget (selects that mechanism).
     bound : b_1 of [Hu, Assumption 2.1] (``mechanism="paper"`` only); iterates are projected onto it.
         ``"auto"`` = sqrt(2 ln 2/λ) for x, 3·sqrt(N) for y and z.
     accountant : ``pld`` (headline) or ``rdp``.
@@ -594,13 +505,17 @@ class VerticalLinearRegression(RegressorMixin, _VerticalADMM):
                  tol: float = 1e-6, fit_intercept: bool = True, penalty: str = "l2", l1_ratio: float = 0.5,
                  adaptive_rho: bool = False, damping="auto", epsilon=None, delta: float = 1e-5, iteration_epsilon=None,
                  noise_scale=None, mechanism: str = "gaussian", relation: str = "feature_column", clip="auto",
-                 label_epsilon=None, label_noise_scale=None, bound="auto", accountant: str = "pld", party_sizes=None,
+                 label_epsilon=None, label_noise_scale=None, label_mechanism: str = "gaussian", fallback: bool = True,
+                 label_block_scale: float = 1.0,
+                 bound="auto", accountant: str = "pld", party_sizes=None,
                  random_state=None, backend="inprocess", monitor: bool | None = None, solver: str = "auto"):
         super().__init__(lam=lam, rho=rho, max_iter=max_iter, tol=tol, fit_intercept=fit_intercept, penalty=penalty,
                          l1_ratio=l1_ratio, adaptive_rho=adaptive_rho, damping=damping, epsilon=epsilon, delta=delta,
                          iteration_epsilon=iteration_epsilon, noise_scale=noise_scale, mechanism=mechanism,
                          relation=relation, clip=clip, label_epsilon=label_epsilon,
-                         label_noise_scale=label_noise_scale, bound=bound,
+                         label_noise_scale=label_noise_scale, label_mechanism=label_mechanism, fallback=fallback,
+                         label_block_scale=label_block_scale,
+                         bound=bound,
                          accountant=accountant, party_sizes=party_sizes, random_state=random_state,
                          backend=backend, monitor=monitor, solver=solver)
         self.loss = loss
@@ -616,116 +531,13 @@ class VerticalLinearRegression(RegressorMixin, _VerticalADMM):
         return self.decision_function(X)
 
 
-class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
-    """The SGD-based vertical baseline [Hu, §5]: per-party linear models, outputs summed, minibatch
-    SGD driven by the coordinator's shared residual (see :mod:`dpadmm.algorithms.vertical_sgd`).
-    Non-private; monitoring (``history_``) is recorded once per epoch."""
-
-    def __init__(self, *, lam: float = 1e-3, lr: float = 0.5, batch_size: int = 256, epochs: int = 10,
-                 decay: float = 0.0, random_state: Any = None, backend: Any = "inprocess"):
-        self.lam = lam
-        self.lr = lr
-        self.batch_size = batch_size
-        self.epochs = epochs
-        self.decay = decay
-        self.random_state = random_state
-        self.backend = backend
-
-    def fit(self, X, y, *, eval_set=None, callbacks=()):
-        from ..algorithms import vertical_sgd as sgd
-
-        check_positive("lam", self.lam, allow_zero=True)
-        check_positive("lr", self.lr)
-        check_int("batch_size", self.batch_size)
-        check_int("epochs", self.epochs)
-        helper = _VerticalADMM()
-        blocks = helper._blocks(X)
-        n = blocks[0].shape[0]
-        y_pm, self.classes_ = binary_labels("y", y, n)
-        evals = {}
-        for k, (Xe, ye) in (eval_set or {}).items():
-            be = helper._blocks(Xe, f"eval_set[{k!r}]")
-            evals[k] = (be, np.where(np.asarray(ye).ravel() == self.classes_[1], 1.0, -1.0))
-        names = _party_names(len(blocks))
-        specs = [PartySpec(name, sgd.setup_party, (name, B, {"lam": float(self.lam),
-                                                              "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}),
-                           sgd.party_step, sgd.party_diagnostics, handlers={"coef": vs.party_coef})
-                 for m, (name, B) in enumerate(zip(names, blocks))]
-        per_epoch = sgd.rounds_per_epoch(n, int(self.batch_size))
-        hub_cfg = sgd.SGDHubConfig(labels=y_pm, loss=get_loss("logistic"), lam=float(self.lam), lr=float(self.lr),
-                                   batch_size=int(self.batch_size), party_names=tuple(names), decay=float(self.decay),
-                                   eval_labels={k: v for k, (_, v) in evals.items()})
-        hub = engine.Hub(hub_cfg, sgd.init_hub, sgd.hub_step, sgd.hub_metrics, metrics_every=per_epoch)
-        backend = get_backend(self.backend)
-        nseed = noise_seed(self.random_state)
-        backend.start(specs, noise_seed=nseed)
-        try:
-            res = engine.run(hub=hub, parties=specs, backend=backend, rounds=per_epoch * int(self.epochs),
-                             noise_seed=nseed, callbacks=callbacks, started=True)
-            self.coefs_ = [backend.request(nm, "coef") for nm in names]  # non-private baseline
-        finally:
-            backend.close()
-        self.party_dims_ = tuple(B.shape[1] for B in blocks)
-        # keep only monitored rounds (once per epoch)
-        self.history_ = {k: v for k, v in res.history.items() if k not in ("round", "seconds")}
-        self.history_["seconds"] = [s for s, r in zip(res.history["seconds"], res.history["round"]) if r % per_epoch == 0]
-        self.intercept_ = 0.0
-        return self
-
-    def decision_function(self, X):
-        blocks = _VerticalADMM()._blocks(X)
-        return sum(B @ c for B, c in zip(blocks, self.coefs_))
-
-    def predict_proba(self, X):
-        p = 1.0 / (1.0 + np.exp(-np.clip(self.decision_function(X), -500, 500)))
-        return np.column_stack([1.0 - p, p])
-
-    def predict(self, X):
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+#: moved by concern (:mod:`.vertical_sgd`, :mod:`.vertical_audit`); still importable from here
+_MOVED = {"VerticalSGDClassifier": "vertical_sgd", "audit_fit": "vertical_audit"}
 
 
-# ----------------------------------------------------------------------------- for the end-to-end audit
-class _Seen:
-    """Transcript callable keeping exactly what the adversary of one side sees."""
+def __getattr__(name: str):
+    if name in _MOVED:
+        import importlib
 
-    def __init__(self, side: str, party: str):
-        self.side, self.party, self.parts = side, party, []
-
-    def __call__(self, round_, sender, receiver, message, kind):
-        if kind != "protocol":
-            return
-        if self.side == "feature" and sender == self.party:  # every share party m sends
-            self.parts.append(np.asarray(message.share, dtype=np.float64))
-        elif self.side == "label" and receiver == self.party:  # every N-vector the coordinator sends it
-            self.parts.extend(np.asarray(v, dtype=np.float64) for v in (message.residual, message.dual))
-
-
-def audit_fit(blocks, y, *, side: str = "feature", relation: str = "feature_column", epsilon: float = 1.0,
-              delta: float = 1e-5, party: str = "party2", seed: int | None = None, **kwargs) -> tuple[np.ndarray, float]:
-    """One whole private fit on a small instance, for the end-to-end audit (``dpadmm audit --end-to-end``).
-
-    ``side="feature"``: a feature-private fit (gaussian mechanism, ``relation``, total ``epsilon``);
-    returns everything ``party`` sends, concatenated (what the coordinator and the other parties see).
-    ``side="label"``: a label-private fit (``label_epsilon=epsilon``); returns everything the coordinator
-    sends ``party`` (what a passive party sees). Second value: the ε the fit reports for that side
-    (the claim the audit's lower bound must not exceed). ``kwargs`` go to the estimator (e.g.
-    ``max_iter``, ``lam``, ``mechanism="paper"`` for the published [Hu, eq. 16]). Neighbours: change one
-    column (or row) of ``party``'s block, or flip one label, and call again. Example::
-
-        view, eps = audit_fit([B1, B2], y, side="label", epsilon=1.0, max_iter=3, seed=k)
-    """
-    seen = _Seen(side, party)
-    if side == "feature":
-        model = VerticalLogisticRegression(epsilon=epsilon, delta=delta, relation=relation, random_state=seed,
-                                           monitor=False, **kwargs)
-    elif side == "label":
-        model = VerticalLogisticRegression(label_epsilon=epsilon, delta=delta, random_state=seed, monitor=False,
-                                           **kwargs)
-    else:
-        raise InvalidParameterError(f"side must be 'feature' or 'label', got side={side!r}.")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model.fit(blocks, y, transcript=seen)
-    p = model.privacy_
-    claim = p.epsilon if side == "feature" else p.label["epsilon"]
-    return np.concatenate(seen.parts), float(claim)
+        return getattr(importlib.import_module(f".{_MOVED[name]}", __package__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -116,6 +116,34 @@ def normalized(data: VerticalData) -> VerticalData:
                         data.y_test, dict(data.source, normalized_rows=True))
 
 
+def row_clips(data: VerticalData, row_clip) -> list[float]:
+    """R per party: ``"auto"`` = sqrt(d_m) (the RMS norm of a standardised row), or the given number."""
+    from ..algorithms.vertical_data import default_row_clip
+
+    return [default_row_clip(d) if row_clip in (None, "auto") else float(row_clip) for d in data.party_sizes]
+
+
+def prepared(data: VerticalData, how: str, *, row_clip=None) -> VerticalData:
+    """Party-local preparation (:func:`dpadmm.algorithms.vertical_data.prepare_block`) of every block:
+    statistics from the party's own training rows, reused for its test rows; ``row_clip``: a list of
+    R per party (feature-private runs) or None."""
+    from ..algorithms.vertical_data import prepare_block
+
+    if how == "none":
+        return data
+    if how == "normalize-rows":
+        return normalized(data)
+    clips = row_clip if row_clip is not None else [None] * len(data.train)
+    train, test = [], [] if data.test is not None else None
+    for m, B in enumerate(data.train):
+        P, scaling = prepare_block(B, how, row_clip=clips[m])
+        train.append(P)
+        if test is not None:
+            test.append(prepare_block(data.test[m], how, scaling=scaling, row_clip=clips[m])[0])
+    return VerticalData(train, data.y, test, data.y_test,
+                        dict(data.source, prepared=how, row_clip=row_clip))
+
+
 def rows_are_normalized(blocks) -> bool:
     return all(np.all(np.abs(n[n > 0] - 1.0) <= 1e-6) for n in (row_norms(b) for b in blocks))
 
@@ -152,19 +180,21 @@ def _test_probability(model, test_blocks) -> np.ndarray:
 
 
 def load_vertical_sources(party_files, test_party_files=(), *, id_column: str = "id", label_column: str = "y",
-                          normalize: bool = False) -> VerticalData:
+                          normalize: bool = False, prepare: str = "none", row_clip=None) -> VerticalData:
     """Party CSVs as :class:`~dpadmm.data.remote.PartyFile` sources: each party's worker reads its own
     file; the driver reads only the first file's ids and labels (data locality)."""
     from ..data.remote import party_sources
 
-    train, labels, _ = party_sources(party_files, id_column=id_column, label_column=label_column, normalize=normalize)
+    kw = dict(prepare=prepare, row_clip=row_clip)
+    train, labels, _ = party_sources(party_files, id_column=id_column, label_column=label_column, normalize=normalize,
+                                     **kw)
     test = test_labels = None
     if test_party_files:
         if len(test_party_files) != len(party_files):
             raise InvalidParameterError(f"give one --test-party file per --party file "
                                         f"({len(party_files)}), got {len(test_party_files)}.")
         test, test_labels, _ = party_sources(test_party_files, id_column=id_column, label_column=label_column,
-                                             normalize=normalize)
+                                             normalize=normalize, scaling_from=list(party_files), **kw)
         for m, (a, b) in enumerate(zip(train, test), start=1):
             if a.shape[1] != b.shape[1]:
                 raise InvalidDataError(f"test party {m} has {b.shape[1]} feature columns but training party {m} "
@@ -173,7 +203,8 @@ def load_vertical_sources(party_files, test_party_files=(), *, id_column: str = 
     return VerticalData(train, labels, test, test_labels,
                         {"party_files": [str(p) for p in party_files],
                          "test_party_files": [str(p) for p in test_party_files],
-                         "data_locality": "each party's worker reads its own file", "normalized_rows": normalize})
+                         "data_locality": "each party's worker reads its own file", "normalized_rows": normalize,
+                         "prepared": prepare})
 
 
 def model_loss(model):
@@ -188,7 +219,8 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iteration
                  seed: int | None = None, tol: float = 1e-6, callbacks=(), backend="inprocess",
                  fit_kwargs=None, monitor: bool | None = None, mechanism: str = "gaussian",
                  relation: str = "feature_column", clip="auto", label_epsilon=None,
-                 label_noise_scale=None) -> tuple[VerticalLogisticRegression, dict]:
+                 label_noise_scale=None, label_mechanism: str = "rr",
+                 label_block_scale: float = 1.0) -> tuple[VerticalLogisticRegression, dict]:
     """Fit one vertical model and return it with its metrics dict (the metrics.json layout).
 
     ``seed=None`` (private default): party-local noise. ``monitor=None``: per-round monitoring only
@@ -201,14 +233,17 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iteration
         lam=lam, rho=rho, max_iter=iterations, tol=tol, fit_intercept=fit_intercept, epsilon=epsilon, delta=delta,
         iteration_epsilon=iteration_epsilon, noise_scale=noise_scale, bound=bound, accountant=accountant,
         adaptive_rho=adaptive_rho, random_state=seed, backend=backend, monitor=monitor, mechanism=mechanism,
-        relation=relation, clip=clip, label_epsilon=label_epsilon, label_noise_scale=label_noise_scale)
+        relation=relation, clip=clip, label_epsilon=label_epsilon, label_noise_scale=label_noise_scale,
+        label_mechanism=label_mechanism, label_block_scale=label_block_scale)
     eval_set = {"test": (data.test, data.y_test)} if data.test is not None else None
     model.fit(data.train, data.y, eval_set=eval_set, callbacks=callbacks, **(fit_kwargs or {}))
     wall = time.perf_counter() - t0
     h = model.history_
     history = {k: h[k] for k in ("objective", "seconds", "train_loss", "primal_residual", "dual_residual", "rho")
                if k in h}
-    final: dict[str, Any] = {"iterations": model.n_iter_, "converged": model.converged_}
+    final: dict[str, Any] = {"iterations": model.n_iter_, "converged": model.converged_,
+                             "label_party_choice": getattr(model, "label_party_choice_", None),
+                             "passive_weight": getattr(model, "passive_weight_", None)}
     has_models = model.coefs_ is not None
     if has_models and not any(hasattr(b, "load") for b in data.train):
         # the released model's (after the label party's refit, which can differ from the last iterate);
@@ -251,9 +286,27 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iteration
     config = {"lam": lam, "rho": model._rho(len(data.train), model_loss(model)), "iterations": model._max_iter(),
               "fit_intercept": fit_intercept, "mechanism": mechanism, "relation": relation, "clip": clip,
               "label_epsilon": label_epsilon, "label_noise_scale": label_noise_scale,
+              "label_mechanism": label_mechanism if (label_epsilon is not None and label_noise_scale is None) else None,
               "epsilon": epsilon, "delta": delta, "iteration_epsilon": iteration_epsilon,
               "noise_scale": noise_scale, "bound": bound, "accountant": accountant, "adaptive_rho": adaptive_rho,
               "seed": seed, "noise_source": model.noise_source_, "monitor": monitor, "tol": tol, "party_sizes": list(data.party_sizes), "n_train": int(len(data.y)),
               "n_test": int(len(data.y_test)) if data.y_test is not None else 0,
               "noise_multiplier": model.noise_multiplier_, "backend": getattr(backend, "name", str(backend)), **data.source}
     return model, {"history": history, "final": final, "privacy": privacy, "wall_seconds": wall, "config": config}
+
+
+def baselines(data: VerticalData, *, lam: float, fit_intercept: bool = True) -> dict:
+    """What the user has without the joint model, on the test set (empty without one): predicting the
+    training base rate, and the label party alone — a logistic regression on its own (prepared) block
+    with the same λ. With data locality (party files read by the parties' workers) the driver reads no
+    party file, so only the base rate is reported (the label party's own choice still guards the model)."""
+    from ..cli._common import base_rate_log_loss
+
+    if data.test is None:
+        return {}
+    out = {"base_rate": {"test_log_loss": base_rate_log_loss(data.y, data.y_test)}}
+    if hasattr(data.train[0], "load"):  # data locality: the driver reads no party file, not even the label party's
+        return out
+    alone = sklearn_baseline(data.train[:1], data.y, data.test[:1], data.y_test, lam=lam, fit_intercept=fit_intercept)
+    out["label_party_alone"] = {k: v for k, v in alone.items() if k.startswith("test_")}
+    return out

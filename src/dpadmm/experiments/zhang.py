@@ -97,6 +97,20 @@ def released_curves(model, Xs, ys) -> dict:
 
 
 
+def _log_loss(model, X, y_pm) -> float:
+    """Mean log loss of the handed-over model on (X, y ∈ ±1)."""
+    z = model.decision_function(X)
+    return float(np.mean(np.logaddexp(0.0, -np.where(np.asarray(y_pm) > 0, 1.0, -1.0) * z)))
+
+
+def _base_rate_loss_on(ys, y_eval) -> float:
+    """Log loss on ``y_eval`` (±1) of predicting the pooled training base rate."""
+    p = float(np.mean(np.concatenate([np.asarray(v) for v in ys]) > 0))
+    p = min(max(p, 1e-12), 1 - 1e-12)
+    ye = np.asarray(y_eval) > 0
+    return float(-np.mean(np.where(ye, np.log(p), np.log1p(-p))))
+
+
 def _base_rate_loss(ys) -> float:
     """Average log loss of predicting the pooled base rate for every record (the trivial model)."""
     p = float(np.mean(np.concatenate([np.asarray(v) for v in ys]) > 0))
@@ -109,11 +123,17 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
                   reg_weight: float = PAPER_REG_WEIGHT, iterations: int = 100, runs: int = 1, seed: int | None = 0,
                   normalize: bool = False, monitor: bool | None = None, progress: Callable | None = None, eta=None, eta_growth=1.0, alpha=None,
                   alpha_growth=1.0, theta=THETA, theta_growth=1.0, samples: int = 0, backend: str = "inprocess",
-                  backend_options: dict | None = None) -> dict:
+                  backend_options: dict | None = None, X_test=None, y_test=None,
+                  fallback_epsilon: float | None = None, epsilon: float | None = None) -> dict:
     """Fit R independent runs of one configuration; return the metrics.json layout:
     ``history.train_loss.{mean,min,max}`` (L(t) over runs), ``history.privacy_bound`` (P(t)), ``final``, ``config``.
 
     ``seed=None``: every node draws its noise from its own OS entropy (data split and graph use seed 0).
+    ``X_test``/``y_test``: held-out rows; ``final.test_loss_*`` is the log loss of the model each run hands
+    over (the consensus model or, private with a fallback, the DP base rate) and ``final.test_base_rate_loss``
+    that of predicting the training base rate. ``metrics["_model"]`` holds the last run's model arrays.
+    ``epsilon`` (pp/dvp): the total per-node budget; α(1) is solved for (``graph_consensus.alpha_for_budget``)
+    so that P(T) + ``fallback_epsilon`` = epsilon.
     ``monitor=None``: the nodes report their training loss every round only in non-private runs; otherwise
     L(t) is evaluated here, by the simulation driver, from the *released* models f_i(t) (what the
     adversary sees anyway) on the node data this driver loaded — nothing un-noised leaves a node."""
@@ -129,15 +149,35 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
     Xs, ys = _node_data(X, y, nodes, split, uneven_ratio, data_seed)
     G = make_graph(topology, nodes, random_state=np.random.default_rng([data_seed, 2]))
     curves, consensus, objective, accuracy, secs, sec_curves = [], [], [], [], [], []
+    test_losses, handed, dp_rates, train_handed = [], [], [], []
+    if X_test is not None:
+        from .._validation import binary_labels
+
+        X_test = np.asarray(X_test.toarray() if hasattr(X_test, "toarray") else X_test, dtype=np.float64)
+        if normalize:
+            X_test = X_test / np.maximum(np.linalg.norm(X_test, axis=1), 1.0)[:, None]
+        y_test_pm, _ = binary_labels("test labels", y_test)
     model = None
     placement = None  # Ray: where every node's actor ran (config.placement)
+    if epsilon is not None and perturbation in ("pp", "dvp"):
+        from ..algorithms.graph_consensus import alpha_for_budget, schedule_table
+        from ..data.graphs import adjacency
+
+        _, V = adjacency(G)
+        eta_tab = schedule_table(theta if (eta is None or perturbation == "dvp") else eta,
+                                 theta_growth if (eta is None or perturbation == "dvp") else eta_growth,
+                                 n_nodes=nodes, rounds=iterations)
+        if np.ndim(alpha_growth) or isinstance(alpha_growth, (list, tuple)):
+            raise InvalidParameterError("--epsilon needs one --alpha-growth for every node.")
+        alpha = alpha_for_budget(float(epsilon) - float(fallback_epsilon or 0.0), C=C,
+                                 B=[len(v) for v in ys], degree=V, eta=eta_tab, alpha_growth=float(alpha_growth))
     t0 = time.perf_counter()
     for r in range(runs):
         cb = [] if progress is None else [lambda t, rec, r=r: progress(r * iterations + t, rec)]
         model = ConsensusLogisticRegression(
             C=C, reg_weight=reg_weight, n_nodes=nodes, topology=G, theta=theta, theta_growth=theta_growth, eta=eta,
             eta_growth=eta_growth, perturbation=perturbation, alpha=alpha, alpha_growth=alpha_growth,
-            max_iter=iterations, normalize=normalize, batch=backend == "inprocess",
+            max_iter=iterations, normalize=normalize, batch=backend == "inprocess", fallback_epsilon=fallback_epsilon,
             backend=(be := get_backend(backend, **(backend_options or {}))), monitor=monitor, record_path=not monitor,
             random_state=None if seed is None else int(np.random.SeedSequence([seed, r]).generate_state(1)[0]))
         model.fit(Xs, ys, callbacks=cb)
@@ -149,6 +189,11 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
         accuracy.append(h["train_accuracy"][-1])
         secs.append(h["seconds"][-1])
         sec_curves.append(model.history_["seconds"])
+        handed.append(model.handed_over_ or "model")
+        dp_rates.append(model.dp_base_rate_)
+        train_handed.append(_log_loss(model, np.concatenate(Xs), np.concatenate(ys)))
+        if X_test is not None:
+            test_losses.append(_log_loss(model, X_test, y_test_pm))
     L = np.asarray(curves)
     pb = model.history_["privacy_bound"]
     final_pb = pb[-1] if np.isfinite(pb[-1]) else None
@@ -170,6 +215,12 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
             "iterations": int(L.shape[1]), "runs": int(runs), "train_seconds_per_run": float(np.mean(secs)),
             "wall_seconds": time.perf_counter() - t0,
             "privacy_per_node": model.privacy_.per_party if model.privacy_ is not None else None,
+            "handed_over": handed, "dp_base_rate": dp_rates,
+            "handed_over_train_loss_mean": float(np.mean(train_handed)),
+            **({"test_loss_mean": float(np.mean(test_losses)), "test_loss_min": float(np.min(test_losses)),
+                "test_loss_max": float(np.max(test_losses)), "test_loss": test_losses,
+                "test_base_rate_loss": _base_rate_loss_on(ys, y_test_pm), "n_test": int(len(y_test_pm))}
+               if X_test is not None else {}),
             "evaluated_by": "the nodes (monitoring)" if monitor else
                             "the simulation driver, from the released models f_i(t) (no monitoring)",
         },
@@ -188,7 +239,11 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
             "alpha_growth": alpha_growth, "iterations": iterations, "runs": runs, "seed": seed, "normalize": normalize,
             "monitor": monitor, "noise_source": model.noise_source_,
             "c1": 0.25, "regularizer": "R(f) = 1/2 ||f||^2", "loss": "logistic", "init": "f_i(0) = 0, lambda_i(0) = 0",
+            "fallback_epsilon": fallback_epsilon if private else None, "epsilon_target": epsilon,
         },
+        "_model": {"coef": model.coef_, "intercept": np.float64(model.intercept_), "coefs": model.coefs_,
+                   "classes": np.asarray(model.classes_), "handed_over": np.str_(model.handed_over_ or "model"),
+                   "margin_clip": np.float64(model._margin_clip if model._margin_clip is not None else np.inf)},
     }
 
 

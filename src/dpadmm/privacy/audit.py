@@ -53,19 +53,20 @@ def _pilot(p0: np.ndarray, p1: np.ndarray, delta: float, alpha: float, n_thresho
     """
     p0, p1 = np.sort(p0), np.sort(p1)
     cands = np.quantile(np.concatenate([p0, p1]), np.linspace(0.0005, 0.9995, n_thresholds))
-    best = (-np.inf, float(cands[0]), 1)
     n_p0, n_p1 = len(p0), len(p1)
-    for tau in cands:
-        # reject "from D" when score > tau
-        k_fp = n_p0 - int(np.searchsorted(p0, tau, side="right"))
-        k_fn = int(np.searchsorted(p1, tau, side="right"))
-        for sign, (ka, na, kb, nb) in ((1, (k_fp, n_p0, k_fn, n_p1)), (-1, (n_p1 - k_fn, n_p1, n_p0 - k_fp, n_p0))):
-            a = clopper_pearson_upper(ka, na, alpha / 2)
-            b = clopper_pearson_upper(kb, nb, alpha / 2)
-            val = math.log(max(1.0 - delta - a, 1e-300) / b)
-            if val > best[0]:
-                best = (val, float(tau), sign)
-    return best
+    # reject "from D" when score > tau; all thresholds at once (one vectorised beta quantile per rate)
+    k_fp = n_p0 - np.searchsorted(p0, cands, side="right")
+    k_fn = np.searchsorted(p1, cands, side="right")
+
+    def upper(k, n):
+        return np.where(k >= n, 1.0, beta.ppf(1.0 - alpha / 2, k + 1, np.maximum(n - k, 1)))
+
+    vals = []
+    for a, b in ((upper(k_fp, n_p0), upper(k_fn, n_p1)), (upper(n_p1 - k_fn, n_p1), upper(n_p0 - k_fp, n_p0))):
+        vals.append(np.log(np.maximum(1.0 - delta - a, 1e-300) / b))
+    inter = np.stack(vals, axis=1).ravel()  # (tau_0, +), (tau_0, −), (tau_1, +), …: the first best wins, as before
+    i = int(np.argmax(inter))
+    return float(inter[i]), float(cands[i // 2]), (1 if i % 2 == 0 else -1)
 
 
 def _evaluate(e0: np.ndarray, e1: np.ndarray, tau: float, sign: int, delta: float, alpha: float) -> dict:

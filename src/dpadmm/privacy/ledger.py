@@ -149,7 +149,8 @@ def render_side(name: str, side: dict[str, Any]) -> str:
         per_txt = (" per party (" + ", ".join(f"{p} {_num(e)}" for p, e in per.items()) + ")") if len(per) > 1 else ""
     delta = side.get("delta")
     d_txt = f"{delta:.3g}" if isinstance(delta, (int, float)) else str(delta)
-    return (f"{name}: ε = {_num(side['epsilon'])} at δ = {d_txt}{per_txt}; {side.get('accountant')}; relation: "
+    acc = f"; {side['accountant']}" if side.get("accountant") else ""
+    return (f"{name}: ε = {_num(side['epsilon'])} at δ = {d_txt}{per_txt}{acc}; relation: "
             f"{side.get('relation')}; {SHORT_THREATS.get(name, side.get('threat_model', ''))}")
 
 

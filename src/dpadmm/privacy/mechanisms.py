@@ -96,9 +96,11 @@ def clip_share_input(v: np.ndarray, V: float, V_inf: float | None = None) -> np.
     The coordinatewise clip first and the rescaling second keep both bounds (rescaling by a factor
     ≤ 1 cannot raise a coordinate). Works on ``(N,)`` or ``(k, N)`` (each row clipped).
     """
+    from ..kernels.norms import safe_norm
+
     if V_inf is not None:
         v = np.clip(v, -V_inf, V_inf)
-    norm = np.linalg.norm(v, axis=-1, keepdims=True)
+    norm = safe_norm(v, axis=-1, keepdims=True)  # no underflow: a v ≠ 0 never passes as norm 0 (REDTEAM_POLICY R1)
     over = norm > V
     scale = np.where(over, V / np.where(over, norm, 1.0), 1.0)
     return v * scale

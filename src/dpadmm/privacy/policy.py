@@ -76,6 +76,13 @@ class PartyPolicy:
     regulariser must be exactly ½‖x‖², no damping).
     Functional: ``max_score_clip`` (the standardised scores are clipped to at most this; the clip is
     mandatory and the sensitivity's c₁ must cover it), ``max_newton_tol`` (exact local solves).
+    Every clip radius the coordinator chooses (vertical V, the functional score clip and c₁, the
+    statistics' curve clip) must be ≥ ``min_clip``: with underflow-free norms the guarantee does not
+    depend on the radius's size, the floor keeps clipped values and their noise clear of subnormal floats
+    where they lose relative precision (REDTEAM_POLICY R5). ``normalize_vertical_rows``: the vertical
+    party normalises its rows to unit norm (off: clipped to ‖d_k‖ ≤ 1) — the party's choice, never the
+    coordinator's; row normalisation is not 1-Lipschitz, so it is allowed only with the record relation
+    (REDTEAM_POLICY R3).
     Consensus: rows are normalised to ‖x‖ ≤ 1 at the party (``normalize_rows``; off: rows of norm
     > 1 are refused), ``max_alpha`` (a ceiling on the noise rate α of [Zhang, eq. 24]), the
     conditions of [Zhang, Alg. 1] are checked at the party.
@@ -95,6 +102,8 @@ class PartyPolicy:
     max_newton_tol: float = 1e-8
     normalize_rows: bool = True
     max_alpha: float | None = None
+    min_clip: float = 1e-12
+    normalize_vertical_rows: bool = False
 
     def __post_init__(self):
         if (self.max_epsilon is None) != (self.delta is None):
@@ -115,7 +124,10 @@ class PartyPolicy:
         if self.relation not in ("feature_column", "record"):
             raise InvalidParameterError(f"the policy's relation must be 'feature_column' or 'record', "
                                         f"got {self.relation!r}.")
-        for name in ("column_change", "max_newton_tol"):
+        if self.normalize_vertical_rows and self.relation == "feature_column":
+            raise InvalidParameterError("normalize_vertical_rows needs relation 'record': normalising rows is not "
+                                        "1-Lipschitz, so a change of one column is not bounded after it.")
+        for name in ("column_change", "max_newton_tol", "min_clip"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
                 raise InvalidParameterError(f"the policy's {name} must be a positive number, got {v}.")

@@ -7,7 +7,7 @@ import math
 
 from .accountants.composition import hu_corollary1
 from .accountants.gaussian import gaussian_epsilon
-from .events import FEATURE_COLUMN, LABEL_CHANGE, RECORD_REPLACE, GaussianRelease
+from .events import FEATURE_COLUMN, LABEL_CHANGE, RECORD_REPLACE, GaussianRelease, PureDPRelease
 from .ledger import PrivacyLedger, PrivacyReport
 from .mechanisms import classical_gaussian_epsilon
 
@@ -31,7 +31,24 @@ LABEL_THREAT = ("adversary: any passive party (or all of them together), seeing 
                 "refit model and the intercept never leave the label party")
 
 
-def _label_block(label_events, delta, accountant, rounds) -> dict:
+def _rr_block(pure) -> dict:
+    """Randomized response: pure ε per release, composed by addition (one release per run)."""
+    eps = float(sum(e.epsilon for e in pure))
+    return {"protected": True, "epsilon": eps, "delta": 0.0, "relation": LABEL_CHANGE.key,
+            "relation_description": LABEL_CHANGE.description, "threat_model": LABEL_THREAT,
+            "accountant": "pure epsilon (basic composition)", "rdp_epsilon": eps,
+            "mechanism": "randomized response: the label party releases each label once, flipped with probability "
+                         "1/(1 + e^epsilon); everything after is post-processing",
+            "flip_probability": float(1.0 / (1.0 + math.exp(eps))) if len(pure) == 1 else None,
+            "sensitivity": None, "sigma": None, "noise_multiplier": None, "rounds": len(pure)}
+
+
+def _label_block(label_events, delta, accountant, rounds, pure=()) -> dict:
+    if pure:
+        if any(e.sigma > 0 for e in label_events):  # both mechanisms in one run: not a combination we make
+            return {"protected": True, "epsilon": math.inf, "delta": delta, "relation": LABEL_CHANGE.key,
+                    "threat_model": LABEL_THREAT, "note": "mixed label mechanisms: not accounted (epsilon = inf)"}
+        return _rr_block(pure)
     if not label_events:
         return {"protected": False, "epsilon": "inf", "delta": None, "relation": LABEL_CHANGE.key,
                 "threat_model": LABEL_THREAT, "note": LABELS_READABLE}
@@ -69,7 +86,8 @@ def hu_report(ledger: PrivacyLedger, *, delta: float, accountant: str = "pld", r
     ``label_delta`` into ``label``; without such events ``label`` says the labels are readable.
     """
     label_events = [e for e in ledger.events if isinstance(e, GaussianRelease) and e.relation == LABEL_CHANGE]
-    label = _label_block(label_events, label_delta if label_delta is not None else delta, accountant, rounds)
+    pure = [e for e in ledger.events if isinstance(e, PureDPRelease) and e.relation == LABEL_CHANGE]
+    label = _label_block(label_events, label_delta if label_delta is not None else delta, accountant, rounds, pure)
     per_party_events = {p: [e for e in evs if isinstance(e, GaussianRelease) and e.relation != LABEL_CHANGE]
                         for p, evs in ledger.by_party().items()}
     per_party_events = {p: evs for p, evs in per_party_events.items() if evs}
@@ -105,7 +123,11 @@ def hu_report(ledger: PrivacyLedger, *, delta: float, accountant: str = "pld", r
                          "noise_multiplier": min(e.noise_multiplier for e in costly), "rounds": len(costly),
                          "rounds_total": len(evs)})
     label_events = [e for e in label_events if e.sigma > 0]
-    if label_events:
+    if pure:
+        releases.append({"party": "coordinator", "side": "labels", "relation": LABEL_CHANGE.key,
+                         "mechanism": "randomized response", "epsilon": label["epsilon"],
+                         "flip_probability": label.get("flip_probability"), "rounds": len(pure)})
+    elif label_events:
         releases.append({"party": "coordinator", "side": "labels", "relation": LABEL_CHANGE.key,
                          "sensitivity": label["sensitivity"], "sigma": label["sigma"],
                          "noise_multiplier": label["noise_multiplier"], "rounds": label["rounds"]})

@@ -22,7 +22,9 @@ THREAT_MODELS: dict[str, str] = {
     "vertical-label": (
         "adversary: any passive party (or all of them, colluding); sees every message the coordinator sends "
         "(N-vectors every round); protects the training labels (one label changes); public: the sample "
-        "alignment, the hyperparameters and the passive parties' own features"),
+        "alignment, the hyperparameters and the passive parties' own features. Not covered: the label party's "
+        "own final model (its refit on its exact labels, and its choice between that and its own model) stays "
+        "with the label party; predictions it publishes from it are its own release"),
     "consensus": (
         "adversary: any node or an eavesdropper on any link; sees every broadcast model f_i(t) of every node "
         "and the graph; protects each node's records (replace one record of one node); public: the graph, "

@@ -69,10 +69,18 @@ def paper_bound(eps_iter: float, delta_iter: float, rounds: int, delta_prime: fl
 
 def _merge_rounding(mults: list[float]) -> list[float]:
     """σ/Δ of rounds whose Δ differs comes back with rounding differences (~1e-16); multipliers equal
-    to 1e-9 relative are replaced by their minimum (conservative) so the accountant composes them as one."""
-    if mults and max(mults) <= min(mults) * (1.0 + 1e-9):
-        return [min(mults)] * len(mults)
-    return list(mults)
+    to 1e-9 relative are replaced by their group's minimum (conservative) so the accountant composes each
+    group as one self-composed event (mixed multipliers, e.g. shares of a budget, form several groups)."""
+    if not mults:
+        return []
+    order = sorted(range(len(mults)), key=lambda i: mults[i])
+    out = list(mults)
+    lo = mults[order[0]]
+    for i in order:
+        if mults[i] > lo * (1.0 + 1e-9):
+            lo = mults[i]
+        out[i] = lo
+    return out
 
 
 def zhou_report(ledger: PrivacyLedger, *, delta: float, accountant: str = "pld", eps_iter: float | None = None,

@@ -1,0 +1,93 @@
+"""Planted bugs for the worst-case audit games: each wraps the real step of one party (its generator, a patched
+library function while it steps, or the options it is set up with) or the hub's generator, for one run only —
+the library itself is never edited. A plant maps ``(party specs, hub) -> (party specs, hub, context manager)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from unittest import mock
+
+from .audit_games import ReplayRNG, ScaledRNG
+
+
+
+def _wrap_step(specs: list, name: str, make_rng, around=None) -> list:
+    """Party ``name``'s step with its generator replaced by ``make_rng(rng, inbox)`` (and the context
+    ``around()`` active during the call)."""
+    out = []
+    for spec in specs:
+        if spec.name != name:
+            out.append(spec)
+            continue
+        real = spec.step
+
+        def step(cfg, state, inbox, *, rng, _real=real):
+            with (around() if around is not None else contextlib.nullcontext()):
+                return _real(cfg, state, inbox, rng=make_rng(rng, inbox))
+
+        out.append(dataclasses.replace(spec, step=step))
+    return out
+
+
+def plant_half(name: str):
+    def plant(specs, hub):
+        return _wrap_step(specs, name, lambda rng, inbox: ScaledRNG(rng, 0.5)), hub, contextlib.nullcontext()
+    return plant
+
+
+def plant_reuse_rounds(name: str):
+    """The draw of every even call reused in the next (rescaled: the step multiplies by its own σ)."""
+    def plant(specs, hub):
+        store, count = {}, [0]
+
+        def make(rng, inbox):
+            count[0] += 1
+            return ReplayRNG(store, name, rng, reuse=count[0] % 2 == 0)
+        return _wrap_step(specs, name, make), hub, contextlib.nullcontext()
+    return plant
+
+
+def plant_reuse_parties(first: str, second: str):
+    """``second`` uses the draw ``first`` made in the same round (in-process: first steps first)."""
+    def plant(specs, hub):
+        store = {}
+        specs = _wrap_step(specs, first, lambda rng, inbox: ReplayRNG(store, "round", rng, reuse=False))
+        specs = _wrap_step(specs, second, lambda rng, inbox: ReplayRNG(store, "round", rng, reuse=True))
+        return specs, hub, contextlib.nullcontext()
+    return plant
+
+
+def plant_patch(name: str, target, attr: str, value):
+    """``target.attr`` replaced by ``value`` while party ``name`` steps."""
+    def plant(specs, hub):
+        return (_wrap_step(specs, name, lambda rng, inbox: rng, around=lambda: mock.patch.object(target, attr, value)),
+                hub, contextlib.nullcontext())
+    return plant
+
+
+def plant_setup_option(name: str, **changes):
+    """Party ``name`` set up with options the coordinator supplied (``changes`` merged into them)."""
+    def plant(specs, hub):
+        out = []
+        for spec in specs:
+            if spec.name == name:
+                args = list(spec.setup_args)
+                i = next(j for j, a in enumerate(args) if isinstance(a, dict))
+                args[i] = dict(args[i], **changes)
+                spec = dataclasses.replace(spec, setup_args=tuple(args))
+            out.append(spec)
+        return out, hub, contextlib.nullcontext()
+    return plant
+
+
+def plant_hub_rng(make_rng):
+    """The hub's generator replaced (the label mechanism draws at the coordinator)."""
+    def plant(specs, hub):
+        real = hub.step
+
+        def step(cfg, state, outboxes, *, rng):
+            return real(cfg, state, outboxes, rng=make_rng(rng))
+        return specs, dataclasses.replace(hub, step=step), contextlib.nullcontext()
+    return plant

@@ -1,0 +1,54 @@
+"""The worst-case instances of ``dpadmm audit --end-to-end``: one :class:`~.audit_games.Game` per private
+mechanism, its honest row, and its planted bugs.
+
+Vertical feature side [Hu] (the coordinator is the adversary): party 2's canary is one entry of its
+block — 0 on D, a unit (record relation: norm 4, clipped to 1 at setup) on D' — and every round the
+coordinator sends ``v = y + ρ(s̃ − z − share)`` pointing at the canary's row with norm 4·V (outside
+the clip V = V_∞ = 1), with ρ alternating 1 and 8 and λ_s = 0.08. The party's ridge share then
+moves by ``V/(λ_s + ρ)``, against the proved sensitivity ``V/ρ``: the audit can reach 0.93–0.99 of
+the claim per round. The x-step is exact and memoryless given v, so the noiseless shares are the
+same in every run (replayed once per round position).
+
+Vertical label side (a passive party is the adversary, the coordinator the mechanism): the parties
+send shares 0, so ``g = ℓ'(0, y)`` and one flipped label moves coordinate k by exactly the label gap 1
+= the sensitivity (no intercept; with one, the sum's noise is not seen by the party and the row could
+reach only 1/√2 of the claim).
+
+Functional FDP-ADMM [Zhou] (the central machine is the adversary): the worker's canary curve has
+scores 10u (clipped to u, ‖u‖ = c_1 = 1) on D and −10u on D', response y = 2.5. The hub sends
+round number 0 every time (the dual is never updated, η is fixed), ρ alternating 1 and 8, and the
+consensus ``w = 0`` in three rounds of four and ``−5u`` in the fourth: after a ``w = 0`` round both
+neighbours' canaries sit below the fit (ψ = τ = 0.9: the linearised step moves by ``2τc_1/m`` per
+unit of ``1/(ρ + 1/η)``, 0.9 of the sensitivity); after the ``−5u`` round one of them flips (ψ sum
+2τ − 1), which makes the rounds' shifts non-proportional to their σ, so a reused draw leaves a
+noiseless combination that still separates the neighbours.
+
+Plants (all wrap the real step of the canary's party or patch a library function during the run):
+noise × 1/2; the standard-normal draw of one round reused in the next (rescaled by that round's σ);
+the same draw used by two parties in a round; the clipping of what the party receives (vertical) or
+of its scores (functional) skipped; the sensitivity computed from a value the coordinator supplies
+at Setup (vertical: the relation constant ``column_change`` = 10⁻³; functional: ``c1`` = 10⁻³ with the
+clip at 1).
+"""
+
+from __future__ import annotations
+
+from .audit_games import Game
+from .audit_games_functional import functional_game, functional_plants, stats_game, stats_plants
+from .audit_games_vertical import label_game, label_plants, vertical_game, vertical_plants
+
+__all__ = ["games", "vertical_game", "label_game", "functional_game", "stats_game"]
+
+
+def games(*, quick: bool = False) -> list[Game]:
+    """Every worst-case row: honest first (one per algorithm also on the process backend), then plants."""
+    honest = [vertical_game("feature_column"), vertical_game("record"), label_game(), functional_game(),
+              stats_game("mean"), stats_game("moments")]
+    for g in (vertical_game("record", backend="process", tag=" (process backend)"),
+              functional_game(backend="process", tag=" (process backend)")):
+        honest.append(g)  # the same run count: with fresh OS entropy the bound varies from run to run
+    planted = (vertical_plants("record") + [vertical_plants("feature_column")[0]] + label_plants() + functional_plants()
+               + stats_plants())
+    for g in planted:
+        g.max_runs = 3000 * max(1, g.runs_factor // 5)  # 1,500 at --quick already catches every plant
+    return [g for g in honest + planted if g is not None and not (quick and g.full_only)]

@@ -28,6 +28,7 @@ BASE = {  # the smallest command line each command accepts otherwise
     "functional": ["functional", "--simulate"],
     "audit": ["audit", "--end-to-end"],
     "provision": ["provision", "--parties", "a,b"],
+    "score": ["score", "--party", "new.csv", "--model", "run", "--insecure"],
     "attack kkt": ["attack", "kkt"],
     "attack labels": ["attack", "labels", "--quick"],
     "party serve": ["party", "serve", "--protocol", "vertical-sharing", "--name", "party2", "--data",

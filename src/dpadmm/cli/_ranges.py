@@ -77,11 +77,13 @@ RANGES: dict[str, dict[str, Range]] = {
         "--lam": POS, "--rho": POS, "--iterations": INT(), "--epsilon": POS, "--clip": POS, "--label-epsilon": POS,
         "--delta": PROB, "--iteration-epsilon": POS, "--noise-scale": NONNEG, "--bound": POS, "--seed": SEED,
         "--timeout": TIMEOUT, "--checkpoint-every": INT(), "--parties": Range("int", 1, listed=True),
+        "--row-clip": POS,
     },
     "consensus": {
         "--nodes": INT(2), "--uneven-ratio": POS, "--C": POS, "--reg-weight": POS, "--iterations": INT(),
         "--runs": INT(), "--seed": SEED, "--timeout": TIMEOUT, "--eta": POS_LIST, "--eta-growth": POS_LIST,
         "--alpha": POS_LIST, "--alpha-growth": POS_LIST, "--theta": POS_LIST, "--theta-growth": POS_LIST,
+        "--test-fraction": Range("float", 0, False, 1, True), "--epsilon": POS, "--fallback-epsilon": POS,
     },
     "demo": {"--label-epsilon": POS, "--epsilon": POS, "--delta": PROB, "--seed": SEED},
     "reproduce": {"--reps": INT(0), "--seed": SEED},
@@ -93,6 +95,7 @@ RANGES: dict[str, dict[str, Range]] = {
     "audit": {"--runs": INT(40, zero_means_default=True), "--samples": INT(1000), "--confidence": PROB,
               "--seed": SEED},
     "provision": {"--days": INT()},
+    "score": {"--timeout": TIMEOUT},
     "attack kkt": {
         "--nodes": INT(2), "--node": INT(0), "--samples": INT(0), "--C": POS, "--reg-weight": POS, "--theta": POS,
         "--eta": POS, "--eta-growth": POS, "--alpha": POS, "--alpha-growth": POS, "--iterations": INT(),

@@ -34,18 +34,13 @@ def test_quiet_ray_success_leaves_no_file(capfd):
 
 
 def test_paper_mechanism_verdict_blames_the_noise():
-    from dpadmm.cli.vertical import _trivial_verdict
+    from dpadmm.cli.vertical import _advice
 
-    class Data:
-        y = [1, -1, 1, 1]
-        y_test = [1, -1, 1, 1]
-
-    metrics = {"final": {"test_log_loss": 7.2}, "privacy": {"private": False},
-               "config": {"mechanism": "paper", "iteration_epsilon": 10.0}}
-    v = _trivial_verdict(metrics, Data())
-    assert "the noise is the problem" in v and "--iteration-epsilon" in v and "--rho" not in v
-    metrics["config"] = {"mechanism": "gaussian"}
-    assert "--rho" in _trivial_verdict(metrics, Data())
+    metrics = {"final": {}, "privacy": {"private": False}, "config": {"mechanism": "paper", "iteration_epsilon": 10.0}}
+    v = _advice(metrics)
+    assert "the noise is the problem" in v and "--iteration-epsilon" in v
+    assert "--noise-scale" in _advice(dict(metrics, config={"noise_scale": 50.0}))
+    assert "the noise" not in _advice(dict(metrics, config={"epsilon": 10.0}))
 
 
 def test_reproduce_summary_prints_tables_not_dicts(capsys):

@@ -52,7 +52,7 @@ def test_consensus_end_to_end(tmp_path, capsys):
     (["--perturbation", "pp", "--epsilon", "1", "--alpha", "3"], "not both"),
     (["--perturbation", "pp", "--epsilon", "0.4", "--fallback-epsilon", "0.5"], "must exceed --fallback-epsilon"),
     (["--epsilon", "1"], "--epsilon needs --perturbation"),
-    (["--test-fraction", "1.5"], "test_fraction must be in"),
+    (["--test-fraction", "1.5"], "--test-fraction must be in"),
     (["--test", "/nonexistent.svm"], "test file not found"),
     (["--nodes", "1"], "nodes must be an integer >= 2"),
     (["--topology", "torus"], "topology must be"),

@@ -233,6 +233,8 @@ def consensus_noise(seed=0) -> dict:
         mp.setattr(mechanisms, "gamma_norm", spy)
         ConsensusLogisticRegression(n_nodes=nodes, topology="ring", perturbation="pp", alpha=alpha, alpha_growth=growth,
                                     max_iter=L, random_state=seed, monitor=False).fit(Xs, ys)
+    if len(draws) == L * nodes:  # seeded: each node of the stacked block draws from its own stream
+        draws = [np.concatenate(draws[t * nodes:(t + 1) * nodes]) for t in range(L)]
     assert len(draws) == L
     Z, radii = {}, []
     for t, eps in enumerate(draws):

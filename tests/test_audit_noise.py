@@ -233,6 +233,8 @@ def consensus_noise(seed=0) -> dict:
         mp.setattr(mechanisms, "gamma_norm", spy)
         ConsensusLogisticRegression(n_nodes=nodes, topology="ring", perturbation="pp", alpha=alpha, alpha_growth=growth,
                                     max_iter=L, random_state=seed, monitor=False).fit(Xs, ys)
+    if len(draws) == L * nodes:  # seeded: each node of the stacked block draws from its own stream
+        draws = [np.concatenate(draws[t * nodes:(t + 1) * nodes]) for t in range(L)]
     assert len(draws) == L
     Z, radii = {}, []
     for t, eps in enumerate(draws):
@@ -356,8 +358,11 @@ def test_consensus_tests_fail_when_the_penalty_noise_is_halved_or_reused():
 
     def once(rng, a, dim, size=None):  # the first round's directions and radii (rescaled by alpha) every round
         z = real(rng, 1.0, dim, size=size)
-        first.setdefault("z", z)
-        return first["z"] / np.asarray(a)[..., None]
+        n = first.get("calls", 0)
+        first["calls"] = n + 1
+        k = n % 4 if np.shape(z)[0] == 1 else 0  # seeded stacked block: one call per node (4 nodes), in order
+        first.setdefault(k, z)
+        return first[k] / np.asarray(a)[..., None]
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(mechanisms, "gamma_norm", once)

@@ -147,6 +147,46 @@ def functional_reference(functional_data):
     return ref
 
 
+def _again(backend):
+    """A fresh backend of the same kind (a backend object serves one fit)."""
+    return backend if isinstance(backend, str) else get_backend(backend.name)
+
+
+def _cli_like_private_fit(algorithm, backend, seed, a9a_small, functional_data) -> np.ndarray:
+    """The released result of a private seeded fit with the CLI's defaults (monitor off)."""
+    kind = backend if isinstance(backend, str) else backend.name
+    blocks, y = a9a_small
+    if algorithm == "vertical":
+        test = [b[:200] for b in blocks]
+        sent = []  # every protocol message (both sides private: the parties' noisy shares, the noisy gradients)
+
+        def record(t, sender, receiver, payload, kind):
+            if kind == "protocol":
+                sent.extend(np.ravel(np.asarray(v, dtype=float)) for v in
+                            (payload._asdict() if hasattr(payload, "_asdict") else {"v": payload}).values()
+                            if isinstance(v, np.ndarray))
+
+        both = VerticalLogisticRegression(epsilon=1000.0, label_epsilon=1.0, random_state=seed,
+                                          backend=backend).fit(blocks, y, transcript=record)
+        assert set(both.history_) == {"round", "seconds"} and sent  # as the CLI runs it: no monitoring
+        labels = VerticalLogisticRegression(label_epsilon=1.0, random_state=seed, backend=_again(backend)).fit(
+            blocks, y, eval_set={"test": (test, y[:200])})
+        return np.concatenate(sent + [np.asarray(labels.eval_scores_["test"])])
+    if algorithm == "consensus":
+        from dpadmm.estimators.consensus import ConsensusLogisticRegression
+
+        m = ConsensusLogisticRegression(n_nodes=4, topology="ring", batch=kind == "inprocess", perturbation="pp",
+                                        eta=0.5, eta_growth=1.05, alpha=3.0, alpha_growth=1.05, normalize=True,
+                                        max_iter=8, random_state=seed, backend=backend).fit(np.hstack(blocks), y)
+        return m.coefs_
+    from dpadmm.estimators.functional import FunctionalQuantileRegressor
+
+    d = functional_data
+    m = FunctionalQuantileRegressor(workers=3, total_epsilon=50.0, max_iter=8, random_state=seed,
+                                    backend=backend).fit(d.curves, d.y, grid=d.grid)
+    return np.append(m.coef_, m.intercept_)
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -183,6 +223,20 @@ class TestBackendContract:
         """[Zhou] FDP-ADMM with Gaussian noise, one party per worker: identical per-iteration objective."""
         hist = np.asarray(_fit_functional(functional_data, make_backend()).history_["objective"])
         np.testing.assert_allclose(hist, functional_reference, rtol=1e-12, atol=0)
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("algorithm", ["vertical", "consensus", "functional"])
+    def test_private_seeded_run_as_the_cli_runs_it(self, make_backend, algorithm, a9a_small, functional_data):
+        """What a user gets: a private, seeded run with the CLI's settings (no monitoring; consensus stacks
+        all nodes into one block in-process and runs one party per node elsewhere) releases the same
+        model on every backend. The in-process reference differs from another seed, so this can fail."""
+        def run(backend, seed=3):
+            return _cli_like_private_fit(algorithm, backend, seed, a9a_small, functional_data)
+
+        ref, other = run("inprocess"), run("inprocess", seed=4)
+        got = run(make_backend())
+        assert np.max(np.abs(other - ref)) > 1e-9
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
 
     def test_party_streams_follow_seedsequence(self, make_backend):
         """Per-party, per-round streams: party i's noise in round t is SeedSequence(root, (i, t))."""
@@ -351,6 +405,18 @@ def test_get_backend_names_and_errors():
         get_backend("threads")
     with pytest.raises(InvalidParameterError, match="timeout must be a positive"):
         get_backend("process", timeout=0)
+
+
+@pytest.mark.slow  # importing ray takes seconds
+def test_ray_refuses_unknown_party_names_in_resources():
+    """A misspelt party in --ray-resources is refused (it used to run unpinned), naming the run's parties."""
+    pytest.importorskip("ray")
+    from dpadmm.backends.ray import RayBackend
+
+    hub, specs = toy_specs(2, 3)
+    be = RayBackend(party_resources={"p1": "org_a", "party9": "org_b"})
+    with pytest.raises(InvalidParameterError, match=r"'party9'.*its parties are p1, p2"):
+        be.start(specs)
 
 
 def test_ray_missing_gives_install_hint(monkeypatch):
@@ -569,16 +635,19 @@ def test_two_node_cluster_a9a_vertical(tmp_path):
         script = "import sys; from dpadmm.cli import main; sys.exit(main(sys.argv[1:]))"
         args = [str(a) for a in CLI_BASE + ["--train", A9A_TRAIN, "--iterations", 5]]
         out, ref = tmp_path / "out", tmp_path / "ref"
-        # party2's actor waits (within the setup timeout) until the second node has registered
+        # party2's actor waits (within the setup timeout) until the second node has registered; a relative
+        # --out is the driver's (the party checkpoints land under it, not under the node's working directory)
         run = subprocess.run([sys.executable, "-c", script, *args, "--backend", "ray", "--ray-address",
                               f"127.0.0.1:{port}", "--ray-resources", "party1=party1,party2=party2",
-                              "--timeout", "60", "--out", str(out)], env=env, capture_output=True, text=True,
-                             timeout=900)
+                              "--timeout", "60", "--checkpoint-every", "2", "--out", "out"], env=env,
+                             capture_output=True, text=True, timeout=900, cwd=tmp_path)
         log.flush()
         assert run.returncode == 0, (run.stdout + run.stderr)[-3000:] + (tmp_path / "ray.log").read_text()[-2000:]
         metrics = json.loads((out / "metrics.json").read_text())
         placement = metrics["config"]["placement"]
         assert placement["party1"]["node_id"] != placement["party2"]["node_id"]
+        for party in ("party1", "party2"):
+            assert (out / "checkpoint" / "parties" / party / "state.pkl").is_file(), party
         run2 = subprocess.run([sys.executable, "-c", script, *args, "--out", str(ref)], env=env,
                               capture_output=True, text=True, timeout=600)
         assert run2.returncode == 0, run2.stderr[-3000:]

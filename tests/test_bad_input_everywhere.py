@@ -70,25 +70,27 @@ def test_cli_bad_input(files, tmp_path, capsys, case):
     assert not out.exists()
 
 
-def test_api_same_messages_as_cli(files, capsys):
-    """Where the CLI option and the estimator parameter share a name, the message is identical."""
+def test_api_and_cli_each_in_their_own_terms(files, capsys):
+    """The same bad value is refused by the estimator in Python terms (``epsilon=0.0``) and by the CLI in
+    CLI terms (``--epsilon 0``), each naming the parameter and the value."""
     rng = np.random.default_rng(1)
     B = [rng.normal(size=(20, 2)) / 3, rng.normal(size=(20, 2)) / 3]
     y = np.where(np.arange(20) % 2 == 0, 1, -1)
     cases = [
         (lambda: VerticalLogisticRegression(epsilon=0.0).fit(B, y),
-         ["vertical", "--data", "a9a", "--epsilon", "0"]),
+         ["vertical", "--data", "a9a", "--epsilon", "0"], "epsilon"),
         (lambda: VerticalLogisticRegression(epsilon=1.0, delta=-1.0).fit(B, y),
-         ["vertical", "--data", "a9a", "--epsilon", "1", "--delta", "-1"]),
+         ["vertical", "--data", "a9a", "--epsilon", "1", "--delta", "-1"], "delta"),
         (lambda: FunctionalQuantileRegressor(tau=0.0).fit(rng.normal(size=(30, 10)), rng.normal(size=30)),
-         ["functional", "--simulate", "--n", "200", "--tau", "0"]),
+         ["functional", "--simulate", "--n", "200", "--tau", "0"], "tau"),
     ]
-    for api, cli in cases:
+    for api, cli, name in cases:
         with pytest.raises(DPADMMError) as info:
             api()
+        assert f"{name}=" in str(info.value) and f"--{name}" not in str(info.value)
         code, _, err = run_cli(cli + ["--quiet"], capsys)
-        assert code == 2
-        assert err.strip() == f"error: {info.value}"
+        assert code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1
+        assert f"--{name} must be" in err and f"{name}=" not in err, err
 
 
 def test_api_graph_errors():

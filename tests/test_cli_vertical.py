@@ -82,14 +82,14 @@ def test_vertical_cli_paper_mechanism_and_label_epsilon(small_files, tmp_path, c
     assert lab["flip_probability"] == pytest.approx(1 / (1 + np.e))
     assert lab["relation"] == "label" and "passive party" in lab["threat_model"]
     assert m["privacy"]["epsilon"] == "inf"
-    assert "labels: epsilon=1 (pure" in " ".join(stdout.split())
+    assert "labels: ε = 1 at δ = 0" in " ".join(stdout.split())
     out = tmp_path / "label-gaussian"
     code, stdout, err = run_cli(base + ["--label-epsilon", "1", "--label-mechanism", "gaussian", "--out", out], capsys)
     assert code == 0, err
     m = json.loads((out / "metrics.json").read_text())
     lab = m["privacy"]["label"]
     assert lab["protected"] and 0.9 < lab["epsilon"] <= 1.0 and lab["delta"] == 1e-5
-    assert m["final"]["iterations"] == 3 and "labels: epsilon=" in " ".join(stdout.split())
+    assert m["final"]["iterations"] == 3 and "labels: ε = " in " ".join(stdout.split())
 
 
 def _bad_cases(d, parties, tmp):
@@ -156,7 +156,7 @@ def test_console_script_subprocess(small_files, tmp_path):
                         "--parties", "66,57", "--epsilon", "-3", "--out", str(tmp_path / "o")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
-    assert r.stderr.strip() == "error: epsilon must be positive, got epsilon=-3.0."
+    assert r.stderr.strip() == "error: --epsilon must be positive, got --epsilon -3; run 'dpadmm vertical --help' for usage."
     assert not (tmp_path / "o").exists()
 
 

@@ -52,11 +52,11 @@ def test_consensus_end_to_end(tmp_path, capsys):
     (["--perturbation", "pp", "--epsilon", "1", "--alpha", "3"], "not both"),
     (["--perturbation", "pp", "--epsilon", "0.4", "--fallback-epsilon", "0.5"], "must exceed --fallback-epsilon"),
     (["--epsilon", "1"], "--epsilon needs --perturbation"),
-    (["--test-fraction", "1.5"], "test_fraction must be in"),
+    (["--test-fraction", "1.5"], "--test-fraction must be in"),
     (["--test", "/nonexistent.svm"], "test file not found"),
     (["--nodes", "1"], "nodes must be an integer >= 2"),
     (["--topology", "torus"], "topology must be"),
-    (["--data", "/nonexistent.svm"], "data file not found"),
+    (["--data", "/nonexistent.svm"], "--data /nonexistent.svm: file not found"),
     (["--perturbation", "dvp", "--alpha", "3", "--eta", "0.7"], "fixes eta"),
 ])
 def test_consensus_bad_input_exit_2_nothing_written(tmp_path, capsys, args, message):

@@ -143,7 +143,7 @@ def test_attack_cli_quick(tmp_path, capsys):
 
 def test_attack_cli_bad_input(tmp_path, capsys):
     code, _, err = run_cli(["attack", "labels", "--out", tmp_path / "a", "--label-epsilon", "0"], capsys)
-    assert code == 2 and "label_epsilon must be positive" in err and not (tmp_path / "a").exists()
+    assert code == 2 and "--label-epsilon must be positive" in err and not (tmp_path / "a").exists()
     code, _, err = run_cli(["attack", "labels", "--out", tmp_path / "a", "--canaries", "40000"], capsys)
     assert code == 2 and "exceed" in err
 

@@ -150,3 +150,47 @@ def test_range_noise_covariance_statistical(seed):
     # the same statistic with a 20% larger σ would fail: guard that the test has power
     z_wrong = (Shat[iu][mask] - 1.44 * S[iu][mask]) / np.sqrt(var[mask])
     assert np.abs(z_wrong).max() > zcrit
+
+
+def test_history_says_why_a_monitoring_key_is_missing():
+    """A private fit's history_ keeps round/seconds; a monitoring key raises a KeyError subclass naming
+    monitor=True, and a non-private (monitored) fit has the key."""
+    import numpy as np
+    from dpadmm import MonitoringKeyError, VerticalLogisticRegression
+
+    rng = np.random.default_rng(0)
+    B = [rng.normal(size=(200, 3)) / 3, rng.normal(size=(200, 2)) / 3]
+    y = np.where(B[0][:, 0] + B[1][:, 0] > 0, 1, -1)
+    priv = VerticalLogisticRegression(label_epsilon=1.0, random_state=0).fit(B, y)
+    assert set(priv.history_) == {"round", "seconds"}
+    with pytest.raises(KeyError) as info:
+        priv.history_["objective"]
+    assert isinstance(info.value, MonitoringKeyError) and "monitor=True" in str(info.value)
+    assert "round, seconds" in str(info.value)
+    plain = VerticalLogisticRegression(max_iter=5).fit(B, y)
+    assert len(plain.history_["objective"]) == 5
+    with pytest.raises(KeyError) as info:
+        plain.history_["no_such_key"]
+    assert not isinstance(info.value, MonitoringKeyError)
+    import pickle
+    assert pickle.loads(pickle.dumps(priv.history_)).monitored is False
+
+
+@pytest.mark.slow
+def test_one_privacy_report_both_sides(tmp_path, capsys):
+    """summary(), the CLI's privacy line and metrics.json say the same per side: a label-only run shows the
+    label ε and 'features: NOT protected', never a lone epsilon inf."""
+    import json
+    import re
+    from conftest import run_cli
+
+    code, out, err = run_cli(["vertical", "--data", "a9a", "--normalize-rows", "--label-epsilon", "1", "--seed", "0",
+                              "--iterations", "3", "--out", tmp_path / "r", "--quiet"], capsys)
+    assert code == 0, err
+    p = json.loads((tmp_path / "r" / "metrics.json").read_text())["privacy"]
+    assert p["sides"]["labels"]["protected"] and 0.9 < p["sides"]["labels"]["epsilon"] <= 1.0
+    assert not p["sides"]["features"]["protected"] and p["epsilon_side"] == "features"
+    printed = " ".join(out.split())
+    for line in p["summary"]:
+        assert " ".join(line.split()) in printed, (line, out)
+    assert re.search(r"labels: ε = 1 at δ = 1e-05", printed) and "features: NOT protected" in printed

@@ -21,7 +21,7 @@ from importlib import import_module
 
 from .exceptions import (
     DataFileError, DPADMMError, InvalidDataError, InvalidParameterError, MissingDependencyError,
-    PartyFailureError, PrivacyPreconditionError,
+    MonitoringKeyError, PartyFailureError, PrivacyPreconditionError,
 )
 
 __version__ = "0.1.0"
@@ -39,7 +39,7 @@ __all__ = [
     "ConsensusLogisticRegression",
     "VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
     "DPADMMError", "InvalidDataError", "InvalidParameterError", "DataFileError",
-    "PrivacyPreconditionError", "MissingDependencyError", "PartyFailureError", "__version__",
+    "PrivacyPreconditionError", "MissingDependencyError", "PartyFailureError", "MonitoringKeyError", "__version__",
 ]
 
 

@@ -149,6 +149,10 @@ def run(
     ``started`` is true (the caller keeps it open afterwards for declared requests such as
     distributed scoring); otherwise it is started here.
     """
+    # paths resolved here, on the driver: a party on another node (Ray) must not read them relative to
+    # wherever its worker was started
+    checkpoint_dir = Path(checkpoint_dir).resolve() if checkpoint_dir is not None else None
+    resume_from = Path(resume_from).resolve() if resume_from is not None else None
     names = [p.name for p in parties]
     hub_index = len(names)
     if not started:

@@ -39,3 +39,11 @@ class PartyFailureError(DPADMMError, RuntimeError):
 class ProtocolError(DPADMMError, RuntimeError):
     """A request that the party's protocol does not declare (its model, an arbitrary function, a
     pickle, monitoring in a private run) was refused; the message names the party and the request."""
+
+
+class MonitoringKeyError(DPADMMError, KeyError):
+    """A ``history_`` key recorded only with monitoring (``monitor=True``, CLI ``--monitor``), asked of a
+    fit that ran without it; the message says which keys exist and how to record the others."""
+
+    def __str__(self) -> str:  # KeyError would print the repr of the message
+        return str(self.args[0]) if self.args else ""

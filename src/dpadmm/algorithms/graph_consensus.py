@@ -402,12 +402,20 @@ def setup_block(names, X_list, y_list, options: Mapping[str, Any]):
     return make_block(names, X_list, y_list, **options)
 
 
-def _noise(rng: np.random.Generator, alpha: np.ndarray, d: int) -> np.ndarray:
-    """ε_k with density ∝ exp(−α_k‖ε‖) for every node k [Zhang, eq. 24] (0 where α_k = ∞)."""
+def _noise(rng, alpha: np.ndarray, d: int) -> np.ndarray:
+    """ε_k with density ∝ exp(−α_k‖ε‖) for every node k [Zhang, eq. 24] (0 where α_k = ∞).
+
+    ``rng``: the block's generator (party-local entropy), or in a seeded simulation one generator per
+    node of the block (``PartySpec.streams``), node k drawing from its own stream exactly as a party
+    of its own would — so a stacked block and one party per node give the same numbers."""
     from ..privacy.mechanisms import gamma_norm
 
     finite = np.isfinite(alpha)
     out = np.zeros((alpha.shape[0], d))
+    if isinstance(rng, tuple):
+        for k in np.flatnonzero(finite):
+            out[k] = gamma_norm(rng[k], alpha[k:k + 1], d, size=1)[0]
+        return out
     if finite.any():
         out[finite] = gamma_norm(rng, alpha[finite], d, size=int(finite.sum()))
     return out

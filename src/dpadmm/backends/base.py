@@ -65,6 +65,11 @@ class PartySpec:
     diagnose: Callable[[Any, Any], dict] | None = None
     owner: str = field(default="")
     handlers: Mapping[str, Callable] = field(default_factory=dict)
+    #: a party that simulates several (e.g. a block of graph nodes in one worker) lists their stream
+    #: indices: in a seeded run its step gets one generator per member, member k's being exactly the
+    #: stream ``party_rng(seed, streams[k], t)`` it would get as a party of its own (same numbers batched
+    #: or not, on every backend); with party-local entropy it gets its one own generator as usual
+    streams: tuple[int, ...] = ()
 
 
 def party_checkpoint_path(directory, name: str) -> Path:
@@ -100,9 +105,11 @@ class PartyHost:
     def name(self) -> str:
         return self.spec.name
 
-    def rng(self, round_: int) -> np.random.Generator:
+    def rng(self, round_: int):
         if self._own_rng is not None:
             return self._own_rng
+        if self.spec.streams:
+            return tuple(party_rng(self.noise_seed, s, round_) for s in self.spec.streams)
         return party_rng(self.noise_seed, self.index, round_)
 
     def step(self, inbox, round_: int):

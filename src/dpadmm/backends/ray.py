@@ -190,6 +190,12 @@ class RayBackend(Backend):
     # -------------------------------------------------------------- Backend interface
     def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None, rounds: int | None = None) -> None:
         """Start one worker per party and run its setup there (a closed backend can be started again)."""
+        unknown = sorted(set(self.party_resources) - {spec.name for spec in specs})
+        if unknown:
+            names = [spec.name for spec in specs]
+            raise InvalidParameterError(
+                f"party_resources (--ray-resources) names {', '.join(map(repr, unknown))}, which is not a party of this "
+                f"run; its parties are {', '.join(names)} (give NAME=RESOURCE for those).")
         self._closed = False
         self._actors, self._has_diag = {}, {}
         self._ensure_ray()

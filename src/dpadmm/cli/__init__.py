@@ -84,15 +84,30 @@ def _is_click_exception(exc: BaseException, name: str = "ClickException") -> boo
 
 
 def _run(argv: list[str]) -> int:
+    from ._backend import restore_stderr
+
+    try:
+        return _dispatch(argv)
+    finally:
+        restore_stderr()  # a Ray run sent Ray's own output to a file (cli/_backend.quiet_ray)
+
+
+def _dispatch(argv: list[str]) -> int:
     from ._common import ambient_heartbeat
+    from ._ranges import check_argv
 
     label = "dpadmm " + " ".join(a for a in argv[:2] if not a.startswith("-"))
     try:
+        check_argv(argv)  # every numeric option in its range, before any work (and in CLI terms)
         # no long run is silent on a pipe; a party server logs its state changes instead of a heartbeat
         with ambient_heartbeat(label.strip(), enabled="--quiet" not in argv and argv[:2] != ["party", "serve"]):
             rv = app(args=argv, prog_name="dpadmm", standalone_mode=False)
     except DPADMMError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from ._backend import restore_stderr
+        from ._ranges import cli_terms
+
+        log = restore_stderr(failed=True)
+        print(f"error: {cli_terms(str(exc), argv)}" + (f" (Ray's own log: {log})" if log else ""), file=sys.stderr)
         return 2
     except typer.Exit as exc:
         return exc.exit_code

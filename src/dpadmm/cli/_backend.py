@@ -32,8 +32,10 @@ def ray_address_option():
 
 
 def ray_resources_option():
-    return typer.Option(None, "--ray-resources", help="Pin parties to nodes: party1=RES1,party2=RES2 "
-                                                      "(custom resources given to `ray start --resources`).")
+    return typer.Option(None, "--ray-resources", help="Pin parties to nodes: NAME=RES,… with RES a custom resource "
+                                                      "given to `ray start --resources`; party names: party1, party2, "
+                                                      "… (vertical), node0, node1, … (consensus), worker1, worker2, … "
+                                                      "(functional); unknown names are refused.")
 
 
 def timeout_option():
@@ -144,6 +146,7 @@ def run_options(*, backend: str, ray_address: Optional[str], ray_resources: Opti
         options["timeout"] = float(timeout)
     if backend == "ray":
         options.update(address=ray_address, party_resources=resources or None)
+        quiet_ray()
     if backend != "grpc" and (peers or tls is not None or insecure):
         raise InvalidParameterError("--peer, --tls and --insecure need --backend grpc.")
     if backend == "grpc":
@@ -156,6 +159,60 @@ def run_options(*, backend: str, ray_address: Optional[str], ray_resources: Opti
                        tls=TLSFiles.load(tls_dir=tls) if tls is not None else None)
     be = get_backend(backend, **options)
     return RunOptions(be, backend, Path(transcript) if transcript is not None else None, None, fit_kwargs)
+
+
+_RAY_LOG: dict = {}
+
+
+def quiet_ray() -> None:
+    """Send Ray's own output (its C++ core worker's log lines and the banners it prints when a node or an
+    actor dies) to a file instead of the terminal of a CLI run: dpadmm reports a failure itself, in one
+    ``error:`` line, which then names the file. Python's ``sys.stderr`` (dpadmm's messages, progress)
+    keeps writing to the terminal. Undone by :func:`restore_stderr` when the command ends."""
+    import logging
+    import os
+    import sys
+    import tempfile
+
+    if _RAY_LOG:
+        return
+    for name in ("ray", "ray.worker", "ray._private", "ray.util"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        real = sys.stderr.fileno() == 2
+    except (AttributeError, OSError, ValueError):
+        real = False
+    sys.stderr.flush()
+    fd, path = tempfile.mkstemp(prefix="dpadmm-ray-", suffix=".log")
+    saved = os.dup(2)
+    os.dup2(fd, 2)
+    os.close(fd)
+    _RAY_LOG.update(saved=saved, path=path, stream=sys.stderr if real else None)
+    if real:  # Python-level stderr stays on the terminal
+        sys.stderr = os.fdopen(os.dup(saved), "w", buffering=1, encoding=getattr(sys.stderr, "encoding", None) or "utf-8",
+                               errors="backslashreplace")
+
+
+def restore_stderr(failed: bool = False) -> str | None:
+    """Undo :func:`quiet_ray`; return the path of Ray's log if the run failed and Ray wrote something."""
+    import os
+    import sys
+
+    if not _RAY_LOG:
+        return None
+    info = dict(_RAY_LOG)
+    _RAY_LOG.clear()
+    if info["stream"] is not None:
+        sys.stderr.flush()
+        sys.stderr.close()
+        sys.stderr = info["stream"]
+    os.dup2(info["saved"], 2)
+    os.close(info["saved"])
+    path = info["path"]
+    if failed and os.path.getsize(path) > 0:
+        return path
+    os.remove(path)
+    return None
 
 
 def run_metrics(opts: RunOptions) -> dict:

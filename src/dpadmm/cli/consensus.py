@@ -203,13 +203,10 @@ def consensus(
         console.print(f"nodes {nodes} ({topology}, {split}), {runs} run(s) x {iterations} iterations: "
                       f"final L(T) mean {f['train_loss_mean']:.5f} (min {f['train_loss_min']:.5f}, max "
                       f"{f['train_loss_max']:.5f}), consensus error {f['consensus_error_mean']:.3g}")
-        noise = (metrics.get("privacy") or {}).get("noise_source") or metrics["config"].get("noise_source")
         total = (metrics.get("privacy") or {}).get("epsilon")
-        with_fb = (f"; total with the fallback: ε = {total:.4g}" if private and total is not None and pb is not None
-                   and total > pb + 1e-12 else "")
-        console.print("privacy: " + (f"P(T) = {pb:.4g} ([Zhang, Thm 4.1], pure DP, record-level"
-                                     + (f", noise: {noise}" if noise else "") + ")" + with_fb if pb is not None
-                                     else "no bound (epsilon = inf)"))
+        with_fb = (f"; total with the fallback: ε = {total:.4g}" if private and isinstance(total, (int, float))
+                   and pb is not None and total > pb + 1e-12 else "")
+        console.print("privacy: " + "\n  ".join(metrics["privacy"]["summary"]) + with_fb)
         if monitor and pb is not None:
             console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
         from ._common import verdict
@@ -293,9 +290,14 @@ def attack_kkt(
             console.print(f"{r['scenario']:<24} |cos(x_hat, x_1)| = {r['cosine']:.4f}   chance: mean {r['chance_mean']:.3f}, "
                           f"95% {r['chance_q95']:.3f}; rank {r['rank']}/{r['candidates']}")
         if out is not None:
+            from ..experiments.zhang import _plot_attack
+
+            n_rows = samples or 45_222
+            _plot_attack(stage / "attack.png", rows, list(dict.fromkeys(r["scenario"] for r in rows)), 1,
+                         samples=n_rows, iterations=iterations, graph=f"{nodes}-node {topology}, node {node}")
             write_json(stage / "attack.json", {"results": rows, "config": {
                 "nodes": nodes, "topology": topology, "node": node, "samples": samples, "C": C, "reg_weight": reg_weight,
                 "theta": theta, "eta": eta, "eta_growth": eta_growth, "alpha": alpha, "alpha_growth": alpha_growth,
                 "iterations": iterations, "seed": seed}})
     if out is not None:
-        console.print(f"wrote {out}/attack.json")
+        console.print(f"wrote {out}/attack.json and {out}/attack.png")

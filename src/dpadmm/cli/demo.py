@@ -66,7 +66,7 @@ def plot_demo(path: Path, private_runs: dict, nonpriv: dict, baselines: dict, *,
                             color=f"C{2 * j}", ha="center", fontsize=8, arrowprops=dict(arrowstyle="->", color=f"C{2 * j}"))
         ax.set_xlim(0.5, T + 1.5)
         ax.set_xticks(list(range(1, T + 1)) + [T + 1], [str(t) for t in range(1, T + 1)] + ["final"])
-    axes[0].set_title("training objective")
+    axes[0].set_title("training objective (★ = released model)")
     axes[1].set_title("test log loss (★ = released model; off-scale values written out)")
     legend_outside(axes[1])
     fig.suptitle(title, fontsize=10)

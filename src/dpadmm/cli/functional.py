@@ -246,7 +246,10 @@ def functional(
         if tr.beta is not None:
             final["mise"] = float(np.sum((model.beta_ - tr.beta) ** 2 * model.basis_.q))
             final["baseline_mise"] = base["mise"]
-        priv = {"private": False, "epsilon": math.inf}
+        from ..privacy.ledger import nonprivate_privacy, not_protected
+
+        priv = nonprivate_privacy({"curves": not_protected(
+            "curves", "non-private run: the pooled statistics and every worker's local model are sent exactly")})
         baseline = {k: v for k, v in base.items()}
         if model.privacy_ is not None:
             priv = model.privacy_.to_dict() | {"private": True, "noise_multiplier": model.noise_multiplier_,
@@ -271,7 +274,7 @@ def functional(
                        "components": components, "basis": basis, "penalty": penalty, "lam": lam, "rho": rho,
                        "method": method, "iterations": model.n_iter_, "y_range": yr, "epsilon": epsilon, "delta": delta,
                        "total_epsilon": total_epsilon, "c1": model.c1_, "seed": seed, "data_source": data.source,
-                       "backend": backend},
+                       "backend": backend, **bk.run_metrics(run_opts)},
         }
         line = (f"iterations: {model.n_iter_}  test pinball loss: {final['test_pinball_loss']:.5f}  "
                 f"(centralised QR on the same scores: {base.get('test_pinball_loss', float('nan')):.5f})")
@@ -295,7 +298,7 @@ def functional(
                 console.print(f"handed over: the private model (clearly better than the DP {tau:g}-quantile "
                               f"{model.dp_constant_:.5g} on the workers' noisy comparison; predictions clipped to "
                               f"[{model.y_range_[0]:.5g}, {model.y_range_[1]:.5g}])")
-        console.print("privacy: " + (model.privacy_.summary() if model.privacy_ is not None else "non-private (epsilon = inf)"))
+        console.print("privacy: " + "\n  ".join(priv["summary"]))
         if monitor and model.privacy_ is not None:
             console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
         from ._common import verdict

@@ -50,6 +50,34 @@ def reproduce(
         write_json(stage / "reproduce.json", {"name": name, "quick": quick, "reps": reps, "seed": seed,
                                               "wall_seconds": wall, "summary": summary or {}})
         files = sorted(p.name for p in stage.iterdir())
-    for k, v in (summary or {}).items():
-        console.print(f"{k}: {v}")
+    _print_summary(summary or {})
     console.print(f"wrote {', '.join(files)} to {out} ({wall:.0f} s)")
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _print_summary(summary: dict) -> None:
+    """Scalars as ``key: value``; a flat dict as ``key: a = 1, b = 2``; a dict of dicts as a table
+    (rows = outer keys, columns = the inner keys) — never a raw Python dict."""
+    from rich.table import Table
+
+    for k, v in summary.items():
+        if isinstance(v, dict) and v and all(isinstance(x, dict) for x in v.values()):
+            cols = list(dict.fromkeys(c for row in v.values() for c in row))
+            table = Table(title=k.replace("_", " "), title_justify="left")
+            table.add_column("")
+            for c in cols:
+                table.add_column(_fmt(c), justify="right")
+            for name, row in v.items():
+                table.add_row(str(name), *(_fmt(row[c]) if c in row else "" for c in cols))
+            console.print(table)
+        elif isinstance(v, dict):
+            console.print(f"{k}: " + ", ".join(f"{a} = {_fmt(b)}" for a, b in v.items()))
+        elif isinstance(v, (list, tuple)):
+            console.print(f"{k}: " + ", ".join(_fmt(b) for b in v))
+        else:
+            console.print(f"{k}: {_fmt(v)}")

@@ -69,37 +69,37 @@ def _fmt(e) -> str:
 
 
 def _privacy_line(metrics) -> str:
-    """Both sides, each with its relation and what δ means; says plainly when labels are readable."""
+    """One line per side (features per party, labels), rendered as ``PrivacyReport.summary()`` renders them
+    (``privacy.sides`` in metrics.json), plus the per-party C and σ and what δ means."""
+    from ..privacy.ledger import render_side
+
     p = metrics["privacy"]
-    label = p.get("label") or {}
     cfg = metrics.get("config", {})
-    noise = f"noise: {p.get('noise_source', '?')}" if p.get("noise_source") else ""
-    if str(p.get("mechanism", "")).startswith("[Hu, eq. 16]"):
-        feat = ("features: epsilon = inf -- [Hu, eq. 16] as published is not differentially private "
-                "(its noise lies in range(D_m)); kept to reproduce the paper")
-    elif p.get("private"):
-        delta = p["delta"]
-        if cfg.get("iteration_epsilon") is not None:
-            T = metrics.get("final", {}).get("iterations", cfg.get("iterations"))
-            why = (f"δ = {fmt_prob(delta)} = (T + 1) × the per-iteration δ {fmt_prob(cfg.get('delta'))}, T = {T}; "
-                   "δ bounds the probability that the ε guarantee fails")
-        else:
-            why = "δ bounds the probability that the ε guarantee fails"
-        C = ", ".join(f"{r['party']}: C={r['sensitivity']:.4g} sigma={r['sigma']:.4g}"
-                      for r in p.get("releases", []) if r.get("side") == "features")
-        feat = (f"features: epsilon={_fmt(p['epsilon'])} at delta={fmt_prob(delta)} ({p['accountant']}, "
-                f"relation: {p['relation']}, {noise}; {C}; {why})")
-    else:
-        feat = "features: not protected (epsilon = inf)"
-    if label.get("protected") and label.get("flip_probability") is not None:
-        lab = (f"labels: epsilon={_fmt(label['epsilon'])} (pure, delta = 0; randomized response released once by the "
-               f"label party, flip probability {label['flip_probability']:.4g}; relation: one label changes)")
-    elif label.get("protected"):
-        lab = (f"labels: epsilon={_fmt(label['epsilon'])} at delta={fmt_prob(label['delta'])} ({label['accountant']}, "
-               f"relation: one label changes; C={label['sensitivity']:.4g} sigma={label['sigma']:.4g})")
-    else:
-        lab = "labels: NOT protected -- every party can read the training labels (use --label-epsilon)"
-    return f"{feat}\n  {lab}"
+    lines = []
+    for name, side in p["sides"].items():
+        line = render_side(name, side)
+        if name == "features" and side.get("protected"):
+            C = ", ".join(f"{r['party']}: C={r['sensitivity']:.4g} sigma={r['sigma']:.4g}"
+                          for r in p.get("releases", []) if r.get("side") == "features")
+            if cfg.get("iteration_epsilon") is not None:
+                T = metrics.get("final", {}).get("iterations", cfg.get("iterations"))
+                line += (f" ({C}; δ = (T + 1) × the per-iteration δ {fmt_prob(cfg.get('delta'))}, T = {T}; "
+                         "δ bounds the probability that the ε guarantee fails)")
+            else:
+                line += f" ({C}; δ bounds the probability that the ε guarantee fails)"
+        elif name == "labels" and side.get("protected"):
+            lab = p.get("label") or {}
+            if lab.get("flip_probability") is not None:
+                line += (f" (randomized response released once by the label party, flip probability "
+                         f"{lab['flip_probability']:.4g})")
+            elif lab.get("sensitivity") is not None:
+                line += f" (C={lab['sensitivity']:.4g} sigma={lab['sigma']:.4g})"
+        elif name == "labels":
+            line += " (use --label-epsilon)"
+        lines.append(line)
+    if p.get("noise_source"):
+        lines.append(f"noise: {p['noise_source']}")
+    return "\n  ".join(lines)
 
 
 def _label_block_scale(data, row_clip) -> float:
@@ -124,6 +124,10 @@ def _last_relative_change(metrics) -> float:
 def _advice(metrics) -> str:
     """A command-line change the CLI accepts for this kind of run."""
     c = metrics.get("config", {})
+    if c.get("mechanism") == "paper" or c.get("noise_scale"):
+        return ("the noise is the problem, not the optimisation: the shares are swamped by the noise of "
+                + ("--noise-scale (give a smaller one)" if c.get("noise_scale") else
+                   "[Hu, eq. 16] at this --iteration-epsilon (give a larger one)"))
     if c.get("label_epsilon") is not None and c.get("epsilon") is None:
         return f"more label budget, e.g. --label-epsilon {2 * float(c['label_epsilon']):g}"
     if c.get("epsilon") is not None:

@@ -51,6 +51,18 @@ def normalize_rows(block: np.ndarray) -> np.ndarray:
     return block * scale[:, None]
 
 
+def separator_hint(columns, fix: str) -> str:
+    """``fix``, or — when the header is one column holding ';', tab or '|' — that the file is not
+    comma-separated (the usual cause of "no id column")."""
+    cols = [str(c) for c in columns]
+    if len(cols) == 1:
+        for sep, name in ((";", "';'"), ("\t", "tab"), ("|", "'|'")):
+            if sep in cols[0]:
+                return (f"the file looks {name}-separated; party files are comma-separated CSV "
+                        "(re-save it with ',' as the separator).")
+    return fix
+
+
 def _read_csv(path, what: str) -> pd.DataFrame:
     p = Path(os.fspath(path))
     if not p.is_file():
@@ -81,10 +93,10 @@ def read_party_files(paths: Sequence, *, id_column: str = "id", label_column: st
         df = _read_csv(path, f"party {m} file")
         if id_column not in df.columns:
             raise DataFileError(f"party {m} file {path} has no id column {id_column!r}; "
-                                f"its columns are {list(df.columns)[:6]}; pass --id-column.")
+                                f"its columns are {list(df.columns)[:6]}; " + separator_hint(df.columns, "pass --id-column."))
         if df[id_column].duplicated().any():
             dup = df[id_column][df[id_column].duplicated()].iloc[0]
-            raise InvalidDataError(f"party {m} file {path} repeats id {dup!r}; ids must be unique per party.")
+            raise InvalidDataError(f"party {m} file {path} repeats id '{dup}'; ids must be unique per party.")
         if m == 1 and label_column not in df.columns:
             raise DataFileError(f"party 1 file {path} has no label column {label_column!r}; "
                                 "the first party holds the labels (pass --label-column).")

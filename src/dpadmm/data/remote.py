@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import DataFileError, InvalidDataError, InvalidParameterError
-from .parties import _read_csv, normalize_rows
+from .parties import _read_csv, normalize_rows, separator_hint
 
 
 def _header(path: Path, what: str) -> list[str]:
@@ -68,10 +68,10 @@ class PartyFile:
         df = _read_csv(path, f"party {m} file")
         if self.id_column not in df.columns:
             raise DataFileError(f"party {m} file {path} has no id column {self.id_column!r}; "
-                                f"its columns are {list(df.columns)[:6]}; pass --id-column.")
+                                f"its columns are {list(df.columns)[:6]}; " + separator_hint(df.columns, "pass --id-column."))
         if df[self.id_column].duplicated().any():
             dup = df[self.id_column][df[self.id_column].duplicated()].iloc[0]
-            raise InvalidDataError(f"party {m} file {path} repeats id {dup!r}; ids must be unique per party.")
+            raise InvalidDataError(f"party {m} file {path} repeats id '{dup}'; ids must be unique per party.")
         df = df.set_index(self.id_column)
         ids = pd.Index(self.ids)
         if self.subset and not ids.isin(df.index).all():
@@ -124,14 +124,14 @@ def party_sources(party_files: Sequence, *, id_column: str = "id", label_column:
     cols = _header(first, "party 1 file")
     if id_column not in cols:
         raise DataFileError(f"party 1 file {first} has no id column {id_column!r}; its columns are {cols[:6]}; "
-                            "pass --id-column.")
+                            + separator_hint(cols, "pass --id-column."))
     if label_column not in cols:
         raise DataFileError(f"party 1 file {first} has no label column {label_column!r}; "
                             "the first party holds the labels (pass --label-column).")
     head = pd.read_csv(first, usecols=[id_column, label_column])
     if head[id_column].duplicated().any():
         dup = head[id_column][head[id_column].duplicated()].iloc[0]
-        raise InvalidDataError(f"party 1 file {first} repeats id {dup!r}; ids must be unique per party.")
+        raise InvalidDataError(f"party 1 file {first} repeats id '{dup}'; ids must be unique per party.")
     if head[label_column].isna().any():
         raise InvalidDataError(f"label column {label_column!r} has missing values; drop those rows.")
     order = head[id_column].to_numpy() if ids is None else np.asarray(ids)

@@ -22,6 +22,7 @@ from ..data.graphs import adjacency, make_graph, split_indices
 from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
 from ..privacy.zhang import zhang_privacy_curve, zhang_report
 from ..privacy.threats import finish
+from .._history import History
 
 DEFAULT_C = 50.0
 DEFAULT_REG_WEIGHT = 1.0
@@ -175,7 +176,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
             if not self.normalize:
                 raise PrivacyPreconditionError(
                     f"[Zhang, Thm 4.1] needs ||x||_2 <= 1 for every row, got max ||x||_2 = {norms.max():.4g}; "
-                    "normalise the rows (normalize=True or --normalize).")
+                    "normalise the rows (normalize=True).")
         if self.normalize:
             Xs = [x / np.maximum(np.linalg.norm(x, axis=1), 1.0)[:, None] for x in Xs]
         graph_rng = np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=(2**21,)))
@@ -221,7 +222,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
             o = dict(opts, degree=V[idx], eta=eta[idx], theta=theta[idx], alpha=alpha[idx])
             specs.append(PartySpec(name, gc.setup_block, ([f"node{i}" for i in idx], [Xs[i] for i in idx],
                                                          [ys[i] for i in idx], o),
-                                   gc.block_step, gc.block_diagnostics, owner=name))
+                                   gc.block_step, gc.block_diagnostics, owner=name,
+                                   streams=tuple(int(i) for i in idx) if len(groups) == 1 and N > 1 else ()))
         hub_cfg = gc.RouterConfig(A=A, blocks=tuple(groups), n_nodes=N, dim=Xs[0].shape[1],
                                   tol=0.0 if private else float(self.tol), record_path=bool(self.record_path))
         hub = engine.Hub(hub_cfg, gc.init_router, gc.router_step, gc.router_metrics)
@@ -250,7 +252,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         self.noise_source_ = result.noise_source
         self.n_features_in_ = Xs[0].shape[1]
         self.converged_ = result.converged
-        self.history_ = dict(result.history)
+        self.history_ = History(result.history, monitored=monitor, private=private)
         self.path_ = np.stack(result.hub_state.path) if self.record_path and result.hub_state.path else None
         self.schedules_ = {"eta": eta, "theta": theta, "alpha": alpha}
         if self.perturbation in ("pp", "dvp"):

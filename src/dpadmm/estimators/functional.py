@@ -29,6 +29,7 @@ from ..privacy.accountants import ACCOUNTANTS
 from ..privacy.zhou import calibrate_total, iteration_noise_multiplier, zhou_report
 from ..privacy.zhou import total_epsilon as total_epsilon_of
 from ..privacy.threats import finish
+from .._history import History
 
 BASES = ("auto", "fpca", "private-fpca", "fourier", "bspline")
 
@@ -205,8 +206,8 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             backend.close()
         st = res.hub_state
         if "failed" in st.sums:
-            what = {"y": "the response's range (pass y_range=(lo, hi), --y-range)",
-                    "x": "the curves' norm (pass curve_clip=..., --curve-clip)"}[st.sums["failed"]]
+            what = {"y": "the response's range (pass y_range=(lo, hi))",
+                    "x": "the curves' norm (pass curve_clip=C)"}[st.sums["failed"]]
             raise PrivacyPreconditionError(f"too few curves for this budget to estimate {what} privately; give it as "
                                            "a public bound, or use more curves or a larger budget.")
         n = float(sum(v.size for v in parts_y))
@@ -486,7 +487,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         self.beta_ = basis.curve(coef)
         self.grid_ = grid
         self.n_features_in_ = T
-        self.history_ = result.history
+        self.history_ = History(result.history, monitored=monitor, private=private)
         self.n_iter_ = result.rounds
         self.converged_ = bool(result.converged)
         self.noise_source_ = result.noise_source

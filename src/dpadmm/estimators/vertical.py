@@ -28,6 +28,7 @@ from ..kernels.regularizers import get_regularizer
 from ..privacy.accountants import calibrate_noise_multiplier
 from ..privacy.reports import hu_report
 from ..privacy.threats import THREAT_MODELS, finish
+from .._history import History
 from ._vertical_config import _VerticalConfig, _is_source
 
 class RankDeficiencyWarning(UserWarning):
@@ -344,7 +345,7 @@ class _VerticalADMM(_VerticalConfig, BaseEstimator):
             backend.close()
         self.coef_ = np.concatenate(self.coefs_) if self.coefs_ is not None else None
         self.noise_source_ = result.noise_source
-        self.history_ = result.history
+        self.history_ = History(result.history, monitored=monitor, private=any_private)
         self.n_iter_ = result.rounds
         self.converged_ = result.converged
         self.noise_multiplier_ = nm

@@ -163,7 +163,8 @@ def hu_fig3(out: Path, *, quick: bool = False, reps: int = 0, seed: int = 0) -> 
         axes[0].plot(range(1, len(h) + 1), h, marker=".", label=f"σ = {sigma:g} (seed {seed})")
     axes[0].set(xlabel="iteration", ylabel="test log loss", title="test log loss per iteration")
     axes[1].errorbar(agg["sigma"], agg["mean"], yerr=[agg["mean"] - agg["min"], agg["max"] - agg["mean"]],
-                     marker="o", capsize=3, label=f"[Hu, eq. 16], mean and range over {reps} seed(s)")
+                     marker="o", capsize=3, label="[Hu, eq. 16], " + (f"mean and range over {reps} seeds" if reps > 1
+                                                                       else f"seed {seed}"))
     for ax in axes:
         ax.axhline(allf["test_log_loss"], color="black", ls="--", lw=1,
                    label=f"all features, centralised ({allf['test_log_loss']:.3f})")
@@ -175,6 +176,14 @@ def hu_fig3(out: Path, *, quick: bool = False, reps: int = 0, seed: int = 0) -> 
     lo = 0.97 * allf["test_log_loss"]
     data_max = max([float(agg["max"].max())] + [max(h) for h in curves.values()])
     axes[0].set_ylim(lo, max(1.25 * alone["test_log_loss"], min(data_max * 1.02, 0.7)))
+    top = axes[0].get_ylim()[1]
+    off = agg[agg["mean"] > top]
+    if len(off):  # off-scale points: a marker on the top edge, labelled with the value
+        axes[1].plot(off["sigma"], [top] * len(off), ls="none", marker="^", ms=9, color="C0", clip_on=False,
+                     label="off the scale: mean test log loss written beside it")
+        for sg, v in zip(off["sigma"], off["mean"]):
+            axes[1].annotate(f"{v:.3g}", (sg, top), xytext=(0, -14), textcoords="offset points", ha="center",
+                             fontsize=8, color="C0")
     axes[1].set(xlabel="noise level σ of [Hu, eq. 16] (not DP: ε = ∞)",
                 title="final test log loss vs noise level (as [Hu, Fig. 3])")
     readable_log(axes[1], "x")
@@ -246,7 +255,7 @@ def vertical_privacy(out: Path, *, quick: bool = False, reps: int = 0, seed: int
     fig, ax = plt.subplots(figsize=(9.5, 4.6))
     for j, (setting, g) in enumerate(agg.groupby("setting", sort=False)):
         ax.errorbar(g["epsilon"], g["mean"], yerr=[g["mean"] - g["min"], g["max"] - g["mean"]], marker="os^v"[j % 4],
-                    capsize=3, label=f"{setting} ({reps} seeds: mean, range)")
+                    capsize=3, label=f"{setting} " + (f"({reps} seeds: mean, range)" if reps > 1 else "(1 seed)"))
     ax.plot(list(DIFFPRIVLIB_REFERENCE), list(DIFFPRIVLIB_REFERENCE.values()), "k*--", lw=1,
             label="centralised record-level DP (diffprivlib, pooled data; quoted)")
     ax.axhline(alone["test_log_loss"], color="gray", ls="-.", lw=1.2, label="label party alone (no privacy cost)")
@@ -257,8 +266,8 @@ def vertical_privacy(out: Path, *, quick: bool = False, reps: int = 0, seed: int
     legend_outside(ax)
     fig.tight_layout()
     save(fig, out / "vertical_privacy.png")
-    means = {s: {float(e): round(v, 4) for e, v in zip(g["epsilon"], g["mean"])} for s, g in agg.groupby("setting", sort=False)}
-    worst = {s: {float(e): round(v, 4) for e, v in zip(g["epsilon"], g["max"])} for s, g in agg.groupby("setting", sort=False)}
+    means = {s: {f"ε = {e:g}": round(v, 4) for e, v in zip(g["epsilon"], g["mean"])} for s, g in agg.groupby("setting", sort=False)}
+    worst = {s: {f"ε = {e:g}": round(v, 4) for e, v in zip(g["epsilon"], g["max"])} for s, g in agg.groupby("setting", sort=False)}
     return {"label_party_alone": round(alone["test_log_loss"], 4), "all_features": round(allf["test_log_loss"], 4),
-            "diffprivlib_centralised (quoted)": DIFFPRIVLIB_REFERENCE,
+            "diffprivlib_centralised (quoted)": {f"ε = {e:g}": v for e, v in DIFFPRIVLIB_REFERENCE.items()},
             "mean_test_log_loss": means, "worst_seed_test_log_loss": worst}

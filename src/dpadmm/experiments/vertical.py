@@ -245,13 +245,14 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iteration
                              "label_party_choice": getattr(model, "label_party_choice_", None),
                              "passive_weight": getattr(model, "passive_weight_", None)}
     has_models = model.coefs_ is not None
-    if "objective" in h:
-        final["train_objective"] = h["objective"][-1]
-    elif has_models and not any(hasattr(b, "load") for b in data.train):
+    if has_models and not any(hasattr(b, "load") for b in data.train):
+        # the released model's (after the label party's refit, which can differ from the last iterate);
         # evaluated by the driver, which holds the models only in the simulation (or with monitor=True)
         p = _test_probability(model, data.train)
         reg = 0.5 * float(model.coef_ @ model.coef_)
         final["train_objective"] = _classifier_metrics(p, data.y)["log_loss"] + lam * reg
+    elif "objective" in h:
+        final["train_objective"] = h["objective"][-1]
     if data.test is not None:
         for k in ("test_log_loss", "test_accuracy"):
             if k in h:
@@ -271,9 +272,17 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iteration
     else:
         from ..privacy.reports import LABELS_READABLE
 
-        privacy = {"private": False, "epsilon": "inf", "delta": None, "accountant": None,
+        privacy = {"private": False, "summary": None, "sides": {
+                       "features": {"protected": False, "epsilon": "inf", "why": "non-private run: each party's "
+                                    "shares D_m x_m are sent exactly"},
+                       "labels": {"protected": False, "epsilon": "inf", "why": LABELS_READABLE.replace(
+                           "labels are NOT protected: ", "").replace(" (use label_epsilon / --label-epsilon)", "")}},
+                   "epsilon": "inf", "epsilon_side": "features", "delta": None, "accountant": None,
                    "paper_bound": {"epsilon": None}, "note": "non-private run: epsilon is infinite",
                    "label": {"protected": False, "epsilon": "inf", "note": LABELS_READABLE}}
+        from ..privacy.ledger import render_side
+
+        privacy["summary"] = [render_side(k, v) for k, v in privacy["sides"].items()]
     config = {"lam": lam, "rho": model._rho(len(data.train), model_loss(model)), "iterations": model._max_iter(),
               "fit_intercept": fit_intercept, "mechanism": mechanism, "relation": relation, "clip": clip,
               "label_epsilon": label_epsilon, "label_noise_scale": label_noise_scale,

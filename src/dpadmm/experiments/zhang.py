@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..privacy.ledger import nonprivate_privacy, not_protected
+
 from . import register
 from ..exceptions import InvalidParameterError
 
@@ -156,6 +158,7 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
             X_test = X_test / np.maximum(np.linalg.norm(X_test, axis=1), 1.0)[:, None]
         y_test_pm, _ = binary_labels("test labels", y_test)
     model = None
+    placement = None  # Ray: where every node's actor ran (config.placement)
     if epsilon is not None and perturbation in ("pp", "dvp"):
         from ..algorithms.graph_consensus import alpha_for_budget, schedule_table
         from ..data.graphs import adjacency
@@ -175,9 +178,10 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
             C=C, reg_weight=reg_weight, n_nodes=nodes, topology=G, theta=theta, theta_growth=theta_growth, eta=eta,
             eta_growth=eta_growth, perturbation=perturbation, alpha=alpha, alpha_growth=alpha_growth,
             max_iter=iterations, normalize=normalize, batch=backend == "inprocess", fallback_epsilon=fallback_epsilon,
-            backend=get_backend(backend, **(backend_options or {})), monitor=monitor, record_path=not monitor,
+            backend=(be := get_backend(backend, **(backend_options or {}))), monitor=monitor, record_path=not monitor,
             random_state=None if seed is None else int(np.random.SeedSequence([seed, r]).generate_state(1)[0]))
         model.fit(Xs, ys, callbacks=cb)
+        placement = getattr(be, "placement_", None) or placement
         h = model.history_ if monitor else dict(model.history_, **released_curves(model, Xs, ys))
         curves.append(h["train_loss"])
         consensus.append(h["consensus_error"][-1])
@@ -221,11 +225,12 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
                             "the simulation driver, from the released models f_i(t) (no monitoring)",
         },
         "privacy": (dict(model.privacy_.to_dict(), private=True) if model.privacy_ is not None else
-                    {"private": False, "epsilon": None, "delta": None,
-                     "note": "non-private run: epsilon is infinite (null)"}),
+                    nonprivate_privacy({"records": not_protected(
+                        "records", "non-private run: every node broadcasts its model f_i(t) without noise")},
+                        note="non-private run: epsilon is infinite")),
         "config": {
             "data": data, "n_samples": int(sum(len(v) for v in ys)), "n_features": int(Xs[0].shape[1]),
-            "backend": backend, "nodes": nodes, "topology": str(topology) if not hasattr(topology, "nodes") else "networkx graph",
+            "backend": backend, **({"placement": placement} if placement else {}), "nodes": nodes, "topology": str(topology) if not hasattr(topology, "nodes") else "networkx graph",
             "edges": int(G.number_of_edges()), "split": split, "uneven_ratio": uneven_ratio,
             "node_size_min": int(sizes.min()), "node_size_max": int(sizes.max()),
             "degree_min": int(model.degrees_.min()), "degree_max": int(model.degrees_.max()),
@@ -465,7 +470,8 @@ def attack(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
     return {s: round(float(c), 4) for s, c in zip(scen, cos)}
 
 
-def _plot_attack(path: Path, rows: list[dict], scen: list[str], R: int, *, samples: int, iterations: int) -> None:
+def _plot_attack(path: Path, rows: list[dict], scen: list[str], R: int, *, samples: int, iterations: int,
+                 graph: str = "5-node ring") -> None:
     """Mean |cos| per scenario with min–max error bars over seeds, beside the chance level."""
     import textwrap
 
@@ -482,12 +488,12 @@ def _plot_attack(path: Path, rows: list[dict], scen: list[str], R: int, *, sampl
     fig, ax = pyplot.subplots(figsize=(8.5, 3.8))
     xs = np.arange(len(scen))
     ax.bar(xs - 0.2, cos[:, 0], 0.4, yerr=cos[:, 1:].T, capsize=4, color="C3",
-           label=f"attack: |cos(x̂, x₁)| (mean, min–max over {R} seed{'s' if R > 1 else ''})")
+           label="attack: |cos(x̂, x₁)| " + (f"(mean, min–max over {R} seeds)" if R > 1 else "(1 seed)"))
     ax.bar(xs + 0.2, ch[:, 0], 0.4, yerr=ch[:, 1:].T, capsize=4, color="C7",
            label="chance: 95th percentile of |cos| with the other training points")
     ax.set_xticks(xs, [textwrap.fill(s, 22) for s in scen], fontsize=8)
     ax.set(ylim=(0, 1.05), ylabel="|cosine| between the reconstruction\nand the true point (1 = exact)",
-           title=f"KKT reconstruction [Zhang, App. E]: Adult ({samples:,} rows), 5-node ring, T = {iterations}")
+           title=f"KKT reconstruction [Zhang, App. E]: Adult ({samples:,} rows), {graph}, T = {iterations}")
     ax.grid(alpha=0.3, axis="y")
     legend_outside(ax, where="below", ncol=1)
     fig.tight_layout()

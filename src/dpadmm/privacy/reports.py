@@ -159,5 +159,6 @@ def hu_report(ledger: PrivacyLedger, *, delta: float, accountant: str = "pld", r
         if mechanism == "gaussian" else math.inf,
         paper_bound=paper, assumptions=list(assumptions), mechanism=mech,
         noise_multiplier=nm, rounds=T if T else rounds, notes=notes, label=label, releases=releases,
+        side="features",
     )
     return rep

@@ -38,6 +38,9 @@ THREAT_MODELS: dict[str, str] = {
         "clipping bound c1 and any user-given range"),
 }
 
+#: threat model -> the side its headline epsilon protects (``PrivacyReport.sides``)
+SIDES = {"vertical-feature": "features", "consensus": "records", "functional": "curves"}
+
 SEEDED_NOTE = ("seeded simulation: the noise was drawn from a seed given by the user; whoever knows the seed "
                "(it is in metrics.json) can regenerate the noise and remove it, so this run is not a private "
                "release — run without a seed for party-local noise")
@@ -49,6 +52,7 @@ def finish(report: PrivacyReport | None, *, threat_model: str, noise_source: str
     if report is None:
         return None
     report.threat_model = THREAT_MODELS.get(threat_model, threat_model)
+    report.side = report.side or SIDES.get(threat_model, "data")
     report.noise_source = noise_source
     if noise_source == "seeded" and SEEDED_NOTE not in report.notes:
         report.notes.append(SEEDED_NOTE)

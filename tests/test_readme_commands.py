@@ -1,0 +1,130 @@
+"""Every ``dpadmm`` command in README.md's shell blocks runs (slow suite), in its ``--quick`` form where the
+command has one.
+
+The commands are read from the README itself (continuation lines joined, ``a && dpadmm …`` chains
+split), so a command added to the README is run without a code edit. ``--out`` and other output paths
+go to a temporary directory; ``--quiet`` is added where the command has it. Commands that need files
+only a user has (``train.svm``, ``/data/…``), other machines (Ray cluster addresses, gRPC peers, ``party
+serve``) or an earlier run (``...``) are listed with the reason and not run; ``test_commands_are_listed``
+fails if the README's commands are not all accounted for. A comment line ``# → TEXT`` right below a
+command quotes its output: every decimal number in TEXT must appear in what the command printed (at the
+quoted precision), so README figures written that way are checked against the tool as it is.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+OUTPUT_OPTIONS = ("--out", "--transcript")
+_QUICK = {"reproduce", "audit", "attack labels"}  # commands with a --quick option
+_NO_QUIET = {"attack kkt", "attack labels", "provision", "party serve"}
+
+
+def _commands() -> list[tuple[int, list[str], str]]:
+    """(line, argv after 'dpadmm', the '# →' quote or '') for every README shell command."""
+    out = []
+    for block in re.finditer(r"```bash\n(.*?)```", README, re.S):
+        start = README.count("\n", 0, block.start(1)) + 1
+        lines = block.group(1).split("\n")
+        i = 0
+        while i < len(lines):
+            line, first = lines[i], i
+            while line.rstrip().endswith("\\") and i + 1 < len(lines):
+                i += 1
+                line = line.rstrip()[:-1] + " " + lines[i].strip()
+            quote = ""
+            if i + 1 < len(lines) and lines[i + 1].strip().startswith("# →"):
+                quote = lines[i + 1].strip()[3:].strip()
+            for part in line.split("#", 1)[0].split("&&"):
+                part = part.strip()
+                if part.startswith("dpadmm "):
+                    try:
+                        argv = shlex.split(part)[1:]
+                    except ValueError:  # e.g. "<A's address>": a template, split plainly
+                        argv = part.split()[1:]
+                    out.append((start + first, argv, quote))
+            i += 1
+    return out
+
+
+COMMANDS = _commands()
+
+
+def _name(argv: list[str]) -> str:
+    words = [a for a in argv[:2] if not a.startswith("-")]
+    return " ".join(words[:2]) if words and words[0] in ("attack", "party") else (words[0] if words else "")
+
+
+def _why_not_run(argv: list[str]) -> str | None:
+    text = " ".join(argv)
+    if "..." in argv or "<" in text:
+        return "a template (placeholders or an earlier run)"
+    if _name(argv) == "party serve" or "--peer" in argv or "--ray-address" in argv:
+        return "needs other machines (covered by examples/cross_org_loopback.sh and the Ray two-node test)"
+    if _name(argv) == "provision":
+        return None
+    for i, a in enumerate(argv):
+        if i and argv[i - 1] in OUTPUT_OPTIONS:
+            continue
+        value = a.split("=", 1)[-1]
+        if re.search(r"\.(svm|csv|txt)$", value) and not (ROOT / value).exists():
+            return f"needs the user's own file {value}"
+    return None
+
+
+def test_commands_are_listed():
+    """The collector sees the README's commands and every one is either run or skipped for a stated reason."""
+    assert len(COMMANDS) >= 30, COMMANDS
+    names = {_name(a) for _, a, _ in COMMANDS}
+    assert {"vertical", "consensus", "functional", "reproduce", "audit", "attack kkt", "attack labels", "demo"} <= names
+    runnable = [c for c in COMMANDS if _why_not_run(c[1]) is None]
+    assert len(runnable) >= 20
+
+
+def _prepare(argv: list[str], tmp_path: Path) -> list[str]:
+    args = list(argv)
+    for i, a in enumerate(args):
+        if i and args[i - 1] in OUTPUT_OPTIONS:
+            args[i] = str(tmp_path / Path(a).name)
+    name = _name(args)
+    if name in _QUICK and "--quick" not in args:
+        args.append("--quick")
+    if name not in _NO_QUIET and "--quiet" not in args:
+        args.append("--quiet")
+    if name == "provision":
+        args += [] if "--out" in args else ["--out", str(tmp_path / "pki")]
+    return args
+
+
+def _printed(number: str, out: str) -> bool:
+    decimals = len(number.split(".")[1])
+    return any(abs(float(p) - float(number)) <= 0.5 * 10.0 ** -decimals + 1e-12
+               for p in re.findall(r"-?\d+\.\d+(?:e[-+]?\d+)?", out))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("line,argv,quote", COMMANDS, ids=[f"README:{c[0]}:{_name(c[1])}" for c in COMMANDS])
+def test_readme_command_runs(line, argv, quote, tmp_path, capsys, monkeypatch):
+    why = _why_not_run(argv)
+    if why:
+        pytest.skip(why)
+    monkeypatch.chdir(tmp_path)
+    args = _prepare(argv, tmp_path)
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, f"README line {line}: dpadmm {' '.join(args)} exited {code}: {err[-2000:]}"
+    missing = [n for n in re.findall(r"(?<![\w.])\d+\.\d+", quote) if not _printed(n, out)]
+    assert not missing, f"README line {line} quotes {missing}; the command printed:\n{out}"
+
+
+def test_quote_check_can_fail():
+    assert _printed("0.3412", "test log loss: 0.34117") and not _printed("0.3412", "test log loss: 0.3419")
+    assert _why_not_run(["vertical", "--train", "train.svm"]) == "needs the user's own file train.svm"
+    assert _why_not_run(["vertical", "--data", "a9a", "--out", "x.csv"]) is None

@@ -466,8 +466,11 @@ def test_private_functional_fit_does_not_track_one_response():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fits = [FunctionalQuantileRegressor(**kw).fit(X, v, grid=grid) for v in (y, y, y2)]
-    a = [f.intercept_ for f in fits]
-    assert abs(a[0] - a[1]) > 0  # fresh noise in every fit
+    # fresh noise in every fit: compare the ADMM's own model (the handed-over DP constant lies on a bisection
+    # grid, so two fits can hand over the same constant)
+    a = [np.r_[getattr(f, "candidate_w_", None) if getattr(f, "candidate_w_", None) is not None
+               else np.r_[f.coef_, f.intercept_]] for f in fits]
+    assert np.abs(a[0] - a[1]).max() > 0
     # one response counts only up to the public range: with the same seed, y = 1e6 and y = 10 (the range's edge)
     # give exactly the same fit, and one inside the range a different one (measured before: |shift| 0.45 against
     # a vacuous bound of ~251)

@@ -746,7 +746,7 @@ def _functional_pairs() -> list[Pair]:
 # standardised scores to c_1 for the ADMM rounds.
 FUNC_OPTIONS = dict(tau=0.9, n_components=FUNC_K, basis="fourier", penalty="l2", lam=0.05, method="fast",
                     max_iter=FUNC_ROUNDS, total_epsilon=1.5, delta=1e-3, workers=1, y_range=(-60.0, 60.0),
-                    curve_clip=2.0)
+                    curve_clip=2.0, min_n_epsilon=0.0)
 
 
 def functional_row() -> Row:

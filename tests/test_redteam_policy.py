@@ -20,42 +20,25 @@ pytest.importorskip("grpc")
 from dpadmm.algorithms import functional_quantile as fq  # noqa: E402
 from dpadmm.algorithms import functional_statistics as fs  # noqa: E402
 from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
-from dpadmm.backends import grpc_codec as codec  # noqa: E402
-from dpadmm.backends.grpc_party import LEDGER_NAME, PartyService, _Refused  # noqa: E402
+from dpadmm.backends.grpc_party import LEDGER_NAME, _Refused  # noqa: E402
 from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.kernels import fpca  # noqa: E402
 from dpadmm.kernels.regularizers import L2  # noqa: E402
 from dpadmm.protocol import PartyData  # noqa: E402
+from test_party_policy import Party as _PolicyParty  # noqa: E402  (one harness for both files)
 
 N = 60
 BUDGET = dict(max_epsilon=4.0, delta=1e-5)
 
 
-class Party:
-    def __init__(self, tmp_path, protocol, name="p", data=None, **kw):
-        self.out = tmp_path / name
-        protos = protocol if isinstance(protocol, list) else [protocol]
-        self.svc = PartyService(name=name, protocol=protos, data=data or {}, out=self.out, secure=False, **kw)
-        self.allowed = codec.allow_list([t for p in protos for t in p.types])
-        self.name = name
-
-    def call(self, method, body):
-        return codec.decode(self.svc.handle(method, codec.encode(body, allowed=self.allowed), ""), allowed=self.allowed)
-
-    def setup(self, protocol, args, rounds):
-        return self.call("Setup", {"protocol": protocol.name, "party": self.name, "index": 0, "rounds": rounds,
-                                   "args": args})
-
-    def step(self, t, inbox):
-        return self.call("Step", {"round": t, "inbox": inbox})
+class Party(_PolicyParty):
+    """The policy tests' party harness (encoded coordinator messages into a real PartyService), plus the
+    persisted ledger as a dict."""
 
     def ledger(self):
         if self.svc.budget.run is not None:
             self.svc.budget.close_run()
         return json.loads((self.out / LEDGER_NAME).read_text())
-
-    def close(self):
-        self.svc.close()
 
 
 # ----------------------------------------------------------------------------- vertical sharing [Hu]

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 OUTPUT_OPTIONS = ("--out", "--transcript")
 _QUICK = {"reproduce", "audit", "attack labels"}  # commands with a --quick option
-_NO_QUIET = {"attack kkt", "attack labels", "provision", "party serve"}
+_NO_QUIET = {"attack kkt", "attack labels", "provision", "party serve", "party request"}
 
 
 def _commands() -> list[tuple[int, list[str], str]]:
@@ -69,6 +69,8 @@ def _why_not_run(argv: list[str]) -> str | None:
         return "a template (placeholders or an earlier run)"
     if _name(argv) == "party serve" or "--peer" in argv or "--ray-address" in argv:
         return "needs other machines (covered by examples/cross_org_loopback.sh and the Ray two-node test)"
+    if "--csr" in argv:
+        return "signs the request an earlier command wrote (party request); the CSR flow is tested in test_grpc_ops.py"
     if _name(argv) == "provision":
         return None
     for i, a in enumerate(argv):

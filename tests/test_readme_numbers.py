@@ -165,7 +165,7 @@ def _sensitivity_claims():
     m = _find(r"C ≈ (\d+(?:\.\d+)?) for one feature column, ≈ (\d+(?:\.\d+)?) for one record at these\s+settings; "
               r"≈ (\d+(?:\.\d+)?) for one feature column when the labels are protected too")
     return [(["--epsilon", "10000"], m.group(1)), (["--epsilon", "10000", "--relation", "record"], m.group(2)),
-            (["--epsilon", "10000", "--label-epsilon", "1"], m.group(3))]
+            (["--epsilon", "10000", "--label-epsilon", "1", "--label-mechanism", "gaussian"], m.group(3))]
 
 
 @pytest.mark.slow
@@ -178,58 +178,6 @@ def test_vertical_sensitivity_quoted(which, capsys):
     assert code == 0, err
     printed = [float(c) for c in re.findall(r"party\d: C=(\d+(?:\.\d+)?)", out)]
     assert printed and all(abs(c / float(quoted) - 1) <= 0.05 for c in printed), (extra, printed, quoted)
-
-
-@pytest.mark.slow
-def test_vertical_privacy_table_holds_for_the_quick_run(tmp_path, capsys):
-    """The 'What each protection costs' table (5 seeds: mean [min, max]) against `reproduce vertical-privacy
-    --quick` (seed 0 at ε = 1 and 10): each seed-0 value lies in the quoted [min, max], or equals the quoted
-    value where the README gives one number (all seeds agree at that precision)."""
-    header = _find(r"(?m)^\| total ε \| labels only \| features only, feature column \| features only, record \| both "
-                   r"\(each side at ε\) \|")
-    assert header
-    rows = {}
-    for eps in ("1", "10"):
-        m = _find(rf"(?m)^\| {eps} \| ([^|]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \|")
-        rows[eps] = [c.strip() for c in m.groups()]
-    code, out, err = run_cli(["reproduce", "vertical-privacy", "--quick", "--out", tmp_path / "vp", "--quiet"], capsys)
-    assert code == 0, err
-    got = json.loads((tmp_path / "vp" / "reproduce.json").read_text())["summary"]["mean_test_log_loss"]
-    settings = list(got)  # labels only, features only (feature column), features only (record), both
-    assert len(settings) == 4
-    for eps, cells in rows.items():
-        for setting, cell in zip(settings, cells):
-            value = got[setting][f"ε = {eps}"]
-            rng = re.match(r"(\d+\.\d+) \[(\d+\.\d+), (\d+\.\d+)\]", cell)
-            if rng:
-                assert float(rng.group(2)) - 5e-5 <= value <= float(rng.group(3)) + 5e-5, (eps, setting, value, cell)
-            else:
-                assert _agrees(value, cell), (eps, setting, value, cell)
-
-
-@pytest.mark.slow
-def test_vertical_privacy_full_table(tmp_path, capsys):
-    """Every cell of the 'What each protection costs' table against `dpadmm reproduce vertical-privacy` (5 seeds:
-    mean, and [min, max] where the README gives them; seeded, so exactly at the quoted precision). About 5 min."""
-    code, out, err = run_cli(["reproduce", "vertical-privacy", "--out", tmp_path / "vp", "--quiet"], capsys)
-    assert code == 0, err
-    import pandas as pd
-
-    df = pd.read_csv(tmp_path / "vp" / "vertical_privacy.csv")
-    settings = list(dict.fromkeys(df["setting"]))
-    checked = 0
-    for m in re.finditer(r"(?m)^\| ([\d,.]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \| ([^|]+) \|[^\n]*$", README):
-        eps = float(m.group(1).replace(",", ""))
-        for setting, cell in zip(settings, [c.strip() for c in m.groups()[1:]]):
-            v = df[(df["setting"] == setting) & (df["epsilon"] == eps)]["test_log_loss"]
-            assert len(v), (eps, setting)
-            parts = re.match(r"(\d+\.\d+)(?: \[(\d+\.\d+), (\d+\.\d+)\])?$", cell)
-            assert parts, cell
-            assert _agrees(v.mean(), parts.group(1)), (eps, setting, v.mean(), cell)
-            if parts.group(2):
-                assert _agrees(v.min(), parts.group(2)) and _agrees(v.max(), parts.group(3)), (eps, setting, cell)
-            checked += 1
-    assert checked == 28, checked
 
 
 @pytest.mark.slow

@@ -62,7 +62,7 @@ def test_piped_output_does_not_wrap_numbers(tmp_path):
     assert proc.returncode == 0, proc.stderr
     priv = [ln for ln in proc.stdout.splitlines() if ln.startswith("privacy:")]
     assert len(priv) == 1 and len(priv[0]) > 80  # one long line, not wrapped at 80 columns
-    assert "δ = 4e-5 = (T + 1)" in priv[0]  # δ explained: 4 × the per-iteration 1e-5
+    assert "δ = 4e-05 per party" in priv[0] and "δ = (T + 1) × the per-iteration δ 1e-5, T = 3" in priv[0]  # δ explained
     assert "verdict:" in proc.stdout or "test log loss" in proc.stdout
 
 

@@ -83,7 +83,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "--nodes": INT(2), "--uneven-ratio": POS, "--C": POS, "--reg-weight": POS, "--iterations": INT(),
         "--runs": INT(), "--seed": SEED, "--timeout": TIMEOUT, "--eta": POS_LIST, "--eta-growth": POS_LIST,
         "--alpha": POS_LIST, "--alpha-growth": POS_LIST, "--theta": POS_LIST, "--theta-growth": POS_LIST,
-        "--test-fraction": Range("float", 0, False, 1, True), "--epsilon": POS, "--fallback-epsilon": POS,
+        "--test-fraction": Range("float", 0, False, 1, True), "--epsilon": POS, "--fallback-epsilon": NONNEG,
     },
     "demo": {"--label-epsilon": POS, "--epsilon": POS, "--delta": PROB, "--seed": SEED},
     "reproduce": {"--reps": INT(0), "--seed": SEED},

@@ -243,6 +243,8 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iteration
                if k in h}
     final: dict[str, Any] = {"iterations": model.n_iter_, "converged": model.converged_,
                              "label_party_choice": getattr(model, "label_party_choice_", None),
+                             # the label party's 5-fold cross-validated losses behind that choice (joint vs alone)
+                             "label_party_cv": getattr(model, "label_party_cv_", None),
                              "passive_weight": getattr(model, "passive_weight_", None)}
     has_models = model.coefs_ is not None
     if has_models and not any(hasattr(b, "load") for b in data.train):

@@ -103,6 +103,23 @@ def test_randomized_response_flips_at_the_stated_rate_and_emits_a_pure_event():
     assert events == [PureDPRelease("coordinator", 0, eps, LABEL_CHANGE)]
 
 
+@pytest.mark.parametrize("eps", [1_000.0, 10_000.0])
+def test_large_label_epsilon_runs_without_overflow(eps):
+    """``reproduce vertical-privacy`` goes to ε = 10,000 on both sides: q = 1/(1 + e^ε) used to overflow
+    in ``exp`` (a RuntimeWarning, and an OverflowError in the report's ``math.exp``). With warnings as
+    errors the fit and its report go through, q is e^−ε (0.0 in floating point) and nothing is flipped."""
+    X, y, tr, _ = _breast_cancer()
+    blocks = [prepare_block(X[tr][:, :5], "standardize")[0], prepare_block(X[tr][:, 5:], "standardize")[0]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert vl.flip_probability(eps) == 0.0 and vl.flip_probability(-eps) == 1.0
+        y_rr, _ = vl.randomized_response(np.where(y[tr] > 0, 1.0, -1.0), eps, rng=np.random.default_rng(0))
+        assert np.array_equal(y_rr, np.where(y[tr] > 0, 1.0, -1.0))
+        m = VerticalLogisticRegression(label_epsilon=eps, epsilon=eps, random_state=0).fit(blocks, y[tr])
+        summary = m.privacy_.summary()
+    assert m.privacy_.label["flip_probability"] == 0.0 and "labels: ε = " in summary
+
+
 def test_rr_fit_reports_pure_label_epsilon_per_side():
     X, y, tr, _ = _breast_cancer()
     blocks = [prepare_block(X[tr][:, :5], "standardize")[0], prepare_block(X[tr][:, 5:], "standardize")[0]]

@@ -32,6 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..privacy.events import LABEL_CHANGE, GaussianRelease, PureDPRelease
+from ..privacy.mechanisms import flip_probability
 
 if TYPE_CHECKING:  # the recursion's types (imported at run time inside the steps: vertical_sharing declares
     from .vertical_sharing import (  # this module's refit in its PROTOCOL, so a top-level import would be circular)
@@ -246,8 +247,3 @@ def randomized_response(labels: np.ndarray, epsilon: float, *, rng: np.random.Ge
     q = flip_probability(epsilon)
     flip = rng.random(y.shape[0]) < q
     return np.where(flip, -y, y), [PureDPRelease("coordinator", 0, float(epsilon), LABEL_CHANGE)]
-
-
-def flip_probability(epsilon: float) -> float:
-    """q = 1/(1 + e^ε), the flip probability of k = 2 randomized response at label ε."""
-    return float(1.0 / (1.0 + np.exp(epsilon)))

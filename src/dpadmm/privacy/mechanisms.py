@@ -63,6 +63,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.special import expit
 
 
 def gaussian(rng: np.random.Generator, sigma: float, size) -> np.ndarray:
@@ -135,6 +136,12 @@ def label_sensitivity(*, label_gap: float, clip: float, fit_intercept: bool) -> 
     """
     W = min(2.0 * clip, label_gap)
     return math.sqrt(2.0) * W if fit_intercept else W
+
+
+def flip_probability(epsilon: float) -> float:
+    """q = 1/(1 + e^ε) = expit(−ε): the flip probability of randomized response on one binary label at ε
+    (ε-DP: keep/flip = e^ε). Computed without overflow — a label ε of 1,000 gives q = e^−1000 = 0."""
+    return float(expit(-float(epsilon)))
 
 
 def gamma_norm(rng: np.random.Generator, alpha: float, dim: int, size=None) -> np.ndarray:

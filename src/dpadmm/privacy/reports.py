@@ -9,7 +9,7 @@ from .accountants.composition import hu_corollary1
 from .accountants.gaussian import gaussian_epsilon
 from .events import FEATURE_COLUMN, LABEL_CHANGE, RECORD_REPLACE, GaussianRelease, PureDPRelease
 from .ledger import PrivacyLedger, PrivacyReport
-from .mechanisms import classical_gaussian_epsilon
+from .mechanisms import classical_gaussian_epsilon, flip_probability
 
 
 @functools.lru_cache(maxsize=512)
@@ -39,7 +39,7 @@ def _rr_block(pure) -> dict:
             "accountant": "pure epsilon (basic composition)", "rdp_epsilon": eps,
             "mechanism": "randomized response: the label party releases each label once, flipped with probability "
                          "1/(1 + e^epsilon); everything after is post-processing",
-            "flip_probability": float(1.0 / (1.0 + math.exp(eps))) if len(pure) == 1 else None,
+            "flip_probability": flip_probability(eps) if len(pure) == 1 else None,
             "sensitivity": None, "sigma": None, "noise_multiplier": None, "rounds": len(pure)}
 
 

@@ -31,6 +31,7 @@ from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.exceptions import InvalidParameterError, PartyFailureError, ProtocolError  # noqa: E402
 from dpadmm.kernels.losses import get_loss  # noqa: E402
 from dpadmm.kernels.regularizers import L2  # noqa: E402
+from conftest import serve_parties  # noqa: E402
 
 N = 400
 NAMES = ("party1", "party2")
@@ -57,20 +58,12 @@ def a9a_files(tmp_path_factory):
 def parties(pki, a9a_files, tmp_path):
     """Two in-thread party servers (mutual TLS) serving vertical-sharing; yields (peers, services)."""
     _, _, paths = a9a_files
-    servers, services, peers = [], {}, {}
-    for name, path in zip(NAMES, paths):
-        svc = PartyService(name=name, protocol=vs.PROTOCOL, data={"train": str(path)}, out=tmp_path / name,
-                           allow=("coordinator",), allow_seeded_noise=True)
-        srv, port = make_server(svc, "127.0.0.1:0", TLSFiles.load(tls_dir=pki / "good" / name))
-        srv.start()
-        servers.append(srv)
-        services[name] = svc
-        peers[name] = f"127.0.0.1:{port}"
+    services = {name: PartyService(name=name, protocol=vs.PROTOCOL, data={"train": str(path)}, out=tmp_path / name,
+                                   allow=("coordinator",), allow_seeded_noise=True)
+                for name, path in zip(NAMES, paths)}
+    peers, stop = serve_parties(services, lambda name: TLSFiles.load(tls_dir=pki / "good" / name))
     yield peers, services
-    for srv in servers:
-        srv.stop(0).wait()
-    for svc in services.values():
-        svc.close()
+    stop()
 
 
 def _specs(blocks, *, private=None, n=N, lam=1e-3):

@@ -18,7 +18,7 @@ pytest.importorskip("grpc")
 from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
-from dpadmm.backends.grpc_party import LEDGER_NAME, PartyBudget, PartyService, _Refused, make_server  # noqa: E402
+from dpadmm.backends.grpc_party import LEDGER_NAME, PartyBudget, PartyService, _Refused  # noqa: E402
 from dpadmm.privacy.policy import PartyPolicy, RunPrice  # noqa: E402
 from dpadmm.protocol import PartyData  # noqa: E402
 from dpadmm.data.parties import write_party_files  # noqa: E402
@@ -26,6 +26,7 @@ from dpadmm.exceptions import DataFileError, ProtocolError  # noqa: E402
 from dpadmm.kernels.regularizers import L2  # noqa: E402
 from dpadmm.privacy.accountants.gaussian import gaussian_epsilon  # noqa: E402
 from dpadmm.privacy.events import FEATURE_COLUMN, RECORD_REPLACE, GaussianRelease, PureDPRelease  # noqa: E402
+from conftest import serve_parties  # noqa: E402
 
 N = 120
 NAMES = ("party1", "party2")
@@ -188,22 +189,12 @@ def test_every_event_type_is_checked_against_the_declaration(tmp_path):
 
 
 def _serve(paths, out, **policy):
-    servers, services, peers = [], {}, {}
-    for name, path in zip(NAMES, paths):
-        req = ("score", "rank", "refit") if name == "party1" else None  # the label party serves its refit
-        svc = PartyService(name=name, protocol=vs.PROTOCOL, data={"train": str(path)}, out=out / name, secure=False,
-                           requests=req, **policy)
-        srv, port = make_server(svc, "127.0.0.1:0")
-        srv.start()
-        servers.append(srv)
-        services[name] = svc
-        peers[name] = f"127.0.0.1:{port}"
-
-    def stop():
-        for srv in servers:
-            srv.stop(0).wait()
-        for svc in services.values():
-            svc.close()
+    # the label party (party1) serves its refit too
+    services = {name: PartyService(name=name, protocol=vs.PROTOCOL, data={"train": str(path)}, out=out / name,
+                                   secure=False, requests=("score", "rank", "refit") if name == "party1" else None,
+                                   **policy)
+                for name, path in zip(NAMES, paths)}
+    peers, stop = serve_parties(services)
     return peers, services, stop
 
 

@@ -30,6 +30,7 @@ from dpadmm.kernels.regularizers import L1, L2  # noqa: E402
 from dpadmm.privacy.accountants.gaussian import gaussian_epsilon  # noqa: E402
 from dpadmm.privacy.policy import PartyPolicy  # noqa: E402
 from dpadmm.protocol import PartyData  # noqa: E402
+from conftest import serve_parties  # noqa: E402
 
 N = 60
 BUDGET = dict(max_epsilon=4.0, delta=1e-5)
@@ -381,23 +382,9 @@ def test_docs_list_every_protocols_party_and_coordinator_fields():
 
 # ----------------------------------------------------------------------------- honest fits through budgeted parties
 def _serve(names, protocols, tmp_path, **policy):
-    from dpadmm.backends.grpc_party import make_server
-
-    servers, services, peers = [], {}, {}
-    for name in names:
-        svc = PartyService(name=name, protocol=protocols, data={}, out=tmp_path / name, secure=False,
-                           accept_coordinator_data=True, **policy)
-        srv, port = make_server(svc, "127.0.0.1:0")
-        srv.start()
-        servers.append(srv)
-        services[name] = svc
-        peers[name] = f"127.0.0.1:{port}"
-
-    def stop():
-        for srv in servers:
-            srv.stop(0).wait()
-        for svc in services.values():
-            svc.close()
+    services = {name: PartyService(name=name, protocol=protocols, data={}, out=tmp_path / name, secure=False,
+                                   accept_coordinator_data=True, **policy) for name in names}
+    peers, stop = serve_parties(services)
     return peers, services, stop
 
 

@@ -14,11 +14,12 @@ from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
 from dpadmm.backends import PartySpec  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
-from dpadmm.backends.grpc_party import PartyService, make_server  # noqa: E402
+from dpadmm.backends.grpc_party import PartyService  # noqa: E402
 from dpadmm.backends.grpc_tls import TLSFiles, provision  # noqa: E402
 from dpadmm.data import psi as P  # noqa: E402
 from dpadmm.exceptions import ProtocolError  # noqa: E402
 from dpadmm.protocol import PartyData  # noqa: E402
+from conftest import serve_parties  # noqa: E402
 
 NAMES = ("party1", "party2")
 
@@ -46,20 +47,12 @@ def files(tmp_path):
 
 @pytest.fixture
 def parties(pki, files, tmp_path):
-    servers, services, peers = [], {}, {}
-    for name, path in zip(NAMES, files[2]):
-        svc = PartyService(name=name, protocol=[vs.PROTOCOL, P.PROTOCOL], data={"train": str(path)},
-                           out=tmp_path / name, allow=("coordinator",))
-        srv, port = make_server(svc, "127.0.0.1:0", TLSFiles.load(tls_dir=pki / name))
-        srv.start()
-        servers.append(srv)
-        services[name] = svc
-        peers[name] = f"127.0.0.1:{port}"
+    services = {name: PartyService(name=name, protocol=[vs.PROTOCOL, P.PROTOCOL], data={"train": str(path)},
+                                   out=tmp_path / name, allow=("coordinator",))
+                for name, path in zip(NAMES, files[2])}
+    peers, stop = serve_parties(services, lambda name: TLSFiles.load(tls_dir=pki / name))
     yield peers, services
-    for srv in servers:
-        srv.stop(0).wait()
-    for svc in services.values():
-        svc.close()
+    stop()
 
 
 def _backend(peers, pki):

@@ -194,16 +194,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
                                     curve_clip=None if self.curve_clip is None else float(self.curve_clip),
                                     projection=projection, n_total=int(sum(v.size for v in parts_y)),
                                     tau=float(self.tau) if z_stats > 0 else None, quantile_multiplier=z_quantile)
-        hub = engine.Hub(hub_cfg, fs.init_stats_hub, fs.stats_hub_step)
-        # a stream apart from the ADMM run's, so a seeded simulation never reuses noise
-        sseed = None if nseed is None else int(np.random.SeedSequence([int(nseed), 7]).generate_state(1)[0])
-        backend = get_backend(backend_name)
-        try:
-            res = engine.run(hub=hub, parties=specs, backend=backend, rounds=fs.stats_rounds(hub_cfg),
-                             noise_seed=sseed, monitor=False, stop_on_convergence=False,
-                             transcript=None if transcript is None else (lambda *a: transcript("statistics", *a)))
-        finally:
-            backend.close()
+        res = self._run_stats(hub_cfg, specs, backend_name, nseed, transcript)
         st = res.hub_state
         if "failed" in st.sums:
             what = {"y": "the response's range (pass y_range=(lo, hi))",
@@ -244,6 +235,20 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         return basis, float(y_loc), float(y_scale), st, res.ledger
 
     @staticmethod
+    def _run_stats(hub_cfg, specs, backend_name, nseed, transcript):
+        """One engine run of the pooled-statistics protocol (``fs.stats_*``) on a fresh backend; its noise
+        stream is apart from the ADMM run's, so a seeded simulation never reuses noise."""
+        hub = engine.Hub(hub_cfg, fs.init_stats_hub, fs.stats_hub_step)
+        sseed = None if nseed is None else int(np.random.SeedSequence([int(nseed), 7]).generate_state(1)[0])
+        backend = get_backend(backend_name)
+        try:
+            return engine.run(hub=hub, parties=specs, backend=backend, rounds=fs.stats_rounds(hub_cfg),
+                              noise_seed=sseed, monitor=False, stop_on_convergence=False,
+                              transcript=None if transcript is None else (lambda *a: transcript("statistics", *a)))
+        finally:
+            backend.close()
+
+    @staticmethod
     def _stats_specs(parts, parts_y, q, z_stats, z_quantile, z_compare):
         names = [f"worker{i + 1}" for i in range(len(parts))]
         return [PartySpec(nm, fs.setup_stats, (nm, Xi, yi, q, z_stats, z_quantile, z_compare), fs.stats_step, owner=nm)
@@ -264,15 +269,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         specs = self._stats_specs(parts, parts_y, q, z, z, 0.0)
         hub_cfg = fs.StatsHubConfig(tuple(names), z, y_range=y_range, n_total=int(sum(v.size for v in parts_y)),
                                     tau=float(self.tau), quantile_multiplier=z, constant_only=True)
-        hub = engine.Hub(hub_cfg, fs.init_stats_hub, fs.stats_hub_step)
-        sseed = None if nseed is None else int(np.random.SeedSequence([int(nseed), 7]).generate_state(1)[0])
-        backend = get_backend(self.backend)
-        try:
-            res = engine.run(hub=hub, parties=specs, backend=backend, rounds=fs.stats_rounds(hub_cfg),
-                             noise_seed=sseed, monitor=False, stop_on_convergence=False,
-                             transcript=None if transcript is None else (lambda *a: transcript("statistics", *a)))
-        finally:
-            backend.close()
+        res = self._run_stats(hub_cfg, specs, self.backend, nseed, transcript)
         st = res.hub_state
         if "failed" in st.sums:
             raise PrivacyPreconditionError("too few curves for this budget to estimate the response's range "

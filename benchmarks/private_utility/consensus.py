@@ -29,6 +29,15 @@ import warnings
 
 import numpy as np
 
+try:
+    from . import progress_line, standalone
+except ImportError:  # run as a script: python benchmarks/private_utility/<module>.py
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from private_utility import progress_line, standalone
+
 DATASETS = ["adult-4k", "breast_cancer", "adult", "a9a"]
 QUICK = ["adult-4k", "breast_cancer"]
 NODES = 5
@@ -150,22 +159,12 @@ def run(*, quick: bool, seeds: int, epsilons: list[float], datasets: list[str] |
                 cdp = output_perturbation(Xtr, ytr, Xte, yte, eps, np.random.default_rng(200 + s))
                 rows.append(dict(common, side="records", epsilon=float(eps), seed=s, private=priv, central_dp=cdp,
                                  seconds=secs, handed_over=None if alpha is None else m.handed_over_))
-            progress(f"{name} eps={eps:g}: private {np.mean([r['private'] for r in rows[-seeds:]]):.4g} "
-                     f"(trivial {trivial:.4g}, non-private {non_private:.4g})")
+            progress(progress_line(name, eps, rows, seeds, trivial, non_private))
     return rows
 
 
 if __name__ == "__main__":
-    import argparse
-
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--seeds", type=int, default=3)
-    a = ap.parse_args()
-    out = run(quick=a.quick, seeds=a.seeds, epsilons=[0.5, 1.0, 2.0, 5.0])
-    print(f"{'dataset':<15}{'n':>7}{'eps':>6}{'private':>10}{'non-priv':>10}{'trivial':>10}{'central':>10} handed over")
-    for r in out:
-        if r["side"] == "non-private":
-            continue
-        print(f"{r['dataset']:<15}{r['n_train']:>7}{r['epsilon']:>6g}{r['private']:>10.4f}{r['non_private']:>10.4f}"
-              f"{r['trivial']:>10.4f}{r['central_dp']:>10.4f} {r['handed_over']}")
+    standalone(run, [("dataset", "dataset", "<15"), ("n", "n_train", ">7"), ("eps", "epsilon", ">6g"),
+                     ("private", "private", ">10.4f"), ("non-priv", "non_private", ">10.4f"),
+                     ("trivial", "trivial", ">10.4f"), ("central", "central_dp", ">10.4f"),
+                     ("handed over", "handed_over", ">14")])

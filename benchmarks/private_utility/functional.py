@@ -28,6 +28,15 @@ import warnings
 
 import numpy as np
 
+try:
+    from . import progress_line, standalone
+except ImportError:  # run as a script: python benchmarks/private_utility/<module>.py
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from private_utility import progress_line, standalone
+
 TAU = 0.5
 WORKERS = 4
 # public bounds: (y_range, curve_clip); curve_clip bounds the L2 norm on the [0, 1] grid, i.e. the largest
@@ -99,22 +108,12 @@ def run(*, quick: bool, seeds: int, epsilons: list[float], datasets: list[str] |
                                  central_dp=_pinball(d.y[te], c.predict(d.curves[te])),
                                  in_range=float(np.mean((p >= lo) & (p <= hi))), seconds=secs,
                                  handed_over=m.fallback_))
-            progress(f"{name} eps={eps:g}: private {np.mean([r['private'] for r in rows[-seeds:]]):.4g} "
-                     f"(trivial {trivial:.4g}, non-private {non_private:.4g})")
+            progress(progress_line(name, eps, rows, seeds, trivial, non_private))
     return rows
 
 
 if __name__ == "__main__":
-    import argparse
-
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--seeds", type=int, default=3)
-    a = ap.parse_args()
-    out = run(quick=a.quick, seeds=a.seeds, epsilons=[0.5, 1.0, 2.0, 5.0])
-    print(f"{'dataset':<16}{'n':>7}{'eps':>6}{'private':>10}{'non-priv':>10}{'trivial':>10}{'central':>10}{'in range':>9}")
-    for r in out:
-        if r["side"] == "non-private":
-            continue
-        print(f"{r['dataset']:<16}{r['n_train']:>7}{r['epsilon']:>6g}{r['private']:>10.4g}{r['non_private']:>10.4g}"
-              f"{r['trivial']:>10.4g}{r['central_dp']:>10.4g}{r['in_range']:>9.2f}")
+    standalone(run, [("dataset", "dataset", "<16"), ("n", "n_train", ">7"), ("eps", "epsilon", ">6g"),
+                     ("private", "private", ">10.4g"), ("non-priv", "non_private", ">10.4g"),
+                     ("trivial", "trivial", ">10.4g"), ("central", "central_dp", ">10.4g"),
+                     ("in range", "in_range", ">9.2f")])

@@ -157,3 +157,61 @@ def test_adult_more_epsilon_buys_a_better_model_beyond_the_label_party_alone():
             for eps in (1.0, 5.0)}
     assert max(loss[1.0]) < alone
     assert np.mean(loss[5.0]) < np.mean(loss[1.0])
+
+
+def _party_files(tmp_path, n=300, part=0):
+    """Party CSVs of rows [part·n, (part+1)·n) of one draw (part 0: train, 1: test)."""
+    import pandas as pd
+
+    blocks, y = _data(n=2 * n, seed=0)
+    blocks, y = [B[part * n:(part + 1) * n] for B in blocks], y[part * n:(part + 1) * n]
+    paths = []
+    for k, B in enumerate(blocks):
+        df = pd.DataFrame(B, columns=[f"p{k}_{j}" for j in range(B.shape[1])])
+        df.insert(0, "id", np.arange(n))
+        if k == 0:
+            df["y"] = y
+        paths.append(tmp_path / f"party{k + 1}.csv")
+        df.to_csv(paths[-1], index=False)
+    return paths
+
+
+def test_cli_experts_end_to_end(tmp_path, capsys):
+    import json
+
+    from conftest import run_cli
+
+    (tmp_path / "tr").mkdir()
+    (tmp_path / "te").mkdir()
+    tr = _party_files(tmp_path / "tr")
+    te = _party_files(tmp_path / "te", part=1)
+    args = ["vertical", "--party", tr[0], "--party", tr[1], "--test-party", te[0], "--test-party", te[1],
+            "--protocol", "experts", "--epsilon", "1", "--prepare", "none", "--seed", "0", "--out", tmp_path / "o"]
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert "label party alone" in out and "relation: record_replace" in out
+    m = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert m["privacy"]["sides"]["features"]["epsilon"] == pytest.approx(1.0, rel=1e-3)
+    assert m["privacy"]["sides"]["labels"]["protected"] is False
+    assert set(m["baselines"]) == {"base_rate", "label_party_alone"}
+    assert m["final"]["test_log_loss"] < m["baselines"]["base_rate"]["test_log_loss"]
+
+
+@pytest.mark.parametrize("extra, match", [
+    (["--rho", "1"], "--rho belongs to the ADMM protocol"),
+    (["--prepare", "standardize"], "own column statistics"),
+    (["--backend", "process"], "in-process"),
+    (["--label-epsilon", "1", "--label-mechanism", "gaussian"], "randomized response"),
+    (["--protocol", "nope"], "--protocol must be one of"),
+])
+def test_cli_experts_usage_errors(tmp_path, capsys, extra, match):
+    from conftest import run_cli
+
+    (tmp_path / "tr").mkdir()
+    tr = _party_files(tmp_path / "tr")
+    args = ["vertical", "--party", tr[0], "--party", tr[1], "--protocol", "experts", "--epsilon", "1",
+            "--out", tmp_path / "o"] + extra
+    code, out, err = run_cli(args, capsys)
+    assert code == 2
+    assert match in (out + err)
+    assert not (tmp_path / "o").exists()

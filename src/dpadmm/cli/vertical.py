@@ -420,6 +420,10 @@ def vertical(
         if choice:
             console.print(f"label party kept {'the joint model' if choice == 'joint' else 'its own model'} "
                           "(cross-validated on its own rows; the choice stays with it)")
+            if choice != "joint" and feature_private and mechanism == "gaussian":
+                console.print("  the shares are per-row releases, which at this ε are noise to the label party; "
+                              "--protocol experts sends none (each party's own DP model, added by the label party; "
+                              "see docs/algorithms.md)")
         console.print(f"privacy: {_privacy_line(metrics)}")
         if monitor and private:
             console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")

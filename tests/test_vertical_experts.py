@@ -256,3 +256,35 @@ def test_end_to_end_audit_of_the_released_coefficient():
     assert ratio > 0.3 and lb >= 0.5 * allowed, (lb, allowed, ratio)
     planted, _, _ = _audit(0.1)
     assert planted > eps
+
+
+def test_cli_experts_verdict_when_worse_than_the_label_party_alone(tmp_path, capsys):
+    """Party 2 holds a near copy of the label party's columns: adding the two models counts the same evidence
+    twice, the experts lose to the label party alone, and the verdict (printed and in metrics.json) says so."""
+    import json
+
+    import pandas as pd
+
+    from conftest import run_cli
+
+    rng = np.random.default_rng(0)
+    n = 3000
+    z = rng.standard_normal((2 * n, 2))
+    y = (z[:, 0] + 0.5 * rng.standard_normal(2 * n) > 0).astype(int)
+    noise = np.column_stack([z, rng.standard_normal(2 * n)]) / 4 + 0.01 * rng.standard_normal((2 * n, 3))
+    paths = {}
+    for part, rows in (("tr", slice(0, n)), ("te", slice(n, 2 * n))):
+        a = pd.DataFrame(z[rows], columns=["a0", "a1"]).assign(y=y[rows])
+        b = pd.DataFrame(noise[rows], columns=["b0", "b1", "b2"])
+        for k, df in enumerate((a, b)):
+            df.insert(0, "id", np.arange(n))
+            paths[(part, k)] = tmp_path / f"{part}{k}.csv"
+            df.to_csv(paths[(part, k)], index=False)
+    args = ["vertical", "--party", paths[("tr", 0)], "--party", paths[("tr", 1)], "--test-party", paths[("te", 0)],
+            "--test-party", paths[("te", 1)], "--protocol", "experts", "--epsilon", "5", "--prepare", "none",
+            "--lam", "1e-4", "--seed", "1", "--out", tmp_path / "o"]
+    code, out, _ = run_cli(args, capsys)
+    assert code == 0
+    m = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert m["final"]["test_log_loss"] > m["baselines"]["label_party_alone"]["test_log_loss"]
+    assert "WORSE THAN THE LABEL PARTY ALONE" in out and "label party's own model" in m["verdict"]

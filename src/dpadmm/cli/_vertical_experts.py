@@ -89,9 +89,10 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
                     "the experts protocol adds the parties' models as if their features were independent given the "
                     "label; where they overlap, or at small n·ε, use the label party's own model (or the default "
                     "--protocol admm, whose label party keeps its own model when the others' shares do not help)")
+        v = v.replace("WORSE THAN A TRIVIAL MODEL", "WORSE THAN THE LABEL PARTY ALONE") if v else v
         metrics["verdict"] = v
         if v:
-            console.print(v.replace("WORSE THAN A TRIVIAL MODEL", "WORSE THAN THE LABEL PARTY ALONE"))
+            console.print(v)
     console.print("privacy: " + ("\n  ".join(rep.summary().splitlines()) if rep is not None else
                                  "not private (no --epsilon, no --label-epsilon): features and labels are not "
                                  "protected"))

@@ -92,13 +92,17 @@ class GrpcBackend(Backend):
         faster: each call gets a fresh HTTP/2 flow-control window).
     connect_timeout : seconds to wait for a party to come up before the run fails (default 5: an unreachable
         party is reported within seconds; raise it when parties are started together with the coordinator).
+    peer_to_peer : the parties are consensus nodes started with ``--neighbour`` (:mod:`grpc_p2p`): they
+        exchange their round messages with their graph neighbours directly; this side only sets the run up,
+        starts it (:meth:`run_peer_to_peer`), polls it and ends it — the engine then never calls :meth:`step`.
     """
 
     name = "grpc"
     models_stay_at_parties = True  # a party's model is never requested (it writes it to its own directory)
 
     def __init__(self, peers: Mapping[str, str], *, tls=None, insecure: bool = False, timeout: float = 120.0,
-                 setup_timeout: float | None = None, connect_timeout: float = 5.0, stream: bool = True) -> None:
+                 setup_timeout: float | None = None, connect_timeout: float = 5.0, stream: bool = True,
+                 peer_to_peer: bool = False) -> None:
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise InvalidParameterError(f"timeout must be a positive number of seconds, got timeout={timeout!r}.")
         if (tls is None) == (not insecure):
@@ -123,6 +127,7 @@ class GrpcBackend(Backend):
         self._rounds = 0
         self.stream = bool(stream)
         self._streams: dict[str, Any] = {}
+        self.peer_to_peer = bool(peer_to_peer)
 
     # ------------------------------------------------------------------ plumbing
     def _run(self, coro):
@@ -327,6 +332,43 @@ class GrpcBackend(Backend):
             if rounds is not None:
                 bodies[spec.name]["rounds"] = int(rounds)
         self.setup_ = self._call_all(bodies, "Setup", self.setup_timeout, "setup")
+
+    def run_peer_to_peer(self, rounds: int, *, monitor: bool = False, neighbours: Mapping[str, Sequence[str]] | None = None,
+                         poll: float = 0.05, progress=None) -> dict[str, dict]:
+        """Peer to peer (the parties set up by :meth:`start` are ``--neighbour`` nodes): ``Run`` every node for
+        ``rounds`` rounds — with ``neighbours`` (the run's graph, ``{node: [its neighbours]}``) each node checks its
+        operator's list against it — then ``Poll`` until all are done. Returns each node's final report: its round
+        messages (``outboxes``), privacy ``events`` and ``seconds`` per round, and its diagnostics (``history``)
+        when ``monitor``. ``progress(round)`` is called with the slowest node's round while polling."""
+        names = list(self._specs)
+        for name, spec in self._specs.items():
+            if protocol_of(spec.step).peer_to_peer is None:
+                raise InvalidParameterError(f"protocol {protocol_of(spec.step).name!r} has no peer-to-peer form; "
+                                            "run it without --peer-to-peer.")
+        bodies = {n: {"rounds": int(rounds), "monitor": bool(monitor)} for n in names}
+        if neighbours is not None:
+            for n in names:
+                bodies[n]["neighbours"] = sorted(map(str, neighbours.get(n, ())))
+        self._call_all(bodies, "Run", self.timeout, "run")
+        seen = 0
+        while True:
+            status = self._call_all({n: {} for n in names}, "Poll", self.timeout, "poll")
+            failed = {n: s["error"] for n, s in status.items() if s.get("error")}
+            if failed:
+                self._failed = True
+                name, reason = sorted(failed.items())[0]
+                exc = _failure(name, reason)
+                exc.round = status[name].get("round")
+                raise exc
+            low = min(int(s.get("round", 0)) for s in status.values())
+            if progress is not None and low > seen:
+                progress(low)
+                seen = low
+            if all(s["done"] for s in status.values()):
+                break
+            time.sleep(poll)
+        self._rounds = int(rounds)
+        return status
 
     def step(self, inboxes: Mapping[str, Any], round_: int) -> dict[str, tuple[Any, list]]:
         replies = self._call_all({n: {"round": int(round_), "inbox": inboxes[n]} for n in self._specs}, "Step",

@@ -228,10 +228,15 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                                   tol=0.0 if private else float(self.tol), record_path=bool(self.record_path))
         hub = engine.Hub(hub_cfg, gc.init_router, gc.router_step, gc.router_metrics)
         backend = get_backend(self.backend)
+        p2p = {}
+        if getattr(backend, "peer_to_peer", False):  # nodes exchange with their neighbours; each checks the graph
+            if len(groups) != N:
+                raise InvalidParameterError("a peer-to-peer run needs one node per party (batch=False).")
+            p2p["neighbours"] = {f"node{i}": [f"node{j}" for j in G.neighbors(i)] for i in range(N)}
         engine.start(backend, specs, noise_seed=nseed, rounds=T)  # node setup (curvature factorisations) under the BLAS cap
         try:
             result = engine.run(hub=hub, parties=specs, backend=backend, rounds=T, noise_seed=nseed, callbacks=callbacks,
-                                monitor=monitor, stop_on_convergence=not private, started=True)
+                                monitor=monitor, stop_on_convergence=not private, started=True, **p2p)
         finally:
             backend.close()
         F = result.hub_state.F

@@ -14,6 +14,7 @@ import pytest
 grpc = pytest.importorskip("grpc")
 
 from conftest import run_cli  # noqa: E402
+from dpadmm.algorithms import consensus_baseline as cb  # noqa: E402
 from dpadmm.algorithms import graph_consensus as gc  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_p2p import NodeService  # noqa: E402
@@ -57,7 +58,7 @@ def _nodes(pki, tmp_path, neighbours=_ring, **kw):
     servers, services = [], {}
     for i in range(N):
         name = f"node{i}"
-        svc = NodeService(name=name, protocol=[gc.PROTOCOL], data={}, out=tmp_path / name, allow=("coordinator",),
+        svc = NodeService(name=name, protocol=[gc.PROTOCOL, cb.PROTOCOL], data={}, out=tmp_path / name, allow=("coordinator",),
                           accept_coordinator_data=True, allow_seeded_noise=True, exchange_timeout=30.0,
                           neighbours={f"node{j}": f"127.0.0.1:{ports[j]}" for j in neighbours(i)},
                           tls=TLSFiles.load(tls_dir=pki / name), **kw)
@@ -82,7 +83,7 @@ COMMON = ["--nodes", N, "--topology", "ring", "--iterations", 8, "--seed", 0, "-
 @pytest.mark.slow
 @pytest.mark.parametrize("private", [False, True])
 def test_cli_peer_to_peer_equals_in_process_and_nodes_talk_only_to_neighbours(pki, libsvm, tmp_path, private):
-    extra = ["--perturbation", "pp", "--alpha", 5, "--fallback-epsilon", 0] if private else []
+    extra = ["--perturbation", "pp", "--alpha", 5, "--fallback-epsilon", 0.4] if private else []  # + DP base rate
     peers, servers, services = _nodes(pki, tmp_path)
     try:
         code, _, err = run_cli(["consensus", "--data", libsvm, *COMMON, *extra, "--backend", "grpc", "--peer-to-peer",
@@ -108,8 +109,10 @@ def test_cli_peer_to_peer_equals_in_process_and_nodes_talk_only_to_neighbours(pk
         np.testing.assert_allclose(p2p["history"][key]["mean"], ref["history"][key]["mean"], rtol=1e-9, atol=0)
     for key in ("objective_mean", "consensus_error_mean", "train_loss_mean"):
         np.testing.assert_allclose(p2p["final"][key], ref["final"][key], rtol=1e-9, atol=1e-15)
-    if private:
+    if private:  # the fallback's two releases went as declared messages to the coordinator, priced at each node
         assert p2p["final"]["privacy_per_node"] == pytest.approx(ref["final"]["privacy_per_node"], rel=1e-12)
+        assert p2p["final"]["handed_over"] == ref["final"]["handed_over"]
+        assert p2p["final"]["dp_base_rate"] == pytest.approx(ref["final"]["dp_base_rate"], rel=1e-12)
     a, b = (np.load(tmp_path / d / "model.npz") for d in ("p2p", "inproc"))
     np.testing.assert_allclose(a["coefs"], b["coefs"], rtol=1e-9, atol=1e-12)
     for i in range(N):  # each node: Exchange only from its neighbours, every other call from the coordinator
@@ -117,7 +120,8 @@ def test_cli_peer_to_peer_equals_in_process_and_nodes_talk_only_to_neighbours(pk
         exch = [r for r in recs if r["method"] == "Exchange" and r["status"] == "ok"]
         assert exch and {r["peer"] for r in exch} == {f"node{j}" for j in _ring(i)}
         assert {r["peer"] for r in recs if r["method"] not in ("Exchange", "Start") and r.get("peer")} == {"coordinator"}
-        assert not any(r["method"] == "Step" for r in recs)  # no round went through the coordinator
+        # no consensus round went through the coordinator (only the fallback's two declared releases)
+        assert sum(r["method"] == "Step" for r in recs) == (2 if private else 0)
     refused = [json.loads(x) for x in (tmp_path / "node2" / "audit.jsonl").read_text().splitlines()]
     assert any(r["method"] == "Exchange" and r["status"] == "refused" and r["peer"] == "node0" for r in refused)
 

@@ -333,6 +333,23 @@ class GrpcBackend(Backend):
                 bodies[spec.name]["rounds"] = int(rounds)
         self.setup_ = self._call_all(bodies, "Setup", self.setup_timeout, "setup")
 
+    def require_protocol(self, protocol: str, names: Sequence[str], why: str = "") -> None:
+        """Before a run: every party in ``names`` serves ``protocol`` (its Hello), else one clear error."""
+        missing = [n for n in names if n not in self.hello_]
+        if missing:
+            self.hello(missing)
+        lacking = [n for n in names if protocol not in (self.hello_[n].get("protocols") or [self.hello_[n].get("protocol")])]
+        if lacking:
+            raise ProtocolError(f"part{'ies' if len(lacking) > 1 else 'y'} {', '.join(map(repr, lacking))} do"
+                                f"{'' if len(lacking) > 1 else 'es'} not serve protocol {protocol!r}{why}; restart "
+                                f"{'them' if len(lacking) > 1 else 'it'} with --protocol {protocol} added.")
+
+    def routed(self) -> "GrpcBackend":
+        """A backend to the same parties with the same identity and timeouts whose rounds go through this side
+        (e.g. a protocol without a peer-to-peer form after a peer-to-peer run)."""
+        return GrpcBackend(self.peers, tls=self.tls, insecure=self.insecure, timeout=self.timeout,
+                           setup_timeout=self.setup_timeout, connect_timeout=self.connect_timeout, stream=self.stream)
+
     def run_peer_to_peer(self, rounds: int, *, monitor: bool = False, neighbours: Mapping[str, Sequence[str]] | None = None,
                          poll: float = 0.05, progress=None) -> dict[str, dict]:
         """Peer to peer (the parties set up by :meth:`start` are ``--neighbour`` nodes): ``Run`` every node for

@@ -365,40 +365,11 @@ class GrpcBackend(Backend):
 
     def run_peer_to_peer(self, rounds: int, *, monitor: bool = False, neighbours: Mapping[str, Sequence[str]] | None = None,
                          poll: float = 0.05, progress=None) -> dict[str, dict]:
-        """Peer to peer (the parties set up by :meth:`start` are ``--neighbour`` nodes): ``Run`` every node for
-        ``rounds`` rounds — with ``neighbours`` (the run's graph, ``{node: [its neighbours]}``) each node checks its
-        operator's list against it — then ``Poll`` until all are done. Returns each node's final report: its round
-        messages (``outboxes``), privacy ``events`` and ``seconds`` per round, and its diagnostics (``history``)
-        when ``monitor``. ``progress(round)`` is called with the slowest node's round while polling."""
-        names = list(self._specs)
-        for name, spec in self._specs.items():
-            if protocol_of(spec.step).peer_to_peer is None:
-                raise InvalidParameterError(f"protocol {protocol_of(spec.step).name!r} has no peer-to-peer form; "
-                                            "run it without --peer-to-peer.")
-        bodies = {n: {"rounds": int(rounds), "monitor": bool(monitor)} for n in names}
-        if neighbours is not None:
-            for n in names:
-                bodies[n]["neighbours"] = sorted(map(str, neighbours.get(n, ())))
-        self._call_all(bodies, "Run", self.timeout, "run")
-        seen = 0
-        while True:
-            status = self._call_all({n: {} for n in names}, "Poll", self.timeout, "poll")
-            failed = {n: s["error"] for n, s in status.items() if s.get("error")}
-            if failed:
-                self._failed = True
-                name, reason = sorted(failed.items())[0]
-                exc = _failure(name, reason)
-                exc.round = status[name].get("round")
-                raise exc
-            low = min(int(s.get("round", 0)) for s in status.values())
-            if progress is not None and low > seen:
-                progress(low)
-                seen = low
-            if all(s["done"] for s in status.values()):
-                break
-            time.sleep(poll)
-        self._rounds = int(rounds)
-        return status
+        """Peer to peer: ``Run`` every node set up by :meth:`start`, poll until all are done, return their final
+        reports (:func:`dpadmm.backends.grpc_p2p.run_nodes`)."""
+        from .grpc_p2p import run_nodes
+
+        return run_nodes(self, rounds, monitor=monitor, neighbours=neighbours, poll=poll, progress=progress)
 
     def step(self, inboxes: Mapping[str, Any], round_: int) -> dict[str, tuple[Any, list]]:
         replies = self._call_all({n: {"round": int(round_), "inbox": inboxes[n]} for n in self._specs}, "Step",

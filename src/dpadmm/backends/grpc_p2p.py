@@ -215,6 +215,48 @@ class NodeService(PartyService):
 
 
 # ---------------------------------------------------------------------- the coordinator's side
+def run_nodes(backend, rounds: int, *, monitor: bool = False, neighbours=None, poll: float = 0.05,
+              progress=None) -> dict[str, dict]:
+    """Peer to peer (the parties set up by ``backend.start`` are ``--neighbour`` nodes): ``Run`` every node for
+    ``rounds`` rounds — with ``neighbours`` (the run's graph, ``{node: [its neighbours]}``) each node checks its
+    operator's list against it — then ``Poll`` until all are done. Returns each node's final report: its round
+    messages (``outboxes``), privacy ``events`` and ``seconds`` per round, and its diagnostics (``history``)
+    when ``monitor``. ``progress(round)`` is called with the slowest node's round while polling."""
+    from ..exceptions import InvalidParameterError, PartyFailureError
+    from ..protocol import protocol_of
+
+    names = list(backend._specs)
+    for name, spec in backend._specs.items():
+        if protocol_of(spec.step).peer_to_peer is None:
+            raise InvalidParameterError(f"protocol {protocol_of(spec.step).name!r} has no peer-to-peer form; "
+                                        "run it without --peer-to-peer.")
+    bodies = {n: {"rounds": int(rounds), "monitor": bool(monitor)} for n in names}
+    if neighbours is not None:
+        for n in names:
+            bodies[n]["neighbours"] = sorted(map(str, neighbours.get(n, ())))
+    backend._call_all(bodies, "Run", backend.timeout, "run")
+    seen = 0
+    while True:
+        status = backend._call_all({n: {} for n in names}, "Poll", backend.timeout, "poll")
+        failed = {n: s["error"] for n, s in status.items() if s.get("error")}
+        if failed:
+            backend._failed = True
+            name, reason = sorted(failed.items())[0]
+            exc = PartyFailureError(f"party {name!r} failed: {reason}")
+            exc.party, exc.reason = name, reason
+            exc.round = status[name].get("round")
+            raise exc
+        low = min(int(s.get("round", 0)) for s in status.values())
+        if progress is not None and low > seen:
+            progress(low)
+            seen = low
+        if all(s["done"] for s in status.values()):
+            break
+        time.sleep(poll)
+    backend._rounds = int(rounds)
+    return status
+
+
 def run_p2p(backend, specs, rounds: int, *, noise_seed: int | None = None, monitor: bool = True,
             poll: float = 0.05, neighbours=None) -> dict:
     """Start a peer-to-peer consensus run on ``backend`` (a :class:`GrpcBackend` whose parties are

@@ -14,6 +14,12 @@ send shares 0, so ``g = ℓ'(0, y)`` and one flipped label moves coordinate k by
 = the sensitivity (no intercept; with one, the sum's noise is not seen by the party and the row could
 reach only 1/√2 of the claim).
 
+Vertical label side, randomized response (the default label mechanism; :mod:`.audit_games_rr`): the
+adversary sees the released labels themselves (every later message is post-processing of them) and knows
+every other label; the canary's label flips between the neighbours. Not an engine run: each run calls the
+estimator's release function, and the bound is Clopper–Pearson on the canary's released label (pure DP,
+δ = 0) and on that label decoded with another row's visible flip (a shared flip draw).
+
 Functional FDP-ADMM [Zhou] (the central machine is the adversary): the worker's canary curve has
 scores 10u (clipped to u, ‖u‖ = c_1 = 1) on D and −10u on D', response y = 2.5. The hub sends
 round number 0 every time (the dual is never updated, η is fixed), ρ alternating 1 and 8, and the
@@ -34,6 +40,7 @@ clip at 1).
 from __future__ import annotations
 
 from .audit_games import Game
+from .audit_games_rr import rr_game, rr_plants
 from .audit_games_functional import functional_game, functional_plants, stats_game, stats_plants
 from .audit_games_vertical import label_game, label_plants, vertical_game, vertical_plants
 
@@ -42,13 +49,13 @@ __all__ = ["games", "vertical_game", "label_game", "functional_game", "stats_gam
 
 def games(*, quick: bool = False) -> list[Game]:
     """Every worst-case row: honest first (one per algorithm also on the process backend), then plants."""
-    honest = [vertical_game("feature_column"), vertical_game("record"), label_game(), functional_game(),
+    honest = [vertical_game("feature_column"), vertical_game("record"), label_game(), rr_game(), functional_game(),
               stats_game("mean"), stats_game("moments")]
     for g in (vertical_game("record", backend="process", tag=" (process backend)"),
               functional_game(backend="process", tag=" (process backend)")):
         honest.append(g)  # the same run count: with fresh OS entropy the bound varies from run to run
-    planted = (vertical_plants("record") + [vertical_plants("feature_column")[0]] + label_plants() + functional_plants()
-               + stats_plants())
+    planted = (vertical_plants("record") + [vertical_plants("feature_column")[0]] + label_plants() + rr_plants()
+               + functional_plants() + stats_plants())
     for g in planted:
         g.max_runs = 3000 * max(1, g.runs_factor // 5)  # 1,500 at --quick already catches every plant
     return [g for g in honest + planted if g is not None and not (quick and g.full_only)]

@@ -159,10 +159,11 @@ def _stats_data(stage: str):
     Xb, yb = X.copy(), y.copy()
     if stage == "mean":  # curve +-10u (clipped to c_X u), response +-10 (clipped to the range's ends)
         X[CANARY], y[CANARY], Xb[CANARY], yb[CANARY] = 10.0 * u, 10.0, -10.0 * u, -10.0
-    else:  # centred curve 10 e_1 vs 10 e_2 (clipped to c_2): the largest change of the released upper triangle
-        v = np.zeros(S_T)
-        v[1] = 1.0
-        X[CANARY], Xb[CANARY] = 10.0 * u, 10.0 * v
+    else:  # centred curves of norm 10 (clipped to c_2) at -15 and 105 degrees in the first two coordinates: u u^T -
+        # u' u'^T is diagonal and u^T u' = -c_2^2/2, the released upper triangle moves by (3/sqrt 2) c_2^2, its bound
+        a, b = np.radians(-15.0), np.radians(105.0)
+        X[CANARY], Xb[CANARY] = 0.0, 0.0
+        X[CANARY, :2], Xb[CANARY, :2] = 10.0 * np.array([np.cos(a), np.sin(a)]), 10.0 * np.array([np.cos(b), np.sin(b)])
     return X, y, Xb, yb
 
 
@@ -199,7 +200,7 @@ def stats_game(stage: str, *, plant=None, bug: str = "", tag: str = "") -> Game:
         return np.tile(means[0], (R, 1, 1)), np.tile(means[1], (R, 1, 1))
 
     what = ("clipped curve sum and response sums (sensitivity sqrt(10))" if stage == "mean" else
-            "centred clipped moment matrix, upper triangle (sensitivity 4 c_2^2)")
+            "centred clipped moment matrix, upper triangle (sensitivity (3/sqrt 2) c_2^2)")
     return Game(
         name=f"worst-case functional-statistics[{stage}]{tag}", algorithm="functional QR pooled statistics",
         relation="record-replace", adversary="the central machine: chooses the request (clip, range, centre); sees "
@@ -209,8 +210,8 @@ def stats_game(stage: str, *, plant=None, bug: str = "", tag: str = "") -> Game:
         rounds=1, setup=setup, view=view, replay=replay, mechanism_party="worker1", delta=DELTA, plant=plant,
         broken=plant is not None, bug=bug, runs_factor=20,  # one release per run: cheap
         note="ratio limit sqrt(8/10) = 0.89" if stage == "mean" else
-             "ratio limit 1/2: the released upper triangle moves by at most 2 c_2^2 (rows (c_2, u), norm of u <= c_2), "
-             "the proof prices 4 c_2^2 (the Frobenius bound) - loose by 2x")
+             "ratio limit 1: the canary pair attains the proved (3/sqrt 2) c_2^2 (was priced 4 c_2^2 until 2026-11: "
+             "ratio limit 0.53)")
 
 
 def stats_plants() -> list[Game]:

@@ -4,6 +4,8 @@ Public surface (everything else is importable from its subpackage):
 
 - ``VerticalLogisticRegression``, ``VerticalLinearRegression``, ``VerticalSGDClassifier``:
   features split across parties, ADMM sharing with Gaussian DP [Hu].
+- ``VerticalExpertsClassifier``: features split across parties, each party's own output-perturbed
+  model combined by the label party (no per-row release from training data).
 - ``ConsensusLogisticRegression``: records split across the nodes of a graph, M-ADMM with
   penalty perturbation [Zhang].
 - ``FunctionalQuantileRegressor``: curves split across workers, (DP) ADMM quantile regression [Zhou].
@@ -31,6 +33,7 @@ _LAZY = {
     "VerticalLogisticRegression": ".estimators.vertical",
     "VerticalLinearRegression": ".estimators.vertical",
     "VerticalSGDClassifier": ".estimators.vertical_sgd",
+    "VerticalExpertsClassifier": ".estimators.vertical_experts",
     "FunctionalQuantileRegressor": ".estimators.functional",
     "ConsensusLogisticRegression": ".estimators.consensus",
 }
@@ -38,6 +41,7 @@ _LAZY = {
 __all__ = [
     "ConsensusLogisticRegression",
     "VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
+    "VerticalExpertsClassifier",
     "DPADMMError", "InvalidDataError", "InvalidParameterError", "DataFileError",
     "PrivacyPreconditionError", "MissingDependencyError", "PartyFailureError", "MonitoringKeyError", "__version__",
 ]

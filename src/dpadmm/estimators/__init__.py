@@ -2,8 +2,9 @@
 
 from .vertical import VerticalLinearRegression, VerticalLogisticRegression
 from .vertical_sgd import VerticalSGDClassifier
+from .vertical_experts import VerticalExpertsClassifier
 from .functional import FunctionalQuantileRegressor
 from .consensus import ConsensusLogisticRegression
 
 __all__ = ["VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
-           "ConsensusLogisticRegression"]
+           "ConsensusLogisticRegression", "VerticalExpertsClassifier"]

@@ -136,7 +136,8 @@ def rr_game(*, plant=None, bug: str = "", tag: str = "") -> Game:
                                     "every other true label",
         description=f"one flipped training label of {RR_N}, the label party's randomized-response release, "
                     f"epsilon = {EPSILON:g} (pure, delta = 0)",
-        rounds=1, setup=None, view=None, replay=None, mechanism_party="coordinator", delta=0.0,  # type: ignore[arg-type]
+        rounds=1, setup=None, view=None, replay=None,  # type: ignore[arg-type]  (played by ``runner``)
+        mechanism_party="coordinator", delta=0.0,
         broken=plant is not None, bug=bug, runs_factor=20, runner=play_rr, extra={"plant": plant},
         note="ratio limit 1 (ln((1 - q)/q) = epsilon): 0.92 at 6,000 runs per side, 0.97 at 40,000")
 
@@ -164,7 +165,8 @@ def _shared_draw() -> ContextManager:
     from ..backends import base
 
     real = base.party_rng
-    return mock.patch.object(base, "party_rng", lambda entropy, index, round_: _SharedDraw(real(entropy, index, round_)))
+    return mock.patch.object(base, "party_rng",
+                             lambda entropy, index, round_: _SharedDraw(real(entropy, index, round_)))
 
 
 def rr_plants() -> list[Game]:

@@ -16,7 +16,7 @@ k = 4 tests: Bonferroni; δ = 0):
 
 - ``likelihood-ratio``: the canary's released label. With independent flips this is the whole likelihood
   ratio (the other rows' outputs do not depend on the canary), so the bound ``ln((1 − FPR⁺)/FNR⁺)`` tends to
-  ``ln((1 − q)/q) = ε``: ratio 0.92 at 6,000 runs per side, 0.97 at 40,000.
+  ``ln((1 − q)/q) = ε``: ratio 0.92 at 6,000 runs per side, 0.96 at 40,000.
 - ``decoded``: the canary's released label corrected by the flip the adversary sees on one other row j*
   (it knows y_j, so it sees whether row j flipped). j* is the row whose flips agree most often with the
   canary's on the first quarter of the runs (where the auditor knows the canary's label); the rest
@@ -139,7 +139,7 @@ def rr_game(*, plant=None, bug: str = "", tag: str = "") -> Game:
         rounds=1, setup=None, view=None, replay=None,  # type: ignore[arg-type]  (played by ``runner``)
         mechanism_party="coordinator", delta=0.0,
         broken=plant is not None, bug=bug, runs_factor=20, runner=play_rr, extra={"plant": plant},
-        note="ratio limit 1 (ln((1 - q)/q) = epsilon): 0.92 at 6,000 runs per side, 0.97 at 40,000")
+        note="ratio limit 1 (ln((1 - q)/q) = epsilon): 0.92 at 6,000 runs per side, 0.96 at 40,000")
 
 
 def _flip_at_double_epsilon() -> ContextManager:

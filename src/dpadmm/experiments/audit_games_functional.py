@@ -296,5 +296,5 @@ def pipeline_game(*, plant=None, bug: str = "", tag: str = "") -> Game:
                     f"canary curve +-10u and response +-10, epsilon = {EPSILON:g} at delta = {DELTA:g} over the "
                     f"{2 + P_STEPS} releases",
         rounds=len(reqs), setup=setup, view=view, replay=replay, mechanism_party="worker1", delta=DELTA, plant=plant,
-        broken=plant is not None, bug=bug, runs_factor=3,
+        broken=plant is not None, bug=bug, runs_factor=2,
         note="ratio limit about 0.93: mean sqrt(8/10), moments 2/(3/sqrt 2) (antipodal canary), counts 1")

@@ -21,7 +21,7 @@ node of degree 1 with 4 records in d = 2; the canary (label +1) is ``a = (−cos
 node's previous model and puts the noiseless release near ``f* = (20, 0)``: there both canaries are
 misclassified by a margin ``20 cos θ ≈ 3.5`` and ``‖Δg‖ ≈ 2 sin θ σ(3.5) ≈ 1.91``. With C = 1, B = 4, η = 1.1,
 α = 4 the claim is 0.99 per round and the ε-part of the loss reaches 0.87 when the noise points along Δε
-(in d = 2 only some draws do): the bound is ≈ 0.5 of the claim at 5,000 runs per side, 0.7 at 20,000.
+(in d = 2 only some draws do): the bound is 0.51 of the claim at 1,500 runs per side, 0.67 at 10,000.
 
 Scores: the exact log-likelihood ratio above; the bound is Clopper–Pearson on a threshold test (threshold and
 orientation chosen on half the runs; pure DP, δ = 0). Plant: the noise drawn at rate 2α (half the noise),
@@ -166,7 +166,7 @@ def consensus_game(*, plant=None, bug: str = "", tag: str = "") -> Game:
         rounds=1, setup=setup, view=None, replay=None, mechanism_party=NODE, delta=0.0,  # type: ignore[arg-type]
         plant=plant, broken=plant is not None, bug=bug, runs_factor=5, runner=play_consensus,
         note="ratio limit about 0.9: the theorem prices the gradient gap 2 and the Jacobian 1.4 c1 (attained: 1.91, "
-             "c1/2); in d = 2 only draws along the gap reach it: ~0.5 at 5,000 runs per side, ~0.7 at 20,000")
+             "c1/2); in d = 2 only draws along the gap reach it: 0.51 at 1,500 runs per side, 0.67 at 10,000")
 
 
 def consensus_plants() -> list[Game]:

@@ -18,7 +18,10 @@ runs). Feature-private runs additionally clip standardised rows at 3·sqrt(d_m) 
 
 Sides: ``labels`` (``label_epsilon=ε``, the library's default mechanism: randomized response + the label
 party's refit and choice), ``features`` (``epsilon=ε``, one-feature-column relation, labels unprotected),
-``features+labels`` (both at ε). Baselines per row: non-private vertical fit, base rate, the label party
+``features+labels`` (both at ε); ``features-experts`` and ``features+labels-experts``: the same sides with
+:class:`dpadmm.VerticalExpertsClassifier` (each party's output-perturbed model, record relation, combined by
+the label party; its own block as prepared, since it never leaves; the others' scaled by public bounds,
+:func:`public_scaling`, because a party's own standardisation is not covered by the record relation). Baselines per row: non-private vertical fit, base rate, the label party
 alone (logistic regression on its own prepared block, same λ), and two centralised DP references on the
 pooled prepared data at the same ε:
 
@@ -41,8 +44,9 @@ import numpy as np
 
 DATASETS = ["breast_cancer", "fair", "adult", "a9a"]
 LAM = 1e-3
-QUICK = {"datasets": ["breast_cancer", "fair", "adult", "a9a"], "epsilons": [1.0], "seeds": 2, "sides": ["labels", "features"]}
-SIDES = ["labels", "features", "features+labels"]
+QUICK = {"datasets": ["breast_cancer", "fair", "adult", "a9a"], "epsilons": [1.0], "seeds": 2,
+         "sides": ["labels", "features", "features-experts"]}
+SIDES = ["labels", "features", "features+labels", "features-experts", "features+labels-experts"]
 
 
 # ----------------------------------------------------------------------------- data
@@ -176,6 +180,36 @@ def _fit(blocks, y, test, yt, **kw) -> float:
     return log_loss_pm(m.predict_proba(test)[:, 1], yt)
 
 
+def public_scaling(train, test):
+    """Record-safe preparation of the feature parties' blocks for the experts protocol: each column divided by
+    its public bound, each row by √d (so ‖row‖ ≤ 1 with no data-dependent statistic). The bounds are the
+    columns' documented ranges (breast_cancer: scikit-learn's DESCR min/max table; fair: the survey's codebook;
+    Adult: the census top-codes, one-hots 1; a9a: binary), which for these datasets equal the largest |value| of
+    train + test, the number used here. A party's own standardisation would not be covered by the record
+    relation (replacing one record moves every row's standardised value)."""
+    import scipy.sparse as sp
+
+    P, Q = [], []
+    for B, T in zip(train, test):
+        dense = lambda A: A.toarray() if sp.issparse(A) else np.asarray(A, dtype=float)  # noqa: E731
+        b = np.maximum(np.abs(np.vstack([dense(B), dense(T)])).max(axis=0), 1e-12) * math.sqrt(B.shape[1])
+        P.append(dense(B) / b)
+        Q.append(dense(T) / b)
+    return P, Q
+
+
+def _fit_experts(P, raw, y, Q, raw_test, yt, eps: float, labels: bool, seed: int, how: str) -> float:
+    """The experts protocol: the label party's own block as prepared (it never leaves), the others' scaled by
+    public bounds (:func:`public_scaling`), or normalised per row where that is the dataset's preparation (a
+    row's own norm: record-safe)."""
+    from dpadmm import VerticalExpertsClassifier
+
+    S, St = (list(P[1:]), list(Q[1:])) if how == "normalize-rows" else public_scaling(raw[1:], raw_test[1:])
+    m = VerticalExpertsClassifier(lam=LAM, epsilon=eps, label_epsilon=eps if labels else None, random_state=seed)
+    m.fit([P[0]] + S, y)
+    return log_loss_pm(m.predict_proba([Q[0]] + St)[:, 1], yt)
+
+
 def default_row_clip(d):
     from dpadmm.algorithms.vertical_data import default_row_clip as R
 
@@ -220,9 +254,12 @@ def run(*, quick: bool = False, seeds: int = 3, epsilons=(0.5, 1.0, 2.0, 5.0), d
                         if how == "standardize":  # party 1's rows were divided by R: its own ridge is λ/R²
                             kw["label_block_scale"] = 1.0 / default_row_clip(P[0].shape[1])
                     t0 = time.perf_counter()
-                    private = _fit(blocks, y, tblocks, yt, **kw)
+                    if side.endswith("-experts"):
+                        private = _fit_experts(P, train, y, Q, test, yt, eps, "labels" in side, seed, how)
+                    else:
+                        private = _fit(blocks, y, tblocks, yt, **kw)
                     secs = time.perf_counter() - t0
-                    if side == "features":
+                    if side in ("features", "features-experts"):
                         cdp, kind = objective_perturbation(X, y, Xt, yt, eps, LAM, rng), \
                             "objective perturbation (Chaudhuri et al. 2011), record-level, pooled"
                     else:

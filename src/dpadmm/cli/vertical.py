@@ -222,12 +222,52 @@ def vertical(
     psi: bool = typer.Option(False, "--psi", help="With --backend grpc: align the parties' rows by private set "
                                                   "intersection of their id columns (no id list is sent; each party "
                                                   "also serves --protocol psi-align)."),
+    protocol: str = typer.Option("admm", help="admm (ADMM sharing [Hu], default) or experts (each party fits its "
+                                 "own record-level DP model once, the label party adds them up: no per-row release "
+                                 "from training data; in-process)."),
 ):
     """Train logistic regression on vertically partitioned data with (DP) ADMM sharing [Hu]."""
     from ..experiments.vertical import load_vertical_data, rows_are_normalized, run_vertical
     from .._validation import check_int, check_positive
 
     from .._validation import check_choice
+
+    check_choice("protocol", protocol, ("admm", "experts"))
+    if protocol == "experts":
+        from . import _vertical_experts as vx
+
+        vx.refuse_admm_options({"--rho": rho is not None, "--iterations": iterations is not None,
+                                "--mechanism": mechanism != "gaussian", "--relation": relation != "feature_column",
+                                "--clip": clip is not None, "--iteration-epsilon": iteration_epsilon is not None,
+                                "--noise-scale": noise_scale is not None, "--bound": bound is not None,
+                                "--adaptive-rho": adaptive_rho, "--monitor": bool(monitor),
+                                "--transcript": transcript is not None, "--checkpoint-every": checkpoint_every is not None,
+                                "--resume": resume is not None, "--psi": psi})
+        if backend != "inprocess":
+            raise InvalidParameterError("--protocol experts runs in-process (a simulation of the deployment) in this "
+                                        "version; drop --backend.")
+        check_positive("lam", lam)
+        _check_budget(epsilon, delta, None, None)
+        if label_epsilon is not None:
+            check_positive("label_epsilon", label_epsilon)
+        if row_clip is not None:
+            check_positive("row_clip", row_clip)
+        check_choice("prepare", prepare, ("auto", "standardize", "normalize-rows", "none"))
+        for p in [train, test, *party, *test_party]:
+            if p is not None and not Path(p).is_file():
+                from ..exceptions import DataFileError
+
+                raise DataFileError(f"file not found: {p}; check the path.")
+        if data is not None and data != "a9a":
+            raise InvalidParameterError(f"--data must be 'a9a' (bundled), got --data={data!r}; "
+                                        "use --train/--party for your own files.")
+        vdata = (load_vertical_data(bundled=True, parties=parties) if data is not None else
+                 load_vertical_data(train=train, test=test, parties=parties, party_files=party,
+                                    test_party_files=test_party, id_column=id_column, label_column=label_column))
+        vx.run_experts(vdata, lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label_epsilon,
+                       prepare="normalize-rows" if normalize_rows else prepare, row_clip=row_clip, seed=seed, out=out,
+                       label_mechanism=label_mechanism)
+        return
 
     check_positive("lam", lam)
     check_choice("label_mechanism", label_mechanism, ("rr", "gaussian"))
@@ -380,6 +420,10 @@ def vertical(
         if choice:
             console.print(f"label party kept {'the joint model' if choice == 'joint' else 'its own model'} "
                           "(cross-validated on its own rows; the choice stays with it)")
+            if choice != "joint" and feature_private and mechanism == "gaussian":
+                console.print("  the shares are per-row releases, which at this ε are noise to the label party; "
+                              "--protocol experts sends none (each party's own DP model, added by the label party; "
+                              "see docs/algorithms.md)")
         console.print(f"privacy: {_privacy_line(metrics)}")
         if monitor and private:
             console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")

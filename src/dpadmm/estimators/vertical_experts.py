@@ -28,8 +28,7 @@ THREAT = ("adversary: the label party and every other party, colluding, and anyo
           "sees the labels it is sent (if any) and every logit party m sends at scoring time, on any rows; "
           "protects each training record of party m (replace one row, and its label); party m sends nothing "
           "computed from its training rows during training; public: n, d_m, R, lambda, the noise_norm rule")
-LABELS_SENT = ("the label party sends the exact training labels to every other party (each fits its own model on "
-               "them); pass label_epsilon to send them once through randomized response instead")
+LABELS_SENT = "the label party sends the exact training labels to every other party (each fits its own model on them)"
 
 
 class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
@@ -42,8 +41,10 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         fits the non-private experts.
     label_epsilon : ε of the one randomized-response release of the labels to the other parties; ``None``
         sends them exactly (the labels are then not protected).
-    row_clip : R, the norm at which every feature party clips its rows (the sensitivity's premise; prepare
-        blocks so that rows are of this order, e.g. standardised and scaled by 1/(3√d)).
+    row_clip : R, the norm at which every feature party clips its rows (the sensitivity's premise). The relation
+        is "replace one row of the block as given", so prepare blocks without statistics of the party's own rows:
+        columns scaled by public bounds, or rows normalised one by one (a party's own standardisation moves every
+        row when one record changes, which the relation does not cover).
     noise_norm : the expected norm of the coefficient noise a private party aims for when it picks its ridge.
     random_state : ``None`` draws each party's noise from OS entropy; a seed makes a seeded simulation.
 

@@ -26,7 +26,11 @@ timed (only steps are, as for every backend).
 backend); ``grpc-unary`` on one unary call per round (the earlier transport), for comparison.
 
 Usage: ``python benchmarks/bench_backends.py [--backends inprocess,process,ray,grpc,grpc-unary] [--rounds 20]
-[--repeats 3] [--workloads vertical,graph,noop-20,noop-2] [--json FILE]``
+[--repeats 3] [--workloads vertical,graph,noop-20,noop-2] [--interleave] [--json FILE]``
+
+``--interleave`` runs every backend once per repeat, in turn (A, B, A, B, …; the order alternates), so a change
+of machine load hits them alike, and prints each repeat's ratio to the process backend with the spread — the
+way to compare backends on a shared machine.
 
 Party budgets (``--budget``): a private vertical a9a fit over gRPC with parties started ``--no-budget``
 and with ``--max-epsilon`` after 10 and 5,000 earlier runs in their ledgers (per-round time, and the
@@ -47,6 +51,18 @@ import numpy as np
 def per_round(history_seconds) -> np.ndarray:
     s = np.diff(np.concatenate([[0.0], np.asarray(history_seconds, dtype=float)]))
     return s[1:]  # drop round 1 (warm-up)
+
+
+def _die_with_parent() -> None:
+    """In a spawned party: ask Linux to end it when the benchmark process dies, even by SIGKILL (otherwise a
+    killed or crashed benchmark leaves its party servers running; a run once left 300 of them, 20 GB)."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except OSError:  # not Linux: the context manager's exit still stops them
+        pass
 
 
 class GrpcParties:
@@ -75,14 +91,20 @@ class GrpcParties:
             if prefill is not None:
                 prefill(self.dir / name, name)
             logs[name] = self.dir / f"{name}.log"
-            self.procs.append(subprocess.Popen(args, stdout=open(logs[name], "w"), stderr=subprocess.STDOUT))
+            self.procs.append(subprocess.Popen(args, stdout=open(logs[name], "w"), stderr=subprocess.STDOUT,
+                                               preexec_fn=_die_with_parent))
         deadline = time.monotonic() + 300
-        for name in names:
-            while "serving" not in logs[name].read_text():
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"party {name} did not start: {logs[name].read_text()}")
-                time.sleep(0.1)
-            self.peers[name] = logs[name].read_text().split(" on ")[1].split()[0]
+        try:
+            for name in names:
+                while "serving" not in logs[name].read_text():
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"party {name} did not start: {logs[name].read_text()}")
+                    time.sleep(0.1)
+                self.peers[name] = logs[name].read_text().split(" on ")[1].split()[0]
+        except BaseException:
+            for p in self.procs:
+                p.kill()
+            raise
 
     def backend(self, stream: bool = True):
         from dpadmm.backends.grpc_backend import GrpcBackend
@@ -223,6 +245,9 @@ def main(argv=None):
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument("--workloads", default="vertical,graph,noop-20,noop-2",
                     help="comma-separated subset of: vertical, graph, noop-20, noop-2")
+    ap.add_argument("--interleave", action="store_true", help="repeats outermost: every backend once per repeat, in "
+                                                             "turn (A, B, A, B, …), so a change of machine load hits all "
+                                                             "alike; prints each repeat's grpc/process ratio and the spread")
     ap.add_argument("--budget", action="store_true", help="only the party-budget workload: a private vertical a9a fit "
                                                          "over gRPC without a budget and with one after 10 and 5,000 "
                                                          "ledger entries")
@@ -258,10 +283,20 @@ def main(argv=None):
     if unknown:
         ap.error(f"unknown workload {unknown[0]!r}; choose from {', '.join(keys)}")
     workloads = {keys[w]: workloads[keys[w]] for w in chosen}
-    results = {}
+    results, per_repeat = {}, {}
     for wl, fn in workloads.items():
         results[wl] = {}
-        for b in backends:
+        if args.interleave:  # A, B, A, B, …: each repeat's medians side by side
+            reps = {b: [] for b in backends}
+            for r in range(args.repeats):
+                for b in (backends if r % 2 == 0 else backends[::-1]):
+                    reps[b].append(fn(b))
+                print(f"{wl} | repeat {r + 1} | " + ", ".join(f"{b} {1e3 * np.median(reps[b][-1]):.2f}" for b in backends)
+                      + " ms / round", flush=True)
+            per_repeat[wl] = {b: [float(np.median(v)) for v in reps[b]] for b in backends}
+            for b in backends:
+                results[wl][b] = float(np.median(np.concatenate(reps[b])))
+        for b in backends if not args.interleave else ():
             samples = np.concatenate([fn(b) for _ in range(args.repeats)])
             results[wl][b] = float(np.median(samples))
             print(f"{wl} | {b} | {1e3 * results[wl][b]:.2f} ms / round", flush=True)
@@ -279,9 +314,27 @@ def main(argv=None):
             over = f"{1e3 * (v - base):.2f}" if base is not None and b != "inprocess" else "—"
             ratio = f"{v / base:.2f}" if base else "—"
             print(f"| {wl} | {b} | {1e3 * v:.2f} | {over} | {ratio} |")
+    ratios = {}
+    if per_repeat and "process" in backends:
+        print("\nper repeat (interleaved): no-op workloads (backend − in-process) / (process − in-process), others "
+              "backend / process\n")
+        print("| workload | backend | median ratio | min | max | per repeat |")
+        print("|---|---|---|---|---|---|")
+        for wl, row in per_repeat.items():
+            for b in backends:
+                if b in ("process", "inprocess"):
+                    continue
+                if wl.startswith("noop") and "inprocess" in row:
+                    r = [(g - i) / (p - i) for g, p, i in zip(row[b], row["process"], row["inprocess"])]
+                else:
+                    r = [g / p for g, p in zip(row[b], row["process"])]
+                ratios.setdefault(wl, {})[b] = r
+                print(f"| {wl} | {b} | {np.median(r):.2f} | {min(r):.2f} | {max(r):.2f} | "
+                      f"{', '.join(f'{v:.2f}' for v in r)} |")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"rounds": args.rounds, "repeats": args.repeats, "median_seconds_per_round": results,
+                       **({"per_repeat_seconds": per_repeat, "ratios_over_process": ratios} if per_repeat else {}),
                        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, fh, indent=2)
     if "ray" in backends:
         import ray

@@ -216,7 +216,7 @@ def consensus_noise(seed=0) -> dict:
     from dpadmm.privacy import mechanisms
 
     rng = np.random.default_rng(seed)
-    nodes, d, L, alpha, growth = 4, 6, 8, 2.0, 1.3
+    nodes, d, L, alpha, growth = 4, 24, 8, 2.0, 1.3  # d = 24: a draw shared by two nodes gives S ≈ 8d = 192 ≫ 5√(8d) = 69
     Xs = [rng.normal(size=(50, d)) for _ in range(nodes)]
     Xs = [X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1.0) for X in Xs]
     ys = [np.where(X[:, 0] + 0.3 * rng.normal(size=50) > 0, 1.0, -1.0) for X in Xs]
@@ -369,3 +369,52 @@ def test_consensus_tests_fail_when_the_penalty_noise_is_halved_or_reused():
         Z = consensus_noise()
     assert consensus_radii_ok(*Z.pop("radii"))  # the radii alone cannot see it
     assert not uncorrelated(Z)
+
+
+def test_functional_correlation_test_fails_when_two_workers_share_a_draw():
+    """Worker 2 adds worker 1's standard-normal draw of the same round (times its own σ): each release alone is
+    still N(0, σ²), so only the cross-party correlation can see it."""
+    from dpadmm.algorithms import functional_quantile as fq
+    from dpadmm.experiments.audit_games import ReplayRNG
+
+    real, store = fq.party_step, {}
+
+    def step(cfg, st, inbox, *, rng):
+        return real(cfg, st, inbox, rng=ReplayRNG(store, "round", rng, reuse=cfg.name != "worker1"))
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fq, "party_step", step)
+        Z = functional_noise()
+    assert sorted({k[0] for k in Z}) == ["worker1", "worker2"]
+    assert variance_ok(np.concatenate(list(Z.values())))  # the variance alone cannot see it
+    assert not uncorrelated(Z)
+
+
+def test_consensus_correlation_test_fails_when_two_nodes_share_a_draw():
+    """Node 1 uses node 0's penalty noise of the same round (rescaled by its own α): radii and variance unchanged,
+    the cross-node correlation is 1."""
+    from dpadmm.privacy import mechanisms
+
+    real, calls = mechanisms.gamma_norm, [0]
+    prev: dict = {}
+
+    def shared(rng, a, dim, size=None):
+        z = real(rng, 1.0, dim, size=size)  # standardised (α = 1), rescaled below
+        n = calls[0]
+        calls[0] += 1
+        if np.shape(z)[0] == 1:  # seeded: one call per node, nodes 0..3 in order
+            if n % 4 == 0:
+                prev["z"] = z
+            elif n % 4 == 1:
+                z = prev["z"]
+        else:  # one stacked call for every node
+            z = z.copy()
+            z[1] = z[0]
+        return z / np.asarray(a)[..., None]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(mechanisms, "gamma_norm", shared)
+        Z = consensus_noise()
+    assert consensus_radii_ok(*Z.pop("radii"))
+    assert not uncorrelated(Z)
+    assert all(np.allclose(Z["node0", t], Z["node1", t]) for t in range(8))  # the plant did what it says

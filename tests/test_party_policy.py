@@ -371,7 +371,8 @@ def test_docs_list_every_protocols_party_and_coordinator_fields():
     from dpadmm.protocol import find_protocol
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "algorithms.md").read_text()
-    for name in ("vertical-sharing", "graph-consensus", "functional-quantile", "functional-statistics"):
+    for name in ("vertical-sharing", "graph-consensus", "consensus-baseline", "functional-quantile",
+                 "functional-statistics"):
         hooks = find_protocol(name).policy
         assert hooks is not None and hooks.check is not None and hooks.price is not None, name
         assert f"### `{name}`" in doc
@@ -407,16 +408,22 @@ def test_honest_functional_and_consensus_fits_pass_every_check_of_budgeted_parti
     for svc in services.values():
         assert svc.budget.spent == pytest.approx(m.privacy_.per_party[svc.name], rel=2e-3)
     X, y = _node_data(n=120)
-    peers, services, stop = _serve([f"node{i}" for i in range(3)], [gc.PROTOCOL], tmp_path / "c", max_epsilon=50.0,
-                                   delta=1e-5)  # [Zhang, Thm 4.1]'s pure ε is large at these sizes
+    from dpadmm.algorithms import consensus_baseline as cb
+
+    # the nodes also serve the DP base-rate fallback (fallback_epsilon=0.5 by default): their ledgers price it too
+    peers, services, stop = _serve([f"node{i}" for i in range(3)], [gc.PROTOCOL, cb.PROTOCOL], tmp_path / "c",
+                                   max_epsilon=50.0, delta=1e-5)  # [Zhang, Thm 4.1]'s pure ε is large at these sizes
     try:
         be = GrpcBackend(peers, insecure=True, timeout=60)
         m = ConsensusLogisticRegression(perturbation="pp", alpha=3.0, n_nodes=3, max_iter=4, batch=False,
                                         backend=be).fit(X, y)
     finally:
         stop()
+    assert m.handed_over_ in ("model", "dp-base-rate") and m.dp_base_rate_ is not None
     for svc in services.values():
         assert svc.budget.spent == pytest.approx(m.privacy_.per_party[svc.name], rel=1e-9)
+        led = json.loads((svc.out / LEDGER_NAME).read_text())
+        assert [r["protocol"] for r in led["runs"]][-2:] == ["graph-consensus", "consensus-baseline"]
 
 
 def test_a_killed_partys_journal_is_read_back_at_restart(tmp_path):

@@ -288,3 +288,18 @@ def test_cli_experts_verdict_when_worse_than_the_label_party_alone(tmp_path, cap
     m = json.loads((tmp_path / "o" / "metrics.json").read_text())
     assert m["final"]["test_log_loss"] > m["baselines"]["label_party_alone"]["test_log_loss"]
     assert "WORSE THAN THE LABEL PARTY ALONE" in out and "label party's own model" in m["verdict"]
+
+
+def test_wide_sparse_block_meets_the_checked_gradient_bound():
+    """A sparse party with 1,500 columns goes through L-BFGS and still meets ‖∇F‖ ≤ γ (else nothing is released)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(2)
+    n = 800
+    D = sp.random(n, 1500, density=0.01, random_state=3, format="csr")
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    coef, info, _ = ve.fit_expert(D, y, R=1.0, lam=1e-2, noise_multiplier=None, rng=rng)
+    A = ve.augment(ve.clip_rows(D, 1.0), 1.0)
+    s = A @ coef
+    g = A.T @ (-y / (1 + np.exp(y * s)) / n) + 1e-2 * coef
+    assert np.linalg.norm(g) <= ve.GRADIENT_TOLERANCE * 2 * math.sqrt(2) / n

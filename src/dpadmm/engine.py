@@ -140,6 +140,7 @@ def run(
     resume_from: str | os.PathLike | None = None,
     started: bool = False,
     transcript: Callable[[int, str, str, Any, str], None] | None = None,
+    neighbours: dict | None = None,
 ) -> RunResult:
     """Run ``rounds`` rounds of the protocol and return a :class:`RunResult`.
 
@@ -157,6 +158,14 @@ def run(
     hub_index = len(names)
     if not started:
         backend.start(parties, noise_seed=noise_seed, rounds=rounds)
+    if getattr(backend, "peer_to_peer", False):
+        if checkpoint_every or resume_from is not None or transcript is not None:
+            from .exceptions import InvalidParameterError
+
+            raise InvalidParameterError("a peer-to-peer run has no checkpoints, resume or transcript (the coordinator "
+                                        "sees no round message); run without them.")
+        return _run_peer_to_peer(hub, names, backend, rounds, noise_seed=noise_seed, callbacks=callbacks,
+                                 monitor=monitor, stop_on_convergence=stop_on_convergence, neighbours=neighbours)
     hub_rng = np.random.default_rng() if noise_seed is None else None  # the hub's own entropy
     result = RunResult(noise_source=noise_source(noise_seed))
     ledger = result.ledger
@@ -233,6 +242,44 @@ def run(
         if record.get("converged") and stop_on_convergence:
             result.converged = True
             stop = True
+        if stop:
+            break
+    result.hub_state = state
+    result.rounds = t + 1
+    result.wall_seconds = time.perf_counter() - t_wall
+    return result
+
+
+def _run_peer_to_peer(hub: Hub, names, backend, rounds: int, *, noise_seed, callbacks, monitor: bool,
+                      stop_on_convergence: bool, neighbours) -> RunResult:
+    """The parties ran the rounds among themselves (:meth:`GrpcBackend.run_peer_to_peer`); the hub's state is
+    rebuilt from what each reported when done — its released round messages, in order, and its privacy
+    events — by the same ``hub.step`` as a routed run, so history, ledger and final state are the routed
+    run's (the rounds after convergence, if any, are released and counted but not replayed)."""
+    result = RunResult(noise_source=noise_source(noise_seed))
+    t_wall = time.perf_counter()
+    reports = backend.run_peer_to_peer(rounds, monitor=monitor and hub.metrics is not None, neighbours=neighbours)
+    for name in names:  # every round any node released counts, replayed or not
+        for events in reports[name]["events"]:
+            result.ledger.record(events)
+    state, _ = hub.init(hub.cfg)
+    rng = np.random.default_rng() if noise_seed is None else None
+    t = -1
+    for t in range(rounds):
+        outboxes = {name: reports[name]["outboxes"][t] for name in names}
+        state, _, hub_events = hub.step(hub.cfg, state, outboxes,
+                                        rng=rng if rng is not None else party_rng(noise_seed, len(names), t))
+        result.ledger.record(hub_events)
+        record: dict[str, Any] = {"round": t + 1, "seconds": max(float(reports[n]["seconds"][t]) for n in names)}
+        if monitor and hub.metrics is not None and ((t + 1) % hub.metrics_every == 0 or t == rounds - 1):
+            record.update(hub.metrics(hub.cfg, state, {n: reports[n]["history"][t] for n in names}))
+        for key, value in record.items():
+            result.history.setdefault(key, []).append(value)
+        stop = False
+        for cb in callbacks:
+            stop = bool(cb(t + 1, record)) or stop
+        if record.get("converged") and stop_on_convergence:
+            result.converged = stop = True
         if stop:
             break
     result.hub_state = state

@@ -20,6 +20,14 @@ sum is below −``MARGIN`` times its noise standard deviation (√(2N)·Δ/ε_c)
 a model no better than the DP constant is handed over with probability ≤ P(Laplace sum < −2 sd) (< 5%).
 Each node's total is P_i(T) + ε_b + ε_c by basic composition of pure DP (the node's releases here
 and its T releases of [Zhang, Alg. 1] all concern its own records).
+
+Over the network (``dpadmm party serve --protocol graph-consensus --protocol consensus-baseline``) the
+assembler is the coordinator and the two releases are this protocol's declared round messages. Whatever
+the coordinator sends, a node releases each statistic at most once per run (its state records what it
+released; a repeated or unknown stage is refused), computes Δ from the L and p_min it received and
+refuses values for which the interval argument fails (L not finite and > 0, p_min not in (0, ½], a
+non-finite or wrongly shaped f): so each run costs it at most ε_b + ε_c, which its own policy prices at
+Setup against its ledger (:data:`POLICY`) and its ledger records before each release leaves.
 """
 
 from __future__ import annotations
@@ -60,8 +68,8 @@ class Release(NamedTuple):
 
 
 def setup_node(name: str, X, y, eps_count: float, eps_compare: float):
-    """Node-side setup (``PartySpec.setup``)."""
-    return NodeConfig(name, np.asarray(X, float), np.asarray(y, float), float(eps_count), float(eps_compare)), None
+    """Node-side setup (``PartySpec.setup``); the state is the tuple of stages already released."""
+    return NodeConfig(str(name), np.asarray(X, float), np.asarray(y, float), float(eps_count), float(eps_compare)), ()
 
 
 def compare_sensitivity(margin_clip: float, p_min: float) -> float:
@@ -77,18 +85,46 @@ def loss_difference(f: np.ndarray, X: np.ndarray, y: np.ndarray, p: float, margi
     return np.logaddexp(0.0, -m) - const
 
 
+def _check_compare(cfg: NodeConfig, inbox: Request) -> None:
+    """The public values the sensitivity Δ rests on (a hostile assembler could send others)."""
+    from ..privacy.policy import PolicyRefusal as ProtocolError  # a refusal at a party: nothing is released
+
+    L, pm = inbox.margin_clip, inbox.p_min
+    if not (isinstance(L, (int, float, np.floating)) and math.isfinite(L) and L > 0):
+        raise ProtocolError(f"node {cfg.name!r} refused the comparison: margin clip L={L!r} must be finite and > 0")
+    if not (isinstance(pm, (int, float, np.floating)) and 0.0 < pm <= 0.5):
+        raise ProtocolError(f"node {cfg.name!r} refused the comparison: p_min={pm!r} must be in (0, 1/2]")
+    f = None if inbox.f is None else np.asarray(inbox.f, dtype=float)
+    if f is None or f.shape != (cfg.X.shape[1],) or not np.all(np.isfinite(f)):
+        raise ProtocolError(f"node {cfg.name!r} refused the comparison: the model must be {cfg.X.shape[1]} finite "
+                            "numbers")
+    p = inbox.p
+    if not (isinstance(p, (int, float, np.floating)) and math.isfinite(p)):
+        raise ProtocolError(f"node {cfg.name!r} refused the comparison: the base rate p={p!r} must be finite")
+
+
 def node_step(cfg: NodeConfig, state, inbox: Request, *, rng: np.random.Generator):
-    """Release the requested statistic with Laplace noise from the node's own generator."""
+    """Release the requested statistic with Laplace noise from the node's own generator (each stage once)."""
+    from ..privacy.policy import PolicyRefusal as ProtocolError  # a refusal at a party: nothing is released
+
+    done = tuple(state or ())
+    if inbox.stage in ("count", "compare") and inbox.stage in done:
+        raise ProtocolError(f"node {cfg.name!r} refused a second {inbox.stage!r} release in one run")
     if inbox.stage == "count":
         count = float(np.count_nonzero(cfg.y > 0))  # Δ₁ = 1
         value = count + rng.laplace(0.0, 1.0 / cfg.eps_count)
-        return state, Release("count", float(value)), [PureDPRelease(cfg.name, -2, cfg.eps_count, RECORD_REPLACE)]
+        return done + ("count",), Release("count", float(value)), [PureDPRelease(cfg.name, -2, cfg.eps_count,
+                                                                                 RECORD_REPLACE)]
     if inbox.stage == "compare":
+        _check_compare(cfg, inbox)
         d = loss_difference(inbox.f, cfg.X, cfg.y, inbox.p, inbox.margin_clip, inbox.p_min)
         sens = compare_sensitivity(inbox.margin_clip, inbox.p_min)
         value = float(d.sum()) + rng.laplace(0.0, sens / cfg.eps_compare)
-        return state, Release("compare", value), [PureDPRelease(cfg.name, -1, cfg.eps_compare, RECORD_REPLACE)]
-    return state, Release("done", 0.0), []
+        return done + ("compare",), Release("compare", value), [PureDPRelease(cfg.name, -1, cfg.eps_compare,
+                                                                              RECORD_REPLACE)]
+    if inbox.stage != "done":
+        raise ProtocolError(f"node {cfg.name!r} refused an unknown stage {inbox.stage!r} (count, compare, done)")
+    return done, Release("done", 0.0), []
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,13 +164,40 @@ def _is_private(cfg: NodeConfig) -> bool:
     return True
 
 
+def _policy():
+    from ..privacy.policy import RunPrice, refuse
+    from ..protocol import PolicyHooks
+
+    def check(cfg: NodeConfig, args, policy, party: str) -> None:
+        for what, v in (("eps_count", cfg.eps_count), ("eps_compare", cfg.eps_compare)):
+            if not (math.isfinite(v) and v > 0):
+                raise refuse(party, what, v, "a finite ε > 0 (Laplace noise of scale Δ/ε)")
+        if cfg.name != party:
+            raise refuse(party, "the node name", cfg.name, f"{party!r} (its privacy events name it)")
+
+    def price(cfg: NodeConfig, rounds: int) -> RunPrice:
+        # each stage is released at most once per run (node_step), whatever the rounds: at most ε_b + ε_c
+        return RunPrice({}, float(cfg.eps_count + cfg.eps_compare) if rounds >= 2
+                        else float(max(cfg.eps_count, cfg.eps_compare)), "record_replace")
+
+    return PolicyHooks(
+        party={"eps_count, eps_compare": "finite ε > 0, priced at Setup (ε_b + ε_c per run) against the party's budget",
+               "stages": "count and compare at most once each per run; the node's state records them",
+               "margin_clip L, p_min (compare)": "L finite > 0, p_min in (0, 1/2]; Δ = L + log 2 − log p_min "
+                                                 "computed by the node from them"},
+        coordinator={"f, p (compare)": "any finite model and base rate: the margins are clipped to ±L and p to "
+                                       "[p_min, 1 − p_min], so every record's term stays in an interval of length Δ"},
+        check=check, price=price)
+
+
 def _protocol():
     from ..protocol import Protocol
 
     from .graph_consensus import describe_node_data, load_node_data
 
     return Protocol("consensus-baseline", setup_node, node_step, None, handlers={}, types=(Request, Release),
-                    load=load_node_data, describe=describe_node_data, private=_is_private, data_args=(1, 2))
+                    load=load_node_data, describe=describe_node_data, private=_is_private, data_args=(1, 2),
+                    policy=_policy())
 
 
 PROTOCOL = _protocol()

@@ -31,9 +31,18 @@ Stages (one engine round each; the hub decides which are needed):
    their mean, and sets the centred radius c₂ = 3s.
 3. ``moments``: worker i releases the moment sum of its centred, clipped curves
    ``S_i = Σ_j (c₂, u_j)(c₂, u_j)ᵀ``, ``u_j = clip(z_j − μ̂, c₂)``, plus a symmetric Gaussian matrix
-   (i.i.d. upper triangle). ‖(c₂, u)‖² ≤ 2c₂², so replacing one u moves S_i by at most 4c₂² in
-   Frobenius norm (= ℓ2 of the upper triangle, which carries the information): Δ₂ = 4c₂², scale-free
-   (curves far from zero no longer inflate it: their level went into stage 2, at sensitivity 2 c_X).
+   (i.i.d. upper triangle: the release is the upper triangle, diagonal included). Replacing one u by u'
+   moves it by triu(D), ``D = [[0, c₂(u − u')ᵀ], [c₂(u − u'), M]]``, ``M = uuᵀ − u'u'ᵀ``, so
+   ``‖triu(D)‖² = c₂²‖u − u'‖² + ‖triu(M)‖²`` and ``‖triu(M)‖² = Σ_i M_ii² + Σ_{i<j} M_ij² ≤ ‖M‖_F²``.
+   With a = ‖u‖², b = ‖u'‖² ≤ c₂² (the clip) and p = uᵀu': ``‖u − u'‖² = a + b − 2p`` and
+   ``‖M‖_F² = a² + b² − 2p²``, so ``‖triu(D)‖² ≤ 2c₂⁴ + 2c₂⁴ + max_p(−2c₂²p − 2p²) = 4c₂⁴ + c₂⁴/2``
+   (the maximum at p = −c₂²/2): Δ₂ = (3/√2)c₂² ≈ 2.12c₂² (:func:`moment_release_sensitivity`),
+   scale-free (curves far from zero no longer inflate it: their level went into stage 2, at sensitivity
+   2 c_X). The bound is attained: ‖u‖ = ‖u'‖ = c₂ at 120° with M diagonal in the coordinates (u at
+   −15°, u' at 105° in two of them), which the audit's worst-case game plays. (Until 2026-11 the code
+   priced 4c₂², the Frobenius norm ‖(c₂, u)‖² + ‖(c₂, u')‖² of the two rank-one terms: safe, 1.9× loose.)
+   Premises enforced in :func:`stats_step`: ``clip_rows`` (‖u_j‖ ≤ c₂), the first coordinate set to c₂
+   for every row (not data), replace-one (m_i public and unchanged).
    The hub reads the residual mean and the covariance of the centred curves → FPCA basis or the fixed
    basis' score scales, and the mean curve μ̂ + residual mean.
    Non-private fits run stage 3 alone on the raw curves (exact sums, plus the response sums n, Σy, Σy²).
@@ -136,6 +145,12 @@ def setup_stats(name: str, X, y, q, noise_multiplier: float, quantile_multiplier
     return StatsConfig(name, np.asarray(X, float), np.asarray(y, float), np.asarray(q, float),
                        float(noise_multiplier), float(quantile_multiplier), float(compare_multiplier),
                        float(min_clip)), None
+
+
+def moment_release_sensitivity(c2: float) -> float:
+    """ℓ2 sensitivity of the ``moments`` release (upper triangle of Σ_j (c₂, u_j)(c₂, u_j)ᵀ, ‖u_j‖ ≤ c₂) under
+    replace-one: ``(3/√2) c₂²``, attained (proof in the module docstring, stage 3)."""
+    return 3.0 / math.sqrt(2.0) * c2 * c2
 
 
 def model_predict(model: dict, X: np.ndarray) -> np.ndarray:
@@ -278,11 +293,11 @@ def stats_step(cfg: StatsConfig, state, inbox: StatsRequest, *, rng: np.random.G
         if z > 0:
             _check_request(cfg, inbox)
             c2 = float(inbox.curve_clip)
-            U = F.clip_rows(Z - inbox.center, c2)  # ‖u_j‖ ≤ c₂: the premise of Δ = 4c₂²
+            U = F.clip_rows(Z - inbox.center, c2)  # ‖u_j‖ ≤ c₂: the premise of Δ = (3/√2)c₂² (module docstring)
             S = F.moment_sum(U, np.ones(U.shape[1]))
-            S[0, :] *= c2  # rows of (c₂, u_j): ‖·‖² ≤ 2c₂²
+            S[0, :] *= c2  # rows of (c₂, u_j): the first coordinate is c₂ for every row, not data
             S[:, 0] *= c2
-            sens = 4.0 * c2 * c2
+            sens = moment_release_sensitivity(c2)
             values["S"] = F.noisy_moment_sum(S, z * sens, rng)
             events.append(GaussianRelease(cfg.name, -1, sens, z * sens, RECORD_REPLACE))
         else:  # non-private: exact sums, response included

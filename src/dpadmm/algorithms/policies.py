@@ -329,7 +329,7 @@ STATISTICS = PolicyHooks(
     party={
         "noise_multiplier, quantile_multiplier, compare_multiplier": "> 0 and ≥ the floor (the latter two may be 0: "
                                                                     "their stages are then refused)",
-        "sensitivities (√2·parts, √10, 4c₂², 1 per quantile count)": "fixed by the party's code; enforced by its "
+        "sensitivities (√2·parts, √10, (3/√2)c₂², 1 per quantile count)": "fixed by the party's code; enforced by its "
                                                                   "clips",
         "compare sensitivity 2κ·max(hi − p₀, p₀ − lo)/unit": "computed by the party from the model it receives; "
                                                             "enforced by clipping predictions to the band",

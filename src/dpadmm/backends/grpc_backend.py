@@ -92,13 +92,17 @@ class GrpcBackend(Backend):
         faster: each call gets a fresh HTTP/2 flow-control window).
     connect_timeout : seconds to wait for a party to come up before the run fails (default 5: an unreachable
         party is reported within seconds; raise it when parties are started together with the coordinator).
+    peer_to_peer : the parties are consensus nodes started with ``--neighbour`` (:mod:`grpc_p2p`): they
+        exchange their round messages with their graph neighbours directly; this side only sets the run up,
+        starts it (:meth:`run_peer_to_peer`), polls it and ends it — the engine then never calls :meth:`step`.
     """
 
     name = "grpc"
     models_stay_at_parties = True  # a party's model is never requested (it writes it to its own directory)
 
     def __init__(self, peers: Mapping[str, str], *, tls=None, insecure: bool = False, timeout: float = 120.0,
-                 setup_timeout: float | None = None, connect_timeout: float = 5.0, stream: bool = True) -> None:
+                 setup_timeout: float | None = None, connect_timeout: float = 5.0, stream: bool = True,
+                 peer_to_peer: bool = False) -> None:
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise InvalidParameterError(f"timeout must be a positive number of seconds, got timeout={timeout!r}.")
         if (tls is None) == (not insecure):
@@ -123,6 +127,7 @@ class GrpcBackend(Backend):
         self._rounds = 0
         self.stream = bool(stream)
         self._streams: dict[str, Any] = {}
+        self.peer_to_peer = bool(peer_to_peer)
 
     # ------------------------------------------------------------------ plumbing
     def _run(self, coro):
@@ -231,8 +236,19 @@ class GrpcBackend(Backend):
         import asyncio
 
         calls = {name: self._channel(name)[method] for name in bodies}
-        payloads = {name: codec.encode(body, allowed=self._allowed.get(name) or codec.allow_list())
-                    for name, body in bodies.items()}
+        payloads, once = {}, {}
+        for name, body in bodies.items():
+            allowed = self._allowed.get(name) or codec.allow_list()
+            # a round's broadcast (one message object for every party, e.g. vertical sharing's s̃ − z) is
+            # encoded once per protocol, not once per party; the bytes are the same either way
+            key = ((id(body["inbox"]), body.get("round"), id(allowed)) if method == "Step" and isinstance(body, dict)
+                   and "inbox" in body else None)
+            if key is not None and key in once and set(body) == {"round", "inbox"}:
+                payloads[name] = once[key]
+                continue
+            payloads[name] = codec.encode(body, allowed=allowed)
+            if key is not None and set(body) == {"round", "inbox"}:
+                once[key] = payloads[name]
 
         # the rounds' small messages: one frame each way on the party's stream; large ones (e.g. vertical
         # N-vectors) as unary calls, which measured faster (a fresh HTTP/2 flow-control window per call)
@@ -308,14 +324,16 @@ class GrpcBackend(Backend):
         missing = [s.name for s in specs if s.name not in self.hello_]
         if missing:
             self.hello(missing)
-        bodies = {}
+        bodies, lists = {}, {}
         for index, spec in enumerate(specs):
             proto = protos[spec.name]
             served = self.hello_[spec.name].get("protocols") or [self.hello_[spec.name].get("protocol")]
             if proto.name not in served:
                 raise ProtocolError(f"party {spec.name!r} serves protocol {served}, but this run needs {proto.name!r}; "
                                     f"restart it with --protocol {proto.name}.")
-            self._allowed[spec.name] = codec.allow_list(proto.types)
+            if proto.name not in lists:  # one allow list per protocol (shared by its parties)
+                lists[proto.name] = codec.allow_list(proto.types)
+            self._allowed[spec.name] = lists[proto.name]
             try:
                 codec.encode(list(spec.setup_args), allowed=self._allowed[spec.name])
             except TypeError as exc:
@@ -327,6 +345,31 @@ class GrpcBackend(Backend):
             if rounds is not None:
                 bodies[spec.name]["rounds"] = int(rounds)
         self.setup_ = self._call_all(bodies, "Setup", self.setup_timeout, "setup")
+
+    def require_protocol(self, protocol: str, names: Sequence[str], why: str = "") -> None:
+        """Before a run: every party in ``names`` serves ``protocol`` (its Hello), else one clear error."""
+        missing = [n for n in names if n not in self.hello_]
+        if missing:
+            self.hello(missing)
+        lacking = [n for n in names if protocol not in (self.hello_[n].get("protocols") or [self.hello_[n].get("protocol")])]
+        if lacking:
+            raise ProtocolError(f"part{'ies' if len(lacking) > 1 else 'y'} {', '.join(map(repr, lacking))} do"
+                                f"{'' if len(lacking) > 1 else 'es'} not serve protocol {protocol!r}{why}; restart "
+                                f"{'them' if len(lacking) > 1 else 'it'} with --protocol {protocol} added.")
+
+    def routed(self) -> "GrpcBackend":
+        """A backend to the same parties with the same identity and timeouts whose rounds go through this side
+        (e.g. a protocol without a peer-to-peer form after a peer-to-peer run)."""
+        return GrpcBackend(self.peers, tls=self.tls, insecure=self.insecure, timeout=self.timeout,
+                           setup_timeout=self.setup_timeout, connect_timeout=self.connect_timeout, stream=self.stream)
+
+    def run_peer_to_peer(self, rounds: int, *, monitor: bool = False, neighbours: Mapping[str, Sequence[str]] | None = None,
+                         poll: float = 0.05, progress=None) -> dict[str, dict]:
+        """Peer to peer: ``Run`` every node set up by :meth:`start`, poll until all are done, return their final
+        reports (:func:`dpadmm.backends.grpc_p2p.run_nodes`)."""
+        from .grpc_p2p import run_nodes
+
+        return run_nodes(self, rounds, monitor=monitor, neighbours=neighbours, poll=poll, progress=progress)
 
     def step(self, inboxes: Mapping[str, Any], round_: int) -> dict[str, tuple[Any, list]]:
         replies = self._call_all({n: {"round": int(round_), "inbox": inboxes[n]} for n in self._specs}, "Step",

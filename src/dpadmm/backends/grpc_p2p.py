@@ -7,8 +7,13 @@ pass through the coordinator. Here they do not:
 - every node runs ``dpadmm party serve --protocol graph-consensus --neighbour NAME=HOST:PORT …``;
   its operator lists its graph neighbours (names = certificate names, and their addresses);
 - the coordinator only starts the run — ``Setup`` (the node's options; as for any party),
-  ``Run`` (the number of rounds) — polls each node's progress (``Poll``: round number, done, and
-  when monitoring is allowed the node's public per-round metrics) and ends it (``Finish``);
+  ``Run`` (the number of rounds and the coordinator's view of the node's neighbours, which must be
+  its operator's list) — polls each node's progress (``Poll``: round number, done) and ends it
+  (``Finish``). When a node is done, its last ``Poll`` reports what the protocol declares and the
+  node released anyway: its round messages (the broadcasts ``f_i(t)`` its neighbours received —
+  public in [Zhang]'s threat model, covered by its guarantee), its own privacy events (what its
+  ledger charged), its per-round seconds and, only when monitoring is allowed (non-private runs,
+  or ``--allow-monitoring``), its per-round diagnostics;
 - in round t a node steps with its own inbox ``S_i(t)`` (the sum of its neighbours' ``f_j(t)``,
   summed in neighbour-name order), sends its broadcast ``f_i(t+1)`` to each neighbour (method
   ``Exchange``, over mutual TLS with its own certificate, verifying the neighbour's) and waits for
@@ -57,6 +62,7 @@ class NodeService(PartyService):
         self._thread = None
         self._progress = {"round": 0, "done": False, "error": None}
         self._history: list[dict] = []
+        self._released: list = []  # per round: (outbox, events, seconds) — what the node sent its neighbours
         self._stubs: dict[str, Any] = {}
         self._p2p_allowed = codec.allow_list()
         self._stop = threading.Event()
@@ -101,8 +107,14 @@ class NodeService(PartyService):
         if monitor and self.private and not self.allow_monitoring:
             raise _Refused(f"node {self.name!r} refused monitoring in a private run (its values are not noised); "
                            "its operator can opt in with --allow-monitoring")
+        expected = req.get("neighbours")
+        if expected is not None and sorted(map(str, expected)) != sorted(self.neighbours):
+            raise _Refused(f"node {self.name!r} refused the run: the coordinator's graph gives it neighbours "
+                           f"{sorted(map(str, expected))}, its operator listed {sorted(self.neighbours)} (--neighbour); "
+                           "the two must agree", "FAILED_PRECONDITION")
         self._progress = {"round": 0, "done": False, "error": None}
         self._history = []
+        self._released = []
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, args=(rounds, monitor), name="dpadmm-p2p", daemon=True)
         self._thread.start()
@@ -110,8 +122,11 @@ class NodeService(PartyService):
 
     def _poll(self, req):
         out = dict(self._progress)
-        if out["done"]:
+        if out["done"] and not out["error"]:
             out["history"] = list(self._history)
+            out["outboxes"] = [o for o, _, _ in self._released]
+            out["events"] = [list(e) for _, e, _ in self._released]
+            out["seconds"] = [float(s) for _, _, s in self._released]
         return out
 
     # ------------------------------------------------------------------ the node's own loop
@@ -160,14 +175,16 @@ class NodeService(PartyService):
                 raise RuntimeError(f"protocol {self.protocol.name!r} declares no peer-to-peer exchange")
             inbox_of, broadcast_of = self.protocol.peer_to_peer
             S = None  # round 0: every broadcast f_j(0) is 0
+            t0 = time.perf_counter()
             for t in range(rounds):
                 with self.lock:
                     reply = self._step({"round": t, "inbox": inbox_of(self.cfg, self.state, t, S)})
                     diag = self.protocol.diagnose(self.cfg, self.state) if monitor else None
                 self._send(t + 1, np.asarray(broadcast_of(reply["outbox"]), dtype=np.float64))
                 S = self._gather(t + 1)
+                self._released.append((reply["outbox"], reply["events"], time.perf_counter() - t0))
                 if diag is not None:
-                    self._history.append({k: np.asarray(v).tolist() for k, v in diag.items()})
+                    self._history.append(diag)
                 self._progress["round"] = t + 1
             self.audit("", "Run", "ok", f"{rounds} rounds with neighbours {sorted(self.neighbours)}")
         except Exception as exc:  # the coordinator sees it at its next Poll; the operator in the log
@@ -198,18 +215,27 @@ class NodeService(PartyService):
 
 
 # ---------------------------------------------------------------------- the coordinator's side
-def run_p2p(backend, specs, rounds: int, *, noise_seed: int | None = None, monitor: bool = True,
-            poll: float = 0.05) -> dict:
-    """Start a peer-to-peer consensus run on ``backend`` (a :class:`GrpcBackend` whose parties are
-    :class:`NodeService` nodes): Setup, Run, poll until every node is done; return per-node histories
-    and the summed public objective per round. The coordinator sees no broadcast ``f``."""
-    from ..exceptions import PartyFailureError
+def run_nodes(backend, rounds: int, *, monitor: bool = False, neighbours=None, poll: float = 0.05,
+              progress=None) -> dict[str, dict]:
+    """Peer to peer (the parties set up by ``backend.start`` are ``--neighbour`` nodes): ``Run`` every node for
+    ``rounds`` rounds — with ``neighbours`` (the run's graph, ``{node: [its neighbours]}``) each node checks its
+    operator's list against it — then ``Poll`` until all are done. Returns each node's final report: its round
+    messages (``outboxes``), privacy ``events`` and ``seconds`` per round, and its diagnostics (``history``)
+    when ``monitor``. ``progress(round)`` is called with the slowest node's round while polling."""
+    from ..exceptions import InvalidParameterError, PartyFailureError
+    from ..protocol import protocol_of
 
-    backend.start(specs, noise_seed=noise_seed)
-    names = [s.name for s in specs]
-    backend._call_all({n: {"rounds": int(rounds), "monitor": bool(monitor)} for n in names}, "Run", backend.timeout,
-                      "run")
-    status: dict[str, dict] = {}
+    names = list(backend._specs)
+    for name, spec in backend._specs.items():
+        if protocol_of(spec.step).peer_to_peer is None:
+            raise InvalidParameterError(f"protocol {protocol_of(spec.step).name!r} has no peer-to-peer form; "
+                                        "run it without --peer-to-peer.")
+    bodies = {n: {"rounds": int(rounds), "monitor": bool(monitor)} for n in names}
+    if neighbours is not None:
+        for n in names:
+            bodies[n]["neighbours"] = sorted(map(str, neighbours.get(n, ())))
+    backend._call_all(bodies, "Run", backend.timeout, "run")
+    seen = 0
     while True:
         status = backend._call_all({n: {} for n in names}, "Poll", backend.timeout, "poll")
         failed = {n: s["error"] for n, s in status.items() if s.get("error")}
@@ -217,13 +243,29 @@ def run_p2p(backend, specs, rounds: int, *, noise_seed: int | None = None, monit
             backend._failed = True
             name, reason = sorted(failed.items())[0]
             exc = PartyFailureError(f"party {name!r} failed: {reason}")
-            exc.party, exc.reason, exc.round = name, reason, status[name].get("round")
+            exc.party, exc.reason = name, reason
+            exc.round = status[name].get("round")
             raise exc
+        low = min(int(s.get("round", 0)) for s in status.values())
+        if progress is not None and low > seen:
+            progress(low)
+            seen = low
         if all(s["done"] for s in status.values()):
             break
         time.sleep(poll)
     backend._rounds = int(rounds)
-    hist = {n: status[n].get("history", []) for n in names}
+    return status
+
+
+def run_p2p(backend, specs, rounds: int, *, noise_seed: int | None = None, monitor: bool = True,
+            poll: float = 0.05, neighbours=None) -> dict:
+    """Start a peer-to-peer consensus run on ``backend`` (a :class:`GrpcBackend` whose parties are
+    :class:`NodeService` nodes): Setup, Run, poll until every node is done; return per-node diagnostics
+    and the summed public objective per round. The coordinator sees no message while the run is on."""
+    backend.start(specs, noise_seed=noise_seed, rounds=rounds)
+    reports = backend.run_peer_to_peer(rounds, monitor=monitor, neighbours=neighbours, poll=poll)
+    names = [s.name for s in specs]
+    hist = {n: [{k: np.asarray(v).tolist() for k, v in d.items()} for d in reports[n]["history"]] for n in names}
     objective = ([float(sum(np.sum(hist[n][t]["node_objective"]) for n in names)) for t in range(int(rounds))]
                  if monitor else [])
-    return {"nodes": hist, "objective": objective, "rounds": int(rounds)}
+    return {"nodes": hist, "objective": objective, "rounds": int(rounds), "reports": reports}

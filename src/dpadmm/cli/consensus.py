@@ -96,6 +96,12 @@ def consensus(
     peer: List[str] = bk.peer_option(),
     tls: Optional[Path] = bk.tls_option(),
     insecure: bool = bk.insecure_option(),
+    peer_to_peer: bool = typer.Option(False, "--peer-to-peer", help="grpc: the nodes (`dpadmm party serve "
+                                      "--neighbour …`) exchange their broadcasts with their graph neighbours "
+                                      "directly; this side only sets up, starts, polls and ends the run and "
+                                      "collects what the nodes declare (their released f_i(t), privacy events, "
+                                      "metrics if allowed). Each node checks its --neighbour list against "
+                                      "--topology."),
 ):
     """Train logistic regression over a graph with (private) M-ADMM [Zhang, eq. 10–11, Alg. 1]."""
     from .._validation import check_choice, check_int, check_positive
@@ -158,9 +164,12 @@ def consensus(
                               transcript=None, checkpoint_every=None, resume=None, out=out, peers=peer, tls=tls,
                               insecure=insecure)  # validation (and Ray presence)
     backend_options = {"timeout": timeout} if backend != "inprocess" else {}
+    if peer_to_peer and backend != "grpc":
+        raise InvalidParameterError("--peer-to-peer needs --backend grpc (nodes started with `dpadmm party serve "
+                                    "--neighbour NAME=HOST:PORT`).")
     if backend == "grpc":  # nodes are `dpadmm party serve --protocol graph-consensus` processes
         backend_options = {"peers": run_opts.backend.peers, "tls": run_opts.backend.tls, "insecure": insecure,
-                           "timeout": timeout}
+                           "timeout": timeout, **({"peer_to_peer": True} if peer_to_peer else {})}
     if backend == "ray":
         backend_options.update(address=ray_address, party_resources=bk.parse_resources(ray_resources) or None)
     if data != "adult" and not Path(data).is_file():
@@ -198,6 +207,8 @@ def consensus(
                                     y_test=y_test, fallback_epsilon=fallback_epsilon if private else None,
                                     epsilon=epsilon, **schedules)
         model_arrays = metrics.pop("_model")
+        if peer_to_peer:
+            metrics["config"]["peer_to_peer"] = True  # the nodes exchanged with their neighbours, not via this side
         f = metrics["final"]
         pb = f["privacy_bound"]
         console.print(f"nodes {nodes} ({topology}, {split}), {runs} run(s) x {iterations} iterations: "

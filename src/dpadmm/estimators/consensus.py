@@ -228,10 +228,21 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                                   tol=0.0 if private else float(self.tol), record_path=bool(self.record_path))
         hub = engine.Hub(hub_cfg, gc.init_router, gc.router_step, gc.router_metrics)
         backend = get_backend(self.backend)
+        if (self.perturbation in ("pp", "dvp") and self.fallback_epsilon and hasattr(backend, "require_protocol")):
+            from ..algorithms.consensus_baseline import PROTOCOL as BASELINE
+
+            backend.require_protocol(BASELINE.name, [name for name, _ in groups],
+                                     f" (the DP base-rate fallback, fallback_epsilon={self.fallback_epsilon:g}; "
+                                     "fallback_epsilon=0 turns it off)")
+        p2p = {}
+        if getattr(backend, "peer_to_peer", False):  # nodes exchange with their neighbours; each checks the graph
+            if len(groups) != N:
+                raise InvalidParameterError("a peer-to-peer run needs one node per party (batch=False).")
+            p2p["neighbours"] = {f"node{i}": [f"node{j}" for j in G.neighbors(i)] for i in range(N)}
         engine.start(backend, specs, noise_seed=nseed, rounds=T)  # node setup (curvature factorisations) under the BLAS cap
         try:
             result = engine.run(hub=hub, parties=specs, backend=backend, rounds=T, noise_seed=nseed, callbacks=callbacks,
-                                monitor=monitor, stop_on_convergence=not private, started=True)
+                                monitor=monitor, stop_on_convergence=not private, started=True, **p2p)
         finally:
             backend.close()
         F = result.hub_state.F
@@ -241,10 +252,9 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         self._margin_clip = None
         self.handed_over_ = self.dp_base_rate_ = self.comparison_ = None
         fallback_ledger = None
-        use_fallback = (self.perturbation in ("pp", "dvp") and self.fallback_epsilon
-                        and getattr(backend, "name", "") != "grpc")
+        use_fallback = self.perturbation in ("pp", "dvp") and self.fallback_epsilon
         if use_fallback:
-            fallback_ledger = self._fallback(Xs, ys, nseed)
+            fallback_ledger = self._fallback(Xs, ys, nseed, backend)
         self.graph_ = G
         self.node_sizes_ = B
         self.degrees_ = V
@@ -284,8 +294,12 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                               "increase max_iter.", UserWarning, stacklevel=2)
         return self
 
-    def _fallback(self, Xs, ys, nseed):
-        """DP base rate and the accounted comparison (``algorithms.consensus_baseline``); sets the hand-over."""
+    def _fallback(self, Xs, ys, nseed, backend=None):
+        """DP base rate and the accounted comparison (``algorithms.consensus_baseline``); sets the hand-over.
+
+        Over gRPC the nodes release their two numbers as that protocol's declared round messages (each node
+        serving ``--protocol consensus-baseline`` prices them with its own policy and ledger); elsewhere the
+        nodes' two steps run in-process (each node's noise from its own generator)."""
         from ..algorithms import consensus_baseline as cb
         from ..backends import InProcessBackend
 
@@ -296,8 +310,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         n = int(sum(len(v) for v in ys))
         hub = engine.Hub(cb.AssemblerConfig(tuple(names), n, self.coef_.copy()), cb.init_assembler, cb.assembler_step)
         fseed = None if nseed is None else int(np.random.SeedSequence([int(nseed), 13]).generate_state(1)[0])
-        # each node computes two numbers on its own records (in-process here; noise from the node's generator)
-        backend = InProcessBackend()
+        # each node computes two numbers on its own records (noise from the node's generator)
+        backend = backend.routed() if hasattr(backend, "routed") else InProcessBackend()
         try:
             res = engine.run(hub=hub, parties=specs, backend=backend, rounds=2, noise_seed=fseed, monitor=False,
                              stop_on_convergence=False)

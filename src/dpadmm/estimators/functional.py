@@ -217,8 +217,9 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             # the DP τ-quantile is the response's location: w = 0 (the ADMM's start) is the DP constant
             y_loc = float(st.sums["quantile"])
             # noisy variances below the noise level say nothing: floor them at 3 noise standard deviations
-            # of a covariance entry (z·Δ/n, Δ = 4c₂²) so that no score is blown up by a noise-sized divisor
-            self._var_floor = 3.0 * z_stats * 4.0 * c2 * c2 / n
+            # of a covariance entry (z·Δ/n, Δ the moment release's sensitivity) so that no score is blown up by a
+            # noise-sized divisor
+            self._var_floor = 3.0 * z_stats * fs.moment_release_sensitivity(c2) / n
         else:
             S[0, 0] = n
             cnt, s1, s2 = st.sums["y_sums"]
@@ -556,7 +557,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             {"name": f"||x~_ij|| <= c_X = {stats.curve_clip:.4g}; ||x~_ij - mean|| <= c2 = "
                      f"{stats.sums['centered_clip']:.4g}", "status": "enforced",
              "detail": "curves clipped in L2 before the mean release (sensitivity sqrt(10)) and, centred, before the "
-                       "moment release (sensitivity 4 c2^2); responses clipped to the range"
+                       "moment release (sensitivity (3/sqrt 2) c2^2); responses clipped to the range"
                        + ("; c_X given by the user" if self.curve_clip is not None else
                           "; c_X from the workers' noisy norm histograms")},
         ]

@@ -804,9 +804,10 @@ def rows(*, quick: bool = False) -> list[Row]:
     return [r for r in real + broken if not (quick and r.full_only)]
 
 
-# whole-fit rows still run by default: those without a worst-case game (the published [Hu, eq. 16], consensus
-# penalty perturbation — not a Gaussian mechanism — and the private-FPCA basis release); the other whole-fit
-# rows are superseded by :mod:`.audit_worst_case` and run only when named with ``only``
+# whole-fit rows still run by default: the published [Hu, eq. 16] (no game), and whole consensus and private-FPCA
+# fits (their mechanisms have games — audit_games_consensus, the statistics pipeline — but these rows audit the
+# fit a user runs, with its planted bugs); the other whole-fit rows are superseded by :mod:`.audit_worst_case`
+# and run only when named with ``only``
 WHOLE_FIT_DEFAULT = ("hu-eq16-paper", "zhang-consensus-pp", "zhou-fdp-admm-private-basis")
 
 

@@ -128,6 +128,7 @@ class Game:
     full_only: bool = False
     note: str = ""
     extra: dict = field(default_factory=dict)
+    runner: Callable[..., AuditResult] | None = None  # a game that is no engine run plays itself (same arguments)
 
 
 def _play(game: Game, side: int, runs: int, seed: int | None) -> dict:
@@ -230,6 +231,8 @@ def score_bound(s0: dict, s1: dict, delta: float, alpha: float) -> dict:
 
 def play(game: Game, *, runs: int, seed: int = 0, confidence: float = 0.95, progress=None) -> AuditResult:
     """Play ``game`` ``runs × game.runs_factor`` times on each side and bound ε (module docstring)."""
+    if game.runner is not None:
+        return game.runner(game, runs=runs, seed=seed, confidence=confidence, progress=progress)
     runs = int(runs) * int(game.runs_factor)
     if game.max_runs is not None:
         runs = min(runs, int(game.max_runs))

@@ -3,6 +3,7 @@ statistics against a hostile central machine (the instances are described in :mo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 from unittest import mock
@@ -159,10 +160,11 @@ def _stats_data(stage: str):
     Xb, yb = X.copy(), y.copy()
     if stage == "mean":  # curve +-10u (clipped to c_X u), response +-10 (clipped to the range's ends)
         X[CANARY], y[CANARY], Xb[CANARY], yb[CANARY] = 10.0 * u, 10.0, -10.0 * u, -10.0
-    else:  # centred curve 10 e_1 vs 10 e_2 (clipped to c_2): the largest change of the released upper triangle
-        v = np.zeros(S_T)
-        v[1] = 1.0
-        X[CANARY], Xb[CANARY] = 10.0 * u, 10.0 * v
+    else:  # centred curves of norm 10 (clipped to c_2) at -15 and 105 degrees in the first two coordinates: u u^T -
+        # u' u'^T is diagonal and u^T u' = -c_2^2/2, the released upper triangle moves by (3/sqrt 2) c_2^2, its bound
+        a, b = np.radians(-15.0), np.radians(105.0)
+        X[CANARY], Xb[CANARY] = 0.0, 0.0
+        X[CANARY, :2], Xb[CANARY, :2] = 10.0 * np.array([np.cos(a), np.sin(a)]), 10.0 * np.array([np.cos(b), np.sin(b)])
     return X, y, Xb, yb
 
 
@@ -199,7 +201,7 @@ def stats_game(stage: str, *, plant=None, bug: str = "", tag: str = "") -> Game:
         return np.tile(means[0], (R, 1, 1)), np.tile(means[1], (R, 1, 1))
 
     what = ("clipped curve sum and response sums (sensitivity sqrt(10))" if stage == "mean" else
-            "centred clipped moment matrix, upper triangle (sensitivity 4 c_2^2)")
+            "centred clipped moment matrix, upper triangle (sensitivity (3/sqrt 2) c_2^2)")
     return Game(
         name=f"worst-case functional-statistics[{stage}]{tag}", algorithm="functional QR pooled statistics",
         relation="record-replace", adversary="the central machine: chooses the request (clip, range, centre); sees "
@@ -209,8 +211,8 @@ def stats_game(stage: str, *, plant=None, bug: str = "", tag: str = "") -> Game:
         rounds=1, setup=setup, view=view, replay=replay, mechanism_party="worker1", delta=DELTA, plant=plant,
         broken=plant is not None, bug=bug, runs_factor=20,  # one release per run: cheap
         note="ratio limit sqrt(8/10) = 0.89" if stage == "mean" else
-             "ratio limit 1/2: the released upper triangle moves by at most 2 c_2^2 (rows (c_2, u), norm of u <= c_2), "
-             "the proof prices 4 c_2^2 (the Frobenius bound) - loose by 2x")
+             "ratio limit 1: the canary pair attains the proved (3/sqrt 2) c_2^2 (was priced 4 c_2^2 until 2026-11: "
+             "ratio limit 0.53)")
 
 
 def stats_plants() -> list[Game]:
@@ -218,6 +220,81 @@ def stats_plants() -> list[Game]:
 
     return [stats_game("mean", plant=plant_half("worker1"), tag=" (planted: noise x1/2)",
                        bug="the worker's standard-normal draws halved; its ledger keeps sigma"),
+            stats_game("moments", plant=plant_half("worker1"), tag=" (planted: noise x1/2)",
+                       bug="the worker's standard-normal draws halved; its ledger keeps sigma"),
             stats_game("mean", plant=plant_patch("worker1", fpca, "clip_rows", lambda Z, c: Z),
                        tag=" (planted: clipping skipped)",
                        bug="kernels.fpca.clip_rows is the identity: the canary curve (norm 10) is not clipped to c_X")]
+
+
+# ----------------------------------------------------------------------------- the private-FPCA statistics pipeline
+P_STEPS = 8  # bisection counts of the DP quantile (functional_statistics.QUANTILE_STEPS)
+
+
+@dataclass(frozen=True)
+class _PHub:
+    requests: tuple  # the StatsRequest of each position of a run
+
+
+def phub_init(cfg: _PHub):
+    return 0, {"worker1": cfg.requests[0]}
+
+
+def phub_step(cfg: _PHub, state, outboxes, *, rng):
+    t = state + 1
+    return t, {"worker1": cfg.requests[t % len(cfg.requests)]}, []
+
+
+def pipeline_game(*, plant=None, bug: str = "", tag: str = "") -> Game:
+    """The statistics a private-FPCA fit releases before its rounds, composed in one run: the ``mean`` release, the
+    ``moments`` release on the full grid (no projection: what the private-FPCA basis is computed from) and the
+    DP quantile's bisection counts, at the estimator's budget split (the counts at z·√B, B rounds together
+    costing one release at z). The hub is the adversary: its requests are clip 1, range (−1, 1), centre 0, and a
+    threshold 0 in every bisection round (the canary's response +10 / −10 sits on either side of it)."""
+    from .. import engine
+    from ..algorithms import functional_statistics as fs
+    from ..backends import PartySpec
+
+    X, y, _, _ = _stats_data("mean")  # curve +-10u, response +-10: every release moves by (nearly) its sensitivity
+    Xb, yb = X.copy(), y.copy()
+    Xb[CANARY], yb[CANARY] = -X[CANARY], -y[CANARY]
+    q = np.ones(S_T)
+    nm = _nm(3)  # mean, moments, and the B counts (one release's worth)
+    reqs = ((fs.StatsRequest("mean", curve_clip=S_CLIP, y_range=(-1.0, 1.0)),
+             fs.StatsRequest("moments", curve_clip=S_CLIP, center=np.zeros(S_T)))
+            + tuple(fs.StatsRequest("quantile", threshold=0.0) for _ in range(P_STEPS)))
+    width = (S_T + 1) * (S_T + 2) // 2
+
+    def released(msg):
+        v = {"mean": lambda: msg.values["mean"], "quantile": lambda: msg.values["count"],
+             "moments": lambda: msg.values["S"][np.triu_indices(S_T + 1)]}[msg.stage]()
+        return np.pad(np.asarray(v, float), (0, width - np.size(v)))  # zero padding: the same on both sides
+
+    def setup(side, total):
+        args = ("worker1", Xb if side else X, yb if side else y, q, nm, nm * math.sqrt(P_STEPS))
+        return ([PartySpec("worker1", fs.setup_stats, args, fs.stats_step, owner="worker1")],
+                engine.Hub(_PHub(reqs), phub_init, phub_step))
+
+    means = []
+    for A, b in ((X, y), (Xb, yb)):
+        cfg = fs.setup_stats("worker1", A, b, q, nm, nm * math.sqrt(P_STEPS))[0]
+        means.append(np.stack([released(fs.stats_step(cfg, None, r, rng=ZeroRNG())[1]) for r in reqs])[:, None])
+
+    def view(rec):
+        return np.stack([released(m) for m in rec["streams"]["worker1"][:rec["total"]]])[:, None]
+
+    def replay(side, rec):
+        R = rec["total"] // len(reqs)
+        return np.tile(means[0], (R, 1, 1)), np.tile(means[1], (R, 1, 1))
+
+    return Game(
+        name=f"worst-case functional-statistics[private-fpca pipeline]{tag}",
+        algorithm="functional QR pooled statistics (private-FPCA basis)", relation="record-replace",
+        adversary="the central machine: chooses every request (clips, range, centre, thresholds); sees every "
+                  "noisy statistic",
+        description=f"one worker's mean release, full-grid moment release and {P_STEPS} bisection counts in one run, "
+                    f"canary curve +-10u and response +-10, epsilon = {EPSILON:g} at delta = {DELTA:g} over the "
+                    f"{2 + P_STEPS} releases",
+        rounds=len(reqs), setup=setup, view=view, replay=replay, mechanism_party="worker1", delta=DELTA, plant=plant,
+        broken=plant is not None, bug=bug, runs_factor=2,
+        note="ratio limit about 0.93: mean sqrt(8/10), moments 2/(3/sqrt 2) (antipodal canary), counts 1")

@@ -14,6 +14,12 @@ send shares 0, so ``g = ℓ'(0, y)`` and one flipped label moves coordinate k by
 = the sensitivity (no intercept; with one, the sum's noise is not seen by the party and the row could
 reach only 1/√2 of the claim).
 
+Vertical label side, randomized response (the default label mechanism; :mod:`.audit_games_rr`): the
+adversary sees the released labels themselves (every later message is post-processing of them) and knows
+every other label; the canary's label flips between the neighbours. Not an engine run: each run calls the
+estimator's release function, and the bound is Clopper–Pearson on the canary's released label (pure DP,
+δ = 0) and on that label decoded with another row's visible flip (a shared flip draw).
+
 Functional FDP-ADMM [Zhou] (the central machine is the adversary): the worker's canary curve has
 scores 10u (clipped to u, ‖u‖ = c_1 = 1) on D and −10u on D', response y = 2.5. The hub sends
 round number 0 every time (the dual is never updated, η is fixed), ρ alternating 1 and 8, and the
@@ -22,6 +28,20 @@ neighbours' canaries sit below the fit (ψ = τ = 0.9: the linearised step moves
 unit of ``1/(ρ + 1/η)``, 0.9 of the sensitivity); after the ``−5u`` round one of them flips (ψ sum
 2τ − 1), which makes the rounds' shifts non-proportional to their σ, so a reused draw leaves a
 noiseless combination that still separates the neighbours.
+
+Functional pooled statistics (the central machine is the adversary; it chooses every request): the mean
+release with a canary curve ±10u and response ±10 (clipped to c_X = 1 and the range (−1, 1): √8 of √10); the
+moment release with canary curves of norm 10 at −15° and 105° (clipped to c₂ = 1: the pair that attains the
+proved (3/√2)c₂²); and the private-FPCA pipeline — mean, full-grid moments and the DP quantile's bisection
+counts at threshold 0, composed in one run at the estimator's budget split (the antipodal canary: ratio
+limit about 0.93). The whole-fit private-FPCA row stays low (ordinary canary and coordinator, generic
+statistics) where this game of the same releases reaches 0.77 at the default runs: the game, not the claim,
+was weak.
+
+Consensus penalty perturbation [Zhang] (a neighbour is the adversary; :mod:`.audit_games_consensus`): the
+release is an argmin, not value + noise, but the first-order condition inverts it, so the adversary computes
+the exact likelihood ratio of each release; its neighbour messages pull the model to where two misclassified
+canaries have the largest gradient gap. Pure DP: Clopper–Pearson only.
 
 Plants (all wrap the real step of the canary's party or patch a library function during the run):
 noise × 1/2; the standard-normal draw of one round reused in the next (rescaled by that round's σ);
@@ -34,7 +54,9 @@ clip at 1).
 from __future__ import annotations
 
 from .audit_games import Game
-from .audit_games_functional import functional_game, functional_plants, stats_game, stats_plants
+from .audit_games_consensus import consensus_game, consensus_plants
+from .audit_games_rr import rr_game, rr_plants
+from .audit_games_functional import functional_game, functional_plants, pipeline_game, stats_game, stats_plants
 from .audit_games_vertical import label_game, label_plants, vertical_game, vertical_plants
 
 __all__ = ["games", "vertical_game", "label_game", "functional_game", "stats_game"]
@@ -42,13 +64,13 @@ __all__ = ["games", "vertical_game", "label_game", "functional_game", "stats_gam
 
 def games(*, quick: bool = False) -> list[Game]:
     """Every worst-case row: honest first (one per algorithm also on the process backend), then plants."""
-    honest = [vertical_game("feature_column"), vertical_game("record"), label_game(), functional_game(),
-              stats_game("mean"), stats_game("moments")]
+    honest = [vertical_game("feature_column"), vertical_game("record"), label_game(), rr_game(), functional_game(),
+              stats_game("mean"), stats_game("moments"), pipeline_game(), consensus_game()]
     for g in (vertical_game("record", backend="process", tag=" (process backend)"),
               functional_game(backend="process", tag=" (process backend)")):
         honest.append(g)  # the same run count: with fresh OS entropy the bound varies from run to run
-    planted = (vertical_plants("record") + [vertical_plants("feature_column")[0]] + label_plants() + functional_plants()
-               + stats_plants())
+    planted = (vertical_plants("record") + [vertical_plants("feature_column")[0]] + label_plants() + rr_plants()
+               + functional_plants() + stats_plants() + consensus_plants())
     for g in planted:
         g.max_runs = 3000 * max(1, g.runs_factor // 5)  # 1,500 at --quick already catches every plant
     return [g for g in honest + planted if g is not None and not (quick and g.full_only)]

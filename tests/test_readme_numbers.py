@@ -330,7 +330,7 @@ def test_zhang_nonprivate_gap_to_the_optimum(topology, tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("basis", ["private-fpca", "default"])
 def test_functional_private_basis_mise(basis, capsys):
-    """'at a much higher noise cost (MISE 1.29 vs 0.0115 on the simulation: `dpadmm functional … --seed 0` with
+    """'at a much higher noise cost (MISE 0.439 vs 0.0110 on the simulation: `dpadmm functional … --seed 0` with
     and without `--basis private-fpca`' — seeded, so exact at the quoted precision (about 40 s each)."""
     m = _find(r"at a much higher noise cost \(MISE (\d\.\d+) vs (\d\.\d+) on the simulation:\s+"
               r"`(dpadmm functional [^`]*--seed 0)` with and\s+without `--basis private-fpca`")
@@ -415,8 +415,8 @@ def _zhou_claims():
     return m.groups()
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("number", [1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("number", [pytest.param(1, marks=pytest.mark.reproduction),  # 100 reps: ~15 CPU-min
+                                    *(pytest.param(k, marks=pytest.mark.slow) for k in range(2, 7))])
 def test_zhou_tables(number, tmp_path, capsys):
     """'Table 1 (100 reps): ours ≤ paper in 105/105 cells, e.g. …; Tables 2–6 (5 reps each): 105/105 each' — every
     reproduction run at the README's reps (seeded: the cells quoted are exact at their precision). Table 1 at

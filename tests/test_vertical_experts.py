@@ -303,3 +303,10 @@ def test_wide_sparse_block_meets_the_checked_gradient_bound():
     s = A @ coef
     g = A.T @ (-y / (1 + np.exp(y * s)) / n) + 1e-2 * coef
     assert np.linalg.norm(g) <= ve.GRADIENT_TOLERANCE * 2 * math.sqrt(2) / n
+
+
+def test_each_side_states_the_experts_threat_model_not_admm_sharing():
+    blocks, y = _data()
+    sides = VerticalExpertsClassifier(epsilon=1.0, label_epsilon=1.0, random_state=0).fit(blocks, y).privacy_.sides()
+    assert "scoring" in sides["features"]["threat_model"] and "shares" not in sides["features"]["threat_model"]
+    assert "once" in sides["labels"]["threat_model"] and "every round" not in sides["labels"]["threat_model"]

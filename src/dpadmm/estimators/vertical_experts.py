@@ -28,6 +28,9 @@ THREAT = ("adversary: the label party and every other party, colluding, and anyo
           "sees the labels it is sent (if any) and every logit party m sends at scoring time, on any rows; "
           "protects each training record of party m (replace one row, and its label); party m sends nothing "
           "computed from its training rows during training; public: n, d_m, R, lambda, the noise_norm rule")
+LABEL_THREAT = ("adversary: any other party (or all of them, colluding); sees the labels the label party sends it "
+                "once (exact, or through randomized response); protects each training label; the label party's own "
+                "model and the combination stay with the label party")
 LABELS_SENT = "the label party sends the exact training labels to every other party (each fits its own model on them)"
 
 
@@ -115,8 +118,9 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
             return None
         per_party = {e.party: _cached_epsilon((e.noise_multiplier,), float(self.delta), "pld") for e in events}
         eps = max(per_party.values()) if per_party else math.inf
-        label = _rr_block(pure) if pure else {"protected": False, "epsilon": "inf", "delta": None,
-                                                "relation": "label", "note": LABELS_SENT}
+        label = dict(_rr_block(pure), threat_model=LABEL_THREAT) if pure else {
+            "protected": False, "epsilon": "inf", "delta": None, "relation": "label", "note": LABELS_SENT,
+            "threat_model": LABEL_THREAT}
         notes = [] if per_party else ["epsilon = inf: features are not protected (fit with epsilon=)"]
         rep = PrivacyReport(
             epsilon=eps, delta=float(self.delta) if per_party else float("nan"), accountant="dp-accounting PLD",

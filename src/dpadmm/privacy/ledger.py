@@ -83,9 +83,11 @@ class PrivacyReport:
                 why = lab.get("note", "the labels are sent without noise")
                 why = why.replace("labels are NOT protected: ", "").replace(" (use label_epsilon / --label-epsilon)", "")
                 out["labels"]["why"] = why
-            if main_name == "features":  # a vertical report's top-level threat model may be the label side's
-                from .threats import THREAT_MODELS
+            from .threats import THREAT_MODELS
 
+            if main_name == "features" and self.threat_model in (THREAT_MODELS["vertical-feature"],
+                                                                  THREAT_MODELS["vertical-label"]):
+                # ADMM sharing: the report's top-level threat model may be the label side's; each side gets its own
                 main["threat_model"] = THREAT_MODELS["vertical-feature"]
                 out["labels"]["threat_model"] = THREAT_MODELS["vertical-label"]
         return out

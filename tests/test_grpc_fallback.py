@@ -16,7 +16,7 @@ from dpadmm.algorithms import consensus_baseline as cb  # noqa: E402
 from dpadmm.algorithms import graph_consensus as gc  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
-from dpadmm.backends.grpc_party import LEDGER_NAME, PartyService, _Refused, make_server  # noqa: E402
+from dpadmm.backends.grpc_party import LEDGER_NAME, PartyService, _Refused  # noqa: E402
 from dpadmm.exceptions import ProtocolError  # noqa: E402
 
 
@@ -29,21 +29,11 @@ def _data(n=180, d=4, seed=2):
 
 
 def _serve(names, protocols, tmp_path, **kw):
-    servers, services, peers = [], {}, {}
-    for name in names:
-        svc = PartyService(name=name, protocol=protocols, data={}, out=tmp_path / name, secure=False,
-                           accept_coordinator_data=True, allow_seeded_noise=True, **kw)
-        srv, port = make_server(svc, "127.0.0.1:0")
-        srv.start()
-        servers.append(srv)
-        services[name] = svc
-        peers[name] = f"127.0.0.1:{port}"
+    from conftest import serve_parties
 
-    def stop():
-        for srv in servers:
-            srv.stop(0).wait()
-        for svc in services.values():
-            svc.close()
+    services = {name: PartyService(name=name, protocol=protocols, data={}, out=tmp_path / name, secure=False,
+                                   accept_coordinator_data=True, allow_seeded_noise=True, **kw) for name in names}
+    peers, stop = serve_parties(services)
     return peers, services, stop
 
 

@@ -224,11 +224,7 @@ def run(
                 for name, diag in diagnostics.items():
                     transcript(t + 1, name, HUB, diag, "monitoring")
             record.update(hub.metrics(hub.cfg, state, diagnostics))
-        for key, value in record.items():
-            history.setdefault(key, []).append(value)
-        stop = False
-        for cb in callbacks:
-            stop = bool(cb(t + 1, record)) or stop
+        stop = _notify(history, record, callbacks, t)
         if checkpoint_every and checkpoint_dir and ((t + 1) % checkpoint_every == 0 or last):
             try:
                 backend.checkpoint(checkpoint_dir, t)  # each party writes its own state, where it lives
@@ -244,6 +240,20 @@ def run(
             stop = True
         if stop:
             break
+    return _finish(result, state, t, t_wall)
+
+
+def _notify(history: dict, record: dict, callbacks, t: int) -> bool:
+    """Append a round's record to the history and call every callback; True if any asked to stop."""
+    for key, value in record.items():
+        history.setdefault(key, []).append(value)
+    stop = False
+    for cb in callbacks:
+        stop = bool(cb(t + 1, record)) or stop
+    return stop
+
+
+def _finish(result: RunResult, state, t: int, t_wall: float) -> RunResult:
     result.hub_state = state
     result.rounds = t + 1
     result.wall_seconds = time.perf_counter() - t_wall
@@ -273,19 +283,12 @@ def _run_peer_to_peer(hub: Hub, names, backend, rounds: int, *, noise_seed, call
         record: dict[str, Any] = {"round": t + 1, "seconds": max(float(reports[n]["seconds"][t]) for n in names)}
         if monitor and hub.metrics is not None and ((t + 1) % hub.metrics_every == 0 or t == rounds - 1):
             record.update(hub.metrics(hub.cfg, state, {n: reports[n]["history"][t] for n in names}))
-        for key, value in record.items():
-            result.history.setdefault(key, []).append(value)
-        stop = False
-        for cb in callbacks:
-            stop = bool(cb(t + 1, record)) or stop
+        stop = _notify(result.history, record, callbacks, t)
         if record.get("converged") and stop_on_convergence:
             result.converged = stop = True
         if stop:
             break
-    result.hub_state = state
-    result.rounds = t + 1
-    result.wall_seconds = time.perf_counter() - t_wall
-    return result
+    return _finish(result, state, t, t_wall)
 
 
 def _append_released(directory, round_: int, events) -> None:

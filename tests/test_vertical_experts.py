@@ -130,6 +130,8 @@ def test_randomized_response_labels_are_de_biased():
     ({"epsilon": -1.0}, lambda b: b, "epsilon"),
     ({"epsilon": 1.0, "delta": 1.5}, lambda b: b, "delta"),
     ({"row_clip": 0.0}, lambda b: b, "row_clip"),
+    ({}, lambda b: [b[0], np.where(np.arange(b[1].size).reshape(b[1].shape) == 3, np.nan, b[1])], "NaN"),
+    ({}, lambda b: [b[0], b[1][:, :0]], "empty"),
 ])
 def test_bad_inputs(kw, blocks_fn, match):
     blocks, y = _data(n=50)

@@ -47,21 +47,11 @@ import scipy.sparse as sp
 
 from ..kernels.losses import get_loss
 from ..privacy.events import RECORD_REPLACE, GaussianRelease
+from ..privacy.mechanisms import gaussian
+from .vertical_data import clip_rows  # rows scaled to norm ≤ R, overflow-safe, sparse stays sparse
 
 #: solver tolerance on ‖∇F‖, relative to the data term's sensitivity 2 R_a / n (adds 1% to Δ)
 GRADIENT_TOLERANCE = 0.005
-
-
-def clip_rows(D, R: float):
-    """Rows of ``D`` scaled down to norm ≤ R (sparse stays sparse); the premise of the sensitivity proof."""
-    if sp.issparse(D):
-        D = sp.csr_matrix(D, dtype=np.float64)
-        norms = np.sqrt(np.asarray(D.multiply(D).sum(axis=1)).ravel())
-        scale = np.where(norms > R, R / np.maximum(norms, 1e-300), 1.0)
-        return sp.diags(scale) @ D
-    D = np.asarray(D, dtype=np.float64)
-    norms = np.linalg.norm(D, axis=1)
-    return D * np.where(norms > R, R / np.maximum(norms, 1e-300), 1.0)[:, None]
 
 
 def augment(D, R: float):
@@ -147,7 +137,7 @@ def fit_expert(D, labels, *, R: float, lam: float, noise_multiplier: float | Non
         return w, info, []
     sigma = float(noise_multiplier) * Delta
     info["sigma"] = sigma
-    return w + sigma * rng.standard_normal(w.shape[0]), info, [GaussianRelease(party, 0, Delta, sigma, RECORD_REPLACE)]
+    return w + gaussian(rng, sigma, w.shape[0]), info, [GaussianRelease(party, 0, Delta, sigma, RECORD_REPLACE)]
 
 
 def expert_logit(coef: np.ndarray, D, R: float, flip_probability: float | None = None) -> np.ndarray:

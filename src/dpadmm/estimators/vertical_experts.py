@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.metrics import log_loss, roc_auc_score
 
-from .._validation import binary_labels, check_positive, noise_seed
+from .._validation import as_float_matrix, binary_labels, check_positive, noise_seed
 from ..algorithms import vertical_experts as ve
 from ..algorithms import vertical_label as vl
 from ..exceptions import InvalidDataError, InvalidParameterError
@@ -76,13 +76,14 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         if not isinstance(blocks, (list, tuple)) or len(blocks) < 2:
             raise InvalidDataError("blocks must be a list of at least two party blocks (block 0: the label party's); "
                                    "pass [X_label_party, X_party2, ...]")
+        blocks = [as_float_matrix(f"blocks[{m}]", b, accept_sparse=True) for m, b in enumerate(blocks)]
         n = blocks[0].shape[0]
         if any(b.shape[0] != n for b in blocks):
             raise InvalidDataError(f"every block needs the same rows; got row counts {[b.shape[0] for b in blocks]}")
-        return n
+        return n, blocks
 
     def fit(self, blocks: Sequence, y):
-        n = self._check(blocks)
+        n, blocks = self._check(blocks)
         y_pm, self.classes_ = binary_labels("y", y, n)
         seed = noise_seed(self.random_state)
         from ..backends.base import party_rng
@@ -90,7 +91,7 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         rngs = [np.random.default_rng() if seed is None else party_rng(seed, len(blocks) + 1, k)
                 for k in range(len(blocks) + 1)]
         # the label party: its own model on its exact labels (stays with it), the prior log-odds
-        own = ve.augment(np.asarray(blocks[0], dtype=np.float64) if not hasattr(blocks[0], "tocsr") else blocks[0], 1.0)
+        own = ve.augment(blocks[0], 1.0)
         self.own_coef_ = ve._solve(own, y_pm, float(self.lam), 1e-9)
         pos = float(np.clip(np.mean(y_pm > 0), 1e-6, 1 - 1e-6))
         self.prior_logit_ = math.log(pos / (1 - pos))

@@ -312,3 +312,13 @@ def test_each_side_states_the_experts_threat_model_not_admm_sharing():
     sides = VerticalExpertsClassifier(epsilon=1.0, label_epsilon=1.0, random_state=0).fit(blocks, y).privacy_.sides()
     assert "scoring" in sides["features"]["threat_model"] and "shares" not in sides["features"]["threat_model"]
     assert "once" in sides["labels"]["threat_model"] and "every round" not in sides["labels"]["threat_model"]
+
+
+def test_a_party_refuses_labels_outside_plus_minus_one():
+    """Labels of size 1e6 would break the 1-Lipschitz premise of the sensitivity: refused before any release."""
+    rng = np.random.default_rng(0)
+    D = rng.standard_normal((20, 2))
+    with pytest.raises(ValueError, match="±1"):
+        ve.fit_expert(D, np.full(20, 1e6), R=1.0, lam=0.1, noise_multiplier=1.0, rng=rng)
+    with pytest.raises(ValueError, match="±1"):
+        ve.fit_expert(D, np.ones(19), R=1.0, lam=0.1, noise_multiplier=1.0, rng=rng)

@@ -124,6 +124,10 @@ def fit_expert(D, labels, *, R: float, lam: float, noise_multiplier: float | Non
     multiplies the intercept column ``R``); ``info`` the public facts (λ used, Δ, σ); ``events`` one
     :class:`GaussianRelease` under the record relation (none when non-private).
     """
+    labels = np.asarray(labels, dtype=np.float64)
+    if labels.shape != (D.shape[0],) or not np.all(np.abs(labels) == 1.0):
+        # the sensitivity proof needs ℓ 1-Lipschitz in the score: labels in {−1, +1}, one per row
+        raise ValueError(f"party {party!r}: the labels it is sent must be one ±1 per row; nothing released")
     D = clip_rows(D, R)
     n, d = D.shape
     private = noise_multiplier is not None
@@ -131,7 +135,7 @@ def fit_expert(D, labels, *, R: float, lam: float, noise_multiplier: float | Non
     A = augment(D, R)
     Delta = sensitivity(n, R, lam_used)
     gtol = GRADIENT_TOLERANCE * 2.0 * math.sqrt(2.0) * R / n
-    w = _solve(A, np.asarray(labels, dtype=np.float64), lam_used, gtol)
+    w = _solve(A, labels, lam_used, gtol)
     info = {"lam": lam_used, "sensitivity": Delta, "sigma": 0.0, "rows": n, "columns": d}
     if not private:
         return w, info, []

@@ -116,6 +116,28 @@ def test_codec_round_trip_and_refusals():
     blob = codec.encode(np.arange(3.0))
     with pytest.raises(codec.DecodeError):
         codec.decode(blob[:-4])  # truncated buffer
+    # a descriptor whose extents multiply to the buffer's size but are negative is malformed, not reshaped
+    import json
+    import struct
+
+    header = json.dumps({"t": {"A": 0, "dt": "<f8", "sh": [-1, -4]}, "b": [[0, 32]]}).encode()
+    with pytest.raises(codec.DecodeError, match="wrong size"):
+        codec.decode(codec.MAGIC + struct.pack(">I", len(header)) + header + np.arange(4.0).tobytes())
+
+
+def test_broadcast_key_merges_only_messages_with_the_same_bytes():
+    from dpadmm.backends.grpc_backend import _broadcast_key
+    from dpadmm.backends.selftest import Broadcast
+
+    mean = np.arange(3.0)
+    a, b = Broadcast(300, mean), Broadcast(300, mean)  # one message per party around one array: encoded once
+    assert _broadcast_key(a) == _broadcast_key(b) and codec.encode(a, [Broadcast]) == codec.encode(b, [Broadcast])
+    assert _broadcast_key(a) != _broadcast_key(Broadcast(300, mean.copy()))  # another array object
+    assert _broadcast_key(a) != _broadcast_key(Broadcast(301, mean))
+    zero, negzero = vs.CoordinatorMessage(1, mean, mean, 0.0), vs.CoordinatorMessage(1, mean, mean, -0.0)
+    assert _broadcast_key(zero) != _broadcast_key(negzero)  # 0.0 == -0.0, but their bytes differ
+    one, other = [mean], [mean]  # other inboxes: merged only if they are the same object
+    assert _broadcast_key(one) == _broadcast_key(one) and _broadcast_key(one) != _broadcast_key(other)
 
 
 def test_parse_peers_usage_errors():

@@ -26,6 +26,7 @@ a failed handshake (bad certificate), or an exception in the party's step. A ref
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # errors reach the user as one line of ours, not gRPC's C-core log
@@ -69,6 +70,35 @@ def parse_peers(items) -> dict[str, str]:
 
 
 STREAM_MAX_BYTES = 64 * 1024  # a round's message up to this size travels on the party's stream
+
+
+class _Malformed:
+    """A reply that did not decode (the party is reported as failed, naming the reason)."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+
+def _broadcast_key(inbox) -> tuple:
+    """Equal for two inboxes that encode to the same bytes: the same object, or the same declared message type
+    whose fields are the same array objects and equal exact scalars (a hub that builds one message per party
+    around one broadcast array). Only compared within one round, while every inbox is alive (ids are unique)."""
+    if isinstance(inbox, tuple) and hasattr(type(inbox), "_fields"):
+        values = tuple(inbox)
+    elif dataclasses.is_dataclass(inbox) and not isinstance(inbox, type):
+        values = tuple(getattr(inbox, f.name) for f in dataclasses.fields(inbox))
+    else:
+        return ("id", id(inbox))
+    parts = []
+    for v in values:
+        t = type(v)
+        if t is float:
+            parts.append((t, v.hex()))  # exact, and -0.0 differs from 0.0
+        elif v is None or t in (bool, int, str):
+            parts.append((t, v))
+        else:  # arrays and anything else: the same object
+            parts.append(("id", id(v)))
+    return (type(inbox), tuple(parts))
 
 
 def _failure(name: str, reason: str) -> PartyFailureError:
@@ -239,25 +269,33 @@ class GrpcBackend(Backend):
         payloads, once = {}, {}
         for name, body in bodies.items():
             allowed = self._allowed.get(name) or codec.allow_list()
-            # a round's broadcast (one message object for every party, e.g. vertical sharing's s̃ − z) is
-            # encoded once per protocol, not once per party; the bytes are the same either way
-            key = ((id(body["inbox"]), body.get("round"), id(allowed)) if method == "Step" and isinstance(body, dict)
-                   and "inbox" in body else None)
-            if key is not None and key in once and set(body) == {"round", "inbox"}:
+            # a round's broadcast (the same message for every party: one object, e.g. vertical sharing's s̃ − z, or
+            # one message per party around the same arrays) is encoded once per protocol, not once per party
+            key = ((_broadcast_key(body["inbox"]), body.get("round"), id(allowed))
+                   if method == "Step" and isinstance(body, dict) and set(body) == {"round", "inbox"} else None)
+            if key is not None and key in once:
                 payloads[name] = once[key]
                 continue
             payloads[name] = codec.encode(body, allowed=allowed)
-            if key is not None and set(body) == {"round", "inbox"}:
+            if key is not None:
                 once[key] = payloads[name]
 
         # the rounds' small messages: one frame each way on the party's stream; large ones (e.g. vertical
         # N-vectors) as unary calls, which measured faster (a fresh HTTP/2 flow-control window per call)
         on_stream = {n: self.stream and method in STREAMED and len(payloads[n]) <= STREAM_MAX_BYTES for n in bodies}
 
+        async def one(n):
+            """Party ``n``'s reply, decoded as soon as it arrives (while other parties are still answering)."""
+            data = await (self._on_stream(n, method, payloads[n]) if on_stream[n]
+                          else calls[n](payloads[n], timeout=timeout))
+            try:
+                return codec.decode(data, allowed=self._allowed.get(n) or codec.allow_list())
+            except codec.DecodeError as err:
+                return _Malformed(err)
+
         async def gather():
             if any(on_stream.values()):  # one deadline for the round (per-party timers cost more than the messages)
-                tasks = [asyncio.ensure_future(self._on_stream(n, method, payloads[n]) if on_stream[n]
-                                               else calls[n](payloads[n], timeout=timeout)) for n in bodies]
+                tasks = [asyncio.ensure_future(one(n)) for n in bodies]
                 done, pending = await asyncio.wait(tasks, timeout=timeout)
                 out = []
                 for n, task in zip(bodies, tasks):
@@ -268,20 +306,17 @@ class GrpcBackend(Backend):
                     else:
                         out.append(task.exception() or task.result())
                 return out
-            return await asyncio.gather(*[calls[n](payloads[n], timeout=timeout) for n in bodies],
-                                        return_exceptions=True)
+            return await asyncio.gather(*[one(n) for n in bodies], return_exceptions=True)
 
         replies = self._run(gather())
         out, error = {}, None
         for name, reply in zip(bodies, replies):
-            try:
-                if isinstance(reply, BaseException):
-                    raise reply
-                out[name] = codec.decode(reply, allowed=self._allowed.get(name) or codec.allow_list())
-            except codec.DecodeError as err:
-                error = error or _failure(name, f"sent a malformed reply to {what}: {err}")
-            except Exception as err:  # grpc.aio.AioRpcError
-                error = error or self._error(name, what, err, timeout)
+            if isinstance(reply, _Malformed):
+                error = error or _failure(name, f"sent a malformed reply to {what}: {reply.error}")
+            elif isinstance(reply, BaseException):  # grpc.aio.AioRpcError, StreamError
+                error = error or self._error(name, what, reply, timeout)
+            else:
+                out[name] = reply
         if error is not None:
             raise error
         return out

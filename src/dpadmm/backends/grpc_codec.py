@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import struct
 from typing import Any, Iterable
 
@@ -25,6 +26,27 @@ import numpy as np
 
 MAGIC = b"DPADMM1\n"
 _ALLOWED_KINDS = set("biufcU")
+_HEADER = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode  # one encoder, not one per message
+_DTYPES: dict = {}  # wire dtype string -> np.dtype (a round's few dtypes are parsed once, not once per array)
+_DTYPE_NAMES: dict = {}  # np.dtype -> str(dtype) for the audit summary (numpy's __str__ is Python code)
+
+
+def _dtype(text) -> np.dtype:
+    dt = _DTYPES.get(text) if isinstance(text, str) else None
+    if dt is None:
+        dt = np.dtype(text)
+        if isinstance(text, str) and len(_DTYPES) < 256:
+            _DTYPES[text] = dt
+    return dt
+
+
+def _dtype_name(dt: np.dtype) -> str:
+    name = _DTYPE_NAMES.get(dt)
+    if name is None:
+        name = str(dt)
+        if len(_DTYPE_NAMES) < 256:
+            _DTYPE_NAMES[dt] = name
+    return name
 
 
 class DecodeError(ValueError):
@@ -104,14 +126,15 @@ def encode(obj: Any, types: Iterable[type] = (), *, allowed: dict[str, type] | N
     for b in enc.buffers:
         offsets.append([pos, len(b)])
         pos += len(b)
-    header = json.dumps({"t": tree, "b": offsets}, separators=(",", ":"), allow_nan=False).encode()
+    header = _HEADER({"t": tree, "b": offsets}).encode()
     return b"".join([MAGIC, struct.pack(">I", len(header)), header, *enc.buffers])
 
 
 def decode(data: bytes, types: Iterable[type] = (), *, allowed: dict[str, type] | None = None) -> Any:
     """Decode bytes made by :func:`encode`; anything else raises :class:`DecodeError`."""
     allowed = allowed if allowed is not None else allow_list(types)
-    data = bytes(data)
+    if type(data) is not bytes:
+        data = bytes(data)
     if not data.startswith(MAGIC):
         what = "a pickle" if data[:1] == b"\x80" else "not a dpadmm message"
         raise DecodeError(f"refused: {what} (only dpadmm's array/scalar encoding is accepted; pickles and code "
@@ -128,13 +151,15 @@ def decode(data: bytes, types: Iterable[type] = (), *, allowed: dict[str, type] 
     def arr(node):
         try:
             off, n = offsets[node["A"]]
-            dt = np.dtype(node["dt"])
+            dt = _dtype(node["dt"])
             shape = tuple(int(s) for s in node["sh"])
         except Exception:
             raise DecodeError("refused: malformed array descriptor") from None
         if dt.kind not in _ALLOWED_KINDS:
             raise DecodeError(f"refused: array dtype {dt} is not allowed")
-        if off < 0 or off + n > len(body) or n != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
+        # exact integer product (no int64 wrap-around); a negative extent is malformed
+        if (off < 0 or off + n > len(body) or any(s < 0 for s in shape)
+                or n != math.prod(shape) * dt.itemsize):
             raise DecodeError("refused: array buffer out of bounds or of the wrong size")
         return np.frombuffer(body[off:off + n], dtype=dt).reshape(shape).copy()
 
@@ -178,7 +203,8 @@ def _summarize_fast(obj: Any, prefix: str, out: list) -> bool:
     NamedTuples, dicts, lists); False when something else is inside (then the generic path runs)."""
     t = type(obj)
     if t is np.ndarray:
-        out.append({"name": prefix or "value", "shape": list(obj.shape), "dtype": str(obj.dtype), "bytes": int(obj.nbytes)})
+        out.append({"name": prefix or "value", "shape": list(obj.shape), "dtype": _dtype_name(obj.dtype),
+                    "bytes": int(obj.nbytes)})
     elif t in _SCALARS:
         dt, nb = _SCALARS[t]
         out.append({"name": prefix or "value", "shape": [], "dtype": dt, "bytes": nb})

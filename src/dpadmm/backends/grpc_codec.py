@@ -70,6 +70,16 @@ def allow_list(types: Iterable[type] = ()) -> dict[str, type]:
     return {type_name(c): c for c in [*_core_types(), *types]}
 
 
+_TYPE_NAMES: dict = {}
+
+
+def _type_name_cached(cls: type) -> str:
+    name = type_name(cls)
+    if len(_TYPE_NAMES) < 1024:
+        _TYPE_NAMES[cls] = name
+    return name
+
+
 def _is_namedtuple(obj) -> bool:
     return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
 
@@ -88,6 +98,17 @@ class _Encoder:
         return {"A": len(self.buffers) - 1, "dt": arr.dtype.str, "sh": list(arr.shape)}
 
     def enc(self, obj: Any):
+        t = type(obj)  # the common exact types first (a round's message is a few of these)
+        if t is np.ndarray:
+            return self.array(obj)
+        if t is dict and all(type(k) is str for k in obj):
+            return {"D": {k: self.enc(v) for k, v in obj.items()}}
+        if t is list:
+            return [self.enc(v) for v in obj]
+        if t is float:
+            return obj if math.isfinite(obj) else {"f": repr(obj)}
+        if t is int or t is bool or t is str or obj is None:
+            return obj
         if obj is None or isinstance(obj, (bool, str)):
             return obj
         if isinstance(obj, int) and not isinstance(obj, np.generic):
@@ -98,7 +119,7 @@ class _Encoder:
             return self.array(obj)
         if isinstance(obj, np.generic):
             return {"N": self.array(np.asarray(obj))}
-        name = type_name(type(obj))
+        name = _TYPE_NAMES.get(t) or _type_name_cached(t)
         if _is_namedtuple(obj) or (dataclasses.is_dataclass(obj) and not isinstance(obj, type)):
             if name not in self.allowed:
                 raise TypeError(f"type {name} is not declared by the protocol")
@@ -152,13 +173,13 @@ def decode(data: bytes, types: Iterable[type] = (), *, allowed: dict[str, type] 
         try:
             off, n = offsets[node["A"]]
             dt = _dtype(node["dt"])
-            shape = tuple(int(s) for s in node["sh"])
+            shape = tuple(map(int, node["sh"]))
         except Exception:
             raise DecodeError("refused: malformed array descriptor") from None
         if dt.kind not in _ALLOWED_KINDS:
             raise DecodeError(f"refused: array dtype {dt} is not allowed")
         # exact integer product (no int64 wrap-around); a negative extent is malformed
-        if (off < 0 or off + n > len(body) or any(s < 0 for s in shape)
+        if (off < 0 or off + n > len(body) or (shape and min(shape) < 0)
                 or n != math.prod(shape) * dt.itemsize):
             raise DecodeError("refused: array buffer out of bounds or of the wrong size")
         return np.frombuffer(body[off:off + n], dtype=dt).reshape(shape).copy()

@@ -125,6 +125,20 @@ def test_codec_round_trip_and_refusals():
         codec.decode(codec.MAGIC + struct.pack(">I", len(header)) + header + np.arange(4.0).tobytes())
 
 
+def test_cached_audit_summary_is_the_summary_text():
+    import json
+
+    from dpadmm.backends.selftest import Broadcast
+
+    msgs = [{"round": 3, "inbox": Broadcast(3, np.zeros(10))}, {"round": 4, "inbox": Broadcast(4, np.zeros(12))},
+            {"a": 'q"uote', "b": [1, 2.0, None, True], "c": (np.arange(6, dtype=np.int32).reshape(2, 3),)},
+            {"inbox": vs.CoordinatorMessage(1, np.zeros(3), np.ones(3), 0.5)}, {"s": np.array(["a", "bc"]), "é": 1}]
+    for msg in msgs * 2:  # the second time from the cache
+        assert codec.summary_json(msg) == json.dumps(codec.summarize(msg))
+    assert json.loads(codec.summary_json(msgs[1]))[1] == {"name": "inbox.round", "shape": [], "dtype": "int64",
+                                                          "bytes": 8}
+
+
 def test_broadcast_key_merges_only_messages_with_the_same_bytes():
     from dpadmm.backends.grpc_backend import _broadcast_key
     from dpadmm.backends.selftest import Broadcast

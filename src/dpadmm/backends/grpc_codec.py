@@ -258,3 +258,43 @@ def summarize(obj: Any) -> list[dict]:
         shape, dtype, nbytes = describe(leaf) if not isinstance(leaf, str) else ([len(leaf)], "str", len(leaf))
         out.append({"name": name, "shape": shape, "dtype": dtype, "bytes": nbytes})
     return out
+
+
+def _leaves(obj: Any, prefix: str, out: list) -> bool:
+    """:func:`_summarize_fast`'s leaves as tuples (name, shape, dtype, bytes), without building the records."""
+    t = type(obj)
+    if t is np.ndarray:
+        out.append((prefix or "value", obj.shape, _dtype_name(obj.dtype), obj.nbytes))
+    elif t in _SCALARS:
+        dt, nb = _SCALARS[t]
+        out.append((prefix or "value", (), dt, nb))
+    elif t is str:
+        out.append((prefix or "value", (len(obj),), "str", len(obj)))
+    elif obj is None:
+        pass
+    elif t is dict:
+        return all(_leaves(v, f"{prefix}.{k}" if prefix else str(k), out) for k, v in obj.items())
+    elif isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return all(_leaves(v, f"{prefix}.{k}" if prefix else k, out) for k, v in zip(obj._fields, obj))
+    elif t in (list, tuple):
+        return all(_leaves(v, f"{prefix}.{i}" if prefix else str(i), out) for i, v in enumerate(obj))
+    else:
+        return False
+    return True
+
+
+_SUMMARY_TEXT: dict = {}  # leaves -> their JSON text (a protocol's rounds repeat a few message structures)
+
+
+def summary_json(obj: Any) -> str:
+    """``json.dumps(summarize(obj))``, the same text, from a cache of the few message structures a run repeats."""
+    leaves: list = []
+    if not _leaves(obj, "", leaves):
+        return json.dumps(summarize(obj))
+    key = tuple(leaves)
+    text = _SUMMARY_TEXT.get(key)
+    if text is None:
+        text = json.dumps([{"name": n, "shape": list(sh), "dtype": dt, "bytes": int(nb)} for n, sh, dt, nb in leaves])
+        if len(_SUMMARY_TEXT) < 4096:
+            _SUMMARY_TEXT[key] = text
+    return text

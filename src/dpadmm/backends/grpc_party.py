@@ -155,11 +155,17 @@ class PartyService:
             rec["detail"] = detail
         if budget is not None:  # the party's own budget decision (allowed/refused, ε before/after, cap)
             rec["budget"] = budget
-        if request is not None:
-            rec["request"] = codec.summarize(request)
-        if reply is not None:
-            rec["reply"] = codec.summarize(reply)
-        self._audit.write(json.dumps(rec) + "\n")
+        # the same line as json.dumps(rec) with rec["request"] / rec["reply"] = codec.summarize(...), with the
+        # summaries' text from codec.summary_json's cache (a run repeats a few message structures)
+        line = json.dumps(rec)
+        if request is not None or reply is not None:
+            parts = [line[:-1]]
+            if request is not None:
+                parts.append(', "request": ' + codec.summary_json(request))
+            if reply is not None:
+                parts.append(', "reply": ' + codec.summary_json(reply))
+            line = "".join(parts) + "}"
+        self._audit.write(line + "\n")
 
     # ---------------------------------------------------------------- dispatch
     def handle(self, method: str, payload: bytes, peer: str) -> bytes:

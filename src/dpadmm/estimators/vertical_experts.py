@@ -8,7 +8,7 @@ see only its block and what the label party sends it, the labels).
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -25,7 +25,8 @@ from ..privacy.reports import _cached_epsilon, _rr_block
 from ..privacy.threats import finish
 
 THREAT = ("adversary: the label party and every other party, colluding, and anyone who sees scoring requests; "
-          "sees the labels it is sent (if any) and every logit party m sends at scoring time, on any rows; "
+          "sees the labels it is sent (if any) and every logit party m sends at scoring time, on new records (party m "
+          "refuses to score its training rows: their logits are not post-processing of its DP model); "
           "protects each training record of party m (replace one row, and its label); party m sends nothing "
           "computed from its training rows during training; public: n, d_m, R, lambda, the noise_norm rule")
 LABEL_THREAT = ("adversary: any other party (or all of them, colluding); sees the labels the label party sends it "
@@ -82,37 +83,80 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
             raise InvalidDataError(f"every block needs the same rows; got row counts {[b.shape[0] for b in blocks]}")
         return n, blocks
 
-    def fit(self, blocks: Sequence, y):
-        n, blocks = self._check(blocks)
-        y_pm, self.classes_ = binary_labels("y", y, n)
+    def _label_side(self, own_block, y, n_blocks: int):
+        """The label party's part (it never leaves it): its own model on its exact labels, the prior log-odds, the
+        labels it sends (exact or one randomized-response release) and the noise multiplier it asks for."""
+        y_pm, self.classes_ = binary_labels("y", y, own_block.shape[0])
         seed = noise_seed(self.random_state)
+        self.noise_source_ = "party-local" if seed is None else "seeded"
         from ..backends.base import party_rng
 
-        rngs = [np.random.default_rng() if seed is None else party_rng(seed, len(blocks) + 1, k)
-                for k in range(len(blocks) + 1)]
-        # the label party: its own model on its exact labels (stays with it), the prior log-odds
-        own = ve.augment(blocks[0], 1.0)
-        self.own_coef_ = ve._solve(own, y_pm, float(self.lam), 1e-9)
+        self.own_coef_ = ve._solve(ve.augment(own_block, 1.0), y_pm, float(self.lam), 1e-9)
         pos = float(np.clip(np.mean(y_pm > 0), 1e-6, 1 - 1e-6))
         self.prior_logit_ = math.log(pos / (1 - pos))
         sent, pure = y_pm, []
         self.flip_probability_ = None
-        if self.label_epsilon is not None:
-            sent, pure = vl.randomized_response(y_pm, float(self.label_epsilon), rng=rngs[0])
+        if self.label_epsilon is not None:  # the label party's stream in a seeded simulation: (n_blocks + 1, 0)
+            rng = np.random.default_rng() if seed is None else party_rng(seed, n_blocks + 1, 0)
+            sent, pure = vl.randomized_response(y_pm, float(self.label_epsilon), rng=rng)
             self.flip_probability_ = vl.flip_probability(float(self.label_epsilon))
         z = (calibrate_noise_multiplier(float(self.epsilon), float(self.delta), 1)
              if self.epsilon is not None else None)
+        return seed, sent, pure, z
+
+    def fit(self, blocks: Sequence, y):
+        n, blocks = self._check(blocks)
+        seed, sent, pure, z = self._label_side(blocks[0], y, len(blocks))
+        from ..backends.base import party_rng
+
         self.coefs_, self.expert_lambdas_, events, self.experts_ = [], [], [], []
         for m, B in enumerate(blocks[1:], start=1):
+            # party m+1's stream is the one it has as the (m−1)-th party of a backend run (fit_remote): same noise
+            rng = np.random.default_rng() if seed is None else party_rng(seed, m - 1, 0)
             coef, info, ev = ve.fit_expert(B, sent, R=float(self.row_clip), lam=float(self.lam), noise_multiplier=z,
-                                           rng=rngs[m], party=f"party{m + 1}", noise_norm=float(self.noise_norm))
+                                           rng=rng, party=f"party{m + 1}", noise_norm=float(self.noise_norm))
             self.coefs_.append(coef)
             self.expert_lambdas_.append(info["lam"])
             self.experts_.append(info)
             events += ev
-        self.noise_source_ = "party-local" if seed is None else "seeded"
         self.privacy_ = self._report(events, pure, z)
         return self
+
+    def fit_remote(self, own_block, y, backend, parties: Mapping[str, tuple]):
+        """The label party's side of a deployment: ``own_block`` is its own block (it stays here), ``parties`` maps
+        each feature party's name (``party2``, …) to ``(train, score)`` — a :class:`~dpadmm.protocol.PartyData`
+        reference to its training rows and ``{key: PartyData}`` of its NEW-records files — and ``backend`` runs
+        them (``GrpcBackend``: every party serves ``vertical-experts``). Each party fits and keeps its model
+        (:mod:`dpadmm.algorithms.vertical_experts_party`); :meth:`remote_decision` asks for logits on new records."""
+        from ..algorithms import vertical_experts_party as vp
+        from ..backends.base import PartySpec
+
+        own_block = self._check([own_block, own_block])[1][0]
+        seed, sent, pure, z = self._label_side(own_block, y, len(parties) + 1)
+        names = list(parties)
+        specs = [PartySpec(name, vp.setup_party, (name, train, dict(score or {}), float(self.row_clip),
+                                                  float(self.lam), z, float(self.noise_norm)),
+                           vp.fit_step, handlers=ve.PROTOCOL.handlers) for name, (train, score) in parties.items()]
+        backend.start(specs, noise_seed=seed, rounds=1)  # one release per party, priced at its Setup
+        flip = self.flip_probability_
+        replies = backend.step({name: vp.FitRequest(np.asarray(sent, dtype=np.float64), flip) for name in names}, 0)
+        events = [e for name in names for e in replies[name][1]]
+        self.experts_ = [dict(replies[name][0]) for name in names]
+        self.expert_lambdas_ = [float(f["lam"]) for f in self.experts_]
+        self.remote_ = (backend, names)
+        self.privacy_ = self._report(events, pure, z)
+        return self
+
+    def remote_decision(self, own_block, key: str = "test") -> np.ndarray:
+        """The combined logit on new records: the label party's own model on ``own_block`` plus each party's logit
+        on its rows of its new-records file ``key`` (requested over the backend; post-processing of its model)."""
+        backend, names = self.remote_
+        own = np.asarray(ve.augment(own_block, 1.0) @ self.own_coef_).ravel()
+        experts = [np.asarray(backend.request(name, "logit", key), dtype=np.float64) for name in names]
+        if any(e.shape != own.shape for e in experts):
+            raise InvalidDataError(f"a party scored {[e.shape[0] for e in experts]} rows of {key!r}, the label party "
+                                   f"{own.shape[0]}; align the new records (same ids) at every party")
+        return ve.combine(own, experts, self.prior_logit_)
 
     def _report(self, events, pure, z):
         if not events and not pure:
@@ -159,8 +203,13 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
 
     def score_metrics(self, blocks, y) -> dict:
         """Log loss, accuracy and AUC on ``(blocks, y)``."""
-        p = self.predict_proba(blocks)[:, 1]
+        return self.metrics_from_logit(self.decision_function(blocks), y)
+
+    def metrics_from_logit(self, logit, y) -> dict:
+        """Log loss, accuracy and AUC of the combined logit (in-process or :meth:`remote_decision`)."""
+        logit = np.asarray(logit, dtype=np.float64)
+        p = 1.0 / (1.0 + np.exp(-np.clip(logit, -50, 50)))
         y = np.asarray(y)
         return {"log_loss": float(log_loss(y, p, labels=self.classes_)),
-                "accuracy": float(np.mean(self.predict(blocks) == y)),
+                "accuracy": float(np.mean(self.classes_[(logit > 0).astype(int)] == y)),
                 "auc": float(roc_auc_score(y == self.classes_[1], p))}

@@ -347,20 +347,28 @@ STATISTICS = PolicyHooks(
 
 # ----------------------------------------------------------------------------- vertical experts (output perturbation)
 def _experts_prepare(args, policy: PartyPolicy):
-    """The party's own row preparation (``normalize_vertical_rows``; off: rows only clipped at R) on every block it
-    reads, training and new records alike, whatever the coordinator sent; and its own R where its operator set one
-    (``row_clip``) — a different R sent is refused by the check, so both sides state the R that was used."""
+    """The row preparation is the party's (``normalize_vertical_rows``; off: rows only clipped at R), on every block it
+    reads, training and new records alike: a coordinator asking for another is refused (both sides then state the
+    preparation that was used)."""
     if not policy.private_work:
         return args
+    own = bool(policy.normalize_vertical_rows)
+    party = str(args[0]) if args else "?"
 
-    def own(obj):
+    def check(obj):
         if isinstance(obj, PartyData):
-            return PartyData(obj.key, dict(obj.params, normalize=bool(policy.normalize_vertical_rows)), obj.shape)
+            asked = bool(obj.params.get("normalize", False))
+            if asked != own:
+                raise refuse(party, f"the preparation of {obj.key!r}",
+                             "normalize-rows" if asked else "none", "normalize-rows" if own else
+                             "none (rows clipped at R; its operator sets normalize_vertical_rows in its policy)",
+                             "the party prepares its own rows; pass the matching --prepare")
+            return obj
         if isinstance(obj, dict):
-            return {k: own(v) for k, v in obj.items()}
+            return {k: check(v) for k, v in obj.items()}
         return obj
 
-    return [own(a) for a in args]
+    return [check(a) for a in args]
 
 
 def _experts_check(cfg, args, policy: PartyPolicy, party: str) -> None:
@@ -390,8 +398,8 @@ EXPERTS = PolicyHooks(
         "noise_multiplier": "> 0 and ≥ the floor (default 0.5); the run is priced at Setup as ONE Gaussian release "
                             "(record relation) against the party's budget",
         "row clip R": "finite, ≥ min_clip; equal to the operator's row_clip if set; the party clips its rows at R",
-        "normalize (row preparation)": "the party's (normalize_vertical_rows), imposed on its training and new-records "
-                                       "blocks whatever the coordinator sends",
+        "normalize (row preparation)": "the party's (normalize_vertical_rows) for its training and new-records blocks; "
+                                       "a coordinator asking for another is refused",
         "ridge λ used": "max(λ sent, expert_lambda rule of public n, d, R, σ/Δ); the sensitivity uses the λ used",
         "labels (round 0)": "one ±1 per training row; a flip probability in [0, ½)",
         "fits per run": "one (a second is a second release: refused)",

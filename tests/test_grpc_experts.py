@@ -99,3 +99,149 @@ def test_cli_over_grpc_equals_in_process_and_each_ledger_equals_the_report(tmp_p
         assert (tmp_path / name / "model.npz").is_file()  # the model stayed at its party
         steps = [r for r in _audit(services[name]) if r["method"] == "Request"]
         assert steps and all(r["request"] for r in steps)
+
+
+# ----------------------------------------------------------------------------- the party's refusals, message by message
+Z = 1.5  # σ/Δ of the honest run: one release is ε ≈ 2.75 at δ = 1e-5 (the party's cap here: 8)
+
+
+class Party:
+    """party2 driven through ``PartyService.handle`` with the exact bytes a coordinator sends."""
+
+    def __init__(self, tmp_path, policy=None, **kw):
+        train, test = _files(tmp_path, n=120, n_test=60)
+        self.train_ids, self.test_ids = np.arange(120), 10_000 + np.arange(60)
+        blocks, _ = _blocks(60, seed=1)
+        mixed = write_party_files(blocks, np.zeros(60), tmp_path / "mixed", ids=100 + np.arange(60))  # ids 100…159
+        self.paths = {"train": str(train[1]), "test": str(test[1]), "mixed": str(mixed[1])}
+        self.svc = PartyService(name="party2", protocol=[PROTO], out=tmp_path / "party2", secure=False,
+                                data=self.paths, policy=policy, **{**dict(max_epsilon=8.0, delta=1e-5), **kw})
+        self.allowed = codec.allow_list(PROTO.types)
+
+    def call(self, method, body):
+        return codec.decode(self.svc.handle(method, codec.encode(body, allowed=self.allowed), ""), allowed=self.allowed)
+
+    def args(self, *, score_ids=None, score_key="test", R=1.0, lam=1e-3, z=Z, noise_norm=0.5, normalize=False):
+        ref = {"ids": self.train_ids, "index": 2, "n_features": 3, "normalize": normalize}
+        score = {"test": PartyData(score_key, {**ref, "ids": self.test_ids if score_ids is None else score_ids})}
+        return ["party2", PartyData("train", ref), score, R, lam, z, noise_norm]
+
+    def setup(self, rounds=1, **kw):
+        return self.call("Setup", {"protocol": PROTO.name, "party": "party2", "index": 0, "rounds": rounds,
+                                   "args": self.args(**kw)})
+
+    def fit(self, t=0, labels=None, flip=None):
+        y = np.where(np.arange(120) % 3 == 0, 1.0, -1.0) if labels is None else labels
+        return self.call("Step", {"round": t, "inbox": vp.FitRequest(y, flip)})
+
+    def request(self, handler, *args):
+        return self.call("Request", {"handler": handler, "args": list(args)})["value"]
+
+    def released(self):  # the party's ledger in memory (its journal on disk holds the same lines)
+        return int(self.svc.budget.ledger["releases"])
+
+    def last_refusal(self, method):
+        rec = [r for r in _audit(self.svc) if r["status"] == "refused"]
+        assert rec and rec[-1]["method"] == method and "reply" not in rec[-1]
+        return rec[-1]["detail"]
+
+
+@pytest.fixture
+def party(tmp_path):
+    p = Party(tmp_path)
+    yield p
+    p.svc.close()
+
+
+def test_the_honest_run_fits_once_and_scores_new_records_only(party):
+    party.setup()
+    facts = party.fit()["outbox"]
+    assert set(facts) == {"lam", "sensitivity", "sigma", "rows", "columns", "row_clip"}  # public facts only
+    assert facts["sigma"] == pytest.approx(Z * facts["sensitivity"], rel=1e-12)
+    assert party.released() == 1
+    from dpadmm.backends.grpc_party import JOURNAL_NAME
+
+    journal = (party.svc.out / JOURNAL_NAME).read_text().splitlines()  # journaled before the reply left
+    assert len(journal) == 1 and json.loads(journal[0])["round"] == 0
+    z = party.request("logit", "test")
+    assert z.shape == (60,) and np.all(np.isfinite(z))
+    with pytest.raises(_Refused, match="declares only \\['logit'\\]"):  # the coefficient is not even declared
+        party.request("coef")
+    assert "declares only" in party.last_refusal("Request")
+    with pytest.raises(_Refused, match="scores only the new-records files it was set up with \\['test'\\]"):
+        party.request("logit", "train")
+    assert party.released() == 1
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(score_key="mixed", score_ids=100 + np.arange(60)), "refused to score 'test': 20 of its rows are training rows"),
+    (dict(score_key="train", score_ids=np.arange(120)), "refused to score 'test': 120 of its rows are training rows"),
+    (dict(R=2.0), "the row clip R is 2.0, its operator's policy requires R = 1"),
+    (dict(lam=0.0), "the ridge lam is 0.0"),
+    (dict(lam=float("nan")), "the ridge lam is nan"),
+    (dict(noise_norm=float("inf")), "the noise-norm rule is inf"),
+    (dict(z=0.2), "the noise multiplier σ/Δ is 0.2"),
+    (dict(z=None), "refused a non-private run"),
+    (dict(normalize=True), "the preparation of 'train' is 'normalize-rows'"),
+    (dict(z=0.55), "would bring its spend to ε = 8.895.*above its operator's cap --max-epsilon 8"),  # one release
+])
+def test_each_setup_the_policy_does_not_accept_is_refused_before_any_release(tmp_path, bad, match):
+    p = Party(tmp_path, policy=PartyPolicy(row_clip=1.0))
+    try:
+        with pytest.raises(_Refused, match=match) as err:
+            p.setup(**bad)
+        assert p.last_refusal("Setup") == str(err.value)  # the same line in the party's audit log
+        assert p.released() == 0
+        with pytest.raises(_Refused, match="no run is set up"):  # and nothing can be fitted
+            p.fit()
+        p.setup()  # the honest Setup is served: the refusal was for the right reason
+        p.fit()
+        assert p.released() == 1
+    finally:
+        p.svc.close()
+
+
+@pytest.mark.parametrize("labels, flip, match", [
+    (np.zeros(120), None, "one ±1 per training row"),
+    (np.ones(119), None, "one ±1 per training row"),
+    (np.full(120, 2.0), None, "one ±1 per training row"),
+    (np.ones(120), 0.5, "flip probability 0.5"),
+])
+def test_labels_the_sensitivity_does_not_cover_are_refused_and_nothing_is_released(party, labels, flip, match):
+    party.setup()
+    with pytest.raises(_Refused, match=match):
+        party.fit(labels=labels, flip=flip)
+    assert "refused the fit" in party.last_refusal("Step")
+    assert party.released() == 0
+    with pytest.raises(_Refused, match="no model yet"):  # no model to score with
+        party.request("logit", "test")
+
+
+def test_a_second_fit_is_a_second_release_and_is_refused(party):
+    party.setup(rounds=2)  # even when the coordinator declares two rounds, the price is one release
+    priced = party.svc.budget.run["priced"]["gaussian"]
+    assert list(priced.values()) == [1] and float(next(iter(priced))) == pytest.approx(Z, rel=1e-7)
+    party.fit(0)
+    with pytest.raises(_Refused, match="refused a second fit in one run"):
+        party.fit(1)
+    assert party.released() == 1
+    party.setup(rounds=1)
+    party.fit(0)
+    with pytest.raises(_Refused, match="declared 1 rounds"):
+        party.fit(1)
+    assert party.released() == 2
+
+
+def test_a_tiny_coordinator_lambda_does_not_shrink_the_noise(party):
+    party.setup(lam=1e-300)
+    facts = party.fit()["outbox"]
+    rule = ve.expert_lambda(120, 3, 1.0, Z, 0.0)
+    assert facts["lam"] == pytest.approx(rule, rel=1e-12) and rule > 1e-3
+    assert facts["sensitivity"] == pytest.approx(ve.sensitivity(120, 1.0, rule), rel=1e-12)
+    assert facts["sigma"] == pytest.approx(Z * ve.sensitivity(120, 1.0, rule), rel=1e-12)
+
+
+def test_the_protocol_is_declared_with_the_party_policy():
+    proto = find_protocol("vertical-experts")
+    assert set(proto.handlers) == {"logit"} and proto.policy is not None and 1 in proto.data_args
+    assert proto.policy.price(vp.ExpertConfig("p", np.zeros((2, 1)), noise_multiplier=Z), 5).gaussian == {Z: 1}

@@ -36,10 +36,10 @@ def test_zero_noise_equals_centralised_per_party_fits_and_the_combination():
         A = ve.augment(ve.clip_rows(B, R), R)
         sk = LogisticRegression(C=1 / (1e-2 * n), fit_intercept=False, tol=1e-12, max_iter=10_000).fit(A, ypm)
         np.testing.assert_allclose(coef, sk.coef_.ravel(), atol=1e-6)
-    own = ve.augment(blocks[0], 1.0)
-    sk_own = LogisticRegression(C=1 / (1e-2 * n), fit_intercept=False, tol=1e-12, max_iter=10_000).fit(own, ypm)
+    # the label party's own model: the "label party alone" model (intercept not penalised)
+    sk_own = LogisticRegression(C=1 / (1e-2 * n), tol=1e-12, max_iter=10_000).fit(blocks[0], ypm)
     prior = math.log(np.mean(y == 1) / np.mean(y == 0))
-    expect = own @ sk_own.coef_.ravel() + ve.augment(blocks[1], 1.0) @ m.coefs_[0] - prior
+    expect = sk_own.decision_function(blocks[0]) + ve.augment(blocks[1], 1.0) @ m.coefs_[0] - prior
     np.testing.assert_allclose(m.decision_function(blocks), expect, atol=1e-5)
 
 

@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss, roc_auc_score
 
 from .._validation import as_float_matrix, binary_labels, check_positive, noise_seed
@@ -109,8 +110,7 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         rngs = [np.random.default_rng() if seed is None else party_rng(seed, len(blocks) + 1, k)
                 for k in range(len(blocks) + 1)]
         # the label party: its own model on its exact labels (stays with it), the prior log-odds
-        own = ve.augment(blocks[0], 1.0)
-        self.own_coef_ = ve._solve(own, y_pm, float(self.lam), 1e-9)
+        self.own_coef_ = self._own_model(blocks[0], y_pm)
         pos = float(np.clip(np.mean(y_pm > 0), 1e-6, 1 - 1e-6))
         self.prior_logit_ = math.log(pos / (1 - pos))
         sent, pure = y_pm, []
@@ -142,6 +142,13 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         self.noise_source_ = "party-local" if seed is None else "seeded"
         self.privacy_ = self._report(events, pure, z)
         return self
+
+    def _own_model(self, X, y_pm) -> np.ndarray:
+        """The label party's own ridge-logistic model, intercept not penalised (the "label party alone" model:
+        same objective as scikit-learn's ``LogisticRegression(C=1/(lam n))``); returned as ``[w, b]`` so that
+        ``augment(X, 1) @ coef`` is its logit."""
+        lr = LogisticRegression(C=1.0 / (float(self.lam) * X.shape[0]), tol=1e-10, max_iter=10_000).fit(X, y_pm)
+        return np.append(lr.coef_.ravel(), lr.intercept_[0])
 
     def _nothing_released(self, floor: float) -> PrivacyReport:
         """The report of a fit in which no label was sent and no expert fitted: ε = 0 on both sides."""

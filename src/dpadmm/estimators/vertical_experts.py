@@ -68,12 +68,13 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         self.row_clip, self.noise_norm, self.random_state = row_clip, noise_norm, random_state
         self.min_effective_rows = min_effective_rows
 
-    #: the smallest ``n (1 − 2q)²`` at which the label party sends randomized-response labels to the experts. On the
-    #: private-utility benchmark (breast_cancer, fair, Adult, a9a at label ε = 0.5, 1, 2, 5, 3 seeds) runs below
-    #: 5,000 were at best within noise of the label party alone (breast_cancer, n = 400: 0.168–0.172 vs 0.172) and
-    #: at worst far behind it (fair at ε = 0.5: 0.88 vs 0.55; a9a and Adult at ε = 0.5, n(1 − 2q)² ≈ 1,900: 0.388 vs
-    #: 0.362, 0.441 vs 0.438); every run above it was better (a9a and Adult at ε ≥ 1, ≥ 6,400). A party fitting on
-    #: flipped labels, de-biased by 1/(1 − 2q), adds more noise than signal when too few labels survive the flips.
+    #: the smallest ``n (1 − 2q)²`` at which the label party sends randomized-response labels to the experts. On
+    #: the private-utility benchmark (breast_cancer, fair, Adult, a9a at label ε = 0.5, 1, 2, 5, 3 seeds) runs
+    #: below 5,000 were at best within noise of the label party alone (breast_cancer, n = 400: 0.168–0.172 vs
+    #: 0.172) and at worst far behind it (fair at ε = 0.5: 0.88 vs 0.55; a9a and Adult at ε = 0.5, where
+    #: n(1 − 2q)² ≈ 1,950 and 1,810: 0.388 vs 0.362, 0.441 vs 0.438); every run above it was better (a9a and
+    #: Adult at ε ≥ 1, n(1 − 2q)² ≥ 6,441). A party fitting on flipped labels, de-biased by 1/(1 − 2q), adds
+    #: more noise than signal when too few labels survive the flips.
     MIN_EFFECTIVE_ROWS = 5000.0
 
     def _check(self, blocks):

@@ -67,8 +67,7 @@ def _audit(svc):
 
 def test_cli_over_grpc_equals_in_process_and_each_ledger_equals_the_report(tmp_path, capsys):
     train, test = _files(tmp_path)
-    common = ["vertical", "--protocol", "experts", "--epsilon", "1", "--label-epsilon", "2", "--prepare",
-              "normalize-rows", "--seed", "3"]
+    common = ["vertical", "--protocol", "experts", "--epsilon", "1", "--prepare", "normalize-rows", "--seed", "3"]
     code, out_local, err = run_cli([*common, *sum((["--party", p] for p in train), []),
                                     *sum((["--test-party", p] for p in test), []), "--out", tmp_path / "local"], capsys)
     assert code == 0, err
@@ -99,6 +98,51 @@ def test_cli_over_grpc_equals_in_process_and_each_ledger_equals_the_report(tmp_p
         assert (tmp_path / name / "model.npz").is_file()  # the model stayed at its party
         steps = [r for r in _audit(services[name]) if r["method"] == "Request"]
         assert steps and all(r["request"] for r in steps)
+
+
+def test_estimator_over_grpc_equals_in_process_with_randomized_response_labels(tmp_path):
+    """Label ε = 1 (flipped labels sent, each party de-biases its logit by the public flip probability), ε = 1 per
+    party: the combined test logit over gRPC equals the in-process one to 1e-12."""
+    train, test = _files(tmp_path)
+    blocks, y = _blocks(360)
+    local_blocks = [b[:240] / np.maximum(np.linalg.norm(b[:240], axis=1, keepdims=True), 1e-300) for b in blocks]
+    local_test = [b[240:] / np.maximum(np.linalg.norm(b[240:], axis=1, keepdims=True), 1e-300) for b in blocks]
+    kw = dict(epsilon=1.0, label_epsilon=1.0, min_effective_rows=0, random_state=7)
+    local = VerticalExpertsClassifier(**kw).fit(local_blocks, y[:240])
+    services = _services(tmp_path, train, test, policy=NORMALIZING)
+    peers, stop = serve_parties(services)
+    backend = GrpcBackend(peers, insecure=True, timeout=60)
+    try:
+        ref = {"index": 2, "normalize": True}
+        parties = {n: (PartyData("train", {**ref, "ids": np.arange(240), "n_features": int(d)}),
+                       {"test": PartyData("test", {**ref, "ids": 10_000 + np.arange(120), "n_features": int(d)})})
+                   for n, d in (("party2", 3), ("party3", 2))}
+        remote = VerticalExpertsClassifier(**kw).fit_remote(local_blocks[0], y[:240], backend, parties)
+        logit = remote.remote_decision(local_test[0], "test")
+        backend.close()
+    finally:
+        stop()
+    np.testing.assert_allclose(logit, local.decision_function(local_test), rtol=1e-12, atol=1e-12)
+    assert remote.flip_probability_ == local.flip_probability_ > 0
+    assert remote.privacy_.to_dict()["per_party"] == local.privacy_.to_dict()["per_party"]
+    assert remote.privacy_.to_dict()["label"] == local.privacy_.to_dict()["label"]
+
+
+def test_a_label_party_that_keeps_its_own_model_contacts_no_party(tmp_path):
+    train, test = _files(tmp_path)
+    services = _services(tmp_path, train, test, policy=NORMALIZING)
+    peers, stop = serve_parties(services)
+    try:
+        blocks, y = _blocks(240)
+        parties = {n: (PartyData("train", {"ids": np.arange(240)}), {}) for n in ("party2", "party3")}
+        m = VerticalExpertsClassifier(epsilon=1.0, label_epsilon=1.0).fit_remote(
+            blocks[0], y, GrpcBackend(peers, insecure=True, timeout=60), parties)
+        assert m.kept_own_model_ and m.privacy_.epsilon == 0.0
+        assert np.array_equal(m.remote_decision(blocks[0]), blocks[0] @ m.own_coef_[:-1] + m.own_coef_[-1])
+        for svc in services.values():
+            assert not [r for r in _audit(svc) if r["method"] != "Start"] and _ledger(svc)["releases"] == 0
+    finally:
+        stop()
 
 
 # ----------------------------------------------------------------------------- the party's refusals, message by message

@@ -139,7 +139,8 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
     else:
         clipped = [float(np.mean(row_norms(B) > R)) for B in train[1:]]
         model.fit(train, data.y)
-    final.update({"expert_lambdas": model.expert_lambdas_, "rows_clipped": clipped})
+    final.update({"expert_lambdas": model.expert_lambdas_, "rows_clipped": clipped,
+                  "kept_own_model": model.kept_own_model_, "effective_rows": model.effective_rows_})
     baselines: dict = {}
     if test is not None:
         logit = model.remote_decision(test[0], "test") if remote else model.decision_function(test)
@@ -156,11 +157,15 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
                           "backend": "grpc" if remote else "inprocess",
                           **({"peers": data.source.get("peers"), "psi": data.source.get("psi")} if remote else {})},
                "final": final, "baselines": baselines, "privacy": privacy}
-    line = f"experts: label party + {len(train) - 1} part{'y' if len(train) == 2 else 'ies'}, one release each"
+    line = (f"experts: label party + {len(train) - 1} part{'y' if len(train) == 2 else 'ies'}, one release each"
+            if not model.kept_own_model_ else "experts: the label party kept its own model, nothing released")
     if "test_log_loss" in final:
         line += (f"  test log loss: {final['test_log_loss']:.4f}  accuracy: {final['test_accuracy']:.4f}  "
                  f"AUC: {final['test_auc']:.4f}")
     console.print(line)
+    if model.kept_own_model_:
+        console.print(f"note: {model.privacy_.notes[0]}; with more rows or a larger --label-epsilon the experts "
+                      "would be fitted", soft_wrap=True)
     for m, frac in enumerate(clipped, start=2):
         if frac > 0.5:
             console.print(f"note: {frac:.0%} of party {m}'s rows were clipped at norm {R:g}; scale its columns by "
@@ -169,6 +174,7 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
         alone = baselines["label_party_alone"]["test_log_loss"]
         console.print(f"baselines (test log loss): base rate {baselines['base_rate']['test_log_loss']:.4f}, "
                       f"label party alone {alone:.4f}")
+    if baselines and not model.kept_own_model_:  # kept: the label party's own model by construction
         v = verdict("test log loss", final["test_log_loss"], alone, "the label party alone",
                     "the experts protocol adds the parties' models as if their features were independent given the "
                     "label; where they overlap, or at small n·ε, use the label party's own model (or the default "

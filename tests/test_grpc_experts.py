@@ -289,3 +289,22 @@ def test_the_protocol_is_declared_with_the_party_policy():
     proto = find_protocol("vertical-experts")
     assert set(proto.handlers) == {"logit"} and proto.policy is not None and 1 in proto.data_args
     assert proto.policy.price(vp.ExpertConfig("p", np.zeros((2, 1)), noise_multiplier=Z), 5).gaussian == {Z: 1}
+
+
+# ----------------------------------------------------------------------------- CLI usage errors (no party contacted)
+@pytest.mark.parametrize("extra, match", [
+    (["--backend", "process"], "--protocol experts runs in-process .* or across organisations .*drop --backend process"),
+    (["--psi"], "--psi aligns the rows of parties in different organisations: it needs --backend grpc"),
+    (["--peer", "party2=127.0.0.1:1"], "--peer, --tls and --insecure need --backend grpc"),
+    (["--backend", "grpc", "--insecure", "--peer", "party3=127.0.0.1:1"], "must be named party2, party3"),
+    (["--backend", "grpc", "--insecure", "--peer", "party2=127.0.0.1:1", "--data", "a9a"],
+     "--train/--data do not apply"),
+])
+def test_cli_usage_errors_name_the_problem(tmp_path, capsys, extra, match):
+    train, test = _files(tmp_path, n=40, n_test=20)
+    code, out, err = run_cli(["vertical", "--protocol", "experts", "--party", train[0], *extra,
+                              "--out", tmp_path / "o"], capsys)
+    assert code == 2 and not (tmp_path / "o").exists()
+    import re
+
+    assert re.search(match, " ".join(err.split())), err

@@ -308,3 +308,48 @@ def test_cli_usage_errors_name_the_problem(tmp_path, capsys, extra, match):
     import re
 
     assert re.search(match, " ".join(err.split())), err
+
+
+def test_psi_aligned_experts_equal_the_in_process_run_on_the_intersection(tmp_path, capsys):
+    """Parties whose id lists overlap only in part: with --psi every side trains and scores on the intersection,
+    and the numbers equal the in-process run on files holding exactly the intersection."""
+    pytest.importorskip("private_set_intersection")
+    from dpadmm.data import psi as P
+
+    blocks, y = _blocks(400, seed=5)
+    ids = np.arange(400)
+    keep = [ids[ids % 7 != 0], ids[ids % 5 != 1], ids[ids % 4 != 2]]  # each party lacks a different subset
+    common = np.intersect1d(np.intersect1d(keep[0], keep[1]), keep[2])
+    split = {"train": ids[ids < 260], "test": ids[ids >= 260]}
+    files = {}
+    for key, rows in split.items():
+        for m, B in enumerate(blocks):
+            held = np.intersect1d(rows, keep[m])
+            files[(key, m)] = write_party_files([B[held]] if m == 0 else [np.zeros((len(held), 1)), B[held]],
+                                                y[held], tmp_path / f"{key}{m}", ids=held)[0 if m == 0 else 1]
+            both = np.intersect1d(rows, common)
+            files[(key, "common", m)] = write_party_files([B[both]] if m == 0 else [np.zeros((len(both), 1)), B[both]],
+                                                          y[both], tmp_path / f"{key}c{m}", ids=both)[0 if m == 0 else 1]
+    services = {f"party{m + 1}": PartyService(
+        name=f"party{m + 1}", protocol=[PROTO, P.PROTOCOL], out=tmp_path / f"party{m + 1}", secure=False,
+        allow_seeded_noise=True, policy=NORMALIZING, max_epsilon=3.0, delta=1e-5,
+        data={"train": str(files[("train", m)]), "test": str(files[("test", m)])}) for m in (1, 2)}
+    args = ["vertical", "--protocol", "experts", "--epsilon", "1", "--prepare", "normalize-rows", "--seed", "2"]
+    peers, stop = serve_parties(services)
+    try:
+        code, out, err = run_cli([*args, "--backend", "grpc", "--insecure", "--psi", "--party", files[("train", 0)],
+                                  "--test-party", files[("test", 0)],
+                                  *sum((["--peer", f"{n}={a}"] for n, a in peers.items()), []),
+                                  "--out", tmp_path / "grpc"], capsys)
+        assert code == 0, err
+    finally:
+        stop()
+    code, _, err = run_cli([*args, *sum((["--party", files[("train", "common", m)]] for m in range(3)), []),
+                            *sum((["--test-party", files[("test", "common", m)]] for m in range(3)), []),
+                            "--out", tmp_path / "local"], capsys)
+    assert code == 0, err
+    remote = json.loads((tmp_path / "grpc" / "metrics.json").read_text())
+    local = json.loads((tmp_path / "local" / "metrics.json").read_text())
+    assert remote["config"]["psi"]["train"]["rows"] == int(np.sum(common < 260))
+    for k in ("test_log_loss", "test_accuracy", "test_auc"):
+        assert remote["final"][k] == pytest.approx(local["final"][k], rel=1e-12, abs=1e-12)

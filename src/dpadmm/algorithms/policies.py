@@ -384,8 +384,8 @@ def _experts_check(cfg, args, policy: PartyPolicy, party: str) -> None:
         return _not_private(party, policy, "noise_multiplier=None")
     if policy.private_work:
         check_noise_multiplier(party, cfg.noise_multiplier, policy)
-    elif not (_finite_positive(party, "the noise multiplier σ/Δ", cfg.noise_multiplier) > 0):
-        raise refuse(party, "the noise multiplier σ/Δ", cfg.noise_multiplier, "σ/Δ > 0")
+    else:
+        _finite_positive(party, "the noise multiplier σ/Δ", cfg.noise_multiplier)
 
 
 def _experts_price(cfg, rounds: int) -> RunPrice:

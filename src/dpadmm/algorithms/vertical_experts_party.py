@@ -96,7 +96,9 @@ def _ids(v):
 
 def setup_party(name: str, train, score=None, R: float = 1.0, lam: float = 1e-3, noise_multiplier=None,
                 noise_norm: float = 0.5):
-    """The party's configuration; refuses scoring rows that are training rows (see the module docstring)."""
+    """The party's configuration; refuses scoring rows that are training rows (see the module docstring). The check
+    is by id, on blocks read from the party's own files; arrays a simulation's coordinator sends
+    (``--accept-coordinator-data``) carry no ids and are the coordinator's own data anyway."""
     from ..privacy.policy import PolicyRefusal
 
     score = dict(score or {})

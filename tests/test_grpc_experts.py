@@ -98,6 +98,61 @@ def test_cli_over_grpc_equals_in_process_and_each_ledger_equals_the_report(tmp_p
         assert (tmp_path / name / "model.npz").is_file()  # the model stayed at its party
         steps = [r for r in _audit(services[name]) if r["method"] == "Request"]
         assert steps and all(r["request"] for r in steps)
+    # later: the bank scores new customers (here the test file again) from the models the parties kept
+    scoring = {name: PartyService(name=name, protocol=[PROTO], out=tmp_path / f"{name}-scoring", secure=False,
+                                  policy=NORMALIZING, max_epsilon=3.0, delta=1e-5,
+                                  data={"train": str(train[int(name[-1]) - 1]), "new": str(test[int(name[-1]) - 1]),
+                                        "model": str(tmp_path / name / "model.npz")})
+               for name in ("party2", "party3")}
+    peers, stop = serve_parties(scoring)
+    try:
+        code, out, err = run_cli(["score", "--insecure", "--party", test[0], "--model", tmp_path / "grpc",
+                                  *sum((["--peer", f"{n}={a}"] for n, a in peers.items()), []),
+                                  "--out", tmp_path / "scores"], capsys)
+        assert code == 0, err
+        assert all(_ledger(s)["releases"] == 0 for s in scoring.values())  # scoring releases nothing new
+    finally:
+        stop()
+    scored = json.loads((tmp_path / "scores" / "metrics.json").read_text())
+    for k in ("test_log_loss", "test_accuracy", "test_auc"):
+        assert scored[k] == pytest.approx(remote["final"][k], rel=1e-12, abs=1e-12)
+    assert f"test log loss: {remote['final']['test_log_loss']:.4f}" in out
+
+
+def test_a_scoring_run_refuses_the_training_file_and_a_fit(tmp_path):
+    """A later scoring run (the party's model file): a new-records file sharing ids with the training file is refused
+    at Setup; a fit is refused (nothing is priced, so nothing may be released); logits on new records are served."""
+    from dpadmm.backends import PartySpec
+    from dpadmm.exceptions import ProtocolError
+
+    train, test = _files(tmp_path, n=120, n_test=60)
+    (tmp_path / "fitted").mkdir()
+    np.savez(tmp_path / "fitted" / "model.npz", coef=np.ones(4))
+    (tmp_path / "fitted" / "model.json").write_text(json.dumps({"private": True}))
+    svc = PartyService(name="party2", protocol=[PROTO], out=tmp_path / "p2s", secure=False, max_epsilon=3.0,
+                       delta=1e-5, data={"train": str(train[1]), "new": str(test[1]),
+                                         "model": str(tmp_path / "fitted" / "model.npz")})
+
+    def spec(key, ids):
+        new = {"new": PartyData(key, {"ids": ids, "index": 2, "n_features": 3})}
+        return PartySpec("party2", vp.setup_party, ("party2", PartyData("train", {"ids_only": True}), new, 1.0, 1e-3,
+                                                    None, 0.5, PartyData("model", {}), 0.2),
+                         vp.fit_step, handlers=PROTO.handlers)
+
+    peers, stop = serve_parties({"party2": svc})
+    backend = GrpcBackend(peers, insecure=True, timeout=30)
+    try:
+        with pytest.raises(ProtocolError, match="refused to score 'new': 120 of its rows are training rows"):
+            backend.start([spec("train", np.arange(120))], rounds=1)
+        backend.start([spec("new", 10_000 + np.arange(60))], rounds=1)
+        with pytest.raises(ProtocolError, match="refused a fit in a scoring run"):
+            backend.step({"party2": vp.FitRequest(np.ones(120), None)}, 0)
+        z = np.asarray(backend.request("party2", "logit", "new"))
+        assert z.shape == (60,) and np.all(np.isfinite(z))
+        assert _ledger(svc)["releases"] == 0
+        assert [r["status"] for r in _audit(svc) if r["method"] in ("Setup", "Step")] == ["refused", "ok", "refused"]
+    finally:
+        stop()
 
 
 def test_estimator_over_grpc_equals_in_process_with_randomized_response_labels(tmp_path):

@@ -356,7 +356,7 @@ def _experts_prepare(args, policy: PartyPolicy):
     party = str(args[0]) if args else "?"
 
     def check(obj):
-        if isinstance(obj, PartyData):
+        if isinstance(obj, PartyData) and "n_features" in obj.params:  # a feature block (not ids only, not a model)
             asked = bool(obj.params.get("normalize", False))
             if asked != own:
                 raise refuse(party, f"the preparation of {obj.key!r}",
@@ -378,6 +378,8 @@ def _experts_check(cfg, args, policy: PartyPolicy, party: str) -> None:
     if policy.row_clip is not None and R != float(policy.row_clip):
         raise refuse(party, "the row clip R", R, f"R = {policy.row_clip:g} (its operator's row_clip)",
                      "the party clips its own rows at its own R")
+    if cfg.model is not None:  # a scoring run with the party's own model file: nothing is fitted or released
+        return
     _finite_positive(party, "the ridge lam", cfg.lam)  # raised to the public rule by the party (expert_lambda)
     _finite_positive(party, "the noise-norm rule", cfg.noise_norm)
     if cfg.noise_multiplier is None:
@@ -389,7 +391,10 @@ def _experts_check(cfg, args, policy: PartyPolicy, party: str) -> None:
 
 
 def _experts_price(cfg, rounds: int) -> RunPrice:
-    # one output-perturbed coefficient per run, whatever the rounds: a second fit is refused by the step
+    # one output-perturbed coefficient per run, whatever the rounds: a second fit is refused by the step; a scoring
+    # run (its model file) releases nothing new: logits on new records are post-processing of the priced release
+    if cfg.model is not None:
+        return RunPrice({}, 0.0, "record_replace")
     return RunPrice({float(cfg.noise_multiplier): 1} if rounds >= 1 else {}, 0.0, "record_replace")
 
 
@@ -402,7 +407,8 @@ EXPERTS = PolicyHooks(
                                        "a coordinator asking for another is refused",
         "ridge λ used": "max(λ sent, expert_lambda rule of public n, d, R, σ/Δ); the sensitivity uses the λ used",
         "labels (round 0)": "one ±1 per training row; a flip probability in [0, ½)",
-        "fits per run": "one (a second is a second release: refused)",
+        "fits per run": "one (a second is a second release: refused); none in a scoring run (its model file), which "
+                        "is priced at nothing",
         "scoring rows": "new records only: a scoring file sharing an id with the training rows is refused",
     },
     coordinator={

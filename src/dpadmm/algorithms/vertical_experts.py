@@ -177,7 +177,7 @@ def _protocol():
 
     return Protocol("vertical-experts", vp.setup_party, vp.fit_step, None, handlers={"logit": vp.logit},
                     types=(vp.FitRequest,), load=vp.load, describe=vp.describe, model=vp.model,
-                    private=vp.is_private, data_args=(1, 2), policy=EXPERTS)
+                    private=vp.is_private, data_args=(1, 2, 7), policy=EXPERTS)
 
 
 PROTOCOL = _protocol()

@@ -25,6 +25,12 @@ the declaration (``PROTOCOL``) is at its end. The messages, all declared:
   training record under another id in a new-records file. No request returns the coefficient (``coef`` is not
   declared); at ``Finish`` the party writes it to its own directory (``model.npz``).
 
+Scoring later (the bank's new customers, months after the fit): the party is started with its training file,
+its new-records file and its own model file (``--data train=… --data new=… --data model=OUT/model.npz``); a
+Setup with ``model`` set loads the coefficient instead of fitting (no release: nothing is priced, a fit is
+refused), reads only the id column of its training file, refuses a new-records file sharing an id with it, and
+answers ``logit`` on the new records.
+
 The request is named ``logit``, not ``score``: a party serving vertical ADMM refuses ``score`` in a private
 run (partial scores of an ADMM model are not covered by its ε); an expert's logit on new records is covered.
 """
@@ -65,6 +71,7 @@ class ExpertConfig:
     lam: float = 1e-3
     noise_multiplier: float | None = None
     noise_norm: float = 0.5
+    model: Any = None  # a scoring run: the party's own model file (vertical_scoring.PartyModel); no fit
 
 
 class ExpertState(NamedTuple):
@@ -73,17 +80,30 @@ class ExpertState(NamedTuple):
     facts: dict | None = None
 
 
-def load(path, params: Mapping[str, Any]) -> Rows:
-    """Party side of a ``PartyData``: the party's CSV joined on the given (or PSI-aligned) ids."""
+def load(path, params: Mapping[str, Any]):
+    """Party side of a ``PartyData``: the party's CSV joined on the given (or PSI-aligned) ids; with ``ids_only`` the
+    ids of every row of the file (the training rows a later scoring run must not score); a ``.npz`` file is the
+    party's own model (:func:`dpadmm.algorithms.vertical_scoring.load`)."""
+    from pathlib import Path
+
+    if Path(path).suffix == ".npz":
+        from .vertical_scoring import load as load_model
+
+        return load_model(path, params)
+    if params.get("ids_only"):
+        import pandas as pd
+
+        col = str(params.get("id_column", "id"))
+        return Rows(None, pd.read_csv(path, usecols=[col])[col].to_numpy())
     from .vertical_data import load_party_data
 
     return Rows(load_party_data(path, params), np.asarray(params["ids"]))
 
 
 def describe(path, id_column: str = "id", label_column: str = "y") -> dict:
-    from .vertical_data import describe_party_data
+    from .vertical_scoring import describe as describe_file
 
-    return describe_party_data(path, id_column, label_column)
+    return describe_file(path, id_column, label_column)
 
 
 def _block(v):
@@ -95,7 +115,7 @@ def _ids(v):
 
 
 def setup_party(name: str, train, score=None, R: float = 1.0, lam: float = 1e-3, noise_multiplier=None,
-                noise_norm: float = 0.5):
+                noise_norm: float = 0.5, model=None, flip_probability=None):
     """The party's configuration; refuses scoring rows that are training rows (see the module docstring). The check
     is by id, on blocks read from the party's own files; arrays a simulation's coordinator sends
     (``--accept-coordinator-data``) carry no ids and are the coordinator's own data anyway."""
@@ -113,8 +133,23 @@ def setup_party(name: str, train, score=None, R: float = 1.0, lam: float = 1e-3,
                     "of a training row is a per-row function of that protected row, not post-processing of the DP "
                     "model); score only new records, in a file of their own (--data new=FILE)")
     cfg = ExpertConfig(str(name), _block(train), {str(k): _block(v) for k, v in score.items()}, R, lam,
-                       noise_multiplier, noise_norm)
-    return cfg, ExpertState()
+                       noise_multiplier, noise_norm, model)
+    if model is None:
+        return cfg, ExpertState()
+    from ..exceptions import InvalidDataError, ProtocolError
+    from .vertical_scoring import PartyModel
+
+    if not isinstance(model, PartyModel):
+        raise ProtocolError(f"party {name!r}: the model must be its own model file (--data model=OUT/model.npz)")
+    for key, X in cfg.score.items():
+        if X.shape[1] + 1 != model.coef.shape[0]:
+            raise InvalidDataError(f"party {name!r}: its {key!r} file has {X.shape[1]} feature columns, its model "
+                                   f"{model.coef.shape[0] - 1}; score records with the columns it was trained on.")
+    q = flip_probability
+    if q is not None and not (_number(q) is not None and 0.0 <= float(q) < 0.5):
+        raise PolicyRefusal(f"party {name!r} refused the run: the flip probability {q!r} must be in [0, 1/2)")
+    return cfg, ExpertState(np.asarray(model.coef, dtype=np.float64), None if q is None else float(q),
+                            {"row_clip": float(R)})
 
 
 def _number(v) -> float | None:
@@ -129,6 +164,8 @@ def fit_step(cfg: ExpertConfig, state: ExpertState, inbox, *, rng: np.random.Gen
     """Round 0: fit, perturb and keep the coefficient (once per run); reply with public facts only."""
     from ..privacy.policy import PolicyRefusal
 
+    if cfg.model is not None:
+        raise PolicyRefusal(f"party {cfg.name!r} refused a fit in a scoring run (it scores with its model file)")
     if state is not None and state.coef is not None:
         raise PolicyRefusal(f"party {cfg.name!r} refused a second fit in one run (a second release of its model; "
                             "start a new run, priced again, for another)")
@@ -170,4 +207,5 @@ def model(cfg: ExpertConfig, state: ExpertState) -> np.ndarray:
 
 
 def is_private(cfg: ExpertConfig) -> bool:
-    return cfg.noise_multiplier is not None
+    """A fit with noise, or a scoring run with a model from a private fit (its ``model.json`` says so)."""
+    return bool(cfg.model.private) if cfg.model is not None else cfg.noise_multiplier is not None

@@ -79,11 +79,14 @@ def remote_data(backend, party_files, test_party_files, *, id_column: str = "id"
     if test_party_files:
         Xt, test_labels, test_ids = own("test", test_party_files[0])
         test = [Xt, *refs("test", test_ids)]
+    from .._validation import binary_labels
+
+    classes = binary_labels("labels of the label party's file", labels)[1]  # its own coding, for `dpadmm score`
     labels, test_labels = _encode(labels, test_labels, "the label party's file")
     return VerticalData([X, *refs("train", ids)], labels, test, test_labels,
                         {"party_files": [str(p) for p in party_files], "peers": dict(backend.peers),
                          "data_locality": "the label party reads its own file; every other party reads its own (grpc)",
-                         **({"psi": psi_info} if psi else {})})
+                         "classes": np.asarray(classes).tolist(), **({"psi": psi_info} if psi else {})})
 
 
 def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepare: str, row_clip, seed,
@@ -108,6 +111,7 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
     how = "none" if prepare == "auto" else prepare
     train, test = list(data.train), list(data.test) if data.test is not None else None
     remote = backend is not None
+    s0 = None
     if own_how != "none":
         train[0], s0 = prepare_block(train[0], own_how)
         if test is not None:
@@ -190,6 +194,99 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
         with output_dir(out) as stage:
             metrics["wall_seconds"] = elapsed()
             write_json(stage / "metrics.json", metrics)
-        console.print(f"wrote {out}/metrics.json")
+            if remote:  # the label party's part, for `dpadmm score` (stays on this side)
+                write_json(stage / "label_model.json", label_model(model, own_how, s0, how, data))
+        console.print(f"wrote {out}/metrics.json" + (" and label_model.json" if remote else ""))
     return metrics
+
+
+LABEL_MODEL_FORMAT = "dpadmm-experts-label-model/1"
+
+
+def label_model(model, own_how: str, scaling, how: str, data) -> dict:
+    """What the label party keeps of a grpc experts run to score new records later (``dpadmm score``): its own
+    model and preparation, the prior log-odds, the public flip probability and row clip, the parties' names."""
+    return {"format": LABEL_MODEL_FORMAT, "own_coef": np.asarray(model.own_coef_, dtype=float).tolist(),
+            "prior_logit": float(model.prior_logit_), "flip_probability": model.flip_probability_,
+            "row_clip": float(model.row_clip), "own_prepare": own_how,
+            "own_scaling": None if scaling is None else [np.asarray(v, dtype=float).tolist() for v in scaling],
+            "others_normalize": how == "normalize-rows", "classes": data.source.get("classes", np.asarray(model.classes_).tolist()),
+            "parties": [] if model.kept_own_model_ else list(model.remote_[1]),
+            "private": model.privacy_ is not None, "kept_own_model": bool(model.kept_own_model_)}
+
+
+def score_new_records(backend, party_file, lm: dict, *, psi: bool = False, id_column: str = "id",
+                      label_column: str = "y") -> dict:
+    """``dpadmm score`` for an experts run: every party (serving ``vertical-experts`` with ``--data train=…
+    --data new=… --data model=OUT/model.npz``) answers its logit on its rows of the new records from its own model
+    file (it refuses any row of its training file); this side adds them to its own model's logit."""
+    from ..algorithms import vertical_experts as ve
+    from ..algorithms import vertical_experts_party as vp
+    from ..algorithms.vertical_data import prepare_block
+    from ..backends.base import PartySpec
+    from ..data.parties import _read_csv
+    from ..data.remote import PartyFile
+    from ..experiments.vertical import _classifier_metrics
+    from ..exceptions import DataFileError
+    from ..protocol import PartyData
+
+    names = list(lm["parties"])
+    if sorted(backend.peers) != sorted(names):
+        raise InvalidParameterError(f"this model's parties are {names}; give one --peer for each (got "
+                                    f"{', '.join(backend.peers) or 'none'}).")
+    head = _read_csv(party_file, "the label party's new-records file")
+    if id_column not in head.columns:
+        raise DataFileError(f"{party_file} has no id column {id_column!r}; pass --id-column.")
+    ids = head[id_column].to_numpy()
+    psi_info = None
+    if psi and names:
+        from ..data.psi import align_parties
+
+        aligned = align_parties(backend, names, "new", ids, id_column=id_column)
+        ids = aligned.ids
+        psi_info = {"rows": int(len(ids)), "own_rows": int(len(head)), "parties": aligned.parties}
+    cols = len([c for c in head.columns if c not in (id_column, label_column)])
+    if cols + 1 != len(lm["own_coef"]):
+        raise DataFileError(f"{party_file} has {cols} feature columns, the label party's model {len(lm['own_coef']) - 1}; "
+                            "score records with the columns it was trained on.")
+    X = PartyFile(str(party_file), 1, np.asarray(ids), cols, id_column, label_column, subset=True).load()
+    if lm["own_prepare"] == "standardize":
+        X = prepare_block(X, "standardize", scaling=tuple(np.asarray(v) for v in lm["own_scaling"]))[0]
+    elif lm["own_prepare"] == "normalize-rows":
+        X = prepare_block(X, "normalize-rows")[0]
+    own = np.asarray(ve.augment(X, 1.0) @ np.asarray(lm["own_coef"], dtype=float)).ravel()
+    experts = []
+    if names:
+        info = backend.hello(names)
+        specs = []
+        for m, name in enumerate(names, start=2):
+            facts = info[name].get("data", {})
+            if not {"train", "new", "model"} <= set(facts):
+                raise InvalidParameterError(f"party {name!r} must serve --protocol vertical-experts with --data "
+                                            "train=FILE --data new=FILE --data model=OUT/model.npz (its training file: "
+                                            "no training row is scored).")
+            join = {"psi": True} if psi else {"ids": np.asarray(ids).astype(str) if np.asarray(ids).dtype.kind == "O"
+                                              else np.asarray(ids)}
+            new = PartyData("new", {**join, "index": m, "n_features": int(facts["new"]["columns"]),
+                                    "normalize": bool(lm["others_normalize"])},
+                            (int(len(ids)), int(facts["new"]["columns"])))
+            specs.append(PartySpec(name, vp.setup_party, (name, PartyData("train", {"ids_only": True}), {"new": new},
+                                                          float(lm["row_clip"]), 1e-3, None, 0.5,
+                                                          PartyData("model", {}), lm["flip_probability"]),
+                                   vp.fit_step, handlers=ve.PROTOCOL.handlers))
+        backend.start(specs, rounds=1)
+        experts = [np.asarray(backend.request(name, "logit", "new"), dtype=np.float64) for name in names]
+    scores = ve.combine(own, experts, float(lm["prior_logit"]))
+    prob = 1.0 / (1.0 + np.exp(-np.clip(scores, -50, 50)))
+    result = {"ids": ids, "scores": scores, "probability": prob, "psi": psi_info}
+    if label_column in head.columns:
+        labels = head.set_index(id_column)[label_column].loc[ids].to_numpy()
+        classes = np.asarray(lm["classes"], dtype=labels.dtype if labels.dtype.kind in "iufb" else object)
+        unknown = ~np.isin(labels, classes)
+        if unknown.any():
+            raise DataFileError(f"the new-records file's labels contain {labels[unknown][0]!r}, not one of the "
+                                f"training classes {classes.tolist()}; use the same label coding.")
+        y_pm = np.where(labels == classes[1], 1.0, -1.0)
+        result["metrics"] = {f"test_{k}": v for k, v in _classifier_metrics(prob, y_pm).items()}
+    return result
 

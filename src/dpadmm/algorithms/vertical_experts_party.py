@@ -4,7 +4,7 @@ vertical-experts``): it fits its DP model once, keeps it, and answers only logit
 The protocol, its threat model and the sensitivity proof are in :mod:`dpadmm.algorithms.vertical_experts`;
 the declaration (``PROTOCOL``) is at its end. The messages, all declared:
 
-- ``Setup(name, train, score, R, lam, noise_multiplier, noise_norm)``: ``train`` is a
+- ``Setup(name, train, score, R, lam, noise_multiplier, noise_norm, model, flip_probability)``: ``train`` is a
   :class:`~dpadmm.protocol.PartyData` reference ``"train"`` the party reads from its own file (its rows
   aligned by the ids the label party sends, or by PSI), ``score`` maps keys of its NEW-records files
   (``"test"``, ``"new"``) to references read the same way. The party's own policy
@@ -18,8 +18,9 @@ the declaration (``PROTOCOL``) is at its end. The messages, all declared:
   release: refused;
 - ``Request("logit", key)``: its logit ``a·θ̃`` on its rows of the NEW-records file ``key``, de-biased for
   the flip probability (:func:`expert_logit`). That is post-processing of the DP coefficient because those
-  records are not in its training set. The logit of a TRAINING row, ``a_i·θ̃``, is not: it is a per-row function
-  of the protected row itself (with it, ``a_i·θ̃ − a_i·θ̂`` pins the row down). So at Setup the party refuses
+  records are not in its training set. The logit of a TRAINING row, ``a_i·θ̃``, is not: it is a function of the
+  protected row ``a_i`` itself, which the Gaussian mechanism's guarantee (about ``θ̃`` alone) does not cover — a
+  per-row release of that row. So at Setup the party refuses
   a scoring file that shares an id with the rows it trains on (whatever key the coordinator names; in
   particular its training file itself). The party identifies records by their ids: its operator must not file a
   training record under another id in a new-records file. No request returns the coefficient (``coef`` is not
@@ -29,7 +30,9 @@ Scoring later (the bank's new customers, months after the fit): the party is sta
 its new-records file and its own model file (``--data train=… --data new=… --data model=OUT/model.npz``); a
 Setup with ``model`` set loads the coefficient instead of fitting (no release: nothing is priced, a fit is
 refused), reads only the id column of its training file, refuses a new-records file sharing an id with it, and
-answers ``logit`` on the new records.
+answers ``logit`` on the new records. What a refusal tells the coordinator: that some of the requested records of
+the party's new-records file also appear in its training file (membership of ids the party holds in both, not
+values; the fit run's training ids are the coordinator's own or the PSI intersection, which it knows anyway).
 
 The request is named ``logit``, not ``score``: a party serving vertical ADMM refuses ``score`` in a private
 run (partial scores of an ADMM model are not covered by its ε); an expert's logit on new records is covered.

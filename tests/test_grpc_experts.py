@@ -408,3 +408,20 @@ def test_psi_aligned_experts_equal_the_in_process_run_on_the_intersection(tmp_pa
     assert remote["config"]["psi"]["train"]["rows"] == int(np.sum(common < 260))
     for k in ("test_log_loss", "test_accuracy", "test_auc"):
         assert remote["final"][k] == pytest.approx(local["final"][k], rel=1e-12, abs=1e-12)
+
+
+def test_a_refusal_stops_the_cli_run_with_one_line_and_writes_nothing(tmp_path, capsys):
+    train, test = _files(tmp_path, n=60, n_test=30)
+    services = _services(tmp_path, train, test, policy=NORMALIZING, max_epsilon=0.5)  # ε = 1 is over its cap
+    peers, stop = serve_parties(services)
+    try:
+        code, out, err = run_cli(["vertical", "--protocol", "experts", "--epsilon", "1", "--normalize-rows",
+                                  "--backend", "grpc", "--insecure", "--party", train[0], "--test-party", test[0],
+                                  *sum((["--peer", f"{n}={a}"] for n, a in peers.items()), []),
+                                  "--out", tmp_path / "o"], capsys)
+        ledgers = [_ledger(s) for s in services.values()]
+    finally:
+        stop()
+    assert code == 2 and not (tmp_path / "o" / "metrics.json").exists()
+    assert "above its operator's cap --max-epsilon 0.5" in " ".join(err.split())
+    assert all(led["releases"] == 0 for led in ledgers)

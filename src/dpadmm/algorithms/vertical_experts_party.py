@@ -137,6 +137,9 @@ def setup_party(name: str, train, score=None, R: float = 1.0, lam: float = 1e-3,
                     "model); score only new records, in a file of their own (--data new=FILE)")
     cfg = ExpertConfig(str(name), _block(train), {str(k): _block(v) for k, v in score.items()}, R, lam,
                        noise_multiplier, noise_norm, model)
+    if (model is None and cfg.X is None) or any(X is None for X in cfg.score.values()):
+        raise PolicyRefusal(f"party {name!r} refused the run: a block it fits or scores must be read with its "
+                            "features (ids_only is for the training ids of a scoring run)", "INVALID_ARGUMENT")
     if model is None:
         return cfg, ExpertState()
     from ..exceptions import InvalidDataError, ProtocolError

@@ -425,3 +425,18 @@ def test_a_refusal_stops_the_cli_run_with_one_line_and_writes_nothing(tmp_path, 
     assert code == 2 and not (tmp_path / "o" / "metrics.json").exists()
     assert "above its operator's cap --max-epsilon 0.5" in " ".join(err.split())
     assert all(led["releases"] == 0 for led in ledgers)
+
+
+@pytest.mark.parametrize("flags, match", [
+    (["--normalize-rows"], "normalize_vertical_rows needs relation 'record'"),
+    (["--row-clip", "-1"], "row.clip must be a positive number"),
+])
+def test_party_serve_policy_flags_are_checked_at_start(tmp_path, capsys, flags, match):
+    train, _ = _files(tmp_path, n=20, n_test=10)
+    code, out, err = run_cli(["party", "serve", "--protocol", "vertical-experts", "--name", "party2", *flags,
+                              "--max-epsilon", "1", "--delta", "1e-5", "--data", f"train={train[1]}", "--insecure",
+                              "--out", tmp_path / "p2"], capsys)
+    assert code == 2
+    import re
+
+    assert re.search(match, err), err

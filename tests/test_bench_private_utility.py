@@ -24,6 +24,9 @@ def test_checks_pass_a_good_row_and_flag_each_failure_class():
     assert kinds([_row(private=0.70)]) == ["le_label_party_alone", "le_trivial", "near_central_dp"]
     assert kinds([_row(private=0.44)]) == ["near_central_dp"]          # 0.44 > 1.1 * 0.38
     assert kinds([_row(private=0.46, central_dp=0.50)]) == ["le_label_party_alone"]
+    # features private too: the labels-only central reference is no bar, the label party alone still is
+    assert kinds([_row(side="features+labels-experts", private=0.44)]) == []
+    assert kinds([_row(side="features+labels", private=0.46)]) == ["le_label_party_alone"]
     assert kinds([_row(algorithm="functional", side="curves", label_party_alone=None,
                        central_dp=None, private=0.1, in_range=0.97)]) == ["in_range"]
     # the non-private reference row is never judged

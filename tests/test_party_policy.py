@@ -371,8 +371,8 @@ def test_docs_list_every_protocols_party_and_coordinator_fields():
     from dpadmm.protocol import find_protocol
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "algorithms.md").read_text()
-    for name in ("vertical-sharing", "graph-consensus", "consensus-baseline", "functional-quantile",
-                 "functional-statistics"):
+    for name in ("vertical-sharing", "graph-consensus", "consensus-baseline", "vertical-experts",
+                 "functional-quantile", "functional-statistics"):
         hooks = find_protocol(name).policy
         assert hooks is not None and hooks.check is not None and hooks.price is not None, name
         assert f"### `{name}`" in doc

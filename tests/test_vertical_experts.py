@@ -36,10 +36,10 @@ def test_zero_noise_equals_centralised_per_party_fits_and_the_combination():
         A = ve.augment(ve.clip_rows(B, R), R)
         sk = LogisticRegression(C=1 / (1e-2 * n), fit_intercept=False, tol=1e-12, max_iter=10_000).fit(A, ypm)
         np.testing.assert_allclose(coef, sk.coef_.ravel(), atol=1e-6)
-    own = ve.augment(blocks[0], 1.0)
-    sk_own = LogisticRegression(C=1 / (1e-2 * n), fit_intercept=False, tol=1e-12, max_iter=10_000).fit(own, ypm)
+    # the label party's own model: the "label party alone" model (intercept not penalised)
+    sk_own = LogisticRegression(C=1 / (1e-2 * n), tol=1e-12, max_iter=10_000).fit(blocks[0], ypm)
     prior = math.log(np.mean(y == 1) / np.mean(y == 0))
-    expect = own @ sk_own.coef_.ravel() + ve.augment(blocks[1], 1.0) @ m.coefs_[0] - prior
+    expect = sk_own.decision_function(blocks[0]) + ve.augment(blocks[1], 1.0) @ m.coefs_[0] - prior
     np.testing.assert_allclose(m.decision_function(blocks), expect, atol=1e-5)
 
 
@@ -98,7 +98,7 @@ def test_report_states_each_side():
     assert sides["features"]["protected"] and not sides["labels"]["protected"]
     assert "exact training labels" in sides["labels"]["why"]
     assert rep.noise_source == "seeded"
-    m2 = VerticalExpertsClassifier(epsilon=1.0, label_epsilon=2.0).fit(blocks, y)
+    m2 = VerticalExpertsClassifier(epsilon=1.0, label_epsilon=2.0, min_effective_rows=0).fit(blocks, y)
     assert m2.privacy_.sides()["labels"]["epsilon"] == pytest.approx(2.0)
     assert m2.privacy_.noise_source == "party-local"
     assert m2.flip_probability_ == pytest.approx(flip_probability(2.0))
@@ -132,6 +132,7 @@ def test_randomized_response_labels_are_de_biased():
     ({"row_clip": 0.0}, lambda b: b, "row_clip"),
     ({}, lambda b: [b[0], np.where(np.arange(b[1].size).reshape(b[1].shape) == 3, np.nan, b[1])], "NaN"),
     ({}, lambda b: [b[0], b[1][:, :0]], "empty"),
+    ({"label_epsilon": 1.0, "min_effective_rows": -1.0}, lambda b: b, "min_effective_rows"),
 ])
 def test_bad_inputs(kw, blocks_fn, match):
     blocks, y = _data(n=50)
@@ -322,3 +323,51 @@ def test_a_party_refuses_labels_outside_plus_minus_one():
         ve.fit_expert(D, np.full(20, 1e6), R=1.0, lam=0.1, noise_multiplier=1.0, rng=rng)
     with pytest.raises(ValueError, match="±1"):
         ve.fit_expert(D, np.ones(19), R=1.0, lam=0.1, noise_multiplier=1.0, rng=rng)
+
+
+def test_too_few_labels_survive_the_flips_so_the_label_party_keeps_its_own_model():
+    """n (1 − 2q)² below the floor: no label is sent, nothing released, and the model is exactly the label party's
+    own — so never worse than it (on today's earlier code the de-biased expert made this fit worse than alone)."""
+    from sklearn.metrics import log_loss
+
+    blocks, y = _data(n=1200, seed=2)
+    tr, te = slice(0, 600), slice(600, 1200)
+    train, test = [B[tr] for B in blocks], [B[te] for B in blocks]
+    m = VerticalExpertsClassifier(epsilon=1.0, label_epsilon=0.5, random_state=0).fit(train, y[tr])
+    q = flip_probability(0.5)
+    assert m.effective_rows_ == pytest.approx(600 * (1 - 2 * q) ** 2)
+    assert m.kept_own_model_ and m.coefs_ == []
+    own = ve.augment(test[0], 1.0) @ m.own_coef_
+    np.testing.assert_array_equal(m.decision_function(test), own)
+    alone = LogisticRegression(C=1 / (1e-3 * 600), tol=1e-10, max_iter=10_000).fit(train[0], y[tr])
+    assert log_loss(y[te], m.predict_proba(test)[:, 1]) <= log_loss(y[te], alone.predict_proba(test[0])[:, 1]) + 1e-4
+    sides = m.privacy_.sides()
+    assert sides["features"]["epsilon"] == 0.0 and sides["labels"]["epsilon"] == 0.0
+    assert "kept its own model" in m.privacy_.notes[0]
+    sent = VerticalExpertsClassifier(epsilon=1.0, label_epsilon=0.5, random_state=0, min_effective_rows=0).fit(
+        train, y[tr])
+    assert not sent.kept_own_model_ and len(sent.coefs_) == 1
+    assert sent.privacy_.sides()["labels"]["epsilon"] == pytest.approx(0.5)
+    # the floor is the rule, not the data: enough rows and the labels are sent
+    big = VerticalExpertsClassifier(label_epsilon=5.0, min_effective_rows=500, random_state=0).fit(train, y[tr])
+    assert not big.kept_own_model_
+
+
+def test_cli_experts_says_when_the_label_party_kept_its_own_model(tmp_path, capsys):
+    import json
+
+    from conftest import run_cli
+
+    (tmp_path / "tr").mkdir()
+    (tmp_path / "te").mkdir()
+    tr = _party_files(tmp_path / "tr")
+    te = _party_files(tmp_path / "te", part=1)
+    args = ["vertical", "--party", tr[0], "--party", tr[1], "--test-party", te[0], "--test-party", te[1],
+            "--protocol", "experts", "--epsilon", "1", "--label-epsilon", "1", "--prepare", "none", "--seed", "0",
+            "--out", tmp_path / "o"]
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert "kept its own model" in out and "WORSE" not in out
+    m = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert m["final"]["kept_own_model"] is True
+    assert m["final"]["test_log_loss"] == pytest.approx(m["baselines"]["label_party_alone"]["test_log_loss"], rel=1e-4)

@@ -25,6 +25,7 @@ from .exceptions import InvalidParameterError, ProtocolError  # noqa: F401  (Pro
 PROTOCOL_MODULES = (
     "dpadmm.algorithms.vertical_sharing",
     "dpadmm.algorithms.vertical_scoring",
+    "dpadmm.algorithms.vertical_experts",
     "dpadmm.algorithms.graph_consensus",
     "dpadmm.algorithms.consensus_baseline",
     "dpadmm.algorithms.functional_quantile",

@@ -343,3 +343,77 @@ STATISTICS = PolicyHooks(
             "the party clips to them and scales the noise with the sensitivity they give",
     },
     prepare=_stats_prepare, check=_stats_check, price=_stats_price)
+
+
+# ----------------------------------------------------------------------------- vertical experts (output perturbation)
+def _experts_prepare(args, policy: PartyPolicy):
+    """The row preparation is the party's (``normalize_vertical_rows``; off: rows only clipped at R), on every block it
+    reads, training and new records alike: a coordinator asking for another is refused (both sides then state the
+    preparation that was used)."""
+    if not policy.private_work:
+        return args
+    own = bool(policy.normalize_vertical_rows)
+    party = str(args[0]) if args else "?"
+
+    def check(obj):
+        if isinstance(obj, PartyData) and "n_features" in obj.params:  # a feature block (not ids only, not a model)
+            asked = bool(obj.params.get("normalize", False))
+            if asked != own:
+                raise refuse(party, f"the preparation of {obj.key!r}",
+                             "normalize-rows" if asked else "none", "normalize-rows" if own else
+                             "none (rows clipped at R; its operator sets normalize_vertical_rows in its policy)",
+                             "the party prepares its own rows; pass the matching --prepare")
+            return obj
+        if isinstance(obj, dict):
+            return {k: check(v) for k, v in obj.items()}
+        return obj
+
+    return [check(a) for a in args]
+
+
+def _experts_check(cfg, args, policy: PartyPolicy, party: str) -> None:
+    R = _finite_positive(party, "the row clip R", cfg.R)
+    if R < policy.min_clip:
+        raise refuse(party, "the row clip R", R, f"≥ {policy.min_clip:g} (min_clip)")
+    if policy.row_clip is not None and R != float(policy.row_clip):
+        raise refuse(party, "the row clip R", R, f"R = {policy.row_clip:g} (its operator's row_clip)",
+                     "the party clips its own rows at its own R")
+    if cfg.model is not None:  # a scoring run with the party's own model file: nothing is fitted or released
+        return
+    _finite_positive(party, "the ridge lam", cfg.lam)  # raised to the public rule by the party (expert_lambda)
+    _finite_positive(party, "the noise-norm rule", cfg.noise_norm)
+    if cfg.noise_multiplier is None:
+        return _not_private(party, policy, "noise_multiplier=None")
+    if policy.private_work:
+        check_noise_multiplier(party, cfg.noise_multiplier, policy)
+    else:
+        _finite_positive(party, "the noise multiplier σ/Δ", cfg.noise_multiplier)
+
+
+def _experts_price(cfg, rounds: int) -> RunPrice:
+    # one output-perturbed coefficient per run, whatever the rounds: a second fit is refused by the step; a scoring
+    # run (its model file) releases nothing new: logits on new records are post-processing of the priced release
+    if cfg.model is not None:
+        return RunPrice({}, 0.0, "record_replace")
+    return RunPrice({float(cfg.noise_multiplier): 1} if rounds >= 1 else {}, 0.0, "record_replace")
+
+
+EXPERTS = PolicyHooks(
+    party={
+        "noise_multiplier": "> 0 and ≥ the floor (default 0.5); the run is priced at Setup as ONE Gaussian release "
+                            "(record relation) against the party's budget",
+        "row clip R": "finite, ≥ min_clip; equal to the operator's row_clip if set; the party clips its rows at R",
+        "normalize (row preparation)": "the party's (normalize_vertical_rows) for its training and new-records blocks; "
+                                       "a coordinator asking for another is refused",
+        "ridge λ used": "max(λ sent, expert_lambda rule of public n, d, R, σ/Δ); the sensitivity uses the λ used",
+        "labels (round 0)": "one ±1 per training row; a flip probability in [0, ½)",
+        "fits per run": "one (a second is a second release: refused); none in a scoring run (its model file), which "
+                        "is priced at nothing",
+        "scoring rows": "new records only: a scoring file sharing an id with the training rows is refused",
+    },
+    coordinator={
+        "lam, noise_norm (finite > 0)": "enter λ used and Δ alike (σ/Δ fixed); a tiny λ is raised to the rule",
+        "ids (or PSI), the scoring keys": "which rows; training rows are never scored",
+        "labels, flip probability": "any ±1 labels: the loss is 1-Lipschitz in the score for every label",
+    },
+    prepare=_experts_prepare, check=_experts_check, price=_experts_price)

@@ -14,12 +14,16 @@ sends **no per-row value computed from a party's features during training**:
 2. each other party m fits a ridge-logistic model on its own block (an intercept column included) and those
    labels, and perturbs its coefficient with Gaussian noise (output perturbation) — :func:`fit_expert`; the
    coefficient never leaves the party;
-3. to score rows (training evaluation or new rows) each party sends its logit on them; the label party adds
+3. to score NEW records (a test set, new customers) each party sends its logit on them; the label party adds
    the others' logits, each minus the prior log-odds, to its own model's logit (:func:`combine`: a
    product of experts, exact when the parties' features are conditionally independent given the label).
 
-What step 3 sends is post-processing of the DP coefficient, so the feature-side ε covers every release ever
-made from the training features, scoring included. The price: the parties' models are fitted separately, so
+What step 3 sends is post-processing of the DP coefficient (a function of it and of records outside the
+training set), so the feature-side ε covers every release ever made from the training features, scoring of
+new records included. The logit of a TRAINING row ``a_i·θ̃`` is not post-processing: it is a per-row function
+of the protected row itself, outside the guarantee; so a party refuses to score rows that share an id with
+its training rows (:mod:`.vertical_experts_party`, which serves this protocol over the network: Setup, one
+fit, logits on new records; the coefficient never leaves the party). The price: the parties' models are fitted separately, so
 what the features explain jointly but not one party alone is lost, and correlated parties are over-counted.
 
 Sensitivity (enforced, proof). Party m's objective is ``F(x) = (1/n) Σ_i log(1 + exp(−ỹ_i a_iᵀx)) + (λ/2)‖x‖²``
@@ -162,3 +166,18 @@ def combine(own_logit: np.ndarray, expert_logits: Sequence[np.ndarray], prior_lo
     for e in expert_logits:
         out += np.asarray(e, dtype=np.float64) - prior_logit
     return out
+
+
+def _protocol():
+    """``vertical-experts``: the feature party's side over the network (:mod:`.vertical_experts_party`)."""
+    from ..protocol import Protocol
+
+    from . import vertical_experts_party as vp
+    from .policies import EXPERTS
+
+    return Protocol("vertical-experts", vp.setup_party, vp.fit_step, None, handlers={"logit": vp.logit},
+                    types=(vp.FitRequest,), load=vp.load, describe=vp.describe, model=vp.model,
+                    private=vp.is_private, data_args=(1, 2, 7), policy=EXPERTS)
+
+
+PROTOCOL = _protocol()

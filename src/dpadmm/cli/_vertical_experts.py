@@ -1,5 +1,9 @@
 """``dpadmm vertical --protocol experts``: each party's own DP model, combined by the label party
-(:mod:`dpadmm.algorithms.vertical_experts`). In-process simulation of the deployment."""
+(:mod:`dpadmm.algorithms.vertical_experts`). In-process (a simulation of the deployment), or across
+organisations with ``--backend grpc``: this side is the label party (it reads its own ``--party`` file,
+features and labels, fits its own model and combines), every other party serves ``vertical-experts``
+(``dpadmm party serve --protocol vertical-experts --data train=FILE --data test=FILE``), fits and keeps its
+model, and answers its logits on its test file's rows (distributed scoring: the test metrics)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 
 #: options of the ADMM protocol that mean nothing here (name -> value meaning "not given")
 ADMM_ONLY = ("--rho", "--iterations", "--mechanism", "--relation", "--clip", "--iteration-epsilon", "--noise-scale",
-             "--bound", "--adaptive-rho", "--monitor", "--transcript", "--checkpoint-every", "--resume", "--psi")
+             "--bound", "--adaptive-rho", "--monitor", "--transcript", "--checkpoint-every", "--resume")
 
 
 def refuse_admm_options(given: dict) -> None:
@@ -23,9 +27,72 @@ def refuse_admm_options(given: dict) -> None:
                                         f"no shares and the record relation only: drop {name}.")
 
 
+def remote_data(backend, party_files, test_party_files, *, id_column: str = "id", label_column: str = "y",
+                psi: bool = False):
+    """The label party's side of a grpc run: its own block and labels read from its own ``--party`` file (and
+    ``--test-party`` file), and for every other party (``party2``, …: ``--peer`` names) a
+    :class:`~dpadmm.protocol.PartyData` reference to its training file and to its test file (key ``test``), joined
+    on this side's ids — or, with ``psi``, on the private set intersection (:mod:`dpadmm.data.psi`)."""
+    from ..data.remote import PartyFile, party_sources
+    from ..experiments.vertical import VerticalData, _encode
+    from ..protocol import PartyData
+
+    if len(party_files) != 1 or len(test_party_files) > 1:
+        raise InvalidParameterError("with --protocol experts --backend grpc give one --party FILE (the label party's "
+                                    "features and labels) and at most one --test-party FILE; every other party reads "
+                                    "its own files.")
+    names = sorted(backend.peers, key=lambda n: (len(n), n))
+    expected = [f"party{m}" for m in range(2, len(names) + 2)]
+    if names != expected:
+        raise InvalidParameterError(f"with --protocol experts the other parties must be named party2, party3, … (this "
+                                    f"side is the label party, party1); got --peer {', '.join(backend.peers)}.")
+    info = backend.hello(expected)
+    psi_info: dict = {}
+
+    def own(key, path):
+        src, lab, ids = party_sources([path], id_column=id_column, label_column=label_column)
+        if psi:
+            from ..data.psi import align_parties
+
+            aligned = align_parties(backend, expected, key, ids, id_column=id_column)
+            psi_info[key] = {"rows": int(len(aligned.ids)), "own_rows": int(len(ids)), "parties": aligned.parties}
+            src, lab, ids = party_sources([path], id_column=id_column, label_column=label_column, ids=aligned.ids)
+            src[0] = PartyFile(src[0].path, 1, ids, src[0].n_features, id_column, label_column, subset=True)
+        return src[0].load(), lab, ids
+
+    def refs(key, ids):
+        ids = np.asarray(ids)
+        ids = ids.astype(str) if ids.dtype.kind == "O" else ids
+        out = []
+        for m, name in enumerate(expected, start=2):
+            facts = info[name].get("data", {}).get(key)
+            if facts is None:
+                raise InvalidParameterError(f"party {name!r} was started without --data {key}=FILE; restart it with its "
+                                            f"{key} file.")
+            join = {"psi": True} if psi else {"ids": ids}
+            out.append(PartyData(key, {**join, "index": m, "n_features": int(facts["columns"])},
+                                 (int(len(ids)), int(facts["columns"]))))
+        return out
+
+    X, labels, ids = own("train", party_files[0])
+    test = test_labels = None
+    if test_party_files:
+        Xt, test_labels, test_ids = own("test", test_party_files[0])
+        test = [Xt, *refs("test", test_ids)]
+    from .._validation import binary_labels
+
+    classes = binary_labels("labels of the label party's file", labels)[1]  # its own coding, for `dpadmm score`
+    labels, test_labels = _encode(labels, test_labels, "the label party's file")
+    return VerticalData([X, *refs("train", ids)], labels, test, test_labels,
+                        {"party_files": [str(p) for p in party_files], "peers": dict(backend.peers),
+                         "data_locality": "the label party reads its own file; every other party reads its own (grpc)",
+                         "classes": np.asarray(classes).tolist(), **({"psi": psi_info} if psi else {})})
+
+
 def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepare: str, row_clip, seed,
-                out: Path | None, label_mechanism: str) -> dict:
-    """Fit, evaluate, print and write metrics.json; returns the metrics."""
+                out: Path | None, label_mechanism: str, backend=None) -> dict:
+    """Fit, evaluate, print and write metrics.json; returns the metrics. With ``backend`` (grpc), ``data.train[1:]``
+    (and ``data.test[1:]``) are references to the other parties' files: they fit there and score their test rows."""
     from ..algorithms.vertical_data import prepare_block
     from ..estimators.vertical_experts import VerticalExpertsClassifier
     from ..experiments.vertical import sklearn_baseline
@@ -43,25 +110,45 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
     own_how = "standardize" if prepare == "auto" else prepare  # the label party's block never leaves it
     how = "none" if prepare == "auto" else prepare
     train, test = list(data.train), list(data.test) if data.test is not None else None
+    remote = backend is not None
     s0 = None
     if own_how != "none":
         train[0], s0 = prepare_block(train[0], own_how)
         if test is not None:
             test[0] = prepare_block(test[0], own_how, scaling=s0)[0]
-    if how != "none":
+    if remote:  # every other party prepares its own rows (its policy may impose its own preparation)
+        from ..protocol import PartyData
+
+        def ref(r):
+            return PartyData(r.key, dict(r.params, normalize=how == "normalize-rows"), r.shape)
+
+        train[1:] = [ref(r) for r in train[1:]]
+        if test is not None:
+            test[1:] = [ref(r) for r in test[1:]]
+    elif how != "none":
         for m in range(1, len(train)):
             train[m], sc = prepare_block(train[m], how)
             if test is not None:
                 test[m] = prepare_block(test[m], how, scaling=sc)[0]
     from ..data.parties import row_norms
 
-    clipped = [float(np.mean(row_norms(B) > R)) for B in train[1:]]
     model = VerticalExpertsClassifier(lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label_epsilon,
-                                      row_clip=R, random_state=seed).fit(train, data.y)
-    final: dict = {"protocol": "experts", "expert_lambdas": model.expert_lambdas_, "rows_clipped": clipped}
+                                      row_clip=R, random_state=seed)
+    final: dict = {"protocol": "experts"}
+    if remote:
+        names = [f"party{m}" for m in range(2, len(train) + 1)]
+        model.fit_remote(train[0], data.y, backend,
+                         {n: (train[m], {"test": test[m]} if test is not None else {}) for m, n in enumerate(names, 1)})
+        clipped = []  # the other parties' rows never reach this side
+    else:
+        clipped = [float(np.mean(row_norms(B) > R)) for B in train[1:]]
+        model.fit(train, data.y)
+    final.update({"expert_lambdas": model.expert_lambdas_, "rows_clipped": clipped,
+                  "kept_own_model": model.kept_own_model_, "effective_rows": model.effective_rows_})
     baselines: dict = {}
     if test is not None:
-        final.update({f"test_{k}": v for k, v in model.score_metrics(test, data.y_test).items()})
+        logit = model.remote_decision(test[0], "test") if remote else model.decision_function(test)
+        final.update({f"test_{k}": v for k, v in model.metrics_from_logit(logit, data.y_test).items()})
         alone = sklearn_baseline(train[:1], data.y, test[:1], data.y_test, lam=lam, fit_intercept=True)
         baselines = {"base_rate": {"test_log_loss": base_rate_log_loss(data.y, data.y_test)},
                      "label_party_alone": {k: v for k, v in alone.items() if k.startswith("test_")}}
@@ -70,13 +157,19 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
     privacy["noise_source"] = model.noise_source_
     metrics = {"config": {"protocol": "experts", "lam": lam, "epsilon": epsilon, "delta": delta,
                           "label_epsilon": label_epsilon, "prepare": {"label_party": own_how, "others": how},
-                          "row_clip": R, "seed": seed, "party_sizes": list(data.party_sizes)},
+                          "row_clip": R, "seed": seed, "party_sizes": [int(B.shape[1]) for B in train],
+                          "backend": "grpc" if remote else "inprocess",
+                          **({"peers": data.source.get("peers"), "psi": data.source.get("psi")} if remote else {})},
                "final": final, "baselines": baselines, "privacy": privacy}
-    line = f"experts: label party + {len(train) - 1} part{'y' if len(train) == 2 else 'ies'}, one release each"
+    line = (f"experts: label party + {len(train) - 1} part{'y' if len(train) == 2 else 'ies'}, one release each"
+            if not model.kept_own_model_ else "experts: the label party kept its own model, nothing released")
     if "test_log_loss" in final:
         line += (f"  test log loss: {final['test_log_loss']:.4f}  accuracy: {final['test_accuracy']:.4f}  "
                  f"AUC: {final['test_auc']:.4f}")
     console.print(line)
+    if model.kept_own_model_:
+        console.print(f"note: {model.privacy_.notes[0]}; with more rows or a larger --label-epsilon the experts "
+                      "would be fitted", soft_wrap=True)
     for m, frac in enumerate(clipped, start=2):
         if frac > 0.5:
             console.print(f"note: {frac:.0%} of party {m}'s rows were clipped at norm {R:g}; scale its columns by "
@@ -85,6 +178,7 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
         alone = baselines["label_party_alone"]["test_log_loss"]
         console.print(f"baselines (test log loss): base rate {baselines['base_rate']['test_log_loss']:.4f}, "
                       f"label party alone {alone:.4f}")
+    if baselines and not model.kept_own_model_:  # kept: the label party's own model by construction
         v = verdict("test log loss", final["test_log_loss"], alone, "the label party alone",
                     "the experts protocol adds the parties' models as if their features were independent given the "
                     "label; where they overlap, or at small n·ε, use the label party's own model (or the default "
@@ -100,6 +194,99 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
         with output_dir(out) as stage:
             metrics["wall_seconds"] = elapsed()
             write_json(stage / "metrics.json", metrics)
-        console.print(f"wrote {out}/metrics.json")
+            if remote:  # the label party's part, for `dpadmm score` (stays on this side)
+                write_json(stage / "label_model.json", label_model(model, own_how, s0, how, data))
+        console.print(f"wrote {out}/metrics.json" + (" and label_model.json" if remote else ""))
     return metrics
+
+
+LABEL_MODEL_FORMAT = "dpadmm-experts-label-model/1"
+
+
+def label_model(model, own_how: str, scaling, how: str, data) -> dict:
+    """What the label party keeps of a grpc experts run to score new records later (``dpadmm score``): its own
+    model and preparation, the prior log-odds, the public flip probability and row clip, the parties' names."""
+    return {"format": LABEL_MODEL_FORMAT, "own_coef": np.asarray(model.own_coef_, dtype=float).tolist(),
+            "prior_logit": float(model.prior_logit_), "flip_probability": model.flip_probability_,
+            "row_clip": float(model.row_clip), "own_prepare": own_how,
+            "own_scaling": None if scaling is None else [np.asarray(v, dtype=float).tolist() for v in scaling],
+            "others_normalize": how == "normalize-rows", "classes": data.source.get("classes", np.asarray(model.classes_).tolist()),
+            "parties": [] if model.kept_own_model_ else list(model.remote_[1]),
+            "private": model.privacy_ is not None, "kept_own_model": bool(model.kept_own_model_)}
+
+
+def score_new_records(backend, party_file, lm: dict, *, psi: bool = False, id_column: str = "id",
+                      label_column: str = "y") -> dict:
+    """``dpadmm score`` for an experts run: every party (serving ``vertical-experts`` with ``--data train=…
+    --data new=… --data model=OUT/model.npz``) answers its logit on its rows of the new records from its own model
+    file (it refuses any row of its training file); this side adds them to its own model's logit."""
+    from ..algorithms import vertical_experts as ve
+    from ..algorithms import vertical_experts_party as vp
+    from ..algorithms.vertical_data import prepare_block
+    from ..backends.base import PartySpec
+    from ..data.parties import _read_csv
+    from ..data.remote import PartyFile
+    from ..experiments.vertical import _classifier_metrics
+    from ..exceptions import DataFileError
+    from ..protocol import PartyData
+
+    names = list(lm["parties"])
+    if sorted(backend.peers) != sorted(names):
+        raise InvalidParameterError(f"this model's parties are {names}; give one --peer for each (got "
+                                    f"{', '.join(backend.peers) or 'none'}).")
+    head = _read_csv(party_file, "the label party's new-records file")
+    if id_column not in head.columns:
+        raise DataFileError(f"{party_file} has no id column {id_column!r}; pass --id-column.")
+    ids = head[id_column].to_numpy()
+    psi_info = None
+    if psi and names:
+        from ..data.psi import align_parties
+
+        aligned = align_parties(backend, names, "new", ids, id_column=id_column)
+        ids = aligned.ids
+        psi_info = {"rows": int(len(ids)), "own_rows": int(len(head)), "parties": aligned.parties}
+    cols = len([c for c in head.columns if c not in (id_column, label_column)])
+    if cols + 1 != len(lm["own_coef"]):
+        raise DataFileError(f"{party_file} has {cols} feature columns, the label party's model {len(lm['own_coef']) - 1}; "
+                            "score records with the columns it was trained on.")
+    X = PartyFile(str(party_file), 1, np.asarray(ids), cols, id_column, label_column, subset=True).load()
+    if lm["own_prepare"] == "standardize":
+        X = prepare_block(X, "standardize", scaling=tuple(np.asarray(v) for v in lm["own_scaling"]))[0]
+    elif lm["own_prepare"] == "normalize-rows":
+        X = prepare_block(X, "normalize-rows")[0]
+    own = np.asarray(ve.augment(X, 1.0) @ np.asarray(lm["own_coef"], dtype=float)).ravel()
+    experts = []
+    if names:
+        info = backend.hello(names)
+        specs = []
+        for m, name in enumerate(names, start=2):
+            facts = info[name].get("data", {})
+            if not {"train", "new", "model"} <= set(facts):
+                raise InvalidParameterError(f"party {name!r} must serve --protocol vertical-experts with --data "
+                                            "train=FILE --data new=FILE --data model=OUT/model.npz (its training file: "
+                                            "no training row is scored).")
+            join = {"psi": True} if psi else {"ids": np.asarray(ids).astype(str) if np.asarray(ids).dtype.kind == "O"
+                                              else np.asarray(ids)}
+            new = PartyData("new", {**join, "index": m, "n_features": int(facts["new"]["columns"]),
+                                    "normalize": bool(lm["others_normalize"])},
+                            (int(len(ids)), int(facts["new"]["columns"])))
+            specs.append(PartySpec(name, vp.setup_party, (name, PartyData("train", {"ids_only": True}), {"new": new},
+                                                          float(lm["row_clip"]), 1e-3, None, 0.5,
+                                                          PartyData("model", {}), lm["flip_probability"]),
+                                   vp.fit_step, handlers=ve.PROTOCOL.handlers))
+        backend.start(specs, rounds=1)
+        experts = [np.asarray(backend.request(name, "logit", "new"), dtype=np.float64) for name in names]
+    scores = ve.combine(own, experts, float(lm["prior_logit"]))
+    prob = 1.0 / (1.0 + np.exp(-np.clip(scores, -50, 50)))
+    result = {"ids": ids, "scores": scores, "probability": prob, "psi": psi_info}
+    if label_column in head.columns:
+        labels = head.set_index(id_column)[label_column].loc[ids].to_numpy()
+        classes = np.asarray(lm["classes"], dtype=labels.dtype if labels.dtype.kind in "iufb" else object)
+        unknown = ~np.isin(labels, classes)
+        if unknown.any():
+            raise DataFileError(f"the new-records file's labels contain {labels[unknown][0]!r}, not one of the "
+                                f"training classes {classes.tolist()}; use the same label coding.")
+        y_pm = np.where(labels == classes[1], 1.0, -1.0)
+        result["metrics"] = {f"test_{k}": v for k, v in _classifier_metrics(prob, y_pm).items()}
+    return result
 

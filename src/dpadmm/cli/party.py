@@ -82,6 +82,12 @@ def serve(
     relation: Optional[str] = typer.Option(None, "--relation", help="Vertical: the neighbouring relation this party "
                                                                     "protects (feature_column or record; default "
                                                                     "feature_column)."),
+    row_clip: Optional[float] = typer.Option(None, "--row-clip", help="vertical-experts: the norm R at which this "
+                                                                      "party clips its rows (a coordinator's other R "
+                                                                      "is refused; default: the coordinator's R)."),
+    normalize_rows: bool = typer.Option(False, "--normalize-rows", help="Vertical: this party scales its rows to unit "
+                                                                        "norm (its own preparation, whatever the "
+                                                                        "coordinator asks; needs --relation record)."),
     min_noise_multiplier: Optional[float] = typer.Option(None, "--min-noise-multiplier",
                                                          help="Refuse a private run whose σ/sensitivity is below this "
                                                               "floor (default 0.5)."),
@@ -112,7 +118,8 @@ def serve(
         raise InvalidParameterError("a party's own budget needs both --max-epsilon E and --delta D.")
     policy = load_policy(policy_file, max_epsilon=max_epsilon, delta=delta, no_budget=no_budget or None,
                          private_only=private_only or None, max_rounds=max_rounds, relation=relation,
-                         min_noise_multiplier=min_noise_multiplier)
+                         min_noise_multiplier=min_noise_multiplier, row_clip=row_clip,
+                         normalize_vertical_rows=normalize_rows or None)
     if threads < 1:
         raise InvalidParameterError(f"--threads must be a positive integer, got {threads}.")
     from threadpoolctl import threadpool_limits

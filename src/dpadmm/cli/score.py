@@ -43,6 +43,8 @@ def _read_label_model(model_dir: Path) -> dict:
                             "`dpadmm vertical --backend grpc` run.")
     try:
         lm = json.loads(path.read_text())
+        if str(lm.get("format", "")).startswith("dpadmm-experts"):  # a `--protocol experts --backend grpc` run
+            return lm
         float(lm["intercept"]), float(lm["passive_weight"])
     except (ValueError, KeyError, TypeError):
         raise DataFileError(f"{path} is not a dpadmm label model; re-run the training with --out.") from None
@@ -59,6 +61,10 @@ def score_new_records(backend, party_file, label_model: dict, *, psi: bool = Fal
     from ..experiments.vertical import _classifier_metrics, _encode
     from ..protocol import PartyData
 
+    if str(label_model.get("format", "")).startswith("dpadmm-experts"):
+        from ._vertical_experts import score_new_records as score_experts
+
+        return score_experts(backend, party_file, label_model, psi=psi, id_column=id_column, label_column=label_column)
     names = list(backend.peers)
     own_coef = label_model.get("label_coef")
     first = 2 if own_coef is not None and "party1" not in names else 1  # a refit label block is scored here

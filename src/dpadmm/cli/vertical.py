@@ -224,7 +224,8 @@ def vertical(
                                                   "also serves --protocol psi-align)."),
     protocol: str = typer.Option("admm", help="admm (ADMM sharing [Hu], default) or experts (each party fits its "
                                  "own record-level DP model once, the label party adds them up: no per-row release "
-                                 "from training data; in-process)."),
+                                 "from training data; in-process, or --backend grpc with every other party serving "
+                                 "vertical-experts)."),
 ):
     """Train logistic regression on vertically partitioned data with (DP) ADMM sharing [Hu]."""
     from ..experiments.vertical import load_vertical_data, rows_are_normalized, run_vertical
@@ -242,10 +243,13 @@ def vertical(
                                 "--noise-scale": noise_scale is not None, "--bound": bound is not None,
                                 "--adaptive-rho": adaptive_rho, "--monitor": bool(monitor),
                                 "--transcript": transcript is not None, "--checkpoint-every": checkpoint_every is not None,
-                                "--resume": resume is not None, "--psi": psi})
-        if backend != "inprocess":
-            raise InvalidParameterError("--protocol experts runs in-process (a simulation of the deployment) in this "
-                                        "version; drop --backend.")
+                                "--resume": resume is not None})
+        if backend not in ("inprocess", "grpc"):
+            raise InvalidParameterError(f"--protocol experts runs in-process (a simulation of the deployment) or across "
+                                        f"organisations (--backend grpc); drop --backend {backend}.")
+        if psi and backend != "grpc":
+            raise InvalidParameterError("--psi aligns the rows of parties in different organisations: it needs "
+                                        "--backend grpc.")
         check_positive("lam", lam)
         _check_budget(epsilon, delta, None, None)
         if label_epsilon is not None:
@@ -261,6 +265,25 @@ def vertical(
         if data is not None and data != "a9a":
             raise InvalidParameterError(f"--data must be 'a9a' (bundled), got --data={data!r}; "
                                         "use --train/--party for your own files.")
+        if backend == "grpc":  # this side is the label party; every other party serves vertical-experts
+            if train is not None or data is not None:
+                raise InvalidParameterError("with --backend grpc give the label party's --party FILE (its features and "
+                                            "labels); --train/--data do not apply (the features stay at the parties).")
+            run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources,
+                                      timeout=timeout, transcript=None, checkpoint_every=None, resume=None, out=out,
+                                      peers=peer, tls=tls, insecure=insecure)
+            try:
+                vdata = vx.remote_data(run_opts.backend, party, test_party, id_column=id_column,
+                                       label_column=label_column, psi=psi)
+                vx.run_experts(vdata, lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label_epsilon,
+                               prepare="normalize-rows" if normalize_rows else prepare, row_clip=row_clip, seed=seed,
+                               out=out, label_mechanism=label_mechanism, backend=run_opts.backend)
+            finally:
+                run_opts.backend.close()
+            return
+        bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
+                       transcript=None, checkpoint_every=None, resume=None, out=out, peers=peer, tls=tls,
+                       insecure=insecure)  # --peer/--tls/--insecure without --backend grpc: one clear error
         vdata = (load_vertical_data(bundled=True, parties=parties) if data is not None else
                  load_vertical_data(train=train, test=test, parties=parties, party_files=party,
                                     test_party_files=test_party, id_column=id_column, label_column=label_column))

@@ -86,6 +86,8 @@ class PartyPolicy:
     Consensus: rows are normalised to ‖x‖ ≤ 1 at the party (``normalize_rows``; off: rows of norm
     > 1 are refused), ``max_alpha`` (a ceiling on the noise rate α of [Zhang, eq. 24]), the
     conditions of [Zhang, Alg. 1] are checked at the party.
+    Vertical experts: ``row_clip`` R (the norm at which the party clips its rows; ``None``: the coordinator's R
+    is accepted if ≥ ``min_clip``, a set value refuses any other), ``normalize_vertical_rows`` (its preparation).
     """
 
     max_epsilon: float | None = None
@@ -104,6 +106,7 @@ class PartyPolicy:
     max_alpha: float | None = None
     min_clip: float = 1e-12
     normalize_vertical_rows: bool = False
+    row_clip: float | None = None
 
     def __post_init__(self):
         if (self.max_epsilon is None) != (self.delta is None):
@@ -131,7 +134,7 @@ class PartyPolicy:
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
                 raise InvalidParameterError(f"the policy's {name} must be a positive number, got {v}.")
-        for name in ("max_score_clip", "max_alpha"):
+        for name in ("max_score_clip", "max_alpha", "row_clip"):
             v = getattr(self, name)
             if v is not None and not (math.isfinite(v) and v > 0):
                 raise InvalidParameterError(f"the policy's {name} must be a positive number, got {v}.")

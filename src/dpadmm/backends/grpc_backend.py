@@ -36,7 +36,7 @@ from typing import Any, Mapping, Sequence
 from ..exceptions import InvalidParameterError, MissingDependencyError, PartyFailureError, ProtocolError
 from . import grpc_codec as codec
 from .base import Backend, PartySpec
-from .grpc_party import CHANNEL_OPTIONS, METHODS, SERVICE
+from .grpc_party import CHANNEL_OPTIONS, MAX_MESSAGE, METHODS, SERVICE
 from .grpc_stream import STREAM_METHOD, STREAMED, StreamError, frame, parse_reply
 from ..protocol import protocol_of
 
@@ -69,7 +69,7 @@ def parse_peers(items) -> dict[str, str]:
     return out
 
 
-STREAM_MAX_BYTES = 64 * 1024  # a round's message up to this size travels on the party's stream
+STREAM_MAX_BYTES = MAX_MESSAGE  # every round's message travels on the party's stream (its window: STREAM_WINDOW)
 
 
 class _Malformed:
@@ -117,9 +117,9 @@ class GrpcBackend(Backend):
     insecure : plaintext without identities (local tests only); exactly one of ``tls``/``insecure``.
     timeout : seconds a party may take to answer one call (> 0).
     setup_timeout : seconds for a party's setup (reading and factorising its data); default max(timeout, 300).
-    stream : send the rounds' messages up to 64 KiB on one persistent bidirectional stream per party
-        (:mod:`grpc_stream`; default) rather than one unary call per round; larger ones stay unary (measured
-        faster: each call gets a fresh HTTP/2 flow-control window).
+    stream : send the rounds' messages on one persistent bidirectional stream per party (:mod:`grpc_stream`;
+        default) rather than one unary call per round (its HTTP/2 window is large enough for a round's N-vectors:
+        ``grpc_party.STREAM_WINDOW``).
     connect_timeout : seconds to wait for a party to come up before the run fails (default 5: an unreachable
         party is reported within seconds; raise it when parties are started together with the coordinator).
     peer_to_peer : the parties are consensus nodes started with ``--neighbour`` (:mod:`grpc_p2p`): they
@@ -280,8 +280,7 @@ class GrpcBackend(Backend):
             if key is not None:
                 once[key] = payloads[name]
 
-        # the rounds' small messages: one frame each way on the party's stream; large ones (e.g. vertical
-        # N-vectors) as unary calls, which measured faster (a fresh HTTP/2 flow-control window per call)
+        # the rounds' messages: one frame each way on the party's stream (a unary call per round with stream=False)
         on_stream = {n: self.stream and method in STREAMED and len(payloads[n]) <= STREAM_MAX_BYTES for n in bodies}
 
         async def one(n):

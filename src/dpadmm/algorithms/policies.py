@@ -346,14 +346,36 @@ STATISTICS = PolicyHooks(
 
 
 # ----------------------------------------------------------------------------- vertical experts (output perturbation)
+#: the data key of a party's training file (``--data train=FILE``): the only file an experts fit reads training rows from
+TRAIN_KEY = "train"
+
+
+def _experts_training_rows(args, party: str):
+    """Which rows are training rows is the party's, not the coordinator's: a fit reads its training rows from its own
+    training file (``--data train=FILE``) only, and a scoring run (its model file, argument 7) checks the new records
+    against the ids of that same file, read by the party itself — whatever the coordinator names as ``train``
+    (otherwise it could name another file, or nothing, and have the training rows scored as "new" records)."""
+    args = list(args)
+    if len(args) < 2:
+        return args
+    if len(args) > 7 and isinstance(args[7], PartyData):  # a scoring run with the party's own model file
+        args[1] = PartyData(TRAIN_KEY, {"ids_only": True})
+    elif isinstance(args[1], PartyData) and args[1].key != TRAIN_KEY:
+        raise refuse(party, "the training rows' file", args[1].key, f"its training file ({TRAIN_KEY!r})",
+                     "a model fitted on another file would have its training rows scored later as new records")
+    return args
+
+
 def _experts_prepare(args, policy: PartyPolicy):
     """The row preparation is the party's (``normalize_vertical_rows``; off: rows only clipped at R), on every block it
     reads, training and new records alike: a coordinator asking for another is refused (both sides then state the
-    preparation that was used)."""
+    preparation that was used). The training rows are the party's training file's (:func:`_experts_training_rows`),
+    in every run."""
+    party = str(args[0]) if args else "?"
+    args = _experts_training_rows(args, party)
     if not policy.private_work:
         return args
     own = bool(policy.normalize_vertical_rows)
-    party = str(args[0]) if args else "?"
 
     def check(obj):
         if isinstance(obj, PartyData) and "n_features" in obj.params:  # a feature block (not ids only, not a model)
@@ -409,7 +431,9 @@ EXPERTS = PolicyHooks(
         "labels (round 0)": "one ±1 per training row; a flip probability in [0, ½)",
         "fits per run": "one (a second is a second release: refused); none in a scoring run (its model file), which "
                         "is priced at nothing",
-        "scoring rows": "new records only: a scoring file sharing an id with the training rows is refused",
+        "scoring rows": "new records only: a scoring file sharing an id (as the files write it) with the training rows "
+                        "is refused; training rows come from its training file (--data train=FILE) only, and a scoring "
+                        "run checks against that file's ids, read by the party",
     },
     coordinator={
         "lam, noise_norm (finite > 0)": "enter λ used and Δ alike (σ/Δ fixed); a tiny λ is raised to the rule",

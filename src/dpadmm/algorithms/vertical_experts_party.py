@@ -89,18 +89,40 @@ def load(path, params: Mapping[str, Any]):
     party's own model (:func:`dpadmm.algorithms.vertical_scoring.load`)."""
     from pathlib import Path
 
+    import pandas as pd
+
     if Path(path).suffix == ".npz":
         from .vertical_scoring import load as load_model
 
+        _own_protocol(Path(path))
         return load_model(path, params)
+    col = str(params.get("id_column", "id"))
     if params.get("ids_only"):
-        import pandas as pd
-
-        col = str(params.get("id_column", "id"))
         return Rows(None, pd.read_csv(path, usecols=[col])[col].to_numpy())
     from .vertical_data import load_party_data
 
-    return Rows(load_party_data(path, params), np.asarray(params["ids"]))
+    X = load_party_data(path, params)  # refuses ids not in the file, and repeated ids (a row joined twice)
+    # the rows' ids as the FILE writes them (the coordinator may send 1.0 for the file's 1, which the join accepts):
+    # the training-row check compares these, never the coordinator's spelling
+    own = pd.Index(pd.read_csv(path, usecols=[col])[col])
+    return Rows(X, own[own.get_indexer(pd.Index(np.asarray(params["ids"])))].to_numpy())
+
+
+def _own_protocol(path) -> None:
+    """A model file written by a run of another protocol (its ``model.json`` says which) is refused: e.g. a vertical
+    ADMM block, whose partial scores a private party does not release, must not be scored as an expert's logit."""
+    import json
+
+    from ..privacy.policy import PolicyRefusal
+
+    meta = path.with_suffix(".json")
+    try:
+        proto = json.loads(meta.read_text()).get("protocol") if meta.is_file() else None
+    except ValueError:
+        proto = None
+    if proto is not None and proto != "vertical-experts":
+        raise PolicyRefusal(f"the model file {path.name} is from a {proto!r} run, not a vertical-experts fit; score "
+                            "with the model an experts run wrote")
 
 
 def describe(path, id_column: str = "id", label_column: str = "y") -> dict:
@@ -129,10 +151,10 @@ def setup_party(name: str, train, score=None, R: float = 1.0, lam: float = 1e-3,
     for key, rows in score.items():
         ids = _ids(rows)
         if train_ids is not None and ids is not None:
-            common = np.intersect1d(np.asarray(train_ids).astype(str), np.asarray(ids).astype(str))
-            if common.size:
+            common = _shared(train_ids, ids)
+            if common:
                 raise PolicyRefusal(
-                    f"party {name!r} refused to score {key!r}: {common.size} of its rows are training rows (the logit "
+                    f"party {name!r} refused to score {key!r}: {common} of its rows are training rows (the logit "
                     "of a training row is a per-row function of that protected row, not post-processing of the DP "
                     "model); score only new records, in a file of their own (--data new=FILE)")
     cfg = ExpertConfig(str(name), _block(train), {str(k): _block(v) for k, v in score.items()}, R, lam,
@@ -156,6 +178,14 @@ def setup_party(name: str, train, score=None, R: float = 1.0, lam: float = 1e-3,
         raise PolicyRefusal(f"party {name!r} refused the run: the flip probability {q!r} must be in [0, 1/2)")
     return cfg, ExpertState(np.asarray(model.coef, dtype=np.float64), None if q is None else float(q),
                             {"row_clip": float(R)})
+
+
+def _shared(train_ids, ids) -> int:
+    """How many of ``ids`` are training ids: equal as values (the file's 1 and 1.0) or as text."""
+    import pandas as pd
+
+    a, b = pd.Index(np.asarray(ids)), pd.Index(np.asarray(train_ids))
+    return int(np.sum(a.isin(b) | a.astype(str).isin(b.astype(str))))
 
 
 def _number(v) -> float | None:

@@ -74,6 +74,9 @@ class PartyFile:
             raise InvalidDataError(f"party {m} file {path} repeats id '{dup}'; ids must be unique per party.")
         df = df.set_index(self.id_column)
         ids = pd.Index(self.ids)
+        if ids.has_duplicates:  # a row joined twice enters every sum twice: the record relation's bounds would not hold
+            raise InvalidDataError(f"party {m}: the ids it was sent repeat id '{ids[ids.duplicated()][0]}'; each of "
+                                   "its rows joins once (send every id once).")
         if self.subset and not ids.isin(df.index).all():
             raise InvalidDataError(f"party {m} file {path} lacks an id of its PSI alignment; the file changed since "
                                    "PSI — run it again.")

@@ -1,0 +1,108 @@
+"""Red team of the vertical experts protocol (docs/redteam-2026-11-24.md): each finding as a check that must keep
+holding. The attacker is the coordinator (the label party): it sends well-formed messages of its choice, as bytes,
+to a feature party served with a budget (``PartyService.handle``, the same path as over gRPC)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("grpc")
+
+from dpadmm.backends import grpc_codec as codec  # noqa: E402
+from dpadmm.backends.grpc_party import PartyService, _Refused  # noqa: E402
+from dpadmm.protocol import PartyData  # noqa: E402
+from test_grpc_experts import PROTO, Z, Party, _files  # noqa: E402
+
+
+def _setup(p, train, score, *, model=None, z=Z):
+    args = ["party2", train, score, 1.0, 1e-3, z, 0.5] + ([model, None] if model is not None else [])
+    return p.call("Setup", {"protocol": PROTO.name, "party": "party2", "index": 0, "rounds": 1, "args": args})
+
+
+def _ref(ids, **kw):
+    return {"ids": ids, "index": 2, "n_features": 3, "normalize": False, **kw}
+
+
+@pytest.fixture
+def party(tmp_path):
+    p = Party(tmp_path)
+    yield p
+    p.svc.close()
+
+
+# ----------------------------------------------------------------------------- E1: training rows scored in a scoring run
+class Scorer:
+    """party2 started for a scoring run (its training file, its new records, its model file)."""
+
+    def __init__(self, tmp_path, protocol="vertical-experts"):
+        train, test = _files(tmp_path, n=120, n_test=60)
+        (tmp_path / "fitted").mkdir()
+        np.savez(tmp_path / "fitted" / "model.npz", coef=np.ones(4))
+        (tmp_path / "fitted" / "model.json").write_text(json.dumps({"private": True, "protocol": protocol}))
+        self.svc = PartyService(name="party2", protocol=[PROTO], out=tmp_path / "p2s", secure=False, max_epsilon=3.0,
+                                delta=1e-5, data={"train": str(train[1]), "new": str(test[1]),
+                                                  "model": str(tmp_path / "fitted" / "model.npz")})
+        self.allowed = codec.allow_list(PROTO.types)
+
+    def call(self, method, body):
+        return codec.decode(self.svc.handle(method, codec.encode(body, allowed=self.allowed), ""), allowed=self.allowed)
+
+
+@pytest.mark.parametrize("train_ref", [None, PartyData("new", {"ids_only": True}), PartyData("model", {})])
+def test_e1_a_scoring_run_checks_against_its_own_training_file_whatever_the_coordinator_names(tmp_path, train_ref):
+    """E1 (high): the coordinator named ``train`` = nothing (or the new-records file's ids): nothing to compare with,
+    so the party scored its training file's rows — per-row releases of protected rows. Now the party reads the ids
+    of its own training file itself."""
+    s = Scorer(tmp_path)
+    try:
+        with pytest.raises(_Refused, match="refused to score 'x': 120 of its rows are training rows"):
+            _setup(s, train_ref, {"x": PartyData("train", _ref(np.arange(120)))}, model=PartyData("model", {}), z=None)
+        _setup(s, train_ref, {"x": PartyData("new", _ref(10_000 + np.arange(60)))}, model=PartyData("model", {}), z=None)
+        z = s.call("Request", {"handler": "logit", "args": ["x"]})["value"]  # new records: served
+        assert z.shape == (60,) and np.all(np.isfinite(z))
+    finally:
+        s.svc.close()
+
+
+def test_e1_a_fit_reads_its_training_rows_from_its_training_file_only(party):
+    """E1 (second way): fit on the party's new-records file (``train`` = key ``test``), then score those rows in a
+    later scoring run (checked against the training file): refused at Setup, nothing released."""
+    with pytest.raises(_Refused, match="the training rows' file is 'test'"):
+        _setup(party, PartyData("test", _ref(party.test_ids)), {})
+    assert party.released() == 0
+
+
+# ----------------------------------------------------------------------------- E2: ids spelled differently
+@pytest.mark.parametrize("spell", [lambda a: a.astype(float), lambda a: a.astype(np.float32), lambda a: a.astype(np.int32)])
+def test_e2_training_rows_are_recognised_whatever_the_spelling_of_their_ids(party, spell):
+    """E2 (high): the coordinator sent the training rows' ids as floats (1.0 for the file's 1): the join accepted
+    them, the text comparison ("1" vs "1.0") did not see they were training rows, and their logits were served."""
+    train = PartyData("train", _ref(party.train_ids))
+    with pytest.raises(_Refused, match="10 of its rows are training rows"):
+        _setup(party, train, {"test": PartyData("train", _ref(spell(party.train_ids[:10]), subset=True))})
+    assert party.released() == 0
+
+
+# ----------------------------------------------------------------------------- E3: a row joined many times
+def test_e3_a_training_row_sent_many_times_is_refused(party):
+    """E3 (high): with ``subset`` (PSI rows) the join accepted repeated ids: row 0 entered the fit 60 times, so
+    replacing that one record moved the minimiser 60× the sensitivity the party priced."""
+    ids = np.r_[np.zeros(60, int), np.arange(60, 120)]
+    with pytest.raises(Exception, match="repeat id '0'"):
+        _setup(party, PartyData("train", _ref(ids, subset=True)), {})
+    assert party.released() == 0 and party.svc.cfg is None
+
+
+# ----------------------------------------------------------------------------- E4: another protocol's model file
+def test_e4_a_model_file_of_another_protocol_is_not_scored_as_an_expert(tmp_path):
+    """E4 (low): a vertical-sharing block (whose partial scores a private party refuses to release) loaded as an
+    expert's model would be served as 'logit' on new records."""
+    s = Scorer(tmp_path, protocol="vertical-sharing")
+    try:
+        with pytest.raises(_Refused, match="is from a 'vertical-sharing' run"):
+            _setup(s, None, {"x": PartyData("new", _ref(10_000 + np.arange(60)))}, model=PartyData("model", {}), z=None)
+    finally:
+        s.svc.close()

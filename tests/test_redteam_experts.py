@@ -106,3 +106,30 @@ def test_e4_a_model_file_of_another_protocol_is_not_scored_as_an_expert(tmp_path
             _setup(s, None, {"x": PartyData("new", _ref(10_000 + np.arange(60)))}, model=PartyData("model", {}), z=None)
     finally:
         s.svc.close()
+
+
+# ----------------------------------------------------------------------------- E5: the float range of the proof
+def test_e5_a_row_clip_beyond_the_float_range_is_refused_at_setup(party):
+    """E5 (high): R = 1e155 (the party's policy fixes no R) overflowed the Newton system; the solver's failure went to
+    the coordinator with ‖∇F(x̂)‖ in its text ("got 5.5e+153"), a value of the party's data outside any ledger. Now
+    R ∈ [1e-100, 1e100] (and λ, Δ, σ finite > 0) is checked at Setup from public quantities."""
+    args = party.args(R=1e155)
+    with pytest.raises(_Refused, match="the fit's public scale"):
+        party.call("Setup", {"protocol": PROTO.name, "party": "party2", "index": 0, "rounds": 1, "args": args})
+    assert party.released() == 0
+
+
+def test_e5_a_vanishing_ridge_is_floored_so_collinear_columns_solve(party):
+    """E5 (second way): λ = 1e-300 with a huge noise-norm rule made λ used ≈ 0; on collinear columns the Newton system
+    was singular and the failure ("LinAlgError: Singular matrix") told the coordinator so. The ridge is now at least
+    1e-10 R², the system solves, and the sensitivity uses that λ."""
+    from dpadmm.algorithms import vertical_experts as ve
+
+    X = np.array([[0.6, 0.6], [-0.3, -0.3]])
+    coef, info, _ = ve.fit_expert(X, np.array([1.0, -1.0]), R=1.0, lam=1e-300, noise_multiplier=1.0,
+                                  rng=np.random.default_rng(0), noise_norm=1e300)
+    assert info["lam"] == ve.LAMBDA_FLOOR and info["sensitivity"] == pytest.approx(ve.sensitivity(2, 1.0, 1e-10))
+    party.call("Setup", {"protocol": PROTO.name, "party": "party2", "index": 0, "rounds": 1,
+                         "args": party.args(lam=1e-300, noise_norm=1e300)})
+    facts = party.fit()["outbox"]
+    assert facts["lam"] >= ve.LAMBDA_FLOOR and facts["sigma"] == pytest.approx(Z * facts["sensitivity"])

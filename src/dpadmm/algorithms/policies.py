@@ -407,9 +407,17 @@ def _experts_check(cfg, args, policy: PartyPolicy, party: str) -> None:
     if cfg.noise_multiplier is None:
         return _not_private(party, policy, "noise_multiplier=None")
     if policy.private_work:
-        check_noise_multiplier(party, cfg.noise_multiplier, policy)
+        z = check_noise_multiplier(party, cfg.noise_multiplier, policy)
     else:
-        _finite_positive(party, "the noise multiplier σ/Δ", cfg.noise_multiplier)
+        z = _finite_positive(party, "the noise multiplier σ/Δ", cfg.noise_multiplier)
+    from . import vertical_experts as ve
+
+    n, d = cfg.X.shape
+    lam = ve.expert_lambda(n, d, R, z, float(cfg.lam), float(cfg.noise_norm))
+    if not ve.public_range_ok(R, lam, ve.sensitivity(n, R, lam), z):  # public quantities only
+        raise refuse(party, "the fit's public scale (R, λ used, Δ, σ)", (R, lam, ve.sensitivity(n, R, lam)),
+                     f"R in [{ve.R_RANGE[0]:g}, {ve.R_RANGE[1]:g}] and λ, Δ, σ finite > 0",
+                     "beyond, the solver's sums overflow or the noise underflows to 0")
 
 
 def _experts_price(cfg, rounds: int) -> RunPrice:
@@ -424,7 +432,8 @@ EXPERTS = PolicyHooks(
     party={
         "noise_multiplier": "> 0 and ≥ the floor (default 0.5); the run is priced at Setup as ONE Gaussian release "
                             "(record relation) against the party's budget",
-        "row clip R": "finite, ≥ min_clip; equal to the operator's row_clip if set; the party clips its rows at R",
+        "row clip R": "finite, ≥ min_clip, ≤ 1e100; equal to the operator's row_clip if set; the party clips its rows "
+                      "at R",
         "normalize (row preparation)": "the party's (normalize_vertical_rows) for its training and new-records blocks; "
                                        "a coordinator asking for another is refused",
         "ridge λ used": "max(λ sent, expert_lambda rule of public n, d, R, σ/Δ); the sensitivity uses the λ used",
@@ -436,7 +445,8 @@ EXPERTS = PolicyHooks(
                         "run checks against that file's ids, read by the party",
     },
     coordinator={
-        "lam, noise_norm (finite > 0)": "enter λ used and Δ alike (σ/Δ fixed); a tiny λ is raised to the rule",
+        "lam, noise_norm (finite > 0)": "enter λ used and Δ alike (σ/Δ fixed); a tiny λ is raised to the rule; λ used, "
+                                        "Δ and σ must be finite > 0",
         "ids (or PSI), the scoring keys": "which rows; training rows are never scored",
         "labels, flip probability": "any ±1 labels: the loss is 1-Lipschitz in the score for every label",
     },

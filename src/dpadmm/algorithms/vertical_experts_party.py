@@ -105,7 +105,10 @@ def load(path, params: Mapping[str, Any]):
     # the rows' ids as the FILE writes them (the coordinator may send 1.0 for the file's 1, which the join accepts):
     # the training-row check compares these, never the coordinator's spelling
     own = pd.Index(pd.read_csv(path, usecols=[col])[col])
-    return Rows(X, own[own.get_indexer(pd.Index(np.asarray(params["ids"])))].to_numpy())
+    sent = np.asarray(params["ids"])
+    pos = own.get_indexer(pd.Index(sent))
+    return Rows(X, np.where(pos >= 0, own.to_numpy()[np.maximum(pos, 0)], sent) if (pos < 0).any() else
+                own.to_numpy()[pos])
 
 
 def _own_protocol(path) -> None:

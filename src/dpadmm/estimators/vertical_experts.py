@@ -81,6 +81,9 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
     def _check(self, blocks):
         check_positive("lam", self.lam)
         check_positive("row_clip", self.row_clip)
+        if not ve.R_RANGE[0] <= float(self.row_clip) <= ve.R_RANGE[1]:
+            raise InvalidParameterError(f"row_clip must be in [{ve.R_RANGE[0]:g}, {ve.R_RANGE[1]:g}] (the solver's float "
+                                        f"range), got {self.row_clip}; scale the rows instead")
         check_positive("noise_norm", self.noise_norm)
         if self.epsilon is not None:
             check_positive("epsilon", self.epsilon)

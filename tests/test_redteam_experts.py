@@ -133,3 +133,18 @@ def test_e5_a_vanishing_ridge_is_floored_so_collinear_columns_solve(party):
                          "args": party.args(lam=1e-300, noise_norm=1e300)})
     facts = party.fit()["outbox"]
     assert facts["lam"] >= ve.LAMBDA_FLOOR and facts["sigma"] == pytest.approx(Z * facts["sensitivity"])
+
+
+# ----------------------------------------------------------------------------- E6: what the in-process run holds
+def test_e6_the_in_process_report_says_it_is_a_simulation():
+    """E6 (low): the in-process fit printed "features: ε = 1 … against the coordinator and all other parties" beside
+    an un-noised statistic of a party's rows (the CLI's rows_clipped) and with decision_function serving training
+    rows' logits, with no note that the driver holds every block there."""
+    from dpadmm.estimators.vertical_experts import VerticalExpertsClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4))
+    y = (X[:, 0] + rng.logistic(size=200) > 0).astype(int)
+    m = VerticalExpertsClassifier(epsilon=1.0, random_state=0).fit([X[:, :2], X[:, 2:]], y)
+    assert any(n.startswith("in-process simulation") and "training rows" in n for n in m.privacy_.notes)
+    assert m.privacy_.to_dict()["notes"] == m.privacy_.notes

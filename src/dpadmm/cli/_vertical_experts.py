@@ -173,7 +173,8 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
     for m, frac in enumerate(clipped, start=2):
         if frac > 0.5:
             console.print(f"note: {frac:.0%} of party {m}'s rows were clipped at norm {R:g}; scale its columns by "
-                          "public bounds (or pass --prepare normalize-rows) to keep their signal")
+                          "public bounds (or pass --prepare normalize-rows) to keep their signal (an in-process "
+                          "diagnostic from the party's rows, outside the guarantee; a deployment never computes it)")
     if baselines:
         alone = baselines["label_party_alone"]["test_log_loss"]
         console.print(f"baselines (test log loss): base rate {baselines['base_rate']['test_log_loss']:.4f}, "

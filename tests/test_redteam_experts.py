@@ -148,3 +148,16 @@ def test_e6_the_in_process_report_says_it_is_a_simulation():
     m = VerticalExpertsClassifier(epsilon=1.0, random_state=0).fit([X[:, :2], X[:, 2:]], y)
     assert any(n.startswith("in-process simulation") and "training rows" in n for n in m.privacy_.notes)
     assert m.privacy_.to_dict()["notes"] == m.privacy_.notes
+
+
+# ----------------------------------------------------------------------------- E7: one ledger per dataset
+def test_e7_the_readme_scoring_server_keeps_the_fit_servers_ledger():
+    """E7 (medium): the README started the scoring server with another --out (a fresh, empty ledger) and the same
+    --max-epsilon 8 and training file: a coordinator could ask THAT server for a fit (Setup without the model) and spend
+    a second 8 on retail_train.csv. The budget is per ledger, so every server of one training file uses one --out."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    serves = [c for c in re.findall(r"dpadmm party serve --protocol vertical-experts.*?--out (\S+)", readme, re.S)]
+    assert len(serves) >= 2 and len(set(serves)) == 1, serves

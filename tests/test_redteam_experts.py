@@ -161,3 +161,31 @@ def test_e7_the_readme_scoring_server_keeps_the_fit_servers_ledger():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     serves = [c for c in re.findall(r"dpadmm party serve --protocol vertical-experts.*?--out (\S+)", readme, re.S)]
     assert len(serves) >= 2 and len(set(serves)) == 1, serves
+
+
+# ----------------------------------------------------------------------------- E8: a refusal that names a row
+def test_e8_a_missing_value_is_refused_for_the_file_never_for_a_chosen_row(tmp_path):
+    """E8 (medium): the join checked only the rows the coordinator chose and named the first bad one ("id 17, column
+    'f1'"), so by choosing subsets (PSI rows) a coordinator learnt which records have a missing value — un-noised, per
+    record. Now every row of the file is checked (one bit about the file, whatever rows are asked) and no row is
+    named."""
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame(rng.normal(size=(40, 3)), columns=["f0", "f1", "f2"])
+    df.insert(0, "id", np.arange(40))
+    df.loc[17, "f1"] = np.nan
+    path = tmp_path / "party2.csv"
+    df.to_csv(path, index=False)
+    svc = PartyService(name="party2", protocol=[PROTO], out=tmp_path / "p2", secure=False, max_epsilon=8.0, delta=1e-5,
+                       data={"train": str(path)})
+    p = Scorer.__new__(Scorer)
+    p.svc, p.allowed = svc, codec.allow_list(PROTO.types)
+    try:
+        for ids in (np.array([17, 3]), np.array([3, 4])):  # with and without the bad row: the same refusal
+            with pytest.raises(Exception, match="missing or non-finite value in column 'f1'") as err:
+                _setup(p, PartyData("train", _ref(ids, subset=True)), {})
+            assert "17" not in str(err.value).replace(str(path), "")
+        assert svc.budget.ledger["releases"] == 0
+    finally:
+        svc.close()

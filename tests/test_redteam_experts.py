@@ -38,12 +38,17 @@ class Scorer:
     """party2 started for a scoring run (its training file, its new records, its model file)."""
 
     def __init__(self, tmp_path, protocol="vertical-experts"):
+        from dpadmm.data.parties import write_party_files
+
         train, test = _files(tmp_path, n=120, n_test=60)
+        rng = np.random.default_rng(1)  # new records filed with ids 100…159: 20 of them are training ids (0…119)
+        mixed = write_party_files([rng.normal(size=(60, 2)), rng.normal(size=(60, 3))], np.zeros(60), tmp_path / "mixed",
+                                  ids=100 + np.arange(60))[1]
         (tmp_path / "fitted").mkdir()
         np.savez(tmp_path / "fitted" / "model.npz", coef=np.ones(4))
         (tmp_path / "fitted" / "model.json").write_text(json.dumps({"private": True, "protocol": protocol}))
         self.svc = PartyService(name="party2", protocol=[PROTO], out=tmp_path / "p2s", secure=False, max_epsilon=3.0,
-                                delta=1e-5, data={"train": str(train[1]), "new": str(test[1]),
+                                delta=1e-5, data={"train": str(train[1]), "new": str(test[1]), "mixed": str(mixed),
                                                   "model": str(tmp_path / "fitted" / "model.npz")})
         self.allowed = codec.allow_list(PROTO.types)
 
@@ -58,7 +63,10 @@ def test_e1_a_scoring_run_checks_against_its_own_training_file_whatever_the_coor
     of its own training file itself."""
     s = Scorer(tmp_path)
     try:
-        with pytest.raises(_Refused, match="refused to score 'x': 120 of its rows are training rows"):
+        with pytest.raises(_Refused, match="refused to score 'x': 20 of its rows are training rows"):
+            _setup(s, train_ref, {"x": PartyData("mixed", _ref(100 + np.arange(60)))}, model=PartyData("model", {}),
+                   z=None)
+        with pytest.raises(_Refused, match="refused to score 'x': it is its training file"):
             _setup(s, train_ref, {"x": PartyData("train", _ref(np.arange(120)))}, model=PartyData("model", {}), z=None)
         _setup(s, train_ref, {"x": PartyData("new", _ref(10_000 + np.arange(60)))}, model=PartyData("model", {}), z=None)
         z = s.call("Request", {"handler": "logit", "args": ["x"]})["value"]  # new records: served
@@ -81,8 +89,18 @@ def test_e2_training_rows_are_recognised_whatever_the_spelling_of_their_ids(part
     """E2 (high): the coordinator sent the training rows' ids as floats (1.0 for the file's 1): the join accepted
     them, the text comparison ("1" vs "1.0") did not see they were training rows, and their logits were served."""
     train = PartyData("train", _ref(party.train_ids))
-    with pytest.raises(_Refused, match="10 of its rows are training rows"):
-        _setup(party, train, {"test": PartyData("train", _ref(spell(party.train_ids[:10]), subset=True))})
+    with pytest.raises(_Refused, match="20 of its rows are training rows"):  # "mixed": ids 100…159, 20 are training ids
+        _setup(party, train, {"test": PartyData("mixed", _ref(spell(100 + np.arange(60))))})
+    assert party.released() == 0
+
+
+def test_e9_rows_of_the_training_file_outside_the_fit_are_not_scored(party):
+    """E9 (high): fit on rows 0…59 of the training file (a PSI subset), then score rows 60…119 of the same file: not
+    training rows, so the id check passed, and their logits left the party — records it never shared (outside the
+    intersection), covered by no ε. The training file is never a scoring file."""
+    train = PartyData("train", _ref(party.train_ids[:60], subset=True))
+    with pytest.raises(_Refused, match="refused to score 'test': it is its training file"):
+        _setup(party, train, {"test": PartyData("train", _ref(party.train_ids[60:], subset=True))})
     assert party.released() == 0
 
 
@@ -267,3 +285,14 @@ def test_audit_of_the_coefficient_a_served_party_releases(tmp_path, monkeypatch)
     monkeypatch.setattr(ve, "gaussian", lambda rng, sigma, k: real(rng, 0.1 * sigma, k))  # the planted bug
     planted, _, _ = _served_audit(tmp_path / "planted", 200)
     assert planted > eps
+
+
+def test_l1_the_party_module_imports_on_its_own():
+    """L1 (low): ``import dpadmm.algorithms.vertical_experts_party`` first failed (circular import with the protocol's
+    declaration), e.g. for a party process or a script that imports it before anything else."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", "import dpadmm.algorithms.vertical_experts_party as vp; vp.setup_party"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-300:]

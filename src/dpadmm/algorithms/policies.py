@@ -363,6 +363,16 @@ def _experts_training_rows(args, party: str):
     elif isinstance(args[1], PartyData) and args[1].key != TRAIN_KEY:
         raise refuse(party, "the training rows' file", args[1].key, f"its training file ({TRAIN_KEY!r})",
                      "a model fitted on another file would have its training rows scored later as new records")
+    from ..privacy.policy import PolicyRefusal
+
+    for key, ref in (args[2].items() if len(args) > 2 and isinstance(args[2], dict) else ()):
+        # no row of the training file is scored, in the fit's subset or not: the rows outside it (e.g. outside the PSI
+        # intersection) are records the party never shared, whose logits no ε covers
+        if isinstance(ref, PartyData) and ref.key == TRAIN_KEY:
+            raise PolicyRefusal(f"party {party!r} refused to score {key!r}: it is its training file ({TRAIN_KEY!r}), whose "
+                                "rows are never scored (a training row's logit is not post-processing of the DP model; "
+                                "a row outside the fit was never shared); score new records, in a file of their own "
+                                "(--data new=FILE)")
     return args
 
 
@@ -441,8 +451,8 @@ EXPERTS = PolicyHooks(
         "fits per run": "one (a second is a second release: refused); none in a scoring run (its model file), which "
                         "is priced at nothing",
         "scoring rows": "new records only: a scoring file sharing an id (as the files write it) with the training rows "
-                        "is refused; training rows come from its training file (--data train=FILE) only, and a scoring "
-                        "run checks against that file's ids, read by the party",
+                        "is refused, and so is its training file itself (--data train=FILE, the only file it fits on); "
+                        "a scoring run checks against that file's ids, read by the party",
     },
     coordinator={
         "lam, noise_norm (finite > 0)": "enter λ used and Δ alike (σ/Δ fixed); a tiny λ is raised to the rule; λ used, "

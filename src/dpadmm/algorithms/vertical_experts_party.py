@@ -20,16 +20,19 @@ the declaration (``PROTOCOL``) is at its end. The messages, all declared:
   the flip probability (:func:`expert_logit`). That is post-processing of the DP coefficient because those
   records are not in its training set. The logit of a TRAINING row, ``a_i·θ̃``, is not: it is a function of the
   protected row ``a_i`` itself, which the Gaussian mechanism's guarantee (about ``θ̃`` alone) does not cover — a
-  per-row release of that row. So at Setup the party refuses
-  a scoring file that shares an id with the rows it trains on (whatever key the coordinator names; in
-  particular its training file itself). The party identifies records by their ids: its operator must not file a
-  training record under another id in a new-records file. No request returns the coefficient (``coef`` is not
+  per-row release of that row. So at Setup the party (:func:`dpadmm.algorithms.policies._experts_training_rows`)
+  reads its training rows from its own training file only (key ``train``), never scores that file (its rows
+  outside the fit, e.g. outside a PSI intersection, were never shared either), and refuses a scoring file that
+  shares an id with the rows it trains on — ids compared as the party's files write them, not as the coordinator
+  spells them (``1.0`` joins the file's ``1``). The party identifies records by their ids: its operator must not
+  file a training record under another id in a new-records file. No request returns the coefficient (``coef`` is not
   declared); at ``Finish`` the party writes it to its own directory (``model.npz``).
 
 Scoring later (the bank's new customers, months after the fit): the party is started with its training file,
 its new-records file and its own model file (``--data train=… --data new=… --data model=OUT/model.npz``); a
 Setup with ``model`` set loads the coefficient instead of fitting (no release: nothing is priced, a fit is
-refused), reads only the id column of its training file, refuses a new-records file sharing an id with it, and
+refused), reads only the id column of its training file (key ``train``, whatever the coordinator names), refuses a
+new-records file sharing an id with it, and
 answers ``logit`` on the new records. What a refusal tells the coordinator: that some of the requested records of
 the party's new-records file also appear in its training file (membership of ids the party holds in both, not
 values; the fit run's training ids are the coordinator's own or the PSI intersection, which it knows anyway).
@@ -45,8 +48,6 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
 import numpy as np
-
-from .vertical_experts import expert_logit, fit_expert
 
 
 @dataclass(frozen=True, eq=False)
@@ -220,6 +221,8 @@ def fit_step(cfg: ExpertConfig, state: ExpertState, inbox, *, rng: np.random.Gen
     q = inbox.flip_probability
     if q is not None and not (_number(q) is not None and 0.0 <= float(q) < 0.5):
         raise PolicyRefusal(f"party {cfg.name!r} refused the fit: the flip probability {q!r} must be in [0, 1/2)")
+    from .vertical_experts import fit_expert  # here: vertical_experts declares PROTOCOL from this module
+
     coef, info, events = fit_expert(cfg.X, labels.astype(np.float64), R=float(cfg.R), lam=float(cfg.lam),
                                     noise_multiplier=cfg.noise_multiplier, rng=rng, party=cfg.name,
                                     noise_norm=float(cfg.noise_norm))
@@ -237,6 +240,8 @@ def logit(cfg: ExpertConfig, state: ExpertState, key: str = "test") -> np.ndarra
     if not isinstance(key, str) or key not in cfg.score:
         raise ProtocolError(f"party {cfg.name!r} scores only the new-records files it was set up with "
                             f"{sorted(cfg.score)}, not {key!r} (never its training rows)")
+    from .vertical_experts import expert_logit
+
     return np.asarray(expert_logit(state.coef, cfg.score[key], float(cfg.R), state.flip_probability), dtype=np.float64)
 
 

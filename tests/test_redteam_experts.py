@@ -296,3 +296,18 @@ def test_l1_the_party_module_imports_on_its_own():
     out = subprocess.run([sys.executable, "-c", "import dpadmm.algorithms.vertical_experts_party as vp; vp.setup_party"],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-300:]
+
+
+# ----------------------------------------------------------------------------- E10: the checks' shapes
+@pytest.mark.parametrize("score", [
+    [["test", PartyData("train", _ref(np.arange(60, 120), subset=True))]],  # a list of pairs: dict() makes it a mapping
+    {"test": [PartyData("train", _ref(np.arange(60, 120), subset=True))]},  # a reference nested in a list
+])
+def test_e10_scoring_references_in_another_shape_are_refused(party, score):
+    """E10 (high): the scoring files sent as a list of pairs (``setup_party`` does ``dict(score)``) passed around the
+    checks that read a mapping — the training file's rows outside the fit were scored (E9 again), and a preparation
+    other than the party's (``normalize``) passed its policy."""
+    train = PartyData("train", _ref(np.arange(60), subset=True))
+    with pytest.raises(_Refused, match="the scoring argument is 'list'|the scoring argument is 'dict'"):
+        _setup(party, train, score)
+    assert party.released() == 0

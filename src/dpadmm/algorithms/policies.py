@@ -350,6 +350,16 @@ STATISTICS = PolicyHooks(
 TRAIN_KEY = "train"
 
 
+def _nested_party_data(obj) -> bool:
+    if isinstance(obj, PartyData):
+        return True
+    if isinstance(obj, (list, tuple)):
+        return any(_nested_party_data(v) for v in obj)
+    if isinstance(obj, dict):
+        return any(_nested_party_data(v) for v in obj.values())
+    return False
+
+
 def _experts_training_rows(args, party: str):
     """Which rows are training rows is the party's, not the coordinator's: a fit reads its training rows from its own
     training file (``--data train=FILE``) only, and a scoring run (its model file, argument 7) checks the new records
@@ -358,6 +368,14 @@ def _experts_training_rows(args, party: str):
     args = list(args)
     if len(args) < 2:
         return args
+    # the shapes the checks below read: a reference (or an array) where a block goes, a mapping of them for the scoring
+    # files; a reference nested elsewhere (e.g. the scoring files as a list of pairs) would pass around them
+    if not isinstance(args[1], PartyData) and _nested_party_data(args[1]):
+        raise refuse(party, "the training block", type(args[1]).__name__, "one reference to its training file")
+    if len(args) > 2 and args[2] is not None and not (
+            isinstance(args[2], dict) and all(isinstance(k, str) and (isinstance(v, PartyData) or not _nested_party_data(v))
+                                              for k, v in args[2].items())):
+        raise refuse(party, "the scoring argument", type(args[2]).__name__, "a mapping of keys to one reference each")
     if len(args) > 7 and isinstance(args[7], PartyData):  # a scoring run with the party's own model file
         args[1] = PartyData(TRAIN_KEY, {"ids_only": True})
     elif isinstance(args[1], PartyData) and args[1].key != TRAIN_KEY:

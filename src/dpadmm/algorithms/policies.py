@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from ..privacy.policy import PartyPolicy, RunPrice, check_noise_multiplier, refuse
+from ..privacy.policy import PartyPolicy, PolicyRefusal, RunPrice, check_noise_multiplier, refuse
 from ..protocol import PolicyHooks, PartyData
 
 
@@ -381,8 +381,6 @@ def _experts_training_rows(args, party: str):
     elif isinstance(args[1], PartyData) and args[1].key != TRAIN_KEY:
         raise refuse(party, "the training rows' file", args[1].key, f"its training file ({TRAIN_KEY!r})",
                      "a model fitted on another file would have its training rows scored later as new records")
-    from ..privacy.policy import PolicyRefusal
-
     for key, ref in (args[2].items() if len(args) > 2 and isinstance(args[2], dict) else ()):
         # no row of the training file is scored, in the fit's subset or not: the rows outside it (e.g. outside the PSI
         # intersection) are records the party never shared, whose logits no ε covers
@@ -464,7 +462,8 @@ EXPERTS = PolicyHooks(
                       "at R",
         "normalize (row preparation)": "the party's (normalize_vertical_rows) for its training and new-records blocks; "
                                        "a coordinator asking for another is refused",
-        "ridge λ used": "max(λ sent, expert_lambda rule of public n, d, R, σ/Δ); the sensitivity uses the λ used",
+        "ridge λ used": "max(λ sent, expert_lambda rule of public n, d, R, σ/Δ, 1e-10 R²); the sensitivity uses the λ "
+                        "used",
         "labels (round 0)": "one ±1 per training row; a flip probability in [0, ½)",
         "fits per run": "one (a second is a second release: refused); none in a scoring run (its model file), which "
                         "is priced at nothing",

@@ -159,10 +159,13 @@ def fit_expert(D, labels, *, R: float, lam: float, noise_multiplier: float | Non
     lam_used = expert_lambda(n, d, R, noise_multiplier, lam, noise_norm) if private else float(lam)
     A = augment(D, R)
     Delta = sensitivity(n, R, lam_used)
-    if not public_range_ok(R, lam_used, Delta, noise_multiplier):
-        raise ValueError(f"party {party!r}: R = {R:g}, the ridge {lam_used:g} or the sensitivity {Delta:g} is outside "
-                         f"the float range the proof holds in (R in [{R_RANGE[0]:g}, {R_RANGE[1]:g}], λ and Δ finite > 0); "
-                         "nothing released")
+    if private and not public_range_ok(R, lam_used, Delta, noise_multiplier):
+        from ..exceptions import PrivacyPreconditionError
+
+        raise PrivacyPreconditionError(
+            f"party {party!r}: R = {R:g}, the ridge {lam_used:g} or the sensitivity {Delta:g} is outside the float range "
+            f"the proof holds in (R in [{R_RANGE[0]:g}, {R_RANGE[1]:g}], λ, Δ and σ finite > 0); nothing released; "
+            "pass a row clip, λ and noise norm of ordinary size")
     gtol = GRADIENT_TOLERANCE * 2.0 * math.sqrt(2.0) * R / n
     try:
         w = _solve(A, labels, lam_used, gtol)

@@ -311,3 +311,21 @@ def test_e10_scoring_references_in_another_shape_are_refused(party, score):
     with pytest.raises(_Refused, match="the scoring argument is 'list'|the scoring argument is 'dict'"):
         _setup(party, train, score)
     assert party.released() == 0
+
+
+def test_e11_a_model_without_its_record_is_not_served_as_private(tmp_path):
+    """E11 (medium): a model.npz without its model.json (copied alone, or the record lost) was read as private (the
+    scoring protocol's "stricter case", which for experts is the permissive one: a private model's logits are
+    served), so a budgeted party served logits of a coefficient that may never have been noised."""
+    s = Scorer(tmp_path)
+    meta = tmp_path / "fitted" / "model.json"
+    try:
+        for record in (None, {"noise_source": "party-local"}):  # lost; without "private"
+            meta.unlink(missing_ok=True)
+            if record is not None:
+                meta.write_text(json.dumps(record))
+            with pytest.raises(_Refused, match="refused a non-private run"):
+                _setup(s, None, {"x": PartyData("new", _ref(10_000 + np.arange(60)))}, model=PartyData("model", {}),
+                       z=None)
+    finally:
+        s.svc.close()

@@ -93,10 +93,13 @@ def load(path, params: Mapping[str, Any]):
     import pandas as pd
 
     if Path(path).suffix == ".npz":
+        import dataclasses
+
         from .vertical_scoring import load as load_model
 
-        _own_protocol(Path(path))
-        return load_model(path, params)
+        # private only if its record says so: serving logits is what a private model allows, so the strict reading
+        # of a model without its model.json (or without "private") is "not private" (a budgeted party then refuses)
+        return dataclasses.replace(load_model(path, params), private=_own_protocol(Path(path)))
     col = str(params.get("id_column", "id"))
     if params.get("ids_only"):
         return Rows(None, pd.read_csv(path, usecols=[col])[col].to_numpy())
@@ -112,21 +115,25 @@ def load(path, params: Mapping[str, Any]):
                 own.to_numpy()[pos])
 
 
-def _own_protocol(path) -> None:
-    """A model file written by a run of another protocol (its ``model.json`` says which) is refused: e.g. a vertical
-    ADMM block, whose partial scores a private party does not release, must not be scored as an expert's logit."""
+def _own_protocol(path) -> bool:
+    """Whether the model file's record (``model.json`` beside it) says a private run wrote it. A model file written by
+    a run of another protocol is refused: e.g. a vertical ADMM block, whose partial scores a private party does not
+    release, must not be scored as an expert's logit."""
     import json
 
     from ..privacy.policy import PolicyRefusal
 
     meta = path.with_suffix(".json")
     try:
-        proto = json.loads(meta.read_text()).get("protocol") if meta.is_file() else None
+        rec = json.loads(meta.read_text()) if meta.is_file() else {}
     except ValueError:
-        proto = None
+        rec = {}
+    rec = rec if isinstance(rec, dict) else {}
+    proto = rec.get("protocol")
     if proto is not None and proto != "vertical-experts":
         raise PolicyRefusal(f"the model file {path.name} is from a {proto!r} run, not a vertical-experts fit; score "
                             "with the model an experts run wrote")
+    return rec.get("private") is True
 
 
 def describe(path, id_column: str = "id", label_column: str = "y") -> dict:

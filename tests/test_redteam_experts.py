@@ -329,3 +329,17 @@ def test_e11_a_model_without_its_record_is_not_served_as_private(tmp_path):
                        z=None)
     finally:
         s.svc.close()
+
+
+def test_e9_the_training_file_under_a_second_key_is_not_scored(tmp_path):
+    """E9 (second way): the operator gave its training file under two keys (``--data train=F --data test=F``); rows of
+    F outside the fit passed the id check under the key ``test``. The party compares the files themselves."""
+    p = Party(tmp_path)
+    p.svc.data["test"] = p.svc.data["train"]  # as if started with --data test=<the training file>
+    try:
+        with pytest.raises(_Refused, match="refused to score 'test': it is its training file"):
+            _setup(p, PartyData("train", _ref(p.train_ids[:60], subset=True)),
+                   {"test": PartyData("test", _ref(p.train_ids[60:], subset=True))})
+        assert p.released() == 0
+    finally:
+        p.svc.close()

@@ -56,6 +56,7 @@ class Rows:
 
     X: Any
     ids: np.ndarray | None = None
+    path: str | None = None  # the file it was read from (a scoring block from the training file itself is refused)
 
 
 class FitRequest(NamedTuple):
@@ -102,7 +103,7 @@ def load(path, params: Mapping[str, Any]):
         return dataclasses.replace(load_model(path, params), private=_own_protocol(Path(path)))
     col = str(params.get("id_column", "id"))
     if params.get("ids_only"):
-        return Rows(None, pd.read_csv(path, usecols=[col])[col].to_numpy())
+        return Rows(None, pd.read_csv(path, usecols=[col])[col].to_numpy(), str(path))
     from .vertical_data import load_party_data
 
     X = load_party_data(path, params)  # refuses ids not in the file, and repeated ids (a row joined twice)
@@ -112,7 +113,7 @@ def load(path, params: Mapping[str, Any]):
     sent = np.asarray(params["ids"])
     pos = own.get_indexer(pd.Index(sent))
     return Rows(X, np.where(pos >= 0, own.to_numpy()[np.maximum(pos, 0)], sent) if (pos < 0).any() else
-                own.to_numpy()[pos])
+                own.to_numpy()[pos], str(path))
 
 
 def _own_protocol(path) -> bool:
@@ -161,6 +162,9 @@ def setup_party(name: str, train, score=None, R: float = 1.0, lam: float = 1e-3,
     train_ids = _ids(train)
     for key, rows in score.items():
         ids = _ids(rows)
+        if _same_file(train, rows):  # e.g. its operator gave the training file under a second key
+            raise PolicyRefusal(f"party {name!r} refused to score {key!r}: it is its training file, whose rows are never "
+                                "scored; score new records, in a file of their own (--data new=FILE)")
         if train_ids is not None and ids is not None:
             common = _shared(train_ids, ids)
             if common:
@@ -189,6 +193,16 @@ def setup_party(name: str, train, score=None, R: float = 1.0, lam: float = 1e-3,
         raise PolicyRefusal(f"party {name!r} refused the run: the flip probability {q!r} must be in [0, 1/2)")
     return cfg, ExpertState(np.asarray(model.coef, dtype=np.float64), None if q is None else float(q),
                             {"row_clip": float(R)})
+
+
+def _same_file(a, b) -> bool:
+    import os
+
+    pa, pb = getattr(a, "path", None), getattr(b, "path", None)
+    try:
+        return bool(pa and pb and os.path.samefile(pa, pb))
+    except OSError:
+        return False
 
 
 def _shared(train_ids, ids) -> int:

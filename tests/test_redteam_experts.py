@@ -14,7 +14,7 @@ pytest.importorskip("grpc")
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_party import PartyService, _Refused  # noqa: E402
 from dpadmm.protocol import PartyData  # noqa: E402
-from test_grpc_experts import PROTO, Z, Party, _files  # noqa: E402
+from test_grpc_experts import PROTO, Z, Party, _files, _ledger  # noqa: E402
 
 
 def _setup(p, train, score, *, model=None, z=Z):
@@ -179,6 +179,20 @@ def test_e7_the_readme_scoring_server_keeps_the_fit_servers_ledger():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     serves = [c for c in re.findall(r"dpadmm party serve --protocol vertical-experts.*?--out (\S+)", readme, re.S)]
     assert len(serves) >= 2 and len(set(serves)) == 1, serves
+
+
+def test_e7_a_party_started_with_a_model_file_refuses_any_fit(tmp_path):
+    """E7 in code: the scoring server (started with --data model=FILE, its own --out and so its own ledger) refuses a
+    fit Setup, whatever the coordinator sends; the ledger stays empty and its scoring still works."""
+    s = Scorer(tmp_path)
+    try:
+        with pytest.raises(_Refused, match="refused a fit: it was started with a model file"):
+            _setup(s, PartyData("train", _ref(np.arange(120))), {"x": PartyData("new", _ref(10_000 + np.arange(60)))})
+        assert _ledger(s.svc)["releases"] == 0
+        _setup(s, None, {"x": PartyData("new", _ref(10_000 + np.arange(60)))}, model=PartyData("model", {}), z=None)
+        assert s.call("Request", {"handler": "logit", "args": ["x"]})["value"].shape == (60,)
+    finally:
+        s.svc.close()
 
 
 # ----------------------------------------------------------------------------- E8: a refusal that names a row

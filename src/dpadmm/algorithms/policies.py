@@ -428,6 +428,9 @@ def _experts_check(cfg, args, policy: PartyPolicy, party: str) -> None:
                      "the party clips its own rows at its own R")
     if cfg.model is not None:  # a scoring run with the party's own model file: nothing is fitted or released
         return
+    if policy.scoring_server:  # its operator started it with a model file: its ledger is not the fit's (REDTEAM E7)
+        raise PolicyRefusal(f"party {party!r} refused a fit: it was started with a model file (--data model=FILE) "
+                            "to score with it; fit on the server whose --out holds the training file's ledger")
     _finite_positive(party, "the ridge lam", cfg.lam)  # raised to the public rule by the party (expert_lambda)
     _finite_positive(party, "the noise-norm rule", cfg.noise_norm)
     if cfg.noise_multiplier is None:
@@ -466,7 +469,7 @@ EXPERTS = PolicyHooks(
                         "used",
         "labels (round 0)": "one ±1 per training row; a flip probability in [0, ½)",
         "fits per run": "one (a second is a second release: refused); none in a scoring run (its model file), which "
-                        "is priced at nothing",
+                        "is priced at nothing; none at all on a party started with a model file (a scoring server)",
         "scoring rows": "new records only: a scoring file sharing an id (as the files write it) with the training rows "
                         "is refused, and so is its training file itself (--data train=FILE, the only file it fits on); "
                         "a scoring run checks against that file's ids, read by the party",

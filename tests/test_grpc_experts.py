@@ -429,7 +429,7 @@ def test_a_refusal_stops_the_cli_run_with_one_line_and_writes_nothing(tmp_path, 
 
 @pytest.mark.parametrize("flags, match", [
     (["--normalize-rows"], "normalize_vertical_rows needs relation 'record'"),
-    (["--row-clip", "-1"], "row.clip must be a positive number"),
+    (["--row-clip", "-1"], "--row-clip must be positive, got --row-clip -1"),
 ])
 def test_party_serve_policy_flags_are_checked_at_start(tmp_path, capsys, flags, match):
     train, _ = _files(tmp_path, n=20, n_test=10)

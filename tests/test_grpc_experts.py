@@ -142,7 +142,7 @@ def test_a_scoring_run_refuses_the_training_file_and_a_fit(tmp_path):
     peers, stop = serve_parties({"party2": svc})
     backend = GrpcBackend(peers, insecure=True, timeout=30)
     try:
-        with pytest.raises(ProtocolError, match="refused to score 'new': 120 of its rows are training rows"):
+        with pytest.raises(ProtocolError, match="refused to score 'new': it is its training file"):
             backend.start([spec("train", np.arange(120))], rounds=1)
         backend.start([spec("new", 10_000 + np.arange(60))], rounds=1)
         with pytest.raises(ProtocolError, match="refused a fit in a scoring run"):
@@ -274,7 +274,7 @@ def test_the_honest_run_fits_once_and_scores_new_records_only(party):
 
 @pytest.mark.parametrize("bad, match", [
     (dict(score_key="mixed", score_ids=100 + np.arange(60)), "refused to score 'test': 20 of its rows are training rows"),
-    (dict(score_key="train", score_ids=np.arange(120)), "refused to score 'test': 120 of its rows are training rows"),
+    (dict(score_key="train", score_ids=np.arange(120)), "refused to score 'test': it is its training file"),
     (dict(R=2.0), "the row clip R is 2.0, its operator's policy requires R = 1"),
     (dict(lam=0.0), "the ridge lam is 0.0"),
     (dict(lam=float("nan")), "the ridge lam is nan"),
@@ -429,7 +429,7 @@ def test_a_refusal_stops_the_cli_run_with_one_line_and_writes_nothing(tmp_path, 
 
 @pytest.mark.parametrize("flags, match", [
     (["--normalize-rows"], "normalize_vertical_rows needs relation 'record'"),
-    (["--row-clip", "-1"], "row.clip must be a positive number"),
+    (["--row-clip", "-1"], "--row-clip must be positive, got --row-clip -1"),
 ])
 def test_party_serve_policy_flags_are_checked_at_start(tmp_path, capsys, flags, match):
     train, _ = _files(tmp_path, n=20, n_test=10)

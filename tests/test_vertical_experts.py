@@ -179,17 +179,22 @@ def _party_files(tmp_path, n=300, part=0):
     return paths
 
 
+def _cli_args(tmp_path) -> list:
+    """``dpadmm vertical --protocol experts`` on two party files, with test files (rows 300–599 of one draw)."""
+    (tmp_path / "tr").mkdir()
+    (tmp_path / "te").mkdir()
+    tr = _party_files(tmp_path / "tr")
+    te = _party_files(tmp_path / "te", part=1)
+    return ["vertical", "--party", tr[0], "--party", tr[1], "--test-party", te[0], "--test-party", te[1],
+            "--protocol", "experts"]
+
+
 def test_cli_experts_end_to_end(tmp_path, capsys):
     import json
 
     from conftest import run_cli
 
-    (tmp_path / "tr").mkdir()
-    (tmp_path / "te").mkdir()
-    tr = _party_files(tmp_path / "tr")
-    te = _party_files(tmp_path / "te", part=1)
-    args = ["vertical", "--party", tr[0], "--party", tr[1], "--test-party", te[0], "--test-party", te[1],
-            "--protocol", "experts", "--epsilon", "1", "--prepare", "none", "--seed", "0", "--out", tmp_path / "o"]
+    args = _cli_args(tmp_path) + ["--epsilon", "1", "--prepare", "none", "--seed", "0", "--out", tmp_path / "o"]
     code, out, err = run_cli(args, capsys)
     assert code == 0, err
     assert "label party alone" in out and "relation: record_replace" in out
@@ -358,13 +363,8 @@ def test_cli_experts_says_when_the_label_party_kept_its_own_model(tmp_path, caps
 
     from conftest import run_cli
 
-    (tmp_path / "tr").mkdir()
-    (tmp_path / "te").mkdir()
-    tr = _party_files(tmp_path / "tr")
-    te = _party_files(tmp_path / "te", part=1)
-    args = ["vertical", "--party", tr[0], "--party", tr[1], "--test-party", te[0], "--test-party", te[1],
-            "--protocol", "experts", "--epsilon", "1", "--label-epsilon", "1", "--prepare", "none", "--seed", "0",
-            "--out", tmp_path / "o"]
+    args = _cli_args(tmp_path) + ["--epsilon", "1", "--label-epsilon", "1", "--prepare", "none", "--seed", "0",
+                                  "--out", tmp_path / "o"]
     code, out, err = run_cli(args, capsys)
     assert code == 0, err
     assert "kept its own model" in out and "WORSE" not in out

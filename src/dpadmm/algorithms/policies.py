@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from ..privacy.policy import PartyPolicy, RunPrice, check_noise_multiplier, refuse
+from ..privacy.policy import PartyPolicy, PolicyRefusal, RunPrice, check_noise_multiplier, refuse
 from ..protocol import PolicyHooks, PartyData
 
 
@@ -346,14 +346,62 @@ STATISTICS = PolicyHooks(
 
 
 # ----------------------------------------------------------------------------- vertical experts (output perturbation)
+#: the data key of a party's training file (``--data train=FILE``): the only file an experts fit reads training rows from
+TRAIN_KEY = "train"
+
+
+def _nested_party_data(obj) -> bool:
+    if isinstance(obj, PartyData):
+        return True
+    if isinstance(obj, (list, tuple)):
+        return any(_nested_party_data(v) for v in obj)
+    if isinstance(obj, dict):
+        return any(_nested_party_data(v) for v in obj.values())
+    return False
+
+
+def _experts_training_rows(args, party: str):
+    """Which rows are training rows is the party's, not the coordinator's: a fit reads its training rows from its own
+    training file (``--data train=FILE``) only, and a scoring run (its model file, argument 7) checks the new records
+    against the ids of that same file, read by the party itself — whatever the coordinator names as ``train``
+    (otherwise it could name another file, or nothing, and have the training rows scored as "new" records)."""
+    args = list(args)
+    if len(args) < 2:
+        return args
+    # the shapes the checks below read: a reference (or an array) where a block goes, a mapping of them for the scoring
+    # files; a reference nested elsewhere (e.g. the scoring files as a list of pairs) would pass around them
+    if not isinstance(args[1], PartyData) and _nested_party_data(args[1]):
+        raise refuse(party, "the training block", type(args[1]).__name__, "one reference to its training file")
+    if len(args) > 2 and args[2] is not None and not (
+            isinstance(args[2], dict) and all(isinstance(k, str) and (isinstance(v, PartyData) or not _nested_party_data(v))
+                                              for k, v in args[2].items())):
+        raise refuse(party, "the scoring argument", type(args[2]).__name__, "a mapping of keys to one reference each")
+    if len(args) > 7 and isinstance(args[7], PartyData):  # a scoring run with the party's own model file
+        args[1] = PartyData(TRAIN_KEY, {"ids_only": True})
+    elif isinstance(args[1], PartyData) and args[1].key != TRAIN_KEY:
+        raise refuse(party, "the training rows' file", args[1].key, f"its training file ({TRAIN_KEY!r})",
+                     "a model fitted on another file would have its training rows scored later as new records")
+    for key, ref in (args[2].items() if len(args) > 2 and isinstance(args[2], dict) else ()):
+        # no row of the training file is scored, in the fit's subset or not: the rows outside it (e.g. outside the PSI
+        # intersection) are records the party never shared, whose logits no ε covers
+        if isinstance(ref, PartyData) and ref.key == TRAIN_KEY:
+            raise PolicyRefusal(f"party {party!r} refused to score {key!r}: it is its training file ({TRAIN_KEY!r}), whose "
+                                "rows are never scored (a training row's logit is not post-processing of the DP model; "
+                                "a row outside the fit was never shared); score new records, in a file of their own "
+                                "(--data new=FILE)")
+    return args
+
+
 def _experts_prepare(args, policy: PartyPolicy):
     """The row preparation is the party's (``normalize_vertical_rows``; off: rows only clipped at R), on every block it
     reads, training and new records alike: a coordinator asking for another is refused (both sides then state the
-    preparation that was used)."""
+    preparation that was used). The training rows are the party's training file's (:func:`_experts_training_rows`),
+    in every run."""
+    party = str(args[0]) if args else "?"
+    args = _experts_training_rows(args, party)
     if not policy.private_work:
         return args
     own = bool(policy.normalize_vertical_rows)
-    party = str(args[0]) if args else "?"
 
     def check(obj):
         if isinstance(obj, PartyData) and "n_features" in obj.params:  # a feature block (not ids only, not a model)
@@ -380,14 +428,25 @@ def _experts_check(cfg, args, policy: PartyPolicy, party: str) -> None:
                      "the party clips its own rows at its own R")
     if cfg.model is not None:  # a scoring run with the party's own model file: nothing is fitted or released
         return
+    if policy.scoring_server:  # its operator started it with a model file: its ledger is not the fit's (REDTEAM E7)
+        raise PolicyRefusal(f"party {party!r} refused a fit: it was started with a model file (--data model=FILE) "
+                            "to score with it; fit on the server whose --out holds the training file's ledger")
     _finite_positive(party, "the ridge lam", cfg.lam)  # raised to the public rule by the party (expert_lambda)
     _finite_positive(party, "the noise-norm rule", cfg.noise_norm)
     if cfg.noise_multiplier is None:
         return _not_private(party, policy, "noise_multiplier=None")
     if policy.private_work:
-        check_noise_multiplier(party, cfg.noise_multiplier, policy)
+        z = check_noise_multiplier(party, cfg.noise_multiplier, policy)
     else:
-        _finite_positive(party, "the noise multiplier σ/Δ", cfg.noise_multiplier)
+        z = _finite_positive(party, "the noise multiplier σ/Δ", cfg.noise_multiplier)
+    from . import vertical_experts as ve
+
+    n, d = cfg.X.shape
+    lam = ve.expert_lambda(n, d, R, z, float(cfg.lam), float(cfg.noise_norm))
+    if not ve.public_range_ok(R, lam, ve.sensitivity(n, R, lam), z):  # public quantities only
+        raise refuse(party, "the fit's public scale (R, λ used, Δ, σ)", (R, lam, ve.sensitivity(n, R, lam)),
+                     f"R in [{ve.R_RANGE[0]:g}, {ve.R_RANGE[1]:g}] and λ, Δ, σ finite > 0",
+                     "beyond, the solver's sums overflow or the noise underflows to 0")
 
 
 def _experts_price(cfg, rounds: int) -> RunPrice:
@@ -402,17 +461,22 @@ EXPERTS = PolicyHooks(
     party={
         "noise_multiplier": "> 0 and ≥ the floor (default 0.5); the run is priced at Setup as ONE Gaussian release "
                             "(record relation) against the party's budget",
-        "row clip R": "finite, ≥ min_clip; equal to the operator's row_clip if set; the party clips its rows at R",
+        "row clip R": "finite, ≥ min_clip, ≤ 1e100; equal to the operator's row_clip if set; the party clips its rows "
+                      "at R",
         "normalize (row preparation)": "the party's (normalize_vertical_rows) for its training and new-records blocks; "
                                        "a coordinator asking for another is refused",
-        "ridge λ used": "max(λ sent, expert_lambda rule of public n, d, R, σ/Δ); the sensitivity uses the λ used",
+        "ridge λ used": "max(λ sent, expert_lambda rule of public n, d, R, σ/Δ, 1e-10 R²); the sensitivity uses the λ "
+                        "used",
         "labels (round 0)": "one ±1 per training row; a flip probability in [0, ½)",
         "fits per run": "one (a second is a second release: refused); none in a scoring run (its model file), which "
-                        "is priced at nothing",
-        "scoring rows": "new records only: a scoring file sharing an id with the training rows is refused",
+                        "is priced at nothing; none at all on a party started with a model file (a scoring server)",
+        "scoring rows": "new records only: a scoring file sharing an id (as the files write it) with the training rows "
+                        "is refused, and so is its training file itself (--data train=FILE, the only file it fits on); "
+                        "a scoring run checks against that file's ids, read by the party",
     },
     coordinator={
-        "lam, noise_norm (finite > 0)": "enter λ used and Δ alike (σ/Δ fixed); a tiny λ is raised to the rule",
+        "lam, noise_norm (finite > 0)": "enter λ used and Δ alike (σ/Δ fixed); a tiny λ is raised to the rule; λ used, "
+                                        "Δ and σ must be finite > 0",
         "ids (or PSI), the scoring keys": "which rows; training rows are never scored",
         "labels, flip probability": "any ±1 labels: the loss is 1-Lipschitz in the score for every label",
     },

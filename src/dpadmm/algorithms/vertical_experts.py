@@ -37,8 +37,9 @@ the enforced sensitivity is ``Δ = (2 R_a / n + 2 γ) / λ``. The release ``x̂ 
 Gaussian mechanism of noise multiplier z, accounted by dp-accounting (one release per party).
 
 The ridge. Output perturbation's noise norm is about ``z Δ √d``; the party picks
-``λ = max(λ_user, 2 z R_a √(d+1) / (n · noise_norm))`` so that it is at most ``noise_norm`` (½ by default),
-from public quantities only (n, d, R, z): no data-dependent tuning, so no extra privacy cost.
+``λ = max(λ_user, 2 z R_a √(d+1) / (n · noise_norm), 10⁻¹⁰ R²)`` so that it is at most ``noise_norm`` (½ by
+default), from public quantities only (n, d, R, z): no data-dependent tuning, so no extra privacy cost (the last
+term keeps the Newton system well conditioned whatever λ and noise norm a coordinator sends).
 """
 
 from __future__ import annotations
@@ -64,13 +65,32 @@ def augment(D, R: float):
     return sp.hstack([D, sp.csr_matrix(ones)], format="csr") if sp.issparse(D) else np.hstack([D, ones])
 
 
+#: a private fit's ridge is at least this times R² (the Hessian's scale): below it the coordinator's λ and noise-norm
+#: could make the k×k Newton system numerically singular on collinear columns, and a solver failure (data-dependent)
+#: would tell it so
+LAMBDA_FLOOR = 1e-10
+
+
 def expert_lambda(n: int, d: int, R: float, noise_multiplier: float, lam: float, noise_norm: float = 0.5) -> float:
     """The ridge a party uses: the larger of ``lam`` and the one whose output-perturbation noise has expected
     norm ≈ ``noise_norm`` (public inputs only)."""
-    if not math.isfinite(noise_multiplier) or noise_multiplier <= 0:
+    if noise_multiplier is None or not math.isfinite(noise_multiplier) or noise_multiplier <= 0:
         return float(lam)
     Ra = math.sqrt(2.0) * R
-    return float(max(lam, 2.0 * noise_multiplier * Ra * math.sqrt(d + 1) / (n * noise_norm)))
+    return float(max(lam, 2.0 * noise_multiplier * Ra * math.sqrt(d + 1) / (n * noise_norm), LAMBDA_FLOOR * R * R))
+
+
+#: row clips R for which the solver's sums (‖a‖² n ≤ 2R² n) stay in the float range: beyond, the Hessian overflows
+R_RANGE = (1e-100, 1e100)
+
+
+def public_range_ok(R: float, lam: float, Delta: float, noise_multiplier: float | None = None) -> bool:
+    """Whether the public quantities of a fit are in the range where the sensitivity proof holds as computed: R in
+    :data:`R_RANGE`, λ and Δ finite > 0, and σ = zΔ finite > 0 (an overflowed λ gives Δ = 0: an un-noised release)."""
+    ok = R_RANGE[0] <= R <= R_RANGE[1] and 0 < lam < math.inf and 0 < Delta < math.inf
+    if ok and noise_multiplier is not None:
+        ok = 0 < float(noise_multiplier) * Delta < math.inf
+    return bool(ok)
 
 
 def sensitivity(n: int, R: float, lam: float) -> float:
@@ -113,9 +133,10 @@ def _solve(A, labels, lam: float, gtol: float) -> np.ndarray:
                 break
             t *= 0.5
         w, val, grad = w - t * step, v_new, g_new
-    if float(np.linalg.norm(grad)) > gtol:
-        raise RuntimeError(f"the expert's solver did not reach ‖∇F‖ ≤ {gtol:.3g} (got {np.linalg.norm(grad):.3g}); "
-                           "its sensitivity bound would not hold, so nothing is released")
+    if not float(np.linalg.norm(grad)) <= gtol:  # a NaN gradient fails too
+        # the message names no value computed from the data (it may reach the coordinator)
+        raise RuntimeError(f"the expert's solver did not reach ‖∇F‖ ≤ {gtol:.3g}; its sensitivity bound would not "
+                           "hold, so nothing is released")
     return w
 
 
@@ -138,8 +159,21 @@ def fit_expert(D, labels, *, R: float, lam: float, noise_multiplier: float | Non
     lam_used = expert_lambda(n, d, R, noise_multiplier, lam, noise_norm) if private else float(lam)
     A = augment(D, R)
     Delta = sensitivity(n, R, lam_used)
+    if private and not public_range_ok(R, lam_used, Delta, noise_multiplier):
+        from ..exceptions import PrivacyPreconditionError
+
+        raise PrivacyPreconditionError(
+            f"party {party!r}: R = {R:g}, the ridge {lam_used:g} or the sensitivity {Delta:g} is outside the float range "
+            f"the proof holds in (R in [{R_RANGE[0]:g}, {R_RANGE[1]:g}], λ, Δ and σ finite > 0); nothing released; "
+            "pass a row clip, λ and noise norm of ordinary size")
     gtol = GRADIENT_TOLERANCE * 2.0 * math.sqrt(2.0) * R / n
-    w = _solve(A, labels, lam_used, gtol)
+    try:
+        w = _solve(A, labels, lam_used, gtol)
+    except RuntimeError:
+        raise
+    except Exception:  # e.g. a singular system: one line naming no value computed from the data
+        raise RuntimeError("the expert's solver failed; its sensitivity bound would not hold, so nothing is "
+                           "released") from None
     info = {"lam": lam_used, "sensitivity": Delta, "sigma": 0.0, "rows": n, "columns": d}
     if not private:
         return w, info, []

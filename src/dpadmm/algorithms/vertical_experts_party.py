@@ -20,16 +20,19 @@ the declaration (``PROTOCOL``) is at its end. The messages, all declared:
   the flip probability (:func:`expert_logit`). That is post-processing of the DP coefficient because those
   records are not in its training set. The logit of a TRAINING row, ``a_i·θ̃``, is not: it is a function of the
   protected row ``a_i`` itself, which the Gaussian mechanism's guarantee (about ``θ̃`` alone) does not cover — a
-  per-row release of that row. So at Setup the party refuses
-  a scoring file that shares an id with the rows it trains on (whatever key the coordinator names; in
-  particular its training file itself). The party identifies records by their ids: its operator must not file a
-  training record under another id in a new-records file. No request returns the coefficient (``coef`` is not
+  per-row release of that row. So at Setup the party (:func:`dpadmm.algorithms.policies._experts_training_rows`)
+  reads its training rows from its own training file only (key ``train``), never scores that file (its rows
+  outside the fit, e.g. outside a PSI intersection, were never shared either), and refuses a scoring file that
+  shares an id with the rows it trains on — ids compared as the party's files write them, not as the coordinator
+  spells them (``1.0`` joins the file's ``1``). The party identifies records by their ids: its operator must not
+  file a training record under another id in a new-records file. No request returns the coefficient (``coef`` is not
   declared); at ``Finish`` the party writes it to its own directory (``model.npz``).
 
 Scoring later (the bank's new customers, months after the fit): the party is started with its training file,
 its new-records file and its own model file (``--data train=… --data new=… --data model=OUT/model.npz``); a
 Setup with ``model`` set loads the coefficient instead of fitting (no release: nothing is priced, a fit is
-refused), reads only the id column of its training file, refuses a new-records file sharing an id with it, and
+refused), reads only the id column of its training file (key ``train``, whatever the coordinator names), refuses a
+new-records file sharing an id with it, and
 answers ``logit`` on the new records. What a refusal tells the coordinator: that some of the requested records of
 the party's new-records file also appear in its training file (membership of ids the party holds in both, not
 values; the fit run's training ids are the coordinator's own or the PSI intersection, which it knows anyway).
@@ -46,8 +49,6 @@ from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
-from .vertical_experts import expert_logit, fit_expert
-
 
 @dataclass(frozen=True, eq=False)
 class Rows:
@@ -55,6 +56,7 @@ class Rows:
 
     X: Any
     ids: np.ndarray | None = None
+    path: str | None = None  # the file it was read from (a scoring block from the training file itself is refused)
 
 
 class FitRequest(NamedTuple):
@@ -89,18 +91,50 @@ def load(path, params: Mapping[str, Any]):
     party's own model (:func:`dpadmm.algorithms.vertical_scoring.load`)."""
     from pathlib import Path
 
+    import pandas as pd
+
     if Path(path).suffix == ".npz":
+        import dataclasses
+
         from .vertical_scoring import load as load_model
 
-        return load_model(path, params)
+        # private only if its record says so: serving logits is what a private model allows, so the strict reading
+        # of a model without its model.json (or without "private") is "not private" (a budgeted party then refuses)
+        return dataclasses.replace(load_model(path, params), private=_own_protocol(Path(path)))
+    col = str(params.get("id_column", "id"))
     if params.get("ids_only"):
-        import pandas as pd
-
-        col = str(params.get("id_column", "id"))
-        return Rows(None, pd.read_csv(path, usecols=[col])[col].to_numpy())
+        return Rows(None, pd.read_csv(path, usecols=[col])[col].to_numpy(), str(path))
     from .vertical_data import load_party_data
 
-    return Rows(load_party_data(path, params), np.asarray(params["ids"]))
+    X = load_party_data(path, params)  # refuses ids not in the file, and repeated ids (a row joined twice)
+    # the rows' ids as the FILE writes them (the coordinator may send 1.0 for the file's 1, which the join accepts):
+    # the training-row check compares these, never the coordinator's spelling
+    own = pd.Index(pd.read_csv(path, usecols=[col])[col])
+    sent = np.asarray(params["ids"])
+    pos = own.get_indexer(pd.Index(sent))
+    return Rows(X, np.where(pos >= 0, own.to_numpy()[np.maximum(pos, 0)], sent) if (pos < 0).any() else
+                own.to_numpy()[pos], str(path))
+
+
+def _own_protocol(path) -> bool:
+    """Whether the model file's record (``model.json`` beside it) says a private run wrote it. A model file written by
+    a run of another protocol is refused: e.g. a vertical ADMM block, whose partial scores a private party does not
+    release, must not be scored as an expert's logit."""
+    import json
+
+    from ..privacy.policy import PolicyRefusal
+
+    meta = path.with_suffix(".json")
+    try:
+        rec = json.loads(meta.read_text()) if meta.is_file() else {}
+    except ValueError:
+        rec = {}
+    rec = rec if isinstance(rec, dict) else {}
+    proto = rec.get("protocol")
+    if proto is not None and proto != "vertical-experts":
+        raise PolicyRefusal(f"the model file {path.name} is from a {proto!r} run, not a vertical-experts fit; score "
+                            "with the model an experts run wrote")
+    return rec.get("private") is True
 
 
 def describe(path, id_column: str = "id", label_column: str = "y") -> dict:
@@ -128,11 +162,14 @@ def setup_party(name: str, train, score=None, R: float = 1.0, lam: float = 1e-3,
     train_ids = _ids(train)
     for key, rows in score.items():
         ids = _ids(rows)
+        if _same_file(train, rows):  # e.g. its operator gave the training file under a second key
+            raise PolicyRefusal(f"party {name!r} refused to score {key!r}: it is its training file, whose rows are never "
+                                "scored; score new records, in a file of their own (--data new=FILE)")
         if train_ids is not None and ids is not None:
-            common = np.intersect1d(np.asarray(train_ids).astype(str), np.asarray(ids).astype(str))
-            if common.size:
+            common = _shared(train_ids, ids)
+            if common:
                 raise PolicyRefusal(
-                    f"party {name!r} refused to score {key!r}: {common.size} of its rows are training rows (the logit "
+                    f"party {name!r} refused to score {key!r}: {common} of its rows are training rows (the logit "
                     "of a training row is a per-row function of that protected row, not post-processing of the DP "
                     "model); score only new records, in a file of their own (--data new=FILE)")
     cfg = ExpertConfig(str(name), _block(train), {str(k): _block(v) for k, v in score.items()}, R, lam,
@@ -156,6 +193,24 @@ def setup_party(name: str, train, score=None, R: float = 1.0, lam: float = 1e-3,
         raise PolicyRefusal(f"party {name!r} refused the run: the flip probability {q!r} must be in [0, 1/2)")
     return cfg, ExpertState(np.asarray(model.coef, dtype=np.float64), None if q is None else float(q),
                             {"row_clip": float(R)})
+
+
+def _same_file(a, b) -> bool:
+    import os
+
+    pa, pb = getattr(a, "path", None), getattr(b, "path", None)
+    try:
+        return bool(pa and pb and os.path.samefile(pa, pb))
+    except OSError:
+        return False
+
+
+def _shared(train_ids, ids) -> int:
+    """How many of ``ids`` are training ids: equal as values (the file's 1 and 1.0) or as text."""
+    import pandas as pd
+
+    a, b = pd.Index(np.asarray(ids)), pd.Index(np.asarray(train_ids))
+    return int(np.sum(a.isin(b) | a.astype(str).isin(b.astype(str))))
 
 
 def _number(v) -> float | None:
@@ -187,6 +242,8 @@ def fit_step(cfg: ExpertConfig, state: ExpertState, inbox, *, rng: np.random.Gen
     q = inbox.flip_probability
     if q is not None and not (_number(q) is not None and 0.0 <= float(q) < 0.5):
         raise PolicyRefusal(f"party {cfg.name!r} refused the fit: the flip probability {q!r} must be in [0, 1/2)")
+    from .vertical_experts import fit_expert  # here: vertical_experts declares PROTOCOL from this module
+
     coef, info, events = fit_expert(cfg.X, labels.astype(np.float64), R=float(cfg.R), lam=float(cfg.lam),
                                     noise_multiplier=cfg.noise_multiplier, rng=rng, party=cfg.name,
                                     noise_norm=float(cfg.noise_norm))
@@ -204,6 +261,8 @@ def logit(cfg: ExpertConfig, state: ExpertState, key: str = "test") -> np.ndarra
     if not isinstance(key, str) or key not in cfg.score:
         raise ProtocolError(f"party {cfg.name!r} scores only the new-records files it was set up with "
                             f"{sorted(cfg.score)}, not {key!r} (never its training rows)")
+    from .vertical_experts import expert_logit
+
     return np.asarray(expert_logit(state.coef, cfg.score[key], float(cfg.R), state.flip_probability), dtype=np.float64)
 
 

@@ -311,3 +311,25 @@ def ambient_heartbeat(label: str, interval: float | None = None, enabled: bool =
     finally:
         stop.set()
         thread.join(timeout=2.0)
+
+
+def party_data_refs(info: dict, names, key: str, ids, *, psi: bool, first_index: int, **params) -> list:
+    """One :class:`~dpadmm.protocol.PartyData` reference per remote party (``names``, at column-block indices
+    ``first_index, first_index + 1, …``) to its own file ``key``, joined on ``ids`` (or PSI-aligned); each party's
+    column count comes from its Hello facts (``info``). Extra ``params`` (e.g. ``normalize``) go to every party."""
+    import numpy as np
+
+    from ..protocol import PartyData
+
+    ids = np.asarray(ids)
+    ids = ids.astype(str) if ids.dtype.kind == "O" else ids
+    out = []
+    for m, name in enumerate(names, start=first_index):
+        facts = info[name].get("data", {}).get(key)
+        if facts is None:
+            raise InvalidParameterError(f"party {name!r} was started without --data {key}=FILE; restart it with its "
+                                        f"{key} file.")
+        cols = int(facts["columns"])
+        join = {"psi": True} if psi else {"ids": ids}
+        out.append(PartyData(key, {**join, "index": m, "n_features": cols, **params}, (int(len(ids)), cols)))
+    return out

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import base_rate_log_loss, console, elapsed, output_dir, verdict, write_json
+from ._common import base_rate_log_loss, console, elapsed, output_dir, party_data_refs, verdict, write_json
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 
 #: options of the ADMM protocol that mean nothing here (name -> value meaning "not given")
@@ -35,7 +35,6 @@ def remote_data(backend, party_files, test_party_files, *, id_column: str = "id"
     on this side's ids — or, with ``psi``, on the private set intersection (:mod:`dpadmm.data.psi`)."""
     from ..data.remote import PartyFile, party_sources
     from ..experiments.vertical import VerticalData, _encode
-    from ..protocol import PartyData
 
     if len(party_files) != 1 or len(test_party_files) > 1:
         raise InvalidParameterError("with --protocol experts --backend grpc give one --party FILE (the label party's "
@@ -61,18 +60,7 @@ def remote_data(backend, party_files, test_party_files, *, id_column: str = "id"
         return src[0].load(), lab, ids
 
     def refs(key, ids):
-        ids = np.asarray(ids)
-        ids = ids.astype(str) if ids.dtype.kind == "O" else ids
-        out = []
-        for m, name in enumerate(expected, start=2):
-            facts = info[name].get("data", {}).get(key)
-            if facts is None:
-                raise InvalidParameterError(f"party {name!r} was started without --data {key}=FILE; restart it with its "
-                                            f"{key} file.")
-            join = {"psi": True} if psi else {"ids": ids}
-            out.append(PartyData(key, {**join, "index": m, "n_features": int(facts["columns"])},
-                                 (int(len(ids)), int(facts["columns"]))))
-        return out
+        return party_data_refs(info, expected, key, ids, psi=psi, first_index=2)
 
     X, labels, ids = own("train", party_files[0])
     test = test_labels = None
@@ -173,7 +161,8 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
     for m, frac in enumerate(clipped, start=2):
         if frac > 0.5:
             console.print(f"note: {frac:.0%} of party {m}'s rows were clipped at norm {R:g}; scale its columns by "
-                          "public bounds (or pass --prepare normalize-rows) to keep their signal")
+                          "public bounds (or pass --prepare normalize-rows) to keep their signal (an in-process "
+                          "diagnostic from the party's rows, outside the guarantee; a deployment never computes it)")
     if baselines:
         alone = baselines["label_party_alone"]["test_log_loss"]
         console.print(f"baselines (test log loss): base rate {baselines['base_rate']['test_log_loss']:.4f}, "

@@ -230,9 +230,7 @@ def vertical_remote_data(backend, party_files, test_party_files, *, id_column: s
     party also serving ``--protocol psi-align``): no id list is sent; each party reads the rows of
     the intersection in its canonical order, and this side keeps the labels of those rows.
     """
-    import numpy as np
-
-    from ..protocol import PartyData
+    from ._common import party_data_refs
     from ..data.remote import party_sources
     from ..experiments.vertical import VerticalData, _encode
 
@@ -250,20 +248,7 @@ def vertical_remote_data(backend, party_files, test_party_files, *, id_column: s
     info = backend.hello(expected)
 
     def refs(key, ids):
-        ids = np.asarray(ids)
-        if ids.dtype.kind == "O":
-            ids = ids.astype(str)
-        out = []
-        for m, name in enumerate(expected, start=1):
-            facts = info[name].get("data", {}).get(key)
-            if facts is None:
-                raise InvalidParameterError(f"party {name!r} was started without --data {key}=FILE; restart it with its "
-                                            f"{key} file.")
-            cols = int(facts["columns"])
-            join = {"psi": True} if psi else {"ids": ids}
-            out.append(PartyData(key, {**join, "index": m, "n_features": cols, "normalize": bool(normalize)},
-                                 (int(len(ids)), cols)))
-        return out
+        return party_data_refs(info, expected, key, ids, psi=psi, first_index=1, normalize=bool(normalize))
 
     def sources(key, path):
         _, lab, ids = party_sources([path], id_column=id_column, label_column=label_column)

@@ -74,6 +74,9 @@ class PartyFile:
             raise InvalidDataError(f"party {m} file {path} repeats id '{dup}'; ids must be unique per party.")
         df = df.set_index(self.id_column)
         ids = pd.Index(self.ids)
+        if ids.has_duplicates:  # a row joined twice enters every sum twice: the record relation's bounds would not hold
+            raise InvalidDataError(f"party {m}: the ids it was sent repeat id '{ids[ids.duplicated()][0]}'; each of "
+                                   "its rows joins once (send every id once).")
         if self.subset and not ids.isin(df.index).all():
             raise InvalidDataError(f"party {m} file {path} lacks an id of its PSI alignment; the file changed since "
                                    "PSI — run it again.")
@@ -86,18 +89,21 @@ class PartyFile:
         if m > 1 and self.label_column in df.columns:
             raise InvalidDataError(f"party {m} file {path} also has the label column {self.label_column!r}; "
                                    "only the first party may hold labels.")
-        feats = (df.drop(columns=[c for c in (self.label_column,) if c in df.columns]) if m == 1 else df).loc[ids]
-        non_numeric = [c for c in feats.columns if not pd.api.types.is_numeric_dtype(feats[c])]
+        every = df.drop(columns=[c for c in (self.label_column,) if c in df.columns]) if m == 1 else df
+        non_numeric = [c for c in every.columns if not pd.api.types.is_numeric_dtype(every[c])]
         if non_numeric:
             raise InvalidDataError(f"party {m} column {non_numeric[0]!r} is not numeric; encode it first.")
-        arr = feats.to_numpy(dtype=np.float64)
-        if arr.shape[1] != self.n_features:
-            raise InvalidDataError(f"party {m} file {path} has {arr.shape[1]} feature columns, expected "
+        if every.shape[1] != self.n_features:
+            raise InvalidDataError(f"party {m} file {path} has {every.shape[1]} feature columns, expected "
                                    f"{self.n_features}; the file changed since the run was set up.")
-        if not np.isfinite(arr).all():
-            r, c = np.argwhere(~np.isfinite(arr))[0]
-            raise InvalidDataError(f"party {m} has a missing or non-finite value (id {ids[r]!r}, column "
-                                   f"{feats.columns[c]!r}); impute or drop it.")
+        # checked on EVERY row of the file, and the message names no row: a party reads this file for a coordinator
+        # that chooses the rows (ids, PSI subsets), so a check of the chosen rows naming the first bad one would tell
+        # it, row by row, which records have a missing value
+        bad = ~np.isfinite(every.to_numpy(dtype=np.float64)).all(axis=0)
+        if bad.any():
+            raise InvalidDataError(f"party {m} file {path} has a missing or non-finite value in column "
+                                   f"{every.columns[np.argmax(bad)]!r}; impute or drop it.")
+        arr = every.loc[ids].to_numpy(dtype=np.float64)
         if self.prepare == "standardize":
             from ..algorithms.vertical_data import column_scaling, prepare_block
 

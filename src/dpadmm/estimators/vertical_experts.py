@@ -81,6 +81,9 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
     def _check(self, blocks):
         check_positive("lam", self.lam)
         check_positive("row_clip", self.row_clip)
+        if not ve.R_RANGE[0] <= float(self.row_clip) <= ve.R_RANGE[1]:
+            raise InvalidParameterError(f"row_clip must be in [{ve.R_RANGE[0]:g}, {ve.R_RANGE[1]:g}] (the solver's float "
+                                        f"range), got {self.row_clip}; scale the rows instead")
         check_positive("noise_norm", self.noise_norm)
         if self.epsilon is not None:
             check_positive("epsilon", self.epsilon)
@@ -156,8 +159,14 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
             self.expert_lambdas_.append(info["lam"])
             self.experts_.append(info)
             events += ev
-        self.privacy_ = self._report(events, pure, z)
+        self.privacy_ = self._report(events, pure, z, simulation=True)
         return self
+
+    #: the in-process fit's note: what the driver holds there that a deployment never releases
+    SIMULATION_NOTE = ("in-process simulation: the driver holds every party's block and coefficient (coefs_; "
+                       "decision_function scores any rows, training rows included, whose logits the guarantee does not "
+                       "cover, and the CLI's rows_clipped is computed from the parties' rows); in a deployment "
+                       "(fit_remote, party serve) each party keeps its model and scores only new records")
 
     def fit_remote(self, own_block, y, backend, parties: Mapping[str, tuple]):
         """The label party's side of a deployment: ``own_block`` is its own block (it stays here), ``parties`` maps
@@ -220,7 +229,7 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
                             label=label, notes=[why], side="features")
         return finish(rep, threat_model=THREAT, noise_source=self.noise_source_)
 
-    def _report(self, events, pure, z):
+    def _report(self, events, pure, z, simulation: bool = False):
         if not events and not pure:
             return None
         per_party = {e.party: _cached_epsilon((e.noise_multiplier,), float(self.delta), "pld") for e in events}
@@ -229,6 +238,8 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
             "protected": False, "epsilon": "inf", "delta": None, "relation": "label", "note": LABELS_SENT,
             "threat_model": LABEL_THREAT}
         notes = [] if per_party else ["epsilon = inf: features are not protected (fit with epsilon=)"]
+        if simulation and per_party:
+            notes.append(self.SIMULATION_NOTE)
         rep = PrivacyReport(
             epsilon=eps, delta=float(self.delta) if per_party else float("nan"), accountant="dp-accounting PLD",
             relation=RECORD_REPLACE.key, relation_description=RECORD_REPLACE.description, per_party=per_party,

@@ -88,6 +88,10 @@ class PartyPolicy:
     conditions of [Zhang, Alg. 1] are checked at the party.
     Vertical experts: ``row_clip`` R (the norm at which the party clips its rows; ``None``: the coordinator's R
     is accepted if ≥ ``min_clip``, a set value refuses any other), ``normalize_vertical_rows`` (its preparation).
+    ``scoring_server``: the party was started with a model file (``--data model=FILE``), so it scores with that
+    model and refuses any fit — a scoring server started with its own ``--out`` has its own, fresh ledger, and a
+    fit priced against it would spend a second budget on the same training file (set by ``party serve``, not by
+    the coordinator).
     """
 
     max_epsilon: float | None = None
@@ -107,6 +111,7 @@ class PartyPolicy:
     min_clip: float = 1e-12
     normalize_vertical_rows: bool = False
     row_clip: float | None = None
+    scoring_server: bool = False
 
     def __post_init__(self):
         if (self.max_epsilon is None) != (self.delta is None):

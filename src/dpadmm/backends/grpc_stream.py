@@ -59,10 +59,13 @@ def stream_handler(service, *, aio: bool):
     from .grpc_party import peer_name
 
     if aio:
-        async def session(requests, context):
+        async def session(requests, context):  # read/write on the context: no async generator per frame
             peer = peer_name(context) if service.secure else ""
-            async for data in requests:
-                yield serve_frame(service, data, peer)
+            while True:
+                data = await context.read()
+                if data is grpc.aio.EOF:
+                    return
+                await context.write(serve_frame(service, data, peer))
     else:
         def session(requests, context):
             peer = peer_name(context) if service.secure else ""

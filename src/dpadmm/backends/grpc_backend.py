@@ -2,8 +2,9 @@
 
 Topology (firewalls): every party runs ``dpadmm party serve`` and **listens** on one TCP port; the
 coordinator **dials** each party. A party's organisation opens one inbound port, reachable from
-the coordinator's address only; the coordinator needs outbound access only. Each call is a
-unary RPC on one long-lived HTTP/2 connection per party (no per-round connection set-up).
+the coordinator's address only; the coordinator needs outbound access only. Everything travels on one long-lived HTTP/2
+connection per party: the rounds' Step messages as frames on one persistent stream (:mod:`grpc_stream`), other
+calls as unary RPCs (no per-round connection set-up).
 
 Identity: the coordinator connects to party ``NAME`` at ``HOST:PORT`` and TLS accepts only a
 server certificate issued by the trusted CA *for* ``NAME`` (SAN DNS:NAME); the party accepts the

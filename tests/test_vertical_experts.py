@@ -371,3 +371,27 @@ def test_cli_experts_says_when_the_label_party_kept_its_own_model(tmp_path, caps
     m = json.loads((tmp_path / "o" / "metrics.json").read_text())
     assert m["final"]["kept_own_model"] is True
     assert m["final"]["test_log_loss"] == pytest.approx(m["baselines"]["label_party_alone"]["test_log_loss"], rel=1e-4)
+
+
+
+def test_cli_min_effective_rows_lowers_the_floor_and_belongs_to_experts(tmp_path, capsys):
+    import json
+
+    from conftest import run_cli
+
+    args = _cli_args(tmp_path) + ["--epsilon", "1", "--label-epsilon", "1", "--prepare", "none", "--seed", "0",
+                                  "--min-effective-rows", "0", "--out", tmp_path / "o"]
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    m = json.loads((tmp_path / "o" / "metrics.json").read_text())
+    assert m["final"]["kept_own_model"] is False and m["config"]["min_effective_rows"] == 0
+    assert m["privacy"]["sides"]["labels"]["epsilon"] == pytest.approx(1.0)
+    common = ["--epsilon", "1", "--label-epsilon", "1", "--prepare", "none", "--out", tmp_path / "bad"]
+    (tmp_path / "b").mkdir()
+    files = [a for a in _cli_args(tmp_path / "b") if a not in ("--protocol", "experts")]
+    for extra, match in ((["--protocol", "experts", "--min-effective-rows", "-1"],
+                          "--min-effective-rows must be non-negative"),
+                         (["--min-effective-rows", "10"], "belongs to --protocol experts")):
+        code, out, err = run_cli(files + extra + common, capsys)
+        assert code == 2 and match in " ".join(err.split()), err
+        assert not (tmp_path / "bad").exists()

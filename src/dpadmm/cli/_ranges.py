@@ -77,7 +77,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "--lam": POS, "--rho": POS, "--iterations": INT(), "--epsilon": POS, "--clip": POS, "--label-epsilon": POS,
         "--delta": PROB, "--iteration-epsilon": POS, "--noise-scale": NONNEG, "--bound": POS, "--seed": SEED,
         "--timeout": TIMEOUT, "--checkpoint-every": INT(), "--parties": Range("int", 1, listed=True),
-        "--row-clip": POS,
+        "--row-clip": POS, "--min-effective-rows": NONNEG,
     },
     "consensus": {
         "--nodes": INT(2), "--uneven-ratio": POS, "--C": POS, "--reg-weight": POS, "--iterations": INT(),

@@ -78,7 +78,7 @@ def remote_data(backend, party_files, test_party_files, *, id_column: str = "id"
 
 
 def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepare: str, row_clip, seed,
-                out: Path | None, label_mechanism: str, backend=None) -> dict:
+                out: Path | None, label_mechanism: str, backend=None, min_effective_rows=None) -> dict:
     """Fit, evaluate, print and write metrics.json; returns the metrics. With ``backend`` (grpc), ``data.train[1:]``
     (and ``data.test[1:]``) are references to the other parties' files: they fit there and score their test rows."""
     from ..algorithms.vertical_data import prepare_block
@@ -121,7 +121,7 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
     from ..data.parties import row_norms
 
     model = VerticalExpertsClassifier(lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label_epsilon,
-                                      row_clip=R, random_state=seed)
+                                      row_clip=R, min_effective_rows=min_effective_rows, random_state=seed)
     final: dict = {"protocol": "experts"}
     if remote:
         names = [f"party{m}" for m in range(2, len(train) + 1)]
@@ -144,7 +144,8 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
     privacy = rep.to_dict() if rep is not None else {"private": False, "epsilon": "inf"}
     privacy["noise_source"] = model.noise_source_
     metrics = {"config": {"protocol": "experts", "lam": lam, "epsilon": epsilon, "delta": delta,
-                          "label_epsilon": label_epsilon, "prepare": {"label_party": own_how, "others": how},
+                          "label_epsilon": label_epsilon, "min_effective_rows": min_effective_rows,
+                          "prepare": {"label_party": own_how, "others": how},
                           "row_clip": R, "seed": seed, "party_sizes": [int(B.shape[1]) for B in train],
                           "backend": "grpc" if remote else "inprocess",
                           **({"peers": data.source.get("peers"), "psi": data.source.get("psi")} if remote else {})},

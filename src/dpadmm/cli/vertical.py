@@ -226,6 +226,10 @@ def vertical(
                                  "own record-level DP model once, the label party adds them up: no per-row release "
                                  "from training data; in-process, or --backend grpc with every other party serving "
                                  "vertical-experts)."),
+    min_effective_rows: Optional[float] = typer.Option(
+        None, help="--protocol experts with --label-epsilon: send the randomized-response labels only if "
+                   "n(1-2q)^2 >= this (default 5000; below it the label party keeps its own model and nothing is "
+                   "released); 0 always sends."),
 ):
     """Train logistic regression on vertically partitioned data with (DP) ADMM sharing [Hu]."""
     from ..experiments.vertical import load_vertical_data, rows_are_normalized, run_vertical
@@ -234,6 +238,9 @@ def vertical(
     from .._validation import check_choice
 
     check_choice("protocol", protocol, ("admm", "experts"))
+    if min_effective_rows is not None and protocol != "experts":
+        raise InvalidParameterError("--min-effective-rows belongs to --protocol experts (the floor at which the label "
+                                    "party sends its randomized-response labels): drop it, or pass --protocol experts.")
     if protocol == "experts":
         from . import _vertical_experts as vx
 
@@ -277,7 +284,8 @@ def vertical(
                                        label_column=label_column, psi=psi)
                 vx.run_experts(vdata, lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label_epsilon,
                                prepare="normalize-rows" if normalize_rows else prepare, row_clip=row_clip, seed=seed,
-                               out=out, label_mechanism=label_mechanism, backend=run_opts.backend)
+                               out=out, label_mechanism=label_mechanism, backend=run_opts.backend,
+                               min_effective_rows=min_effective_rows)
             finally:
                 run_opts.backend.close()
             return
@@ -289,7 +297,7 @@ def vertical(
                                     test_party_files=test_party, id_column=id_column, label_column=label_column))
         vx.run_experts(vdata, lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label_epsilon,
                        prepare="normalize-rows" if normalize_rows else prepare, row_clip=row_clip, seed=seed, out=out,
-                       label_mechanism=label_mechanism)
+                       label_mechanism=label_mechanism, min_effective_rows=min_effective_rows)
         return
 
     check_positive("lam", lam)

@@ -222,25 +222,10 @@ _SCALARS = {bool: ("bool", 1), int: ("int64", 8), float: ("float64", 8)}
 def _summarize_fast(obj: Any, prefix: str, out: list) -> bool:
     """The common case of :func:`summarize` without the generic flattening (arrays, scalars, strings,
     NamedTuples, dicts, lists); False when something else is inside (then the generic path runs)."""
-    t = type(obj)
-    if t is np.ndarray:
-        out.append({"name": prefix or "value", "shape": list(obj.shape), "dtype": _dtype_name(obj.dtype),
-                    "bytes": int(obj.nbytes)})
-    elif t in _SCALARS:
-        dt, nb = _SCALARS[t]
-        out.append({"name": prefix or "value", "shape": [], "dtype": dt, "bytes": nb})
-    elif t is str:
-        out.append({"name": prefix or "value", "shape": [len(obj)], "dtype": "str", "bytes": len(obj)})
-    elif obj is None:
-        pass
-    elif t is dict:
-        return all(_summarize_fast(v, f"{prefix}.{k}" if prefix else str(k), out) for k, v in obj.items())
-    elif isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return all(_summarize_fast(v, f"{prefix}.{k}" if prefix else k, out) for k, v in zip(obj._fields, obj))
-    elif t in (list, tuple):
-        return all(_summarize_fast(v, f"{prefix}.{i}" if prefix else str(i), out) for i, v in enumerate(obj))
-    else:
+    leaves: list = []
+    if not _leaves(obj, prefix, leaves):
         return False
+    out.extend({"name": n, "shape": list(shape), "dtype": dt, "bytes": int(nb)} for n, shape, dt, nb in leaves)
     return True
 
 
@@ -261,7 +246,8 @@ def summarize(obj: Any) -> list[dict]:
 
 
 def _leaves(obj: Any, prefix: str, out: list) -> bool:
-    """:func:`_summarize_fast`'s leaves as tuples (name, shape, dtype, bytes), without building the records."""
+    """The leaves of a message in the common case (arrays, scalars, strings, NamedTuples, dicts, lists) as tuples
+    (name, shape, dtype, bytes); False when something else is inside."""
     t = type(obj)
     if t is np.ndarray:
         out.append((prefix or "value", obj.shape, _dtype_name(obj.dtype), obj.nbytes))

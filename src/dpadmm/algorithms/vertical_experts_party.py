@@ -188,11 +188,8 @@ def setup_party(name: str, train, score=None, R: float = 1.0, lam: float = 1e-3,
         if X.shape[1] + 1 != model.coef.shape[0]:
             raise InvalidDataError(f"party {name!r}: its {key!r} file has {X.shape[1]} feature columns, its model "
                                    f"{model.coef.shape[0] - 1}; score records with the columns it was trained on.")
-    q = flip_probability
-    if q is not None and not (_number(q) is not None and 0.0 <= float(q) < 0.5):
-        raise PolicyRefusal(f"party {name!r} refused the run: the flip probability {q!r} must be in [0, 1/2)")
-    return cfg, ExpertState(np.asarray(model.coef, dtype=np.float64), None if q is None else float(q),
-                            {"row_clip": float(R)})
+    q = _flip_probability(name, "the run", flip_probability)
+    return cfg, ExpertState(np.asarray(model.coef, dtype=np.float64), q, {"row_clip": float(R)})
 
 
 def _same_file(a, b) -> bool:
@@ -213,12 +210,20 @@ def _shared(train_ids, ids) -> int:
     return int(np.sum(a.isin(b) | a.astype(str).isin(b.astype(str))))
 
 
-def _number(v) -> float | None:
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
+def _flip_probability(name: str, what: str, q) -> float | None:
+    """The public flip probability of the labels' randomized response, checked: ``None`` (exact labels) or a
+    number in [0, ½) (the de-biasing divides by 1 − 2q)."""
+    from ..privacy.policy import PolicyRefusal
+
+    if q is None:
         return None
-    return x if math.isfinite(x) else None
+    try:
+        x = float(q)
+    except (TypeError, ValueError):
+        x = math.nan
+    if not 0.0 <= x < 0.5:  # NaN fails too
+        raise PolicyRefusal(f"party {name!r} refused {what}: the flip probability {q!r} must be in [0, 1/2)")
+    return x
 
 
 def fit_step(cfg: ExpertConfig, state: ExpertState, inbox, *, rng: np.random.Generator):
@@ -239,9 +244,7 @@ def fit_step(cfg: ExpertConfig, state: ExpertState, inbox, *, rng: np.random.Gen
         # the sensitivity proof needs the loss 1-Lipschitz in the score: labels in {−1, +1}, one per row
         raise PolicyRefusal(f"party {cfg.name!r} refused the fit and released nothing: the labels it is sent must be "
                             f"one ±1 per training row ({n}), got shape {labels.shape}")
-    q = inbox.flip_probability
-    if q is not None and not (_number(q) is not None and 0.0 <= float(q) < 0.5):
-        raise PolicyRefusal(f"party {cfg.name!r} refused the fit: the flip probability {q!r} must be in [0, 1/2)")
+    q = _flip_probability(cfg.name, "the fit", inbox.flip_probability)
     from .vertical_experts import fit_expert  # here: vertical_experts declares PROTOCOL from this module
 
     coef, info, events = fit_expert(cfg.X, labels.astype(np.float64), R=float(cfg.R), lam=float(cfg.lam),
@@ -249,7 +252,7 @@ def fit_step(cfg: ExpertConfig, state: ExpertState, inbox, *, rng: np.random.Gen
                                     noise_norm=float(cfg.noise_norm))
     facts = {k: float(v) for k, v in info.items()}
     facts["row_clip"] = float(cfg.R)
-    return ExpertState(coef, None if q is None else float(q), facts), facts, events
+    return ExpertState(coef, q, facts), facts, events
 
 
 def logit(cfg: ExpertConfig, state: ExpertState, key: str = "test") -> np.ndarray:

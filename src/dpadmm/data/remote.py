@@ -99,11 +99,15 @@ class PartyFile:
         # checked on EVERY row of the file, and the message names no row: a party reads this file for a coordinator
         # that chooses the rows (ids, PSI subsets), so a check of the chosen rows naming the first bad one would tell
         # it, row by row, which records have a missing value
-        bad = ~np.isfinite(every.to_numpy(dtype=np.float64)).all(axis=0)
+        full = every.to_numpy(dtype=np.float64)
+        bad = ~np.isfinite(full).all(axis=0)
         if bad.any():
             raise InvalidDataError(f"party {m} file {path} has a missing or non-finite value in column "
                                    f"{every.columns[np.argmax(bad)]!r}; impute or drop it.")
-        arr = every.loc[ids].to_numpy(dtype=np.float64)
+        pos = every.index.get_indexer(ids)  # the rows asked for (every id is in the file: checked above)
+        if (pos < 0).any():
+            raise InvalidDataError(f"party {m} file {path} lacks an id it was sent; send ids as the files write them.")
+        arr = full[pos]
         if self.prepare == "standardize":
             from ..algorithms.vertical_data import column_scaling, prepare_block
 

@@ -382,6 +382,36 @@ def test_docs_list_every_protocols_party_and_coordinator_fields():
 
 
 # ----------------------------------------------------------------------------- honest fits through budgeted parties
+def test_a_statistics_run_is_priced_at_the_releases_its_stages_make_and_no_more(tmp_path):
+    """The pooled-statistics price is the run's costliest possible releases by stage (one-shot stages at z_s,
+    B counts at z_q, one comparison at z_c): an honest plan is priced exactly; a coordinator asking for one
+    more one-shot stage than it declared finds no priced release to charge it to and is refused."""
+    from dpadmm.algorithms.policies import _stats_price
+    from dpadmm.privacy.events import RECORD_REPLACE, GaussianRelease
+    from dpadmm.privacy.party_ledger import PartyBudget
+    from dpadmm.privacy.policy import PolicyRefusal
+
+    X, y, q = np.zeros((3, 4)), np.zeros(3), np.full(4, 0.25)
+    zs, zq, zc = 6.0, 9.0, 4.0
+    B = fs.QUANTILE_STEPS
+    cfg = fs.setup_stats("p", X, y, q, zs, zq, 0.0, 0.0, 2)[0]
+    assert _stats_price(cfg, 2 + B).gaussian == {zs: 2, zq: B}  # mean, moments, then the B counts: exact
+    assert _stats_price(fs.setup_stats("p", X, y, q, zs, 0.0, zc, 0.0, 0)[0], 1).gaussian == {zc: 1}
+    assert _stats_price(cfg, 2 + B + 3).gaussian == {zs: 5, zq: B}  # rounds beyond the stages: at the costliest
+    with pytest.raises(ValueError, match="one-shot stages must be an integer in"):
+        fs.setup_stats("p", X, y, q, zs, zq, 0.0, 0.0, 4)
+    b = PartyBudget(tmp_path, "p", 10.0, 1e-5)
+    b.open_run("r", fs.PROTOCOL.name, _stats_price(cfg, 2 + B), 2 + B)
+    for t in range(2):
+        b.charge([GaussianRelease("p", t, 1.0, zs, RECORD_REPLACE)], private_step=True, round_=t)
+    with pytest.raises(PolicyRefusal, match="beyond the declaration"):  # a third one-shot release (e.g. ranges)
+        b.charge([GaussianRelease("p", 2, 1.0, zs, RECORD_REPLACE)], private_step=True, round_=2)
+    for t in range(B):
+        b.charge([GaussianRelease("p", 2 + t, 1.0, zq, RECORD_REPLACE)], private_step=True, round_=2 + t)
+    assert b.spent == pytest.approx(gaussian_epsilon([zs] * 2 + [zq] * B, 1e-5), rel=1e-6)
+    b.close()
+
+
 def _serve(names, protocols, tmp_path, **policy):
     services = {name: PartyService(name=name, protocol=protocols, data={}, out=tmp_path / name, secure=False,
                                    accept_coordinator_data=True, **policy) for name in names}
@@ -397,7 +427,9 @@ def test_honest_functional_and_consensus_fits_pass_every_check_of_budgeted_parti
     from dpadmm.backends.grpc_backend import GrpcBackend
     from dpadmm.data.functional import simulate_zhou
 
-    data = simulate_zhou(200, tau=0.5, random_state=0)
+    # n·ε = 2,600 ≥ MIN_N_EPSILON: the default fit runs the private statistics and FDP-ADMM (below it, only a
+    # DP constant); the response's range is estimated privately too (no public y_range)
+    data = simulate_zhou(1300, tau=0.5, random_state=0)
     peers, services, stop = _serve(["worker1", "worker2"], [fq.PROTOCOL, fs.PROTOCOL], tmp_path, **BUDGET)
     try:
         be = GrpcBackend(peers, insecure=True, timeout=60)

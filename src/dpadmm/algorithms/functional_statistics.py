@@ -101,6 +101,7 @@ X_EDGES = np.linspace(math.log(1e-12), math.log(1e12), 111)  # log ||x~|| bins o
 THRESHOLD = 4.5  # pooled noisy count must exceed THRESHOLD · sigma · sqrt(M) to count as occupied
 Y_QUANTILES = (0.01, 0.99)
 QUANTILE_STEPS = 8  # bisection rounds of the DP τ-quantile (resolution (hi − lo)/256)
+ONE_SHOT_STAGES = 3  # ranges, mean, moments: each released at most once per run, at ``noise_multiplier``
 X_QUANTILE = 0.95
 
 
@@ -116,6 +117,7 @@ class StatsConfig:
     quantile_multiplier: float = 0.0  # z_q of each bisection count (stage ``quantile``)
     compare_multiplier: float = 0.0  # z_c of the model-vs-constant comparison (stage ``compare``)
     min_clip: float = 0.0  # the party's floor on every curve clip (its policy's min_clip, imposed at Setup)
+    one_shot: int = 3  # one-shot stages (ranges?, mean, moments) the run declares at z (priced; ≤ ONE_SHOT_STAGES)
 
 
 class StatsRequest(NamedTuple):
@@ -140,11 +142,17 @@ class StatsMessage(NamedTuple):
 
 
 def setup_stats(name: str, X, y, q, noise_multiplier: float, quantile_multiplier: float = 0.0,
-                compare_multiplier: float = 0.0, min_clip: float = 0.0):
-    """Worker-side setup (``PartySpec.setup``); ``min_clip``: the party's own floor (imposed by its policy)."""
+                compare_multiplier: float = 0.0, min_clip: float = 0.0, one_shot: int = ONE_SHOT_STAGES):
+    """Worker-side setup (``PartySpec.setup``); ``min_clip``: the party's own floor (imposed by its policy);
+    ``one_shot``: how many one-shot stages (``ranges``, ``mean``, ``moments``) the run declares — used only
+    to price the run at a party with a budget (a party's ledger refuses a release beyond what it priced)."""
+    k = one_shot
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or not 0 <= int(k) <= ONE_SHOT_STAGES:
+        raise ValueError(f"one_shot = {one_shot!r}: the number of one-shot stages must be an integer in "
+                         f"[0, {ONE_SHOT_STAGES}] (ranges, mean, moments)")
     return StatsConfig(name, np.asarray(X, float), np.asarray(y, float), np.asarray(q, float),
                        float(noise_multiplier), float(quantile_multiplier), float(compare_multiplier),
-                       float(min_clip)), None
+                       float(min_clip), int(k)), None
 
 
 def moment_release_sensitivity(c2: float) -> float:

@@ -300,8 +300,8 @@ def _stats_prepare(args, policy: PartyPolicy):
     q and the three multipliers), whatever the coordinator sent there."""
     if not policy.private_work or len(args) < 5:
         return args
-    args = list(args[:7])
-    return args + [0.0] * (7 - len(args)) + [policy.min_clip]
+    head = list(args[:7])
+    return head + [0.0] * (7 - len(head)) + [policy.min_clip] + list(args[8:9])  # then the declared one_shot
 
 
 def _stats_multipliers(cfg) -> list[float]:
@@ -319,10 +319,28 @@ def _stats_check(cfg, args, policy: PartyPolicy, party: str) -> None:
 
 
 def _stats_price(cfg, rounds: int) -> RunPrice:
-    # every round priced at the smallest multiplier the worker holds (the costliest release it may make);
-    # a stage whose multiplier is 0 is refused by the step in a private run
-    return RunPrice({min(_stats_multipliers(cfg) or [float(cfg.noise_multiplier)]): int(rounds)}, 0.0,
-                    "record_replace")
+    """The ``rounds`` costliest releases the worker's stages can make: the comparison (once, at
+    ``compare_multiplier``), the declared one-shot stages (``one_shot`` ≤ 3, at ``noise_multiplier``), the
+    bisection counts (``QUANTILE_STEPS``, at ``quantile_multiplier``); rounds beyond them at the smallest
+    multiplier. An honest run is priced exactly. Whatever the coordinator then asks, the ledger charges each
+    release to a priced multiplier no larger than its own and refuses one that does not fit, so the price
+    only decides what is refused, never what is undercharged. A stage whose multiplier is 0 is refused by
+    the step in a private run."""
+    from .functional_statistics import QUANTILE_STEPS
+
+    caps = [(float(m), int(c)) for m, c in ((cfg.compare_multiplier, 1), (cfg.noise_multiplier, cfg.one_shot),
+                                            (cfg.quantile_multiplier, QUANTILE_STEPS)) if float(m) > 0 and c > 0]
+    caps.sort()  # the smallest multiplier first: the costliest release
+    left, price = int(rounds), {}
+    for m, c in caps:
+        take = min(c, left)
+        if take:
+            price[m] = price.get(m, 0) + take
+        left -= take
+    if left > 0:
+        m = min(_stats_multipliers(cfg) or [float(cfg.noise_multiplier)])
+        price[m] = price.get(m, 0) + left
+    return RunPrice(price, 0.0, "record_replace")
 
 
 STATISTICS = PolicyHooks(
@@ -334,6 +352,8 @@ STATISTICS = PolicyHooks(
         "compare sensitivity 2κ·max(hi − p₀, p₀ − lo)/unit": "computed by the party from the model it receives; "
                                                             "enforced by clipping predictions to the band",
         "rounds (stages)": "declared at Setup, priced; a repeated stage is a release beyond the declaration",
+        "one_shot": "declared at Setup (0–3 one-shot stages at noise_multiplier); the rounds are priced at the "
+                    "costliest releases the stages can make, and a release the price does not cover is refused",
         "every round: curve_clip, y_range, projection, center": "curve_clip finite ≥ min_clip, y_range finite with "
                                                                 "lo < hi, projection finite with PᵀP ≈ I, center "
                                                                 "finite; a non-finite release is refused",

@@ -175,7 +175,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         return self.basis
 
     def _statistics(self, parts, parts_y, grid, z_stats: float, nseed, backend_name, transcript=None,
-                    z_quantile: float = 0.0, z_compare: float = 0.0):
+                    z_quantile: float = 0.0):
         """Run the pooled-statistics protocol (``algorithms.functional_statistics``) over the workers.
 
         Returns (basis, score variances, response location, response scale, hub state, ledger).
@@ -188,12 +188,13 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             fixed = F.fourier_basis(grid, K) if kind == "fourier" else F.bspline_basis(grid, K)
         projection = None if fixed is None else fixed.phi * np.sqrt(fixed.q)[:, None]  # U = Q^{1/2}Φ, orthonormal
         names = [f"worker{i + 1}" for i in range(len(parts))]
-        specs = self._stats_specs(parts, parts_y, q, z_stats, z_quantile, z_compare)
         y_range = None if self.y_range is None else (float(self.y_range[0]), float(self.y_range[1]))
         hub_cfg = fs.StatsHubConfig(tuple(names), z_stats, y_range=y_range,
                                     curve_clip=None if self.curve_clip is None else float(self.curve_clip),
                                     projection=projection, n_total=int(sum(v.size for v in parts_y)),
                                     tau=float(self.tau) if z_stats > 0 else None, quantile_multiplier=z_quantile)
+        # no comparison in this run (its own run follows the ADMM): the workers hold no multiplier for it
+        specs = self._stats_specs(parts, parts_y, q, z_stats, z_quantile, 0.0, fs.one_shot_releases(hub_cfg))
         res = self._run_stats(hub_cfg, specs, backend_name, nseed, transcript)
         st = res.hub_state
         if "failed" in st.sums:
@@ -250,9 +251,13 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             backend.close()
 
     @staticmethod
-    def _stats_specs(parts, parts_y, q, z_stats, z_quantile, z_compare):
+    def _stats_specs(parts, parts_y, q, z_stats, z_quantile, z_compare, one_shot):
+        """One ``functional-statistics`` worker per part; ``one_shot`` (the run's one-shot stages) and the
+        multipliers (0: a stage this run does not make) are what a budgeted party prices the run at. The
+        ``min_clip`` slot (0.0) is the party's own: its policy overwrites it at Setup."""
         names = [f"worker{i + 1}" for i in range(len(parts))]
-        return [PartySpec(nm, fs.setup_stats, (nm, Xi, yi, q, z_stats, z_quantile, z_compare), fs.stats_step, owner=nm)
+        return [PartySpec(nm, fs.setup_stats, (nm, Xi, yi, q, z_stats, z_quantile, z_compare, 0.0, int(one_shot)),
+                          fs.stats_step, owner=nm)
                 for nm, Xi, yi in zip(names, parts, parts_y)]
 
     def _fit_constant_only(self, parts, parts_y, X, y, grid, nseed, transcript=None):
@@ -267,7 +272,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         z = calibrate_total(float(self.total_epsilon), float(self.delta), B, extra_releases=n_ranges,
                             accountant=self.accountant)
         q = F.trapezoid_weights(grid)
-        specs = self._stats_specs(parts, parts_y, q, z, z, 0.0)
+        specs = self._stats_specs(parts, parts_y, q, z, z, 0.0, n_ranges)
         hub_cfg = fs.StatsHubConfig(tuple(names), z, y_range=y_range, n_total=int(sum(v.size for v in parts_y)),
                                     tau=float(self.tau), quantile_multiplier=z, constant_only=True)
         res = self._run_stats(hub_cfg, specs, self.backend, nseed, transcript)
@@ -317,11 +322,11 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         self.privacy_ = finish(rep, threat_model="functional", noise_source=res.noise_source)
         return self
 
-    def _compare(self, parts, parts_y, grid, model: dict, z_stats, z_quantile, z_compare, nseed, transcript=None):
+    def _compare(self, parts, parts_y, grid, model: dict, z_stats, z_compare, nseed, transcript=None):
         """The ``compare`` stage (``algorithms.functional_statistics``): the pooled noisy sum of the workers'
         training pinball-loss differences, model − DP constant (clipped, range units). Returns (sum, ledger)."""
         q = F.trapezoid_weights(grid)
-        specs = self._stats_specs(parts, parts_y, q, z_stats, z_quantile, z_compare)
+        specs = self._stats_specs(parts, parts_y, q, z_stats, 0.0, z_compare, 0)  # the comparison only
         names = tuple(sp.name for sp in specs)
         hub_cfg = fs.StatsHubConfig(names, z_stats, compare=model, n_total=int(sum(v.size for v in parts_y)))
         hub = engine.Hub(hub_cfg, fs.init_stats_hub, fs.stats_hub_step)
@@ -405,8 +410,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         z_quantile = z * math.sqrt(B / Wq)
         z_compare = z / math.sqrt(Wc)
         basis, y_loc, y_scale, stats, stats_ledger = self._statistics(parts, parts_y, grid, z_stats, nseed,
-                                                                          self.backend, transcript, z_quantile,
-                                                                          z_compare)
+                                                                          self.backend, transcript, z_quantile)
         if not self.fit_intercept:  # no intercept to absorb a shift: scale the response only
             y_scale = math.sqrt(y_scale * y_scale + y_loc * y_loc)
             y_loc = 0.0
@@ -465,7 +469,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             self.candidate_w_ = w.copy()  # the ADMM's model (post-processing of released messages)
             model = self._released_model(w, y_loc, y_scale)
             diff, compare_ledger = self._compare(parts, parts_y, grid, model | {"constant": self.dp_constant_},
-                                                 z_stats, z_quantile, z_compare, nseed, transcript)
+                                                 z_stats, z_compare, nseed, transcript)
             self.comparison_ = diff
             # hand over the model only if the noisy sum is below −MARGIN pooled noise sds (public: z_c, κ, M):
             # a model no better than the DP constant is handed over with probability ≤ Φ(−MARGIN) (2.3%)

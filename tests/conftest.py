@@ -39,15 +39,16 @@ def run_cli(args, capsys=None):
     return code, "", ""
 
 
-def serve_parties(services: dict, tls=None):
+def serve_parties(services: dict, tls=None, rounds=None):
     """Start one in-thread gRPC server per ``PartyService`` in ``services`` (name → service) on a free port of
-    127.0.0.1; ``tls(name)`` gives a party's TLSFiles (None: insecure). Returns ``(peers, stop)``: each party's
-    address, and a function that stops every server and closes every service."""
+    127.0.0.1; ``tls(name)`` gives a party's TLSFiles (None: insecure); ``rounds="auto"`` also serves each party's
+    raw TLS round channel (``backends/tls_rounds.py``). Returns ``(peers, stop)``: each party's address, and a
+    function that stops every server and closes every service."""
     from dpadmm.backends.grpc_party import make_server
 
     servers, peers = [], {}
     for name, svc in services.items():
-        srv, port = make_server(svc, "127.0.0.1:0", None if tls is None else tls(name))
+        srv, port = make_server(svc, "127.0.0.1:0", None if tls is None else tls(name), rounds=rounds)
         srv.start()
         servers.append(srv)
         peers[name] = f"127.0.0.1:{port}"

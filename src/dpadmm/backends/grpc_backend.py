@@ -4,7 +4,11 @@ Topology (firewalls): every party runs ``dpadmm party serve`` and **listens** on
 coordinator **dials** each party. A party's organisation opens one inbound port, reachable from
 the coordinator's address only; the coordinator needs outbound access only. Everything travels on one long-lived HTTP/2
 connection per party: the rounds' Step messages as frames on one persistent stream (:mod:`grpc_stream`), other
-calls as unary RPCs (no per-round connection set-up).
+calls as unary RPCs (no per-round connection set-up). A party that offers it (``dpadmm party serve``
+does by default; ``--rounds-listen``) also serves the rounds on a raw mutual-TLS socket of its own
+(:mod:`tls_rounds`: the same certificates, CA, names and allow list, about a third of gRPC's per-message
+cost); the coordinator then sends the rounds' Step frames there (``round_transport="tls"``, the default)
+and everything else over gRPC — a second port the party's organisation opens to the coordinator.
 
 Identity: the coordinator connects to party ``NAME`` at ``HOST:PORT`` and TLS accepts only a
 server certificate issued by the trusted CA *for* ``NAME`` (SAN DNS:NAME); the party accepts the
@@ -123,6 +127,10 @@ class GrpcBackend(Backend):
         ``grpc_party.STREAM_WINDOW``).
     connect_timeout : seconds to wait for a party to come up before the run fails (default 5: an unreachable
         party is reported within seconds; raise it when parties are started together with the coordinator).
+    round_transport : ``"tls"`` (default): the rounds' Step frames on the party's raw mutual-TLS round channel
+        (:mod:`tls_rounds`) when its Hello announces one, else on its gRPC stream; ``"grpc"``: always on the gRPC
+        stream. (Measured faster: BENCHMARKS.md "A raw mutual-TLS round channel".) ``round_transport_`` then says
+        which each party's rounds used.
     peer_to_peer : the parties are consensus nodes started with ``--neighbour`` (:mod:`grpc_p2p`): they
         exchange their round messages with their graph neighbours directly; this side only sets the run up,
         starts it (:meth:`run_peer_to_peer`), polls it and ends it — the engine then never calls :meth:`step`.
@@ -133,7 +141,7 @@ class GrpcBackend(Backend):
 
     def __init__(self, peers: Mapping[str, str], *, tls=None, insecure: bool = False, timeout: float = 120.0,
                  setup_timeout: float | None = None, connect_timeout: float = 5.0, stream: bool = True,
-                 peer_to_peer: bool = False) -> None:
+                 peer_to_peer: bool = False, round_transport: str = "tls") -> None:
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise InvalidParameterError(f"timeout must be a positive number of seconds, got timeout={timeout!r}.")
         if (tls is None) == (not insecure):
@@ -159,6 +167,13 @@ class GrpcBackend(Backend):
         self.stream = bool(stream)
         self._streams: dict[str, Any] = {}
         self.peer_to_peer = bool(peer_to_peer)
+        if round_transport not in ("tls", "grpc"):
+            raise InvalidParameterError(f"round_transport must be 'tls' or 'grpc', got {round_transport!r}.")
+        self.round_transport = round_transport
+        self._rounds_off: set[str] = set()
+        self._rconns: dict[str, Any] = {}  # party → tls_rounds.RoundClient (opened at its first round)
+        self._rctx = None
+        self.round_transport_: dict[str, str] = {}
 
     # ------------------------------------------------------------------ plumbing
     def _run(self, coro):
@@ -256,7 +271,58 @@ class GrpcBackend(Backend):
                 self._loop.call_soon_threadsafe(call.cancel)
             except Exception:
                 pass
-        self._streams = {}
+        for conn in self._rconns.values():
+            try:
+                self._loop.call_soon_threadsafe(conn.close)
+            except Exception:
+                pass
+        self._streams, self._rconns = {}, {}
+
+    def _tls_rounds(self, name: str) -> bool:
+        """Party ``name``'s rounds go on its raw TLS round channel (it announced one, and it was reachable)."""
+        return (self.round_transport == "tls" and name not in self._rounds_off
+                and isinstance((self.hello_.get(name) or {}).get("rounds"), dict))
+
+    def _drop_rounds(self, name: str) -> None:
+        conn = self._rconns.pop(name, None)
+        if conn is not None:
+            conn.close()
+
+    async def _on_rounds(self, name: str, method: str, payload: bytes) -> bytes:
+        """One request frame on party ``name``'s round channel (:mod:`tls_rounds`; connected at its first round)
+        and its reply; an unreachable round port sends this party's rounds to its gRPC stream instead."""
+        import asyncio
+        import ssl
+        import warnings
+
+        from .tls_rounds import RoundClient, client_context
+
+        conn = self._rconns.get(name)
+        if conn is None:
+            host, port = self.peers[name].rsplit(":", 1)[0], self.hello_[name]["rounds"].get("port")
+            if not self.insecure and self._rctx is None:
+                self._rctx = client_context(self.tls)
+            try:
+                conn = await RoundClient.open(host, int(port), name, self._rctx, min(self.connect_timeout, self.timeout))
+            except ssl.SSLError as exc:  # incl. a certificate not issued for `name` by the CA: never a fallback
+                raise StreamError("UNAVAILABLE", f"TLS handshake on the round channel failed ({exc})") from None
+            except (OSError, asyncio.TimeoutError, TypeError, ValueError) as exc:
+                self._rounds_off.add(name)
+                self.round_transport_[name] = "grpc"
+                warnings.warn(f"party {name!r}'s round channel at {host}:{port} is unreachable from here "
+                              f"({type(exc).__name__}: {exc}); its rounds go on its gRPC stream (open that port to "
+                              "this side, or start the party with --rounds-listen off).", RuntimeWarning, stacklevel=2)
+                return await self._on_stream(name, method, payload)
+            self._rconns[name] = conn
+            self.round_transport_[name] = "tls"
+        try:
+            return await conn.call(method, payload)
+        except StreamError:
+            raise
+        except (OSError, EOFError, asyncio.IncompleteReadError, ValueError):
+            # after a handshake that gRPC's (same certificates) had accepted: the party died or dropped the socket
+            self._drop_rounds(name)
+            raise StreamError("UNAVAILABLE", "the party closed its round channel (connection lost)") from None
 
     def _call(self, name: str, method: str, body: dict, timeout: float, what: str | None = None):
         return self._call_all({name: body}, method, timeout, what or method)[name]
@@ -283,10 +349,12 @@ class GrpcBackend(Backend):
 
         # the rounds' messages: one frame each way on the party's stream (a unary call per round with stream=False)
         on_stream = {n: self.stream and method in STREAMED and len(payloads[n]) <= STREAM_MAX_BYTES for n in bodies}
+        on_tls = {n: on_stream[n] and self._tls_rounds(n) for n in bodies}  # ... or on its raw TLS round channel
 
         async def one(n):
             """Party ``n``'s reply, decoded as soon as it arrives (while other parties are still answering)."""
-            data = await (self._on_stream(n, method, payloads[n]) if on_stream[n]
+            data = await (self._on_rounds(n, method, payloads[n]) if on_tls[n]
+                          else self._on_stream(n, method, payloads[n]) if on_stream[n]
                           else calls[n](payloads[n], timeout=timeout))
             try:
                 return codec.decode(data, allowed=self._allowed.get(n) or codec.allow_list())
@@ -302,6 +370,7 @@ class GrpcBackend(Backend):
                     if task in pending:
                         task.cancel()
                         self._drop_stream(n)
+                        self._drop_rounds(n)  # its framing is out of step now: a new connection next time
                         out.append(StreamError("DEADLINE_EXCEEDED", "no answer on the stream"))
                     else:
                         out.append(task.exception() or task.result())
@@ -353,7 +422,7 @@ class GrpcBackend(Backend):
         run's declared number of ``rounds`` (a budgeted party prices the whole run at Setup)."""
         self._specs = {s.name: s for s in specs}
         self._failed = False
-        if self._streams:  # a new run: fresh streams (a restarted party's old stream is gone)
+        if self._streams or self._rconns:  # a new run: fresh streams (a restarted party's old stream is gone)
             self._close_streams()
         protos = {s.name: protocol_of(s.step) for s in specs}
         missing = [s.name for s in specs if s.name not in self.hello_]
@@ -396,7 +465,8 @@ class GrpcBackend(Backend):
         """A backend to the same parties with the same identity and timeouts whose rounds go through this side
         (e.g. a protocol without a peer-to-peer form after a peer-to-peer run)."""
         return GrpcBackend(self.peers, tls=self.tls, insecure=self.insecure, timeout=self.timeout,
-                           setup_timeout=self.setup_timeout, connect_timeout=self.connect_timeout, stream=self.stream)
+                           setup_timeout=self.setup_timeout, connect_timeout=self.connect_timeout, stream=self.stream,
+                           round_transport=self.round_transport)
 
     def run_peer_to_peer(self, rounds: int, *, monitor: bool = False, neighbours: Mapping[str, Sequence[str]] | None = None,
                          poll: float = 0.05, progress=None) -> dict[str, dict]:
@@ -448,7 +518,7 @@ class GrpcBackend(Backend):
                            timeout=min(self.timeout, 5.0))
             except Exception:
                 pass
-        if self._streams:
+        if self._streams or self._rconns:
             self._close_streams()
         for ch in self._channels.values():
             try:

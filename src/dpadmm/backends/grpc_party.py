@@ -227,10 +227,14 @@ class PartyService:
         return base & set(proto.handlers)
 
     def _hello(self, req):
-        return {"name": self.name, "protocol": self.protocol.name, "protocols": sorted(self.protocols),
-                "version": WIRE_VERSION, "data": self.facts,
-                "requests": sorted(set().union(*(self._served(p) for p in self.protocols.values()))),
-                "monitoring_in_private_runs": self.allow_monitoring}
+        hello = {"name": self.name, "protocol": self.protocol.name, "protocols": sorted(self.protocols),
+                 "version": WIRE_VERSION, "data": self.facts,
+                 "requests": sorted(set().union(*(self._served(p) for p in self.protocols.values()))),
+                 "monitoring_in_private_runs": self.allow_monitoring}
+        port = getattr(self, "round_port", None)  # set only while its round channel listens (tls_rounds)
+        if port:
+            hello["rounds"] = {"port": int(port)}
+        return hello
 
     def _localise(self, obj):
         """Replace every PartyData reference by the block read from this party's own file."""
@@ -497,8 +501,26 @@ def peer_name(context) -> str:
     return cn[0].decode() if cn else ""
 
 
-def make_server(service: PartyService, listen: str, tls=None, *, max_workers: int = 4):
-    """A started-not-yet gRPC server bound to ``listen`` serving ``service``; returns (server, port)."""
+class _WithRounds:
+    """A threaded gRPC server and the party's round channel (:mod:`tls_rounds`), started and stopped together."""
+
+    def __init__(self, server, rounds):
+        self._server, self.rounds = server, rounds
+
+    def stop(self, grace):
+        self.rounds.stop_thread()
+        return self._server.stop(grace)
+
+    def __getattr__(self, key):
+        return getattr(self._server, key)
+
+
+def make_server(service: PartyService, listen: str, tls=None, *, max_workers: int = 4, rounds: str | None = None):
+    """A started-not-yet gRPC server bound to ``listen`` serving ``service``; returns (server, port).
+
+    ``rounds``: also serve the rounds' raw TLS channel (``"auto"`` or ``"HOST:PORT"``, :mod:`tls_rounds`; it
+    listens at once, on a thread of its own, and the Hello reply announces it); None: rounds on the gRPC stream.
+    """
     import grpc
 
     codes = {"PERMISSION_DENIED": grpc.StatusCode.PERMISSION_DENIED,
@@ -535,11 +557,23 @@ def make_server(service: PartyService, listen: str, tls=None, *, max_workers: in
         from ..exceptions import InvalidParameterError
 
         raise InvalidParameterError(f"cannot listen on {listen}; is the port in use? (give --listen HOST:PORT)")
+    from .tls_rounds import RoundServer, parse_listen
+
+    where = parse_listen(rounds, listen)
+    if where is not None:
+        round_server = RoundServer(service, tls)
+        round_server.start_in_thread(*where)
+        server = _WithRounds(server, round_server)
     return server, port
 
 
-def serve(service: PartyService, listen: str, tls=None, *, once: bool = False, ready=None) -> None:
+def serve(service: PartyService, listen: str, tls=None, *, once: bool = False, ready=None,
+          rounds: str | None = None) -> None:
     """Serve until interrupted (or, with ``once``, until the coordinator sends Finish).
+
+    ``rounds`` (``"auto"``, ``"HOST:PORT"`` or None/``"off"``): also serve the rounds' ``Step`` frames on a raw
+    mutual-TLS channel (:mod:`tls_rounds`) on the same event loop; ``ready(port)`` is called once both listen
+    (``service.round_port`` is then the round channel's port, None without one).
 
     Runs gRPC's asyncio server: each call is handled on the event loop's thread (one party serves
     one coordinator, calls are sequential), saving the thread hand-off of the threaded server —
@@ -586,6 +620,20 @@ def serve(service: PartyService, listen: str, tls=None, *, once: bool = False, r
 
             raise InvalidParameterError(f"cannot listen on {listen}; is the port in use? (give --listen HOST:PORT)")
         await server.start()
+        from .tls_rounds import RoundServer, parse_listen
+
+        where = parse_listen(rounds, listen)
+        round_server = None
+        if where is not None:
+            round_server = RoundServer(service, tls)
+            try:
+                await round_server.start(*where)
+            except OSError as exc:
+                await server.stop(None)
+                from ..exceptions import InvalidParameterError
+
+                raise InvalidParameterError(f"cannot listen for rounds on {where[0]}:{where[1]} ({exc.strerror or exc}); "
+                                            "give another --rounds-listen HOST:PORT (or off).") from None
         if ready is not None:
             ready(port)
         try:
@@ -597,6 +645,8 @@ def serve(service: PartyService, listen: str, tls=None, *, once: bool = False, r
                         break
                     service.finished.clear()
         finally:
+            if round_server is not None:
+                await round_server.close()
             await server.stop(1.0)
 
     try:

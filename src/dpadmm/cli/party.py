@@ -41,6 +41,11 @@ def serve(
     name: str = typer.Option(..., "--name", help="The party name this process is willing to be (its certificate's name)."),
     data: List[str] = typer.Option([], "--data", help="KEY=FILE of this party's own data (repeat): train=…, test=…"),
     listen: str = typer.Option("127.0.0.1:7001", "--listen", help="HOST:PORT to listen on (the coordinator dials it)."),
+    rounds_listen: str = typer.Option("auto", "--rounds-listen",
+                                      help="Where the rounds' own mutual-TLS channel listens (Step frames only; same "
+                                           "certificates and allow list): auto (the --listen host, a port the OS "
+                                           "picks, announced to the coordinator in Hello), HOST:PORT (a fixed port to "
+                                           "open in a firewall beside --listen), or off (rounds on gRPC)."),
     tls: Optional[Path] = typer.Option(None, "--tls", help="Directory with cert.pem, key.pem, ca.pem "
                                                             "(from dpadmm provision)."),
     cert: Optional[Path] = typer.Option(None, "--cert", help="This party's certificate (PEM)."),
@@ -128,6 +133,9 @@ def serve(
     protos = [find_protocol(p) for p in protocol]
     proto = protos[0]
     files = _parse_data(data, required=any(p.load is not None for p in protos) and not accept_coordinator_data)
+    from ..backends.tls_rounds import parse_listen
+
+    round_where = parse_listen(rounds_listen, listen)  # a malformed value: one clear error before anything starts
     if insecure and (tls or cert or key or ca):
         raise InvalidParameterError("give either --insecure or TLS files (--tls / --cert --key --ca), not both.")
     creds = None
@@ -159,6 +167,9 @@ def serve(
         host = listen.rsplit(":", 1)[0]
         print(f"party {name} serving {'+'.join(p.name for p in protos)} on {host}:{port} ({'INSECURE plaintext' if insecure else 'mutual TLS'}); "
               f"audit log {service.audit_path}", flush=True)
+        if getattr(service, "round_port", None):
+            print(f"party {name} round channel (Step frames, {'INSECURE plaintext' if insecure else 'mutual TLS'}) at "
+                  f"{round_where[0]}:{service.round_port}", flush=True)
         if service.budget is None:
             print(f"party {name} WARNING: no privacy budget (--no-budget): it keeps no ledger and the coordinator's "
                   "report is the only account of what it releases", file=sys.stderr, flush=True)
@@ -170,7 +181,7 @@ def serve(
 
     restore = capture_handshake_refusals(tls_refused) if not insecure else (lambda: None)
     try:
-        run_server(service, listen, creds, once=once, ready=ready)
+        run_server(service, listen, creds, once=once, ready=ready, rounds=rounds_listen)
     finally:
         restore()
 

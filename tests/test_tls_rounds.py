@@ -6,7 +6,6 @@ Parties are in-thread gRPC servers with their round channel (``make_server(..., 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import ssl
@@ -22,9 +21,9 @@ from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
 from dpadmm.backends import PartySpec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
 from dpadmm.backends.grpc_party import PartyService  # noqa: E402
-from dpadmm.backends.grpc_stream import StreamError  # noqa: E402
+from dpadmm.backends.grpc_stream import StreamError, frame  # noqa: E402
 from dpadmm.backends.grpc_tls import TLSFiles, provision  # noqa: E402
-from dpadmm.backends.tls_rounds import MAX_FRAME, RoundClient, client_context, parse_listen  # noqa: E402
+from dpadmm.backends.tls_rounds import MAX_FRAME, RoundClient, client_context, exchange, parse_listen  # noqa: E402
 from dpadmm.data import load_a9a, partition_columns  # noqa: E402
 from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.exceptions import InvalidParameterError, PartyFailureError  # noqa: E402
@@ -260,21 +259,16 @@ def test_a_frame_over_the_cap_or_a_malformed_length_is_refused_without_harm(part
 
 def test_only_step_travels_on_the_round_channel(parties, pki):
     peers, services = parties
-
-    async def ask():
-        conn = await RoundClient.open("127.0.0.1", services["party1"].round_port, "party1",
-                                      client_context(TLSFiles.load(tls_dir=pki / "good" / "coordinator")), 5.0)
-        try:
-            with pytest.raises(StreamError) as err:
-                await conn.call("Setup", b"")
-            assert err.value.status == "UNIMPLEMENTED"
-            with pytest.raises(StreamError) as err:  # a Step before Setup, not a dpadmm message: refused, still open
-                await conn.call("Step", b"not a message")
-            assert err.value.status == "INVALID_ARGUMENT"
-        finally:
-            conn.close()
-
-    asyncio.run(ask())
+    conn = RoundClient.open("127.0.0.1", services["party1"].round_port, "party1",
+                            client_context(TLSFiles.load(tls_dir=pki / "good" / "coordinator")), 5.0)
+    try:
+        got = exchange({"party1": conn}, {"party1": frame("Setup", b"")}, 5.0)["party1"]
+        assert isinstance(got, StreamError) and got.status == "UNIMPLEMENTED"
+        # a Step before Setup that is not a dpadmm message: refused, and the connection stays open
+        got = exchange({"party1": conn}, {"party1": frame("Step", b"not a message")}, 5.0)["party1"]
+        assert isinstance(got, StreamError) and got.status == "INVALID_ARGUMENT" and not conn.broken
+    finally:
+        conn.close()
     recs = _audit(services["party1"])
     assert any(r["method"] == "Session/Setup" and r["status"] == "refused" for r in recs)
     assert any(r["method"] == "Step" and r["status"] == "refused" for r in recs)

@@ -188,6 +188,13 @@ class GrpcBackend(Backend):
             self._thread.start()
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
+    def _submit(self, coro):
+        """Start ``coro`` on the backend's event-loop thread; returns its concurrent future."""
+        import asyncio
+
+        self._run(asyncio.sleep(0))  # the loop, started if need be
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
     def _channel(self, name: str):
         grpc = _import_grpc()
         if name not in self.peers:
@@ -272,10 +279,7 @@ class GrpcBackend(Backend):
             except Exception:
                 pass
         for conn in self._rconns.values():
-            try:
-                self._loop.call_soon_threadsafe(conn.close)
-            except Exception:
-                pass
+            conn.close()
         self._streams, self._rconns = {}, {}
 
     def _tls_rounds(self, name: str) -> bool:
@@ -288,41 +292,33 @@ class GrpcBackend(Backend):
         if conn is not None:
             conn.close()
 
-    async def _on_rounds(self, name: str, method: str, payload: bytes) -> bytes:
-        """One request frame on party ``name``'s round channel (:mod:`tls_rounds`; connected at its first round)
-        and its reply; an unreachable round port sends this party's rounds to its gRPC stream instead."""
-        import asyncio
+    def _open_rounds(self, names, timeout: float) -> None:
+        """Connect to the round channel (:mod:`tls_rounds`) of each party in ``names`` (at its first round). A
+        certificate that is not the party's (or a party that refuses ours) fails the run, as on gRPC; an
+        unreachable round port sends that party's rounds to its gRPC stream instead (with a warning)."""
         import ssl
         import warnings
 
         from .tls_rounds import RoundClient, client_context
 
-        conn = self._rconns.get(name)
-        if conn is None:
+        if not self.insecure and self._rctx is None:
+            self._rctx = client_context(self.tls)
+        for name in names:
             host, port = self.peers[name].rsplit(":", 1)[0], self.hello_[name]["rounds"].get("port")
-            if not self.insecure and self._rctx is None:
-                self._rctx = client_context(self.tls)
             try:
-                conn = await RoundClient.open(host, int(port), name, self._rctx, min(self.connect_timeout, self.timeout))
+                self._rconns[name] = RoundClient.open(host, int(port), name, self._rctx,
+                                                      min(self.connect_timeout, timeout))
             except ssl.SSLError as exc:  # incl. a certificate not issued for `name` by the CA: never a fallback
-                raise StreamError("UNAVAILABLE", f"TLS handshake on the round channel failed ({exc})") from None
-            except (OSError, asyncio.TimeoutError, TypeError, ValueError) as exc:
+                raise self._error(name, "step", StreamError("UNAVAILABLE", f"TLS handshake on the round channel "
+                                                                           f"failed ({exc})"), timeout) from None
+            except (OSError, TypeError, ValueError) as exc:
                 self._rounds_off.add(name)
                 self.round_transport_[name] = "grpc"
                 warnings.warn(f"party {name!r}'s round channel at {host}:{port} is unreachable from here "
                               f"({type(exc).__name__}: {exc}); its rounds go on its gRPC stream (open that port to "
-                              "this side, or start the party with --rounds-listen off).", RuntimeWarning, stacklevel=2)
-                return await self._on_stream(name, method, payload)
-            self._rconns[name] = conn
+                              "this side, or start the party with --rounds-listen off).", RuntimeWarning, stacklevel=4)
+                continue
             self.round_transport_[name] = "tls"
-        try:
-            return await conn.call(method, payload)
-        except StreamError:
-            raise
-        except (OSError, EOFError, asyncio.IncompleteReadError, ValueError):
-            # after a handshake that gRPC's (same certificates) had accepted: the party died or dropped the socket
-            self._drop_rounds(name)
-            raise StreamError("UNAVAILABLE", "the party closed its round channel (connection lost)") from None
 
     def _call(self, name: str, method: str, body: dict, timeout: float, what: str | None = None):
         return self._call_all({name: body}, method, timeout, what or method)[name]
@@ -349,37 +345,56 @@ class GrpcBackend(Backend):
 
         # the rounds' messages: one frame each way on the party's stream (a unary call per round with stream=False)
         on_stream = {n: self.stream and method in STREAMED and len(payloads[n]) <= STREAM_MAX_BYTES for n in bodies}
-        on_tls = {n: on_stream[n] and self._tls_rounds(n) for n in bodies}  # ... or on its raw TLS round channel
+        # ... or on its raw TLS round channel (tls_rounds: connected at its first round, driven from this thread)
+        if any(on_stream.values()) and self.round_transport == "tls":
+            fresh = [n for n in bodies if on_stream[n] and n not in self._rconns and self._tls_rounds(n)]
+            if fresh:
+                self._open_rounds(fresh, timeout)
+        on_tls = [n for n in bodies if on_stream[n] and n in self._rconns]
+        others = [n for n in bodies if n not in on_tls]
 
-        async def one(n):
-            """Party ``n``'s reply, decoded as soon as it arrives (while other parties are still answering)."""
-            data = await (self._on_rounds(n, method, payloads[n]) if on_tls[n]
-                          else self._on_stream(n, method, payloads[n]) if on_stream[n]
-                          else calls[n](payloads[n], timeout=timeout))
+        def decode(n, data):
             try:
                 return codec.decode(data, allowed=self._allowed.get(n) or codec.allow_list())
             except codec.DecodeError as err:
                 return _Malformed(err)
 
+        async def one(n):
+            """Party ``n``'s reply, decoded as soon as it arrives (while other parties are still answering)."""
+            data = await (self._on_stream(n, method, payloads[n]) if on_stream[n]
+                          else calls[n](payloads[n], timeout=timeout))
+            return decode(n, data)
+
         async def gather():
-            if any(on_stream.values()):  # one deadline for the round (per-party timers cost more than the messages)
-                tasks = [asyncio.ensure_future(one(n)) for n in bodies]
+            if any(on_stream[n] for n in others):  # one deadline for the round (per-party timers cost more)
+                tasks = [asyncio.ensure_future(one(n)) for n in others]
                 done, pending = await asyncio.wait(tasks, timeout=timeout)
                 out = []
-                for n, task in zip(bodies, tasks):
+                for n, task in zip(others, tasks):
                     if task in pending:
                         task.cancel()
                         self._drop_stream(n)
-                        self._drop_rounds(n)  # its framing is out of step now: a new connection next time
                         out.append(StreamError("DEADLINE_EXCEEDED", "no answer on the stream"))
                     else:
                         out.append(task.exception() or task.result())
                 return out
-            return await asyncio.gather(*[one(n) for n in bodies], return_exceptions=True)
+            return await asyncio.gather(*[one(n) for n in others], return_exceptions=True)
 
-        replies = self._run(gather())
+        got: dict[str, Any] = {}
+        pending = self._submit(gather()) if others else None  # the gRPC parties on the event loop, meanwhile ...
+        if on_tls:  # ... the round channels from this thread: one select loop, replies decoded as they arrive
+            from .grpc_stream import frame
+            from .tls_rounds import exchange
+
+            conns = {n: self._rconns[n] for n in on_tls}
+            got.update(exchange(conns, {n: frame(method, payloads[n]) for n in on_tls}, timeout, on_reply=decode))
+            for n in on_tls:
+                if conns[n].broken:  # lost, out of step after a deadline, or malformed: a new connection next time
+                    self._drop_rounds(n)
+        if pending is not None:
+            got.update(zip(others, pending.result()))
         out, error = {}, None
-        for name, reply in zip(bodies, replies):
+        for name, reply in ((n, got[n]) for n in bodies):
             if isinstance(reply, _Malformed):
                 error = error or _failure(name, f"sent a malformed reply to {what}: {reply.error}")
             elif isinstance(reply, BaseException):  # grpc.aio.AioRpcError, StreamError

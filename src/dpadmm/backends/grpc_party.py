@@ -508,7 +508,7 @@ class _WithRounds:
         self._server, self.rounds = server, rounds
 
     def stop(self, grace):
-        self.rounds.stop_thread()
+        self.rounds.close()
         return self._server.stop(grace)
 
     def __getattr__(self, key):
@@ -519,7 +519,7 @@ def make_server(service: PartyService, listen: str, tls=None, *, max_workers: in
     """A started-not-yet gRPC server bound to ``listen`` serving ``service``; returns (server, port).
 
     ``rounds``: also serve the rounds' raw TLS channel (``"auto"`` or ``"HOST:PORT"``, :mod:`tls_rounds`; it
-    listens at once, on a thread of its own, and the Hello reply announces it); None: rounds on the gRPC stream.
+    listens at once, on threads of its own, and the Hello reply announces it); None: rounds on the gRPC stream.
     """
     import grpc
 
@@ -562,7 +562,13 @@ def make_server(service: PartyService, listen: str, tls=None, *, max_workers: in
     where = parse_listen(rounds, listen)
     if where is not None:
         round_server = RoundServer(service, tls)
-        round_server.start_in_thread(*where)
+        try:
+            round_server.start(*where)
+        except OSError as exc:
+            from ..exceptions import InvalidParameterError
+
+            raise InvalidParameterError(f"cannot listen for rounds on {where[0]}:{where[1]} ({exc.strerror or exc}); "
+                                        "give another rounds address.") from None
         server = _WithRounds(server, round_server)
     return server, port
 
@@ -572,7 +578,7 @@ def serve(service: PartyService, listen: str, tls=None, *, once: bool = False, r
     """Serve until interrupted (or, with ``once``, until the coordinator sends Finish).
 
     ``rounds`` (``"auto"``, ``"HOST:PORT"`` or None/``"off"``): also serve the rounds' ``Step`` frames on a raw
-    mutual-TLS channel (:mod:`tls_rounds`) on the same event loop; ``ready(port)`` is called once both listen
+    mutual-TLS channel (:mod:`tls_rounds`, on threads of its own); ``ready(port)`` is called once both listen
     (``service.round_port`` is then the round channel's port, None without one).
 
     Runs gRPC's asyncio server: each call is handled on the event loop's thread (one party serves
@@ -627,7 +633,7 @@ def serve(service: PartyService, listen: str, tls=None, *, once: bool = False, r
         if where is not None:
             round_server = RoundServer(service, tls)
             try:
-                await round_server.start(*where)
+                round_server.start(*where)
             except OSError as exc:
                 await server.stop(None)
                 from ..exceptions import InvalidParameterError
@@ -646,7 +652,7 @@ def serve(service: PartyService, listen: str, tls=None, *, once: bool = False, r
                     service.finished.clear()
         finally:
             if round_server is not None:
-                await round_server.close()
+                round_server.close()
             await server.stop(1.0)
 
     try:

@@ -22,10 +22,11 @@ process backend's workers; the vertical parties read their own CSV files, the gr
 their data from the coordinator (``--accept-coordinator-data``); party start-up and setup are not
 timed (only steps are, as for every backend).
 
-``grpc`` sends the rounds on one persistent bidirectional stream per party (the default of the
-backend); ``grpc-unary`` on one unary call per round (the earlier transport), for comparison.
+``grpc`` sends the rounds' Step frames on each party's raw mutual-TLS round channel (``backends/tls_rounds.py``;
+the default of the backend and of ``party serve``); ``grpc-stream`` on one persistent bidirectional gRPC stream
+per party (the earlier default); ``grpc-unary`` on one unary call per round, for comparison.
 
-Usage: ``python benchmarks/bench_backends.py [--backends inprocess,process,ray,grpc,grpc-unary] [--rounds 20]
+Usage: ``python benchmarks/bench_backends.py [--backends inprocess,process,ray,grpc,grpc-stream,grpc-unary] [--rounds 20]
 [--repeats 3] [--workloads vertical,graph,noop-20,noop-2] [--interleave] [--json FILE]``
 
 ``--interleave`` runs every backend once per repeat, in turn (A, B, A, B, …; the order alternates), so a change
@@ -106,12 +107,12 @@ class GrpcParties:
                 p.kill()
             raise
 
-    def backend(self, stream: bool = True):
+    def backend(self, stream: bool = True, round_transport: str = "tls"):
         from dpadmm.backends.grpc_backend import GrpcBackend
         from dpadmm.backends.grpc_tls import TLSFiles
 
         return GrpcBackend(self.peers, tls=TLSFiles.load(tls_dir=self.dir / "pki" / "coordinator"), timeout=600,
-                           stream=stream)
+                           stream=stream, round_transport=round_transport)
 
     def __enter__(self):
         return self
@@ -152,7 +153,7 @@ def bench_vertical(name, blocks, y, rounds):
         with GrpcParties(["party1", "party2"], "vertical-sharing",
                          data={f"party{m}": {"train": p} for m, p in enumerate(paths, start=1)},
                          party_args=("--no-budget", "--allow-seeded-noise", "--requests", "score,rank,refit")) as parties:
-            be = parties.backend(stream=name == "grpc")
+            be = parties.backend(**_transport(name))
             data = vertical_remote_data(be, [paths[0]], [], normalize=True)
             m = VerticalLogisticRegression(max_iter=rounds, rho=0.3, noise_scale=0.5, random_state=0, monitor=False,
                                            backend=be)
@@ -162,6 +163,11 @@ def bench_vertical(name, blocks, y, rounds):
                                    backend=make_backend(name))
     m.fit(blocks, y)
     return per_round(m.history_["seconds"])
+
+
+def _transport(name: str) -> dict:
+    """grpc: Step frames on the TLS round channel; grpc-stream: on the gRPC stream; grpc-unary: unary calls."""
+    return {"stream": name != "grpc-unary", "round_transport": "tls" if name == "grpc" else "grpc"}
 
 
 def prefill_ledger(out, party: str, entries: int) -> None:
@@ -211,7 +217,7 @@ def bench_graph(name, X, y, rounds, batch=False):
     if name.startswith("grpc"):
         with GrpcParties([f"node{i}" for i in range(20)], "graph-consensus", accept=True) as parties:
             m = ConsensusLogisticRegression(n_nodes=20, topology="ring", max_iter=rounds, batch=False, monitor=False,
-                                            random_state=0, backend=parties.backend(stream=name == "grpc"))
+                                            random_state=0, backend=parties.backend(**_transport(name)))
             m.fit(X, y)
         return per_round(m.history_["seconds"])
     m = ConsensusLogisticRegression(n_nodes=20, topology="ring", max_iter=rounds, batch=batch, monitor=False,
@@ -227,7 +233,7 @@ def bench_noop(name, n_parties, size, rounds):
     hub, specs = toy_specs(n_parties, size)
     grpc = name.startswith("grpc")  # grpc: rounds on persistent streams; grpc-unary: one unary call per round
     parties = GrpcParties([s.name for s in specs], "selftest") if grpc else None
-    be = parties.backend(stream=name == "grpc") if parties is not None else make_backend(name)
+    be = parties.backend(**_transport(name)) if parties is not None else make_backend(name)
     try:
         res = engine.run(hub=hub, parties=specs, backend=be, rounds=rounds, noise_seed=0, monitor=False)
     finally:

@@ -338,6 +338,7 @@ def test_dead_or_hanging_party_is_named_within_the_timeout(pki, a9a_files, tmp_p
         be = _backend(peers, pki, timeout=3.0)
         be.start(_specs(blocks))
         _rounds(be, labels, 2)
+        assert be.round_transport_ == {"party1": "tls", "party2": "tls"}  # party serve's default: the TLS round channel
         os.kill(procs["party2"].pid, signal.SIGKILL if how == "kill" else signal.SIGSTOP)
         t0 = time.monotonic()
         with pytest.raises(PartyFailureError) as err:

@@ -402,7 +402,7 @@ res = {"cli": "dpadmm consensus --backend grpc --peer-to-peer", "rounds": p2p["f
 print(json.dumps({k: v for k, v in res.items() if k not in ("node_ledgers", "privacy_per_node")}, indent=1))
 EOF2
 
-echo "== 10. round overhead: grpc (persistent streams) vs the process backend (SPEED=0 skips)"
+echo "== 10. round overhead: grpc (Step frames on the parties' TLS round channels) vs the process backend (SPEED=0 skips)"
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 rm -f "$OUT/speed.json"
 if [ "${SPEED:-1}" != 0 ]; then

@@ -1,14 +1,13 @@
 """The gRPC backend: parties in different organisations, mutual TLS, protocol messages only.
 
-Topology (firewalls): every party runs ``dpadmm party serve`` and **listens** on one TCP port; the
-coordinator **dials** each party. A party's organisation opens one inbound port, reachable from
-the coordinator's address only; the coordinator needs outbound access only. Everything travels on one long-lived HTTP/2
-connection per party: the rounds' Step messages as frames on one persistent stream (:mod:`grpc_stream`), other
-calls as unary RPCs (no per-round connection set-up). A party that offers it (``dpadmm party serve``
-does by default; ``--rounds-listen``) also serves the rounds on a raw mutual-TLS socket of its own
-(:mod:`tls_rounds`: the same certificates, CA, names and allow list, about a third of gRPC's per-message
-cost); the coordinator then sends the rounds' Step frames there (``round_transport="tls"``, the default)
-and everything else over gRPC — a second port the party's organisation opens to the coordinator.
+Topology (firewalls): every party runs ``dpadmm party serve`` and **listens**; the coordinator **dials**
+each party (outbound access only). A party listens on two ports, both opened to the coordinator's address
+only: its gRPC port (one long-lived HTTP/2 connection: Hello, Setup, requests, checkpoints, Finish as
+unary RPCs) and its round channel (``--rounds-listen``, :mod:`tls_rounds`: a raw mutual-TLS socket with the
+same certificates, CA, names and allow list, about a third of gRPC's per-message cost), where the
+coordinator sends the rounds' Step frames (``round_transport="tls"``, the default). A party without a round
+channel (``--rounds-listen off``, or a port this side cannot reach) gets them as frames on one persistent gRPC
+stream (:mod:`grpc_stream`) — no per-round connection set-up either way.
 
 Identity: the coordinator connects to party ``NAME`` at ``HOST:PORT`` and TLS accepts only a
 server certificate issued by the trusted CA *for* ``NAME`` (SAN DNS:NAME); the party accepts the

@@ -2,7 +2,8 @@
 
 ``dpadmm party serve`` runs :func:`serve`. The party
 
-- listens on one port (the coordinator dials it; the party needs no outbound access) and accepts
+- listens on one port (the coordinator dials it; the party needs no outbound access), plus, for the
+  rounds' Step frames, its round channel (:mod:`tls_rounds`, ``--rounds-listen``), and accepts
   a call only over mutual TLS from a client certificate issued by the CA it trusts whose common
   name is on its allow list (``--allow coordinator``); ``--insecure`` (plaintext, no identities)
   exists for local tests only;

@@ -23,10 +23,11 @@ same :meth:`PartyService.handle` (decoding, allow list, refusals, budget, audit 
 ``Step`` is served (``serve_frame`` refuses other methods). A length of 0 or above ``MAX_MESSAGE`` (the
 gRPC cap) is refused, audited and the connection closed; so is a frame cut short.
 
-**Coordinator side** (:class:`RoundClient`, used by :class:`~dpadmm.backends.grpc_backend.GrpcBackend`
-with ``round_transport="tls"``): one connection per party, with the coordinator's certificate, the
-party's certificate verified against the CA and its name checked to be the party's expected name (the
-gRPC channel's target-name override), opened at the first round on the backend's event loop.
+**Coordinator side** (:class:`RoundClient`, :func:`exchange`, used by
+:class:`~dpadmm.backends.grpc_backend.GrpcBackend` with ``round_transport="tls"``): one connection per party,
+with the coordinator's certificate, the party's certificate verified against the CA and its name checked to be
+the party's expected name (the gRPC channel's target-name override), opened at the first round; each round's
+frames go out and the replies come back through one ``select`` loop with the round's deadline.
 
 ``--insecure`` (local tests only): plain TCP with the same framing, no identities.
 """

@@ -291,3 +291,30 @@ def test_cli_usage_error_for_rounds_listen(tmp_path, capsys):
                  "--insecure", "--no-budget", "--rounds-listen", "nowhere"])
     err = capsys.readouterr().err
     assert code == 2 and "--rounds-listen must be auto, off or HOST:PORT" in err and len(err.strip().splitlines()) == 1
+
+
+def test_rounds_port_in_use_is_one_clear_error(tmp_path, capsys):
+    from dpadmm.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = main(["party", "serve", "--protocol", "selftest", "--name", "party1", "--out", str(tmp_path / "o"),
+                     "--insecure", "--no-budget", "--listen", "127.0.0.1:0", "--rounds-listen", f"127.0.0.1:{port}"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"cannot listen for rounds on 127.0.0.1:{port}" in err and "--rounds-listen" in err
+
+
+def test_insecure_round_channel_is_plain_tcp_with_the_same_numbers(data, tmp_path):
+    _, _, paths = data
+    services = {name: PartyService(name=name, protocol=vs.PROTOCOL, data={"train": str(path)}, out=tmp_path / name,
+                                   secure=False) for name, path in zip(NAMES, paths)}
+    peers, stop = serve_parties(services, None, rounds="auto")
+    try:
+        be = GrpcBackend(peers, insecure=True, timeout=20.0, connect_timeout=2.0)
+        z = _fit(be, data, T=3)
+        assert be.round_transport_ == {"party1": "tls", "party2": "tls"}  # the round channel (plain TCP here)
+        assert np.array_equal(z, _in_process(data, T=3))
+    finally:
+        stop()

@@ -129,7 +129,7 @@ class GrpcBackend(Backend):
     round_transport : ``"tls"`` (default): the rounds' Step frames on the party's raw mutual-TLS round channel
         (:mod:`tls_rounds`) when its Hello announces one, else on its gRPC stream; ``"grpc"``: always on the gRPC
         stream. (Measured faster: BENCHMARKS.md "A raw mutual-TLS round channel".) ``round_transport_`` then says
-        which each party's rounds used.
+        which each party's rounds used ("tls": the round channel — plain TCP with ``insecure``; "grpc": fell back).
     peer_to_peer : the parties are consensus nodes started with ``--neighbour`` (:mod:`grpc_p2p`): they
         exchange their round messages with their graph neighbours directly; this side only sets the run up,
         starts it (:meth:`run_peer_to_peer`), polls it and ends it — the engine then never calls :meth:`step`.

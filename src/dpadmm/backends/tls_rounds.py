@@ -301,23 +301,25 @@ def exchange(conns: dict, frames: dict, timeout: float, on_reply=None) -> dict:
 
     out: dict = {}
     sel = selectors.DefaultSelector()
+    events_of: dict = {}  # name -> the events its socket is registered for (after the first pass)
+    both = selectors.EVENT_WRITE | selectors.EVENT_READ
     for name, conn in conns.items():
         data = frames[name]
         conn.out, conn.sent, conn.buf = HEADER.pack(len(data)) + data, 0, bytearray()
-        sel.register(conn.sock, selectors.EVENT_WRITE | selectors.EVENT_READ, name)
 
     def finish(name, conn, result):
         out[name] = result
-        sel.unregister(conn.sock)
+        if name in events_of:
+            sel.unregister(conn.sock)
 
-    def pump(name, conn):
+    def pump(name, conn, read=True):
         """Move what can be moved without blocking; True once the reply is complete."""
         while conn.sent < len(conn.out):
             try:
                 conn.sent += conn.sock.send(memoryview(conn.out)[conn.sent:conn.sent + (1 << 20)])
             except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
                 break
-        while True:
+        while read:
             try:
                 chunk = conn.sock.recv(1 << 20)
             except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
@@ -333,18 +335,20 @@ def exchange(conns: dict, frames: dict, timeout: float, on_reply=None) -> dict:
                     if len(conn.buf) > HEADER.size + n:
                         raise ValueError("bytes after the reply frame")
                     return True
+        return False
 
     deadline = time.monotonic() + timeout
     pending = dict(conns)
     try:
         # a first pass without waiting (the frames go out at once), then wait for the sockets that are not done
         ready = [(name, conn) for name, conn in pending.items()]
+        first = True
         while pending:
             for name, conn in ready:
                 if name not in pending:
                     continue
                 try:
-                    done = pump(name, conn)
+                    done = pump(name, conn, read=not first)  # a reply cannot be there before its frame left
                 except (OSError, ssl.SSLError, EOFError, ValueError) as exc:
                     lost = not isinstance(exc, ValueError)
                     conn.broken = True
@@ -363,8 +367,14 @@ def exchange(conns: dict, frames: dict, timeout: float, on_reply=None) -> dict:
                         result = exc
                     finish(name, conn, result)
                     del pending[name]
-                elif conn.sent >= len(conn.out):
-                    sel.modify(conn.sock, selectors.EVENT_READ, name)
+                else:
+                    want = selectors.EVENT_READ if conn.sent >= len(conn.out) else both
+                    if name not in events_of:
+                        sel.register(conn.sock, want, name)
+                    elif events_of[name] != want:
+                        sel.modify(conn.sock, want, name)
+                    events_of[name] = want
+            first = False
             if not pending:
                 break
             left = deadline - time.monotonic()

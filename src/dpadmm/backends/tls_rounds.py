@@ -78,8 +78,11 @@ def _context(tls, side) -> ssl.SSLContext:
 
 
 def server_context(tls) -> ssl.SSLContext:
-    """The party's side: its certificate, a client certificate of its CA required."""
-    return _context(tls, ssl.PROTOCOL_TLS_SERVER)
+    """The party's side: its certificate, a client certificate of its CA required; no renegotiation (a TLS 1.2
+    caller cannot re-handshake, e.g. with another certificate, after its name was checked — as gRPC's servers)."""
+    ctx = _context(tls, ssl.PROTOCOL_TLS_SERVER)
+    ctx.options |= ssl.OP_NO_RENEGOTIATION
+    return ctx
 
 
 def client_context(tls) -> ssl.SSLContext:
@@ -131,7 +134,11 @@ class RoundServer:
         self.service = service
         self.ctx = server_context(tls) if tls is not None else None
         self._sock = None
-        self._open: set = set()
+        # connection → its socket now (the TLS socket once wrapped: wrapping detaches the raw one, whose shutdown
+        # would then do nothing); those still in their handshake, oldest first (evicted first at MAX_CONNECTIONS)
+        self._open: dict = {}
+        self._pending: dict = {}
+        self._evicted: set = set()
         self._lock = threading.Lock()
         self._closed = threading.Event()
 
@@ -156,13 +163,9 @@ class RoundServer:
             self._sock.close()
             self._sock = None
         with self._lock:
-            conns = list(self._open)
-        for conn in conns:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            conn.close()
+            socks = list(self._open.values())
+        for sock in socks:  # wakes each connection's thread (blocked in a read), which closes its socket and ends
+            _shutdown(sock)
 
     def _accept_loop(self) -> None:
         sock = self._sock
@@ -171,11 +174,30 @@ class RoundServer:
                 conn, addr = sock.accept()
             except OSError:
                 return  # closed
+            where = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) and len(addr) >= 2 else "?"
             with self._lock:
+                victim = None
                 if len(self._open) >= MAX_CONNECTIONS:
-                    conn.close()
-                    continue
-                self._open.add(conn)
+                    # a caller that never completes its handshake must not lock the coordinator out: the oldest
+                    # connection still in its handshake makes room (it is refused and audited by its thread)
+                    victim = next(iter(self._pending), None)
+                    if victim is None or len(self._open) >= 2 * MAX_CONNECTIONS:
+                        victim = False
+                    else:
+                        self._pending.pop(victim)
+                        self._evicted.add(victim)
+                        victim = self._open[victim]
+                if victim is not False:
+                    self._open[conn] = conn
+                    if self.ctx is not None:
+                        self._pending[conn] = conn
+            if victim is False:
+                conn.close()
+                self._refuse("", CHANNEL, f"caller {where}: {MAX_CONNECTIONS} connections open, none in its "
+                                          "handshake; connection closed")
+                continue
+            if victim is not None:
+                _shutdown(victim)
             threading.Thread(target=self._client, args=(conn, addr), name="dpadmm-rounds-conn", daemon=True).start()
 
     # ---------------------------------------------------------------- one connection
@@ -196,13 +218,24 @@ class RoundServer:
                 conn.settimeout(HANDSHAKE_TIMEOUT)
                 try:
                     sock = self.ctx.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+                    with self._lock:  # from now on close() and an eviction shut the TLS socket down
+                        self._open[conn] = sock
+                        if conn in self._pending:
+                            self._pending[conn] = sock
+                    if self._closed.is_set() or conn in self._evicted:
+                        raise ConnectionAbortedError("closed before its handshake")
                     sock.do_handshake()
                 except (ssl.SSLError, OSError) as exc:  # another CA, no certificate, plaintext, too slow: on record
                     reason = (f"no handshake within {HANDSHAKE_TIMEOUT:g} s" if isinstance(exc, socket.timeout)
                               else str(exc) or type(exc).__name__)
+                    if conn in self._evicted:
+                        reason = (f"still in its handshake when the party had {MAX_CONNECTIONS} connections open "
+                                  "(the oldest such makes room for a new caller)")
                     if not self._closed.is_set():
                         self._refuse("", AUDIT_METHOD, f"round channel, caller {where}: {reason}")
                     return
+                with self._lock:
+                    self._pending.pop(conn, None)
                 peer = common_name(sock)
                 if peer not in self.service.allow:  # the gRPC path's rule (handle checks it again per frame)
                     self._refuse(peer, AUDIT_METHOD, f"round channel, caller {where}: party {self.service.name!r} "
@@ -215,7 +248,9 @@ class RoundServer:
             pass  # the caller went away (or the party is stopping): nothing to answer
         finally:
             with self._lock:
-                self._open.discard(conn)
+                self._open.pop(conn, None)
+                self._pending.pop(conn, None)
+                self._evicted.discard(conn)
             try:
                 sock.close()
             except OSError:
@@ -236,15 +271,41 @@ class RoundServer:
                 return
             data = _recv_exactly(sock, n)
             if len(data) < n:
-                self._refuse(peer, CHANNEL, f"caller {where}: a frame cut short ({len(data)} of {n} bytes); "
-                                            "connection closed")
+                if not self._closed.is_set():
+                    self._refuse(peer, CHANNEL, f"caller {where}: a frame cut short ({len(data)} of {n} bytes); "
+                                                "connection closed")
+                return
+            if self._closed.is_set():  # the party stopped while the frame came in: not served
                 return
             reply = serve_frame(self.service, data, peer)  # never raises; audits like the gRPC stream
             sock.sendall(HEADER.pack(len(reply)) + reply)
 
 
-def _recv_exactly(sock, n: int) -> bytearray:
-    """``n`` bytes from a blocking socket, or fewer if it ended first."""
+def _shutdown(sock) -> None:
+    """Shut a connection down from another thread (its own thread, woken from its read, closes it): the socket's
+    ``shutdown(2)`` — not ``SSLSocket.shutdown``, which would drop the TLS object that thread is using."""
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+RECV_CHUNK = 1 << 20  # a frame longer than this is received in pieces of at most this size
+
+
+def _recv_exactly(sock, n: int):
+    """``n`` bytes from a blocking socket, or fewer if it ended first. Memory grows with what arrives, not with the
+    declared length: a caller announcing a 1 GiB frame and sending 10 bytes costs the party 1 MiB, not 1 GiB."""
+    if n > RECV_CHUNK:
+        parts, got = [], 0
+        while got < n:
+            want = min(RECV_CHUNK, n - got)
+            part = _recv_exactly(sock, want)
+            parts.append(part)
+            got += len(part)
+            if len(part) < want:  # the caller stopped short
+                break
+        return b"".join(parts)
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0

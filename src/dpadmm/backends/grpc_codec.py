@@ -231,11 +231,16 @@ def _summarize_fast(obj: Any, prefix: str, out: list) -> bool:
 
 def summarize(obj: Any) -> list[dict]:
     """``[{name, shape, dtype, bytes}]`` of every leaf — what an audit log records (never values)."""
-    from .transcript import describe, flatten
-
     out: list = []
     if _summarize_fast(obj, "", out):
         return out
+    return _summarize_generic(obj)
+
+
+def _summarize_generic(obj: Any) -> list[dict]:
+    """:func:`summarize` by the transcript's flattening (any message; the reference for the fast path)."""
+    from .transcript import describe, flatten
+
     out = []
     for name, leaf in flatten(obj):
         if dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
@@ -264,9 +269,27 @@ def _leaves(obj: Any, prefix: str, out: list) -> bool:
         return all(_leaves(v, f"{prefix}.{k}" if prefix else k, out) for k, v in zip(obj._fields, obj))
     elif t in (list, tuple):
         return all(_leaves(v, f"{prefix}.{i}" if prefix else str(i), out) for i, v in enumerate(obj))
+    elif t in _NUMPY_SCALARS:  # e.g. a float64 sensitivity in a privacy event: as numpy describes it
+        out.append((prefix or "value", (), _dtype_name(obj.dtype), obj.nbytes))
+    elif dataclasses.is_dataclass(t):  # a declared dataclass (e.g. the step's privacy events): its fields
+        return all(_leaves(getattr(obj, k), f"{prefix}.{k}" if prefix else k, out) for k in _field_names(t))
     else:
         return False
     return True
+
+
+_NUMPY_SCALARS = frozenset({np.float64, np.float32, np.float16, np.int64, np.int32, np.int16, np.int8, np.uint64,
+                            np.uint32, np.uint16, np.uint8, np.bool_, np.complex128, np.complex64})
+_FIELD_NAMES: dict = {}  # dataclass type -> its field names (dataclasses.fields is Python code)
+
+
+def _field_names(t: type) -> tuple:
+    names = _FIELD_NAMES.get(t)
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(t))
+        if len(_FIELD_NAMES) < 1024:
+            _FIELD_NAMES[t] = names
+    return names
 
 
 _SUMMARY_TEXT: dict = {}  # leaves -> their JSON text (a protocol's rounds repeat a few message structures)

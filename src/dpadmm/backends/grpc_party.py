@@ -122,6 +122,7 @@ class PartyService:
         self.lock = threading.Lock()
         self.audit_path = self.out / "audit.jsonl"
         self._audit = open(self.audit_path, "a", buffering=1)
+        self._audit_fixed: dict = {}  # (peer, method, status) -> the audit line's text of those fields
         # the operator's policy, once per start (an opt-out of the budget is on record)
         self._audit.write(json.dumps({
             "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"), "party": name,
@@ -157,23 +158,29 @@ class PartyService:
     # ---------------------------------------------------------------- audit
     def audit(self, peer: str, method: str, status: str, detail: str = "", request=None, reply=None,
               nbytes: int = 0, budget: dict | None = None):
-        rec = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
-               "party": self.name, "peer": peer, "method": method, "status": status, "request_bytes": nbytes}
+        # the same line as json.dumps(rec) for rec = {"time", "party", "peer", "method", "status", "request_bytes",
+        # ["detail"], ["budget"], ["request"], ["reply"]} (request/reply: codec.summarize(...)), built from cached
+        # texts: the fixed fields' (a run repeats a few callers, methods and statuses) and the summaries'
+        # (codec.summary_json: a run repeats a few message structures)
+        key = (peer, method, status)
+        fixed = self._audit_fixed.get(key)
+        if fixed is None:
+            fixed = json.dumps({"party": self.name, "peer": peer, "method": method, "status": status,
+                                "request_bytes": 0})[1:-1].rpartition(" ")[0] + " "
+            if len(self._audit_fixed) < 256:
+                self._audit_fixed[key] = fixed
+        parts = ['{"time": "', datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
+                 '", ', fixed, str(int(nbytes))]
         if detail:
-            rec["detail"] = detail
+            parts.append(', "detail": ' + json.dumps(detail))
         if budget is not None:  # the party's own budget decision (allowed/refused, ε before/after, cap)
-            rec["budget"] = budget
-        # the same line as json.dumps(rec) with rec["request"] / rec["reply"] = codec.summarize(...), with the
-        # summaries' text from codec.summary_json's cache (a run repeats a few message structures)
-        line = json.dumps(rec)
-        if request is not None or reply is not None:
-            parts = [line[:-1]]
-            if request is not None:
-                parts.append(', "request": ' + codec.summary_json(request))
-            if reply is not None:
-                parts.append(', "reply": ' + codec.summary_json(reply))
-            line = "".join(parts) + "}"
-        self._audit.write(line + "\n")
+            parts.append(', "budget": ' + json.dumps(budget))
+        if request is not None:
+            parts.append(', "request": ' + codec.summary_json(request))
+        if reply is not None:
+            parts.append(', "reply": ' + codec.summary_json(reply))
+        parts.append("}\n")
+        self._audit.write("".join(parts))
 
     # ---------------------------------------------------------------- dispatch
     def handle(self, method: str, payload: bytes, peer: str) -> bytes:

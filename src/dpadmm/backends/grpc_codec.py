@@ -80,6 +80,9 @@ def _type_name_cached(cls: type) -> str:
     return name
 
 
+_OBJECT_FIELDS: dict = {}  # NamedTuple / dataclass type -> (wire name, field names sent, is a NamedTuple)
+
+
 def _is_namedtuple(obj) -> bool:
     return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
 
@@ -109,6 +112,14 @@ class _Encoder:
             return obj if math.isfinite(obj) else {"f": repr(obj)}
         if t is int or t is bool or t is str or obj is None:
             return obj
+        spec = _OBJECT_FIELDS.get(t)  # a NamedTuple or dataclass type met before: its wire name and fields
+        if spec is not None:
+            name, fields, named_tuple = spec
+            if name not in self.allowed:
+                raise TypeError(f"type {name} is not declared by the protocol")
+            if named_tuple:
+                return {"O": name, "F": {k: self.enc(v) for k, v in zip(fields, obj)}}
+            return {"O": name, "F": {k: self.enc(getattr(obj, k)) for k in fields}}
         if obj is None or isinstance(obj, (bool, str)):
             return obj
         if isinstance(obj, int) and not isinstance(obj, np.generic):
@@ -124,9 +135,13 @@ class _Encoder:
             if name not in self.allowed:
                 raise TypeError(f"type {name} is not declared by the protocol")
             if _is_namedtuple(obj):
+                spec = (name, tuple(obj._fields), True)
                 fields = {k: self.enc(v) for k, v in zip(obj._fields, obj)}
             else:
-                fields = {f.name: self.enc(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init}
+                spec = (name, tuple(f.name for f in dataclasses.fields(obj) if f.init), False)
+                fields = {k: self.enc(getattr(obj, k)) for k in spec[1]}
+            if len(_OBJECT_FIELDS) < 1024:
+                _OBJECT_FIELDS[t] = spec
             return {"O": name, "F": fields}
         if isinstance(obj, tuple):
             return {"T": [self.enc(v) for v in obj]}

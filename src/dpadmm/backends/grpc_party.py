@@ -349,8 +349,7 @@ class PartyService:
             raise _Refused(f"party {self.name!r} refused round {t + 1} and sent nothing: the coordinator declared "
                            f"{self.declared_rounds} rounds at Setup")
         self.steps += 1
-        rng = self.rng if self.rng is not None else np.random.default_rng(
-            np.random.SeedSequence(self.noise_seed, spawn_key=(self.index, t)))
+        rng = self.rng if self.rng is not None else _SeededGenerator(self.noise_seed, (self.index, t))
         state, outbox, events = self.protocol.step(self.cfg, self.state, req["inbox"], rng=rng)
         if self.private and _free_release(events) and not _all_zero(outbox):
             raise _Refused(f"party {self.name!r} refused round {t + 1} and sent nothing: its step priced a non-zero "
@@ -460,6 +459,23 @@ class PartyService:
             pass
 
 
+class _SeededGenerator:
+    """A seeded simulation's generator for one round, ``default_rng(SeedSequence(seed, spawn_key=key))`` — the same
+    stream — built when the step first draws from it (a step that adds no noise, e.g. a no-op round, does not pay
+    the ~20 µs of seeding). Protocol steps use their generator through its methods (``rng.standard_normal(...)``)."""
+
+    __slots__ = ("_seed", "_key", "_gen")
+
+    def __init__(self, seed: int, key: tuple):
+        self._seed, self._key, self._gen = seed, key, None
+
+    def __getattr__(self, name):
+        gen = self._gen
+        if gen is None:
+            gen = self._gen = np.random.default_rng(np.random.SeedSequence(self._seed, spawn_key=self._key))
+        return getattr(gen, name)
+
+
 def _free_release(events) -> bool:
     """Whether a step released un-noised at sensitivity 0: free only if the message is exactly 0 (a release with
     σ > 0 at sensitivity 0 is noise around a zero the step itself checks, e.g. ``vertical_sharing.release``)."""
@@ -472,6 +488,8 @@ def _free_release(events) -> bool:
 def _all_zero(obj) -> bool:
     """Every number in a (nested) message is exactly 0 (REDTEAM_POLICY R1: a release charged at sensitivity 0
     must carry nothing; a vector of entries 1e-200 is not nothing)."""
+    if type(obj) is np.ndarray:  # the common case, without np.asarray / np.any's Python wrappers
+        return obj.dtype.kind in "biufc" and not obj.any()
     if isinstance(obj, (np.ndarray, float, int, np.number)):
         a = np.asarray(obj)
         return a.dtype.kind in "biufc" and not np.any(a)  # other arrays (e.g. strings): not known to be empty

@@ -266,8 +266,8 @@ def _summarize_generic(obj: Any) -> list[dict]:
 
 
 def _leaves(obj: Any, prefix: str, out: list) -> bool:
-    """The leaves of a message in the common case (arrays, scalars, strings, NamedTuples, dicts, lists) as tuples
-    (name, shape, dtype, bytes); False when something else is inside."""
+    """The leaves of a message in the common case (arrays, scalars, strings, NamedTuples, declared dataclasses, dicts,
+    lists) as tuples (name, shape, dtype, bytes); False when something else is inside."""
     t = type(obj)
     if t is np.ndarray:
         out.append((prefix or "value", obj.shape, _dtype_name(obj.dtype), obj.nbytes))
@@ -279,15 +279,23 @@ def _leaves(obj: Any, prefix: str, out: list) -> bool:
     elif obj is None:
         pass
     elif t is dict:
-        return all(_leaves(v, f"{prefix}.{k}" if prefix else str(k), out) for k, v in obj.items())
+        for k, v in obj.items():
+            if not _leaves(v, f"{prefix}.{k}" if prefix else str(k), out):
+                return False
     elif isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return all(_leaves(v, f"{prefix}.{k}" if prefix else k, out) for k, v in zip(obj._fields, obj))
-    elif t in (list, tuple):
-        return all(_leaves(v, f"{prefix}.{i}" if prefix else str(i), out) for i, v in enumerate(obj))
+        for k, v in zip(obj._fields, obj):
+            if not _leaves(v, f"{prefix}.{k}" if prefix else k, out):
+                return False
+    elif t is list or t is tuple:
+        for i, v in enumerate(obj):
+            if not _leaves(v, f"{prefix}.{i}" if prefix else str(i), out):
+                return False
     elif t in _NUMPY_SCALARS:  # e.g. a float64 sensitivity in a privacy event: as numpy describes it
         out.append((prefix or "value", (), _dtype_name(obj.dtype), obj.nbytes))
     elif dataclasses.is_dataclass(t):  # a declared dataclass (e.g. the step's privacy events): its fields
-        return all(_leaves(getattr(obj, k), f"{prefix}.{k}" if prefix else k, out) for k in _field_names(t))
+        for k in _field_names(t):
+            if not _leaves(getattr(obj, k), f"{prefix}.{k}" if prefix else k, out):
+                return False
     else:
         return False
     return True

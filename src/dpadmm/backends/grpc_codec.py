@@ -112,6 +112,8 @@ class _Encoder:
             return obj if math.isfinite(obj) else {"f": repr(obj)}
         if t is int or t is bool or t is str or obj is None:
             return obj
+        if t in _NUMPY_SCALARS:  # e.g. a float64 in a privacy event
+            return {"N": self.array(np.asarray(obj))}
         spec = _OBJECT_FIELDS.get(t)  # a NamedTuple or dataclass type met before: its wire name and fields
         if spec is not None:
             name, fields, named_tuple = spec

@@ -45,6 +45,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from . import grpc_codec as codec
+from .grpc_ops import state_line
+from ..privacy.events import GaussianRelease
 from ..privacy.party_ledger import JOURNAL_NAME, LEDGER_NAME, PartyBudget, released_since  # noqa: F401 (re-exported)
 from ..privacy.policy import PartyPolicy, PolicyRefusal as _Refused
 from ..protocol import PartyData, Protocol
@@ -212,8 +214,6 @@ class PartyService:
             raise
         self.audit(peer, method, "ok", "", request, reply, nbytes=len(payload), budget=self._budget_note)
         if self.echo is not None:  # state changes only (connected, run started/resumed/ended), never a heartbeat
-            from .grpc_ops import state_line
-
             line = state_line(self, method, peer, reply)
             if line:
                 self.echo(line)
@@ -479,8 +479,6 @@ class _SeededGenerator:
 def _free_release(events) -> bool:
     """Whether a step released un-noised at sensitivity 0: free only if the message is exactly 0 (a release with
     σ > 0 at sensitivity 0 is noise around a zero the step itself checks, e.g. ``vertical_sharing.release``)."""
-    from ..privacy.events import GaussianRelease
-
     return any(isinstance(e, GaussianRelease) and not float(e.sensitivity) > 0 and not float(e.sigma) > 0
                for e in events)
 

@@ -171,6 +171,22 @@ def test_audit_lines_are_json_dumps_text(tmp_path):
     assert all(json.dumps(r) == x for r, x in zip(recs, lines))
 
 
+def test_seeded_party_draws_the_seeded_stream_of_its_round(tmp_path):
+    """A seeded simulation's round generator (built on first draw) is default_rng(SeedSequence(seed, (index, t)))."""
+    from dpadmm.backends.selftest import PROTOCOL, Broadcast, toy_setup, toy_step
+
+    svc = PartyService(name="p2", protocol=PROTOCOL, data={}, out=tmp_path / "p", secure=False, allow_seeded_noise=True)
+    allowed = codec.allow_list(PROTOCOL.types)
+    call = lambda m, body: codec.decode(svc.handle(m, codec.encode(body, allowed=allowed), ""), allowed=allowed)  # noqa: E731
+    call("Setup", {"protocol": "selftest", "party": "p2", "index": 4, "noise_seed": 11, "args": ["p2", 5, 0.7]})
+    cfg, x = toy_setup("p2", 5, 0.7)
+    for t in range(3):
+        inbox = Broadcast(t + 1, np.full(5, float(t)))
+        x, want, _ = toy_step(cfg, x, inbox, rng=np.random.default_rng(np.random.SeedSequence(11, spawn_key=(4, t))))
+        np.testing.assert_array_equal(call("Step", {"round": t, "inbox": inbox})["outbox"].x, want.x)
+    svc.close()
+
+
 def test_broadcast_key_merges_only_messages_with_the_same_bytes():
     from dpadmm.backends.grpc_backend import _broadcast_key
     from dpadmm.backends.selftest import Broadcast

@@ -129,14 +129,62 @@ def test_cached_audit_summary_is_the_summary_text():
     import json
 
     from dpadmm.backends.selftest import Broadcast
+    from dpadmm.privacy.events import FEATURE_COLUMN, GaussianRelease, PureDPRelease
 
     msgs = [{"round": 3, "inbox": Broadcast(3, np.zeros(10))}, {"round": 4, "inbox": Broadcast(4, np.zeros(12))},
             {"a": 'q"uote', "b": [1, 2.0, None, True], "c": (np.arange(6, dtype=np.int32).reshape(2, 3),)},
-            {"inbox": vs.CoordinatorMessage(1, np.zeros(3), np.ones(3), 0.5)}, {"s": np.array(["a", "bc"]), "é": 1}]
-    for msg in msgs * 2:  # the second time from the cache
-        assert codec.summary_json(msg) == json.dumps(codec.summarize(msg))
+            {"inbox": vs.CoordinatorMessage(1, np.zeros(3), np.ones(3), 0.5)}, {"s": np.array(["a", "bc"]), "é": 1},
+            {"outbox": Broadcast(2, np.ones(4)), "events": [GaussianRelease("p1", 2, np.float64(2.0), 3.5),
+                                                            PureDPRelease("p1", 2, np.float32(0.1), FEATURE_COLUMN)]},
+            {"x": [np.int32(3), np.bool_(True), np.complex64(1j), np.str_("ab"), 1j, (None, "s")]}]
+    for msg in msgs * 2:  # the second time from the cache; the reference is the transcript's generic flattening
+        assert codec.summary_json(msg) == json.dumps(codec._summarize_generic(msg)) == json.dumps(codec.summarize(msg))
     assert json.loads(codec.summary_json(msgs[1]))[1] == {"name": "inbox.round", "shape": [], "dtype": "int64",
                                                           "bytes": 8}
+
+
+def test_audit_lines_are_json_dumps_text(tmp_path):
+    """Each audit line is exactly ``json.dumps`` of its record (the line is assembled from cached pieces)."""
+    import json
+
+    from dpadmm.backends.grpc_party import _Refused
+    from dpadmm.backends.selftest import PROTOCOL, Broadcast
+
+    svc = PartyService(name='p"1 é', protocol=PROTOCOL, data={}, out=tmp_path / "p", allow=("coord",),
+                       allow_seeded_noise=True)
+    allowed = codec.allow_list(PROTOCOL.types)
+    call = lambda m, body, peer="coord": svc.handle(m, codec.encode(body, allowed=allowed), peer)  # noqa: E731
+    call("Setup", {"protocol": "selftest", "party": 'p"1 é', "index": 0, "noise_seed": 3, "args": ["p1", 4],
+                   "rounds": 3})
+    for t in range(2):
+        call("Step", {"round": t, "inbox": Broadcast(t + 1, np.ones(4))})
+    for bad in [lambda: call("Step", {"round": 7, "inbox": Broadcast(1, np.ones(4))}),
+                lambda: call("Step", {"round": 2, "inbox": None}, peer="mallory \u00e9\"")]:
+        with pytest.raises(_Refused):
+            bad()
+    svc.close()
+    lines = (tmp_path / "p" / "audit.jsonl").read_text().splitlines()
+    recs = [json.loads(x) for x in lines]
+    assert [r["method"] for r in recs] == ["Start", "Setup", "Step", "Step", "Step", "Step"]
+    assert [r["status"] for r in recs[2:]] == ["ok", "ok", "refused", "refused"] and "detail" in recs[4]
+    assert list(recs[2]) == ["time", "party", "peer", "method", "status", "request_bytes", "request", "reply"]
+    assert all(json.dumps(r) == x for r, x in zip(recs, lines))
+
+
+def test_seeded_party_draws_the_seeded_stream_of_its_round(tmp_path):
+    """A seeded simulation's round generator (built on first draw) is default_rng(SeedSequence(seed, (index, t)))."""
+    from dpadmm.backends.selftest import PROTOCOL, Broadcast, toy_setup, toy_step
+
+    svc = PartyService(name="p2", protocol=PROTOCOL, data={}, out=tmp_path / "p", secure=False, allow_seeded_noise=True)
+    allowed = codec.allow_list(PROTOCOL.types)
+    call = lambda m, body: codec.decode(svc.handle(m, codec.encode(body, allowed=allowed), ""), allowed=allowed)  # noqa: E731
+    call("Setup", {"protocol": "selftest", "party": "p2", "index": 4, "noise_seed": 11, "args": ["p2", 5, 0.7]})
+    cfg, x = toy_setup("p2", 5, 0.7)
+    for t in range(3):
+        inbox = Broadcast(t + 1, np.full(5, float(t)))
+        x, want, _ = toy_step(cfg, x, inbox, rng=np.random.default_rng(np.random.SeedSequence(11, spawn_key=(4, t))))
+        np.testing.assert_array_equal(call("Step", {"round": t, "inbox": inbox})["outbox"].x, want.x)
+    svc.close()
 
 
 def test_broadcast_key_merges_only_messages_with_the_same_bytes():

@@ -80,6 +80,9 @@ def _type_name_cached(cls: type) -> str:
     return name
 
 
+_OBJECT_FIELDS: dict = {}  # NamedTuple / dataclass type -> (wire name, field names sent, is a NamedTuple)
+
+
 def _is_namedtuple(obj) -> bool:
     return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
 
@@ -109,6 +112,16 @@ class _Encoder:
             return obj if math.isfinite(obj) else {"f": repr(obj)}
         if t is int or t is bool or t is str or obj is None:
             return obj
+        if t in _NUMPY_SCALARS:  # e.g. a float64 in a privacy event
+            return {"N": self.array(np.asarray(obj))}
+        spec = _OBJECT_FIELDS.get(t)  # a NamedTuple or dataclass type met before: its wire name and fields
+        if spec is not None:
+            name, fields, named_tuple = spec
+            if name not in self.allowed:
+                raise TypeError(f"type {name} is not declared by the protocol")
+            if named_tuple:
+                return {"O": name, "F": {k: self.enc(v) for k, v in zip(fields, obj)}}
+            return {"O": name, "F": {k: self.enc(getattr(obj, k)) for k in fields}}
         if obj is None or isinstance(obj, (bool, str)):
             return obj
         if isinstance(obj, int) and not isinstance(obj, np.generic):
@@ -124,9 +137,13 @@ class _Encoder:
             if name not in self.allowed:
                 raise TypeError(f"type {name} is not declared by the protocol")
             if _is_namedtuple(obj):
+                spec = (name, tuple(obj._fields), True)
                 fields = {k: self.enc(v) for k, v in zip(obj._fields, obj)}
             else:
-                fields = {f.name: self.enc(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.init}
+                spec = (name, tuple(f.name for f in dataclasses.fields(obj) if f.init), False)
+                fields = {k: self.enc(getattr(obj, k)) for k in spec[1]}
+            if len(_OBJECT_FIELDS) < 1024:
+                _OBJECT_FIELDS[t] = spec
             return {"O": name, "F": fields}
         if isinstance(obj, tuple):
             return {"T": [self.enc(v) for v in obj]}
@@ -231,11 +248,16 @@ def _summarize_fast(obj: Any, prefix: str, out: list) -> bool:
 
 def summarize(obj: Any) -> list[dict]:
     """``[{name, shape, dtype, bytes}]`` of every leaf — what an audit log records (never values)."""
-    from .transcript import describe, flatten
-
     out: list = []
     if _summarize_fast(obj, "", out):
         return out
+    return _summarize_generic(obj)
+
+
+def _summarize_generic(obj: Any) -> list[dict]:
+    """:func:`summarize` by the transcript's flattening (any message; the reference for the fast path)."""
+    from .transcript import describe, flatten
+
     out = []
     for name, leaf in flatten(obj):
         if dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
@@ -246,8 +268,8 @@ def summarize(obj: Any) -> list[dict]:
 
 
 def _leaves(obj: Any, prefix: str, out: list) -> bool:
-    """The leaves of a message in the common case (arrays, scalars, strings, NamedTuples, dicts, lists) as tuples
-    (name, shape, dtype, bytes); False when something else is inside."""
+    """The leaves of a message in the common case (arrays, scalars, strings, NamedTuples, declared dataclasses, dicts,
+    lists) as tuples (name, shape, dtype, bytes); False when something else is inside."""
     t = type(obj)
     if t is np.ndarray:
         out.append((prefix or "value", obj.shape, _dtype_name(obj.dtype), obj.nbytes))
@@ -259,14 +281,40 @@ def _leaves(obj: Any, prefix: str, out: list) -> bool:
     elif obj is None:
         pass
     elif t is dict:
-        return all(_leaves(v, f"{prefix}.{k}" if prefix else str(k), out) for k, v in obj.items())
+        for k, v in obj.items():
+            if not _leaves(v, f"{prefix}.{k}" if prefix else str(k), out):
+                return False
     elif isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return all(_leaves(v, f"{prefix}.{k}" if prefix else k, out) for k, v in zip(obj._fields, obj))
-    elif t in (list, tuple):
-        return all(_leaves(v, f"{prefix}.{i}" if prefix else str(i), out) for i, v in enumerate(obj))
+        for k, v in zip(obj._fields, obj):
+            if not _leaves(v, f"{prefix}.{k}" if prefix else k, out):
+                return False
+    elif t is list or t is tuple:
+        for i, v in enumerate(obj):
+            if not _leaves(v, f"{prefix}.{i}" if prefix else str(i), out):
+                return False
+    elif t in _NUMPY_SCALARS:  # e.g. a float64 sensitivity in a privacy event: as numpy describes it
+        out.append((prefix or "value", (), _dtype_name(obj.dtype), obj.nbytes))
+    elif dataclasses.is_dataclass(t):  # a declared dataclass (e.g. the step's privacy events): its fields
+        for k in _field_names(t):
+            if not _leaves(getattr(obj, k), f"{prefix}.{k}" if prefix else k, out):
+                return False
     else:
         return False
     return True
+
+
+_NUMPY_SCALARS = frozenset({np.float64, np.float32, np.float16, np.int64, np.int32, np.int16, np.int8, np.uint64,
+                            np.uint32, np.uint16, np.uint8, np.bool_, np.complex128, np.complex64})
+_FIELD_NAMES: dict = {}  # dataclass type -> its field names (dataclasses.fields is Python code)
+
+
+def _field_names(t: type) -> tuple:
+    names = _FIELD_NAMES.get(t)
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(t))
+        if len(_FIELD_NAMES) < 1024:
+            _FIELD_NAMES[t] = names
+    return names
 
 
 _SUMMARY_TEXT: dict = {}  # leaves -> their JSON text (a protocol's rounds repeat a few message structures)

@@ -46,6 +46,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from . import grpc_codec as codec
+from .grpc_ops import state_line
+from ..privacy.events import GaussianRelease
 from ..privacy.party_ledger import JOURNAL_NAME, LEDGER_NAME, PartyBudget, released_since  # noqa: F401 (re-exported)
 from ..privacy.policy import PartyPolicy, PolicyRefusal as _Refused
 from ..protocol import PartyData, Protocol
@@ -123,6 +125,7 @@ class PartyService:
         self.lock = threading.Lock()
         self.audit_path = self.out / "audit.jsonl"
         self._audit = open(self.audit_path, "a", buffering=1)
+        self._audit_fixed: dict = {}  # (peer, method, status) -> the audit line's text of those fields
         # the operator's policy, once per start (an opt-out of the budget is on record)
         self._audit.write(json.dumps({
             "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"), "party": name,
@@ -158,23 +161,29 @@ class PartyService:
     # ---------------------------------------------------------------- audit
     def audit(self, peer: str, method: str, status: str, detail: str = "", request=None, reply=None,
               nbytes: int = 0, budget: dict | None = None):
-        rec = {"time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
-               "party": self.name, "peer": peer, "method": method, "status": status, "request_bytes": nbytes}
+        # the same line as json.dumps(rec) for rec = {"time", "party", "peer", "method", "status", "request_bytes",
+        # ["detail"], ["budget"], ["request"], ["reply"]} (request/reply: codec.summarize(...)), built from cached
+        # texts: the fixed fields' (a run repeats a few callers, methods and statuses) and the summaries'
+        # (codec.summary_json: a run repeats a few message structures)
+        key = (peer, method, status)
+        fixed = self._audit_fixed.get(key)
+        if fixed is None:
+            fixed = json.dumps({"party": self.name, "peer": peer, "method": method, "status": status,
+                                "request_bytes": 0})[1:-1].rpartition(" ")[0] + " "
+            if len(self._audit_fixed) < 256:
+                self._audit_fixed[key] = fixed
+        parts = ['{"time": "', datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
+                 '", ', fixed, str(int(nbytes))]
         if detail:
-            rec["detail"] = detail
+            parts.append(', "detail": ' + json.dumps(detail))
         if budget is not None:  # the party's own budget decision (allowed/refused, ε before/after, cap)
-            rec["budget"] = budget
-        # the same line as json.dumps(rec) with rec["request"] / rec["reply"] = codec.summarize(...), with the
-        # summaries' text from codec.summary_json's cache (a run repeats a few message structures)
-        line = json.dumps(rec)
-        if request is not None or reply is not None:
-            parts = [line[:-1]]
-            if request is not None:
-                parts.append(', "request": ' + codec.summary_json(request))
-            if reply is not None:
-                parts.append(', "reply": ' + codec.summary_json(reply))
-            line = "".join(parts) + "}"
-        self._audit.write(line + "\n")
+            parts.append(', "budget": ' + json.dumps(budget))
+        if request is not None:
+            parts.append(', "request": ' + codec.summary_json(request))
+        if reply is not None:
+            parts.append(', "reply": ' + codec.summary_json(reply))
+        parts.append("}\n")
+        self._audit.write("".join(parts))
 
     # ---------------------------------------------------------------- dispatch
     def handle(self, method: str, payload: bytes, peer: str) -> bytes:
@@ -206,8 +215,6 @@ class PartyService:
             raise
         self.audit(peer, method, "ok", "", request, reply, nbytes=len(payload), budget=self._budget_note)
         if self.echo is not None:  # state changes only (connected, run started/resumed/ended), never a heartbeat
-            from .grpc_ops import state_line
-
             line = state_line(self, method, peer, reply)
             if line:
                 self.echo(line)
@@ -347,8 +354,7 @@ class PartyService:
             raise _Refused(f"party {self.name!r} refused round {t + 1} and sent nothing: the coordinator declared "
                            f"{self.declared_rounds} rounds at Setup")
         self.steps += 1
-        rng = self.rng if self.rng is not None else np.random.default_rng(
-            np.random.SeedSequence(self.noise_seed, spawn_key=(self.index, t)))
+        rng = self.rng if self.rng is not None else _SeededGenerator(self.noise_seed, (self.index, t))
         state, outbox, events = self.protocol.step(self.cfg, self.state, req["inbox"], rng=rng)
         if self.private and _free_release(events) and not _all_zero(outbox):
             raise _Refused(f"party {self.name!r} refused round {t + 1} and sent nothing: its step priced a non-zero "
@@ -458,11 +464,26 @@ class PartyService:
             pass
 
 
+class _SeededGenerator:
+    """A seeded simulation's generator for one round, ``default_rng(SeedSequence(seed, spawn_key=key))`` — the same
+    stream — built when the step first draws from it (a step that adds no noise, e.g. a no-op round, does not pay
+    the ~20 µs of seeding). Protocol steps use their generator through its methods (``rng.standard_normal(...)``)."""
+
+    __slots__ = ("_seed", "_key", "_gen")
+
+    def __init__(self, seed: int, key: tuple):
+        self._seed, self._key, self._gen = seed, key, None
+
+    def __getattr__(self, name):
+        gen = self._gen
+        if gen is None:
+            gen = self._gen = np.random.default_rng(np.random.SeedSequence(self._seed, spawn_key=self._key))
+        return getattr(gen, name)
+
+
 def _free_release(events) -> bool:
     """Whether a step released un-noised at sensitivity 0: free only if the message is exactly 0 (a release with
     σ > 0 at sensitivity 0 is noise around a zero the step itself checks, e.g. ``vertical_sharing.release``)."""
-    from ..privacy.events import GaussianRelease
-
     return any(isinstance(e, GaussianRelease) and not float(e.sensitivity) > 0 and not float(e.sigma) > 0
                for e in events)
 
@@ -470,6 +491,8 @@ def _free_release(events) -> bool:
 def _all_zero(obj) -> bool:
     """Every number in a (nested) message is exactly 0 (REDTEAM_POLICY R1: a release charged at sensitivity 0
     must carry nothing; a vector of entries 1e-200 is not nothing)."""
+    if type(obj) is np.ndarray:  # the common case, without np.asarray / np.any's Python wrappers
+        return obj.dtype.kind in "biufc" and not obj.any()
     if isinstance(obj, (np.ndarray, float, int, np.number)):
         a = np.asarray(obj)
         return a.dtype.kind in "biufc" and not np.any(a)  # other arrays (e.g. strings): not known to be empty

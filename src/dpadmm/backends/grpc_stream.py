@@ -16,6 +16,8 @@ decides); a dead party ends it (the coordinator sees the stream's error, as for 
 
 from __future__ import annotations
 
+from ..privacy.policy import PolicyRefusal as _Refused  # grpc_party's _Refused (imported here once, not per frame)
+
 STREAM_METHOD = "Session"
 STREAMED = ("Step",)
 
@@ -34,8 +36,6 @@ def unframe(data: bytes) -> tuple[str, bytes]:
 
 def serve_frame(service, data: bytes, peer: str) -> bytes:
     """One request frame → one reply frame (never raises: a bad frame is refused in the reply)."""
-    from .grpc_party import _Refused
-
     try:
         method, payload = unframe(bytes(data))
     except Exception:

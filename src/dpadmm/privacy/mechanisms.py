@@ -65,6 +65,8 @@ import math
 import numpy as np
 from scipy.special import expit
 
+from ..kernels.norms import safe_norm
+
 
 def gaussian(rng: np.random.Generator, sigma: float, size) -> np.ndarray:
     """i.i.d. N(0, sigma²) noise of the given shape."""
@@ -97,8 +99,6 @@ def clip_share_input(v: np.ndarray, V: float, V_inf: float | None = None) -> np.
     The coordinatewise clip first and the rescaling second keep both bounds (rescaling by a factor
     ≤ 1 cannot raise a coordinate). Works on ``(N,)`` or ``(k, N)`` (each row clipped).
     """
-    from ..kernels.norms import safe_norm
-
     if V_inf is not None:
         v = np.clip(v, -V_inf, V_inf)
     norm = safe_norm(v, axis=-1, keepdims=True)  # no underflow: a v ≠ 0 never passes as norm 0 (REDTEAM_POLICY R1)

@@ -617,3 +617,49 @@ def test_rt_f6_an_unauthenticated_flood_does_not_grow_the_audit_log_without_boun
     # the safe behaviour: repeated refusals from one address are summarised (e.g. one line per address and minute
     # with a count), so 100 knocks cost far less than 100 lines
     assert svc.audit_path.stat().st_size - size0 < 50 * 300
+
+
+# =============================================================================== handle under two channels
+class _NoteBudget:
+    """A stand-in for the party's ledger after Setup: every charge returns its own note (the real ``charge`` returns
+    the budget decision written on the Step's audit line)."""
+
+    def charge(self, events, *, private_step, round_):
+        return {"allowed": True, "round": round_}
+
+    def close_run(self):
+        pass
+
+
+@pytest.mark.xfail(strict=True, reason="F7 (open): PartyService.handle keeps the budget note in self._budget_note and "
+                                       "reads it after releasing its lock; see the report")
+def test_rt_f7_a_concurrent_call_cannot_change_a_steps_budget_line(party, pki, monkeypatch):
+    """F7: with the round channel, ``handle`` runs on several threads at once (a thread per TLS connection beside gRPC's
+    loop), but the Step's budget note crosses from ``_step`` (under the lock) to its audit line through the shared
+    attribute ``self._budget_note``, which every call resets on entry without the lock: a call arriving between the
+    lock's release and the audit line makes the Step's line carry no budget decision (or another call's). The ledger
+    itself is right (charged under the lock); its audit trail is not."""
+    svc, addr, srv = party
+    be = _started(pki, addr)
+    svc.budget = _NoteBudget()  # after Setup: a budgeted party's notes
+    real = codec.encode
+    armed = [True]
+
+    def encode(obj, *a, **kw):  # the instant after the Step left the lock: another channel's call comes in
+        if armed and isinstance(obj, dict) and "outbox" in obj and threading.current_thread().name == "dpadmm-rounds-conn":
+            armed.clear()
+            t = threading.Thread(target=lambda: pytest.raises(Exception, svc.handle, "Step", b"x", "coordinator"))
+            t.start()
+            t.join(10)
+        return real(obj, *a, **kw)
+
+    monkeypatch.setattr(codec, "encode", encode)
+    try:
+        with _tls(svc.round_port, _coordinator(pki)) as sock:
+            assert _ask(sock, "Step", _step_payload(svc, 0))[:1] == b"\x00"
+    finally:
+        monkeypatch.setattr(codec, "encode", real)
+        svc.budget = None
+        be.close()
+    ok = [r for r in _audit(svc) if r["method"] == "Step" and r["status"] == "ok"]
+    assert len(ok) == 1 and ok[0].get("budget") == {"allowed": True, "round": 0}

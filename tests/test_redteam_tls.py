@@ -45,7 +45,7 @@ def pki(tmp_path_factory):
     return root
 
 
-def _crafted(pki, tmp_path, names, *, san=None, issuer="ca", self_signed=False):
+def _crafted(pki, tmp_path, names, *, san=None, issuer="ca", self_signed=False, client_auth=True, expired=False):
     """A certificate with the common names ``names`` (in order; [] for none) and SAN ``san``, signed by the good
     CA (``issuer="ca"``), by party p2's *leaf* key (``issuer="p2"``: a party minting itself a certificate) or by
     itself; returns TLSFiles trusting the good CA (with the chain for a leaf-issued certificate)."""
@@ -65,12 +65,12 @@ def _crafted(pki, tmp_path, names, *, san=None, issuer="ca", self_signed=False):
     else:
         signer = serialization.load_pem_private_key((good / issuer / "key.pem").read_bytes(), None)
         issuer_name = x509.load_pem_x509_certificate((good / issuer / "cert.pem").read_bytes()).subject
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=3 if expired else 0)
+    usages = [ExtendedKeyUsageOID.SERVER_AUTH] + ([ExtendedKeyUsageOID.CLIENT_AUTH] if client_auth else [])
     b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer_name).public_key(key.public_key())
          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
          .not_valid_after(now + datetime.timedelta(days=1))
-         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-                        critical=False))
+         .add_extension(x509.ExtendedKeyUsage(usages), critical=False))
     if san:
         b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName(s) for s in san]), critical=False)
     pem = b.sign(signer, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
@@ -275,7 +275,7 @@ def test_rt_f5_a_caller_refused_at_the_connection_cap_is_audited(party, pki, mon
 
 # =============================================================================== identities that held
 @pytest.mark.parametrize("who", ["other-ca", "self-signed", "no-cn", "two-cns-first-not-allowed", "p2-minted",
-                                 "san-coordinator-cn-p2"])
+                                 "san-coordinator-cn-p2", "server-auth-only", "expired"])
 def test_identities_the_party_refuses_and_audits(party, pki, tmp_path, who):
     svc, addr, srv = party
     tls = {
@@ -285,6 +285,8 @@ def test_identities_the_party_refuses_and_audits(party, pki, tmp_path, who):
         "two-cns-first-not-allowed": lambda: _crafted(pki, tmp_path, ["p2", "coordinator"]),
         "p2-minted": lambda: _crafted(pki, tmp_path, ["coordinator"], issuer="p2"),  # a leaf (CA:FALSE) as issuer
         "san-coordinator-cn-p2": lambda: _crafted(pki, tmp_path, ["p2"], san=["coordinator"]),
+        "server-auth-only": lambda: _crafted(pki, tmp_path, ["coordinator"], san=["coordinator"], client_auth=False),
+        "expired": lambda: _crafted(pki, tmp_path, ["coordinator"], san=["coordinator"], expired=True),
     }[who]()
     assert _refused_at_handshake(svc.round_port, tls)
     recs = _audit(svc, lambda r: r["method"] == "(TLS handshake)")

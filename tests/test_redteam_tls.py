@@ -665,3 +665,30 @@ def test_rt_f7_a_concurrent_call_cannot_change_a_steps_budget_line(party, pki, m
         be.close()
     ok = [r for r in _audit(svc) if r["method"] == "Step" and r["status"] == "ok"]
     assert len(ok) == 1 and ok[0].get("budget") == {"allowed": True, "round": 0}
+
+
+def test_a_consensus_nodes_neighbour_is_refused_on_the_round_channel_and_exchange_is_not_served(pki, tmp_path):
+    """A peer-to-peer node (``--neighbour``) accepts Exchange from its neighbours on gRPC; its round channel is the
+    coordinator's only: the neighbour p2 (a valid certificate of the CA) is refused at the handshake, and an Exchange
+    frame from the coordinator is refused (only Step travels there)."""
+    from dpadmm.algorithms import graph_consensus as gc
+    from dpadmm.backends.grpc_p2p import NodeService
+
+    tls = TLSFiles.load(tls_dir=pki / "good" / "p1")
+    svc = NodeService(name="p1", protocol=gc.PROTOCOL, data={}, out=tmp_path / "p1", allow=("coordinator",),
+                      accept_coordinator_data=True, neighbours={"p2": "127.0.0.1:1"}, tls=tls)
+    rs = RoundServer(svc, tls)
+    port = rs.start("127.0.0.1", 0)
+    try:
+        assert _refused_at_handshake(port, TLSFiles.load(tls_dir=pki / "good" / "p2"))
+        with _tls(port, _coordinator(pki)) as sock:
+            msg = codec.encode({"from": "p2", "round": 0, "f": np.zeros(2)}, allowed=codec.allow_list())
+            got = _ask(sock, "Exchange", msg)
+            assert got[:1] == b"\x01" and b"UNIMPLEMENTED" in got
+    finally:
+        rs.close()
+        svc.close()
+    recs = _audit(svc)
+    assert any(r["method"] == "(TLS handshake)" and r["peer"] == "p2" for r in recs)
+    assert any(r["method"] == "Session/Exchange" and r["status"] == "refused" for r in recs)
+    assert not any(r["method"] == "Exchange" for r in recs) and not svc._inbox

@@ -21,7 +21,11 @@ handshakes, plus the caller's address, which gRPC's log does not give) and one l
 :func:`grpc_stream.serve_frame` returns (reply) — the same bytes as on the gRPC stream, served by the
 same :meth:`PartyService.handle` (decoding, allow list, refusals, budget, audit line per Step). Only
 ``Step`` is served (``serve_frame`` refuses other methods). A length of 0 or above ``MAX_MESSAGE`` (the
-gRPC cap) is refused, audited and the connection closed; so is a frame cut short.
+gRPC cap) is refused, audited and the connection closed; so is a frame cut short. A frame's memory grows with the
+bytes that arrive (pieces of ``RECV_CHUNK``), never with the length it declares. At ``MAX_CONNECTIONS`` the oldest
+connection still in its handshake is closed to make room (callers without a certificate cannot lock the coordinator
+out); with none, the new caller is refused — each audited. Stopping the server shuts every open connection down
+(docs/redteam-tls-2026-11-24.md).
 
 **Coordinator side** (:class:`RoundClient`, :func:`exchange`, used by
 :class:`~dpadmm.backends.grpc_backend.GrpcBackend` with ``round_transport="tls"``): one connection per party,

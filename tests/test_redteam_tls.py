@@ -528,6 +528,9 @@ def test_rt_f1_close_with_threads_blocked_in_reads_leaves_no_thread(pki, tmp_pat
     socks.append(socket.create_connection(("127.0.0.1", port), timeout=10))  # in its handshake
     for s in socks[:3]:
         assert _ask(s, "Step", b"x")[:1] == b"\x01"
+    deadline = time.monotonic() + 10
+    while len(_conn_threads()) < before + 4 and time.monotonic() < deadline:  # the silent one: accepted by now
+        time.sleep(0.01)
     assert len(_conn_threads()) >= before + 4
     rs.close()
     for t in [t for t in threading.enumerate() if t.name == "dpadmm-rounds-conn"]:

@@ -229,8 +229,8 @@ def test_large_frames_arrive_whole_in_pieces(party, pki):
 
 
 def test_rt_f3_server_context_refuses_renegotiation(pki):
-    """F3 (hardening): the server context allowed TLS 1.2 renegotiation (OpenSSL's default) although the caller's name
-    is read once, after the first handshake. gRPC's servers (BoringSSL) do not renegotiate."""
+    """F3 (hardening): the server context did not forbid TLS 1.2 renegotiation (OpenSSL 3 refuses a client's by
+    default, 1.1.1 does not) although the caller's name is read once, after the first handshake."""
     ctx = tls_rounds.server_context(TLSFiles.load(tls_dir=pki / "good" / "p1"))
     assert ctx.options & ssl.OP_NO_RENEGOTIATION
     assert ctx.minimum_version >= ssl.TLSVersion.TLSv1_2 and ctx.verify_mode == ssl.CERT_REQUIRED

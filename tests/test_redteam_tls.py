@@ -651,7 +651,8 @@ def test_rt_f7_a_concurrent_call_cannot_change_a_steps_budget_line(party, pki, m
     armed = [True]
 
     def encode(obj, *a, **kw):  # the instant after the Step left the lock: another channel's call comes in
-        if armed and isinstance(obj, dict) and "outbox" in obj and threading.current_thread().name == "dpadmm-rounds-conn":
+        on_round_channel = threading.current_thread().name == "dpadmm-rounds-conn"
+        if armed and on_round_channel and isinstance(obj, dict) and "outbox" in obj:
             armed.clear()
             t = threading.Thread(target=lambda: pytest.raises(Exception, svc.handle, "Step", b"x", "coordinator"))
             t.start()

@@ -636,8 +636,6 @@ class _NoteBudget:
         pass
 
 
-@pytest.mark.xfail(strict=True, reason="F7 (open): PartyService.handle keeps the budget note in self._budget_note and "
-                                       "reads it after releasing its lock; see the report")
 def test_rt_f7_a_concurrent_call_cannot_change_a_steps_budget_line(party, pki, monkeypatch):
     """F7: with the round channel, ``handle`` runs on several threads at once (a thread per TLS connection beside gRPC's
     loop), but the Step's budget note crosses from ``_step`` (under the lock) to its audit line through the shared

@@ -125,6 +125,7 @@ class PartyService:
         self.lock = threading.Lock()
         self.audit_path = self.out / "audit.jsonl"
         self._audit = open(self.audit_path, "a", buffering=1)
+        self._audit_lock = threading.Lock()
         self._audit_fixed: dict = {}  # (peer, method, status) -> the audit line's text of those fields
         # the operator's policy, once per start (an opt-out of the budget is on record)
         self._audit.write(json.dumps({
@@ -183,13 +184,15 @@ class PartyService:
         if reply is not None:
             parts.append(', "reply": ' + codec.summary_json(reply))
         parts.append("}\n")
-        self._audit.write("".join(parts))
+        line = "".join(parts)
+        with self._audit_lock:  # whole lines: calls (and refused connections) are audited from several threads
+            self._audit.write(line)
 
     # ---------------------------------------------------------------- dispatch
     def handle(self, method: str, payload: bytes, peer: str) -> bytes:
         """Serve one call: identity and decoding checks, then the method; raises ``_Refused``/Exception."""
         request = None
-        self._budget_note = None
+        note = None
         try:
             if self.secure and peer not in self.allow:
                 raise _Refused(f"party {self.name!r} refuses caller {peer!r}: not on its allow list {list(self.allow)}")
@@ -199,8 +202,10 @@ class PartyService:
                 raise _Refused(f"party {self.name!r} {exc}", "INVALID_ARGUMENT") from None
             if not isinstance(request, dict):
                 raise _Refused(f"party {self.name!r} refused {method}: the request must be a mapping", "INVALID_ARGUMENT")
-            with self.lock:
+            with self.lock:  # the budget decision is read under the lock: calls arrive on several threads
+                self._budget_note = None
                 reply = getattr(self, "_" + method.lower())(request)
+                note = self._budget_note
             data = codec.encode(reply, allowed=self.allowed_types)
         except _Refused as exc:
             self.audit(peer, method, "refused", str(exc), request, nbytes=len(payload), budget=exc.budget)
@@ -213,7 +218,7 @@ class PartyService:
             if self.echo is not None:
                 self.echo(f"error in {method}: {reason}")
             raise
-        self.audit(peer, method, "ok", "", request, reply, nbytes=len(payload), budget=self._budget_note)
+        self.audit(peer, method, "ok", "", request, reply, nbytes=len(payload), budget=note)
         if self.echo is not None:  # state changes only (connected, run started/resumed/ended), never a heartbeat
             line = state_line(self, method, peer, reply)
             if line:

@@ -64,3 +64,37 @@ def serve_parties(services: dict, tls=None, rounds=None):
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+def make_pki(root, names):
+    """Two CAs under ``root`` (``good``, ``other``) issuing the same names: the other CA's certificates are the
+    wrong-CA case of the TLS tests."""
+    from dpadmm.backends.grpc_tls import provision
+
+    provision(["coordinator", *names], root / "good")
+    provision(["coordinator", *names], root / "other")
+    return root
+
+
+def a9a_party_files(directory, n):
+    """The first ``n`` a9a rows as two party files (66 and 57 columns): (blocks, ±1 labels, paths)."""
+    from dpadmm.data.parties import write_party_files
+
+    X, y = load_a9a("train")
+    blocks = partition_columns(X[:n], [66, 57])
+    paths = write_party_files(blocks, y[:n], directory)
+    return blocks, np.where(y[:n] > 0, 1.0, -1.0), paths
+
+
+def audit_records(service, wait_for=None, timeout=10.0):
+    """A party's audit records, waiting up to ``timeout`` s for one that ``wait_for`` accepts (lines written from
+    other threads, e.g. the round channel's)."""
+    import json
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        recs = [json.loads(x) for x in service.audit_path.read_text().splitlines()]
+        if wait_for is None or any(wait_for(r) for r in recs) or time.monotonic() > deadline:
+            return recs
+        time.sleep(0.02)

@@ -26,12 +26,10 @@ from dpadmm.backends.grpc_backend import GrpcBackend, parse_peers  # noqa: E402
 from dpadmm.backends.grpc_party import SERVICE, PartyService, make_server  # noqa: E402
 from dpadmm.backends.grpc_tls import TLSFiles, provision  # noqa: E402
 from dpadmm.protocol import PartyData  # noqa: E402
-from dpadmm.data import load_a9a, partition_columns  # noqa: E402
-from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.exceptions import InvalidParameterError, PartyFailureError, ProtocolError  # noqa: E402
 from dpadmm.kernels.losses import get_loss  # noqa: E402
 from dpadmm.kernels.regularizers import L2  # noqa: E402
-from conftest import serve_parties  # noqa: E402
+from conftest import a9a_party_files, make_pki, serve_parties  # noqa: E402
 
 N = 400
 NAMES = ("party1", "party2")
@@ -40,18 +38,12 @@ NAMES = ("party1", "party2")
 # ----------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pki")
-    provision(["coordinator", *NAMES], root / "good")
-    provision(["coordinator", *NAMES], root / "other")  # a different CA issuing the same names
-    return root
+    return make_pki(tmp_path_factory.mktemp("pki"), NAMES)  # "other": a different CA issuing the same names
 
 
 @pytest.fixture(scope="module")
 def a9a_files(tmp_path_factory):
-    X, y = load_a9a("train")
-    blocks = partition_columns(X[:N], [66, 57])
-    paths = write_party_files(blocks, y[:N], tmp_path_factory.mktemp("data"))
-    return blocks, np.where(y[:N] > 0, 1.0, -1.0), paths
+    return a9a_party_files(tmp_path_factory.mktemp("data"), N)
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ findings (each failed on the code before its fix); the others are attacks that h
 from __future__ import annotations
 
 import datetime
-import json
 import socket
 import ssl
 import struct
@@ -29,10 +28,11 @@ from dpadmm.backends import selftest  # noqa: E402
 from dpadmm.backends import tls_rounds  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
 from dpadmm.backends.grpc_party import PartyService, make_server  # noqa: E402
-from dpadmm.backends.grpc_stream import StreamError, frame  # noqa: E402
+from dpadmm.backends.grpc_stream import frame  # noqa: E402
 from dpadmm.backends.grpc_tls import TLSFiles, provision  # noqa: E402
-from dpadmm.backends.tls_rounds import MAX_FRAME, RoundClient, RoundServer, client_context, exchange  # noqa: E402
+from dpadmm.backends.tls_rounds import MAX_FRAME, RoundClient, RoundServer, client_context  # noqa: E402
 from dpadmm.exceptions import PartyFailureError, ProtocolError  # noqa: E402
+from conftest import audit_records  # noqa: E402
 
 SIZE = 4
 
@@ -97,13 +97,7 @@ def party(pki, tmp_path):
     svc.close()
 
 
-def _audit(svc, wait_for=None, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        recs = [json.loads(x) for x in svc.audit_path.read_text().splitlines()]
-        if wait_for is None or any(wait_for(r) for r in recs) or time.monotonic() > deadline:
-            return recs
-        time.sleep(0.02)
+_audit = audit_records
 
 
 def _tls(port, tls, server_name="p1", **ctx_kw):

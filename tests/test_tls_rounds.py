@@ -6,11 +6,9 @@ Parties are in-thread gRPC servers with their round channel (``make_server(..., 
 
 from __future__ import annotations
 
-import json
 import socket
 import ssl
 import struct
-import time
 
 import numpy as np
 import pytest
@@ -22,15 +20,13 @@ from dpadmm.backends import PartySpec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
 from dpadmm.backends.grpc_party import PartyService  # noqa: E402
 from dpadmm.backends.grpc_stream import StreamError, frame  # noqa: E402
-from dpadmm.backends.grpc_tls import TLSFiles, provision  # noqa: E402
+from dpadmm.backends.grpc_tls import TLSFiles  # noqa: E402
 from dpadmm.backends.tls_rounds import MAX_FRAME, RoundClient, client_context, exchange, parse_listen  # noqa: E402
-from dpadmm.data import load_a9a, partition_columns  # noqa: E402
-from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.exceptions import InvalidParameterError, PartyFailureError  # noqa: E402
 from dpadmm.kernels.losses import get_loss  # noqa: E402
 from dpadmm.kernels.regularizers import L2  # noqa: E402
 from dpadmm.protocol import PartyData  # noqa: E402
-from conftest import serve_parties  # noqa: E402
+from conftest import a9a_party_files, audit_records, make_pki, serve_parties  # noqa: E402
 
 N = 300
 NAMES = ("party1", "party2")
@@ -38,18 +34,12 @@ NAMES = ("party1", "party2")
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    root = tmp_path_factory.mktemp("pki")
-    provision(["coordinator", *NAMES], root / "good")
-    provision(["coordinator", *NAMES], root / "other")  # another CA issuing the same names
-    return root
+    return make_pki(tmp_path_factory.mktemp("pki"), NAMES)  # "other": another CA issuing the same names
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    X, y = load_a9a("train")
-    blocks = partition_columns(X[:N], [66, 57])
-    paths = write_party_files(blocks, y[:N], tmp_path_factory.mktemp("data"))
-    return blocks, np.where(y[:N] > 0, 1.0, -1.0), paths
+    return a9a_party_files(tmp_path_factory.mktemp("data"), N)
 
 
 def _serve(pki, data, tmp_path, rounds="auto"):
@@ -108,14 +98,7 @@ def _in_process(data, T=6):
     return st.z
 
 
-def _audit(service, wait_for=None, timeout=5.0):
-    """The party's audit records (waiting up to ``timeout`` s for one that ``wait_for`` accepts)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        recs = [json.loads(x) for x in service.audit_path.read_text().splitlines()]
-        if wait_for is None or any(wait_for(r) for r in recs) or time.monotonic() > deadline:
-            return recs
-        time.sleep(0.05)
+_audit = audit_records
 
 
 def _round_port(service):

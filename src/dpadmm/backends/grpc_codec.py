@@ -100,6 +100,15 @@ class _Encoder:
         self.buffers.append(memoryview(buf).cast("B") if buf.nbytes else b"")
         return {"A": len(self.buffers) - 1, "dt": arr.dtype.str, "sh": list(arr.shape)}
 
+    def declared(self, spec: tuple, obj: Any):
+        """A NamedTuple / dataclass of a declared type, from its ``(wire name, fields, is a NamedTuple)``."""
+        name, fields, named_tuple = spec
+        if name not in self.allowed:
+            raise TypeError(f"type {name} is not declared by the protocol")
+        if named_tuple:
+            return {"O": name, "F": {k: self.enc(v) for k, v in zip(fields, obj)}}
+        return {"O": name, "F": {k: self.enc(getattr(obj, k)) for k in fields}}
+
     def enc(self, obj: Any):
         t = type(obj)  # the common exact types first (a round's message is a few of these)
         if t is np.ndarray:
@@ -116,12 +125,7 @@ class _Encoder:
             return {"N": self.array(np.asarray(obj))}
         spec = _OBJECT_FIELDS.get(t)  # a NamedTuple or dataclass type met before: its wire name and fields
         if spec is not None:
-            name, fields, named_tuple = spec
-            if name not in self.allowed:
-                raise TypeError(f"type {name} is not declared by the protocol")
-            if named_tuple:
-                return {"O": name, "F": {k: self.enc(v) for k, v in zip(fields, obj)}}
-            return {"O": name, "F": {k: self.enc(getattr(obj, k)) for k in fields}}
+            return self.declared(spec, obj)
         if obj is None or isinstance(obj, (bool, str)):
             return obj
         if isinstance(obj, int) and not isinstance(obj, np.generic):
@@ -133,18 +137,14 @@ class _Encoder:
         if isinstance(obj, np.generic):
             return {"N": self.array(np.asarray(obj))}
         name = _TYPE_NAMES.get(t) or _type_name_cached(t)
-        if _is_namedtuple(obj) or (dataclasses.is_dataclass(obj) and not isinstance(obj, type)):
-            if name not in self.allowed:
-                raise TypeError(f"type {name} is not declared by the protocol")
-            if _is_namedtuple(obj):
-                spec = (name, tuple(obj._fields), True)
-                fields = {k: self.enc(v) for k, v in zip(obj._fields, obj)}
-            else:
-                spec = (name, tuple(f.name for f in dataclasses.fields(obj) if f.init), False)
-                fields = {k: self.enc(getattr(obj, k)) for k in spec[1]}
+        if _is_namedtuple(obj):
+            spec = (name, tuple(obj._fields), True)
+        elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            spec = (name, tuple(f.name for f in dataclasses.fields(obj) if f.init), False)
+        if spec is not None:
             if len(_OBJECT_FIELDS) < 1024:
                 _OBJECT_FIELDS[t] = spec
-            return {"O": name, "F": fields}
+            return self.declared(spec, obj)
         if isinstance(obj, tuple):
             return {"T": [self.enc(v) for v in obj]}
         if isinstance(obj, list):

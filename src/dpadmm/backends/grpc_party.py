@@ -586,18 +586,10 @@ def make_server(service: PartyService, listen: str, tls=None, *, max_workers: in
         from ..exceptions import InvalidParameterError
 
         raise InvalidParameterError(f"cannot listen on {listen}; is the port in use? (give --listen HOST:PORT)")
-    from .tls_rounds import RoundServer, parse_listen
+    from .tls_rounds import start_round_server
 
-    where = parse_listen(rounds, listen)
-    if where is not None:
-        round_server = RoundServer(service, tls)
-        try:
-            round_server.start(*where)
-        except OSError as exc:
-            from ..exceptions import InvalidParameterError
-
-            raise InvalidParameterError(f"cannot listen for rounds on {where[0]}:{where[1]} ({exc.strerror or exc}); "
-                                        "give another rounds address.") from None
+    round_server = start_round_server(service, tls, rounds, listen)
+    if round_server is not None:
         server = _WithRounds(server, round_server)
     return server, port
 
@@ -655,20 +647,13 @@ def serve(service: PartyService, listen: str, tls=None, *, once: bool = False, r
 
             raise InvalidParameterError(f"cannot listen on {listen}; is the port in use? (give --listen HOST:PORT)")
         await server.start()
-        from .tls_rounds import RoundServer, parse_listen
+        from .tls_rounds import start_round_server
 
-        where = parse_listen(rounds, listen)
-        round_server = None
-        if where is not None:
-            round_server = RoundServer(service, tls)
-            try:
-                round_server.start(*where)
-            except OSError as exc:
-                await server.stop(None)
-                from ..exceptions import InvalidParameterError
-
-                raise InvalidParameterError(f"cannot listen for rounds on {where[0]}:{where[1]} ({exc.strerror or exc}); "
-                                            "give another --rounds-listen HOST:PORT (or off).") from None
+        try:
+            round_server = start_round_server(service, tls, rounds, listen)
+        except Exception:
+            await server.stop(None)
+            raise
         if ready is not None:
             ready(port)
         try:

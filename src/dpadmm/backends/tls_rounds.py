@@ -122,6 +122,23 @@ def parse_listen(value: str | None, listen: str) -> tuple[str, int] | None:
     return _host(host), int(port)
 
 
+def start_round_server(service, tls, rounds: str | None, listen: str) -> "RoundServer | None":
+    """The party's round channel listening where ``rounds`` (``--rounds-listen``) says, or None (``off``/None);
+    a port that cannot be bound is one clear error."""
+    from ..exceptions import InvalidParameterError
+
+    where = parse_listen(rounds, listen)
+    if where is None:
+        return None
+    server = RoundServer(service, tls)
+    try:
+        server.start(*where)
+    except OSError as exc:
+        raise InvalidParameterError(f"cannot listen for rounds on {where[0]}:{where[1]} ({exc.strerror or exc}); "
+                                    "give another --rounds-listen HOST:PORT (or off).") from None
+    return server
+
+
 def _host(host: str) -> str:
     return host[1:-1] if host.startswith("[") and host.endswith("]") else host
 

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 OUTPUT_OPTIONS = ("--out", "--transcript")
 _QUICK = {"reproduce", "audit", "attack labels"}  # commands with a --quick option

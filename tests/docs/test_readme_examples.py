@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _BLOCK = re.compile(r"(?:<!-- example: (?P<kind>\w+)[^>]*-->\n)?```python[^\n]*\n(?P<code>.*?)^```", re.S | re.M)
 

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import run_cli
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
 def _find(pattern: str) -> re.Match:
@@ -349,7 +349,7 @@ def _vertical_benchmark():
     import importlib
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     try:
         return importlib.import_module("private_utility.vertical")
     finally:
@@ -483,7 +483,7 @@ def test_consensus_800_rows_per_node_gap_closed_at_eps5():
 
     m = _find(r"With 800 rows per node, ε ≤ 1 hands over the DP base rate \(the model does not\s+beat it\), "
               r"ε = 5 closes (\d+)% of the gap")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     try:
         from private_utility import consensus
     finally:

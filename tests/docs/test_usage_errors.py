@@ -15,7 +15,7 @@ import pytest
 
 from conftest import run_cli
 
-SRC = str(Path(__file__).resolve().parents[1] / "src")
+SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 def _run(args, **kw):

@@ -370,7 +370,7 @@ def test_docs_list_every_protocols_party_and_coordinator_fields():
 
     from dpadmm.protocol import find_protocol
 
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "algorithms.md").read_text()
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "algorithms.md").read_text()
     for name in ("vertical-sharing", "graph-consensus", "consensus-baseline", "vertical-experts",
                  "functional-quantile", "functional-statistics"):
         hooks = find_protocol(name).policy

@@ -147,7 +147,7 @@ def test_adult_more_epsilon_buys_a_better_model_beyond_the_label_party_alone():
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "private_utility"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "private_utility"))
     import vertical as bench
 
     train, y, test, yt, how = bench.load("adult")

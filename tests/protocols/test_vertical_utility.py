@@ -276,7 +276,7 @@ def test_adult_label_epsilon_1_closes_half_the_gap():
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     try:
         from private_utility import vertical as bench
     finally:

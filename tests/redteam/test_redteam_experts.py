@@ -176,7 +176,7 @@ def test_e7_the_readme_scoring_server_keeps_the_fit_servers_ledger():
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     serves = [c for c in re.findall(r"dpadmm party serve --protocol vertical-experts.*?--out (\S+)", readme, re.S)]
     assert len(serves) >= 2 and len(set(serves)) == 1, serves
 

@@ -431,7 +431,7 @@ def test_process_backend_rejects_unknown_start_method():
 
 
 # ----------------------------------------------------------------------------- CLI
-A9A_TRAIN = Path(__file__).resolve().parents[1] / "src" / "dpadmm" / "data" / "_bundled" / "a9a.gz"
+A9A_TRAIN = Path(__file__).resolve().parents[2] / "src" / "dpadmm" / "data" / "_bundled" / "a9a.gz"
 N_CLI = 1500  # rows of the small LIBSVM file the CLI tests train on
 
 
@@ -582,7 +582,7 @@ def test_ray_suite_in_loopback_namespace():
     cmd = (f"ip link set lo up && {sys.executable} -m pytest -q -p no:cacheprovider -m ray "
            f"-o addopts='' {here}")
     proc = subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "sh", "-c", cmd], capture_output=True,
-                          text=True, cwd=here.parent.parent, timeout=1500,
+                          text=True, cwd=here.parents[2], timeout=1500,
                           env=dict(os.environ, DPADMM_IN_LOOPBACK_NETNS="1"))
     tail = (proc.stdout + proc.stderr)[-4000:]
     assert proc.returncode == 0, tail

@@ -527,7 +527,7 @@ def test_cross_org_loopback_script_in_a_loopback_only_namespace(tmp_path):
     import json
     import shutil
 
-    script = Path(__file__).resolve().parent.parent / "examples" / "cross_org_loopback.sh"
+    script = Path(__file__).resolve().parents[2] / "examples" / "cross_org_loopback.sh"
     out = tmp_path / "deploy"
     env = dict(os.environ, PYTHON=sys.executable, SPEED_ROUNDS="10", SPEED_REPEATS="1")
     if _in_loopback_netns():

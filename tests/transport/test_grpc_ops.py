@@ -155,7 +155,7 @@ def test_party_serve_logs_state_changes_and_refused_handshakes(tmp_path):
     provision(["coordinator", "party1"], tmp_path / "pki")
     provision(["coordinator", "party1"], tmp_path / "other")
     log = tmp_path / "party.log"
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
     env.pop("GRPC_VERBOSITY", None)
     with open(log, "w") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "dpadmm", "party", "serve", "--name", "party1", "--protocol",

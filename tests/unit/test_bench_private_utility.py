@@ -5,7 +5,7 @@ import pathlib
 
 SPEC = importlib.util.spec_from_file_location(
     "bench_private_utility",
-    pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "bench_private_utility.py")
+    pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_private_utility.py")
 bpu = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(bpu)
 

@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "dpadmm"
+SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "dpadmm"
 
 
 def _imports(pkg: str):

@@ -324,9 +324,9 @@ def _nodes(n=200, d=4, seed=0, scale=1.0):
 
 def test_consensus_privacy_preconditions_are_enforced_and_pvp_is_not_dp():
     X, y = _nodes()
-    with pytest.raises(PrivacyPreconditionError):  # rows outside the unit ball
+    with pytest.raises(PrivacyPreconditionError, match=r"needs \|\|x\|\|_2 <= 1 for every row"):  # off the unit ball
         ConsensusLogisticRegression(perturbation="pp", alpha=3.0, max_iter=3).fit(1.5 * X, y)
-    with pytest.raises(PrivacyPreconditionError):  # theta too small for [Zhang, Alg. 1]
+    with pytest.raises(PrivacyPreconditionError, match="theta violates"):  # theta too small for [Zhang, Alg. 1]
         ConsensusLogisticRegression(perturbation="pp", alpha=3.0, theta=1e-6, C=1e4, max_iter=3).fit(X, y)
     m = ConsensusLogisticRegression(perturbation="pvp", alpha=3.0, max_iter=3).fit(X, y)
     assert math.isinf(m.privacy_.epsilon)
@@ -401,7 +401,7 @@ def test_private_functional_fit_releases_nothing_deterministic_about_one_curve()
               min_n_epsilon=0.0)  # n·ε = 200 would hand over the DP constant without the pooled statistics
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with pytest.raises(PrivacyPreconditionError):
+        with pytest.raises(PrivacyPreconditionError, match="release the pooled moment matrix .* in the clear"):
             FunctionalQuantileRegressor(basis="fpca", **kw).fit(X, y, grid=grid)
         for basis in ("auto", "fourier"):
             fits = [FunctionalQuantileRegressor(basis=basis, **kw).fit(A, y, grid=grid) for A in (X, X, X2)]
@@ -445,7 +445,7 @@ def test_party_server_refuses_a_model_fit_on_a_passive_partys_block(tmp_path):
                    "args": ["party2", D, {"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None,
                                           "damping": 0.0, "eval_blocks": {}}]})
     try:
-        with pytest.raises(_Refused):
+        with pytest.raises(_Refused, match="refused request 'refit'"):
             call("Request", {"handler": "refit", "args": [np.ones(N), np.zeros(N), "logistic", True, 0.0]})
     finally:
         svc.close()
@@ -531,7 +531,7 @@ def test_party_server_refit_cannot_be_unlocked_by_coordinator_sent_labels(tmp_pa
             setup(labels=np.ones(60))
         except _Refused:
             return  # refusing the labels at setup is a fix too
-        with pytest.raises(_Refused):
+        with pytest.raises(_Refused, match="refused request 'refit'"):
             call("Request", {"handler": "refit", "args": [np.zeros(60), "logistic", True, 0.0]})
     finally:
         svc.close()
@@ -543,7 +543,7 @@ def test_party_server_refuses_a_coordinator_chosen_noise_seed_by_default(tmp_pat
 
     svc, call, setup, _ = _party_server(tmp_path)
     try:
-        with pytest.raises(_Refused):
+        with pytest.raises(_Refused, match="refused a coordinator-chosen noise seed"):
             setup(seed=12345)
     finally:
         svc.close()
@@ -560,7 +560,7 @@ def test_party_server_gives_no_unnoised_training_scores_in_a_private_run(tmp_pat
         except _Refused:
             return
         call("Step", {"round": 0, "inbox": vs.CoordinatorMessage(1, np.zeros(60), np.ones(60), 0.5)})
-        with pytest.raises(_Refused):
+        with pytest.raises(_Refused, match="refused request 'score' in a private run"):
             call("Request", {"handler": "score", "args": ["test"]})
     finally:
         svc.close()

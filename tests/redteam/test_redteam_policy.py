@@ -93,9 +93,9 @@ def test_R1_vertical_tiny_input_is_not_an_unnoised_free_release(vertical):
 def test_R2_vertical_round_indices_must_increase(vertical):
     vertical.setup(vs.PROTOCOL, vertical.args(), 4)
     vertical.step(0, vs.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
-    with pytest.raises(_Refused):
+    with pytest.raises(_Refused, match="refused round index 0 .*the next round is 1"):
         vertical.step(0, vs.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
-    with pytest.raises(_Refused):
+    with pytest.raises(_Refused, match="refused round index -1 .*the next round is 1"):
         vertical.step(-1, vs.CoordinatorMessage(-1, np.zeros(N), np.zeros(N), 1.0))
 
 
@@ -154,7 +154,7 @@ def test_R3_vertical_party_refuses_or_ignores_coordinator_normalisation(vertical
 
 def test_R6_vertical_rank_request_refused_in_private_run(vertical):
     vertical.setup(vs.PROTOCOL, vertical.args(), 3)
-    with pytest.raises(_Refused):
+    with pytest.raises(_Refused, match="refused request 'rank' in a private run"):
         vertical.call("Request", {"handler": "rank", "args": []})
 
 
@@ -186,7 +186,7 @@ def test_vertical_noise_scale_next_to_a_noise_multiplier_is_refused_at_the_round
 
 @pytest.mark.parametrize("rounds", [True, 2.5, "3", [3], -1, 0])
 def test_vertical_declared_rounds_must_be_a_positive_integer(vertical, rounds):
-    with pytest.raises(_Refused):
+    with pytest.raises(_Refused, match="declared rounds must be a positive integer"):
         vertical.setup(vs.PROTOCOL, vertical.args(), rounds)
 
 
@@ -303,7 +303,7 @@ def test_R7_functional_negative_lambda_is_refused_for_the_exact_step(worker):
     grid, X, y, basis = worker.data
     args = _fargs(X, y, basis, local_step="exact", penalty="l2")
     args[8] = fq.Settings.make([0.5], noise_multiplier=3.0, lam=-1.98)
-    with pytest.raises(_Refused):
+    with pytest.raises(_Refused, match="the penalty weight lam is .*requires finite λ ≥ 0"):
         worker.setup(fq.PROTOCOL, args, 3)
 
 

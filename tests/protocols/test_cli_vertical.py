@@ -130,13 +130,19 @@ def _bad_cases(d, parties, tmp):
     }
 
 
+@pytest.fixture(scope="module")
+def bad_cases(small_files, tmp_path_factory):
+    """The bad party files written once for the module (pandas' CSV writer was most of each case's time)."""
+    d, parties, _ = small_files
+    return _bad_cases(d, parties, tmp_path_factory.mktemp("bad"))
+
+
 @pytest.mark.parametrize("case", ["nan", "ids_mismatch", "shape_mismatch", "empty_party", "missing_label",
                                   "parties_sum", "epsilon_zero", "epsilon_negative", "delta_one", "delta_zero",
                                   "missing_file", "unnormalised_dp", "bad_parties", "bad_mechanism",
                                   "bad_relation", "label_epsilon_zero"])
-def test_bad_input_exit_2_one_line_nothing_written(small_files, tmp_path, capsys, case):
-    d, parties, _ = small_files
-    args = _bad_cases(d, parties, tmp_path)[case]
+def test_bad_input_exit_2_one_line_nothing_written(bad_cases, tmp_path, capsys, case):
+    args = bad_cases[case]
     out = tmp_path / "out"
     code, stdout, err = run_cli(["vertical", *args, "--iterations", "3", "--out", out, "--quiet"], capsys)
     assert code == 2

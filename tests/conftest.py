@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -37,6 +39,39 @@ def run_cli(args, capsys=None):
         out = capsys.readouterr()
         return code, out.out, out.err
     return code, "", ""
+
+
+OUTPUT_OPTIONS = ("--out", "--transcript")
+_CLI_RUNS: dict = {}
+
+
+def _command_key(args):
+    """A command line as a key: its words before the first option, then its options (each with its values) in any
+    order; the values of output options are left out (every run of the command writes somewhere else)."""
+    head, options = [], []
+    for i, a in enumerate(args):
+        if i and args[i - 1] in OUTPUT_OPTIONS:
+            continue
+        if a.startswith("--"):
+            options.append((a,))
+        elif options:
+            options[-1] += (a,)
+        else:
+            head.append(a)
+    return tuple(head), tuple(sorted(options))
+
+
+def run_cli_once(args, capsys):
+    """``run_cli`` for a command that several tests check (the README's commands: test_readme_commands runs each,
+    test_readme_numbers compares the figures quoted beside them): the first call runs it, later calls with the same
+    command get that run's exit code and output. Returns (exit code, stdout, stderr, outputs): ``outputs`` maps each
+    output option (``--out``…) to the path that run wrote."""
+    args = [str(a) for a in args]
+    key = _command_key(args)
+    if key not in _CLI_RUNS:
+        outputs = {o: Path(args[args.index(o) + 1]) for o in OUTPUT_OPTIONS if o in args}
+        _CLI_RUNS[key] = (*run_cli(args, capsys), outputs)
+    return _CLI_RUNS[key]
 
 
 def serve_parties(services: dict, tls=None, rounds=None):

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, run_cli_once  # once: the README's own commands (test_readme_commands runs them too)
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
@@ -55,7 +55,7 @@ def test_functional_command_prints_the_quoted_line(tmp_path, capsys):
               r"\(centralised QR on the same scores: \S+\))")
     args = m.group(1).split()[1:]
     args[args.index("--out") + 1] = str(tmp_path / "temp")
-    code, out, err = run_cli(args + ["--quiet"], capsys)
+    code, out, err, _ = run_cli_once(args + ["--quiet"], capsys)
     assert code == 0, err
     first = " ".join(out.splitlines()[0].split())
     assert first == " ".join(m.group(2).split()), (first, m.group(2))
@@ -90,10 +90,10 @@ def test_vertical_a9a_gap_iterations(tmp_path, capsys):
     m = _find(r"no intercept: objective within 1e-3 of the optimum in (\d+) iterations")
     args = _command("vertical --data a9a --no-intercept")
     args[args.index("--out") + 1] = str(tmp_path / "run")
-    code, out, err = run_cli(args + ["--quiet"], capsys)
+    code, out, err, written = run_cli_once(args + ["--quiet"], capsys)
     assert code == 0, err
     assert "warning" not in err.lower(), err  # it reached the documented gap: no tol warning
-    hist = np.array(json.loads((tmp_path / "run" / "metrics.json").read_text())["history"]["objective"])
+    hist = np.array(json.loads((written["--out"] / "metrics.json").read_text())["history"]["objective"])
     X, y = load_a9a("train")
     opt = sklearn_baseline([X], y, None, None, lam=1e-3, fit_intercept=False)["train_objective"]
     first = int(np.argmax((hist - opt) / opt <= 1e-3)) + 1
@@ -104,7 +104,7 @@ def test_vertical_a9a_gap_iterations(tmp_path, capsys):
 def test_demo_baselines_match_readme(tmp_path, capsys):
     """'the label party alone reaches test log loss 0.362 and all features 0.336' — as the demo prints."""
     m = _find(r"label party alone reaches\s+test log loss (\d+(?:\.\d+)?) and all features (\d+(?:\.\d+)?)")
-    code, out, err = run_cli(["demo", "--out", tmp_path / "demo", "--quiet"], capsys)
+    code, out, err, _ = run_cli_once(["demo", "--out", tmp_path / "demo", "--quiet"], capsys)
     assert code == 0, err
     alone = re.search(r"label party alone\s*│\s*(\d+(?:\.\d+)?)", out)
     allf = re.search(r"all features \(centralised\)\s*│\s*(\d+(?:\.\d+)?)", out)
@@ -234,7 +234,7 @@ def test_private_consensus_line(tmp_path, capsys):
     m = _find(r"(dpadmm consensus --perturbation pp --epsilon 1 [^\n#]*)#[^\n]*\n# (test log loss [^\n]*)")
     args = m.group(1).split()[1:]
     args[args.index("--out") + 1] = str(tmp_path / "pp1")
-    code, out, err = run_cli(args + ["--quiet"], capsys)
+    code, out, err, _ = run_cli_once(args + ["--quiet"], capsys)
     assert code == 0, err
     line = next(ln for ln in out.splitlines() if ln.startswith("test log loss"))
     assert " ".join(line.split()) == " ".join(m.group(2).split()), (line, m.group(2))
@@ -251,7 +251,7 @@ def test_private_functional_lines(which, capsys):
     found = re.findall(r"\n(dpadmm functional [^\n]*--total-epsilon 2 [^\n]*--seed 0)\n# ([^\n]*)", README)
     assert len(found) == 2, "README private functional examples changed: update this test"
     cmd, quoted = found[which]
-    code, out, err = run_cli(cmd.split()[1:] + ["--quiet"], capsys)
+    code, out, err, _ = run_cli_once(cmd.split()[1:] + ["--quiet"], capsys)
     assert code == 0, err
     quoted = quoted.rstrip(".").rstrip()
     assert any(" ".join(ln.split()).startswith(" ".join(quoted.split())) for ln in out.splitlines()), (quoted, out)
@@ -317,9 +317,9 @@ def test_zhang_nonprivate_gap_to_the_optimum(topology, tmp_path, capsys):
     args = _command("consensus --nodes 5 --topology ring --iterations 100")
     args[args.index("--topology") + 1] = topology
     args[args.index("--out") + 1] = str(tmp_path / "run")
-    code, out, err = run_cli(args + ["--quiet"], capsys)
+    code, out, err, written = run_cli_once(args + ["--quiet"], capsys)
     assert code == 0, err
-    L_T = json.loads((tmp_path / "run" / "metrics.json").read_text())["history"]["train_loss"]["mean"][-1]
+    L_T = json.loads((written["--out"] / "metrics.json").read_text())["history"]["train_loss"]["mean"][-1]
     Xs, ys = _node_data(*load_data("adult"), 5, "even", 10.0, 0)
     f_star = gc.solve_centralised(Xs, ys, C=PAPER_C, reg_weight=PAPER_REG_WEIGHT)
     L_star = np.mean([np.logaddexp(0, -v * (x @ f_star)).mean() for x, v in zip(Xs, ys)])

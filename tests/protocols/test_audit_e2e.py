@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, run_cli_once
 from dpadmm.privacy.accountants import gaussian_epsilon
 from dpadmm.privacy.audit import best_epsilon_lower_bound, epsilon_lower_bound
 from dpadmm.privacy.audit_e2e import Subspace, audit_views
@@ -143,6 +143,7 @@ def _gaussian_vertical():
         pytest.skip("the sound vertical mechanism (mechanism='gaussian', label_epsilon) is not in this build")
 
 
+@pytest.mark.slow  # 300 fits; the default suite keeps the consensus and [Hu, eq. 16] catches
 def test_audit_catches_vertical_input_clipping_skipped():
     """The gaussian share mechanism with the clip of what party 2 receives removed: the model-based
     likelihood ratio (replaying party 2's real step for D and D') must catch it."""
@@ -154,6 +155,7 @@ def test_audit_catches_vertical_input_clipping_skipped():
     assert r.details["pairs"][0]["statistic"] == "model-lr"
 
 
+@pytest.mark.slow  # 300 fits; the default suite keeps the consensus and [Hu, eq. 16] catches
 def test_audit_catches_label_sensitivity_bug():
     _gaussian_vertical()
     from dpadmm.experiments import audit_e2e as A
@@ -215,10 +217,11 @@ def test_real_consensus_and_private_basis_functional_fits_pass():
 # ----------------------------------------------------------------------------- CLI
 @pytest.mark.slow
 def test_audit_end_to_end_cli_quick(tmp_path, capsys):
-    out = tmp_path / "e2e"
-    code, stdout, err = run_cli(["audit", "--end-to-end", "--quick", "--out", out, "--quiet"], capsys)
+    # the README's command: test_readme_commands runs it too, once for both (conftest.run_cli_once)
+    code, stdout, err, written = run_cli_once(["audit", "--end-to-end", "--quick", "--out", tmp_path / "e2e", "--quiet"],
+                                              capsys)
     assert code == 0, err
-    data = json.loads((out / "audit.json").read_text())
+    data = json.loads((written["--out"] / "audit.json").read_text())
     assert data["end_to_end"] is True
     mechs = {m["name"]: m for m in data["mechanisms"]}
     assert {"name", "epsilon_claimed", "epsilon_lower_bound", "broken"} <= set(next(iter(mechs.values())))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import dump_svmlight_file
 
-from conftest import run_cli
+from conftest import run_cli, run_cli_once
 from dpadmm.data import write_party_files
 
 
@@ -168,8 +168,9 @@ def test_console_script_subprocess(small_files, tmp_path):
 
 @pytest.mark.slow
 def test_demo_end_to_end(tmp_path, capsys):
-    out = tmp_path / "demo"
-    code, stdout, err = run_cli(["demo", "--out", out, "--quiet"], capsys)
+    # the README's first command: test_readme_commands and test_readme_numbers check the same run
+    code, stdout, err, written = run_cli_once(["demo", "--out", tmp_path / "demo", "--quiet"], capsys)
+    out = written["--out"]
     assert code == 0, err
     m = json.loads((out / "metrics.json").read_text())
     assert m["privacy"]["label"]["protected"] and m["privacy"]["label"]["epsilon"] <= 1.0
@@ -182,8 +183,10 @@ def test_demo_end_to_end(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["hu-fig1", "hu-fig2", "hu-fig3", "vertical-privacy"])
 def test_reproduce_quick(tmp_path, capsys, name):
-    out = tmp_path / name
-    code, stdout, err = run_cli(["reproduce", name, "--out", out, "--quick"], capsys)
+    # the README's commands (with --quiet): test_readme_commands checks the same run
+    code, stdout, err, written = run_cli_once(["reproduce", name, "--out", tmp_path / name, "--quick", "--quiet"],
+                                              capsys)
+    out = written["--out"]
     assert code == 0, err
     assert any(p.suffix == ".png" for p in out.iterdir()) and any(p.suffix == ".csv" for p in out.iterdir())
 

@@ -9,7 +9,7 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
-from conftest import run_cli
+from conftest import run_cli, run_cli_once
 from dpadmm import VerticalLogisticRegression
 from dpadmm.algorithms import vertical_sharing as vs
 from dpadmm.attacks.labels import ReceivedRecorder, attack, auc, dp_bound, run_label_attack, with_canaries
@@ -132,8 +132,9 @@ def test_audit_fit_views():
 
 @pytest.mark.slow
 def test_attack_cli_quick(tmp_path, capsys):
-    out = tmp_path / "att"
-    code, stdout, err = run_cli(["attack", "labels", "--out", out, "--quick"], capsys)
+    # the README's command: test_readme_commands checks the same run
+    code, stdout, err, written = run_cli_once(["attack", "labels", "--out", tmp_path / "att", "--quick"], capsys)
+    out = written["--out"]
     assert code == 0, err
     a = json.loads((out / "attack.json").read_text())
     runs = list(a["runs"].values())

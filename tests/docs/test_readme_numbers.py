@@ -153,9 +153,10 @@ def test_vertical_feature_dp_sweep(which, capsys):
 
 
 @pytest.mark.slow
-def test_label_private_beats_label_party_alone(capsys):
+def test_label_private_beats_label_party_alone(tmp_path, capsys):
     m = _find(r"`--label-epsilon 1` gives\s+about (\d+\.\d+)")
-    code, out, err = run_cli(["vertical", "--data", "a9a", "--normalize-rows", "--label-epsilon", "1", "--quiet"], capsys)
+    code, out, err, _ = run_cli_once(["vertical", "--data", "a9a", "--normalize-rows", "--label-epsilon", "1",
+                                      "--out", tmp_path / "run-labels", "--quiet"], capsys)  # the README's command
     assert code == 0, err
     loss = float(re.search(r"test log loss: (\d+\.\d+)", out).group(1))
     assert abs(loss - float(m.group(1))) <= 0.015 and loss < 0.362  # noise is party-local: about, not exactly

@@ -371,10 +371,16 @@ def _serve_process(pki, name, path, out, port_file):
 @pytest.mark.parametrize("how", ["kill", pytest.param("freeze", marks=pytest.mark.slow)])
 def test_dead_or_hanging_party_is_named_within_the_timeout(pki, a9a_files, tmp_path, how):
     blocks, labels, paths = a9a_files
-    procs, peers = {}, {}
+    procs = {}
+    # party1 in a thread (with the TLS round channel `party serve` offers); party2, the one killed or frozen, is a
+    # `dpadmm party serve` process (one process start instead of two)
+    party1 = PartyService(name="party1", protocol=vs.PROTOCOL, data={"train": str(paths[0])}, out=tmp_path / "party1",
+                          allow=("coordinator",))
+    peers, stop = serve_parties({"party1": party1}, lambda name: TLSFiles.load(tls_dir=pki / "good" / name),
+                                rounds="auto")
     try:
-        for name, path in zip(NAMES, paths):
-            procs[name], peers[name] = _serve_process(pki, name, path, tmp_path / name, tmp_path / f"{name}.log")
+        procs["party2"], peers["party2"] = _serve_process(pki, "party2", paths[1], tmp_path / "party2",
+                                                          tmp_path / "party2.log")
         be = _backend(peers, pki, timeout=3.0)
         be.start(_specs(blocks))
         _rounds(be, labels, 2)
@@ -397,6 +403,7 @@ def test_dead_or_hanging_party_is_named_within_the_timeout(pki, a9a_files, tmp_p
                 pass
             p.kill()
             p.wait(10)
+        stop()
 
 
 # ----------------------------------------------------------------------------- estimators over grpc

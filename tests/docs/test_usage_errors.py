@@ -39,17 +39,35 @@ USAGE_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("argv,needle", USAGE_ERRORS, ids=[" ".join(a) for a, _ in USAGE_ERRORS])
+# a process start each (~0.7 CPU-s): the default suite runs three as processes and every case in-process below;
+# the slow suite runs every case as a process
+_IN_DEFAULT = {"--iterations", "'abc'", "vertical"}
+
+
+@pytest.mark.parametrize("argv,needle", [p if p[1] in _IN_DEFAULT else pytest.param(*p, marks=pytest.mark.slow)
+                                         for p in USAGE_ERRORS], ids=[" ".join(a) for a, _ in USAGE_ERRORS])
 def test_usage_error_one_line_exit_2(argv, needle, tmp_path):
     proc = _run(argv, cwd=tmp_path)
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
-    assert 1 <= len(lines) <= 3, proc.stderr
-    assert lines[0].startswith("error: "), proc.stderr
-    assert needle in proc.stderr, proc.stderr
-    assert "--help" in proc.stderr or "choose" in proc.stderr or "must" in proc.stderr, proc.stderr  # names a fix
+    _one_error_line(proc.returncode, proc.stdout, proc.stderr, needle)
     assert not (tmp_path / "never-written").exists()
+
+
+@pytest.mark.parametrize("argv,needle", USAGE_ERRORS, ids=[" ".join(a) for a, _ in USAGE_ERRORS])
+def test_usage_error_one_line_exit_2_in_process(argv, needle, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(argv, capsys)
+    _one_error_line(code, out, err, needle)
+    assert not (tmp_path / "never-written").exists()
+
+
+def _one_error_line(code, out, err, needle):
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2, err
+    assert "Traceback" not in err and "Traceback" not in out
+    assert 1 <= len(lines) <= 3, err
+    assert lines[0].startswith("error: "), err
+    assert needle in err, err
+    assert "--help" in err or "choose" in err or "must" in err, err  # names a fix
 
 
 def test_version_exits_0():

@@ -38,7 +38,9 @@ from typing import Any, Mapping, Sequence
 from ..exceptions import InvalidParameterError, PartyFailureError, ProtocolError
 from .base import Backend, PartySpec, host_party, refusal_at_caller
 
-_PRELOAD = ["numpy", "scipy.sparse", "dpadmm"]
+# the worker's own module too: a worker forked from the server starts with the party runtime (and the privacy
+# package under it) already imported, rather than importing it once per party
+_PRELOAD = ["numpy", "scipy.sparse", "dpadmm", "dpadmm.backends.multiprocess"]
 
 
 def party_failure(party: str | None, reason: str) -> PartyFailureError:

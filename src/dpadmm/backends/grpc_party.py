@@ -83,11 +83,7 @@ class PartyService(PartyRuntime):
         return codec.encode(reply, allowed=self.allowed_types)
 
     def _hello(self, req):
-        hello = super()._hello(req)
-        hello = {"name": hello["name"], "protocol": hello["protocol"], "protocols": hello["protocols"],
-                 "version": WIRE_VERSION, **{k: v for k, v in hello.items() if k not in ("name", "protocol",
-                                                                                        "protocols")}}
-        port = self.round_port  # set only while its round channel listens (tls_rounds)
-        if port:
-            hello["rounds"] = {"port": int(port)}
+        hello = dict(super()._hello(req), version=WIRE_VERSION)
+        if self.round_port:  # set only while its round channel listens (tls_rounds)
+            hello["rounds"] = {"port": int(self.round_port)}
         return hello

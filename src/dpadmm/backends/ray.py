@@ -270,8 +270,9 @@ class RayBackend(Backend):
         if end_runs and self.operators:  # parties under a policy end their run (final model, ledger, audit log)
             refs = [a.close.remote(self._rounds > 0) for n, a in self._actors.items() if n in self.operators]
             try:
-                ray.wait(refs, num_returns=len(refs), timeout=min(self.timeout, 10.0))
-            except Exception:
+                if refs:
+                    ray.wait(refs, num_returns=len(refs), timeout=min(self.timeout, 10.0))
+            except Exception:  # a dead actor: its run ends with it (its journal is read back at its next start)
                 pass
         for actor in self._actors.values():
             try:

@@ -4,7 +4,7 @@ for them): the service name, its methods, the wire version, the message cap and 
 from __future__ import annotations
 
 SERVICE = "dpadmm.Party"
-METHODS = ("Hello", "Setup", "Step", "Request", "Diagnose", "Checkpoint", "Restore", "Finish")
+METHODS = ("Hello", "Setup", "Step", "Request", "Diagnose", "Checkpoint", "Restore", "Finish")  # PartyRuntime.methods
 WIRE_VERSION = 1
 MAX_MESSAGE = 1 << 30
 STREAM_WINDOW = 16 << 20

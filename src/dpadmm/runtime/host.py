@@ -63,6 +63,9 @@ class PartyRuntime:
     final model).
     """
 
+    #: the calls a party serves (a transport may add its own, e.g. a peer-to-peer node's Run and Poll)
+    methods = ("Hello", "Setup", "Step", "Request", "Diagnose", "Checkpoint", "Restore", "Finish")
+
     def __init__(self, *, name: str, protocol, data: Mapping[str, str], out, allow_monitoring: bool = False,
                  describe_options: Mapping[str, Any] = None, accept_coordinator_data: bool = False, echo=None,
                  allow_seeded_noise: bool = False, requests=None, private_only: bool = False,
@@ -144,6 +147,9 @@ class PartyRuntime:
         e.g. the wire bytes); one audit line either way. Raises :class:`PolicyRefusal` or the error."""
         note = None
         try:
+            if method not in self.methods:
+                raise _Refused(f"party {self.name!r} serves no method {method} (only {', '.join(self.methods)})",
+                               "INVALID_ARGUMENT")
             if not isinstance(request, dict):
                 raise _Refused(f"party {self.name!r} refused {method}: the request must be a mapping", "INVALID_ARGUMENT")
             with self.lock:  # the budget decision is read under the lock: calls arrive on several threads

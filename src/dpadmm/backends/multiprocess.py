@@ -35,6 +35,8 @@ import traceback
 from multiprocessing.connection import wait
 from typing import Any, Mapping, Sequence
 
+from threadpoolctl import threadpool_limits
+
 from ..exceptions import InvalidParameterError, PartyFailureError, ProtocolError
 from .base import Backend, PartySpec, host_party, refusal_at_caller
 
@@ -71,8 +73,6 @@ def _worker(conn, name: str, threads: int | None = None) -> None:  # pragma: no 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides when workers stop
     if threads:
         try:  # one BLAS/OpenMP pool per party, sized so that parties do not oversubscribe the cores
-            from threadpoolctl import threadpool_limits
-
             threadpool_limits(limits=int(threads))
         except Exception:
             pass

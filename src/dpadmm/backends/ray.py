@@ -41,7 +41,7 @@ def import_ray():
     """Import Ray with usage statistics off, or raise :class:`MissingDependencyError` with the hint."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
-        import ray  # noqa: PLC0415
+        import ray  # noqa: PLC0415 (optional extra: imported only when a Ray backend is made)
     except ImportError:
         raise MissingDependencyError(f"the Ray backend needs Ray, which is not installed; install it with "
                                      f"`{INSTALL_HINT}`.") from None

@@ -184,9 +184,13 @@ class Backend(ABC):
     name = "backend"
     #: the parties exchange their round messages among themselves; the engine calls :meth:`run_peer_to_peer`
     peer_to_peer: bool = False
-    #: a party's final model stays at the party (it writes it to its own directory; it is never requested)
-    models_stay_at_parties: bool = False
     operators: Mapping[str, PartyOperator] = {}
+
+    @property
+    def models_stay_at_parties(self) -> bool:
+        """A party's final model stays at the party (it writes it to its own directory; it is never requested):
+        parties hosted under their operator's policy, and every party of a deployment backend."""
+        return bool(self.operators)
 
     def _set_policies(self, policies, party_dir) -> None:
         """Host the parties named in ``policies`` (name → PartyPolicy or PartyOperator) under those policies, each

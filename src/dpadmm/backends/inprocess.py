@@ -41,7 +41,7 @@ class InProcessBackend(Backend):
 
     @property
     def collects_models(self) -> bool:
-        return True
+        return not self.operators  # a party under its operator's policy keeps its model (as in a deployment)
 
     def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None, rounds: int | None = None) -> None:
         self._check_operators(specs)

@@ -11,7 +11,7 @@ is accepted, as ``--accept-coordinator-data`` does for a simulated deployment).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -52,8 +52,7 @@ def party_operators(policies, party_dir=None) -> dict[str, PartyOperator]:
             if party_dir is None:
                 raise InvalidParameterError(f"party {name!r} has a policy but no directory of its own (its audit log "
                                             "and ledger); give party_dir=DIR (or PartyOperator(out=DIR)).")
-            op = PartyOperator(op.policy, str(Path(party_dir) / name), op.data, op.allow_monitoring,
-                               op.allow_seeded_noise, op.requests)
+            op = replace(op, out=str(Path(party_dir) / name))
         out[name] = op
     return out
 

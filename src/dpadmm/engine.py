@@ -28,6 +28,8 @@ Only steps 1–2 are timed (``history["seconds"]``): monitoring is not part of t
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import pickle
 import time
@@ -39,7 +41,9 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from .backends.base import Backend, PartySpec, atomic_pickle, noise_source, party_rng  # noqa: F401 (re-export)
-from .exceptions import PartyFailureError
+from .exceptions import DataFileError, InvalidParameterError, PartyFailureError
+from .privacy import events as ev
+from .privacy.events import GaussianRelease, PureDPRelease
 from .privacy.ledger import PrivacyLedger
 
 
@@ -97,8 +101,6 @@ def _blas_limited(fn):
     cost — and on a busy machine spin-waiting made a9a iterations 5× slower. ``None`` leaves
     BLAS alone.
     """
-    import functools
-
     @functools.wraps(fn)
     def wrapper(*args, blas_threads: int | None = 1, **kwargs):
         if blas_threads is None:
@@ -158,10 +160,8 @@ def run(
     hub_index = len(names)
     if not started:
         backend.start(parties, noise_seed=noise_seed, rounds=rounds)
-    if getattr(backend, "peer_to_peer", False):
+    if backend.peer_to_peer:
         if checkpoint_every or resume_from is not None or transcript is not None:
-            from .exceptions import InvalidParameterError
-
             raise InvalidParameterError("a peer-to-peer run has no checkpoints, resume or transcript (the coordinator "
                                         "sees no round message); run without them.")
         return _run_peer_to_peer(hub, names, backend, rounds, noise_seed=noise_seed, callbacks=callbacks,
@@ -293,10 +293,6 @@ def _run_peer_to_peer(hub: Hub, names, backend, rounds: int, *, noise_seed, call
 
 def _append_released(directory, round_: int, events) -> None:
     """One line per round: its privacy events (what a resume from the last checkpoint releases again)."""
-    import json
-
-    from .privacy.events import GaussianRelease, PureDPRelease
-
     rows = []
     for e in events:
         if isinstance(e, GaussianRelease):
@@ -312,10 +308,6 @@ def _append_released(directory, round_: int, events) -> None:
 
 def _read_released(path, after: int) -> list:
     """The events journaled for rounds after ``after`` (0-based) beside the checkpoint at ``path``."""
-    import json
-
-    from .privacy import events as ev
-
     f = _checkpoint_dir(path) / RELEASED_FILE
     if not f.is_file():
         return []
@@ -345,8 +337,6 @@ def _load_checkpoint(path) -> dict:
     if p.is_dir():
         p = p / CHECKPOINT_FILE
     if not p.is_file():
-        from .exceptions import DataFileError
-
         raise DataFileError(f"no checkpoint at {p}; pass the --out/checkpoint directory of an earlier run.")
     with open(p, "rb") as fh:
         return pickle.load(fh)

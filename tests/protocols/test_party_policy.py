@@ -125,9 +125,9 @@ VERTICAL_ATTACKS = {
 @pytest.mark.parametrize("attack", list(VERTICAL_ATTACKS))
 def test_vertical_party_refuses_every_departure_before_release(vertical, attack):
     kw, match = VERTICAL_ATTACKS[attack]
+    kw = dict(kw)  # a copy: the table stays as declared for every parametrised case
     spec = kw.pop("spec", None)
     vertical.assert_refused_before_release(lambda: vertical.setup(vs.PROTOCOL, vertical.args(spec, **kw), 5), match)
-    kw = dict(VERTICAL_ATTACKS[attack][0])  # the dict was consumed above; the honest run still works
     vertical.setup(vs.PROTOCOL, vertical.args(), 5)
     for t in range(5):
         vertical.step(t, vertical.honest_inbox(t))

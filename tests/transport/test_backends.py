@@ -569,7 +569,7 @@ def test_cli_party_files_dp_checks_rows_at_the_party(tmp_path, party_csvs, capsy
 @pytest.mark.slow
 @pytest.mark.ray
 def test_ray_suite_in_loopback_namespace():
-    """Run this module's Ray tests inside new network + PID namespaces (``unshare -n -p -f
+    """Run this module's Ray tests (and the hostile-Setup test's Ray parties) inside new network + PID namespaces (``unshare -n -p -f
     --mount-proc``): only ``lo`` exists, so no traffic can leave 127.0.0.0/8, and every process
     Ray starts dies with the namespace."""
     pytest.importorskip("ray")
@@ -579,8 +579,9 @@ def test_ray_suite_in_loopback_namespace():
                                                          capture_output=True).returncode != 0:
         _skip_or_fail_in_ci("unshare -n -p is not available (needs root or user namespaces)")
     here = Path(__file__).resolve()
+    hostile = here.parent / "redteam" / "test_hostile_setup_every_backend.py"  # its Ray parties too
     cmd = (f"ip link set lo up && {sys.executable} -m pytest -q -p no:cacheprovider -m ray "
-           f"-o addopts='' {here}")
+           f"-o addopts='' {here} {hostile}")
     proc = subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "sh", "-c", cmd], capture_output=True,
                           text=True, cwd=here.parents[2], timeout=1500,
                           env=dict(os.environ, DPADMM_IN_LOOPBACK_NETNS="1"))

@@ -7,9 +7,13 @@ with the install hint.
 
 from __future__ import annotations
 
+from ..exceptions import InvalidParameterError
+from ..runtime.local import PartyOperator
 from .base import Backend, PartySpec
+from .grpc_backend import GrpcBackend
 from .inprocess import InProcessBackend
 from .multiprocess import ProcessBackend
+from .ray import RayBackend
 from .transcript import Transcript
 
 BACKENDS = ("inprocess", "process", "ray", "grpc")
@@ -18,7 +22,9 @@ BACKENDS = ("inprocess", "process", "ray", "grpc")
 def get_backend(backend="inprocess", **options) -> Backend:
     """Return a Backend instance from a name (with its options) or pass an instance through.
 
-    Options: ``process`` — ``timeout``, ``setup_timeout``, ``start_method``; ``ray`` — ``address``,
+    Options: every simulation backend — ``policies`` (``{party: PartyPolicy or PartyOperator}``: those parties
+    are hosted by the party runtime under their operator's policy, as ``dpadmm party serve`` parties) and
+    ``party_dir`` (each such party's own directory: ``party_dir/<name>``); ``process`` — ``timeout``, ``setup_timeout``, ``start_method``; ``ray`` — ``address``,
     ``party_resources``, ``timeout``, ``setup_timeout``, ``num_cpus``, ``init_kwargs``. Options that
     are ``None`` are ignored (so callers can pass their defaults through).
     """
@@ -26,22 +32,19 @@ def get_backend(backend="inprocess", **options) -> Backend:
         return backend
     options = {k: v for k, v in options.items() if v is not None}
     if backend == "inprocess":
-        return InProcessBackend()
+        return InProcessBackend(**{k: options[k] for k in ("policies", "party_dir") if k in options})
     if backend == "process":
         options.pop("address", None)
         options.pop("party_resources", None)
         return ProcessBackend(**options)
     if backend == "grpc":
-        from .grpc_backend import GrpcBackend
-
+        if "policies" in options or "party_dir" in options:
+            raise InvalidParameterError("a gRPC party's policy is its operator's, given where it runs: `dpadmm party "
+                                        "serve --policy FILE` (or --max-epsilon/--delta); drop policies/party_dir.")
         return GrpcBackend(**options)
     if backend == "ray":
-        from .ray import RayBackend
-
         return RayBackend(**options)
-    from ..exceptions import InvalidParameterError
-
     raise InvalidParameterError(f"backend must be one of {list(BACKENDS)}, got backend={backend!r}.")
 
 
-__all__ = ["Backend", "PartySpec", "InProcessBackend", "ProcessBackend", "Transcript", "get_backend", "BACKENDS"]
+__all__ = ["Backend", "PartySpec", "PartyOperator", "GrpcBackend", "RayBackend", "InProcessBackend", "ProcessBackend", "Transcript", "get_backend", "BACKENDS"]

@@ -12,6 +12,13 @@ lives), and the party's own random generator — and answers the engine's comman
 - ``checkpoint(directory, round)`` / ``restore(directory, round)``: the party writes and reads its
   own state under ``directory/parties/<name>/`` — party state never travels to the driver.
 
+Policy: a party given its operator's :class:`~dpadmm.privacy.policy.PartyPolicy` (a backend's ``policies=``,
+with ``party_dir=`` its own directory) is hosted by the party runtime instead
+(:class:`~dpadmm.runtime.local.HostedParty`, the runtime every ``dpadmm party serve`` party runs): its Setup is
+checked against the policy and priced against its budget, its rounds are served in order within the declaration,
+and every call is audited — the same refusals, ledger and audit lines on every backend. :func:`host_party`
+chooses. A refusal reaches the caller as :func:`refusal_at_caller` (the gRPC client's ProtocolError).
+
 Randomness [threat model: the coordinator must not be able to remove a party's noise]: with
 ``noise_seed=None`` every party's generator is ``numpy.random.default_rng()`` created *inside the
 party's worker* from the operating system's entropy; nothing about it is sent anywhere. With an
@@ -32,7 +39,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..exceptions import DataFileError, ProtocolError
+from ..exceptions import DataFileError, InvalidParameterError, ProtocolError
+from ..runtime.local import HostedParty, PartyOperator, party_operators
 
 PARTY_LOCAL = "party-local"
 SEEDED = "seeded"
@@ -143,11 +151,71 @@ class PartyHost:
                                 f"the coordinator's from round {round_}; restore both from the same run.")
         self.state = ck["state"]
 
+    def close(self, completed: bool = False) -> None:
+        """Nothing to end: the party keeps no run of its own (see :class:`HostedParty` for one that does)."""
+
+
+def host_party(spec: PartySpec, index: int, noise_seed: int | None, rounds: int | None = None,
+               operator: PartyOperator | None = None):
+    """The host of one party inside its worker: :class:`PartyHost` (a simulation party: no policy) or, for a party
+    its ``operator`` gave a policy, the party runtime (:class:`~dpadmm.runtime.local.HostedParty`)."""
+    if operator is None:
+        return PartyHost(spec, index, noise_seed)
+    return HostedParty(spec, index, noise_seed, rounds, operator)
+
+
+def refusal_at_caller(party: str, what: str, reason: str) -> ProtocolError:
+    """A party's refusal as the caller sees it, on every backend: one :class:`ProtocolError` line naming the party
+    (``reason`` as the party wrote it when it names itself) with ``.party`` set."""
+    exc = ProtocolError(reason if reason.startswith("party") else f"party {party!r} refused {what}: {reason}")
+    exc.party = party
+    return exc
+
 
 class Backend(ABC):
-    """Run parties' steps. Subclasses: in-process (default), process, Ray."""
+    """Run parties' steps. Subclasses: in-process (default), process, Ray, gRPC.
+
+    Capabilities are declared here (class attributes and methods with defaults), so callers read them rather
+    than probe: ``peer_to_peer`` (the parties run the rounds among themselves: :meth:`run_peer_to_peer`),
+    ``models_stay_at_parties`` (a party's model is never requested), :meth:`require_protocol`, :meth:`routed`.
+    ``operators``: the parties hosted under their operator's policy (``policies=`` of the simulation backends).
+    """
 
     name = "backend"
+    #: the parties exchange their round messages among themselves; the engine calls :meth:`run_peer_to_peer`
+    peer_to_peer: bool = False
+    operators: Mapping[str, PartyOperator] = {}
+
+    @property
+    def models_stay_at_parties(self) -> bool:
+        """A party's final model stays at the party (it writes it to its own directory; it is never requested):
+        parties hosted under their operator's policy, and every party of a deployment backend."""
+        return bool(self.operators)
+
+    def _set_policies(self, policies, party_dir) -> None:
+        """Host the parties named in ``policies`` (name → PartyPolicy or PartyOperator) under those policies, each
+        with its own directory (``party_dir/<name>`` unless its operator gave one)."""
+        self.operators = party_operators(policies, party_dir)
+
+    def _check_operators(self, specs: Sequence[PartySpec]) -> None:
+        unknown = sorted(set(self.operators) - {s.name for s in specs})
+        if unknown:
+            raise InvalidParameterError(f"policies name {', '.join(map(repr, unknown))}, which is not a party of this "
+                                        f"run; its parties are {', '.join(s.name for s in specs)}.")
+
+    def require_protocol(self, protocol: str, names: Sequence[str], why: str = "") -> None:
+        """Before a run: every party in ``names`` serves ``protocol``, else one clear error. A simulation's parties
+        run whatever protocol they are given: nothing to check."""
+
+    def routed(self) -> "Backend | None":
+        """A backend to the same parties whose rounds go through the driver (for a protocol without a peer-to-peer
+        form), or None: a simulation has no such copy (the caller runs that protocol in-process)."""
+        return None
+
+    def run_peer_to_peer(self, rounds: int, *, monitor: bool = False, neighbours=None, **kw) -> dict[str, dict]:
+        """Peer to peer: the parties run ``rounds`` rounds among themselves; their final reports (only when
+        ``peer_to_peer``)."""
+        raise ProtocolError(f"the {self.name} backend has no peer-to-peer mode; its rounds go through the driver.")
 
     @abstractmethod
     def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None, rounds: int | None = None) -> None:

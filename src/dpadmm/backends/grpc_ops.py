@@ -21,6 +21,9 @@ import re
 import sys
 import threading
 
+from ..runtime.audit import state_line  # noqa: F401 (re-exported: its old home; the runtime logs state changes)
+from .grpc_wire import SERVICE, peer_name
+
 _GRPC_LOG = re.compile(r"^[IWEFD]\d{4} \d")  # gRPC C-core log lines: I1124 01:53:09.742879 ...
 
 
@@ -74,11 +77,9 @@ def capture_handshake_refusals(on_refusal):
 
 def unknown_method_handler(service, *, aio: bool):
     """A gRPC generic handler that refuses (and audits) any method outside ``service``'s."""
-    import grpc
+    import grpc  # noqa: PLC0415 (heavy: imported when a server starts, not at the CLI's start-up)
 
-    from .grpc_party import METHODS, SERVICE, peer_name
-
-    served = getattr(service, "methods", METHODS)
+    served = service.methods
     known = {f"/{SERVICE}/{m}" for m in (*served, "Session")}
 
     def record(method, context):
@@ -103,23 +104,3 @@ def unknown_method_handler(service, *, aio: bool):
             return grpc.unary_unary_rpc_method_handler(call)
 
     return Handler()
-
-
-def state_line(service, method: str, peer: str, reply) -> str | None:
-    """The log line for a call that changed the party's state (None for ordinary rounds)."""
-    who = peer or "(insecure)"
-    if peer not in service._seen_peers:
-        service._seen_peers.add(peer)
-        first = f"connected: {who}"
-    else:
-        first = None
-    line = None
-    if method == "Setup":
-        kind = "private" if service.private else "non-private"
-        line = f"run started by {who}: protocol {service.protocol.name} ({kind})"
-    elif method == "Restore":
-        line = f"run resumed by {who} at round {service.rounds}"
-    elif method == "Finish":
-        written = reply.get("written") if isinstance(reply, dict) else None
-        line = f"run ended: {'wrote ' + written if written else 'no model written (not a completed run)'}"
-    return "; ".join(x for x in (first, line) if x) or None

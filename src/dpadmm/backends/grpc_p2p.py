@@ -37,8 +37,11 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import grpc_codec as codec
-from .grpc_party import METHODS, SERVICE, CHANNEL_OPTIONS, PartyService, _Refused
+from ..exceptions import InvalidParameterError, PartyFailureError
+from ..protocol import protocol_of
+from ..runtime import codec
+from .grpc_party import PartyService, _Refused
+from .grpc_wire import CHANNEL_OPTIONS, METHODS, SERVICE
 
 P2P_METHODS = ("Run", "Poll", "Exchange")
 
@@ -52,8 +55,6 @@ class NodeService(PartyService):
         super().__init__(**kw)
         self.neighbours = dict(neighbours)
         if self.name in self.neighbours:
-            from ..exceptions import InvalidParameterError
-
             raise InvalidParameterError(f"node {self.name!r} lists itself as a neighbour.")
         self.tls = tls
         self.exchange_timeout = float(exchange_timeout)
@@ -132,7 +133,7 @@ class NodeService(PartyService):
     # ------------------------------------------------------------------ the node's own loop
     def _stub(self, name: str):
         if name not in self._stubs:
-            import grpc
+            import grpc  # noqa: PLC0415 (heavy: imported when a node dials its neighbours)
 
             addr = self.neighbours[name]
             if self.tls is None:
@@ -222,9 +223,6 @@ def run_nodes(backend, rounds: int, *, monitor: bool = False, neighbours=None, p
     operator's list against it — then ``Poll`` until all are done. Returns each node's final report: its round
     messages (``outboxes``), privacy ``events`` and ``seconds`` per round, and its diagnostics (``history``)
     when ``monitor``. ``progress(round)`` is called with the slowest node's round while polling."""
-    from ..exceptions import InvalidParameterError, PartyFailureError
-    from ..protocol import protocol_of
-
     names = list(backend._specs)
     for name, spec in backend._specs.items():
         if protocol_of(spec.step).peer_to_peer is None:

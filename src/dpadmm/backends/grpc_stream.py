@@ -17,6 +17,7 @@ decides); a dead party ends it (the coordinator sees the stream's error, as for 
 from __future__ import annotations
 
 from ..privacy.policy import PolicyRefusal as _Refused  # grpc_party's _Refused (imported here once, not per frame)
+from .grpc_wire import peer_name
 
 STREAM_METHOD = "Session"
 STREAMED = ("Step",)
@@ -54,9 +55,7 @@ def serve_frame(service, data: bytes, peer: str) -> bytes:
 
 def stream_handler(service, *, aio: bool):
     """The party's ``Session`` method (stream-stream)."""
-    import grpc
-
-    from .grpc_party import peer_name
+    import grpc  # noqa: PLC0415 (heavy: imported when a server starts, not at the CLI's start-up)
 
     if aio:
         async def session(requests, context):  # read/write on the context: no async generator per frame
@@ -83,7 +82,7 @@ class StreamError(Exception):
         self.reason = reason
 
     def code(self):
-        import grpc
+        import grpc  # noqa: PLC0415 (heavy; a StreamError is read where gRPC is already loaded)
 
         return getattr(grpc.StatusCode, self.status, grpc.StatusCode.INTERNAL)
 

@@ -28,6 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
 from ..exceptions import DataFileError, InvalidParameterError
 
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.")
@@ -52,10 +57,6 @@ def _write(path: Path, data: bytes, private: bool = False) -> None:
 
 def _ca(out: Path, days: int, ca_name: str, create: bool):
     """The deployment CA under ``out``: loaded (``ca.pem`` + ``ca.key``) or, with ``create``, made."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-
     if (out / "ca.key").is_file():
         try:
             cert = x509.load_pem_x509_certificate((out / "ca.pem").read_bytes())
@@ -67,7 +68,6 @@ def _ca(out: Path, days: int, ca_name: str, create: bool):
     if not create:
         raise DataFileError(f"no CA in {out} (ca.pem and ca.key); make one with `dpadmm provision --parties NAMES "
                             f"--out {out}`.")
-    from cryptography.x509.oid import NameOID
 
     now = datetime.datetime.now(datetime.timezone.utc)
     key = ec.generate_private_key(ec.SECP256R1())
@@ -90,10 +90,6 @@ def _ca(out: Path, days: int, ca_name: str, create: bool):
 
 def _issue(ca_cert, ca_key, public_key, name: str, days: int):
     """A certificate for ``name`` (CN = NAME, SAN = DNS:NAME, client + server auth) signed by the CA."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
     now = datetime.datetime.now(datetime.timezone.utc)
     end = min(now + datetime.timedelta(days=int(days)), ca_cert.not_valid_after_utc)
     return (x509.CertificateBuilder()
@@ -108,7 +104,6 @@ def _issue(ca_cert, ca_key, public_key, name: str, days: int):
 
 
 def _record(out: Path, ca_cert, name: str, cert, how: str) -> dict:
-    from cryptography.hazmat.primitives import hashes
 
     path = out / "deployment.json"
     summary = json.loads(path.read_text()) if path.is_file() else {}
@@ -128,9 +123,6 @@ def provision(names: Sequence[str], out, *, days: int = 365, ca_name: str = "dpa
     One party at a time is fine (``--parties party3`` adds party3 to an existing deployment); a name
     that already has a certificate there is refused (revoke by hand, or choose another name).
     """
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-
     names = [check_party_name(n.strip()) for n in names]
     if not names:
         raise InvalidParameterError("give at least one party name, e.g. --parties coordinator,party1,party2.")
@@ -159,11 +151,6 @@ def provision(names: Sequence[str], out, *, days: int = 365, ca_name: str = "dpa
 def make_request(name: str, out) -> Path:
     """The organisation's side of the CSR flow: a private key that never leaves ``out`` and a certificate
     signing request for ``name`` (``out/key.pem``, ``out/NAME.csr``); the CA signs the request."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
     name = check_party_name(name)
     out = Path(out)
     if (out / "key.pem").exists():
@@ -184,10 +171,6 @@ def sign_request(csr_path, out, *, days: int = 365) -> dict:
     """The CA's side: check the request's signature and name, issue ``out/NAME/cert.pem`` (+ ``ca.pem``)
     for the requester's own public key. The certificate's names are the CA's choice (CN = SAN = the
     requested CN); other requested extensions are ignored."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.x509.oid import NameOID
-
     out = Path(out)
     try:
         csr = x509.load_pem_x509_csr(Path(csr_path).read_bytes())
@@ -216,7 +199,6 @@ def sign_request(csr_path, out, *, days: int = 365) -> dict:
 @dataclass(frozen=True)
 class TLSFiles:
     """One party's credentials: its certificate chain, private key and the CA it trusts (PEM bytes)."""
-
     cert: bytes
     key: bytes
     ca: bytes
@@ -251,9 +233,6 @@ class TLSFiles:
 def common_name(cert_pem: bytes) -> str:
     """The CN of a PEM certificate ('' if it has none or cannot be parsed)."""
     try:
-        from cryptography import x509
-        from cryptography.x509.oid import NameOID
-
         attrs = x509.load_pem_x509_certificate(cert_pem).subject.get_attributes_for_oid(NameOID.COMMON_NAME)
         return str(attrs[0].value) if attrs else ""
     except Exception:

@@ -3,7 +3,9 @@
 A *simulation*: the parties share the driver's memory, so nothing is private from the driver
 here (``collects_models`` is True and estimators may collect local models for ``predict``). The
 rules are still those of every backend: each party has its own generator (OS entropy unless a
-seed is given), answers only declared handlers, and checkpoints its own state.
+seed is given), answers only declared handlers, and checkpoints its own state. A party given a policy
+(``policies={name: PartyPolicy(...)}``, ``party_dir=DIR``) is hosted by the party runtime, as on every backend
+(:func:`~dpadmm.backends.base.host_party`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ..exceptions import PartyFailureError, ProtocolError
-from .base import Backend, PartyHost, PartySpec
+from ..privacy.policy import PolicyRefusal
+from .base import Backend, PartyHost, PartySpec, host_party, refusal_at_caller
 
 
 def _failure(name: str, what: str, exc: Exception) -> PartyFailureError:
@@ -31,19 +34,30 @@ class InProcessBackend(Backend):
 
     name = "inprocess"
 
-    def __init__(self) -> None:
-        self.hosts: dict[str, PartyHost] = {}
+    def __init__(self, *, policies=None, party_dir=None) -> None:
+        self.hosts: dict = {}
+        self._set_policies(policies, party_dir)
+        self._rounds = 0
 
     @property
     def collects_models(self) -> bool:
-        return True
+        return not self.operators  # a party under its operator's policy keeps its model (as in a deployment)
 
     def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None, rounds: int | None = None) -> None:
-        self.hosts = {}
+        self._check_operators(specs)
+        self._end_hosts(completed=False)
+        self._rounds = 0
         for i, spec in enumerate(specs):
             try:
-                self.hosts[spec.name] = PartyHost(spec, i, noise_seed)
+                self.hosts[spec.name] = host_party(spec, i, noise_seed, rounds, self.operators.get(spec.name))
+            except PolicyRefusal as exc:
+                self._end_hosts(completed=False)
+                raise refusal_at_caller(spec.name, "setup", str(exc)) from None
+            except ProtocolError:
+                self._end_hosts(completed=False)
+                raise
             except Exception as exc:
+                self._end_hosts(completed=False)
                 raise _failure(spec.name, "setup", exc) from exc
 
     def _each(self, what: str, fn, names=None) -> dict[str, Any]:
@@ -51,6 +65,8 @@ class InProcessBackend(Backend):
         for name in (self.hosts if names is None else names):
             try:
                 out[name] = fn(self.hosts[name])
+            except PolicyRefusal as exc:
+                raise refusal_at_caller(name, what, str(exc)) from None
             except ProtocolError:
                 raise
             except Exception as exc:
@@ -58,7 +74,9 @@ class InProcessBackend(Backend):
         return out
 
     def step(self, inboxes: Mapping[str, Any], round_: int) -> dict[str, tuple[Any, list]]:
-        return self._each("step", lambda h: h.step(inboxes[h.name], round_))
+        out = self._each("step", lambda h: h.step(inboxes[h.name], round_))
+        self._rounds = int(round_) + 1
+        return out
 
     def diagnose(self) -> dict[str, dict]:
         out = self._each("diagnose", lambda h: h.diagnose())
@@ -70,5 +88,25 @@ class InProcessBackend(Backend):
     def checkpoint(self, directory, round_: int) -> None:
         self._each("checkpoint", lambda h: h.checkpoint(directory, round_))
 
-    def restore(self, directory, round_: int) -> None:
-        self._each("restore", lambda h: h.restore(directory, round_))
+    def restore(self, directory, round_: int) -> dict[str, list]:
+        out = self._each("restore", lambda h: h.restore(directory, round_))
+        return {name: again for name, again in out.items() if again}  # releases made again (hosted parties)
+
+    def _end_hosts(self, completed: bool) -> None:
+        hosts, self.hosts = self.hosts, {}
+        for host in hosts.values():
+            try:
+                host.close(completed)
+            except Exception:
+                pass
+
+    def close(self) -> None:
+        """End the runs of the parties hosted under a policy (each writes its final model if the run completed);
+        the others stay readable, as before (a simulation's parties are the driver's)."""
+        hosted = {n: h for n, h in self.hosts.items() if not isinstance(h, PartyHost)}
+        for host in hosted.values():
+            try:
+                host.close(self._rounds > 0)
+            except Exception:
+                pass
+        self.hosts = {n: h for n, h in self.hosts.items() if n not in hosted}

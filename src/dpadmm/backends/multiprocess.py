@@ -4,7 +4,9 @@ Every party lives in its own worker process. The worker runs the party's ``setup
 party can load its own file), keeps ``(cfg, state)`` in its memory, and answers commands sent
 over a private pipe: ``step`` (inbox + round number in, outbox + privacy events out),
 ``diagnose``, ``request`` (a handler the party declared), ``checkpoint``/``restore`` (the party
-writes and reads its own state file) and ``close``. The party's generator is made inside the worker
+writes and reads its own state file) and ``close``. A party given a policy (``policies=``, ``party_dir=``) is
+hosted in its worker by the party runtime (:func:`~dpadmm.backends.base.host_party`): its refusals reach the
+caller as the gRPC client's :class:`~dpadmm.exceptions.ProtocolError`. The party's generator is made inside the worker
 (:class:`~dpadmm.backends.base.PartyHost`): no seed or generator crosses the pipe unless the user
 asked for a seeded simulation. This backend is one trust domain (the party's setup is pickled to
 it); for parties of different organisations use the gRPC backend.
@@ -33,13 +35,15 @@ import traceback
 from multiprocessing.connection import wait
 from typing import Any, Mapping, Sequence
 
-from ..exceptions import InvalidParameterError, PartyFailureError, ProtocolError
-from .base import Backend, PartyHost, PartySpec
+from threadpoolctl import threadpool_limits
 
-# what the forkserver imports once for every worker it forks: ``dpadmm`` alone is light (lazy estimators), and
-# without the privacy and data layers each party process imported dp-accounting, scipy.stats/signal and
-# scikit-learn again on its own (about 1.5 CPU-seconds per party process)
-_PRELOAD = ["numpy", "scipy.sparse", "dpadmm", "dpadmm.privacy", "dpadmm.data", "dpadmm.engine"]
+from ..exceptions import InvalidParameterError, PartyFailureError, ProtocolError
+from .base import Backend, PartySpec, host_party, refusal_at_caller
+
+# the worker's own module too: a worker forked from the server starts with the party runtime (and the privacy
+# package under it) already imported, rather than importing it once per party
+_PRELOAD = ["numpy", "scipy.sparse", "dpadmm", "dpadmm.privacy", "dpadmm.data", "dpadmm.engine",
+            "dpadmm.backends.multiprocess"]
 
 
 def party_failure(party: str | None, reason: str) -> PartyFailureError:
@@ -70,12 +74,10 @@ def _worker(conn, name: str, threads: int | None = None) -> None:  # pragma: no 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides when workers stop
     if threads:
         try:  # one BLAS/OpenMP pool per party, sized so that parties do not oversubscribe the cores
-            from threadpoolctl import threadpool_limits
-
             threadpool_limits(limits=int(threads))
         except Exception:
             pass
-    host: PartyHost | None = None
+    host = None
     while True:
         try:
             msg = conn.recv()
@@ -83,11 +85,16 @@ def _worker(conn, name: str, threads: int | None = None) -> None:  # pragma: no 
             return  # the driver went away
         cmd = msg[0]
         if cmd == "close":
+            if host is not None:
+                try:
+                    host.close(bool(msg[1]) if len(msg) > 1 else False)
+                except Exception:
+                    pass
             conn.send(("ok", None))
             return
         try:
             if cmd == "setup":
-                host = PartyHost(msg[1], msg[2], msg[3])
+                host = host_party(msg[1], msg[2], msg[3], msg[4], msg[5])
                 value = None
             elif cmd == "step":
                 value = host.step(msg[1], msg[2])
@@ -131,7 +138,7 @@ class ProcessBackend(Backend):
     name = "process"
 
     def __init__(self, *, timeout: float = 120.0, setup_timeout: float | None = None,
-                 start_method: str | None = None, threads: int | None = 1) -> None:
+                 start_method: str | None = None, threads: int | None = 1, policies=None, party_dir=None) -> None:
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise InvalidParameterError(f"timeout must be a positive number of seconds, got timeout={timeout!r}.")
         if start_method is None:
@@ -151,6 +158,8 @@ class ProcessBackend(Backend):
         self._has_diag: dict[str, bool] = {}
         self._pids: dict[str, int] = {}
         self._closed = False
+        self._rounds = 0
+        self._set_policies(policies, party_dir)
 
     # -------------------------------------------------------------- plumbing
     @property
@@ -211,7 +220,7 @@ class ProcessBackend(Backend):
                 if reply[0] == "ok":
                     results[name] = reply[1]
                 elif reply[0] == "refused" and error is None:
-                    error = ProtocolError(reply[1])
+                    error = refusal_at_caller(name, what, reply[1])
                 elif error is None:
                     error = party_failure(name, f"{reply[1]} (during {what})")
                     error.remote_traceback = reply[2]
@@ -230,7 +239,9 @@ class ProcessBackend(Backend):
     # -------------------------------------------------------------- Backend interface
     def start(self, specs: Sequence[PartySpec], *, noise_seed: int | None = None, rounds: int | None = None) -> None:
         """Start one worker per party and run its setup there (a closed backend can be started again)."""
+        self._check_operators(specs)
         self._closed = False
+        self._rounds = 0
         self._procs, self._conns, self._has_diag, self._pids = {}, {}, {}, {}
         for spec in specs:
             parent, child = self._ctx.Pipe(duplex=True)
@@ -244,11 +255,14 @@ class ProcessBackend(Backend):
             self._conns[spec.name] = parent
             self._has_diag[spec.name] = spec.diagnose is not None
         for i, spec in enumerate(specs):
-            self._send(spec.name, ("setup", spec, i, noise_seed))
+            self._send(spec.name, ("setup", spec, i, noise_seed, rounds, self.operators.get(spec.name)))
         try:
             self._gather([s.name for s in specs], "setup", timeout=self.setup_timeout)
         except PartyFailureError:
             self._shutdown(force=True)
+            raise
+        except ProtocolError:  # a party refused the run: the others end theirs (their runtimes close)
+            self._shutdown(force=False)
             raise
 
     def step(self, inboxes: Mapping[str, Any], round_: int) -> dict[str, tuple[Any, list]]:
@@ -256,7 +270,9 @@ class ProcessBackend(Backend):
         names = list(self._procs)
         for name in names:
             self._send(name, ("step", inboxes[name], round_))
-        return self._gather(names, "step")
+        out = self._gather(names, "step")
+        self._rounds = int(round_) + 1
+        return out
 
     def diagnose(self) -> dict[str, dict]:
         self._check_open()
@@ -279,8 +295,12 @@ class ProcessBackend(Backend):
     def checkpoint(self, directory, round_: int) -> None:
         self._all("checkpoint", str(directory), round_)
 
-    def restore(self, directory, round_: int) -> None:
-        self._all("restore", str(directory), round_)
+    def restore(self, directory, round_: int) -> dict[str, list]:
+        self._check_open()
+        for name in self._procs:
+            self._send(name, ("restore", str(directory), round_))
+        out = self._gather(list(self._procs), "restore")
+        return {name: again for name, again in out.items() if again}  # releases made again (hosted parties)
 
     def close(self) -> None:
         """Ask every worker to exit, then join; terminate/kill the ones that do not."""
@@ -295,7 +315,7 @@ class ProcessBackend(Backend):
             for name, conn in self._conns.items():
                 if self._procs[name].is_alive():
                     try:
-                        conn.send(("close",))
+                        conn.send(("close", self._rounds > 0))
                     except Exception:
                         pass
             deadline = time.monotonic() + 5.0

@@ -31,7 +31,7 @@ import traceback
 from typing import Any, Mapping, Sequence
 
 from ..exceptions import InvalidParameterError, MissingDependencyError, PartyFailureError, ProtocolError
-from .base import Backend, PartyHost, PartySpec
+from .base import Backend, PartySpec, host_party, refusal_at_caller
 from .multiprocess import _describe, party_failure
 
 INSTALL_HINT = 'pip install "dpadmm[ray]"'
@@ -41,7 +41,7 @@ def import_ray():
     """Import Ray with usage statistics off, or raise :class:`MissingDependencyError` with the hint."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
-        import ray  # noqa: PLC0415
+        import ray  # noqa: PLC0415 (optional extra: imported only when a Ray backend is made)
     except ImportError:
         raise MissingDependencyError(f"the Ray backend needs Ray, which is not installed; install it with "
                                      f"`{INSTALL_HINT}`.") from None
@@ -53,7 +53,7 @@ class _PartyActor:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.host: PartyHost | None = None
+        self.host = None
 
     def _run(self, fn, *args):
         try:
@@ -63,10 +63,15 @@ class _PartyActor:
         except Exception as exc:
             return ("error", _describe(exc), traceback.format_exc())
 
-    def setup(self, spec: PartySpec, index: int, noise_seed):
+    def setup(self, spec: PartySpec, index: int, noise_seed, rounds=None, operator=None):
         def go():
-            self.host = PartyHost(spec, index, noise_seed)
+            self.host = host_party(spec, index, noise_seed, rounds, operator)
         return self._run(go)
+
+    def close(self, completed: bool):
+        if self.host is None:
+            return ("ok", None)
+        return self._run(lambda: self.host.close(completed))
 
     def step(self, inbox, round_):
         return self._run(lambda: self.host.step(inbox, round_))
@@ -85,7 +90,7 @@ class _PartyActor:
 
     def where(self):
         """Node id and process id of this actor (for placement checks)."""
-        import ray  # noqa: PLC0415
+        import ray  # noqa: PLC0415 (optional extra: only inside a Ray actor)
 
         return ("ok", {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()})
 
@@ -109,7 +114,7 @@ class RayBackend(Backend):
 
     def __init__(self, *, address: str | None = None, party_resources: Mapping[str, str] | None = None,
                  timeout: float = 120.0, setup_timeout: float | None = None, num_cpus: float = 0,
-                 init_kwargs: Mapping[str, Any] | None = None) -> None:
+                 init_kwargs: Mapping[str, Any] | None = None, policies=None, party_dir=None) -> None:
         self._ray = import_ray()
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise InvalidParameterError(f"timeout must be a positive number of seconds, got timeout={timeout!r}.")
@@ -124,6 +129,8 @@ class RayBackend(Backend):
         self._owns_ray = False
         self._closed = False
         self.placement_: dict[str, dict] = {}
+        self._rounds = 0
+        self._set_policies(policies, party_dir)
 
     # -------------------------------------------------------------- plumbing
     def _ensure_ray(self) -> None:
@@ -174,7 +181,7 @@ class RayBackend(Backend):
                 if reply[0] == "ok":
                     results[name] = reply[1]
                 elif reply[0] == "refused" and error is None:
-                    error = ProtocolError(reply[1])
+                    error = refusal_at_caller(name, what, reply[1])
                 elif error is None:
                     error = party_failure(name, f"{reply[1]} (during {what})")
                     error.remote_traceback = reply[2]
@@ -196,7 +203,9 @@ class RayBackend(Backend):
             raise InvalidParameterError(
                 f"party_resources (--ray-resources) names {', '.join(map(repr, unknown))}, which is not a party of this "
                 f"run; its parties are {', '.join(names)} (give NAME=RESOURCE for those).")
+        self._check_operators(specs)
         self._closed = False
+        self._rounds = 0
         self._actors, self._has_diag = {}, {}
         self._ensure_ray()
         ray = self._ray
@@ -208,17 +217,24 @@ class RayBackend(Backend):
                 opts["resources"] = {res: 0.001}
             self._actors[spec.name] = actor_cls.options(**opts).remote(spec.name)
             self._has_diag[spec.name] = spec.diagnose is not None
-        refs = {spec.name: self._actors[spec.name].setup.remote(spec, i, noise_seed) for i, spec in enumerate(specs)}
+        refs = {spec.name: self._actors[spec.name].setup.remote(spec, i, noise_seed, rounds,
+                                                                self.operators.get(spec.name))
+                for i, spec in enumerate(specs)}
         try:
             self._gather(refs, "setup", timeout=self.setup_timeout)
             self.placement_ = self._gather({n: a.where.remote() for n, a in self._actors.items()}, "where")
         except PartyFailureError:
             self._shutdown()
             raise
+        except ProtocolError:  # a party refused the run: the others end theirs (their runtimes close)
+            self._shutdown(end_runs=True)
+            raise
 
     def step(self, inboxes: Mapping[str, Any], round_: int) -> dict[str, tuple[Any, list]]:
         self._check_open()
-        return self._gather({n: a.step.remote(inboxes[n], round_) for n, a in self._actors.items()}, "step")
+        out = self._gather({n: a.step.remote(inboxes[n], round_) for n, a in self._actors.items()}, "step")
+        self._rounds = int(round_) + 1
+        return out
 
     def diagnose(self) -> dict[str, dict]:
         self._check_open()
@@ -233,9 +249,10 @@ class RayBackend(Backend):
         self._check_open()
         self._gather({n: a.checkpoint.remote(str(directory), round_) for n, a in self._actors.items()}, "checkpoint")
 
-    def restore(self, directory, round_: int) -> None:
+    def restore(self, directory, round_: int) -> dict[str, list]:
         self._check_open()
-        self._gather({n: a.restore.remote(str(directory), round_) for n, a in self._actors.items()}, "restore")
+        out = self._gather({n: a.restore.remote(str(directory), round_) for n, a in self._actors.items()}, "restore")
+        return {name: again for name, again in out.items() if again}  # releases made again (hosted parties)
 
     def placement(self) -> dict[str, dict]:
         """``{party: {"node_id": …, "pid": …}}`` — where every party's actor runs."""
@@ -243,13 +260,20 @@ class RayBackend(Backend):
         return self._gather({n: a.where.remote() for n, a in self._actors.items()}, "where")
 
     def close(self) -> None:
-        """Kill the actors; stop Ray if this backend started it."""
+        """End the hosted parties' runs, kill the actors; stop Ray if this backend started it."""
         if not self._closed:
-            self._shutdown()
+            self._shutdown(end_runs=True)
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, end_runs: bool = False) -> None:
         self._closed = True
         ray = self._ray
+        if end_runs and self.operators:  # parties under a policy end their run (final model, ledger, audit log)
+            refs = [a.close.remote(self._rounds > 0) for n, a in self._actors.items() if n in self.operators]
+            try:
+                if refs:
+                    ray.wait(refs, num_returns=len(refs), timeout=min(self.timeout, 10.0))
+            except Exception:  # a dead actor: its run ends with it (its journal is read back at its next start)
+                pass
         for actor in self._actors.values():
             try:
                 ray.kill(actor, no_restart=True)

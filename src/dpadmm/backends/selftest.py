@@ -17,6 +17,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..engine import Hub
+from ..protocol import Protocol
+from .base import PartySpec
+
 
 class Broadcast(NamedTuple):
     """Hub → party: the round number and the current mean."""
@@ -89,9 +93,6 @@ def toy_hub_metrics(cfg: HubConfig, t: int, diagnostics) -> dict:
 def toy_specs(n_parties: int, size: int, *, noise: float = 0.0, fault: tuple | None = None,
               hang_seconds: float = 3600.0):
     """``(hub, specs)`` for ``engine.run``: parties ``p1 … pM``."""
-    from ..engine import Hub  # noqa: PLC0415 (the engine imports backends)
-    from .base import PartySpec
-
     names = tuple(f"p{i}" for i in range(1, n_parties + 1))
     specs = [PartySpec(n, toy_setup, (n, size, noise, fault, hang_seconds), toy_step, toy_diagnose, owner=n,
                        handlers={"sq": toy_diagnose})
@@ -101,8 +102,6 @@ def toy_specs(n_parties: int, size: int, *, noise: float = 0.0, fault: tuple | N
 
 
 def _protocol():
-    from ..protocol import Protocol
-
     return Protocol("selftest", toy_setup, toy_step, toy_diagnose, handlers={"sq": toy_diagnose},
                     types=(Broadcast, Report))
 

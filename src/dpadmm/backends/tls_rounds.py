@@ -38,95 +38,22 @@ frames go out and the replies come back through one ``select`` loop with the rou
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
 import ssl
-import struct
-import tempfile
 import threading
 
-from .grpc_party import MAX_MESSAGE
-from .grpc_stream import parse_reply, serve_frame
-
-HEADER = struct.Struct(">I")
-MAX_FRAME = MAX_MESSAGE  # the gRPC path's message cap
-HANDSHAKE_TIMEOUT = 10.0  # seconds a caller has to complete TLS (then the socket is closed)
-MAX_CONNECTIONS = 64  # open connections at once (a party serves one coordinator)
-AUDIT_METHOD = "(TLS handshake)"  # the method of the gRPC path's refused-handshake records
-CHANNEL = "(round channel)"  # the method of a refused frame length
-
-
-def _load_chain(ctx: ssl.SSLContext, tls) -> None:
-    """Load the PEM certificate + key (held as bytes by ``TLSFiles``) into ``ctx``: ``ssl`` reads them only
-    from files, so they go through a private (0700) temporary directory, removed at once."""
-    d = tempfile.mkdtemp(prefix="dpadmm-tls-")
-    try:
-        cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
-        for path, data in ((cert, tls.cert), (key, tls.key)):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-        ctx.load_cert_chain(cert, key)
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-
-
-def _context(tls, side) -> ssl.SSLContext:
-    ctx = ssl.SSLContext(side)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2  # 1.3 is negotiated whenever both sides have it
-    ctx.verify_mode = ssl.CERT_REQUIRED
-    ctx.load_verify_locations(cadata=tls.ca.decode("ascii"))  # the deployment's CA only (no system roots)
-    _load_chain(ctx, tls)
-    return ctx
-
-
-def server_context(tls) -> ssl.SSLContext:
-    """The party's side: its certificate, a client certificate of its CA required; no renegotiation (a TLS 1.2
-    caller cannot re-handshake, e.g. with another certificate, after its name was checked — as gRPC's servers)."""
-    ctx = _context(tls, ssl.PROTOCOL_TLS_SERVER)
-    ctx.options |= ssl.OP_NO_RENEGOTIATION
-    return ctx
-
-
-def client_context(tls) -> ssl.SSLContext:
-    """The coordinator's side: its certificate; the party's verified against the CA and (``server_hostname``)
-    its name checked — ``PROTOCOL_TLS_CLIENT`` checks the host name against the certificate's SAN."""
-    ctx = _context(tls, ssl.PROTOCOL_TLS_CLIENT)
-    ctx.check_hostname = True
-    return ctx
-
-
-def common_name(ssl_sock) -> str:
-    """The verified common name of the peer's certificate ('' if none) — as ``grpc_party.peer_name``."""
-    cert = ssl_sock.getpeercert() if ssl_sock is not None else None
-    for rdn in (cert or {}).get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                return value
-    return ""
-
-
-def parse_listen(value: str | None, listen: str) -> tuple[str, int] | None:
-    """``--rounds-listen``: ``auto`` (the ``--listen`` host, a free port), ``off`` / None, or ``HOST:PORT``."""
-    from ..exceptions import InvalidParameterError
-
-    if value is None or value.strip().lower() == "off":
-        return None
-    value = value.strip()
-    if value.lower() == "auto":
-        return _host(listen.rsplit(":", 1)[0]), 0
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise InvalidParameterError(f"--rounds-listen must be auto, off or HOST:PORT (e.g. 0.0.0.0:7101), got {value!r}.")
-    return _host(host), int(port)
+from ..exceptions import InvalidParameterError
+from .grpc_stream import serve_frame
+from .tls_context import (  # noqa: F401 (re-exported: this module's public names before the split)
+    AUDIT_METHOD, CHANNEL, HANDSHAKE_TIMEOUT, HEADER, MAX_CONNECTIONS, MAX_FRAME, _host, client_context, common_name,
+    parse_listen, server_context,
+)
+from .tls_round_client import RoundClient, exchange  # noqa: F401 (re-exported: the coordinator's side)
 
 
 def start_round_server(service, tls, rounds: str | None, listen: str) -> "RoundServer | None":
     """The party's round channel listening where ``rounds`` (``--rounds-listen``) says, or None (``off``/None);
     a port that cannot be bound is one clear error."""
-    from ..exceptions import InvalidParameterError
-
     where = parse_listen(rounds, listen)
     if where is None:
         return None
@@ -137,10 +64,6 @@ def start_round_server(service, tls, rounds: str | None, listen: str) -> "RoundS
         raise InvalidParameterError(f"cannot listen for rounds on {where[0]}:{where[1]} ({exc.strerror or exc}); "
                                     "give another --rounds-listen HOST:PORT (or off).") from None
     return server
-
-
-def _host(host: str) -> str:
-    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
 
 
 class RoundServer:
@@ -336,140 +259,3 @@ def _recv_exactly(sock, n: int):
             return buf[:got]
         got += k
     return buf
-
-
-class RoundClient:
-    """The coordinator's connection to one party's round channel: a non-blocking socket that
-    :func:`exchange` drives for all the round's parties at once (from the backend's calling thread)."""
-
-    def __init__(self, sock):
-        self.sock = sock
-        self.broken = False  # lost, timed out mid-frame or malformed: the backend drops it
-        self.out = b""
-        self.sent = 0
-        self.buf = bytearray()
-
-    @classmethod
-    def open(cls, host: str, port: int, name: str, ctx: ssl.SSLContext | None, timeout: float) -> "RoundClient":
-        """Connect (raises ``ssl.SSLError`` — ``ssl.SSLCertVerificationError`` for a party whose certificate is not
-        ``name``'s from the CA — or ``OSError`` for an unreachable port, ``TimeoutError`` after ``timeout``)."""
-        raw = socket.create_connection((_host(host), int(port)), timeout=timeout)
-        try:
-            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock = ctx.wrap_socket(raw, server_hostname=name) if ctx is not None else raw
-        except BaseException:
-            raw.close()
-            raise
-        sock.setblocking(False)
-        return cls(sock)
-
-    def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-
-def exchange(conns: dict, frames: dict, timeout: float, on_reply=None) -> dict:
-    """Send ``frames[name]`` (a :func:`grpc_stream.frame`) on each ``conns[name]`` and read one reply each, all
-    parties at once (one ``select`` loop), within ``timeout`` seconds. Returns ``{name: reply message}`` or an
-    exception for that party: :class:`~dpadmm.backends.grpc_stream.StreamError` for a refusal, an error in the
-    party's step (both from :func:`parse_reply`), ``DEADLINE_EXCEEDED`` or a lost connection (``UNAVAILABLE``).
-    ``on_reply(name, message)`` (e.g. decoding) runs as each reply arrives; its result is what is returned."""
-    import selectors
-    import time
-
-    from .grpc_stream import StreamError
-
-    out: dict = {}
-    sel = selectors.DefaultSelector()
-    events_of: dict = {}  # name -> the events its socket is registered for (after the first pass)
-    both = selectors.EVENT_WRITE | selectors.EVENT_READ
-    for name, conn in conns.items():
-        data = frames[name]
-        conn.out, conn.sent, conn.buf = HEADER.pack(len(data)) + data, 0, bytearray()
-
-    def finish(name, conn, result):
-        out[name] = result
-        if name in events_of:
-            sel.unregister(conn.sock)
-
-    def pump(name, conn, read=True):
-        """Move what can be moved without blocking; True once the reply is complete."""
-        while conn.sent < len(conn.out):
-            try:
-                conn.sent += conn.sock.send(memoryview(conn.out)[conn.sent:conn.sent + (1 << 20)])
-            except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
-                break
-        while read:
-            try:
-                chunk = conn.sock.recv(1 << 20)
-            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
-                return False
-            if not chunk:
-                raise ConnectionResetError("the party closed its round channel")
-            conn.buf += chunk
-            if len(conn.buf) >= HEADER.size:
-                (n,) = HEADER.unpack_from(conn.buf)
-                if not 0 < n <= MAX_FRAME:
-                    raise ValueError(f"a reply frame of length {n}")
-                if len(conn.buf) >= HEADER.size + n:
-                    if len(conn.buf) > HEADER.size + n:
-                        raise ValueError("bytes after the reply frame")
-                    return True
-        return False
-
-    deadline = time.monotonic() + timeout
-    pending = dict(conns)
-    try:
-        # a first pass without waiting (the frames go out at once), then wait for the sockets that are not done
-        ready = [(name, conn) for name, conn in pending.items()]
-        first = True
-        while pending:
-            for name, conn in ready:
-                if name not in pending:
-                    continue
-                try:
-                    done = pump(name, conn, read=not first)  # a reply cannot be there before its frame left
-                except (OSError, ssl.SSLError, EOFError, ValueError) as exc:
-                    lost = not isinstance(exc, ValueError)
-                    conn.broken = True
-                    finish(name, conn, StreamError("UNAVAILABLE" if lost else "INTERNAL",
-                                                   "the party closed its round channel (connection lost)" if lost
-                                                   else f"a malformed reply on the round channel ({exc})"))
-                    del pending[name]
-                    continue
-                if done:
-                    body = bytes(memoryview(conn.buf)[HEADER.size:])
-                    conn.buf = bytearray()
-                    try:
-                        msg = parse_reply(body)
-                        result = on_reply(name, msg) if on_reply is not None else msg
-                    except StreamError as exc:
-                        result = exc
-                    finish(name, conn, result)
-                    del pending[name]
-                else:
-                    want = selectors.EVENT_READ if conn.sent >= len(conn.out) else both
-                    if name not in events_of:
-                        sel.register(conn.sock, want, name)
-                    elif events_of[name] != want:
-                        sel.modify(conn.sock, want, name)
-                    events_of[name] = want
-            first = False
-            if not pending:
-                break
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            events = sel.select(left)
-            ready = [(key.data, pending[key.data]) for key, _ in events if key.data in pending]
-            # bytes TLS has already decrypted are not visible to select: pump those too
-            ready += [(n, c) for n, c in pending.items() if c.sock is not None and hasattr(c.sock, "pending")
-                      and c.sock.pending() and (n, c) not in ready]
-        for name, conn in pending.items():
-            conn.broken = True
-            out[name] = StreamError("DEADLINE_EXCEEDED", "no answer on the round channel")
-    finally:
-        sel.close()
-    return out

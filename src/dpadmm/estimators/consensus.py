@@ -228,14 +228,14 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                                   tol=0.0 if private else float(self.tol), record_path=bool(self.record_path))
         hub = engine.Hub(hub_cfg, gc.init_router, gc.router_step, gc.router_metrics)
         backend = get_backend(self.backend)
-        if (self.perturbation in ("pp", "dvp") and self.fallback_epsilon and hasattr(backend, "require_protocol")):
+        if self.perturbation in ("pp", "dvp") and self.fallback_epsilon:  # a simulation's require_protocol: no-op
             from ..algorithms.consensus_baseline import PROTOCOL as BASELINE
 
             backend.require_protocol(BASELINE.name, [name for name, _ in groups],
                                      f" (the DP base-rate fallback, fallback_epsilon={self.fallback_epsilon:g}; "
                                      "fallback_epsilon=0 turns it off)")
         p2p = {}
-        if getattr(backend, "peer_to_peer", False):  # nodes exchange with their neighbours; each checks the graph
+        if backend.peer_to_peer:  # nodes exchange with their neighbours; each checks the graph
             if len(groups) != N:
                 raise InvalidParameterError("a peer-to-peer run needs one node per party (batch=False).")
             p2p["neighbours"] = {f"node{i}": [f"node{j}" for j in G.neighbors(i)] for i in range(N)}
@@ -311,7 +311,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         hub = engine.Hub(cb.AssemblerConfig(tuple(names), n, self.coef_.copy()), cb.init_assembler, cb.assembler_step)
         fseed = None if nseed is None else int(np.random.SeedSequence([int(nseed), 13]).generate_state(1)[0])
         # each node computes two numbers on its own records (noise from the node's generator)
-        backend = backend.routed() if hasattr(backend, "routed") else InProcessBackend()
+        backend = backend.routed() or InProcessBackend()
         try:
             res = engine.run(hub=hub, parties=specs, backend=backend, rounds=2, noise_seed=fseed, monitor=False,
                              stop_on_convergence=False)

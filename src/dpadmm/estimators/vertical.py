@@ -276,7 +276,7 @@ class _VerticalADMM(_VerticalConfig, BaseEstimator):
                                 checkpoint_every=checkpoint_every, checkpoint_dir=checkpoint_dir,
                                 resume_from=resume_from, started=True, transcript=transcript)
             # a party in another organisation never sends its model (it writes it to its own directory)
-            remote = getattr(backend, "models_stay_at_parties", False)
+            remote = backend.models_stay_at_parties
             self.coefs_ = [backend.request(name, "coef") for name in names] if collect and not remote else None
             self.intercept_ = float(result.hub_state.intercept)
             self.passive_weight_ = 1.0

@@ -1,0 +1,103 @@
+"""Setup admission: what a party checks before it reads its data or releases anything.
+
+In order (:meth:`PartyRuntime._setup <dpadmm.runtime.host.PartyRuntime>`): the protocol is one the party serves
+and the message is for this party; data the coordinator sent where the party reads its own files is refused
+(unless its operator simulates a deployment); a coordinator-chosen noise seed is refused (unless its operator
+allows a seeded simulation); the protocol's ``policy.prepare`` imposes the party's own values; every
+:class:`~dpadmm.protocol.PartyData` reference is replaced by the block read from the party's own file; the
+protocol's setup runs; then :func:`admit`: a private-only party refuses a non-private run, the protocol's
+``policy.check`` refuses any field that departs from the party's policy, the declared rounds must be a positive
+integer within ``max_rounds``, and a budgeted party prices the whole declared run against its ledger
+(:meth:`~dpadmm.privacy.party_ledger.PartyBudget.open_run`), refusing it up front if it would overspend.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..data.psi import aligned_ids
+from ..exceptions import ProtocolError
+from ..privacy.policy import PolicyRefusal as _Refused
+from ..protocol import PartyData
+from .rounds import holds_arrays
+
+
+def check_request(rt, req) -> tuple[list, int | None]:
+    """The Setup message's protocol, party, data and seed against the party's rules; returns (args, seed).
+    Selects ``rt.protocol`` (a party may serve several)."""
+    if req.get("protocol") not in rt.protocols:
+        raise _Refused(f"party {rt.name!r} serves protocol {sorted(rt.protocols)}, not {req.get('protocol')!r}")
+    rt.protocol = rt.protocols[req["protocol"]]
+    if req.get("party") != rt.name:
+        raise _Refused(f"this party is {rt.name!r}, not {req.get('party')!r}")
+    raw = list(req.get("args", []))
+    for i in rt.protocol.data_args:
+        if i < len(raw) and not rt.accept_coordinator_data and holds_arrays(raw[i]):
+            raise _Refused(f"party {rt.name!r} refused data sent by the coordinator (setup argument {i}): it reads "
+                           "its own files (--data KEY=FILE); a simulation can opt in with --accept-coordinator-data")
+    seed = req.get("noise_seed")
+    if seed is not None and not rt.allow_seeded_noise:
+        raise _Refused(f"party {rt.name!r} refused a coordinator-chosen noise seed (whoever knows it can remove "
+                       "the noise); its operator can allow a reproducible simulation with --allow-seeded-noise")
+    hooks = rt.protocol.policy
+    if hooks is not None and hooks.prepare is not None:
+        raw = hooks.prepare(raw, rt.policy)  # the party's own values where it can impose them
+    return raw, seed
+
+
+def localise(rt, obj):
+    """Replace every PartyData reference by the block read from the party's own file."""
+    if isinstance(obj, PartyData):
+        if obj.key not in rt.data:
+            raise _Refused(f"party {rt.name!r} has no data {obj.key!r} (it was started with "
+                           f"{sorted(rt.data)}; add --data {obj.key}=FILE)", "FAILED_PRECONDITION")
+        params = dict(obj.params, **rt.describe_options)
+        if params.pop("psi", False):  # rows of the PSI intersection, in its order: from this party's own alignment
+            try:
+                params.update(ids=aligned_ids(rt.data[obj.key]), subset=True)
+            except ProtocolError as exc:
+                raise _Refused(f"party {rt.name!r}: {exc}", "FAILED_PRECONDITION") from None
+        return rt.protocol.load(rt.data[obj.key], params)
+    if isinstance(obj, list):
+        return [localise(rt, v) for v in obj]
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return tuple(localise(rt, v) for v in obj)
+    if isinstance(obj, dict):
+        return {k: localise(rt, v) for k, v in obj.items()}
+    return obj
+
+
+def admit(rt, req, args) -> dict | None:
+    """The party's policy on a set-up run, before anything is released: its checks, the declared rounds,
+    and (with a budget) the price of the whole run against what is left (:mod:`dpadmm.privacy.policy`).
+    Returns the budget decision (for the audit line), or None."""
+    if rt.protocol.alignment or not rt.protocol.rounds:
+        return None  # PSI / scoring: no rounds to price; their own refusals govern what leaves (score: private runs)
+    if rt.private_only and not rt.private:
+        why = (f"its operator gave it a privacy budget (--max-epsilon {rt.budget.max_epsilon:g}) and an un-noised "
+               "release has ε = ∞") if rt.budget is not None else "its operator started it with --private-only"
+        raise _Refused(f"party {rt.name!r} refused a non-private run: {why}",
+                       budget=None if rt.budget is None else dict(rt.budget.status(), decision="refused"))
+    hooks = rt.protocol.policy
+    if hooks is not None and hooks.check is not None:
+        hooks.check(rt.cfg, args, rt.policy, rt.name)
+    rounds = req.get("rounds")
+    if rounds is not None:
+        if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
+            raise _Refused(f"party {rt.name!r} refused the run: declared rounds must be a positive integer, "
+                           f"got {rounds!r}", "INVALID_ARGUMENT")
+        rt.declared_rounds = int(rounds)
+    if rt.max_rounds is not None and rounds is not None and rounds > rt.max_rounds:
+        raise _Refused(f"party {rt.name!r} refused the run at Setup: {rounds} declared rounds, its operator allows "
+                       f"at most {rt.max_rounds} rounds per run (--max-rounds)")
+    if rt.budget is None:
+        return None
+    if rounds is None:
+        raise _Refused(f"party {rt.name!r} refused the run: it has a privacy budget and prices every run at Setup, "
+                       "but the coordinator declared no number of rounds (a dpadmm coordinator declares them; "
+                       "update it)", budget=dict(rt.budget.status(), decision="refused"))
+    if hooks is None or hooks.price is None:
+        raise _Refused(f"party {rt.name!r} refused the run: protocol {rt.protocol.name!r} declares no price, "
+                       "so a budgeted party cannot serve it", budget=dict(rt.budget.status(), decision="refused"))
+    return rt.budget.open_run(rt.run_id, rt.protocol.name, hooks.price(rt.cfg, rt.declared_rounds),
+                              rt.declared_rounds)

@@ -1,0 +1,341 @@
+"""The party runtime: one party's state machine under its operator's policy, whatever carries the messages.
+
+Every backend hosts a party through this class — the gRPC party (:class:`~dpadmm.backends.grpc_party.PartyService`
+decodes the wire bytes, calls :meth:`PartyRuntime.call`, encodes the reply) and, when a party is given a
+:class:`~dpadmm.privacy.policy.PartyPolicy`, the in-process, process and Ray parties
+(:class:`~dpadmm.runtime.local.HostedParty`). So the privacy of a party is written once:
+
+- ``Setup`` (:mod:`dpadmm.runtime.admission`): protocol and party checks, the coordinator-data and noise-seed
+  refusals, ``policy.prepare``, the party's own files for every PartyData, the protocol's setup, then the
+  policy's checks, the declared rounds, ``max_rounds`` and the price of the run against the party's budget;
+- ``Step``: strictly the next round, within the declaration and ``max_rounds``; a release priced at sensitivity
+  0 must be all zeros; the budget is charged before the reply leaves; noise from the party's own generator
+  (OS entropy unless its operator allowed a seeded simulation);
+- ``Request``: only the protocol's declared handlers the operator serves (``--requests``), un-noised ones
+  refused in private runs; ``Diagnose`` (monitoring) refused in private runs unless allowed;
+- ``Checkpoint``/``Restore`` in the party's own directory (what the run had charged goes with it);
+  ``Finish`` writes the final local model to the party's own directory;
+- one audit line per call (:mod:`dpadmm.runtime.audit`), refusals and errors included.
+
+A refusal raises :class:`~dpadmm.privacy.policy.PolicyRefusal` with one line naming the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..exceptions import DataFileError, ProtocolError
+from ..privacy.events import FEATURE_COLUMN, RECORD_REPLACE
+from ..privacy.party_ledger import PartyBudget, released_since
+from ..privacy.policy import PartyPolicy, PolicyRefusal as _Refused
+from . import admission, codec
+from .audit import AuditLog, state_line
+from .rounds import SeededGenerator, all_zero, free_release
+
+CHECKPOINT_NAME = "state.dpadmm"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+class PartyRuntime:
+    """One party's state machine, independent of any transport (so it is easy to test, to audit and to host).
+
+    ``policy`` (:class:`~dpadmm.privacy.policy.PartyPolicy`) is its operator's privacy policy; the flags
+    ``private_only``, ``max_rounds``, ``max_epsilon``/``delta``, ``min_noise_multiplier`` set its fields. A
+    runtime built without a budget or ``private_only`` checks nothing privacy-related (a simulation); the
+    CLI (``dpadmm party serve``) never builds one silently: it needs a budget or ``--no-budget``.
+    ``data``: the party's own files (key → path); ``out``: its own directory (audit log, ledger, checkpoint,
+    final model).
+    """
+
+    #: the calls a party serves (a transport may add its own, e.g. a peer-to-peer node's Run and Poll)
+    methods = ("Hello", "Setup", "Step", "Request", "Diagnose", "Checkpoint", "Restore", "Finish")
+
+    def __init__(self, *, name: str, protocol, data: Mapping[str, str], out, allow_monitoring: bool = False,
+                 describe_options: Mapping[str, Any] = None, accept_coordinator_data: bool = False, echo=None,
+                 allow_seeded_noise: bool = False, requests=None, private_only: bool = False,
+                 max_rounds: int | None = None, max_epsilon: float | None = None, delta: float | None = None,
+                 min_noise_multiplier: float | None = None, policy: PartyPolicy | None = None):
+        self.name = name
+        protos = list(protocol) if isinstance(protocol, (list, tuple)) else [protocol]
+        self.protocols = {p.name: p for p in protos}  # a party may serve several (e.g. statistics, then ADMM)
+        self.protocol = protos[0]
+        self.data = {k: Path(v) for k, v in data.items()}
+        self.out = Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.allow_monitoring = bool(allow_monitoring)
+        self.accept_coordinator_data = bool(accept_coordinator_data)
+        # operator policy (the coordinator cannot change it): a coordinator-chosen noise seed would let the
+        # coordinator regenerate the noise; "refit" returns a model fitted to this party's block, so it is
+        # off unless the operator lists it (the label party, whose organisation runs the coordinator)
+        self.allow_seeded_noise = bool(allow_seeded_noise)
+        self.requests = None if requests is None else set(requests)
+        # the operator's privacy policy (the coordinator cannot change it); the flags are shorthands for its fields
+        flags = {"private_only": private_only or None, "max_rounds": max_rounds, "max_epsilon": max_epsilon,
+                 "delta": delta, "min_noise_multiplier": min_noise_multiplier}
+        flags = {k: v for k, v in flags.items() if v is not None}
+        self.policy = PartyPolicy(**flags) if policy is None else dataclasses.replace(policy, **flags)
+        if "model" in self.data:  # started with its model file: a scoring server, which never fits (REDTEAM E7)
+            self.policy = dataclasses.replace(self.policy, scoring_server=True)
+        self.private_only = self.policy.private_work
+        self.max_rounds = self.policy.max_rounds
+        self.steps = 0
+        # the party's own privacy budget (None: no cap; the coordinator's report is then the only account)
+        self.budget = None if not self.policy.budgeted else PartyBudget(
+            Path(out), name, self.policy.max_epsilon, self.policy.delta)
+        self._budget_note = None
+        self.echo = echo  # e.g. print to stderr: refusals and errors, one line each, at the party's side too
+        self.describe_options = dict(describe_options or {})
+        self.allowed_types = codec.allow_list([t for p in protos for t in p.types])
+        self.lock = threading.Lock()
+        self._audit = AuditLog(self.out, name, self.policy)  # the operator's policy, once per start
+        self.audit_path = self._audit.path
+        self.finished = threading.Event()
+        self._seen_peers: set = set()  # callers seen (a new one is logged once: "connected")
+        self.streams: tuple = ()  # a simulated block of members: one seeded stream each (backends.base.PartySpec)
+        self._reset()
+        self.facts = {}
+        for key, path in self.data.items():
+            if not path.is_file():
+                raise DataFileError(f"party {name!r}: data file {key}={path} not found; check --data.")
+            desc = next((p.describe for p in protos if p.describe is not None), None)
+            self.facts[key] = desc(path, **self.describe_options) if desc else {}
+
+    def _reset(self):
+        self.run_id = ""
+        self.declared_rounds = None
+        if self.budget is not None:
+            self.budget.close_run()
+        self.cfg = self.state = None
+        self.index = 0
+        self.noise_seed = None
+        self.rng = None
+        self.rounds = 0
+        self.steps = 0
+        self.private = False
+
+    # ---------------------------------------------------------------- audit
+    def audit(self, peer: str, method: str, status: str, detail: str = "", request=None, reply=None,
+              nbytes: int = 0, budget: dict | None = None):
+        """Append one line to the party's audit log (:class:`~dpadmm.runtime.audit.AuditLog`)."""
+        self._audit.write(peer, method, status, detail, request, reply, nbytes, budget)
+
+    def refused(self, peer: str, method: str, exc: _Refused, request=None, nbytes: int = 0) -> None:
+        """Audit (and echo) a refusal of ``method`` from ``peer``."""
+        self.audit(peer, method, "refused", str(exc), request, nbytes=nbytes, budget=exc.budget)
+        if self.echo is not None:
+            self.echo(f"refused {method} from {peer or '(insecure)'}: {exc}")
+
+    # ---------------------------------------------------------------- dispatch
+    def call(self, method: str, request, peer: str = "", *, nbytes: int = 0, encode=None):
+        """Serve one call (``request``: the decoded message) and return its reply (``encode(reply)`` if given,
+        e.g. the wire bytes); one audit line either way. Raises :class:`PolicyRefusal` or the error."""
+        note = None
+        try:
+            if method not in self.methods:
+                raise _Refused(f"party {self.name!r} serves no method {method} (only {', '.join(self.methods)})",
+                               "INVALID_ARGUMENT")
+            if not isinstance(request, dict):
+                raise _Refused(f"party {self.name!r} refused {method}: the request must be a mapping", "INVALID_ARGUMENT")
+            with self.lock:  # the budget decision is read under the lock: calls arrive on several threads
+                self._budget_note = None
+                reply = getattr(self, "_" + method.lower())(request)
+                note = self._budget_note
+            data = reply if encode is None else encode(reply)
+        except _Refused as exc:
+            self.refused(peer, method, exc, request, nbytes)
+            raise
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            self.audit(peer, method, "error", reason, request, nbytes=nbytes)
+            if self.echo is not None:
+                self.echo(f"error in {method}: {reason}")
+            raise
+        self.audit(peer, method, "ok", "", request, reply, nbytes=nbytes, budget=note)
+        if self.echo is not None:  # state changes only (connected, run started/resumed/ended), never a heartbeat
+            line = state_line(self, method, peer, reply)
+            if line:
+                self.echo(line)
+        return data
+
+    def _need_setup(self, method):
+        if self.cfg is None:
+            raise _Refused(f"party {self.name!r} refused {method}: no run is set up (call Setup first)",
+                           "FAILED_PRECONDITION")
+
+    def _served(self, protocol=None) -> set:
+        """The declared requests this party answers for ``protocol``: the operator's --requests (default: all
+        declared but refit); an alignment protocol's requests (PSI) are its messages, always served."""
+        proto = protocol or self.protocol
+        if proto.alignment:
+            return set(proto.handlers)
+        base = set(proto.handlers) - {"refit"} if self.requests is None else self.requests
+        return base & set(proto.handlers)
+
+    def _hello(self, req):
+        return {"name": self.name, "protocol": self.protocol.name, "protocols": sorted(self.protocols),
+                "data": self.facts,
+                "requests": sorted(set().union(*(self._served(p) for p in self.protocols.values()))),
+                "monitoring_in_private_runs": self.allow_monitoring}
+
+    def _setup(self, req):
+        raw, seed = admission.check_request(self, req)
+        args = admission.localise(self, raw)
+        self._reset()
+        self.cfg, self.state = self.protocol.setup(*args)
+        self.index = int(req.get("index", 0))
+        self.noise_seed = None if seed is None else int(seed)
+        # party-local entropy: made here from the OS, never sent anywhere
+        self.rng = np.random.default_rng() if self.noise_seed is None else None
+        self.private = bool(self.protocol.private(self.cfg)) if self.protocol.private else False
+        self.run_id = f"{datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}/{os.urandom(4).hex()}"
+        try:
+            self._budget_note = self._admit(req, args)
+        except Exception:
+            self._reset()
+            raise
+        return {"private": self.private, "noise_source": "party-local" if self.noise_seed is None else "seeded",
+                "policy": "budgeted" if self.budget is not None else ("private-only" if self.private_only else
+                                                                      "no budget")}
+
+    def _admit(self, req, args) -> dict | None:
+        return admission.admit(self, req, args)
+
+    def _generator(self, t: int):
+        if self.rng is not None:
+            return self.rng
+        if self.streams:  # a simulated block: member k's stream as if it were a party of its own
+            return tuple(SeededGenerator(self.noise_seed, (s, t)) for s in self.streams)
+        return SeededGenerator(self.noise_seed, (self.index, t))
+
+    def _step(self, req):
+        self._need_setup("Step")
+        t = req.get("round")
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t != self.rounds:
+            # strictly the next round (Setup: 0, Restore: the checkpoint's + 1): no replayed or negative index, so
+            # no zero-cost round can be served twice and no schedule is indexed from its end (REDTEAM_POLICY R2)
+            raise _Refused(f"party {self.name!r} refused round index {t!r} and sent nothing: the next round is "
+                           f"{self.rounds} (rounds are served once, in order)", "INVALID_ARGUMENT")
+        t = int(t)
+        if self.max_rounds is not None and (self.steps >= self.max_rounds or t >= self.max_rounds):
+            raise _Refused(f"party {self.name!r} refused round {t + 1}: its operator allows at most "
+                           f"{self.max_rounds} rounds per run (--max-rounds)")
+        if self.declared_rounds is not None and t >= self.declared_rounds:
+            raise _Refused(f"party {self.name!r} refused round {t + 1} and sent nothing: the coordinator declared "
+                           f"{self.declared_rounds} rounds at Setup")
+        self.steps += 1
+        state, outbox, events = self.protocol.step(self.cfg, self.state, req["inbox"], rng=self._generator(t))
+        if self.private and free_release(events) and not all_zero(outbox):
+            raise _Refused(f"party {self.name!r} refused round {t + 1} and sent nothing: its step priced a non-zero "
+                           "message at sensitivity 0 (an un-noised release; only an all-zero message is free)")
+        if self.budget is not None:  # within the run priced at Setup? recorded before the reply leaves (O(1))
+            # a message with no non-zero number (e.g. the statistics' "done" after failed ranges) needs no event
+            self._budget_note = self.budget.charge(events, private_step=self.private and not all_zero(outbox),
+                                                   round_=t)
+        self.state = state
+        self.rounds = t + 1
+        return {"outbox": outbox, "events": list(events)}
+
+    def _request(self, req):
+        self._need_setup("Request")
+        handler = req.get("handler")
+        fn = self.protocol.handlers.get(handler) if isinstance(handler, str) else None
+        served = self._served()
+        if fn is not None and handler not in served:
+            raise _Refused(f"party {self.name!r} refused request {handler!r}: its operator serves only {sorted(served)} "
+                           "(--requests)")
+        if fn is not None and handler in ("score", "rank") and self.private and not self.allow_monitoring:
+            # un-noised and data-dependent: partial scores; the block's numerical rank (REDTEAM_POLICY R6)
+            raise _Refused(f"party {self.name!r} refused request {handler!r} in a private run (un-noised values of its "
+                           "data); its operator can opt in with --allow-monitoring")
+        if fn is None:
+            raise _Refused(f"party {self.name!r} refused request {handler!r}: protocol {self.protocol.name!r} declares "
+                           f"only {sorted(self.protocol.handlers)} (a party's model and data never leave it)")
+        try:
+            return {"value": fn(self.cfg, self.state, *req.get("args", []))}
+        except ProtocolError as exc:  # a declared handler that refuses this party's case (e.g. 'refit' at a passive party)
+            raise _Refused(str(exc)) from None
+
+    def _diagnose(self, req):
+        self._need_setup("Diagnose")
+        if self.protocol.diagnose is None:
+            raise _Refused(f"party {self.name!r} refused Diagnose: protocol {self.protocol.name!r} declares no monitoring")
+        if self.private and not self.allow_monitoring:
+            raise _Refused(f"party {self.name!r} refused monitoring in a private run (its values are not noised); "
+                           "its operator can opt in with --allow-monitoring")
+        return {"value": self.protocol.diagnose(self.cfg, self.state)}
+
+    def _checkpoint(self, req):
+        self._need_setup("Checkpoint")
+        t = int(req["round"])
+        ck = {"protocol": self.protocol.name, "party": self.name, "round": t, "state": self.state}
+        if self.budget is not None and self.budget.run is not None:  # what this run had charged at the checkpoint
+            ck["ledger_run"] = {"run": self.run_id, "charged": json.loads(json.dumps(self.budget.run["charged"]))}
+        blob = codec.encode(ck, allowed=self.allowed_types)
+        atomic_write(self.out / "checkpoint" / CHECKPOINT_NAME, blob)
+        return {"round": t}
+
+    def _restore(self, req):
+        self._need_setup("Restore")
+        t = int(req["round"])
+        path = self.out / "checkpoint" / CHECKPOINT_NAME
+        if not path.is_file():
+            raise _Refused(f"party {self.name!r} has no checkpoint at {path}; resume needs every party's own "
+                           "checkpoint from the same run", "FAILED_PRECONDITION")
+        ck = codec.decode(path.read_bytes(), allowed=self.allowed_types)
+        if ck.get("round") != t or ck.get("protocol") != self.protocol.name or ck.get("party") != self.name:
+            raise _Refused(f"party {self.name!r}'s checkpoint is from round {ck.get('round')}, the coordinator's from "
+                           f"round {t}; restart every side from the same run", "FAILED_PRECONDITION")
+        self.state = ck["state"]
+        self.rounds = t + 1
+        return {"round": t, "released_again": self._released_again(ck, t)}
+
+    def _released_again(self, ck, t: int) -> list:
+        """What the checkpointed run released after round ``t + 1`` (before a crash): a resume releases those
+        rounds again, so the party's ledger holds both; they go back to the coordinator's report too."""
+        info = ck.get("ledger_run")
+        if self.budget is None or not isinstance(info, dict):
+            return []
+        run = self.budget.find_run(info.get("run"))
+        if run is None:
+            return []
+        rel = {"feature_column": FEATURE_COLUMN}.get(run.get("relation"), RECORD_REPLACE)
+        return released_since(run, info.get("charged", {}), self.name, rel, t)
+
+    def _finish(self, req):
+        written = None
+        if self.cfg is not None and bool(req.get("completed")) and self.protocol.model is not None:
+            coef = np.asarray(self.protocol.model(self.cfg, self.state))
+            fd, tmp = tempfile.mkstemp(dir=self.out, prefix=".tmp-", suffix=".npz")
+            os.close(fd)
+            np.savez(tmp, coef=coef)
+            os.replace(tmp, self.out / "model.npz")
+            meta = {"party": self.name, "protocol": self.protocol.name, "rounds": self.rounds,
+                    "shape": list(coef.shape), "private": self.private,
+                    "noise_source": "party-local" if self.noise_seed is None else "seeded",
+                    "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+            atomic_write(self.out / "model.json", (json.dumps(meta, indent=2) + "\n").encode())
+            written = "model.npz"
+        self._reset()
+        self.finished.set()
+        return {"written": written}
+
+    def close(self):
+        if self.budget is not None:
+            self.budget.close()
+        self._audit.close()

@@ -1,0 +1,218 @@
+"""A hostile Setup is refused the same way whatever carries the messages (issue 25, item 1).
+
+The party's privacy lives in one runtime (:mod:`dpadmm.runtime`) that every backend hosts. Each case below is a
+coordinator's Setup departing from the party's policy in one privacy-relevant field of one protocol (the
+``PolicyHooks.party`` tables of :mod:`dpadmm.algorithms.policies`; the departures of ``tests/test_party_policy.py``),
+or the run's own declaration (a coordinator-chosen noise seed, more rounds than the budget covers). On an
+in-process, process, Ray and gRPC party with the same policy, the run must be refused at ``Backend.start`` with the
+message a bare party runtime gives for that Setup (one ``ProtocolError`` line naming the field), the party's
+ledger must record no run and no release, and its audit log must end its Setups with that refusal.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("grpc")
+
+from dpadmm.algorithms import functional_quantile as fq  # noqa: E402
+from dpadmm.algorithms import functional_statistics as fs  # noqa: E402
+from dpadmm.algorithms import graph_consensus as gc  # noqa: E402
+from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.backends import InProcessBackend, PartyOperator, PartySpec, ProcessBackend  # noqa: E402
+from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
+from dpadmm.backends.grpc_party import PartyService, make_server  # noqa: E402
+from dpadmm.data.parties import write_party_files  # noqa: E402
+from dpadmm.exceptions import ProtocolError  # noqa: E402
+from dpadmm.kernels import fpca  # noqa: E402
+from dpadmm.kernels.regularizers import L1, L2  # noqa: E402
+from dpadmm.privacy.party_ledger import PartyBudget  # noqa: E402
+from dpadmm.privacy.policy import PartyPolicy, PolicyRefusal  # noqa: E402
+from dpadmm.protocol import PartyData  # noqa: E402
+from dpadmm.runtime import PartyRuntime  # noqa: E402
+from test_backends import RAY_MARKS, ray_session  # noqa: E402,F401 (the Ray marks and the session fixture)
+
+NAME = "party2"
+N = 60
+BUDGET = dict(max_epsilon=4.0, delta=1e-5)
+POLICY = PartyPolicy(max_alpha=10.0, max_score_clip=4.0, **BUDGET)  # one operator's policy for every protocol
+PROTOCOLS = [vs.PROTOCOL, gc.PROTOCOL, fq.PROTOCOL, fs.PROTOCOL]
+
+
+# ----------------------------------------------------------------------------- the hostile Setups
+def _vertical(spec=None, **opts):
+    spec = spec if spec is not None else _vspec()
+    D = PartyData("train", {"ids": np.arange(N), "index": 2, "n_features": 3}, (N, 3))
+    return [NAME, D, dict({"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None, "damping": 0.0,
+                           "eval_blocks": {}}, **opts)]
+
+
+def _vspec(**kw):
+    return vs.PrivacySpec(**dict(dict(noise_multiplier=4.0, mechanism="gaussian", relation="feature_column",
+                                      clip=30.0), **kw))
+
+
+def _node(scale=1.0, T=4, **opts):
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(40, 3))
+    X = X / (2 * np.linalg.norm(X, axis=1, keepdims=True))
+    o = dict(dict(degree=np.array([2.0]), C=1.0, reg=0.5, eta=np.ones((1, T)), theta=np.ones((1, T)),
+                  alpha=np.full((1, T), 3.0), perturbation="pp"), **opts)
+    return [[NAME], [scale * X], [np.where(X[:, 0] > 0, 1.0, -1.0)], o]
+
+
+def _curves():
+    rng = np.random.default_rng(3)
+    grid = np.linspace(0, 1, 20)
+    X = rng.normal(size=(50, 4)) @ np.array([np.cos(k * np.pi * grid) for k in range(4)]) * 3
+    return grid, X, X[:, 2] + rng.normal(size=50)
+
+
+def _functional(nm=3.0, clip=3.0, c1=None, tau=0.5, lam=0.05, **opts):
+    grid, X, y = _curves()
+    settings = fq.Settings.make([tau], noise_multiplier=nm, lam=lam)
+    o = dict(dict(rho=1.0, n_workers=2, fit_intercept=True, c1=math.hypot(clip or 0.0, 1.0) if c1 is None else c1),
+             **opts)
+    return [NAME, X, y, fpca.fourier_basis(grid, 3), 1.0, 0.0, 1.0, clip, settings, o]
+
+
+def _statistics(nm):
+    grid, X, y = _curves()
+    return [NAME, X, y, fpca.trapezoid_weights(grid), nm]
+
+
+# name: (protocol, setup args (built lazily), declared rounds, noise seed, what the refusal names)
+HOSTILE = {
+    "vertical: relation constant": (vs, lambda: _vertical(_vspec(column_change=1e-6)), 5, None,
+                                    "column_change is 1e-06"),
+    "vertical: relation": (vs, lambda: _vertical(_vspec(relation="record", clip_inf=3.0)), 5, None,
+                           "the neighbouring relation is 'record'"),
+    "vertical: no regulariser": (vs, lambda: _vertical(reg=None, lam_sum=1e12), 5, None, "the regulariser is None"),
+    "vertical: l1 regulariser": (vs, lambda: _vertical(reg=L1()), 5, None, "the regulariser is 'L1'"),
+    "vertical: zero lam_sum": (vs, lambda: _vertical(lam_sum=0.0), 5, None, "lam_sum is 0.0"),
+    "vertical: not private": (vs, lambda: _vertical(private=None), 5, None,
+                              "refused a non-private run: its operator gave it a privacy budget"),
+    "vertical: negligible noise": (vs, lambda: _vertical(_vspec(noise_multiplier=1e-12)), 5, None,
+                                   "σ/Δ is 1e-12"),
+    "vertical: paper mechanism": (vs, lambda: _vertical(vs.PrivacySpec(noise_multiplier=4.0, bounds=vs.Bounds(1, 1, 1))),
+                                 5, None, "the mechanism is 'paper'"),
+    "vertical: damping": (vs, lambda: _vertical(damping=0.5), 5, None, "the damping is 0.5"),
+    "vertical: clip below the floor": (vs, lambda: _vertical(_vspec(clip=1e-13)), 5, None, "1e-13"),
+    "vertical: overspending declaration": (vs, lambda: _vertical(), 200, None,
+                                           "its 200 declared rounds would bring its spend to ε"),
+    "vertical: coordinator's noise seed": (vs, lambda: _vertical(), 5, 7,
+                                           "refused a coordinator-chosen noise seed"),
+    "consensus: no perturbation": (gc, lambda: _node(perturbation="none"), 4, None, "refused a non-private run"),
+    "consensus: pvp": (gc, lambda: _node(perturbation="pvp"), 4, None, "the perturbation is 'pvp'"),
+    "consensus: alpha = inf": (gc, lambda: _node(alpha=np.full((1, 4), np.inf)), 4, None,
+                               "the noise rate alpha is 'inf or non-positive'"),
+    "consensus: alpha above the cap": (gc, lambda: _node(alpha=np.full((1, 4), 50.0)), 4, None, "alpha is 50.0"),
+    "consensus: schedule outside [Zhang, Alg. 1]": (gc, lambda: _node(theta=np.full((1, 4), 1e-6),
+                                                                      eta=np.full((1, 4), 1e-6), C=1e4), 4, None,
+                                                    "the schedule is 'outside"),
+    "consensus: inexact local solve": (gc, lambda: _node(newton_tol=1.0), 4, None, "the local solver's tolerance"),
+    "consensus: rows of norm 5": (gc, lambda: _node(scale=10.0), 4, None, "the rows' norm is 'above 1'"),
+    "functional: no score clip": (fq, lambda: _functional(clip=None, c1=1e-9), 5, None, "the score clip is None"),
+    "functional: c1 below the clip": (fq, lambda: _functional(c1=0.1), 5, None, "c1 of the sensitivity is 0.1"),
+    "functional: clip above the cap": (fq, lambda: _functional(clip=100.0), 5, None, "the score clip is 100.0"),
+    "functional: negligible noise": (fq, lambda: _functional(nm=1e-12), 5, None, "σ/Δ is 1e-12"),
+    "functional: not private": (fq, lambda: _functional(nm=0.0), 5, None, "refused a non-private run"),
+    "functional: unaccounted releases": (fq, lambda: _functional(emit_events=False), 5, None, "emit_events is False"),
+    "functional: tau outside (0, 1)": (fq, lambda: _functional(tau=5.0), 5, None, "a quantile level tau is [5.0]"),
+    "functional: negative penalty": (fq, lambda: _functional(lam=-1.0, local_step="exact"), 5, None,
+                                     "the penalty weight lam is [-1.0]"),
+    "functional: inexact exact step": (fq, lambda: _functional(local_step="exact", newton_tol=0.5), 5, None,
+                                       "newton_tol is 0.5"),
+    "statistics: negligible noise": (fs, lambda: _statistics(1e-12), 2, None, "σ/Δ is 1e-12"),
+    "statistics: not private": (fs, lambda: _statistics(0.0), 2, None, "refused a non-private run"),
+}
+
+
+# ----------------------------------------------------------------------------- the party, on every backend
+@pytest.fixture(scope="module")
+def party_file(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    paths = write_party_files([rng.normal(size=(N, 2)), rng.normal(size=(N, 3))],
+                              np.where(rng.random(N) < .5, 1, -1), tmp_path_factory.mktemp("data"))
+    return str(paths[1])
+
+
+@pytest.fixture(scope="module")
+def grpc_party(party_file, tmp_path_factory):
+    """One gRPC party for every case (refused Setups spend nothing, so its ledger stays empty throughout)."""
+    svc = PartyService(name=NAME, protocol=PROTOCOLS, data={"train": party_file}, out=tmp_path_factory.mktemp("grpc"),
+                       secure=False, accept_coordinator_data=True, policy=POLICY)
+    srv, port = make_server(svc, "127.0.0.1:0")
+    srv.start()
+    yield svc, f"127.0.0.1:{port}"
+    srv.stop(0).wait()
+    svc.close()
+
+
+def _reference(setup, party_file, out) -> str:
+    """The refusal a bare party runtime gives for ``setup`` (what every backend's party must say)."""
+    rt = PartyRuntime(name=NAME, protocol=PROTOCOLS, data={"train": party_file}, out=out,
+                      accept_coordinator_data=True, policy=POLICY)
+    try:
+        with pytest.raises(PolicyRefusal) as exc:
+            rt.call("Setup", setup)
+    finally:
+        rt.close()
+    return str(exc.value)
+
+
+def _setups(case):
+    mod, args, rounds, seed, _ = HOSTILE[case]
+    setup_fn = fq.setup_party_from_curves if mod is fq else mod.PROTOCOL.setup  # module-level: picklable
+    spec = PartySpec(NAME, setup_fn, tuple(args()), mod.PROTOCOL.step)
+    setup = {"protocol": mod.PROTOCOL.name, "party": NAME, "index": 0, "noise_seed": seed, "args": list(spec.setup_args),
+             "rounds": rounds}
+    return spec, setup
+
+
+def _audit(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("backend", ["inprocess", "process", pytest.param("ray", marks=RAY_MARKS), "grpc"])
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_a_hostile_setup_is_refused_alike_on_every_backend(case, backend, party_file, tmp_path, request):
+    spec, setup = _setups(case)
+    if backend == "grpc":
+        svc, address = request.getfixturevalue("grpc_party")
+        be = GrpcBackend({NAME: address}, insecure=True, timeout=60.0)
+        out, status = svc.out, svc.budget.status
+    else:
+        out = tmp_path / NAME  # the backend's party_dir/<name>: the party's own directory
+        operators = {NAME: PartyOperator(policy=POLICY, data={"train": party_file})}
+        if backend == "ray":
+            request.getfixturevalue("ray_session")
+            from dpadmm.backends.ray import RayBackend
+
+            be = RayBackend(policies=operators, party_dir=tmp_path)
+        else:
+            be = (InProcessBackend if backend == "inprocess" else ProcessBackend)(policies=operators, party_dir=tmp_path)
+        status = None
+    # the bare runtime, on the party's own directory (a refusal names its ledger's path)
+    expected = _reference(setup, party_file, out)
+    assert HOSTILE[case][4] in expected  # the refusal names the departing field (not some other reason)
+    try:
+        with pytest.raises(ProtocolError) as exc:
+            be.start([spec], noise_seed=setup["noise_seed"], rounds=setup["rounds"])
+    finally:
+        be.close()
+    assert str(exc.value) == expected and type(exc.value) is ProtocolError and exc.value.party == NAME
+    if status is None:  # the simulation's party wrote its ledger in its own directory
+        budget = PartyBudget(out, NAME, BUDGET["max_epsilon"], BUDGET["delta"])
+        ledger = budget.status()
+        budget.close()
+    else:
+        ledger = status()
+    assert (ledger["runs"], ledger["releases"], ledger["epsilon_spent"]) == (0, 0, 0)
+    setups = [r for r in _audit(out / "audit.jsonl") if r["method"] == "Setup"]
+    assert setups[-1]["status"] == "refused" and setups[-1]["detail"] == expected and "reply" not in setups[-1]
+    assert not any(r["method"] == "Step" for r in _audit(out / "audit.jsonl"))

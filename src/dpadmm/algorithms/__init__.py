@@ -1,1 +1,13 @@
-"""One module per paper: frozen configs, NamedTuple states, pure per-party step functions."""
+"""One folder per algorithm: typed messages and setups, pure per-party steps, policy hooks, a report, and on
+top a ``protocol.py`` that declares the party's protocol and registers it (:func:`dpadmm.protocol.register`).
+
+Importing this package imports every folder's ``protocol.py`` below — the list of the protocols a party can
+serve — so the registry is filled by these imports.
+"""
+
+from ..protocol.registry import register
+from .vertical import protocol as vertical_protocol  # noqa: F401  (registers vertical-sharing, vertical-scoring)
+from . import consensus_baseline, functional_quantile, functional_statistics, graph_consensus, vertical_experts
+
+for _module in (vertical_experts, graph_consensus, consensus_baseline, functional_quantile, functional_statistics):
+    register(_module.PROTOCOL)

@@ -6,8 +6,9 @@ serve — so the registry is filled by these imports.
 """
 
 from ..protocol.registry import register
+from .consensus import protocol as consensus_protocol  # noqa: F401  (registers graph-consensus, consensus-baseline)
 from .vertical import protocol as vertical_protocol  # noqa: F401  (registers vertical-sharing, vertical-scoring)
-from . import consensus_baseline, functional_quantile, functional_statistics, graph_consensus, vertical_experts
+from . import functional_quantile, functional_statistics, vertical_experts
 
-for _module in (vertical_experts, graph_consensus, consensus_baseline, functional_quantile, functional_statistics):
+for _module in (vertical_experts, functional_quantile, functional_statistics):
     register(_module.PROTOCOL)

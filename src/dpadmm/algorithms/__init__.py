@@ -7,8 +7,9 @@ serve — so the registry is filled by these imports.
 
 from ..protocol.registry import register
 from .consensus import protocol as consensus_protocol  # noqa: F401  (registers graph-consensus, consensus-baseline)
+from .functional import protocol as functional_protocol  # noqa: F401  (registers functional-quantile, functional-statistics)
 from .vertical import protocol as vertical_protocol  # noqa: F401  (registers vertical-sharing, vertical-scoring)
-from . import functional_quantile, functional_statistics, vertical_experts
+from . import vertical_experts
 
-for _module in (vertical_experts, functional_quantile, functional_statistics):
+for _module in (vertical_experts,):
     register(_module.PROTOCOL)

@@ -107,7 +107,7 @@ def _dispatch(argv: list[str]) -> int:
         from ._ranges import cli_terms
 
         log = restore_stderr(failed=True)
-        print(f"error: {cli_terms(str(exc), argv)}" + (f" (Ray's own log: {log})" if log else ""), file=sys.stderr)
+        print(f"error: {cli_terms(str(exc), argv, app)}" + (f" (Ray's own log: {log})" if log else ""), file=sys.stderr)
         return 2
     except typer.Exit as exc:
         return exc.exit_code

@@ -24,6 +24,9 @@ from ..privacy.events import RECORD_REPLACE
 from ..privacy.ledger import PrivacyReport
 from ..privacy.reports import _cached_epsilon, _rr_block
 from ..privacy.threats import finish
+from ..backends.base import party_rng
+from ..algorithms import vertical_experts_party as vp
+from ..backends.base import PartySpec
 
 THREAT = ("adversary: the label party and every other party, colluding, and anyone who sees scoring requests; "
           "sees the labels it is sent (if any) and every logit party m sends at scoring time, on new records (party m "
@@ -114,7 +117,6 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         self.n_blocks_ = int(n_blocks)
         seed = noise_seed(self.random_state)
         self.noise_source_ = "party-local" if seed is None else "seeded"
-        from ..backends.base import party_rng
 
         # the label party: its own model on its exact labels (stays with it), the prior log-odds
         self.own_coef_ = self._own_model(own_block, y_pm)
@@ -147,7 +149,6 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         if side is None:
             return self
         seed, sent, pure, z = side
-        from ..backends.base import party_rng
 
         self.coefs_, self.expert_lambdas_, events, self.experts_ = [], [], [], []
         for m, B in enumerate(blocks[1:], start=1):
@@ -175,8 +176,6 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         them (``GrpcBackend``: every party serves ``vertical-experts``). Each party fits and keeps its model
         (:mod:`dpadmm.algorithms.vertical_experts_party`); :meth:`remote_decision` asks for logits on new records.
         When the label party keeps its own model (``kept_own_model_``) no party is contacted."""
-        from ..algorithms import vertical_experts_party as vp
-        from ..backends.base import PartySpec
 
         own_block = self._check([own_block, own_block])[1][0]
         names = list(parties)

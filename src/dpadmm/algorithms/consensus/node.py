@@ -46,7 +46,7 @@ import pandas as pd
 
 from ...exceptions import InvalidParameterError, PrivacyPreconditionError
 from ...privacy.events import RECORD_REPLACE, PureDPRelease
-from ...privacy.mechanisms import gamma_norm
+from ...privacy import mechanisms  # mechanisms.gamma_norm looked up at the call (tests plant a broken sampler)
 from .messages import BlockConfig, BlockState, ModelMessage, NeighbourMessage
 from .schedules import LOGISTIC_C1, zhang_epsilon_terms
 from .solver import MARGIN_CLIP, _pad, curvature_factor, local_solve, rotated_data
@@ -85,10 +85,10 @@ def _noise(rng, alpha: np.ndarray, d: int) -> np.ndarray:
     out = np.zeros((alpha.shape[0], d))
     if isinstance(rng, tuple):
         for k in np.flatnonzero(finite):
-            out[k] = gamma_norm(rng[k], alpha[k:k + 1], d, size=1)[0]
+            out[k] = mechanisms.gamma_norm(rng[k], alpha[k:k + 1], d, size=1)[0]
         return out
     if finite.any():
-        out[finite] = gamma_norm(rng, alpha[finite], d, size=int(finite.sum()))
+        out[finite] = mechanisms.gamma_norm(rng, alpha[finite], d, size=int(finite.sum()))
     return out
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import functools
 import pathlib
 
 import pytest
@@ -22,21 +23,41 @@ PKG = SRC / "dpadmm"
 
 #: dpadmm imports inside functions outside cli/ — lower it when you hoist one; never raise it to hide a cycle
 #: (an import inside a function is for a heavy optional library, with a comment saying so)
-MAX_FUNCTION_IMPORTS = None  # set below, after the count this branch reached
+#: (67 on the layout branch: 39 in backends/ and engine.py, 22 in experiments/audit_e2e.py, 4 in data/psi.py and 2 in
+#: privacy/party_ledger.py, all in modules other reworks own; the issue's goal is ≤ 25, each with its reason on the line)
+MAX_FUNCTION_IMPORTS = 67
 #: the same count without backends/ and engine.py (owned by the runtime's rework)
-MAX_FUNCTION_IMPORTS_OUTSIDE_RUNTIME = None
+MAX_FUNCTION_IMPORTS_OUTSIDE_RUNTIME = 28
 
 #: modules longer than 400 lines, with the length they may not exceed: split them by concern, then remove the entry
-LONG_MODULES: dict[str, int] = {}
+LONG_MODULES: dict[str, int] = {
+    "backends/grpc_backend.py": 549,
+    "backends/grpc_party.py": 678,
+    "backends/tls_rounds.py": 476,
+    "cli/vertical.py": 566,
+    "estimators/functional.py": 674,
+    "estimators/vertical.py": 544,
+    "experiments/audit_e2e.py": 838,
+    "experiments/zhang.py": 490,
+}
 
 #: import cycles known and owned elsewhere, to be removed by their owner (each entry names its cycle's modules)
-KNOWN_CYCLES: list[frozenset] = []
+KNOWN_CYCLES: list[frozenset] = [
+    # the gRPC wire constants (the runtime rework moves them to the bottom of backends/grpc/)
+    frozenset({"dpadmm.backends.grpc_ops", "dpadmm.backends.grpc_party", "dpadmm.backends.grpc_stream",
+               "dpadmm.backends.tls_rounds"}),
+]
+
+#: module -> why it may break a layer rule for now (each entry names the move that removes it)
+LAYER_EXCEPTIONS = {
+    "dpadmm.data.psi": "PSI is an id-alignment protocol, not data: it moves to algorithms/psi/ (the lead's move)",
+}
 
 SHIM_MARKER = "kept for compatibility"
 
 
 class Module(collections.namedtuple("Module", "name path is_pkg tree lines")):
-    @property
+    @functools.cached_property
     def is_shim(self) -> bool:
         """A thin re-export shim of a moved module: its marker comment, and nothing but a docstring and imports."""
         head = "\n".join(self.path.read_text().splitlines()[:5])
@@ -74,8 +95,17 @@ def _owner(name: str) -> str | None:
     return name or None
 
 
-def imports(mod: Module):
-    """``(target module, line, inside a function)`` for every dpadmm import of ``mod``."""
+def imports(mod: Module) -> list[tuple[str, int, bool]]:
+    """``(target module, line, inside a function)`` for every dpadmm import of ``mod`` (read once per module)."""
+    return _imports(mod.name)
+
+
+@functools.lru_cache(maxsize=None)
+def _imports(name: str) -> list[tuple[str, int, bool]]:
+    return list(_walk_imports(MODULES[name]))
+
+
+def _walk_imports(mod: Module):
     in_function = set()
     for fn in ast.walk(mod.tree):
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -208,7 +238,7 @@ KERNELS_MAY_IMPORT = ("dpadmm.kernels", "dpadmm.exceptions", "dpadmm._core", "dp
 def _violations() -> list[str]:
     bad = []
     for m in MODULES.values():
-        if m.is_shim:
+        if m.is_shim or m.name in LAYER_EXCEPTIONS:
             continue  # a moved module's old path re-exports its new home, whatever layer that is
         for t, line, _ in imports(m):
             where = f"{m.path.relative_to(SRC)}:{line} imports {t}"

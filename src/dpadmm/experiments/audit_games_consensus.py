@@ -38,12 +38,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from ..privacy.audit import AuditResult, epsilon_lower_bound
-from .audit_games import CANARY, Game, _play
-from ..algorithms.graph_consensus import NeighbourMessage
 from .. import engine
 from ..algorithms import graph_consensus as gc
+from ..algorithms.consensus import node as consensus_node
+from ..algorithms.consensus.messages import NeighbourMessage
 from ..backends import PartySpec
+from ..privacy.audit import AuditResult, epsilon_lower_bound
+from .audit_games import CANARY, Game, _play
 from .audit_plants import plant_patch
 
 Z_B, Z_D, Z_C, Z_ETA, Z_ALPHA, Z_THETA, Z_REG = 4, 2, 1.0, 1.1, 4.0, 0.5, 0.1
@@ -170,8 +171,7 @@ def consensus_game(*, plant=None, bug: str = "", tag: str = "") -> Game:
 
 
 def consensus_plants() -> list[Game]:
-
-    real = gc._noise
-    return [consensus_game(plant=plant_patch(NODE, gc, "_noise", lambda rng, alpha, d: real(rng, 2.0 * alpha, d)),
+    real = consensus_node._noise  # patched where block_step looks it up
+    return [consensus_game(plant=plant_patch(NODE, consensus_node, "_noise", lambda rng, alpha, d: real(rng, 2.0 * alpha, d)),
                            tag=" (planted: noise x1/2)",
                            bug="graph_consensus._noise draws at rate 2 alpha (half the noise); the ledger keeps alpha")]

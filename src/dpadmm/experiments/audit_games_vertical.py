@@ -11,13 +11,13 @@ import numpy as np
 from .audit_games import CANARY, DELTA, EPSILON, Game, ScaledRNG, ZeroRNG, calibrated_nm as _nm
 from .audit_plants import (plant_half, plant_hub_rng, plant_patch, plant_reuse_parties, plant_reuse_rounds,
                            plant_setup_option)
-from ..algorithms.vertical_sharing import CoordinatorMessage
-from ..algorithms import vertical_sharing as vs
-from ..kernels.regularizers import get_regularizer
 from .. import engine
+from ..algorithms import vertical_sharing as vs
+from ..algorithms.vertical import party as vertical_party
+from ..algorithms.vertical.messages import CoordinatorMessage, PartyMessage
 from ..backends import PartySpec
-from ..algorithms.vertical_sharing import PartyMessage
 from ..kernels.losses import get_loss
+from ..kernels.regularizers import get_regularizer
 
 # ----------------------------------------------------------------------------- vertical feature side
 V_N, V_T, V_LAM, V_CLIP, V_SEND = 8, 4, 0.01, 1.0, 4.0
@@ -123,7 +123,7 @@ def vertical_plants(relation: str) -> list[Game]:
         vertical_game(relation, plant=plant_reuse_parties("party1", "party2"),
                       tag=" (planted: draw shared by two parties)",
                       bug="party 2 adds party 1's standard-normal draw of the same round"),
-        vertical_game(relation, plant=plant_patch("party2", vs, "clip_share_input", lambda v, V, V_inf=None: v),
+        vertical_game(relation, plant=plant_patch("party2", vertical_party, "clip_share_input", lambda v, V, V_inf=None: v),
                       tag=" (planted: clipping skipped)",
                       bug="party 2 skips clip_share_input: ||v|| <= V not enforced (the coordinator sends 4V)"),
         vertical_game(relation, plant=plant_setup_option("party2", private=dataclasses.replace(

@@ -95,7 +95,6 @@ import numpy as np
 
 from ...exceptions import PrivacyPreconditionError
 from ...kernels import fpca as F
-from ...kernels.fpca import clip_rows
 from ...kernels.quantile import check_loss
 from ...privacy.events import RECORD_REPLACE, GaussianRelease
 from ...privacy.policy import PolicyRefusal
@@ -183,7 +182,7 @@ def model_predict(model: dict, X: np.ndarray) -> np.ndarray:
     """Predictions of a released model (dict of public arrays, see :func:`stats_step` ``compare``) in the
     response's units, clipped to its band: ``clip(a + b (clip(s(x)/scale, c_1)·w + w_0), band)``."""
     basis = model["basis"]
-    A = clip_rows(basis.scores(X) / model["score_scale"], model["clip"])
+    A = F.clip_rows(basis.scores(X) / model["score_scale"], model["clip"])
     w = np.asarray(model["w"], float)
     f = A @ w[: A.shape[1]] + (float(w[-1]) if w.size > A.shape[1] else 0.0)
     lo, hi = model["band"]

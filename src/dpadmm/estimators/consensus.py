@@ -20,7 +20,7 @@ from ..algorithms import graph_consensus as gc
 from ..backends import PartySpec, get_backend
 from ..data.graphs import adjacency, make_graph, split_indices
 from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
-from ..privacy.zhang import zhang_privacy_curve, zhang_report
+from ..algorithms.consensus.report import zhang_privacy_curve, zhang_report
 from ..privacy.threats import finish
 from .._history import History
 from ..algorithms.consensus_baseline import PROTOCOL as BASELINE

@@ -26,8 +26,8 @@ from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 from ..kernels import fpca as F
 from ..kernels.quantile import pinball_score
 from ..privacy.accountants import ACCOUNTANTS
-from ..privacy.zhou import calibrate_total, iteration_noise_multiplier, zhou_report
-from ..privacy.zhou import total_epsilon as total_epsilon_of
+from ..algorithms.functional.report import calibrate_total, iteration_noise_multiplier, zhou_report
+from ..algorithms.functional.report import total_epsilon as total_epsilon_of
 from ..privacy.threats import finish
 from .._history import History
 from ..privacy.ledger import PrivacyLedger

@@ -26,7 +26,7 @@ from ..exceptions import InvalidDataError, PrivacyPreconditionError
 from ..kernels.losses import get_loss
 from ..kernels.regularizers import get_regularizer
 from ..privacy.accountants import calibrate_noise_multiplier
-from ..privacy.reports import hu_report
+from ..algorithms.vertical.report import hu_report
 from ..privacy.threats import THREAT_MODELS, finish
 from .._history import History
 from ._vertical_config import _VerticalConfig, _is_source

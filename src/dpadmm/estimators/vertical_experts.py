@@ -22,7 +22,7 @@ from ..exceptions import InvalidDataError, InvalidParameterError
 from ..privacy.accountants import calibrate_noise_multiplier
 from ..privacy.events import RECORD_REPLACE
 from ..privacy.ledger import PrivacyReport
-from ..privacy.reports import _cached_epsilon, _rr_block
+from ..algorithms.vertical.report import _cached_epsilon, _rr_block
 from ..privacy.threats import finish
 from ..backends.base import party_rng
 from ..algorithms import vertical_experts_party as vp

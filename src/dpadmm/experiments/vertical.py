@@ -19,7 +19,7 @@ from ..algorithms.vertical_data import default_row_clip
 from ..algorithms.vertical_data import prepare_block
 from ..data.remote import party_sources
 from ..kernels.losses import get_loss
-from ..privacy.reports import LABELS_READABLE
+from ..algorithms.vertical.report import LABELS_READABLE
 from ..privacy.ledger import render_side
 from ..cli._common import base_rate_log_loss
 

@@ -34,7 +34,7 @@ from ..algorithms import functional_quantile as fq
 from ..backends import PartySpec, get_backend
 from ..data.functional import simulate_zhou_scores, t3_quantile, zhou_basis, zhou_coefficients, zhou_grid
 from ..kernels import fpca as F
-from ..privacy.zhou import iteration_noise_multiplier, paper_bound, total_epsilon
+from ..algorithms.functional.report import iteration_noise_multiplier, paper_bound, total_epsilon
 from .._progress import task
 from ._plotting import legend_outside, readable_log
 

@@ -17,7 +17,7 @@ Iteration t → t+1 at node i (``V_i`` = degree, ``S_i(t) = Σ_{j∈V_i} f_j(t)`
   noise to f_i(t+1) *after* the update, before it is broadcast (primal variable perturbation);
   ``none`` is M-ADMM. Conventional ADMM is ``none`` with η_i(t) ≡ θ.
 - privacy [Zhang, Thm 4.1]: for pp/dvp, node i emits, per iteration, the pure-DP term
-  ``C(1.4c_1 + α_i(t))/(η_i(t) V_i B_i)`` (a :class:`PureDPRelease`); :mod:`dpadmm.privacy.zhang`
+  ``C(1.4c_1 + α_i(t))/(η_i(t) V_i B_i)`` (a :class:`PureDPRelease`); :mod:`dpadmm.algorithms.consensus.report`
   sums and maximises them into P(t).
 
 The step is written once for a *block* of K nodes held as stacked, zero-padded arrays

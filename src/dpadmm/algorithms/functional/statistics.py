@@ -74,7 +74,7 @@ releases a larger share of the budget than one ADMM round (``noise_multiplier``,
 Composition: one replaced pair of worker i changes only worker i's releases; everything every other
 worker computes afterwards (its scores, its ADMM messages) depends on worker i's data only through
 the hub's sums of *noisy* releases, i.e. by post-processing. So worker i's guarantee composes its own
-releases here with its own L ADMM releases (the engine's ledger holds both; ``privacy.zhou`` composes
+releases here with its own L ADMM releases (the engine's ledger holds both; ``algorithms.functional.report`` composes
 per worker and reports the worst), and the run's ε is that worker's.
 
 | symbol | code |

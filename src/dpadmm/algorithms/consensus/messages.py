@@ -81,4 +81,4 @@ class Setup(NamedTuple):
     names: Any  # the block's node names
     X_list: Any  # one feature block per node (PartyData references to the nodes' own files, or arrays)
     y_list: Any  # one ±1 label vector per node
-    options: Mapping[str, Any] = {}
+    options: Mapping[str, Any]

@@ -143,4 +143,4 @@ class Setup(NamedTuple):
     y_scale: float  # public scale of the response
     clip: float | None  # the score clip c1 on the standardised scores [Zhou, Lemma 2]; None: no clip, non-private
     settings: Settings
-    options: Mapping[str, Any] = {}
+    options: Mapping[str, Any]

@@ -154,4 +154,4 @@ class Setup(NamedTuple):
 
     name: str
     D: Any  # the party's block: a PartyData reference to its own file, or an array in a simulation
-    options: Mapping[str, Any] = {}
+    options: Mapping[str, Any]

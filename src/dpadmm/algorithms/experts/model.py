@@ -115,7 +115,7 @@ def _solve(A, labels, lam: float, gtol: float) -> np.ndarray:
     w = np.zeros(k)
     target = max(gtol * 1e-6, 1e-14)  # solve well past the bound the proof needs; the check below is the bound
     if k > 1000:  # wide blocks: L-BFGS (O(nnz) per step) instead of a k×k Newton system, then the same check
-        from scipy.optimize import minimize
+        from scipy.optimize import minimize  # third-party, on the solver's fallback path only (start-up cost)
 
         w = minimize(f, w, jac=True, method="L-BFGS-B",
                      options={"maxiter": 20_000, "gtol": target, "ftol": 0.0, "maxcor": 30}).x

@@ -5,5 +5,6 @@
   holder's z- and dual updates; :mod:`.label` — the label side's mechanisms and the label party's refit;
 - :mod:`.data` — a party reading its own file; :mod:`.scoring` — scoring new records with a party's model;
   :mod:`.sgd` — the vertical SGD baseline;
-- :mod:`.policy` — the party's policy hooks and the price of a run; :mod:`.protocol` (on top) — the declarations.
+- :mod:`.policy` — the party's policy hooks and the price of a run; :mod:`.report` — the accounting [Hu];
+  :mod:`.protocol` (on top) — the declarations.
 """

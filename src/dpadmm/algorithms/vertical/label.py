@@ -101,7 +101,7 @@ def _newton_refit(f, A, base, labels, loss, pen, w):
 def _fit_rows(A, base, labels, loss, pen, w0, rows=None):
     """``argmin_w mean_i ℓ(a_iᵀw + base_i, Y_i) + ½ Σ_j pen_j w_j²`` over ``rows`` (all by default):
     Newton for at most 1,000 columns, L-BFGS otherwise; O(nnz) per evaluation."""
-    from scipy.optimize import minimize
+    from scipy.optimize import minimize  # third-party, needed by this refit path only (start-up cost)
 
     if rows is not None:
         A, base, labels = A[rows], base[rows], labels[rows]

@@ -38,11 +38,11 @@ from unittest import mock
 
 import numpy as np
 
+from ..algorithms.vertical import label as vertical_label
+from ..estimators import vertical as vertical_estimator
+from ..estimators.vertical import _rr_labels
 from ..privacy.audit import AuditResult, clopper_pearson_upper
 from .audit_games import CANARY, EPSILON, Game
-from ..estimators.vertical import _rr_labels
-from ..algorithms import vertical_label as vl
-from ..backends import base
 
 RR_N, RR_PARTIES = 8, 2
 
@@ -144,7 +144,8 @@ def rr_game(*, plant=None, bug: str = "", tag: str = "") -> Game:
 
 
 def _flip_at_double_epsilon() -> ContextManager:
-    return mock.patch.object(vl, "flip_probability", lambda epsilon: float(1.0 / (1.0 + np.exp(2.0 * epsilon))))
+    # patched where randomized_response looks it up
+    return mock.patch.object(vertical_label, "flip_probability", lambda epsilon: float(1.0 / (1.0 + np.exp(2.0 * epsilon))))
 
 
 class _SharedDraw:
@@ -161,8 +162,8 @@ class _SharedDraw:
 
 
 def _shared_draw() -> ContextManager:
-    real = base.party_rng
-    return mock.patch.object(base, "party_rng",
+    real = vertical_estimator.party_rng  # patched where _rr_labels looks it up
+    return mock.patch.object(vertical_estimator, "party_rng",
                              lambda entropy, index, round_: _SharedDraw(real(entropy, index, round_)))
 
 

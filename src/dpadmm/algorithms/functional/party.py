@@ -55,7 +55,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ...kernels.fpca import clip_rows
+from ...kernels import fpca  # fpca.clip_rows looked up at the call (the audit plants a broken clip there)
 from ...privacy.events import RECORD_REPLACE, GaussianRelease
 from ...privacy.policy import PolicyRefusal
 from .local import _linearized, exact_local_solve, mean_check_loss, sensitivity
@@ -161,7 +161,7 @@ def setup_party_from_curves(name: str, X, y, basis, score_scale, y_loc: float, y
     """Worker-side setup from the worker's own curves: scores on the public basis, standardised
     (``/score_scale``), clipped to ``‖A_ij‖ ≤ clip`` [Zhou, Lemma 2] (None: no clip, non-private), an
     intercept column if ``options["fit_intercept"]``, and the response as (y − a)/b."""
-    A = clip_rows(basis.scores(np.asarray(X, float)) / score_scale, clip)
+    A = fpca.clip_rows(basis.scores(np.asarray(X, float)) / score_scale, clip)
     if options.get("fit_intercept", False):
         A = np.concatenate([A, np.ones((A.shape[0], 1))], axis=1)
     return make_party(name, A, (np.asarray(y, float) - y_loc) / y_scale, settings, **options)

@@ -146,12 +146,13 @@ def test_party_file_errors_name_the_separator_and_the_plain_id(tmp_path, capsys)
 def test_library_messages_in_cli_terms_for_the_cli():
     """A library message names Python parameters; the CLI rewrites them to its options (only options of the
     command being run)."""
+    from dpadmm.cli import app
     from dpadmm.cli._ranges import cli_terms
 
     msg = "too few curves to estimate the response's range (pass y_range=(lo, hi)); got tau=1.5."
-    assert cli_terms(msg, ["functional"]) == ("too few curves to estimate the response's range (pass --y-range lo,hi); "
+    assert cli_terms(msg, ["functional"], app) == ("too few curves to estimate the response's range (pass --y-range lo,hi); "
                                               "got --tau 1.5.")
-    assert cli_terms("random_state must be a non-negative int, got random_state=-1.", ["consensus"]) == \
+    assert cli_terms("random_state must be a non-negative int, got random_state=-1.", ["consensus"], app) == \
         "--seed must be a non-negative int, got --seed -1."
-    assert cli_terms("normalise the rows (normalize=True).", ["consensus"]) == "normalise the rows (--normalize)."
-    assert cli_terms("tau must be in (0, 1)", ["vertical"]) == "tau must be in (0, 1)"  # not a vertical option
+    assert cli_terms("normalise the rows (normalize=True).", ["consensus"], app) == "normalise the rows (--normalize)."
+    assert cli_terms("tau must be in (0, 1)", ["vertical"], app) == "tau must be in (0, 1)"  # not a vertical option

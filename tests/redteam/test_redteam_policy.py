@@ -396,10 +396,12 @@ def test_R1_planted_zero_sensitivity_is_caught_twice(vertical, monkeypatch):
 
     vertical.setup(vs.PROTOCOL, vertical.args(), 3)
     vertical.step(0, vs.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
-    monkeypatch.setattr(vs, "sensitivity", lambda cfg, rho, v=None: 0.0)
+    from dpadmm.algorithms.vertical import party as vertical_party  # the step's home module (vs re-exports it)
+
+    monkeypatch.setattr(vertical_party, "sensitivity", lambda cfg, rho, v=None: 0.0)
     with pytest.raises(PrivacyPreconditionError, match="non-zero share at sensitivity 0"):
         vertical.step(1, vs.CoordinatorMessage(1, np.zeros(N), np.ones(N), 1.0))
-    monkeypatch.setattr(vs, "release", lambda cfg, share, rho, t, rng, v=None, size=None:
+    monkeypatch.setattr(vertical_party, "release", lambda cfg, share, rho, t, rng, v=None, size=None:
                         (share, [GaussianRelease(cfg.name, t, 0.0, 0.0, FEATURE_COLUMN)]))
     with pytest.raises(_Refused, match="priced a non-zero message at sensitivity 0"):
         vertical.step(1, vs.CoordinatorMessage(1, np.zeros(N), np.ones(N), 1.0))

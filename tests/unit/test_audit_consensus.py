@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dpadmm.algorithms.consensus import node as consensus_node  # where block_step draws its noise
 from dpadmm.experiments.audit_games import play
 from dpadmm.experiments.audit_games_consensus import (NODE, Z_ALPHA, Z_ETA, Z_REG, _b0, _grad, _records,
                                                       consensus_game, consensus_plants, log_likelihood_ratio)
@@ -19,7 +20,7 @@ def test_the_release_inverts_to_the_noise_the_node_drew():
     from dpadmm.experiments.audit_games import _play
 
     drawn = []
-    real = gc._noise
+    real = consensus_node._noise
 
     def spy(rng, alpha, d):
         out = real(rng, alpha, d)
@@ -27,7 +28,7 @@ def test_the_release_inverts_to_the_noise_the_node_drew():
         return out
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(gc, "_noise", spy)
+        mp.setattr(consensus_node, "_noise", spy)
         rec = _play(consensus_game(), 0, 20, 3)
     F = np.stack([np.asarray(m.f, float)[0] for m in rec["streams"][NODE][:20]])
     X, _, y = _records()

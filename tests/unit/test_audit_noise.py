@@ -25,6 +25,7 @@ import pytest
 from scipy.stats import chi2
 
 from dpadmm.algorithms import vertical_sharing as vs
+from dpadmm.algorithms.vertical import party as vertical_party  # where release draws its noise
 from dpadmm.estimators.vertical import VerticalLogisticRegression
 from dpadmm.privacy.accountants.gaussian import calibrate_noise_multiplier
 
@@ -283,22 +284,22 @@ def test_drawn_noise_is_uncorrelated_across_rounds_and_parties(case):
 
 # ----------------------------------------------------------------------------- the tests catch the plants
 def _halve(mp):
-    real = vs.isotropic_gaussian
-    mp.setattr(vs, "isotropic_gaussian", lambda rng, sigma, n, size=None: 0.5 * real(rng, sigma, n, size))
+    real = vertical_party.isotropic_gaussian
+    mp.setattr(vertical_party, "isotropic_gaussian", lambda rng, sigma, n, size=None: 0.5 * real(rng, sigma, n, size))
 
 
 def _reuse(mp, source: int, target: int):
     """Call ``target`` of the sampler returns call ``source``'s standard-normal draw, times its own σ. Calls go
     party 1, party 2 round after round: (2, 3) shares a draw between the parties in round 1, (2, 4) reuses
     party 1's round-1 draw in round 2."""
-    real, calls = vs.isotropic_gaussian, []
+    real, calls = vertical_party.isotropic_gaussian, []
 
     def sampler(rng, sigma, n, size=None):
         z = real(rng, 1.0, n, size)
         calls.append(z)
         return sigma * (calls[source] if len(calls) - 1 == target else z)
 
-    mp.setattr(vs, "isotropic_gaussian", sampler)
+    mp.setattr(vertical_party, "isotropic_gaussian", sampler)
 
 
 def test_variance_test_fails_when_the_drawn_noise_is_halved():
@@ -311,10 +312,7 @@ def test_variance_test_fails_when_the_drawn_noise_is_halved():
 def test_label_variance_test_fails_when_the_coordinators_noise_is_halved():
     from dpadmm.experiments.audit_games import ScaledRNG
 
-    try:  # where the label mechanism lives (vertical_label since the vertical split)
-        from dpadmm.algorithms import vertical_label as home
-    except ImportError:
-        home = vs
+    from dpadmm.algorithms.vertical import coordinator as home  # where coordinator_step looks the label step up
     real = home.label_private_step
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(home, "label_private_step", lambda cfg, st, out, *, rng: real(cfg, st, out, rng=ScaledRNG(rng, 0.5)))

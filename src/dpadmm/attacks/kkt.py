@@ -30,6 +30,9 @@ from typing import Any
 
 import numpy as np
 from scipy.special import expit
+from ..estimators.consensus import ConsensusLogisticRegression
+from .._validation import binary_labels, check_random_state
+from ..data.graphs import split_indices
 
 
 def kkt_reconstruct(*, X_known: np.ndarray, y_known: np.ndarray, path: np.ndarray, node: int, neighbours,
@@ -92,8 +95,6 @@ def run_kkt_attack(X, y, *, n_nodes: int = 5, topology: Any = "ring", node: int 
     the first point of node ``node``: (1) η public, no noise; (2) η private (attacker guesses η̂ ≡ θ),
     no noise; (3) η public, PP noise with α(t) = alpha·alpha_growth^{t−1}.
     """
-    from ..estimators.consensus import ConsensusLogisticRegression
-
     common = dict(C=C, reg_weight=reg_weight, n_nodes=n_nodes, topology=topology, theta=theta, eta=eta,
                   eta_growth=eta_growth, max_iter=iterations, random_state=random_state, record_path=True,
                   monitor=False)
@@ -102,8 +103,6 @@ def run_kkt_attack(X, y, *, n_nodes: int = 5, topology: Any = "ring", node: int 
         "pp": ConsensusLogisticRegression(**common, perturbation="pp", alpha=alpha, alpha_growth=alpha_growth).fit(X, y),
     }
     # the node's data as the estimator split it (same seed → same split)
-    from .._validation import binary_labels, check_random_state
-    from ..data.graphs import split_indices
 
     seed = check_random_state(random_state)
     y_pm, _ = binary_labels("y", y)

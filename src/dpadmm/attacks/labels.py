@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 from scipy.stats import rankdata
+from ..estimators import VerticalLogisticRegression
 
 
 def auc(scores: np.ndarray, positive: np.ndarray) -> float:
@@ -150,8 +151,6 @@ def run_label_attack(blocks, y, *, label_epsilon: float | None, delta: float = 1
                      party: str = "party2") -> tuple[LabelAttackResult, dict]:
     """Fit with canaries (label-private at ``label_epsilon``, or the published protocol if None), record
     what ``party`` receives, attack it. Returns the result and the fit's facts (ε, rounds)."""
-    from ..estimators import VerticalLogisticRegression
-
     rng = np.random.default_rng(seed)
     y_c, canaries = with_canaries(y, n_canaries, rng)
     rec = ReceivedRecorder(party)

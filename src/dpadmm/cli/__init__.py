@@ -14,34 +14,12 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Optional
 
 import typer
 
 from ..exceptions import DPADMMError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Differentially private distributed learning with ADMM.")
-
-
-def _version_callback(value: bool) -> None:
-    if value:
-        from .. import __version__
-
-        print(f"dpadmm {__version__}")
-        raise typer.Exit(0)
-
-
-@app.callback()
-def _root(version: Optional[bool] = typer.Option(None, "--version", callback=_version_callback, is_eager=True,
-                                                  help="Print the version and exit.")):
-    """Differentially private distributed learning with ADMM.
-
-    Vertical ADMM sharing [Hu] (`vertical`, `demo`), decentralised consensus over a graph [Zhang]
-    (`consensus`, `attack kkt`), distributed functional quantile regression [Zhou] (`functional`),
-    paper reproductions (`reproduce`) and an empirical privacy audit (`audit`).
-    """
-
+from ._app import app  # noqa: E402  (the Typer app; every command module registers on it)
 
 from . import vertical as _vertical  # noqa: E402,F401  (registers commands)
 from . import demo as _demo  # noqa: E402,F401
@@ -107,7 +85,7 @@ def _dispatch(argv: list[str]) -> int:
         from ._ranges import cli_terms
 
         log = restore_stderr(failed=True)
-        print(f"error: {cli_terms(str(exc), argv)}" + (f" (Ray's own log: {log})" if log else ""), file=sys.stderr)
+        print(f"error: {cli_terms(str(exc), argv, app)}" + (f" (Ray's own log: {log})" if log else ""), file=sys.stderr)
         return 2
     except typer.Exit as exc:
         return exc.exit_code

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from . import app
+from ._app import app
 from ._common import console, heartbeat, output_dir, write_json
 
 E2E_RUNS, E2E_QUICK_RUNS = 2000, 300

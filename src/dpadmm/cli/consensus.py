@@ -9,7 +9,7 @@ from typing import List, Optional
 import typer
 
 from . import _backend as bk
-from . import app
+from ._app import app
 from ._common import console, elapsed, heartbeat, output_dir, progress, write_json
 from ..exceptions import DataFileError, InvalidParameterError
 

@@ -9,7 +9,7 @@ import numpy as np
 
 import typer
 
-from . import app
+from ._app import app
 from ._common import base_rate_log_loss, console, elapsed, fmt_prob, output_dir, progress, verdict, write_json
 from .vertical import DEMO_DELTA, _check_budget
 

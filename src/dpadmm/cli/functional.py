@@ -10,7 +10,7 @@ import numpy as np
 import typer
 
 from . import _backend as bk
-from . import app
+from ._app import app
 from ._common import console, elapsed, output_dir, progress, write_json
 from ..exceptions import DataFileError, InvalidParameterError
 

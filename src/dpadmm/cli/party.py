@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from . import app
+from ._app import app
 from ..exceptions import InvalidParameterError
 
 party_app = typer.Typer(add_completion=False, no_args_is_help=True,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from . import app
+from ._app import app
 from ._common import console, heartbeat, output_dir, write_json
 from ..exceptions import InvalidParameterError
 

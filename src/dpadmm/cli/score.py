@@ -16,7 +16,7 @@ from typing import List, Optional
 import numpy as np
 import typer
 
-from . import app
+from ._app import app
 from . import _backend as bk
 from ._common import console, output_dir, write_json
 from ..exceptions import DataFileError, InvalidParameterError

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from . import app
+from ._app import app
 from . import _backend as bk
 from ._common import console, elapsed, fmt_prob, output_dir, progress, write_json
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError

@@ -11,6 +11,7 @@ from importlib import resources
 import numpy as np
 
 from .libsvm import load_libsvm
+from ..exceptions import InvalidParameterError
 
 A9A_N_FEATURES = 123
 A9A_PARTIES = (66, 57)  # [Hu, §5]: first 66 features = the label-holding party
@@ -23,8 +24,6 @@ def _bundled(name: str):
 def load_a9a(split: str = "train"):
     """Return ``(X, y)`` of a9a's ``train`` (32,561 × 123) or ``test`` (16,281 × 123) split, y ∈ {−1, +1}."""
     if split not in ("train", "test"):
-        from ..exceptions import InvalidParameterError
-
         raise InvalidParameterError(f"split must be 'train' or 'test', got split={split!r}.")
     fname = "a9a.gz" if split == "train" else "a9a.t.gz"
     with resources.as_file(_bundled(fname)) as path:

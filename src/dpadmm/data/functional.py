@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import DataFileError, InvalidDataError, InvalidParameterError
+from .._validation import check_int, check_open_unit
+from ..exceptions import MissingDependencyError
 
 N_TERMS = 50
 
@@ -179,8 +181,6 @@ def t3_quantile(tau) -> np.ndarray:
 def simulate_zhou(n: int = 100_000, *, tau: float = 0.5, grid_size: int = 100, n_terms: int = N_TERMS,
                   random_state=None) -> FunctionalData:
     """The simulation of [Zhou, §5] (see module docstring)."""
-    from .._validation import check_int, check_open_unit
-
     check_int("n", n)
     check_open_unit("tau", tau)
     check_int("grid_size", grid_size, minimum=2)
@@ -204,7 +204,6 @@ def load_fertility() -> FunctionalData:
     try:
         from statsmodels.datasets import fertility
     except ImportError:  # pragma: no cover
-        from ..exceptions import MissingDependencyError
 
         raise MissingDependencyError("the fertility dataset ships with statsmodels; pip install 'statsmodels>=0.14'.") from None
     df = fertility.load_pandas().data

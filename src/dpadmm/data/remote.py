@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..exceptions import DataFileError, InvalidDataError, InvalidParameterError
 from .parties import _read_csv, normalize_rows, separator_hint
+from .prepare import column_scaling, prepare_block
 
 
 def _header(path: Path, what: str) -> list[str]:
@@ -109,8 +110,6 @@ class PartyFile:
             raise InvalidDataError(f"party {m} file {path} lacks an id it was sent; send ids as the files write them.")
         arr = full[pos]
         if self.prepare == "standardize":
-            from ..algorithms.vertical_data import column_scaling, prepare_block
-
             scaling = None
             if self.scaling_from is not None:  # the party's own training file: its statistics, all its rows
                 ref = _read_csv(self.scaling_from, f"party {m} training file")

@@ -18,6 +18,7 @@ from ..algorithms import vertical_sharing as vs
 from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
 from ..kernels.linalg import SOLVERS
 from ..privacy.accountants import ACCOUNTANTS
+from ..data.parties import partition_columns
 
 
 def _is_source(block) -> bool:
@@ -44,7 +45,6 @@ class _VerticalConfig:
         else:
             A = as_float_matrix(name, X, accept_sparse=True)  # sparse stays CSR
             sizes = self.party_sizes if self.party_sizes is not None else [A.shape[1]]
-            from ..data.parties import partition_columns
             blocks = partition_columns(A, sizes)
         if hasattr(self, "party_dims_"):
             dims = tuple(B.shape[1] for B in blocks)

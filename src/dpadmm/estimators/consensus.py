@@ -20,9 +20,12 @@ from ..algorithms import graph_consensus as gc
 from ..backends import PartySpec, get_backend
 from ..data.graphs import adjacency, make_graph, split_indices
 from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
-from ..privacy.zhang import zhang_privacy_curve, zhang_report
+from ..algorithms.consensus.report import zhang_privacy_curve, zhang_report
 from ..privacy.threats import finish
 from .._history import History
+from ..algorithms.consensus_baseline import PROTOCOL as BASELINE
+from ..algorithms import consensus_baseline as cb
+from ..backends import InProcessBackend
 
 DEFAULT_C = 50.0
 DEFAULT_REG_WEIGHT = 1.0
@@ -229,8 +232,6 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         hub = engine.Hub(hub_cfg, gc.init_router, gc.router_step, gc.router_metrics)
         backend = get_backend(self.backend)
         if self.perturbation in ("pp", "dvp") and self.fallback_epsilon:  # a simulation's require_protocol: no-op
-            from ..algorithms.consensus_baseline import PROTOCOL as BASELINE
-
             backend.require_protocol(BASELINE.name, [name for name, _ in groups],
                                      f" (the DP base-rate fallback, fallback_epsilon={self.fallback_epsilon:g}; "
                                      "fallback_epsilon=0 turns it off)")
@@ -300,8 +301,6 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         Over gRPC the nodes release their two numbers as that protocol's declared round messages (each node
         serving ``--protocol consensus-baseline`` prices them with its own policy and ledger); elsewhere the
         nodes' two steps run in-process (each node's noise from its own generator)."""
-        from ..algorithms import consensus_baseline as cb
-        from ..backends import InProcessBackend
 
         eps_b = eps_c = 0.5 * float(self.fallback_epsilon)
         names = [f"node{i}" for i in range(len(Xs))]

@@ -26,10 +26,12 @@ from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 from ..kernels import fpca as F
 from ..kernels.quantile import pinball_score
 from ..privacy.accountants import ACCOUNTANTS
-from ..privacy.zhou import calibrate_total, iteration_noise_multiplier, zhou_report
-from ..privacy.zhou import total_epsilon as total_epsilon_of
+from ..algorithms.functional.report import calibrate_total, iteration_noise_multiplier, zhou_report
+from ..algorithms.functional.report import total_epsilon as total_epsilon_of
 from ..privacy.threats import finish
 from .._history import History
+from ..privacy.ledger import PrivacyLedger
+from ..engine import HUB
 
 BASES = ("auto", "fpca", "private-fpca", "fourier", "bspline")
 
@@ -543,8 +545,6 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
 
     def _report(self, result, stats, stats_ledger, c1, c_total, eps_iter, delta_iter, L, monitor, compare_ledger=None):
         """The run's privacy report: every release of every worker (statistics + ADMM rounds) composed."""
-        from ..privacy.ledger import PrivacyLedger
-
         ledger = PrivacyLedger()
         ledger.record(stats_ledger.events)
         ledger.record(result.ledger.events)
@@ -658,8 +658,6 @@ def private_fit_transcript(X, y, *, grid=None, **params):
     what the adversary of the ``functional`` threat model sees — and the reported total ε (for
     end-to-end audits). ``params`` are :class:`FunctionalQuantileRegressor` parameters and must make
     the fit private (``epsilon`` or ``total_epsilon``)."""
-    from ..engine import HUB
-
     msgs: list = []
 
     def tap(run, round_, sender, receiver, message, kind):

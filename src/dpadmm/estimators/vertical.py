@@ -26,10 +26,12 @@ from ..exceptions import InvalidDataError, PrivacyPreconditionError
 from ..kernels.losses import get_loss
 from ..kernels.regularizers import get_regularizer
 from ..privacy.accountants import calibrate_noise_multiplier
-from ..privacy.reports import hu_report
+from ..algorithms.vertical.report import hu_report
 from ..privacy.threats import THREAT_MODELS, finish
 from .._history import History
 from ._vertical_config import _VerticalConfig, _is_source
+from ..backends.base import party_rng
+from ..privacy.events import LABEL_CHANGE, PureDPRelease
 
 class RankDeficiencyWarning(UserWarning):
     """A party block is not of full column rank (handled exactly; see the message)."""
@@ -46,8 +48,6 @@ def _rr_labels(y, epsilon: float, nseed, n_parties: int, checkpoint_dir, resume_
     release stored in the label party's own checkpoint directory, so resuming never releases twice)."""
     from pathlib import Path
 
-    from ..backends.base import party_rng
-    from ..privacy.events import LABEL_CHANGE, PureDPRelease
 
     if resume_from is not None and (Path(resume_from) / "rr_labels.npy").is_file():
         return np.load(Path(resume_from) / "rr_labels.npy"), [PureDPRelease("coordinator", 0, epsilon, LABEL_CHANGE)]

@@ -1,6 +1,7 @@
 """Vertical "independent experts" classifier: each party's own DP model, combined by the label party.
 
-The protocol, its threat model and its sensitivity proof are in :mod:`dpadmm.algorithms.vertical_experts`.
+The protocol, its threat model and its sensitivity proof are in :mod:`dpadmm.algorithms.experts.model`; its accounting in
+:mod:`dpadmm.algorithms.experts.report`.
 This estimator runs the parties in the caller's process (a simulation of the deployment: party m's steps
 see only its block and what the label party sends it, the labels).
 """
@@ -20,20 +21,12 @@ from ..algorithms import vertical_experts as ve
 from ..algorithms import vertical_label as vl
 from ..exceptions import InvalidDataError, InvalidParameterError
 from ..privacy.accountants import calibrate_noise_multiplier
-from ..privacy.events import RECORD_REPLACE
 from ..privacy.ledger import PrivacyReport
-from ..privacy.reports import _cached_epsilon, _rr_block
-from ..privacy.threats import finish
+from ..algorithms.experts.report import LABEL_THREAT, LABELS_SENT, THREAT, experts_report, nothing_released  # noqa: F401
+from ..backends.base import party_rng
+from ..algorithms import vertical_experts_party as vp
+from ..backends.base import PartySpec
 
-THREAT = ("adversary: the label party and every other party, colluding, and anyone who sees scoring requests; "
-          "sees the labels it is sent (if any) and every logit party m sends at scoring time, on new records (party m "
-          "refuses to score its training rows: their logits are not post-processing of its DP model); "
-          "protects each training record of party m (replace one row, and its label); party m sends nothing "
-          "computed from its training rows during training; public: n, d_m, R, lambda, the noise_norm rule")
-LABEL_THREAT = ("adversary: any other party (or all of them, colluding); sees the labels the label party sends it "
-                "once (exact, or through randomized response); protects each training label; the label party's own "
-                "model and the combination stay with the label party")
-LABELS_SENT = "the label party sends the exact training labels to every other party (each fits its own model on them)"
 
 
 class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
@@ -114,7 +107,6 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         self.n_blocks_ = int(n_blocks)
         seed = noise_seed(self.random_state)
         self.noise_source_ = "party-local" if seed is None else "seeded"
-        from ..backends.base import party_rng
 
         # the label party: its own model on its exact labels (stays with it), the prior log-odds
         self.own_coef_ = self._own_model(own_block, y_pm)
@@ -147,7 +139,6 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         if side is None:
             return self
         seed, sent, pure, z = side
-        from ..backends.base import party_rng
 
         self.coefs_, self.expert_lambdas_, events, self.experts_ = [], [], [], []
         for m, B in enumerate(blocks[1:], start=1):
@@ -175,8 +166,6 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         them (``GrpcBackend``: every party serves ``vertical-experts``). Each party fits and keeps its model
         (:mod:`dpadmm.algorithms.vertical_experts_party`); :meth:`remote_decision` asks for logits on new records.
         When the label party keeps its own model (``kept_own_model_``) no party is contacted."""
-        from ..algorithms import vertical_experts_party as vp
-        from ..backends.base import PartySpec
 
         own_block = self._check([own_block, own_block])[1][0]
         names = list(parties)
@@ -217,42 +206,13 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         return np.append(lr.coef_.ravel(), lr.intercept_[0])
 
     def _nothing_released(self, floor: float) -> PrivacyReport:
-        """The report of a fit in which no label was sent and no expert fitted: ε = 0 on both sides."""
-        why = (f"nothing left the label party: n (1 - 2q)^2 = {self.effective_rows_:.0f} < {floor:.0f} at label "
-               f"epsilon {float(self.label_epsilon):g} (too few labels survive randomized response for an expert to "
-               "help), so the label party kept its own model")
-        label = {"protected": True, "epsilon": 0.0, "delta": 0.0, "relation": "label", "note": why,
-                 "threat_model": LABEL_THREAT}
-        rep = PrivacyReport(epsilon=0.0, delta=float(self.delta), accountant="nothing released",
-                            relation=RECORD_REPLACE.key, relation_description=RECORD_REPLACE.description,
-                            per_party={}, mechanism="none: the label party kept its own model", rounds=0,
-                            label=label, notes=[why], side="features")
-        return finish(rep, threat_model=THREAT, noise_source=self.noise_source_)
+        """The report of a fit in which no label was sent and no expert fitted (:func:`.experts.report.nothing_released`)."""
+        return nothing_released(effective_rows=self.effective_rows_, floor=floor, label_epsilon=float(self.label_epsilon),
+                                delta=float(self.delta), noise_source=self.noise_source_)
 
     def _report(self, events, pure, z, simulation: bool = False):
-        if not events and not pure:
-            return None
-        per_party = {e.party: _cached_epsilon((e.noise_multiplier,), float(self.delta), "pld") for e in events}
-        eps = max(per_party.values()) if per_party else math.inf
-        label = dict(_rr_block(pure), threat_model=LABEL_THREAT) if pure else {
-            "protected": False, "epsilon": "inf", "delta": None, "relation": "label", "note": LABELS_SENT,
-            "threat_model": LABEL_THREAT}
-        notes = [] if per_party else ["epsilon = inf: features are not protected (fit with epsilon=)"]
-        if simulation and per_party:
-            notes.append(self.SIMULATION_NOTE)
-        rep = PrivacyReport(
-            epsilon=eps, delta=float(self.delta) if per_party else float("nan"), accountant="dp-accounting PLD",
-            relation=RECORD_REPLACE.key, relation_description=RECORD_REPLACE.description, per_party=per_party,
-            mechanism="output perturbation: each party's ridge-logistic coefficient + N(0, sigma^2 I), once",
-            noise_multiplier=z, rounds=1, label=label, notes=notes,
-            releases=[{"party": e.party, "side": "features", "relation": e.relation.key, "sensitivity": e.sensitivity,
-                       "sigma": e.sigma, "noise_multiplier": e.noise_multiplier, "rounds": 1} for e in events],
-            assumptions=[{"premise": "rows of norm <= row_clip", "enforced": "each party clips its rows at fit and "
-                          "scoring time"},
-                         {"premise": "the exact minimiser", "enforced": "solver run to a checked gradient norm; the "
-                          "residual error is in the sensitivity"}],
-            side="features")
-        return finish(rep, threat_model=THREAT, noise_source=self.noise_source_)
+        return experts_report(events, pure, delta=float(self.delta), noise_multiplier=z, noise_source=self.noise_source_,
+                              simulation_note=self.SIMULATION_NOTE if simulation else None)
 
     def decision_function(self, blocks) -> np.ndarray:
         """The combined logit: the label party's own model plus each party's (de-biased) expert logit (the own

@@ -13,6 +13,7 @@ from ..algorithms import vertical_sharing as vs
 from ..backends import PartySpec, get_backend
 from ..kernels.losses import get_loss
 from .vertical import _VerticalADMM, _party_names
+from ..algorithms import vertical_sgd as sgd
 
 
 class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
@@ -31,8 +32,6 @@ class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
         self.backend = backend
 
     def fit(self, X, y, *, eval_set=None, callbacks=()):
-        from ..algorithms import vertical_sgd as sgd
-
         check_positive("lam", self.lam, allow_zero=True)
         check_positive("lr", self.lr)
         check_int("batch_size", self.batch_size)

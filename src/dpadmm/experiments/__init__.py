@@ -6,27 +6,21 @@ each writes its PNG and data files into ``out_dir`` and returns a summary.
 
 from __future__ import annotations
 
+import importlib
 from typing import Callable
 
-REPRODUCTIONS: dict[str, Callable] = {}
+from .registry import REPRODUCTIONS, register  # noqa: F401  (the registry's home is .registry)
 
-
-def register(name: str):
-    """Decorator adding a reproduction to ``REPRODUCTIONS``."""
-    def deco(fn):
-        REPRODUCTIONS[name] = fn
-        return fn
-    return deco
+#: reproduction modules (they register themselves; imported on demand so that the CLI starts without them)
+REPRODUCTION_MODULES = ("hu", "zhang", "zhou")
 
 
 def load_all() -> dict[str, Callable]:
     """Import every reproduction module (they register themselves) and return the registry."""
-    from . import hu  # noqa: F401
-
-    for mod in ("zhang", "zhou"):
+    for mod in REPRODUCTION_MODULES:
         try:
-            __import__(f"{__name__}.{mod}")
+            importlib.import_module(f"{__name__}.{mod}")
         except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{mod}":
+            if mod == "hu" or exc.name != f"{__name__}.{mod}":
                 raise
     return REPRODUCTIONS

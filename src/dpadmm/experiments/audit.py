@@ -15,6 +15,11 @@ import numpy as np
 
 from ..privacy.accountants import calibrate_noise_multiplier, gaussian_epsilon
 from ..privacy.audit import AuditResult, audit_pair
+from ..algorithms import vertical_sharing as vs
+from ..data.parties import normalize_rows
+from ..kernels.regularizers import L2
+from ..algorithms import graph_consensus as gc
+from ..algorithms import functional_quantile as fq
 
 AUDIT_DELTA = 1e-5
 AUDIT_CLAIM = 1.0
@@ -22,9 +27,6 @@ AUDIT_CLAIM = 1.0
 
 def _hu_vertical(samples: int, seed: int, confidence: float, broken: bool) -> AuditResult:
     """[Hu, eq. 16] through ``vertical_sharing.release`` on a small party block."""
-    from ..algorithms import vertical_sharing as vs
-    from ..data.parties import normalize_rows
-    from ..kernels.regularizers import L2
 
     gen = np.random.default_rng(2024)
     D = normalize_rows(gen.integers(0, 2, size=(40, 5)).astype(float) + 0.1)
@@ -53,8 +55,6 @@ def _zhang_pp(samples: int, seed: int, confidence: float, broken: bool = False) 
     node broadcasts after its first perturbed update, on datasets differing in one record (label
     flipped). Claimed: the per-iteration term of [Zhang, Thm 4.1] (pure DP). The block holds
     ``chunk`` copies of the node, so one step draws ``chunk`` independent releases."""
-    from ..algorithms import graph_consensus as gc
-
     samples = min(samples, 200_000)  # each release costs a Newton solve: cap the sample count
     gen = np.random.default_rng(7)
     B, d = 10, 2
@@ -90,8 +90,6 @@ def _zhou_fdp(samples: int, seed: int, confidence: float, broken: bool = False) 
     """FDP-ADMM's released w̃_i [Zhou, eq. 21–22, Thm 1] through ``functional_quantile.party_step``
     on one worker's data and on the same data with one sample replaced. The worker runs ``n``
     identical privacy settings side by side, so one step draws ``n`` independent releases."""
-    from ..algorithms import functional_quantile as fq
-
     gen = np.random.default_rng(11)
     m, K, tau, c1 = 20, 3, 0.9, 1.0
     A = gen.normal(size=(m, K))

@@ -43,6 +43,10 @@ import numpy as np
 
 from ..privacy.audit import AuditResult, epsilon_lower_bound
 from ..privacy.audit_gdp import gdp_lower_bound, gdp_mu
+from ..privacy.accountants.gaussian import calibrate_noise_multiplier
+from .. import engine
+from ..backends import get_backend
+from ..privacy.accountants.gaussian import gaussian_epsilon
 
 
 class ZeroRNG:
@@ -95,8 +99,6 @@ CANARY = 0  # the index of the canary record / row
 
 def calibrated_nm(rounds: int) -> float:
     """The noise multiplier the library calibrates for ``rounds`` releases at (EPSILON, DELTA)."""
-    from ..privacy.accountants.gaussian import calibrate_noise_multiplier
-
     return calibrate_noise_multiplier(EPSILON, DELTA, rounds)
 
 
@@ -133,8 +135,6 @@ class Game:
 
 def _play(game: Game, side: int, runs: int, seed: int | None) -> dict:
     """One engine run of ``runs × T`` rounds on side 0 (D) or 1 (D'); returns what the adversary saw."""
-    from .. import engine
-    from ..backends import get_backend
 
     total = runs * game.rounds
     specs, hub = game.setup(side, total)
@@ -163,8 +163,6 @@ def _play(game: Game, side: int, runs: int, seed: int | None) -> dict:
 def _claim(game: Game, events: list) -> tuple[float, np.ndarray]:
     """The accountant's ε of one run (T consecutive events of the mechanism's party; the largest over
     the distinct blocks) and each event's σ."""
-    from ..privacy.accountants.gaussian import gaussian_epsilon
-
     sig = np.array([float(e.sigma) for e in events])
     nms = np.array([float(e.sigma) / float(e.sensitivity) if e.sensitivity > 0 else np.inf for e in events])
     T = game.rounds

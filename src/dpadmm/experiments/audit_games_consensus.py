@@ -38,8 +38,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
+from .. import engine
+from ..algorithms import graph_consensus as gc
+from ..algorithms.consensus import node as consensus_node
+from ..algorithms.consensus.messages import NeighbourMessage
+from ..backends import PartySpec
 from ..privacy.audit import AuditResult, epsilon_lower_bound
 from .audit_games import CANARY, Game, _play
+from .audit_plants import plant_patch
 
 Z_B, Z_D, Z_C, Z_ETA, Z_ALPHA, Z_THETA, Z_REG = 4, 2, 1.0, 1.1, 4.0, 0.5, 0.1
 Z_ANGLE, Z_RADIUS = math.radians(80.0), 20.0
@@ -87,8 +93,6 @@ class _ZHub:
 
 
 def _zmsg(cfg: _ZHub, f_prev: np.ndarray):
-    from ..algorithms.graph_consensus import NeighbourMessage
-
     # b = 2λ − η(V f_prev + S) with λ = 0 (round 0: no dual update), V = 1  ⇒  S = −b₀/η − f_prev
     return {NODE: NeighbourMessage(0, (-cfg.b0 / Z_ETA - f_prev)[None, :])}
 
@@ -144,9 +148,6 @@ def play_consensus(game: Game, *, runs: int, seed: int = 0, confidence: float = 
 
 
 def consensus_game(*, plant=None, bug: str = "", tag: str = "") -> Game:
-    from .. import engine
-    from ..algorithms import graph_consensus as gc
-    from ..backends import PartySpec
 
     X, Xb, y = _records()
     hub = _ZHub(_b0())
@@ -170,10 +171,7 @@ def consensus_game(*, plant=None, bug: str = "", tag: str = "") -> Game:
 
 
 def consensus_plants() -> list[Game]:
-    from ..algorithms import graph_consensus as gc
-    from .audit_plants import plant_patch
-
-    real = gc._noise
-    return [consensus_game(plant=plant_patch(NODE, gc, "_noise", lambda rng, alpha, d: real(rng, 2.0 * alpha, d)),
+    real = consensus_node._noise  # patched where block_step looks it up
+    return [consensus_game(plant=plant_patch(NODE, consensus_node, "_noise", lambda rng, alpha, d: real(rng, 2.0 * alpha, d)),
                            tag=" (planted: noise x1/2)",
                            bug="graph_consensus._noise draws at rate 2 alpha (half the noise); the ledger keeps alpha")]

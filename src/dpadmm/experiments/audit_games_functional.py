@@ -12,6 +12,12 @@ import numpy as np
 
 from .audit_games import CANARY, DELTA, EPSILON, Game, ZeroRNG, calibrated_nm as _nm
 from .audit_plants import plant_half, plant_patch, plant_reuse_rounds, plant_setup_option
+from ..algorithms.functional_quantile import HubMessage
+from .. import engine
+from ..algorithms import functional_quantile as fq
+from ..backends import PartySpec
+from ..kernels import fpca
+from ..algorithms import functional_statistics as fs
 
 # ----------------------------------------------------------------------------- functional FDP-ADMM
 F_M, F_K, F_T, F_TAU, F_Y = 8, 2, 4, 0.9, 2.5
@@ -33,8 +39,6 @@ class _FHub:
 
 
 def fhub_msg(cfg: _FHub, t: int):
-    from ..algorithms.functional_quantile import HubMessage
-
     pos = t % len(cfg.rhos)
     return {"worker1": HubMessage(0, cfg.w[pos], cfg.rhos[pos])}  # round 0 every time: no dual update, fixed eta
 
@@ -66,9 +70,6 @@ def _functional_options(c1: float = 1.0) -> dict:
 
 
 def functional_game(*, plant=None, bug: str = "", tag: str = "", backend: str = "inprocess") -> Game:
-    from .. import engine
-    from ..algorithms import functional_quantile as fq
-    from ..backends import PartySpec
 
     X, Xb, y, u = _functional_data()
     nm = _nm(F_T)
@@ -116,8 +117,6 @@ def functional_game(*, plant=None, bug: str = "", tag: str = "", backend: str = 
 
 
 def functional_plants() -> list[Game]:
-    from ..kernels import fpca
-
     def noclip(specs, hub):
         return specs, hub, mock.patch.object(fpca, "clip_rows", lambda Z, c: Z)
 
@@ -169,9 +168,6 @@ def _stats_data(stage: str):
 
 
 def stats_game(stage: str, *, plant=None, bug: str = "", tag: str = "") -> Game:
-    from .. import engine
-    from ..algorithms import functional_statistics as fs
-    from ..backends import PartySpec
 
     X, y, Xb, yb = _stats_data(stage)
     q = np.ones(S_T)  # quadrature weights 1: scaled curves are the curves
@@ -216,8 +212,6 @@ def stats_game(stage: str, *, plant=None, bug: str = "", tag: str = "") -> Game:
 
 
 def stats_plants() -> list[Game]:
-    from ..kernels import fpca
-
     return [stats_game("mean", plant=plant_half("worker1"), tag=" (planted: noise x1/2)",
                        bug="the worker's standard-normal draws halved; its ledger keeps sigma"),
             stats_game("moments", plant=plant_half("worker1"), tag=" (planted: noise x1/2)",
@@ -251,9 +245,6 @@ def pipeline_game(*, plant=None, bug: str = "", tag: str = "") -> Game:
     DP quantile's bisection counts, at the estimator's budget split (the counts at z·√B, B rounds together
     costing one release at z). The hub is the adversary: its requests are clip 1, range (−1, 1), centre 0, and a
     threshold 0 in every bisection round (the canary's response +10 / −10 sits on either side of it)."""
-    from .. import engine
-    from ..algorithms import functional_statistics as fs
-    from ..backends import PartySpec
 
     X, y, _, _ = _stats_data("mean")  # curve +-10u, response +-10: every release moves by (nearly) its sensitivity
     Xb, yb = X.copy(), y.copy()

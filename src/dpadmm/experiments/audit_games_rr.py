@@ -38,6 +38,9 @@ from unittest import mock
 
 import numpy as np
 
+from ..algorithms.vertical import label as vertical_label
+from ..estimators import vertical as vertical_estimator
+from ..estimators.vertical import _rr_labels
 from ..privacy.audit import AuditResult, clopper_pearson_upper
 from .audit_games import CANARY, EPSILON, Game
 
@@ -88,8 +91,6 @@ def rr_scores(X0: np.ndarray, X1: np.ndarray, y: np.ndarray, yb: np.ndarray) -> 
 
 def play_rr(game: Game, *, runs: int, seed: int = 0, confidence: float = 0.95, progress=None) -> AuditResult:
     """Play the randomized-response game ``runs × runs_factor`` times on each side (module docstring)."""
-    from ..estimators.vertical import _rr_labels
-
     runs = int(runs) * int(game.runs_factor)
     if game.max_runs is not None:
         runs = min(runs, int(game.max_runs))
@@ -143,9 +144,8 @@ def rr_game(*, plant=None, bug: str = "", tag: str = "") -> Game:
 
 
 def _flip_at_double_epsilon() -> ContextManager:
-    from ..algorithms import vertical_label as vl
-
-    return mock.patch.object(vl, "flip_probability", lambda epsilon: float(1.0 / (1.0 + np.exp(2.0 * epsilon))))
+    # patched where randomized_response looks it up
+    return mock.patch.object(vertical_label, "flip_probability", lambda epsilon: float(1.0 / (1.0 + np.exp(2.0 * epsilon))))
 
 
 class _SharedDraw:
@@ -162,10 +162,8 @@ class _SharedDraw:
 
 
 def _shared_draw() -> ContextManager:
-    from ..backends import base
-
-    real = base.party_rng
-    return mock.patch.object(base, "party_rng",
+    real = vertical_estimator.party_rng  # patched where _rr_labels looks it up
+    return mock.patch.object(vertical_estimator, "party_rng",
                              lambda entropy, index, round_: _SharedDraw(real(entropy, index, round_)))
 
 

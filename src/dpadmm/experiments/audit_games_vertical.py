@@ -11,6 +11,13 @@ import numpy as np
 from .audit_games import CANARY, DELTA, EPSILON, Game, ScaledRNG, ZeroRNG, calibrated_nm as _nm
 from .audit_plants import (plant_half, plant_hub_rng, plant_patch, plant_reuse_parties, plant_reuse_rounds,
                            plant_setup_option)
+from .. import engine
+from ..algorithms import vertical_sharing as vs
+from ..algorithms.vertical import party as vertical_party
+from ..algorithms.vertical.messages import CoordinatorMessage, PartyMessage
+from ..backends import PartySpec
+from ..kernels.losses import get_loss
+from ..kernels.regularizers import get_regularizer
 
 # ----------------------------------------------------------------------------- vertical feature side
 V_N, V_T, V_LAM, V_CLIP, V_SEND = 8, 4, 0.01, 1.0, 4.0
@@ -25,8 +32,6 @@ class _VCoord:
 
 
 def _vcoord_msg(cfg: _VCoord, t: int, prev: dict):
-    from ..algorithms.vertical_sharing import CoordinatorMessage
-
     rho = cfg.rhos[t % len(cfg.rhos)]
     zero = np.zeros_like(cfg.v)
     # v = dual + ρ(residual − share): all of it in the residual, the dual 0
@@ -56,8 +61,6 @@ def _vertical_blocks(relation: str):
 
 
 def _vertical_options(relation: str, nm: float | None, noiseless: bool = False) -> dict:
-    from ..algorithms import vertical_sharing as vs
-    from ..kernels.regularizers import get_regularizer
 
     spec = vs.PrivacySpec(noise_multiplier=None if noiseless else nm, noise_scale=0.0 if noiseless else None,
                           mechanism="gaussian", relation=relation, clip=V_CLIP, clip_inf=V_CLIP)
@@ -66,9 +69,6 @@ def _vertical_options(relation: str, nm: float | None, noiseless: bool = False) 
 
 
 def vertical_game(relation: str, *, plant=None, bug: str = "", backend: str = "inprocess", tag: str = "") -> Game:
-    from .. import engine
-    from ..algorithms import vertical_sharing as vs
-    from ..backends import PartySpec
 
     B1, B2, B2b = _vertical_blocks(relation)
     nm = _nm(V_T)
@@ -114,8 +114,6 @@ def vertical_game(relation: str, *, plant=None, bug: str = "", backend: str = "i
 
 
 def vertical_plants(relation: str) -> list[Game]:
-    from ..algorithms import vertical_sharing as vs
-
     games = [
         vertical_game(relation, plant=plant_half("party2"), tag=" (planted: noise x1/2)",
                       bug="party 2's standard-normal draws halved; its ledger keeps sigma"),
@@ -125,7 +123,7 @@ def vertical_plants(relation: str) -> list[Game]:
         vertical_game(relation, plant=plant_reuse_parties("party1", "party2"),
                       tag=" (planted: draw shared by two parties)",
                       bug="party 2 adds party 1's standard-normal draw of the same round"),
-        vertical_game(relation, plant=plant_patch("party2", vs, "clip_share_input", lambda v, V, V_inf=None: v),
+        vertical_game(relation, plant=plant_patch("party2", vertical_party, "clip_share_input", lambda v, V, V_inf=None: v),
                       tag=" (planted: clipping skipped)",
                       bug="party 2 skips clip_share_input: ||v|| <= V not enforced (the coordinator sends 4V)"),
         vertical_game(relation, plant=plant_setup_option("party2", private=dataclasses.replace(
@@ -147,16 +145,10 @@ def _share_setup(n: int):
 
 
 def _share_step(cfg, state, inbox, *, rng):
-    from ..algorithms.vertical_sharing import PartyMessage
-
     return state, PartyMessage(share=cfg), []
 
 
 def label_game(*, plant=None, bug: str = "", tag: str = "", backend: str = "inprocess") -> Game | None:
-    from .. import engine
-    from ..algorithms import vertical_sharing as vs
-    from ..backends import PartySpec
-    from ..kernels.losses import get_loss
 
     if not hasattr(vs, "LabelPrivacy") or not hasattr(vs, "label_private_step"):
         return None

@@ -11,10 +11,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import register
+from .registry import register
 from .vertical import VerticalData, load_vertical_data, normalized, run_vertical, sklearn_baseline
 from ..data import make_highdim_classification, partition_columns
 from ..estimators import VerticalSGDClassifier
+from .._progress import status
+from ._plotting import readable_log
+from ._plotting import legend_outside, save
 
 FIG3_SIGMAS = (0.1, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
 FIG3_ITERATIONS = 10
@@ -31,8 +34,6 @@ def _plt():
 
 
 def _admm_vs_sgd(data: VerticalData, *, epochs: int, lam: float, rho: float, sgd_lr: float, sgd_batch: int, seed: int):
-    from .._progress import status
-
     status(f"ADMM sharing, {epochs} iterations")
     _, adm = run_vertical(data, lam=lam, rho=rho, iterations=epochs, tol=0.0, seed=seed)
     status(f"SGD baseline, {epochs} epochs")
@@ -55,7 +56,6 @@ def _plot_two_panels(df: pd.DataFrame, path: Path, title: str, ref: dict | None 
         axes[1].plot(g["epoch"], g["test_log_loss"], marker=".", label=method)
     for label, v in (ref or {}).items():
         axes[1].axhline(v, ls="--", color="gray", lw=1, label=label)
-    from ._plotting import readable_log
 
     axes[0].set(xlabel="epoch", ylabel="training objective (log loss + regulariser)")
     axes[1].set(xlabel="epoch", ylabel="test log loss")
@@ -155,7 +155,6 @@ def hu_fig3(out: Path, *, quick: bool = False, reps: int = 0, seed: int = 0) -> 
             "admm_nonprivate_test_log_loss": nonpriv["final"]["test_log_loss"]}
     pd.DataFrame([base]).to_csv(out / "hu_fig3_baselines.csv", index=False)
     agg = df.groupby("sigma")["test_log_loss"].agg(["mean", "min", "max"]).reset_index()
-    from ._plotting import legend_outside, readable_log, save
 
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
@@ -250,7 +249,6 @@ def vertical_privacy(out: Path, *, quick: bool = False, reps: int = 0, seed: int
     pd.DataFrame([base]).to_csv(out / "vertical_privacy_baselines.csv", index=False)
     agg = df.groupby(["setting", "epsilon"], sort=False)["test_log_loss"].agg(["mean", "min", "max"]).reset_index()
     plt = _plt()
-    from ._plotting import legend_outside, save
 
     fig, ax = plt.subplots(figsize=(9.5, 4.6))
     for j, (setting, g) in enumerate(agg.groupby("setting", sort=False)):

@@ -15,6 +15,13 @@ from ..data.datasets import A9A_PARTIES
 from ..estimators import VerticalLogisticRegression
 from .._validation import binary_labels
 from ..exceptions import InvalidDataError, InvalidParameterError
+from ..algorithms.vertical_data import default_row_clip
+from ..algorithms.vertical_data import prepare_block
+from ..data.remote import party_sources
+from ..kernels.losses import get_loss
+from ..algorithms.vertical.report import LABELS_READABLE
+from ..privacy.ledger import render_side
+from ..cli._common import base_rate_log_loss
 
 
 @dataclass
@@ -118,8 +125,6 @@ def normalized(data: VerticalData) -> VerticalData:
 
 def row_clips(data: VerticalData, row_clip) -> list[float]:
     """R per party: ``"auto"`` = sqrt(d_m) (the RMS norm of a standardised row), or the given number."""
-    from ..algorithms.vertical_data import default_row_clip
-
     return [default_row_clip(d) if row_clip in (None, "auto") else float(row_clip) for d in data.party_sizes]
 
 
@@ -127,8 +132,6 @@ def prepared(data: VerticalData, how: str, *, row_clip=None) -> VerticalData:
     """Party-local preparation (:func:`dpadmm.algorithms.vertical_data.prepare_block`) of every block:
     statistics from the party's own training rows, reused for its test rows; ``row_clip``: a list of
     R per party (feature-private runs) or None."""
-    from ..algorithms.vertical_data import prepare_block
-
     if how == "none":
         return data
     if how == "normalize-rows":
@@ -183,8 +186,6 @@ def load_vertical_sources(party_files, test_party_files=(), *, id_column: str = 
                           normalize: bool = False, prepare: str = "none", row_clip=None) -> VerticalData:
     """Party CSVs as :class:`~dpadmm.data.remote.PartyFile` sources: each party's worker reads its own
     file; the driver reads only the first file's ids and labels (data locality)."""
-    from ..data.remote import party_sources
-
     kw = dict(prepare=prepare, row_clip=row_clip)
     train, labels, _ = party_sources(party_files, id_column=id_column, label_column=label_column, normalize=normalize,
                                      **kw)
@@ -208,8 +209,6 @@ def load_vertical_sources(party_files, test_party_files=(), *, id_column: str = 
 
 
 def model_loss(model):
-    from ..kernels.losses import get_loss
-
     return get_loss(model._loss_name)
 
 
@@ -272,8 +271,6 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iteration
         privacy = model.privacy_.to_dict()
         privacy["private"] = model.privacy_.private
     else:
-        from ..privacy.reports import LABELS_READABLE
-
         privacy = {"private": False, "summary": None, "sides": {
                        "features": {"protected": False, "epsilon": "inf", "why": "non-private run: each party's "
                                     "shares D_m x_m are sent exactly"},
@@ -282,7 +279,6 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iteration
                    "epsilon": "inf", "epsilon_side": "features", "delta": None, "accountant": None,
                    "paper_bound": {"epsilon": None}, "note": "non-private run: epsilon is infinite",
                    "label": {"protected": False, "epsilon": "inf", "note": LABELS_READABLE}}
-        from ..privacy.ledger import render_side
 
         privacy["summary"] = [render_side(k, v) for k, v in privacy["sides"].items()]
     config = {"lam": lam, "rho": model._rho(len(data.train), model_loss(model)), "iterations": model._max_iter(),
@@ -302,8 +298,6 @@ def baselines(data: VerticalData, *, lam: float, fit_intercept: bool = True) -> 
     training base rate, and the label party alone — a logistic regression on its own (prepared) block
     with the same λ. With data locality (party files read by the parties' workers) the driver reads no
     party file, so only the base rate is reported (the label party's own choice still guards the model)."""
-    from ..cli._common import base_rate_log_loss
-
     if data.test is None:
         return {}
     out = {"base_rate": {"test_log_loss": base_rate_log_loss(data.y, data.y_test)}}

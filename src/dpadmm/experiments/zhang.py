@@ -24,8 +24,20 @@ import numpy as np
 
 from ..privacy.ledger import nonprivate_privacy, not_protected
 
-from . import register
+from .registry import register
 from ..exceptions import InvalidParameterError
+from ..data.adult import load_adult
+from ..data import load_libsvm
+from .._validation import binary_labels
+from ..data.graphs import split_indices
+from ..backends import get_backend
+from ..data.graphs import make_graph
+from ..estimators.consensus import ConsensusLogisticRegression
+from ..algorithms.graph_consensus import alpha_for_budget, schedule_table
+from ..data.graphs import adjacency
+from ._plotting import legend_outside, plt, readable_log, save
+from ..cli._common import write_json
+from ..attacks import run_kkt_attack
 
 PAPER_C = 50.0
 PAPER_REG_WEIGHT = 1.0
@@ -48,12 +60,8 @@ FIG34_CURVES = (
 def load_data(data: str = "adult", *, samples: int = 0, seed: int = 0):
     """Adult (bundled, [Zhang, §5]) or a LIBSVM file; optionally a random subset of ``samples`` rows."""
     if data == "adult":
-        from ..data.adult import load_adult
-
         X, y = load_adult()
     else:
-        from ..data import load_libsvm
-
         X, y = load_libsvm(data)
         X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
     if samples and samples < len(y):
@@ -63,8 +71,6 @@ def load_data(data: str = "adult", *, samples: int = 0, seed: int = 0):
 
 
 def _node_data(X, y, nodes: int, split: str, ratio: float, seed: int):
-    from .._validation import binary_labels
-    from ..data.graphs import split_indices
 
     y_pm, _ = binary_labels("labels", y)
     idx = split_indices(len(y_pm), nodes, split, ratio=ratio, random_state=np.random.default_rng([seed, 1]))
@@ -137,9 +143,6 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
     ``monitor=None``: the nodes report their training loss every round only in non-private runs; otherwise
     L(t) is evaluated here, by the simulation driver, from the *released* models f_i(t) (what the
     adversary sees anyway) on the node data this driver loaded — nothing un-noised leaves a node."""
-    from ..backends import get_backend
-    from ..data.graphs import make_graph
-    from ..estimators.consensus import ConsensusLogisticRegression
 
     data_seed = 0 if seed is None else seed
     private = perturbation != "none"
@@ -151,8 +154,6 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
     curves, consensus, objective, accuracy, secs, sec_curves = [], [], [], [], [], []
     test_losses, handed, dp_rates, train_handed = [], [], [], []
     if X_test is not None:
-        from .._validation import binary_labels
-
         X_test = np.asarray(X_test.toarray() if hasattr(X_test, "toarray") else X_test, dtype=np.float64)
         if normalize:
             X_test = X_test / np.maximum(np.linalg.norm(X_test, axis=1), 1.0)[:, None]
@@ -160,8 +161,6 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
     model = None
     placement = None  # Ray: where every node's actor ran (config.placement)
     if epsilon is not None and perturbation in ("pp", "dvp"):
-        from ..algorithms.graph_consensus import alpha_for_budget, schedule_table
-        from ..data.graphs import adjacency
 
         _, V = adjacency(G)
         eta_tab = schedule_table(theta if (eta is None or perturbation == "dvp") else eta,
@@ -257,8 +256,6 @@ def plot_curves(path: Path, curves: dict[str, dict], *, title: str = "", bars: i
     """
     import textwrap
 
-    from ._plotting import legend_outside, plt, readable_log, save
-
     pyplot = plt()
     private = any(any(v is not None and np.isfinite(v) for v in h.get("privacy_bound", [])) for h in curves.values())
     compare = not private and len(curves) > 1  # second panel: differences to the first curve (they may coincide)
@@ -323,8 +320,6 @@ def _write_curves_csv(path: Path, curves: dict[str, dict]) -> None:
 
 
 def _dump(out: Path, name: str, results: dict[str, dict], title: str) -> None:
-    from ..cli._common import write_json
-
     plot_curves(out / f"{name}.png", {k: v["history"] for k, v in results.items()}, title=title)
     _write_curves_csv(out / f"{name}.csv", {k: v["history"] for k, v in results.items()})
     write_json(out / f"{name}.json", results)
@@ -432,8 +427,6 @@ def fig4(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
 def attack_table(*, nodes=5, topology="ring", node=0, samples=2000, C=PAPER_C, reg_weight=PAPER_REG_WEIGHT, theta=THETA,
                  eta=0.55, eta_growth=1.1, alpha=3.0, alpha_growth=1.0, iterations=100, seed=0) -> list[dict]:
     """The three scenarios of :func:`dpadmm.attacks.run_kkt_attack` on (a subset of) Adult, as dicts."""
-    from ..attacks import run_kkt_attack
-
     if samples and samples < 2 * nodes:
         raise InvalidParameterError(f"samples must be at least 2 per node ({2 * nodes}), got samples={samples}.")
     X, y = load_data("adult", samples=samples, seed=seed)
@@ -450,8 +443,6 @@ def attack(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from ..cli._common import write_json
 
     R = reps if reps > 0 else (1 if quick else 5)
     all_rows = []
@@ -474,8 +465,6 @@ def _plot_attack(path: Path, rows: list[dict], scen: list[str], R: int, *, sampl
                  graph: str = "5-node ring") -> None:
     """Mean |cos| per scenario with min–max error bars over seeds, beside the chance level."""
     import textwrap
-
-    from ._plotting import legend_outside, plt, save
 
     pyplot = plt()
 

@@ -28,13 +28,15 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from . import register
+from .registry import register
 from .. import engine
 from ..algorithms import functional_quantile as fq
 from ..backends import PartySpec, get_backend
 from ..data.functional import simulate_zhou_scores, t3_quantile, zhou_basis, zhou_coefficients, zhou_grid
 from ..kernels import fpca as F
-from ..privacy.zhou import iteration_noise_multiplier, paper_bound, total_epsilon
+from ..algorithms.functional.report import iteration_noise_multiplier, paper_bound, total_epsilon
+from .._progress import task
+from ._plotting import legend_outside, readable_log
 
 K_DEFAULT = 6
 GRID_SIZE = 100
@@ -154,8 +156,6 @@ def qr_floor(rep: SimRep, taus: Sequence[float]) -> np.ndarray:
 
 def _progress(total: int, desc: str):
     """Progress of a long loop; shown by the CLI (spinner on a terminal, plain lines on a pipe)."""
-    from .._progress import task
-
     return task(total, f"{desc} reps")
 
 
@@ -291,7 +291,6 @@ def run_figure(number: int, out: Path, *, quick: bool, seed: int) -> dict:
             ax.set(title=f"{method} method", xlabel="number of workers M", xticks=(10, 20, 50))
             ax.grid(alpha=0.3)
         axes[0].set_ylabel("final empirical check loss (τ = 0.5)")
-        from ._plotting import legend_outside, readable_log
 
         readable_log(axes[0], "y")
         legend_outside(axes[1])

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from .norms import safe_norm
 
 
 def trapezoid_weights(grid: np.ndarray) -> np.ndarray:
@@ -72,7 +73,6 @@ def clip_rows(Z: np.ndarray, c: float | None) -> np.ndarray:
     """Scale every row (last axis) to Euclidean norm ≤ c (no-op for c None)."""
     if c is None:
         return Z
-    from .norms import safe_norm
 
     n = safe_norm(Z, axis=-1, keepdims=True)  # no under/overflow: every row is clipped (REDTEAM_POLICY R5, R5b)
     return Z * np.minimum(1.0, c / np.maximum(n, 1e-300))

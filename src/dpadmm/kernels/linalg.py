@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from ..exceptions import InvalidParameterError
 
 EIGH_MAX_DIM = 2048
 """Largest dense block width the automatic choice factors (eigh of 2048 × 2048 takes ~1–2 s on one core)."""
@@ -64,8 +65,6 @@ class XStepSolver:
     rank: int | None = None
 
     def range_basis(self, D) -> np.ndarray:
-        from ..exceptions import InvalidParameterError
-
         raise InvalidParameterError(
             f"an orthonormal basis of range(D_m) needs the eigendecomposition; this block uses the "
             f"{self.kind!r} x-step solver ({self.dim} columns); pass solver='eigh' (memory and time grow "

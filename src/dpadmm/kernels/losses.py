@@ -19,6 +19,7 @@ import numpy as np
 from scipy.special import expit
 
 from .scalar_prox import newton_prox
+from ..exceptions import InvalidParameterError
 
 
 class Loss:
@@ -133,7 +134,5 @@ def get_loss(loss) -> Loss:
     if isinstance(loss, Loss):
         return loss
     if loss not in LOSSES:
-        from ..exceptions import InvalidParameterError
-
         raise InvalidParameterError(f"loss must be one of {sorted(LOSSES)}, got loss={loss!r}.")
     return LOSSES[loss]()

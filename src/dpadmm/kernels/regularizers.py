@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ..exceptions import InvalidParameterError
+from .._validation import check_positive
 
 
 def soft_threshold(v, t):
@@ -89,16 +91,10 @@ def get_regularizer(penalty, l1_ratio: float = 0.5) -> Regularizer:
     if isinstance(penalty, Regularizer):
         return penalty
     if penalty not in REGULARIZERS:
-        from ..exceptions import InvalidParameterError
-
         raise InvalidParameterError(f"penalty must be one of {sorted(REGULARIZERS)}, got penalty={penalty!r}.")
     if penalty == "elasticnet":
-        from .._validation import check_positive
-
         r = check_positive("l1_ratio", l1_ratio, allow_zero=True)
         if r > 1:
-            from ..exceptions import InvalidParameterError
-
             raise InvalidParameterError(f"l1_ratio must be in [0, 1], got l1_ratio={l1_ratio!r}.")
         return ElasticNet(l1_ratio=r)
     return REGULARIZERS[penalty]()

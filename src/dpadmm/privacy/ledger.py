@@ -13,6 +13,7 @@ from typing import Any
 
 from .accountants.gaussian import gaussian_epsilon
 from .events import GaussianRelease, PureDPRelease, Relation
+from .threat_models import THREAT_MODELS
 
 
 @dataclass
@@ -83,8 +84,6 @@ class PrivacyReport:
                 why = lab.get("note", "the labels are sent without noise")
                 why = why.replace("labels are NOT protected: ", "").replace(" (use label_epsilon / --label-epsilon)", "")
                 out["labels"]["why"] = why
-            from .threats import THREAT_MODELS
-
             if main_name == "features" and self.threat_model in (THREAT_MODELS["vertical-feature"],
                                                                   THREAT_MODELS["vertical-label"]):
                 # ADMM sharing: the report's top-level threat model may be the label side's; each side gets its own

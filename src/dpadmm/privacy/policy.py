@@ -208,3 +208,21 @@ def check_noise_multiplier(party: str, nm, policy: PartyPolicy, what: str = "the
         raise refuse(party, what, v, f"σ/Δ ≥ {floor:g} (--min-noise-multiplier)" if floor > 0 else "σ/Δ > 0",
                      "an un-noised or nearly un-noised release")
     return v
+
+
+def finite_positive(party: str, what: str, v, allow_zero: bool = False) -> float:
+    """``float(v)``, or a refusal naming ``what`` unless it is finite and positive (non-negative with ``allow_zero``)."""
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise refuse(party, what, v, "a finite positive number") from None
+    if not (math.isfinite(x) and (x >= 0 if allow_zero else x > 0)):
+        raise refuse(party, what, v, "a finite " + ("non-negative" if allow_zero else "positive") + " number")
+    return x
+
+
+def not_private(party: str, policy: PartyPolicy, how: str) -> None:
+    """A refusal of an un-noised run (``how`` names the setting) by a party whose operator asked for private work."""
+    if policy.private_work:
+        raise refuse(party, "the run's privacy", how, "a private run (its operator started it with a budget or "
+                     "--private-only)", "un-noised releases have ε = ∞")

@@ -1,4 +1,4 @@
-"""Protocols as data: what a party started for an algorithm will do, and nothing else.
+"""Protocols as data (the declaration types; :mod:`.registry` holds the declared ones): what a party started for an algorithm will do, and nothing else.
 
 An algorithm module declares one :class:`Protocol` (``PROTOCOL = Protocol(...)`` at its end): its
 name, the party's setup/step/diagnose functions, the *declared* requests a coordinator may make
@@ -15,24 +15,10 @@ the party replaces by the block it reads from its own file.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from .exceptions import InvalidParameterError, ProtocolError  # noqa: F401  (ProtocolError re-exported)
-
-# modules whose PROTOCOL declarations a party may serve (looked up lazily by name)
-PROTOCOL_MODULES = (
-    "dpadmm.algorithms.vertical_sharing",
-    "dpadmm.algorithms.vertical_scoring",
-    "dpadmm.algorithms.vertical_experts",
-    "dpadmm.algorithms.graph_consensus",
-    "dpadmm.algorithms.consensus_baseline",
-    "dpadmm.algorithms.functional_quantile",
-    "dpadmm.algorithms.functional_statistics",
-    "dpadmm.backends.selftest",
-    "dpadmm.data.psi",
-)
+from ..exceptions import ProtocolError
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,10 +64,14 @@ class Protocol:
 @dataclass(frozen=True, eq=False)
 class PolicyHooks:
     """Which Setup fields are the party's policy and which the coordinator may choose, and how a party
-    checks and prices a run (``Protocol.policy``; the hooks live in :mod:`dpadmm.algorithms.policies`).
+    checks and prices a run (``Protocol.policy``; each algorithm folder's ``policy.py`` holds its hooks).
 
     ``party``: field → the rule the party's :class:`~dpadmm.privacy.policy.PartyPolicy` imposes;
     ``coordinator``: field → why the coordinator's choice cannot weaken the party's guarantee;
+    The hooks read the setup arguments through the protocol's typed view (a ``NamedTuple`` named ``Setup`` in the
+    algorithm's folder, with ``setup``'s parameter names and defaults, built by :func:`setup_view`); on the wire
+    they stay a positional list.
+
     ``prepare(args, policy) -> args`` imposes the party's values on the setup arguments before setup;
     ``check(cfg, args, policy, party)`` raises a refusal for a field that departs from the policy;
     ``price(cfg, rounds) -> RunPrice``: at most what ``rounds`` rounds of ``cfg`` release.
@@ -113,33 +103,12 @@ class PartyData:
                             "(dpadmm party serve --data KEY=FILE).")
 
 
-def _registry() -> dict[str, Protocol]:
-    out = {}
-    for mod in PROTOCOL_MODULES:
-        proto = getattr(importlib.import_module(mod), "PROTOCOL", None)
-        if isinstance(proto, Protocol):
-            out[proto.name] = proto
-    return out
-
-
-def protocol_names() -> list[str]:
-    """Names a party can be started for."""
-    return sorted(_registry())
-
-
-def find_protocol(name: str) -> Protocol:
-    """The declaration named ``name`` (one clear error otherwise)."""
-    reg = _registry()
-    if name not in reg:
-        raise InvalidParameterError(f"unknown protocol {name!r}; a party can serve one of {sorted(reg)}.")
-    return reg[name]
-
-
-def protocol_of(step: Callable) -> Protocol:
-    """The declaration whose party step is ``step`` (how a backend maps a PartySpec to a protocol)."""
-    for proto in _registry().values():
-        if proto.step is step:
-            return proto
-    raise InvalidParameterError(
-        f"{getattr(step, '__module__', '?')}.{getattr(step, '__name__', step)} has no declared protocol, so it "
-        f"cannot run over the network; protocols: {protocol_names()}.")
+def setup_view(setup_type, args):
+    """``setup_type(*args)``: the named, typed view of a protocol's positional setup arguments (the wire keeps the
+    list). Too many arguments, or fewer than the required ones, is a :class:`ProtocolError` naming the fields."""
+    fields = setup_type._fields
+    required = len(fields) - len(setup_type._field_defaults)
+    if not required <= len(args) <= len(fields):
+        raise ProtocolError(f"{setup_type.__module__}.{setup_type.__qualname__} takes {required} to {len(fields)} "
+                            f"setup arguments ({', '.join(fields)}), got {len(args)}; send the declared arguments.")
+    return setup_type(*args)

@@ -1,0 +1,59 @@
+"""Vertical experts' typed records: the one message the label party sends (round 0), the feature party's rows,
+configuration and state, and the ``Setup`` view of ``setup_party``'s arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, NamedTuple
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class Rows:
+    """A block the party read from one of its own files, with the ids of its rows (``None``: sent as an array)."""
+
+    X: Any
+    ids: np.ndarray | None = None
+    path: str | None = None  # the file it was read from (a scoring block from the training file itself is refused)
+
+
+class FitRequest(NamedTuple):
+    """Round 0: the labels the label party sends (±1, one per training row) and the public flip probability of
+    their randomized response (``None``: exact labels)."""
+
+    labels: np.ndarray
+    flip_probability: float | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class ExpertConfig:
+    name: str
+    X: Any  # the party's training block (rows aligned to the label party's)
+    score: Mapping[str, Any] = field(default_factory=dict)  # key -> the party's rows of a NEW-records file
+    R: float = 1.0
+    lam: float = 1e-3
+    noise_multiplier: float | None = None
+    noise_norm: float = 0.5
+    model: Any = None  # a scoring run: the party's own model file (vertical_scoring.PartyModel); no fit
+
+
+class ExpertState(NamedTuple):
+    coef: np.ndarray | None = None  # the party's DP coefficient: never sent
+    flip_probability: float | None = None
+    facts: dict | None = None
+
+
+class Setup(NamedTuple):
+    """``setup_party``'s arguments by name (the wire sends them as a positional list)."""
+
+    name: str
+    train: Any  # the training block: a PartyData reference to the party's training file (or an array, simulated)
+    score: Any = None  # key -> a PartyData reference to a NEW-records file
+    R: float = 1.0
+    lam: float = 1e-3
+    noise_multiplier: float | None = None
+    noise_norm: float = 0.5
+    model: Any = None  # a scoring run: a PartyData reference to the party's own model file
+    flip_probability: float | None = None

@@ -1,0 +1,29 @@
+"""The vertical folder's declarations, registered by name: ``vertical-sharing`` (a feature party of ADMM
+sharing [Hu]) and ``vertical-scoring`` (a party scoring new records with its own model file).
+
+Nothing in this folder imports this module: it sits on top, and :mod:`dpadmm.algorithms` imports it so
+that the registry (:mod:`dpadmm.protocol.registry`) knows both names.
+"""
+
+from __future__ import annotations
+
+from ...protocol.registry import register
+from ...protocol.spec import Protocol
+from . import scoring
+from .data import describe_party_data, load_party_data
+from .label import refit_label_block
+from .messages import Bounds, CoordinatorMessage, PartyMessage, PartyState, PrivacySpec
+from .party import eval_score, is_private, party_coef, party_diagnostics, party_rank, party_step, setup_party
+from .policy import VERTICAL
+
+PROTOCOL = register(Protocol(
+    "vertical-sharing", setup_party, party_step, party_diagnostics,
+    handlers={"score": eval_score, "rank": party_rank, "refit": refit_label_block},
+    types=(CoordinatorMessage, PartyMessage, PartyState, PrivacySpec, Bounds),
+    load=load_party_data, describe=describe_party_data, model=party_coef, private=is_private,
+    data_args=(1,), policy=VERTICAL))
+
+SCORING_PROTOCOL = register(Protocol(
+    "vertical-scoring", scoring.setup_party, scoring.no_step, None, handlers={"score": scoring.score},
+    types=(), load=scoring.load, describe=scoring.describe, private=scoring.is_private, data_args=(1, 2),
+    rounds=False))

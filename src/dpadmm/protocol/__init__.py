@@ -1,0 +1,11 @@
+"""Protocols as data: the declaration types (:mod:`.spec`) and the registry of declared protocols (:mod:`.registry`).
+
+See :mod:`dpadmm.protocol.spec` for what a declaration holds and how a party serves it.
+"""
+
+from ..exceptions import ProtocolError
+from .registry import PROVIDERS, find_protocol, protocol_names, protocol_of, register
+from .spec import PartyData, PolicyHooks, Protocol, setup_view
+
+__all__ = ["Protocol", "PolicyHooks", "PartyData", "ProtocolError", "setup_view", "register", "find_protocol",
+           "protocol_names", "protocol_of", "PROVIDERS"]

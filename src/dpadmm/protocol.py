@@ -28,6 +28,7 @@ PROTOCOL_MODULES = (
     "dpadmm.algorithms.vertical_experts",
     "dpadmm.algorithms.graph_consensus",
     "dpadmm.algorithms.consensus_baseline",
+    "dpadmm.algorithms.gossip.protocol",
     "dpadmm.algorithms.functional_quantile",
     "dpadmm.algorithms.functional_statistics",
     "dpadmm.backends.selftest",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ...privacy.accountants import calibrate_noise_multiplier
+from ...privacy.accountants import calibrate_noise_multiplier, gaussian_epsilon
 from ...privacy.events import RECORD_REPLACE
 from ...privacy.ledger import PrivacyLedger, PrivacyReport
 
@@ -21,9 +21,18 @@ MECHANISM = ("noisy-gradient gossip: each node releases its clipped gradient sum
              "neighbours average the broadcast models (post-processing)")
 
 
-def noise_multiplier_for(epsilon: float, delta: float, releases: int, method: str = "pld") -> float:
-    """The smallest σ/Δ for which ``releases`` Gaussian releases of one node compose to (ε, δ)-DP."""
-    return float(calibrate_noise_multiplier(float(epsilon), float(delta), int(releases), method))
+def noise_multiplier_for(epsilon: float, delta: float, sensitivities, method: str = "pld") -> float:
+    """The smallest σ/Δ for which one node's releases (one per entry of ``sensitivities``, each with σ = z·Δ)
+    compose to (ε, δ)-DP — checked on the multipliers σ/Δ exactly as the ledger will compute them from the events
+    (floating-point rounding can split them into groups the PLD discretises differently), nudged up until the
+    check passes: calibration never overspends the reported ε."""
+    sens = [float(s) for s in sensitivities]
+    z = float(calibrate_noise_multiplier(float(epsilon), float(delta), len(sens), method))
+    for _ in range(200):
+        if gaussian_epsilon([(z * s) / s for s in sens], float(delta), method) <= float(epsilon):
+            return z
+        z *= 1.0 + 1e-6
+    return z * 1.01
 
 
 def gossip_report(ledger: PrivacyLedger, *, delta: float, rounds: int, range_rounds: int, noise_multiplier: float,

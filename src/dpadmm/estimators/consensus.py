@@ -388,9 +388,10 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = d
         self.converged_ = False
         self.history_ = History(res.history, monitored=monitor, private=private)
-        self.path_ = None
+        self.path_ = res.path  # (T, d + 1): the mean broadcast model (intercept last) after every gradient round
         self.schedules_ = {}
         self.privacy_ = res.report
+        self._gossip_ledger = res.ledger
         return self
 
     def _fallback(self, Xs, ys, nseed, backend=None):

@@ -211,6 +211,7 @@ class RouterState(NamedTuple):
     lo: np.ndarray | None = None
     hi: np.ndarray | None = None
     change: float = math.inf
+    path: tuple = ()  # the mean broadcast model after every gradient round (post-processing of broadcasts)
 
 
 def init_router(cfg: RouterConfig):
@@ -243,7 +244,7 @@ def router_step(cfg: RouterConfig, state: RouterState, outboxes: Mapping[str, An
     S = cfg.A @ F
     change = float(np.max(np.linalg.norm(F - state.F, axis=1)))
     inboxes = {nm: GossipInbox(t, S[k], state.lo, state.hi) for k, nm in enumerate(cfg.names)}
-    return state._replace(round=t, F=F, change=change), inboxes, []
+    return state._replace(round=t, F=F, change=change, path=state.path + (F.mean(axis=0),)), inboxes, []
 
 
 def router_metrics(cfg: RouterConfig, state: RouterState, diagnostics: Mapping[str, dict]) -> dict:

@@ -35,6 +35,8 @@ class GossipResult:
     rounds: int = 0
     noise_source: str = "party-local"
     quantile: float | None = None
+    path: np.ndarray | None = None  # (T, d + 1) the mean broadcast model after every gradient round
+    ledger: object = None
 
 
 def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon: float | None,
@@ -80,4 +82,5 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
         report = finish(gossip_report(res.ledger, delta=delta, rounds=int(rounds), range_rounds=K, noise_multiplier=nm,
                                       bounds_source=src), threat_model="consensus", noise_source=res.noise_source)
     return GossipResult(st.F.copy(), np.asarray(st.lo, float), np.asarray(st.hi, float), R, nm, report,
-                        dict(res.history), res.rounds, res.noise_source, None if bounds is not None else q)
+                        dict(res.history), res.rounds, res.noise_source, None if bounds is not None else q,
+                        np.asarray(st.path) if st.path else None, res.ledger)

@@ -68,7 +68,7 @@ def consensus(
                                                       f"50; pp/dvp: {PRIVATE_DEFAULTS['C']})."),
     reg_weight: Optional[float] = typer.Option(None, help="The paper's ρ: weight of R(f) = ½||f||² (default 1; pp/dvp: "
                                                           f"{PRIVATE_DEFAULTS['reg_weight']})."),
-    iterations: Optional[int] = typer.Option(None, help="Iterations T (default 100; pp/dvp: "
+    iterations: Optional[int] = typer.Option(None, help="Iterations T (default 100; --epsilon alone (gossip): clip(1.6 sqrt(n eps/(d+1)), 10, 50); pp/dvp: "
                                                         f"{PRIVATE_DEFAULTS['iterations']})."),
     test: Optional[Path] = typer.Option(None, help="Held-out LIBSVM file (same features) for the test loss and verdict."),
     test_fraction: float = typer.Option(0.0, help="Hold out this share of the rows (seed 0 / --seed) as a test set "
@@ -331,9 +331,9 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
     check_positive("epsilon", epsilon)
     if not 0.0 < delta < 1.0:
         raise InvalidParameterError(f"delta must be in (0, 1), got delta={delta}.")
-    iterations = 50 if iterations is None else iterations
     check_int("nodes", nodes, minimum=2)
-    check_int("iterations", iterations)
+    if iterations is not None:
+        check_int("iterations", iterations)
     check_int("runs", runs)
     if not 0.0 <= test_fraction < 1.0:
         raise InvalidParameterError(f"test_fraction must be in [0, 1), got test_fraction={test_fraction}.")
@@ -362,6 +362,10 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
         perm = np.random.default_rng([0 if seed is None else seed, 9]).permutation(len(y))
         k = max(1, int(round(test_fraction * len(y))))
         X_test, y_test, X, y = X[perm[:k]], y[perm[:k]], X[perm[k:]], y[perm[k:]]
+    if iterations is None:
+        from ..algorithms.gossip.run import default_rounds
+
+        iterations = default_rounds(len(y), X.shape[1], epsilon)
     with output_dir(out) as stage:
         with progress(iterations * runs, "noisy-gradient gossip", enabled=not quiet) as cb:
             metrics = run_gossip(data=data, X=X, y=y, nodes=nodes, topology=topology, split=split,

@@ -86,8 +86,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         take ``alpha``; kept for reproducing [Zhang]).
     protocol : ``"auto"`` (gossip when ``epsilon`` is given, M-ADMM otherwise), ``"admm"`` or ``"gossip"``
         (``"gossip"`` without ``epsilon``: the same protocol without noise).
-    delta, rounds, bounds, row_clip : gossip only: δ of the budget (default 1e-5); gradient rounds T (default
-        50); declared column bounds ``(lo, hi)`` (two length-d sequences; default: a DP estimate of each column's
+    delta, rounds, bounds, row_clip : gossip only: δ of the budget (default 1e-5); gradient rounds T (default:
+        ``clip(1.6 √(n ε / (d + 1)), 10, 50)``, fewer on small or noisy problems); declared column bounds ``(lo, hi)`` (two length-d sequences; default: a DP estimate of each column's
         range); the row clip R on the [−1, 1]-mapped columns (default √d: no row is clipped beyond its columns).
 
     Attributes
@@ -105,7 +105,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                  normalize: bool = False, batch: bool = True, record_path: bool = False, newton_tol: float = 1e-10,
                  random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None,
                  fallback_epsilon: float | None = 0.5, epsilon: float | None = None, protocol: str = "auto",
-                 delta: float = gossip_run.DEFAULT_DELTA, rounds: int = gossip_run.DEFAULT_ROUNDS, bounds: Any = None,
+                 delta: float = gossip_run.DEFAULT_DELTA, rounds: int | None = None, bounds: Any = None,
                  row_clip: float | None = None):
         self.fallback_epsilon = fallback_epsilon
         self.epsilon = epsilon
@@ -341,7 +341,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         check_positive("delta", self.delta)
         if not self.delta < 1:
             raise InvalidParameterError(f"delta must be in (0, 1), got delta={self.delta!r}.")
-        T = check_int("rounds", self.rounds)
+        T = None if self.rounds is None else check_int("rounds", self.rounds)
         if self.row_clip is not None:
             check_positive("row_clip", self.row_clip)
         if self.normalize:

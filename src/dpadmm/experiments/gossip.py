@@ -24,7 +24,7 @@ def _losses(path: np.ndarray, Xt_nodes, ys) -> list[float]:
 
 
 def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split: str = "even",
-               uneven_ratio: float = 10.0, epsilon: float | None = 1.0, delta: float = 1e-5, rounds: int = 50,
+               uneven_ratio: float = 10.0, epsilon: float | None = 1.0, delta: float = 1e-5, rounds: int | None = None,
                runs: int = 1, seed: int | None = None, bounds=None, row_clip: float | None = None,
                backend: str = "inprocess", backend_options: dict | None = None, monitor: bool | None = None,
                X_test=None, y_test=None, progress: Callable | None = None) -> dict:
@@ -38,6 +38,10 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
     if X_test is not None:
         X_test = np.asarray(X_test.toarray() if hasattr(X_test, "toarray") else X_test, dtype=np.float64)
         y_test_pm, _ = binary_labels("test labels", y_test)
+    if rounds is None:
+        from ..algorithms.gossip.run import default_rounds
+
+        rounds = default_rounds(int(sum(len(v) for v in ys)), int(Xs[0].shape[1]), epsilon)
     curves, consensus, test_losses, train_final, secs = [], [], [], [], []
     model = None
     t0 = time.perf_counter()

@@ -16,7 +16,18 @@ from . import mechanism as mech
 from .node import RouterConfig, init_router, node_diagnostics, node_step, router_metrics, router_step, setup_node, step_size
 from .report import gossip_report, noise_multiplier_for
 
-DEFAULT_ROUNDS = 50
+DEFAULT_ROUNDS = 50  # the most rounds the automatic rule picks (and a non-private run's default)
+MIN_ROUNDS = 10
+
+
+def default_rounds(n_total: int, d: int, epsilon: float | None) -> int:
+    """T from public quantities: the pooled gradient noise grows with √T (calibration) and with d + 1, the signal
+    with n·ε, so a small or noisy problem gets fewer rounds: ``T = clip(1.6 √(n ε / (d + 1)), 10, 50)`` (measured
+    on Ecdat::HI subsets of 2,400, 6,000 and 17,818 rows at ε = 1: 50 rounds on 2,400 rows were worse than the
+    base rate on every seed, 20 better on every seed)."""
+    if epsilon is None:
+        return DEFAULT_ROUNDS
+    return int(min(DEFAULT_ROUNDS, max(MIN_ROUNDS, round(1.6 * (n_total * float(epsilon) / (d + 1)) ** 0.5))))
 DEFAULT_RANGE_ROUNDS = 14  # bisection steps in asinh space over ±1e6: resolution 0.2% of a value's magnitude
 DEFAULT_MOMENTUM = 0.9
 DEFAULT_RIDGE = 1e-4
@@ -40,7 +51,7 @@ class GossipResult:
 
 
 def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon: float | None,
-               delta: float = DEFAULT_DELTA, rounds: int = DEFAULT_ROUNDS, range_rounds: int = DEFAULT_RANGE_ROUNDS,
+               delta: float = DEFAULT_DELTA, rounds: int | None = None, range_rounds: int = DEFAULT_RANGE_ROUNDS,
                bounds=None, row_clip: float | None = None, momentum: float = DEFAULT_MOMENTUM,
                ridge: float = DEFAULT_RIDGE, backend=None, noise_seed: int | None = None, monitor: bool = False,
                callbacks: Sequence = ()) -> GossipResult:
@@ -48,11 +59,12 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
 
     ``epsilon=None``: no noise (a non-private run; without ``bounds`` the column bounds then come from the
     exact counts of the same bisection). ``bounds``: declared (lo, hi), each (d,) — no range rounds.
-    ``row_clip``: R (default √d: the column clip alone bounds ‖z‖)."""
+    ``row_clip``: R (default √d: the column clip alone bounds ‖z‖). ``rounds=None``: :func:`default_rounds`."""
     N = len(Xs)
     d = int(Xs[0].shape[1])
     n = int(sum(x.shape[0] for x in Xs))
     A, V = adjacency(G)
+    rounds = default_rounds(n, d, epsilon) if rounds is None else int(rounds)
     R = float(np.sqrt(d)) if row_clip is None else float(row_clip)
     K = 0 if bounds is not None else int(range_rounds)
     sens = [mech.range_sensitivity(d)] * K + [mech.gradient_sensitivity(R)] * int(rounds)

@@ -107,13 +107,21 @@ def test_gradient_sensitivity_on_worst_case_neighbours():
 def test_range_count_sensitivity_on_worst_case_neighbours():
     X, _ = _raw(40)
     t = np.array([[1995.0, 10.0, 0.0], [2005.0, 80.0, 0.5]])
-    base, _ = mech.range_counts("n", 1, X, t, 0.0, None)
-    X2 = X.copy()
+    y = np.ones(len(X))
+    base, pos, _ = mech.range_counts("n", 1, X, t, 0.0, None, y)
+    X2, y2 = X.copy(), y.copy()
     X2[0] = [1e9, 1e9, 1e9] if np.all(X[0] <= t[0]) else [-1e9, -1e9, -1e9]  # crosses every threshold it can
-    moved, _ = mech.range_counts("n", 1, X2, t, 0.0, None)
-    diff = moved - base
+    y2[0] = -1.0
+    moved, pos2, _ = mech.range_counts("n", 1, X2, t, 0.0, None, y2)
+    diff = np.append((moved - base).ravel(), pos2 - pos)
     assert np.max(np.abs(diff)) <= 1
-    assert np.linalg.norm(diff) <= mech.range_sensitivity(3) + 1e-12
+    assert np.linalg.norm(diff) <= mech.range_sensitivity(3, labels=True) + 1e-12
+    X3 = np.full_like(X, -1e9)
+    X4 = X3.copy()
+    X4[0] = 1e9  # below every threshold → above every threshold: the bound is attained
+    a, _, _ = mech.range_counts("n", 1, X3, t, 0.0, None)
+    b, _, _ = mech.range_counts("n", 1, X4, t, 0.0, None)
+    assert np.linalg.norm(a - b) == pytest.approx(mech.range_sensitivity(3))
 
 
 def test_calibration_never_overspends_the_ledger():
@@ -158,7 +166,8 @@ def test_only_the_model_leaves_a_node_and_rounds_beyond_the_declaration_are_refu
     cfg, st = setup_node("node0", X, y, opts)
     rng = np.random.default_rng(0)
     st, out, ev = node_step(cfg, st, RangeRequest(0, np.zeros((2, 3))), rng=rng)
-    assert out.counts.shape == (2, 3) and len(ev) == 1 and ev[0].sensitivity == pytest.approx(math.sqrt(6))
+    assert out.counts.shape == (2, 3) and len(ev) == 1 and ev[0].sensitivity == pytest.approx(math.sqrt(7))
+    assert out.positives is not None  # the first range round also counts the positive labels
     with pytest.raises(PolicyRefusal, match="beyond the 1 declared"):
         node_step(cfg, st, RangeRequest(1, np.zeros((2, 3))), rng=rng)
     for _ in range(2):

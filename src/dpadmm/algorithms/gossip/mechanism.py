@@ -33,10 +33,13 @@ Release 2: range counts (the first ``K`` rounds when the bounds are not declared
 -------------------------------------------------------------------------------------------------------
 *Query*: for public thresholds ``t ∈ R^{2×d}`` (chosen by the hub from earlier released sums), the counts
 ``c_{q,j} = #{x ∈ D_i : x_j ≤ t_{q,j}}``, q ∈ {lower, upper}.
-*Bound*: replacing one record changes each of the 2d counts by at most 1: ``Δ_r = √(2d)``
-(:func:`range_sensitivity`); enforced by counting indicators (no clip needed).
+In the first range round the node also counts its positive labels, ``#{y = +1}``.
+*Bound*: replacing one record changes each of the 2d counts (and the label count) by at most 1:
+``Δ_r = √(2d)``, ``√(2d + 1)`` with the label count (:func:`range_sensitivity`); enforced by counting
+indicators (no clip needed).
 *Noise*: ``N(0, (z_r Δ_r)² I)`` from the node's generator. *Event*: ``GaussianRelease(node, round, Δ_r,
-z_r Δ_r, RECORD_REPLACE)``. The hub's bisection and the resulting bounds are post-processing of the sums.
+z_r Δ_r, RECORD_REPLACE)``. The hub's bisection, the resulting bounds and the starting intercept (the logit of the pooled noisy
+positive share) are post-processing of the sums.
 
 Accounting: each node's T (+ K) Gaussian releases compose adaptively; :mod:`.report` asks the project's
 PLD accountant for the node's ε at δ (a failing accountant gives ε = ∞). ``tests/protocols/test_gossip.py``
@@ -62,9 +65,10 @@ def gradient_sensitivity(row_clip: float) -> float:
     return 2.0 * math.sqrt(float(row_clip) ** 2 + 1.0)
 
 
-def range_sensitivity(d: int) -> float:
-    """Δ_r = √(2d): ℓ2 change of the 2d threshold counts when one record is replaced."""
-    return math.sqrt(2.0 * int(d))
+def range_sensitivity(d: int, labels: bool = False) -> float:
+    """Δ_r = √(2d) (√(2d + 1) with the count of positive labels): ℓ2 change of the threshold counts when one
+    record is replaced."""
+    return math.sqrt(2.0 * int(d) + (1.0 if labels else 0.0))
 
 
 def prepare(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, row_clip: float) -> np.ndarray:
@@ -100,17 +104,21 @@ def gradient_release(name: str, round_: int, X: np.ndarray, y: np.ndarray, lo, h
 
 
 def range_counts(name: str, round_: int, X: np.ndarray, thresholds: np.ndarray, noise_multiplier: float,
-                 rng: np.random.Generator):
-    """Noisy ``#{x_j ≤ t_{q,j}}`` for the 2 × d public thresholds and its event (module docstring, release 2)."""
+                 rng: np.random.Generator, y: np.ndarray | None = None):
+    """Noisy ``#{x_j ≤ t_{q,j}}`` for the 2 × d public thresholds (and, given ``y``, ``#{y = +1}``) and its event
+    (module docstring, release 2). Returns (counts (2, d), positives or None, events)."""
     X = np.asarray(X, dtype=np.float64)
     t = np.asarray(thresholds, dtype=np.float64)
     counts = np.stack([(X <= t[q][None, :]).sum(axis=0) for q in range(t.shape[0])]).astype(np.float64)
+    pos = None if y is None else float(np.count_nonzero(np.asarray(y) > 0))
     if noise_multiplier <= 0:
-        return counts, []
-    delta = range_sensitivity(X.shape[1])
+        return counts, pos, []
+    delta = range_sensitivity(X.shape[1], labels=y is not None)
     sigma = float(noise_multiplier) * delta
     noisy = counts + sigma * rng.standard_normal(counts.shape)
-    return noisy, [GaussianRelease(name, int(round_), delta, sigma, RECORD_REPLACE)]
+    if pos is not None:
+        pos = pos + sigma * float(rng.standard_normal())
+    return noisy, pos, [GaussianRelease(name, int(round_), delta, sigma, RECORD_REPLACE)]
 
 
 # ----------------------------------------------------------------------------- the hub's bisection (post-processing)

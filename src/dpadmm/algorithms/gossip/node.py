@@ -14,6 +14,7 @@ local noise then gossip averaging, Cyffers, Even, Bellet & Massoulié 2022):
   ``W_ii = 1 − V_i/(1 + V_max)`` is symmetric and doubly stochastic; on a complete graph W = 11ᵀ/N):
 
       w_mix = w_i + (S_i − V_i w_i)/(1 + V_max)                          (gossip averaging)
+      (s = 0: every w_i = (0, b_0), b_0 the logit of the pooled DP base rate of the first range round, or 0)
       G̃_i  = G_i(w_mix) + N(0, σ² I)                                     (the release, .mechanism)
       v_i  ← β v_i − η((N/n) G̃_i + λ w_mix)                              (heavy ball)
       w_i  ← w_mix + v_i                                                  (broadcast)
@@ -43,6 +44,8 @@ import numpy as np
 from ...exceptions import ProtocolError
 from . import mechanism as mech
 
+MAX_INTERCEPT0 = 10.0  # |starting intercept| accepted from the hub (the DP base rate is clipped to [1e-3, 1 − 1e-3])
+
 
 # ----------------------------------------------------------------------------- messages
 class RangeRequest(NamedTuple):
@@ -53,9 +56,10 @@ class RangeRequest(NamedTuple):
 
 
 class RangeCounts(NamedTuple):
-    """Node → hub: the noisy counts #{x_j ≤ t_qj} (2, d)."""
+    """Node → hub: the noisy counts #{x_j ≤ t_qj} (2, d); in the first range round also #{y = +1}."""
 
     counts: np.ndarray
+    positives: float | None = None
 
 
 class GossipInbox(NamedTuple):
@@ -65,6 +69,7 @@ class GossipInbox(NamedTuple):
     neighbour_sum: np.ndarray  # (d + 1,)
     lo: np.ndarray  # (d,)
     hi: np.ndarray  # (d,)
+    intercept0: float = 0.0  # the starting intercept (logit of the pooled DP base rate; 0 without range rounds)
 
 
 class ModelBroadcast(NamedTuple):
@@ -148,8 +153,9 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
             raise _refuse(cfg, f"a range count beyond the {cfg.range_rounds} declared at Setup")
         if t.shape != (2, d) or not np.all(np.isfinite(t)):
             raise _refuse(cfg, f"the thresholds must be 2 x {d} finite numbers")
-        counts, events = mech.range_counts(cfg.name, r + 1, cfg.X, t, cfg.noise_multiplier, rng)
-        return state._replace(round=r + 1), RangeCounts(counts), events
+        counts, pos, events = mech.range_counts(cfg.name, r + 1, cfg.X, t, cfg.noise_multiplier, rng,
+                                                cfg.y if r == 0 else None)
+        return state._replace(round=r + 1), RangeCounts(counts, pos), events
     if not isinstance(inbox, GossipInbox):
         raise _refuse(cfg, f"an unknown message {type(inbox).__name__}")
     s = r - (0 if cfg.bounds is not None else cfg.range_rounds)
@@ -166,11 +172,20 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
         lo, hi = _check_bounds(cfg, *cfg.bounds)
     else:
         lo, hi = _check_bounds(cfg, inbox.lo, inbox.hi)
-    w_mix = state.w + (S - cfg.degree * state.w) / (1.0 + cfg.max_degree)  # gossip averaging
+    w0, v0 = state.w, state.v
+    if s == 0:  # every node starts at the same public point: w = 0 with the hub's starting intercept
+        b0 = float(inbox.intercept0)
+        if not (math.isfinite(b0) and abs(b0) <= MAX_INTERCEPT0):
+            raise _refuse(cfg, f"the starting intercept must be finite with |b| <= {MAX_INTERCEPT0:g}")
+        w0 = np.zeros(d + 1)
+        w0[d] = b0
+        v0 = np.zeros(d + 1)
+        S = cfg.degree * w0  # the neighbours start at the same point
+    w_mix = w0 + (S - cfg.degree * w0) / (1.0 + cfg.max_degree)  # gossip averaging
     G, events = mech.gradient_release(cfg.name, r + 1, cfg.X, cfg.y, lo, hi, cfg.row_clip, w_mix,
                                       cfg.noise_multiplier, rng)
     grad = (cfg.n_nodes / cfg.n_total) * G + cfg.ridge * w_mix
-    v = cfg.momentum * state.v - cfg.step * grad  # heavy ball
+    v = cfg.momentum * v0 - cfg.step * grad  # heavy ball
     w = w_mix + v
     return NodeState(r + 1, w, v, lo, hi), ModelBroadcast(w), events
 
@@ -212,6 +227,7 @@ class RouterState(NamedTuple):
     hi: np.ndarray | None = None
     change: float = math.inf
     path: tuple = ()  # the mean broadcast model after every gradient round (post-processing of broadcasts)
+    intercept0: float = 0.0
 
 
 def init_router(cfg: RouterConfig):
@@ -232,6 +248,10 @@ def router_step(cfg: RouterConfig, state: RouterState, outboxes: Mapping[str, An
     d = cfg.dim
     if state.lo is None:  # a range round
         pooled = sum(np.asarray(outboxes[nm].counts, dtype=np.float64) for nm in cfg.names)
+        if state.round == 0:  # the pooled noisy positive count: the DP base rate, the starting intercept
+            pos = sum(float(outboxes[nm].positives) for nm in cfg.names)
+            p = min(max(pos / cfg.n_total, 1e-3), 1.0 - 1e-3)
+            state = state._replace(intercept0=float(math.log(p / (1.0 - p))))
         targets = np.array([cfg.quantile, 1.0 - cfg.quantile]) * cfg.n_total
         a, b = mech.bisect(state.a, state.b, pooled, targets)
         if t < cfg.range_rounds:
@@ -239,11 +259,11 @@ def router_step(cfg: RouterConfig, state: RouterState, outboxes: Mapping[str, An
             return state._replace(round=t, a=a, b=b), {nm: RangeRequest(t, thr) for nm in cfg.names}, []
         lo, hi = mech.bounds_from_bracket(a, b)
         st = state._replace(round=t, a=a, b=b, lo=lo, hi=hi)
-        return st, {nm: GossipInbox(t, np.zeros(d + 1), lo, hi) for nm in cfg.names}, []
+        return st, {nm: GossipInbox(t, np.zeros(d + 1), lo, hi, st.intercept0) for nm in cfg.names}, []
     F = np.stack([np.asarray(outboxes[nm].w, dtype=np.float64) for nm in cfg.names])
     S = cfg.A @ F
     change = float(np.max(np.linalg.norm(F - state.F, axis=1)))
-    inboxes = {nm: GossipInbox(t, S[k], state.lo, state.hi) for k, nm in enumerate(cfg.names)}
+    inboxes = {nm: GossipInbox(t, S[k], state.lo, state.hi, state.intercept0) for k, nm in enumerate(cfg.names)}
     return state._replace(round=t, F=F, change=change, path=state.path + (F.mean(axis=0),)), inboxes, []
 
 

@@ -67,7 +67,8 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
     rounds = default_rounds(n, d, epsilon) if rounds is None else int(rounds)
     R = float(np.sqrt(d)) if row_clip is None else float(row_clip)
     K = 0 if bounds is not None else int(range_rounds)
-    sens = [mech.range_sensitivity(d)] * K + [mech.gradient_sensitivity(R)] * int(rounds)
+    sens = [mech.range_sensitivity(d, labels=True)] * min(K, 1) + [mech.range_sensitivity(d)] * (K - 1) \
+        + [mech.gradient_sensitivity(R)] * int(rounds)
     nm = 0.0 if epsilon is None else noise_multiplier_for(epsilon, delta, sens)
     q = mech.quantile_level(nm, d, n, N)
     eta = step_size(R, ridge)

@@ -20,8 +20,10 @@ point the node evaluates at (``w_mix`` below, a function of earlier broadcasts o
 transcript, so the rounds compose adaptively).
 *Bound*: each term is ``c·x̃`` with ``|c| = σ(·) ≤ 1`` and ``‖x̃‖² = ‖z‖² + 1 ≤ R² + 1`` (the clips), so
 replacing one record changes G_i by at most ``‖c x̃‖ + ‖c' x̃'‖ ≤ 2√(R² + 1) = Δ`` (:func:`gradient_sensitivity`).
-*Enforced by*: the column clip and the row clip in :func:`prepare` (called on the node's own raw rows in
-:func:`gradient_release`, whatever bounds arrived: only ``lo < hi`` finite is needed, checked by the node),
+*Enforced by*: the column clip and the row clip in :func:`prepare` (called by the node on its own raw rows at
+its first gradient round, whatever bounds arrived: only ``lo < hi`` finite is needed, checked by the node;
+``node.node_step`` keeps the prepared rows and the bounds in its state, and :func:`gradient_release` computes
+the sum on them),
 the appended constant 1, and ``σ ∈ (0, 1)`` of :func:`scipy.special.expit`.
 *Noise*: ``G̃_i = G_i + N(0, (z_g Δ)² I_{d+1})`` drawn from the node's own generator ``rng``.
 *Event*: ``GaussianRelease(node, round, Δ, z_g Δ, RECORD_REPLACE)``.
@@ -88,12 +90,13 @@ def gradient_sum(Xt: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     return (-(y * expit(-m))) @ Xt
 
 
-def gradient_release(name: str, round_: int, X: np.ndarray, y: np.ndarray, lo, hi, row_clip: float, w: np.ndarray,
+def gradient_release(name: str, round_: int, Xt: np.ndarray, y: np.ndarray, row_clip: float, w: np.ndarray,
                      noise_multiplier: float, rng: np.random.Generator):
-    """``G̃_i = G_i(w) + N(0, (z_g Δ)² I)`` on the node's own raw rows and its event (module docstring, release 1).
+    """``G̃_i = G_i(w) + N(0, (z_g Δ)² I)`` and its event (module docstring, release 1). ``Xt`` is
+    :func:`prepare` ``(X, lo, hi, row_clip)`` of the node's own raw rows with the same ``row_clip`` (the node
+    prepares them once, at its first gradient round, and keeps them: its bounds are fixed from then on).
 
     ``noise_multiplier = 0`` is a non-private run: the exact sum and no event (its report says ε = ∞)."""
-    Xt = prepare(X, lo, hi, row_clip)
     G = gradient_sum(Xt, y, w)
     if noise_multiplier <= 0:
         return G, []

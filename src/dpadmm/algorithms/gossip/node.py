@@ -106,6 +106,7 @@ class NodeState(NamedTuple):
     v: np.ndarray
     lo: np.ndarray | None = None
     hi: np.ndarray | None = None
+    Xt: np.ndarray | None = None  # the node's prepared rows (B, d + 1), made once at its first gradient round
 
 
 def step_size(row_clip: float, ridge: float) -> float:
@@ -167,11 +168,10 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
     if S.shape != (d + 1,) or not np.all(np.isfinite(S)):
         raise _refuse(cfg, f"the neighbour sum must be {d + 1} finite numbers")
     if state.lo is not None:
-        lo, hi = state.lo, state.hi  # fixed at the first gradient round
-    elif cfg.bounds is not None:
-        lo, hi = _check_bounds(cfg, *cfg.bounds)
+        lo, hi, Xt = state.lo, state.hi, state.Xt  # fixed at the first gradient round
     else:
-        lo, hi = _check_bounds(cfg, inbox.lo, inbox.hi)
+        lo, hi = _check_bounds(cfg, *(cfg.bounds if cfg.bounds is not None else (inbox.lo, inbox.hi)))
+        Xt = mech.prepare(cfg.X, lo, hi, cfg.row_clip)  # [column clip, row clip, intercept]: the premises of Δ
     w0, v0 = state.w, state.v
     if s == 0:  # every node starts at the same public point: w = 0 with the hub's starting intercept
         b0 = float(inbox.intercept0)
@@ -182,20 +182,18 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
         v0 = np.zeros(d + 1)
         S = cfg.degree * w0  # the neighbours start at the same point
     w_mix = w0 + (S - cfg.degree * w0) / (1.0 + cfg.max_degree)  # gossip averaging
-    G, events = mech.gradient_release(cfg.name, r + 1, cfg.X, cfg.y, lo, hi, cfg.row_clip, w_mix,
-                                      cfg.noise_multiplier, rng)
+    G, events = mech.gradient_release(cfg.name, r + 1, Xt, cfg.y, cfg.row_clip, w_mix, cfg.noise_multiplier, rng)
     grad = (cfg.n_nodes / cfg.n_total) * G + cfg.ridge * w_mix
     v = cfg.momentum * v0 - cfg.step * grad  # heavy ball
     w = w_mix + v
-    return NodeState(r + 1, w, v, lo, hi), ModelBroadcast(w), events
+    return NodeState(r + 1, w, v, lo, hi, Xt), ModelBroadcast(w), events
 
 
 def node_diagnostics(cfg: NodeConfig, state: NodeState) -> dict:
     """Monitoring (not a message; refused in private runs): the node's mean training log loss at w_i."""
     if state.lo is None:
         return {"node_loss": math.nan, "node_samples": cfg.X.shape[0]}
-    Xt = mech.prepare(cfg.X, state.lo, state.hi, cfg.row_clip)
-    loss = float(np.mean(np.logaddexp(0.0, -cfg.y * (Xt @ state.w))))
+    loss = float(np.mean(np.logaddexp(0.0, -cfg.y * (state.Xt @ state.w))))
     return {"node_loss": loss, "node_samples": cfg.X.shape[0]}
 
 

@@ -252,3 +252,62 @@ def test_epsilon_one_closes_most_of_the_gap_on_a_real_table(tmp_path):
         m = ConsensusLogisticRegression(epsilon=1.0, random_state=s).fit(Xtr, ytr)
         loss = float(np.mean(np.logaddexp(0, -yte * m.decision_function(Xte))))
         assert (base - loss) / (base - pooled) >= 0.75
+
+
+# ----------------------------------------------------------------------------- black-box audit (and a planted bug)
+def _audit_scores(n_runs: int, seed: int):
+    """One node of degree 1, worst-case neighbours (the nearly tight pair of the sensitivity test, R = 1). The
+    adversary is the neighbour: after the node's first release it broadcasts the w_j that puts the node's
+    ``w_mix`` at (M, 0, 0, 0), where the two datasets' gradients differ by ≈ Δ; it knows every public value, so
+    it reads the second release G̃ off the broadcast and projects it on the gradient gap. Returns (scores on D,
+    scores on D', the claimed ε of one release at δ, δ)."""
+    lo, hi = np.array([-1.0, -1.0, -1.0]), np.array([1.0, 1.0, 1.0])
+    e = 1e-4
+    b = math.sqrt(1.0 - e * e)
+    base = np.array([[0.2, -0.3, 0.1], [-0.5, 0.4, 0.0], [0.3, 0.3, -0.2]])
+    XD = np.vstack([[-e, b, 0.0], base])
+    XD2 = np.vstack([[e, b, 0.0], base])
+    yD = np.array([1.0, 1.0, -1.0, 1.0])
+    yD2 = np.array([-1.0, 1.0, -1.0, 1.0])
+    nm, delta = 4.0, 1e-5
+    opts = dict(degree=1, max_degree=1, n_nodes=2, n_total=8, rounds=2, range_rounds=0, noise_multiplier=nm,
+                step=0.5, momentum=0.9, ridge=0.0, row_clip=1.0, bounds=(lo, hi))
+    target = np.array([1e6, 0.0, 0.0, 0.0])
+    gD = mech.gradient_sum(mech.prepare(XD, lo, hi, 1.0), yD, target)
+    gD2 = mech.gradient_sum(mech.prepare(XD2, lo, hi, 1.0), yD2, target)
+    assert np.linalg.norm(gD2 - gD) == pytest.approx(mech.gradient_sensitivity(1.0), rel=1e-3)
+    u = (gD2 - gD) / np.linalg.norm(gD2 - gD)
+    scores = []
+    for X, y in ((XD, yD), (XD2, yD2)):
+        cfg, st0 = setup_node("node0", X, y, opts)
+        rng = np.random.default_rng(seed)
+        s = np.empty(n_runs)
+        for k in range(n_runs):
+            st1, out1, _ = node_step(cfg, st0, GossipInbox(0, np.zeros(4), lo, hi), rng=rng)
+            S = 2.0 * (target - out1.w) + out1.w  # w_mix = w + (S − w)/2 = target
+            _, out2, _ = node_step(cfg, st1, GossipInbox(1, S, lo, hi), rng=rng)
+            G_tilde = -(out2.w - target - cfg.momentum * st1.v) / (cfg.step * cfg.n_nodes / cfg.n_total)
+            s[k] = u @ G_tilde
+        scores.append(s)
+        seed += 1
+    return scores[0], scores[1], gaussian_epsilon([nm], delta), delta
+
+
+def test_audit_accepts_the_release_and_catches_a_planted_bug(monkeypatch):
+    from dpadmm.privacy.audit_gdp import gdp_lower_bound
+
+    s0, s1, claimed, delta = _audit_scores(1500, 11)
+    real = gdp_lower_bound(s0, s1, delta)
+    assert real["epsilon_lower_bound"] <= claimed  # the mechanism keeps its claim
+    assert real["mu"] > 0.2  # and the game is not blind: the neighbours are the worst case (μ = Δ/σ = 1/4)
+
+    release = mech.gradient_release
+
+    def planted(name, round_, Xt, y, row_clip, w, noise_multiplier, rng):  # σ/10, the event still claims σ
+        noisy, _ = release(name, round_, Xt, y, row_clip, w, noise_multiplier / 10.0, rng)
+        _, events = release(name, round_, Xt, y, row_clip, w, noise_multiplier, np.random.default_rng(0))
+        return noisy, events
+
+    monkeypatch.setattr(mech, "gradient_release", planted)
+    s0, s1, claimed, delta = _audit_scores(1500, 11)
+    assert gdp_lower_bound(s0, s1, delta)["epsilon_lower_bound"] > claimed

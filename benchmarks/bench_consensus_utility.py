@@ -154,14 +154,14 @@ def run(tables, epsilons, seeds, progress=print) -> list[dict]:
                 rows.append(dict(dataset=name, n_train=len(ytr), n_test=len(yte), d=Xtr.shape[1],
                                  positive=float(np.mean(ytr > 0)), epsilon=eps, seed=s, private=priv,
                                  node_alone=alone, central_dp=central, trivial=trivial, non_private=non_private,
-                                 gap_closed=(trivial - priv) / gap if gap > 0 else None, rounds=m.n_iter_,
+                                 gap_closed=(trivial - priv) / gap if gap > 0 else None, rounds=m.rounds_,
                                  fit_seconds=fit_secs, fit_cpu_seconds=fit_cpu, cli_seconds=cli[0],
                                  cli_cpu_seconds=cli[1], cli_test_log_loss=cli[2], sklearn_seconds=sk_secs,
                                  sklearn_cpu_seconds=sk_cpu))
                 r = rows[-1]
                 progress(f"{name} eps={eps:g} seed={s}: private {priv:.4f} (gap {r['gap_closed']:.2f}), alone "
                          f"{alone:.4f}, central {central:.4f}, trivial {trivial:.4f}, pooled {non_private:.4f}; "
-                         f"T={m.n_iter_}; fit {fit_secs:.2f}s wall / {fit_cpu:.2f}s CPU" +
+                         f"T={m.rounds_}; fit {fit_secs:.2f}s wall / {fit_cpu:.2f}s CPU" +
                          (f", CLI {cli[0]:.1f}s wall / {cli[1]:.1f}s CPU" if cli[0] else "") +
                          f", sklearn {sk_secs:.2f}s wall / {sk_cpu:.2f}s CPU")
     return rows
@@ -189,7 +189,7 @@ def checks(rows) -> dict:
 
 
 def table(rows) -> str:
-    head = ("| table | n train | positive | ε | T | private (mean; worst) | gap closed (min) | node alone | central DP | "
+    head = ("| table | n train | positive | ε | T (+14 range) | private (mean; worst) | gap closed (min) | node alone | central DP | "
             "base rate | pooled non-private | fit s CPU (wall) | CLI s CPU (wall) | sklearn s CPU (wall) |")
     lines = [head, "|" + "---|" * 14]
     keys = sorted({(r["dataset"], r["epsilon"]) for r in rows}, key=lambda k: (list(TABLES).index(k[0]), k[1]))

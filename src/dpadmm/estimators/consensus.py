@@ -383,7 +383,9 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         self.handed_over_ = self.dp_base_rate_ = self.comparison_ = None
         _, V = adjacency(G)
         self.graph_, self.node_sizes_, self.degrees_ = G, np.array([x.shape[0] for x in Xs]), V
-        self.n_iter_ = res.rounds
+        self.n_iter_ = res.rounds  # every round: range rounds + gradient rounds
+        self.rounds_ = 0 if res.path is None else int(len(res.path))  # gradient rounds T
+        self.range_rounds_ = int(res.rounds - self.rounds_)  # K (0 with declared bounds)
         self.noise_source_ = res.noise_source
         self.n_features_in_ = d
         self.converged_ = False

@@ -311,3 +311,36 @@ def test_audit_accepts_the_release_and_catches_a_planted_bug(monkeypatch):
     monkeypatch.setattr(mech, "gradient_release", planted)
     s0, s1, claimed, delta = _audit_scores(1500, 11)
     assert gdp_lower_bound(s0, s1, delta)["epsilon_lower_bound"] > claimed
+
+
+def test_cli_declared_bounds_skip_the_range_rounds(tmp_path):
+    X, y = _raw(800)
+    data = tmp_path / "d.svm"
+    with open(data, "w") as fh:
+        for xi, yi in zip(X, y):
+            fh.write(f"{int(yi):+d} " + " ".join(f"{j + 1}:{v:.10g}" for j, v in enumerate(xi)) + "\n")
+    bounds = tmp_path / "bounds.csv"
+    bounds.write_text("lo,hi\n1990,2010\n0,200\n0,1\n")
+    out = tmp_path / "run"
+    assert main(["consensus", "--data", str(data), "--epsilon", "2", "--bounds", str(bounds), "--nodes", "3",
+                 "--seed", "0", "--quiet", "--out", str(out)]) == 0
+    f = json.loads((out / "metrics.json").read_text())["final"]
+    assert f["bounds_source"] == "declared" and f["column_bounds"] == [[1990.0, 2010.0], [0.0, 200.0], [0.0, 1.0]]
+
+
+@pytest.mark.parametrize("text,message", [("1990,2010\n0,200\n", "has 2 rows but the data 3"),
+                                          ("1990,2010\n0,200\n1,0\n", "every row needs lo < hi"),
+                                          ("1990;2010\n0,200\n0,1\n", "expected 'lo,hi'")])
+def test_cli_bad_bounds_file_exit_2(tmp_path, capsys, text, message):
+    X, y = _raw(60)
+    data = tmp_path / "d.svm"
+    with open(data, "w") as fh:
+        for xi, yi in zip(X, y):
+            fh.write(f"{int(yi):+d} " + " ".join(f"{j + 1}:{v:.10g}" for j, v in enumerate(xi)) + "\n")
+    bounds = tmp_path / "bounds.csv"
+    bounds.write_text(text)
+    out = tmp_path / "never"
+    code = main(["consensus", "--data", str(data), "--epsilon", "1", "--bounds", str(bounds), "--out", str(out),
+                 "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and not out.exists()

@@ -196,7 +196,6 @@ def table(rows) -> str:
     for name, eps in keys:
         rs = [r for r in rows if r["dataset"] == name and r["epsilon"] == eps]
         m = lambda k: np.mean([r[k] for r in rs if r[k] is not None]) if any(r[k] is not None for r in rs) else None  # noqa: E731
-        fmt = lambda v, f=".4f": "" if v is None else format(v, f)  # noqa: E731
         both = lambda k, f: "" if m(k) is None else f"{m(k.replace('seconds', 'cpu_seconds')):{f}} ({m(k):{f}})"  # noqa: E731
         lines.append(f"| {name} | {rs[0]['n_train']:,} | {rs[0]['positive']:.1%} | {eps:g} | {rs[0]['rounds']} | "
                      f"{m('private'):.4f}; {max(r['private'] for r in rs):.4f} | {m('gap_closed'):.2f} "

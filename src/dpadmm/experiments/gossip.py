@@ -63,7 +63,6 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
             z = model.decision_function(X_test)
             test_losses.append(float(np.mean(np.logaddexp(0.0, -y_test_pm * z))))
     L = np.asarray(curves)
-    private = epsilon is not None
     rep = model.privacy_
     eps_final = float(rep.epsilon) if rep is not None else None
     test = {}

@@ -68,7 +68,8 @@ def consensus(
                                                       f"50; pp/dvp: {PRIVATE_DEFAULTS['C']})."),
     reg_weight: Optional[float] = typer.Option(None, help="The paper's ρ: weight of R(f) = ½||f||² (default 1; pp/dvp: "
                                                           f"{PRIVATE_DEFAULTS['reg_weight']})."),
-    iterations: Optional[int] = typer.Option(None, help="Iterations T (default 100; --epsilon alone (gossip): clip(1.6 sqrt(n eps/(d+1)), 10, 200); pp/dvp: "
+    iterations: Optional[int] = typer.Option(None, help="Iterations T (default 100; --epsilon alone (gossip): "
+                                                        "clip(1.6 sqrt(n eps/(d+1)), 10, 200); pp/dvp: "
                                                         f"{PRIVATE_DEFAULTS['iterations']})."),
     test: Optional[Path] = typer.Option(None, help="Held-out LIBSVM file (same features) for the test loss and verdict."),
     test_fraction: float = typer.Option(0.0, help="Hold out this share of the rows (seed 0 / --seed) as a test set "

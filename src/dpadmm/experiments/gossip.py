@@ -10,7 +10,10 @@ import numpy as np
 
 from .._validation import binary_labels
 from ..algorithms.gossip import mechanism as mech
+from ..algorithms.gossip.run import default_rounds
+from ..backends import get_backend
 from ..data.graphs import make_graph
+from ..estimators.consensus import ConsensusLogisticRegression
 from ..privacy.ledger import nonprivate_privacy, not_protected
 from .zhang import _base_rate_loss, _base_rate_loss_on, _node_data
 
@@ -28,9 +31,6 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
                runs: int = 1, seed: int | None = None, bounds=None, row_clip: float | None = None,
                backend: str = "inprocess", backend_options: dict | None = None, monitor: bool | None = None,
                X_test=None, y_test=None, progress: Callable | None = None) -> dict:
-    from ..backends import get_backend
-    from ..estimators.consensus import ConsensusLogisticRegression
-
     data_seed = 0 if seed is None else seed
     Xs, ys = _node_data(X, y, nodes, split, uneven_ratio, data_seed)
     G = make_graph(topology, nodes, random_state=np.random.default_rng([data_seed, 2]))
@@ -39,8 +39,6 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         X_test = np.asarray(X_test.toarray() if hasattr(X_test, "toarray") else X_test, dtype=np.float64)
         y_test_pm, _ = binary_labels("test labels", y_test)
     if rounds is None:
-        from ..algorithms.gossip.run import default_rounds
-
         rounds = default_rounds(int(sum(len(v) for v in ys)), int(Xs[0].shape[1]), epsilon)
     curves, consensus, test_losses, train_final, secs = [], [], [], [], []
     model = None

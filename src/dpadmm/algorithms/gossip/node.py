@@ -42,6 +42,7 @@ from typing import Any, Mapping, NamedTuple
 import numpy as np
 
 from ...exceptions import ProtocolError
+from ...privacy.policy import PolicyRefusal
 from . import mechanism as mech
 
 MAX_INTERCEPT0 = 10.0  # |starting intercept| accepted from the hub (the DP base rate is clipped to [1e-3, 1 − 1e-3])
@@ -130,8 +131,7 @@ def setup_node(name: str, X, y, options: Mapping[str, Any]):
 
 
 def _refuse(cfg: NodeConfig, what: str) -> ProtocolError:
-    from ...privacy.policy import PolicyRefusal  # a refusal at a party: nothing is released
-
+    """A refusal at the node: nothing is released."""
     return PolicyRefusal(f"node {cfg.name!r} refused round: {what}")
 
 

@@ -84,7 +84,7 @@ def test_gradient_sensitivity_on_worst_case_neighbours():
             w = rng.normal(scale=rng.choice([0.1, 10.0, 1e3]), size=4)
             k = int(rng.integers(len(y)))
             X2, y2 = X.copy(), y.copy()
-            X2[k] = rng.choice([-1e9, 1e9], size=3) * rng.random(3)  # any raw values, far outside the bounds
+            X2[k] = rng.choice([-1e9, 1e9, np.inf, np.nan], size=3) * rng.random(3)  # any raw values, missing too
             y2[k] = -y[k]
             g1 = mech.gradient_sum(mech.prepare(X, lo, hi, R), y, w)
             g2 = mech.gradient_sum(mech.prepare(X2, lo, hi, R), y2, w)

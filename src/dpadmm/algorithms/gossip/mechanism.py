@@ -9,7 +9,8 @@ is mapped to [−1, 1] and clipped there, then the row is clipped to norm ``R`` 
     z_j = 2·clip((x_j − lo_j)/(hi_j − lo_j), 0, 1) − 1,   z ← z·min(1, R/‖z‖),   x̃ = (z, 1).
 
 A column keeps its own scale relative to its bounds (a year column ≈ 2000 and a 0/1 column both span
-[−1, 1]); no row is rescaled up, and no row normalisation erases one column against another.
+[−1, 1]); no row is rescaled up, and no row normalisation erases one column against another. A missing value
+(NaN) maps to 0, the middle of its column, so every prepared row is finite whatever the raw row holds.
 
 Release 1: the clipped gradient sum (every gradient round) — :func:`gradient_release`
 --------------------------------------------------------------------------------------
@@ -40,8 +41,8 @@ In the first range round the node also counts its positive labels, ``#{y = +1}``
 ``Δ_r = √(2d)``, ``√(2d + 1)`` with the label count (:func:`range_sensitivity`); enforced by counting
 indicators (no clip needed).
 *Noise*: ``N(0, (z_r Δ_r)² I)`` from the node's generator. *Event*: ``GaussianRelease(node, round, Δ_r,
-z_r Δ_r, RECORD_REPLACE)``. The hub's bisection, the resulting bounds and the starting intercept (the logit of the pooled noisy
-positive share) are post-processing of the sums.
+z_r Δ_r, RECORD_REPLACE)``. The hub's bisection, the resulting bounds and the starting intercept (the logit of
+the pooled noisy positive share) are post-processing of the sums. (z_g = z_r: the node's one noise multiplier.)
 
 Accounting: each node's T (+ K) Gaussian releases compose adaptively; :mod:`.report` asks the project's
 PLD accountant for the node's ε at δ (a failing accountant gives ε = ∞). ``tests/protocols/test_gossip.py``
@@ -78,7 +79,8 @@ def prepare(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, row_clip: float) -> n
     The same map is the model's input at predict time. Shapes: X (B, d), lo/hi (d,) → (B, d + 1)."""
     X = np.asarray(X, dtype=np.float64)
     width = np.asarray(hi, dtype=np.float64) - np.asarray(lo, dtype=np.float64)
-    Z = 2.0 * np.clip((X - lo) / width, 0.0, 1.0) - 1.0  # [column clip]
+    Z = 2.0 * np.clip((X - lo) / width, 0.0, 1.0) - 1.0  # [column clip] (±inf → ±1)
+    Z = np.where(np.isnan(Z), 0.0, Z)  # a missing value (NaN) → the middle of its column: the bound holds for it too
     norms = safe_norm(Z, axis=1, keepdims=True)
     Z = Z * np.minimum(1.0, float(row_clip) / np.maximum(norms, 1e-300))  # [row clip] ‖z‖ ≤ R
     return np.hstack([Z, np.ones((Z.shape[0], 1))])  # [intercept] ‖x̃‖² ≤ R² + 1

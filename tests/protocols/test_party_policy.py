@@ -372,7 +372,7 @@ def test_docs_list_every_protocols_party_and_coordinator_fields():
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "algorithms.md").read_text()
     for name in ("vertical-sharing", "graph-consensus", "consensus-baseline", "vertical-experts",
-                 "functional-quantile", "functional-statistics"):
+                 "functional-quantile", "functional-statistics", "noisy-gradient-gossip"):
         hooks = find_protocol(name).policy
         assert hooks is not None and hooks.check is not None and hooks.price is not None, name
         assert f"### `{name}`" in doc

@@ -10,3 +10,4 @@ from .consensus import protocol as consensus_protocol  # noqa: F401  (graph-cons
 from .experts import protocol as experts_protocol  # noqa: F401  (vertical-experts)
 from .functional import protocol as functional_protocol  # noqa: F401  (functional-quantile, functional-statistics)
 from .vertical import protocol as vertical_protocol  # noqa: F401  (vertical-sharing, vertical-scoring)
+from .gossip import protocol as gossip_protocol  # noqa: F401  (noisy-gradient-gossip)

@@ -36,7 +36,8 @@ def _parse_data(items: List[str], required: bool = True) -> dict[str, str]:
 @party_app.command("serve")
 def serve(
     protocol: List[str] = typer.Option(..., "--protocol", help="The algorithm this party serves: vertical-sharing, "
-                                                               "graph-consensus, functional-quantile (repeat for "
+                                                               "graph-consensus, noisy-gradient-gossip, "
+                                                               "functional-quantile (repeat for "
                                                                "several, e.g. functional-statistics too)."),
     name: str = typer.Option(..., "--name", help="The party name this process is willing to be (its certificate's name)."),
     data: List[str] = typer.Option([], "--data", help="KEY=FILE of this party's own data (repeat): train=…, test=…"),

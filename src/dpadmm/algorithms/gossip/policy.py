@@ -1,0 +1,77 @@
+"""The gossip node's policy hooks: what a budgeted node checks at Setup and what it prices.
+
+``check``: a private run needs a noise multiplier ≥ the operator's floor; the row clip R, the step, the
+momentum and the ridge must be finite (Δ = 2√(R² + 1) is computed by the node from its own R); declared bounds
+must be finite with lo < hi; the declared rounds are at most the party's ``max_rounds``.
+``price``: every round is at most one Gaussian release at the node's σ/Δ — K range counts plus T gradient sums,
+whatever the coordinator then sends (the step refuses a round beyond the declaration).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...privacy.policy import PartyPolicy, RunPrice, check_noise_multiplier, refuse
+from ...protocol import PolicyHooks
+
+
+def _finite(party: str, what: str, v, positive: bool = True) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise refuse(party, what, v, "a finite number") from None
+    if not math.isfinite(x) or (positive and x <= 0) or x < 0:
+        raise refuse(party, what, v, "a finite " + ("positive" if positive else "non-negative") + " number")
+    return x
+
+
+def check(cfg, args, policy: PartyPolicy, party: str) -> None:
+    if cfg.name != party:
+        raise refuse(party, "the node name", cfg.name, f"{party!r} (its privacy events name it)")
+    if cfg.noise_multiplier <= 0:
+        if policy.private_work:
+            raise refuse(party, "the run's privacy", "noise_multiplier=0", "a private run (its operator started it "
+                         "with a budget or --private-only)", "un-noised releases have ε = ∞")
+        return
+    if policy.private_work:
+        check_noise_multiplier(party, cfg.noise_multiplier, policy)
+    _finite(party, "the row clip R", cfg.row_clip)
+    _finite(party, "the step η", cfg.step)
+    _finite(party, "the ridge λ", cfg.ridge, positive=False)
+    if not (0.0 <= float(cfg.momentum) < 1.0):
+        raise refuse(party, "the momentum β", cfg.momentum, "0 ≤ β < 1")
+    if cfg.bounds is not None:
+        lo, hi = (np.asarray(b, dtype=float) for b in cfg.bounds)
+        if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi)) and np.all(hi > lo)):
+            raise refuse(party, "the declared column bounds", "non-finite or lo >= hi", "finite with lo < hi")
+    total = int(cfg.rounds) + (0 if cfg.bounds is not None else int(cfg.range_rounds))
+    if policy.max_rounds is not None and total > policy.max_rounds:
+        raise refuse(party, "the rounds", total, f"at most {policy.max_rounds} (max_rounds)")
+
+
+def price(cfg, rounds: int) -> RunPrice:
+    """At most one Gaussian release per round at the node's σ/Δ, and no more than the declared K + T."""
+    declared = int(cfg.rounds) + (0 if cfg.bounds is not None else int(cfg.range_rounds))
+    n = min(int(rounds), declared)
+    if cfg.noise_multiplier <= 0 or n <= 0:
+        return RunPrice({}, 0.0, "record_replace")
+    return RunPrice({float(cfg.noise_multiplier): n}, 0.0, "record_replace")
+
+
+GOSSIP = PolicyHooks(
+    party={
+        "noise_multiplier": "> 0 and ≥ the floor in private work; the same σ/Δ for every release",
+        "row clip R, step η, momentum β, ridge λ": "finite (R, η > 0; 0 ≤ β < 1; λ ≥ 0); Δ = 2√(R² + 1) computed "
+                                                  "by the node",
+        "rounds (K range + T gradient)": "declared at Setup, priced as K + T Gaussian releases; a round beyond "
+                                         "them is refused",
+        "column bounds": "declared ones finite with lo < hi; the node clips its own rows to them",
+    },
+    coordinator={
+        "thresholds (range rounds)": "any finite values: each count moves by ≤ 1 whatever they are",
+        "bounds from the DP range, neighbour_sum (every round)": "any finite values (lo < hi): the clips bound "
+                                                                 "the gradient sum whatever they are",
+    },
+    check=check, price=price)

@@ -1,0 +1,20 @@
+"""The gossip protocol as data: what a node started for ``noisy-gradient-gossip`` will do, and nothing else."""
+
+from __future__ import annotations
+
+from ...protocol import Protocol
+from ...protocol.registry import register
+from ..consensus.node import describe_node_data, load_node_data
+from .node import (GossipInbox, ModelBroadcast, NodeState, RangeCounts, RangeRequest, node_diagnostics, node_model,
+                   node_step, setup_node)
+from .policy import GOSSIP
+
+
+def _is_private(cfg) -> bool:
+    return cfg.noise_multiplier > 0
+
+
+PROTOCOL = register(Protocol("noisy-gradient-gossip", setup_node, node_step, node_diagnostics, handlers={},
+                    types=(RangeRequest, RangeCounts, GossipInbox, ModelBroadcast, NodeState), load=load_node_data,
+                    describe=describe_node_data, model=node_model, private=_is_private, data_args=(1, 2),
+                    policy=GOSSIP))

@@ -11,6 +11,7 @@ import typer
 from . import _backend as bk
 from ._app import app
 from ._common import console, elapsed, heartbeat, output_dir, progress, write_json
+from ._consensus_gossip import _gossip
 from ..exceptions import DataFileError, InvalidParameterError
 
 #: defaults of a private run (pp/dvp) where the option is not given, chosen on the private-utility benchmark
@@ -282,123 +283,6 @@ def consensus(
             plot_curves(stage / "convergence.png", {perturbation: metrics["history"]},
                         title=f"M-ADMM on a graph: {data}, {nodes} nodes ({topology}, {split}), perturbation "
                               f"{perturbation}, {runs} run(s) × {iterations} iterations")
-    if out is not None:
-        console.print(f"wrote {out}/metrics.json, model.npz and convergence.png")
-
-
-def _read_bounds(path: Path):
-    """(lo, hi) from a CSV with one 'lo,hi' row per feature column (a header line is allowed)."""
-    import numpy as np
-
-    if not Path(path).is_file():
-        raise DataFileError(f"bounds file not found: {path}; give a CSV with one 'lo,hi' row per feature column.")
-    rows = []
-    for k, line in enumerate(Path(path).read_text().splitlines(), start=1):
-        parts = [v.strip() for v in line.split(",")]
-        if not line.strip():
-            continue
-        try:
-            rows.append((float(parts[0]), float(parts[1])) if len(parts) == 2 else None)
-        except ValueError:
-            if k == 1:  # a header
-                continue
-            rows.append(None)
-        if rows[-1] is None:
-            raise InvalidParameterError(f"--bounds {path}, line {k}: expected 'lo,hi' (two numbers), got {line!r}.")
-    arr = np.asarray(rows, dtype=float).reshape(-1, 2)
-    return arr[:, 0], arr[:, 1]
-
-
-def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bounds, iterations, test, test_fraction,
-            runs, normalize, seed, monitor, out, quiet, backend, zhang_options):
-    """``dpadmm consensus --epsilon E`` without --perturbation: noisy-gradient gossip (:mod:`dpadmm.algorithms.gossip`)."""
-    import numpy as np
-
-    from .._validation import check_int, check_positive
-    from ._common import verdict
-    from ..experiments.gossip import run_gossip
-    from ..experiments.zhang import load_data, plot_curves
-
-    given = [k for k, v in zhang_options.items() if v is not None]
-    if given:
-        raise InvalidParameterError(f"{', '.join(given)}: M-ADMM option(s); --epsilon alone runs the noisy-gradient "
-                                    "gossip protocol (add --perturbation pp or dvp for [Zhang]'s).")
-    if normalize:
-        raise InvalidParameterError("--normalize rescales whole rows and erases each column's scale; the gossip protocol "
-                                    "(--epsilon) bounds every column itself (--bounds FILE, or a DP range): drop it.")
-    if backend != "inprocess":
-        raise InvalidParameterError("the gossip protocol runs in-process here (--backend inprocess); over the network "
-                                    "serve it with `dpadmm party serve --protocol noisy-gradient-gossip`.")
-    check_positive("epsilon", epsilon)
-    if not 0.0 < delta < 1.0:
-        raise InvalidParameterError(f"delta must be in (0, 1), got delta={delta}.")
-    check_int("nodes", nodes, minimum=2)
-    if iterations is not None:
-        check_int("iterations", iterations)
-    check_int("runs", runs)
-    if not 0.0 <= test_fraction < 1.0:
-        raise InvalidParameterError(f"test_fraction must be in [0, 1), got test_fraction={test_fraction}.")
-    if test is not None and test_fraction > 0:
-        raise InvalidParameterError("give --test FILE or --test-fraction, not both.")
-    if test is not None and not Path(test).is_file():
-        raise DataFileError(f"test file not found: {test}; give a LIBSVM file.")
-    if data != "adult" and not Path(data).is_file():
-        raise DataFileError(f"data file not found: {data}; give 'adult' or a LIBSVM file.")
-    X, y = load_data(data, seed=0 if seed is None else seed)
-    declared = _read_bounds(bounds) if bounds is not None else None
-    if declared is not None and declared[0].shape[0] != X.shape[1]:
-        raise InvalidParameterError(f"--bounds {bounds} has {declared[0].shape[0]} rows but the data {X.shape[1]} "
-                                    "feature columns; give one 'lo,hi' row per column.")
-    if declared is not None and not np.all(declared[1] > declared[0]):
-        raise InvalidParameterError(f"--bounds {bounds}: every row needs lo < hi.")
-    X_test = y_test = None
-    if test is not None:
-        X_test, y_test = load_data(str(test))
-        if X_test.shape[1] > X.shape[1]:
-            raise InvalidParameterError(f"the test file has {X_test.shape[1]} features but the training data "
-                                        f"{X.shape[1]}; use the same feature columns.")
-        if X_test.shape[1] < X.shape[1]:  # LIBSVM: trailing all-zero columns are not written
-            X_test = np.hstack([X_test, np.zeros((X_test.shape[0], X.shape[1] - X_test.shape[1]))])
-    elif test_fraction > 0:
-        perm = np.random.default_rng([0 if seed is None else seed, 9]).permutation(len(y))
-        k = max(1, int(round(test_fraction * len(y))))
-        X_test, y_test, X, y = X[perm[:k]], y[perm[:k]], X[perm[k:]], y[perm[k:]]
-    if iterations is None:
-        from ..algorithms.gossip.run import default_rounds
-
-        iterations = default_rounds(len(y), X.shape[1], epsilon)
-    with output_dir(out) as stage:
-        with progress(iterations * runs, "noisy-gradient gossip", enabled=not quiet) as cb:
-            metrics = run_gossip(data=data, X=X, y=y, nodes=nodes, topology=topology, split=split,
-                                 uneven_ratio=uneven_ratio, epsilon=epsilon, delta=delta, rounds=iterations, runs=runs,
-                                 seed=seed, bounds=declared, monitor=monitor, X_test=X_test, y_test=y_test,
-                                 progress=cb)
-        model_arrays = metrics.pop("_model")
-        f = metrics["final"]
-        console.print(f"noisy-gradient gossip: nodes {nodes} ({topology}, {split}), {runs} run(s) x {iterations} rounds: "
-                      f"final training loss mean {f['train_loss_mean']:.5f}, consensus error "
-                      f"{f['consensus_error_mean']:.3g}; column bounds: {f['bounds_source']}")
-        console.print("privacy: " + "\n  ".join(metrics["privacy"]["summary"]))
-        fix = "more budget (--epsilon), more rows per node, fewer --nodes or declared --bounds."
-        if "test_log_loss" in f:
-            console.print(f"test log loss (n = {f['n_test']:,}): mean {f['test_log_loss']:.5f} (min "
-                          f"{f['test_loss_min']:.5f}, max {f['test_loss_max']:.5f}); base rate "
-                          f"{f['test_base_rate_loss']:.5f}")
-            v = verdict("test log loss", max(f["test_loss"]), f["test_base_rate_loss"],
-                        "predicting the training base rate", fix)
-        else:
-            v = verdict("final training loss", f["train_loss_mean"], f["base_rate_train_loss"],
-                        "predicting the base rate", fix)
-        metrics["verdict"] = v
-        if v:
-            console.print(v)
-        metrics["wall_seconds"] = elapsed()
-        if out is not None:
-            write_json(stage / "metrics.json", metrics)
-            np.savez(stage / "model.npz", **model_arrays)
-            plot_curves(stage / "convergence.png", {"gossip": metrics["history"]},
-                        title=f"noisy-gradient gossip: {data}, {nodes} nodes ({topology}, {split}), epsilon {epsilon:g}, "
-                              f"{runs} run(s) × {iterations} rounds")
     if out is not None:
         console.print(f"wrote {out}/metrics.json, model.npz and convergence.png")
 

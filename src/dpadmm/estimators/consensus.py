@@ -18,16 +18,16 @@ from .. import engine
 from .._validation import as_float_matrix, binary_labels, check_choice, check_int, check_positive, check_random_state, noise_seed
 from ..algorithms import graph_consensus as gc
 from ..algorithms.gossip import mechanism as gossip_mech
-from ..algorithms.gossip import run as gossip_run
-from ..backends import PartySpec, get_backend
+from ..algorithms.gossip.schedule import DEFAULT_DELTA as GOSSIP_DELTA
+from ._gossip_fit import fit_estimator
+from ..backends import InProcessBackend, PartySpec, get_backend
 from ..data.graphs import adjacency, make_graph, split_indices
 from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
 from ..algorithms.consensus.report import zhang_privacy_curve, zhang_report
 from ..privacy.threats import finish
 from .._history import History
-from ..algorithms.consensus_baseline import PROTOCOL as BASELINE
 from ..algorithms import consensus_baseline as cb
-from ..backends import InProcessBackend
+from ..algorithms.consensus_baseline import PROTOCOL as BASELINE
 
 DEFAULT_C = 50.0
 DEFAULT_REG_WEIGHT = 1.0
@@ -109,7 +109,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                  normalize: bool = False, batch: bool = True, record_path: bool = False, newton_tol: float = 1e-10,
                  random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None,
                  fallback_epsilon: float | None = 0.5, epsilon: float | None = None, protocol: str = "auto",
-                 delta: float = gossip_run.DEFAULT_DELTA, rounds: int | None = None, bounds: Any = None,
+                 delta: float = GOSSIP_DELTA, rounds: int | None = None, bounds: Any = None,
                  row_clip: float | None = None):
         self.fallback_epsilon = fallback_epsilon
         self.epsilon = epsilon
@@ -192,7 +192,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         over ``n_nodes`` nodes, or a list of per-node matrices (with ``y`` a list of per-node labels). Labels:
         two classes."""
         if self._use_gossip():
-            return self._fit_gossip(X, y, callbacks)
+            return fit_estimator(self, X, y, callbacks)
         self._validate()
         self._gossip = None
         seed = check_random_state(self.random_state)  # data split and graph (not noise)
@@ -336,67 +336,6 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
             raise InvalidParameterError(f"epsilon (noisy-gradient gossip) and perturbation={self.perturbation!r} "
                                         "([Zhang]) are two different protocols; give one of them.")
         return True
-
-    def _fit_gossip(self, X, y, callbacks):
-        if self.epsilon is not None:
-            check_positive("epsilon", self.epsilon)
-        check_positive("delta", self.delta)
-        if not self.delta < 1:
-            raise InvalidParameterError(f"delta must be in (0, 1), got delta={self.delta!r}.")
-        T = None if self.rounds is None else check_int("rounds", self.rounds)
-        if self.row_clip is not None:
-            check_positive("row_clip", self.row_clip)
-        if self.normalize:
-            raise InvalidParameterError("normalize=True rescales whole rows and erases each column's scale; the gossip "
-                                        "protocol bounds every column itself (bounds=, or a DP range): drop normalize.")
-        seed = check_random_state(self.random_state)
-        nseed = noise_seed(self.random_state)
-        Xs, ys, self.classes_ = self._node_data(X, y, seed)
-        N, d = len(Xs), Xs[0].shape[1]
-        bounds = None
-        if self.bounds is not None:
-            try:
-                lo, hi = (np.asarray(b, dtype=np.float64).reshape(-1) for b in self.bounds)
-            except (TypeError, ValueError):
-                raise InvalidParameterError("bounds must be a pair (lo, hi) of length-d sequences.") from None
-            if lo.shape != (d,) or hi.shape != (d,) or not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))
-                                                              and np.all(hi > lo)):
-                raise InvalidParameterError(f"bounds must be {d} finite pairs with lo < hi, one per column.")
-            bounds = (lo, hi)
-        graph_rng = np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=(2**21,)))
-        G = make_graph(self.topology, N, random_state=graph_rng)
-        if G.number_of_nodes() != N:
-            raise InvalidParameterError(f"the graph has {G.number_of_nodes()} nodes but there are {N} node datasets.")
-        private = self.epsilon is not None
-        monitor = (not private) if self.monitor is None else bool(self.monitor)
-        res = gossip_run.fit_gossip(Xs, ys, G, epsilon=self.epsilon, delta=float(self.delta), rounds=T, bounds=bounds,
-                                    row_clip=self.row_clip, backend=get_backend(self.backend), noise_seed=nseed,
-                                    monitor=monitor, callbacks=callbacks)
-        self._gossip = (res.lo, res.hi, res.row_clip)
-        self.coefs_ = res.F[:, :d].copy()
-        self.intercepts_ = res.F[:, d].copy()
-        w = res.F.mean(axis=0)
-        self.coef_, self.intercept_ = w[:d].copy(), float(w[d])
-        self.column_bounds_ = np.column_stack([res.lo, res.hi])
-        self.bounds_source_ = "declared" if bounds is not None else ("dp-estimate" if private else "exact (non-private)")
-        self.range_quantile_ = res.quantile
-        self.noise_multiplier_ = res.noise_multiplier
-        self._margin_clip = None
-        self.handed_over_ = self.dp_base_rate_ = self.comparison_ = None
-        _, V = adjacency(G)
-        self.graph_, self.node_sizes_, self.degrees_ = G, np.array([x.shape[0] for x in Xs]), V
-        self.n_iter_ = res.rounds  # every round: range rounds + gradient rounds
-        self.rounds_ = 0 if res.path is None else int(len(res.path))  # gradient rounds T
-        self.range_rounds_ = int(res.rounds - self.rounds_)  # K (0 with declared bounds)
-        self.noise_source_ = res.noise_source
-        self.n_features_in_ = d
-        self.converged_ = False
-        self.history_ = History(res.history, monitored=monitor, private=private)
-        self.path_ = res.path  # (T, d + 1): the mean broadcast model (intercept last) after every gradient round
-        self.schedules_ = {}
-        self.privacy_ = res.report
-        self._gossip_ledger = res.ledger
-        return self
 
     def _fallback(self, Xs, ys, nseed, backend=None):
         """DP base rate and the accounted comparison (``algorithms.consensus_baseline``); sets the hand-over.

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._validation import binary_labels
 from ..algorithms.gossip import mechanism as mech
-from ..algorithms.gossip.run import default_rounds
+from ..algorithms.gossip.schedule import default_rounds
 from ..backends import get_backend
 from ..data.graphs import make_graph
 from ..estimators.consensus import ConsensusLogisticRegression

@@ -1,0 +1,154 @@
+"""One gossip run: typed node setups → backend → engine → the averaged model and its privacy report.
+
+The driver of :mod:`dpadmm.algorithms.gossip` (it runs the protocol on a backend, so it sits above the algorithm
+folders, beside the estimator that calls it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from .. import engine
+from ..algorithms.gossip import mechanism as mech
+from ..algorithms.gossip.node import (RouterConfig, init_router, node_diagnostics, node_step, router_metrics,
+                                      router_step, setup_node, step_size)
+from ..algorithms.gossip.report import gossip_report, noise_multiplier_for
+from ..algorithms.gossip.schedule import (DEFAULT_DELTA, DEFAULT_MOMENTUM, DEFAULT_RANGE_ROUNDS, DEFAULT_RIDGE,
+                                          default_rounds)
+from .._history import History
+from .._validation import check_int, check_positive, check_random_state, noise_seed
+from ..backends import InProcessBackend, PartySpec, get_backend
+from ..data.graphs import adjacency, make_graph
+from ..exceptions import InvalidParameterError
+from ..privacy.ledger import PrivacyReport
+from ..privacy.threats import finish
+
+
+@dataclass
+class GossipResult:
+    F: np.ndarray  # (N, d + 1) the nodes' final broadcasts
+    lo: np.ndarray
+    hi: np.ndarray
+    row_clip: float
+    noise_multiplier: float
+    report: PrivacyReport | None
+    history: dict = field(default_factory=dict)
+    rounds: int = 0
+    noise_source: str = "party-local"
+    quantile: float | None = None
+    path: np.ndarray | None = None  # (T, d + 1) the mean broadcast model after every gradient round
+    ledger: object = None
+
+
+def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon: float | None,
+               delta: float = DEFAULT_DELTA, rounds: int | None = None, range_rounds: int = DEFAULT_RANGE_ROUNDS,
+               bounds=None, row_clip: float | None = None, momentum: float = DEFAULT_MOMENTUM,
+               ridge: float = DEFAULT_RIDGE, backend=None, noise_seed: int | None = None, monitor: bool = False,
+               callbacks: Sequence = ()) -> GossipResult:
+    """Run the protocol on node datasets ``Xs``/``ys`` (±1) over the connected graph ``G``.
+
+    ``epsilon=None``: no noise (a non-private run; without ``bounds`` the column bounds then come from the
+    exact counts of the same bisection). ``bounds``: declared (lo, hi), each (d,) — no range rounds.
+    ``row_clip``: R (default √d: the column clip alone bounds ‖z‖). ``rounds=None``: :func:`default_rounds`."""
+    N = len(Xs)
+    d = int(Xs[0].shape[1])
+    n = int(sum(x.shape[0] for x in Xs))
+    A, V = adjacency(G)
+    rounds = default_rounds(n, d, epsilon) if rounds is None else int(rounds)
+    R = float(np.sqrt(d)) if row_clip is None else float(row_clip)
+    K = 0 if bounds is not None else int(range_rounds)
+    sens = [mech.range_sensitivity(d, labels=True)] * min(K, 1) + [mech.range_sensitivity(d)] * (K - 1) \
+        + [mech.gradient_sensitivity(R)] * int(rounds)
+    nm = 0.0 if epsilon is None else noise_multiplier_for(epsilon, delta, sens)
+    q = mech.quantile_level(nm, d, n, N)
+    eta = step_size(R, ridge)
+    names = tuple(f"node{i}" for i in range(N))
+    opts = dict(max_degree=int(V.max()), n_nodes=N, n_total=n, rounds=int(rounds), range_rounds=K,
+                noise_multiplier=nm, step=eta, momentum=float(momentum), ridge=float(ridge), row_clip=R,
+                bounds=None if bounds is None else (np.asarray(bounds[0], float), np.asarray(bounds[1], float)))
+    specs = [PartySpec(nm_, setup_node, (nm_, Xs[i], ys[i], dict(opts, degree=int(V[i]))), node_step,
+                       node_diagnostics, owner=nm_) for i, nm_ in enumerate(names)]
+    hub = engine.Hub(RouterConfig(A, names, d, n, K, q, opts["bounds"]), init_router, router_step, router_metrics)
+    backend = backend if backend is not None else InProcessBackend()
+    engine.start(backend, specs, noise_seed=noise_seed, rounds=K + int(rounds))
+    try:
+        res = engine.run(hub=hub, parties=specs, backend=backend, rounds=K + int(rounds), noise_seed=noise_seed,
+                         callbacks=callbacks, monitor=monitor, stop_on_convergence=False, started=True)
+    finally:
+        backend.close()
+    st = res.hub_state
+    report = None
+    if epsilon is not None:
+        src = ("declared by the operator" if bounds is not None else
+               f"DP estimate: pooled noisy counts, {K} bisection rounds, quantiles {q:.3g} and {1 - q:.3g} "
+               f"(search range ±{mech.SEARCH_LIMIT:g}), paid from the same budget")
+        report = finish(gossip_report(res.ledger, delta=delta, rounds=int(rounds), range_rounds=K, noise_multiplier=nm,
+                                      bounds_source=src), threat_model="consensus", noise_source=res.noise_source)
+    return GossipResult(st.F.copy(), np.asarray(st.lo, float), np.asarray(st.hi, float), R, nm, report,
+                        dict(res.history), res.rounds, res.noise_source, None if bounds is not None else q,
+                        np.asarray(st.path) if st.path else None, res.ledger)
+
+
+def fit_estimator(self, X, y, callbacks):
+    """Fit ``ConsensusLogisticRegression`` ``self`` by noisy-gradient gossip; sets its fitted attributes."""
+    if self.epsilon is not None:
+        check_positive("epsilon", self.epsilon)
+    check_positive("delta", self.delta)
+    if not self.delta < 1:
+        raise InvalidParameterError(f"delta must be in (0, 1), got delta={self.delta!r}.")
+    T = None if self.rounds is None else check_int("rounds", self.rounds)
+    if self.row_clip is not None:
+        check_positive("row_clip", self.row_clip)
+    if self.normalize:
+        raise InvalidParameterError("normalize=True rescales whole rows and erases each column's scale; the gossip "
+                                    "protocol bounds every column itself (bounds=, or a DP range): drop normalize.")
+    seed = check_random_state(self.random_state)
+    nseed = noise_seed(self.random_state)
+    Xs, ys, self.classes_ = self._node_data(X, y, seed)
+    N, d = len(Xs), Xs[0].shape[1]
+    bounds = None
+    if self.bounds is not None:
+        try:
+            lo, hi = (np.asarray(b, dtype=np.float64).reshape(-1) for b in self.bounds)
+        except (TypeError, ValueError):
+            raise InvalidParameterError("bounds must be a pair (lo, hi) of length-d sequences.") from None
+        if lo.shape != (d,) or hi.shape != (d,) or not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))
+                                                          and np.all(hi > lo)):
+            raise InvalidParameterError(f"bounds must be {d} finite pairs with lo < hi, one per column.")
+        bounds = (lo, hi)
+    graph_rng = np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=(2**21,)))
+    G = make_graph(self.topology, N, random_state=graph_rng)
+    if G.number_of_nodes() != N:
+        raise InvalidParameterError(f"the graph has {G.number_of_nodes()} nodes but there are {N} node datasets.")
+    private = self.epsilon is not None
+    monitor = (not private) if self.monitor is None else bool(self.monitor)
+    res = fit_gossip(Xs, ys, G, epsilon=self.epsilon, delta=float(self.delta), rounds=T, bounds=bounds,
+                     row_clip=self.row_clip, backend=get_backend(self.backend), noise_seed=nseed,
+                     monitor=monitor, callbacks=callbacks)
+    self._gossip = (res.lo, res.hi, res.row_clip)
+    self.coefs_ = res.F[:, :d].copy()
+    self.intercepts_ = res.F[:, d].copy()
+    w = res.F.mean(axis=0)
+    self.coef_, self.intercept_ = w[:d].copy(), float(w[d])
+    self.column_bounds_ = np.column_stack([res.lo, res.hi])
+    self.bounds_source_ = "declared" if bounds is not None else ("dp-estimate" if private else "exact (non-private)")
+    self.range_quantile_ = res.quantile
+    self.noise_multiplier_ = res.noise_multiplier
+    self._margin_clip = None
+    self.handed_over_ = self.dp_base_rate_ = self.comparison_ = None
+    _, V = adjacency(G)
+    self.graph_, self.node_sizes_, self.degrees_ = G, np.array([x.shape[0] for x in Xs]), V
+    self.n_iter_ = res.rounds  # every round: range rounds + gradient rounds
+    self.rounds_ = 0 if res.path is None else int(len(res.path))  # gradient rounds T
+    self.range_rounds_ = int(res.rounds - self.rounds_)  # K (0 with declared bounds)
+    self.noise_source_ = res.noise_source
+    self.n_features_in_ = d
+    self.converged_ = False
+    self.history_ = History(res.history, monitored=monitor, private=private)
+    self.path_ = res.path  # (T, d + 1): the mean broadcast model (intercept last) after every gradient round
+    self.schedules_ = {}
+    self.privacy_ = res.report
+    self._gossip_ledger = res.ledger
+    return self

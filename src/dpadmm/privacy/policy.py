@@ -92,6 +92,8 @@ class PartyPolicy:
     model and refuses any fit — a scoring server started with its own ``--out`` has its own, fresh ledger, and a
     fit priced against it would spend a second budget on the same training file (set by ``party serve``, not by
     the coordinator).
+    ``ledger_dir``: where the party's ledgers live, one per data set (:mod:`dpadmm.privacy.ledger_files`; ``party
+    serve`` always sets it, ``--ledger-dir``); None: the ledger is in the party's ``out`` directory.
     """
 
     max_epsilon: float | None = None
@@ -112,6 +114,7 @@ class PartyPolicy:
     normalize_vertical_rows: bool = False
     row_clip: float | None = None
     scoring_server: bool = False
+    ledger_dir: str | None = None
 
     def __post_init__(self):
         if (self.max_epsilon is None) != (self.delta is None):

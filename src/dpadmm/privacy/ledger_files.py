@@ -106,15 +106,16 @@ class LedgerFiles:
         if self.path.is_file():
             try:
                 led = json.loads(self.path.read_text())
-                if isinstance(led, dict) and led.get("format") == MOVED_FORMAT:
-                    raise DataFileError(
-                        f"party {self.party!r}: this directory's privacy ledger moved to the ledger of its data set "
-                        f"(sha256 {str(led.get('data_set'))[:12]}…); serve it with that --ledger-dir")
+                moved = isinstance(led, dict) and led.get("format") == MOVED_FORMAT
                 ok = (isinstance(led, dict) and led.get("format") == LEDGER_FORMAT
                       and all(float(k) > 0 and int(v) >= 0 for k, v in led["gaussian"].items())
                       and float(led["pure_epsilon"]) >= 0 and isinstance(led["runs"], list))
             except (ValueError, TypeError, KeyError, OSError):
-                ok = False
+                ok = moved = False
+            if moved:
+                raise DataFileError(
+                    f"party {self.party!r}: this directory's privacy ledger moved to the ledger of its data set "
+                    f"(sha256 {str(led.get('data_set'))[:12]}…); serve it with a --ledger-dir, as party serve does")
             if not ok:
                 raise damaged(self.party, f"ledger {LEDGER_NAME}")
         if self.journal_path.is_file():  # the rounds charged since the last compaction
@@ -130,6 +131,13 @@ class LedgerFiles:
             except (ValueError, TypeError, KeyError) as exc:
                 raise damaged(self.party, f"journal {JOURNAL_NAME} ({type(exc).__name__})") from None
         return led
+
+    def moved(self) -> bool:
+        """This directory's ledger was adopted by the ledger of its data set (only a marker is left)."""
+        try:
+            return json.loads(self.path.read_text()).get("format") == MOVED_FORMAT
+        except (ValueError, AttributeError, OSError):
+            return False
 
     def last_seq(self) -> int:
         """The sequence number of the last charge on disk (the journal's last line, else the JSON file's)."""

@@ -151,6 +151,8 @@ class PartyBudget:
         if old.path == self.path or not old.path.is_file():
             return
         with old.locked():
+            if old.moved():
+                return
             led = old.load(self._empty())
             have = {r.get("run") for r in self.ledger["runs"]}
             for run in led["runs"]:

@@ -50,6 +50,7 @@ from .grpc_ops import state_line
 from ..privacy.events import GaussianRelease
 from ..privacy.party_ledger import JOURNAL_NAME, LEDGER_NAME, PartyBudget, released_since  # noqa: F401 (re-exported)
 from ..privacy.policy import PartyPolicy, PolicyRefusal as _Refused
+from ..privacy.psi_admission import admit_psi, admit_rows
 from ..protocol import PartyData, Protocol
 
 SERVICE = "dpadmm.Party"
@@ -255,15 +256,8 @@ class PartyService:
             if obj.key not in self.data:
                 raise _Refused(f"party {self.name!r} has no data {obj.key!r} (it was started with "
                                f"{sorted(self.data)}; add --data {obj.key}=FILE)", "FAILED_PRECONDITION")
-            params = dict(obj.params, **self.describe_options)
-            if params.pop("psi", False):  # rows of the PSI intersection, in its order: from this party's own alignment
-                from ..data.psi import aligned_ids
-                from ..exceptions import ProtocolError
-
-                try:
-                    params.update(ids=aligned_ids(self.data[obj.key]), subset=True)
-                except ProtocolError as exc:
-                    raise _Refused(f"party {self.name!r}: {exc}", "FAILED_PRECONDITION") from None
+            # rows only through a PSI intersection this party took part in (data.psi: PSI is the only door)
+            params = admit_rows(self.name, obj.key, self.data[obj.key], dict(obj.params, **self.describe_options))
             return self.protocol.load(self.data[obj.key], params)
         if isinstance(obj, list):
             return [self._localise(v) for v in obj]
@@ -312,8 +306,8 @@ class PartyService:
     def _admit(self, req, args) -> dict | None:
         """The party's policy on a set-up run, before anything is released: its checks, the declared rounds,
         and (with a budget) the price of the whole run against what is left (:mod:`dpadmm.privacy.policy`)."""
-        if self.protocol.alignment or not self.protocol.rounds:
-            return None  # PSI / scoring: no rounds to price; their own refusals govern what leaves (score: private runs)
+        if self.protocol.alignment or not self.protocol.rounds:  # PSI: its operator's caps; scoring: nothing to price
+            return admit_psi(self.name, self.policy, self.out, args) if self.protocol.alignment else None
         if self.private_only and not self.private:
             why = (f"its operator gave it a privacy budget (--max-epsilon {self.budget.max_epsilon:g}) and an un-noised "
                    "release has ε = ∞") if self.budget is not None else "its operator started it with --private-only"

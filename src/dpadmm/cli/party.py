@@ -108,6 +108,13 @@ def serve(
     neighbour: List[str] = typer.Option([], "--neighbour", help="graph-consensus peer to peer: a graph neighbour "
                                                                 "NAME=HOST:PORT (repeat); this node then exchanges "
                                                                 "broadcasts with these nodes only and refuses others."),
+    psi_max_query: Optional[int] = typer.Option(None, "--psi-max-query", help="PSI: refuse a query of more ids than "
+                                                                              "this (each queried id's membership is "
+                                                                              "what the coordinator learns)."),
+    psi_max_runs: Optional[int] = typer.Option(None, "--psi-max-runs", help="PSI: refuse more than N PSI runs per "
+                                                                            "--psi-period (counted in OUT)."),
+    psi_period: Optional[float] = typer.Option(None, "--psi-period", help="PSI: the period of --psi-max-runs in "
+                                                                          "seconds (default 86400, a day)."),
     threads: int = typer.Option(1, "--threads", help="BLAS threads of this party (the per-round work is vector "
                                                      "algebra; more threads mostly add contention)."),
 ):
@@ -134,7 +141,8 @@ def serve(
                          private_only=private_only or None, max_rounds=max_rounds, relation=relation,
                          min_noise_multiplier=min_noise_multiplier, row_clip=row_clip,
                          normalize_vertical_rows=normalize_rows or None,
-                         ledger_dir=None if ledger_dir is None else str(ledger_dir))
+                         ledger_dir=None if ledger_dir is None else str(ledger_dir), psi_max_query=psi_max_query,
+                         psi_max_runs=psi_max_runs, psi_period=psi_period)
     if policy.ledger_dir is None:  # flag, env or policy file, else the per-user default
         policy = dataclasses.replace(policy, ledger_dir=str(default_ledger_dir()))
     if threads < 1:

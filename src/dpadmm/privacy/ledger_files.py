@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 from pathlib import Path
 from typing import Mapping
 
@@ -88,16 +89,27 @@ class LedgerFiles:
         self.holders = self.dir / HOLDERS_NAME
         self.dir.mkdir(parents=True, exist_ok=True)
         self._json_seq: tuple | None = None  # (st_ino, st_mtime_ns, seq) of the JSON file last read for its seq
+        self._lock_fh = None  # the lock file, open while this object lives (flock on it per read-modify-write)
+        self._threads = threading.Lock()  # flock excludes other open files, not threads sharing this one
+        self._journal = None  # (file, st_ino, size after our last line, that line's seq): the journal as we left it
 
     @contextlib.contextmanager
     def locked(self):
         """Hold the ledger's inter-process lock (blocking); every read-modify-write is inside one."""
-        with open(self.dir / LOCK_NAME, "a") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+        with self._threads:
+            if self._lock_fh is None:
+                self._lock_fh = open(self.dir / LOCK_NAME, "a")
+            fcntl.flock(self._lock_fh, fcntl.LOCK_EX)
             try:
                 yield
             finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+                fcntl.flock(self._lock_fh, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        for fh in (self._lock_fh, self._journal[0] if self._journal else None):
+            if fh is not None:
+                fh.close()
+        self._lock_fh = self._journal = None
 
     # ------------------------------------------------------------------ reading (under the lock)
     def load(self, empty: dict) -> dict:
@@ -166,16 +178,36 @@ class LedgerFiles:
         return self._json_seq[2]
 
     # ------------------------------------------------------------------ writing (under the lock)
-    def append(self, line: dict) -> None:
-        """One charged round, appended (and flushed) before the reply leaves the party."""
-        with open(self.journal_path, "a") as fh:
-            fh.write(json.dumps(line) + "\n")
+    def append_next(self, line: dict) -> dict:
+        """One charged round with the next sequence number on disk, appended (and flushed) before the reply leaves
+        the party. The journal is reopened and its last line read only if another process wrote or compacted it
+        since our last line (its inode or size changed); otherwise the next number is ours + 1 (O(1))."""
+        try:
+            st = os.stat(self.journal_path)
+        except FileNotFoundError:
+            st = None
+        j = self._journal
+        if j is not None and st is not None and (st.st_ino, st.st_size) == (j[1], j[2]):
+            fh, seq = j[0], j[3]
+        else:
+            if j is not None:
+                j[0].close()
+            seq = self.last_seq()
+            fh = open(self.journal_path, "a")
+        line = dict(line, seq=seq + 1)
+        fh.write(json.dumps(line) + "\n")
+        fh.flush()
+        self._journal = (fh, os.fstat(fh.fileno()).st_ino, fh.tell(), seq + 1)
+        return line
 
     def write(self, led: dict) -> None:
         """Replace the JSON file atomically with ``led`` (every journal line folded in), then drop the journal."""
         write_json(self.path, led)
         if self.journal_path.exists():
             self.journal_path.unlink()  # every line is in the JSON file now (its seq is recorded there)
+        if self._journal is not None:
+            self._journal[0].close()
+            self._journal = None
 
     # ------------------------------------------------------------------ live processes
     def hold(self, holder: str):

@@ -17,11 +17,14 @@ def read_ledger(directory, delta: float | None = None, *, compact: bool = True) 
     """One ledger, with its journal folded in (and, with ``compact``, written back: the JSON file is then true
     whatever process was killed), its ε at ``delta`` (default: the δ its last writer used) and each run's ε."""
     files = LedgerFiles(directory)
-    with files.locked():
-        led = files.load({})
-        if compact and files.journal_path.is_file():
-            d = float(led.get("delta", delta or 1e-5))
-            files.write(dict(led, epsilon_spent=_num(compose(led["gaussian"], led["pure_epsilon"], d))))
+    try:
+        with files.locked():
+            led = files.load({})
+            if compact and files.journal_path.is_file():
+                d = float(led.get("delta", delta or 1e-5))
+                files.write(dict(led, epsilon_spent=_num(compose(led["gaussian"], led["pure_epsilon"], d))))
+    finally:
+        files.close()
     d = float(delta if delta is not None else led.get("delta", 1e-5))
     runs = [{"run": r.get("run"), "protocol": r.get("protocol"), "party": r.get("party", led.get("party")),
              "out": r.get("out"), "started": r.get("started"), "closed": r.get("closed"),

@@ -150,6 +150,12 @@ class PartyBudget:
         old = LedgerFiles(self.out, self.party)
         if old.path == self.path or not old.path.is_file():
             return
+        try:
+            self._adopt(old)
+        finally:
+            old.close()
+
+    def _adopt(self, old: LedgerFiles) -> None:
         with old.locked():
             if old.moved():
                 return
@@ -325,11 +331,11 @@ class PartyBudget:
                 f"it declared at Setup: " + "; ".join(dict.fromkeys(reasons)),
                 budget={"decision": "refused", "round": round_ + 1, "run_priced_epsilon": priced["epsilon_if_completed"],
                         "max_epsilon": self.max_epsilon, "delta": self.delta, "ledger": self.where})
-        with self.files.locked():  # the next sequence number is the one after the last on disk, by any process
-            line = {"seq": self.files.last_seq() + 1, "run": run["run"], "round": int(round_), "g": g}
-            if pure:
-                line.update(pure=pure, n_pure=n_pure)
-            self.files.append(line)  # recorded before the reply leaves the party
+        line = {"run": run["run"], "round": int(round_), "g": g}
+        if pure:
+            line.update(pure=pure, n_pure=n_pure)
+        with self.files.locked():  # numbered after the last charge on disk, by any process
+            line = self.files.append_next(line)  # recorded before the reply leaves the party
         apply_line(self.ledger, run, line)
         return {"decision": "allowed", "round": round_ + 1, "releases": len(events),
                 "run_releases": int(run["charged"]["releases"]), "run_priced_epsilon": priced["epsilon_if_completed"],
@@ -368,6 +374,7 @@ class PartyBudget:
             self._held.close()
             self._held = None
             (self.files.holders / f"{self.holder}.lock").unlink(missing_ok=True)
+        self.files.close()
 
 
 def released_since(run: dict, snapshot: dict, party: str, relation, after_round: int) -> list:

@@ -89,9 +89,8 @@ class PartyPolicy:
     Vertical experts: ``row_clip`` R (the norm at which the party clips its rows; ``None``: the coordinator's R
     is accepted if ≥ ``min_clip``, a set value refuses any other), ``normalize_vertical_rows`` (its preparation).
     ``scoring_server``: the party was started with a model file (``--data model=FILE``), so it scores with that
-    model and refuses any fit — a scoring server started with its own ``--out`` has its own, fresh ledger, and a
-    fit priced against it would spend a second budget on the same training file (set by ``party serve``, not by
-    the coordinator).
+    model and refuses any fit (a fit is the fit server's; the ledger, one per data set, is shared by both whatever
+    their ``--out``) (set by ``party serve``, not by the coordinator).
     ``ledger_dir``: where the party's ledgers live, one per data set (:mod:`dpadmm.privacy.ledger_files`; ``party
     serve`` always sets it, ``--ledger-dir``); None: the ledger is in the party's ``out`` directory.
     PSI (:mod:`dpadmm.data.psi`): ``psi_max_query`` caps the ids one query may hold, ``psi_max_runs`` the PSI runs

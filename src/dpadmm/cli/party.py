@@ -12,8 +12,6 @@ import typer
 
 from . import app
 from ..exceptions import InvalidParameterError
-from ..privacy.ledger_files import LEDGER_DIR_ENV, default_ledger_dir
-from ..privacy.ledger_listing import list_ledgers, render_ledger
 
 party_app = typer.Typer(add_completion=False, no_args_is_help=True,
                         help="Run a party in its own organisation (gRPC over mutual TLS).")
@@ -144,6 +142,8 @@ def serve(
                          ledger_dir=None if ledger_dir is None else str(ledger_dir), psi_max_query=psi_max_query,
                          psi_max_runs=psi_max_runs, psi_period=psi_period)
     if policy.ledger_dir is None:  # flag, env or policy file, else the per-user default
+        from ..privacy.ledger_files import default_ledger_dir
+
         policy = dataclasses.replace(policy, ledger_dir=str(default_ledger_dir()))
     if threads < 1:
         raise InvalidParameterError(f"--threads must be a positive integer, got {threads}.")
@@ -209,13 +209,17 @@ def serve(
 
 @party_app.command("ledger")
 def ledger(
-    ledger_dir: Optional[Path] = typer.Option(None, "--ledger-dir", envvar=LEDGER_DIR_ENV,
+    ledger_dir: Optional[Path] = typer.Option(None, "--ledger-dir", envvar="DPADMM_LEDGER_DIR",
                                               help="The ledgers' directory (as given to party serve; default "
                                                    "~/.dpadmm/ledgers)."),
     data: Optional[Path] = typer.Option(None, "--data", help="Only the ledger of this data file (its SHA-256)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document instead of the table."),
 ):
     """What was spent on each data set, and by which runs (folds every journal into its ledger file)."""
+    # dpadmm.privacy loads dp-accounting: not in the CLI's start-up path
+    from ..privacy.ledger_files import default_ledger_dir
+    from ..privacy.ledger_listing import list_ledgers, render_ledger
+
     where = ledger_dir if ledger_dir is not None else default_ledger_dir()
     if data is not None and not data.is_file():
         raise InvalidParameterError(f"--data {data} is not a file; give the data file whose ledger to list.")

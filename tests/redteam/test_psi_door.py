@@ -148,14 +148,23 @@ def test_an_old_psi_run_leaves_the_period(tmp_path):
 
 
 @pytest.mark.parametrize("flag, message", [
-    (["--psi-max-query", "0"], "--psi-max-query must be a positive integer, got 0."),
-    (["--psi-max-runs", "-2"], "--psi-max-runs must be a positive integer, got -2."),
-    (["--psi-period", "0"], "--psi-period must be a positive number of seconds, got 0.0."),
+    (["--psi-max-query", "0"], "--psi-max-query must be an integer >= 1, got --psi-max-query 0"),
+    (["--psi-max-runs", "-2"], "--psi-max-runs must be an integer >= 1, got --psi-max-runs -2"),
+    (["--psi-period", "0"], "--psi-period must be"),
 ])
 def test_psi_flags_are_checked_at_start(tmp_path, path, capsys, flag, message):
     code, _, err = run_cli(["party", "serve", "--protocol", "psi-align", "--name", "party2", "--data", f"train={path}",
                             "--insecure", "--no-budget", "--out", tmp_path / "o", *flag], capsys)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_policy_checks_the_psi_caps_too():  # a --policy file's values, which the CLI's range check does not see
+    for field, value, message in (("psi_max_query", 0, "--psi-max-query must be a positive integer, got 0."),
+                                  ("psi_max_runs", 1.5, "--psi-max-runs must be a positive integer, got 1.5."),
+                                  ("psi_period", 0.0, "--psi-period must be a positive number of seconds, got 0.0.")):
+        with pytest.raises(InvalidParameterError) as err:
+            PartyPolicy(**{field: value})
+        assert str(err.value) == message
 
 
 def test_setup_rows_directly(tmp_path, path):

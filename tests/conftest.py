@@ -96,6 +96,13 @@ def serve_parties(services: dict, tls=None, rounds=None):
     return peers, stop
 
 
+@pytest.fixture(autouse=True)
+def _own_ledger_dir(tmp_path_factory, monkeypatch):
+    """Every test's `party serve` (in-process or a subprocess, which inherits the environment) keeps its
+    per-data-set privacy ledgers in a directory of its own, never in the user's ~/.dpadmm/ledgers."""
+    monkeypatch.setenv("DPADMM_LEDGER_DIR", str(tmp_path_factory.mktemp("ledgers")))
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)

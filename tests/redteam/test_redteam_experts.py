@@ -26,9 +26,20 @@ def _ref(ids, **kw):
     return {"ids": ids, "index": 2, "n_features": 3, "normalize": False, **kw}
 
 
+def _psi_whole_file(monkeypatch, path):
+    """As after a PSI run whose intersection is the whole file: its subsets are rows a Setup may name (issue 26:
+    otherwise a subset Setup is refused before any of these checks)."""
+    import pandas as pd
+
+    from dpadmm.data import psi as P
+
+    monkeypatch.setitem(P._ALIGNED, str(path), (P._signature(path), pd.read_csv(path)["id"].to_numpy()))
+
+
 @pytest.fixture
-def party(tmp_path):
+def party(tmp_path, monkeypatch):
     p = Party(tmp_path)
+    _psi_whole_file(monkeypatch, p.svc.data["train"])
     yield p
     p.svc.close()
 
@@ -196,7 +207,7 @@ def test_e7_a_party_started_with_a_model_file_refuses_any_fit(tmp_path):
 
 
 # ----------------------------------------------------------------------------- E8: a refusal that names a row
-def test_e8_a_missing_value_is_refused_for_the_file_never_for_a_chosen_row(tmp_path):
+def test_e8_a_missing_value_is_refused_for_the_file_never_for_a_chosen_row(tmp_path, monkeypatch):
     """E8 (medium): the join checked only the rows the coordinator chose and named the first bad one ("id 17, column
     'f1'"), so by choosing subsets (PSI rows) a coordinator learnt which records have a missing value — un-noised, per
     record. Now every row of the file is checked (one bit about the file, whatever rows are asked) and no row is
@@ -211,6 +222,7 @@ def test_e8_a_missing_value_is_refused_for_the_file_never_for_a_chosen_row(tmp_p
     df.to_csv(path, index=False)
     svc = PartyService(name="party2", protocol=[PROTO], out=tmp_path / "p2", secure=False, max_epsilon=8.0, delta=1e-5,
                        data={"train": str(path)})
+    _psi_whole_file(monkeypatch, path)
     p = Scorer.__new__(Scorer)
     p.svc, p.allowed = svc, codec.allow_list(PROTO.types)
     try:
@@ -347,11 +359,12 @@ def test_e11_a_model_without_its_record_is_not_served_as_private(tmp_path):
         s.svc.close()
 
 
-def test_e9_the_training_file_under_a_second_key_is_not_scored(tmp_path):
+def test_e9_the_training_file_under_a_second_key_is_not_scored(tmp_path, monkeypatch):
     """E9 (second way): the operator gave its training file under two keys (``--data train=F --data test=F``); rows of
     F outside the fit passed the id check under the key ``test``. The party compares the files themselves."""
     p = Party(tmp_path)
     p.svc.data["test"] = p.svc.data["train"]  # as if started with --data test=<the training file>
+    _psi_whole_file(monkeypatch, p.svc.data["train"])
     try:
         with pytest.raises(_Refused, match="refused to score 'test': it is its training file"):
             _setup(p, PartyData("train", _ref(p.train_ids[:60], subset=True)),

@@ -105,7 +105,8 @@ RANGES: dict[str, dict[str, Range]] = {
     "attack labels": {"--label-epsilon": POS, "--delta": PROB, "--canaries": INT(), "--known": INT(),
                       "--unprotected-iterations": INT(), "--seed": SEED},
     "party serve": {"--max-rounds": INT(), "--max-epsilon": POS, "--delta": PROB, "--min-noise-multiplier": POS,
-                    "--threads": INT(), "--row-clip": POS},
+                    "--threads": INT(), "--row-clip": POS, "--psi-max-query": INT(), "--psi-max-runs": INT(),
+                    "--psi-period": POS},
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -74,9 +76,14 @@ def serve(
     max_epsilon: Optional[float] = typer.Option(None, "--max-epsilon",
                                                 help="This party's own privacy budget: every run is priced at Setup "
                                                      "and refused if it would bring the composed ε of all its "
-                                                     "releases (across runs, recorded in OUT/privacy_ledger.json) "
-                                                     "above E at --delta. Implies --private-only. Deleting the ledger "
-                                                     "resets the budget."),
+                                                     "releases (across runs and processes, in the ledger of its data "
+                                                     "set: see --ledger-dir) above E at --delta. Implies "
+                                                     "--private-only. Deleting the ledger resets the budget."),
+    ledger_dir: Optional[Path] = typer.Option(None, "--ledger-dir", envvar="DPADMM_LEDGER_DIR",
+                                              help="Where this party's privacy ledgers live: one per data set (the "
+                                                   "SHA-256 of its train file), shared by every server and --out "
+                                                   "serving it (default ~/.dpadmm/ledgers; give all of an "
+                                                   "organisation's servers the same directory)."),
     delta: Optional[float] = typer.Option(None, "--delta", help="The δ of --max-epsilon."),
     no_budget: bool = typer.Option(False, "--no-budget", help="Serve without a privacy budget or ledger (an explicit "
                                                               "opt-out, e.g. for non-private runs; recorded in the "
@@ -100,6 +107,13 @@ def serve(
     neighbour: List[str] = typer.Option([], "--neighbour", help="graph-consensus peer to peer: a graph neighbour "
                                                                 "NAME=HOST:PORT (repeat); this node then exchanges "
                                                                 "broadcasts with these nodes only and refuses others."),
+    psi_max_query: Optional[int] = typer.Option(None, "--psi-max-query", help="PSI: refuse a query of more ids than "
+                                                                              "this (each queried id's membership is "
+                                                                              "what the coordinator learns)."),
+    psi_max_runs: Optional[int] = typer.Option(None, "--psi-max-runs", help="PSI: refuse more than N PSI runs per "
+                                                                            "--psi-period (counted in OUT)."),
+    psi_period: Optional[float] = typer.Option(None, "--psi-period", help="PSI: the period of --psi-max-runs in "
+                                                                          "seconds (default 86400, a day)."),
     threads: int = typer.Option(1, "--threads", help="BLAS threads of this party (the per-round work is vector "
                                                      "algebra; more threads mostly add contention)."),
 ):
@@ -125,7 +139,13 @@ def serve(
     policy = load_policy(policy_file, max_epsilon=max_epsilon, delta=delta, no_budget=no_budget or None,
                          private_only=private_only or None, max_rounds=max_rounds, relation=relation,
                          min_noise_multiplier=min_noise_multiplier, row_clip=row_clip,
-                         normalize_vertical_rows=normalize_rows or None)
+                         normalize_vertical_rows=normalize_rows or None,
+                         ledger_dir=None if ledger_dir is None else str(ledger_dir), psi_max_query=psi_max_query,
+                         psi_max_runs=psi_max_runs, psi_period=psi_period)
+    if policy.ledger_dir is None:  # flag, env or policy file, else the per-user default
+        from ..privacy.ledger_files import default_ledger_dir
+
+        policy = dataclasses.replace(policy, ledger_dir=str(default_ledger_dir()))
     if threads < 1:
         raise InvalidParameterError(f"--threads must be a positive integer, got {threads}.")
     from threadpoolctl import threadpool_limits
@@ -178,13 +198,40 @@ def serve(
             b = service.budget.status()
             print(f"party {name} privacy budget: ε ≤ {b['max_epsilon']:g} at δ = {b['delta']:g}; spent so far ε = "
                   f"{b['epsilon_spent'] if isinstance(b['epsilon_spent'], str) else format(b['epsilon_spent'], '.4g')} over "
-                  f"{b['releases']} releases (ledger {b['ledger']}; deleting it resets the budget)", flush=True)
+                  f"{b['releases']} releases (ledger {service.budget.files.dir}; shared by every server of this "
+                  "data set; deleting it resets the budget)", flush=True)
 
     restore = capture_handshake_refusals(tls_refused) if not insecure else (lambda: None)
     try:
         run_server(service, listen, creds, once=once, ready=ready, rounds=rounds_listen)
     finally:
         restore()
+
+
+@party_app.command("ledger")
+def ledger(
+    ledger_dir: Optional[Path] = typer.Option(None, "--ledger-dir", envvar="DPADMM_LEDGER_DIR",
+                                              help="The ledgers' directory (as given to party serve; default "
+                                                   "~/.dpadmm/ledgers)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Only the ledger of this data file (its SHA-256)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON document instead of the table."),
+):
+    """What was spent on each data set, and by which runs (folds every journal into its ledger file)."""
+    # dpadmm.privacy loads dp-accounting: not in the CLI's start-up path
+    from ..privacy.ledger_files import default_ledger_dir
+    from ..privacy.ledger_listing import list_ledgers, render_ledger
+
+    where = ledger_dir if ledger_dir is not None else default_ledger_dir()
+    if data is not None and not data.is_file():
+        raise InvalidParameterError(f"--data {data} is not a file; give the data file whose ledger to list.")
+    found = list_ledgers(where, data=data)
+    if as_json:
+        print(json.dumps(found, indent=1))
+        return
+    if not found:
+        print(f"no ledger in {where}" + (f" for {data.name}" if data is not None else ""))
+    for led in found:
+        print(render_ledger(led))
 
 
 @app.command()

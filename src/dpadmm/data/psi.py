@@ -38,21 +38,40 @@ What PSI reveals [threat model, semi-honest ECDH-PSI under DDH in the random-ora
   audit log). A party that is told an id it does not hold in step 5 refuses (it reveals nothing
   new: the coordinator learned the answer in step 4).
 
+PSI is the only door to membership (what a party's runtime calls, :func:`setup_rows` and :class:`PsiGate`):
+
+- a Setup names rows only through the intersection of a PSI run this party took part in: ``psi=True``
+  (the party's own alignment), or ids that all lie in it; a Setup naming other ids as a subset is refused
+  without saying which; a Setup that joins on ids in the clear (no ``subset``) must name exactly the party's
+  ids (the refusal names none of them: one bit, "the sets differ", per Setup);
+- one ``align`` per PSI query, whatever it answers (a refused align spends the query): the coordinator
+  cannot probe ids it never queried one ``align`` at a time;
+- the operator caps a query's size (``psi_max_query``) and the number of PSI runs per period
+  (``psi_max_runs`` per ``psi_period`` seconds), both recorded with the party's policy in its audit log;
+  what remains is the intersection of each run and both set sizes.
+
 Ids are compared as strings (``str(id)`` of the value read from the CSV), so ``7`` in one file and
 ``7.0`` in another do not match: give both sides the same id format.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
+import json
 import os
+import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import pandas as pd
 
 from ..exceptions import InvalidDataError, InvalidParameterError, MissingDependencyError, ProtocolError
+from .parties import _read_csv
 
 #: the library's set encoding for the setup message: RAW (exact; no false positives)
 _STRUCTURE = "RAW"
@@ -85,10 +104,6 @@ def _signature(path) -> str:
 
 def read_ids(path, params: Mapping[str, Any] | None = None) -> PartyIds:
     """Party side of ``PartyData(key)`` for PSI: the id column of the party's own CSV (unique ids)."""
-    import pandas as pd
-
-    from .parties import _read_csv
-
     params = dict(params or {})
     id_column = str(params.get("id_column", "id"))
     df = _read_csv(path, "party file")
@@ -120,6 +135,101 @@ def aligned_ids(path) -> np.ndarray:
         del _ALIGNED[key]
         raise ProtocolError(f"{path} changed since its PSI alignment; run PSI again")
     return ids
+
+
+def setup_rows(party: str, key: str, path, params: Mapping[str, Any]) -> dict:
+    """The load parameters of a Setup's ``PartyData(key, params)`` for this party's file ``path``, admitted only
+    through a PSI intersection: ``psi=True`` reads the party's own alignment; ids sent as a ``subset`` must all lie
+    in the intersection of the last PSI run on this file; ids sent to join in the clear must be exactly the file's.
+    Raises :class:`ProtocolError` (naming no id, no path) otherwise."""
+    params = dict(params)
+    if params.pop("psi", False):  # rows of the PSI intersection, in its order: from this party's own alignment
+        try:
+            params.update(ids=aligned_ids(path), subset=True)
+        except ProtocolError:
+            raise ProtocolError(f"party {party!r} has no PSI alignment of its {key!r} file (or the file changed since); "
+                                "the coordinator must run PSI (--psi) before a run that reads it aligned") from None
+        return params
+    if "ids" not in params:
+        return params
+    sent = pd.Index(np.asarray(params["ids"]).ravel())  # compared as the loader joins them (1.0 is the file's 1)
+    if params.get("subset"):
+        common = _ALIGNED.get(str(path))
+        if common is None or common[0] != _signature(path) or not sent.isin(common[1]).all():
+            raise ProtocolError(f"party {party!r} refused the Setup: it names rows of its {key!r} file outside the "
+                                "intersection of a PSI run this party took part in; run PSI (--psi) and name rows "
+                                "through it")
+        return params
+    own = read_ids(path, params).native
+    if not (sent.isin(own).all() and pd.Index(own).isin(sent).all()):
+        raise ProtocolError(f"party {party!r} refused the Setup: the ids it was sent are not exactly the ids of its "
+                            f"{key!r} file (a join in the clear needs the same samples on every side); align by PSI "
+                            "(--psi) instead")
+    return params
+
+
+@dataclass(frozen=True)
+class PsiGate:
+    """The operator's limits on PSI (a query of at most ``max_query`` ids; at most ``max_runs`` PSI runs per
+    ``period`` seconds, counted in ``path`` across restarts and processes sharing it; None: no limit)."""
+
+    path: Path | None = None
+    max_query: int | None = None
+    max_runs: int | None = None
+    period: float = 86400.0
+
+    def __post_init__(self):
+        for name in ("max_query", "max_runs"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or int(v) != v or int(v) < 1):
+                raise InvalidParameterError(f"--psi-{name.replace('_', '-')} must be a positive integer, got {v}.")
+        if not (self.period > 0):
+            raise InvalidParameterError(f"--psi-period must be a positive number of seconds, got {self.period}.")
+        if self.max_runs is not None and self.path is None:
+            raise InvalidParameterError("a cap on PSI runs per period needs a file to count them in.")
+
+    def admit(self, party: str, client_size) -> dict:
+        """Check one PSI Setup (the coordinator announcing ``client_size`` ids) and count it; raises ProtocolError."""
+        n = int(client_size)
+        if self.max_query is not None and n > self.max_query:
+            raise ProtocolError(f"party {party!r} refused PSI: a query of {n} ids, its operator allows at most "
+                                f"{self.max_query} (--psi-max-query); query fewer ids")
+        if self.max_runs is None:
+            return {"psi_query": n}
+        now = time.time()
+        with _locked(Path(self.path)):
+            runs = [t for t in _read_times(Path(self.path)) if now - t < self.period]
+            if len(runs) >= self.max_runs:
+                raise ProtocolError(f"party {party!r} refused PSI: {len(runs)} PSI runs in the last "
+                                    f"{self.period:g} s, its operator allows {self.max_runs} (--psi-max-runs); "
+                                    "try again later")
+            runs.append(now)
+            fd, tmp = tempfile.mkstemp(dir=Path(self.path).parent, prefix=".tmp-")
+            with os.fdopen(fd, "w") as fh:
+                json.dump({"psi_runs": runs}, fh)
+            os.replace(tmp, self.path)
+        return {"psi_query": n, "psi_runs_in_period": len(runs), "psi_max_runs": self.max_runs}
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _read_times(path: Path) -> list[float]:
+    try:
+        return [float(t) for t in json.loads(path.read_text())["psi_runs"]]
+    except FileNotFoundError:
+        return []
+    except (ValueError, KeyError, TypeError):
+        raise ProtocolError("the party's count of PSI runs is unreadable; its operator must restore or delete "
+                            "it") from None
 
 
 def canonical_order(strings: Sequence[str]) -> list[str]:
@@ -181,6 +291,9 @@ def align(cfg: ServerConfig, state, common) -> dict:
     """Keep this party's rows of the intersection ``common`` in its canonical order (checked here)."""
     if not state["responded"]:
         raise ProtocolError(f"party {cfg.name!r} refused align before a PSI query in this setup")
+    if state.get("align_asked"):  # answered or refused, an align spends the query: no probing id by id
+        raise ProtocolError(f"party {cfg.name!r} refused a second align in one PSI setup; run PSI again")
+    state["align_asked"] = True
     common = [str(s) for s in np.asarray(common).ravel().tolist()]
     if len(common) > cfg.client_size:
         raise ProtocolError(f"party {cfg.name!r} refused align: {len(common)} ids, more than the PSI query held")

@@ -11,8 +11,8 @@ A *game* (Nasr et al. 2021/2023; Steinke, Nasr & Jagielski 2023) fixes
   its own process, drawing its noise from its own OS entropy);
 - how many rounds make one audited run (T): the claim is the accountant's ε of one run's events.
 
-One engine run plays ``runs × T`` rounds on D and another on D' (every block of T rounds is one
-audited run; the hub resets what it controls at each block). The adversary knows the code and the
+Every audited run is a fresh fit of T rounds, numbered from 0, on D or on D' (a bug tied to a round of the
+fit fires in every run; :func:`_play`). The adversary knows the code and the
 data but the canary, so for every run it replays the honest step without noise on D and on D'
 (:class:`ZeroRNG`) given what it saw, and scores the run with the Gaussian log-likelihood ratio
 ``Σ_t Σ_p Δ_tpᵀ(x_tp − (μ⁰_tp + μ¹_tp)/2)/σ_tp²`` (Δ = μ¹ − μ⁰, σ the party's own stated σ): the
@@ -41,12 +41,11 @@ from typing import Any, Callable, ContextManager
 
 import numpy as np
 
-from ..privacy.audit import AuditResult, epsilon_lower_bound
-from ..privacy.audit_gdp import gdp_lower_bound, gdp_mu
-from ..privacy.accountants.gaussian import calibrate_noise_multiplier
 from .. import engine
 from ..backends import get_backend
-from ..privacy.accountants.gaussian import gaussian_epsilon
+from ..privacy.accountants.gaussian import calibrate_noise_multiplier, gaussian_epsilon
+from ..privacy.audit import AuditResult, epsilon_lower_bound
+from ..privacy.audit_gdp import gdp_lower_bound, gdp_mu
 
 
 class ZeroRNG:
@@ -131,33 +130,61 @@ class Game:
     note: str = ""
     extra: dict = field(default_factory=dict)
     runner: Callable[..., AuditResult] | None = None  # a game that is no engine run plays itself (same arguments)
+    last_inbox: bool = False  # the view holds the hub's messages after the last round (one more engine round)
 
 
-def _play(game: Game, side: int, runs: int, seed: int | None) -> dict:
-    """One engine run of ``runs × T`` rounds on side 0 (D) or 1 (D'); returns what the adversary saw."""
-
-    total = runs * game.rounds
-    specs, hub = game.setup(side, total)
+def _engine_run(game: Game, side: int, rounds: int, seed: int | None, backend) -> dict:
+    """One engine run of ``rounds`` rounds on side 0 (D) or 1 (D'): every message in order (party names, and
+    ``"hub->name"``: index 0 the first inbox) and the mechanism party's events."""
+    specs, hub = game.setup(side, rounds)
     ctx: ContextManager = contextlib.nullcontext()
-    if game.plant is not None:
+    if game.plant is not None:  # a fresh plant per run: whatever it keeps (a counter, a stored draw) is the fit's
         specs, hub, ctx = game.plant(specs, hub)
     streams: dict[str, list] = {}
 
     def hook(round_, sender, receiver, message, kind):
-        if kind == "protocol":  # every message in order: party names, and "hub->name" (index 0: the first inbox)
+        if kind == "protocol":
             streams.setdefault(f"hub->{receiver}" if sender == engine.HUB else sender, []).append(message)
 
-    backend = get_backend(game.backend)
-    try:
-        with ctx:
-            # one extra round: the hub's last messages reach the transcript only when the next round starts
-            res = engine.run(hub=hub, parties=specs, backend=backend, rounds=total + 1, noise_seed=seed, monitor=False,
-                             stop_on_convergence=False, transcript=hook, blas_threads=None)
-    finally:
-        backend.close()
+    with ctx:
+        # with last_inbox one extra round: the hub's last messages reach the transcript only when the next round starts
+        res = engine.run(hub=hub, parties=specs, backend=backend, rounds=rounds + int(game.last_inbox),
+                         noise_seed=seed, monitor=False,
+                         stop_on_convergence=False, transcript=hook, blas_threads=None)
     events = [e for e in res.ledger.events if getattr(e, "party", None) == game.mechanism_party
               or str(getattr(e, "party", "")).startswith(game.mechanism_party + "[")]
-    return {"streams": streams, "events": events[:total], "total": total}
+    return {"streams": streams, "events": events[:rounds], "total": rounds}
+
+
+def _play(game: Game, side: int, runs: int, seed: int | None) -> dict:
+    """``runs`` audited runs on side 0 (D) or 1 (D'); returns what the adversary saw.
+
+    In process (seeded), every audited run is a fresh fit: its own engine run, setup and plant, its rounds
+    numbered from 0 — so a bug tied to a round of the fit (round 1's draw reused in round 2) fires in every run,
+    as it would in every real fit. On another backend (party-local entropy: an honest row of the process path)
+    one engine run plays ``runs × T`` rounds, every block of T rounds one audited run (the hub resets what it
+    controls at each block; the parties' state and round numbers carry on). ``trials`` holds each audited run's
+    record; ``streams`` the parties' messages of all of them in order (T each) and ``events`` theirs."""
+    T = game.rounds
+    backend = get_backend(game.backend)
+    try:
+        if game.backend == "inprocess":
+            seeds = (np.random.SeedSequence(seed).generate_state(runs) if seed is not None else [None] * runs)
+            trials = [_engine_run(game, side, T, None if s is None else int(s), backend) for s in seeds]
+        else:
+            trials = [_engine_run(game, side, runs * T, seed, backend)]
+    finally:
+        backend.close()
+    names = {k for t in trials for k in t["streams"] if not k.startswith("hub->")}
+    streams = {n: [m for t in trials for m in t["streams"].get(n, [])[:t["total"]]] for n in names}
+    return {"trials": trials, "streams": streams, "events": [e for t in trials for e in t["events"]],
+            "total": runs * T}
+
+
+def _seen(game: Game, side: int, rec: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """What the adversary saw and its noiseless replays on D and D', stacked over the audited runs: (R·T, P, n)."""
+    parts = [(game.view(t), *game.replay(side, t)) for t in rec["trials"]]
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
 
 
 def _claim(game: Game, events: list) -> tuple[float, np.ndarray]:
@@ -243,8 +270,7 @@ def play(game: Game, *, runs: int, seed: int = 0, confidence: float = 0.95, prog
         rec = _play(game, side, runs, noise_seed)
         eps, s = _claim(game, rec["events"])
         claim = max(claim, eps)
-        X = game.view(rec)
-        mu0, mu1 = game.replay(side, rec)
+        X, mu0, mu1 = _seen(game, side, rec)
         sides.append((X, mu0, mu1, s))
     T = game.rounds
     lr, feats = [], []

@@ -172,6 +172,10 @@ def consensus_game(*, plant=None, bug: str = "", tag: str = "") -> Game:
 
 def consensus_plants() -> list[Game]:
     real = consensus_node._noise  # patched where block_step looks it up
-    return [consensus_game(plant=plant_patch(NODE, consensus_node, "_noise", lambda rng, alpha, d: real(rng, 2.0 * alpha, d)),
-                           tag=" (planted: noise x1/2)",
-                           bug="graph_consensus._noise draws at rate 2 alpha (half the noise); the ledger keeps alpha")]
+    game = consensus_game(plant=plant_patch(NODE, consensus_node, "_noise", lambda rng, alpha, d: real(rng, 2.0 * alpha, d)),
+                          tag=" (planted: noise x1/2)",
+                          bug="graph_consensus._noise draws at rate 2 alpha (half the noise); the ledger keeps alpha")
+    # twice the honest row's runs (one-round fits are cheap): at 1,500 per side this plant's bound straddles the
+    # claim from seed to seed (0.82-1.34 of it, fresh fits and one stream of rounds alike); at 3,000: 1.12-1.30
+    game.runs_factor = 10
+    return [game]

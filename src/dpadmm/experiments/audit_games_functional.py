@@ -76,7 +76,9 @@ def functional_game(*, plant=None, bug: str = "", tag: str = "", backend: str = 
     settings = fq.Settings.make(F_TAU, noise_multiplier=nm, lam=0.05)
     quiet = fq.Settings.make(F_TAU, noise_multiplier=0.0, lam=0.05)
     w = np.zeros((F_T, 1, 1, F_K))
-    w[-1, 0, 0] = -F_PUSH * u
+    # the push in the first and third rounds of four: its effect (the step reads the consensus it was sent the round
+    # before) is in the second and fourth, inside the fit — every audited run is a fresh fit, nothing carries over
+    w[0::2, 0, 0] = -F_PUSH * u
     hub_cfg = _FHub(w, F_RHOS)
     basis = IdentityBasis()
 
@@ -113,7 +115,7 @@ def functional_game(*, plant=None, bug: str = "", tag: str = "", backend: str = 
                     f"consensus and rho 1/8, {F_T} rounds, epsilon = {EPSILON:g} at delta = {DELTA:g}",
         rounds=F_T, setup=setup, view=view, replay=replay, mechanism_party="worker1", delta=DELTA,
         plant=plant, broken=plant is not None, bug=bug, backend=backend,
-        note="ratio limit tau = 0.9 in three rounds of four, 2 tau - 1 = 0.8 in the fourth")
+        note="ratio limit tau = 0.9 in the first and third rounds of four, 2 tau - 1 = 0.8 in the second and fourth")
 
 
 def functional_plants() -> list[Game]:

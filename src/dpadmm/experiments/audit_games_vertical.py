@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .audit_games import CANARY, DELTA, EPSILON, Game, ScaledRNG, ZeroRNG, calibrated_nm as _nm
-from .audit_plants import (plant_half, plant_hub_rng, plant_patch, plant_reuse_parties, plant_reuse_rounds,
-                           plant_setup_option)
+from .audit_plants import (plant_half, plant_hub_rng, plant_patch, plant_reuse_parties, plant_reuse_round,
+                           plant_reuse_rounds, plant_setup_option)
 from .. import engine
 from ..algorithms import vertical_sharing as vs
 from ..algorithms.vertical import party as vertical_party
@@ -132,6 +132,10 @@ def vertical_plants(relation: str) -> list[Game]:
                       tag=" (planted: coordinator-supplied sensitivity)",
                       bug="party 2 prices its shares with the relation constant the coordinator sent at Setup "
                           "(feature_column, column_change = 1e-3) while its data change by a unit"),
+        vertical_game(relation, plant=plant_reuse_round("party2", 1, 2),
+                      tag=" (planted: round 1's draw reused in round 2)",
+                      bug="party 2 reuses the standard-normal draw of round 1 of each fit in its round 2 (times "
+                          "round 2's sigma): once per fit"),
     ]
     return games
 
@@ -187,7 +191,7 @@ def label_game(*, plant=None, bug: str = "", tag: str = "", backend: str = "inpr
         description=f"one flipped training label, shares 0 (label gap 1 = the sensitivity), no intercept, {L_T} "
                     f"releases, epsilon = {EPSILON:g} at delta = {DELTA:g}",
         rounds=L_T, setup=setup, view=view, replay=replay, mechanism_party="coordinator", delta=DELTA,
-        plant=plant, broken=plant is not None, bug=bug, backend=backend, note="ratio limit 1")
+        plant=plant, broken=plant is not None, bug=bug, backend=backend, note="ratio limit 1", last_inbox=True)
 
 
 def label_plants() -> list[Game]:

@@ -49,6 +49,19 @@ def plant_reuse_rounds(name: str):
     return plant
 
 
+def plant_reuse_round(name: str, source: int = 1, target: int = 2):
+    """Round ``source``'s draw reused in round ``target`` of each fit (by the round number the party receives;
+    rescaled: the step multiplies by its own σ) — a bug that fires once per fit, in every fit."""
+    def plant(specs, hub):
+        store: dict = {}
+
+        def make(rng, inbox):
+            t = getattr(inbox, "round", None)
+            return ReplayRNG(store, name, rng, reuse=t == target) if t in (source, target) else rng
+        return _wrap_step(specs, name, make), hub, contextlib.nullcontext()
+    return plant
+
+
 def plant_reuse_parties(first: str, second: str):
     """``second`` uses the draw ``first`` made in the same round (in-process: first steps first)."""
     def plant(specs, hub):

@@ -22,30 +22,33 @@ its own (so its true loss is at most the charged one), a run releases at most wh
 the run was accepted only if (ledger so far) ∘ (whole price) ≤ cap; composition is monotone, so the
 ledger stays ≤ cap after any prefix of the run, and a run that stops early has spent less than priced.
 
-Files (in the party's ``--out``): ``privacy_ledger.json`` (totals and one record per run: what was
-priced, what was charged, its last round) rewritten atomically at Setup, and
-``privacy_ledger.journal`` — one line appended per charged round *before* the reply leaves the party
-(so a crash never loses a release; the journal is folded into the JSON file at the next start or
-Setup, Finish and when the party stops). Deleting them resets the budget: they are the only record of what was spent on this
-party's data.
+Files: one ledger per data set (:mod:`dpadmm.privacy.ledger_files`: ``LEDGER_DIR/<sha256 of the training
+file>/``, shared by every server and ``--out`` that serves those bytes; without a ledger directory, in ``out``).
+Every read-modify-write holds an inter-process lock and re-reads the files first; a run opened by a live
+process reserves the rest of its price, so two servers that price runs at once never pass the cap together.
+``privacy_ledger.json`` is rewritten atomically at Setup and at the end of a run; ``privacy_ledger.journal``
+gets one line per charged round *before* the reply leaves the party (so a crash never loses a release; every
+reader folds it in). Deleting them resets the budget: they are the only record of what was spent on the data set.
+A run that releases nothing fixes nothing: the ledger's relation is that of the runs that released (or may).
 """
 
 from __future__ import annotations
 
 import datetime
-import json
 import math
 import os
-import tempfile
 import warnings
 from pathlib import Path
 
+import dp_accounting
+
+from .accountants.gaussian import _fresh
 from .events import GaussianRelease, PureDPRelease
+from .ledger_files import (JOURNAL_NAME, LEDGER_FORMAT, LEDGER_NAME, MOVED_FORMAT, LedgerFiles, add_counts,
+                           apply_line, data_signature, write_json)
 from .policy import PolicyRefusal, RunPrice
 
-LEDGER_NAME = "privacy_ledger.json"
-JOURNAL_NAME = "privacy_ledger.journal"
-LEDGER_FORMAT = "dpadmm-party-ledger/2"
+__all__ = ["PartyBudget", "compose", "floor_multiplier", "released_since", "LEDGER_NAME", "JOURNAL_NAME"]
 _REL_TOL = 1e-9  # σ/Δ recomputed from (σ, Δ) may differ from the declared value in the last bits
 
 
@@ -61,10 +64,6 @@ def floor_multiplier(nm: float) -> float:
 
 def compose(gaussian: dict, pure: float, delta: float) -> float:
     """ε at ``delta`` of Gaussian releases ``{σ/Δ: count}`` composed (PLD) plus pure ε (∞ on any failure)."""
-    import dp_accounting
-
-    from .accountants.gaussian import _fresh
-
     counts = {float(k): int(c) for k, c in gaussian.items() if int(c) > 0}
     eps = 0.0
     if counts:
@@ -92,136 +91,189 @@ def _num(x: float):
     return x if math.isfinite(x) else "inf"
 
 
-def _add(dst: dict, src: dict, sign: int = 1) -> dict:
-    for k, v in src.items():
-        dst[k] = int(dst.get(k, 0)) + sign * int(v)
-    return dst
+_add = add_counts
+
+
+def run_epsilon(run: dict, delta: float) -> float:
+    """The composed ε at ``delta`` of what one run charged (on its own)."""
+    return compose(run["charged"]["gaussian"], run["charged"]["pure_epsilon"], delta)
+
+
+def released(run: dict) -> bool:
+    return int(run.get("charged", {}).get("releases", 0)) > 0
 
 
 class PartyBudget:
-    """The party's own ledger and budget (``max_epsilon`` at ``delta``), independent of the coordinator."""
+    """The party's own ledger and budget (``max_epsilon`` at ``delta``), independent of the coordinator.
 
-    def __init__(self, out, party: str, max_epsilon: float, delta: float):
+    ``ledger_dir`` and ``data`` (the party's ``{key: file}``): the ledger is the one of the data set those files
+    hold (``ledger_dir/<sha256>/``, shared by every process and ``out`` serving the same bytes); a ledger that
+    ``out`` held before is merged into it once. Without them (or without files), the ledger is in ``out``.
+    """
+
+    def __init__(self, out, party: str, max_epsilon: float, delta: float, *, ledger_dir=None, data=None):
         self.party = party
         self.max_epsilon = float(max_epsilon)
         self.delta = float(delta)
-        self.path = Path(out) / LEDGER_NAME
-        self.journal_path = Path(out) / JOURNAL_NAME
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.ledger = self._load()
-        self._eps_cache: tuple[int, float] | None = None
+        self.out = Path(out)
+        sig = data_signature(party, data or {}) if ledger_dir is not None else None
+        self.data_set, self.seen_as = (sig[0], sig[1]) if sig else (None, [])
+        self.files = LedgerFiles(Path(ledger_dir) / self.data_set if sig else self.out, party)
+        self.path, self.journal_path = self.files.path, self.files.journal_path
+        self.holder = os.urandom(8).hex()
+        self._held = self.files.hold(self.holder)
+        self._eps_cache: tuple | None = None
         self.run: dict | None = None  # the open run's record (also in ledger["runs"])
-        self._journal = None
         self._keys: list = []
-        self._compact()
+        with self.files.locked():
+            self.ledger = self.files.load(self._empty())
+            if sig:
+                self._adopt_out_ledger()
+                self.ledger["data_set"] = {"sha256": self.data_set,
+                                           "seen_as": sorted(set(self.ledger.get("data_set", {}).get("seen_as", []))
+                                                             | set(self.seen_as))}
+            self._compact()
 
-    # ------------------------------------------------------------------ persistence
+    @property
+    def where(self) -> str:
+        """The ledger, as messages name it (never a local path)."""
+        return f"data set sha256 {self.data_set[:12]}…" if self.data_set else "its --out"
+
+    # ------------------------------------------------------------------ persistence (callers hold the lock)
     def _empty(self) -> dict:
         return {"format": LEDGER_FORMAT, "party": self.party, "relation": None, "releases": 0, "gaussian": {},
                 "pure_epsilon": 0.0, "seq": 0, "runs": []}
 
-    def _damaged(self, what) -> Exception:
-        from ..exceptions import DataFileError
+    def _adopt_out_ledger(self) -> None:
+        """A ledger ``out`` kept before ledgers were per data set: its runs join this one (once; conservative if it
+        was another data set's), and ``out`` keeps a marker that older versions refuse to start on."""
+        old = LedgerFiles(self.out, self.party)
+        if old.path == self.path or not old.path.is_file():
+            return
+        try:
+            self._adopt(old)
+        finally:
+            old.close()
 
-        return DataFileError(f"party {self.party!r}: its privacy {what} is unreadable; it is the only record of the "
-                             "budget spent on this party's data — restore it (deleting it resets the budget).")
+    def _adopt(self, old: LedgerFiles) -> None:
+        with old.locked():
+            if old.moved():
+                return
+            led = old.load(self._empty())
+            have = {r.get("run") for r in self.ledger["runs"]}
+            for run in led["runs"]:
+                if run.get("run") in have:
+                    continue
+                run = dict(run, open=False, adopted_from=str(self.out))
+                self.ledger["runs"].append(run)
+                _add(self.ledger["gaussian"], run["charged"]["gaussian"])
+                self.ledger["pure_epsilon"] = float(self.ledger["pure_epsilon"]) + float(run["charged"]["pure_epsilon"])
+                self.ledger["releases"] += int(run["charged"]["releases"])
+            write_json(old.path, {"format": MOVED_FORMAT, "data_set": self.data_set, "moved": _now()})
+            if old.journal_path.exists():
+                old.journal_path.unlink()
 
-    def _load(self) -> dict:
-        led = self._empty()
-        if self.path.is_file():
-            try:
-                led = json.loads(self.path.read_text())
-                ok = (isinstance(led, dict) and led.get("format") == LEDGER_FORMAT
-                      and all(float(k) > 0 and int(v) >= 0 for k, v in led["gaussian"].items())
-                      and float(led["pure_epsilon"]) >= 0 and isinstance(led["runs"], list))
-            except (ValueError, TypeError, KeyError, OSError):
-                ok = False
-            if not ok:
-                raise self._damaged(f"ledger {self.path}")
-        if self.journal_path.is_file():  # replay the rounds charged since the last compaction
-            runs = {r["run"]: r for r in led["runs"]}
-            try:
-                for line in self.journal_path.read_text().splitlines():
-                    if not line.strip():
-                        continue
-                    j = json.loads(line)
-                    if int(j["seq"]) <= int(led["seq"]):
-                        continue
-                    self._apply(led, runs[j["run"]], j)
-            except (ValueError, TypeError, KeyError) as exc:
-                raise self._damaged(f"journal {self.journal_path} ({type(exc).__name__})") from None
-        return led
+    def _reload(self) -> None:
+        self.ledger = self.files.load(self._empty())
+        if self.run is not None:  # the fresh record of the open run (its charges are all on disk)
+            self.run = self.find_run(self.run["run"]) or self.run
 
-    @staticmethod
-    def _apply(led: dict, run: dict, j: dict) -> None:
-        """Fold one journal line (one charged round) into the totals and its run's record."""
-        g = j.get("g", {})
-        _add(led["gaussian"], g)
-        _add(run["charged"]["gaussian"], g)
-        n = int(sum(g.values())) + int(j.get("n_pure", 0))
-        led["releases"] += n
-        run["charged"]["releases"] += n
-        led["pure_epsilon"] = float(led["pure_epsilon"]) + float(j.get("pure", 0.0))
-        run["charged"]["pure_epsilon"] = float(run["charged"]["pure_epsilon"]) + float(j.get("pure", 0.0))
-        run["last_round"] = max(int(run.get("last_round", 0)), int(j["round"]) + 1)
-        led["seq"] = int(j["seq"])
+    def _relation(self):
+        """The relation this ledger's guarantee is under: that of runs that released or may still release."""
+        rels = {r.get("relation") for r in self.ledger["runs"]
+                if released(r) or (r.get("open") and self.files.alive(r.get("holder")))}
+        rels.discard(None)
+        return next(iter(rels)) if len(rels) == 1 else (sorted(rels)[0] if rels else None)
+
+    def _reserved(self) -> tuple[dict, float]:
+        """What the open runs of live processes may still charge (their price less their charges)."""
+        g: dict = {}
+        pure = 0.0
+        for r in self.ledger["runs"]:
+            if not r.get("open"):
+                continue
+            if not self.files.alive(r.get("holder")):
+                r["open"] = False  # its process is gone (killed): its charges stay, its reservation goes
+                r.setdefault("closed", _now())
+                continue
+            rest = _add(dict(r["priced"]["gaussian"]), r["charged"]["gaussian"], -1)
+            _add(g, {k: max(int(v), 0) for k, v in rest.items()})
+            pure += max(float(r["priced"]["pure_epsilon"]) - float(r["charged"]["pure_epsilon"]), 0.0)
+        return g, pure
 
     def _compact(self) -> None:
-        """Rewrite the JSON ledger with everything charged and empty the journal (at start and at Setup)."""
-        if self._journal is not None:
-            self._journal.close()
-            self._journal = None
-        led = dict(self.ledger, updated=_now(), delta=self.delta, epsilon_spent=_num(self.spent))
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(led, fh, indent=1)
-            fh.write("\n")
-        os.replace(tmp, self.path)
-        if self.journal_path.exists():
-            self.journal_path.unlink()  # every line is in the JSON file now (its seq is recorded there)
+        """Rewrite the JSON ledger with everything charged and drop the journal (the caller holds the lock)."""
+        self.ledger["relation"] = self._relation()
+        led = dict(self.ledger, updated=_now(), delta=self.delta, epsilon_spent=_num(self.spent_in_memory()))
+        self.files.write(led)
 
     # ------------------------------------------------------------------ accounting
-    @property
-    def spent(self) -> float:
-        """The composed ε at ``delta`` of every release charged so far (cached between changes)."""
-        key = int(self.ledger["seq"])
+    def spent_in_memory(self) -> float:
+        """The composed ε at ``delta`` of the ledger as last read (cached between changes)."""
+        key = (tuple(sorted((k, int(v)) for k, v in self.ledger["gaussian"].items())),
+               float(self.ledger["pure_epsilon"]))
         if self._eps_cache is None or self._eps_cache[0] != key:
             self._eps_cache = (key, compose(self.ledger["gaussian"], self.ledger["pure_epsilon"], self.delta))
         return self._eps_cache[1]
+
+    @property
+    def spent(self) -> float:
+        """The composed ε at ``delta`` of every release charged on this data set so far, by any process."""
+        with self.files.locked():
+            self._reload()
+        return self.spent_in_memory()
 
     def epsilon(self) -> float:
         return self.spent
 
     def open_run(self, run_id: str, protocol: str, price: RunPrice, rounds: int) -> dict:
-        """Price a declared run against the remaining budget; record it (or raise :class:`PolicyRefusal`)."""
-        self._compact()
-        before = self.spent
+        """Price a declared run against the remaining budget (what every process charged, plus what the open
+        runs of live processes may still charge); record it (or raise :class:`PolicyRefusal`)."""
+        with self.files.locked():
+            self._reload()
+            if self.run is not None:  # this process's previous run is over
+                self.run.update(open=False, closed=_now())
+                self.run = None
+            return self._open(run_id, protocol, price, rounds)
+
+    def _open(self, run_id: str, protocol: str, price: RunPrice, rounds: int) -> dict:
+        before = self.spent_in_memory()
         relation = price.relation
-        if self.ledger["relation"] not in (None, relation):
+        held = self._relation()
+        if held not in (None, relation):
+            self._compact()
             raise PolicyRefusal(
-                f"party {self.party!r} refused the run before releasing anything: its ledger holds releases under the "
-                f"relation {self.ledger['relation']!r}, this run is under {relation!r} (a separate guarantee: use "
-                "another --out, or delete the ledger to reset the budget)",
-                budget=dict(self.status(), decision="refused"))
+                f"party {self.party!r} refused the run before releasing anything: its ledger ({self.where}) holds "
+                f"releases under the relation {held!r}, this run is under {relation!r} (a separate guarantee: serve "
+                "it with another --ledger-dir, or delete that ledger to reset the budget)",
+                budget=dict(self._status(), decision="refused"))
         gaussian = {repr(floor_multiplier(float(m))): int(c) for m, c in price.gaussian.items() if int(c) > 0}
-        total_g = _add(dict(self.ledger["gaussian"]), gaussian)
-        after = compose(total_g, float(self.ledger["pure_epsilon"]) + float(price.pure_epsilon), self.delta)
+        res_g, res_pure = self._reserved()
+        total_g = _add(_add(dict(self.ledger["gaussian"]), res_g), gaussian)
+        after = compose(total_g, float(self.ledger["pure_epsilon"]) + res_pure + float(price.pure_epsilon),
+                        self.delta)
+        reserved = bool(res_g) or res_pure > 0
         decision = {"decision": "refused" if after > self.max_epsilon else "priced", "epsilon_before": _num(before),
                     "epsilon_if_run_completes": _num(after), "max_epsilon": self.max_epsilon, "delta": self.delta,
                     "declared_rounds": int(rounds), "priced_releases": {**gaussian, "pure_epsilon": price.pure_epsilon},
-                    "ledger": str(self.path)}
+                    "ledger": self.where}
+        if reserved:
+            decision["reserved_by_open_runs"] = {**res_g, "pure_epsilon": res_pure}
         if after > self.max_epsilon:
+            self._compact()
             raise PolicyRefusal(
                 f"party {self.party!r} refused the run at Setup, before releasing anything: its {rounds} declared "
                 f"rounds would bring its spend to ε = {after:.4g} at δ = {self.delta:g}, above its operator's cap "
-                f"--max-epsilon {self.max_epsilon:g} (spent before this run: ε = {before:.4g}; ledger {self.path}); "
-                "declare fewer rounds or more noise", budget=decision)
-        self.run = {"run": run_id, "protocol": protocol, "started": _now(), "declared_rounds": int(rounds),
-                    "relation": relation, "priced": {"gaussian": gaussian, "pure_epsilon": float(price.pure_epsilon),
-                                                     "epsilon_if_completed": _num(after)},
-                    "charged": {"gaussian": {}, "pure_epsilon": 0.0, "releases": 0}, "last_round": 0}
+                f"--max-epsilon {self.max_epsilon:g} (spent before this run: ε = {before:.4g}"
+                + (", with what runs in progress on this data set may still spend" if reserved else "")
+                + f"; ledger of {self.where}); declare fewer rounds or more noise", budget=decision)
+        self.run = {"run": run_id, "protocol": protocol, "party": self.party, "out": str(self.out),
+                    "started": _now(), "declared_rounds": int(rounds), "relation": relation,
+                    "priced": {"gaussian": gaussian, "pure_epsilon": float(price.pure_epsilon),
+                               "epsilon_if_completed": _num(after)},
+                    "charged": {"gaussian": {}, "pure_epsilon": 0.0, "releases": 0}, "last_round": 0,
+                    "open": True, "holder": self.holder}
         self.ledger["runs"].append(self.run)
-        self.ledger["relation"] = relation
         self._compact()
         # the declared multipliers, largest first, for the per-round check
         self._keys = sorted(((float(k), k) for k in gaussian), reverse=True)
@@ -278,35 +330,51 @@ class PartyBudget:
                 f"party {self.party!r} refused round {round_ + 1} and sent nothing: the coordinator departed from the run "
                 f"it declared at Setup: " + "; ".join(dict.fromkeys(reasons)),
                 budget={"decision": "refused", "round": round_ + 1, "run_priced_epsilon": priced["epsilon_if_completed"],
-                        "max_epsilon": self.max_epsilon, "delta": self.delta, "ledger": str(self.path)})
-        line = {"seq": int(self.ledger["seq"]) + 1, "run": run["run"], "round": int(round_), "g": g}
+                        "max_epsilon": self.max_epsilon, "delta": self.delta, "ledger": self.where})
+        line = {"run": run["run"], "round": int(round_), "g": g}
         if pure:
             line.update(pure=pure, n_pure=n_pure)
-        if self._journal is None:
-            self._journal = open(self.journal_path, "a", buffering=1)
-        self._journal.write(json.dumps(line) + "\n")  # recorded before the reply leaves the party
-        self._journal.flush()
-        self._apply(self.ledger, run, line)
+        with self.files.locked():  # numbered after the last charge on disk, by any process
+            line = self.files.append_next(line)  # recorded before the reply leaves the party
+        apply_line(self.ledger, run, line)
         return {"decision": "allowed", "round": round_ + 1, "releases": len(events),
                 "run_releases": int(run["charged"]["releases"]), "run_priced_epsilon": priced["epsilon_if_completed"],
                 "max_epsilon": self.max_epsilon, "delta": self.delta}
 
     def close_run(self) -> None:
-        """The open run is over (Finish, a new Setup): fold its journal into the JSON ledger."""
+        """The open run is over (Finish, a new Setup): fold the journal into the JSON ledger."""
         if self.run is not None:
-            self.run = None
-            self._compact()
+            with self.files.locked():
+                self._reload()
+                self.run.update(open=False, closed=_now())
+                self.run = None
+                self._compact()
 
     def find_run(self, run_id: str) -> dict | None:
         return next((r for r in reversed(self.ledger["runs"]) if r.get("run") == run_id), None)
 
+    def _status(self) -> dict:
+        return {"epsilon_spent": _num(self.spent_in_memory()), "max_epsilon": self.max_epsilon, "delta": self.delta,
+                "releases": int(self.ledger["releases"]), "runs": len(self.ledger["runs"]), "ledger": self.where}
+
     def status(self) -> dict:
-        return {"epsilon_spent": _num(self.spent), "max_epsilon": self.max_epsilon, "delta": self.delta,
-                "releases": int(self.ledger["releases"]), "runs": len(self.ledger["runs"]), "ledger": str(self.path)}
+        with self.files.locked():
+            self._reload()
+        return self._status()
 
     def close(self) -> None:
-        self.run = None
-        self._compact()
+        """The process stops: end its run, fold the journal, and let go of its liveness mark."""
+        with self.files.locked():
+            self._reload()
+            if self.run is not None:
+                self.run.update(open=False, closed=_now())
+                self.run = None
+            self._compact()
+        if self._held is not None:
+            self._held.close()
+            self._held = None
+            (self.files.holders / f"{self.holder}.lock").unlink(missing_ok=True)
+        self.files.close()
 
 
 def released_since(run: dict, snapshot: dict, party: str, relation, after_round: int) -> list:

@@ -89,9 +89,12 @@ class PartyPolicy:
     Vertical experts: ``row_clip`` R (the norm at which the party clips its rows; ``None``: the coordinator's R
     is accepted if ≥ ``min_clip``, a set value refuses any other), ``normalize_vertical_rows`` (its preparation).
     ``scoring_server``: the party was started with a model file (``--data model=FILE``), so it scores with that
-    model and refuses any fit — a scoring server started with its own ``--out`` has its own, fresh ledger, and a
-    fit priced against it would spend a second budget on the same training file (set by ``party serve``, not by
-    the coordinator).
+    model and refuses any fit (a fit is the fit server's; the ledger, one per data set, is shared by both whatever
+    their ``--out``) (set by ``party serve``, not by the coordinator).
+    ``ledger_dir``: where the party's ledgers live, one per data set (:mod:`dpadmm.privacy.ledger_files`; ``party
+    serve`` always sets it, ``--ledger-dir``); None: the ledger is in the party's ``out`` directory.
+    PSI (:mod:`dpadmm.data.psi`): ``psi_max_query`` caps the ids one query may hold, ``psi_max_runs`` the PSI runs
+    per ``psi_period`` seconds (None: no cap).
     """
 
     max_epsilon: float | None = None
@@ -112,6 +115,10 @@ class PartyPolicy:
     normalize_vertical_rows: bool = False
     row_clip: float | None = None
     scoring_server: bool = False
+    ledger_dir: str | None = None
+    psi_max_query: int | None = None
+    psi_max_runs: int | None = None
+    psi_period: float = 86400.0
 
     def __post_init__(self):
         if (self.max_epsilon is None) != (self.delta is None):
@@ -143,6 +150,12 @@ class PartyPolicy:
             v = getattr(self, name)
             if v is not None and not (math.isfinite(v) and v > 0):
                 raise InvalidParameterError(f"the policy's {name} must be a positive number, got {v}.")
+        for name in ("psi_max_query", "psi_max_runs"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise InvalidParameterError(f"--{name.replace('_', '-')} must be a positive integer, got {v}.")
+        if not (math.isfinite(self.psi_period) and self.psi_period > 0):
+            raise InvalidParameterError(f"--psi-period must be a positive number of seconds, got {self.psi_period}.")
         if not (math.isfinite(self.min_lam_sum) and self.min_lam_sum >= 0):
             raise InvalidParameterError(f"the policy's min_lam_sum must be >= 0, got {self.min_lam_sum}.")
 

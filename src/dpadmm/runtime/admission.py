@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data.psi import aligned_ids
-from ..exceptions import ProtocolError
 from ..privacy.policy import PolicyRefusal as _Refused
+from ..privacy.psi_admission import admit_psi, admit_rows
 from ..protocol import PartyData
 from .rounds import holds_arrays
 
@@ -51,12 +50,8 @@ def localise(rt, obj):
         if obj.key not in rt.data:
             raise _Refused(f"party {rt.name!r} has no data {obj.key!r} (it was started with "
                            f"{sorted(rt.data)}; add --data {obj.key}=FILE)", "FAILED_PRECONDITION")
-        params = dict(obj.params, **rt.describe_options)
-        if params.pop("psi", False):  # rows of the PSI intersection, in its order: from this party's own alignment
-            try:
-                params.update(ids=aligned_ids(rt.data[obj.key]), subset=True)
-            except ProtocolError as exc:
-                raise _Refused(f"party {rt.name!r}: {exc}", "FAILED_PRECONDITION") from None
+        # rows only through a PSI intersection this party took part in (data.psi: PSI is the only door)
+        params = admit_rows(rt.name, obj.key, rt.data[obj.key], dict(obj.params, **rt.describe_options))
         return rt.protocol.load(rt.data[obj.key], params)
     if isinstance(obj, list):
         return [localise(rt, v) for v in obj]
@@ -71,8 +66,8 @@ def admit(rt, req, args) -> dict | None:
     """The party's policy on a set-up run, before anything is released: its checks, the declared rounds,
     and (with a budget) the price of the whole run against what is left (:mod:`dpadmm.privacy.policy`).
     Returns the budget decision (for the audit line), or None."""
-    if rt.protocol.alignment or not rt.protocol.rounds:
-        return None  # PSI / scoring: no rounds to price; their own refusals govern what leaves (score: private runs)
+    if rt.protocol.alignment or not rt.protocol.rounds:  # PSI: its operator's caps; scoring: nothing to price
+        return admit_psi(rt.name, rt.policy, rt.out, args) if rt.protocol.alignment else None
     if rt.private_only and not rt.private:
         why = (f"its operator gave it a privacy budget (--max-epsilon {rt.budget.max_epsilon:g}) and an un-noised "
                "release has ε = ∞") if rt.budget is not None else "its operator started it with --private-only"

@@ -97,7 +97,8 @@ class PartyRuntime:
         self.steps = 0
         # the party's own privacy budget (None: no cap; the coordinator's report is then the only account)
         self.budget = None if not self.policy.budgeted else PartyBudget(
-            Path(out), name, self.policy.max_epsilon, self.policy.delta)
+            Path(out), name, self.policy.max_epsilon, self.policy.delta, ledger_dir=self.policy.ledger_dir,
+            data=self.data)
         self._budget_note = None
         self.echo = echo  # e.g. print to stderr: refusals and errors, one line each, at the party's side too
         self.describe_options = dict(describe_options or {})

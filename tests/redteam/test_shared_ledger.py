@@ -1,0 +1,204 @@
+"""Issue 26: a budget that holds across every process of an organisation (real ``dpadmm party serve`` processes).
+
+Attacked as a coordinator sending well-formed messages: a fit server and a second server on the same ``--out``
+(and the same training file) used to each keep their own copy of the ledger and overwrite each other; two
+``--out`` directories kept two ledgers for one data set; after a ``kill -9`` the JSON file read ε = 0. Here every
+sequence ends with every run that would pass the cap refused, and the ledger (``dpadmm party ledger``'s reading:
+the JSON file with the journal folded in, written back) equal to the true composed spend at every step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("grpc")
+
+from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.backends.base import PartySpec  # noqa: E402
+from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
+from dpadmm.data.parties import write_party_files  # noqa: E402
+from dpadmm.exceptions import ProtocolError  # noqa: E402
+from dpadmm.kernels.regularizers import L2  # noqa: E402
+from dpadmm.privacy.accountants.gaussian import gaussian_epsilon  # noqa: E402
+from dpadmm.privacy.ledger_files import LEDGER_NAME, data_signature  # noqa: E402
+from dpadmm.privacy.ledger_listing import read_ledger  # noqa: E402
+from dpadmm.protocol import PartyData  # noqa: E402
+
+N, NM, DELTA = 60, 4.0, 1e-5
+ROUNDS = 3  # round 1 answers an all-zero inbox (free): a fit is two Gaussian releases at σ/Δ = 4
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def eps(releases: int) -> float:
+    return gaussian_epsilon([NM] * releases, DELTA) if releases else 0.0
+
+
+@pytest.fixture
+def train(tmp_path):
+    rng = np.random.default_rng(0)
+    X1, X2 = rng.normal(size=(N, 3)), rng.normal(size=(N, 4))
+    y = np.where(X1[:, 0] + X2[:, 1] > 0, 1.0, -1.0)
+    return write_party_files([X1, X2], y, tmp_path / "data")[1]  # party2's file
+
+
+@pytest.fixture
+def new(tmp_path):
+    rng = np.random.default_rng(1)
+    return write_party_files([rng.normal(size=(20, 3)), rng.normal(size=(20, 4))], np.ones(20), tmp_path / "new",
+                             ids=1000 + np.arange(20))[1]
+
+
+class Server:
+    """One `dpadmm party serve` process of party2 (vertical-sharing, record relation, a budget)."""
+
+    def __init__(self, tmp_path, out, ledgers, cap, data: dict, tag: str):
+        self.log = tmp_path / f"{tag}.log"
+        args = [sys.executable, "-m", "dpadmm", "party", "serve", "--protocol", "vertical-sharing", "--name", "party2",
+                "--relation", "record", "--insecure", "--listen", "127.0.0.1:0", "--out", str(out),
+                "--ledger-dir", str(ledgers), "--max-epsilon", repr(cap), "--delta", repr(DELTA),
+                *sum((["--data", f"{k}={v}"] for k, v in data.items()), [])]
+        env = dict(os.environ, PYTHONPATH=SRC)
+        with open(self.log, "w") as fh:
+            self.proc = subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            text = self.log.read_text()
+            if " serving " in text:
+                self.addr = text.split(" on ")[1].split()[0]
+                return
+            if self.proc.poll() is not None:
+                raise AssertionError(text)
+            time.sleep(0.1)
+        self.proc.kill()
+        raise AssertionError("party serve did not start")
+
+    def stop(self, sig=signal.SIGINT):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(30)
+
+
+def _coordinator(server: Server) -> tuple[GrpcBackend, PartySpec]:
+    be = GrpcBackend({"party2": server.addr}, insecure=True, timeout=30.0, connect_timeout=10.0)
+    spec = vs.PrivacySpec(noise_multiplier=NM, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
+    D = PartyData("train", {"ids": np.arange(N), "index": 2, "n_features": 4}, (N, 4))
+    opts = {"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None, "damping": 0.0, "eval_blocks": {}}
+    return be, PartySpec("party2", vs.setup_party, ("party2", D, opts), vs.party_step, vs.party_diagnostics,
+                         owner="party2")
+
+
+def _steps(be, t0, t1):
+    for t in range(t0, t1):
+        be.step({"party2": vs.CoordinatorMessage(t, np.zeros(N), np.ones(N) * (t > 0), 0.5)}, t)
+
+
+def fit(server: Server) -> None:
+    """A whole private run: Setup (its 3 rounds priced), 3 rounds, Finish."""
+    be, spec = _coordinator(server)
+    try:
+        be.start([spec], rounds=ROUNDS)
+        _steps(be, 0, ROUNDS)
+    finally:
+        be.close()
+
+
+def refused(server: Server) -> str:
+    with pytest.raises(ProtocolError) as err:
+        fit(server)
+    msg = " ".join(str(err.value).split())
+    assert "refused the run at Setup, before releasing anything" in msg and "above its operator's cap" in msg, msg
+    return msg
+
+
+def assert_ledger(ledgers, train, releases: int) -> None:
+    where = Path(ledgers) / data_signature("party2", {"train": train})[0]
+    led = read_ledger(where, DELTA)  # folds the journal in and writes the JSON file back
+    assert led["releases"] == releases
+    assert led["epsilon_spent"] == pytest.approx(eps(releases), rel=1e-3)
+    on_disk = json.loads((where / LEDGER_NAME).read_text())
+    assert on_disk["releases"] == releases and on_disk["epsilon_spent"] == pytest.approx(eps(releases), rel=1e-3)
+
+
+@pytest.mark.slow
+def test_fit_fit_second_server_on_the_same_out_restart_fit(tmp_path, train, new):
+    """The README's experts recipe's shape: the fit server, then a second server (its training file and a file of
+    new records) on its --out."""
+    ledgers, out = tmp_path / "ledgers", tmp_path / "out"
+    cap = eps(4) * 1.01  # two fits, not three
+    a = Server(tmp_path, out, ledgers, cap, {"train": train}, "fit")
+    b = None
+    try:
+        fit(a)
+        assert_ledger(ledgers, train, 2)
+        b = Server(tmp_path, out, ledgers, cap, {"train": train, "new": new}, "second")
+        fit(a)
+        assert_ledger(ledgers, train, 4)
+        msg = refused(b)  # it read the ledger at its start (ε of one fit) but prices against the file as it is now
+        assert f"ε = {eps(6):.4g}" in msg and str(tmp_path) not in msg
+        b.stop()  # its close re-reads under the lock: it cannot write back a stale copy
+        assert_ledger(ledgers, train, 4)
+        a.stop(signal.SIGKILL)
+        assert_ledger(ledgers, train, 4)
+        a = Server(tmp_path, out, ledgers, cap, {"train": train}, "restarted")
+        refused(a)
+        assert_ledger(ledgers, train, 4)
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()
+
+
+@pytest.mark.slow
+def test_kill_9_mid_run_keeps_every_charged_release(tmp_path, train):
+    ledgers, out = tmp_path / "ledgers", tmp_path / "out"
+    cap = eps(5) * 1.01
+    a = Server(tmp_path, out, ledgers, cap, {"train": train}, "fit")
+    try:
+        fit(a)
+        be, spec = _coordinator(a)
+        be.start([spec], rounds=ROUNDS)
+        _steps(be, 0, 2)  # one release of the second run, then the party is killed
+        a.stop(signal.SIGKILL)
+        assert_ledger(ledgers, train, 3)
+        a = Server(tmp_path, out, ledgers, cap, {"train": train}, "restarted")
+        fit(a)  # 3 + 2 ≤ cap: the killed run's unreleased round is not reserved any more
+        assert_ledger(ledgers, train, 5)
+        refused(a)
+        assert_ledger(ledgers, train, 5)
+    finally:
+        a.stop()
+
+
+@pytest.mark.slow
+def test_two_outs_of_one_training_file_share_one_budget(tmp_path, train):
+    """Two fit servers of the same bytes (one a copy under another name) with two --out directories, both live."""
+    ledgers = tmp_path / "ledgers"
+    copy = tmp_path / "copy-of-train.csv"
+    copy.write_bytes(Path(train).read_bytes())
+    cap = eps(3) * 1.01  # one fit, not two
+    a = Server(tmp_path, tmp_path / "out1", ledgers, cap, {"train": train}, "one")
+    c = Server(tmp_path, tmp_path / "out2", ledgers, cap, {"train": str(copy)}, "two")
+    try:
+        be, spec = _coordinator(a)
+        be.start([spec], rounds=ROUNDS)  # a run in progress at one server reserves its price ...
+        msg = refused(c)  # ... so the other refuses a run that would pass the cap with it
+        assert "runs in progress on this data set" in msg
+        _steps(be, 0, ROUNDS)
+        be.close()
+        assert_ledger(ledgers, train, 2)
+        refused(c)
+        refused(a)
+        assert_ledger(ledgers, train, 2)
+    finally:
+        a.stop()
+        c.stop()
+    assert len([p for p in ledgers.iterdir() if p.is_dir()]) == 1  # one ledger for the data set

@@ -26,6 +26,7 @@ PROTOCOL_MODULES = (
     "dpadmm.algorithms.vertical_sharing",
     "dpadmm.algorithms.vertical_scoring",
     "dpadmm.algorithms.vertical_experts",
+    "dpadmm.algorithms.encrypted.protocol",
     "dpadmm.algorithms.graph_consensus",
     "dpadmm.algorithms.consensus_baseline",
     "dpadmm.algorithms.functional_quantile",

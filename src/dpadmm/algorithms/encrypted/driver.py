@@ -1,0 +1,73 @@
+"""The label party's side of a run of the encrypted protocol over any backend (in-process, processes, gRPC): the
+round loop of :mod:`.protocol`'s docstring. The label party's key, labels and block stay here."""
+
+from __future__ import annotations
+
+import time
+from typing import Mapping, NamedTuple
+
+import numpy as np
+
+from ...backends.base import PartySpec, party_rng
+from . import he, label
+from .party import Backward, EncryptedGradient, Forward, Hello, Scores, Start, logit, setup_party, step
+from .protocol import PROTOCOL
+
+
+class RunResult(NamedTuple):
+    label_cfg: label.LabelConfig
+    label_state: label.LabelState
+    events: list  # every GaussianRelease (parties' feature side, the label party's label side)
+    names: list
+    cost: dict  # per-round CPU seconds (label party; parties in-process) and bytes each way
+
+
+def specs(parties: Mapping[str, tuple], *, R: float, noise_multiplier, rounds: int, lam: float, step_size: float):
+    """One :class:`PartySpec` per non-label party: ``parties`` maps its name to ``(train, score)``."""
+    return [PartySpec(name, setup_party, (name, train, dict(score or {}), float(R), noise_multiplier, int(rounds),
+                                          float(lam), float(step_size)), step, handlers=PROTOCOL.handlers)
+            for name, (train, score) in parties.items()]
+
+
+def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_multiplier, rounds: int, lam: float,
+        step_size: float, noise_seed: int | None = None, key_bits: int = he.KEY_BITS) -> RunResult:
+    """The T rounds, after ``backend.start`` (the parties set up). Returns the label party's final state."""
+    key = he.keygen(key_bits)
+    cfg, state = label.setup_label(own_block, y, R=R, widths=widths, clips=clips,
+                                   noise_multiplier=label_noise_multiplier, rounds=rounds, lam=lam, step=step_size)
+    names = list(names)
+    sent = {"public_key": 0, "residuals": 0, "gradients_back": 0, "scores": 0, "encrypted_gradients": 0}
+    cpu = {"label_party": 0.0}
+    r = 0
+    hello = backend.step({n: Start(key.public_key()) for n in names}, r)
+    r += 1
+    sent["public_key"] += len(key.public_key()) * len(names)
+    peers = {n: hello[n][0].mask_key for n in names if isinstance(hello[n][0], Hello)} if len(names) > 1 else {}
+    events, gradients = [], {n: None for n in names}
+    for t in range(int(rounds)):
+        rep = backend.step({n: Forward(gradients[n], peers if t == 0 else None) for n in names}, r)
+        r += 1
+        scores = [rep[n][0].values for n in names if isinstance(rep[n][0], Scores)]
+        sent["scores"] += sum(int(np.asarray(s).nbytes) for s in scores)
+        c0 = time.process_time()
+        state, blob = label.residuals(cfg, state, key, scores)
+        cpu["label_party"] += time.process_time() - c0
+        sent["residuals"] += len(blob) * len(names)
+        rep = backend.step({n: Backward(blob) for n in names}, r)
+        r += 1
+        replies = {n: rep[n][0] for n in names}
+        sent["encrypted_gradients"] += sum(len(m.ciphertexts) for m in replies.values() if isinstance(m, EncryptedGradient))
+        events += [e for n in names for e in rep[n][1]]
+        c0 = time.process_time()
+        rng = np.random.default_rng() if noise_seed is None else party_rng(noise_seed, len(names), t)
+        state, gradients, ev = label.open_gradients(cfg, state, key, replies, rng=rng)
+        cpu["label_party"] += time.process_time() - c0
+        sent["gradients_back"] += sum(int(g.nbytes) for g in gradients.values())
+        events += ev
+    backend.step({n: Forward(gradients[n], None, final=True) for n in names}, r)
+    per_round = {k: v / max(int(rounds), 1) for k, v in sent.items()}
+    return RunResult(cfg, state, events, names, {"label_cpu_seconds_per_round": cpu["label_party"] / max(rounds, 1),
+                                                 "bytes_per_round": per_round})
+
+
+__all__ = ["run", "specs", "RunResult", "logit"]

@@ -247,3 +247,29 @@ def test_party_refuses_out_of_order_and_extra_rounds(need_he):
     # what left the party: its mask key, one masked/unmasked score vector, one ciphertext blob — never its block
     assert isinstance(sc, ep.Scores) and sc.values.dtype == np.uint64
     assert isinstance(eg, ep.EncryptedGradient) and isinstance(eg.ciphertexts, bytes)
+
+
+# ----------------------------------------------------------------------------- the command
+def test_cli_protocol_encrypted(need_he, tmp_path, capsys):
+    import json
+
+    from sklearn.datasets import dump_svmlight_file
+
+    from conftest import run_cli
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 6))
+    y = np.where(X @ rng.normal(size=6) + 0.3 * rng.normal(size=200) > 0, 1, -1)
+    dump_svmlight_file(X[:150], y[:150], str(tmp_path / "train.svm"))
+    dump_svmlight_file(X[150:], y[150:], str(tmp_path / "test.svm"))
+    code, out, err = run_cli(["vertical", "--train", tmp_path / "train.svm", "--test", tmp_path / "test.svm",
+                              "--parties", "3,2,1", "--protocol", "encrypted", "--normalize-rows", "--epsilon", "1",
+                              "--label-epsilon", "1", "--iterations", "3", "--seed", "0", "--out", tmp_path / "run"],
+                             capsys)
+    assert code == 0, err
+    assert "NOT differentially private against the label party" in out
+    m = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert m["privacy"]["features"]["epsilon"] == "inf"  # the forward pass is not covered: said so
+    assert m["config"]["rounds"] == 3 and "test_log_loss" in m["final"]
+    code, out, err = run_cli(["vertical", "--data", "a9a", "--protocol", "encrypted", "--rho", "1"], capsys)
+    assert code == 2 and "--rho belongs to the ADMM protocol" in (out + err)

@@ -5,6 +5,7 @@ Needs the HE extra: ``pip install "dpadmm[he]"``."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from ._common import base_rate_log_loss, console, elapsed, output_dir, write_json
@@ -50,7 +51,7 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
                           "epsilon": epsilon, "label_epsilon": label_epsilon, "delta": delta, "prepare": how,
                           "row_clip": model.row_clip, "seed": seed, "he": f"Okamoto-Uchiyama {he.KEY_BITS}-bit (sf-heu)",
                           "party_sizes": [int(B.shape[1]) for B in train]},
-               "final": final, "baselines": baselines, "privacy": model.privacy_}
+               "final": final, "baselines": baselines, "privacy": _json_inf(model.privacy_)}
     line = f"encrypted: label party + {len(train) - 1} part{'y' if len(train) == 2 else 'ies'}, {T} rounds"
     if "test_log_loss" in final:
         line += f"  test log loss: {final['test_log_loss']:.4f}  accuracy: {final['test_accuracy']:.4f}"
@@ -67,6 +68,15 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
             write_json(stage / "metrics.json", metrics)
         console.print(f"wrote {out}/metrics.json")
     return metrics
+
+
+def _json_inf(obj):
+    """ε = ∞ written as "inf" (JSON has no infinity; the report must not turn it into null)."""
+    if isinstance(obj, dict):
+        return {k: _json_inf(v) for k, v in obj.items()}
+    if isinstance(obj, float) and math.isinf(obj):
+        return "inf"
+    return obj
 
 
 def check_options(backend: str, given: dict) -> None:

@@ -273,3 +273,14 @@ def test_cli_protocol_encrypted(need_he, tmp_path, capsys):
     assert m["config"]["rounds"] == 3 and "test_log_loss" in m["final"]
     code, out, err = run_cli(["vertical", "--data", "a9a", "--protocol", "encrypted", "--rho", "1"], capsys)
     assert code == 2 and "--rho belongs to the ADMM protocol" in (out + err)
+
+
+def test_docs_list_the_party_and_coordinator_fields():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "algorithms.md").read_text()
+    hooks = PROTOCOL.policy
+    assert "### `vertical-encrypted`" in doc
+    for who, table in (("party", hooks.party), ("coordinator", hooks.coordinator)):
+        for field, rule in table.items():
+            assert f"| `{field}` | {who} | {rule} |" in doc, field

@@ -125,7 +125,7 @@ def test_zero_noise_equals_plaintext_gradient_descent(need_he):
     # others' blocks clipped and quantised as the parties use them
     from dpadmm.algorithms.vertical_data import clip_rows
 
-    A = [np.asarray(label.augment(clip_rows(blocks[0], R), R))] + [
+    A = [label.prepare(blocks[0], R)[1].toarray()] + [
         he.quantize(clip_rows(b, R), ep.BLOCK_BITS).toarray() / 2.0 ** ep.BLOCK_BITS for b in blocks[1:]]
     w = [np.zeros(a.shape[1]) for a in A]
     y01 = (y > 0).astype(float)
@@ -136,6 +136,36 @@ def test_zero_noise_equals_plaintext_gradient_descent(need_he):
     for got, want in zip(m.coefs_, w):
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)  # fixed point: residuals and scores on 2^-24
     assert np.max(np.abs(np.concatenate(w))) > 0.05  # the descent moved
+
+
+def test_zero_noise_encrypted_forward_equals_plaintext_taylor_descent(need_he):
+    """forward='encrypted': the same heavy-ball descent on the Taylor residual ½ + s/4 − y, weights projected on
+    ‖w‖ ≤ W, on the training rows (the held-out calibration rows excluded), quantised blocks."""
+    from dpadmm.algorithms.vertical_data import clip_rows
+    from dpadmm.estimators.vertical_encrypted import VerticalEncryptedClassifier
+
+    blocks, y = _data(150)
+    blocks = [blocks[0], np.hstack(blocks[1:])]
+    T, step, lam, R, mom, W = 6, 2.0, 1e-3, 1.0, 0.7, 0.6
+    m = VerticalEncryptedClassifier(rounds=T, step=step, lam=lam, row_clip=R, forward="encrypted", momentum=mom,
+                                    weight_bound=W, calibration=0.2, random_state=0).fit(blocks, y)
+    n = len(y)
+    perm = np.random.default_rng(0).permutation(n)
+    tr = np.sort(perm[int(round(0.2 * n)):])
+    A = [label.prepare(blocks[0][tr], R)[1].toarray(),
+         he.quantize(clip_rows(blocks[1][tr], R), ep.BLOCK_BITS).toarray() / 2.0 ** ep.BLOCK_BITS]
+    w = [np.zeros(a.shape[1]) for a in A]
+    v = [np.zeros(a.shape[1]) for a in A]
+    y01 = (y[tr] > 0).astype(float)
+    for _ in range(T):
+        g = 0.5 + sum(a @ x for a, x in zip(A, w)) / 4.0 - y01
+        for k in range(2):
+            v[k] = mom * v[k] + (A[k].T @ g / len(tr) + lam * w[k])
+            w[k] = ep.project(w[k] - step * v[k], W)
+    for got, want in zip(m.coefs_, w):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    assert any(np.linalg.norm(x) == pytest.approx(W) for x in w)  # the projection was active
+    assert m.calibration_[0] > 0  # the held-out calibration ran
 
 
 # ----------------------------------------------------------------------------- sensitivity on worst-case neighbours
@@ -172,7 +202,7 @@ def test_label_sensitivity_worst_case():
 
     cfg, _ = label.setup_label(blocks[0], y, R=R, widths={"party2": 2, "party3": 2}, clips={"party2": R, "party3": R},
                                noise_multiplier=1.0, rounds=1, lam=1.0, step=1.0)
-    A = [np.asarray(cfg.A)] + [clip_rows(b, R) for b in blocks[1:]]
+    A = [cfg.A.toarray()] + [clip_rows(b, R) for b in blocks[1:]]
     full = np.hstack(A)
     s = full @ rng.normal(size=full.shape[1])
     worst = 0.0
@@ -183,8 +213,8 @@ def test_label_sensitivity_worst_case():
         worst = max(worst, float(np.linalg.norm(full.T @ dg)))
     assert worst <= cfg.sensitivity + 1e-12
     big = np.hstack([np.ones((1, 3)) * 10, np.ones((1, 2)) * 10, np.ones((1, 2)) * 10])  # rows at their clips
-    row = np.hstack([label.augment(clip_rows(big[:, :3], R), R), clip_rows(big[:, 3:5], R), clip_rows(big[:, 5:], R)])
-    assert np.linalg.norm(row) == pytest.approx(cfg.sensitivity)
+    row = np.hstack([label.prepare(big[:, :3], R)[1].toarray(), clip_rows(big[:, 3:5], R), clip_rows(big[:, 5:], R)])
+    assert np.linalg.norm(row) == pytest.approx(cfg.sensitivity, rel=1e-4)  # tight (quantised toward zero)
 
 
 # ----------------------------------------------------------------------------- what the label party decrypts

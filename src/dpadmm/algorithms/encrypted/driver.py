@@ -22,20 +22,31 @@ class RunResult(NamedTuple):
     cost: dict  # per-round CPU seconds (label party; parties in-process) and bytes each way
 
 
-def specs(parties: Mapping[str, tuple], *, R: float, noise_multiplier, rounds: int, lam: float, step_size: float):
+def specs(parties: Mapping[str, tuple], *, R: float, noise_multiplier, rounds: int, lam: float, step_size: float,
+          forward: str = "clear", momentum: float = 0.0, W: float | None = None, label_W: float | None = None,
+          label_width: int | None = None):
     """One :class:`PartySpec` per non-label party: ``parties`` maps its name to ``(train, score)``."""
     return [PartySpec(name, setup_party, (name, train, dict(score or {}), float(R), noise_multiplier, int(rounds),
-                                          float(lam), float(step_size)), step, handlers=PROTOCOL.handlers)
+                                          float(lam), float(step_size), forward, float(momentum), W,
+                                          float(R) if forward == "encrypted" else None, label_W, label_width),
+                      step, handlers=PROTOCOL.handlers)
             for name, (train, score) in parties.items()]
 
 
 def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_multiplier, rounds: int, lam: float,
-        step_size: float, noise_seed: int | None = None, key_bits: int = he.KEY_BITS) -> RunResult:
+        step_size: float, noise_seed: int | None = None, key_bits: int = he.KEY_BITS, forward: str = "clear",
+        momentum: float = 0.0, W: float | None = None) -> RunResult:
     """The T rounds, after ``backend.start`` (the parties set up). Returns the label party's final state."""
     key = he.keygen(key_bits)
     cfg, state = label.setup_label(own_block, y, R=R, widths=widths, clips=clips,
-                                   noise_multiplier=label_noise_multiplier, rounds=rounds, lam=lam, step=step_size)
+                                   noise_multiplier=label_noise_multiplier, rounds=rounds, lam=lam, step=step_size,
+                                   forward=forward, momentum=momentum, W=W)
     names = list(names)
+    if forward == "encrypted" and len(names) != 1:
+        from ...exceptions import InvalidParameterError
+
+        raise InvalidParameterError(f"forward='encrypted' runs with one non-label party (got {len(names)}): the cross "
+                                    "terms between non-label parties are not implemented; pass one other block.")
     sent = {"public_key": 0, "residuals": 0, "gradients_back": 0, "scores": 0, "encrypted_gradients": 0}
     cpu = {"label_party": 0.0, "parties": 0.0}  # parties: process time of backend.step (theirs when in-process)
     r = 0
@@ -43,27 +54,40 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
     r += 1
     sent["public_key"] += len(key.public_key()) * len(names)
     peers = {n: hello[n][0].mask_key for n in names if isinstance(hello[n][0], Hello)} if len(names) > 1 else {}
+    party_key = None
+    if forward == "encrypted":
+        pub = getattr(hello[names[0]][0], "public_key", None)
+        party_key = he.from_public_key(pub)  # refuses a key that is not OU of 2048 bits
+        sent["public_key"] += len(pub)
     events, gradients = [], {n: None for n in names}
     for t in range(int(rounds)):
         c0 = time.process_time()
         rep = backend.step({n: Forward(gradients[n], peers if t == 0 else None) for n in names}, r)
         cpu["parties"] += time.process_time() - c0
         r += 1
-        scores = [rep[n][0].values for n in names if isinstance(rep[n][0], Scores)]
-        sent["scores"] += sum(int(np.asarray(s).nbytes) for s in scores)
+        rng = np.random.default_rng() if noise_seed is None else party_rng(noise_seed, len(names), t)
         c0 = time.process_time()
-        state, blob = label.residuals(cfg, state, key, scores)
+        cross = None
+        if forward == "encrypted":
+            enc_scores = rep[names[0]][0].ciphertexts
+            sent["scores"] += len(enc_scores)
+            state, blob, cross = label.residuals_encrypted(cfg, state, key, party_key, enc_scores)
+            sent["cross"] = sent.get("cross", 0) + len(cross)
+        else:
+            scores = [rep[n][0].values for n in names if isinstance(rep[n][0], Scores)]
+            sent["scores"] += sum(int(np.asarray(s).nbytes) for s in scores)
+            state, blob = label.residuals(cfg, state, key, scores)
         cpu["label_party"] += time.process_time() - c0
         sent["residuals"] += len(blob) * len(names)
         c0 = time.process_time()
-        rep = backend.step({n: Backward(blob) for n in names}, r)
+        rep = backend.step({n: Backward(blob, cross) for n in names}, r)
         cpu["parties"] += time.process_time() - c0
         r += 1
         replies = {n: rep[n][0] for n in names}
-        sent["encrypted_gradients"] += sum(len(m.ciphertexts) for m in replies.values() if isinstance(m, EncryptedGradient))
+        sent["encrypted_gradients"] += sum(len(m.ciphertexts) + len(m.cross or b"") for m in replies.values()
+                                           if isinstance(m, EncryptedGradient))
         events += [e for n in names for e in rep[n][1]]
         c0 = time.process_time()
-        rng = np.random.default_rng() if noise_seed is None else party_rng(noise_seed, len(names), t)
         state, gradients, ev = label.open_gradients(cfg, state, key, replies, rng=rng)
         cpu["label_party"] += time.process_time() - c0
         sent["gradients_back"] += sum(int(g.nbytes) for g in gradients.values())

@@ -138,6 +138,10 @@ class HeBackend:
         """``ct + Enc(v)`` with ``Enc(v)`` freshly encrypted: adds ``v`` AND re-randomises."""
         return self._ev.add(ct, self._enc.encrypt(self._plain(v)))
 
+    def add_big_fresh(self, ct, values):
+        """``ct + Enc(v)`` for integers beyond int64 (e.g. masks below 2^128), freshly encrypted (re-randomises)."""
+        return self._ev.add(ct, self._enc.encrypt(self.kit.array(np.asarray([int(v) for v in values], dtype=object))))
+
     def rerandomize(self, ct, size: int):
         return self.add_plain_fresh(ct, np.zeros(size, dtype=np.int64))
 

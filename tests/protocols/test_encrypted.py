@@ -70,7 +70,7 @@ def test_masks_cancel_and_hide_one_share():
 
 def test_policy_check_and_price(need_he):
     blocks, _ = _data()
-    cfg, _ = ep.setup_party("party2", blocks[1], None, 1.0, 0.2, 7)
+    cfg, _ = ep.setup_party("party2", blocks[1], None, 1.0, 0.2, 7, 1e-4, 2.0, "encrypted", 0.7, 4.0, 1.0, 4.0, 4)
     policy = PartyPolicy(max_epsilon=1.0, delta=1e-5)
     with pytest.raises(PolicyRefusal, match="noise multiplier"):
         ENCRYPTED.check(cfg, (), policy, "party2")
@@ -78,9 +78,13 @@ def test_policy_check_and_price(need_he):
     with pytest.raises(PolicyRefusal, match="a private run"):
         ENCRYPTED.check(cfg0, (), policy, "party2")
     cfg1, _ = ep.setup_party("party2", blocks[1], None, 1.0, 3.0, 7)
-    ENCRYPTED.check(cfg1, (), policy, "party2")
+    with pytest.raises(PolicyRefusal, match="the forward pass is 'clear'"):  # the label party would read the rows
+        ENCRYPTED.check(cfg1, (), policy, "party2")
     assert ENCRYPTED.price(cfg1, 2 * 7 + 2).gaussian == {3.0: 7}  # one release per declared Backward
     assert ENCRYPTED.price(cfg1, 5).gaussian == {3.0: 2}  # no more than the backend rounds allow
+    cfg2, _ = ep.setup_party("party2", blocks[1], None, 1.0, 3.0, 7, 1e-4, 2.0, "encrypted", 0.7, 4.0, 1.0, 4.0, 4)
+    ENCRYPTED.check(cfg2, (), policy, "party2")
+    assert ENCRYPTED.price(cfg2, 2 * 7 + 2).gaussian == {3.0: 14}  # two releases per round: D̂ᵀĝ and A₀ᵀs
 
 
 # ----------------------------------------------------------------------------- HE exactness

@@ -54,7 +54,7 @@ def test_refuses_without_the_he_extra_with_the_install_command(monkeypatch):
 
     blocks, y = _data()
     with pytest.raises(MissingDependencyError, match=r'pip install "dpadmm\[he\]"'):
-        VerticalEncryptedClassifier(rounds=2).fit(blocks, y)
+        VerticalEncryptedClassifier(rounds=2, forward="clear").fit(blocks, y)
     with pytest.raises(MissingDependencyError, match=r'pip install "dpadmm\[he\]"'):
         ep.setup_party("party2", blocks[1])
 
@@ -124,7 +124,8 @@ def test_zero_noise_equals_plaintext_gradient_descent(need_he):
 
     blocks, y = _data()
     T, step, lam, R = 6, 4.0, 1e-3, 1.0
-    m = VerticalEncryptedClassifier(rounds=T, step=step, lam=lam, row_clip=R, random_state=0).fit(blocks, y)
+    m = VerticalEncryptedClassifier(rounds=T, step=step, lam=lam, row_clip=R, forward="clear", random_state=0).fit(
+        blocks, y)
     # the same descent in plaintext on the joint model: the label party's block with its intercept column, the
     # others' blocks clipped and quantised as the parties use them
     from dpadmm.algorithms.vertical_data import clip_rows
@@ -236,7 +237,8 @@ def test_label_party_decrypts_only_declared_noisy_gradients(need_he, monkeypatch
     monkeypatch.setattr(he.HeBackend, "decrypt", spy)
     blocks, y = _data()
     T = 3
-    m = VerticalEncryptedClassifier(rounds=T, epsilon=1.0, label_epsilon=1.0, random_state=1).fit(blocks, y)
+    m = VerticalEncryptedClassifier(rounds=T, epsilon=1.0, label_epsilon=1.0, forward="clear", random_state=1).fit(
+        blocks, y)
     assert sorted(seen) == sorted([b.shape[1] for b in blocks[1:]] * T)  # one d_m-vector per party and round
     assert m.privacy_["features"]["epsilon"] == float("inf")  # the forward pass is not covered: said so
     assert m.privacy_["labels"]["epsilon"] <= 1.0 + 1e-6
@@ -297,13 +299,13 @@ def test_cli_protocol_encrypted(need_he, tmp_path, capsys):
     dump_svmlight_file(X[:150], y[:150], str(tmp_path / "train.svm"))
     dump_svmlight_file(X[150:], y[150:], str(tmp_path / "test.svm"))
     code, out, err = run_cli(["vertical", "--train", tmp_path / "train.svm", "--test", tmp_path / "test.svm",
-                              "--parties", "3,2,1", "--protocol", "encrypted", "--normalize-rows", "--epsilon", "1",
+                              "--parties", "3,3", "--protocol", "encrypted", "--normalize-rows", "--epsilon", "1",
                               "--label-epsilon", "1", "--iterations", "3", "--seed", "0", "--out", tmp_path / "run"],
                              capsys)
     assert code == 0, err
-    assert "NOT differentially private against the label party" in out
+    assert "encrypted (encrypted forward pass)" in out
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert m["privacy"]["features"]["epsilon"] == "inf"  # the forward pass is not covered: said so
+    assert m["privacy"]["features"]["epsilon"] <= 1.0 + 1e-6 and m["privacy"]["labels"]["epsilon"] <= 1.0 + 1e-6
     assert m["config"]["rounds"] == 3 and "test_log_loss" in m["final"]
     code, out, err = run_cli(["vertical", "--data", "a9a", "--protocol", "encrypted", "--rho", "1"], capsys)
     assert code == 2 and "--rho belongs to the ADMM protocol" in (out + err)

@@ -1,5 +1,6 @@
 """``dpadmm vertical --protocol encrypted``: one joint model, gradients under OU encryption with DP noise on both
-sides (:mod:`dpadmm.algorithms.encrypted`). In-process (a simulation of the deployment); parties can serve the
+sides (:mod:`dpadmm.algorithms.encrypted`): with two parties the encrypted forward pass (features DP), with more the
+clear one (features NOT protected: the label party reads per-row score sums). In-process (a simulation of the deployment); parties can serve the
 protocol (``dpadmm party serve --protocol vertical-encrypted``) but this command does not drive them yet.
 Needs the HE extra: ``pip install "dpadmm[he]"``."""
 
@@ -10,9 +11,6 @@ from pathlib import Path
 
 from ._common import base_rate_log_loss, console, elapsed, output_dir, write_json
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
-
-DEFAULT_ROUNDS = 60
-
 
 def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsilon, prepare: str, row_clip, seed,
                   out: Path | None, rounds: int | None) -> dict:
@@ -35,12 +33,15 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
             train[m], sc = prepare_block(train[m], how)
             if test is not None:
                 test[m] = prepare_block(test[m], how, scaling=sc)[0]
-    T = int(rounds) if rounds is not None else DEFAULT_ROUNDS
+    # one other party: the encrypted forward pass (features DP); more: the clear one (features NOT protected)
+    forward = "encrypted" if len(train) == 2 else "clear"
+    T = int(rounds) if rounds is not None else VerticalEncryptedClassifier.DEFAULTS[forward]["rounds"]
     model = VerticalEncryptedClassifier(epsilon=epsilon, label_epsilon=label_epsilon, delta=delta, rounds=T,
+                                        forward=forward,
                                         lam=1e-4 if lam is None else lam,
                                         row_clip=float(row_clip) if row_clip is not None else 1.0, random_state=seed)
     model.fit(train, data.y)
-    final: dict = {"protocol": "encrypted", **model.cost_}
+    final: dict = {"protocol": "encrypted", "forward": forward, **model.cost_}
     baselines: dict = {}
     if test is not None:
         final.update({f"test_{k}": v for k, v in model.score_metrics(test, data.y_test).items()})
@@ -52,7 +53,8 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
                           "row_clip": model.row_clip, "seed": seed, "he": f"Okamoto-Uchiyama {he.KEY_BITS}-bit (sf-heu)",
                           "party_sizes": [int(B.shape[1]) for B in train]},
                "final": final, "baselines": baselines, "privacy": _json_inf(model.privacy_)}
-    line = f"encrypted: label party + {len(train) - 1} part{'y' if len(train) == 2 else 'ies'}, {T} rounds"
+    line = (f"encrypted ({forward} forward pass): label party + {len(train) - 1} part{'y' if len(train) == 2 else 'ies'}, "
+            f"{T} rounds")
     if "test_log_loss" in final:
         line += f"  test log loss: {final['test_log_loss']:.4f}  accuracy: {final['test_accuracy']:.4f}"
     console.print(line)
@@ -60,8 +62,9 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
         console.print(f"baselines (test log loss): base rate {baselines['base_rate']['test_log_loss']:.4f}, "
                       f"label party alone {baselines['label_party_alone']['test_log_loss']:.4f}")
     p = model.privacy_
-    console.print(f"privacy: labels epsilon = {p['labels']['epsilon']:.4g} at delta = {delta:g}; "
-                  f"{p['features']['note']}", soft_wrap=True)
+    feat = p["features"]["epsilon"]
+    console.print(f"privacy: labels epsilon = {p['labels']['epsilon']:.4g}, features epsilon = {feat:.4g} at delta = "
+                  f"{delta:g}; {p['features']['note']}", soft_wrap=True)
     if out is not None:
         with output_dir(out) as stage:
             metrics["wall_seconds"] = elapsed()

@@ -224,7 +224,8 @@ def vertical(
                                                   "also serves --protocol psi-align)."),
     protocol: str = typer.Option("admm", help="admm (ADMM sharing [Hu], default), encrypted (one joint model, "
                                  "gradients under HE with DP noise; in-process; needs pip install \"dpadmm[he]\"; "
-                                 "its forward pass is not protected) or experts (each party fits its "
+                                 "with 2 parties the forward pass is encrypted too, with more the features are NOT "
+                                 "protected) or experts (each party fits its "
                                  "own record-level DP model once, the label party adds them up: no per-row release "
                                  "from training data; in-process, or --backend grpc with every other party serving "
                                  "vertical-experts)."),

@@ -46,7 +46,7 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
     delta : δ of every (ε, δ).
     rounds, step, momentum, lam : T rounds of (heavy-ball) gradient descent with this step on the mean loss +
         (λ/2)‖w‖²; ``None``: the mode's defaults (clear: 60, 8, 0; encrypted: 40, 2, 0.7), λ = 1e-4.
-    forward : ``"clear"`` (logistic loss; per-row score sums reach the label party: features NOT private) or
+    forward : ``"encrypted"`` (default; see below) or ``"clear"`` (logistic loss; per-row score sums reach the label party: features NOT private) or
         ``"encrypted"`` (one non-label party; the Taylor residual ½ + s/4 − y; the scores travel under the party's
         own key; features private against an honest-but-curious label party; the score is then calibrated by a
         two-parameter logistic fit on ``calibration`` × n held-out rows, scored as new records).
@@ -61,7 +61,7 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, epsilon: float | None = None, label_epsilon: float | None = None, delta: float = 1e-5,
                  rounds: int | None = None, step: float | None = None, lam: float = 1e-4, row_clip: float = 1.0,
-                 forward: str = "clear", momentum: float | None = None, weight_bound: float = 4.0,
+                 forward: str = "encrypted", momentum: float | None = None, weight_bound: float = 4.0,
                  calibration: float = 0.1, random_state=None):
         self.epsilon, self.label_epsilon, self.delta = epsilon, label_epsilon, delta
         self.rounds, self.step, self.lam, self.row_clip, self.random_state = rounds, step, lam, row_clip, random_state

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dpadmm.algorithms.encrypted import he, label, masks, party as ep
+from dpadmm.algorithms.encrypted import he, label, masks
+from dpadmm.algorithms.encrypted import party as ep
 from dpadmm.algorithms.encrypted.policy import ENCRYPTED
 from dpadmm.algorithms.encrypted.protocol import PROTOCOL
 from dpadmm.exceptions import MissingDependencyError
@@ -289,9 +290,8 @@ def test_party_refuses_out_of_order_and_extra_rounds(need_he):
 def test_cli_protocol_encrypted(need_he, tmp_path, capsys):
     import json
 
-    from sklearn.datasets import dump_svmlight_file
-
     from conftest import run_cli
+    from sklearn.datasets import dump_svmlight_file
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 6))

@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ._common import base_rate_log_loss, console, elapsed, output_dir, write_json
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
+from ._common import base_rate_log_loss, console, elapsed, output_dir, write_json
+
 
 def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsilon, prepare: str, row_clip, seed,
                   out: Path | None, rounds: int | None) -> dict:

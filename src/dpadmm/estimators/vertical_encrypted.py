@@ -8,7 +8,8 @@ simulation: the driver holds every block, and collects each party's weights to s
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import ClassVar
+from collections.abc import Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -56,7 +57,7 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
     random_state : ``None``: party-local noise; an int: a seeded simulation.
     """
 
-    DEFAULTS = {"clear": {"rounds": 60, "step": 8.0, "momentum": 0.0},
+    DEFAULTS: ClassVar[dict] = {"clear": {"rounds": 60, "step": 8.0, "momentum": 0.0},
                 "encrypted": {"rounds": 40, "step": 2.0, "momentum": 0.7}}
 
     def __init__(self, epsilon: float | None = None, label_epsilon: float | None = None, delta: float = 1e-5,
@@ -111,7 +112,8 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
         train, hold = np.arange(n), np.zeros(0, dtype=int)
         if enc:  # the label party's public split: held-out rows are scored as new records for the calibration
             perm = np.random.default_rng(0 if seed is None else seed).permutation(n)
-            hold, train = np.sort(perm[: int(round(self.calibration * n))]), np.sort(perm[int(round(self.calibration * n)):])
+            k = round(float(self.calibration) * n)
+            hold, train = np.sort(perm[:k]), np.sort(perm[k:])
         names = [f"party{m + 1}" for m in range(1, len(blocks))]
         backend = InProcessBackend()
         backend.start(driver.specs({nm: (b[train], {"calibration": b[hold]} if enc else None)

@@ -4,13 +4,24 @@ round loop of :mod:`.protocol`'s docstring. The label party's key, labels and bl
 from __future__ import annotations
 
 import time
-from typing import Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
 from ...backends.base import PartySpec, party_rng
 from . import he, label
-from .party import Backward, EncryptedGradient, Forward, Hello, Scores, Start, logit, setup_party, step
+from .party import (
+    Backward,
+    EncryptedGradient,
+    Forward,
+    Hello,
+    Scores,
+    Start,
+    logit,
+    setup_party,
+    step,
+)
 from .protocol import PROTOCOL
 
 
@@ -100,4 +111,4 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
                                                  "bytes_per_round": per_round})
 
 
-__all__ = ["run", "specs", "RunResult", "logit"]
+__all__ = ["RunResult", "logit", "run", "specs"]

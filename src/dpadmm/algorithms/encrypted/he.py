@@ -31,7 +31,7 @@ loaded (:func:`require_he`), so the rest of dpadmm, and a party that does not se
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import scipy.sparse as sp

@@ -26,12 +26,12 @@ to ‖w‖ ≤ W (the sensitivities' premise).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
-
-import math
 
 from ...privacy.events import RECORD_REPLACE, GaussianRelease
 from ...privacy.mechanisms import gaussian

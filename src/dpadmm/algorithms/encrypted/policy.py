@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import math
 
-from ...privacy.policy import PartyPolicy, PolicyRefusal, RunPrice, check_noise_multiplier, refuse
+from ...privacy.policy import (
+    PartyPolicy,
+    PolicyRefusal,
+    RunPrice,
+    check_noise_multiplier,
+    refuse,
+)
 from ...protocol import PartyData, PolicyHooks
 
 

@@ -8,8 +8,8 @@ simulation: the driver holds every block, and collects each party's weights to s
 from __future__ import annotations
 
 import math
-from typing import ClassVar
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin

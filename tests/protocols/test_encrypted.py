@@ -60,6 +60,29 @@ def test_refuses_without_the_he_extra_with_the_install_command(monkeypatch):
         ep.setup_party("party2", blocks[1])
 
 
+def test_every_message_crosses_the_grpc_codec():
+    """The declared messages are named arrays and scalars (uint8 arrays for keys and ciphertexts), which the
+    gRPC codec carries; raw bytes would not cross it."""
+    from dpadmm.backends.grpc_codec import decode, encode
+
+    u8 = np.arange(40, dtype=np.uint8)
+    msgs = [ep.Start(u8), ep.Hello(u8[:32], u8), ep.Forward(np.zeros(3), {"party3": u8[:32]}, False),
+            ep.Scores(np.arange(4, dtype=np.uint64), None), ep.Scores(None, u8), ep.Backward(u8, u8),
+            ep.EncryptedGradient(u8, None)]
+    for m in msgs:
+        back = decode(encode(m, PROTOCOL.types), PROTOCOL.types)
+        assert type(back) is type(m)
+        for a, b in zip(m, back):
+            if isinstance(a, dict):
+                assert {k: bytes(v) for k, v in a.items()} == {k: bytes(v) for k, v in b.items()}
+            elif a is None or isinstance(a, bool):
+                assert a == b
+            else:
+                np.testing.assert_array_equal(a, b)
+    with pytest.raises(TypeError):
+        encode(ep.Start(b"raw bytes"), PROTOCOL.types)
+
+
 def test_masks_cancel_and_hide_one_share():
     keys = {n: masks.new_key() for n in ("party2", "party3", "party4")}
     pubs = {n: k[1] for n, k in keys.items()}
@@ -283,7 +306,7 @@ def test_party_refuses_out_of_order_and_extra_rounds(need_he):
     assert out is None and st.phase == "done"
     # what left the party: its mask key, one masked/unmasked score vector, one ciphertext blob — never its block
     assert isinstance(sc, ep.Scores) and sc.values.dtype == np.uint64
-    assert isinstance(eg, ep.EncryptedGradient) and isinstance(eg.ciphertexts, bytes)
+    assert isinstance(eg, ep.EncryptedGradient) and eg.ciphertexts.dtype == np.uint8
 
 
 # ----------------------------------------------------------------------------- the command

@@ -61,7 +61,7 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
     sent = {"public_key": 0, "residuals": 0, "gradients_back": 0, "scores": 0, "encrypted_gradients": 0}
     cpu = {"label_party": 0.0, "parties": 0.0}  # parties: process time of backend.step (theirs when in-process)
     r = 0
-    hello = backend.step({n: Start(key.public_key()) for n in names}, r)
+    hello = backend.step({n: Start(he.wire(key.public_key())) for n in names}, r)
     r += 1
     sent["public_key"] += len(key.public_key()) * len(names)
     peers = {n: hello[n][0].mask_key for n in names if isinstance(hello[n][0], Hello)} if len(names) > 1 else {}
@@ -91,11 +91,12 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
         cpu["label_party"] += time.process_time() - c0
         sent["residuals"] += len(blob) * len(names)
         c0 = time.process_time()
-        rep = backend.step({n: Backward(blob, cross) for n in names}, r)
+        rep = backend.step({n: Backward(he.wire(blob), None if cross is None else he.wire(cross)) for n in names}, r)
         cpu["parties"] += time.process_time() - c0
         r += 1
         replies = {n: rep[n][0] for n in names}
-        sent["encrypted_gradients"] += sum(len(m.ciphertexts) + len(m.cross or b"") for m in replies.values()
+        sent["encrypted_gradients"] += sum(len(m.ciphertexts) + (0 if m.cross is None else len(m.cross))
+                                           for m in replies.values()
                                            if isinstance(m, EncryptedGradient))
         events += [e for n in names for e in rep[n][1]]
         c0 = time.process_time()

@@ -47,6 +47,20 @@ INSTALL_HINT = 'the encrypted protocol needs the HE extra: pip install "dpadmm[h
 MAX_VALUE_GROUPS = 32
 
 
+def wire(blob: bytes) -> np.ndarray:
+    """Bytes as a uint8 array: what the messages carry (the gRPC codec sends named arrays, never raw bytes)."""
+    return np.frombuffer(bytes(blob), dtype=np.uint8).copy()
+
+
+def unwire(x) -> bytes:
+    """The bytes of a message field (a uint8 array, or bytes in-process); anything else is a ``TypeError``."""
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return bytes(x)
+    if isinstance(x, np.ndarray) and x.dtype == np.uint8 and x.ndim == 1:
+        return x.tobytes()
+    raise TypeError(f"expected bytes or a 1-D uint8 array, got {type(x).__name__}")
+
+
 def require_he():
     """``(heu.phe, heu.numpy)``, or :class:`MissingDependencyError` with the install command."""
     try:
@@ -117,7 +131,7 @@ class HeBackend:
         return bytes(self._enc.encrypt(self._plain(v)).serialize())
 
     def load(self, blob: bytes):
-        return self._hnp.CiphertextArray.load_from(bytes(blob))
+        return self._hnp.CiphertextArray.load_from(unwire(blob))
 
     def dump(self, ct) -> bytes:
         return bytes(ct.serialize())
@@ -165,7 +179,7 @@ def from_public_key(blob: bytes) -> HeBackend:
     """The public side of another party's key; refuses a scheme other than OU or a key below 2048 bits."""
     phe, hnp = require_he()
     try:
-        pk = phe.PublicKey.load_from(bytes(blob))
+        pk = phe.PublicKey.load_from(unwire(blob))
     except Exception:  # noqa: BLE001 - whatever the parser raises, one line
         raise ValueError("the public key is not a serialised sf-heu key") from None
     kit = hnp.setup(pk)

@@ -102,7 +102,7 @@ def residuals(cfg: LabelConfig, state: LabelState, key: he.HeBackend, masked_sco
 
 
 def residuals_encrypted(cfg: LabelConfig, state: LabelState, key: he.HeBackend, party_key: he.HeBackend,
-                        encrypted_scores: bytes):
+                        encrypted_scores):
     """``(state, Enc_0(ĝ₀), Enc_m(A₀ᵀs_m + r))`` (forward="encrypted"): its part of the Taylor residual under its
     key, and its column sums of party m's encrypted scores masked by a fresh uniform r < 2^128 per entry (statistically hiding: |A₀ᵀs_m| < 2^61 at a9a's
     size, so the masked value is within 2^-67 of uniform)."""
@@ -120,7 +120,11 @@ def residuals_encrypted(cfg: LabelConfig, state: LabelState, key: he.HeBackend, 
 
 def _cross_sums(cfg: LabelConfig, state: LabelState, blob) -> np.ndarray:
     k, nb = cfg.A.shape[1], CROSS_BITS // 8
-    if not isinstance(blob, (bytes, bytearray)) or len(blob) != k * nb:
+    try:
+        blob = he.unwire(blob)
+    except TypeError:
+        blob = b""
+    if len(blob) != k * nb:
         raise PolicyRefusal(f"the label party refused the reply: the cross sums must be {k} values of {nb} bytes")
     mod, half = 1 << CROSS_BITS, 1 << (CROSS_BITS - 1)
     out = []

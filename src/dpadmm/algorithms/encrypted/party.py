@@ -48,33 +48,33 @@ FORWARD_MODES = ("clear", "encrypted")
 
 
 class Start(NamedTuple):
-    public_key: bytes
+    public_key: np.ndarray  # uint8 (he.wire): the serialised key
 
 
 class Hello(NamedTuple):
-    mask_key: bytes
-    public_key: bytes | None = None  # forward="encrypted": the party's own OU public key
+    mask_key: np.ndarray  # uint8: 32 bytes of X25519 public key
+    public_key: np.ndarray | None = None  # uint8; forward="encrypted": the party's own OU public key
 
 
 class Forward(NamedTuple):
     gradient: np.ndarray | None = None
-    peers: Mapping[str, bytes] | None = None
+    peers: Mapping[str, np.ndarray] | None = None  # name -> uint8 X25519 public key
     final: bool = False
 
 
 class Scores(NamedTuple):
     values: np.ndarray | None = None  # uint64: fixed-point scores plus pairwise masks (Z/2^64)
-    ciphertexts: bytes | None = None  # forward="encrypted": Enc_m(round(2^24 s_m)) under the party's own key
+    ciphertexts: np.ndarray | None = None  # uint8; forward="encrypted": Enc_m(round(2^24 s_m)) under the party's own key
 
 
 class Backward(NamedTuple):
-    residuals: bytes
-    cross: bytes | None = None  # forward="encrypted": Enc_m(A₀ᵀ s_m + r), d₀ ciphertexts under the party's key
+    residuals: np.ndarray  # uint8: serialised ciphertexts
+    cross: np.ndarray | None = None  # uint8; forward="encrypted": Enc_m(A₀ᵀ s_m + r), d₀ ciphertexts under the party's key
 
 
 class EncryptedGradient(NamedTuple):
-    ciphertexts: bytes
-    cross: bytes | None = None  # forward="encrypted": (A₀ᵀ s_m + r + ζ) mod 2^128, 16 bytes per entry
+    ciphertexts: np.ndarray  # uint8: serialised ciphertexts
+    cross: np.ndarray | None = None  # uint8; forward="encrypted": (A₀ᵀ s_m + r + ζ) mod 2^128, 16 bytes per entry
 
 
 MESSAGE_TYPES = (Start, Hello, Forward, Scores, Backward, EncryptedGradient)
@@ -196,11 +196,11 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
             raise _refuse(cfg, "a second Start")
         try:
             he.from_public_key(inbox.public_key)
-        except ValueError as exc:
+        except (TypeError, ValueError) as exc:
             raise _refuse(cfg, str(exc)) from None
-        own_pub = state.own_key.public_key() if state.own_key is not None else None
-        return (state._replace(phase="forward", public_key=bytes(inbox.public_key)), Hello(state.mask_public, own_pub),
-                [])
+        own_pub = he.wire(state.own_key.public_key()) if state.own_key is not None else None
+        return (state._replace(phase="forward", public_key=he.unwire(inbox.public_key)),
+                Hello(he.wire(state.mask_public), own_pub), [])
     if isinstance(inbox, Forward):
         if state.phase != "forward":
             raise _refuse(cfg, f"a Forward in phase {state.phase!r} (Start, then Forward and Backward alternate)")
@@ -211,8 +211,11 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
                 raise _refuse(cfg, f"the returned gradient must be {w.shape[0]} finite values, got shape {g.shape}")
             w, vel = update(w, vel, g, n=cfg.Q.shape[0], step=cfg.step, lam=cfg.lam, momentum=cfg.momentum, W=cfg.W)
         if keys is None:
-            peers = dict(inbox.peers or {})
-            if any(not isinstance(v, (bytes, bytearray)) or len(v) != 32 for v in peers.values()):
+            try:
+                peers = {str(k): he.unwire(v) for k, v in dict(inbox.peers or {}).items()}
+            except TypeError:
+                peers = {"?": b""}
+            if any(len(v) != 32 for v in peers.values()):
                 raise _refuse(cfg, "every peer key must be 32 bytes (X25519)")
             keys = masks.pair_keys(cfg.name, state.mask_private, peers)
         state = state._replace(w=w, velocity=vel, pair_keys=keys)
@@ -225,7 +228,7 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
         fixed = fixed_scores(cfg, w)
         if cfg.forward == "encrypted":  # under its OWN key: the label party cannot read a per-row score
             return (state._replace(phase="backward", sent_scores=fixed),
-                    Scores(None, state.own_key.encrypt(fixed)), [])
+                    Scores(None, he.wire(state.own_key.encrypt(fixed))), [])
         return state._replace(phase="backward"), Scores(masks.mask(cfg.name, keys or {}, state.backward, fixed)), []
     if isinstance(inbox, Backward):
         if state.phase != "backward":
@@ -261,7 +264,7 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
             mod = 1 << CROSS_BITS
             cross = b"".join(((v + int(z)) % mod).to_bytes(CROSS_BITS // 8, "big") for v, z in zip(cross, noise))
         return (state._replace(phase="forward", backward=state.backward + 1, sent_scores=None),
-                EncryptedGradient(pk.dump(out), cross), events)
+                EncryptedGradient(he.wire(pk.dump(out)), None if cross is None else he.wire(cross)), events)
     raise _refuse(cfg, f"unexpected message {type(inbox).__name__} (declared: Start, Forward, Backward)")
 
 
@@ -269,7 +272,7 @@ def _open_cross(cfg: PartyConfig, state: PartyState, blob, rng) -> list[int]:
     """Decrypt the label party's masked column sums ``A₀ᵀs_m + r`` — only a ciphertext array of the declared d₀ + 1
     entries; anything else is refused before decryption."""
     key = state.own_key
-    if not isinstance(blob, (bytes, bytearray)):
+    if blob is None:
         raise _refuse(cfg, "the Backward carries no cross sums (forward='encrypted')")
     try:
         ct = key.load(blob)

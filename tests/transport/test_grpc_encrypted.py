@@ -29,6 +29,20 @@ from dpadmm.protocol import PartyData  # noqa: E402
     "Hello (public keys) and the encrypted Scores are not DP releases but ciphertexts/public keys; serving this "
     "protocol under a budget needs a declared exemption for such message types in the runtime (issue 28, lead)"))
 def test_grpc_equals_in_process_and_the_ledger_holds_two_releases_per_round(tmp_path):
+    ref, got, ledger = _both(tmp_path, dict(max_epsilon=3.0, delta=1e-5))
+    np.testing.assert_allclose(got.label_state.w, ref.label_state.w, rtol=0, atol=1e-9)
+    assert ledger["releases"] == 2 * 2  # D̂ᵀĝ and A₀ᵀs each round, priced at Setup
+
+
+@pytest.mark.slow
+def test_grpc_without_a_budget_equals_in_process(tmp_path):
+    """The declaration, the codec (uint8 keys and ciphertexts) and the party's own file over gRPC: same numbers."""
+    ref, got, _ = _both(tmp_path, {})  # a party without a budget (the simulation operator's choice)
+    np.testing.assert_allclose(got.label_state.w, ref.label_state.w, rtol=0, atol=1e-9)
+    assert [e.noise_multiplier for e in got.events] == pytest.approx([e.noise_multiplier for e in ref.events])
+
+
+def _both(tmp_path, budget):
     rng = np.random.default_rng(0)
     n, T = 200, 2
     X = rng.normal(size=(n, 5))
@@ -48,8 +62,7 @@ def test_grpc_equals_in_process_and_the_ledger_holds_two_releases_per_round(tmp_
 
     svc = PartyService(name="party2", protocol=[PROTOCOL], out=tmp_path / "party2", secure=False,
                        allow_seeded_noise=True, data={"train": str(files[1])},
-                       describe_options={"id_column": "id", "label_column": "y"}, max_epsilon=3.0, delta=1e-5,
-                       policy=PartyPolicy())
+                       describe_options={"id_column": "id", "label_column": "y"}, policy=PartyPolicy(), **budget)
     peers, stop = serve_parties({"party2": svc})
     try:
         backend = GrpcBackend(peers, insecure=True, timeout=120)
@@ -57,9 +70,10 @@ def test_grpc_equals_in_process_and_the_ledger_holds_two_releases_per_round(tmp_
         backend.start(driver.specs({"party2": (train, None)}, **common), noise_seed=5, rounds=2 * T + 2)
         got = driver.run(backend, blocks[0], y, ["party2"], {"party2": 2}, {"party2": 1.0}, **run)
         backend.close()
-        svc.budget.close_run()
-        ledger = json.loads((svc.out / LEDGER_NAME).read_text())
+        ledger = None
+        if svc.budget is not None:
+            svc.budget.close_run()
+            ledger = json.loads((svc.out / LEDGER_NAME).read_text())
     finally:
         stop()
-    np.testing.assert_allclose(got.label_state.w, ref.label_state.w, rtol=0, atol=1e-9)
-    assert ledger["releases"] == 2 * T  # D̂ᵀĝ and A₀ᵀs each round, priced at Setup
+    return ref, got, ledger

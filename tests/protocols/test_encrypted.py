@@ -343,3 +343,16 @@ def test_docs_list_the_party_and_coordinator_fields():
     for who, table in (("party", hooks.party), ("coordinator", hooks.coordinator)):
         for field, rule in table.items():
             assert f"| `{field}` | {who} | {rule} |" in doc, field
+
+
+def test_bad_parameters_name_the_fix(need_he):
+    from dpadmm.estimators.vertical_encrypted import VerticalEncryptedClassifier
+    from dpadmm.exceptions import InvalidDataError, InvalidParameterError
+
+    blocks, y = _data()
+    with pytest.raises(InvalidParameterError, match="forward must be 'clear' or 'encrypted'"):
+        VerticalEncryptedClassifier(forward="plain").fit(blocks, y)
+    with pytest.raises(InvalidDataError, match="forward='encrypted' runs with the label party and ONE other party"):
+        VerticalEncryptedClassifier().fit(blocks, y)  # three blocks
+    with pytest.raises(InvalidParameterError, match="calibration must be in"):
+        VerticalEncryptedClassifier(calibration=1.5).fit(blocks[:2], y)

@@ -7,6 +7,7 @@ serve — so the registry is filled by these imports (and only by them: a folder
 """
 
 from .consensus import protocol as consensus_protocol  # noqa: F401  (graph-consensus, consensus-baseline)
+from .encrypted import protocol as encrypted_protocol  # noqa: F401  (vertical-encrypted)
 from .experts import protocol as experts_protocol  # noqa: F401  (vertical-experts)
 from .functional import protocol as functional_protocol  # noqa: F401  (functional-quantile, functional-statistics)
 from .vertical import protocol as vertical_protocol  # noqa: F401  (vertical-sharing, vertical-scoring)

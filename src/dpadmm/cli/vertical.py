@@ -222,7 +222,10 @@ def vertical(
     psi: bool = typer.Option(False, "--psi", help="With --backend grpc: align the parties' rows by private set "
                                                   "intersection of their id columns (no id list is sent; each party "
                                                   "also serves --protocol psi-align)."),
-    protocol: str = typer.Option("admm", help="admm (ADMM sharing [Hu], default) or experts (each party fits its "
+    protocol: str = typer.Option("admm", help="admm (ADMM sharing [Hu], default), encrypted (one joint model, "
+                                 "gradients under HE with DP noise; in-process; needs pip install \"dpadmm[he]\"; "
+                                 "with 2 parties the forward pass is encrypted too, with more the features are NOT "
+                                 "protected) or experts (each party fits its "
                                  "own record-level DP model once, the label party adds them up: no per-row release "
                                  "from training data; in-process, or --backend grpc with every other party serving "
                                  "vertical-experts)."),
@@ -237,10 +240,25 @@ def vertical(
 
     from .._validation import check_choice
 
-    check_choice("protocol", protocol, ("admm", "experts"))
+    check_choice("protocol", protocol, ("admm", "experts", "encrypted"))
     if min_effective_rows is not None and protocol != "experts":
         raise InvalidParameterError("--min-effective-rows belongs to --protocol experts (the floor at which the label "
                                     "party sends its randomized-response labels): drop it, or pass --protocol experts.")
+    if protocol == "encrypted":  # issue 28: in-process only here (parties can serve vertical-encrypted)
+        from . import _vertical_encrypted as ve
+
+        ve.check_options(backend, {"--rho": rho is not None, "--mechanism": mechanism != "gaussian",
+                                   "--relation": relation != "feature_column", "--clip": clip is not None,
+                                   "--iteration-epsilon": iteration_epsilon is not None,
+                                   "--noise-scale": noise_scale is not None, "--psi": psi})
+        _check_budget(epsilon, delta, None, None)
+        vdata = (load_vertical_data(bundled=True, parties=parties) if data is not None else
+                 load_vertical_data(train=train, test=test, parties=parties, party_files=party,
+                                    test_party_files=test_party, id_column=id_column, label_column=label_column))
+        ve.run_encrypted(vdata, lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label_epsilon,
+                         prepare="normalize-rows" if normalize_rows else prepare, row_clip=row_clip, seed=seed,
+                         out=out, rounds=iterations)
+        return
     if protocol == "experts":
         from . import _vertical_experts as vx
 

@@ -1,0 +1,209 @@
+"""Additively homomorphic encryption behind a small interface, for the encrypted vertical protocol.
+
+The protocol needs six operations and nothing else: make a key pair, encrypt an integer vector, the column sums
+``Dᵀ·Enc(g)`` of a plaintext (sparse) integer matrix times an encrypted vector, add a plaintext vector (encrypted
+fresh, so the sum is also re-randomised), re-randomise, decrypt. Values are integers (fixed point: the protocol
+scales residuals by ``2**RESIDUAL_BITS`` and the party's block by ``2**BLOCK_BITS``); sums are exact.
+
+Implementation, chosen by measurement (issue 28, this machine, one FATE-style backward round at a9a's n = 32,561:
+encrypt n residuals, a 57-column sparse block's Dᵀ·Enc(g), decrypt 57): SecretFlow's ``sf-heu`` (Apache-2.0),
+Okamoto–Uchiyama, 1.5 CPU-s; TenSEAL CKKS 2.0 s (needs noise flooding and 13 MB back unless packed);
+python-paillier ~300 s. Okamoto–Uchiyama (OU): public modulus ``N = p²q`` of :data:`KEY_BITS` = 2048 bits
+(p, q of ~683 bits; plaintexts below p, about 2^683), SecretFlow's default key size for OU; its security rests
+on factoring N (p²q moduli of 2048 bits are believed to be about as hard as RSA-2048, ~112-bit security).
+A ciphertext is ~256 bytes. Encryption is randomised (IND-CPA under the p-subgroup assumption).
+
+``Dᵀ·Enc(g)`` with OU's two homomorphic operations (adding ciphertexts, multiplying one by a plaintext integer):
+the integer block is split into ``D = Σ_v v · B_v`` with 0/1 matrices ``B_v`` — one per distinct non-zero value
+when there are few (one-hot data such as a9a, rows normalised: a handful of values), otherwise one per signed
+bit plane (``v = ±2^b``) — and ``Dᵀ·Enc(g) = Σ_v v · (B_vᵀ·Enc(g))``, each ``B_vᵀ·Enc(g)`` one call of heu's
+``batch_select_sum`` (ciphertext additions over each column's selected rows). Cost: about
+``nnz(D) · (#planes used per entry)`` ciphertext additions and ``d · #values`` scalar products.
+
+Circuit privacy. A sum of the label party's own ciphertexts carries the product of the randomness it chose
+when it encrypted them; left so, the key holder could test which rows were summed. So every ciphertext a
+party returns has a fresh encryption (of its noise, or of 0: :meth:`HeBackend.rerandomize`) added: its
+randomness is then uniform and independent of the rows (OU: ``h^r`` with fresh uniform r).
+
+``sf-heu`` is an optional extra (``pip install "dpadmm[he]"``): it is imported only when a key is made or
+loaded (:func:`require_he`), so the rest of dpadmm, and a party that does not serve this protocol, need it not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from ...exceptions import MissingDependencyError
+
+#: bits of the OU public modulus N = p²q (SecretFlow's default for OU)
+KEY_BITS = 2048
+#: the plaintext bound of a 2048-bit OU key is about 2^683; a public key whose bound is below this is refused
+MIN_PLAINTEXT_BITS = 680
+INSTALL_HINT = 'the encrypted protocol needs the HE extra: pip install "dpadmm[he]" (sf-heu, SecretFlow\'s HE library)'
+#: at most this many distinct non-zero values are summed value by value; beyond, signed bit planes
+MAX_VALUE_GROUPS = 32
+
+
+def wire(blob: bytes) -> np.ndarray:
+    """Bytes as a uint8 array: what the messages carry (the gRPC codec sends named arrays, never raw bytes)."""
+    return np.frombuffer(bytes(blob), dtype=np.uint8).copy()
+
+
+def unwire(x) -> bytes:
+    """The bytes of a message field (a uint8 array, or bytes in-process); anything else is a ``TypeError``."""
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return bytes(x)
+    if isinstance(x, np.ndarray) and x.dtype == np.uint8 and x.ndim == 1:
+        return x.tobytes()
+    raise TypeError(f"expected bytes or a 1-D uint8 array, got {type(x).__name__}")
+
+
+def require_he():
+    """``(heu.phe, heu.numpy)``, or :class:`MissingDependencyError` with the install command."""
+    try:
+        # optional third-party library (the [he] extra): imported here so dpadmm imports without it
+        from heu import numpy as hnp
+        from heu import phe
+    except ImportError:
+        raise MissingDependencyError(INSTALL_HINT) from None
+    return phe, hnp
+
+
+def he_available() -> bool:
+    try:
+        require_he()
+    except MissingDependencyError:
+        return False
+    return True
+
+
+def value_planes(Q) -> list[tuple[int, sp.csc_matrix]]:
+    """``Q = Σ_v v·B_v`` (integer matrix → list of (v, 0/1 CSC matrix)): by distinct value when there are at most
+    :data:`MAX_VALUE_GROUPS`, else by signed bit plane. Exact for any int64 matrix."""
+    Q = sp.csc_matrix(Q, dtype=np.int64)
+    Q.eliminate_zeros()
+    vals = np.unique(Q.data)
+    out = []
+    if vals.size <= MAX_VALUE_GROUPS:
+        for v in vals:
+            B = Q.copy()
+            B.data = (Q.data == v).astype(np.int8)
+            B.eliminate_zeros()
+            out.append((int(v), B))
+        return out
+    for sign in (1, -1):
+        mag = np.where(np.sign(Q.data) == sign, np.abs(Q.data), 0)
+        for b in range(int(mag.max()).bit_length() if mag.size and mag.max() > 0 else 0):
+            B = Q.copy()
+            B.data = ((mag >> b) & 1).astype(np.int8)
+            B.eliminate_zeros()
+            if B.nnz:
+                out.append((sign * (1 << b), B))
+    return out
+
+
+def plane_indices(planes) -> list[tuple[int, list[list[int]]]]:
+    """Each plane's per-column row lists (what ``batch_select_sum`` takes), computed once at a party's setup."""
+    return [(v, [B.indices[B.indptr[j]:B.indptr[j + 1]].tolist() for j in range(B.shape[1])]) for v, B in planes]
+
+
+class HeBackend:
+    """One party's view of an OU key: with the secret key (the label party's :func:`keygen`) it can decrypt;
+    with only the public key (:func:`from_public_key`, every other party) it can encrypt and compute."""
+
+    def __init__(self, kit, secret: bool):
+        self._phe, self._hnp = require_he()
+        self.kit, self.secret = kit, secret
+        self._enc, self._ev = kit.encryptor(), kit.evaluator()
+        self._dec = kit.decryptor() if secret else None
+
+    def public_key(self) -> bytes:
+        return bytes(self.kit.public_key().serialize())
+
+    def _plain(self, v) -> object:
+        return self.kit.array(np.asarray(v, dtype=np.int64))
+
+    def encrypt(self, v) -> bytes:
+        """``Enc(v)`` of an int64 vector, serialised (~256 bytes per entry)."""
+        return bytes(self._enc.encrypt(self._plain(v)).serialize())
+
+    def load(self, blob: bytes):
+        return self._hnp.CiphertextArray.load_from(unwire(blob))
+
+    def dump(self, ct) -> bytes:
+        return bytes(ct.serialize())
+
+    def column_sums(self, plan, ct):
+        """``Dᵀ·Enc(g)`` for the integer block whose :func:`plane_indices` is ``plan`` (a ciphertext array of d)."""
+        acc = None
+        for v, lists in plan:
+            part = self._ev.batch_select_sum(ct, lists)
+            if v != 1:
+                part = self._ev.mul(part, self._plain(np.full(len(lists), v, dtype=np.int64)))
+            acc = part if acc is None else self._ev.add(acc, part)
+        if acc is None:
+            raise ValueError("an empty block has no column sums")
+        return acc
+
+    def add_plain_fresh(self, ct, v):
+        """``ct + Enc(v)`` with ``Enc(v)`` freshly encrypted: adds ``v`` AND re-randomises."""
+        return self._ev.add(ct, self._enc.encrypt(self._plain(v)))
+
+    def add_big_fresh(self, ct, values):
+        """``ct + Enc(v)`` for integers beyond int64 (e.g. masks below 2^128), freshly encrypted (re-randomises)."""
+        return self._ev.add(ct, self._enc.encrypt(self.kit.array(np.asarray([int(v) for v in values], dtype=object))))
+
+    def rerandomize(self, ct, size: int):
+        return self.add_plain_fresh(ct, np.zeros(size, dtype=np.int64))
+
+    def decrypt(self, ct) -> list[int]:
+        """Exact integers (Python ints: sums may exceed int64)."""
+        if self._dec is None:
+            raise PermissionError("only the key holder decrypts")
+        return [int(x) for x in self._dec.decrypt(ct).to_numpy().ravel()]
+
+    def size(self, ct) -> int:
+        return int(ct.size)
+
+
+def keygen(bits: int = KEY_BITS) -> HeBackend:
+    """A fresh OU key pair (the label party's; the secret key never leaves this object)."""
+    phe, hnp = require_he()
+    return HeBackend(hnp.setup(phe.SchemaType.OU, int(bits)), secret=True)
+
+
+def from_public_key(blob: bytes) -> HeBackend:
+    """The public side of another party's key; refuses a scheme other than OU or a key below 2048 bits."""
+    phe, hnp = require_he()
+    try:
+        pk = phe.PublicKey.load_from(unwire(blob))
+    except Exception:  # noqa: BLE001 - whatever the parser raises, one line
+        raise ValueError("the public key is not a serialised sf-heu key") from None
+    kit = hnp.setup(pk)
+    if kit.get_schema() != phe.SchemaType.OU:
+        raise ValueError(f"the public key's scheme is {kit.get_schema()}, not Okamoto–Uchiyama")
+    bound = int(str(pk.plaintext_bound()))
+    if bound.bit_length() < MIN_PLAINTEXT_BITS:
+        raise ValueError(f"the public key is too short (plaintext bound 2^{bound.bit_length()}, a {KEY_BITS}-bit OU key "
+                         f"has ~2^683)")
+    return HeBackend(kit, secret=False)
+
+
+def quantize(D, bits: int):
+    """``trunc(D · 2^bits)`` as int64, rounded toward zero so that every entry's magnitude, hence every row's norm,
+    is at most the float block's (the clip bound survives quantisation)."""
+    scale = float(2 ** bits)
+    if sp.issparse(D):
+        Q = sp.csr_matrix(D, dtype=np.float64, copy=True)
+        Q.data = np.trunc(Q.data * scale)
+        Q = Q.astype(np.int64)
+        Q.eliminate_zeros()
+        return Q
+    return sp.csr_matrix(np.trunc(np.asarray(D, dtype=np.float64) * scale).astype(np.int64))
+
+
+def sizes(blobs: Sequence[bytes]) -> int:
+    return int(sum(len(b) for b in blobs))

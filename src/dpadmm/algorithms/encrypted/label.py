@@ -1,0 +1,175 @@
+"""The label party of the encrypted vertical protocol: its pure functions (the driver, :mod:`.driver`, runs them
+where the labels live). Proofs and threat model: :mod:`dpadmm.algorithms.encrypted.protocol`.
+
+Its block: clipped at R₀, the intercept column R₀ appended (rows of norm ≤ √2 R₀), quantised toward zero on the
+2^-16 grid like every party's. Per round t (``forward="clear"``): ``s = A₀w₀ + Σ_m s_m`` (its own score plus the
+masked sum of the others', :func:`residuals`), ``ĝ = round(2^24 (σ(s) − y))`` encrypted under its key and sent;
+each party's ``Enc(D̂_mᵀĝ + ξ_m)`` decrypted — only a ciphertext array of exactly ``d_m`` entries, the size party m
+declared (:func:`open_gradients`) — and returned with its own noise, ``γ_m = D̂_mᵀĝ + ξ_m + η_m``; its own
+weights move on ``A₀ᵀĝ + η₀``. The η's are one Gaussian mechanism of label sensitivity
+``Δ_L = √(2R₀² + Σ_m R_m²)`` per round.
+
+``forward="encrypted"`` (one non-label party m, the Taylor residual ``g = ½ + s/4 − y``): it never sees s_m; it
+sends ``Enc_0(ĝ₀)``, ``ĝ₀ = round(2^24 (½ + s₀/4 − y))``, and ``Enc_m(A₀ᵀ s_m + r)`` computed on party m's
+encrypted scores (r uniform below 2^128, drawn here), gets back ``(A₀ᵀs_m + r + ζ) mod 2^128`` and uses
+``A₀ᵀĝ₀ + η₀ + (A₀ᵀs_m + ζ)/4`` for its own step; its weights are projected on ‖w₀‖ ≤ W₀.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from ...privacy.events import LABEL_CHANGE, GaussianRelease
+from ...privacy.mechanisms import gaussian
+from ...privacy.policy import PolicyRefusal
+from ...data.prepare import clip_rows
+from . import he, masks
+from .party import BLOCK_BITS, CROSS_BITS, RESIDUAL_BITS, EncryptedGradient, update
+
+LABEL_PARTY = "party1"
+
+
+@dataclass(frozen=True, eq=False)
+class LabelConfig:
+    A: Any  # its block clipped at R₀ with the intercept column R₀, quantised (float: Aq / 2^16)
+    Aq: Any  # the same as int64 CSR (its cross sums on party m's ciphertexts)
+    plan: Any  # he.plane_indices(Aq)
+    y01: np.ndarray  # labels in {0, 1}: never leave
+    R: float
+    widths: Mapping[str, int]  # d_m of each other party (public, from its Setup)
+    clips: Mapping[str, float]  # R_m of each other party (public)
+    noise_multiplier: float | None  # label side z_L
+    rounds: int
+    lam: float
+    step: float
+    forward: str = "clear"
+    momentum: float = 0.0
+    W: float | None = None  # ‖w₀‖ ≤ W₀ (forward="encrypted")
+
+    @property
+    def sensitivity(self) -> float:
+        """Δ_L = √(2R₀² + Σ_m R_m²): one label moves one residual by 1 (logistic σ(s) − y and Taylor ½ + s/4 − y
+        alike), so every block's column sums by that row (norm ≤ √2R₀ with the intercept, R_m at party m)."""
+        return math.sqrt(2.0 * self.R ** 2 + sum(r * r for r in self.clips.values()))
+
+
+class LabelState(NamedTuple):
+    w: np.ndarray
+    velocity: np.ndarray
+    round: int = 0
+    g: np.ndarray | None = None  # the round's fixed-point residuals (kept for its own gradient)
+    r: tuple | None = None  # forward="encrypted": the round's masks of the cross sums
+
+
+def augment(D, R: float):
+    ones = np.full((D.shape[0], 1), float(R))
+    return sp.hstack([D, sp.csr_matrix(ones)], format="csr") if sp.issparse(D) else np.hstack([D, ones])
+
+
+def prepare(X, R: float):
+    """Its rows as it uses them: clipped at R, the intercept column R, quantised toward zero (float)."""
+    Aq = he.quantize(augment(clip_rows(X, float(R)), float(R)), BLOCK_BITS).tocsr()
+    return Aq, Aq.astype(np.float64) / float(2 ** BLOCK_BITS)
+
+
+def setup_label(X, y, *, R: float, widths, clips, noise_multiplier, rounds: int, lam: float, step: float,
+                forward: str = "clear", momentum: float = 0.0, W: float | None = None):
+    y = np.asarray(y, dtype=np.float64)
+    Aq, A = prepare(X, R)
+    plan = he.plane_indices(he.value_planes(Aq)) if forward == "encrypted" else None
+    cfg = LabelConfig(A, Aq, plan, (y > 0).astype(np.float64), float(R), dict(widths), dict(clips),
+                      None if noise_multiplier is None else float(noise_multiplier), int(rounds), float(lam),
+                      float(step), str(forward), float(momentum), None if W is None else float(W))
+    k = A.shape[1]
+    return cfg, LabelState(np.zeros(k), np.zeros(k))
+
+
+def residuals(cfg: LabelConfig, state: LabelState, key: he.HeBackend, masked_scores):
+    """``Enc(ĝ)`` of the round (bytes) from the parties' masked scores: ``ĝ = round(2^24 (σ(s) − y))`` ∈ [−2^24, 2^24]."""
+    others = masks.unmask_sum(masked_scores).astype(np.float64) / float(2 ** masks.SCORE_BITS) if masked_scores \
+        else 0.0
+    s = np.asarray(cfg.A @ state.w).ravel() + others
+    g = 1.0 / (1.0 + np.exp(-np.clip(s, -500, 500))) - cfg.y01  # logistic: σ(s) − y ∈ (−1, 1)
+    gq = np.round(g * float(2 ** RESIDUAL_BITS)).astype(np.int64)
+    return state._replace(g=gq), key.encrypt(gq)
+
+
+def residuals_encrypted(cfg: LabelConfig, state: LabelState, key: he.HeBackend, party_key: he.HeBackend,
+                        encrypted_scores):
+    """``(state, Enc_0(ĝ₀), Enc_m(A₀ᵀs_m + r))`` (forward="encrypted"): its part of the Taylor residual under its
+    key, and its column sums of party m's encrypted scores masked by a fresh uniform r < 2^128 per entry (statistically hiding: |A₀ᵀs_m| < 2^61 at a9a's
+    size, so the masked value is within 2^-67 of uniform)."""
+    s0 = np.asarray(cfg.A @ state.w).ravel()
+    g0 = 0.5 + s0 / 4.0 - cfg.y01  # [FATE's Taylor loss]: σ(s) ≈ ½ + s/4; party m adds its s_m/4
+    gq = np.round(g0 * float(2 ** RESIDUAL_BITS)).astype(np.int64)
+    ct = party_key.load(encrypted_scores)
+    if party_key.size(ct) != cfg.A.shape[0]:
+        raise PolicyRefusal("the label party refused the round: the encrypted scores must be one per training row")
+    k = cfg.A.shape[1]
+    r = tuple(secrets.randbits(CROSS_BITS) for _ in range(k))  # a CSPRNG, never a simulation seed: masks cancel
+    cross = party_key.add_big_fresh(party_key.column_sums(cfg.plan, ct), r)  # + Enc_m(r), fresh: re-randomised
+    return state._replace(g=gq, r=r), key.encrypt(gq), party_key.dump(cross)
+
+
+def _cross_sums(cfg: LabelConfig, state: LabelState, blob) -> np.ndarray:
+    k, nb = cfg.A.shape[1], CROSS_BITS // 8
+    try:
+        blob = he.unwire(blob)
+    except TypeError:
+        blob = b""
+    if len(blob) != k * nb:
+        raise PolicyRefusal(f"the label party refused the reply: the cross sums must be {k} values of {nb} bytes")
+    mod, half = 1 << CROSS_BITS, 1 << (CROSS_BITS - 1)
+    out = []
+    for j in range(k):
+        v = (int.from_bytes(blob[j * nb:(j + 1) * nb], "big") - state.r[j]) % mod
+        out.append((v - mod if v >= half else v) / float(2 ** (RESIDUAL_BITS + BLOCK_BITS)))
+    return np.asarray(out, dtype=np.float64)
+
+
+def open_gradients(cfg: LabelConfig, state: LabelState, key: he.HeBackend, replies: Mapping[str, EncryptedGradient],
+                   *, rng: np.random.Generator):
+    """Decrypt each party's declared-size reply, add the label noise, update its own weights.
+
+    Returns ``(state, {party: γ_m}, events)``. Refuses (:class:`PolicyRefusal`, nothing decrypted) a reply that is
+    not one :class:`EncryptedGradient` of ``d_m`` ciphertexts per declared party."""
+    if set(replies) != set(cfg.widths):
+        raise PolicyRefusal(f"the label party refused the round: replies from {sorted(replies)}, declared parties "
+                            f"{sorted(cfg.widths)}; nothing decrypted")
+    cts = {}
+    for name, msg in replies.items():
+        if not isinstance(msg, EncryptedGradient):
+            raise PolicyRefusal(f"the label party refused {name!r}'s reply: {type(msg).__name__}, not an "
+                                "EncryptedGradient; nothing decrypted")
+        ct = key.load(msg.ciphertexts)
+        if key.size(ct) != cfg.widths[name]:
+            raise PolicyRefusal(f"the label party refused to decrypt {name!r}'s reply: {key.size(ct)} ciphertexts, "
+                                f"its declared block has {cfg.widths[name]} columns")
+        cts[name] = ct
+    cross = _cross_sums(cfg, state, next(iter(replies.values())).cross) if cfg.forward == "encrypted" else None
+    scale = float(2 ** (RESIDUAL_BITS + BLOCK_BITS))
+    sigma = 0.0 if cfg.noise_multiplier is None else cfg.noise_multiplier * cfg.sensitivity
+    out = {}
+    for name in sorted(cts):
+        plain = np.array([v / scale for v in key.decrypt(cts[name])], dtype=np.float64)
+        out[name] = plain + (gaussian(rng, sigma, plain.shape[0]) if sigma else 0.0)
+    g = state.g.astype(np.float64) / float(2 ** RESIDUAL_BITS)
+    own = np.asarray(cfg.A.T @ g).ravel() + (gaussian(rng, sigma, cfg.A.shape[1]) if sigma else 0.0)
+    if cross is not None:
+        own = own + cross / 4.0  # A₀ᵀ(s_m/4) + ζ/4: the Taylor residual's other part
+    w, v = update(state.w, state.velocity, own, n=cfg.A.shape[0], step=cfg.step, lam=cfg.lam, momentum=cfg.momentum,
+                  W=cfg.W)
+    events = [GaussianRelease(LABEL_PARTY, state.round, cfg.sensitivity, sigma, LABEL_CHANGE)] if sigma else []
+    return LabelState(w, v, state.round + 1, None, None), out, events
+
+
+def own_scores(cfg_R: float, w: np.ndarray, X) -> np.ndarray:
+    """Its score on NEW records (prepared as its training rows)."""
+    return np.asarray(prepare(X, cfg_R)[1] @ w).ravel()

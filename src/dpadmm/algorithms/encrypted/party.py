@@ -1,0 +1,307 @@
+"""A non-label party of the encrypted vertical protocol: its pure setup and step (threat model and proofs in
+:mod:`dpadmm.algorithms.encrypted.protocol`).
+
+Round order (the party refuses any other; ``T`` = ``rounds``, declared at Setup and priced):
+``Start`` → ``Forward`` → ``Backward`` → ``Forward`` → … → ``Backward`` (the T-th) → ``Forward(final=True)``.
+
+- ``Start(public_key)``: the label party's OU public key (checked: OU, 2048 bits). Reply ``Hello(mask_key)``:
+  the party's X25519 public key (for the pairwise masks).
+- ``Forward(gradient, peers, final)``: first applies the gradient the label party returned for its last
+  ``Backward`` (``None`` before the first) — ``w ← w − step · (gradient / n + λ w)`` — then, unless ``final``,
+  replies ``Scores(values)``: its per-row scores ``D̂ w`` in fixed point, masked with every peer (``peers``: the
+  other parties' X25519 keys, required in the first Forward when there are peers; none: a single non-label party
+  sends them unmasked).
+- ``Backward(residuals)``: ``Enc(ĝ)`` under the label party's key. Reply ``EncryptedGradient(ciphertexts)``:
+  ``Enc(D̂ᵀĝ + ξ)``, ``ξ ~ N(0, σ² I)`` with ``σ = z · 2R`` drawn here and added as a fresh encryption (which also
+  re-randomises); one :class:`~dpadmm.privacy.events.GaussianRelease` (record relation) per Backward.
+
+With ``forward="encrypted"`` (one non-label party; the Taylor-approximated loss, :mod:`.protocol`): ``Hello`` also
+carries the party's own OU public key; ``Forward`` is answered with ``Scores(ciphertexts=Enc_m(s_m))`` under the
+party's OWN key (the label party cannot read them); ``Backward`` carries ``Enc_0(ĝ₀)`` (the label party's part of
+the Taylor residual) and ``cross = Enc_m(A₀ᵀs_m + r)`` (the label party's column sums of the party's scores, masked
+by a uniform r < 2^128); the party answers ``Enc_0(D̂ᵀ(ĝ₀ + s_m/4) + ξ)`` and ``cross`` decrypted (only the
+declared d₀ values) plus its noise ζ, mod 2^128 — two GaussianRelease per Backward. Its weights are projected
+to ‖w‖ ≤ W (the sensitivities' premise).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ...privacy.events import RECORD_REPLACE, GaussianRelease
+from ...privacy.mechanisms import gaussian
+from ...privacy.policy import PolicyRefusal
+from ...data.prepare import clip_rows
+from . import he, masks
+
+#: fixed point of the residuals the label party encrypts (|g| ≤ 1) and of the party's block (rows of norm ≤ R)
+RESIDUAL_BITS = 24
+BLOCK_BITS = 16
+#: the masked cross sums travel mod 2^128 (16 bytes each); the mask r is uniform below 2^128
+CROSS_BITS = 128
+FORWARD_MODES = ("clear", "encrypted")
+
+
+class Start(NamedTuple):
+    public_key: np.ndarray  # uint8 (he.wire): the serialised key
+
+
+class Hello(NamedTuple):
+    mask_key: np.ndarray  # uint8: 32 bytes of X25519 public key
+    public_key: np.ndarray | None = None  # uint8; forward="encrypted": the party's own OU public key
+
+
+class Forward(NamedTuple):
+    gradient: np.ndarray | None = None
+    peers: Mapping[str, np.ndarray] | None = None  # name -> uint8 X25519 public key
+    final: bool = False
+
+
+class Scores(NamedTuple):
+    values: np.ndarray | None = None  # uint64: fixed-point scores plus pairwise masks (Z/2^64)
+    ciphertexts: np.ndarray | None = None  # uint8; forward="encrypted": Enc_m(round(2^24 s_m)) under the party's own key
+
+
+class Backward(NamedTuple):
+    residuals: np.ndarray  # uint8: serialised ciphertexts
+    cross: np.ndarray | None = None  # uint8; forward="encrypted": Enc_m(A₀ᵀ s_m + r), d₀ ciphertexts under the party's key
+
+
+class EncryptedGradient(NamedTuple):
+    ciphertexts: np.ndarray  # uint8: serialised ciphertexts
+    cross: np.ndarray | None = None  # uint8; forward="encrypted": (A₀ᵀ s_m + r + ζ) mod 2^128, 16 bytes per entry
+
+
+MESSAGE_TYPES = (Start, Hello, Forward, Scores, Backward, EncryptedGradient)
+
+
+@dataclass(frozen=True, eq=False)
+class PartyConfig:
+    name: str
+    Q: Any  # the party's clipped block, quantised: int64 CSR, D̂ = Q / 2^BLOCK_BITS (never sent)
+    plan: Any  # he.plane_indices(Q): per value plane, each column's rows
+    R: float
+    noise_multiplier: float | None
+    rounds: int
+    lam: float
+    step: float
+    score: Mapping[str, Any] = None  # key -> its rows of a NEW-records file (scored with ``logit``)
+    forward: str = "clear"
+    momentum: float = 0.0
+    W: float | None = None  # forward="encrypted": ‖w‖ ≤ W (projected)
+    label_R: float | None = None  # the label party's row clip R₀ (public; its block has the intercept column R₀)
+    label_W: float | None = None  # ‖w₀‖ ≤ W₀, the label party's projection (public)
+    label_width: int | None = None  # d₀ + 1: the label party's columns with the intercept (cross sums decrypted)
+
+    @property
+    def residual_bound(self) -> float:
+        """G ≥ |residual|: 1 for the logistic residual σ(s) − y; for the Taylor residual ½ + s/4 − y with
+        |s₀| ≤ √2 R₀ W₀ and |s_m| ≤ R W: ½ + (√2 R₀ W₀ + R W)/4."""
+        if self.forward == "clear":
+            return 1.0
+        return 0.5 + (math.sqrt(2.0) * self.label_R * self.label_W + self.R * self.W) / 4.0
+
+    @property
+    def sensitivity(self) -> float:
+        """Δ = 2R·G: one record of the block replaced, |residual| ≤ G in both datasets, the other residuals
+        unchanged given the past releases (module docstring of ``protocol``)."""
+        return 2.0 * self.R * self.residual_bound
+
+    @property
+    def cross_sensitivity(self) -> float:
+        """Δ_Y = 2·√2R₀·RW: one row replaced moves s_{m,i} by ≤ 2RW, and A₀ᵀs_m by that times ‖a₀,ᵢ‖ ≤ √2 R₀."""
+        return 2.0 * math.sqrt(2.0) * self.label_R * self.R * self.W
+
+    @property
+    def releases_per_round(self) -> int:
+        return 1 if self.forward == "clear" else 2
+
+
+class PartyState(NamedTuple):
+    phase: str = "setup"  # setup → started → forward / backward alternate → done
+    w: np.ndarray | None = None
+    velocity: np.ndarray | None = None
+    own_key: Any = None  # forward="encrypted": the party's own OU key pair (its secret key never leaves)
+    sent_scores: np.ndarray | None = None  # forward="encrypted": the fixed-point scores it encrypted this round
+    backward: int = 0
+    public_key: bytes | None = None
+    mask_private: bytes | None = None
+    mask_public: bytes | None = None
+    pair_keys: Mapping[str, bytes] | None = None
+
+
+def setup_party(name: str, train, score=None, R: float = 1.0, noise_multiplier: float | None = None, rounds: int = 60,
+                lam: float = 1e-4, step: float = 8.0, forward: str = "clear", momentum: float = 0.0,
+                W: float | None = None, label_R: float | None = None, label_W: float | None = None,
+                label_width: int | None = None):
+    """Clip the block's rows at R, quantise toward zero (the bound survives), plan its column sums. ``score``: its
+    blocks of NEW records (key → block), scored on request (``logit``) after the fit."""
+    from ...exceptions import InvalidParameterError
+
+    he.require_he()  # refuse to start without the extra, before anything else
+    if int(rounds) < 1:
+        raise InvalidParameterError(f"rounds must be a positive integer, got {rounds}.")
+    if forward not in FORWARD_MODES:
+        raise InvalidParameterError(f"forward must be one of {FORWARD_MODES}, got {forward!r}.")
+    if forward == "encrypted":
+        for k, v in (("W", W), ("label_R", label_R), ("label_W", label_W), ("label_width", label_width)):
+            if v is None or not (math.isfinite(float(v)) and float(v) > 0):
+                raise InvalidParameterError(f"forward='encrypted' needs {k} finite and > 0, got {k}={v!r}.")
+    D = clip_rows(train, float(R))
+    Q = he.quantize(D, BLOCK_BITS).tocsr()
+    priv, pub = masks.new_key()
+    cfg = PartyConfig(str(name), Q, he.plane_indices(he.value_planes(Q)), float(R),
+                      None if noise_multiplier is None else float(noise_multiplier), int(rounds), float(lam), float(step),
+                      {str(k): v for k, v in dict(score or {}).items()}, str(forward), float(momentum),
+                      None if W is None else float(W), None if label_R is None else float(label_R),
+                      None if label_W is None else float(label_W), None if label_width is None else int(label_width))
+    own = he.keygen() if forward == "encrypted" else None
+    return cfg, PartyState(w=np.zeros(Q.shape[1]), velocity=np.zeros(Q.shape[1]), mask_private=priv, mask_public=pub,
+                           own_key=own)
+
+
+def _refuse(cfg, what: str) -> PolicyRefusal:
+    return PolicyRefusal(f"party {cfg.name!r} refused the message and released nothing: {what}")
+
+
+def fixed_scores(cfg: PartyConfig, w: np.ndarray) -> np.ndarray:
+    """``round(2^24 · D̂w)`` (int64): the scores as they are masked or encrypted."""
+    s = np.asarray(cfg.Q @ w).ravel() / float(2 ** BLOCK_BITS)
+    return np.round(s * float(2 ** masks.SCORE_BITS)).astype(np.int64)
+
+
+def project(w: np.ndarray, W: float | None) -> np.ndarray:
+    """The Euclidean projection on ‖w‖ ≤ W (``None``: none)."""
+    if W is None:
+        return w
+    nw = float(np.linalg.norm(w))
+    return w if nw <= W else w * (W / nw)
+
+
+def update(w, velocity, grad_sum, *, n: int, step: float, lam: float, momentum: float, W):
+    """Heavy-ball gradient step on the mean loss + (λ/2)‖w‖², then the projection on ‖w‖ ≤ W."""
+    v = momentum * velocity + (grad_sum / n + lam * w)
+    return project(w - step * v, W), v
+
+
+def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator):
+    """One message of the round order in the module docstring; anything else is refused."""
+    if isinstance(inbox, Start):
+        if state.phase != "setup":
+            raise _refuse(cfg, "a second Start")
+        try:
+            he.from_public_key(inbox.public_key)
+        except (TypeError, ValueError) as exc:
+            raise _refuse(cfg, str(exc)) from None
+        own_pub = he.wire(state.own_key.public_key()) if state.own_key is not None else None
+        return (state._replace(phase="forward", public_key=he.unwire(inbox.public_key)),
+                Hello(he.wire(state.mask_public), own_pub), [])
+    if isinstance(inbox, Forward):
+        if state.phase != "forward":
+            raise _refuse(cfg, f"a Forward in phase {state.phase!r} (Start, then Forward and Backward alternate)")
+        w, vel, keys = state.w, state.velocity, state.pair_keys
+        if inbox.gradient is not None or state.backward:
+            g = np.asarray(inbox.gradient if inbox.gradient is not None else [], dtype=np.float64)
+            if g.shape != w.shape or not np.all(np.isfinite(g)):
+                raise _refuse(cfg, f"the returned gradient must be {w.shape[0]} finite values, got shape {g.shape}")
+            w, vel = update(w, vel, g, n=cfg.Q.shape[0], step=cfg.step, lam=cfg.lam, momentum=cfg.momentum, W=cfg.W)
+        if keys is None:
+            try:
+                peers = {str(k): he.unwire(v) for k, v in dict(inbox.peers or {}).items()}
+            except TypeError:
+                peers = {"?": b""}
+            if any(len(v) != 32 for v in peers.values()):
+                raise _refuse(cfg, "every peer key must be 32 bytes (X25519)")
+            keys = masks.pair_keys(cfg.name, state.mask_private, peers)
+        state = state._replace(w=w, velocity=vel, pair_keys=keys)
+        if inbox.final:
+            if state.backward != cfg.rounds:
+                raise _refuse(cfg, f"the final update after {state.backward} of the {cfg.rounds} declared rounds")
+            return state._replace(phase="done"), None, []
+        if state.backward >= cfg.rounds:
+            raise _refuse(cfg, f"a round beyond the {cfg.rounds} declared at Setup")
+        fixed = fixed_scores(cfg, w)
+        if cfg.forward == "encrypted":  # under its OWN key: the label party cannot read a per-row score
+            return (state._replace(phase="backward", sent_scores=fixed),
+                    Scores(None, he.wire(state.own_key.encrypt(fixed))), [])
+        return state._replace(phase="backward"), Scores(masks.mask(cfg.name, keys or {}, state.backward, fixed)), []
+    if isinstance(inbox, Backward):
+        if state.phase != "backward":
+            raise _refuse(cfg, f"a Backward in phase {state.phase!r}")
+        pk = he.from_public_key(state.public_key)
+        try:
+            ct = pk.load(inbox.residuals)
+        except Exception:  # noqa: BLE001 - a malformed blob: one line
+            raise _refuse(cfg, "the residuals are not a serialised ciphertext array") from None
+        if pk.size(ct) != cfg.Q.shape[0]:
+            raise _refuse(cfg, f"the residuals must be {cfg.Q.shape[0]} ciphertexts, one per training row")
+        cross = None
+        if cfg.forward == "encrypted":
+            cross = _open_cross(cfg, state, inbox.cross, rng)  # before anything is computed on the residuals
+        out = pk.column_sums(cfg.plan, ct)  # Enc(Q_ᵀ ĝ): [issue 28, backward pass]
+        d, events = cfg.Q.shape[1], []
+        scale = float(2 ** (RESIDUAL_BITS + BLOCK_BITS))
+        plain = np.zeros(d, dtype=np.int64)
+        if cfg.forward == "encrypted":  # + Q_ᵀ(s_m/4) in the clear at the residual's scale: the Taylor residual
+            quarter = np.round(state.sent_scores.astype(np.float64) / 4.0).astype(np.int64)
+            plain = np.asarray(cfg.Q.T @ quarter, dtype=np.int64).ravel()
+        if cfg.noise_multiplier is not None:
+            sigma = cfg.noise_multiplier * cfg.sensitivity
+            plain = plain + np.round(gaussian(rng, sigma, d) * scale).astype(np.int64)
+            events = [GaussianRelease(cfg.name, state.backward, cfg.sensitivity, sigma, RECORD_REPLACE)]
+            if cross is not None:
+                s_y = cfg.noise_multiplier * cfg.cross_sensitivity
+                events.append(GaussianRelease(cfg.name, state.backward, cfg.cross_sensitivity, s_y, RECORD_REPLACE))
+        out = pk.add_plain_fresh(out, plain)  # + Enc(ξ), fresh: noise and re-randomisation in one
+        if cross is not None:
+            noise = (np.round(gaussian(rng, cfg.noise_multiplier * cfg.cross_sensitivity, len(cross)) * scale)
+                     if cfg.noise_multiplier is not None else np.zeros(len(cross)))
+            mod = 1 << CROSS_BITS
+            cross = b"".join(((v + int(z)) % mod).to_bytes(CROSS_BITS // 8, "big") for v, z in zip(cross, noise))
+        return (state._replace(phase="forward", backward=state.backward + 1, sent_scores=None),
+                EncryptedGradient(he.wire(pk.dump(out)), None if cross is None else he.wire(cross)), events)
+    raise _refuse(cfg, f"unexpected message {type(inbox).__name__} (declared: Start, Forward, Backward)")
+
+
+def _open_cross(cfg: PartyConfig, state: PartyState, blob, rng) -> list[int]:
+    """Decrypt the label party's masked column sums ``A₀ᵀs_m + r`` — only a ciphertext array of the declared d₀ + 1
+    entries; anything else is refused before decryption."""
+    key = state.own_key
+    if blob is None:
+        raise _refuse(cfg, "the Backward carries no cross sums (forward='encrypted')")
+    try:
+        ct = key.load(blob)
+    except Exception:  # noqa: BLE001 - a malformed blob: one line
+        raise _refuse(cfg, "the cross sums are not a serialised ciphertext array") from None
+    if key.size(ct) != cfg.label_width:
+        raise _refuse(cfg, f"it decrypts only the declared {cfg.label_width} cross sums, got {key.size(ct)} ciphertexts")
+    return key.decrypt(ct)
+
+
+def model(cfg: PartyConfig, state: PartyState) -> np.ndarray:
+    """The party's weights on ITS block (it keeps them; written to its own directory at Finish)."""
+    return np.asarray(state.w if state is not None and state.w is not None else np.zeros(0))
+
+
+def is_private(cfg: PartyConfig) -> bool:
+    return cfg.noise_multiplier is not None
+
+
+def logit(cfg: PartyConfig, state: PartyState, key: str = "test") -> np.ndarray:
+    """Its score on its rows of the NEW-records block ``key`` (clipped and quantised as its training rows), after
+    the fit: post-processing of its weights (never its training rows, whose scores no ε covers)."""
+    from ...exceptions import ProtocolError
+
+    if state is None or state.phase != "done":
+        raise ProtocolError(f"party {cfg.name!r} scores new records only after the fit's final update")
+    if not isinstance(key, str) or key not in (cfg.score or {}):
+        raise ProtocolError(f"party {cfg.name!r} scores only the new-records blocks it was set up with "
+                            f"{sorted(cfg.score or {})}, not {key!r}")
+    Q = he.quantize(clip_rows(cfg.score[key], cfg.R), BLOCK_BITS)
+    return np.asarray(Q @ state.w).ravel() / float(2 ** BLOCK_BITS)
+

@@ -1,0 +1,97 @@
+"""The encrypted vertical protocol's party-side policy hooks (``PROTOCOL.policy``): which Setup fields are the
+party's, the check, and the price. Same contract as :mod:`dpadmm.algorithms.policies`."""
+
+from __future__ import annotations
+
+import math
+
+from ...privacy.policy import (
+    PartyPolicy,
+    PolicyRefusal,
+    RunPrice,
+    check_noise_multiplier,
+    refuse,
+)
+from ...protocol import PartyData, PolicyHooks
+
+
+def _positive(party: str, what: str, v) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise refuse(party, what, v, "a finite positive number") from None
+    if not (math.isfinite(x) and x > 0):
+        raise refuse(party, what, v, "a finite positive number")
+    return x
+
+
+def prepare(args, policy: PartyPolicy):
+    """The row preparation is the party's (``normalize_vertical_rows``), imposed on the block it reads."""
+    if not policy.private_work:
+        return args
+    own = bool(policy.normalize_vertical_rows)
+    return [PartyData(a.key, dict(a.params, normalize=own), a.shape) if isinstance(a, PartyData) else a for a in args]
+
+
+def check(cfg, args, policy: PartyPolicy, party: str) -> None:
+    R = _positive(party, "the row clip R", cfg.R)
+    if R < policy.min_clip:
+        raise refuse(party, "the row clip R", R, f"≥ {policy.min_clip:g} (min_clip)")
+    if policy.row_clip is not None and R != float(policy.row_clip):
+        raise refuse(party, "the row clip R", R, f"R = {policy.row_clip:g} (its operator's row_clip)")
+    _positive(party, "the ridge lam", cfg.lam)
+    _positive(party, "the step size", cfg.step)
+    if policy.max_rounds is not None and cfg.rounds > policy.max_rounds:
+        raise refuse(party, "the rounds", cfg.rounds, f"≤ {policy.max_rounds} (max_rounds)")
+    if cfg.noise_multiplier is None:
+        if policy.private_work:
+            raise refuse(party, "the run's privacy", "noise_multiplier=None", "a private run",
+                         "un-noised releases have ε = ∞")
+        return
+    if policy.private_work:
+        if cfg.forward != "encrypted":
+            raise refuse(party, "the forward pass", cfg.forward, "'encrypted' in private work",
+                         "with forward='clear' the label party reads every training row's score: ε = ∞ for the features")
+        for what, v in (("the weight bound W", cfg.W), ("the label party's weight bound W0", cfg.label_W),
+                        ("the label party's row clip R0", cfg.label_R)):
+            _positive(party, what, v)
+        check_noise_multiplier(party, cfg.noise_multiplier, policy)
+    else:
+        _positive(party, "the noise multiplier σ/Δ", cfg.noise_multiplier)
+
+
+def price(cfg, rounds: int) -> RunPrice:
+    """Per Backward one Gaussian release (record relation; Δ = 2R·G) — two with forward='encrypted' (D̂ᵀĝ and the
+    cross sums A₀ᵀs) — for the declared ``cfg.rounds``, and no more than the backend rounds allow (Start, then
+    Forward/Backward pairs, then the final Forward)."""
+    if cfg.noise_multiplier is None:
+        return RunPrice({}, 0.0, "record_replace")
+    k = min(int(cfg.rounds), max((int(rounds) - 1) // 2, 0)) * cfg.releases_per_round
+    return RunPrice({float(cfg.noise_multiplier): k} if k else {}, 0.0, "record_replace")
+
+
+ENCRYPTED = PolicyHooks(
+    party={
+        "noise_multiplier": "> 0 and ≥ the floor (default 0.5); priced at Setup as `rounds` Gaussian releases "
+                            "(two per round with forward='encrypted'; record relation) against the party's budget",
+        "forward": "'encrypted' in private work (with 'clear' the label party reads every training row's score sum)",
+        "W, label_W, label_R": "finite > 0 (forward='encrypted': the sensitivities 2R·G and 2√2·R0·R·W use them; the "
+                               "party projects its own weights on ‖w‖ ≤ W)",
+        "row clip R": "finite, ≥ min_clip; equal to the operator's row_clip if set; the party clips its rows at R",
+        "rounds": "declared at Setup; a Backward beyond them is refused",
+        "normalize (row preparation)": "the party's (normalize_vertical_rows), imposed on the block it reads",
+        "the label party's public key": "Okamoto–Uchiyama with a 2048-bit modulus (refused otherwise)",
+        "round order": "Start, Forward/Backward alternating, final Forward; anything else refused",
+    },
+    coordinator={
+        "lam, step, momentum (finite > 0)": "the party's own update of its own weights; no effect on σ/Δ",
+        "cross sums (every round, forward='encrypted')": "the party decrypts only the declared label_width values, masked "
+                                                         "by the label party; Δ assumes its honest column sums",
+        "residuals (every round)": "encrypted: the party cannot check them; Δ = 2R assumes |residual| ≤ 1 "
+                                   "(an honest label party; see the threat model)",
+        "peers' mask keys": "only decide the masks; substituted keys let the coordinator unmask (threat model)",
+    },
+    prepare=prepare, check=check, price=price)
+
+
+__all__ = ["ENCRYPTED", "PolicyRefusal"]

@@ -1,0 +1,97 @@
+"""``vertical-encrypted``: vertical logistic regression learned jointly, gradients under encryption, released
+with differential privacy on both sides. Two forward passes: ``forward="encrypted"`` (one non-label party; the
+label party never sees a per-row score; features DP against an honest-but-curious label party) and
+``forward="clear"`` (any number of parties, the exact logistic loss; per-row score SUMS reach the label party, so
+the features are NOT protected — refused by a party in private work).
+
+Problem. Rows i = 1..n are split by columns: the label party (party1) holds ``A₀`` (its block clipped at R₀ plus an
+intercept column R₀, rows of norm ≤ √2R₀) and the labels ``y ∈ {0, 1}``; party m holds ``D_m`` clipped at R_m.
+Every block is quantised toward zero on a 2^-16 grid (``D̂``; norms only shrink). Model: ``s_i = a₀ᵢ·w₀ +
+Σ_m d̂_{m,i}·w_m``, ``min (1/n) Σ_i ℓ(s_i, y_i) + (λ/2) Σ ‖w‖²`` by T rounds (declared) of heavy-ball gradient
+descent, ``v ← μv + (γ/n + λw)``, ``w ← Π_W(w − step·v)``, each party on its own block from its released gradient γ.
+
+forward="clear" (ℓ = logistic, residual g = σ(s) − y ∈ (−1, 1)):
+  forward   s_m = D̂_m w_m                            party m → label party, pairwise-masked (``Scores.values``)
+  residual  ĝ = round(2^24 g)                         label party, encrypted under ITS OU key (``Backward``)
+  backward  Enc(D̂_mᵀĝ + ξ_m), ξ_m ~ N(0, (z_f·2R_m)²)   party m, homomorphically; the noise added as a fresh
+            encryption, which re-randomises (``EncryptedGradient``)
+  open      γ_m = D̂_mᵀĝ + ξ_m + η_m, η ~ N(0, (z_L Δ_L)²)   label party decrypts ONLY d_m values, returns γ_m
+  own       γ₀ = A₀ᵀĝ + η₀
+
+forward="encrypted" (one non-label party m; FATE's Taylor residual g = ½ + s/4 − y, i.e. ℓ replaced by its
+second-order expansion at s = 0; weights projected on ‖w_m‖ ≤ W, ‖w₀‖ ≤ W₀):
+  forward   Enc_m(round(2^24 s_m)) under party m's OWN key  party m → label party (``Scores.ciphertexts``)
+  residual  Enc_0(ĝ₀), ĝ₀ = round(2^24 (½ + s₀/4 − y))     label party → m (``Backward.residuals``)
+  cross     Enc_m(Â₀ᵀ s_m + r), r uniform < 2^128 fresh     label party → m (``Backward.cross``), computed on the
+            encrypted scores; m decrypts ONLY d₀ + 1 values, adds ζ ~ N(0, (z_f Δ_Y)²), returns mod 2^128
+            (``EncryptedGradient.cross``); the label party removes r
+  backward  Enc_0(D̂_mᵀ(ĝ₀ + s_m/4) + ξ_m)                 party m: the Taylor residual's own part in the clear
+  open      γ_m = D̂_mᵀg + ξ_m + η_m as above;  γ₀ = A₀ᵀĝ₀ + η₀ + (A₀ᵀs_m + ζ)/4
+  calibrate after the fit, a two-parameter logistic fit a·s + b of the label party on held-out rows (not
+            training rows), party m's logits on them requested as NEW records (``logit``)
+
+Symbols → code: R_m ``PartyConfig.R``; R₀ ``label_R`` / ``LabelConfig.R``; W, W₀ ``W``, ``label_W``; z_f
+``PartyConfig.noise_multiplier``; z_L ``LabelConfig.noise_multiplier``; Δ_L ``LabelConfig.sensitivity``;
+Δ_X ``PartyConfig.sensitivity``; Δ_Y ``PartyConfig.cross_sensitivity``; G ``PartyConfig.residual_bound``;
+T ``rounds``; μ ``momentum``; fixed point ``RESIDUAL_BITS`` = 24, ``BLOCK_BITS`` = 16, ``masks.SCORE_BITS`` = 24.
+
+Feature side (proof; relation: replace one row i of party m's block). Given everything the label party saw before
+round t, the weights are fixed: w₀ moves on γ₀ (its own view), w_m on γ_m = its decryption plus its own η_m. So
+only row i's own terms change: (X) ``D̂ᵀg`` moves by ``d̂ᵢgᵢ − d̂'ᵢg'ᵢ``, norm ≤ 2R_m·G with |g| ≤ G — G = 1 for the
+logistic residual; for the Taylor residual ``G = ½ + (√2R₀W₀ + R_mW)/4`` because |s₀| ≤ √2R₀W₀ and |s_m| ≤ R_mW
+by the projections; (Y) ``A₀ᵀs_m`` moves by ``a₀ᵢ(s_{m,i} − s'_{m,i})``, norm ≤ √2R₀·2R_mW = Δ_Y. Each is a
+Gaussian mechanism with multiplier z_f: one GaussianRelease per round (clear), two (encrypted); T or 2T releases
+compose by PLD, z_f calibrated from ε_f by :func:`dpadmm.privacy.accountants.calibrate_noise_multiplier` over
+exactly that count (the party prices the same count at Setup). Premises and where they hold: row clips and
+quantisation toward zero (:func:`.party.setup_party`, :func:`.label.prepare`); the projections (``party.update``);
+|ĝ₀| within G and Â₀ the label party's clipped block — computed by the LABEL party under encryption, which party m
+cannot check: the feature guarantee holds against an honest-but-curious label party (one that encrypts ``10^6·e_i``
+as a residual, or asks for the cross sums of another linear map, reads row i from the answer; no range proofs
+here). Circuit privacy: every ciphertext a party returns carries a fresh encryption (OU randomness uniform), so it
+says nothing about which rows were summed; the masked cross sums are within 2^-67 of uniform for party m.
+
+Label side (proof; relation: one label changes). One label moves one residual by exactly 1 (both residuals are
+affine in y with slope −1) and every block's column sums by that row: ``Δ_L = √(2R₀² + Σ_m R_m²)``; the cross sums
+do not involve y. The η's are one Gaussian mechanism per round on all blocks jointly (colluding parties covered),
+T rounds, PLD. Premise: party m computes D̂_mᵀĝ on its clipped block (a party answering with another linear map of
+ĝ, e.g. one residual times 10^6, gets a release the bound does not cover; the label party decrypts only d_m values
+per party but cannot check which map produced them). Party m sees Enc_0(ĝ₀) (IND-CPA), γ_m, and the masked cross
+sums.
+
+forward="clear" leaks the features, stated plainly. The label party learns ``S_i(t) = Σ_m d̂_{m,i}·w_m(t)`` for
+every training row and round, un-noised, with weights it knows (they move on its own view): after Σ_m d_m rounds
+of linearly independent weights it can solve for every row. The pairwise masks only hide which party contributed
+what. The reports give features ε = ∞ there (the backward releases' ε beside it).
+
+Threat model, per message field (who sees it, what it reveals):
+- ``Start.public_key`` (label → m): public; checked OU with a 2048-bit modulus.
+- ``Hello.mask_key`` (m → all via coordinator): public X25519 key (clear mode, ≥ 2 parties); a coordinator that
+  substitutes keys can unmask each share: check keys out of band. ``Hello.public_key``: m's OU public key (encrypted).
+- ``Forward.gradient`` (label → m): γ_m, label-DP. ``Forward.peers``: public keys. ``Forward.final``: no data.
+- ``Scores.values`` (clear): one party's share uniform on Z/2^64, their sum Σ_m s_m NOT protected (above).
+  ``Scores.ciphertexts`` (encrypted): Enc_m(s_m), unreadable by the label party.
+- ``Backward.residuals``: Enc_0(ĝ) / Enc_0(ĝ₀): nothing to m. ``Backward.cross``: Enc_m(A₀ᵀs_m + r): after
+  decryption statistically uniform to m.
+- ``EncryptedGradient.ciphertexts``: decrypts to the feature-DP release (X). ``EncryptedGradient.cross``: the
+  feature-DP release (Y), masked until the label party removes its r.
+- ``logit`` (request, after the fit): party m's scores on held-out rows, NEW records (not training rows): outside
+  the training guarantee, like any prediction.
+A hostile coordinator (here the label party's side) may: send a key it controls (the party checks type and size);
+send residuals or cross sums out of the declared range (the premises above); reorder or repeat messages (the party
+refuses any order but Start, Forward/Backward alternating, final Forward, refuses a Backward beyond the declared T,
+and decrypts only the declared number of values); the price is fixed at Setup.
+"""
+
+from __future__ import annotations
+
+from ...protocol import Protocol
+from ...protocol.registry import register
+from ..vertical.data import describe_party_data, load_party_data
+from . import party as ep
+from .policy import ENCRYPTED
+
+NAME = "vertical-encrypted"
+
+PROTOCOL = register(Protocol(NAME, ep.setup_party, ep.step, None, handlers={"logit": ep.logit}, types=ep.MESSAGE_TYPES, load=load_party_data,
+                    describe=describe_party_data, model=ep.model, private=ep.is_private, data_args=(1, 2),
+                    policy=ENCRYPTED))

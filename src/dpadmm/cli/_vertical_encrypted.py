@@ -1,0 +1,93 @@
+"""``dpadmm vertical --protocol encrypted``: one joint model, gradients under OU encryption with DP noise on both
+sides (:mod:`dpadmm.algorithms.encrypted`): with two parties the encrypted forward pass (features DP), with more the
+clear one (features NOT protected: the label party reads per-row score sums). In-process (a simulation of the deployment); parties can serve the
+protocol (``dpadmm party serve --protocol vertical-encrypted``) but this command does not drive them yet.
+Needs the HE extra: ``pip install "dpadmm[he]"``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ..exceptions import InvalidParameterError, PrivacyPreconditionError
+from ._common import base_rate_log_loss, console, elapsed, output_dir, write_json
+
+
+def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsilon, prepare: str, row_clip, seed,
+                  out: Path | None, rounds: int | None) -> dict:
+    """Fit in-process, evaluate, print and write metrics.json; returns the metrics."""
+    from ..algorithms.encrypted import he
+    from ..algorithms.vertical_data import prepare_block
+    from ..estimators.vertical_encrypted import VerticalEncryptedClassifier
+    from ..experiments.vertical import sklearn_baseline
+
+    he.require_he()  # one line with the install command
+    if prepare == "standardize":
+        raise PrivacyPreconditionError(
+            "--protocol encrypted protects each record of a party's block as it is used (replace one row): a party "
+            "standardised by its own column statistics moves every row when one record is replaced; scale columns "
+            "by public bounds (then --prepare none) or pass --prepare normalize-rows.")
+    how = "none" if prepare == "auto" else prepare
+    train, test = list(data.train), list(data.test) if data.test is not None else None
+    if how != "none":
+        for m in range(len(train)):
+            train[m], sc = prepare_block(train[m], how)
+            if test is not None:
+                test[m] = prepare_block(test[m], how, scaling=sc)[0]
+    # one other party: the encrypted forward pass (features DP); more: the clear one (features NOT protected)
+    forward = "encrypted" if len(train) == 2 else "clear"
+    T = int(rounds) if rounds is not None else VerticalEncryptedClassifier.DEFAULTS[forward]["rounds"]
+    model = VerticalEncryptedClassifier(epsilon=epsilon, label_epsilon=label_epsilon, delta=delta, rounds=T,
+                                        forward=forward,
+                                        lam=1e-4 if lam is None else lam,
+                                        row_clip=float(row_clip) if row_clip is not None else 1.0, random_state=seed)
+    model.fit(train, data.y)
+    final: dict = {"protocol": "encrypted", "forward": forward, **model.cost_}
+    baselines: dict = {}
+    if test is not None:
+        final.update({f"test_{k}": v for k, v in model.score_metrics(test, data.y_test).items()})
+        alone = sklearn_baseline(train[:1], data.y, test[:1], data.y_test, lam=model.lam, fit_intercept=True)
+        baselines = {"base_rate": {"test_log_loss": base_rate_log_loss(data.y, data.y_test)},
+                     "label_party_alone": {k: v for k, v in alone.items() if k.startswith("test_")}}
+    metrics = {"config": {"protocol": "encrypted", "rounds": T, "lam": model.lam, "step": model.step,
+                          "epsilon": epsilon, "label_epsilon": label_epsilon, "delta": delta, "prepare": how,
+                          "row_clip": model.row_clip, "seed": seed, "he": f"Okamoto-Uchiyama {he.KEY_BITS}-bit (sf-heu)",
+                          "party_sizes": [int(B.shape[1]) for B in train]},
+               "final": final, "baselines": baselines, "privacy": _json_inf(model.privacy_)}
+    line = (f"encrypted ({forward} forward pass): label party + {len(train) - 1} part{'y' if len(train) == 2 else 'ies'}, "
+            f"{T} rounds")
+    if "test_log_loss" in final:
+        line += f"  test log loss: {final['test_log_loss']:.4f}  accuracy: {final['test_accuracy']:.4f}"
+    console.print(line)
+    if baselines:
+        console.print(f"baselines (test log loss): base rate {baselines['base_rate']['test_log_loss']:.4f}, "
+                      f"label party alone {baselines['label_party_alone']['test_log_loss']:.4f}")
+    p = model.privacy_
+    feat = p["features"]["epsilon"]
+    console.print(f"privacy: labels epsilon = {p['labels']['epsilon']:.4g}, features epsilon = {feat:.4g} at delta = "
+                  f"{delta:g}; {p['features']['note']}", soft_wrap=True)
+    if out is not None:
+        with output_dir(out) as stage:
+            metrics["wall_seconds"] = elapsed()
+            write_json(stage / "metrics.json", metrics)
+        console.print(f"wrote {out}/metrics.json")
+    return metrics
+
+
+def _json_inf(obj):
+    """ε = ∞ written as "inf" (JSON has no infinity; the report must not turn it into null)."""
+    if isinstance(obj, dict):
+        return {k: _json_inf(v) for k, v in obj.items()}
+    if isinstance(obj, float) and math.isinf(obj):
+        return "inf"
+    return obj
+
+
+def check_options(backend: str, given: dict) -> None:
+    if backend != "inprocess":
+        raise InvalidParameterError(f"--protocol encrypted runs in-process here (parties may serve it with `party serve "
+                                    f"--protocol vertical-encrypted`); drop --backend {backend}.")
+    for name, on in given.items():
+        if on:
+            raise InvalidParameterError(f"{name} belongs to the ADMM protocol; --protocol encrypted has its own "
+                                        f"rounds (--iterations) and the record relation: drop {name}.")

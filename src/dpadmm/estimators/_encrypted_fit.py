@@ -1,0 +1,115 @@
+"""The label party's side of a run of the encrypted protocol over any backend (in-process, processes, gRPC): the
+round loop of :mod:`.protocol`'s docstring. The label party's key, labels and block stay here."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import numpy as np
+
+from ..algorithms.encrypted import he, label
+from ..algorithms.encrypted.party import (
+    Backward,
+    EncryptedGradient,
+    Forward,
+    Hello,
+    Scores,
+    Start,
+    logit,
+    setup_party,
+    step,
+)
+from ..algorithms.encrypted.protocol import PROTOCOL
+from ..backends.base import PartySpec, party_rng
+
+
+class RunResult(NamedTuple):
+    label_cfg: label.LabelConfig
+    label_state: label.LabelState
+    events: list  # every GaussianRelease (parties' feature side, the label party's label side)
+    names: list
+    cost: dict  # per-round CPU seconds (label party; parties in-process) and bytes each way
+
+
+def specs(parties: Mapping[str, tuple], *, R: float, noise_multiplier, rounds: int, lam: float, step_size: float,
+          forward: str = "clear", momentum: float = 0.0, W: float | None = None, label_W: float | None = None,
+          label_width: int | None = None):
+    """One :class:`PartySpec` per non-label party: ``parties`` maps its name to ``(train, score)``."""
+    return [PartySpec(name, setup_party, (name, train, dict(score or {}), float(R), noise_multiplier, int(rounds),
+                                          float(lam), float(step_size), forward, float(momentum), W,
+                                          float(R) if forward == "encrypted" else None, label_W, label_width),
+                      step, handlers=PROTOCOL.handlers)
+            for name, (train, score) in parties.items()]
+
+
+def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_multiplier, rounds: int, lam: float,
+        step_size: float, noise_seed: int | None = None, key_bits: int = he.KEY_BITS, forward: str = "clear",
+        momentum: float = 0.0, W: float | None = None) -> RunResult:
+    """The T rounds, after ``backend.start`` (the parties set up). Returns the label party's final state."""
+    key = he.keygen(key_bits)
+    cfg, state = label.setup_label(own_block, y, R=R, widths=widths, clips=clips,
+                                   noise_multiplier=label_noise_multiplier, rounds=rounds, lam=lam, step=step_size,
+                                   forward=forward, momentum=momentum, W=W)
+    names = list(names)
+    if forward == "encrypted" and len(names) != 1:
+        from ...exceptions import InvalidParameterError
+
+        raise InvalidParameterError(f"forward='encrypted' runs with one non-label party (got {len(names)}): the cross "
+                                    "terms between non-label parties are not implemented; pass one other block.")
+    sent = {"public_key": 0, "residuals": 0, "gradients_back": 0, "scores": 0, "encrypted_gradients": 0}
+    cpu = {"label_party": 0.0, "parties": 0.0}  # parties: process time of backend.step (theirs when in-process)
+    r = 0
+    hello = backend.step({n: Start(he.wire(key.public_key())) for n in names}, r)
+    r += 1
+    sent["public_key"] += len(key.public_key()) * len(names)
+    peers = {n: hello[n][0].mask_key for n in names if isinstance(hello[n][0], Hello)} if len(names) > 1 else {}
+    party_key = None
+    if forward == "encrypted":
+        pub = getattr(hello[names[0]][0], "public_key", None)
+        party_key = he.from_public_key(pub)  # refuses a key that is not OU of 2048 bits
+        sent["public_key"] += len(pub)
+    events, gradients = [], {n: None for n in names}
+    for t in range(int(rounds)):
+        c0 = time.process_time()
+        rep = backend.step({n: Forward(gradients[n], peers if t == 0 else None) for n in names}, r)
+        cpu["parties"] += time.process_time() - c0
+        r += 1
+        rng = np.random.default_rng() if noise_seed is None else party_rng(noise_seed, len(names), t)
+        c0 = time.process_time()
+        cross = None
+        if forward == "encrypted":
+            enc_scores = rep[names[0]][0].ciphertexts
+            sent["scores"] += len(enc_scores)
+            state, blob, cross = label.residuals_encrypted(cfg, state, key, party_key, enc_scores)
+            sent["cross"] = sent.get("cross", 0) + len(cross)
+        else:
+            scores = [rep[n][0].values for n in names if isinstance(rep[n][0], Scores)]
+            sent["scores"] += sum(int(np.asarray(s).nbytes) for s in scores)
+            state, blob = label.residuals(cfg, state, key, scores)
+        cpu["label_party"] += time.process_time() - c0
+        sent["residuals"] += len(blob) * len(names)
+        c0 = time.process_time()
+        rep = backend.step({n: Backward(he.wire(blob), None if cross is None else he.wire(cross)) for n in names}, r)
+        cpu["parties"] += time.process_time() - c0
+        r += 1
+        replies = {n: rep[n][0] for n in names}
+        sent["encrypted_gradients"] += sum(len(m.ciphertexts) + (0 if m.cross is None else len(m.cross))
+                                           for m in replies.values()
+                                           if isinstance(m, EncryptedGradient))
+        events += [e for n in names for e in rep[n][1]]
+        c0 = time.process_time()
+        state, gradients, ev = label.open_gradients(cfg, state, key, replies, rng=rng)
+        cpu["label_party"] += time.process_time() - c0
+        sent["gradients_back"] += sum(int(g.nbytes) for g in gradients.values())
+        events += ev
+    backend.step({n: Forward(gradients[n], None, final=True) for n in names}, r)
+    per_round = {k: v / max(int(rounds), 1) for k, v in sent.items()}
+    T = max(int(rounds), 1)
+    return RunResult(cfg, state, events, names, {"label_cpu_seconds_per_round": cpu["label_party"] / T,
+                                                 "party_cpu_seconds_per_round": cpu["parties"] / T / max(len(names), 1),
+                                                 "bytes_per_round": per_round})
+
+
+__all__ = ["RunResult", "logit", "run", "specs"]

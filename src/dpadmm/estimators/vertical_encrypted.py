@@ -1,0 +1,181 @@
+"""Vertical logistic regression learned jointly under encryption (protocol ``vertical-encrypted``).
+
+The protocol, its threat model (the forward pass's per-row scores are NOT protected) and its proofs are in
+:mod:`dpadmm.algorithms.encrypted.protocol`. This estimator runs the parties in the caller's process (a
+simulation: the driver holds every block, and collects each party's weights to score new records).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import log_loss
+
+from .._validation import as_float_matrix, binary_labels, check_positive, noise_seed
+from . import _encrypted_fit as driver
+from ..algorithms.encrypted import he, label
+from ..algorithms.encrypted.party import BLOCK_BITS
+from ..algorithms.encrypted.protocol import PROTOCOL
+from ..algorithms.vertical_data import clip_rows
+from ..backends.inprocess import InProcessBackend
+from ..exceptions import InvalidDataError, InvalidParameterError
+from ..privacy.accountants import calibrate_noise_multiplier, gaussian_epsilon
+
+FORWARD_NOT_PROTECTED = ("features: NOT differentially private against the label party: the forward pass reveals each "
+                         "training row's score sum with weights it knows (see dpadmm.algorithms.encrypted.protocol); "
+                         "the epsilon given covers the backward releases only")
+
+
+FORWARD_ENCRYPTED = ("features: record-level DP against the label party (two Gaussian releases per round, PLD), "
+                     "premise: an honest-but-curious label party (it encrypts residuals of the declared range and "
+                     "computes its column sums on its clipped block; the party cannot check either under encryption); "
+                     "the held-out calibration rows are scored as new records (their logits are not covered)")
+
+
+class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
+    """Vertical logistic regression, one joint model; gradients under OU encryption with DP noise on both sides.
+
+    Parameters
+    ----------
+    epsilon : each feature party's (ε, δ) over its ``rounds`` backward releases (record relation); ``None``: no
+        feature noise. NOTE: the forward pass is not covered (module docstring).
+    label_epsilon : the labels' (ε, δ) over the rounds (one label changes); ``None``: no label noise.
+    delta : δ of every (ε, δ).
+    rounds, step, momentum, lam : T rounds of (heavy-ball) gradient descent with this step on the mean loss +
+        (λ/2)‖w‖²; ``None``: the mode's defaults (clear: 60, 8, 0; encrypted: 40, 2, 0.7), λ = 1e-4.
+    forward : ``"encrypted"`` (default; see below) or ``"clear"`` (logistic loss; per-row score sums reach the label party: features NOT private) or
+        ``"encrypted"`` (one non-label party; the Taylor residual ½ + s/4 − y; the scores travel under the party's
+        own key; features private against an honest-but-curious label party; the score is then calibrated by a
+        two-parameter logistic fit on ``calibration`` × n held-out rows, scored as new records).
+    weight_bound : W = W₀, the projection radius of every party's weights (forward="encrypted"; the sensitivities'
+        premise |s| ≤ R·W).
+    row_clip : R, every party's row clip (the sensitivities' premise).
+    random_state : ``None``: party-local noise; an int: a seeded simulation.
+    """
+
+    DEFAULTS: ClassVar[dict] = {"clear": {"rounds": 60, "step": 8.0, "momentum": 0.0},
+                "encrypted": {"rounds": 40, "step": 2.0, "momentum": 0.7}}
+
+    def __init__(self, epsilon: float | None = None, label_epsilon: float | None = None, delta: float = 1e-5,
+                 rounds: int | None = None, step: float | None = None, lam: float = 1e-4, row_clip: float = 1.0,
+                 forward: str = "encrypted", momentum: float | None = None, weight_bound: float = 4.0,
+                 calibration: float = 0.1, random_state=None):
+        self.epsilon, self.label_epsilon, self.delta = epsilon, label_epsilon, delta
+        self.rounds, self.step, self.lam, self.row_clip, self.random_state = rounds, step, lam, row_clip, random_state
+        self.forward, self.momentum, self.weight_bound, self.calibration = forward, momentum, weight_bound, calibration
+
+    def _param(self, name):
+        v = getattr(self, name)
+        return self.DEFAULTS[self.forward][name] if v is None else v
+
+    def _check(self, blocks):
+        if self.forward not in self.DEFAULTS:
+            raise InvalidParameterError(f"forward must be 'clear' or 'encrypted', got forward={self.forward!r}.")
+        for k in ("delta", "lam", "row_clip", "weight_bound"):
+            check_positive(k, getattr(self, k))
+        check_positive("step", self._param("step"))
+        check_positive("momentum", self._param("momentum"), allow_zero=True)
+        if not 0 < float(self.calibration) < 1:
+            raise InvalidParameterError(f"calibration must be in (0, 1), got calibration={self.calibration!r}.")
+        for k in ("epsilon", "label_epsilon"):
+            if getattr(self, k) is not None:
+                check_positive(k, getattr(self, k))
+        T = self._param("rounds")
+        if not (isinstance(T, (int, np.integer)) and T >= 1):
+            raise InvalidParameterError(f"rounds must be a positive integer, got {T!r}; pass e.g. rounds=60")
+        if not isinstance(blocks, (list, tuple)) or len(blocks) < 2:
+            raise InvalidDataError("blocks must be a list of at least two party blocks (block 0: the label party's); "
+                                   "pass [X_label_party, X_party2, ...]")
+        blocks = [as_float_matrix(f"blocks[{m}]", b, accept_sparse=True) for m, b in enumerate(blocks)]
+        if any(b.shape[0] != blocks[0].shape[0] for b in blocks):
+            raise InvalidDataError(f"every block needs the same rows; got row counts {[b.shape[0] for b in blocks]}")
+        if self.forward == "encrypted" and len(blocks) != 2:
+            raise InvalidDataError(f"forward='encrypted' runs with the label party and ONE other party, got {len(blocks)} "
+                                   "blocks; pass two blocks (or forward='clear')")
+        return blocks
+
+    def fit(self, blocks: Sequence, y):
+        he.require_he()  # one line with the install command when the extra is missing
+        blocks = self._check(blocks)
+        y_pm, self.classes_ = binary_labels("y", y, blocks[0].shape[0])
+        T, enc = int(self._param("rounds")), self.forward == "encrypted"
+        step, mom, W = float(self._param("step")), float(self._param("momentum")), float(self.weight_bound)
+        releases = T * (2 if enc else 1)  # forward="encrypted": two feature releases per round (D̂ᵀĝ, A₀ᵀs)
+        zf = calibrate_noise_multiplier(float(self.epsilon), float(self.delta), releases) if self.epsilon else None
+        zl = calibrate_noise_multiplier(float(self.label_epsilon), float(self.delta), T) if self.label_epsilon else None
+        seed = noise_seed(self.random_state)
+        n = blocks[0].shape[0]
+        train, hold = np.arange(n), np.zeros(0, dtype=int)
+        if enc:  # the label party's public split: held-out rows are scored as new records for the calibration
+            perm = np.random.default_rng(0 if seed is None else seed).permutation(n)
+            k = round(float(self.calibration) * n)
+            hold, train = np.sort(perm[:k]), np.sort(perm[k:])
+        names = [f"party{m + 1}" for m in range(1, len(blocks))]
+        backend = InProcessBackend()
+        backend.start(driver.specs({nm: (b[train], {"calibration": b[hold]} if enc else None)
+                                    for nm, b in zip(names, blocks[1:])}, R=self.row_clip,
+                                   noise_multiplier=zf, rounds=T, lam=self.lam, step_size=step, forward=self.forward,
+                                   momentum=mom, W=W if enc else None, label_W=W if enc else None,
+                                   label_width=blocks[0].shape[1] + 1 if enc else None),
+                      noise_seed=seed, rounds=2 * T + 2)
+        res = driver.run(backend, blocks[0][train], y_pm[train], names,
+                         {nm: b.shape[1] for nm, b in zip(names, blocks[1:])}, {nm: float(self.row_clip) for nm in names},
+                         R=float(self.row_clip), label_noise_multiplier=zl, rounds=T, lam=float(self.lam),
+                         step_size=step, noise_seed=seed, forward=self.forward, momentum=mom, W=W if enc else None)
+        # in-process simulation: the driver collects each party's weights to score new records
+        self.coefs_ = [np.asarray(res.label_state.w)] + [PROTOCOL.model(backend.hosts[nm].cfg, backend.hosts[nm].state)
+                                                         for nm in names]
+        self.label_cfg_, self.cost_ = res.label_cfg, res.cost
+        self.calibration_ = (1.0, 0.0)
+        if enc:  # Platt scaling on the held-out rows: the party's logits on them (new records), the label party's labels
+            others = backend.request(names[0], "logit", "calibration")
+            s = label.own_scores(float(self.row_clip), self.coefs_[0], blocks[0][hold]) + np.asarray(others)
+            lr = LogisticRegression(C=1e6, tol=1e-10, max_iter=1000).fit(s[:, None], y_pm[hold] > 0)
+            self.calibration_ = (float(lr.coef_[0, 0]), float(lr.intercept_[0]))
+        self.noise_multipliers_ = {"features": zf, "labels": zl}
+        self.privacy_ = self._report(res.events)
+        return self
+
+    def _report(self, events) -> dict:
+        d = float(self.delta)
+        by_party: dict[str, list] = {}
+        for e in events:
+            by_party.setdefault((e.party, e.relation.key), []).append(e.noise_multiplier)
+        feat = {p: gaussian_epsilon(z, d) for (p, rel), z in by_party.items() if rel != "label"}
+        lab = {p: gaussian_epsilon(z, d) for (p, rel), z in by_party.items() if rel == "label"}
+        if self.forward == "encrypted":
+            features = {"epsilon": max(feat.values()) if feat else math.inf, "delta": d, "relation": "record_replace",
+                        "note": FORWARD_ENCRYPTED if feat else "features not protected (no epsilon)"}
+        else:
+            features = {"epsilon": math.inf, "backward_epsilon": feat or None, "delta": d, "note": FORWARD_NOT_PROTECTED}
+        return {"features": features, "forward": self.forward,
+                "labels": {"epsilon": max(lab.values()) if lab else math.inf, "delta": d,
+                           "relation": "label", "note": "Gaussian on every block's gradient, sensitivity "
+                           f"{self.label_cfg_.sensitivity:.4g} per round" if lab else "labels not protected"},
+                "accountant": "dp-accounting PLD", "rounds": int(self._param("rounds"))}
+
+    def decision_function(self, blocks) -> np.ndarray:
+        blocks = [as_float_matrix(f"blocks[{m}]", b, accept_sparse=True) for m, b in enumerate(blocks)]
+        own = label.own_scores(float(self.row_clip), self.coefs_[0], blocks[0])
+        others = [np.asarray(he.quantize(clip_rows(b, float(self.row_clip)), BLOCK_BITS) @ w).ravel()
+                  / float(2 ** BLOCK_BITS) for b, w in zip(blocks[1:], self.coefs_[1:])]
+        a, b = self.calibration_
+        return a * (own + np.sum(others, axis=0)) + b
+
+    def predict_proba(self, blocks) -> np.ndarray:
+        p = 1.0 / (1.0 + np.exp(-np.clip(self.decision_function(blocks), -500, 500)))
+        return np.column_stack([1 - p, p])
+
+    def predict(self, blocks) -> np.ndarray:
+        return self.classes_[(self.decision_function(blocks) > 0).astype(int)]
+
+    def score_metrics(self, blocks, y) -> dict:
+        y_pm, _ = binary_labels("y", y, blocks[0].shape[0])
+        p = self.predict_proba(blocks)[:, 1]
+        return {"log_loss": float(log_loss(y_pm > 0, p, labels=[False, True])),
+                "accuracy": float(np.mean((p > 0.5) == (y_pm > 0)))}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -10,9 +11,14 @@ import pytest
 from dpadmm.data import load_a9a, normalize_rows, partition_columns
 
 
+@functools.cache
+def _a9a_train():
+    return load_a9a("train")  # read once per session (~0.4 CPU-s a read); callers slice it, never write to it
+
+
 @pytest.fixture(scope="session")
 def a9a_full():
-    X, y = load_a9a("train")
+    X, y = _a9a_train()
     Xt, yt = load_a9a("test")
     return X, y, Xt, yt
 
@@ -122,7 +128,7 @@ def a9a_party_files(directory, n):
     """The first ``n`` a9a rows as two party files (66 and 57 columns): (blocks, ±1 labels, paths)."""
     from dpadmm.data.parties import write_party_files
 
-    X, y = load_a9a("train")
+    X, y = _a9a_train()
     blocks = partition_columns(X[:n], [66, 57])
     paths = write_party_files(blocks, y[:n], directory)
     return blocks, np.where(y[:n] > 0, 1.0, -1.0), paths

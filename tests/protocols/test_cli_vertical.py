@@ -199,6 +199,10 @@ def test_reproduce_unknown_name(tmp_path, capsys):
 def test_bundled_data_option(tmp_path, capsys):
     code, _, err = run_cli(["vertical", "--data", "mnist", "--out", tmp_path / "o", "--quiet"], capsys)
     assert code == 2 and "--data must be 'a9a'" in err and not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow  # all of a9a and its scikit-learn baseline; the default suite runs --data a9a in test_privacy.py
+def test_bundled_data_a9a_runs(capsys):
     code, stdout, err = run_cli(["vertical", "--data", "a9a", "--iterations", "3", "--quiet"], capsys)
     assert code == 0, err
     assert "test log loss" in stdout

@@ -9,14 +9,14 @@ import pytest
 from dpadmm import engine
 from dpadmm.backends import Transcript, get_backend
 from dpadmm.backends.selftest import toy_specs
-from dpadmm.data import load_a9a, normalize_rows, partition_columns
+from dpadmm.data import normalize_rows, partition_columns
 from dpadmm.estimators import VerticalLogisticRegression
 from dpadmm.exceptions import ProtocolError
 
 
 @pytest.fixture(scope="module")
-def small():
-    X, y = load_a9a("train")
+def small(a9a_full):
+    X, y, _, _ = a9a_full
     return [normalize_rows(b) for b in partition_columns(X[:300], [66, 57])], y[:300]
 
 
@@ -126,10 +126,10 @@ def test_reports_carry_threat_model_relation_noise_source(small):
 
 
 @pytest.fixture(scope="module")
-def small_libsvm(tmp_path_factory):
+def small_libsvm(tmp_path_factory, a9a_full):
     from sklearn.datasets import dump_svmlight_file
 
-    X, y = load_a9a("train")
+    X, y, _, _ = a9a_full
     path = tmp_path_factory.mktemp("svm") / "small.svm"
     dump_svmlight_file(X[:400], y[:400], str(path), zero_based=False)
     return path

@@ -27,7 +27,7 @@ from dpadmm import engine
 from dpadmm.backends import BACKENDS, Transcript, get_backend
 from dpadmm.backends.selftest import toy_specs
 from dpadmm.backends.transcript import read_transcript
-from dpadmm.data import load_a9a, normalize_rows, partition_columns
+from dpadmm.data import normalize_rows, partition_columns
 from dpadmm.estimators import VerticalLogisticRegression
 from dpadmm.exceptions import InvalidParameterError, MissingDependencyError, PartyFailureError
 
@@ -88,8 +88,8 @@ def make_backend(request):
 
 
 @pytest.fixture(scope="module")
-def a9a_small():
-    X, y = load_a9a("train")
+def a9a_small(a9a_full):
+    X, y, _, _ = a9a_full
     blocks = [normalize_rows(b) for b in partition_columns(X[:N_ROWS], [66, 57])]
     return blocks, y[:N_ROWS]
 
@@ -510,13 +510,12 @@ def test_cli_ray_missing_is_one_line_error(tmp_path, capsys, monkeypatch, small_
 
 
 @pytest.fixture(scope="module")
-def party_csvs(tmp_path_factory):
+def party_csvs(tmp_path_factory, a9a_full):
     """a9a rows as FATE-style party CSVs (train 400 rows, test 200 rows, 66 / 57 columns)."""
     from dpadmm.data.parties import write_party_files
 
     root = tmp_path_factory.mktemp("parties")
-    X, y = load_a9a("train")
-    Xt, yt = load_a9a("test")
+    X, y, Xt, yt = a9a_full
     train = write_party_files(partition_columns(X[:400], [66, 57]), y[:400], root / "train")
     test = write_party_files(partition_columns(Xt[:200], [66, 57]), yt[:200], root / "test")
     return train, test

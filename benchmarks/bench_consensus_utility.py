@@ -95,7 +95,7 @@ def sklearn_pooled(Xtr, ytr, Xte, yte):
 def one_curator(Xtr, ytr, Xte, yte, eps, seed) -> float:
     """The same protocol on a one-node graph: DP column range + DP gradient descent by one holder of the rows."""
     from dpadmm.algorithms.gossip.mechanism import prepare
-    from dpadmm.estimators._gossip_fit import fit_gossip
+    from dpadmm.fit.gossip import fit_gossip
 
     G = nx.Graph()
     G.add_node(0)

@@ -32,7 +32,7 @@ def main(argv=None):
     from dpadmm.backends import grpc_codec as codec
     from dpadmm.backends.grpc_backend import GrpcBackend
     from dpadmm.backends.grpc_tls import TLSFiles, provision
-    from dpadmm.data.psi import align_parties
+    from dpadmm.fit.psi import align_parties
 
     n = int(args.n)
     tmp = Path(tempfile.mkdtemp(prefix="dpadmm-bench-psi-"))

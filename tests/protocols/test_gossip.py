@@ -16,7 +16,7 @@ from dpadmm.algorithms.gossip.node import (GossipInbox, ModelBroadcast, RangeReq
 from dpadmm.algorithms.gossip.policy import price
 from dpadmm.algorithms.gossip.report import noise_multiplier_for
 from dpadmm.algorithms.gossip.schedule import DEFAULT_MOMENTUM, DEFAULT_RIDGE
-from dpadmm.estimators._gossip_fit import fit_gossip
+from dpadmm.fit.gossip import fit_gossip
 from dpadmm.cli import main
 from dpadmm.privacy.accountants import gaussian_epsilon
 from dpadmm.privacy.policy import PolicyRefusal

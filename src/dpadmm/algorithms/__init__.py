@@ -10,5 +10,6 @@ from .consensus import protocol as consensus_protocol  # noqa: F401  (graph-cons
 from .encrypted import protocol as encrypted_protocol  # noqa: F401  (vertical-encrypted)
 from .experts import protocol as experts_protocol  # noqa: F401  (vertical-experts)
 from .functional import protocol as functional_protocol  # noqa: F401  (functional-quantile, functional-statistics)
+from .psi import protocol as psi_protocol  # noqa: F401  (psi-align)
 from .vertical import protocol as vertical_protocol  # noqa: F401  (vertical-sharing, vertical-scoring)
 from .gossip import protocol as gossip_protocol  # noqa: F401  (noisy-gradient-gossip)

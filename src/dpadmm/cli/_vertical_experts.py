@@ -51,7 +51,7 @@ def remote_data(backend, party_files, test_party_files, *, id_column: str = "id"
     def own(key, path):
         src, lab, ids = party_sources([path], id_column=id_column, label_column=label_column)
         if psi:
-            from ..data.psi import align_parties
+            from ..fit.psi import align_parties
 
             aligned = align_parties(backend, expected, key, ids, id_column=id_column)
             psi_info[key] = {"rows": int(len(aligned.ids)), "own_rows": int(len(ids)), "parties": aligned.parties}
@@ -230,7 +230,7 @@ def score_new_records(backend, party_file, lm: dict, *, psi: bool = False, id_co
     ids = head[id_column].to_numpy()
     psi_info = None
     if psi and names:
-        from ..data.psi import align_parties
+        from ..fit.psi import align_parties
 
         aligned = align_parties(backend, names, "new", ids, id_column=id_column)
         ids = aligned.ids

@@ -312,7 +312,7 @@ def vertical_remote_data(backend, party_files, test_party_files, *, id_column: s
     def sources(key, path):
         _, lab, ids = party_sources([path], id_column=id_column, label_column=label_column)
         if psi:  # the intersection with every party, in its canonical order; the parties keep their alignment
-            from ..data.psi import align_parties
+            from ..fit.psi import align_parties
 
             aligned = align_parties(backend, expected, key, ids, id_column=id_column)
             psi_info[key] = {"rows": int(len(aligned.ids)), "own_rows": int(len(ids)), "parties": aligned.parties,

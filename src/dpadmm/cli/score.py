@@ -81,7 +81,7 @@ def score_new_records(backend, party_file, label_model: dict, *, psi: bool = Fal
     info = backend.hello(asked)
     psi_info = None
     if psi:
-        from ..data.psi import align_parties
+        from ..fit.psi import align_parties
 
         aligned = align_parties(backend, asked, "new", ids, id_column=id_column)
         ids = aligned.ids

@@ -1,8 +1,7 @@
-"""Decentralised consensus logistic regression: M-ADMM with penalty perturbation [Zhang].
+"""Decentralised consensus logistic regression: noisy-gradient gossip (private) or M-ADMM [Zhang].
 
-Data sit on the nodes of a connected graph; nodes exchange only their models f_i with their
-neighbours (see :mod:`dpadmm.algorithms.graph_consensus` for the recursion).
-"""
+Data sit on the nodes of a connected graph; nodes exchange only what the protocol declares with their neighbours
+(:mod:`dpadmm.algorithms.gossip`, :mod:`dpadmm.algorithms.consensus` for the recursions)."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ from .._validation import as_float_matrix, binary_labels, check_choice, check_in
 from ..algorithms import graph_consensus as gc
 from ..algorithms.gossip import mechanism as gossip_mech
 from ..algorithms.gossip.schedule import DEFAULT_DELTA as GOSSIP_DELTA
-from ._gossip_fit import fit_estimator
+from ..fit.gossip import fit_estimator
 from ..backends import InProcessBackend, PartySpec, get_backend
 from ..data.graphs import adjacency, make_graph, split_indices
 from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError

@@ -17,7 +17,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 
 from .._validation import as_float_matrix, binary_labels, check_positive, noise_seed
-from . import _encrypted_fit as driver
+from ..fit import encrypted as driver
 from ..algorithms.encrypted import he, label
 from ..algorithms.encrypted.party import BLOCK_BITS
 from ..algorithms.encrypted.protocol import PROTOCOL

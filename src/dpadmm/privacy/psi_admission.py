@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..data.psi import PsiGate, setup_rows
+from ..data.alignment import PsiGate, setup_rows
 from ..exceptions import ProtocolError
 from .policy import PartyPolicy, PolicyRefusal
 

@@ -20,7 +20,7 @@ from .spec import Protocol
 _PROTOCOLS: dict[str, Protocol] = {}
 
 #: modules whose import registers protocols (the algorithms' folders; PSI; the backends' self-test)
-PROVIDERS = ("dpadmm.algorithms", "dpadmm.data.psi", "dpadmm.backends.selftest")
+PROVIDERS = ("dpadmm.algorithms", "dpadmm.backends.selftest")
 
 
 def register(protocol: Protocol) -> Protocol:

@@ -1,4 +1,4 @@
-"""Every fenced ```python block of README.md and docs/*.md runs, as a user would paste it.
+"""Every fenced ```python block of README.md and docs/**/*.md runs, as a user would paste it.
 
 The blocks are found in the Markdown itself, so a block added to the docs is tested without a code
 edit. An HTML comment on the line before a block says how: ``<!-- example: slow -->`` (runs in the
@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+from doc_pages import PAGES as FILES, ROOT
 _BLOCK = re.compile(r"(?:<!-- example: (?P<kind>\w+)[^>]*-->\n)?```python[^\n]*\n(?P<code>.*?)^```", re.S | re.M)
 
 
@@ -40,7 +39,10 @@ def test_blocks_are_listed():
     assert kinds <= {"run", "slow", "fragment"}, kinds
     readme = [b for b in BLOCKS if b[0].startswith("README.md")]
     assert len(readme) == (ROOT / "README.md").read_text().count("```python"), "a README block was not collected"
-    assert any(k != "fragment" for _, k, _ in readme)
+    assert any(k != "fragment" for _, k, _ in BLOCKS)
+    # the pages the README's content moved to are collected (docs/ subfolders included)
+    assert any(b[0].startswith("docs/howto/consensus.md") for b in BLOCKS)
+    assert any(b[0].startswith("docs/tutorials/vertical.md") for b in BLOCKS)
 
 
 @pytest.mark.parametrize("where,kind,code", BLOCKS, ids=[b[0] for b in BLOCKS])

@@ -132,30 +132,35 @@ echo "== 6. ADMM sharing with checkpoints; the retailer is killed mid-run, resta
 # --- step 6
 cd "$BANK"
 serve serve-sharing.log --name party1 --protocol vertical-sharing --protocol psi-align --requests score,rank,refit \
-    --data train=train.csv --data test=test.csv --max-epsilon 8 --delta 1e-5 --tls pki/party1 --out state
+    --relation record --normalize-rows --data train=train.csv --data test=test.csv --max-epsilon 8 --delta 1e-5 \
+    --tls pki/party1 --out state
 BANK_PORT=$PORT
 cd "$RETAILER"
-serve serve-sharing.log --name party2 --protocol vertical-sharing --protocol psi-align \
-    --data train=train.csv --data test=test.csv --max-epsilon 8 --delta 1e-5 --tls tls --out state
+serve serve-sharing.log --name party2 --protocol vertical-sharing --protocol psi-align --relation record \
+    --normalize-rows --data train=train.csv --data test=test.csv --max-epsilon 8 --delta 1e-5 --tls tls --out state
 RPID=$PID
 cd "$BANK"
-SHARING=(vertical --backend grpc --psi --tls pki/coordinator --peer party1=127.0.0.1:$BANK_PORT
-         --peer party2=127.0.0.1:$PORT --party train.csv --test-party test.csv --epsilon 2 --delta 1e-5
-         --iterations 40 --checkpoint-every 5 --timeout 30 --quiet)
-dpadmm "${SHARING[@]}" --out run-sharing 2> killed.txt &
+BEFORE=$(grep -c '"method": "Step"' "$RETAILER/state/audit.jsonl" || true)
+dpadmm vertical --backend grpc --psi --tls pki/coordinator --peer party1=127.0.0.1:$BANK_PORT \
+    --peer party2=127.0.0.1:$PORT --party train.csv --test-party test.csv --relation record --normalize-rows \
+    --epsilon 2 --delta 1e-5 --iterations 40 --checkpoint-every 5 --timeout 30 --quiet --out run-sharing 2> killed.txt &
 COORD=$!
-# ... the retailer's machine goes down after its tenth round:
-until [ "$(grep -c '"method": "Step"' "$RETAILER/state/audit.jsonl" 2>/dev/null || true)" -ge 10 ]; do sleep 0.2; done
+# ... the retailer's machine goes down after its tenth round of this run:
+until [ "$(grep -c '"method": "Step"' "$RETAILER/state/audit.jsonl" || true)" -ge $((BEFORE + 10)) ]; do
+  kill -0 "$COORD" 2>/dev/null || { cat killed.txt >&2; exit 1; }   # the run ended before round 10
+  sleep 0.2
+done
 kill -9 "$RPID"
 wait "$COORD" && { echo "the run did not notice the retailer was gone" >&2; exit 1; }
 cat killed.txt                                       # error: party 'party2' failed in round …
 cd "$RETAILER"                                       # the retailer restarts, same --out (its checkpoint and ledger)
-serve serve-sharing-2.log --name party2 --protocol vertical-sharing --protocol psi-align \
-    --data train=train.csv --data test=test.csv --max-epsilon 8 --delta 1e-5 --tls tls --out state
+serve serve-sharing-2.log --name party2 --protocol vertical-sharing --protocol psi-align --relation record \
+    --normalize-rows --data train=train.csv --data test=test.csv --max-epsilon 8 --delta 1e-5 --tls tls --out state
 cd "$BANK"
 dpadmm vertical --backend grpc --psi --tls pki/coordinator --peer party1=127.0.0.1:$BANK_PORT \
-    --peer party2=127.0.0.1:$PORT --party train.csv --test-party test.csv --epsilon 2 --delta 1e-5 \
-    --iterations 40 --checkpoint-every 5 --timeout 30 --quiet --resume run-sharing --out run-sharing | tee resumed.txt
+    --peer party2=127.0.0.1:$PORT --party train.csv --test-party test.csv --relation record --normalize-rows \
+    --epsilon 2 --delta 1e-5 --iterations 40 --checkpoint-every 5 --timeout 30 --quiet --resume run-sharing \
+    --out run-sharing | tee resumed.txt
 # --- end step 6
 
 "$PY" - "$BANK" "$RETAILER" "$OUT/summary.json" <<'EOF'

@@ -183,7 +183,8 @@ summary = {
     "refused_over_budget": "refused the run at Setup" in refused,
     "killed_run_error": "party 'party2' failed" in (bank / "killed.txt").read_text(),
     "resumed_iterations": sharing["final"]["iterations"],
-    "resumed_test_log_loss": sharing["final"]["test_log_loss"],
+    "resumed_label_party_choice": sharing["final"]["label_party_choice"],
+    "resumed_epsilon_per_party": sharing["privacy"]["per_party"],
     "retailer_ledger_epsilon": ledger.get("epsilon_spent"),
 }
 out.write_text(json.dumps(summary, indent=2))
@@ -191,6 +192,7 @@ print(json.dumps(summary, indent=2))
 ok = (summary["psi_rows"] == 4500 and summary["scored_rows"] == len(common_new) and summary["refused_over_budget"]
       and summary["killed_run_error"] and summary["resumed_iterations"] == 40
       and summary["experts_test_log_loss"] < summary["label_party_alone_test_log_loss"]
-      and summary["retailer_ledger_epsilon"] is not None and summary["retailer_ledger_epsilon"] <= 8)
+      and summary["retailer_ledger_epsilon"] is not None and summary["retailer_ledger_epsilon"] <= 8
+      and summary["resumed_epsilon_per_party"]["party2"] > 2)  # the re-released rounds are counted
 sys.exit(0 if ok else 1)
 EOF

@@ -52,3 +52,15 @@ def test_sphinx_build_has_no_warnings(tmp_path):
     assert "Usage: dpadmm party serve" in cli and "Usage: dpadmm vertical" in cli
     api = (tmp_path / "html" / "reference" / "api.html").read_text()
     assert "VerticalExpertsClassifier" in api and "PrivacyLedger" in api
+
+
+def test_readme_figures_are_the_pages_figures():
+    """Every figure of the README's "Which protocol?" table and demo output is one the documentation pages or
+    BENCHMARKS.md state (where the tests that run the commands check it): the README quotes, never invents."""
+    pages = "\n".join(p.read_text() for p in (ROOT / "docs").rglob("*.md") if "_build" not in p.parts)
+    pages += (ROOT / "BENCHMARKS.md").read_text()
+    section = README.split("## Which protocol?")[1].split("\n## ")[0]
+    figures = set(re.findall(r"(?<![\w.])\d+\.\d+(?![\d])", section)) | set(re.findall(r"\d+–\d+%", section))
+    assert len(figures) >= 10, figures
+    missing = sorted(f for f in figures if f not in pages)
+    assert not missing, f"the README quotes figures no page states: {missing}"

@@ -44,7 +44,7 @@ def test_the_script_uses_psi_budgets_and_the_experts_protocol():
 
 @pytest.mark.slow
 def test_the_walkthrough_runs(tmp_path):
-    """The whole script (about 7 minutes of wall time on a loaded 2-core machine: three PSI runs, two fits, scoring,
+    """The whole script (4½–7 minutes of wall time on a loaded 2-core machine: three PSI runs, two fits, scoring,
     a killed and resumed run); its own checks decide the exit code, the summary is checked again here."""
     env = dict(os.environ, PYTHON=sys.executable,
                PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))

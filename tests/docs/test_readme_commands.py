@@ -1,4 +1,4 @@
-"""Every ``dpadmm`` command in README.md's shell blocks runs (slow suite), in its ``--quick`` form where the
+"""Every ``dpadmm`` command in the shell blocks of README.md and the documentation pages (docs/**/*.md) runs (slow suite), in its ``--quick`` form where the
 command has one.
 
 The commands are read from the README itself (continuation lines joined, ``a && dpadmm …`` chains
@@ -21,18 +21,25 @@ import pytest
 
 from conftest import run_cli_once
 
-ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+from doc_pages import PAGES, ROOT, where
+
 OUTPUT_OPTIONS = ("--out", "--transcript")
 _QUICK = {"reproduce", "audit", "attack labels"}  # commands with a --quick option
 _NO_QUIET = {"attack kkt", "attack labels", "provision", "party serve", "party request"}
 
 
-def _commands() -> list[tuple[int, list[str], str]]:
-    """(line, argv after 'dpadmm', the '# →' quote or '') for every README shell command."""
+def _commands() -> list[tuple[str, list[str], str]]:
+    """('page:line', argv after 'dpadmm', the '# →' quote or '') for every shell command of the documentation."""
     out = []
-    for block in re.finditer(r"```bash\n(.*?)```", README, re.S):
-        start = README.count("\n", 0, block.start(1)) + 1
+    for page in PAGES:
+        out += _page_commands(page.read_text(), where(page))
+    return out
+
+
+def _page_commands(text: str, name: str) -> list[tuple[str, list[str], str]]:
+    out = []
+    for block in re.finditer(r"```bash\n(.*?)```", text, re.S):
+        start = text.count("\n", 0, block.start(1)) + 1
         lines = block.group(1).split("\n")
         i = 0
         while i < len(lines):
@@ -50,7 +57,7 @@ def _commands() -> list[tuple[int, list[str], str]]:
                         argv = shlex.split(part)[1:]
                     except ValueError:  # e.g. "<A's address>": a template, split plainly
                         argv = part.split()[1:]
-                    out.append((start + first, argv, quote))
+                    out.append((f"{name}:{start + first}", argv, quote))
             i += 1
     return out
 
@@ -113,7 +120,7 @@ def _printed(number: str, out: str) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("line,argv,quote", COMMANDS, ids=[f"README:{c[0]}:{_name(c[1])}" for c in COMMANDS])
+@pytest.mark.parametrize("line,argv,quote", COMMANDS, ids=[f"{c[0]}:{_name(c[1])}" for c in COMMANDS])
 def test_readme_command_runs(line, argv, quote, tmp_path, capsys, monkeypatch):
     why = _why_not_run(argv)
     if why:
@@ -121,9 +128,9 @@ def test_readme_command_runs(line, argv, quote, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = _prepare(argv, tmp_path)
     code, out, err, _ = run_cli_once(args, capsys)  # a command the README gives twice runs once
-    assert code == 0, f"README line {line}: dpadmm {' '.join(args)} exited {code}: {err[-2000:]}"
+    assert code == 0, f"{line}: dpadmm {' '.join(args)} exited {code}: {err[-2000:]}"
     missing = [n for n in re.findall(r"(?<![\w.])\d+\.\d+", quote) if not _printed(n, out)]
-    assert not missing, f"README line {line} quotes {missing}; the command printed:\n{out}"
+    assert not missing, f"{line} quotes {missing}; the command printed:\n{out}"
 
 
 def test_quote_check_can_fail():

@@ -1,4 +1,4 @@
-"""Every fenced ```python block of README.md and docs/*.md runs, as a user would paste it.
+"""Every fenced ```python block of README.md and docs/**/*.md runs, as a user would paste it.
 
 The blocks are found in the Markdown itself, so a block added to the docs is tested without a code
 edit. An HTML comment on the line before a block says how: ``<!-- example: slow -->`` (runs in the
@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+from doc_pages import PAGES as FILES, ROOT
 _BLOCK = re.compile(r"(?:<!-- example: (?P<kind>\w+)[^>]*-->\n)?```python[^\n]*\n(?P<code>.*?)^```", re.S | re.M)
 
 
@@ -40,7 +39,10 @@ def test_blocks_are_listed():
     assert kinds <= {"run", "slow", "fragment"}, kinds
     readme = [b for b in BLOCKS if b[0].startswith("README.md")]
     assert len(readme) == (ROOT / "README.md").read_text().count("```python"), "a README block was not collected"
-    assert any(k != "fragment" for _, k, _ in readme)
+    assert any(k != "fragment" for _, k, _ in BLOCKS)
+    # the pages the README's content moved to are collected (docs/ subfolders included)
+    assert any(b[0].startswith("docs/howto/consensus.md") for b in BLOCKS)
+    assert any(b[0].startswith("docs/tutorials/vertical.md") for b in BLOCKS)
 
 
 @pytest.mark.parametrize("where,kind,code", BLOCKS, ids=[b[0] for b in BLOCKS])
@@ -65,6 +67,23 @@ def _printed(number: str, out: str) -> bool:
     return any(abs(float(p) - float(number)) <= 0.5 * 10.0 ** -decimals + 1e-12 for p in printed)
 
 
+def _side_claims(code: str) -> list[tuple[str, str]]:
+    """(side, ε) pairs a ``print`` line's comment quotes as ``side: ε = X`` (``records: ε = 2.199``)."""
+    claims = []
+    for line in code.splitlines():
+        if line.lstrip().startswith("print(") and "#" in line:
+            claims += re.findall(r"(\w+): ε = (\d+(?:\.\d+)?)", line.split("#", 1)[1])
+    return claims
+
+
+def _side_claim_holds(side: str, eps: str, out: str) -> bool:
+    """The output says ``side: ε = …`` with that ε at the quoted precision — not merely the number somewhere else
+    (a report that prints the paper's bound 1.699 beside a total of 2.199 does not make "records: ε = 1.699" true)."""
+    printed = re.findall(rf"\b{side}: ε = (\d+(?:\.\d+)?)", out)
+    decimals = len(eps.split(".")[1]) if "." in eps else 0
+    return any(abs(float(p) - float(eps)) <= 0.5 * 10.0 ** -decimals + 1e-12 for p in printed)
+
+
 def _run(where, code, tmp_path, monkeypatch, capsys):
     import matplotlib
 
@@ -74,6 +93,8 @@ def _run(where, code, tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     missing = [n for n in _quoted_numbers(code) if not _printed(n, out)]
     assert not missing, f"{where}: the comments quote {missing}, the block printed:\n{out}"
+    wrong = [f"{s}: ε = {e}" for s, e in _side_claims(code) if not _side_claim_holds(s, e, out)]
+    assert not wrong, f"{where}: the comments say {wrong}, the block printed:\n{out}"
 
 
 RUN = [b for b in BLOCKS if b[1] == "run"]
@@ -96,3 +117,8 @@ def test_quoted_number_check_can_fail():
     assert not _printed("1.699", "records: ε = 1.71 at δ = 0")
     assert _printed("0.34...", "{'log_loss': 0.3411632}") and not _printed("0.35...", "{'log_loss': 0.3411632}")
     assert _quoted_numbers("print(x)  # ε = 1.699, loss 0.34...\nx = 2.5  # 3.1") == ["1.699", "0.34..."]
+    # the consensus example's old comment: the total is 2.199 (P(T) = 1.699 plus the fallback's 0.5)
+    out = "records: ε = 2.199 at δ = 0 (...)\nnoise: seeded; paper's bound P(T) = ...: ε=1.699\n1.6988838290497323"
+    assert _side_claims("print(m.privacy_.summary())  # records: ε = 1.699 at δ = 0") == [("records", "1.699")]
+    assert not _side_claim_holds("records", "1.699", out) and _side_claim_holds("records", "2.199", out)
+    assert _side_claim_holds("features", "50", "features: ε = 50 at δ = 1e-05 per party")

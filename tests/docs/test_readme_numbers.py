@@ -1,6 +1,6 @@
-"""The README's key numbers are the numbers the commands print.
+"""The documentation's key numbers are the numbers the commands print.
 
-Each test finds a sentence in README.md by a regular expression, reads the number(s) it states,
+Each test finds a sentence in README.md or a documentation page (docs/**/*.md) by a regular expression, reads the number(s) it states,
 runs the command the README gives for it and compares with what the command prints (or
 writes), at the precision the README quotes. Change the README or the code and these fail
 until the two agree again. Long commands are marked ``slow``.
@@ -17,7 +17,7 @@ import pytest
 
 from conftest import run_cli, run_cli_once  # once: the README's own commands (test_readme_commands runs them too)
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+from doc_pages import TEXT as README  # README.md and docs/**/*.md, one after another
 
 
 def _find(pattern: str) -> re.Match:
@@ -239,8 +239,8 @@ def test_private_consensus_line(tmp_path, capsys):
     assert code == 0, err
     line = next(ln for ln in out.splitlines() if ln.startswith("test log loss"))
     assert " ".join(line.split()) == " ".join(m.group(2).split()), (line, m.group(2))
-    # the prose beside it: "`--epsilon 1` now gives test log loss 0.471 vs 0.566 for the base rate"
-    prose = _find(r"`--epsilon 1` now gives test log loss (\d\.\d+) vs (\d\.\d+) for the base rate")
+    # the prose beside it: "`--epsilon 1` gives test log loss 0.471 vs 0.566 for the base rate"
+    prose = _find(r"`--epsilon 1` gives test log loss (\d\.\d+) vs\s+(\d\.\d+) for the base rate")
     got = re.search(r"mean (\d\.\d+) .*base rate (\d\.\d+)", line)
     assert _agrees(got.group(1), prose.group(1)) and _agrees(got.group(2), prose.group(2)), (line, prose.groups())
 
@@ -493,3 +493,38 @@ def test_consensus_800_rows_per_node_gap_closed_at_eps5():
                                      progress=lambda s: None) if r["side"] != "non-private"]
     closed = (rows[0]["trivial"] - np.mean([r["private"] for r in rows])) / (rows[0]["trivial"] - rows[0]["non_private"])
     assert round(100 * closed) == int(m.group(1)), closed
+
+
+def _both_sides_comment():
+    """The comment block right above the vertical tutorial's ``--epsilon 10000 --label-epsilon 1`` command, '#'s
+    stripped, and the command."""
+    m = _find(r"((?:# [^\n]*\n)+)(dpadmm vertical --data a9a --normalize-rows --epsilon 10000 --label-epsilon 1 [^\n]*)")
+    comment = " ".join(ln[2:] for ln in m.group(1).splitlines())
+    return comment, m.group(2).split()[1:]
+
+
+@pytest.mark.slow
+def test_vertical_both_sides_comment_is_true(tmp_path, capsys):
+    """Features (ε = 10000) and labels (ε = 1) private: the comment says where the test log loss lies (between the label
+    party alone and all features, as quoted) and which ε the report gives and why it is not the 10000 asked for. The
+    old comment ("stays at about the label party alone") has none of these and fails here: the run prints 0.352."""
+    comment, args = _both_sides_comment()
+    between = re.search(r"between the label party alone \((\d\.\d+)\) and all features \((\d\.\d+)\)", comment)
+    reported = re.search(r"The report says ε = (\d+) per party, not 10000: ([^.]+)", comment)
+    assert between and reported, f"the comment no longer says where the loss lies and why ε is not 10000: {comment}"
+    args[args.index("--out") + 1] = str(tmp_path / "run-both")
+    code, out, err, _ = run_cli_once(args + ["--quiet"], capsys)
+    assert code == 0, err
+    loss = float(re.search(r"test log loss: (\d+\.\d+)", out).group(1))
+    alone = float(re.search(r"label party alone (\d+\.\d+)", out).group(1))
+    assert _agrees(alone, between.group(1)), (alone, between.group(1))
+    assert float(between.group(2)) < loss < alone, (loss, between.groups())
+    eps = re.search(r"features: ε = (\d+) at δ", out).group(1)
+    assert eps == reported.group(1) and int(eps) <= 10_000, (eps, reported.group(1))
+    assert "at or below the budget" in reported.group(2), reported.group(2)
+
+
+def test_vertical_both_sides_comment_is_found():
+    """The comment the slow test above checks is where it says (fast: a moved or reworded comment fails here)."""
+    comment, args = _both_sides_comment()
+    assert "--epsilon" in args and "between the label party alone" in comment and "The report says ε =" in comment

@@ -76,6 +76,8 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
     min_n_epsilon : with ``total_epsilon``, fits with n·ε below it hand over the DP constant without an ADMM run
         (``None``: ``MIN_N_EPSILON`` = 2500; 0 always runs the ADMM).
 
+    Notes
+    -----
     Private fits hand over something usable (issue 18): the workers also release a DP τ-quantile of the
     response (noisy bisection over the range, ``algorithms.functional_statistics`` stage ``quantile``) — the
     *DP constant* and the ADMM's response location — and, after the ADMM, a noisy sum of their training

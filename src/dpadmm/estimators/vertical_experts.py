@@ -50,6 +50,8 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         released, and the label party keeps its own model (``kept_own_model_``).
     random_state : ``None`` draws each party's noise from OS entropy; a seed makes a seeded simulation.
 
+    Notes
+    -----
     Block 0 of ``fit``'s ``blocks`` is the label party's; its model is fitted on its exact labels and never
     leaves it. After ``fit``: ``coefs_`` (each expert's coefficient, the last entry the intercept column's),
     ``own_coef_``, ``expert_lambdas_``, ``privacy_`` (a :class:`PrivacyReport`, or ``None`` if non-private).

@@ -3,7 +3,7 @@
 All samplers take an explicit ``numpy.random.Generator``; none touches global state.
 
 Vertical ADMM sharing, feature side: the isotropic Gaussian share (``mechanism="gaussian"``)
-------------------------------------------------------------------------------------------
+--------------------------------------------------------------------------------------------
 Party m holds ``D ∈ R^{N×d}`` (rows clipped to ``‖d_k‖ ≤ 1`` at setup). Each round it receives
 N-vectors from the coordinator and forms ``v = y + ρ c_m`` (ADMM, [Hu, eq. 6]) or
 ``v = g̃ − ρ ũ_m`` (label-private protocol); ``c_m`` and ``ũ_m`` use the party's *released*
@@ -47,7 +47,7 @@ deviation of that relative size from the map analysed here. ``tests/test_vertica
 checks each bound against worst-case neighbours numerically.
 
 Vertical label side: the coordinator's gradient message (``label_epsilon``)
---------------------------------------------------------------------------
+----------------------------------------------------------------------------
 Relation: one training label changes. Given the transcript, the coordinator's public score
 ``s = Σ_m ũ_m + b̃`` does not depend on labels (the shares are computed from earlier releases, the
 public intercept b̃ from earlier noisy sums), so ``g_i = clip(ℓ'(s_i, Y_i), −C, C)`` depends on Y_i
@@ -131,7 +131,7 @@ def label_sensitivity(*, label_gap: float, clip: float, fit_intercept: bool) -> 
     """ℓ2 sensitivity of the coordinator's release ``(g, Σ g)`` under one label change.
 
     ``W = min(2 clip, label_gap)`` bounds the change of the one coordinate g_i (``label_gap`` =
-    sup_s |ℓ'(s, Y) − ℓ'(s, Y')|, 1 for the logistic loss, ∞ for regression losses; clipping is
+    ``sup_s |ℓ'(s, Y) − ℓ'(s, Y')|``, 1 for the logistic loss, ∞ for regression losses; clipping is
     1-Lipschitz so the gap survives it); the intercept's sum changes by the same W.
     """
     W = min(2.0 * clip, label_gap)

@@ -312,7 +312,7 @@ def main(argv=None):
             results[wl]["inprocess-batched"] = float(np.median(samples))
     print(f"\nmedian seconds per round ({args.rounds} rounds x {args.repeats} repeats, first round dropped); "
           f"overhead = backend - inprocess\n")
-    print(f"| workload | backend | ms / round | overhead ms / round | x inprocess |")
+    print("| workload | backend | ms / round | overhead ms / round | x inprocess |")
     print("|---|---|---|---|---|")
     for wl, row in results.items():
         base = row.get("inprocess")

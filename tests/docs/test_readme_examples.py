@@ -11,7 +11,6 @@ the block printed.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 

@@ -6,7 +6,6 @@ the base rate, judged on training loss only)."""
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pytest

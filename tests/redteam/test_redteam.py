@@ -23,7 +23,6 @@ from dpadmm.backends.inprocess import InProcessBackend
 from dpadmm.exceptions import PrivacyPreconditionError
 from dpadmm.kernels.losses import get_loss
 from dpadmm.kernels.regularizers import get_regularizer
-from dpadmm.privacy.events import LABEL_CHANGE, GaussianRelease
 
 
 # ----------------------------------------------------------------------------- helpers

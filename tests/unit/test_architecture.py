@@ -16,7 +16,6 @@ import collections
 import functools
 import pathlib
 
-import pytest
 
 SRC = pathlib.Path(__file__).resolve().parents[2] / "src"
 PKG = SRC / "dpadmm"

@@ -16,7 +16,6 @@ def test_the_release_inverts_to_the_noise_the_node_drew():
     """Through the engine and the real block step: ε_D(f) = −(∇ℓ_D(f) + b₀ + (ρ/N + 2ηV)f)/(2ηV) equals the draw of
     ``graph_consensus._noise`` in every round (so the likelihood ratio the game scores is the exact one), and the
     neighbour's S keeps every release near f* = (20, 0)."""
-    from dpadmm.algorithms import graph_consensus as gc
     from dpadmm.experiments.audit_games import _play
 
     drawn = []

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from dpadmm.data import (
-    load_a9a, load_libsvm, normalize_rows, partition_columns, read_party_files, row_norms, write_party_files,
+    load_libsvm, normalize_rows, partition_columns, read_party_files, row_norms, write_party_files,
 )
 from dpadmm.exceptions import DataFileError, InvalidDataError, InvalidParameterError
 

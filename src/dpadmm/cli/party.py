@@ -152,7 +152,6 @@ def serve(
 
     threadpool_limits(limits=int(threads))
     protos = [find_protocol(p) for p in protocol]
-    proto = protos[0]
     files = _parse_data(data, required=any(p.load is not None for p in protos) and not accept_coordinator_data)
     from ..backends.tls_rounds import parse_listen
 

@@ -264,7 +264,7 @@ def play(game: Game, *, runs: int, seed: int = 0, confidence: float = 0.95, prog
     t0 = time.perf_counter()
     ss = np.random.SeedSequence([seed, zlib.crc32(game.name.encode())])
     seeds = ss.generate_state(2)
-    sides, claim, sig = [], 0.0, []
+    sides, claim = [], 0.0
     for side in (0, 1):
         noise_seed = None if game.backend != "inprocess" else int(seeds[side])  # out of process: party-local entropy
         rec = _play(game, side, runs, noise_seed)

@@ -439,11 +439,6 @@ def attack_table(*, nodes=5, topology="ring", node=0, samples=2000, C=PAPER_C, r
 @register("zhang-attack")
 def attack(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
     """[Zhang, §6.2, App. E]: KKT reconstruction with η public / private, with / without PP noise."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     R = reps if reps > 0 else (1 if quick else 5)
     all_rows = []
     for r in range(R):

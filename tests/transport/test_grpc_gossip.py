@@ -63,7 +63,7 @@ def test_a_budgeted_node_refuses_a_run_beyond_its_budget(tmp_path):
                 for nm in names}
     peers, stop = serve_parties(services)
     try:
-        with pytest.raises((ProtocolError, PartyFailureError), match="budget"):
+        with pytest.raises((ProtocolError, PartyFailureError), match="above its operator's cap --max-epsilon"):
             _model(GrpcBackend(peers, insecure=True, timeout=60)).fit(X, y)
     finally:
         stop()

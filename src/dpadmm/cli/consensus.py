@@ -306,7 +306,7 @@ def attack_kkt(
 ):
     """Reconstruct a node's training point from its broadcast f's via KKT [Zhang, §6.2, App. E]."""
     from .._validation import check_int, check_positive
-    from ..experiments.zhang import attack_table
+    from ..experiments.zhang_attack import attack_table
 
     check_int("nodes", nodes, minimum=2)
     check_int("iterations", iterations)
@@ -325,7 +325,7 @@ def attack_kkt(
             console.print(f"{r['scenario']:<24} |cos(x_hat, x_1)| = {r['cosine']:.4f}   chance: mean {r['chance_mean']:.3f}, "
                           f"95% {r['chance_q95']:.3f}; rank {r['rank']}/{r['candidates']}")
         if out is not None:
-            from ..experiments.zhang import _plot_attack
+            from ..experiments.zhang_attack import _plot_attack
 
             n_rows = samples or 45_222
             _plot_attack(stage / "attack.png", rows, list(dict.fromkeys(r["scenario"] for r in rows)), 1,

@@ -227,7 +227,7 @@ class _VerticalADMM(_VerticalConfig, BaseEstimator):
                  "detail": "the sensitivity bound covers the map (party data, everything received) -> message"},
                 {"name": f"relation: {rel.description}", "status": "stated",
                  "detail": "sensitivity proved in dpadmm.privacy.mechanisms; checked against worst-case neighbours "
-                           "in tests/test_vertical_privacy.py"},
+                           "in tests/unit/test_vertical_privacy.py"},
             ]
         lam_run = self._run_lam(n)  # λ of the joint run (stronger on randomized-response labels)
         lam_sum = n * lam_run  # the paper's summed scaling

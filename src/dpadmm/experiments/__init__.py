@@ -12,7 +12,7 @@ from typing import Callable
 from .registry import REPRODUCTIONS, register  # noqa: F401  (the registry's home is .registry)
 
 #: reproduction modules (they register themselves; imported on demand so that the CLI starts without them)
-REPRODUCTION_MODULES = ("hu", "zhang", "zhou")
+REPRODUCTION_MODULES = ("hu", "zhang", "zhang_attack", "zhou")
 
 
 def load_all() -> dict[str, Callable]:

@@ -8,6 +8,7 @@ from unittest import mock
 import numpy as np
 
 from ..algorithms import graph_consensus as gc
+from ..algorithms.consensus import node as consensus_node  # where block_step looks _noise up (patched there)
 from ..estimators.consensus import ConsensusLogisticRegression
 from .audit_fit import Pair, Row, _capture, _seeded, _unit_rows
 
@@ -67,10 +68,10 @@ def consensus_row() -> Row:
 
 
 def consensus_bug_row(factor: float = 30.0) -> Row:
-    real = gc._noise
+    real = consensus_node._noise
 
     def patch():
-        return mock.patch.object(gc, "_noise", lambda rng, alpha, d: real(rng, np.asarray(alpha) * factor, d))
+        return mock.patch.object(consensus_node, "_noise", lambda rng, alpha, d: real(rng, np.asarray(alpha) * factor, d))
 
     return Row(
         name=f"zhang-consensus-pp (planted: noise rate x{factor:g})", algorithm="consensus [Zhang]",
@@ -82,7 +83,7 @@ def consensus_bug_row(factor: float = 30.0) -> Row:
 
 
 def consensus_reuse_bug_row() -> Row:
-    real_noise, real_step = gc._noise, gc.block_step
+    real_noise, real_step = consensus_node._noise, gc.block_step
 
     def patch():
         first: dict = {}
@@ -98,7 +99,7 @@ def consensus_reuse_bug_row() -> Row:
             return real_step(cfg, state, inbox, rng=rng)
 
         stack = contextlib.ExitStack()
-        stack.enter_context(mock.patch.object(gc, "_noise", once))
+        stack.enter_context(mock.patch.object(consensus_node, "_noise", once))
         stack.enter_context(mock.patch.object(gc, "block_step", step))
         return stack
 

@@ -10,7 +10,9 @@ from unittest import mock
 
 import numpy as np
 
-from ..algorithms import vertical_label, vertical_sharing as vs
+from ..algorithms import vertical_sharing as vs
+# planted bugs patch the module where the code looks the name up (the old paths are shims)
+from ..algorithms.vertical import label as vertical_label, messages as vertical_messages, party as vertical_party
 from ..estimators.vertical import VerticalLogisticRegression
 from ..privacy.audit_e2e import Subspace
 from .audit_fit import Pair, Row, _capture, _orth, _seeded, _unit_rows
@@ -25,6 +27,14 @@ def _vertical_data(seed: int = 3):
     D2 = _unit_rows(gen.normal(size=(VERT_N, 2)))
     y = np.where(np.arange(VERT_N) % 2 == 0, 1.0, -1.0)
     return D1, D2, y
+
+
+def _patch_label_sensitivity(fn):
+    """The label sensitivity replaced where the label party's step reads it and where the estimator calibrates."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(mock.patch.object(vertical_messages, "label_sensitivity", fn))
+    stack.enter_context(mock.patch.object(vs, "label_sensitivity", fn))
+    return stack
 
 
 def _vertical_fit(options: dict, party: str = "party2", side: str = "feature", raw: bool = False):
@@ -185,7 +195,7 @@ def vertical_feature_row(relation: str) -> Row:
 def vertical_clip_bug_row() -> Row:
     def patch():
         stack = contextlib.ExitStack()
-        stack.enter_context(mock.patch.object(vs, "clip_share_input", lambda v, V, V_inf=None: v))
+        stack.enter_context(mock.patch.object(vertical_party, "clip_share_input", lambda v, V, V_inf=None: v))
         if hasattr(vertical_label, "_newton_refit"):
             # the label party's post-run refit of its own block is not in the feature-side view (it stays at
             # the label party); with unclipped, huge shares its Newton steps backtrack for long: skip it here
@@ -215,10 +225,10 @@ def vertical_label_row(*, bug: bool = False) -> Row:
 
     patch, name, bug_text = None, "vertical-label", ""
     if bug:
-        real = vs.label_sensitivity
+        real = vertical_messages.label_sensitivity
 
         def patch():
-            return mock.patch.object(vs, "label_sensitivity", lambda **kw: real(**kw) / VERT_N)
+            return _patch_label_sensitivity(lambda **kw: real(**kw) / VERT_N)
 
         name = "vertical-label (planted: label sensitivity of the mean loss)"
         bug_text = "label_sensitivity divided by N (the mean-loss scaling slipped into the summed-loss protocol)"
@@ -242,10 +252,10 @@ def vertical_label_tight_row(*, halved: bool = False) -> Row:
     yb = y.copy()
     yb[0] = -yb[0]
     opts = _vertical_params(label_epsilon=2.0, delta=1e-2, lam=0.05, fit_intercept=False)
-    real = vs.label_sensitivity
+    real = vertical_messages.label_sensitivity
 
     def patch():
-        return mock.patch.object(vs, "label_sensitivity", lambda **kw: 0.5 * real(**kw))
+        return _patch_label_sensitivity(lambda **kw: 0.5 * real(**kw))
 
     def claim(report):
         lab = report.label or {}

@@ -8,7 +8,7 @@ the canary's label (+1 on D, −1 on D').
 
 Code path: each run calls ``estimators.vertical._rr_labels`` — the function ``fit`` calls for its one
 release (the label party's generator ``party_rng(seed, M + 1, 0)``, one seed per run: a seeded simulation;
-``tests/test_audit_rr.py`` checks that a fit's coordinator runs on exactly what it returns) — and the
+``tests/unit/test_audit_rr.py`` checks that a fit's coordinator runs on exactly what it returns) — and the
 claim is the ε of the ``PureDPRelease`` events it emits.
 
 Statistics (each a fixed threshold test, both orientations, Clopper–Pearson at ``α/(2k)`` per rate over the

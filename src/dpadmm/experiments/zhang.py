@@ -35,9 +35,8 @@ from ..data.graphs import make_graph
 from ..estimators.consensus import ConsensusLogisticRegression
 from ..algorithms.graph_consensus import alpha_for_budget, schedule_table
 from ..data.graphs import adjacency
-from ._plotting import legend_outside, plt, readable_log, save
-from ..cli._common import write_json
-from ..attacks import run_kkt_attack
+from ._plotting import legend_outside, plt, readable_log, save  # noqa: F401  (re-exported)
+from .zhang_plots import _dump, _write_curves_csv, plot_curves  # noqa: F401  (plot_curves: re-exported for the CLI)
 
 PAPER_C = 50.0
 PAPER_REG_WEIGHT = 1.0
@@ -246,85 +245,6 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
     }
 
 
-# ----------------------------------------------------------------------------- plotting / files
-def plot_curves(path: Path, curves: dict[str, dict], *, title: str = "", bars: int = 10) -> None:
-    """Mean L(t) with range bars (min–max over runs) as in [Zhang, Fig. 2–4], and P(t) beside it.
-
-    The privacy panel is drawn only if some curve has a finite bound (no empty panel for
-    non-private runs). Curves get distinct line styles and markers (placed at staggered
-    iterations), so curves that coincide remain distinguishable; the legend sits outside the data.
-    """
-    import textwrap
-
-    pyplot = plt()
-    private = any(any(v is not None and np.isfinite(v) for v in h.get("privacy_bound", [])) for h in curves.values())
-    compare = not private and len(curves) > 1  # second panel: differences to the first curve (they may coincide)
-    fig, axes = pyplot.subplots(1, 2 if (private or compare) else 1,
-                                figsize=(12.5, 4.2) if (private or compare) else (8.5, 4.2), squeeze=False)
-    first = None
-    axes = axes[0]
-    styles = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)))
-    markers = ("o", "s", "^", "D", "v", "P", "X", "*")
-    n = len(curves)
-    for j, (label, h) in enumerate(curves.items()):
-        tl = h["train_loss"]
-        mean, lo, hi = (np.asarray(tl[k]) for k in ("mean", "min", "max")) if isinstance(tl, dict) else (np.asarray(tl),) * 3
-        it = np.arange(1, mean.size + 1)
-        colour = next((c for c in ("blue", "red", "black", "magenta") if f"({c})" in label), None)  # the paper's colours
-        every = max(1, mean.size // bars)
-        start = (j * max(1, every // max(n, 1))) % every  # stagger markers of coinciding curves
-        line, = axes[0].plot(it, mean, label=label, color=colour, ls=styles[j % len(styles)],
-                             marker=markers[j % len(markers)], markevery=(start, every), ms=5, lw=1.6, alpha=0.9)
-        if np.any(hi > lo):
-            axes[0].errorbar(it[start::every], mean[start::every],
-                             yerr=[mean[start::every] - lo[start::every], hi[start::every] - mean[start::every]],
-                             fmt="none", ecolor=line.get_color(), capsize=2, lw=1)
-        if first is None:
-            first = (label, mean)
-        elif compare:
-            m = min(mean.size, first[1].size)
-            axes[1].plot(it[:m], mean[:m] - first[1][:m], label=label, color=line.get_color(), ls=line.get_linestyle(),
-                         marker=markers[j % len(markers)], markevery=(start, every), ms=5)
-        pb = np.array([np.nan if v is None else v for v in h.get("privacy_bound", [])], dtype=float)
-        if private and pb.size and np.isfinite(pb).any():
-            axes[1].plot(np.arange(1, pb.size + 1), pb, label=label, color=line.get_color(), ls=line.get_linestyle(),
-                         marker=markers[j % len(markers)], markevery=(start, every), ms=5)
-    axes[0].set(xlabel="iteration t", ylabel="average training loss L(t)", title="average training loss (mean, min–max bars)")
-    readable_log(axes[0], "y")
-    if private:
-        axes[1].set(xlabel="iteration t", ylabel="P(t): total ε [Zhang, Thm 4.1]", title="privacy bound (pure DP)")
-        readable_log(axes[1], "y")
-    elif compare:
-        axes[1].axhline(0.0, color="gray", lw=1)
-        axes[1].set(xlabel="iteration t", ylabel=f"L(t) − L(t) of '{first[0]}'",
-                    title=f"difference to '{textwrap.shorten(first[0], 40)}'")
-        axes[1].ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
-    for ax in axes:
-        ax.grid(alpha=0.3, which="both")
-    legend_outside(axes[-1])
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    save(fig, path, dpi=110)
-
-
-def _write_curves_csv(path: Path, curves: dict[str, dict]) -> None:
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["label", "iteration", "train_loss_mean", "train_loss_min", "train_loss_max", "privacy_bound"])
-        for label, h in curves.items():
-            tl = h["train_loss"]
-            for t, (m, lo, hi) in enumerate(zip(tl["mean"], tl["min"], tl["max"]), start=1):
-                pb = h["privacy_bound"][t - 1]
-                w.writerow([label, t, m, lo, hi, "inf" if pb is None else pb])
-
-
-def _dump(out: Path, name: str, results: dict[str, dict], title: str) -> None:
-    plot_curves(out / f"{name}.png", {k: v["history"] for k, v in results.items()}, title=title)
-    _write_curves_csv(out / f"{name}.csv", {k: v["history"] for k, v in results.items()})
-    write_json(out / f"{name}.json", results)
-
-
 def _sizes(quick: bool, full_T: int, full_reps: int, reps: int):
     T = 15 if quick else full_T
     R = reps if reps > 0 else (2 if quick else full_reps)
@@ -422,63 +342,3 @@ def fig3(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
 def fig4(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
     """[Zhang, Fig. 4]: 100 nodes, data unevenly spread (sizes ∝ linspace(1, 10, N))."""
     return _fig34(out_dir, "uneven", quick, reps, seed)
-
-
-def attack_table(*, nodes=5, topology="ring", node=0, samples=2000, C=PAPER_C, reg_weight=PAPER_REG_WEIGHT, theta=THETA,
-                 eta=0.55, eta_growth=1.1, alpha=3.0, alpha_growth=1.0, iterations=100, seed=0) -> list[dict]:
-    """The three scenarios of :func:`dpadmm.attacks.run_kkt_attack` on (a subset of) Adult, as dicts."""
-    if samples and samples < 2 * nodes:
-        raise InvalidParameterError(f"samples must be at least 2 per node ({2 * nodes}), got samples={samples}.")
-    X, y = load_data("adult", samples=samples, seed=seed)
-    res = run_kkt_attack(X, y, n_nodes=nodes, topology=topology, node=node, C=C, reg_weight=reg_weight, theta=theta,
-                         eta=eta, eta_growth=eta_growth, alpha=alpha, alpha_growth=alpha_growth, iterations=iterations,
-                         random_state=seed)
-    return [r.to_dict() for r in res]
-
-
-@register("zhang-attack")
-def attack(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
-    """[Zhang, §6.2, App. E]: KKT reconstruction with η public / private, with / without PP noise."""
-    R = reps if reps > 0 else (1 if quick else 5)
-    all_rows = []
-    for r in range(R):
-        for row in attack_table(samples=1000 if quick else 2000, iterations=30 if quick else 100, seed=seed + r):
-            all_rows.append(dict(row, seed=seed + r))
-    with open(out_dir / "attack.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(all_rows[0]))
-        w.writeheader()
-        w.writerows(all_rows)
-    write_json(out_dir / "attack.json", all_rows)
-    scen = list(dict.fromkeys(r["scenario"] for r in all_rows))
-    cos = [np.mean([r["cosine"] for r in all_rows if r["scenario"] == s]) for s in scen]
-    _plot_attack(out_dir / "attack.png", all_rows, scen, R, samples=1000 if quick else 2000,
-                 iterations=30 if quick else 100)
-    return {s: round(float(c), 4) for s, c in zip(scen, cos)}
-
-
-def _plot_attack(path: Path, rows: list[dict], scen: list[str], R: int, *, samples: int, iterations: int,
-                 graph: str = "5-node ring") -> None:
-    """Mean |cos| per scenario with min–max error bars over seeds, beside the chance level."""
-    import textwrap
-
-    pyplot = plt()
-
-    def stats(key, s):
-        v = np.array([r[key] for r in rows if r["scenario"] == s], dtype=float)
-        return v.mean(), v.mean() - v.min(), v.max() - v.mean()
-
-    cos = np.array([stats("cosine", s) for s in scen])
-    ch = np.array([stats("chance_q95", s) for s in scen])
-    fig, ax = pyplot.subplots(figsize=(8.5, 3.8))
-    xs = np.arange(len(scen))
-    ax.bar(xs - 0.2, cos[:, 0], 0.4, yerr=cos[:, 1:].T, capsize=4, color="C3",
-           label="attack: |cos(x̂, x₁)| " + (f"(mean, min–max over {R} seeds)" if R > 1 else "(1 seed)"))
-    ax.bar(xs + 0.2, ch[:, 0], 0.4, yerr=ch[:, 1:].T, capsize=4, color="C7",
-           label="chance: 95th percentile of |cos| with the other training points")
-    ax.set_xticks(xs, [textwrap.fill(s, 22) for s in scen], fontsize=8)
-    ax.set(ylim=(0, 1.05), ylabel="|cosine| between the reconstruction\nand the true point (1 = exact)",
-           title=f"KKT reconstruction [Zhang, App. E]: Adult ({samples:,} rows), {graph}, T = {iterations}")
-    ax.grid(alpha=0.3, axis="y")
-    legend_outside(ax, where="below", ncol=1)
-    fig.tight_layout()
-    save(fig, path, dpi=110)

@@ -43,7 +43,7 @@ Premises and the lines enforcing them: V and V_∞ by :func:`clip_share_input` i
 no projection of x in the gaussian mechanism (``party_step``). The proof is about the exact x-step:
 the eigendecomposition solver is exact to rounding; the conjugate-gradient solver used for wide
 blocks solves a private party's step to relative accuracy 1e-10 (never the inexact mode), a
-deviation of that relative size from the map analysed here. ``tests/test_vertical_privacy.py``
+deviation of that relative size from the map analysed here. ``tests/unit/test_vertical_privacy.py``
 checks each bound against worst-case neighbours numerically.
 
 Vertical label side: the coordinator's gradient message (``label_epsilon``)

@@ -167,6 +167,7 @@ def test_zero_noise_equals_plaintext_gradient_descent(need_he):
     assert np.max(np.abs(np.concatenate(w))) > 0.05  # the descent moved
 
 
+@pytest.mark.slow  # several seconds of key generation and HE (the slow suite runs it)
 def test_zero_noise_encrypted_forward_equals_plaintext_taylor_descent(need_he):
     """forward='encrypted': the same heavy-ball descent on the Taylor residual ½ + s/4 − y, weights projected on
     ‖w‖ ≤ W, on the training rows (the held-out calibration rows excluded), quantised blocks."""
@@ -247,6 +248,7 @@ def test_label_sensitivity_worst_case():
 
 
 # ----------------------------------------------------------------------------- what the label party decrypts
+@pytest.mark.slow  # several seconds of key generation and HE (the slow suite runs it)
 def test_label_party_decrypts_only_declared_noisy_gradients(need_he, monkeypatch):
     from dpadmm.estimators.vertical_encrypted import VerticalEncryptedClassifier
 
@@ -268,6 +270,7 @@ def test_label_party_decrypts_only_declared_noisy_gradients(need_he, monkeypatch
     assert m.privacy_["labels"]["epsilon"] <= 1.0 + 1e-6
 
 
+@pytest.mark.slow  # several seconds of key generation and HE (the slow suite runs it)
 def test_label_party_refuses_to_decrypt_an_undeclared_reply(need_he):
     blocks, y = _data()
     key = he.keygen()
@@ -281,6 +284,7 @@ def test_label_party_refuses_to_decrypt_an_undeclared_reply(need_he):
         label.open_gradients(cfg, st, key, {}, rng=np.random.default_rng(0))
 
 
+@pytest.mark.slow  # several seconds of key generation and HE (the slow suite runs it)
 def test_party_refuses_out_of_order_and_extra_rounds(need_he):
     blocks, y = _data()
     rng = np.random.default_rng(0)
@@ -310,6 +314,7 @@ def test_party_refuses_out_of_order_and_extra_rounds(need_he):
 
 
 # ----------------------------------------------------------------------------- the command
+@pytest.mark.slow  # several seconds of key generation and HE (the slow suite runs it)
 def test_cli_protocol_encrypted(need_he, tmp_path, capsys):
     import json
 

@@ -7,10 +7,14 @@ or the run's own declaration (a coordinator-chosen noise seed, more rounds than 
 in-process, process, Ray and gRPC party with the same policy, the run must be refused at ``Backend.start`` with the
 message a bare party runtime gives for that Setup (one ``ProtocolError`` line naming the field), the party's
 ledger must record no run and no release, and its audit log must end its Setups with that refusal.
+
+Protocols covered: vertical-sharing, graph-consensus, functional-quantile, functional-statistics, vertical-experts,
+noisy-gradient-gossip and vertical-encrypted (its cases skip without the ``he`` extra, ``heu``).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 
@@ -23,6 +27,9 @@ from dpadmm.algorithms import functional_quantile as fq  # noqa: E402
 from dpadmm.algorithms import functional_statistics as fs  # noqa: E402
 from dpadmm.algorithms import graph_consensus as gc  # noqa: E402
 from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.algorithms.encrypted import protocol as en  # noqa: E402
+from dpadmm.algorithms.experts import protocol as ex  # noqa: E402
+from dpadmm.algorithms.gossip import protocol as go  # noqa: E402
 from dpadmm.backends import InProcessBackend, PartyOperator, PartySpec, ProcessBackend  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
 from dpadmm.backends.grpc_party import PartyService, make_server  # noqa: E402
@@ -39,8 +46,10 @@ from test_backends import RAY_MARKS, ray_session  # noqa: E402,F401 (the Ray mar
 NAME = "party2"
 N = 60
 BUDGET = dict(max_epsilon=4.0, delta=1e-5)
-POLICY = PartyPolicy(max_alpha=10.0, max_score_clip=4.0, **BUDGET)  # one operator's policy for every protocol
-PROTOCOLS = [vs.PROTOCOL, gc.PROTOCOL, fq.PROTOCOL, fs.PROTOCOL]
+# one operator's policy for every protocol (row_clip: experts and encrypted; max_rounds: above every declaration
+# below but the one that departs from it)
+POLICY = PartyPolicy(max_alpha=10.0, max_score_clip=4.0, row_clip=1.0, max_rounds=1000, **BUDGET)
+PROTOCOLS = [vs.PROTOCOL, gc.PROTOCOL, fq.PROTOCOL, fs.PROTOCOL, ex.PROTOCOL, go.PROTOCOL, en.PROTOCOL]
 
 
 # ----------------------------------------------------------------------------- the hostile Setups
@@ -83,6 +92,30 @@ def _functional(nm=3.0, clip=3.0, c1=None, tau=0.5, lam=0.05, **opts):
 def _statistics(nm):
     grid, X, y = _curves()
     return [NAME, X, y, fpca.trapezoid_weights(grid), nm]
+
+
+def _train(**params):
+    """A reference to the party's training file (its ``train`` data), every row of it."""
+    return PartyData("train", dict({"ids": np.arange(N), "index": 2, "n_features": 3}, **params))
+
+
+def _experts(train=None, score=None, R=1.0, lam=1e-3, nm=4.0, noise_norm=0.5):
+    return [NAME, _train() if train is None else train, score, R, lam, nm, noise_norm]
+
+
+def _gossip(name=NAME, **opts):
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(40, 3))
+    o = dict(dict(degree=2, max_degree=2, n_nodes=3, n_total=120, rounds=5, range_rounds=0, noise_multiplier=4.0,
+                  step=0.5, momentum=0.5, ridge=0.01, row_clip=1.0, bounds=(-np.ones(3), np.ones(3))), **opts)
+    return [name, X, np.where(X[:, 0] > 0, 1.0, -1.0), o]
+
+
+def _encrypted(**kw):
+    """setup_party's arguments of an honest forward="encrypted" run (5 rounds: 11 backend rounds)."""
+    a = dict(name=NAME, train=_train(), score=None, R=1.0, noise_multiplier=4.0, rounds=5, lam=1e-4, step=8.0,
+             forward="encrypted", momentum=0.0, W=1.0, label_R=1.0, label_W=1.0, label_width=3)
+    return list(dict(a, **kw).values())
 
 
 # name: (protocol, setup args (built lazily), declared rounds, noise seed, what the refusal names)
@@ -129,6 +162,44 @@ HOSTILE = {
                                        "newton_tol is 0.5"),
     "statistics: negligible noise": (fs, lambda: _statistics(1e-12), 2, None, "σ/Δ is 1e-12"),
     "statistics: not private": (fs, lambda: _statistics(0.0), 2, None, "refused a non-private run"),
+    "experts: negligible noise": (ex, lambda: _experts(nm=1e-12), 1, None, "σ/Δ is 1e-12"),
+    "experts: not private": (ex, lambda: _experts(nm=None), 1, None, "refused a non-private run"),
+    "experts: row clip below the floor": (ex, lambda: _experts(R=1e-13), 1, None, "the row clip R is 1e-13"),
+    "experts: row clip not the operator's": (ex, lambda: _experts(R=2.0), 1, None,
+                                             "the row clip R is 2.0, its operator's policy requires R = 1"),
+    "experts: non-finite ridge": (ex, lambda: _experts(lam=float("nan")), 1, None, "the ridge lam is nan"),
+    "experts: zero noise-norm rule": (ex, lambda: _experts(noise_norm=0.0), 1, None, "the noise-norm rule is 0.0"),
+    "experts: normalised rows": (ex, lambda: _experts(_train(normalize=True)), 1, None,
+                                 "the preparation of 'train' is 'normalize-rows'"),
+    "experts: training rows from another file": (ex, lambda: _experts(PartyData("new", dict(_train().params))), 1,
+                                                 None, "the training rows' file is 'new'"),
+    "experts: scoring the training file": (ex, lambda: _experts(score={"x": _train()}), 1, None,
+                                           "refused to score 'x': it is its training file"),
+    "experts: overspending noise": (ex, lambda: _experts(nm=0.6), 1, None,
+                                    "its 1 declared rounds would bring its spend to ε"),
+    "gossip: another node's name": (go, lambda: _gossip(name="mallory"), 5, None, "the node name is 'mallory'"),
+    "gossip: negligible noise": (go, lambda: _gossip(noise_multiplier=1e-12), 5, None, "σ/Δ is 1e-12"),
+    "gossip: not private": (go, lambda: _gossip(noise_multiplier=0.0), 5, None, "refused a non-private run"),
+    "gossip: infinite row clip": (go, lambda: _gossip(row_clip=np.inf), 5, None, "the row clip R is inf"),
+    "gossip: non-finite step": (go, lambda: _gossip(step=np.nan), 5, None, "the step η is nan"),
+    "gossip: momentum 1": (go, lambda: _gossip(momentum=1.0), 5, None, "the momentum β is 1.0"),
+    "gossip: negative ridge": (go, lambda: _gossip(ridge=-1.0), 5, None, "the ridge λ is -1.0"),
+    "gossip: bounds lo > hi": (go, lambda: _gossip(bounds=(np.ones(3), -np.ones(3))), 5, None,
+                               "the declared column bounds is 'non-finite or lo >= hi'"),
+    "gossip: rounds above max_rounds": (go, lambda: _gossip(rounds=2000), 5, None, "the rounds is 2000"),
+    "gossip: overspending declaration": (go, lambda: _gossip(rounds=500), 500, None,
+                                         "its 500 declared rounds would bring its spend to ε"),
+    "encrypted: clear forward": (en, lambda: _encrypted(forward="clear"), 11, None, "the forward pass is 'clear'"),
+    "encrypted: negligible noise": (en, lambda: _encrypted(noise_multiplier=1e-12), 11, None, "σ/Δ is 1e-12"),
+    "encrypted: not private": (en, lambda: _encrypted(noise_multiplier=None), 11, None, "refused a non-private run"),
+    "encrypted: row clip below the floor": (en, lambda: _encrypted(R=1e-13), 11, None, "the row clip R is 1e-13"),
+    "encrypted: row clip not the operator's": (en, lambda: _encrypted(R=2.0), 11, None,
+                                               "the row clip R is 2.0, its operator's policy requires R = 1"),
+    "encrypted: zero ridge": (en, lambda: _encrypted(lam=0.0), 11, None, "the ridge lam is 0.0"),
+    "encrypted: negative step": (en, lambda: _encrypted(step=-1.0), 11, None, "the step size is -1.0"),
+    "encrypted: rounds above max_rounds": (en, lambda: _encrypted(rounds=2000), 11, None, "the rounds is 2000"),
+    "encrypted: overspending declaration": (en, lambda: _encrypted(rounds=400, noise_multiplier=1.0), 801, None,
+                                            "its 801 declared rounds would bring its spend to ε"),
 }
 
 
@@ -178,9 +249,24 @@ def _audit(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-@pytest.mark.parametrize("backend", ["inprocess", "process", pytest.param("ray", marks=RAY_MARKS), "grpc"])
-@pytest.mark.parametrize("case", list(HOSTILE))
+def _keygen(case) -> bool:
+    """An encrypted case whose Setup reaches the party's policy check with forward="encrypted": the party's setup
+    has made its own 2048-bit Okamoto–Uchiyama key pair by then (seconds of CPU, twice a case)."""
+    mod, args = HOSTILE[case][:2]
+    return mod is en and inspect.signature(en.PROTOCOL.setup).bind(*args()).arguments["forward"] == "encrypted"
+
+
+def _cases():
+    for case in HOSTILE:
+        for backend in ("inprocess", "process", "ray", "grpc"):
+            marks = RAY_MARKS if backend == "ray" else [pytest.mark.slow] if _keygen(case) else []
+            yield pytest.param(case, backend, marks=marks, id=f"{case}-{backend}")
+
+
+@pytest.mark.parametrize(("case", "backend"), list(_cases()))
 def test_a_hostile_setup_is_refused_alike_on_every_backend(case, backend, party_file, tmp_path, request):
+    if HOSTILE[case][0] is en:
+        pytest.importorskip("heu")  # the he extra: without it the encrypted party refuses to start at all
     spec, setup = _setups(case)
     if backend == "grpc":
         svc, address = request.getfixturevalue("grpc_party")
@@ -216,3 +302,21 @@ def test_a_hostile_setup_is_refused_alike_on_every_backend(case, backend, party_
     setups = [r for r in _audit(out / "audit.jsonl") if r["method"] == "Setup"]
     assert setups[-1]["status"] == "refused" and setups[-1]["detail"] == expected and "reply" not in setups[-1]
     assert not any(r["method"] == "Step" for r in _audit(out / "audit.jsonl"))
+
+
+@pytest.mark.parametrize("mod, args, rounds", [
+    (ex, _experts, 1), (go, _gossip, 5),
+    pytest.param(en, _encrypted, 11, marks=pytest.mark.slow),  # the party's own OU key pair: seconds of CPU
+], ids=["experts", "gossip", "encrypted"])
+def test_the_honest_setups_the_hostile_ones_depart_from_are_accepted(mod, args, rounds, party_file, tmp_path):
+    """Each hostile Setup above departs from one of these in one field: the same party accepts them as they are."""
+    if mod is en:
+        pytest.importorskip("heu")
+    rt = PartyRuntime(name=NAME, protocol=PROTOCOLS, data={"train": party_file}, out=tmp_path,
+                      accept_coordinator_data=True, policy=POLICY)
+    try:
+        rt.call("Setup", {"protocol": mod.PROTOCOL.name, "party": NAME, "index": 0, "noise_seed": None,
+                          "args": args(), "rounds": rounds})
+        assert rt.budget.status()["runs"] == 1
+    finally:
+        rt.close()

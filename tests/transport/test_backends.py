@@ -578,7 +578,7 @@ def test_ray_suite_in_loopback_namespace():
                                                          capture_output=True).returncode != 0:
         _skip_or_fail_in_ci("unshare -n -p is not available (needs root or user namespaces)")
     here = Path(__file__).resolve()
-    hostile = here.parent / "redteam" / "test_hostile_setup_every_backend.py"  # its Ray parties too
+    hostile = here.parents[1] / "redteam" / "test_hostile_setup_every_backend.py"  # its Ray parties too (tests/redteam)
     cmd = (f"ip link set lo up && {sys.executable} -m pytest -q -p no:cacheprovider -m ray "
            f"-o addopts='' {here} {hostile}")
     proc = subprocess.run(["unshare", "-n", "-p", "-f", "--mount-proc", "sh", "-c", cmd], capture_output=True,

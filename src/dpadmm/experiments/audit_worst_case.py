@@ -23,10 +23,9 @@ estimator's release function, and the bound is Clopper–Pearson on the canary's
 Functional FDP-ADMM [Zhou] (the central machine is the adversary): the worker's canary curve has
 scores 10u (clipped to u, ‖u‖ = c_1 = 1) on D and −10u on D', response y = 2.5. The hub sends
 round number 0 every time (the dual is never updated, η is fixed), ρ alternating 1 and 8, and the
-consensus ``−5u`` in the first and third rounds of four and ``w = 0`` in the others (each audited run is a
-fresh fit): where the step follows a ``w = 0`` round (or starts the fit) both neighbours' canaries sit below
-the fit (ψ = τ = 0.9: the linearised step moves by ``2τc_1/m`` per unit of ``1/(ρ + 1/η)``, 0.9 of the
-sensitivity); after a ``−5u`` round one of them flips (ψ sum 2τ − 1), which makes consecutive rounds' shifts
+consensus ``−5u`` in the first round of four and ``w = 0`` in the others (each audited run is a fresh fit):
+where the step follows a ``w = 0`` round (or starts the fit) both neighbours' canaries sit below the fit (ψ = τ = 0.9: the linearised step moves by ``2τc_1/m`` per unit of ``1/(ρ + 1/η)``, 0.9 of the
+sensitivity); after the ``−5u`` round one of them flips (ψ sum 2τ − 1), which makes consecutive rounds' shifts
 non-proportional to their σ, so a reused draw leaves a noiseless combination that still separates the
 neighbours.
 

@@ -92,6 +92,7 @@ def test_masks_cancel_and_hide_one_share():
     assert not np.array_equal(parts[0].view(np.int64), vals["party2"])
 
 
+@pytest.mark.slow  # several seconds of key generation and HE (the slow suite runs it)
 def test_policy_check_and_price(need_he):
     blocks, _ = _data()
     cfg, _ = ep.setup_party("party2", blocks[1], None, 1.0, 0.2, 7, 1e-4, 2.0, "encrypted", 0.7, 4.0, 1.0, 4.0, 4)
@@ -112,7 +113,7 @@ def test_policy_check_and_price(need_he):
 
 
 # ----------------------------------------------------------------------------- HE exactness
-@pytest.mark.parametrize("distinct", [3, 500])  # value groups and signed bit planes
+@pytest.mark.parametrize("distinct", [pytest.param(3, marks=pytest.mark.slow), 500])  # value groups (slow: 3 s), signed bit planes
 def test_column_sums_equal_plaintext(need_he, distinct):
     rng = np.random.default_rng(distinct)
     n, d = 300, 6
@@ -143,6 +144,7 @@ def test_quantize_keeps_the_clip():
 
 
 # ----------------------------------------------------------------------------- the no-noise limit
+@pytest.mark.slow  # several seconds of key generation and HE (the slow suite runs it)
 def test_zero_noise_equals_plaintext_gradient_descent(need_he):
     from dpadmm.estimators.vertical_encrypted import VerticalEncryptedClassifier
 

@@ -81,7 +81,7 @@ def test_far_from_zero_dataset_and_worse_than_constant_flag(tmp_path, capsys):
     out2 = tmp_path / "temp-bad"
     code, stdout, err = run_cli(["functional", "--dataset", "temperature", "--workers", "4", "--epsilon", "0.01",
                                  "--y-range", "30,90", "--curve-clip", "400", "--iterations", "5", "--out", str(out2),
-                                 "--quiet"], capsys)
+                                 "--seed", "0", "--quiet"], capsys)  # seeded: unseeded, the hand-over failed once in 18 runs
     assert code == 0, err
     m2 = json.loads((out2 / "metrics.json").read_text())
     assert m2["final"]["worse_than_constant"] is True

@@ -47,9 +47,11 @@ SETTINGS = [(0.05, 3.0), (20.0, 0.3), (0.05, 0.1), (1.0, 1.0), (200.0, 5.0)]
 
 
 def _settings(default):
-    """Every (λ_sum, ρ) setting; the default suite runs ``default`` (one regime per relation, the searches take
-    seconds each), the slow suite the others."""
-    return [s if s == default else pytest.param(*s, marks=pytest.mark.slow) for s in SETTINGS]
+    """Every (λ_sum, ρ) setting, in the slow suite: each search takes 10–15 CPU-seconds, and the default suite
+    keeps the bound's closed-form and clipping checks below (``test_whole_block_bound_and_clip_is_what_makes_it_hold``);
+    ``default`` is the regime listed first."""
+    first = [s for s in SETTINGS if s == default]
+    return [pytest.param(*s, marks=pytest.mark.slow) for s in first + [s for s in SETTINGS if s != default]]
 
 
 @pytest.mark.parametrize("lam_sum, rho", _settings((0.05, 3.0)))

@@ -23,6 +23,7 @@ from ..algorithms.encrypted.party import (
 )
 from ..algorithms.encrypted.protocol import PROTOCOL
 from ..backends.base import PartySpec, party_rng
+from ..exceptions import InvalidParameterError
 
 
 class RunResult(NamedTuple):
@@ -54,8 +55,6 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
                                    forward=forward, momentum=momentum, W=W)
     names = list(names)
     if forward == "encrypted" and len(names) != 1:
-        from ...exceptions import InvalidParameterError
-
         raise InvalidParameterError(f"forward='encrypted' runs with one non-label party (got {len(names)}): the cross "
                                     "terms between non-label parties are not implemented; pass one other block.")
     sent = {"public_key": 0, "residuals": 0, "gradients_back": 0, "scores": 0, "encrypted_gradients": 0}

@@ -37,6 +37,7 @@ from ...privacy.events import RECORD_REPLACE, GaussianRelease
 from ...privacy.mechanisms import gaussian
 from ...privacy.policy import PolicyRefusal
 from ...data.prepare import clip_rows
+from ...exceptions import InvalidParameterError, ProtocolError
 from . import he, masks
 
 #: fixed point of the residuals the label party encrypts (|g| ≤ 1) and of the party's block (rows of norm ≤ R)
@@ -141,8 +142,6 @@ def setup_party(name: str, train, score=None, R: float = 1.0, noise_multiplier: 
                 label_width: int | None = None):
     """Clip the block's rows at R, quantise toward zero (the bound survives), plan its column sums. ``score``: its
     blocks of NEW records (key → block), scored on request (``logit``) after the fit."""
-    from ...exceptions import InvalidParameterError
-
     he.require_he()  # refuse to start without the extra, before anything else
     if int(rounds) < 1:
         raise InvalidParameterError(f"rounds must be a positive integer, got {rounds}.")
@@ -295,8 +294,6 @@ def is_private(cfg: PartyConfig) -> bool:
 def logit(cfg: PartyConfig, state: PartyState, key: str = "test") -> np.ndarray:
     """Its score on its rows of the NEW-records block ``key`` (clipped and quantised as its training rows), after
     the fit: post-processing of its weights (never its training rows, whose scores no ε covers)."""
-    from ...exceptions import ProtocolError
-
     if state is None or state.phase != "done":
         raise ProtocolError(f"party {cfg.name!r} scores new records only after the fit's final update")
     if not isinstance(key, str) or key not in (cfg.score or {}):

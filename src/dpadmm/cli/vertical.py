@@ -11,7 +11,7 @@ import typer
 
 from ._app import app
 from . import _backend as bk
-from ._common import console, elapsed, fmt_prob, output_dir, progress, write_json
+from ._common import console, elapsed, fmt_prob, output_dir, phase, progress, write_json
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 
 DEMO_EPSILON = 300.0
@@ -372,6 +372,8 @@ def vertical(
     if psi and backend != "grpc":
         raise InvalidParameterError("--psi aligns the rows of parties in different organisations: it needs --backend "
                                     "grpc (with in-machine --party files the ids are joined in the clear).")
+    phase("connecting to the parties" + (" (PSI alignment)" if psi else "") if backend == "grpc" else
+          "loading party files" if party else "loading data")
     if backend == "grpc":
         # cross-organisation: every party reads its own file; this side reads only ids and labels
         from .party import vertical_remote_data
@@ -422,6 +424,7 @@ def vertical(
                     f"--epsilon needs rows of norm <= 1 (the feature-side sensitivity's premise), but party {m}'s rows "
                     f"reach {top:.4g}; pass --prepare standardize (party-local scaling, rows clipped at --row-clip) "
                     "or --normalize-rows.")
+    phase("training")
     with output_dir(out) as stage:
         with progress(rounds, "vertical ADMM", enabled=not quiet) as cb, warnings.catch_warnings():
             # reported below as a plain fact (iteration limit vs tol), not as a warning
@@ -438,6 +441,7 @@ def vertical(
                                           label_block_scale=_label_block_scale(data, row_clip) if clip_rows_at else 1.0)
         metrics["config"]["normalize_rows"] = normalize_rows
         metrics["config"]["prepare"] = prepare
+        phase("baselines and outputs")
         from ..experiments.vertical import baselines
 
         # the label party's own model on its own block: λ·c² on a block its DP preparation scaled by c = 1/R

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 from sklearn.datasets import dump_svmlight_file
 
 from conftest import run_cli
@@ -47,3 +48,35 @@ def test_piped_heartbeat_names_the_phase(capsys, monkeypatch):
         time.sleep(0.3)
     err = capsys.readouterr().err
     assert "dpadmm vertical: PSI alignment, 0 s elapsed" in err, err
+
+
+def _help(words):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env = dict(os.environ, COLUMNS="80", NO_COLOR="1", PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "dpadmm", *words, "--help"], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.parametrize("command", ["vertical", "consensus", "functional"])
+def test_help_fits_on_a_screenful_and_keeps_every_option(command):
+    """At 80 columns each option's help is one short line, grouped in panels: at most 120 lines in all."""
+    import typer.main
+
+    from dpadmm.cli import app
+
+    text = _help([command])
+    lines = text.splitlines()
+    assert len(lines) <= 120, f"dpadmm {command} --help prints {len(lines)} lines at 80 columns"
+    click_cmd = typer.main.get_command(app).commands[command]
+    names = [o for p in click_cmd.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
+    assert len(names) > 10
+    missing = [n for n in names if n not in text]
+    assert not missing, f"dpadmm {command} --help does not show {missing}"
+    assert sum(1 for ln in lines if ln.startswith("╭─")) >= 3  # options grouped in panels

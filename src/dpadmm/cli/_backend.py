@@ -20,53 +20,59 @@ import typer
 from ..exceptions import DataFileError, InvalidParameterError
 
 
+#: the help panel of the options below (``dpadmm COMMAND --help`` groups them; docs/reference/cli.md explains each)
+BACKEND_PANEL = "Where the parties run"
+OUTPUT_PANEL = "Output, transcript and checkpoints"
+
+
 def backend_option():
-    return typer.Option("inprocess", "--backend", help="Where parties run: inprocess, process (one OS process "
-                                                        "per party), ray (one actor per party) or grpc (parties in "
-                                                        "other organisations: `dpadmm party serve`, mutual TLS).")
+    return typer.Option("inprocess", "--backend", rich_help_panel=BACKEND_PANEL,
+                        help="inprocess, process, ray or grpc.")
 
 
 def ray_address_option():
-    return typer.Option(None, "--ray-address", help="Join a running Ray cluster (HOST:PORT or auto); "
-                                                    "default: start a local one.")
+    return typer.Option(None, "--ray-address", rich_help_panel=BACKEND_PANEL,
+                        help="Ray cluster HOST:PORT or auto.")
 
 
 def ray_resources_option():
-    return typer.Option(None, "--ray-resources", help="Pin parties to nodes: NAME=RES,… with RES a custom resource "
-                                                      "given to `ray start --resources`; party names: party1, party2, "
-                                                      "… (vertical), node0, node1, … (consensus), worker1, worker2, … "
-                                                      "(functional); unknown names are refused.")
+    return typer.Option(None, "--ray-resources", rich_help_panel=BACKEND_PANEL,
+                        help="Pin parties to Ray nodes: NAME=RES,…")
 
 
 def timeout_option():
-    return typer.Option(120.0, "--timeout", help="Seconds a party may take per round before the run fails "
-                                                 "(process and ray backends).")
+    return typer.Option(120.0, "--timeout", rich_help_panel=BACKEND_PANEL,
+                        help="Seconds per round a party may take.")
 
 
 def peer_option():
-    return typer.Option([], "--peer", help="grpc: a party's address NAME=HOST:PORT (repeat; the party runs "
-                                           "`dpadmm party serve`).")
+    return typer.Option([], "--peer", metavar="NAME=HOST:PORT", rich_help_panel=BACKEND_PANEL,
+                        help="grpc: a party's address (repeat).")
 
 
 def tls_option():
-    return typer.Option(None, "--tls", help="grpc: this side's cert.pem, key.pem and ca.pem directory "
-                                            "(from `dpadmm provision`).")
+    return typer.Option(None, "--tls", metavar="DIR", rich_help_panel=BACKEND_PANEL,
+                        help="grpc: cert/key/ca directory.")
 
 
 def insecure_option():
-    return typer.Option(False, "--insecure", help="grpc: plaintext without identities (local tests only).")
+    return typer.Option(False, "--insecure", rich_help_panel=BACKEND_PANEL,
+                        help="grpc: plaintext (local tests only).")
 
 
 def transcript_option():
-    return typer.Option(None, "--transcript", help="Record every message (JSONL, or CSV if FILE ends in .csv).")
+    return typer.Option(None, "--transcript", metavar="FILE", rich_help_panel=OUTPUT_PANEL,
+                        help="Record every message (.jsonl/.csv).")
 
 
 def checkpoint_every_option():
-    return typer.Option(None, "--checkpoint-every", help="Write a checkpoint every K rounds to OUT/checkpoint.")
+    return typer.Option(None, "--checkpoint-every", metavar="K", rich_help_panel=OUTPUT_PANEL,
+                        help="Checkpoint every K rounds.")
 
 
 def resume_option():
-    return typer.Option(None, "--resume", help="Continue the run checkpointed in DIR (same data and options).")
+    return typer.Option(None, "--resume", metavar="DIR", rich_help_panel=OUTPUT_PANEL,
+                        help="Continue the run checkpointed in DIR.")
 
 
 @dataclass

@@ -22,7 +22,7 @@ from ..exceptions import DataFileError, InvalidParameterError
 
 #: the help panel of the options below (``dpadmm COMMAND --help`` groups them; docs/reference/cli.md explains each)
 BACKEND_PANEL = "Where the parties run"
-OUTPUT_PANEL = "Output, transcript and checkpoints"
+OUTPUT_PANEL = "Output"
 
 
 def backend_option():

@@ -80,3 +80,19 @@ def test_help_fits_on_a_screenful_and_keeps_every_option(command):
     missing = [n for n in names if n not in text]
     assert not missing, f"dpadmm {command} --help does not show {missing}"
     assert sum(1 for ln in lines if ln.startswith("╭─")) >= 3  # options grouped in panels
+
+
+def test_resume_of_a_completed_run_says_so(a9a_small, tmp_path, capsys):
+    B, y, Bt, yt = a9a_small
+    dump_svmlight_file(np.hstack(B), y, str(tmp_path / "train.svm"), zero_based=False)
+    base = ["vertical", "--train", tmp_path / "train.svm", "--parties", "66,57", "--checkpoint-every", "1",
+            "--out", tmp_path / "run", "--quiet"]
+    code, out, err = run_cli([*base, "--iterations", "2"], capsys)
+    assert code == 0, err
+    assert "already complete" not in out
+    code, out, err = run_cli([*base, "--iterations", "3", "--resume", tmp_path / "run"], capsys)
+    assert code == 0, err
+    assert "already complete" not in out  # one more round to train
+    code, out, err = run_cli([*base, "--iterations", "3", "--resume", tmp_path / "run"], capsys)
+    assert code == 0, err
+    assert "--resume: the run checkpointed in" in out and "is already complete (3 of 3 rounds)" in out, out

@@ -84,6 +84,7 @@ class RunOptions:
     transcript_path: Path | None = None
     transcript: Any = None  # dpadmm.backends.Transcript
     fit_kwargs: dict = field(default_factory=dict)
+    resumed_rounds: int | None = None  # with --resume: the rounds the checkpoint has done
 
     def begin(self) -> dict:
         """Open the transcript file (once validation is over); return the ``fit`` keyword arguments."""
@@ -143,8 +144,12 @@ def run_options(*, backend: str, ray_address: Optional[str], ray_resources: Opti
         if out is None:
             raise InvalidParameterError("--checkpoint-every needs --out (checkpoints go to OUT/checkpoint).")
         fit_kwargs.update(checkpoint_every=int(checkpoint_every), checkpoint_dir=Path(out) / "checkpoint")
+    resumed_rounds = None
     if resume is not None:
+        from ..engine import checkpoint_rounds  # imported here: `dpadmm --help` must not load the engine
+
         fit_kwargs["resume_from"] = find_checkpoint(resume)
+        resumed_rounds = checkpoint_rounds(fit_kwargs["resume_from"])
     if transcript is not None and Path(transcript).is_dir():
         raise InvalidParameterError(f"--transcript {transcript} is a directory; give a file path.")
     options: dict[str, Any] = {}
@@ -164,7 +169,17 @@ def run_options(*, backend: str, ray_address: Optional[str], ray_resources: Opti
         options.update(timeout=float(timeout), peers=parse_peers(peers), insecure=bool(insecure),
                        tls=TLSFiles.load(tls_dir=tls) if tls is not None else None)
     be = get_backend(backend, **options)
-    return RunOptions(be, backend, Path(transcript) if transcript is not None else None, None, fit_kwargs)
+    return RunOptions(be, backend, Path(transcript) if transcript is not None else None, None, fit_kwargs,
+                      resumed_rounds)
+
+
+def resume_note(opts: RunOptions, rounds: int) -> str | None:
+    """With ``--resume`` of a run whose checkpoint already has all ``rounds``: the line that says so."""
+    if opts.resumed_rounds is None or opts.resumed_rounds < rounds:
+        return None
+    where = opts.fit_kwargs["resume_from"]
+    return (f"--resume: the run checkpointed in {where} is already complete ({opts.resumed_rounds} of {rounds} "
+            "rounds); nothing is trained again, the summary below is that run's.")
 
 
 _RAY_LOG: dict = {}

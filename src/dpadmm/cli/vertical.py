@@ -405,6 +405,9 @@ def vertical(
                     f"--epsilon needs rows of norm <= 1 (the feature-side sensitivity's premise), but party {m}'s rows "
                     f"reach {top:.4g}; pass --prepare standardize (party-local scaling, rows clipped at --row-clip) "
                     "or --normalize-rows.")
+    note = bk.resume_note(run_opts, rounds)
+    if note:
+        console.print(note)
     phase("training")
     with output_dir(out) as stage:
         with progress(rounds, "vertical ADMM", enabled=not quiet) as cb, warnings.catch_warnings():

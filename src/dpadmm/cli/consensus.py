@@ -10,7 +10,7 @@ import typer
 
 from . import _backend as bk
 from ._app import app
-from ._common import console, elapsed, heartbeat, output_dir, progress, write_json
+from ._common import console, elapsed, heartbeat, output_dir, phase, progress, write_json
 from ._consensus_gossip import _gossip
 from ..exceptions import DataFileError, InvalidParameterError
 
@@ -178,6 +178,7 @@ def consensus(
         raise DataFileError(f"data file not found: {data}; give 'adult' or a LIBSVM file.")
     from ..experiments.zhang import load_data
 
+    phase("loading data")
     X, y = load_data(data, seed=0 if seed is None else seed)
     X_test = y_test = None
     if test is not None:

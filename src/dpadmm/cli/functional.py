@@ -10,7 +10,7 @@ import typer
 
 from . import _backend as bk
 from ._app import app
-from ._common import console, elapsed, output_dir, progress, write_json
+from ._common import console, elapsed, output_dir, phase, progress, write_json
 from ..exceptions import DataFileError, InvalidParameterError
 
 
@@ -182,6 +182,7 @@ def functional(
     if dataset is not None and dataset not in DATASETS:
         raise InvalidParameterError(f"dataset must be one of {sorted(DATASETS)}, got dataset={dataset!r}.")
     data_seed = 0 if seed is None else seed  # data and split only; the noise follows --seed
+    phase("simulating data" if simulate else "loading data")
     if simulate:
         data = simulate_zhou(n, tau=tau, random_state=data_seed)
         tr, te = _split(data, test_fraction, data_seed)

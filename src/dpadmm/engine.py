@@ -332,6 +332,11 @@ def _checkpoint_dir(path) -> Path:
     return p if p.is_dir() else p.parent
 
 
+def checkpoint_rounds(path) -> int:
+    """How many rounds the checkpoint at ``path`` (its directory or its file) has done."""
+    return int(_load_checkpoint(path)["round"]) + 1
+
+
 def _load_checkpoint(path) -> dict:
     p = Path(path)
     if p.is_dir():

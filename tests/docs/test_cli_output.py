@@ -29,7 +29,7 @@ def test_plain_progress_lines_when_not_a_terminal(capsys, monkeypatch):
         for t in range(1, 6):
             cb(t, {"objective": 1.0 / t})
     err = capsys.readouterr().err.splitlines()
-    assert err[0].startswith("job: 1/5 rounds") and "objective 1.00000" in err[0]
+    assert err[0].startswith("job: training: round 1/5, ") and "objective 1.00000" in err[0]
     assert err[-1].startswith("job: done, 5/5 rounds")
 
 

@@ -20,53 +20,59 @@ import typer
 from ..exceptions import DataFileError, InvalidParameterError
 
 
+#: the help panel of the options below (``dpadmm COMMAND --help`` groups them; docs/reference/cli.md explains each)
+BACKEND_PANEL = "Where the parties run"
+OUTPUT_PANEL = "Output"
+
+
 def backend_option():
-    return typer.Option("inprocess", "--backend", help="Where parties run: inprocess, process (one OS process "
-                                                        "per party), ray (one actor per party) or grpc (parties in "
-                                                        "other organisations: `dpadmm party serve`, mutual TLS).")
+    return typer.Option("inprocess", "--backend", rich_help_panel=BACKEND_PANEL,
+                        help="inprocess, process, ray or grpc.")
 
 
 def ray_address_option():
-    return typer.Option(None, "--ray-address", help="Join a running Ray cluster (HOST:PORT or auto); "
-                                                    "default: start a local one.")
+    return typer.Option(None, "--ray-address", rich_help_panel=BACKEND_PANEL,
+                        help="Ray cluster HOST:PORT or auto.")
 
 
 def ray_resources_option():
-    return typer.Option(None, "--ray-resources", help="Pin parties to nodes: NAME=RES,… with RES a custom resource "
-                                                      "given to `ray start --resources`; party names: party1, party2, "
-                                                      "… (vertical), node0, node1, … (consensus), worker1, worker2, … "
-                                                      "(functional); unknown names are refused.")
+    return typer.Option(None, "--ray-resources", rich_help_panel=BACKEND_PANEL,
+                        help="Pin parties to Ray nodes: NAME=RES,…")
 
 
 def timeout_option():
-    return typer.Option(120.0, "--timeout", help="Seconds a party may take per round before the run fails "
-                                                 "(process and ray backends).")
+    return typer.Option(120.0, "--timeout", rich_help_panel=BACKEND_PANEL,
+                        help="Seconds per round a party may take.")
 
 
 def peer_option():
-    return typer.Option([], "--peer", help="grpc: a party's address NAME=HOST:PORT (repeat; the party runs "
-                                           "`dpadmm party serve`).")
+    return typer.Option([], "--peer", metavar="NAME=HOST:PORT", rich_help_panel=BACKEND_PANEL,
+                        help="grpc: a party's address (repeat).")
 
 
 def tls_option():
-    return typer.Option(None, "--tls", help="grpc: this side's cert.pem, key.pem and ca.pem directory "
-                                            "(from `dpadmm provision`).")
+    return typer.Option(None, "--tls", metavar="DIR", rich_help_panel=BACKEND_PANEL,
+                        help="grpc: cert/key/ca directory.")
 
 
 def insecure_option():
-    return typer.Option(False, "--insecure", help="grpc: plaintext without identities (local tests only).")
+    return typer.Option(False, "--insecure", rich_help_panel=BACKEND_PANEL,
+                        help="grpc: plaintext (local tests only).")
 
 
 def transcript_option():
-    return typer.Option(None, "--transcript", help="Record every message (JSONL, or CSV if FILE ends in .csv).")
+    return typer.Option(None, "--transcript", metavar="FILE", rich_help_panel=OUTPUT_PANEL,
+                        help="Record every message (.jsonl/.csv).")
 
 
 def checkpoint_every_option():
-    return typer.Option(None, "--checkpoint-every", help="Write a checkpoint every K rounds to OUT/checkpoint.")
+    return typer.Option(None, "--checkpoint-every", metavar="K", rich_help_panel=OUTPUT_PANEL,
+                        help="Checkpoint every K rounds.")
 
 
 def resume_option():
-    return typer.Option(None, "--resume", help="Continue the run checkpointed in DIR (same data and options).")
+    return typer.Option(None, "--resume", metavar="DIR", rich_help_panel=OUTPUT_PANEL,
+                        help="Continue the run checkpointed in DIR.")
 
 
 @dataclass
@@ -78,6 +84,7 @@ class RunOptions:
     transcript_path: Path | None = None
     transcript: Any = None  # dpadmm.backends.Transcript
     fit_kwargs: dict = field(default_factory=dict)
+    resumed_rounds: int | None = None  # with --resume: the rounds the checkpoint has done
 
     def begin(self) -> dict:
         """Open the transcript file (once validation is over); return the ``fit`` keyword arguments."""
@@ -137,8 +144,12 @@ def run_options(*, backend: str, ray_address: Optional[str], ray_resources: Opti
         if out is None:
             raise InvalidParameterError("--checkpoint-every needs --out (checkpoints go to OUT/checkpoint).")
         fit_kwargs.update(checkpoint_every=int(checkpoint_every), checkpoint_dir=Path(out) / "checkpoint")
+    resumed_rounds = None
     if resume is not None:
+        from ..engine import checkpoint_rounds  # imported here: `dpadmm --help` must not load the engine
+
         fit_kwargs["resume_from"] = find_checkpoint(resume)
+        resumed_rounds = checkpoint_rounds(fit_kwargs["resume_from"])
     if transcript is not None and Path(transcript).is_dir():
         raise InvalidParameterError(f"--transcript {transcript} is a directory; give a file path.")
     options: dict[str, Any] = {}
@@ -158,7 +169,17 @@ def run_options(*, backend: str, ray_address: Optional[str], ray_resources: Opti
         options.update(timeout=float(timeout), peers=parse_peers(peers), insecure=bool(insecure),
                        tls=TLSFiles.load(tls_dir=tls) if tls is not None else None)
     be = get_backend(backend, **options)
-    return RunOptions(be, backend, Path(transcript) if transcript is not None else None, None, fit_kwargs)
+    return RunOptions(be, backend, Path(transcript) if transcript is not None else None, None, fit_kwargs,
+                      resumed_rounds)
+
+
+def resume_note(opts: RunOptions, rounds: int) -> str | None:
+    """With ``--resume`` of a run whose checkpoint already has all ``rounds``: the line that says so."""
+    if opts.resumed_rounds is None or opts.resumed_rounds < rounds:
+        return None
+    where = opts.fit_kwargs["resume_from"]
+    return (f"--resume: the run checkpointed in {where} is already complete ({opts.resumed_rounds} of {rounds} "
+            "rounds); nothing is trained again, the summary below is that run's.")
 
 
 _RAY_LOG: dict = {}

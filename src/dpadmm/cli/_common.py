@@ -164,6 +164,18 @@ def _stage_parent(target: Path) -> Path:
     return p
 
 
+def phase(text: str) -> None:
+    """Name what the command is doing now ("loading party files", "PSI alignment"): a piped heartbeat line shows it."""
+    from .. import _progress
+
+    _progress.status(text)
+
+
+def _plain_line(label: str, phase_text: str, seconds: float) -> str:
+    """A piped heartbeat line: ``<label>: <phase>, 40 s elapsed`` (no phase named yet: ``<label>: 40 s elapsed``)."""
+    return f"{label}: " + (f"{phase_text}, " if phase_text else "") + f"{seconds:.0f} s elapsed"
+
+
 @contextmanager
 def progress(total: int, description: str, enabled: bool = True, interval: float | None = None):
     """Progress of a run with ``total`` rounds; yields an engine callback ``cb(round, record)``.
@@ -191,8 +203,9 @@ def _progress_impl(total, description, interval):
             now = time.perf_counter()
             if now - state["last"] >= every:
                 state["last"] = now
-                print(f"{description}: {t}/{total} rounds, {now - start:.0f} s{state['info']}", file=sys.stderr,
-                      flush=True)
+                left = f", ~{(now - start) / t * (total - t):.0f} s left" if 0 < t < total else ""
+                print(f"{description}: training: round {t}/{total}, {now - start:.0f} s elapsed{left}{state['info']}",
+                      file=sys.stderr, flush=True)
 
         yield plain
         if time.perf_counter() - start >= every:
@@ -250,9 +263,8 @@ def heartbeat(label: str, enabled: bool = True, interval: float | None = None):
             wait = min(5.0, every)  # the first line early, then every `every` seconds
             while not stop.wait(wait):
                 wait = every
-                text = _progress.current()
-                print(f"{label}: {time.perf_counter() - start:.0f} s elapsed" + (f" — {text}" if text else ""),
-                      file=sys.stderr, flush=True)
+                print(_plain_line(label, _progress.current(), time.perf_counter() - start), file=sys.stderr,
+                      flush=True)
 
     thread = threading.Thread(target=tick, name="dpadmm-heartbeat", daemon=True)
     thread.start()
@@ -300,9 +312,8 @@ def ambient_heartbeat(label: str, interval: float | None = None, enabled: bool =
         while not stop.wait(wait):
             wait = every
             if _ACTIVE[0] == 0:
-                text = _progress.current()
-                print(f"{label}: {time.perf_counter() - start:.0f} s elapsed" + (f" — {text}" if text else ""),
-                      file=sys.stderr, flush=True)
+                print(_plain_line(label, _progress.current(), time.perf_counter() - start), file=sys.stderr,
+                      flush=True)
 
     thread = threading.Thread(target=tick, name="dpadmm-ambient-heartbeat", daemon=True)
     thread.start()

@@ -10,7 +10,7 @@ import typer
 
 from . import _backend as bk
 from ._app import app
-from ._common import console, elapsed, heartbeat, output_dir, progress, write_json
+from ._common import console, elapsed, heartbeat, output_dir, phase, progress, write_json
 from ._consensus_gossip import _gossip
 from ..exceptions import DataFileError, InvalidParameterError
 
@@ -47,58 +47,42 @@ def parse_values(name: str, text: Optional[str], *, allow_inf: bool = False):
     return vals[0] if len(vals) == 1 else vals
 
 
+#: ``dpadmm consensus --help`` groups its options in these panels; docs/reference/cli.md explains each in full
+_DATA, _MODEL, _PRIVACY = "Data and graph", "Model and ADMM", "Privacy"
+
+
 @app.command()
 def consensus(
-    data: str = typer.Option("adult", help="adult (bundled, [Zhang, §5] preprocessing) or a LIBSVM FILE."),
-    nodes: int = typer.Option(5, help="Number of nodes N."),
-    topology: str = typer.Option("ring", help="ring|line|star|complete|erdos:p|FILE (edge list, 'u v' per line)."),
-    split: str = typer.Option("even", help="even|uneven (uneven: sizes ∝ linspace(1, --uneven-ratio, N))."),
-    uneven_ratio: float = typer.Option(10.0, help="Largest/smallest node size for --split uneven."),
-    perturbation: str = typer.Option("none", help="none|pp|dvp|pvp."),
-    eta: Optional[str] = typer.Option(None, help="η_i(1): one value or one per node (default: θ, conventional ADMM; "
-                                           f"pp: {PRIVATE_DEFAULTS['eta']})."),
-    eta_growth: Optional[str] = typer.Option(None, help="q of η_i(t) = η_i(1) q_i^(t-1) (one or one per node; default 1, "
-                                                      f"pp: {PRIVATE_DEFAULTS['eta_growth']})."),
-    alpha: Optional[str] = typer.Option(None, help="α_i(1) of the noise density ∝ exp(-α||ε||) (pp/dvp/pvp; default "
-                                             f"{PRIVATE_DEFAULTS['alpha']})."),
-    alpha_growth: Optional[str] = typer.Option(None, help="q of α_i(t) = α_i(1) q^(t-1) (default 1, pp/dvp: "
-                                                        f"{PRIVATE_DEFAULTS['alpha_growth']})."),
-    theta: str = typer.Option("0.5", help="Dual step θ (one or one per node)."),
-    theta_growth: str = typer.Option("1.0", help="q of θ(t) (1 = the paper's fixed θ)."),
-    C: Optional[float] = typer.Option(None, "--C", help="Loss weight C of O(f, D_i) = (C/B_i) Σ ℒ + (ρ/N) R (default "
-                                                      f"50; pp/dvp: {PRIVATE_DEFAULTS['C']})."),
-    reg_weight: Optional[float] = typer.Option(None, help="The paper's ρ: weight of R(f) = ½||f||² (default 1; pp/dvp: "
-                                                          f"{PRIVATE_DEFAULTS['reg_weight']})."),
-    iterations: Optional[int] = typer.Option(None, help="Iterations T (default 100; --epsilon alone (gossip): "
-                                                        "clip(1.6 sqrt(n eps/(d+1)), 10, 200); pp/dvp: "
-                                                        f"{PRIVATE_DEFAULTS['iterations']})."),
-    test: Optional[Path] = typer.Option(None, help="Held-out LIBSVM file (same features) for the test loss and verdict."),
-    test_fraction: float = typer.Option(0.0, help="Hold out this share of the rows (seed 0 / --seed) as a test set "
-                                                 "(0: none; not with --test)."),
-    epsilon: Optional[float] = typer.Option(None, help="Private fit with this budget per node (record-level, total "
-                                                       "over the run). Alone: noisy-gradient gossip (an intercept, "
-                                                       "raw-unit columns bounded per column, (ε, --delta)-DP). With "
-                                                       "--perturbation pp/dvp: [Zhang]'s pure-DP budget (P(T) plus "
-                                                       "the fallback's; --alpha is solved for)."),
-    delta: float = typer.Option(1e-5, help="δ of --epsilon for the gossip protocol (--epsilon without "
-                                           "--perturbation)."),
-    bounds: Optional[Path] = typer.Option(None, help="Gossip: a CSV with one 'lo,hi' row per feature column (the "
-                                                      "operator's declared column bounds, public); default: a DP "
-                                                      "estimate of each column's range, paid from --epsilon."),
-    fallback_epsilon: Optional[float] = typer.Option(None, help="pp/dvp: pure-DP budget per node for a DP base rate "
-                                                               "and the accounted comparison that hands over the "
-                                                               "better (default 0.5, or --epsilon/4 if smaller; part "
-                                                               "of --epsilon; 0: off)."),
-    runs: int = typer.Option(1, help="Independent runs R (noise re-drawn; split and graph fixed)."),
-    normalize: bool = typer.Option(False, "--normalize", help="Rescale rows with ||x|| > 1 to norm 1 (DP needs ||x|| <= 1)."),
-    seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (whoever knows it can remove the "
-                                       "noise; the report says so). Default: each node draws its noise from its own "
-                                       "OS entropy; the data split and graph use seed 0."),
-    monitor: Optional[bool] = typer.Option(None, "--monitor/--no-monitor", help="Nodes report their training loss "
-                                           "every round (default: only for non-private runs; otherwise L(t) is "
-                                           "evaluated from the released models)."),
-    out: Optional[Path] = typer.Option(None, help="Write metrics.json and convergence.png here."),
-    quiet: bool = typer.Option(False, help="No progress bar."),
+    data: str = typer.Option("adult", rich_help_panel=_DATA, help="adult (bundled) or a LIBSVM FILE."),
+    nodes: int = typer.Option(5, rich_help_panel=_DATA, help="Number of nodes N."),
+    topology: str = typer.Option("ring", rich_help_panel=_DATA, help="ring|line|star|complete|erdos:p|FILE."),
+    split: str = typer.Option("even", rich_help_panel=_DATA, help="even|uneven."),
+    uneven_ratio: float = typer.Option(10.0, rich_help_panel=_DATA, help="Largest/smallest node size (uneven)."),
+    perturbation: str = typer.Option("none", rich_help_panel=_PRIVACY, help="none|pp|dvp|pvp."),
+    eta: Optional[str] = typer.Option(None, rich_help_panel=_MODEL, help="η_i(1), one or one per node."),
+    eta_growth: Optional[str] = typer.Option(None, rich_help_panel=_MODEL, help="q of η_i(t) = η_i(1) q^(t-1)."),
+    alpha: Optional[str] = typer.Option(None, rich_help_panel=_PRIVACY, help="α_i(1) of the noise density."),
+    alpha_growth: Optional[str] = typer.Option(None, rich_help_panel=_PRIVACY, help="q of α_i(t) = α_i(1) q^(t-1)."),
+    theta: str = typer.Option("0.5", rich_help_panel=_MODEL, help="Dual step θ (one or one per node)."),
+    theta_growth: str = typer.Option("1.0", rich_help_panel=_MODEL, help="q of θ(t) (1: fixed θ)."),
+    C: Optional[float] = typer.Option(None, "--C", rich_help_panel=_MODEL, help="Loss weight C (default: auto)."),
+    reg_weight: Optional[float] = typer.Option(None, rich_help_panel=_MODEL, help="The paper's ρ (default: auto)."),
+    iterations: Optional[int] = typer.Option(None, rich_help_panel=_MODEL, help="Iterations T (default: auto)."),
+    test: Optional[Path] = typer.Option(None, rich_help_panel=_DATA, help="Held-out LIBSVM file."),
+    test_fraction: float = typer.Option(0.0, rich_help_panel=_DATA, help="Hold out this share of the rows."),
+    epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Total ε per node (private fit)."),
+    delta: float = typer.Option(1e-5, rich_help_panel=_PRIVACY, help="δ of --epsilon (gossip)."),
+    bounds: Optional[Path] = typer.Option(None, rich_help_panel=_PRIVACY, help="Gossip: CSV of column bounds."),
+    fallback_epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY,
+                                                     help="pp/dvp: ε for the DP fallback."),
+    runs: int = typer.Option(1, rich_help_panel=_MODEL, help="Independent runs R."),
+    normalize: bool = typer.Option(False, "--normalize", rich_help_panel=_DATA, help="Rescale rows to norm <= 1."),
+    seed: Optional[int] = typer.Option(None, rich_help_panel=_PRIVACY, help="Seed (default: OS entropy)."),
+    monitor: Optional[bool] = typer.Option(None, "--monitor/--no-monitor", rich_help_panel=_PRIVACY,
+                                           help="Nodes report their loss each round."),
+    out: Optional[Path] = typer.Option(None, rich_help_panel=bk.OUTPUT_PANEL,
+                                       help="Directory for metrics.json and plots."),
+    quiet: bool = typer.Option(False, rich_help_panel=bk.OUTPUT_PANEL, help="No progress bar."),
     backend: str = bk.backend_option(),
     ray_address: Optional[str] = bk.ray_address_option(),
     ray_resources: Optional[str] = bk.ray_resources_option(),
@@ -106,12 +90,8 @@ def consensus(
     peer: List[str] = bk.peer_option(),
     tls: Optional[Path] = bk.tls_option(),
     insecure: bool = bk.insecure_option(),
-    peer_to_peer: bool = typer.Option(False, "--peer-to-peer", help="grpc: the nodes (`dpadmm party serve "
-                                      "--neighbour …`) exchange their broadcasts with their graph neighbours "
-                                      "directly; this side only sets up, starts, polls and ends the run and "
-                                      "collects what the nodes declare (their released f_i(t), privacy events, "
-                                      "metrics if allowed). Each node checks its --neighbour list against "
-                                      "--topology."),
+    peer_to_peer: bool = typer.Option(False, "--peer-to-peer", rich_help_panel=bk.BACKEND_PANEL,
+                                      help="grpc: nodes talk to their neighbours."),
 ):
     """Train logistic regression over a graph with (private) M-ADMM [Zhang, eq. 10–11, Alg. 1]."""
     from .._validation import check_choice, check_int, check_positive
@@ -198,6 +178,7 @@ def consensus(
         raise DataFileError(f"data file not found: {data}; give 'adult' or a LIBSVM file.")
     from ..experiments.zhang import load_data
 
+    phase("loading data")
     X, y = load_data(data, seed=0 if seed is None else seed)
     X_test = y_test = None
     if test is not None:

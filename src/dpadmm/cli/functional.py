@@ -10,7 +10,7 @@ import typer
 
 from . import _backend as bk
 from ._app import app
-from ._common import console, elapsed, output_dir, progress, write_json
+from ._common import console, elapsed, output_dir, phase, progress, write_json
 from ..exceptions import DataFileError, InvalidParameterError
 
 
@@ -115,42 +115,43 @@ def _advice(model, components: int) -> str:
     return f"try --method exact, {fewer} or a different --basis (fpca, bspline, fourier)."
 
 
+#: ``dpadmm functional --help`` groups its options in these panels; docs/reference/cli.md explains each in full
+_DATA, _MODEL, _PRIVACY = "Data", "Model and ADMM", "Privacy"
+
+
 @app.command()
 def functional(
-    train: Optional[Path] = typer.Option(None, help="Training CSV: one row per curve (response + grid columns)."),
-    test: Optional[Path] = typer.Option(None, help="Test CSV in the same format."),
-    simulate: bool = typer.Option(False, "--simulate", help="Use the simulation of [Zhou, §5] instead of files."),
-    dataset: Optional[str] = typer.Option(None, help="Real dataset (no download): fertility (World Bank, via statsmodels), "
-                                                   "tecator (meat spectra -> fat %), temperature (hourly curves -> next-day max, F), "
-                                                   "elnino (monthly sea temperatures -> next year's mean, C)."),
-    n: int = typer.Option(20_000, help="Number of simulated curves (with --simulate)."),
-    test_fraction: float = typer.Option(0.2, help="Held-out share for --simulate/--dataset or --train without --test."),
-    response_column: str = typer.Option("y", help="Response column of the CSV files."),
-    id_column: str = typer.Option("id", help="Optional id column of the CSV files (ignored if absent)."),
-    workers: int = typer.Option(4, help="Number of workers M."),
-    tau: float = typer.Option(0.5, help="Quantile level τ in (0, 1)."),
-    components: int = typer.Option(6, "--components", help="K basis functions / FPCA components."),
-    basis: str = typer.Option("auto", help="auto (fpca; bspline when private) | fpca | private-fpca | fourier | bspline."),
-    penalty: str = typer.Option("l1", help="l1 | l2 | elasticnet."),
-    lam: float = typer.Option(0.05, help="Penalty weight λ (each worker carries λ/M) [Zhou, eq. 13]."),
-    rho: float = typer.Option(0.1, help="ADMM penalty ρ."),
-    method: str = typer.Option("fast", help="paper (FDP-ADMM as published) | fast (beyond the paper) | exact (F-ADMM)."),
-    epsilon: Optional[float] = typer.Option(None, help="Per-iteration ε of [Zhou, Thm 1] (turns DP on)."),
-    delta: float = typer.Option(1e-5, help="δ (per iteration with --epsilon; total with --total-epsilon)."),
-    total_epsilon: Optional[float] = typer.Option(None, help="Total ε of the run (noise calibrated by dp-accounting)."),
-    iterations: Optional[int] = typer.Option(None, help="Rounds L (default: the method's)."),
-    c1: Optional[float] = typer.Option(None, help="Score clipping radius c_1."),
-    curve_clip: Optional[float] = typer.Option(None, help="Public L2 radius the curves are clipped to before the private "
-                                                          "moment release (default: estimated privately)."),
-    y_range: Optional[str] = typer.Option(None, "--y-range", help="Public response range 'lo,hi' for a private fit's "
-                                                                  "centring/scaling (default: estimated privately)."),
-    seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (whoever knows it can remove the "
-                                       "noise; the report says so). Default: each worker draws its noise from its "
-                                       "own OS entropy; data simulation and the train/test split use seed 0."),
-    monitor: Optional[bool] = typer.Option(None, "--monitor/--no-monitor", help="Workers report their training loss "
-                                           "every round (default: only for non-private runs; outside the guarantee)."),
-    out: Optional[Path] = typer.Option(None, help="Write metrics.json, beta.csv and functional.png here."),
-    quiet: bool = typer.Option(False, help="No progress bar."),
+    train: Optional[Path] = typer.Option(None, rich_help_panel=_DATA, help="Training CSV, one row per curve."),
+    test: Optional[Path] = typer.Option(None, rich_help_panel=_DATA, help="Test CSV in the same format."),
+    simulate: bool = typer.Option(False, "--simulate", rich_help_panel=_DATA, help="The simulation of [Zhou, §5]."),
+    dataset: Optional[str] = typer.Option(None, rich_help_panel=_DATA,
+                                          help="fertility, tecator, temperature or elnino."),
+    n: int = typer.Option(20_000, rich_help_panel=_DATA, help="Simulated curves (--simulate)."),
+    test_fraction: float = typer.Option(0.2, rich_help_panel=_DATA, help="Held-out share (without --test)."),
+    response_column: str = typer.Option("y", rich_help_panel=_DATA, help="Response column of the CSV files."),
+    id_column: str = typer.Option("id", rich_help_panel=_DATA, help="Id column (ignored if absent)."),
+    workers: int = typer.Option(4, rich_help_panel=_MODEL, help="Number of workers M."),
+    tau: float = typer.Option(0.5, rich_help_panel=_MODEL, help="Quantile level τ in (0, 1)."),
+    components: int = typer.Option(6, "--components", rich_help_panel=_MODEL, help="K basis functions."),
+    basis: str = typer.Option("auto", rich_help_panel=_MODEL, help="auto|fpca|private-fpca|fourier|bspline."),
+    penalty: str = typer.Option("l1", rich_help_panel=_MODEL, help="l1 | l2 | elasticnet."),
+    lam: float = typer.Option(0.05, rich_help_panel=_MODEL, help="Penalty weight λ [Zhou, eq. 13]."),
+    rho: float = typer.Option(0.1, rich_help_panel=_MODEL, help="ADMM penalty ρ."),
+    method: str = typer.Option("fast", rich_help_panel=_MODEL, help="paper | fast | exact."),
+    epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Per-iteration ε (turns DP on)."),
+    delta: float = typer.Option(1e-5, rich_help_panel=_PRIVACY, help="δ (per iteration, or total)."),
+    total_epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Total ε of the run."),
+    iterations: Optional[int] = typer.Option(None, rich_help_panel=_MODEL, help="Rounds L (default: the method's)."),
+    c1: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Score clipping radius c_1."),
+    curve_clip: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Public L2 radius of the curves."),
+    y_range: Optional[str] = typer.Option(None, "--y-range", rich_help_panel=_PRIVACY,
+                                          help="Public response range lo,hi."),
+    seed: Optional[int] = typer.Option(None, rich_help_panel=_PRIVACY, help="Seed (default: OS entropy)."),
+    monitor: Optional[bool] = typer.Option(None, "--monitor/--no-monitor", rich_help_panel=_PRIVACY,
+                                           help="Workers report their loss each round."),
+    out: Optional[Path] = typer.Option(None, rich_help_panel=bk.OUTPUT_PANEL,
+                                       help="Directory for metrics.json, beta.csv, plot."),
+    quiet: bool = typer.Option(False, rich_help_panel=bk.OUTPUT_PANEL, help="No progress bar."),
     backend: str = bk.backend_option(),
     ray_address: Optional[str] = bk.ray_address_option(),
     ray_resources: Optional[str] = bk.ray_resources_option(),
@@ -181,6 +182,7 @@ def functional(
     if dataset is not None and dataset not in DATASETS:
         raise InvalidParameterError(f"dataset must be one of {sorted(DATASETS)}, got dataset={dataset!r}.")
     data_seed = 0 if seed is None else seed  # data and split only; the noise follows --seed
+    phase("simulating data" if simulate else "loading data")
     if simulate:
         data = simulate_zhou(n, tau=tau, random_state=data_seed)
         tr, te = _split(data, test_fraction, data_seed)

@@ -8,10 +8,13 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
+import click
 import typer
+from typer.core import TyperCommand
 
 from ._app import app
 from ..exceptions import InvalidParameterError
+from ..protocol import protocol_names
 
 party_app = typer.Typer(add_completion=False, no_args_is_help=True,
                         help="Run a party in its own organisation (gRPC over mutual TLS).")
@@ -35,12 +38,28 @@ def _parse_data(items: List[str], required: bool = True) -> dict[str, str]:
     return out
 
 
-@party_app.command("serve")
+#: the --protocol help before the registry's names are filled in (at help time, by _ServeCommand)
+_PROTOCOL_HELP = "The protocol this party serves (repeat for several)."
+
+
+class _ServeCommand(TyperCommand):
+    """``party serve``: its --protocol help lists every protocol the registry declares, read when help is shown.
+
+    Reading the registry imports every algorithm (scikit-learn, pandas, …), which the CLI's start-up must not pay
+    for, so the list is filled in here rather than when the module is imported.
+    """
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = ", ".join(protocol_names())
+        for param in self.params:
+            if param.name == "protocol":
+                param.help = f"{_PROTOCOL_HELP} One of: {names}."
+        super().format_help(ctx, formatter)
+
+
+@party_app.command("serve", cls=_ServeCommand)
 def serve(
-    protocol: List[str] = typer.Option(..., "--protocol", help="The algorithm this party serves: vertical-sharing, "
-                                                               "graph-consensus, noisy-gradient-gossip, "
-                                                               "functional-quantile (repeat for "
-                                                               "several, e.g. functional-statistics too)."),
+    protocol: List[str] = typer.Option(..., "--protocol", help=_PROTOCOL_HELP),
     name: str = typer.Option(..., "--name", help="The party name this process is willing to be (its certificate's name)."),
     data: List[str] = typer.Option([], "--data", help="KEY=FILE of this party's own data (repeat): train=…, test=…"),
     listen: str = typer.Option("127.0.0.1:7001", "--listen", help="HOST:PORT to listen on (the coordinator dials it)."),

@@ -11,7 +11,7 @@ import typer
 
 from ._app import app
 from . import _backend as bk
-from ._common import console, elapsed, fmt_prob, output_dir, progress, write_json
+from ._common import console, elapsed, fmt_prob, output_dir, phase, progress, write_json
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 
 DEMO_EPSILON = 300.0
@@ -158,57 +158,48 @@ def _trivial_verdict(metrics, data) -> str | None:
                    "predicting ½ for everyone (log 2)", fix)
 
 
+#: ``dpadmm vertical --help`` groups its options in these panels; docs/reference/cli.md explains each option in full
+_DATA, _MODEL, _PRIVACY = "Data", "Model and protocol", "Privacy"
+
+
 @app.command()
 def vertical(
-    train: Optional[Path] = typer.Option(None, help="Training LIBSVM file (with --parties)."),
-    test: Optional[Path] = typer.Option(None, help="Test LIBSVM file."),
-    parties: Optional[str] = typer.Option(None, help="Column counts per party, e.g. 66,57 (first = label party)."),
-    party: List[Path] = typer.Option([], "--party", help="Party CSV (repeat, label party first)."),
-    test_party: List[Path] = typer.Option([], "--test-party", help="Test party CSV (repeat, same order)."),
-    id_column: str = typer.Option("id", help="Id column joining the party files."),
-    label_column: str = typer.Option("y", help="Label column (in the first party's file)."),
-    data: Optional[str] = typer.Option(None, help="'a9a' for the bundled a9a train/test (parties 66,57 "
-                                                   "unless --parties)."),
-    lam: float = typer.Option(1e-3, help="Regularisation weight λ (mean-loss scaling)."),
-    rho: Optional[float] = typer.Option(None, help="ADMM penalty ρ (paper's summed-loss scaling); default 0.05, "
-                                        "or M/4 (0.5 for 2 parties) for a fit of the linearised protocol (--epsilon, --label-mechanism gaussian)."),
-    iterations: Optional[int] = typer.Option(None, help="Iterations T (default 100, also with randomized-response "
-                                             "labels; 3 with --label-mechanism gaussian, 2 when the features "
-                                             "are protected)."),
-    no_intercept: bool = typer.Option(False, "--no-intercept", help="Fit without intercept."),
-    epsilon: Optional[float] = typer.Option(None, help="Feature-side total ε of the run (turns feature DP on)."),
-    mechanism: str = typer.Option("gaussian", help="Feature-side mechanism: gaussian (DP, default) or paper "
-                                  "([Hu, eq. 16], not DP: reported as epsilon = inf; for reproduction)."),
-    relation: str = typer.Option("feature_column", help="Feature-side relation: feature_column or record."),
-    clip: Optional[float] = typer.Option(None, help="Per-sample clip scale c of what a party receives "
-                                         "(V = c·sqrt(N)); default auto."),
-    label_epsilon: Optional[float] = typer.Option(None, help="Label-side total ε: every message the coordinator "
-                                                  "sends is ε-DP w.r.t. one label (turns label DP on)."),
-    label_mechanism: str = typer.Option("rr", help="Label-side mechanism: rr (randomized response, released once, "
-                                        "pure ε; default) or gaussian (noisy gradients each round, (ε, δ))."),
-    delta: float = typer.Option(1e-5, help="δ of the total budget (per iteration with --iteration-epsilon)."),
-    iteration_epsilon: Optional[float] = typer.Option(None, help="Per-iteration ε of [Hu, Thm 3] instead of a total."),
-    noise_scale: Optional[float] = typer.Option(None, help="Raw noise σ instead of a budget."),
-    bound: Optional[float] = typer.Option(None, help="b1 of [Hu, Assumption 2.1] for x, y, z (default: "
-                                          "sqrt(2 ln2/λ) for x, 3·sqrt(N) for y and z)."),
-    normalize_rows: bool = typer.Option(False, "--normalize-rows", help="Scale each party's rows to unit norm "
-                                        "(same as --prepare normalize-rows)."),
-    prepare: str = typer.Option("auto", help="Party-local preparation: standardize (each column by the party's own "
-                                "training mean and sd; with --epsilon rows are then clipped at --row-clip), "
-                                "normalize-rows, none, or auto (standardize for --party files, none otherwise)."),
-    row_clip: Optional[float] = typer.Option(None, help="Row norm R at which standardised rows are clipped (then "
-                                             "divided by R) when the features are protected; default 3·sqrt(d_m)."),
-    adaptive_rho: bool = typer.Option(False, help="Residual-balancing ρ (beyond the paper)."),
-    accountant: str = typer.Option("pld", help="pld or rdp."),
-    seed: Optional[int] = typer.Option(None, help="Seed for a reproducible simulation (whoever knows it can remove the "
-                                       "noise; the report says so). Default: each party draws its noise from its "
-                                       "own OS entropy."),
-    monitor: Optional[bool] = typer.Option(None, "--monitor/--no-monitor", help="Record the training objective and "
-                                           "test loss every round (default: only for non-private runs; in a private "
-                                           "run these values leave the parties un-noised and are outside the "
-                                           "guarantee)."),
-    out: Optional[Path] = typer.Option(None, help="Write metrics.json and convergence.png here."),
-    quiet: bool = typer.Option(False, help="No progress bar."),
+    train: Optional[Path] = typer.Option(None, rich_help_panel=_DATA, help="Training LIBSVM file (with --parties)."),
+    test: Optional[Path] = typer.Option(None, rich_help_panel=_DATA, help="Test LIBSVM file."),
+    parties: Optional[str] = typer.Option(None, rich_help_panel=_DATA, help="Columns per party, e.g. 66,57."),
+    party: List[Path] = typer.Option([], "--party", metavar="CSV", rich_help_panel=_DATA,
+                                     help="Party CSV (repeat, label party first)."),
+    test_party: List[Path] = typer.Option([], "--test-party", metavar="CSV", rich_help_panel=_DATA,
+                                          help="Test party CSV (repeat, same order)."),
+    id_column: str = typer.Option("id", rich_help_panel=_DATA, help="Id column joining the party files."),
+    label_column: str = typer.Option("y", rich_help_panel=_DATA, help="Label column (first party's file)."),
+    data: Optional[str] = typer.Option(None, rich_help_panel=_DATA, help="a9a: the bundled a9a train/test."),
+    lam: float = typer.Option(1e-3, rich_help_panel=_MODEL, help="Regularisation weight λ."),
+    rho: Optional[float] = typer.Option(None, rich_help_panel=_MODEL, help="ADMM penalty ρ (default: auto)."),
+    iterations: Optional[int] = typer.Option(None, rich_help_panel=_MODEL, help="Iterations T (default: auto)."),
+    no_intercept: bool = typer.Option(False, "--no-intercept", rich_help_panel=_MODEL, help="Fit without intercept."),
+    epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Feature-side total ε."),
+    mechanism: str = typer.Option("gaussian", rich_help_panel=_PRIVACY, help="Feature side: gaussian or paper."),
+    relation: str = typer.Option("feature_column", rich_help_panel=_PRIVACY, help="feature_column or record."),
+    clip: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Per-sample clip c (default: auto)."),
+    label_epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Label-side total ε."),
+    label_mechanism: str = typer.Option("rr", rich_help_panel=_PRIVACY, help="Label side: rr or gaussian."),
+    delta: float = typer.Option(1e-5, rich_help_panel=_PRIVACY, help="δ of the total budget."),
+    iteration_epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Per-iteration ε instead."),
+    noise_scale: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Raw noise σ instead."),
+    bound: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="b1 of [Hu, Ass. 2.1] (default: auto)."),
+    normalize_rows: bool = typer.Option(False, "--normalize-rows", rich_help_panel=_DATA,
+                                        help="= --prepare normalize-rows."),
+    prepare: str = typer.Option("auto", rich_help_panel=_DATA, help="standardize, normalize-rows, none or auto."),
+    row_clip: Optional[float] = typer.Option(None, rich_help_panel=_DATA, help="Row clip R (default: 3·sqrt(d_m))."),
+    adaptive_rho: bool = typer.Option(False, rich_help_panel=_MODEL, help="Residual-balancing ρ."),
+    accountant: str = typer.Option("pld", rich_help_panel=_PRIVACY, help="pld or rdp."),
+    seed: Optional[int] = typer.Option(None, rich_help_panel=_PRIVACY, help="Seed (default: OS entropy)."),
+    monitor: Optional[bool] = typer.Option(None, "--monitor/--no-monitor", rich_help_panel=_PRIVACY,
+                                           help="Record un-noised loss each round."),
+    out: Optional[Path] = typer.Option(None, rich_help_panel=bk.OUTPUT_PANEL,
+                                       help="Directory for metrics.json and plots."),
+    quiet: bool = typer.Option(False, rich_help_panel=bk.OUTPUT_PANEL, help="No progress bar."),
     backend: str = bk.backend_option(),
     ray_address: Optional[str] = bk.ray_address_option(),
     ray_resources: Optional[str] = bk.ray_resources_option(),
@@ -219,20 +210,10 @@ def vertical(
     peer: List[str] = bk.peer_option(),
     tls: Optional[Path] = bk.tls_option(),
     insecure: bool = bk.insecure_option(),
-    psi: bool = typer.Option(False, "--psi", help="With --backend grpc: align the parties' rows by private set "
-                                                  "intersection of their id columns (no id list is sent; each party "
-                                                  "also serves --protocol psi-align)."),
-    protocol: str = typer.Option("admm", help="admm (ADMM sharing [Hu], default), encrypted (one joint model, "
-                                 "gradients under HE with DP noise; in-process; needs pip install \"dpadmm[he]\"; "
-                                 "with 2 parties the forward pass is encrypted too, with more the features are NOT "
-                                 "protected) or experts (each party fits its "
-                                 "own record-level DP model once, the label party adds them up: no per-row release "
-                                 "from training data; in-process, or --backend grpc with every other party serving "
-                                 "vertical-experts)."),
-    min_effective_rows: Optional[float] = typer.Option(
-        None, help="--protocol experts with --label-epsilon: send the randomized-response labels only if "
-                   "n(1-2q)^2 >= this (default 5000; below it the label party keeps its own model and nothing is "
-                   "released); 0 always sends."),
+    psi: bool = typer.Option(False, "--psi", rich_help_panel=bk.BACKEND_PANEL, help="grpc: align rows by PSI on ids."),
+    protocol: str = typer.Option("admm", rich_help_panel=_MODEL, help="admm, encrypted or experts."),
+    min_effective_rows: Optional[float] = typer.Option(None, rich_help_panel=_MODEL,
+                                                       help="experts: floor to send RR labels."),
 ):
     """Train logistic regression on vertically partitioned data with (DP) ADMM sharing [Hu]."""
     from ..experiments.vertical import load_vertical_data, rows_are_normalized, run_vertical
@@ -372,6 +353,8 @@ def vertical(
     if psi and backend != "grpc":
         raise InvalidParameterError("--psi aligns the rows of parties in different organisations: it needs --backend "
                                     "grpc (with in-machine --party files the ids are joined in the clear).")
+    phase("connecting to the parties" + (" (PSI alignment)" if psi else "") if backend == "grpc" else
+          "loading party files" if party else "loading data")
     if backend == "grpc":
         # cross-organisation: every party reads its own file; this side reads only ids and labels
         from .party import vertical_remote_data
@@ -422,6 +405,10 @@ def vertical(
                     f"--epsilon needs rows of norm <= 1 (the feature-side sensitivity's premise), but party {m}'s rows "
                     f"reach {top:.4g}; pass --prepare standardize (party-local scaling, rows clipped at --row-clip) "
                     "or --normalize-rows.")
+    note = bk.resume_note(run_opts, rounds)
+    if note:
+        console.print(note)
+    phase("training")
     with output_dir(out) as stage:
         with progress(rounds, "vertical ADMM", enabled=not quiet) as cb, warnings.catch_warnings():
             # reported below as a plain fact (iteration limit vs tol), not as a warning
@@ -438,6 +425,7 @@ def vertical(
                                           label_block_scale=_label_block_scale(data, row_clip) if clip_rows_at else 1.0)
         metrics["config"]["normalize_rows"] = normalize_rows
         metrics["config"]["prepare"] = prepare
+        phase("baselines and outputs")
         from ..experiments.vertical import baselines
 
         # the label party's own model on its own block: λ·c² on a block its DP preparation scaled by c = 1/R

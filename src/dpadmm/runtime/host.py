@@ -283,7 +283,15 @@ class PartyRuntime:
 
     def _checkpoint(self, req):
         self._need_setup("Checkpoint")
-        t = int(req["round"])
+        t = req.get("round")
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t != self.rounds - 1 or t < 0:
+            # the party's own last served round, never the coordinator's choice: a checkpoint at another round
+            # (negative, earlier) would let a Restore serve rounds again (REDTEAM_POLICY R2)
+            last = (f"its last served round is {self.rounds - 1}" if self.rounds > 0 else
+                    "it has served no round of this run yet")
+            raise _Refused(f"party {self.name!r} refused Checkpoint at round {t!r} and wrote nothing: {last} (a "
+                           "checkpoint holds the party's own last round)", "INVALID_ARGUMENT")
+        t = int(t)
         ck = {"protocol": self.protocol.name, "party": self.name, "round": t, "state": self.state}
         if self.budget is not None and self.budget.run is not None:  # what this run had charged at the checkpoint
             ck["ledger_run"] = {"run": self.run_id, "charged": json.loads(json.dumps(self.budget.run["charged"]))}
@@ -293,15 +301,28 @@ class PartyRuntime:
 
     def _restore(self, req):
         self._need_setup("Restore")
-        t = int(req["round"])
+        t = req.get("round")
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
+            raise _Refused(f"party {self.name!r} refused Restore at round {t!r}: a round number is a non-negative "
+                           "integer (the round of the party's own checkpoint)", "INVALID_ARGUMENT")
+        t = int(t)
+        if self.rounds != 0 or self.steps != 0:  # rounds served since this Setup (or a Restore already done)
+            raise _Refused(f"party {self.name!r} refused Restore at round {t}: this run is already at round "
+                           f"{self.rounds} (a restore right after Setup only; rounds are served once, in order)",
+                           "FAILED_PRECONDITION")
         path = self.out / "checkpoint" / CHECKPOINT_NAME
         if not path.is_file():
-            raise _Refused(f"party {self.name!r} has no checkpoint at {path}; resume needs every party's own "
+            raise _Refused(f"party {self.name!r} has no checkpoint of its own; resume needs every party's own "
                            "checkpoint from the same run", "FAILED_PRECONDITION")
         ck = codec.decode(path.read_bytes(), allowed=self.allowed_types)
-        if ck.get("round") != t or ck.get("protocol") != self.protocol.name or ck.get("party") != self.name:
-            raise _Refused(f"party {self.name!r}'s checkpoint is from round {ck.get('round')}, the coordinator's from "
-                           f"round {t}; restart every side from the same run", "FAILED_PRECONDITION")
+        own = ck.get("round")
+        if isinstance(own, bool) or not isinstance(own, (int, np.integer)) or own < 0:
+            raise _Refused(f"party {self.name!r} refused Restore: its checkpoint holds no valid round ({own!r}); "
+                           "restart the run from Setup", "FAILED_PRECONDITION")
+        if own != t or ck.get("protocol") != self.protocol.name or ck.get("party") != self.name:
+            raise _Refused(f"party {self.name!r} refused Restore at round {t}: its own checkpoint is from round "
+                           f"{own} (it restores only that round); restart every side from the same run",
+                           "FAILED_PRECONDITION")
         self.state = ck["state"]
         self.rounds = t + 1
         return {"round": t, "released_again": self._released_again(ck, t)}

@@ -41,14 +41,14 @@ def _attack(call):
                                                      r"nothing: its last served round is 1")
     call("Checkpoint", {"round": 1})
     # in the same run: a restore replays rounds already served
-    _refusal(call, "Restore", {"round": 1}, r"^party 'p1' refused Restore at round 1: this run is already at round 2")
+    _refusal(call, "Restore", {"round": 1}, r"^party 'p1' refused Restore at round 1: another coordinator's run is in progress here \(run by \(insecure\), next round 2\)")
     call("Setup", SETUP)  # the resumed run
     _refusal(call, "Restore", {"round": -1}, r"^party 'p1' refused Restore at round -1: a round number is a "
                                              r"non-negative integer")
     _refusal(call, "Restore", {"round": 0}, r"^party 'p1' refused Restore at round 0: its own checkpoint is from "
                                             r"round 1 \(it restores only that round\)")
     call("Restore", {"round": 1})
-    _refusal(call, "Restore", {"round": 1}, r"^party 'p1' refused Restore at round 1: this run is already at round 2")
+    _refusal(call, "Restore", {"round": 1}, r"^party 'p1' refused Restore at round 1: another coordinator's run is in progress here \(run by \(insecure\), next round 2\)")
     for replay in (0, 1, 3):
         _refusal(call, "Step", {"round": replay, "inbox": Broadcast(1, np.zeros(3))},
                  rf"^party 'p1' refused round index {replay} and sent nothing: the next round is 2")
@@ -80,5 +80,39 @@ def test_the_grpc_party_restores_only_its_own_checkpoint_round(tmp_path):
 
     try:
         _attack(call)
+    finally:
+        svc.close()
+
+
+def test_a_second_coordinator_resuming_a_run_in_progress_is_refused_by_name(tmp_path):
+    """Two coordinators (two verified names) resume one run at once: the party serves the first; the second's
+    Restore and Step are refused, and the refusal says another coordinator's run is in progress (and whose)."""
+    pytest.importorskip("grpc")
+    from dpadmm.backends import grpc_codec as codec
+    from dpadmm.backends.grpc_party import PartyService
+
+    svc = PartyService(name="p1", protocol=SELFTEST, data={}, out=tmp_path, allow=("coordA", "coordB"),
+                       allow_seeded_noise=True)
+    allowed = codec.allow_list(SELFTEST.types)
+
+    def call(peer, method, body):
+        return codec.decode(svc.handle(method, codec.encode(body, allowed=allowed), peer), allowed=allowed)
+
+    inbox = Broadcast(1, np.zeros(3))
+    try:
+        call("coordA", "Setup", SETUP)
+        call("coordA", "Step", {"round": 0, "inbox": inbox})
+        call("coordA", "Checkpoint", {"round": 0})
+        call("coordA", "Setup", SETUP)  # both resume at once
+        call("coordB", "Setup", SETUP)
+        call("coordA", "Restore", {"round": 0})
+        with pytest.raises(PolicyRefusal, match=r"^party 'p1' refused Restore at round 0: another coordinator's run is "
+                                                r"in progress here \(run by coordA, next round 1\)"):
+            call("coordB", "Restore", {"round": 0})
+        with pytest.raises(PolicyRefusal, match=r"^party 'p1' refused Step from coordB and sent nothing; another "
+                                                r"coordinator's run is in progress here \(run by coordA\)"):
+            call("coordB", "Step", {"round": 1, "inbox": inbox})
+        call("coordA", "Step", {"round": 1, "inbox": inbox})  # the run in progress goes on
+        assert svc.rounds == 2
     finally:
         svc.close()

@@ -185,7 +185,7 @@ def test_party_serve_logs_state_changes_and_refused_handshakes(tmp_path):
         be.close()
         for _ in range(50):
             text = log.read_text()
-            if "run ended" in text:
+            if "run finished" in text:
                 break
             time.sleep(0.1)
     finally:
@@ -193,7 +193,8 @@ def test_party_serve_logs_state_changes_and_refused_handshakes(tmp_path):
         proc.wait(10)
     text = log.read_text()
     assert "refused a TLS handshake" in text and "connected: coordinator" in text
-    assert "run started by coordinator: protocol selftest" in text and "run ended" in text
+    assert "run started by coordinator: protocol selftest" in text
+    assert "run finished: selftest (a selftest run writes no model)" in text and "not a completed run" not in text
     assert "elapsed" not in text and "I1" not in text  # neither a heartbeat nor gRPC's own log lines
     recs = [json.loads(x) for x in (tmp_path / "party1" / "audit.jsonl").read_text().splitlines()]
     assert any(r["method"] == "(TLS handshake)" and r["status"] == "refused" for r in recs)

@@ -7,11 +7,13 @@ declares what a party does, this module what the coordinator does with the answe
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
+from .._progress import status
 from ..algorithms.psi.party import _no_step, _psi, setup_party
 from ..algorithms.psi.protocol import PROTOCOL
 from ..backends.base import PartySpec
@@ -46,29 +48,42 @@ def align_parties(backend, names: Sequence[str], key: str, ids, *, id_column: st
     handlers = PROTOCOL.handlers
     specs = [PartySpec(name, setup_party, (name, PartyData(key, {"id_column": id_column}), len(strings)), _no_step,
                        handlers=handlers) for name in names]
+    status(f"PSI: setting up {len(names)} part{'y' if len(names) == 1 else 'ies'} ({key} file)")
     backend.start(specs)
-    client = psi.client.CreateWithNewKey(True)  # the coordinator's ECDH key, from its own entropy
-    request = client.CreateRequest(strings)
-    req_bytes = np.frombuffer(request.SerializeToString(), dtype=np.uint8).copy()
+    status(f"PSI: the parties blind their ids while the coordinator blinds its {len(strings):,}")
+    # the parties' setup messages and the coordinator's own blinding are independent: the parties compute theirs
+    # (in their processes; the library releases the GIL in-process) while this side blinds its ids. One thread
+    # only talks to the backend at a time: the worker until its result is taken, then this thread
+    with ThreadPoolExecutor(1, thread_name_prefix="dpadmm-psi") as pool:
+        setups = pool.submit(lambda: [backend.request(name, "setup_message") for name in names])
+        client = psi.client.CreateWithNewKey(True)  # the coordinator's ECDH key, from its own entropy
+        request = client.CreateRequest(strings)
+        req_bytes = np.frombuffer(request.SerializeToString(), dtype=np.uint8).copy()
+        setup_bytes = setups.result()
     keep = np.ones(len(strings), dtype=bool)
     info = {}
-    for name in names:
+    for i, name in enumerate(names):
+        status(f"PSI: party {name} answers the query ({i + 1}/{len(names)})")
         setup = psi.ServerSetup()
-        setup.ParseFromString(np.asarray(backend.request(name, "setup_message"), dtype=np.uint8).tobytes())
+        setup.ParseFromString(np.asarray(setup_bytes[i], dtype=np.uint8).tobytes())
         resp = psi.Response()
         resp.ParseFromString(np.asarray(backend.request(name, "respond", req_bytes), dtype=np.uint8).tobytes())
+        status(f"PSI: intersecting with party {name} ({i + 1}/{len(names)})")
         hit = np.zeros(len(strings), dtype=bool)
         hit[np.asarray(client.GetIntersection(setup, resp), dtype=np.int64)] = True
         info[name] = {"set_size": len(setup.raw.encrypted_elements), "overlap": int(hit.sum())}
         keep &= hit
     common = canonical_order([strings[i] for i in np.flatnonzero(keep)])
     if not common:
+        status("")
         raise InvalidDataError(f"PSI: the parties' {key} files have no id in common; nothing to align.")
+    status(f"PSI: the parties align their rows of the {len(common):,} common ids")
     pos = {s: i for i, s in enumerate(strings)}
     rows = np.array([pos[s] for s in common], dtype=np.int64)
     digests = {}
     for name in names:
         digests[name] = backend.request(name, "align", np.array(common))["sha256"]
+    status("")
     digest = hashlib.sha256("\n".join(common).encode()).hexdigest()
     bad = [n for n, d in digests.items() if d != digest]
     if bad:

@@ -85,8 +85,19 @@ def state_line(party, method: str, peer: str, reply) -> str | None:
         kind = "private" if party.private else "non-private"
         line = f"run started by {who}: protocol {party.protocol.name} ({kind})"
     elif method == "Restore":
-        line = f"run resumed by {who} at round {party.rounds}"
+        line = (f"run resumed by {who} from this party's checkpoint after round {party.rounds} (next: round "
+                f"{party.rounds + 1})")
     elif method == "Finish":
-        written = reply.get("written") if isinstance(reply, dict) else None
-        line = f"run ended: {'wrote ' + written if written else 'no model written (not a completed run)'}"
+        line = getattr(party, "ended", "") or "run ended"
     return "; ".join(x for x in (first, line) if x) or None
+
+
+def end_line(protocol: str, completed: bool, has_model: bool, written, set_up: bool) -> str:
+    """What a Finish did, in words: a model written, a run that writes none finished, or a run stopped early."""
+    if written:
+        return f"run ended: wrote {written}"
+    if not set_up:
+        return "run ended: no run was set up (nothing to write)"
+    if not has_model:  # scoring, PSI: the coordinator closes the run when it has its answers (no rounds to complete)
+        return f"run finished: {protocol} (a {protocol} run writes no model)"
+    return "run ended before completion (stopped by the coordinator): no model written"

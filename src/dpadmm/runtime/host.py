@@ -38,7 +38,7 @@ from ..privacy.events import FEATURE_COLUMN, RECORD_REPLACE
 from ..privacy.party_ledger import PartyBudget, released_since
 from ..privacy.policy import PartyPolicy, PolicyRefusal as _Refused
 from . import admission, codec
-from .audit import AuditLog, state_line
+from .audit import AuditLog, end_line, state_line
 from .rounds import SeededGenerator, all_zero, free_release
 
 CHECKPOINT_NAME = "state.dpadmm"
@@ -108,6 +108,8 @@ class PartyRuntime:
         self.audit_path = self._audit.path
         self.finished = threading.Event()
         self._seen_peers: set = set()  # callers seen (a new one is logged once: "connected")
+        self.ended = ""  # what the last Finish did, in words (its log line)
+        self._caller = ""  # the verified name of the call being served ("" without identities)
         self.streams: tuple = ()  # a simulated block of members: one seeded stream each (backends.base.PartySpec)
         self._reset()
         self.facts = {}
@@ -119,6 +121,7 @@ class PartyRuntime:
 
     def _reset(self):
         self.run_id = ""
+        self.run_by = ""  # who set up the run in progress (its Setup's verified caller)
         self.declared_rounds = None
         if self.budget is not None:
             self.budget.close_run()
@@ -155,6 +158,10 @@ class PartyRuntime:
                 raise _Refused(f"party {self.name!r} refused {method}: the request must be a mapping", "INVALID_ARGUMENT")
             with self.lock:  # the budget decision is read under the lock: calls arrive on several threads
                 self._budget_note = None
+                self._caller = peer
+                if method in ("Step", "Checkpoint") and self._other_run():  # verified names only: one coordinator
+                    raise _Refused(f"party {self.name!r} refused {method} from {peer} and sent nothing"
+                                   f"{self._other_run()}; one coordinator per run", "FAILED_PRECONDITION")
                 reply = getattr(self, "_" + method.lower())(request)
                 note = self._budget_note
             data = reply if encode is None else encode(reply)
@@ -194,6 +201,12 @@ class PartyRuntime:
                 "requests": sorted(set().union(*(self._served(p) for p in self.protocols.values()))),
                 "monitoring_in_private_runs": self.allow_monitoring}
 
+    def _other_run(self) -> str:
+        """A refusal's tail when the caller is not who set up the run in progress (verified names only)."""
+        if self.run_by and self._caller and self._caller != self.run_by:
+            return f"; another coordinator's run is in progress here (run by {self.run_by})"
+        return ""
+
     def _setup(self, req):
         raw, seed = admission.check_request(self, req)
         args = admission.localise(self, raw)
@@ -205,6 +218,7 @@ class PartyRuntime:
         self.rng = np.random.default_rng() if self.noise_seed is None else None
         self.private = bool(self.protocol.private(self.cfg)) if self.protocol.private else False
         self.run_id = f"{datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}/{os.urandom(4).hex()}"
+        self.run_by = self._caller
         try:
             self._budget_note = self._admit(req, args)
         except Exception:
@@ -231,7 +245,7 @@ class PartyRuntime:
             # strictly the next round (Setup: 0, Restore: the checkpoint's + 1): no replayed or negative index, so
             # no zero-cost round can be served twice and no schedule is indexed from its end (REDTEAM_POLICY R2)
             raise _Refused(f"party {self.name!r} refused round index {t!r} and sent nothing: the next round is "
-                           f"{self.rounds} (rounds are served once, in order)", "INVALID_ARGUMENT")
+                           f"{self.rounds} (rounds are served once, in order){self._other_run()}", "INVALID_ARGUMENT")
         t = int(t)
         if self.max_rounds is not None and (self.steps >= self.max_rounds or t >= self.max_rounds):
             raise _Refused(f"party {self.name!r} refused round {t + 1}: its operator allows at most "
@@ -283,7 +297,15 @@ class PartyRuntime:
 
     def _checkpoint(self, req):
         self._need_setup("Checkpoint")
-        t = int(req["round"])
+        t = req.get("round")
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t != self.rounds - 1 or t < 0:
+            # the party's own last served round, never the coordinator's choice: a checkpoint at another round
+            # (negative, earlier) would let a Restore serve rounds again (REDTEAM_POLICY R2)
+            last = (f"its last served round is {self.rounds - 1}" if self.rounds > 0 else
+                    "it has served no round of this run yet")
+            raise _Refused(f"party {self.name!r} refused Checkpoint at round {t!r} and wrote nothing: {last} (a "
+                           "checkpoint holds the party's own last round)", "INVALID_ARGUMENT")
+        t = int(t)
         ck = {"protocol": self.protocol.name, "party": self.name, "round": t, "state": self.state}
         if self.budget is not None and self.budget.run is not None:  # what this run had charged at the checkpoint
             ck["ledger_run"] = {"run": self.run_id, "charged": json.loads(json.dumps(self.budget.run["charged"]))}
@@ -293,16 +315,30 @@ class PartyRuntime:
 
     def _restore(self, req):
         self._need_setup("Restore")
-        t = int(req["round"])
+        t = req.get("round")
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t < 0:
+            raise _Refused(f"party {self.name!r} refused Restore at round {t!r}: a round number is a non-negative "
+                           "integer (the round of the party's own checkpoint)", "INVALID_ARGUMENT")
+        t = int(t)
+        if self.rounds != 0 or self.steps != 0:  # rounds served since this Setup (or a Restore already done)
+            raise _Refused(f"party {self.name!r} refused Restore at round {t}: another coordinator's run is in progress "
+                           f"here (run by {self.run_by or '(insecure)'}, next round {self.rounds}) — a restore comes "
+                           "once, right after Setup; one coordinator per run", "FAILED_PRECONDITION")
         path = self.out / "checkpoint" / CHECKPOINT_NAME
         if not path.is_file():
-            raise _Refused(f"party {self.name!r} has no checkpoint at {path}; resume needs every party's own "
+            raise _Refused(f"party {self.name!r} has no checkpoint of its own; resume needs every party's own "
                            "checkpoint from the same run", "FAILED_PRECONDITION")
         ck = codec.decode(path.read_bytes(), allowed=self.allowed_types)
-        if ck.get("round") != t or ck.get("protocol") != self.protocol.name or ck.get("party") != self.name:
-            raise _Refused(f"party {self.name!r}'s checkpoint is from round {ck.get('round')}, the coordinator's from "
-                           f"round {t}; restart every side from the same run", "FAILED_PRECONDITION")
+        own = ck.get("round")
+        if isinstance(own, bool) or not isinstance(own, (int, np.integer)) or own < 0:
+            raise _Refused(f"party {self.name!r} refused Restore: its checkpoint holds no valid round ({own!r}); "
+                           "restart the run from Setup", "FAILED_PRECONDITION")
+        if own != t or ck.get("protocol") != self.protocol.name or ck.get("party") != self.name:
+            raise _Refused(f"party {self.name!r} refused Restore at round {t}: its own checkpoint is from round "
+                           f"{own} (it restores only that round); restart every side from the same run",
+                           "FAILED_PRECONDITION")
         self.state = ck["state"]
+        self.run_by = self._caller  # the run in progress is now this coordinator's
         self.rounds = t + 1
         return {"round": t, "released_again": self._released_again(ck, t)}
 
@@ -332,6 +368,8 @@ class PartyRuntime:
                     "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
             atomic_write(self.out / "model.json", (json.dumps(meta, indent=2) + "\n").encode())
             written = "model.npz"
+        self.ended = end_line(self.protocol.name, bool(req.get("completed")), self.protocol.model is not None, written,
+                              self.cfg is not None)
         self._reset()
         self.finished.set()
         return {"written": written}

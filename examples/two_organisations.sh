@@ -144,9 +144,9 @@ cd "$BANK"
 BEFORE=$(grep -c '"method": "Step"' "$RETAILER/state/audit.jsonl" || true)
 dpadmm vertical --backend grpc --psi --tls pki/coordinator --peer party1=127.0.0.1:$BANK_PORT \
     --peer party2=127.0.0.1:$PORT --party train.csv --test-party test.csv --relation record --normalize-rows \
-    --epsilon 2 --delta 1e-5 --iterations 40 --checkpoint-every 5 --timeout 30 --quiet --out run-sharing 2> killed.txt &
+    --epsilon 2 --delta 1e-5 --iterations 400 --checkpoint-every 5 --timeout 30 --quiet --out run-sharing 2> killed.txt &
 COORD=$!
-# ... the retailer's machine goes down after its tenth round of this run:
+# ... the retailer's machine goes down after its tenth round of this run (400 rounds: the kill lands mid-run):
 until [ "$(grep -c '"method": "Step"' "$RETAILER/state/audit.jsonl" || true)" -ge $((BEFORE + 10)) ]; do
   kill -0 "$COORD" 2>/dev/null || { cat killed.txt >&2; exit 1; }   # the run ended before round 10
   sleep 0.2
@@ -160,7 +160,7 @@ serve serve-sharing-2.log --name party2 --protocol vertical-sharing --protocol p
 cd "$BANK"
 dpadmm vertical --backend grpc --psi --tls pki/coordinator --peer party1=127.0.0.1:$BANK_PORT \
     --peer party2=127.0.0.1:$PORT --party train.csv --test-party test.csv --relation record --normalize-rows \
-    --epsilon 2 --delta 1e-5 --iterations 40 --checkpoint-every 5 --timeout 30 --quiet --resume run-sharing \
+    --epsilon 2 --delta 1e-5 --iterations 400 --checkpoint-every 5 --timeout 30 --quiet --resume run-sharing \
     --out run-sharing | tee resumed.txt
 # --- end step 6
 
@@ -194,7 +194,7 @@ summary = {
 out.write_text(json.dumps(summary, indent=2))
 print(json.dumps(summary, indent=2))
 ok = (summary["psi_rows"] == 4500 and summary["scored_rows"] == len(common_new) and summary["refused_over_budget"]
-      and summary["killed_run_error"] and summary["resumed_iterations"] == 40
+      and summary["killed_run_error"] and summary["resumed_iterations"] == 400
       and summary["experts_test_log_loss"] < summary["label_party_alone_test_log_loss"]
       and summary["retailer_ledger_epsilon"] is not None and summary["retailer_ledger_epsilon"] <= 8
       # at least the run's 2; more when a party released rounds after the last checkpoint before the crash

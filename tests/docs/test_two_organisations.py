@@ -54,4 +54,4 @@ def test_the_walkthrough_runs(tmp_path):
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["psi_rows"] == 4500 and summary["refused_over_budget"] and summary["killed_run_error"]
     assert summary["experts_test_log_loss"] < summary["label_party_alone_test_log_loss"]
-    assert summary["resumed_iterations"] == 40 and summary["retailer_ledger_epsilon"] <= 8
+    assert summary["resumed_iterations"] == 400 and summary["retailer_ledger_epsilon"] <= 8

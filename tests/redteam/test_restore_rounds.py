@@ -46,13 +46,35 @@ def _attack(call):
     _refusal(call, "Restore", {"round": -1}, r"^party 'p1' refused Restore at round -1: a round number is a "
                                              r"non-negative integer")
     _refusal(call, "Restore", {"round": 0}, r"^party 'p1' refused Restore at round 0: its own checkpoint is from "
-                                            r"round 1 \(it restores only that round\)")
+                                            r"round 1 \(it restores only its own checkpoints\)")
     call("Restore", {"round": 1})
     _refusal(call, "Restore", {"round": 1}, r"^party 'p1' refused Restore at round 1: another coordinator's run is in progress here \(run by \(insecure\), next round 2\)")
     for replay in (0, 1, 3):
         _refusal(call, "Step", {"round": replay, "inbox": Broadcast(1, np.zeros(3))},
                  rf"^party 'p1' refused round index {replay} and sent nothing: the next round is 2")
     _step(call, 2)
+
+
+def test_a_resume_may_take_the_partys_previous_checkpoint_and_no_other(tmp_path):
+    """A coordinator whose checkpoint of round t failed at another party resumes from its last complete checkpoint,
+    t' < t: the party holds its previous checkpoint too and restores it; any round it holds no checkpoint of is
+    refused."""
+    rt = PartyRuntime(name="p1", protocol=SELFTEST, data={}, out=tmp_path, allow_seeded_noise=True)
+    try:
+        rt.call("Setup", SETUP)
+        for t in range(3):
+            _step(rt.call, t)
+            if t >= 1:
+                rt.call("Checkpoint", {"round": t})  # the party's checkpoints of rounds 1 and 2
+        rt.call("Setup", SETUP)
+        _refusal(rt.call, "Restore", {"round": 0}, r"^party 'p1' refused Restore at round 0: its own checkpoint is "
+                                                   r"from round 2")
+        assert rt.call("Restore", {"round": 1})["round"] == 1  # the previous checkpoint
+        _refusal(rt.call, "Step", {"round": 1, "inbox": Broadcast(1, np.zeros(3))},
+                 r"^party 'p1' refused round index 1 and sent nothing: the next round is 2")
+        _step(rt.call, 2)
+    finally:
+        rt.close()
 
 
 def test_the_runtime_restores_only_its_own_checkpoint_round(tmp_path):

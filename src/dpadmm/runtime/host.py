@@ -42,6 +42,9 @@ from .audit import AuditLog, end_line, state_line
 from .rounds import SeededGenerator, all_zero, free_release
 
 CHECKPOINT_NAME = "state.dpadmm"
+#: the checkpoint before the last: a coordinator whose checkpoint of round t failed at another party (that party died
+#: while the others wrote theirs) resumes from its previous complete checkpoint, which this party still holds
+PREVIOUS_CHECKPOINT_NAME = "state.previous.dpadmm"
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -310,7 +313,10 @@ class PartyRuntime:
         if self.budget is not None and self.budget.run is not None:  # what this run had charged at the checkpoint
             ck["ledger_run"] = {"run": self.run_id, "charged": json.loads(json.dumps(self.budget.run["charged"]))}
         blob = codec.encode(ck, allowed=self.allowed_types)
-        atomic_write(self.out / "checkpoint" / CHECKPOINT_NAME, blob)
+        last = self.out / "checkpoint" / CHECKPOINT_NAME
+        if last.is_file():  # keep one earlier checkpoint of the party's own (see PREVIOUS_CHECKPOINT_NAME)
+            os.replace(last, self.out / "checkpoint" / PREVIOUS_CHECKPOINT_NAME)
+        atomic_write(last, blob)
         return {"round": t}
 
     def _restore(self, req):
@@ -329,13 +335,18 @@ class PartyRuntime:
             raise _Refused(f"party {self.name!r} has no checkpoint of its own; resume needs every party's own "
                            "checkpoint from the same run", "FAILED_PRECONDITION")
         ck = codec.decode(path.read_bytes(), allowed=self.allowed_types)
+        previous = self.out / "checkpoint" / PREVIOUS_CHECKPOINT_NAME
+        if ck.get("round") != t and previous.is_file():  # the coordinator's last complete checkpoint may be the one before
+            before = codec.decode(previous.read_bytes(), allowed=self.allowed_types)
+            if before.get("round") == t and not isinstance(t, bool):
+                ck = before
         own = ck.get("round")
         if isinstance(own, bool) or not isinstance(own, (int, np.integer)) or own < 0:
             raise _Refused(f"party {self.name!r} refused Restore: its checkpoint holds no valid round ({own!r}); "
                            "restart the run from Setup", "FAILED_PRECONDITION")
         if own != t or ck.get("protocol") != self.protocol.name or ck.get("party") != self.name:
             raise _Refused(f"party {self.name!r} refused Restore at round {t}: its own checkpoint is from round "
-                           f"{own} (it restores only that round); restart every side from the same run",
+                           f"{own} (it restores only its own checkpoints); restart every side from the same run",
                            "FAILED_PRECONDITION")
         self.state = ck["state"]
         self.run_by = self._caller  # the run in progress is now this coordinator's

@@ -8,6 +8,28 @@ from ._common import console, elapsed, output_dir, progress, write_json
 from ..exceptions import DataFileError, InvalidParameterError
 
 
+
+def test_split(X, y, test, test_fraction: float, seed):
+    """``(X, y, X_test, y_test)``: the test file (LIBSVM's unwritten trailing zero columns restored), or a seeded
+    ``test_fraction`` of the rows held out, or no test set."""
+    import numpy as np  # the CLI's start-up stays light: numpy only once a command runs
+
+    from ..experiments.zhang import load_data
+
+    X_test = y_test = None
+    if test is not None:
+        X_test, y_test = load_data(str(test))
+        if X_test.shape[1] > X.shape[1]:
+            raise InvalidParameterError(f"the test file has {X_test.shape[1]} features but the training data "
+                                        f"{X.shape[1]}; use the same feature columns.")
+        if X_test.shape[1] < X.shape[1]:  # LIBSVM: trailing all-zero columns are not written
+            X_test = np.hstack([X_test, np.zeros((X_test.shape[0], X.shape[1] - X_test.shape[1]))])
+    elif test_fraction > 0:
+        perm = np.random.default_rng([0 if seed is None else seed, 9]).permutation(len(y))
+        k = max(1, int(round(test_fraction * len(y))))
+        X_test, y_test, X, y = X[perm[:k]], y[perm[:k]], X[perm[k:]], y[perm[k:]]
+    return X, y, X_test, y_test
+
 def _read_bounds(path: Path):
     """(lo, hi) from a CSV with one 'lo,hi' row per feature column (a header line is allowed)."""
     import numpy as np
@@ -73,18 +95,7 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
                                     "feature columns; give one 'lo,hi' row per column.")
     if declared is not None and not np.all(declared[1] > declared[0]):
         raise InvalidParameterError(f"--bounds {bounds}: every row needs lo < hi.")
-    X_test = y_test = None
-    if test is not None:
-        X_test, y_test = load_data(str(test))
-        if X_test.shape[1] > X.shape[1]:
-            raise InvalidParameterError(f"the test file has {X_test.shape[1]} features but the training data "
-                                        f"{X.shape[1]}; use the same feature columns.")
-        if X_test.shape[1] < X.shape[1]:  # LIBSVM: trailing all-zero columns are not written
-            X_test = np.hstack([X_test, np.zeros((X_test.shape[0], X.shape[1] - X_test.shape[1]))])
-    elif test_fraction > 0:
-        perm = np.random.default_rng([0 if seed is None else seed, 9]).permutation(len(y))
-        k = max(1, int(round(test_fraction * len(y))))
-        X_test, y_test, X, y = X[perm[:k]], y[perm[:k]], X[perm[k:]], y[perm[k:]]
+    X, y, X_test, y_test = test_split(X, y, test, test_fraction, seed)
     if iterations is None:
         from ..algorithms.gossip.schedule import default_rounds
 

@@ -11,7 +11,7 @@ import typer
 from . import _backend as bk
 from ._app import app
 from ._common import console, elapsed, heartbeat, output_dir, phase, progress, write_json
-from ._consensus_gossip import _gossip
+from ._consensus_gossip import _gossip, test_split
 from ..exceptions import DataFileError, InvalidParameterError
 
 #: defaults of a private run (pp/dvp) where the option is not given, chosen on the private-utility benchmark
@@ -180,22 +180,7 @@ def consensus(
 
     phase("loading data")
     X, y = load_data(data, seed=0 if seed is None else seed)
-    X_test = y_test = None
-    if test is not None:
-        X_test, y_test = load_data(str(test))
-        if X_test.shape[1] > X.shape[1]:
-            raise InvalidParameterError(f"the test file has {X_test.shape[1]} features but the training data "
-                                        f"{X.shape[1]}; use the same feature columns.")
-        if X_test.shape[1] < X.shape[1]:  # LIBSVM: trailing all-zero columns are not written
-            import numpy as np
-
-            X_test = np.hstack([X_test, np.zeros((X_test.shape[0], X.shape[1] - X_test.shape[1]))])
-    elif test_fraction > 0:
-        import numpy as np
-
-        perm = np.random.default_rng([0 if seed is None else seed, 9]).permutation(len(y))
-        k = max(1, int(round(test_fraction * len(y))))
-        X_test, y_test, X, y = X[perm[:k]], y[perm[:k]], X[perm[k:]], y[perm[k:]]
+    X, y, X_test, y_test = test_split(X, y, test, test_fraction, seed)
     if private and (C is None or reg_weight is None):
         from ..data.graphs import split_sizes
 

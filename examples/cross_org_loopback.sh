@@ -372,6 +372,8 @@ rel = float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-12))) if a.shape == 
 same_handover = p2p["final"]["handed_over"] == ref["final"]["handed_over"]
 # each node's own audit log: Exchange only from its neighbours, everything else from the coordinator
 nbrs = {i: {b if a == i else a for a, b in edges if i in (a, b)} for i in range(N)}
+from dpadmm.privacy.ledger_listing import read_ledger
+
 from_ok, exchanges, ledgers = True, 0, {}
 for i in range(N):
     for line in (out / "p2p" / f"node{i}" / "audit.jsonl").read_text().splitlines():
@@ -381,7 +383,7 @@ for i in range(N):
             from_ok &= r["status"] == "ok" and r["peer"] in {f"node{j}" for j in nbrs[i]}
         elif r.get("peer"):
             from_ok &= r["peer"] == "coordinator"
-    led = json.loads((out / "p2p" / f"node{i}" / "privacy_ledger.json").read_text())
+    led = read_ledger(out / "p2p" / f"node{i}")  # the node's ledger (no data file: kept in its --out), journal folded in
     ledgers[f"node{i}"] = {"epsilon_spent": led["epsilon_spent"], "runs": [r["protocol"] for r in led["runs"]]}
 report = p2p["final"]["privacy_per_node"]
 ledger_ok = all(abs(ledgers[n]["epsilon_spent"] - report[n]) <= 1e-9 * report[n] for n in report)

@@ -9,6 +9,16 @@ from ..exceptions import DataFileError, InvalidParameterError
 
 
 
+
+def check_test_source(test, test_fraction: float) -> None:
+    """One clear error for a bad test source: ``test_fraction`` outside [0, 1), both given, or a missing file."""
+    if not 0.0 <= test_fraction < 1.0:
+        raise InvalidParameterError(f"test_fraction must be in [0, 1), got test_fraction={test_fraction}.")
+    if test is not None and test_fraction > 0:
+        raise InvalidParameterError("give --test FILE or --test-fraction, not both.")
+    if test is not None and not Path(test).is_file():
+        raise DataFileError(f"test file not found: {test}; give a LIBSVM file.")
+
 def test_split(X, y, test, test_fraction: float, seed):
     """``(X, y, X_test, y_test)``: the test file (LIBSVM's unwritten trailing zero columns restored), or a seeded
     ``test_fraction`` of the rows held out, or no test set."""
@@ -80,12 +90,7 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
     if iterations is not None:
         check_int("iterations", iterations)
     check_int("runs", runs)
-    if not 0.0 <= test_fraction < 1.0:
-        raise InvalidParameterError(f"test_fraction must be in [0, 1), got test_fraction={test_fraction}.")
-    if test is not None and test_fraction > 0:
-        raise InvalidParameterError("give --test FILE or --test-fraction, not both.")
-    if test is not None and not Path(test).is_file():
-        raise DataFileError(f"test file not found: {test}; give a LIBSVM file.")
+    check_test_source(test, test_fraction)
     if data != "adult" and not Path(data).is_file():
         raise DataFileError(f"data file not found: {data}; give 'adult' or a LIBSVM file.")
     X, y = load_data(data, seed=0 if seed is None else seed)

@@ -11,7 +11,7 @@ import typer
 from . import _backend as bk
 from ._app import app
 from ._common import console, elapsed, heartbeat, output_dir, phase, progress, write_json
-from ._consensus_gossip import _gossip, test_split
+from ._consensus_gossip import _gossip, check_test_source, test_split
 from ..exceptions import DataFileError, InvalidParameterError
 
 #: defaults of a private run (pp/dvp) where the option is not given, chosen on the private-utility benchmark
@@ -137,12 +137,7 @@ def consensus(
     check_int("nodes", nodes, minimum=2)
     check_int("iterations", iterations)
     check_positive("fallback_epsilon", fallback_epsilon, allow_zero=True)
-    if not 0.0 <= test_fraction < 1.0:
-        raise InvalidParameterError(f"test_fraction must be in [0, 1), got test_fraction={test_fraction}.")
-    if test is not None and test_fraction > 0:
-        raise InvalidParameterError("give --test FILE or --test-fraction, not both.")
-    if test is not None and not Path(test).is_file():
-        raise DataFileError(f"test file not found: {test}; give a LIBSVM file.")
+    check_test_source(test, test_fraction)
     check_int("runs", runs)
     if C is not None:
         check_positive("C", C)

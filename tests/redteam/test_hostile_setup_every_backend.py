@@ -41,7 +41,7 @@ from dpadmm.privacy.party_ledger import PartyBudget  # noqa: E402
 from dpadmm.privacy.policy import PartyPolicy, PolicyRefusal  # noqa: E402
 from dpadmm.protocol import PartyData  # noqa: E402
 from dpadmm.runtime import PartyRuntime  # noqa: E402
-from test_backends import RAY_MARKS, ray_session  # noqa: E402,F401 (the Ray marks and the session fixture)
+from test_backends import RAY_MARKS  # noqa: E402 (the Ray marks; the ray_session fixture is tests/conftest.py's)
 
 NAME = "party2"
 N = 60

@@ -55,19 +55,6 @@ RAY_MARKS = [pytest.mark.slow, pytest.mark.ray,
 BACKEND_PARAMS = ["inprocess", "process", pytest.param("ray", marks=RAY_MARKS)]
 
 
-@pytest.fixture(scope="session")
-def ray_session():
-    """One local Ray instance on 127.0.0.1 for the whole session, auth disabled (test-only)."""
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", configure_logging=False,
-             log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 @pytest.fixture(params=BACKEND_PARAMS)
 def make_backend(request):
     """Factory of fresh backends of one kind (closed at the end of the test)."""

@@ -280,12 +280,14 @@ class TestBackendContract:
     def test_hanging_party_times_out(self, make_backend):
         if make_backend.kind == "inprocess":
             pytest.skip("the in-process backend runs parties in the caller; it has no timeout")
-        hub, specs = toy_specs(2, 4, fault=("p1", 2, "hang"), hang_seconds=60)
+        hang = 60.0
+        hub, specs = toy_specs(2, 4, fault=("p1", 2, "hang"), hang_seconds=hang)
         t0 = time.monotonic()
         with pytest.raises(PartyFailureError, match=r"party 'p1' failed in round 2: no answer to step within timeout=1.5 s"):
             engine.run(hub=hub, parties=specs, backend=make_backend(timeout=1.5), rounds=4,
                        noise_seed=0)
-        assert time.monotonic() - t0 < 10
+        # the run (the workers' start-up included: seconds on a loaded machine) ended without waiting out the hang
+        assert time.monotonic() - t0 < hang
 
     def test_kill_mid_run_then_resume(self, make_backend, a9a_small, reference, tmp_path):
         blocks, y = a9a_small

@@ -18,6 +18,7 @@ from sklearn.metrics import log_loss
 
 from .._validation import as_float_matrix, binary_labels, check_positive, noise_seed
 from ..fit import encrypted as driver
+from ..fit import runner
 from ..algorithms.encrypted import he, label
 from ..algorithms.encrypted.party import BLOCK_BITS
 from ..algorithms.encrypted.protocol import PROTOCOL
@@ -116,24 +117,32 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
             k = round(float(self.calibration) * n)
             hold, train = np.sort(perm[:k]), np.sort(perm[k:])
         names = [f"party{m + 1}" for m in range(1, len(blocks))]
-        backend = InProcessBackend()
-        backend.start(driver.specs({nm: (b[train], {"calibration": b[hold]} if enc else None)
-                                    for nm, b in zip(names, blocks[1:])}, R=self.row_clip,
-                                   noise_multiplier=zf, rounds=T, lam=self.lam, step_size=step, forward=self.forward,
-                                   momentum=mom, W=W if enc else None, label_W=W if enc else None,
-                                   label_width=blocks[0].shape[1] + 1 if enc else None),
-                      noise_seed=seed, rounds=2 * T + 2)
-        res = driver.run(backend, blocks[0][train], y_pm[train], names,
-                         {nm: b.shape[1] for nm, b in zip(names, blocks[1:])}, {nm: float(self.row_clip) for nm in names},
-                         R=float(self.row_clip), label_noise_multiplier=zl, rounds=T, lam=float(self.lam),
-                         step_size=step, noise_seed=seed, forward=self.forward, momentum=mom, W=W if enc else None)
-        # in-process simulation: the driver collects each party's weights to score new records
-        self.coefs_ = [np.asarray(res.label_state.w)] + [PROTOCOL.model(backend.hosts[nm].cfg, backend.hosts[nm].state)
-                                                         for nm in names]
+        specs = driver.specs({nm: (b[train], {"calibration": b[hold]} if enc else None)
+                              for nm, b in zip(names, blocks[1:])}, R=self.row_clip,
+                             noise_multiplier=zf, rounds=T, lam=self.lam, step_size=step, forward=self.forward,
+                             momentum=mom, W=W if enc else None, label_W=W if enc else None,
+                             label_width=blocks[0].shape[1] + 1 if enc else None)
+
+        def drive(backend):
+            return driver.run(backend, blocks[0][train], y_pm[train], names,
+                              {nm: b.shape[1] for nm, b in zip(names, blocks[1:])},
+                              {nm: float(self.row_clip) for nm in names}, R=float(self.row_clip),
+                              label_noise_multiplier=zl, rounds=T, lam=float(self.lam), step_size=step,
+                              noise_seed=seed, forward=self.forward, momentum=mom, W=W if enc else None)
+
+        def after(backend, res):
+            # in-process simulation: the driver collects each party's weights to score new records, and (encrypted
+            # forward) the party's logits on the held-out rows (new records) for the calibration
+            models = [PROTOCOL.model(backend.hosts[nm].cfg, backend.hosts[nm].state) for nm in names]
+            return models, backend.request(names[0], "logit", "calibration") if enc else None
+
+        fitted = runner.session(InProcessBackend(), specs, drive, noise_seed=seed, rounds=2 * T + 2, after=after,
+                                blas_threads=None)
+        res, (models, others) = fitted.result, fitted.after
+        self.coefs_ = [np.asarray(res.label_state.w)] + models
         self.label_cfg_, self.cost_ = res.label_cfg, res.cost
         self.calibration_ = (1.0, 0.0)
         if enc:  # Platt scaling on the held-out rows: the party's logits on them (new records), the label party's labels
-            others = backend.request(names[0], "logit", "calibration")
             s = label.own_scores(float(self.row_clip), self.coefs_[0], blocks[0][hold]) + np.asarray(others)
             lr = LogisticRegression(C=1e6, tol=1e-10, max_iter=1000).fit(s[:, None], y_pm[hold] > 0)
             self.calibration_ = (float(lr.coef_[0, 0]), float(lr.intercept_[0]))

@@ -18,11 +18,12 @@ from .._validation import as_float_matrix, binary_labels, check_choice, check_in
 from ..algorithms import graph_consensus as gc
 from ..algorithms.gossip import mechanism as gossip_mech
 from ..algorithms.gossip.schedule import DEFAULT_DELTA as GOSSIP_DELTA
+from ..fit import runner
 from ..fit.gossip import fit_estimator
 from ..backends import InProcessBackend, PartySpec, get_backend
 from ..data.graphs import adjacency, make_graph, split_indices
 from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
-from ..algorithms.consensus.report import zhang_privacy_curve, zhang_report
+from ..algorithms.consensus.report import with_fallback, zhang_privacy_curve, zhang_report
 from ..privacy.threats import finish
 from .._history import History
 from ..algorithms import consensus_baseline as cb
@@ -266,12 +267,9 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
             if len(groups) != N:
                 raise InvalidParameterError("a peer-to-peer run needs one node per party (batch=False).")
             p2p["neighbours"] = {f"node{i}": [f"node{j}" for j in G.neighbors(i)] for i in range(N)}
-        engine.start(backend, specs, noise_seed=nseed, rounds=T)  # node setup (curvature factorisations) under the BLAS cap
-        try:
-            result = engine.run(hub=hub, parties=specs, backend=backend, rounds=T, noise_seed=nseed, callbacks=callbacks,
-                                monitor=monitor, stop_on_convergence=not private, started=True, **p2p)
-        finally:
-            backend.close()
+        # node setup (curvature factorisations) runs under the engine's BLAS cap
+        result = runner.run(backend, specs, hub, rounds=T, noise_seed=nseed, callbacks=callbacks, monitor=monitor,
+                            stop_on_convergence=not private, **p2p).result
         F = result.hub_state.F
         self.coefs_ = F.copy()
         self.coef_ = F.mean(axis=0)
@@ -295,16 +293,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         if self.perturbation in ("pp", "dvp"):
             rep = zhang_report(result.ledger, rounds=result.rounds, assumptions=assumptions, notes=notes)
             if fallback_ledger is not None:  # basic composition: P_i(T) + ε_b + ε_c per node
-                extra = {}
-                for e in fallback_ledger.events:
-                    extra[e.party] = extra.get(e.party, 0.0) + float(e.epsilon)
-                rep.per_party = {p: v + extra.get(p, 0.0) for p, v in rep.per_party.items()}
-                rep.epsilon = max(rep.per_party.values())
-                rep.notes = list(rep.notes) + [
-                    f"includes the DP base rate (Laplace count, epsilon {0.5 * self.fallback_epsilon:g}) and the "
-                    f"model-vs-base-rate comparison (Laplace, epsilon {0.5 * self.fallback_epsilon:g}) per node, by "
-                    f"basic composition with P(T) = {float(rep.paper_bound['epsilon']):.4g}; handed over: "
-                    f"{self.handed_over_}"]
+                rep = with_fallback(rep, fallback_ledger, fallback_epsilon=float(self.fallback_epsilon),
+                                    handed_over=self.handed_over_)
             self.privacy_ = finish(rep, threat_model="consensus", noise_source=result.noise_source)
             _, curve = zhang_privacy_curve(result.ledger, result.rounds)
             self.history_["privacy_bound"] = curve.tolist()
@@ -351,12 +341,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         hub = engine.Hub(cb.AssemblerConfig(tuple(names), n, self.coef_.copy()), cb.init_assembler, cb.assembler_step)
         fseed = None if nseed is None else int(np.random.SeedSequence([int(nseed), 13]).generate_state(1)[0])
         # each node computes two numbers on its own records (noise from the node's generator)
-        backend = backend.routed() or InProcessBackend()
-        try:
-            res = engine.run(hub=hub, parties=specs, backend=backend, rounds=2, noise_seed=fseed, monitor=False,
-                             stop_on_convergence=False)
-        finally:
-            backend.close()
+        res = runner.run(backend.routed() or InProcessBackend(), specs, hub, rounds=2, noise_seed=fseed, monitor=False,
+                         stop_on_convergence=False).result
         st = res.hub_state
         self.dp_base_rate_ = float(st.p)
         self.comparison_ = float(st.difference)

@@ -65,3 +65,21 @@ def zhang_report(ledger: PrivacyLedger, *, rounds: int, assumptions=(), notes=()
                                "penalty [Zhang, eq. 24-25]",
         rounds=int(rounds), notes=list(notes),
     )
+
+
+def with_fallback(report: PrivacyReport, fallback: PrivacyLedger, *, fallback_epsilon: float,
+                  handed_over: str | None) -> PrivacyReport:
+    """``report`` (a PP/DVP run's, from :func:`zhang_report`) with the DP base-rate fallback added: each node's
+    Laplace count (ε_b) and its model-vs-base-rate comparison (ε_c), the events in ``fallback``, composed by basic
+    composition of pure DP with P_i(T): ε_i = P_i(T) + ε_b + ε_c, ε = max_i ε_i. Modifies and returns ``report``."""
+    extra: dict[str, float] = {}
+    for e in fallback.events:
+        extra[e.party] = extra.get(e.party, 0.0) + float(e.epsilon)
+    report.per_party = {p: v + extra.get(p, 0.0) for p, v in report.per_party.items()}
+    report.epsilon = max(report.per_party.values())
+    report.notes = list(report.notes) + [
+        f"includes the DP base rate (Laplace count, epsilon {0.5 * fallback_epsilon:g}) and the "
+        f"model-vs-base-rate comparison (Laplace, epsilon {0.5 * fallback_epsilon:g}) per node, by "
+        f"basic composition with P(T) = {float(report.paper_bound['epsilon']):.4g}; handed over: "
+        f"{handed_over}"]
+    return report

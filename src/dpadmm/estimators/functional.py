@@ -22,6 +22,7 @@ from ..algorithms import functional_quantile as fq
 from ..algorithms import functional_statistics as fs
 from ..backends import PartySpec, get_backend
 from ..data.functional import check_curves
+from ..fit import runner
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 from ..kernels import fpca as F
 from ..kernels.quantile import pinball_score
@@ -246,13 +247,9 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         stream is apart from the ADMM run's, so a seeded simulation never reuses noise."""
         hub = engine.Hub(hub_cfg, fs.init_stats_hub, fs.stats_hub_step)
         sseed = None if nseed is None else int(np.random.SeedSequence([int(nseed), 7]).generate_state(1)[0])
-        backend = get_backend(backend_name)
-        try:
-            return engine.run(hub=hub, parties=specs, backend=backend, rounds=fs.stats_rounds(hub_cfg),
-                              noise_seed=sseed, monitor=False, stop_on_convergence=False,
-                              transcript=None if transcript is None else (lambda *a: transcript("statistics", *a)))
-        finally:
-            backend.close()
+        return runner.run(get_backend(backend_name), specs, hub, rounds=fs.stats_rounds(hub_cfg), noise_seed=sseed,
+                          monitor=False, stop_on_convergence=False,
+                          transcript=None if transcript is None else (lambda *a: transcript("statistics", *a))).result
 
     @staticmethod
     def _stats_specs(parts, parts_y, q, z_stats, z_quantile, z_compare, one_shot):
@@ -335,13 +332,9 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         hub_cfg = fs.StatsHubConfig(names, z_stats, compare=model, n_total=int(sum(v.size for v in parts_y)))
         hub = engine.Hub(hub_cfg, fs.init_stats_hub, fs.stats_hub_step)
         cseed = None if nseed is None else int(np.random.SeedSequence([int(nseed), 11]).generate_state(1)[0])
-        backend = get_backend(self.backend)
-        try:
-            res = engine.run(hub=hub, parties=specs, backend=backend, rounds=1, noise_seed=cseed, monitor=False,
-                             stop_on_convergence=False,
-                             transcript=None if transcript is None else (lambda *a: transcript("compare", *a)))
-        finally:
-            backend.close()
+        res = runner.run(get_backend(self.backend), specs, hub, rounds=1, noise_seed=cseed, monitor=False,
+                         stop_on_convergence=False,
+                         transcript=None if transcript is None else (lambda *a: transcript("compare", *a))).result
         return float(res.hub_state.sums["difference"][0]), res.ledger
 
     @staticmethod
@@ -447,13 +440,9 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
                                tol=float(mcfg["tol"]), adapt_rho=bool(mcfg["adapt_rho"]))
         hub = engine.Hub(hub_cfg, fq.init_hub, fq.hub_step, fq.hub_metrics)
         # the engine starts the workers, so their setup (scores) runs under its BLAS thread cap
-        backend = get_backend(self.backend)
-        try:
-            result = engine.run(hub=hub, parties=specs, backend=backend, rounds=L, noise_seed=nseed,
-                                callbacks=callbacks, monitor=monitor, stop_on_convergence=mcfg["tol"] > 0,
-                                transcript=None if transcript is None else (lambda *a: transcript("admm", *a)))
-        finally:
-            backend.close()
+        result = runner.run(get_backend(self.backend), specs, hub, rounds=L, noise_seed=nseed, callbacks=callbacks,
+                            monitor=monitor, stop_on_convergence=mcfg["tol"] > 0,
+                            transcript=None if transcript is None else (lambda *a: transcript("admm", *a))).result
         w = np.array(result.hub_state.output[0, 0], dtype=float)
         self.basis_ = basis
         self.response_location_, self.response_scale_ = y_loc, y_scale

@@ -278,15 +278,15 @@ def vertical(
             run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources,
                                       timeout=timeout, transcript=None, checkpoint_every=None, resume=None, out=out,
                                       peers=peer, tls=tls, insecure=insecure)
-            try:
-                vdata = vx.remote_data(run_opts.backend, party, test_party, id_column=id_column,
+            from ..fit import runner
+
+            with runner.owned(run_opts.backend) as backend:
+                vdata = vx.remote_data(backend, party, test_party, id_column=id_column,
                                        label_column=label_column, psi=psi)
                 vx.run_experts(vdata, lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label_epsilon,
                                prepare="normalize-rows" if normalize_rows else prepare, row_clip=row_clip, seed=seed,
-                               out=out, label_mechanism=label_mechanism, backend=run_opts.backend,
+                               out=out, label_mechanism=label_mechanism, backend=backend,
                                min_effective_rows=min_effective_rows)
-            finally:
-                run_opts.backend.close()
             return
         bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
                        transcript=None, checkpoint_every=None, resume=None, out=out, peers=peer, tls=tls,

@@ -32,9 +32,6 @@ LONG_MODULES: dict[str, int] = {
     # the `dpadmm vertical` command: 44 options in one signature (typer reads them there); shared option groups
     # (issue 25, item 4) will shrink it
     "cli/vertical.py": 584,
-    # FunctionalQuantileRegressor: the estimator still drives its runs (statistics, FDP-ADMM, fallback); the one
-    # fit runner (issue 25, item 4) takes the driving out
-    "estimators/functional.py": 676,
 }
 
 #: import cycles known and owned elsewhere, to be removed by their owner (each entry names its cycle's modules)

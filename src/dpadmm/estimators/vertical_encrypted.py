@@ -7,7 +7,6 @@ simulation: the driver holds every block, and collects each party's weights to s
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -25,17 +24,9 @@ from ..algorithms.encrypted.protocol import PROTOCOL
 from ..algorithms.vertical_data import clip_rows
 from ..backends.inprocess import InProcessBackend
 from ..exceptions import InvalidDataError, InvalidParameterError
-from ..privacy.accountants import calibrate_noise_multiplier, gaussian_epsilon
-
-FORWARD_NOT_PROTECTED = ("features: NOT differentially private against the label party: the forward pass reveals each "
-                         "training row's score sum with weights it knows (see dpadmm.algorithms.encrypted.protocol); "
-                         "the epsilon given covers the backward releases only")
-
-
-FORWARD_ENCRYPTED = ("features: record-level DP against the label party (two Gaussian releases per round, PLD), "
-                     "premise: an honest-but-curious label party (it encrypts residuals of the declared range and "
-                     "computes its column sums on its clipped block; the party cannot check either under encryption); "
-                     "the held-out calibration rows are scored as new records (their logits are not covered)")
+from ..privacy.accountants import calibrate_noise_multiplier
+from ..algorithms.encrypted.report import (FORWARD_ENCRYPTED, FORWARD_NOT_PROTECTED,  # noqa: F401  (their home)
+                                           encrypted_report)
 
 
 class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
@@ -151,22 +142,8 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def _report(self, events) -> dict:
-        d = float(self.delta)
-        by_party: dict[str, list] = {}
-        for e in events:
-            by_party.setdefault((e.party, e.relation.key), []).append(e.noise_multiplier)
-        feat = {p: gaussian_epsilon(z, d) for (p, rel), z in by_party.items() if rel != "label"}
-        lab = {p: gaussian_epsilon(z, d) for (p, rel), z in by_party.items() if rel == "label"}
-        if self.forward == "encrypted":
-            features = {"epsilon": max(feat.values()) if feat else math.inf, "delta": d, "relation": "record_replace",
-                        "note": FORWARD_ENCRYPTED if feat else "features not protected (no epsilon)"}
-        else:
-            features = {"epsilon": math.inf, "backward_epsilon": feat or None, "delta": d, "note": FORWARD_NOT_PROTECTED}
-        return {"features": features, "forward": self.forward,
-                "labels": {"epsilon": max(lab.values()) if lab else math.inf, "delta": d,
-                           "relation": "label", "note": "Gaussian on every block's gradient, sensitivity "
-                           f"{self.label_cfg_.sensitivity:.4g} per round" if lab else "labels not protected"},
-                "accountant": "dp-accounting PLD", "rounds": int(self._param("rounds"))}
+        return encrypted_report(events, delta=float(self.delta), forward=self.forward,
+                                label_sensitivity=self.label_cfg_.sensitivity, rounds=int(self._param("rounds")))
 
     def decision_function(self, blocks) -> np.ndarray:
         blocks = [as_float_matrix(f"blocks[{m}]", b, accept_sparse=True) for m, b in enumerate(blocks)]

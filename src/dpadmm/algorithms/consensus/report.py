@@ -83,3 +83,16 @@ def with_fallback(report: PrivacyReport, fallback: PrivacyLedger, *, fallback_ep
         f"basic composition with P(T) = {float(report.paper_bound['epsilon']):.4g}; handed over: "
         f"{handed_over}"]
     return report
+
+
+def pp_assumptions(*, normalized: bool, max_row_norm: float) -> list[dict]:
+    """The premises of [Zhang, Thm 4.1] for penalty perturbation (pp, dvp) and how a run meets each."""
+    return [
+        {"name": "||x||_2 <= 1 for every training row [Zhang, Thm 4.1]",
+         "status": "normalised" if normalized else "checked",
+         "detail": f"max row norm before: {max_row_norm:.6g}"},
+        {"name": "logistic loss: |L'| <= 1, 0 < L'' <= c1 = 1/4 [Zhang, Assumption 4]", "status": "by construction"},
+        {"name": "R(f) = 1/2 ||f||^2, 1-strongly convex [Zhang, Assumption 5]", "status": "by construction"},
+        {"name": "2 c1 < (B_i/C)(rho/N + 2 theta V_i) [Zhang, Alg. 1] and eq. 64 for every eta_i(t)",
+         "status": "checked"},
+    ]

@@ -73,7 +73,7 @@ def consensus(
     test: Optional[Path] = typer.Option(None, rich_help_panel=_DATA, help="Held-out LIBSVM file."),
     test_fraction: float = typer.Option(0.0, rich_help_panel=_DATA, help="Hold out this share of the rows."),
     epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Total ε per node (private fit)."),
-    delta: float = typer.Option(1e-5, rich_help_panel=_PRIVACY, help="δ of --epsilon (gossip)."),
+    delta: float = opt.delta_option(_PRIVACY, "δ of --epsilon (gossip)."),
     bounds: Optional[Path] = typer.Option(None, rich_help_panel=_PRIVACY, help="Gossip: CSV of column bounds."),
     fallback_epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY,
                                                      help="pp/dvp: ε for the DP fallback."),

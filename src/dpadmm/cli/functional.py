@@ -141,7 +141,7 @@ def functional(
     rho: float = typer.Option(0.1, rich_help_panel=_MODEL, help="ADMM penalty ρ."),
     method: str = typer.Option("fast", rich_help_panel=_MODEL, help="paper | fast | exact."),
     epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Per-iteration ε (turns DP on)."),
-    delta: float = typer.Option(1e-5, rich_help_panel=_PRIVACY, help="δ (per iteration, or total)."),
+    delta: float = opt.delta_option(_PRIVACY, "δ (per iteration, or total)."),
     total_epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Total ε of the run."),
     iterations: Optional[int] = typer.Option(None, rich_help_panel=_MODEL, help="Rounds L (default: the method's)."),
     c1: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Score clipping radius c_1."),

@@ -78,7 +78,7 @@ def vertical(
     clip: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Per-sample clip c (default: auto)."),
     label_epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Label-side total ε."),
     label_mechanism: str = typer.Option("rr", rich_help_panel=_PRIVACY, help="Label side: rr or gaussian."),
-    delta: float = typer.Option(1e-5, rich_help_panel=_PRIVACY, help="δ of the total budget."),
+    delta: float = opt.delta_option(_PRIVACY, "δ of the total budget."),
     iteration_epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Per-iteration ε instead."),
     noise_scale: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Raw noise σ instead."),
     bound: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="b1 of [Hu, Ass. 2.1] (default: auto)."),

@@ -5,7 +5,7 @@ See :mod:`dpadmm.protocol.spec` for what a declaration holds and how a party ser
 
 from ..exceptions import ProtocolError
 from .registry import PROVIDERS, find_protocol, protocol_names, protocol_of, register
-from .spec import PartyData, PolicyHooks, Protocol, setup_view
+from .spec import ExemptMessage, PartyData, PolicyHooks, Protocol, setup_view
 
-__all__ = ["Protocol", "PolicyHooks", "PartyData", "ProtocolError", "setup_view", "register", "find_protocol",
+__all__ = ["Protocol", "ExemptMessage", "PolicyHooks", "PartyData", "ProtocolError", "setup_view", "register", "find_protocol",
            "protocol_names", "protocol_of", "PROVIDERS"]

@@ -41,7 +41,10 @@ class Protocol:
     ``peer_to_peer`` lets nodes run the protocol without a router (:mod:`dpadmm.backends.grpc_p2p`): the
     party's inbox of a round from the sum of its neighbours' broadcasts, and its broadcast from its outbox;
     ``rounds=False`` marks a protocol without rounds (scoring): a budget prices nothing at its Setup (its
-    declared requests' own refusals govern what leaves).
+    declared requests' own refusals govern what leaves);
+    ``exempt`` (:class:`ExemptMessage` each): the message types a step may send in a private run with no privacy
+    event — public keys, ciphertexts under a key the receiver does not hold — each with the reason, which the
+    party's audit line records; a private step's message of any other type without an event is refused.
     """
 
     name: str
@@ -59,6 +62,23 @@ class Protocol:
     alignment: bool = False  # an id-alignment protocol (PSI): no feature/label values leave; no budget applies
     peer_to_peer: tuple | None = None  # (inbox(cfg, state, round, neighbour_sum | None), broadcast(outbox) -> array)
     rounds: bool = True  # False: a protocol without rounds (PSI, scoring): nothing to price at Setup
+    exempt: tuple = ()  # ExemptMessage each: message types released without a privacy event, and why
+
+
+@dataclass(frozen=True)
+class ExemptMessage:
+    """A message type a party's step may send in a private run without a privacy event (``Protocol.exempt``).
+
+    ``message``: the type; ``reason``: why it releases nothing about the data under differential privacy (e.g. "a
+    public key", "ciphertexts under the sender's own key") — written to the party's audit line when it is served;
+    ``fields``: the fields the reason covers (empty: all); another field that is not None or all zeros makes the
+    message an ordinary release again, refused without an event.
+    """
+
+    message: type
+    reason: str
+    fields: tuple = ()
+
 
 
 @dataclass(frozen=True, eq=False)

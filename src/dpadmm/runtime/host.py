@@ -39,7 +39,7 @@ from ..privacy.party_ledger import PartyBudget, released_since
 from ..privacy.policy import PartyPolicy, PolicyRefusal as _Refused
 from . import admission, codec
 from .audit import AuditLog, end_line, state_line
-from .rounds import SeededGenerator, all_zero, free_release
+from .rounds import SeededGenerator, all_zero, exemption, free_release
 
 CHECKPOINT_NAME = "state.dpadmm"
 #: the checkpoint before the last: a coordinator whose checkpoint of round t failed at another party (that party died
@@ -262,9 +262,13 @@ class PartyRuntime:
             raise _Refused(f"party {self.name!r} refused round {t + 1} and sent nothing: its step priced a non-zero "
                            "message at sensitivity 0 (an un-noised release; only an all-zero message is free)")
         if self.budget is not None:  # within the run priced at Setup? recorded before the reply leaves (O(1))
-            # a message with no non-zero number (e.g. the statistics' "done" after failed ranges) needs no event
-            self._budget_note = self.budget.charge(events, private_step=self.private and not all_zero(outbox),
-                                                   round_=t)
+            # a message with no non-zero number (e.g. the statistics' "done" after failed ranges) needs no event, nor
+            # one the protocol declares released without one (a public key, a ciphertext: Protocol.exempt)
+            released = self.private and not all_zero(outbox)
+            exempt = exemption(self.protocol, outbox) if released and not events else None
+            self._budget_note = self.budget.charge(events, private_step=released and exempt is None, round_=t)
+            if exempt is not None:
+                self._budget_note = dict(self._budget_note, exempt=exempt)
         self.state = state
         self.rounds = t + 1
         return {"outbox": outbox, "events": list(events)}

@@ -55,7 +55,7 @@ def _run(tmp_path, send):
     rt = PartyRuntime(name="p", protocol=PROTOCOL, data={}, out=tmp_path, allow_seeded_noise=True,
                       policy=PartyPolicy(max_epsilon=10.0, delta=1e-5))
     rt.call("Setup", {"protocol": PROTOCOL.name, "party": "p", "index": 0, "noise_seed": 1,
-                      "args": ["p", send], "rounds": 3})
+                      "setup": {"name": "p", "send": send}, "rounds": 3})
     return rt
 
 

@@ -54,12 +54,13 @@ class Party:
         D = PartyData("train", {**join, "index": 2, "n_features": 2}, (n, 2))
         opts = {"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None, "damping": 0.0, "eval_blocks": {}}
         return self.call("Setup", {"protocol": vs.PROTOCOL.name, "party": "party2", "index": 1, "rounds": 3,
-                                   "args": ["party2", D, opts]})
+                                   "setup": {"name": "party2", "D": D, "options": opts}})
 
     def psi(self, query: list[str]):
         """One PSI run as the coordinator makes it; returns the ids of ``query`` the party holds."""
         self.call("Setup", {"protocol": P.PROTOCOL.name, "party": "party2", "index": 0,
-                            "args": ["party2", PartyData("train", {"id_column": "id"}), len(query)]})
+                            "setup": {"name": "party2", "ids": PartyData("train", {"id_column": "id"}),
+                                      "client_size": len(query)}})
         client = psi_lib.client.CreateWithNewKey(True)
         req = np.frombuffer(client.CreateRequest(query).SerializeToString(), dtype=np.uint8).copy()
         setup, resp = psi_lib.ServerSetup(), psi_lib.Response()

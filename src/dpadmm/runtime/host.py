@@ -212,9 +212,9 @@ class PartyRuntime:
 
     def _setup(self, req):
         raw, seed = admission.check_request(self, req)
-        args = admission.localise(self, raw)
+        args = admission.localise_setup(self, raw)  # the protocol's Setup record, the party's own data in it
         self._reset()
-        self.cfg, self.state = self.protocol.setup(*args)
+        self.cfg, self.state = self.protocol.setup(**args._asdict())
         self.index = int(req.get("index", 0))
         self.noise_seed = None if seed is None else int(seed)
         # party-local entropy: made here from the OS, never sent anywhere

@@ -104,8 +104,8 @@ class PolicyHooks:
     ``party``: field → the rule the party's :class:`~dpadmm.privacy.policy.PartyPolicy` imposes;
     ``coordinator``: field → why the coordinator's choice cannot weaken the party's guarantee;
     The hooks read the setup arguments through the protocol's typed view (a ``NamedTuple`` named ``Setup`` in the
-    algorithm's folder, with ``setup``'s parameter names and defaults, built by :func:`setup_view`); on the wire
-    they stay a positional list.
+    algorithm's folder, with ``setup``'s parameter names and defaults, ``Protocol.setup_type``); the wire carries it
+    by name and the party checks it (:func:`check_setup`) before the hooks see it.
 
     ``prepare(args, policy) -> args`` imposes the party's values on the setup arguments before setup;
     ``check(cfg, args, policy, party)`` raises a refusal for a field that departs from the policy;

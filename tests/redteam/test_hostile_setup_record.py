@@ -51,3 +51,17 @@ def test_positional_args_are_refused_on_the_wire(tmp_path):
     assert party.svc.budget.status()["runs"] == 0
     party.setup()  # the same party accepts the honest record by name
     assert party.svc.budget.status()["runs"] == 1
+
+
+@pytest.mark.parametrize("body, reason", [
+    ({"args": ["test"]}, r"positional 'args' are not accepted; send its 'arguments' by name$"),
+    ({"arguments": {"key": "test", "rows": [0]}}, r"request 'logit' has no argument 'rows' \(its arguments: key\)$"),
+    ({"arguments": ["test"]}, r"request 'logit''s arguments must be a mapping by name \(key\), got list$"),
+], ids=["positional", "unknown argument", "not a mapping"])
+def test_a_request_off_its_handler_is_refused_naming_the_argument(tmp_path, body, reason):
+    party = Party(tmp_path)
+    party.setup()
+    with pytest.raises(_Refused, match=r"^party 'party2' refused request 'logit': " + reason) as exc:
+        party.call("Request", dict(body, handler="logit"))
+    last = _audit(party.svc)[-1]
+    assert (last["method"], last["status"], last["detail"]) == ("Request", "refused", str(exc.value))

@@ -64,14 +64,14 @@ class Party:
         client = psi_lib.client.CreateWithNewKey(True)
         req = np.frombuffer(client.CreateRequest(query).SerializeToString(), dtype=np.uint8).copy()
         setup, resp = psi_lib.ServerSetup(), psi_lib.Response()
-        setup.ParseFromString(np.asarray(self.call("Request", {"handler": "setup_message", "args": []})["value"],
+        setup.ParseFromString(np.asarray(self.call("Request", {"handler": "setup_message", "arguments": {}})["value"],
                                          dtype=np.uint8).tobytes())
-        resp.ParseFromString(np.asarray(self.call("Request", {"handler": "respond", "args": [req]})["value"],
+        resp.ParseFromString(np.asarray(self.call("Request", {"handler": "respond", "arguments": {"request": req}})["value"],
                                         dtype=np.uint8).tobytes())
         return [query[i] for i in client.GetIntersection(setup, resp)]
 
     def align(self, ids):
-        return self.call("Request", {"handler": "align", "args": [np.array(ids)]})["value"]
+        return self.call("Request", {"handler": "align", "arguments": {"common": np.array(ids)}})["value"]
 
     def audit(self):
         return [json.loads(x) for x in self.svc.audit_path.read_text().splitlines()]

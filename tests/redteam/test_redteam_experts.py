@@ -80,7 +80,7 @@ def test_e1_a_scoring_run_checks_against_its_own_training_file_whatever_the_coor
         with pytest.raises(_Refused, match="refused to score 'x': it is its training file"):
             _setup(s, train_ref, {"x": PartyData("train", _ref(np.arange(120)))}, model=PartyData("model", {}), z=None)
         _setup(s, train_ref, {"x": PartyData("new", _ref(10_000 + np.arange(60)))}, model=PartyData("model", {}), z=None)
-        z = s.call("Request", {"handler": "logit", "args": ["x"]})["value"]  # new records: served
+        z = s.call("Request", {"handler": "logit", "arguments": {"key": "x"}})["value"]  # new records: served
         assert z.shape == (60,) and np.all(np.isfinite(z))
     finally:
         s.svc.close()
@@ -203,7 +203,7 @@ def test_e7_a_party_started_with_a_model_file_refuses_any_fit(tmp_path):
             _setup(s, PartyData("train", _ref(np.arange(120))), {"x": PartyData("new", _ref(10_000 + np.arange(60)))})
         assert _ledger(s.svc)["releases"] == 0
         _setup(s, None, {"x": PartyData("new", _ref(10_000 + np.arange(60)))}, model=PartyData("model", {}), z=None)
-        assert s.call("Request", {"handler": "logit", "args": ["x"]})["value"].shape == (60,)
+        assert s.call("Request", {"handler": "logit", "arguments": {"key": "x"}})["value"].shape == (60,)
     finally:
         s.svc.close()
 
@@ -278,7 +278,7 @@ def _served_audit(tmp_path, runs: int = 400):
         for _ in range(runs):
             call("Setup", {"protocol": PROTO.name, "party": "party2", "index": 0, "rounds": 1, "setup": setup_fields(PROTO, args)})
             call("Step", {"round": 0, "inbox": vp_fit(labels)})
-            logit = np.asarray(call("Request", {"handler": "logit", "args": ["new"]})["value"])
+            logit = np.asarray(call("Request", {"handler": "logit", "arguments": {"key": "new"}})["value"])
             s.append(np.linalg.lstsq(A, logit, rcond=None)[0] @ u)  # the coefficient, from its logits
         svc.close()
         scores.append(np.array(s))

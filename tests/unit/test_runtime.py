@@ -36,7 +36,7 @@ def test_the_runtime_serves_declared_calls_in_order_and_audits_each(party):
     with pytest.raises(PolicyRefusal, match=r"^party 'p1' serves no method Reset \(only Hello, Setup"):
         party.call("Reset", {})
     with pytest.raises(PolicyRefusal, match=r"^party 'p1' refused request 'model': protocol 'selftest' declares only"):
-        party.call("Request", {"handler": "model", "args": []})
+        party.call("Request", {"handler": "model", "arguments": {}})
     log = _audit(party)
     assert [(r["method"], r["status"]) for r in log[1:]] == [
         ("Setup", "ok"), ("Step", "ok"), ("Step", "refused"), ("Reset", "refused"), ("Request", "refused")]

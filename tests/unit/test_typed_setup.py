@@ -13,7 +13,8 @@ from dpadmm.backends import InProcessBackend, PartySpec
 from dpadmm.backends.selftest import PROTOCOL as SELFTEST, Broadcast, toy_setup, toy_step
 from dpadmm.exceptions import ProtocolError
 from dpadmm.privacy.policy import PolicyRefusal
-from dpadmm.protocol import PartyData, check_setup, find_protocol, protocol_for, setup_fields
+from dpadmm.protocol import (PartyData, check_request_arguments, check_setup, find_protocol, protocol_for,
+                            request_arguments, setup_fields)
 from dpadmm.runtime import PartyRuntime, codec
 
 TOY = SELFTEST.setup_type
@@ -87,3 +88,15 @@ def test_a_party_spec_refers_to_its_protocol_and_runs_the_same_numbers_as_the_po
     np.testing.assert_array_equal(outs[0].x, outs[1].x)
     with pytest.raises(ProtocolError, match="setup field 'size' of .* must be int, got float"):
         PartySpec.of(SELFTEST, "p1", {"name": "p1", "size": 3.5})
+
+
+def test_a_request_carries_its_arguments_by_the_handler_s_parameter_names():
+    psi = find_protocol("psi-align")
+    assert request_arguments(psi.handlers["align"], [np.arange(3)]).keys() == {"common"}
+    assert request_arguments(None, ["anything"]) == {}  # an undeclared handler: the party refuses it by name
+    with pytest.raises(ProtocolError, match=r"^request 'align' takes at most 1 arguments \(common\), got 2$"):
+        request_arguments(psi.handlers["align"], [1, 2])
+    with pytest.raises(ProtocolError, match=r"^request 'align''s argument 'common' is missing$"):
+        check_request_arguments(psi.handlers["align"], "align", {})
+    with pytest.raises(ProtocolError, match=r"^request 'align' has no argument 'ids' \(its arguments: common\)$"):
+        check_request_arguments(psi.handlers["align"], "align", {"common": [], "ids": []})

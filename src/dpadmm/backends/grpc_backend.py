@@ -37,7 +37,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from ..exceptions import InvalidParameterError, PartyFailureError, ProtocolError
-from ..protocol import protocol_for, setup_fields
+from ..protocol import protocol_for, request_arguments, setup_fields
 from ..runtime import codec
 from .base import Backend, PartySpec
 from .grpc_calls import (  # noqa: F401 (re-exported: their old home)
@@ -208,7 +208,9 @@ class GrpcBackend(GrpcCalls, Backend):
     def request(self, name: str, handler: str, *args) -> Any:
         if name not in self._specs:
             raise InvalidParameterError(f"no party {name!r} in this run.")
-        return self._call(name, "Request", {"handler": handler, "args": list(args)}, self.timeout,
+        fn = protocol_for(self._specs[name]).handlers.get(handler) if isinstance(handler, str) else None
+        body = {"handler": handler, "arguments": request_arguments(fn, args)}  # by name: the handler's parameters
+        return self._call(name, "Request", body, self.timeout,
                           what=f"request {handler!r}")["value"]
 
     def checkpoint(self, directory, round_: int) -> None:

@@ -170,7 +170,10 @@ def derived_setup_type(setup: Callable) -> type:
     record.__module__ = setup.__module__
     record.__new__.__defaults__ = tuple(p.default for p in params if p.default is not p.empty) or None
     record._field_defaults = {p.name: p.default for p in params if p.default is not p.empty}
-    return record
+    module = sys.modules.get(setup.__module__)
+    if module is not None and not hasattr(module, record.__qualname__):  # found by name: records and specs pickle
+        setattr(module, record.__qualname__, record)
+    return getattr(module, record.__qualname__, record) if module is not None else record
 
 
 def setup_record(protocol: "Protocol", args) -> tuple:
@@ -181,6 +184,35 @@ def setup_record(protocol: "Protocol", args) -> tuple:
 def setup_fields(protocol: "Protocol", args) -> dict:
     """``{field: value}`` of a setup (a record, a mapping, or a positional list): what a Setup message carries."""
     return dict(setup_record(protocol, args)._asdict())
+
+
+def request_arguments(handler: Callable | None, args) -> dict:
+    """``{parameter: value}`` of a declared request's positional ``args`` (after ``cfg, state``): what a Request
+    message carries. An undeclared handler (None) gets no arguments: the party refuses it by name anyway."""
+    if handler is None:
+        return {}
+    names = list(inspect.signature(handler).parameters)[2:]
+    if len(args) > len(names):
+        raise ProtocolError(f"request {handler.__name__!r} takes at most {len(names)} arguments ({', '.join(names)}), "
+                            f"got {len(args)}")
+    return dict(zip(names, args))
+
+
+def check_request_arguments(handler: Callable, name: str, arguments) -> dict:
+    """The named ``arguments`` of a Request against the declared handler's parameters (after ``cfg, state``): an
+    unknown or missing argument is a :class:`ProtocolError` naming it."""
+    params = dict(list(inspect.signature(handler).parameters.items())[2:])
+    if not isinstance(arguments, Mapping) or not all(isinstance(k, str) for k in arguments):
+        raise ProtocolError(f"request {name!r}'s arguments must be a mapping by name ({', '.join(params)}), "
+                            f"got {type(arguments).__name__}")
+    unknown = [k for k in arguments if k not in params]
+    if unknown:
+        raise ProtocolError(f"request {name!r} has no argument {unknown[0]!r} (its arguments: "
+                            f"{', '.join(params) or 'none'})")
+    missing = [k for k, p in params.items() if p.default is p.empty and k not in arguments]
+    if missing:
+        raise ProtocolError(f"request {name!r}'s argument {missing[0]!r} is missing")
+    return dict(arguments)
 
 
 def check_setup(setup_type, fields) -> tuple:

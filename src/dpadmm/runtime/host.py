@@ -37,6 +37,7 @@ from ..exceptions import DataFileError, ProtocolError
 from ..privacy.events import FEATURE_COLUMN, RECORD_REPLACE
 from ..privacy.party_ledger import PartyBudget, released_since
 from ..privacy.policy import PartyPolicy, PolicyRefusal as _Refused
+from ..protocol.spec import check_request_arguments
 from . import admission, codec
 from .audit import AuditLog, end_line, state_line
 from .rounds import SeededGenerator, all_zero, exemption, free_release
@@ -288,8 +289,15 @@ class PartyRuntime:
         if fn is None:
             raise _Refused(f"party {self.name!r} refused request {handler!r}: protocol {self.protocol.name!r} declares "
                            f"only {sorted(self.protocol.handlers)} (a party's model and data never leave it)")
+        if "args" in req:
+            raise _Refused(f"party {self.name!r} refused request {handler!r}: positional 'args' are not accepted; send "
+                           "its 'arguments' by name", "INVALID_ARGUMENT")
         try:
-            return {"value": fn(self.cfg, self.state, *req.get("args", []))}
+            arguments = check_request_arguments(fn, handler, req.get("arguments", {}))
+        except ProtocolError as exc:
+            raise _Refused(f"party {self.name!r} refused request {handler!r}: {exc}", "INVALID_ARGUMENT") from None
+        try:
+            return {"value": fn(self.cfg, self.state, **arguments)}
         except ProtocolError as exc:  # a declared handler that refuses this party's case (e.g. 'refit' at a passive party)
             raise _Refused(str(exc)) from None
 

@@ -17,7 +17,7 @@ from typing import Mapping
 
 from ..exceptions import InvalidParameterError
 from ..privacy.policy import PartyPolicy
-from ..protocol import protocol_for, setup_fields
+from ..protocol import protocol_for, request_arguments, setup_fields
 from .host import PartyRuntime
 
 
@@ -92,7 +92,8 @@ class HostedParty:
         return self.runtime.call("Diagnose", {})["value"]
 
     def request(self, handler: str, *args):
-        return self.runtime.call("Request", {"handler": handler, "args": list(args)})["value"]
+        fn = self.runtime.protocol.handlers.get(handler) if isinstance(handler, str) else None
+        return self.runtime.call("Request", {"handler": handler, "arguments": request_arguments(fn, args)})["value"]
 
     def checkpoint(self, directory, round_: int) -> None:
         """The party writes its own checkpoint in its own directory (``directory`` is the driver's)."""

@@ -4,6 +4,8 @@ to its protocol declaration (``PartySpec.of``)."""
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -14,17 +16,13 @@ from dpadmm.backends.selftest import PROTOCOL as SELFTEST, Broadcast, toy_setup,
 from dpadmm.exceptions import ProtocolError
 from dpadmm.privacy.policy import PolicyRefusal
 from dpadmm.protocol import (PartyData, check_request_arguments, check_setup, find_protocol, protocol_for,
-                            request_arguments, setup_fields)
+                            protocol_names, request_arguments, setup_fields)
 from dpadmm.runtime import PartyRuntime, codec
 
 TOY = SELFTEST.setup_type
 
 
 def test_every_declared_protocol_has_a_named_setup_record_matching_its_setup_function():
-    import inspect
-
-    from dpadmm.protocol import protocol_names
-
     for name in protocol_names():
         proto = find_protocol(name)
         params = inspect.signature(proto.setup).parameters

@@ -198,9 +198,12 @@ def request_arguments(handler: Callable | None, args) -> dict:
     return dict(zip(names, args))
 
 
-def check_request_arguments(handler: Callable, name: str, arguments) -> dict:
+def check_request_arguments(handler: Callable, name: str, arguments, *, positional: bool = False) -> dict:
     """The named ``arguments`` of a Request against the declared handler's parameters (after ``cfg, state``): an
-    unknown or missing argument is a :class:`ProtocolError` naming it."""
+    unknown or missing argument is a :class:`ProtocolError` naming it; so is a request that sent a positional list
+    (``positional``)."""
+    if positional:
+        raise ProtocolError("positional 'args' are not accepted; send its 'arguments' by name")
     params = dict(list(inspect.signature(handler).parameters.items())[2:])
     if not isinstance(arguments, Mapping) or not all(isinstance(k, str) for k in arguments):
         raise ProtocolError(f"request {name!r}'s arguments must be a mapping by name ({', '.join(params)}), "

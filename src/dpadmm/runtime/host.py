@@ -263,13 +263,12 @@ class PartyRuntime:
             raise _Refused(f"party {self.name!r} refused round {t + 1} and sent nothing: its step priced a non-zero "
                            "message at sensitivity 0 (an un-noised release; only an all-zero message is free)")
         if self.budget is not None:  # within the run priced at Setup? recorded before the reply leaves (O(1))
-            # a message with no non-zero number (e.g. the statistics' "done" after failed ranges) needs no event, nor
+            # no event needed: a message with no non-zero number (e.g. the statistics' "done" after failed ranges), or
             # one the protocol declares released without one (a public key, a ciphertext: Protocol.exempt)
             released = self.private and not all_zero(outbox)
             exempt = exemption(self.protocol, outbox) if released and not events else None
-            self._budget_note = self.budget.charge(events, private_step=released and exempt is None, round_=t)
-            if exempt is not None:
-                self._budget_note = dict(self._budget_note, exempt=exempt)
+            note = self.budget.charge(events, private_step=released and exempt is None, round_=t)
+            self._budget_note = note if exempt is None else dict(note, exempt=exempt)
         self.state = state
         self.rounds = t + 1
         return {"outbox": outbox, "events": list(events)}
@@ -289,11 +288,8 @@ class PartyRuntime:
         if fn is None:
             raise _Refused(f"party {self.name!r} refused request {handler!r}: protocol {self.protocol.name!r} declares "
                            f"only {sorted(self.protocol.handlers)} (a party's model and data never leave it)")
-        if "args" in req:
-            raise _Refused(f"party {self.name!r} refused request {handler!r}: positional 'args' are not accepted; send "
-                           "its 'arguments' by name", "INVALID_ARGUMENT")
-        try:
-            arguments = check_request_arguments(fn, handler, req.get("arguments", {}))
+        try:  # by name (the handler's parameters), never a positional list
+            arguments = check_request_arguments(fn, handler, req.get("arguments", {}), positional="args" in req)
         except ProtocolError as exc:
             raise _Refused(f"party {self.name!r} refused request {handler!r}: {exc}", "INVALID_ARGUMENT") from None
         try:

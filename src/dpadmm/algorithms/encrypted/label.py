@@ -118,7 +118,8 @@ def residuals_encrypted(cfg: LabelConfig, state: LabelState, key: he.HeBackend, 
     return state._replace(g=gq, r=r), key.encrypt(gq), party_key.dump(cross)
 
 
-def _cross_sums(cfg: LabelConfig, state: LabelState, blob) -> np.ndarray:
+def cross_sums(cfg: LabelConfig, state: LabelState, blob) -> np.ndarray:
+    """Party m's reply ``(A₀ᵀs_m + r + ζ) mod 2^128`` with the round's r removed: ``A₀ᵀs_m + ζ`` (float)."""
     k, nb = cfg.A.shape[1], CROSS_BITS // 8
     try:
         blob = he.unwire(blob)
@@ -153,7 +154,7 @@ def open_gradients(cfg: LabelConfig, state: LabelState, key: he.HeBackend, repli
             raise PolicyRefusal(f"the label party refused to decrypt {name!r}'s reply: {key.size(ct)} ciphertexts, "
                                 f"its declared block has {cfg.widths[name]} columns")
         cts[name] = ct
-    cross = _cross_sums(cfg, state, next(iter(replies.values())).cross) if cfg.forward == "encrypted" else None
+    cross = cross_sums(cfg, state, next(iter(replies.values())).cross) if cfg.forward == "encrypted" else None
     scale = float(2 ** (RESIDUAL_BITS + BLOCK_BITS))
     sigma = 0.0 if cfg.noise_multiplier is None else cfg.noise_multiplier * cfg.sensitivity
     out = {}

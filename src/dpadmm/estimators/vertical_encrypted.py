@@ -31,7 +31,8 @@ FORWARD_NOT_PROTECTED = ("features: NOT differentially private against the label
                          "the epsilon given covers the backward releases only")
 
 
-FORWARD_ENCRYPTED = ("features: record-level DP against the label party (two Gaussian releases per round, PLD), "
+FORWARD_ENCRYPTED = ("features: record-level DP against the label party (two Gaussian releases per round, one more "
+                     "per peer with three or more parties, PLD), "
                      "premise: an honest-but-curious label party (it encrypts residuals of the declared range and "
                      "computes its column sums on its clipped block; the party cannot check either under encryption); "
                      "the held-out calibration rows are scored as new records (their logits are not covered)")
@@ -49,9 +50,9 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
     rounds, step, momentum, lam : T rounds of (heavy-ball) gradient descent with this step on the mean loss +
         (λ/2)‖w‖²; ``None``: the mode's defaults (clear: 60, 8, 0; encrypted: 40, 2, 0.7), λ = 1e-4.
     forward : ``"encrypted"`` (default; see below) or ``"clear"`` (logistic loss; per-row score sums reach the label party: features NOT private) or
-        ``"encrypted"`` (one non-label party; the Taylor residual ½ + s/4 − y; the scores travel under the party's
-        own key; features private against an honest-but-curious label party; the score is then calibrated by a
-        two-parameter logistic fit on ``calibration`` × n held-out rows, scored as new records).
+        ``"encrypted"`` (any number of non-label parties; the Taylor residual ½ + s/4 − y; the scores travel under
+        each party's own key; features private against an honest-but-curious label party (and peers); the score is
+        then calibrated by a two-parameter logistic fit on ``calibration`` × n held-out rows, scored as new records).
     weight_bound : W = W₀, the projection radius of every party's weights (forward="encrypted"; the sensitivities'
         premise |s| ≤ R·W).
     row_clip : R, every party's row clip (the sensitivities' premise).
@@ -94,9 +95,6 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
         blocks = [as_float_matrix(f"blocks[{m}]", b, accept_sparse=True) for m, b in enumerate(blocks)]
         if any(b.shape[0] != blocks[0].shape[0] for b in blocks):
             raise InvalidDataError(f"every block needs the same rows; got row counts {[b.shape[0] for b in blocks]}")
-        if self.forward == "encrypted" and len(blocks) != 2:
-            raise InvalidDataError(f"forward='encrypted' runs with the label party and ONE other party, got {len(blocks)} "
-                                   "blocks; pass two blocks (or forward='clear')")
         return blocks
 
     def fit(self, blocks: Sequence, y):
@@ -105,7 +103,8 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
         y_pm, self.classes_ = binary_labels("y", y, blocks[0].shape[0])
         T, enc = int(self._param("rounds")), self.forward == "encrypted"
         step, mom, W = float(self._param("step")), float(self._param("momentum")), float(self.weight_bound)
-        releases = T * (2 if enc else 1)  # forward="encrypted": two feature releases per round (D̂ᵀĝ, A₀ᵀs)
+        # forward="encrypted": per round D̂ᵀĝ, A₀ᵀs and, with M ≥ 2 parties, one column-sum release per peer
+        releases = T * (len(blocks) if enc else 1)
         zf = calibrate_noise_multiplier(float(self.epsilon), float(self.delta), releases) if self.epsilon else None
         zl = calibrate_noise_multiplier(float(self.label_epsilon), float(self.delta), T) if self.label_epsilon else None
         seed = noise_seed(self.random_state)
@@ -122,7 +121,7 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
                                    noise_multiplier=zf, rounds=T, lam=self.lam, step_size=step, forward=self.forward,
                                    momentum=mom, W=W if enc else None, label_W=W if enc else None,
                                    label_width=blocks[0].shape[1] + 1 if enc else None),
-                      noise_seed=seed, rounds=2 * T + 2)
+                      noise_seed=seed, rounds=driver.backend_rounds(T, self.forward, len(names)))
         res = driver.run(backend, blocks[0][train], y_pm[train], names,
                          {nm: b.shape[1] for nm, b in zip(names, blocks[1:])}, {nm: float(self.row_clip) for nm in names},
                          R=float(self.row_clip), label_noise_multiplier=zl, rounds=T, lam=float(self.lam),

@@ -36,6 +36,7 @@ party's halved (label side).
 from __future__ import annotations
 
 import contextlib
+import secrets
 from unittest import mock
 
 import numpy as np
@@ -49,59 +50,70 @@ SCALE = float(2 ** (ep.RESIDUAL_BITS + ep.BLOCK_BITS))  # a decrypted column sum
 
 class PlainHe:
     """:class:`dpadmm.algorithms.encrypted.he.HeBackend`'s operations on plaintext integers (Python ints, so sums
-    are exact as OU's are below its ~2^683 plaintext bound). A "ciphertext" is a list of ints; on the wire, their
-    decimal digits. Only the holder of the "secret" (``secret=True``) decrypts, as with a real key."""
+    are exact as OU's are below its ~2^683 plaintext bound). A "ciphertext" is ``(key id, list of ints)``; on the
+    wire, the key id and the decimal digits. Only the holder of the "secret" (``secret=True``) of the SAME key id
+    decrypts, as with a real key (where another key's ciphertext would decrypt to noise): a test can tell whose
+    key a message is under."""
 
-    PUBLIC = b"plaintext-he: no encryption (audit only)"
+    PREFIX = b"plaintext-he: no encryption (audit only) "
 
-    def __init__(self, secret: bool):
-        self.secret = bool(secret)
+    def __init__(self, secret: bool, kid: str | None = None):
+        self.secret, self.kid = bool(secret), kid or secrets.token_hex(6)
 
     def public_key(self) -> bytes:
-        return self.PUBLIC
+        return self.PREFIX + self.kid.encode()
 
     def encrypt(self, v) -> bytes:
-        return self.dump([int(x) for x in np.asarray(v, dtype=np.int64).ravel()])
+        return self.dump((self.kid, [int(x) for x in np.asarray(v, dtype=np.int64).ravel()]))
 
-    def load(self, blob) -> list[int]:
-        raw = he.unwire(blob).decode()
-        return [int(x) for x in raw.split(",")] if raw else []
+    def load(self, blob):
+        kid, _, raw = he.unwire(blob).decode().partition(":")
+        return kid, ([int(x) for x in raw.split(",")] if raw else [])
 
     def dump(self, ct) -> bytes:
-        return ",".join(str(int(x)) for x in ct).encode()
+        return (ct[0] + ":" + ",".join(str(int(x)) for x in ct[1])).encode()
 
     def column_sums(self, plan, ct):
         acc = None
         for v, lists in plan:
-            part = [v * sum(ct[i] for i in rows) for rows in lists]
+            part = [v * sum(ct[1][i] for i in rows) for rows in lists]
             acc = part if acc is None else [a + b for a, b in zip(acc, part)]
         if acc is None:
             raise ValueError("an empty block has no column sums")
-        return acc
+        return ct[0], acc
 
     def add_plain_fresh(self, ct, v):
-        return [a + int(b) for a, b in zip(ct, np.asarray(v, dtype=np.int64).ravel())]
+        return ct[0], [a + int(b) for a, b in zip(ct[1], np.asarray(v, dtype=np.int64).ravel())]
 
     def add_big_fresh(self, ct, values):
-        return [a + int(b) for a, b in zip(ct, values)]
+        return ct[0], [a + int(b) for a, b in zip(ct[1], values)]
 
     def rerandomize(self, ct, size: int):
-        return list(ct)
+        return ct
 
     def decrypt(self, ct) -> list[int]:
         if not self.secret:
             raise PermissionError("only the key holder decrypts")
-        return [int(x) for x in ct]
+        if ct[0] != self.kid:
+            raise PermissionError(f"a ciphertext under key {ct[0]} is not decryptable with key {self.kid}")
+        return [int(x) for x in ct[1]]
 
     def size(self, ct) -> int:
-        return len(ct)
+        return len(ct[1])
+
+
+def _public(blob) -> PlainHe:
+    raw = he.unwire(blob)
+    if not raw.startswith(PlainHe.PREFIX):
+        raise ValueError("the public key is not a plaintext-layer key")
+    return PlainHe(False, raw[len(PlainHe.PREFIX):].decode())
 
 
 @contextlib.contextmanager
 def plaintext_he():
     """While active, every key the protocol makes or loads is a :class:`PlainHe` (no sf-heu needed)."""
     with mock.patch.object(he, "keygen", lambda bits=he.KEY_BITS: PlainHe(True)), \
-            mock.patch.object(he, "from_public_key", lambda blob: PlainHe(False)), \
+            mock.patch.object(he, "from_public_key", _public), \
             mock.patch.object(he, "require_he", lambda: None):
         yield
 

@@ -15,6 +15,7 @@ from ..algorithms.encrypted.party import (
     EncryptedGradient,
     Forward,
     Hello,
+    Open,
     Scores,
     Start,
     logit,
@@ -23,7 +24,6 @@ from ..algorithms.encrypted.party import (
 )
 from ..algorithms.encrypted.protocol import PROTOCOL
 from ..backends.base import PartySpec, party_rng
-from ..exceptions import InvalidParameterError
 
 
 class RunResult(NamedTuple):
@@ -37,12 +37,22 @@ class RunResult(NamedTuple):
 def specs(parties: Mapping[str, tuple], *, R: float, noise_multiplier, rounds: int, lam: float, step_size: float,
           forward: str = "clear", momentum: float = 0.0, W: float | None = None, label_W: float | None = None,
           label_width: int | None = None):
-    """One :class:`PartySpec` per non-label party: ``parties`` maps its name to ``(train, score)``."""
+    """One :class:`PartySpec` per non-label party: ``parties`` maps its name to ``(train, score)``. With
+    forward="encrypted" and two or more parties each is told its peers' public (R, W, d)."""
+    multi = forward == "encrypted" and len(parties) > 1
+    dims = {name: int(train.shape[1]) for name, (train, _) in parties.items()}
     return [PartySpec(name, setup_party, (name, train, dict(score or {}), float(R), noise_multiplier, int(rounds),
                                           float(lam), float(step_size), forward, float(momentum), W,
-                                          float(R) if forward == "encrypted" else None, label_W, label_width),
+                                          float(R) if forward == "encrypted" else None, label_W, label_width,
+                                          {k: (float(R), float(W), dims[k]) for k in parties if k != name}
+                                          if multi else None),
                       step, handlers=PROTOCOL.handlers)
             for name, (train, score) in parties.items()]
+
+
+def backend_rounds(rounds: int, forward: str, parties: int) -> int:
+    """Backend rounds of a run: Start, T rounds of Forward/Backward (and Open with ≥ 2 encrypted parties), final."""
+    return (3 if forward == "encrypted" and parties > 1 else 2) * int(rounds) + 2
 
 
 def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_multiplier, rounds: int, lam: float,
@@ -54,9 +64,7 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
                                    noise_multiplier=label_noise_multiplier, rounds=rounds, lam=lam, step=step_size,
                                    forward=forward, momentum=momentum, W=W)
     names = list(names)
-    if forward == "encrypted" and len(names) != 1:
-        raise InvalidParameterError(f"forward='encrypted' runs with one non-label party (got {len(names)}): the cross "
-                                    "terms between non-label parties are not implemented; pass one other block.")
+    multi = forward == "encrypted" and len(names) > 1
     sent = {"public_key": 0, "residuals": 0, "gradients_back": 0, "scores": 0, "encrypted_gradients": 0}
     cpu = {"label_party": 0.0, "parties": 0.0}  # parties: process time of backend.step (theirs when in-process)
     r = 0
@@ -64,20 +72,53 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
     r += 1
     sent["public_key"] += len(key.public_key()) * len(names)
     peers = {n: hello[n][0].mask_key for n in names if isinstance(hello[n][0], Hello)} if len(names) > 1 else {}
-    party_key = None
+    party_key, pubs = None, {}
     if forward == "encrypted":
-        pub = getattr(hello[names[0]][0], "public_key", None)
-        party_key = he.from_public_key(pub)  # refuses a key that is not OU of 2048 bits
-        sent["public_key"] += len(pub)
+        pubs = {n: getattr(hello[n][0], "public_key", None) for n in names}
+        party_keys = {n: he.from_public_key(p) for n, p in pubs.items()}  # refuses a key that is not OU of 2048 bits
+        party_key = party_keys[names[0]]
+        sent["public_key"] += sum(len(p) for p in pubs.values()) * (len(names) if multi else 1)
     events, gradients = [], {n: None for n in names}
     for t in range(int(rounds)):
         c0 = time.process_time()
-        rep = backend.step({n: Forward(gradients[n], peers if t == 0 else None) for n in names}, r)
+        rep = backend.step({n: Forward(gradients[n], peers if t == 0 else None, False,
+                                       {k: pubs[k] for k in names if k != n} if multi and t == 0 else None)
+                            for n in names}, r)
         cpu["parties"] += time.process_time() - c0
         r += 1
         rng = np.random.default_rng() if noise_seed is None else party_rng(noise_seed, len(names), t)
         c0 = time.process_time()
         cross = None
+        if multi:
+            enc = {n: rep[n][0].ciphertexts for n in names}
+            sent["scores"] += sum(len(v) for v in enc.values())
+            state, blob, crosses = label.residuals_peers(cfg, state, key, party_keys, enc)
+            sent["cross"] = sent.get("cross", 0) + sum(len(c) for c in crosses.values())
+            sent["peer_scores"] = sent.get("peer_scores", 0) + sum(len(v) for v in enc.values()) * (len(names) - 1)
+            cpu["label_party"] += time.process_time() - c0
+            sent["residuals"] += len(blob) * len(names)
+            c0 = time.process_time()
+            rep = backend.step({n: Backward(he.wire(blob), he.wire(crosses[n]), {k: enc[k] for k in names if k != n})
+                                for n in names}, r)
+            r += 1
+            replies = {n: rep[n][0] for n in names}
+            events += [e for n in names for e in rep[n][1]]
+            opens = {k: Open({m: replies[m].peer_cross[k] for m in names if m != k}) for k in names}
+            sent["peer_cross"] = sent.get("peer_cross", 0) + sum(len(v) for o in opens.values()
+                                                                 for v in o.peer_cross.values())
+            rep = backend.step(opens, r)
+            cpu["parties"] += time.process_time() - c0
+            r += 1
+            opened = {k: rep[k][0] for k in names}
+            sent["opened"] = sent.get("opened", 0) + sum(len(v) for o in opened.values() for v in o.values.values())
+            sent["encrypted_gradients"] += sum(len(m.ciphertexts) + len(m.cross) for m in replies.values())
+            events += [e for n in names for e in rep[n][1]]
+            c0 = time.process_time()
+            state, gradients, ev = label.open_gradients(cfg, state, key, replies, rng=rng, opened=opened)
+            cpu["label_party"] += time.process_time() - c0
+            sent["gradients_back"] += sum(int(g.nbytes) for g in gradients.values())
+            events += ev
+            continue
         if forward == "encrypted":
             enc_scores = rep[names[0]][0].ciphertexts
             sent["scores"] += len(enc_scores)
@@ -111,4 +152,4 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
                                                  "bytes_per_round": per_round})
 
 
-__all__ = ["RunResult", "logit", "run", "specs"]
+__all__ = ["RunResult", "backend_rounds", "logit", "run", "specs"]

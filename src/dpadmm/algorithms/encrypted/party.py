@@ -22,11 +22,21 @@ the Taylor residual) and ``cross = Enc_m(A₀ᵀs_m + r)`` (the label party's co
 by a uniform r < 2^128); the party answers ``Enc_0(D̂ᵀ(ĝ₀ + s_m/4) + ξ)`` and ``cross`` decrypted (only the
 declared d₀ values) plus its noise ζ, mod 2^128 — two GaussianRelease per Backward. Its weights are projected
 to ‖w‖ ≤ W (the sensitivities' premise).
+
+With ``forward="encrypted"`` and ``peers`` (M ≥ 2 non-label parties; the peers' public R_k, W_k, d_k): the first
+``Forward`` also carries the peers' OU public keys (``keys``); ``Backward`` also carries every peer's encrypted
+scores ``Enc_k(s_k)`` (``peer_scores``); the reply's gradient is ``Enc_0(4(D̂ᵀĝ₀ + ξ) + D̂ᵀs_m − Σ_k ρ_k)`` (the
+Taylor residual at 4× scale, masked by fresh uniform ρ_k < 2^128) and ``peer_cross[k] = Enc_k(D̂ᵀs_k + ρ_k)`` (its
+column sums of peer k's scores, under k's key, masked); then ``Open(peer_cross)``: the peers' column sums of ITS
+scores, which it decrypts (only the declared d_k values per peer), adds its noise ζ_k and returns mod 2^128
+(``Opened``) — one more GaussianRelease per peer. Round order: Start, then Forward, Backward, Open per round,
+final Forward.
 """
 
 from __future__ import annotations
 
 import math
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -61,6 +71,7 @@ class Forward(NamedTuple):
     gradient: np.ndarray | None = None
     peers: Mapping[str, np.ndarray] | None = None  # name -> uint8 X25519 public key
     final: bool = False
+    keys: Mapping[str, np.ndarray] | None = None  # first Forward, M ≥ 2 encrypted: name -> uint8 OU public key
 
 
 class Scores(NamedTuple):
@@ -71,14 +82,26 @@ class Scores(NamedTuple):
 class Backward(NamedTuple):
     residuals: np.ndarray  # uint8: serialised ciphertexts
     cross: np.ndarray | None = None  # uint8; forward="encrypted": Enc_m(A₀ᵀ s_m + r), d₀ ciphertexts under the party's key
+    peer_scores: Mapping[str, np.ndarray] | None = None  # M ≥ 2: peer k -> uint8 Enc_k(s_k) (k's key: unreadable here)
 
 
 class EncryptedGradient(NamedTuple):
     ciphertexts: np.ndarray  # uint8: serialised ciphertexts
     cross: np.ndarray | None = None  # uint8; forward="encrypted": (A₀ᵀ s_m + r + ζ) mod 2^128, 16 bytes per entry
+    peer_cross: Mapping[str, np.ndarray] | None = None  # M ≥ 2: peer k -> uint8 Enc_k(D̂_mᵀ s_k + ρ_k), d_m ciphertexts
 
 
-MESSAGE_TYPES = (Start, Hello, Forward, Scores, Backward, EncryptedGradient)
+class Open(NamedTuple):
+    """M ≥ 2: every peer m's column sums of this party's scores, ``Enc_k(D̂_mᵀ s_k + ρ)`` under its own key."""
+    peer_cross: Mapping[str, np.ndarray]  # peer m -> uint8 ciphertexts (d_m of them)
+
+
+class Opened(NamedTuple):
+    """``(D̂_mᵀ s_k + ρ + ζ_m) mod 2^128`` per peer m (16 bytes per entry): masked for the label party by m's ρ."""
+    values: Mapping[str, np.ndarray]  # peer m -> uint8
+
+
+MESSAGE_TYPES = (Start, Hello, Forward, Scores, Backward, EncryptedGradient, Open, Opened)
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,14 +121,21 @@ class PartyConfig:
     label_R: float | None = None  # the label party's row clip R₀ (public; its block has the intercept column R₀)
     label_W: float | None = None  # ‖w₀‖ ≤ W₀, the label party's projection (public)
     label_width: int | None = None  # d₀ + 1: the label party's columns with the intercept (cross sums decrypted)
+    peers: Mapping[str, tuple] | None = None  # M ≥ 2 encrypted: every other non-label party k -> (R_k, W_k, d_k), public
 
     @property
     def residual_bound(self) -> float:
         """G ≥ |residual|: 1 for the logistic residual σ(s) − y; for the Taylor residual ½ + s/4 − y with
-        |s₀| ≤ √2 R₀ W₀ and |s_m| ≤ R W: ½ + (√2 R₀ W₀ + R W)/4."""
+        |s₀| ≤ √2 R₀ W₀, |s_m| ≤ R W and |s_k| ≤ R_k W_k (every peer's projection): ½ + (√2 R₀ W₀ + R W + Σ_k R_k W_k)/4."""
         if self.forward == "clear":
             return 1.0
-        return 0.5 + (math.sqrt(2.0) * self.label_R * self.label_W + self.R * self.W) / 4.0
+        others = sum(float(r) * float(w) for r, w, _ in (self.peers or {}).values())
+        return 0.5 + (math.sqrt(2.0) * self.label_R * self.label_W + self.R * self.W + others) / 4.0
+
+    def peer_sensitivity(self, peer: str) -> float:
+        """Δ_Z = 2·R_k·R·W: one of this party's rows replaced moves s_i by ≤ 2RW, and peer k's column sums of the
+        scores ``D̂_kᵀs`` by that times ‖d̂_k,i‖ ≤ R_k (its clip)."""
+        return 2.0 * float(self.peers[peer][0]) * self.R * self.W
 
     @property
     def sensitivity(self) -> float:
@@ -120,7 +150,12 @@ class PartyConfig:
 
     @property
     def releases_per_round(self) -> int:
-        return 1 if self.forward == "clear" else 2
+        return 1 if self.forward == "clear" else 2 + len(self.peers or {})
+
+    @property
+    def steps_per_round(self) -> int:
+        """Messages per round: Forward, Backward (and Open with peers)."""
+        return 3 if self.peers else 2
 
 
 class PartyState(NamedTuple):
@@ -134,12 +169,13 @@ class PartyState(NamedTuple):
     mask_private: bytes | None = None
     mask_public: bytes | None = None
     pair_keys: Mapping[str, bytes] | None = None
+    peer_keys: Mapping[str, bytes] | None = None  # M ≥ 2 encrypted: the peers' OU public keys (checked)
 
 
 def setup_party(name: str, train, score=None, R: float = 1.0, noise_multiplier: float | None = None, rounds: int = 60,
                 lam: float = 1e-4, step: float = 8.0, forward: str = "clear", momentum: float = 0.0,
                 W: float | None = None, label_R: float | None = None, label_W: float | None = None,
-                label_width: int | None = None):
+                label_width: int | None = None, peers: Mapping[str, tuple] | None = None):
     """Clip the block's rows at R, quantise toward zero (the bound survives), plan its column sums. ``score``: its
     blocks of NEW records (key → block), scored on request (``logit``) after the fit."""
     he.require_he()  # refuse to start without the extra, before anything else
@@ -151,6 +187,12 @@ def setup_party(name: str, train, score=None, R: float = 1.0, noise_multiplier: 
         for k, v in (("W", W), ("label_R", label_R), ("label_W", label_W), ("label_width", label_width)):
             if v is None or not (math.isfinite(float(v)) and float(v) > 0):
                 raise InvalidParameterError(f"forward='encrypted' needs {k} finite and > 0, got {k}={v!r}.")
+    peers = {str(k): (float(v[0]), float(v[1]), int(v[2])) for k, v in dict(peers or {}).items()}
+    if peers and forward != "encrypted":
+        raise InvalidParameterError("peers (the other parties' R, W, d) belong to forward='encrypted'; pass none.")
+    for k, (r, w, d) in peers.items():
+        if not (math.isfinite(r) and r > 0 and math.isfinite(w) and w > 0 and d >= 1):
+            raise InvalidParameterError(f"peer {k!r} needs R, W finite and > 0 and d ≥ 1, got {(r, w, d)!r}.")
     D = clip_rows(train, float(R))
     Q = he.quantize(D, BLOCK_BITS).tocsr()
     priv, pub = masks.new_key()
@@ -158,7 +200,8 @@ def setup_party(name: str, train, score=None, R: float = 1.0, noise_multiplier: 
                       None if noise_multiplier is None else float(noise_multiplier), int(rounds), float(lam), float(step),
                       {str(k): v for k, v in dict(score or {}).items()}, str(forward), float(momentum),
                       None if W is None else float(W), None if label_R is None else float(label_R),
-                      None if label_W is None else float(label_W), None if label_width is None else int(label_width))
+                      None if label_W is None else float(label_W), None if label_width is None else int(label_width),
+                      peers or None)
     own = he.keygen() if forward == "encrypted" else None
     return cfg, PartyState(w=np.zeros(Q.shape[1]), velocity=np.zeros(Q.shape[1]), mask_private=priv, mask_public=pub,
                            own_key=own)
@@ -217,6 +260,8 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
             if any(len(v) != 32 for v in peers.values()):
                 raise _refuse(cfg, "every peer key must be 32 bytes (X25519)")
             keys = masks.pair_keys(cfg.name, state.mask_private, peers)
+        if cfg.peers and state.peer_keys is None:
+            state = state._replace(peer_keys=_peer_keys(cfg, inbox.keys))
         state = state._replace(w=w, velocity=vel, pair_keys=keys)
         if inbox.final:
             if state.backward != cfg.rounds:
@@ -242,6 +287,8 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
         cross = None
         if cfg.forward == "encrypted":
             cross = _open_cross(cfg, state, inbox.cross, rng)  # before anything is computed on the residuals
+        if cfg.peers:
+            return _backward_peers(cfg, state, pk, ct, cross, inbox.peer_scores, rng)
         out = pk.column_sums(cfg.plan, ct)  # Enc(Q_ᵀ ĝ): [issue 28, backward pass]
         d, events = cfg.Q.shape[1], []
         scale = float(2 ** (RESIDUAL_BITS + BLOCK_BITS))
@@ -264,7 +311,112 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
             cross = b"".join(((v + int(z)) % mod).to_bytes(CROSS_BITS // 8, "big") for v, z in zip(cross, noise))
         return (state._replace(phase="forward", backward=state.backward + 1, sent_scores=None),
                 EncryptedGradient(he.wire(pk.dump(out)), None if cross is None else he.wire(cross)), events)
-    raise _refuse(cfg, f"unexpected message {type(inbox).__name__} (declared: Start, Forward, Backward)")
+    if isinstance(inbox, Open):
+        return _open_peers(cfg, state, inbox, rng)
+    raise _refuse(cfg, f"unexpected message {type(inbox).__name__} (declared: Start, Forward, Backward, Open)")
+
+
+def _peer_keys(cfg: PartyConfig, keys) -> dict[str, bytes]:
+    """The declared peers' OU public keys (first Forward): exactly the declared names, each OU of 2048 bits."""
+    try:
+        got = {str(k): he.unwire(v) for k, v in dict(keys or {}).items()}
+    except TypeError:
+        raise _refuse(cfg, "the peers' public keys must be uint8 arrays") from None
+    if set(got) != set(cfg.peers):
+        raise _refuse(cfg, f"the first Forward must carry the public keys of the declared peers {sorted(cfg.peers)}, "
+                           f"got {sorted(got)}")
+    for name, blob in got.items():
+        try:
+            he.from_public_key(blob)
+        except (TypeError, ValueError) as exc:
+            raise _refuse(cfg, f"peer {name!r}'s public key: {exc}") from None
+    return got
+
+
+def _noise(rng, sigma: float, size: int, factor: int = 1) -> list[int]:
+    """``round(factor · N(0, σ²) · 2^40)`` per entry (the column sums' fixed point)."""
+    scale = float(2 ** (RESIDUAL_BITS + BLOCK_BITS))
+    return [int(v) for v in np.round(factor * gaussian(rng, sigma, size) * scale)]
+
+
+def _masked(values, noise) -> np.ndarray:
+    mod = 1 << CROSS_BITS
+    return he.wire(b"".join(((int(v) + int(z)) % mod).to_bytes(CROSS_BITS // 8, "big") for v, z in zip(values, noise)))
+
+
+def _backward_peers(cfg: PartyConfig, state: PartyState, pk, ct, cross, peer_scores, rng):
+    """M ≥ 2 (module docstring): ``Enc_0(4(D̂ᵀĝ₀ + ξ) + D̂ᵀs_m − Σ_k ρ_k)``, the masked cross sums for the label
+    party, and ``Enc_k(D̂ᵀs_k + ρ_k)`` per peer k (its column sums of k's scores under k's key, masked)."""
+    try:
+        blobs = {str(k): he.unwire(v) for k, v in dict(peer_scores or {}).items()}
+    except TypeError:
+        blobs = {}
+    if set(blobs) != set(cfg.peers):
+        raise _refuse(cfg, f"the Backward must carry the encrypted scores of the declared peers {sorted(cfg.peers)}")
+    n, d = cfg.Q.shape
+    peers = {}
+    for k in sorted(blobs):
+        key = he.from_public_key(state.peer_keys[k])
+        try:
+            kct = key.load(blobs[k])
+        except Exception:  # noqa: BLE001 - a malformed blob: one line
+            raise _refuse(cfg, f"peer {k!r}'s scores are not a serialised ciphertext array") from None
+        if key.size(kct) != n:
+            raise _refuse(cfg, f"peer {k!r}'s scores must be {n} ciphertexts, one per training row")
+        peers[k] = (key, kct)
+    events = []
+    if cfg.noise_multiplier is not None:
+        xi = _noise(rng, cfg.noise_multiplier * cfg.sensitivity, d, factor=4)
+        zeta = _noise(rng, cfg.noise_multiplier * cfg.cross_sensitivity, len(cross))
+        events = [GaussianRelease(cfg.name, state.backward, cfg.sensitivity, cfg.noise_multiplier * cfg.sensitivity,
+                                  RECORD_REPLACE),
+                  GaussianRelease(cfg.name, state.backward, cfg.cross_sensitivity,
+                                  cfg.noise_multiplier * cfg.cross_sensitivity, RECORD_REPLACE)]
+    else:
+        xi, zeta = [0] * d, [0] * len(cross)
+    rho = {k: [secrets.randbits(CROSS_BITS) for _ in range(d)] for k in peers}  # a CSPRNG: the masks cancel
+    own = np.asarray(cfg.Q.T @ state.sent_scores, dtype=np.int64).ravel()  # D̂ᵀs_m at 2^40: the 4× Taylor part
+    plain = [int(own[j]) + xi[j] - sum(rho[k][j] for k in rho) for j in range(d)]
+    plan4 = [(4 * v, lists) for v, lists in cfg.plan]
+    out = pk.add_big_fresh(pk.column_sums(plan4, ct), plain)  # Enc_0(4D̂ᵀĝ₀ + …), fresh: re-randomised
+    peer_cross = {k: he.wire(key.dump(key.add_big_fresh(key.column_sums(cfg.plan, kct), rho[k])))
+                  for k, (key, kct) in peers.items()}
+    return (state._replace(phase="open", backward=state.backward + 1, sent_scores=None),
+            EncryptedGradient(he.wire(pk.dump(out)), _masked(cross, zeta), peer_cross), events)
+
+
+def _open_peers(cfg: PartyConfig, state: PartyState, inbox: Open, rng):
+    """Decrypt every declared peer m's ``Enc_k(D̂_mᵀs_k + ρ)`` (only d_m values each), add ζ ~ N(0, (z Δ_Z)²),
+    return mod 2^128: one GaussianRelease per peer."""
+    if state.phase != "open" or not cfg.peers:
+        raise _refuse(cfg, f"an Open in phase {state.phase!r} (Forward, Backward, Open per round with peers)")
+    try:
+        blobs = {str(k): he.unwire(v) for k, v in dict(inbox.peer_cross or {}).items()}
+    except TypeError:
+        blobs = {}
+    if set(blobs) != set(cfg.peers):
+        raise _refuse(cfg, f"the Open must carry the column sums of the declared peers {sorted(cfg.peers)}")
+    cts = {}
+    for m in sorted(blobs):
+        try:
+            ct = state.own_key.load(blobs[m])
+        except Exception:  # noqa: BLE001 - a malformed blob: one line
+            raise _refuse(cfg, f"peer {m!r}'s column sums are not a serialised ciphertext array") from None
+        if state.own_key.size(ct) != cfg.peers[m][2]:
+            raise _refuse(cfg, f"it decrypts only the declared {cfg.peers[m][2]} column sums of peer {m!r}, got "
+                               f"{state.own_key.size(ct)} ciphertexts")
+        cts[m] = ct
+    out, events = {}, []
+    for m in sorted(cts):
+        vals = state.own_key.decrypt(cts[m])
+        if cfg.noise_multiplier is None:
+            zeta = [0] * len(vals)
+        else:
+            sigma = cfg.noise_multiplier * cfg.peer_sensitivity(m)
+            zeta = _noise(rng, sigma, len(vals))
+            events.append(GaussianRelease(cfg.name, state.backward - 1, cfg.peer_sensitivity(m), sigma, RECORD_REPLACE))
+        out[m] = _masked(vals, zeta)
+    return state._replace(phase="forward"), Opened(out), events
 
 
 def _open_cross(cfg: PartyConfig, state: PartyState, blob, rng) -> list[int]:

@@ -1,0 +1,66 @@
+"""The encrypted vertical protocol on ``fair`` (statsmodels, 6,366 rows; the label party holds rate_marriage, age,
+yrs_married, party 2 children, religious, educ, occupation, occupation_husb — columns that say things jointly, where
+the experts protocol loses to the label party alone), against the label party alone and experts, ε = 1 both sides.
+
+    python benchmarks/bench_encrypted_fair.py [--seeds 0 1 2] [--rounds T] [--step S]
+
+Preparation as in ``benchmarks/private_utility/vertical.py``: the label party standardises its own block (it never
+leaves; clipped at 3√d and divided: ‖row‖ ≤ 1), party 2's block is scaled by public bounds (record-safe,
+:func:`public_scaling`). Results measured on this machine are in RESULTS and in the report of issue 28.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from private_utility.vertical import (  # noqa: E402 - the benchmark folder is not a package
+    LAM,
+    _dense,
+    _fit_experts,
+    load,
+    log_loss_pm,
+    prepare,
+    public_scaling,
+    sk_logreg,
+)
+
+from dpadmm.estimators.vertical_encrypted import VerticalEncryptedClassifier  # noqa: E402
+
+RESULTS: dict = {}  # filled from the run below (see the report of issue 28)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--step", type=float, default=None)
+    ap.add_argument("--epsilon", type=float, default=1.0)
+    a = ap.parse_args(argv)
+    train, y, test, yt, how = load("fair")
+    P, Q = prepare(train, test, how, row_clip=False)
+    Pc, Qc = prepare(train, test, how, row_clip=True)
+    S, St = public_scaling(train[1:], test[1:])
+    alone = log_loss_pm(sk_logreg(_dense(P[:1]), y, _dense(Q[:1]), LAM), yt)
+    joint = log_loss_pm(sk_logreg(_dense([Pc[0]] + S), y, _dense([Qc[0]] + St), LAM), yt)
+    print(json.dumps({"label_party_alone": round(alone, 4), "non_private_joint_same_preparation": round(joint, 4)}),
+          flush=True)
+    for seed in a.seeds:
+        c0 = time.process_time()
+        m = VerticalEncryptedClassifier(epsilon=a.epsilon, label_epsilon=a.epsilon, rounds=a.rounds, step=a.step,
+                                        random_state=seed).fit([Pc[0]] + S, y)
+        enc = log_loss_pm(m.predict_proba([Qc[0]] + St)[:, 1], yt)
+        cpu = time.process_time() - c0
+        experts = _fit_experts(P, train, y, Q, test, yt, a.epsilon, True, seed, how)
+        print(json.dumps({"seed": seed, "encrypted": round(enc, 4), "experts": round(experts, 4),
+                          "label_party_alone": round(alone, 4), "encrypted_cpu_seconds": round(cpu, 1),
+                          "cost": m.cost_}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -9,7 +9,8 @@ declared (:func:`open_gradients`) — and returned with its own noise, ``γ_m = 
 weights move on ``A₀ᵀĝ + η₀``. The η's are one Gaussian mechanism of label sensitivity
 ``Δ_L = √(2R₀² + Σ_m R_m²)`` per round.
 
-``forward="encrypted"`` (one non-label party m, the Taylor residual ``g = ½ + s/4 − y``): it never sees s_m; it
+``forward="encrypted"`` (one non-label party m, the Taylor residual ``g = ½ + s/4 − y``; with more,
+:func:`residuals_peers` and :func:`combine_peers`, :mod:`.protocol`): it never sees s_m; it
 sends ``Enc_0(ĝ₀)``, ``ĝ₀ = round(2^24 (½ + s₀/4 − y))``, and ``Enc_m(A₀ᵀ s_m + r)`` computed on party m's
 encrypted scores (r uniform below 2^128, drawn here), gets back ``(A₀ᵀs_m + r + ζ) mod 2^128`` and uses
 ``A₀ᵀĝ₀ + η₀ + (A₀ᵀs_m + ζ)/4`` for its own step; its weights are projected on ‖w₀‖ ≤ W₀.

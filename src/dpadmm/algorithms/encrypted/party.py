@@ -15,7 +15,7 @@ Round order (the party refuses any other; ``T`` = ``rounds``, declared at Setup 
   ``Enc(D̂ᵀĝ + ξ)``, ``ξ ~ N(0, σ² I)`` with ``σ = z · 2R`` drawn here and added as a fresh encryption (which also
   re-randomises); one :class:`~dpadmm.privacy.events.GaussianRelease` (record relation) per Backward.
 
-With ``forward="encrypted"`` (one non-label party; the Taylor-approximated loss, :mod:`.protocol`): ``Hello`` also
+With ``forward="encrypted"`` (one non-label party — more: below; the Taylor-approximated loss, :mod:`.protocol`): ``Hello`` also
 carries the party's own OU public key; ``Forward`` is answered with ``Scores(ciphertexts=Enc_m(s_m))`` under the
 party's OWN key (the label party cannot read them); ``Backward`` carries ``Enc_0(ĝ₀)`` (the label party's part of
 the Taylor residual) and ``cross = Enc_m(A₀ᵀs_m + r)`` (the label party's column sums of the party's scores, masked
@@ -36,7 +36,6 @@ final Forward.
 from __future__ import annotations
 
 import math
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -45,64 +44,25 @@ import numpy as np
 
 from ...privacy.events import RECORD_REPLACE, GaussianRelease
 from ...privacy.mechanisms import gaussian
-from ...privacy.policy import PolicyRefusal
 from ...data.prepare import clip_rows
 from ...exceptions import InvalidParameterError, ProtocolError
 from . import he, masks
-
-#: fixed point of the residuals the label party encrypts (|g| ≤ 1) and of the party's block (rows of norm ≤ R)
-RESIDUAL_BITS = 24
-BLOCK_BITS = 16
-#: the masked cross sums travel mod 2^128 (16 bytes each); the mask r is uniform below 2^128
-CROSS_BITS = 128
-FORWARD_MODES = ("clear", "encrypted")
-
-
-class Start(NamedTuple):
-    public_key: np.ndarray  # uint8 (he.wire): the serialised key
-
-
-class Hello(NamedTuple):
-    mask_key: np.ndarray  # uint8: 32 bytes of X25519 public key
-    public_key: np.ndarray | None = None  # uint8; forward="encrypted": the party's own OU public key
-
-
-class Forward(NamedTuple):
-    gradient: np.ndarray | None = None
-    peers: Mapping[str, np.ndarray] | None = None  # name -> uint8 X25519 public key
-    final: bool = False
-    keys: Mapping[str, np.ndarray] | None = None  # first Forward, M ≥ 2 encrypted: name -> uint8 OU public key
-
-
-class Scores(NamedTuple):
-    values: np.ndarray | None = None  # uint64: fixed-point scores plus pairwise masks (Z/2^64)
-    ciphertexts: np.ndarray | None = None  # uint8; forward="encrypted": Enc_m(round(2^24 s_m)) under the party's own key
-
-
-class Backward(NamedTuple):
-    residuals: np.ndarray  # uint8: serialised ciphertexts
-    cross: np.ndarray | None = None  # uint8; forward="encrypted": Enc_m(A₀ᵀ s_m + r), d₀ ciphertexts under the party's key
-    peer_scores: Mapping[str, np.ndarray] | None = None  # M ≥ 2: peer k -> uint8 Enc_k(s_k) (k's key: unreadable here)
-
-
-class EncryptedGradient(NamedTuple):
-    ciphertexts: np.ndarray  # uint8: serialised ciphertexts
-    cross: np.ndarray | None = None  # uint8; forward="encrypted": (A₀ᵀ s_m + r + ζ) mod 2^128, 16 bytes per entry
-    peer_cross: Mapping[str, np.ndarray] | None = None  # M ≥ 2: peer k -> uint8 Enc_k(D̂_mᵀ s_k + ρ_k), d_m ciphertexts
-
-
-class Open(NamedTuple):
-    """M ≥ 2: every peer m's column sums of this party's scores, ``Enc_k(D̂_mᵀ s_k + ρ)`` under its own key."""
-    peer_cross: Mapping[str, np.ndarray]  # peer m -> uint8 ciphertexts (d_m of them)
-
-
-class Opened(NamedTuple):
-    """``(D̂_mᵀ s_k + ρ + ζ_m) mod 2^128`` per peer m (16 bytes per entry): masked for the label party by m's ρ."""
-    values: Mapping[str, np.ndarray]  # peer m -> uint8
-
-
-MESSAGE_TYPES = (Start, Hello, Forward, Scores, Backward, EncryptedGradient, Open, Opened)
-
+from .messages import (  # noqa: F401 - re-exported: the protocol's messages and fixed point, as before
+    BLOCK_BITS,
+    CROSS_BITS,
+    FORWARD_MODES,
+    MESSAGE_TYPES,
+    RESIDUAL_BITS,
+    Backward,
+    EncryptedGradient,
+    Forward,
+    Hello,
+    Open,
+    Opened,
+    Scores,
+    Start,
+)
+from .peers import backward_peers, open_peers, peer_keys, refuse
 
 @dataclass(frozen=True, eq=False)
 class PartyConfig:
@@ -207,10 +167,6 @@ def setup_party(name: str, train, score=None, R: float = 1.0, noise_multiplier: 
                            own_key=own)
 
 
-def _refuse(cfg, what: str) -> PolicyRefusal:
-    return PolicyRefusal(f"party {cfg.name!r} refused the message and released nothing: {what}")
-
-
 def fixed_scores(cfg: PartyConfig, w: np.ndarray) -> np.ndarray:
     """``round(2^24 · D̂w)`` (int64): the scores as they are masked or encrypted."""
     s = np.asarray(cfg.Q @ w).ravel() / float(2 ** BLOCK_BITS)
@@ -235,22 +191,22 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
     """One message of the round order in the module docstring; anything else is refused."""
     if isinstance(inbox, Start):
         if state.phase != "setup":
-            raise _refuse(cfg, "a second Start")
+            raise refuse(cfg, "a second Start")
         try:
             he.from_public_key(inbox.public_key)
         except (TypeError, ValueError) as exc:
-            raise _refuse(cfg, str(exc)) from None
+            raise refuse(cfg, str(exc)) from None
         own_pub = he.wire(state.own_key.public_key()) if state.own_key is not None else None
         return (state._replace(phase="forward", public_key=he.unwire(inbox.public_key)),
                 Hello(he.wire(state.mask_public), own_pub), [])
     if isinstance(inbox, Forward):
         if state.phase != "forward":
-            raise _refuse(cfg, f"a Forward in phase {state.phase!r} (Start, then Forward and Backward alternate)")
+            raise refuse(cfg, f"a Forward in phase {state.phase!r} (Start, then Forward and Backward alternate)")
         w, vel, keys = state.w, state.velocity, state.pair_keys
         if inbox.gradient is not None or state.backward:
             g = np.asarray(inbox.gradient if inbox.gradient is not None else [], dtype=np.float64)
             if g.shape != w.shape or not np.all(np.isfinite(g)):
-                raise _refuse(cfg, f"the returned gradient must be {w.shape[0]} finite values, got shape {g.shape}")
+                raise refuse(cfg, f"the returned gradient must be {w.shape[0]} finite values, got shape {g.shape}")
             w, vel = update(w, vel, g, n=cfg.Q.shape[0], step=cfg.step, lam=cfg.lam, momentum=cfg.momentum, W=cfg.W)
         if keys is None:
             try:
@@ -258,17 +214,17 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
             except TypeError:
                 peers = {"?": b""}
             if any(len(v) != 32 for v in peers.values()):
-                raise _refuse(cfg, "every peer key must be 32 bytes (X25519)")
+                raise refuse(cfg, "every peer key must be 32 bytes (X25519)")
             keys = masks.pair_keys(cfg.name, state.mask_private, peers)
         if cfg.peers and state.peer_keys is None:
-            state = state._replace(peer_keys=_peer_keys(cfg, inbox.keys))
+            state = state._replace(peer_keys=peer_keys(cfg, inbox.keys))
         state = state._replace(w=w, velocity=vel, pair_keys=keys)
         if inbox.final:
             if state.backward != cfg.rounds:
-                raise _refuse(cfg, f"the final update after {state.backward} of the {cfg.rounds} declared rounds")
+                raise refuse(cfg, f"the final update after {state.backward} of the {cfg.rounds} declared rounds")
             return state._replace(phase="done"), None, []
         if state.backward >= cfg.rounds:
-            raise _refuse(cfg, f"a round beyond the {cfg.rounds} declared at Setup")
+            raise refuse(cfg, f"a round beyond the {cfg.rounds} declared at Setup")
         fixed = fixed_scores(cfg, w)
         if cfg.forward == "encrypted":  # under its OWN key: the label party cannot read a per-row score
             return (state._replace(phase="backward", sent_scores=fixed),
@@ -276,19 +232,19 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
         return state._replace(phase="backward"), Scores(masks.mask(cfg.name, keys or {}, state.backward, fixed)), []
     if isinstance(inbox, Backward):
         if state.phase != "backward":
-            raise _refuse(cfg, f"a Backward in phase {state.phase!r}")
+            raise refuse(cfg, f"a Backward in phase {state.phase!r}")
         pk = he.from_public_key(state.public_key)
         try:
             ct = pk.load(inbox.residuals)
         except Exception:  # noqa: BLE001 - a malformed blob: one line
-            raise _refuse(cfg, "the residuals are not a serialised ciphertext array") from None
+            raise refuse(cfg, "the residuals are not a serialised ciphertext array") from None
         if pk.size(ct) != cfg.Q.shape[0]:
-            raise _refuse(cfg, f"the residuals must be {cfg.Q.shape[0]} ciphertexts, one per training row")
+            raise refuse(cfg, f"the residuals must be {cfg.Q.shape[0]} ciphertexts, one per training row")
         cross = None
         if cfg.forward == "encrypted":
             cross = _open_cross(cfg, state, inbox.cross, rng)  # before anything is computed on the residuals
         if cfg.peers:
-            return _backward_peers(cfg, state, pk, ct, cross, inbox.peer_scores, rng)
+            return backward_peers(cfg, state, pk, ct, cross, inbox.peer_scores, rng)
         out = pk.column_sums(cfg.plan, ct)  # Enc(Q_ᵀ ĝ): [issue 28, backward pass]
         d, events = cfg.Q.shape[1], []
         scale = float(2 ** (RESIDUAL_BITS + BLOCK_BITS))
@@ -312,111 +268,8 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
         return (state._replace(phase="forward", backward=state.backward + 1, sent_scores=None),
                 EncryptedGradient(he.wire(pk.dump(out)), None if cross is None else he.wire(cross)), events)
     if isinstance(inbox, Open):
-        return _open_peers(cfg, state, inbox, rng)
-    raise _refuse(cfg, f"unexpected message {type(inbox).__name__} (declared: Start, Forward, Backward, Open)")
-
-
-def _peer_keys(cfg: PartyConfig, keys) -> dict[str, bytes]:
-    """The declared peers' OU public keys (first Forward): exactly the declared names, each OU of 2048 bits."""
-    try:
-        got = {str(k): he.unwire(v) for k, v in dict(keys or {}).items()}
-    except TypeError:
-        raise _refuse(cfg, "the peers' public keys must be uint8 arrays") from None
-    if set(got) != set(cfg.peers):
-        raise _refuse(cfg, f"the first Forward must carry the public keys of the declared peers {sorted(cfg.peers)}, "
-                           f"got {sorted(got)}")
-    for name, blob in got.items():
-        try:
-            he.from_public_key(blob)
-        except (TypeError, ValueError) as exc:
-            raise _refuse(cfg, f"peer {name!r}'s public key: {exc}") from None
-    return got
-
-
-def _noise(rng, sigma: float, size: int, factor: int = 1) -> list[int]:
-    """``round(factor · N(0, σ²) · 2^40)`` per entry (the column sums' fixed point)."""
-    scale = float(2 ** (RESIDUAL_BITS + BLOCK_BITS))
-    return [int(v) for v in np.round(factor * gaussian(rng, sigma, size) * scale)]
-
-
-def _masked(values, noise) -> np.ndarray:
-    mod = 1 << CROSS_BITS
-    return he.wire(b"".join(((int(v) + int(z)) % mod).to_bytes(CROSS_BITS // 8, "big") for v, z in zip(values, noise)))
-
-
-def _backward_peers(cfg: PartyConfig, state: PartyState, pk, ct, cross, peer_scores, rng):
-    """M ≥ 2 (module docstring): ``Enc_0(4(D̂ᵀĝ₀ + ξ) + D̂ᵀs_m − Σ_k ρ_k)``, the masked cross sums for the label
-    party, and ``Enc_k(D̂ᵀs_k + ρ_k)`` per peer k (its column sums of k's scores under k's key, masked)."""
-    try:
-        blobs = {str(k): he.unwire(v) for k, v in dict(peer_scores or {}).items()}
-    except TypeError:
-        blobs = {}
-    if set(blobs) != set(cfg.peers):
-        raise _refuse(cfg, f"the Backward must carry the encrypted scores of the declared peers {sorted(cfg.peers)}")
-    n, d = cfg.Q.shape
-    peers = {}
-    for k in sorted(blobs):
-        key = he.from_public_key(state.peer_keys[k])
-        try:
-            kct = key.load(blobs[k])
-        except Exception:  # noqa: BLE001 - a malformed blob: one line
-            raise _refuse(cfg, f"peer {k!r}'s scores are not a serialised ciphertext array") from None
-        if key.size(kct) != n:
-            raise _refuse(cfg, f"peer {k!r}'s scores must be {n} ciphertexts, one per training row")
-        peers[k] = (key, kct)
-    events = []
-    if cfg.noise_multiplier is not None:
-        xi = _noise(rng, cfg.noise_multiplier * cfg.sensitivity, d, factor=4)
-        zeta = _noise(rng, cfg.noise_multiplier * cfg.cross_sensitivity, len(cross))
-        events = [GaussianRelease(cfg.name, state.backward, cfg.sensitivity, cfg.noise_multiplier * cfg.sensitivity,
-                                  RECORD_REPLACE),
-                  GaussianRelease(cfg.name, state.backward, cfg.cross_sensitivity,
-                                  cfg.noise_multiplier * cfg.cross_sensitivity, RECORD_REPLACE)]
-    else:
-        xi, zeta = [0] * d, [0] * len(cross)
-    rho = {k: [secrets.randbits(CROSS_BITS) for _ in range(d)] for k in peers}  # a CSPRNG: the masks cancel
-    own = np.asarray(cfg.Q.T @ state.sent_scores, dtype=np.int64).ravel()  # D̂ᵀs_m at 2^40: the 4× Taylor part
-    plain = [int(own[j]) + xi[j] - sum(rho[k][j] for k in rho) for j in range(d)]
-    plan4 = [(4 * v, lists) for v, lists in cfg.plan]
-    out = pk.add_big_fresh(pk.column_sums(plan4, ct), plain)  # Enc_0(4D̂ᵀĝ₀ + …), fresh: re-randomised
-    peer_cross = {k: he.wire(key.dump(key.add_big_fresh(key.column_sums(cfg.plan, kct), rho[k])))
-                  for k, (key, kct) in peers.items()}
-    return (state._replace(phase="open", backward=state.backward + 1, sent_scores=None),
-            EncryptedGradient(he.wire(pk.dump(out)), _masked(cross, zeta), peer_cross), events)
-
-
-def _open_peers(cfg: PartyConfig, state: PartyState, inbox: Open, rng):
-    """Decrypt every declared peer m's ``Enc_k(D̂_mᵀs_k + ρ)`` (only d_m values each), add ζ ~ N(0, (z Δ_Z)²),
-    return mod 2^128: one GaussianRelease per peer."""
-    if state.phase != "open" or not cfg.peers:
-        raise _refuse(cfg, f"an Open in phase {state.phase!r} (Forward, Backward, Open per round with peers)")
-    try:
-        blobs = {str(k): he.unwire(v) for k, v in dict(inbox.peer_cross or {}).items()}
-    except TypeError:
-        blobs = {}
-    if set(blobs) != set(cfg.peers):
-        raise _refuse(cfg, f"the Open must carry the column sums of the declared peers {sorted(cfg.peers)}")
-    cts = {}
-    for m in sorted(blobs):
-        try:
-            ct = state.own_key.load(blobs[m])
-        except Exception:  # noqa: BLE001 - a malformed blob: one line
-            raise _refuse(cfg, f"peer {m!r}'s column sums are not a serialised ciphertext array") from None
-        if state.own_key.size(ct) != cfg.peers[m][2]:
-            raise _refuse(cfg, f"it decrypts only the declared {cfg.peers[m][2]} column sums of peer {m!r}, got "
-                               f"{state.own_key.size(ct)} ciphertexts")
-        cts[m] = ct
-    out, events = {}, []
-    for m in sorted(cts):
-        vals = state.own_key.decrypt(cts[m])
-        if cfg.noise_multiplier is None:
-            zeta = [0] * len(vals)
-        else:
-            sigma = cfg.noise_multiplier * cfg.peer_sensitivity(m)
-            zeta = _noise(rng, sigma, len(vals))
-            events.append(GaussianRelease(cfg.name, state.backward - 1, cfg.peer_sensitivity(m), sigma, RECORD_REPLACE))
-        out[m] = _masked(vals, zeta)
-    return state._replace(phase="forward"), Opened(out), events
+        return open_peers(cfg, state, inbox, rng)
+    raise refuse(cfg, f"unexpected message {type(inbox).__name__} (declared: Start, Forward, Backward, Open)")
 
 
 def _open_cross(cfg: PartyConfig, state: PartyState, blob, rng) -> list[int]:
@@ -424,13 +277,13 @@ def _open_cross(cfg: PartyConfig, state: PartyState, blob, rng) -> list[int]:
     entries; anything else is refused before decryption."""
     key = state.own_key
     if blob is None:
-        raise _refuse(cfg, "the Backward carries no cross sums (forward='encrypted')")
+        raise refuse(cfg, "the Backward carries no cross sums (forward='encrypted')")
     try:
         ct = key.load(blob)
     except Exception:  # noqa: BLE001 - a malformed blob: one line
-        raise _refuse(cfg, "the cross sums are not a serialised ciphertext array") from None
+        raise refuse(cfg, "the cross sums are not a serialised ciphertext array") from None
     if key.size(ct) != cfg.label_width:
-        raise _refuse(cfg, f"it decrypts only the declared {cfg.label_width} cross sums, got {key.size(ct)} ciphertexts")
+        raise refuse(cfg, f"it decrypts only the declared {cfg.label_width} cross sums, got {key.size(ct)} ciphertexts")
     return key.decrypt(ct)
 
 

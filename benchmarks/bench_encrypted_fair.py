@@ -41,6 +41,8 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--step", type=float, default=None)
     ap.add_argument("--epsilon", type=float, default=1.0)
+    ap.add_argument("--weight-bound", type=float, default=4.0)
+    ap.add_argument("--no-experts", action="store_true")
     a = ap.parse_args(argv)
     train, y, test, yt, how = load("fair")
     P, Q = prepare(train, test, how, row_clip=False)
@@ -52,12 +54,15 @@ def main(argv=None):
           flush=True)
     for seed in a.seeds:
         c0 = time.process_time()
-        m = VerticalEncryptedClassifier(epsilon=a.epsilon, label_epsilon=a.epsilon, rounds=a.rounds, step=a.step,
-                                        random_state=seed).fit([Pc[0]] + S, y)
+        eps = a.epsilon if a.epsilon > 0 else None  # --epsilon 0: no noise (the protocol's ceiling)
+        m = VerticalEncryptedClassifier(epsilon=eps, label_epsilon=eps, rounds=a.rounds, step=a.step,
+                                        weight_bound=a.weight_bound, random_state=seed).fit([Pc[0]] + S, y)
         enc = log_loss_pm(m.predict_proba([Qc[0]] + St)[:, 1], yt)
         cpu = time.process_time() - c0
-        experts = _fit_experts(P, train, y, Q, test, yt, a.epsilon, True, seed, how)
-        print(json.dumps({"seed": seed, "encrypted": round(enc, 4), "experts": round(experts, 4),
+        experts = None if a.no_experts else _fit_experts(P, train, y, Q, test, yt, a.epsilon, True, seed, how)
+        print(json.dumps({"seed": seed, "encrypted": round(enc, 4), "experts": experts and round(experts, 4),
+                          "settings": {"rounds": a.rounds, "step": a.step, "weight_bound": a.weight_bound,
+                                       "epsilon": a.epsilon},
                           "label_party_alone": round(alone, 4), "encrypted_cpu_seconds": round(cpu, 1),
                           "cost": m.cost_}), flush=True)
 

@@ -52,14 +52,16 @@ def main(argv=None):
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--label-epsilon", type=float, default=1.0)
     ap.add_argument("--rows", type=int, default=None, help="replicate a9a's training rows to this many (cost at scale)")
+    ap.add_argument("--parties", default="66,57", help="column counts of the parties, the label party's first")
     a = ap.parse_args(argv)
     X, y = load_a9a("train")
     if a.rows:  # a9a's rows repeated (and cut) to n = rows: the per-round cost at that size
         idx = np.arange(a.rows) % X.shape[0]
         X, y = X[idx], y[idx]
     Xt, yt = load_a9a("test")
-    P = [normalize_rows(b) for b in partition_columns(X, (66, 57))]
-    Q = [normalize_rows(b) for b in partition_columns(Xt, (66, 57))]
+    sizes = tuple(int(c) for c in a.parties.split(","))
+    P = [normalize_rows(b) for b in partition_columns(X, sizes)]
+    Q = [normalize_rows(b) for b in partition_columns(Xt, sizes)]
     out = []
     for seed in a.seeds:
         c0, w0 = time.process_time(), time.time()

@@ -40,7 +40,7 @@ def specs(parties: Mapping[str, tuple], *, R: float, noise_multiplier, rounds: i
     """One :class:`PartySpec` per non-label party: ``parties`` maps its name to ``(train, score)``. With
     forward="encrypted" and two or more parties each is told its peers' public (R, W, d)."""
     multi = forward == "encrypted" and len(parties) > 1
-    dims = {name: int(train.shape[1]) for name, (train, _) in parties.items()}
+    dims = {name: int(train.shape[1]) for name, (train, _) in parties.items()} if multi else {}
     return [PartySpec(name, setup_party, (name, train, dict(score or {}), float(R), noise_multiplier, int(rounds),
                                           float(lam), float(step_size), forward, float(momentum), W,
                                           float(R) if forward == "encrypted" else None, label_W, label_width,

@@ -68,7 +68,7 @@ def test_no_score_is_ever_under_the_label_partys_key(monkeypatch):
 
     def step(cfg, state, inbox, *, rng):
         st, out, ev = real_step(cfg, state, inbox, rng=rng)
-        keys[cfg.name] = st.own_key.kid
+        keys[cfg.name] = he.from_secret(st.own_key).kid
         if isinstance(out, ep.Scores):
             scores.append((cfg.name, out.ciphertexts))
         if isinstance(inbox, ep.Backward):
@@ -142,7 +142,7 @@ def test_peer_messages_are_refused_unless_declared():
         # party 3's column sums of party 2's scores: only the declared d₃ = 2 values are decrypted
         with pytest.raises(PolicyRefusal, match="only the declared 2 column sums of peer 'party3'"):
             ep.step(cfg, st, ep.Open({"party3": sc.ciphertexts}), rng=rng)  # a per-row vector: refused
-        st, op, ev = ep.step(cfg, st, ep.Open({"party3": he.wire(st.own_key.encrypt(np.arange(2)))}), rng=rng)
+        st, op, ev = ep.step(cfg, st, ep.Open({"party3": he.wire(he.from_secret(st.own_key).encrypt(np.arange(2)))}), rng=rng)
         assert len(ev) == 1 and ev[0].sensitivity == pytest.approx(cfg.peer_sensitivity("party3"))
         assert len(op.values["party3"]) == 2 * ep.CROSS_BITS // 8
 

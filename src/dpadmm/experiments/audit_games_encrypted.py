@@ -63,6 +63,11 @@ class PlainHe:
     def public_key(self) -> bytes:
         return self.PREFIX + self.kid.encode()
 
+    def secret_blob(self) -> np.ndarray:
+        if not self.secret:
+            raise PermissionError("only the key holder has the secret key")
+        return he.wire(b"secret:" + self.kid.encode())
+
     def encrypt(self, v) -> bytes:
         return self.dump((self.kid, [int(x) for x in np.asarray(v, dtype=np.int64).ravel()]))
 
@@ -114,6 +119,7 @@ def plaintext_he():
     """While active, every key the protocol makes or loads is a :class:`PlainHe` (no sf-heu needed)."""
     with mock.patch.object(he, "keygen", lambda bits=he.KEY_BITS: PlainHe(True)), \
             mock.patch.object(he, "from_public_key", _public), \
+            mock.patch.object(he, "from_secret", lambda blob: PlainHe(True, he.unwire(blob)[7:].decode())), \
             mock.patch.object(he, "require_he", lambda: None):
         yield
 

@@ -3,7 +3,9 @@ round loop of :mod:`.protocol`'s docstring. The label party's key, labels and bl
 
 from __future__ import annotations
 
+import pickle
 import time
+from pathlib import Path
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -23,7 +25,12 @@ from ..algorithms.encrypted.party import (
     step,
 )
 from ..algorithms.encrypted.protocol import PROTOCOL
-from ..backends.base import PartySpec, party_rng
+from ..backends.base import PartySpec, atomic_pickle, party_rng
+from ..exceptions import DataFileError
+
+
+#: the label party's own checkpoint, under the run's checkpoint directory (each party writes its own beside it)
+LABEL_CHECKPOINT = "label/checkpoint.pkl"
 
 
 class RunResult(NamedTuple):
@@ -57,9 +64,18 @@ def backend_rounds(rounds: int, forward: str, parties: int) -> int:
 
 def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_multiplier, rounds: int, lam: float,
         step_size: float, noise_seed: int | None = None, key_bits: int = he.KEY_BITS, forward: str = "clear",
-        momentum: float = 0.0, W: float | None = None) -> RunResult:
-    """The T rounds, after ``backend.start`` (the parties set up). Returns the label party's final state."""
-    key = he.keygen(key_bits)
+        momentum: float = 0.0, W: float | None = None, checkpoint_dir=None, resume: bool = False) -> RunResult:
+    """The T rounds, after ``backend.start`` (the parties set up). Returns the label party's final state.
+
+    ``checkpoint_dir``: after every round each party writes its own checkpoint (``backend.checkpoint``: its weights,
+    round count and its OWN key pair, serialised, in its own directory) and the label party its own
+    (:data:`LABEL_CHECKPOINT`: its weights, the round, the gradients it owes the parties, the events so far, its own
+    key pair and the parties' PUBLIC keys). No ciphertext is stored: at a round's end none is outstanding. A
+    secret key is written only to its owner's own checkpoint. ``resume``: continue from those checkpoints (the
+    backend started afresh, as in the first run): the keys of the run are restored by their owners, every backend
+    round keeps its number, so a seeded run gives the same numbers as one never stopped."""
+    ck = _load_label(checkpoint_dir) if resume else None
+    key = he.from_secret(ck["key"]) if ck else he.keygen(key_bits)
     cfg, state = label.setup_label(own_block, y, R=R, widths=widths, clips=clips,
                                    noise_multiplier=label_noise_multiplier, rounds=rounds, lam=lam, step=step_size,
                                    forward=forward, momentum=momentum, W=W)
@@ -67,19 +83,32 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
     multi = forward == "encrypted" and len(names) > 1
     sent = {"public_key": 0, "residuals": 0, "gradients_back": 0, "scores": 0, "encrypted_gradients": 0}
     cpu = {"label_party": 0.0, "parties": 0.0}  # parties: process time of backend.step (theirs when in-process)
-    r = 0
-    hello = backend.step({n: Start(he.wire(key.public_key())) for n in names}, r)
-    r += 1
-    sent["public_key"] += len(key.public_key()) * len(names)
-    peers = {n: hello[n][0].mask_key for n in names if isinstance(hello[n][0], Hello)} if len(names) > 1 else {}
-    party_key, pubs = None, {}
+    if ck is not None:
+        backend.restore(checkpoint_dir, ck["r"] - 1)  # each party its own state (and key pair) of that round
+        r, t0, peers, pubs, gradients, events = ck["r"], ck["t"], ck["peers"], ck["pubs"], ck["gradients"], ck["events"]
+        state = label.LabelState(ck["w"], ck["velocity"], ck["t"])
+    else:
+        r, t0 = 0, 0
+        hello = backend.step({n: Start(he.wire(key.public_key())) for n in names}, r)
+        r += 1
+        sent["public_key"] += len(key.public_key()) * len(names)
+        peers = {n: hello[n][0].mask_key for n in names if isinstance(hello[n][0], Hello)} if len(names) > 1 else {}
+        pubs = {n: getattr(hello[n][0], "public_key", None) for n in names} if forward == "encrypted" else {}
+        sent["public_key"] += sum(len(p) for p in pubs.values()) * (len(names) if multi else 1)
+        events, gradients = [], {n: None for n in names}
+    party_key = None
     if forward == "encrypted":
-        pubs = {n: getattr(hello[n][0], "public_key", None) for n in names}
         party_keys = {n: he.from_public_key(p) for n, p in pubs.items()}  # refuses a key that is not OU of 2048 bits
         party_key = party_keys[names[0]]
-        sent["public_key"] += sum(len(p) for p in pubs.values()) * (len(names) if multi else 1)
-    events, gradients = [], {n: None for n in names}
-    for t in range(int(rounds)):
+
+    def done(t, r, state, gradients, events):  # a round's end: every party's checkpoint and the label party's own
+        if checkpoint_dir is not None:
+            backend.checkpoint(checkpoint_dir, r - 1)
+            _save_label(checkpoint_dir, {"t": t + 1, "r": r, "w": state.w, "velocity": state.velocity, "peers": peers,
+                                         "pubs": pubs, "gradients": gradients, "events": events,
+                                         "key": key.secret_blob()})
+
+    for t in range(t0, int(rounds)):
         c0 = time.process_time()
         rep = backend.step({n: Forward(gradients[n], peers if t == 0 else None, False,
                                        {k: pubs[k] for k in names if k != n} if multi and t == 0 else None)
@@ -118,6 +147,7 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
             cpu["label_party"] += time.process_time() - c0
             sent["gradients_back"] += sum(int(g.nbytes) for g in gradients.values())
             events += ev
+            done(t, r, state, gradients, events)
             continue
         if forward == "encrypted":
             enc_scores = rep[names[0]][0].ciphertexts
@@ -144,6 +174,7 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
         cpu["label_party"] += time.process_time() - c0
         sent["gradients_back"] += sum(int(g.nbytes) for g in gradients.values())
         events += ev
+        done(t, r, state, gradients, events)
     backend.step({n: Forward(gradients[n], None, final=True) for n in names}, r)
     per_round = {k: v / max(int(rounds), 1) for k, v in sent.items()}
     T = max(int(rounds), 1)
@@ -152,4 +183,19 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
                                                  "bytes_per_round": per_round})
 
 
-__all__ = ["RunResult", "backend_rounds", "logit", "run", "specs"]
+def _save_label(directory, ck: dict) -> None:
+    path = Path(directory) / LABEL_CHECKPOINT
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_pickle(ck, path)
+
+
+def _load_label(directory) -> dict:
+    path = Path(directory) / LABEL_CHECKPOINT if directory is not None else None
+    if path is None or not path.is_file():
+        raise DataFileError(f"the label party has no checkpoint at {path}; resume needs the checkpoints of the same run "
+                            "(pass the checkpoint_dir the run wrote)")
+    with open(path, "rb") as fh:
+        return pickle.load(fh)  # the label party's own file, written by _save_label
+
+
+__all__ = ["LABEL_CHECKPOINT", "RunResult", "backend_rounds", "logit", "run", "specs"]

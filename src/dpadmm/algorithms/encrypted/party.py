@@ -122,7 +122,7 @@ class PartyState(NamedTuple):
     phase: str = "setup"  # setup → started → forward / backward alternate → done
     w: np.ndarray | None = None
     velocity: np.ndarray | None = None
-    own_key: Any = None  # forward="encrypted": the party's own OU key pair (its secret key never leaves)
+    own_key: Any = None  # forward="encrypted": its own OU key pair, serialised (he.secret_blob; never leaves the party)
     sent_scores: np.ndarray | None = None  # forward="encrypted": the fixed-point scores it encrypted this round
     backward: int = 0
     public_key: bytes | None = None
@@ -162,7 +162,7 @@ def setup_party(name: str, train, score=None, R: float = 1.0, noise_multiplier: 
                       None if W is None else float(W), None if label_R is None else float(label_R),
                       None if label_W is None else float(label_W), None if label_width is None else int(label_width),
                       peers or None)
-    own = he.keygen() if forward == "encrypted" else None
+    own = he.keygen().secret_blob() if forward == "encrypted" else None  # serialised: the state pickles/checkpoints
     return cfg, PartyState(w=np.zeros(Q.shape[1]), velocity=np.zeros(Q.shape[1]), mask_private=priv, mask_public=pub,
                            own_key=own)
 
@@ -196,7 +196,7 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
             he.from_public_key(inbox.public_key)
         except (TypeError, ValueError) as exc:
             raise refuse(cfg, str(exc)) from None
-        own_pub = he.wire(state.own_key.public_key()) if state.own_key is not None else None
+        own_pub = he.wire(he.from_secret(state.own_key).public_key()) if state.own_key is not None else None
         return (state._replace(phase="forward", public_key=he.unwire(inbox.public_key)),
                 Hello(he.wire(state.mask_public), own_pub), [])
     if isinstance(inbox, Forward):
@@ -228,7 +228,7 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
         fixed = fixed_scores(cfg, w)
         if cfg.forward == "encrypted":  # under its OWN key: the label party cannot read a per-row score
             return (state._replace(phase="backward", sent_scores=fixed),
-                    Scores(None, he.wire(state.own_key.encrypt(fixed))), [])
+                    Scores(None, he.wire(he.from_secret(state.own_key).encrypt(fixed))), [])
         return state._replace(phase="backward"), Scores(masks.mask(cfg.name, keys or {}, state.backward, fixed)), []
     if isinstance(inbox, Backward):
         if state.phase != "backward":
@@ -275,7 +275,7 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
 def _open_cross(cfg: PartyConfig, state: PartyState, blob, rng) -> list[int]:
     """Decrypt the label party's masked column sums ``A₀ᵀs_m + r`` — only a ciphertext array of the declared d₀ + 1
     entries; anything else is refused before decryption."""
-    key = state.own_key
+    key = he.from_secret(state.own_key)
     if blob is None:
         raise refuse(cfg, "the Backward carries no cross sums (forward='encrypted')")
     try:

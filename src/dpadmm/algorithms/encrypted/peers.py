@@ -99,19 +99,19 @@ def open_peers(cfg, state, inbox: Open, rng):
         blobs = {}
     if set(blobs) != set(cfg.peers):
         raise refuse(cfg, f"the Open must carry the column sums of the declared peers {sorted(cfg.peers)}")
-    cts = {}
+    cts, own = {}, he.from_secret(state.own_key)
     for m in sorted(blobs):
         try:
-            ct = state.own_key.load(blobs[m])
+            ct = own.load(blobs[m])
         except Exception:  # noqa: BLE001 - a malformed blob: one line
             raise refuse(cfg, f"peer {m!r}'s column sums are not a serialised ciphertext array") from None
-        if state.own_key.size(ct) != cfg.peers[m][2]:
+        if own.size(ct) != cfg.peers[m][2]:
             raise refuse(cfg, f"it decrypts only the declared {cfg.peers[m][2]} column sums of peer {m!r}, got "
-                               f"{state.own_key.size(ct)} ciphertexts")
+                               f"{own.size(ct)} ciphertexts")
         cts[m] = ct
     out, events = {}, []
     for m in sorted(cts):
-        vals = state.own_key.decrypt(cts[m])
+        vals = own.decrypt(cts[m])
         if cfg.noise_multiplier is None:
             zeta = [0] * len(vals)
         else:

@@ -39,7 +39,7 @@ def _sigmoid(s):
 # ----------------------------------------------------------------------------- without the extra
 def test_registered_without_importing_heu():
     assert find_protocol("vertical-encrypted") is PROTOCOL
-    assert set(PROTOCOL.types) == set(ep.MESSAGE_TYPES)
+    assert set(PROTOCOL.types) == set(ep.MESSAGE_TYPES) | {ep.PartyState}  # the state: a hosted party's checkpoint
 
 
 def test_refuses_without_the_he_extra_with_the_install_command(monkeypatch):

@@ -125,11 +125,11 @@ class PartyState(NamedTuple):
     own_key: Any = None  # forward="encrypted": its own OU key pair, serialised (he.secret_blob; never leaves the party)
     sent_scores: np.ndarray | None = None  # forward="encrypted": the fixed-point scores it encrypted this round
     backward: int = 0
-    public_key: bytes | None = None
-    mask_private: bytes | None = None
-    mask_public: bytes | None = None
-    pair_keys: Mapping[str, bytes] | None = None
-    peer_keys: Mapping[str, bytes] | None = None  # M ≥ 2 encrypted: the peers' OU public keys (checked)
+    public_key: np.ndarray | None = None  # uint8: the label party's OU public key
+    mask_private: np.ndarray | None = None  # uint8, as every key and blob here: the state is checkpointable (codec)
+    mask_public: np.ndarray | None = None
+    pair_keys: Mapping[str, np.ndarray] | None = None
+    peer_keys: Mapping[str, np.ndarray] | None = None  # M ≥ 2 encrypted: the peers' OU public keys (checked)
 
 
 def setup_party(name: str, train, score=None, R: float = 1.0, noise_multiplier: float | None = None, rounds: int = 60,
@@ -163,7 +163,8 @@ def setup_party(name: str, train, score=None, R: float = 1.0, noise_multiplier: 
                       None if label_W is None else float(label_W), None if label_width is None else int(label_width),
                       peers or None)
     own = he.keygen().secret_blob() if forward == "encrypted" else None  # serialised: the state pickles/checkpoints
-    return cfg, PartyState(w=np.zeros(Q.shape[1]), velocity=np.zeros(Q.shape[1]), mask_private=priv, mask_public=pub,
+    return cfg, PartyState(w=np.zeros(Q.shape[1]), velocity=np.zeros(Q.shape[1]), mask_private=he.wire(priv),
+                           mask_public=he.wire(pub),
                            own_key=own)
 
 
@@ -197,7 +198,7 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
         except (TypeError, ValueError) as exc:
             raise refuse(cfg, str(exc)) from None
         own_pub = he.wire(he.from_secret(state.own_key).public_key()) if state.own_key is not None else None
-        return (state._replace(phase="forward", public_key=he.unwire(inbox.public_key)),
+        return (state._replace(phase="forward", public_key=he.wire(he.unwire(inbox.public_key))),
                 Hello(he.wire(state.mask_public), own_pub), [])
     if isinstance(inbox, Forward):
         if state.phase != "forward":
@@ -215,7 +216,7 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
                 peers = {"?": b""}
             if any(len(v) != 32 for v in peers.values()):
                 raise refuse(cfg, "every peer key must be 32 bytes (X25519)")
-            keys = masks.pair_keys(cfg.name, state.mask_private, peers)
+            keys = {k: he.wire(v) for k, v in masks.pair_keys(cfg.name, he.unwire(state.mask_private), peers).items()}
         if cfg.peers and state.peer_keys is None:
             state = state._replace(peer_keys=peer_keys(cfg, inbox.keys))
         state = state._replace(w=w, velocity=vel, pair_keys=keys)

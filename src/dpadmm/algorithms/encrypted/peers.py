@@ -19,7 +19,7 @@ def refuse(cfg, what: str) -> PolicyRefusal:
     return PolicyRefusal(f"party {cfg.name!r} refused the message and released nothing: {what}")
 
 
-def peer_keys(cfg, keys) -> dict[str, bytes]:
+def peer_keys(cfg, keys) -> dict[str, np.ndarray]:
     """The declared peers' OU public keys (first Forward): exactly the declared names, each OU of 2048 bits."""
     try:
         got = {str(k): he.unwire(v) for k, v in dict(keys or {}).items()}
@@ -33,7 +33,7 @@ def peer_keys(cfg, keys) -> dict[str, bytes]:
             he.from_public_key(blob)
         except (TypeError, ValueError) as exc:
             raise refuse(cfg, f"peer {name!r}'s public key: {exc}") from None
-    return got
+    return {name: he.wire(blob) for name, blob in got.items()}
 
 
 def _noise(rng, sigma: float, size: int, factor: int = 1) -> list[int]:

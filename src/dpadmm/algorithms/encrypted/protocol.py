@@ -126,6 +126,6 @@ from .policy import ENCRYPTED
 
 NAME = "vertical-encrypted"
 
-PROTOCOL = register(Protocol(NAME, ep.setup_party, ep.step, None, handlers={"logit": ep.logit}, types=ep.MESSAGE_TYPES, load=load_party_data,
+PROTOCOL = register(Protocol(NAME, ep.setup_party, ep.step, None, handlers={"logit": ep.logit}, types=ep.MESSAGE_TYPES + (ep.PartyState,), load=load_party_data,
                     describe=describe_party_data, model=ep.model, private=ep.is_private, data_args=(1, 2),
                     policy=ENCRYPTED))

@@ -110,6 +110,13 @@ Threat model, per message field (who sees it, what it reveals):
   feature-DP release (Y), masked until the label party removes its r.
 - ``logit`` (request, after the fit): party m's scores on held-out rows, NEW records (not training rows): outside
   the training guarantee, like any prediction.
+Checkpoints (``fit.encrypted.run(checkpoint_dir=...)``, at a round's end, when no ciphertext is outstanding):
+each party's own checkpoint holds its state — weights, velocity, rounds served, its OWN OU key pair and X25519
+key (serialised), the public keys it was given — written by its host in its own directory; the label party's
+holds its weights, the gradients it owes, the events so far, its own key pair and the parties' public keys. A
+secret key is written only to its owner's own checkpoint and never sent; the keys are the run's (made at its
+start, restored by their owners on resume), so a resumed seeded run gives the same numbers.
+
 A hostile coordinator (here the label party's side) may: send a key it controls (the party checks type and size);
 send residuals or cross sums out of the declared range (the premises above); reorder or repeat messages (the party
 refuses any order but Start, Forward/Backward alternating, final Forward, refuses a Backward beyond the declared T,

@@ -41,7 +41,7 @@ from dpadmm.privacy.party_ledger import PartyBudget  # noqa: E402
 from dpadmm.privacy.policy import PartyPolicy, PolicyRefusal  # noqa: E402
 from dpadmm.protocol import PartyData  # noqa: E402
 from dpadmm.runtime import PartyRuntime  # noqa: E402
-from test_backends import RAY_MARKS, ray_session  # noqa: E402,F401 (the Ray marks and the session fixture)
+from test_backends import HOSTILE_RAY_CASES, RAY_MARKS  # noqa: E402 (ray_session: tests/conftest.py's)
 
 NAME = "party2"
 N = 60
@@ -320,3 +320,10 @@ def test_the_honest_setups_the_hostile_ones_depart_from_are_accepted(mod, args, 
         assert rt.budget.status()["runs"] == 1
     finally:
         rt.close()
+
+
+def test_the_loopback_namespace_refuses_a_hostile_setup_of_every_protocol_on_ray():
+    """The namespace run (test_backends.test_ray_suite_in_loopback_namespace) picks its Ray cases by name: they are
+    cases of this file, and they cover every protocol."""
+    assert set(HOSTILE_RAY_CASES) <= set(HOSTILE)
+    assert {HOSTILE[case][0].PROTOCOL.name for case in HOSTILE_RAY_CASES} == {p.name for p in PROTOCOLS}

@@ -26,6 +26,7 @@ from ..algorithms.experts.report import LABEL_THREAT, LABELS_SENT, THREAT, exper
 from ..backends.base import party_rng
 from ..algorithms import vertical_experts_party as vp
 from ..backends.base import PartySpec
+from ..fit.experts import fit_parties
 
 
 
@@ -179,9 +180,8 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         specs = [PartySpec(name, vp.setup_party, (name, train, dict(score or {}), float(self.row_clip),
                                                   float(self.lam), z, float(self.noise_norm)),
                            vp.fit_step, handlers=ve.PROTOCOL.handlers) for name, (train, score) in parties.items()]
-        backend.start(specs, noise_seed=seed, rounds=1)  # one release per party, priced at its Setup
-        flip = self.flip_probability_
-        replies = backend.step({name: vp.FitRequest(np.asarray(sent, dtype=np.float64), flip) for name in names}, 0)
+        # one release per party, priced at its Setup; the backend stays open for remote_decision (the caller's)
+        replies = fit_parties(backend, specs, sent, self.flip_probability_, noise_seed=seed)
         events = [e for name in names for e in replies[name][1]]
         self.experts_ = [dict(replies[name][0]) for name in names]
         self.expert_lambdas_ = [float(f["lam"]) for f in self.experts_]

@@ -2,6 +2,7 @@
 side (δ = 1e-5): test log loss per seed, CPU per round per party, bytes per round. Needs ``pip install "dpadmm[he]"``.
 
     python benchmarks/bench_encrypted.py [--forward encrypted|clear] [--seeds 0 1 2] [--rounds T] [--step S]
+    python benchmarks/bench_encrypted.py --rows 300000 --rounds 3 --seeds 0   # a9a's rows replicated: the cost at n
 
 Results measured on this machine (2 shared cores) are in the module's RESULTS and in the report of issue 28.
 """
@@ -50,11 +51,17 @@ def main(argv=None):
     ap.add_argument("--step", type=float, default=None)
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--label-epsilon", type=float, default=1.0)
+    ap.add_argument("--rows", type=int, default=None, help="replicate a9a's training rows to this many (cost at scale)")
+    ap.add_argument("--parties", default="66,57", help="column counts of the parties, the label party's first")
     a = ap.parse_args(argv)
     X, y = load_a9a("train")
+    if a.rows:  # a9a's rows repeated (and cut) to n = rows: the per-round cost at that size
+        idx = np.arange(a.rows) % X.shape[0]
+        X, y = X[idx], y[idx]
     Xt, yt = load_a9a("test")
-    P = [normalize_rows(b) for b in partition_columns(X, (66, 57))]
-    Q = [normalize_rows(b) for b in partition_columns(Xt, (66, 57))]
+    sizes = tuple(int(c) for c in a.parties.split(","))
+    P = [normalize_rows(b) for b in partition_columns(X, sizes)]
+    Q = [normalize_rows(b) for b in partition_columns(Xt, sizes)]
     out = []
     for seed in a.seeds:
         c0, w0 = time.process_time(), time.time()

@@ -39,7 +39,7 @@ def _sigmoid(s):
 # ----------------------------------------------------------------------------- without the extra
 def test_registered_without_importing_heu():
     assert find_protocol("vertical-encrypted") is PROTOCOL
-    assert set(PROTOCOL.types) == set(ep.MESSAGE_TYPES)
+    assert set(PROTOCOL.types) == set(ep.MESSAGE_TYPES) | {ep.PartyState}  # the state: a hosted party's checkpoint
 
 
 def test_refuses_without_the_he_extra_with_the_install_command(monkeypatch):
@@ -67,8 +67,10 @@ def test_every_message_crosses_the_grpc_codec():
 
     u8 = np.arange(40, dtype=np.uint8)
     msgs = [ep.Start(u8), ep.Hello(u8[:32], u8), ep.Forward(np.zeros(3), {"party3": u8[:32]}, False),
+            ep.Forward(np.zeros(3), None, False, {"party3": u8}),
             ep.Scores(np.arange(4, dtype=np.uint64), None), ep.Scores(None, u8), ep.Backward(u8, u8),
-            ep.EncryptedGradient(u8, None)]
+            ep.Backward(u8, u8, {"party3": u8}), ep.EncryptedGradient(u8, None), ep.EncryptedGradient(u8, u8, {"p": u8}),
+            ep.Open({"party3": u8}), ep.Opened({"party3": u8[:16]})]
     for m in msgs:
         back = decode(encode(m, PROTOCOL.types), PROTOCOL.types)
         assert type(back) is type(m)
@@ -359,7 +361,7 @@ def test_bad_parameters_name_the_fix(need_he):
     blocks, y = _data()
     with pytest.raises(InvalidParameterError, match="forward must be 'clear' or 'encrypted'"):
         VerticalEncryptedClassifier(forward="plain").fit(blocks, y)
-    with pytest.raises(InvalidDataError, match="forward='encrypted' runs with the label party and ONE other party"):
-        VerticalEncryptedClassifier().fit(blocks, y)  # three blocks
+    with pytest.raises(InvalidDataError, match="blocks must be a list of at least two party blocks"):
+        VerticalEncryptedClassifier().fit(blocks[:1], y)
     with pytest.raises(InvalidParameterError, match="calibration must be in"):
         VerticalEncryptedClassifier(calibration=1.5).fit(blocks[:2], y)

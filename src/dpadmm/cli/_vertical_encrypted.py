@@ -1,6 +1,6 @@
 """``dpadmm vertical --protocol encrypted``: one joint model, gradients under OU encryption with DP noise on both
-sides (:mod:`dpadmm.algorithms.encrypted`): with two parties the encrypted forward pass (features DP), with more the
-clear one (features NOT protected: the label party reads per-row score sums). In-process (a simulation of the deployment); parties can serve the
+sides (:mod:`dpadmm.algorithms.encrypted`), the encrypted forward pass (features DP) with any number of parties
+(three or more: the parties' column sums of each other's scores, opened by each score's owner). In-process (a simulation of the deployment); parties can serve the
 protocol (``dpadmm party serve --protocol vertical-encrypted``) but this command does not drive them yet.
 Needs the HE extra: ``pip install "dpadmm[he]"``."""
 
@@ -34,8 +34,7 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
             train[m], sc = prepare_block(train[m], how)
             if test is not None:
                 test[m] = prepare_block(test[m], how, scaling=sc)[0]
-    # one other party: the encrypted forward pass (features DP); more: the clear one (features NOT protected)
-    forward = "encrypted" if len(train) == 2 else "clear"
+    forward = "encrypted"  # features DP with any number of parties (the clear forward pass does not protect them)
     T = int(rounds) if rounds is not None else VerticalEncryptedClassifier.DEFAULTS[forward]["rounds"]
     model = VerticalEncryptedClassifier(epsilon=epsilon, label_epsilon=label_epsilon, delta=delta, rounds=T,
                                         forward=forward,

@@ -41,9 +41,9 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
     rounds, step, momentum, lam : T rounds of (heavy-ball) gradient descent with this step on the mean loss +
         (λ/2)‖w‖²; ``None``: the mode's defaults (clear: 60, 8, 0; encrypted: 40, 2, 0.7), λ = 1e-4.
     forward : ``"encrypted"`` (default; see below) or ``"clear"`` (logistic loss; per-row score sums reach the label party: features NOT private) or
-        ``"encrypted"`` (one non-label party; the Taylor residual ½ + s/4 − y; the scores travel under the party's
-        own key; features private against an honest-but-curious label party; the score is then calibrated by a
-        two-parameter logistic fit on ``calibration`` × n held-out rows, scored as new records).
+        ``"encrypted"`` (any number of non-label parties; the Taylor residual ½ + s/4 − y; the scores travel under
+        each party's own key; features private against an honest-but-curious label party (and peers); the score is
+        then calibrated by a two-parameter logistic fit on ``calibration`` × n held-out rows, scored as new records).
     weight_bound : W = W₀, the projection radius of every party's weights (forward="encrypted"; the sensitivities'
         premise |s| ≤ R·W).
     row_clip : R, every party's row clip (the sensitivities' premise).
@@ -86,9 +86,6 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
         blocks = [as_float_matrix(f"blocks[{m}]", b, accept_sparse=True) for m, b in enumerate(blocks)]
         if any(b.shape[0] != blocks[0].shape[0] for b in blocks):
             raise InvalidDataError(f"every block needs the same rows; got row counts {[b.shape[0] for b in blocks]}")
-        if self.forward == "encrypted" and len(blocks) != 2:
-            raise InvalidDataError(f"forward='encrypted' runs with the label party and ONE other party, got {len(blocks)} "
-                                   "blocks; pass two blocks (or forward='clear')")
         return blocks
 
     def fit(self, blocks: Sequence, y):
@@ -97,7 +94,8 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
         y_pm, self.classes_ = binary_labels("y", y, blocks[0].shape[0])
         T, enc = int(self._param("rounds")), self.forward == "encrypted"
         step, mom, W = float(self._param("step")), float(self._param("momentum")), float(self.weight_bound)
-        releases = T * (2 if enc else 1)  # forward="encrypted": two feature releases per round (D̂ᵀĝ, A₀ᵀs)
+        # forward="encrypted": per round D̂ᵀĝ, A₀ᵀs and, with M ≥ 2 parties, one column-sum release per peer
+        releases = T * (len(blocks) if enc else 1)
         zf = calibrate_noise_multiplier(float(self.epsilon), float(self.delta), releases) if self.epsilon else None
         zl = calibrate_noise_multiplier(float(self.label_epsilon), float(self.delta), T) if self.label_epsilon else None
         seed = noise_seed(self.random_state)
@@ -127,7 +125,8 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
             models = [PROTOCOL.model(backend.hosts[nm].cfg, backend.hosts[nm].state) for nm in names]
             return models, backend.request(names[0], "logit", "calibration") if enc else None
 
-        fitted = runner.session(InProcessBackend(), specs, drive, noise_seed=seed, rounds=2 * T + 2, after=after,
+        fitted = runner.session(InProcessBackend(), specs, drive, noise_seed=seed,
+                                rounds=driver.backend_rounds(T, self.forward, len(names)), after=after,
                                 blas_threads=None)
         res, (models, others) = fitted.result, fitted.after
         self.coefs_ = [np.asarray(res.label_state.w)] + models

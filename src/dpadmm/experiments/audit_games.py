@@ -131,6 +131,9 @@ class Game:
     extra: dict = field(default_factory=dict)
     runner: Callable[..., AuditResult] | None = None  # a game that is no engine run plays itself (same arguments)
     last_inbox: bool = False  # the view holds the hub's messages after the last round (one more engine round)
+    # a game whose runs are no engine run but are scored like one: (game, side, runs, seed) -> the record
+    # :func:`_play` returns ("trials": each run's record for ``view``/``replay``, "events", "total")
+    player: Callable[..., dict] | None = None
 
 
 def _engine_run(game: Game, side: int, rounds: int, seed: int | None, backend) -> dict:
@@ -267,7 +270,7 @@ def play(game: Game, *, runs: int, seed: int = 0, confidence: float = 0.95, prog
     sides, claim = [], 0.0
     for side in (0, 1):
         noise_seed = None if game.backend != "inprocess" else int(seeds[side])  # out of process: party-local entropy
-        rec = _play(game, side, runs, noise_seed)
+        rec = (game.player or _play)(game, side, runs, noise_seed)
         eps, s = _claim(game, rec["events"])
         claim = max(claim, eps)
         X, mu0, mu1 = _seen(game, side, rec)

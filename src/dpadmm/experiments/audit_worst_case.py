@@ -43,6 +43,11 @@ release is an argmin, not value + noise, but the first-order condition inverts i
 the exact likelihood ratio of each release; its neighbour messages pull the model to where two misclassified
 canaries have the largest gradient gap. Pure DP: Clopper–Pearson only.
 
+Encrypted vertical protocol (:mod:`.audit_games_encrypted`): the feature side against the label party (party
+2's record canary at the clip, its weights pushed to the projection's edge, both releases of each round) and the
+label side against party 2 (one flipped label); the protocol's real functions with the HE layer replaced by its
+plaintext equivalent, which a test checks equals sf-heu's decryptions given the same noise.
+
 Plants (all wrap the real step of the canary's party or patch a library function during the run):
 noise × 1/2; the standard-normal draw of one round reused in the next (rescaled by that round's σ);
 the same draw used by two parties in a round; the clipping of what the party receives (vertical) or
@@ -55,6 +60,7 @@ from __future__ import annotations
 
 from .audit_games import Game
 from .audit_games_consensus import consensus_game, consensus_plants
+from .audit_games_encrypted import encrypted_games, encrypted_plants
 from .audit_games_rr import rr_game, rr_plants
 from .audit_games_functional import functional_game, functional_plants, pipeline_game, stats_game, stats_plants
 from .audit_games_vertical import label_game, label_plants, vertical_game, vertical_plants
@@ -65,12 +71,12 @@ __all__ = ["games", "vertical_game", "label_game", "functional_game", "stats_gam
 def games(*, quick: bool = False) -> list[Game]:
     """Every worst-case row: honest first (one per algorithm also on the process backend), then plants."""
     honest = [vertical_game("feature_column"), vertical_game("record"), label_game(), rr_game(), functional_game(),
-              stats_game("mean"), stats_game("moments"), pipeline_game(), consensus_game()]
+              stats_game("mean"), stats_game("moments"), pipeline_game(), consensus_game()] + encrypted_games()
     for g in (vertical_game("record", backend="process", tag=" (process backend)"),
               functional_game(backend="process", tag=" (process backend)")):
         honest.append(g)  # the same run count: with fresh OS entropy the bound varies from run to run
     planted = (vertical_plants("record") + [vertical_plants("feature_column")[0]] + label_plants() + rr_plants()
-               + functional_plants() + stats_plants() + consensus_plants())
+               + functional_plants() + stats_plants() + consensus_plants() + encrypted_plants())
     for g in planted:
         g.max_runs = 3000 * max(1, g.runs_factor // 5)  # 1,500 at --quick already catches every plant
     return [g for g in honest + planted if g is not None and not (quick and g.full_only)]

@@ -3,7 +3,9 @@ round loop of :mod:`.protocol`'s docstring. The label party's key, labels and bl
 
 from __future__ import annotations
 
+import pickle
 import time
+from pathlib import Path
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -15,6 +17,7 @@ from ..algorithms.encrypted.party import (
     EncryptedGradient,
     Forward,
     Hello,
+    Open,
     Scores,
     Start,
     logit,
@@ -22,8 +25,12 @@ from ..algorithms.encrypted.party import (
     step,
 )
 from ..algorithms.encrypted.protocol import PROTOCOL
-from ..backends.base import PartySpec, party_rng
-from ..exceptions import InvalidParameterError
+from ..backends.base import PartySpec, atomic_pickle, party_rng
+from ..exceptions import DataFileError
+
+
+#: the label party's own checkpoint, under the run's checkpoint directory (each party writes its own beside it)
+LABEL_CHECKPOINT = "label/checkpoint.pkl"
 
 
 class RunResult(NamedTuple):
@@ -37,47 +44,111 @@ class RunResult(NamedTuple):
 def specs(parties: Mapping[str, tuple], *, R: float, noise_multiplier, rounds: int, lam: float, step_size: float,
           forward: str = "clear", momentum: float = 0.0, W: float | None = None, label_W: float | None = None,
           label_width: int | None = None):
-    """One :class:`PartySpec` per non-label party: ``parties`` maps its name to ``(train, score)``."""
+    """One :class:`PartySpec` per non-label party: ``parties`` maps its name to ``(train, score)``. With
+    forward="encrypted" and two or more parties each is told its peers' public (R, W, d)."""
+    multi = forward == "encrypted" and len(parties) > 1
+    dims = {name: int(train.shape[1]) for name, (train, _) in parties.items()} if multi else {}
     return [PartySpec(name, setup_party, (name, train, dict(score or {}), float(R), noise_multiplier, int(rounds),
                                           float(lam), float(step_size), forward, float(momentum), W,
-                                          float(R) if forward == "encrypted" else None, label_W, label_width),
+                                          float(R) if forward == "encrypted" else None, label_W, label_width,
+                                          {k: (float(R), float(W), dims[k]) for k in parties if k != name}
+                                          if multi else None),
                       step, handlers=PROTOCOL.handlers)
             for name, (train, score) in parties.items()]
 
 
+def backend_rounds(rounds: int, forward: str, parties: int) -> int:
+    """Backend rounds of a run: Start, T rounds of Forward/Backward (and Open with ≥ 2 encrypted parties), final."""
+    return (3 if forward == "encrypted" and parties > 1 else 2) * int(rounds) + 2
+
+
 def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_multiplier, rounds: int, lam: float,
         step_size: float, noise_seed: int | None = None, key_bits: int = he.KEY_BITS, forward: str = "clear",
-        momentum: float = 0.0, W: float | None = None) -> RunResult:
-    """The T rounds, after ``backend.start`` (the parties set up). Returns the label party's final state."""
-    key = he.keygen(key_bits)
+        momentum: float = 0.0, W: float | None = None, checkpoint_dir=None, resume: bool = False) -> RunResult:
+    """The T rounds, after ``backend.start`` (the parties set up). Returns the label party's final state.
+
+    ``checkpoint_dir``: after every round each party writes its own checkpoint (``backend.checkpoint``: its weights,
+    round count and its OWN key pair, serialised, in its own directory) and the label party its own
+    (:data:`LABEL_CHECKPOINT`: its weights, the round, the gradients it owes the parties, the events so far, its own
+    key pair and the parties' PUBLIC keys). No ciphertext is stored: at a round's end none is outstanding. A
+    secret key is written only to its owner's own checkpoint. ``resume``: continue from those checkpoints (the
+    backend started afresh, as in the first run): the keys of the run are restored by their owners, every backend
+    round keeps its number, so a seeded run gives the same numbers as one never stopped."""
+    ck = _load_label(checkpoint_dir) if resume else None
+    key = he.from_secret(ck["key"]) if ck else he.keygen(key_bits)
     cfg, state = label.setup_label(own_block, y, R=R, widths=widths, clips=clips,
                                    noise_multiplier=label_noise_multiplier, rounds=rounds, lam=lam, step=step_size,
                                    forward=forward, momentum=momentum, W=W)
     names = list(names)
-    if forward == "encrypted" and len(names) != 1:
-        raise InvalidParameterError(f"forward='encrypted' runs with one non-label party (got {len(names)}): the cross "
-                                    "terms between non-label parties are not implemented; pass one other block.")
+    multi = forward == "encrypted" and len(names) > 1
     sent = {"public_key": 0, "residuals": 0, "gradients_back": 0, "scores": 0, "encrypted_gradients": 0}
     cpu = {"label_party": 0.0, "parties": 0.0}  # parties: process time of backend.step (theirs when in-process)
-    r = 0
-    hello = backend.step({n: Start(he.wire(key.public_key())) for n in names}, r)
-    r += 1
-    sent["public_key"] += len(key.public_key()) * len(names)
-    peers = {n: hello[n][0].mask_key for n in names if isinstance(hello[n][0], Hello)} if len(names) > 1 else {}
+    if ck is not None:
+        backend.restore(checkpoint_dir, ck["r"] - 1)  # each party its own state (and key pair) of that round
+        r, t0, peers, pubs, gradients, events = ck["r"], ck["t"], ck["peers"], ck["pubs"], ck["gradients"], ck["events"]
+        state = label.LabelState(ck["w"], ck["velocity"], ck["t"])
+    else:
+        r, t0 = 0, 0
+        hello = backend.step({n: Start(he.wire(key.public_key())) for n in names}, r)
+        r += 1
+        sent["public_key"] += len(key.public_key()) * len(names)
+        peers = {n: hello[n][0].mask_key for n in names if isinstance(hello[n][0], Hello)} if len(names) > 1 else {}
+        pubs = {n: getattr(hello[n][0], "public_key", None) for n in names} if forward == "encrypted" else {}
+        sent["public_key"] += sum(len(p) for p in pubs.values()) * (len(names) if multi else 1)
+        events, gradients = [], {n: None for n in names}
     party_key = None
     if forward == "encrypted":
-        pub = getattr(hello[names[0]][0], "public_key", None)
-        party_key = he.from_public_key(pub)  # refuses a key that is not OU of 2048 bits
-        sent["public_key"] += len(pub)
-    events, gradients = [], {n: None for n in names}
-    for t in range(int(rounds)):
+        party_keys = {n: he.from_public_key(p) for n, p in pubs.items()}  # refuses a key that is not OU of 2048 bits
+        party_key = party_keys[names[0]]
+
+    def done(t, r, state, gradients, events):  # a round's end: every party's checkpoint and the label party's own
+        if checkpoint_dir is not None:
+            backend.checkpoint(checkpoint_dir, r - 1)
+            _save_label(checkpoint_dir, {"t": t + 1, "r": r, "w": state.w, "velocity": state.velocity, "peers": peers,
+                                         "pubs": pubs, "gradients": gradients, "events": events,
+                                         "key": key.secret_blob()})
+
+    for t in range(t0, int(rounds)):
         c0 = time.process_time()
-        rep = backend.step({n: Forward(gradients[n], peers if t == 0 else None) for n in names}, r)
+        rep = backend.step({n: Forward(gradients[n], peers if t == 0 else None, False,
+                                       {k: pubs[k] for k in names if k != n} if multi and t == 0 else None)
+                            for n in names}, r)
         cpu["parties"] += time.process_time() - c0
         r += 1
         rng = np.random.default_rng() if noise_seed is None else party_rng(noise_seed, len(names), t)
         c0 = time.process_time()
         cross = None
+        if multi:
+            enc = {n: rep[n][0].ciphertexts for n in names}
+            sent["scores"] += sum(len(v) for v in enc.values())
+            state, blob, crosses = label.residuals_peers(cfg, state, key, party_keys, enc)
+            sent["cross"] = sent.get("cross", 0) + sum(len(c) for c in crosses.values())
+            sent["peer_scores"] = sent.get("peer_scores", 0) + sum(len(v) for v in enc.values()) * (len(names) - 1)
+            cpu["label_party"] += time.process_time() - c0
+            sent["residuals"] += len(blob) * len(names)
+            c0 = time.process_time()
+            rep = backend.step({n: Backward(he.wire(blob), he.wire(crosses[n]), {k: enc[k] for k in names if k != n})
+                                for n in names}, r)
+            r += 1
+            replies = {n: rep[n][0] for n in names}
+            events += [e for n in names for e in rep[n][1]]
+            opens = {k: Open({m: replies[m].peer_cross[k] for m in names if m != k}) for k in names}
+            sent["peer_cross"] = sent.get("peer_cross", 0) + sum(len(v) for o in opens.values()
+                                                                 for v in o.peer_cross.values())
+            rep = backend.step(opens, r)
+            cpu["parties"] += time.process_time() - c0
+            r += 1
+            opened = {k: rep[k][0] for k in names}
+            sent["opened"] = sent.get("opened", 0) + sum(len(v) for o in opened.values() for v in o.values.values())
+            sent["encrypted_gradients"] += sum(len(m.ciphertexts) + len(m.cross) for m in replies.values())
+            events += [e for n in names for e in rep[n][1]]
+            c0 = time.process_time()
+            state, gradients, ev = label.open_gradients(cfg, state, key, replies, rng=rng, opened=opened)
+            cpu["label_party"] += time.process_time() - c0
+            sent["gradients_back"] += sum(int(g.nbytes) for g in gradients.values())
+            events += ev
+            done(t, r, state, gradients, events)
+            continue
         if forward == "encrypted":
             enc_scores = rep[names[0]][0].ciphertexts
             sent["scores"] += len(enc_scores)
@@ -103,6 +174,7 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
         cpu["label_party"] += time.process_time() - c0
         sent["gradients_back"] += sum(int(g.nbytes) for g in gradients.values())
         events += ev
+        done(t, r, state, gradients, events)
     backend.step({n: Forward(gradients[n], None, final=True) for n in names}, r)
     per_round = {k: v / max(int(rounds), 1) for k, v in sent.items()}
     T = max(int(rounds), 1)
@@ -111,4 +183,19 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
                                                  "bytes_per_round": per_round})
 
 
-__all__ = ["RunResult", "logit", "run", "specs"]
+def _save_label(directory, ck: dict) -> None:
+    path = Path(directory) / LABEL_CHECKPOINT
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_pickle(ck, path)
+
+
+def _load_label(directory) -> dict:
+    path = Path(directory) / LABEL_CHECKPOINT if directory is not None else None
+    if path is None or not path.is_file():
+        raise DataFileError(f"the label party has no checkpoint at {path}; resume needs the checkpoints of the same run "
+                            "(pass the checkpoint_dir the run wrote)")
+    with open(path, "rb") as fh:
+        return pickle.load(fh)  # the label party's own file, written by _save_label
+
+
+__all__ = ["LABEL_CHECKPOINT", "RunResult", "backend_rounds", "logit", "run", "specs"]

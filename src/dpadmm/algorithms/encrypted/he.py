@@ -123,6 +123,14 @@ class HeBackend:
     def public_key(self) -> bytes:
         return bytes(self.kit.public_key().serialize())
 
+    def secret_blob(self) -> np.ndarray:
+        """The key pair serialised (uint8: 4-byte length, public key, secret key), for its OWNER's state and
+        checkpoint only — never a message (:func:`from_secret` reads it back)."""
+        if not self.secret:
+            raise PermissionError("only the key holder has the secret key")
+        pk, sk = bytes(self.kit.public_key().serialize()), bytes(self.kit.secret_key().serialize())
+        return wire(len(pk).to_bytes(4, "big") + pk + sk)
+
     def _plain(self, v) -> object:
         return self.kit.array(np.asarray(v, dtype=np.int64))
 
@@ -173,6 +181,15 @@ def keygen(bits: int = KEY_BITS) -> HeBackend:
     """A fresh OU key pair (the label party's; the secret key never leaves this object)."""
     phe, hnp = require_he()
     return HeBackend(hnp.setup(phe.SchemaType.OU, int(bits)), secret=True)
+
+
+def from_secret(blob) -> HeBackend:
+    """The key pair of :meth:`HeBackend.secret_blob` (its owner's own state or checkpoint)."""
+    phe, hnp = require_he()
+    raw = unwire(blob)
+    n = int.from_bytes(raw[:4], "big")
+    kit = phe.setup(phe.PublicKey.load_from(raw[4:4 + n]), phe.SecretKey.load_from(raw[4 + n:]))
+    return HeBackend(hnp.HeKit(kit), secret=True)
 
 
 def from_public_key(blob: bytes) -> HeBackend:

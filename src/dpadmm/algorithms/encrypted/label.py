@@ -9,7 +9,8 @@ declared (:func:`open_gradients`) — and returned with its own noise, ``γ_m = 
 weights move on ``A₀ᵀĝ + η₀``. The η's are one Gaussian mechanism of label sensitivity
 ``Δ_L = √(2R₀² + Σ_m R_m²)`` per round.
 
-``forward="encrypted"`` (one non-label party m, the Taylor residual ``g = ½ + s/4 − y``): it never sees s_m; it
+``forward="encrypted"`` (one non-label party m, the Taylor residual ``g = ½ + s/4 − y``; with more,
+:func:`residuals_peers` and :func:`combine_peers`, :mod:`.protocol`): it never sees s_m; it
 sends ``Enc_0(ĝ₀)``, ``ĝ₀ = round(2^24 (½ + s₀/4 − y))``, and ``Enc_m(A₀ᵀ s_m + r)`` computed on party m's
 encrypted scores (r uniform below 2^128, drawn here), gets back ``(A₀ᵀs_m + r + ζ) mod 2^128`` and uses
 ``A₀ᵀĝ₀ + η₀ + (A₀ᵀs_m + ζ)/4`` for its own step; its weights are projected on ‖w₀‖ ≤ W₀.
@@ -31,7 +32,7 @@ from ...privacy.mechanisms import gaussian
 from ...privacy.policy import PolicyRefusal
 from ...data.prepare import clip_rows
 from . import he, masks
-from .party import BLOCK_BITS, CROSS_BITS, RESIDUAL_BITS, EncryptedGradient, update
+from .party import BLOCK_BITS, CROSS_BITS, RESIDUAL_BITS, EncryptedGradient, Opened, update
 
 LABEL_PARTY = "party1"
 
@@ -65,7 +66,7 @@ class LabelState(NamedTuple):
     velocity: np.ndarray
     round: int = 0
     g: np.ndarray | None = None  # the round's fixed-point residuals (kept for its own gradient)
-    r: tuple | None = None  # forward="encrypted": the round's masks of the cross sums
+    r: tuple | dict | None = None  # forward="encrypted": the round's masks of the cross sums (M ≥ 2: per party)
 
 
 def augment(D, R: float):
@@ -118,7 +119,69 @@ def residuals_encrypted(cfg: LabelConfig, state: LabelState, key: he.HeBackend, 
     return state._replace(g=gq, r=r), key.encrypt(gq), party_key.dump(cross)
 
 
-def _cross_sums(cfg: LabelConfig, state: LabelState, blob) -> np.ndarray:
+def residuals_peers(cfg: LabelConfig, state: LabelState, key: he.HeBackend, party_keys: Mapping[str, he.HeBackend],
+                    encrypted_scores: Mapping[str, Any]):
+    """forward="encrypted" with M ≥ 2 parties: ``(state, Enc_0(ĝ₀), {m: Enc_m(A₀ᵀs_m + r_m)})`` — as
+    :func:`residuals_encrypted`, the cross sums per party, each under that party's key with its own fresh mask."""
+    if set(encrypted_scores) != set(cfg.widths):
+        raise PolicyRefusal(f"the label party refused the round: scores from {sorted(encrypted_scores)}, declared "
+                            f"parties {sorted(cfg.widths)}")
+    s0 = np.asarray(cfg.A @ state.w).ravel()
+    gq = np.round((0.5 + s0 / 4.0 - cfg.y01) * float(2 ** RESIDUAL_BITS)).astype(np.int64)  # [FATE's Taylor loss]
+    k, masks_, cross = cfg.A.shape[1], {}, {}
+    for m in sorted(encrypted_scores):
+        ct = party_keys[m].load(encrypted_scores[m])
+        if party_keys[m].size(ct) != cfg.A.shape[0]:
+            raise PolicyRefusal(f"the label party refused the round: {m!r}'s encrypted scores must be one per "
+                                "training row")
+        masks_[m] = tuple(secrets.randbits(CROSS_BITS) for _ in range(k))  # a CSPRNG: the masks cancel
+        cross[m] = party_keys[m].dump(party_keys[m].add_big_fresh(party_keys[m].column_sums(cfg.plan, ct), masks_[m]))
+    return state._replace(g=gq, r=masks_), key.encrypt(gq), cross
+
+
+def _wrap(blob, k: int, what: str) -> list[int]:
+    nb = CROSS_BITS // 8
+    try:
+        blob = he.unwire(blob)
+    except TypeError:
+        blob = b""
+    if len(blob) != k * nb:
+        raise PolicyRefusal(f"the label party refused the reply: {what} must be {k} values of {nb} bytes")
+    return [int.from_bytes(blob[j * nb:(j + 1) * nb], "big") for j in range(k)]
+
+
+def _centred(v: int) -> int:
+    mod, half = 1 << CROSS_BITS, 1 << (CROSS_BITS - 1)
+    v %= mod
+    return v - mod if v >= half else v
+
+
+def combine_peers(cfg: LabelConfig, key: he.HeBackend, replies: Mapping[str, EncryptedGradient],
+                  opened: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """M ≥ 2: party m's gradient ``D̂_mᵀg + ξ_m + Σ_k ζ_k/4`` (float) from its decrypted ``4(D̂_mᵀĝ₀ + ξ_m) + D̂_mᵀs_m
+    − Σ_k ρ_k`` and every peer k's opened ``(D̂_mᵀs_k + ρ_k + ζ_k) mod 2^128``: the ρ's cancel mod 2^128 (the
+    true value is far below 2^127). Only d_m values are decrypted per party (checked before)."""
+    if set(opened) != set(cfg.widths):
+        raise PolicyRefusal(f"the label party refused the round: opened column sums from {sorted(opened)}, declared "
+                            f"parties {sorted(cfg.widths)}")
+    scale = 4.0 * float(2 ** (RESIDUAL_BITS + BLOCK_BITS))
+    out = {}
+    for m in sorted(replies):
+        total = key.decrypt(key.load(replies[m].ciphertexts))
+        for k in sorted(opened):
+            if k == m:
+                continue
+            vals = dict(opened[k].values or {}).get(m) if isinstance(opened[k], Opened) else None
+            for j, v in enumerate(_wrap(vals, len(total), f"{k!r}'s opened column sums of {m!r}")):
+                total[j] += v
+        out[m] = np.array([_centred(v) / scale for v in total], dtype=np.float64)
+    return out
+
+
+def cross_sums(cfg: LabelConfig, state: LabelState, blob, r=None) -> np.ndarray:
+    """Party m's reply ``(A₀ᵀs_m + r + ζ) mod 2^128`` with the round's r (``state.r``, or ``r``) removed:
+    ``A₀ᵀs_m + ζ`` (float)."""
+    r = state.r if r is None else r
     k, nb = cfg.A.shape[1], CROSS_BITS // 8
     try:
         blob = he.unwire(blob)
@@ -129,14 +192,15 @@ def _cross_sums(cfg: LabelConfig, state: LabelState, blob) -> np.ndarray:
     mod, half = 1 << CROSS_BITS, 1 << (CROSS_BITS - 1)
     out = []
     for j in range(k):
-        v = (int.from_bytes(blob[j * nb:(j + 1) * nb], "big") - state.r[j]) % mod
+        v = (int.from_bytes(blob[j * nb:(j + 1) * nb], "big") - r[j]) % mod
         out.append((v - mod if v >= half else v) / float(2 ** (RESIDUAL_BITS + BLOCK_BITS)))
     return np.asarray(out, dtype=np.float64)
 
 
 def open_gradients(cfg: LabelConfig, state: LabelState, key: he.HeBackend, replies: Mapping[str, EncryptedGradient],
-                   *, rng: np.random.Generator):
-    """Decrypt each party's declared-size reply, add the label noise, update its own weights.
+                   *, rng: np.random.Generator, opened: Mapping[str, Any] | None = None):
+    """Decrypt each party's declared-size reply, add the label noise, update its own weights (``opened``: with
+    M ≥ 2 encrypted parties, every party's :class:`Opened` reply, combined by :func:`combine_peers`).
 
     Returns ``(state, {party: γ_m}, events)``. Refuses (:class:`PolicyRefusal`, nothing decrypted) a reply that is
     not one :class:`EncryptedGradient` of ``d_m`` ciphertexts per declared party."""
@@ -153,17 +217,23 @@ def open_gradients(cfg: LabelConfig, state: LabelState, key: he.HeBackend, repli
             raise PolicyRefusal(f"the label party refused to decrypt {name!r}'s reply: {key.size(ct)} ciphertexts, "
                                 f"its declared block has {cfg.widths[name]} columns")
         cts[name] = ct
-    cross = _cross_sums(cfg, state, next(iter(replies.values())).cross) if cfg.forward == "encrypted" else None
+    multi = isinstance(state.r, dict)
+    if multi:
+        cross = sum(cross_sums(cfg, state, replies[m].cross, state.r[m]) for m in sorted(replies))
+    else:
+        cross = cross_sums(cfg, state, next(iter(replies.values())).cross) if cfg.forward == "encrypted" else None
     scale = float(2 ** (RESIDUAL_BITS + BLOCK_BITS))
     sigma = 0.0 if cfg.noise_multiplier is None else cfg.noise_multiplier * cfg.sensitivity
     out = {}
+    plains = combine_peers(cfg, key, replies, opened or {}) if multi else {
+        name: np.array([v / scale for v in key.decrypt(cts[name])], dtype=np.float64) for name in sorted(cts)}
     for name in sorted(cts):
-        plain = np.array([v / scale for v in key.decrypt(cts[name])], dtype=np.float64)
+        plain = plains[name]
         out[name] = plain + (gaussian(rng, sigma, plain.shape[0]) if sigma else 0.0)
     g = state.g.astype(np.float64) / float(2 ** RESIDUAL_BITS)
     own = np.asarray(cfg.A.T @ g).ravel() + (gaussian(rng, sigma, cfg.A.shape[1]) if sigma else 0.0)
     if cross is not None:
-        own = own + cross / 4.0  # A₀ᵀ(s_m/4) + ζ/4: the Taylor residual's other part
+        own = own + cross / 4.0  # Σ_m A₀ᵀ(s_m/4) + ζ_m/4: the Taylor residual's other part
     w, v = update(state.w, state.velocity, own, n=cfg.A.shape[0], step=cfg.step, lam=cfg.lam, momentum=cfg.momentum,
                   W=cfg.W)
     events = [GaussianRelease(LABEL_PARTY, state.round, cfg.sensitivity, sigma, LABEL_CHANGE)] if sigma else []

@@ -61,7 +61,7 @@ def mask(name: str, keys: Mapping[str, bytes], round_: int, values: np.ndarray) 
     """``values`` (int64 fixed point) plus this party's masks of ``round_``, as uint64 (wrapping)."""
     out = np.asarray(values, dtype=np.int64).view(np.uint64).copy()
     for peer, key in sorted(keys.items()):
-        s = _stream(key, round_, out.shape[0])
+        s = _stream(bytes(key), round_, out.shape[0])  # bytes or a uint8 array (the party's state)
         out = out + s if name < peer else out - s  # uint64 arithmetic wraps: exact in Z/2^64
     return out
 

@@ -15,13 +15,22 @@ Round order (the party refuses any other; ``T`` = ``rounds``, declared at Setup 
   ``Enc(D̂ᵀĝ + ξ)``, ``ξ ~ N(0, σ² I)`` with ``σ = z · 2R`` drawn here and added as a fresh encryption (which also
   re-randomises); one :class:`~dpadmm.privacy.events.GaussianRelease` (record relation) per Backward.
 
-With ``forward="encrypted"`` (one non-label party; the Taylor-approximated loss, :mod:`.protocol`): ``Hello`` also
+With ``forward="encrypted"`` (one non-label party — more: below; the Taylor-approximated loss, :mod:`.protocol`): ``Hello`` also
 carries the party's own OU public key; ``Forward`` is answered with ``Scores(ciphertexts=Enc_m(s_m))`` under the
 party's OWN key (the label party cannot read them); ``Backward`` carries ``Enc_0(ĝ₀)`` (the label party's part of
 the Taylor residual) and ``cross = Enc_m(A₀ᵀs_m + r)`` (the label party's column sums of the party's scores, masked
 by a uniform r < 2^128); the party answers ``Enc_0(D̂ᵀ(ĝ₀ + s_m/4) + ξ)`` and ``cross`` decrypted (only the
 declared d₀ values) plus its noise ζ, mod 2^128 — two GaussianRelease per Backward. Its weights are projected
 to ‖w‖ ≤ W (the sensitivities' premise).
+
+With ``forward="encrypted"`` and ``peers`` (M ≥ 2 non-label parties; the peers' public R_k, W_k, d_k): the first
+``Forward`` also carries the peers' OU public keys (``keys``); ``Backward`` also carries every peer's encrypted
+scores ``Enc_k(s_k)`` (``peer_scores``); the reply's gradient is ``Enc_0(4(D̂ᵀĝ₀ + ξ) + D̂ᵀs_m − Σ_k ρ_k)`` (the
+Taylor residual at 4× scale, masked by fresh uniform ρ_k < 2^128) and ``peer_cross[k] = Enc_k(D̂ᵀs_k + ρ_k)`` (its
+column sums of peer k's scores, under k's key, masked); then ``Open(peer_cross)``: the peers' column sums of ITS
+scores, which it decrypts (only the declared d_k values per peer), adds its noise ζ_k and returns mod 2^128
+(``Opened``) — one more GaussianRelease per peer. Round order: Start, then Forward, Backward, Open per round,
+final Forward.
 """
 
 from __future__ import annotations
@@ -35,51 +44,25 @@ import numpy as np
 
 from ...privacy.events import RECORD_REPLACE, GaussianRelease
 from ...privacy.mechanisms import gaussian
-from ...privacy.policy import PolicyRefusal
 from ...data.prepare import clip_rows
 from ...exceptions import InvalidParameterError, ProtocolError
 from . import he, masks
-
-#: fixed point of the residuals the label party encrypts (|g| ≤ 1) and of the party's block (rows of norm ≤ R)
-RESIDUAL_BITS = 24
-BLOCK_BITS = 16
-#: the masked cross sums travel mod 2^128 (16 bytes each); the mask r is uniform below 2^128
-CROSS_BITS = 128
-FORWARD_MODES = ("clear", "encrypted")
-
-
-class Start(NamedTuple):
-    public_key: np.ndarray  # uint8 (he.wire): the serialised key
-
-
-class Hello(NamedTuple):
-    mask_key: np.ndarray  # uint8: 32 bytes of X25519 public key
-    public_key: np.ndarray | None = None  # uint8; forward="encrypted": the party's own OU public key
-
-
-class Forward(NamedTuple):
-    gradient: np.ndarray | None = None
-    peers: Mapping[str, np.ndarray] | None = None  # name -> uint8 X25519 public key
-    final: bool = False
-
-
-class Scores(NamedTuple):
-    values: np.ndarray | None = None  # uint64: fixed-point scores plus pairwise masks (Z/2^64)
-    ciphertexts: np.ndarray | None = None  # uint8; forward="encrypted": Enc_m(round(2^24 s_m)) under the party's own key
-
-
-class Backward(NamedTuple):
-    residuals: np.ndarray  # uint8: serialised ciphertexts
-    cross: np.ndarray | None = None  # uint8; forward="encrypted": Enc_m(A₀ᵀ s_m + r), d₀ ciphertexts under the party's key
-
-
-class EncryptedGradient(NamedTuple):
-    ciphertexts: np.ndarray  # uint8: serialised ciphertexts
-    cross: np.ndarray | None = None  # uint8; forward="encrypted": (A₀ᵀ s_m + r + ζ) mod 2^128, 16 bytes per entry
-
-
-MESSAGE_TYPES = (Start, Hello, Forward, Scores, Backward, EncryptedGradient)
-
+from .messages import (  # noqa: F401 - re-exported: the protocol's messages and fixed point, as before
+    BLOCK_BITS,
+    CROSS_BITS,
+    FORWARD_MODES,
+    MESSAGE_TYPES,
+    RESIDUAL_BITS,
+    Backward,
+    EncryptedGradient,
+    Forward,
+    Hello,
+    Open,
+    Opened,
+    Scores,
+    Start,
+)
+from .peers import backward_peers, open_peers, peer_keys, refuse
 
 @dataclass(frozen=True, eq=False)
 class PartyConfig:
@@ -98,14 +81,21 @@ class PartyConfig:
     label_R: float | None = None  # the label party's row clip R₀ (public; its block has the intercept column R₀)
     label_W: float | None = None  # ‖w₀‖ ≤ W₀, the label party's projection (public)
     label_width: int | None = None  # d₀ + 1: the label party's columns with the intercept (cross sums decrypted)
+    peers: Mapping[str, tuple] | None = None  # M ≥ 2 encrypted: every other non-label party k -> (R_k, W_k, d_k), public
 
     @property
     def residual_bound(self) -> float:
         """G ≥ |residual|: 1 for the logistic residual σ(s) − y; for the Taylor residual ½ + s/4 − y with
-        |s₀| ≤ √2 R₀ W₀ and |s_m| ≤ R W: ½ + (√2 R₀ W₀ + R W)/4."""
+        |s₀| ≤ √2 R₀ W₀, |s_m| ≤ R W and |s_k| ≤ R_k W_k (every peer's projection): ½ + (√2 R₀ W₀ + R W + Σ_k R_k W_k)/4."""
         if self.forward == "clear":
             return 1.0
-        return 0.5 + (math.sqrt(2.0) * self.label_R * self.label_W + self.R * self.W) / 4.0
+        others = sum(float(r) * float(w) for r, w, _ in (self.peers or {}).values())
+        return 0.5 + (math.sqrt(2.0) * self.label_R * self.label_W + self.R * self.W + others) / 4.0
+
+    def peer_sensitivity(self, peer: str) -> float:
+        """Δ_Z = 2·R_k·R·W: one of this party's rows replaced moves s_i by ≤ 2RW, and peer k's column sums of the
+        scores ``D̂_kᵀs`` by that times ‖d̂_k,i‖ ≤ R_k (its clip)."""
+        return 2.0 * float(self.peers[peer][0]) * self.R * self.W
 
     @property
     def sensitivity(self) -> float:
@@ -120,26 +110,32 @@ class PartyConfig:
 
     @property
     def releases_per_round(self) -> int:
-        return 1 if self.forward == "clear" else 2
+        return 1 if self.forward == "clear" else 2 + len(self.peers or {})
+
+    @property
+    def steps_per_round(self) -> int:
+        """Messages per round: Forward, Backward (and Open with peers)."""
+        return 3 if self.peers else 2
 
 
 class PartyState(NamedTuple):
     phase: str = "setup"  # setup → started → forward / backward alternate → done
     w: np.ndarray | None = None
     velocity: np.ndarray | None = None
-    own_key: Any = None  # forward="encrypted": the party's own OU key pair (its secret key never leaves)
+    own_key: Any = None  # forward="encrypted": its own OU key pair, serialised (he.secret_blob; never leaves the party)
     sent_scores: np.ndarray | None = None  # forward="encrypted": the fixed-point scores it encrypted this round
     backward: int = 0
-    public_key: bytes | None = None
-    mask_private: bytes | None = None
-    mask_public: bytes | None = None
-    pair_keys: Mapping[str, bytes] | None = None
+    public_key: np.ndarray | None = None  # uint8: the label party's OU public key
+    mask_private: np.ndarray | None = None  # uint8, as every key and blob here: the state is checkpointable (codec)
+    mask_public: np.ndarray | None = None
+    pair_keys: Mapping[str, np.ndarray] | None = None
+    peer_keys: Mapping[str, np.ndarray] | None = None  # M ≥ 2 encrypted: the peers' OU public keys (checked)
 
 
 def setup_party(name: str, train, score=None, R: float = 1.0, noise_multiplier: float | None = None, rounds: int = 60,
                 lam: float = 1e-4, step: float = 8.0, forward: str = "clear", momentum: float = 0.0,
                 W: float | None = None, label_R: float | None = None, label_W: float | None = None,
-                label_width: int | None = None):
+                label_width: int | None = None, peers: Mapping[str, tuple] | None = None):
     """Clip the block's rows at R, quantise toward zero (the bound survives), plan its column sums. ``score``: its
     blocks of NEW records (key → block), scored on request (``logit``) after the fit."""
     he.require_he()  # refuse to start without the extra, before anything else
@@ -151,6 +147,12 @@ def setup_party(name: str, train, score=None, R: float = 1.0, noise_multiplier: 
         for k, v in (("W", W), ("label_R", label_R), ("label_W", label_W), ("label_width", label_width)):
             if v is None or not (math.isfinite(float(v)) and float(v) > 0):
                 raise InvalidParameterError(f"forward='encrypted' needs {k} finite and > 0, got {k}={v!r}.")
+    peers = {str(k): (float(v[0]), float(v[1]), int(v[2])) for k, v in dict(peers or {}).items()}
+    if peers and forward != "encrypted":
+        raise InvalidParameterError("peers (the other parties' R, W, d) belong to forward='encrypted'; pass none.")
+    for k, (r, w, d) in peers.items():
+        if not (math.isfinite(r) and r > 0 and math.isfinite(w) and w > 0 and d >= 1):
+            raise InvalidParameterError(f"peer {k!r} needs R, W finite and > 0 and d ≥ 1, got {(r, w, d)!r}.")
     D = clip_rows(train, float(R))
     Q = he.quantize(D, BLOCK_BITS).tocsr()
     priv, pub = masks.new_key()
@@ -158,14 +160,12 @@ def setup_party(name: str, train, score=None, R: float = 1.0, noise_multiplier: 
                       None if noise_multiplier is None else float(noise_multiplier), int(rounds), float(lam), float(step),
                       {str(k): v for k, v in dict(score or {}).items()}, str(forward), float(momentum),
                       None if W is None else float(W), None if label_R is None else float(label_R),
-                      None if label_W is None else float(label_W), None if label_width is None else int(label_width))
-    own = he.keygen() if forward == "encrypted" else None
-    return cfg, PartyState(w=np.zeros(Q.shape[1]), velocity=np.zeros(Q.shape[1]), mask_private=priv, mask_public=pub,
+                      None if label_W is None else float(label_W), None if label_width is None else int(label_width),
+                      peers or None)
+    own = he.keygen().secret_blob() if forward == "encrypted" else None  # serialised: the state pickles/checkpoints
+    return cfg, PartyState(w=np.zeros(Q.shape[1]), velocity=np.zeros(Q.shape[1]), mask_private=he.wire(priv),
+                           mask_public=he.wire(pub),
                            own_key=own)
-
-
-def _refuse(cfg, what: str) -> PolicyRefusal:
-    return PolicyRefusal(f"party {cfg.name!r} refused the message and released nothing: {what}")
 
 
 def fixed_scores(cfg: PartyConfig, w: np.ndarray) -> np.ndarray:
@@ -192,22 +192,22 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
     """One message of the round order in the module docstring; anything else is refused."""
     if isinstance(inbox, Start):
         if state.phase != "setup":
-            raise _refuse(cfg, "a second Start")
+            raise refuse(cfg, "a second Start")
         try:
             he.from_public_key(inbox.public_key)
         except (TypeError, ValueError) as exc:
-            raise _refuse(cfg, str(exc)) from None
-        own_pub = he.wire(state.own_key.public_key()) if state.own_key is not None else None
-        return (state._replace(phase="forward", public_key=he.unwire(inbox.public_key)),
+            raise refuse(cfg, str(exc)) from None
+        own_pub = he.wire(he.from_secret(state.own_key).public_key()) if state.own_key is not None else None
+        return (state._replace(phase="forward", public_key=he.wire(he.unwire(inbox.public_key))),
                 Hello(he.wire(state.mask_public), own_pub), [])
     if isinstance(inbox, Forward):
         if state.phase != "forward":
-            raise _refuse(cfg, f"a Forward in phase {state.phase!r} (Start, then Forward and Backward alternate)")
+            raise refuse(cfg, f"a Forward in phase {state.phase!r} (Start, then Forward and Backward alternate)")
         w, vel, keys = state.w, state.velocity, state.pair_keys
         if inbox.gradient is not None or state.backward:
             g = np.asarray(inbox.gradient if inbox.gradient is not None else [], dtype=np.float64)
             if g.shape != w.shape or not np.all(np.isfinite(g)):
-                raise _refuse(cfg, f"the returned gradient must be {w.shape[0]} finite values, got shape {g.shape}")
+                raise refuse(cfg, f"the returned gradient must be {w.shape[0]} finite values, got shape {g.shape}")
             w, vel = update(w, vel, g, n=cfg.Q.shape[0], step=cfg.step, lam=cfg.lam, momentum=cfg.momentum, W=cfg.W)
         if keys is None:
             try:
@@ -215,33 +215,37 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
             except TypeError:
                 peers = {"?": b""}
             if any(len(v) != 32 for v in peers.values()):
-                raise _refuse(cfg, "every peer key must be 32 bytes (X25519)")
-            keys = masks.pair_keys(cfg.name, state.mask_private, peers)
+                raise refuse(cfg, "every peer key must be 32 bytes (X25519)")
+            keys = {k: he.wire(v) for k, v in masks.pair_keys(cfg.name, he.unwire(state.mask_private), peers).items()}
+        if cfg.peers and state.peer_keys is None:
+            state = state._replace(peer_keys=peer_keys(cfg, inbox.keys))
         state = state._replace(w=w, velocity=vel, pair_keys=keys)
         if inbox.final:
             if state.backward != cfg.rounds:
-                raise _refuse(cfg, f"the final update after {state.backward} of the {cfg.rounds} declared rounds")
+                raise refuse(cfg, f"the final update after {state.backward} of the {cfg.rounds} declared rounds")
             return state._replace(phase="done"), None, []
         if state.backward >= cfg.rounds:
-            raise _refuse(cfg, f"a round beyond the {cfg.rounds} declared at Setup")
+            raise refuse(cfg, f"a round beyond the {cfg.rounds} declared at Setup")
         fixed = fixed_scores(cfg, w)
         if cfg.forward == "encrypted":  # under its OWN key: the label party cannot read a per-row score
             return (state._replace(phase="backward", sent_scores=fixed),
-                    Scores(None, he.wire(state.own_key.encrypt(fixed))), [])
+                    Scores(None, he.wire(he.from_secret(state.own_key).encrypt(fixed))), [])
         return state._replace(phase="backward"), Scores(masks.mask(cfg.name, keys or {}, state.backward, fixed)), []
     if isinstance(inbox, Backward):
         if state.phase != "backward":
-            raise _refuse(cfg, f"a Backward in phase {state.phase!r}")
+            raise refuse(cfg, f"a Backward in phase {state.phase!r}")
         pk = he.from_public_key(state.public_key)
         try:
             ct = pk.load(inbox.residuals)
         except Exception:  # noqa: BLE001 - a malformed blob: one line
-            raise _refuse(cfg, "the residuals are not a serialised ciphertext array") from None
+            raise refuse(cfg, "the residuals are not a serialised ciphertext array") from None
         if pk.size(ct) != cfg.Q.shape[0]:
-            raise _refuse(cfg, f"the residuals must be {cfg.Q.shape[0]} ciphertexts, one per training row")
+            raise refuse(cfg, f"the residuals must be {cfg.Q.shape[0]} ciphertexts, one per training row")
         cross = None
         if cfg.forward == "encrypted":
             cross = _open_cross(cfg, state, inbox.cross, rng)  # before anything is computed on the residuals
+        if cfg.peers:
+            return backward_peers(cfg, state, pk, ct, cross, inbox.peer_scores, rng)
         out = pk.column_sums(cfg.plan, ct)  # Enc(Q_ᵀ ĝ): [issue 28, backward pass]
         d, events = cfg.Q.shape[1], []
         scale = float(2 ** (RESIDUAL_BITS + BLOCK_BITS))
@@ -264,21 +268,23 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
             cross = b"".join(((v + int(z)) % mod).to_bytes(CROSS_BITS // 8, "big") for v, z in zip(cross, noise))
         return (state._replace(phase="forward", backward=state.backward + 1, sent_scores=None),
                 EncryptedGradient(he.wire(pk.dump(out)), None if cross is None else he.wire(cross)), events)
-    raise _refuse(cfg, f"unexpected message {type(inbox).__name__} (declared: Start, Forward, Backward)")
+    if isinstance(inbox, Open):
+        return open_peers(cfg, state, inbox, rng)
+    raise refuse(cfg, f"unexpected message {type(inbox).__name__} (declared: Start, Forward, Backward, Open)")
 
 
 def _open_cross(cfg: PartyConfig, state: PartyState, blob, rng) -> list[int]:
     """Decrypt the label party's masked column sums ``A₀ᵀs_m + r`` — only a ciphertext array of the declared d₀ + 1
     entries; anything else is refused before decryption."""
-    key = state.own_key
+    key = he.from_secret(state.own_key)
     if blob is None:
-        raise _refuse(cfg, "the Backward carries no cross sums (forward='encrypted')")
+        raise refuse(cfg, "the Backward carries no cross sums (forward='encrypted')")
     try:
         ct = key.load(blob)
     except Exception:  # noqa: BLE001 - a malformed blob: one line
-        raise _refuse(cfg, "the cross sums are not a serialised ciphertext array") from None
+        raise refuse(cfg, "the cross sums are not a serialised ciphertext array") from None
     if key.size(ct) != cfg.label_width:
-        raise _refuse(cfg, f"it decrypts only the declared {cfg.label_width} cross sums, got {key.size(ct)} ciphertexts")
+        raise refuse(cfg, f"it decrypts only the declared {cfg.label_width} cross sums, got {key.size(ct)} ciphertexts")
     return key.decrypt(ct)
 
 

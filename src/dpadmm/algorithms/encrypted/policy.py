@@ -62,11 +62,12 @@ def check(cfg, args, policy: PartyPolicy, party: str) -> None:
 
 def price(cfg, rounds: int) -> RunPrice:
     """Per Backward one Gaussian release (record relation; Δ = 2R·G) — two with forward='encrypted' (D̂ᵀĝ and the
-    cross sums A₀ᵀs) — for the declared ``cfg.rounds``, and no more than the backend rounds allow (Start, then
-    Forward/Backward pairs, then the final Forward)."""
+    cross sums A₀ᵀs), plus one per peer with M ≥ 2 parties (the peer's column sums of its scores, opened at Open)
+    — for the declared ``cfg.rounds``, and no more than the backend rounds allow (Start, then Forward/Backward
+    pairs — Forward/Backward/Open triples with peers — then the final Forward)."""
     if cfg.noise_multiplier is None:
         return RunPrice({}, 0.0, "record_replace")
-    k = min(int(cfg.rounds), max((int(rounds) - 1) // 2, 0)) * cfg.releases_per_round
+    k = min(int(cfg.rounds), max((int(rounds) - 1) // cfg.steps_per_round, 0)) * cfg.releases_per_round
     return RunPrice({float(cfg.noise_multiplier): k} if k else {}, 0.0, "record_replace")
 
 
@@ -75,6 +76,8 @@ ENCRYPTED = PolicyHooks(
         "noise_multiplier": "> 0 and ≥ the floor (default 0.5); priced at Setup as `rounds` Gaussian releases "
                             "(two per round with forward='encrypted'; record relation) against the party's budget",
         "forward": "'encrypted' in private work (with 'clear' the label party reads every training row's score sum)",
+        "peers (R_k, W_k, d_k)": "forward='encrypted' with M ≥ 2 parties: finite > 0; G and each peer's Δ_Z = 2R_k·R·W "
+                                 "use them; the party decrypts only d_k values of peer k's column sums",
         "W, label_W, label_R": "finite > 0 (forward='encrypted': the sensitivities 2R·G and 2√2·R0·R·W use them; the "
                                "party projects its own weights on ‖w‖ ≤ W)",
         "row clip R": "finite, ≥ min_clip; equal to the operator's row_clip if set; the party clips its rows at R",

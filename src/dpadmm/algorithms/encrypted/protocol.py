@@ -1,6 +1,7 @@
 """``vertical-encrypted``: vertical logistic regression learned jointly, gradients under encryption, released
-with differential privacy on both sides. Two forward passes: ``forward="encrypted"`` (one non-label party; the
-label party never sees a per-row score; features DP against an honest-but-curious label party) and
+with differential privacy on both sides. Two forward passes: ``forward="encrypted"`` (any number of non-label
+parties; the label party never sees a per-row score, of one party or of their sum; features DP against an
+honest-but-curious label party) and
 ``forward="clear"`` (any number of parties, the exact logistic loss; per-row score SUMS reach the label party, so
 the features are NOT protected — refused by a party in private work).
 
@@ -30,6 +31,24 @@ second-order expansion at s = 0; weights projected on ‖w_m‖ ≤ W, ‖w₀�
   calibrate after the fit, a two-parameter logistic fit a·s + b of the label party on held-out rows (not
             training rows), party m's logits on them requested as NEW records (``logit``)
 
+forward="encrypted" with M ≥ 2 non-label parties (``peers``; one more message per round, ``Open``). The Taylor
+residual is ``g = ĝ₀ + Σ_k s_k/4``; party m's gradient needs ``D̂_mᵀs_k`` for every peer k, which neither m (s_k is
+k's) nor the label party may read. Per round, for every party m:
+  forward   Enc_m(s_m) under m's OWN key, m → label party (``Scores.ciphertexts``), relayed by the label party to
+            every peer k (``Backward.peer_scores``: k cannot decrypt it either)
+  cross     Enc_m(A₀ᵀs_m + r_m) as with one party (``Backward.cross``), opened by m with ζ_m (release Y)
+  peer      m computes, for every peer k, Enc_k(D̂_mᵀs_k + ρ_mk), ρ_mk uniform < 2^128 from m's CSPRNG
+            (``EncryptedGradient.peer_cross``), relayed to k (``Open.peer_cross``); k decrypts ONLY d_m values,
+            adds ζ_km ~ N(0, (z_k Δ_Z)²), Δ_Z = 2R_m·R_kW_k (release Z of k's data), returns (D̂_mᵀs_k + ρ_mk + ζ_km)
+            mod 2^128 to the label party (``Opened.values[m]``)
+  backward  Enc_0(4(D̂_mᵀĝ₀ + ξ_m) + D̂_mᵀs_m − Σ_k ρ_mk) (``EncryptedGradient.ciphertexts``, the residual at 4×
+            scale; the ρ's hide it until combined)
+  open      the label party adds every peer's opened values to its decryption and reduces mod 2^128 (the ρ's cancel;
+            the true value is far below 2^127): 4D̂_mᵀg + 4ξ_m + Σ_k ζ_km; γ_m = that/4 + η_m
+  own       γ₀ = A₀ᵀĝ₀ + η₀ + Σ_m (A₀ᵀs_m + ζ_m)/4
+G (every party's residual bound) is ``½ + (√2R₀W₀ + Σ_all R_kW_k)/4``; each party prices 2 + (M − 1) releases per
+round (X, Y and one Z per peer), from its peers' public (R_k, W_k, d_k) declared at Setup.
+
 Symbols → code: R_m ``PartyConfig.R``; R₀ ``label_R`` / ``LabelConfig.R``; W, W₀ ``W``, ``label_W``; z_f
 ``PartyConfig.noise_multiplier``; z_L ``LabelConfig.noise_multiplier``; Δ_L ``LabelConfig.sensitivity``;
 Δ_X ``PartyConfig.sensitivity``; Δ_Y ``PartyConfig.cross_sensitivity``; G ``PartyConfig.residual_bound``;
@@ -49,6 +68,12 @@ cannot check: the feature guarantee holds against an honest-but-curious label pa
 as a residual, or asks for the cross sums of another linear map, reads row i from the answer; no range proofs
 here). Circuit privacy: every ciphertext a party returns carries a fresh encryption (OU randomness uniform), so it
 says nothing about which rows were summed; the masked cross sums are within 2^-67 of uniform for party m.
+
+With M ≥ 2 (replace row i of party k): X_k and Y_k as above (G now bounds the whole Taylor residual); party m's
+combined gradient moves through ``D̂_mᵀs_k`` by ``d̂_m,i(s_k,i − s'_k,i)``, norm ≤ R_m·2R_kW_k = Δ_Z, which k's own
+ζ_km covers (release Z; m's ξ_m adds noise the accountant does not count). What the label party decrypts of m's
+reply alone is masked by the ρ's; it learns only the combination. If party m colludes with the label party they
+learn ``D̂_mᵀs_k + ζ_km``: still release Z. k decrypts ``D̂_mᵀs_k + ρ_mk``: statistically uniform to it.
 
 Label side (proof; relation: one label changes). One label moves one residual by exactly 1 (both residuals are
 affine in y with slope −1) and every block's column sums by that row: ``Δ_L = √(2R₀² + Σ_m R_m²)``; the cross sums
@@ -71,11 +96,27 @@ Threat model, per message field (who sees it, what it reveals):
 - ``Scores.values`` (clear): one party's share uniform on Z/2^64, their sum Σ_m s_m NOT protected (above).
   ``Scores.ciphertexts`` (encrypted): Enc_m(s_m), unreadable by the label party.
 - ``Backward.residuals``: Enc_0(ĝ) / Enc_0(ĝ₀): nothing to m. ``Backward.cross``: Enc_m(A₀ᵀs_m + r): after
-  decryption statistically uniform to m.
-- ``EncryptedGradient.ciphertexts``: decrypts to the feature-DP release (X). ``EncryptedGradient.cross``: the
+  decryption statistically uniform to m. ``Backward.peer_scores`` (M ≥ 2): Enc_k(s_k) under peer k's key: nothing
+  to m (IND-CPA) nor to the label party that relays it.
+- ``Forward.keys`` (M ≥ 2, first Forward): the peers' OU public keys, relayed by the label party (checked: OU, 2048
+  bits). A label party that substitutes a key it holds for peer k's and relays ciphertexts of its own choosing as
+  k's scores (e.g. of 10^6·e_i) reads party m's rows from the combined gradient: the premise of release X (an
+  honest-but-curious label party, as for the residuals' range); check the keys out of band, as the mask keys.
+- ``EncryptedGradient.peer_cross`` / ``Open.peer_cross`` (M ≥ 2): Enc_k(D̂_mᵀs_k + ρ_mk): to k after decryption
+  statistically uniform (ρ < 2^128 from m's CSPRNG). ``Opened.values``: (D̂_mᵀs_k + ρ_mk + ζ_km) mod 2^128:
+  uniform to the label party alone; with the ρ's cancelled inside m's combined gradient, release Z of k's data.
+- ``EncryptedGradient.ciphertexts``: decrypts to the feature-DP release (X) (M ≥ 2: masked by the ρ's until combined
+  with the peers' ``Opened`` values: X_m plus every peer's Z). ``EncryptedGradient.cross``: the
   feature-DP release (Y), masked until the label party removes its r.
 - ``logit`` (request, after the fit): party m's scores on held-out rows, NEW records (not training rows): outside
   the training guarantee, like any prediction.
+Checkpoints (``fit.encrypted.run(checkpoint_dir=...)``, at a round's end, when no ciphertext is outstanding):
+each party's own checkpoint holds its state — weights, velocity, rounds served, its OWN OU key pair and X25519
+key (serialised), the public keys it was given — written by its host in its own directory; the label party's
+holds its weights, the gradients it owes, the events so far, its own key pair and the parties' public keys. A
+secret key is written only to its owner's own checkpoint and never sent; the keys are the run's (made at its
+start, restored by their owners on resume), so a resumed seeded run gives the same numbers.
+
 A hostile coordinator (here the label party's side) may: send a key it controls (the party checks type and size);
 send residuals or cross sums out of the declared range (the premises above); reorder or repeat messages (the party
 refuses any order but Start, Forward/Backward alternating, final Forward, refuses a Backward beyond the declared T,
@@ -99,6 +140,6 @@ EXEMPT = (
                   "(the clear form's masked score sums are not covered and stay refused)", fields=("ciphertexts",)),
 )
 
-PROTOCOL = register(Protocol(NAME, ep.setup_party, ep.step, None, handlers={"logit": ep.logit}, types=ep.MESSAGE_TYPES, load=load_party_data,
+PROTOCOL = register(Protocol(NAME, ep.setup_party, ep.step, None, handlers={"logit": ep.logit}, types=ep.MESSAGE_TYPES + (ep.PartyState,), load=load_party_data,
                     describe=describe_party_data, model=ep.model, private=ep.is_private, data_args=(1, 2),
                     policy=ENCRYPTED, exempt=EXEMPT))

@@ -17,7 +17,8 @@ FORWARD_NOT_PROTECTED = ("features: NOT differentially private against the label
                          "the epsilon given covers the backward releases only")
 
 
-FORWARD_ENCRYPTED = ("features: record-level DP against the label party (two Gaussian releases per round, PLD), "
+FORWARD_ENCRYPTED = ("features: record-level DP against the label party (two Gaussian releases per round, one more "
+                     "per peer with three or more parties, PLD), "
                      "premise: an honest-but-curious label party (it encrypts residuals of the declared range and "
                      "computes its column sums on its clipped block; the party cannot check either under encryption); "
                      "the held-out calibration rows are scored as new records (their logits are not covered)")

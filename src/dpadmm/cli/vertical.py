@@ -214,6 +214,8 @@ def vertical(
     protocol: str = typer.Option("admm", rich_help_panel=_MODEL, help="admm, encrypted or experts."),
     min_effective_rows: Optional[float] = typer.Option(None, rich_help_panel=_MODEL,
                                                        help="experts: floor to send RR labels."),
+    bounds: List[Path] = typer.Option([], "--bounds", metavar="FILE", rich_help_panel=_PRIVACY,
+                                      help="experts: column bounds of each other party (repeat, --party order)."),
 ):
     """Train logistic regression on vertically partitioned data with (DP) ADMM sharing [Hu]."""
     from ..experiments.vertical import load_vertical_data, rows_are_normalized, run_vertical
@@ -222,6 +224,9 @@ def vertical(
     from .._validation import check_choice
 
     check_choice("protocol", protocol, ("admm", "experts", "encrypted"))
+    if bounds and (protocol != "experts" or backend == "grpc"):
+        raise InvalidParameterError("--bounds declares the other parties' column bounds for an in-process --protocol "
+                                    "experts run; drop it (across organisations each party bounds its own columns).")
     if min_effective_rows is not None and protocol != "experts":
         raise InvalidParameterError("--min-effective-rows belongs to --protocol experts (the floor at which the label "
                                     "party sends its randomized-response labels): drop it, or pass --protocol experts.")
@@ -296,7 +301,7 @@ def vertical(
                                     test_party_files=test_party, id_column=id_column, label_column=label_column))
         vx.run_experts(vdata, lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label_epsilon,
                        prepare="normalize-rows" if normalize_rows else prepare, row_clip=row_clip, seed=seed, out=out,
-                       label_mechanism=label_mechanism, min_effective_rows=min_effective_rows)
+                       label_mechanism=label_mechanism, min_effective_rows=min_effective_rows, bounds=bounds)
         return
 
     check_positive("lam", lam)

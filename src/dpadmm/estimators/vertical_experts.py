@@ -12,6 +12,7 @@ import math
 from typing import Mapping, Sequence
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss, roc_auc_score
@@ -24,9 +25,40 @@ from ..privacy.accountants import calibrate_noise_multiplier
 from ..privacy.ledger import PrivacyReport
 from ..algorithms.experts.report import LABEL_THREAT, LABELS_SENT, THREAT, experts_report, nothing_released  # noqa: F401
 from ..backends.base import party_rng
+from ..data.prepare import column_scaling
 from ..algorithms import vertical_experts_party as vp
+from ..algorithms.experts import prepare as xp
 from ..backends.base import PartySpec
 
+
+def standardise(X, scaling):
+    """``(X − centre)/scale`` with the label party's own statistics (``None``: as given; a sparse block keeps its
+    zeros: scaled only)."""
+    if scaling is None:
+        return X
+    centre, scale = scaling
+    if sp.issparse(X):
+        return sp.csr_matrix(X, dtype=np.float64) @ sp.diags(1.0 / scale)
+    return (np.asarray(X, dtype=np.float64) - centre) / scale
+
+
+def fit_label_party_alone(X, y_pm, lam: float):
+    """The label party's own model: its columns standardised with its own training statistics (a local step:
+    nothing about them is released), then ridge-logistic regression with an unpenalised intercept (scikit-learn's
+    ``LogisticRegression(C=1/(lam n))``). The same fit whatever the other parties do or the options are: the one
+    "label party alone" baseline of a data set. Returns ``([w, b], scaling)``."""
+    scaling = column_scaling(X)
+    Z = standardise(X, scaling)
+    lr = LogisticRegression(C=1.0 / (float(lam) * X.shape[0]), tol=1e-10, max_iter=10_000).fit(Z, y_pm)
+    return np.append(lr.coef_.ravel(), lr.intercept_[0]), scaling
+
+
+def label_party_alone_proba(X_train, y_train, X_test, lam: float) -> np.ndarray:
+    """P(y = +1) on ``X_test`` of :func:`fit_label_party_alone` fitted on ``(X_train, y_train)`` (labels ±1 or 0/1)."""
+    y_pm = np.where(np.asarray(y_train, dtype=np.float64).ravel() > 0, 1.0, -1.0)
+    coef, scaling = fit_label_party_alone(X_train, y_pm, lam)
+    s = np.asarray(ve.augment(standardise(X_test, scaling), 1.0) @ coef).ravel()
+    return 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))
 
 
 class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
@@ -39,10 +71,14 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         fits the non-private experts.
     label_epsilon : ε of the one randomized-response release of the labels to the other parties; ``None``
         sends them exactly (the labels are then not protected).
-    row_clip : R, the norm at which every feature party clips its rows (the sensitivity's premise). The relation
-        is "replace one row of the block as given", so prepare blocks without statistics of the party's own rows:
-        columns scaled by public bounds, or rows normalised one by one (a party's own standardisation moves every
-        row when one record changes, which the relation does not cover).
+    row_clip : R, the norm at which every feature party clips its rows (the sensitivity's premise).
+    bounds : how each feature party bounds its raw-unit columns before that (:mod:`dpadmm.algorithms.experts.prepare`):
+        ``"dp"`` (default) — a DP estimate of each column's range on its own rows, paid from its own ε (the report
+        lists those releases); a list with one entry per feature party, each ``(lo, hi)`` declared by its operator
+        (public, nothing released), ``"dp"`` or ``None``; ``None`` — every block used as given (already scaled by
+        public bounds), rows clipped at R. Columns are mapped to [−1, 1] by their bounds and the block scaled by
+        R/√d: no row is clipped and no per-row normalisation erases a column's scale. (A party's own
+        standardisation is not covered by the record relation: one record moves every row.)
     noise_norm : the expected norm of the coefficient noise a private party aims for when it picks its ridge.
     min_effective_rows : with ``label_epsilon``, the label party sends the randomized-response labels only if
         ``n (1 − 2q)²`` — the number of exact labels as informative as n labels flipped with probability q (public:
@@ -52,15 +88,17 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
 
     Notes
     -----
-    Block 0 of ``fit``'s ``blocks`` is the label party's; its model is fitted on its exact labels and never
-    leaves it. After ``fit``: ``coefs_`` (each expert's coefficient, the last entry the intercept column's),
+    Block 0 of ``fit``'s ``blocks`` is the label party's; it standardises its own columns with its own statistics
+    (nothing about them is released: its block, its model and the combination never leave it) and fits its model
+    on its exact labels. After ``fit``: ``coefs_`` (each expert's coefficient, the last entry the intercept column's),
     ``own_coef_``, ``expert_lambdas_``, ``privacy_`` (a :class:`PrivacyReport`, or ``None`` if non-private).
     """
 
     def __init__(self, lam: float = 1e-3, epsilon: float | None = None, delta: float = 1e-5,
                  label_epsilon: float | None = None, row_clip: float = 1.0, noise_norm: float = 0.5,
-                 min_effective_rows: float | None = None, random_state=None):
+                 min_effective_rows: float | None = None, random_state=None, bounds="dp"):
         self.lam, self.epsilon, self.delta, self.label_epsilon = lam, epsilon, delta, label_epsilon
+        self.bounds = bounds
         self.row_clip, self.noise_norm, self.random_state = row_clip, noise_norm, random_state
         self.min_effective_rows = min_effective_rows
 
@@ -135,23 +173,48 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
              if self.epsilon is not None else None)
         return seed, sent, pure, z
 
+    def _party_bounds(self, k: int) -> list:
+        """One bounds entry per feature party (``"dp"``, ``(lo, hi)`` or ``None``), checked."""
+        b = self.bounds
+        if b is None or isinstance(b, str):
+            if b is not None and b not in ("dp", "none"):
+                raise InvalidParameterError(f"bounds must be 'dp', None or one (lo, hi) per feature party, got {b!r}")
+            return [b] * k
+        b = list(b)
+        if len(b) != k:
+            raise InvalidParameterError(f"bounds has {len(b)} entries for {k} feature parties; give one per party "
+                                        "((lo, hi), 'dp' or None)")
+        return b
+
     def fit(self, blocks: Sequence, y):
         n, blocks = self._check(blocks)
         side = self._label_side(blocks[0], y, len(blocks))
         if side is None:
             return self
         seed, sent, pure, z = side
+        wanted = self._party_bounds(len(blocks) - 1)
+        zr, zo = (xp.noise_multipliers(float(self.epsilon), float(self.delta), "dp" in [
+            b for b in wanted if isinstance(b, str)]) if z is not None else (None, None))
 
-        self.coefs_, self.expert_lambdas_, events, self.experts_ = [], [], [], []
+        self.coefs_, self.expert_lambdas_, events, self.experts_, self.column_bounds_ = [], [], [], [], []
         for m, B in enumerate(blocks[1:], start=1):
             # party m+1's stream is the one it has as the (m−1)-th party of a backend run (fit_remote): same noise
             rng = np.random.default_rng() if seed is None else party_rng(seed, m - 1, 0)
-            coef, info, ev = ve.fit_expert(B, sent, R=float(self.row_clip), lam=float(self.lam), noise_multiplier=z,
-                                           rng=rng, party=f"party{m + 1}", noise_norm=float(self.noise_norm))
+            name, b = f"party{m + 1}", wanted[m - 1]
+            own_range = isinstance(b, str) and b == "dp"
+            prep = xp.prepare_party(name, B, bounds=b, R=float(self.row_clip), range_noise_multiplier=zr,
+                                    model_noise_multiplier=(zo if own_range else
+                                                            calibrate_noise_multiplier(float(self.epsilon),
+                                                                                       float(self.delta), 1))
+                                    if z is not None else None, rng=rng)
+            coef, info, ev = ve.fit_expert(prep.X, sent, R=float(self.row_clip), lam=float(self.lam),
+                                           noise_multiplier=prep.model_noise_multiplier, rng=rng, party=name,
+                                           noise_norm=float(self.noise_norm))
             self.coefs_.append(coef)
             self.expert_lambdas_.append(info["lam"])
-            self.experts_.append(info)
-            events += ev
+            self.experts_.append(dict(info, **xp.public_facts(prep)))
+            self.column_bounds_.append((prep.lo, prep.hi))
+            events += prep.events + ev
         self.privacy_ = self._report(events, pure, z, simulation=True)
         return self
 
@@ -193,7 +256,7 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         """The combined logit on new records: the label party's own model on ``own_block`` plus each party's logit
         on its rows of its new-records file ``key`` (requested over the backend; post-processing of its model)."""
         backend, names = self.remote_
-        own = np.asarray(ve.augment(own_block, 1.0) @ self.own_coef_).ravel()
+        own = self._own_logit(own_block)
         experts = [np.asarray(backend.request(name, "logit", key), dtype=np.float64) for name in names]
         if any(e.shape != own.shape for e in experts):
             raise InvalidDataError(f"a party scored {[e.shape[0] for e in experts]} rows of {key!r}, the label party "
@@ -201,11 +264,15 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         return ve.combine(own, experts, self.prior_logit_)
 
     def _own_model(self, X, y_pm) -> np.ndarray:
-        """The label party's own ridge-logistic model, intercept not penalised (the "label party alone" model:
-        same objective as scikit-learn's ``LogisticRegression(C=1/(lam n))``); returned as ``[w, b]`` so that
-        ``augment(X, 1) @ coef`` is its logit."""
-        lr = LogisticRegression(C=1.0 / (float(self.lam) * X.shape[0]), tol=1e-10, max_iter=10_000).fit(X, y_pm)
-        return np.append(lr.coef_.ravel(), lr.intercept_[0])
+        """The label party's own ridge-logistic model on its own standardised columns, intercept not penalised (the
+        "label party alone" model: :func:`label_party_alone`); returned as ``[w, b]`` so that
+        ``augment(standardised X, 1) @ coef`` is its logit (``own_scaling_``: its column statistics, never sent)."""
+        coef, self.own_scaling_ = fit_label_party_alone(X, y_pm, float(self.lam))
+        return coef
+
+    def _own_logit(self, X) -> np.ndarray:
+        """The label party's own model's logit on its rows ``X`` (standardised by its own training statistics)."""
+        return np.asarray(ve.augment(standardise(X, getattr(self, "own_scaling_", None)), 1.0) @ self.own_coef_).ravel()
 
     def _nothing_released(self, floor: float) -> PrivacyReport:
         """The report of a fit in which no label was sent and no expert fitted (:func:`.experts.report.nothing_released`)."""
@@ -225,9 +292,10 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
             raise NotFittedError("call fit before decision_function")
         if len(blocks) != self.n_blocks_:
             raise InvalidDataError(f"expected {self.n_blocks_} blocks (as in fit), got {len(blocks)}")
-        own = np.asarray(ve.augment(blocks[0], 1.0) @ self.own_coef_).ravel()
-        experts = [ve.expert_logit(c, B, float(self.row_clip), self.flip_probability_)
-                   for c, B in zip(self.coefs_, blocks[1:])]
+        own = self._own_logit(blocks[0])
+        bounds = getattr(self, "column_bounds_", [(None, None)] * len(self.coefs_))
+        experts = [ve.expert_logit(c, xp.apply(B, lo, hi, float(self.row_clip)), float(self.row_clip),
+                                   self.flip_probability_) for c, B, (lo, hi) in zip(self.coefs_, blocks[1:], bounds)]
         return ve.combine(own, experts, self.prior_logit_)
 
     def predict_proba(self, blocks) -> np.ndarray:

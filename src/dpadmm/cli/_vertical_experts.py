@@ -141,6 +141,8 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
     else:  # rows clipped at R (an in-process diagnostic): none when the party bounded its columns
         clipped = [0.0 if col_bounds is not None else float(np.mean(row_norms(B) > R)) for B in train[1:]]
         model.fit(train, data.y)
+    cal = getattr(model, "calibration_", None)
+    final["calibration"] = cal.facts() if cal is not None else None
     final.update({"expert_lambdas": model.expert_lambdas_, "rows_clipped": clipped,
                   "kept_own_model": model.kept_own_model_, "effective_rows": model.effective_rows_})
     baselines: dict = {}
@@ -171,6 +173,11 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
         line += (f"  test log loss: {final['test_log_loss']:.4f}  accuracy: {final['test_accuracy']:.4f}  "
                  f"AUC: {final['test_auc']:.4f}")
     console.print(line)
+    if cal is not None:
+        console.print(f"calibration on {cal.heldout_rows} of the label party's own held-out training rows: "
+                      + ("kept the recalibrated combination (stacked)" if cal.kind == "stacked" else
+                         "kept its own model (the combination did not beat it by two standard errors)")
+                      + f"; held-out log loss own {cal.loss_own:.4f}, stacked {cal.loss_stacked:.4f}", soft_wrap=True)
     if model.kept_own_model_:
         console.print(f"note: {model.privacy_.notes[0]}; with more rows or a larger --label-epsilon the experts "
                       "would be fitted", soft_wrap=True)
@@ -184,7 +191,8 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
         alone = baselines["label_party_alone"]["test_log_loss"]
         console.print(f"baselines (test log loss): base rate {baselines['base_rate']['test_log_loss']:.4f}, "
                       f"label party alone {alone:.4f}")
-    if baselines and not model.kept_own_model_:  # kept: the label party's own model by construction
+    if baselines and not model.kept_own_model_ and not (cal is not None and cal.kind == "own model"):
+        # kept: the label party's own model by construction
         p = 1.0 / (1.0 + np.exp(-np.clip(np.asarray(logit, dtype=np.float64), -50, 50)))
         tol = loss_tolerance(per_row_log_loss(p, data.y_test), per_row_log_loss(alone_p, data.y_test))
         final["verdict_tolerance"] = tol

@@ -27,6 +27,7 @@ from ..algorithms.experts.report import LABEL_THREAT, LABELS_SENT, THREAT, exper
 from ..backends.base import party_rng
 from ..data.prepare import column_scaling
 from ..algorithms import vertical_experts_party as vp
+from ..algorithms.experts import calibrate as xc
 from ..algorithms.experts import prepare as xp
 from ..backends.base import PartySpec
 
@@ -85,6 +86,11 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         n and ε) — is at least this (default ``MIN_EFFECTIVE_ROWS``); below it no label is sent, nothing is
         released, and the label party keeps its own model (``kept_own_model_``).
     random_state : ``None`` draws each party's noise from OS entropy; a seed makes a seeded simulation.
+    calibrate : the label party holds out ``HELDOUT_FRACTION`` of its training rows (labels for them are never
+        sent; the parties fit on the others) and on them chooses, by cross-validation, between a stacked
+        recalibration of the combination and its own model (:mod:`dpadmm.algorithms.experts.calibrate`: post-
+        processing, no privacy cost). ``calibration_`` says which it kept. In-process fits only (``fit``); a
+        deployment (``fit_remote``) hands over the product of experts as fitted.
 
     Notes
     -----
@@ -96,9 +102,9 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, lam: float = 1e-3, epsilon: float | None = None, delta: float = 1e-5,
                  label_epsilon: float | None = None, row_clip: float = 1.0, noise_norm: float = 0.5,
-                 min_effective_rows: float | None = None, random_state=None, bounds="dp"):
+                 min_effective_rows: float | None = None, random_state=None, bounds="dp", calibrate: bool = True):
         self.lam, self.epsilon, self.delta, self.label_epsilon = lam, epsilon, delta, label_epsilon
-        self.bounds = bounds
+        self.bounds, self.calibrate = bounds, calibrate
         self.row_clip, self.noise_norm, self.random_state = row_clip, noise_norm, random_state
         self.min_effective_rows = min_effective_rows
 
@@ -161,7 +167,7 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
             self.effective_rows_ = n * (1.0 - 2.0 * q) ** 2
             floor = self.MIN_EFFECTIVE_ROWS if self.min_effective_rows is None else float(self.min_effective_rows)
             if self.effective_rows_ < floor:  # public quantities only: the choice itself releases nothing
-                self.kept_own_model_ = True
+                self.kept_own_model_, self.calibration_ = True, None
                 self.coefs_, self.expert_lambdas_, self.experts_ = [], [], []
                 self.privacy_ = self._nothing_released(floor)
                 return None
@@ -197,7 +203,13 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
             b for b in wanted if isinstance(b, str)]) if z is not None else (None, None))
 
         self.coefs_, self.expert_lambdas_, events, self.experts_, self.column_bounds_ = [], [], [], [], []
+        self.calibration_ = None
+        # the label party's held-out rows (its stream (n_blocks + 2, 0)): labels for them are never sent
+        cal_rng = np.random.default_rng() if seed is None else party_rng(seed, len(blocks) + 2, 0)
+        fit_rows, held = xc.split(n, cal_rng) if self.calibrate else (np.arange(n), None)
+        sent = np.asarray(sent)[fit_rows]
         for m, B in enumerate(blocks[1:], start=1):
+            B = B[fit_rows] if held is not None else B
             # party m+1's stream is the one it has as the (m−1)-th party of a backend run (fit_remote): same noise
             rng = np.random.default_rng() if seed is None else party_rng(seed, m - 1, 0)
             name, b = f"party{m + 1}", wanted[m - 1]
@@ -215,8 +227,25 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
             self.experts_.append(dict(info, **xp.public_facts(prep)))
             self.column_bounds_.append((prep.lo, prep.hi))
             events += prep.events + ev
+        if held is not None:
+            self.calibration_ = self._choose(blocks, y, fit_rows, held, cal_rng)
         self.privacy_ = self._report(events, pure, z, simulation=True)
         return self
+
+    def _choose(self, blocks, y, fit_rows, held, rng) -> "xc.Choice":
+        """The label party's choice on its held-out rows (:func:`dpadmm.algorithms.experts.calibrate.choose`): its
+        own model fitted on the other rows, the parties' logits on the held-out rows (records outside their
+        training sets), its held-out labels."""
+        y_pm = binary_labels("y", y, blocks[0].shape[0])[0]
+        own_fit, scaling = fit_label_party_alone(blocks[0][fit_rows], y_pm[fit_rows], float(self.lam))
+        own = np.asarray(ve.augment(standardise(blocks[0][held], scaling), 1.0) @ own_fit).ravel()
+        experts = self._expert_logits([B[held] for B in blocks[1:]])
+        return xc.choose(own, ve.combine(np.zeros(len(held)), experts, self.prior_logit_), y_pm[held], rng)
+
+    def _expert_logits(self, blocks) -> list:
+        bounds = getattr(self, "column_bounds_", [(None, None)] * len(self.coefs_))
+        return [ve.expert_logit(c, xp.apply(B, lo, hi, float(self.row_clip)), float(self.row_clip),
+                                self.flip_probability_) for c, B, (lo, hi) in zip(self.coefs_, blocks, bounds)]
 
     #: the in-process fit's note: what the driver holds there that a deployment never releases
     SIMULATION_NOTE = ("in-process simulation: the driver holds every party's block and coefficient (coefs_; "
@@ -234,6 +263,7 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
 
         own_block = self._check([own_block, own_block])[1][0]
         names = list(parties)
+        self.calibration_ = None  # a deployment's parties fit on every row sent: no held-out choice
         self.remote_ = (backend, [])
         side = self._label_side(own_block, y, len(names) + 1)
         if side is None:
@@ -293,10 +323,14 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         if len(blocks) != self.n_blocks_:
             raise InvalidDataError(f"expected {self.n_blocks_} blocks (as in fit), got {len(blocks)}")
         own = self._own_logit(blocks[0])
-        bounds = getattr(self, "column_bounds_", [(None, None)] * len(self.coefs_))
-        experts = [ve.expert_logit(c, xp.apply(B, lo, hi, float(self.row_clip)), float(self.row_clip),
-                                   self.flip_probability_) for c, B, (lo, hi) in zip(self.coefs_, blocks[1:], bounds)]
-        return ve.combine(own, experts, self.prior_logit_)
+        cal = getattr(self, "calibration_", None)
+        if cal is not None and cal.kind == "own model":
+            return own
+        experts = self._expert_logits(blocks[1:])
+        if cal is None:
+            return ve.combine(own, experts, self.prior_logit_)
+        c, a, b = cal.weights
+        return c + a * own + b * ve.combine(np.zeros_like(own), experts, self.prior_logit_)
 
     def predict_proba(self, blocks) -> np.ndarray:
         p = 1.0 / (1.0 + np.exp(-np.clip(self.decision_function(blocks), -50, 50)))

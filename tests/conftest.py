@@ -1,8 +1,9 @@
-"""Shared fixtures: small slices of the bundled a9a (fast) and helpers for CLI tests."""
+"""Shared fixtures: small slices of the bundled a9a (fast), the one Ray session, and helpers for CLI tests."""
 
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 import numpy as np
@@ -107,6 +108,23 @@ def _own_ledger_dir(tmp_path_factory, monkeypatch):
     """Every test's `party serve` (in-process or a subprocess, which inherits the environment) keeps its
     per-data-set privacy ledgers in a directory of its own, never in the user's ~/.dpadmm/ledgers."""
     monkeypatch.setenv("DPADMM_LEDGER_DIR", str(tmp_path_factory.mktemp("ledgers")))
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray instance on 127.0.0.1 for the whole session, auth disabled (test-only).
+
+    Defined here, once: a test module that imported it from another module would hold a second fixture of the
+    same name (pytest registers a fixture in every module that holds it), whose ``ray.init`` fails while the
+    first one's Ray runs ("ray.init twice"): every Ray case of the second module then failed in sequence."""
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", configure_logging=False,
+             log_to_driver=False)
+    yield ray
+    ray.shutdown()
 
 
 @pytest.fixture

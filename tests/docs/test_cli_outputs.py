@@ -34,7 +34,7 @@ def test_quiet_ray_success_leaves_no_file(capfd):
 
 
 def test_paper_mechanism_verdict_blames_the_noise():
-    from dpadmm.cli.vertical import _advice
+    from dpadmm.cli._vertical_report import _advice
 
     metrics = {"final": {}, "privacy": {"private": False}, "config": {"mechanism": "paper", "iteration_epsilon": 10.0}}
     v = _advice(metrics)

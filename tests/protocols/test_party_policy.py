@@ -29,7 +29,7 @@ from dpadmm.kernels import fpca  # noqa: E402
 from dpadmm.kernels.regularizers import L1, L2  # noqa: E402
 from dpadmm.privacy.accountants.gaussian import gaussian_epsilon  # noqa: E402
 from dpadmm.privacy.policy import PartyPolicy  # noqa: E402
-from dpadmm.protocol import PartyData  # noqa: E402
+from dpadmm.protocol import PartyData, setup_fields  # noqa: E402
 from conftest import serve_parties  # noqa: E402
 
 N = 60
@@ -51,7 +51,7 @@ class Party:
 
     def setup(self, protocol, args, rounds):
         return self.call("Setup", {"protocol": protocol.name, "party": self.name, "index": 0, "rounds": rounds,
-                                   "args": args})
+                                   "setup": setup_fields(protocol, args)})
 
     def step(self, t, inbox):
         return self.call("Step", {"round": t, "inbox": inbox})

@@ -233,7 +233,7 @@ def test_label_private_raw_units_rank_the_test_set_the_right_way(credit_files, t
 
 # ----------------------------------------------------------------------------- verdict
 def test_verdict_compares_with_the_stronger_baseline_and_its_advice_runs(bc_files, tmp_path, capsys):
-    from dpadmm.cli.vertical import _trivial_verdict
+    from dpadmm.cli._vertical_report import _trivial_verdict
 
     metrics = {"final": {"test_log_loss": 0.20}, "privacy": {"private": True},
                "config": {"label_epsilon": 1.0, "epsilon": None, "iterations": 100},

@@ -39,9 +39,9 @@ from dpadmm.kernels import fpca  # noqa: E402
 from dpadmm.kernels.regularizers import L1, L2  # noqa: E402
 from dpadmm.privacy.party_ledger import PartyBudget  # noqa: E402
 from dpadmm.privacy.policy import PartyPolicy, PolicyRefusal  # noqa: E402
-from dpadmm.protocol import PartyData  # noqa: E402
+from dpadmm.protocol import PartyData, setup_fields  # noqa: E402
 from dpadmm.runtime import PartyRuntime  # noqa: E402
-from test_backends import RAY_MARKS, ray_session  # noqa: E402,F401 (the Ray marks and the session fixture)
+from test_backends import HOSTILE_RAY_CASES, RAY_MARKS  # noqa: E402 (ray_session: tests/conftest.py's)
 
 NAME = "party2"
 N = 60
@@ -240,7 +240,7 @@ def _setups(case):
     mod, args, rounds, seed, _ = HOSTILE[case]
     setup_fn = fq.setup_party_from_curves if mod is fq else mod.PROTOCOL.setup  # module-level: picklable
     spec = PartySpec(NAME, setup_fn, tuple(args()), mod.PROTOCOL.step)
-    setup = {"protocol": mod.PROTOCOL.name, "party": NAME, "index": 0, "noise_seed": seed, "args": list(spec.setup_args),
+    setup = {"protocol": mod.PROTOCOL.name, "party": NAME, "index": 0, "noise_seed": seed, "setup": setup_fields(mod.PROTOCOL, spec.setup_args),
              "rounds": rounds}
     return spec, setup
 
@@ -316,7 +316,14 @@ def test_the_honest_setups_the_hostile_ones_depart_from_are_accepted(mod, args, 
                       accept_coordinator_data=True, policy=POLICY)
     try:
         rt.call("Setup", {"protocol": mod.PROTOCOL.name, "party": NAME, "index": 0, "noise_seed": None,
-                          "args": args(), "rounds": rounds})
+                          "setup": setup_fields(mod.PROTOCOL, args()), "rounds": rounds})
         assert rt.budget.status()["runs"] == 1
     finally:
         rt.close()
+
+
+def test_the_loopback_namespace_refuses_a_hostile_setup_of_every_protocol_on_ray():
+    """The namespace run (test_backends.test_ray_suite_in_loopback_namespace) picks its Ray cases by name: they are
+    cases of this file, and they cover every protocol."""
+    assert set(HOSTILE_RAY_CASES) <= set(HOSTILE)
+    assert {HOSTILE[case][0].PROTOCOL.name for case in HOSTILE_RAY_CASES} == {p.name for p in PROTOCOLS}

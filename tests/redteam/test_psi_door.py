@@ -54,23 +54,24 @@ class Party:
         D = PartyData("train", {**join, "index": 2, "n_features": 2}, (n, 2))
         opts = {"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None, "damping": 0.0, "eval_blocks": {}}
         return self.call("Setup", {"protocol": vs.PROTOCOL.name, "party": "party2", "index": 1, "rounds": 3,
-                                   "args": ["party2", D, opts]})
+                                   "setup": {"name": "party2", "D": D, "options": opts}})
 
     def psi(self, query: list[str]):
         """One PSI run as the coordinator makes it; returns the ids of ``query`` the party holds."""
         self.call("Setup", {"protocol": P.PROTOCOL.name, "party": "party2", "index": 0,
-                            "args": ["party2", PartyData("train", {"id_column": "id"}), len(query)]})
+                            "setup": {"name": "party2", "ids": PartyData("train", {"id_column": "id"}),
+                                      "client_size": len(query)}})
         client = psi_lib.client.CreateWithNewKey(True)
         req = np.frombuffer(client.CreateRequest(query).SerializeToString(), dtype=np.uint8).copy()
         setup, resp = psi_lib.ServerSetup(), psi_lib.Response()
-        setup.ParseFromString(np.asarray(self.call("Request", {"handler": "setup_message", "args": []})["value"],
+        setup.ParseFromString(np.asarray(self.call("Request", {"handler": "setup_message", "arguments": {}})["value"],
                                          dtype=np.uint8).tobytes())
-        resp.ParseFromString(np.asarray(self.call("Request", {"handler": "respond", "args": [req]})["value"],
+        resp.ParseFromString(np.asarray(self.call("Request", {"handler": "respond", "arguments": {"request": req}})["value"],
                                         dtype=np.uint8).tobytes())
         return [query[i] for i in client.GetIntersection(setup, resp)]
 
     def align(self, ids):
-        return self.call("Request", {"handler": "align", "args": [np.array(ids)]})["value"]
+        return self.call("Request", {"handler": "align", "arguments": {"common": np.array(ids)}})["value"]
 
     def audit(self):
         return [json.loads(x) for x in self.svc.audit_path.read_text().splitlines()]

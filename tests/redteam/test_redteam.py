@@ -441,11 +441,12 @@ def test_party_server_refuses_a_model_fit_on_a_passive_partys_block(tmp_path):
     spec = vs.PrivacySpec(noise_multiplier=5.0, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
     D = PartyData("train", {"ids": np.arange(N), "index": 2, "n_features": 3}, (N, 3))
     call("Setup", {"protocol": vs.PROTOCOL.name, "party": "party2", "index": 1, "noise_seed": None,
-                   "args": ["party2", D, {"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None,
-                                          "damping": 0.0, "eval_blocks": {}}]})
+                   "setup": {"name": "party2", "D": D, "options": {"lam_sum": 1.0, "reg": L2(), "private": spec,
+                                                                   "bound": None, "damping": 0.0, "eval_blocks": {}}}})
     try:
         with pytest.raises(_Refused, match="refused request 'refit'"):
-            call("Request", {"handler": "refit", "args": [np.ones(N), np.zeros(N), "logistic", True, 0.0]})
+            call("Request", {"handler": "refit", "arguments": {"offset": np.ones(N), "loss": "logistic", "fit_intercept": True,
+                                                     "intercept0": 0.0}})
     finally:
         svc.close()
 
@@ -515,7 +516,7 @@ def _party_server(tmp_path, N=60, **policy):
         opts = dict({"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None, "damping": 0.0, "eval_blocks": {}},
                     **extra)
         return call("Setup", {"protocol": vs.PROTOCOL.name, "party": "party2", "index": 1, "noise_seed": seed,
-                              "args": ["party2", D, opts]})
+                              "setup": {"name": "party2", "D": D, "options": opts}})
 
     return svc, call, setup, D
 
@@ -531,7 +532,8 @@ def test_party_server_refit_cannot_be_unlocked_by_coordinator_sent_labels(tmp_pa
         except _Refused:
             return  # refusing the labels at setup is a fix too
         with pytest.raises(_Refused, match="refused request 'refit'"):
-            call("Request", {"handler": "refit", "args": [np.zeros(60), "logistic", True, 0.0]})
+            call("Request", {"handler": "refit", "arguments": {"offset": np.zeros(60), "loss": "logistic",
+                                                         "fit_intercept": True, "intercept0": 0.0}})
     finally:
         svc.close()
 
@@ -560,7 +562,7 @@ def test_party_server_gives_no_unnoised_training_scores_in_a_private_run(tmp_pat
             return
         call("Step", {"round": 0, "inbox": vs.CoordinatorMessage(1, np.zeros(60), np.ones(60), 0.5)})
         with pytest.raises(_Refused, match="refused request 'score' in a private run"):
-            call("Request", {"handler": "score", "args": ["test"]})
+            call("Request", {"handler": "score", "arguments": {"key": "test"}})
     finally:
         svc.close()
 

@@ -13,13 +13,13 @@ pytest.importorskip("grpc")
 
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_party import PartyService, _Refused  # noqa: E402
-from dpadmm.protocol import PartyData  # noqa: E402
+from dpadmm.protocol import PartyData, setup_fields  # noqa: E402
 from test_grpc_experts import PROTO, Z, Party, _files, _ledger  # noqa: E402
 
 
 def _setup(p, train, score, *, model=None, z=Z):
     args = ["party2", train, score, 1.0, 1e-3, z, 0.5] + ([model, None] if model is not None else [])
-    return p.call("Setup", {"protocol": PROTO.name, "party": "party2", "index": 0, "rounds": 1, "args": args})
+    return p.call("Setup", {"protocol": PROTO.name, "party": "party2", "index": 0, "rounds": 1, "setup": setup_fields(PROTO, args)})
 
 
 def _ref(ids, **kw):
@@ -80,7 +80,7 @@ def test_e1_a_scoring_run_checks_against_its_own_training_file_whatever_the_coor
         with pytest.raises(_Refused, match="refused to score 'x': it is its training file"):
             _setup(s, train_ref, {"x": PartyData("train", _ref(np.arange(120)))}, model=PartyData("model", {}), z=None)
         _setup(s, train_ref, {"x": PartyData("new", _ref(10_000 + np.arange(60)))}, model=PartyData("model", {}), z=None)
-        z = s.call("Request", {"handler": "logit", "args": ["x"]})["value"]  # new records: served
+        z = s.call("Request", {"handler": "logit", "arguments": {"key": "x"}})["value"]  # new records: served
         assert z.shape == (60,) and np.all(np.isfinite(z))
     finally:
         s.svc.close()
@@ -144,7 +144,7 @@ def test_e5_a_row_clip_beyond_the_float_range_is_refused_at_setup(party):
     R ∈ [1e-100, 1e100] (and λ, Δ, σ finite > 0) is checked at Setup from public quantities."""
     args = party.args(R=1e155)
     with pytest.raises(_Refused, match="the fit's public scale"):
-        party.call("Setup", {"protocol": PROTO.name, "party": "party2", "index": 0, "rounds": 1, "args": args})
+        party.call("Setup", {"protocol": PROTO.name, "party": "party2", "index": 0, "rounds": 1, "setup": setup_fields(PROTO, args)})
     assert party.released() == 0
 
 
@@ -159,7 +159,7 @@ def test_e5_a_vanishing_ridge_is_floored_so_collinear_columns_solve(party):
                                   rng=np.random.default_rng(0), noise_norm=1e300)
     assert info["lam"] == ve.LAMBDA_FLOOR and info["sensitivity"] == pytest.approx(ve.sensitivity(2, 1.0, 1e-10))
     party.call("Setup", {"protocol": PROTO.name, "party": "party2", "index": 0, "rounds": 1,
-                         "args": party.args(lam=1e-300, noise_norm=1e300)})
+                         "setup": setup_fields(PROTO, party.args(lam=1e-300, noise_norm=1e300))})
     facts = party.fit()["outbox"]
     assert facts["lam"] >= ve.LAMBDA_FLOOR and facts["sigma"] == pytest.approx(Z * facts["sensitivity"])
 
@@ -203,7 +203,7 @@ def test_e7_a_party_started_with_a_model_file_refuses_any_fit(tmp_path):
             _setup(s, PartyData("train", _ref(np.arange(120))), {"x": PartyData("new", _ref(10_000 + np.arange(60)))})
         assert _ledger(s.svc)["releases"] == 0
         _setup(s, None, {"x": PartyData("new", _ref(10_000 + np.arange(60)))}, model=PartyData("model", {}), z=None)
-        assert s.call("Request", {"handler": "logit", "args": ["x"]})["value"].shape == (60,)
+        assert s.call("Request", {"handler": "logit", "arguments": {"key": "x"}})["value"].shape == (60,)
     finally:
         s.svc.close()
 
@@ -276,9 +276,9 @@ def _served_audit(tmp_path, runs: int = 400):
                 {"new": PartyData("new", {**ref, "ids": 1000 + np.arange(6)})}, 1.0, lam, z, 1e9]
         s = []
         for _ in range(runs):
-            call("Setup", {"protocol": PROTO.name, "party": "party2", "index": 0, "rounds": 1, "args": args})
+            call("Setup", {"protocol": PROTO.name, "party": "party2", "index": 0, "rounds": 1, "setup": setup_fields(PROTO, args)})
             call("Step", {"round": 0, "inbox": vp_fit(labels)})
-            logit = np.asarray(call("Request", {"handler": "logit", "args": ["new"]})["value"])
+            logit = np.asarray(call("Request", {"handler": "logit", "arguments": {"key": "new"}})["value"])
             s.append(np.linalg.lstsq(A, logit, rcond=None)[0] @ u)  # the coefficient, from its logits
         svc.close()
         scores.append(np.array(s))

@@ -155,7 +155,7 @@ def test_R3_vertical_party_refuses_or_ignores_coordinator_normalisation(vertical
 def test_R6_vertical_rank_request_refused_in_private_run(vertical):
     vertical.setup(vs.PROTOCOL, vertical.args(), 3)
     with pytest.raises(_Refused, match="refused request 'rank' in a private run"):
-        vertical.call("Request", {"handler": "rank", "args": []})
+        vertical.call("Request", {"handler": "rank", "arguments": {}})
 
 
 @pytest.mark.parametrize("rho", [math.nan, -1.0, math.inf, 0.0])

@@ -17,7 +17,7 @@ from dpadmm.backends.selftest import PROTOCOL as SELFTEST, Broadcast
 from dpadmm.privacy.policy import PolicyRefusal
 from dpadmm.runtime import PartyRuntime
 
-SETUP = {"protocol": "selftest", "party": "p1", "index": 0, "noise_seed": 0, "args": ["p1", 3, 0.0, None, 3600.0]}
+SETUP = {"protocol": "selftest", "party": "p1", "index": 0, "noise_seed": 0, "setup": {"name": "p1", "size": 3, "noise": 0.0, "fault": None, "hang_seconds": 3600.0}}
 
 
 def _step(call, t):

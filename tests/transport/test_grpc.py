@@ -146,7 +146,7 @@ def test_audit_lines_are_json_dumps_text(tmp_path):
                        allow_seeded_noise=True)
     allowed = codec.allow_list(PROTOCOL.types)
     call = lambda m, body, peer="coord": svc.handle(m, codec.encode(body, allowed=allowed), peer)  # noqa: E731
-    call("Setup", {"protocol": "selftest", "party": 'p"1 é', "index": 0, "noise_seed": 3, "args": ["p1", 4],
+    call("Setup", {"protocol": "selftest", "party": 'p"1 é', "index": 0, "noise_seed": 3, "setup": {"name": "p1", "size": 4},
                    "rounds": 3})
     for t in range(2):
         call("Step", {"round": t, "inbox": Broadcast(t + 1, np.ones(4))})
@@ -170,7 +170,7 @@ def test_seeded_party_draws_the_seeded_stream_of_its_round(tmp_path):
     svc = PartyService(name="p2", protocol=PROTOCOL, data={}, out=tmp_path / "p", secure=False, allow_seeded_noise=True)
     allowed = codec.allow_list(PROTOCOL.types)
     call = lambda m, body: codec.decode(svc.handle(m, codec.encode(body, allowed=allowed), ""), allowed=allowed)  # noqa: E731
-    call("Setup", {"protocol": "selftest", "party": "p2", "index": 4, "noise_seed": 11, "args": ["p2", 5, 0.7]})
+    call("Setup", {"protocol": "selftest", "party": "p2", "index": 4, "noise_seed": 11, "setup": {"name": "p2", "size": 5, "noise": 0.7}})
     cfg, x = toy_setup("p2", 5, 0.7)
     for t in range(3):
         inbox = Broadcast(t + 1, np.full(5, float(t)))

@@ -54,7 +54,7 @@ def _state_machine(path, out, **policy):
         D = PartyData("train", {"ids": np.arange(N), "index": 2, "n_features": 4}, (N, 4))
         opts = {"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None, "damping": 0.0, "eval_blocks": {}}
         return call("Setup", {"protocol": vs.PROTOCOL.name, "party": "party2", "index": 1, "rounds": rounds,
-                              "args": ["party2", D, opts]})
+                              "setup": {"name": "party2", "D": D, "options": opts}})
 
     def step(t):  # round 1 answers the protocol's all-zero first inbox (free), later rounds release
         return call("Step", {"round": t, "inbox": vs.CoordinatorMessage(t, np.zeros(N), np.ones(N) * (t > 0), 0.5)})
@@ -285,10 +285,10 @@ def test_consensus_node_prices_pure_dp_releases_and_refuses_pvp(perturbation, tm
         if perturbation == "pvp":
             with pytest.raises(_Refused, match="the perturbation is 'pvp'"):
                 call("Setup", {"protocol": gc.PROTOCOL.name, "party": "party1", "index": 0, "rounds": rounds,
-                               "args": [["node0"], [X], [y], opts]})
+                               "setup": {"names": ["node0"], "X_list": [X], "y_list": [y], "options": opts}})
             return
         call("Setup", {"protocol": gc.PROTOCOL.name, "party": "party1", "index": 0, "rounds": rounds,
-                       "args": [["node0"], [X], [y], opts]})
+                       "setup": {"names": ["node0"], "X_list": [X], "y_list": [y], "options": opts}})
         spent = 0.0
         for t in range(2):
             reply = call("Step", {"round": t, "inbox": gc.NeighbourMessage(t, np.zeros((1, 3)))})

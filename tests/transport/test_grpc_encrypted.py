@@ -19,19 +19,27 @@ from dpadmm.backends.grpc_party import LEDGER_NAME, PartyService  # noqa: E402
 from dpadmm.backends.inprocess import InProcessBackend  # noqa: E402
 from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.privacy.accountants import calibrate_noise_multiplier  # noqa: E402
+from dpadmm.privacy.party_ledger import compose  # noqa: E402
 from dpadmm.privacy.policy import PartyPolicy  # noqa: E402
 from dpadmm.protocol import PartyData  # noqa: E402
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=Exception, reason=(
-    "the party runtime (backends/grpc_party.py) refuses a private step whose message carries no privacy event: the "
-    "Hello (public keys) and the encrypted Scores are not DP releases but ciphertexts/public keys; serving this "
-    "protocol under a budget needs a declared exemption for such message types in the runtime (issue 28, lead)"))
 def test_grpc_equals_in_process_and_the_ledger_holds_two_releases_per_round(tmp_path):
+    """A budgeted party serves the Hello (public keys) and the encrypted Scores without a privacy event because the
+    protocol declares them (``Protocol.exempt``, the reason in its audit line); its ledger holds exactly the 2T
+    Gaussian releases, composed to the ε the multiplier was calibrated for."""
     ref, got, ledger = _both(tmp_path, dict(max_epsilon=3.0, delta=1e-5))
     np.testing.assert_allclose(got.label_state.w, ref.label_state.w, rtol=0, atol=1e-9)
-    assert ledger["releases"] == 2 * 2  # D̂ᵀĝ and A₀ᵀs each round, priced at Setup
+    T = 2
+    assert ledger["releases"] == 2 * T  # D̂ᵀĝ and A₀ᵀs each round, priced at Setup
+    zf = calibrate_noise_multiplier(1.0, 1e-5, 2 * T)
+    assert ledger["epsilon_spent"] == pytest.approx(compose({zf: 2 * T}, 0.0, 1e-5), rel=1e-6)
+    assert ledger["epsilon_spent"] == pytest.approx(1.0, rel=1e-3)  # the ε the multiplier was calibrated for
+    steps = [json.loads(line) for line in (tmp_path / "party2" / "audit.jsonl").read_text().splitlines()]
+    exempt = [s["budget"]["exempt"] for s in steps if s.get("method") == "Step" and "exempt" in s.get("budget", {})]
+    assert exempt[0].startswith("Hello: public keys") and all("Scores: Enc_m(s_m)" in e for e in exempt[1:])
+    assert len(exempt) == 1 + T  # the Hello, then one encrypted Scores per round
 
 
 @pytest.mark.slow

@@ -23,7 +23,7 @@ from dpadmm.backends.grpc_party import LEDGER_NAME, PartyService, _Refused  # no
 from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.estimators.vertical_experts import VerticalExpertsClassifier  # noqa: E402
 from dpadmm.privacy.policy import PartyPolicy  # noqa: E402
-from dpadmm.protocol import PartyData, find_protocol  # noqa: E402
+from dpadmm.protocol import PartyData, find_protocol, request_arguments, setup_fields  # noqa: E402
 from conftest import run_cli, serve_parties  # noqa: E402
 
 BUDGET = dict(max_epsilon=3.0, delta=1e-5)
@@ -230,14 +230,14 @@ class Party:
 
     def setup(self, rounds=1, **kw):
         return self.call("Setup", {"protocol": PROTO.name, "party": "party2", "index": 0, "rounds": rounds,
-                                   "args": self.args(**kw)})
+                                   "setup": setup_fields(PROTO, self.args(**kw))})
 
     def fit(self, t=0, labels=None, flip=None):
         y = np.where(np.arange(120) % 3 == 0, 1.0, -1.0) if labels is None else labels
         return self.call("Step", {"round": t, "inbox": vp.FitRequest(y, flip)})
 
     def request(self, handler, *args):
-        return self.call("Request", {"handler": handler, "args": list(args)})["value"]
+        return self.call("Request", {"handler": handler, "arguments": request_arguments(PROTO.handlers.get(handler), args)})["value"]
 
     def released(self):  # the party's ledger in memory (its journal on disk holds the same lines)
         return int(self.svc.budget.ledger["releases"])

@@ -91,7 +91,8 @@ def _node(tmp_path, **policy):
 def _setup(call, eps=(0.25, 0.25), rounds=2):
     X, y = _data(n=40)
     call("Setup", {"protocol": cb.PROTOCOL.name, "party": "node0", "index": 0, "rounds": rounds,
-                   "args": ["node0", X, np.where(y > 0, 1.0, -1.0), *eps]})
+                   "setup": {"name": "node0", "X": X, "y": np.where(y > 0, 1.0, -1.0), "eps_count": eps[0],
+                             "eps_compare": eps[1]}})
 
 
 @pytest.mark.parametrize("bad, match", [

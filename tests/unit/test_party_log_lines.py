@@ -8,7 +8,7 @@ from dpadmm.backends.selftest import PROTOCOL as SELFTEST, Broadcast
 from dpadmm.runtime import PartyRuntime
 from dpadmm.runtime.audit import end_line
 
-SETUP = {"protocol": "selftest", "party": "p1", "index": 0, "noise_seed": 0, "args": ["p1", 3, 0.0, None, 3600.0]}
+SETUP = {"protocol": "selftest", "party": "p1", "index": 0, "noise_seed": 0, "setup": {"name": "p1", "size": 3, "noise": 0.0, "fault": None, "hang_seconds": 3600.0}}
 
 
 def test_a_run_that_writes_no_model_is_logged_as_finished_and_a_resume_names_its_rounds(tmp_path):

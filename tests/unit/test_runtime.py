@@ -28,7 +28,7 @@ def _audit(rt):
 
 def test_the_runtime_serves_declared_calls_in_order_and_audits_each(party):
     party.call("Setup", {"protocol": "selftest", "party": "p1", "index": 0, "noise_seed": 0,
-                         "args": ["p1", 3, 0.0, None, 3600.0], "rounds": 2})
+                         "setup": {"name": "p1", "size": 3, "noise": 0.0, "fault": None, "hang_seconds": 3600.0}, "rounds": 2})
     reply = party.call("Step", {"round": 0, "inbox": Broadcast(1, np.zeros(3))})
     assert set(reply) == {"outbox", "events"}
     with pytest.raises(PolicyRefusal, match=r"^party 'p1' refused round index 0 and sent nothing: the next round is 1"):
@@ -36,7 +36,7 @@ def test_the_runtime_serves_declared_calls_in_order_and_audits_each(party):
     with pytest.raises(PolicyRefusal, match=r"^party 'p1' serves no method Reset \(only Hello, Setup"):
         party.call("Reset", {})
     with pytest.raises(PolicyRefusal, match=r"^party 'p1' refused request 'model': protocol 'selftest' declares only"):
-        party.call("Request", {"handler": "model", "args": []})
+        party.call("Request", {"handler": "model", "arguments": {}})
     log = _audit(party)
     assert [(r["method"], r["status"]) for r in log[1:]] == [
         ("Setup", "ok"), ("Step", "ok"), ("Step", "refused"), ("Reset", "refused"), ("Request", "refused")]
@@ -47,7 +47,7 @@ def test_a_private_only_runtime_refuses_a_non_private_run_before_setup_returns(t
     try:
         with pytest.raises(PolicyRefusal, match="^party 'p1' refused a non-private run: its operator started it "
                                                 "with --private-only"):
-            rt.call("Setup", {"protocol": "selftest", "party": "p1", "args": ["p1", 3, 0.0, None, 3600.0]})
+            rt.call("Setup", {"protocol": "selftest", "party": "p1", "setup": {"name": "p1", "size": 3, "noise": 0.0, "fault": None, "hang_seconds": 3600.0}})
         assert rt.cfg is None  # nothing set up: no round can be served
     finally:
         rt.close()

@@ -40,6 +40,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..exceptions import DataFileError, InvalidParameterError, ProtocolError
+from ..protocol import Protocol, setup_record
 from ..runtime.local import HostedParty, PartyOperator, party_operators
 
 PARTY_LOCAL = "party-local"
@@ -60,7 +61,8 @@ def party_rng(entropy, index: int, round_: int) -> np.random.Generator:
 class PartySpec:
     """How to run one party.
 
-    ``setup(*setup_args) -> (cfg, state)`` runs inside the worker; ``step(cfg, state, inbox, *, rng)
+    ``setup(**setup_args._asdict()) -> (cfg, state)`` runs inside the worker (``setup_args``: the protocol's Setup
+    record, built by name; a positional tuple is the deprecated form); ``step(cfg, state, inbox, *, rng)
     -> (state, outbox, events)``; ``diagnose(cfg, state) -> dict`` gives monitoring values (not
     messages of the protocol); ``handlers`` maps the names of the requests the party answers
     (e.g. ``"score"``) to ``fn(cfg, state, *args)``. All functions must be module-level.
@@ -78,6 +80,16 @@ class PartySpec:
     #: stream ``party_rng(seed, streams[k], t)`` it would get as a party of its own (same numbers batched
     #: or not, on every backend); with party-local entropy it gets its one own generator as usual
     streams: tuple[int, ...] = ()
+    #: the party's protocol declaration (:meth:`of` sets it, and derives setup/step/diagnose/handlers from it); a spec
+    #: built without one (deprecated) is matched to its declaration by its step (:func:`dpadmm.protocol.protocol_for`)
+    protocol: Protocol | None = None
+
+    @classmethod
+    def of(cls, protocol: Protocol, name: str, setup, *, owner: str = "", streams: tuple = ()) -> "PartySpec":
+        """A party of ``protocol`` with its ``setup`` record (``protocol.setup_type``, built by name — e.g.
+        ``vertical.messages.Setup(name=..., D=..., options=...)``; a field mapping is checked the same way)."""
+        return cls(name, protocol.setup, setup_record(protocol, setup), protocol.step, protocol.diagnose, owner=owner,
+                   handlers=dict(protocol.handlers), streams=tuple(streams), protocol=protocol)
 
 
 def party_checkpoint_path(directory, name: str) -> Path:
@@ -107,7 +119,9 @@ class PartyHost:
         self.noise_seed = noise_seed
         # Party-local entropy: drawn here, in the party's worker, from the OS; never sent anywhere.
         self._own_rng = np.random.default_rng() if noise_seed is None else None
-        self.cfg, self.state = spec.setup(*spec.setup_args)
+        args = spec.setup_args
+        # a Setup record by name; a positional tuple (deprecated) as before
+        self.cfg, self.state = spec.setup(**args._asdict()) if hasattr(args, "_asdict") else spec.setup(*args)
 
     @property
     def name(self) -> str:

@@ -37,7 +37,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from ..exceptions import InvalidParameterError, PartyFailureError, ProtocolError
-from ..protocol import protocol_of
+from ..protocol import protocol_for, request_arguments, setup_fields
 from ..runtime import codec
 from .base import Backend, PartySpec
 from .grpc_calls import (  # noqa: F401 (re-exported: their old home)
@@ -143,7 +143,7 @@ class GrpcBackend(GrpcCalls, Backend):
         self._failed = False
         if self._streams or self._rconns:  # a new run: fresh streams (a restarted party's old stream is gone)
             self._close_streams()
-        protos = {s.name: protocol_of(s.step) for s in specs}
+        protos = {s.name: protocol_for(s) for s in specs}
         missing = [s.name for s in specs if s.name not in self.hello_]
         if missing:
             self.hello(missing)
@@ -157,14 +157,15 @@ class GrpcBackend(GrpcCalls, Backend):
             if proto.name not in lists:  # one allow list per protocol (shared by its parties)
                 lists[proto.name] = codec.allow_list(proto.types)
             self._allowed[spec.name] = lists[proto.name]
+            setup = setup_fields(proto, spec.setup_args)  # by name: the protocol's Setup record's fields
             try:
-                codec.encode(list(spec.setup_args), allowed=self._allowed[spec.name])
+                codec.encode(setup, allowed=self._allowed[spec.name])
             except TypeError as exc:
                 raise InvalidParameterError(f"party {spec.name!r}'s setup cannot be sent as data ({exc}); its data must "
                                             "be a PartyData reference read by the party.") from None
             bodies[spec.name] = {"protocol": proto.name, "party": spec.name, "index": index,
                                  "noise_seed": None if noise_seed is None else int(noise_seed),
-                                 "args": list(spec.setup_args)}
+                                 "setup": setup}
             if rounds is not None:
                 bodies[spec.name]["rounds"] = int(rounds)
         self.setup_ = self._call_all(bodies, "Setup", self.setup_timeout, "setup")
@@ -207,7 +208,9 @@ class GrpcBackend(GrpcCalls, Backend):
     def request(self, name: str, handler: str, *args) -> Any:
         if name not in self._specs:
             raise InvalidParameterError(f"no party {name!r} in this run.")
-        return self._call(name, "Request", {"handler": handler, "args": list(args)}, self.timeout,
+        fn = protocol_for(self._specs[name]).handlers.get(handler) if isinstance(handler, str) else None
+        body = {"handler": handler, "arguments": request_arguments(fn, args)}  # by name: the handler's parameters
+        return self._call(name, "Request", body, self.timeout,
                           what=f"request {handler!r}")["value"]
 
     def checkpoint(self, directory, round_: int) -> None:

@@ -38,7 +38,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..exceptions import InvalidParameterError, PartyFailureError
-from ..protocol import protocol_of
+from ..protocol import protocol_for
 from ..runtime import codec
 from .grpc_party import PartyService, _Refused
 from .grpc_wire import CHANNEL_OPTIONS, METHODS, SERVICE
@@ -225,8 +225,8 @@ def run_nodes(backend, rounds: int, *, monitor: bool = False, neighbours=None, p
     when ``monitor``. ``progress(round)`` is called with the slowest node's round while polling."""
     names = list(backend._specs)
     for name, spec in backend._specs.items():
-        if protocol_of(spec.step).peer_to_peer is None:
-            raise InvalidParameterError(f"protocol {protocol_of(spec.step).name!r} has no peer-to-peer form; "
+        if protocol_for(spec).peer_to_peer is None:
+            raise InvalidParameterError(f"protocol {protocol_for(spec).name!r} has no peer-to-peer form; "
                                         "run it without --peer-to-peer.")
     bodies = {n: {"rounds": int(rounds), "monitor": bool(monitor)} for n in names}
     if neighbours is not None:

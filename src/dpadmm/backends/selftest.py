@@ -94,8 +94,9 @@ def toy_specs(n_parties: int, size: int, *, noise: float = 0.0, fault: tuple | N
               hang_seconds: float = 3600.0):
     """``(hub, specs)`` for ``engine.run``: parties ``p1 … pM``."""
     names = tuple(f"p{i}" for i in range(1, n_parties + 1))
-    specs = [PartySpec(n, toy_setup, (n, size, noise, fault, hang_seconds), toy_step, toy_diagnose, owner=n,
-                       handlers={"sq": toy_diagnose})
+    Setup = PROTOCOL.setup_type
+    specs = [PartySpec.of(PROTOCOL, n, Setup(name=n, size=size, noise=noise, fault=fault, hang_seconds=hang_seconds),
+                          owner=n)
              for n in names]
     hub = Hub(HubConfig(names, size), toy_hub_init, toy_hub_step, toy_hub_metrics)
     return hub, specs

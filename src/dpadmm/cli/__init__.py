@@ -22,6 +22,7 @@ from ..exceptions import DPADMMError
 from ._app import app  # noqa: E402  (the Typer app; every command module registers on it)
 
 from . import vertical as _vertical  # noqa: E402,F401  (registers commands)
+from . import attack_labels as _attack_labels  # noqa: E402,F401  (dpadmm attack labels; registers consensus first)
 from . import demo as _demo  # noqa: E402,F401
 from . import reproduce as _reproduce  # noqa: E402,F401
 from . import functional as _functional  # noqa: E402,F401

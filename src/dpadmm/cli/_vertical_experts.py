@@ -253,6 +253,7 @@ def score_new_records(backend, party_file, lm: dict, *, psi: bool = False, id_co
     from ..algorithms import vertical_experts_party as vp
     from ..algorithms.vertical_data import prepare_block
     from ..backends.base import PartySpec
+    from ..fit import runner
     from ..data.parties import _read_csv
     from ..data.remote import PartyFile
     from ..experiments.vertical import _classifier_metrics
@@ -303,8 +304,10 @@ def score_new_records(backend, party_file, lm: dict, *, psi: bool = False, id_co
                                                           float(lm["row_clip"]), 1e-3, None, 0.5,
                                                           PartyData("model", {}), lm["flip_probability"]),
                                    vp.fit_step, handlers=ve.PROTOCOL.handlers))
-        backend.start(specs, rounds=1)
-        experts = [np.asarray(backend.request(name, "logit", "new"), dtype=np.float64) for name in names]
+        # the backend stays open (the command's, closed by it)
+        experts = runner.session(backend, specs, lambda b: [np.asarray(b.request(name, "logit", "new"), dtype=np.float64)
+                                                            for name in names],
+                                 rounds=1, close=False, blas_threads=None).result
     scores = ve.combine(own, experts, float(lm["prior_logit"]))
     prob = 1.0 / (1.0 + np.exp(-np.clip(scores, -50, 50)))
     result = {"ids": ids, "scores": scores, "probability": prob, "psi": psi_info}

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
 from . import _backend as bk
+from . import _options as opt
 from ._app import app
 from ._common import console, elapsed, heartbeat, output_dir, phase, progress, standard_names, write_json
 from ._consensus_gossip import _gossip, check_test_source, test_split
@@ -52,6 +53,7 @@ _DATA, _MODEL, _PRIVACY = "Data and graph", "Model and ADMM", "Privacy"
 
 
 @app.command()
+@opt.grouped
 def consensus(
     data: str = typer.Option("adult", rich_help_panel=_DATA, help="adult (bundled) or a LIBSVM FILE."),
     nodes: int = typer.Option(5, rich_help_panel=_DATA, help="Number of nodes N."),
@@ -71,29 +73,22 @@ def consensus(
     test: Optional[Path] = typer.Option(None, rich_help_panel=_DATA, help="Held-out LIBSVM file."),
     test_fraction: float = typer.Option(0.0, rich_help_panel=_DATA, help="Hold out this share of the rows."),
     epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Total ε per node (private fit)."),
-    delta: float = typer.Option(1e-5, rich_help_panel=_PRIVACY, help="δ of --epsilon (gossip)."),
+    delta: float = opt.delta_option(_PRIVACY, "δ of --epsilon (gossip)."),
     bounds: Optional[Path] = typer.Option(None, rich_help_panel=_PRIVACY, help="Gossip: CSV of column bounds."),
     fallback_epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY,
                                                      help="pp/dvp: ε for the DP fallback."),
     runs: int = typer.Option(1, rich_help_panel=_MODEL, help="Independent runs R."),
     normalize: bool = typer.Option(False, "--normalize", rich_help_panel=_DATA, help="Rescale rows to norm <= 1."),
-    seed: Optional[int] = typer.Option(None, rich_help_panel=_PRIVACY, help="Seed (default: OS entropy)."),
-    monitor: Optional[bool] = typer.Option(None, "--monitor/--no-monitor", rich_help_panel=_PRIVACY,
-                                           help="Nodes report their loss each round."),
-    out: Optional[Path] = typer.Option(None, rich_help_panel=bk.OUTPUT_PANEL,
-                                       help="Directory for metrics.json and plots."),
-    quiet: bool = typer.Option(False, rich_help_panel=bk.OUTPUT_PANEL, help="No progress bar."),
-    backend: str = bk.backend_option(),
-    ray_address: Optional[str] = bk.ray_address_option(),
-    ray_resources: Optional[str] = bk.ray_resources_option(),
-    timeout: float = bk.timeout_option(),
-    peer: List[str] = bk.peer_option(),
-    tls: Optional[Path] = bk.tls_option(),
-    insecure: bool = bk.insecure_option(),
+    seed: Optional[int] = opt.seed_option(_PRIVACY),
+    monitor: Optional[bool] = opt.monitor_option(_PRIVACY, "Nodes report their loss each round."),
+    out: Optional[Path] = opt.out_option(),
+    quiet: bool = opt.quiet_option(),
+    where: opt.Parties = None,  # the "Where the parties run" block, spelled out for typer by @opt.grouped
     peer_to_peer: bool = typer.Option(False, "--peer-to-peer", rich_help_panel=bk.BACKEND_PANEL,
                                       help="grpc: nodes talk to their neighbours."),
 ):
     """Train logistic regression over a graph with (private) M-ADMM [Zhang, eq. 10–11, Alg. 1]."""
+    backend = where.backend
     from .._validation import check_choice, check_int, check_positive
     from ..algorithms.consensus.schedules import PERTURBATIONS
     from ..experiments.zhang import run_consensus
@@ -157,18 +152,17 @@ def consensus(
         raise InvalidParameterError("--alpha is only used with --perturbation pp|dvp|pvp.")
     if perturbation == "dvp" and eta is not None:
         raise InvalidParameterError("--perturbation dvp fixes eta = theta (Zhang & Zhu 2017); drop --eta or use pp.")
-    run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
-                              transcript=None, checkpoint_every=None, resume=None, out=out, peers=peer, tls=tls,
-                              insecure=insecure)  # validation (and Ray presence)
-    backend_options = {"timeout": timeout} if backend != "inprocess" else {}
+    run_opts = where.run_options(out=out)  # validation (and Ray presence)
+    backend_options = {"timeout": where.timeout} if backend != "inprocess" else {}
     if peer_to_peer and backend != "grpc":
         raise InvalidParameterError("--peer-to-peer needs --backend grpc (nodes started with `dpadmm party serve "
                                     "--neighbour NAME=HOST:PORT`).")
     if backend == "grpc":  # nodes are `dpadmm party serve --protocol graph-consensus` processes
-        backend_options = {"peers": run_opts.backend.peers, "tls": run_opts.backend.tls, "insecure": insecure,
-                           "timeout": timeout, **({"peer_to_peer": True} if peer_to_peer else {})}
+        backend_options = {"peers": run_opts.backend.peers, "tls": run_opts.backend.tls, "insecure": where.insecure,
+                           "timeout": where.timeout, **({"peer_to_peer": True} if peer_to_peer else {})}
     if backend == "ray":
-        backend_options.update(address=ray_address, party_resources=bk.parse_resources(ray_resources) or None)
+        backend_options.update(address=where.ray_address,
+                               party_resources=bk.parse_resources(where.ray_resources) or None)
     if data != "adult" and not Path(data).is_file():
         raise DataFileError(f"data file not found: {data}; give 'adult' or a LIBSVM file.")
     from ..experiments.zhang import load_data

@@ -92,7 +92,7 @@ def demo(
     from rich.table import Table
 
     from ..experiments.vertical import load_vertical_data, normalized, run_vertical, sklearn_baseline
-    from .vertical import _privacy_line
+    from ._vertical_report import _privacy_line
 
     from .._validation import check_positive
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional
 
 import numpy as np
 import typer
 
 from . import _backend as bk
+from . import _options as opt
 from ._app import app
 from ._common import console, elapsed, output_dir, phase, progress, write_json
 from ..exceptions import DataFileError, InvalidParameterError
@@ -120,6 +121,7 @@ _DATA, _MODEL, _PRIVACY = "Data", "Model and ADMM", "Privacy"
 
 
 @app.command()
+@opt.grouped
 def functional(
     train: Optional[Path] = typer.Option(None, rich_help_panel=_DATA, help="Training CSV, one row per curve."),
     test: Optional[Path] = typer.Option(None, rich_help_panel=_DATA, help="Test CSV in the same format."),
@@ -139,26 +141,18 @@ def functional(
     rho: float = typer.Option(0.1, rich_help_panel=_MODEL, help="ADMM penalty ρ."),
     method: str = typer.Option("fast", rich_help_panel=_MODEL, help="paper | fast | exact."),
     epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Per-iteration ε (turns DP on)."),
-    delta: float = typer.Option(1e-5, rich_help_panel=_PRIVACY, help="δ (per iteration, or total)."),
+    delta: float = opt.delta_option(_PRIVACY, "δ (per iteration, or total)."),
     total_epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Total ε of the run."),
     iterations: Optional[int] = typer.Option(None, rich_help_panel=_MODEL, help="Rounds L (default: the method's)."),
     c1: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Score clipping radius c_1."),
     curve_clip: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Public L2 radius of the curves."),
     y_range: Optional[str] = typer.Option(None, "--y-range", rich_help_panel=_PRIVACY,
                                           help="Public response range lo,hi."),
-    seed: Optional[int] = typer.Option(None, rich_help_panel=_PRIVACY, help="Seed (default: OS entropy)."),
-    monitor: Optional[bool] = typer.Option(None, "--monitor/--no-monitor", rich_help_panel=_PRIVACY,
-                                           help="Workers report their loss each round."),
-    out: Optional[Path] = typer.Option(None, rich_help_panel=bk.OUTPUT_PANEL,
-                                       help="Directory for metrics.json, beta.csv, plot."),
-    quiet: bool = typer.Option(False, rich_help_panel=bk.OUTPUT_PANEL, help="No progress bar."),
-    backend: str = bk.backend_option(),
-    ray_address: Optional[str] = bk.ray_address_option(),
-    ray_resources: Optional[str] = bk.ray_resources_option(),
-    timeout: float = bk.timeout_option(),
-    peer: List[str] = bk.peer_option(),
-    tls: Optional[Path] = bk.tls_option(),
-    insecure: bool = bk.insecure_option(),
+    seed: Optional[int] = opt.seed_option(_PRIVACY),
+    monitor: Optional[bool] = opt.monitor_option(_PRIVACY, "Workers report their loss each round."),
+    out: Optional[Path] = opt.out_option("Directory for metrics.json, beta.csv, plot."),
+    quiet: bool = opt.quiet_option(),
+    where: opt.Parties = None,  # the "Where the parties run" block, spelled out for typer by @opt.grouped
 ):
     """Quantile regression of a scalar on a curve over M workers: F-ADMM / FDP-ADMM [Zhou]."""
     from ..algorithms.functional_quantile import METHODS
@@ -176,9 +170,7 @@ def functional(
     for p in (train, test):
         if p is not None and not Path(p).is_file():
             raise DataFileError(f"file not found: {p}; check the path.")
-    run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
-                              transcript=None, checkpoint_every=None, resume=None, out=out, peers=peer, tls=tls,
-                              insecure=insecure)
+    run_opts = where.run_options(out=out)
     if dataset is not None and dataset not in DATASETS:
         raise InvalidParameterError(f"dataset must be one of {sorted(DATASETS)}, got dataset={dataset!r}.")
     data_seed = 0 if seed is None else seed  # data and split only; the noise follows --seed
@@ -275,7 +267,7 @@ def functional(
                        "components": components, "basis": basis, "penalty": penalty, "lam": lam, "rho": rho,
                        "method": method, "iterations": model.n_iter_, "y_range": yr, "epsilon": epsilon, "delta": delta,
                        "total_epsilon": total_epsilon, "c1": model.c1_, "seed": seed, "data_source": data.source,
-                       "backend": backend, **bk.run_metrics(run_opts)},
+                       "backend": where.backend, **bk.run_metrics(run_opts)},
         }
         line = (f"iterations: {model.n_iter_}  test pinball loss: {final['test_pinball_loss']:.5f}  "
                 f"(centralised QR on the same scores: {base.get('test_pinball_loss', float('nan')):.5f})")

@@ -55,6 +55,7 @@ def score_new_records(backend, party_file, label_model: dict, *, psi: bool = Fal
                       label_column: str = "y") -> dict:
     """Scores (and, when the file has labels, test metrics) of the label party's new records."""
     from ..algorithms import vertical_scoring as vsc
+    from ..fit import runner
     from ..backends.base import PartySpec
     from ..data.parties import _read_csv
     from ..data.remote import PartyFile
@@ -99,8 +100,9 @@ def score_new_records(backend, party_file, label_model: dict, *, psi: bool = Fal
                         (int(len(ids)), int(facts["new"]["columns"])))
         specs.append(PartySpec(name, vsc.setup_party, (name, new, PartyData("model", {})), vsc._no_step,
                                handlers=vsc.PROTOCOL.handlers))
-    backend.start(specs)
-    parts = {name: np.asarray(backend.request(name, "score")) for name in asked}
+    # the backend stays open (the caller's, closed by it): this side's part follows
+    parts = runner.session(backend, specs, lambda b: {name: np.asarray(b.request(name, "score")) for name in asked},
+                           close=False, blas_threads=None).result
     own = None
     if own_coef is not None:
         cols = len(own_coef)
@@ -140,12 +142,12 @@ def score(
                           checkpoint_every=None, resume=None, out=out, peers=peer, tls=tls, insecure=insecure)
     import pandas as pd
 
+    from ..fit import runner
+
     with output_dir(out) as stage:
-        try:
-            res = score_new_records(opts.backend, party, label_model, psi=psi, id_column=id_column,
+        with runner.owned(opts.backend) as backend:
+            res = score_new_records(backend, party, label_model, psi=psi, id_column=id_column,
                                     label_column=label_column)
-        finally:
-            opts.backend.close()
         pd.DataFrame({id_column: res["ids"], "score": res["scores"], "probability": res["probability"]}).to_csv(
             stage / "predictions.csv", index=False)
         metrics = {"n": int(len(res["ids"])), "psi": res["psi"], **res.get("metrics", {}),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import warnings
 from pathlib import Path
 from typing import List, Optional
@@ -11,7 +10,9 @@ import typer
 
 from ._app import app
 from . import _backend as bk
-from ._common import console, elapsed, fmt_prob, output_dir, phase, progress, write_json
+from . import _options as opt
+from ._common import console, elapsed, output_dir, phase, progress, write_json
+from ._vertical_report import _plot_convergence, _privacy_line, _trivial_verdict, _last_relative_change
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 
 DEMO_EPSILON = 300.0
@@ -36,72 +37,6 @@ def _check_budget(epsilon, delta, noise_scale, iteration_epsilon):
     check_open_unit("delta", delta)
 
 
-def _plot_convergence(path: Path, curves: dict, baselines: dict, title: str = "") -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for label, h in curves.items():
-        it = range(1, len(h["objective"]) + 1)
-        axes[0].plot(it, h["objective"], label=label)
-        if "test_log_loss" in h:
-            axes[1].plot(it, h["test_log_loss"], label=label)
-    for label, v in baselines.items():
-        axes[1].axhline(v, ls="--", lw=1, label=label, color="gray" if "alone" in label else "black")
-    from ..experiments._plotting import legend_outside, readable_log, save
-
-    axes[0].set(xlabel="iteration", ylabel="training objective", title="training objective")
-    readable_log(axes[0], "y")
-    axes[1].set(xlabel="iteration", ylabel="test log loss", title="test log loss")
-    for ax in axes:
-        ax.grid(alpha=0.3)
-    legend_outside(axes[1])
-    if title:
-        fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    save(fig, path)
-
-
-def _fmt(e) -> str:
-    return "inf" if e in (None, "inf") or (isinstance(e, float) and math.isinf(e)) else f"{e:.4g}"
-
-
-def _privacy_line(metrics) -> str:
-    """One line per side (features per party, labels), rendered as ``PrivacyReport.summary()`` renders them
-    (``privacy.sides`` in metrics.json), plus the per-party C and σ and what δ means."""
-    from ..privacy.ledger import render_side
-
-    p = metrics["privacy"]
-    cfg = metrics.get("config", {})
-    lines = []
-    for name, side in p["sides"].items():
-        line = render_side(name, side)
-        if name == "features" and side.get("protected"):
-            C = ", ".join(f"{r['party']}: C={r['sensitivity']:.4g} sigma={r['sigma']:.4g}"
-                          for r in p.get("releases", []) if r.get("side") == "features")
-            if cfg.get("iteration_epsilon") is not None:
-                T = metrics.get("final", {}).get("iterations", cfg.get("iterations"))
-                line += (f" ({C}; δ = (T + 1) × the per-iteration δ {fmt_prob(cfg.get('delta'))}, T = {T}; "
-                         "δ bounds the probability that the ε guarantee fails)")
-            else:
-                line += f" ({C}; δ bounds the probability that the ε guarantee fails)"
-        elif name == "labels" and side.get("protected"):
-            lab = p.get("label") or {}
-            if lab.get("flip_probability") is not None:
-                line += (f" (randomized response released once by the label party, flip probability "
-                         f"{lab['flip_probability']:.4g})")
-            elif lab.get("sensitivity") is not None:
-                line += f" (C={lab['sensitivity']:.4g} sigma={lab['sigma']:.4g})"
-        elif name == "labels":
-            line += " (use --label-epsilon)"
-        lines.append(line)
-    if p.get("noise_source"):
-        lines.append(f"noise: {p['noise_source']}")
-    return "\n  ".join(lines)
-
-
 def _label_block_scale(data, row_clip) -> float:
     """1/R of the label party's row clip (the factor its block was scaled by for the feature side)."""
     from ..algorithms.vertical_data import default_row_clip
@@ -116,57 +51,12 @@ def _party_widths(paths, id_column: str, label_column: str) -> list[list[str]]:
     return [[c for c in pd.read_csv(p, nrows=0).columns if c not in (id_column, label_column)] for p in paths]
 
 
-def _last_relative_change(metrics) -> float:
-    h = metrics["history"].get("objective") or [0.0]
-    return abs(h[-1] - h[-2]) / max(abs(h[-1]), 1e-300) if len(h) > 1 else float("nan")
-
-
-def _advice(metrics) -> str:
-    """A command-line change the CLI accepts for this kind of run."""
-    c = metrics.get("config", {})
-    if c.get("mechanism") == "paper" or c.get("noise_scale"):
-        return ("the noise is the problem, not the optimisation: the shares are swamped by the noise of "
-                + ("--noise-scale (give a smaller one)" if c.get("noise_scale") else
-                   "[Hu, eq. 16] at this --iteration-epsilon (give a larger one)"))
-    if c.get("label_epsilon") is not None and c.get("epsilon") is None:
-        return f"more label budget, e.g. --label-epsilon {2 * float(c['label_epsilon']):g}"
-    if c.get("epsilon") is not None:
-        return f"more feature budget, e.g. --epsilon {10 * float(c['epsilon']):g}"
-    if metrics["privacy"].get("private"):
-        return "a smaller --noise-scale or a budget (--epsilon)"
-    return f"more iterations, e.g. --iterations {2 * int(c.get('iterations') or 100)}"
-
-
-def _trivial_verdict(metrics, data) -> str | None:
-    """A verdict line if the model is worse than the stronger baseline: on the test set (when there is
-    one) the better of the base rate and the label party alone; else the training objective vs log 2."""
-    from ._common import verdict
-
-    f = metrics["final"]
-    fix = "try " + _advice(metrics)
-    b = metrics.get("baselines") or {}
-    if f.get("test_log_loss") is not None and b:
-        named = [("predicting the training base rate", b["base_rate"]["test_log_loss"])]
-        if b.get("label_party_alone"):
-            named.append(("the label party alone", b["label_party_alone"]["test_log_loss"]))
-        name, best = min(named, key=lambda kv: kv[1])
-        if name == "the label party alone" and f.get("label_party_choice") == "alone":
-            # it handed over its own model: more ε gives the same model (the verdict of issue 27 advised it)
-            return verdict("test log loss", f["test_log_loss"], b["base_rate"]["test_log_loss"],
-                           "predicting the training base rate", fix)
-        v = verdict("test log loss", f["test_log_loss"], best, name, fix)
-        if v and name == "the label party alone":
-            v = v.replace("WORSE THAN A TRIVIAL MODEL", "WORSE THAN THE LABEL PARTY ALONE")
-        return v
-    return verdict("training objective", f.get("train_objective"), math.log(2.0),
-                   "predicting ½ for everyone (log 2)", fix)
-
-
 #: ``dpadmm vertical --help`` groups its options in these panels; docs/reference/cli.md explains each option in full
 _DATA, _MODEL, _PRIVACY = "Data", "Model and protocol", "Privacy"
 
 
 @app.command()
+@opt.grouped
 def vertical(
     train: Optional[Path] = typer.Option(None, rich_help_panel=_DATA, help="Training LIBSVM file (with --parties)."),
     test: Optional[Path] = typer.Option(None, rich_help_panel=_DATA, help="Test LIBSVM file."),
@@ -188,7 +78,7 @@ def vertical(
     clip: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Per-sample clip c (default: auto)."),
     label_epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Label-side total ε."),
     label_mechanism: str = typer.Option("rr", rich_help_panel=_PRIVACY, help="Label side: rr or gaussian."),
-    delta: float = typer.Option(1e-5, rich_help_panel=_PRIVACY, help="δ of the total budget."),
+    delta: float = opt.delta_option(_PRIVACY, "δ of the total budget."),
     iteration_epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Per-iteration ε instead."),
     noise_scale: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Raw noise σ instead."),
     bound: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="b1 of [Hu, Ass. 2.1] (default: auto)."),
@@ -198,22 +88,14 @@ def vertical(
     row_clip: Optional[float] = typer.Option(None, rich_help_panel=_DATA, help="Row clip R (default: 3·sqrt(d_m))."),
     adaptive_rho: bool = typer.Option(False, rich_help_panel=_MODEL, help="Residual-balancing ρ."),
     accountant: str = typer.Option("pld", rich_help_panel=_PRIVACY, help="pld or rdp."),
-    seed: Optional[int] = typer.Option(None, rich_help_panel=_PRIVACY, help="Seed (default: OS entropy)."),
-    monitor: Optional[bool] = typer.Option(None, "--monitor/--no-monitor", rich_help_panel=_PRIVACY,
-                                           help="Record un-noised loss each round."),
-    out: Optional[Path] = typer.Option(None, rich_help_panel=bk.OUTPUT_PANEL,
-                                       help="Directory for metrics.json and plots."),
-    quiet: bool = typer.Option(False, rich_help_panel=bk.OUTPUT_PANEL, help="No progress bar."),
-    backend: str = bk.backend_option(),
-    ray_address: Optional[str] = bk.ray_address_option(),
-    ray_resources: Optional[str] = bk.ray_resources_option(),
-    timeout: float = bk.timeout_option(),
+    seed: Optional[int] = opt.seed_option(_PRIVACY),
+    monitor: Optional[bool] = opt.monitor_option(_PRIVACY, "Record un-noised loss each round."),
+    out: Optional[Path] = opt.out_option(),
+    quiet: bool = opt.quiet_option(),
+    where: opt.Parties = None,  # the "Where the parties run" block, spelled out for typer by @opt.grouped
     transcript: Optional[Path] = bk.transcript_option(),
     checkpoint_every: Optional[int] = bk.checkpoint_every_option(),
     resume: Optional[Path] = bk.resume_option(),
-    peer: List[str] = bk.peer_option(),
-    tls: Optional[Path] = bk.tls_option(),
-    insecure: bool = bk.insecure_option(),
     psi: bool = typer.Option(False, "--psi", rich_help_panel=bk.BACKEND_PANEL, help="grpc: align rows by PSI on ids."),
     protocol: str = typer.Option("admm", rich_help_panel=_MODEL, help="admm, encrypted or experts."),
     min_effective_rows: Optional[float] = typer.Option(None, rich_help_panel=_MODEL,
@@ -222,6 +104,7 @@ def vertical(
                                       help="experts: column bounds of each other party (repeat, --party order)."),
 ):
     """Train logistic regression on vertically partitioned data with (DP) ADMM sharing [Hu]."""
+    backend = where.backend
     from ..experiments.vertical import load_vertical_data, rows_are_normalized, run_vertical
     from .._validation import check_int, check_positive
 
@@ -285,22 +168,18 @@ def vertical(
             if train is not None or data is not None:
                 raise InvalidParameterError("with --backend grpc give the label party's --party FILE (its features and "
                                             "labels); --train/--data do not apply (the features stay at the parties).")
-            run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources,
-                                      timeout=timeout, transcript=None, checkpoint_every=None, resume=None, out=out,
-                                      peers=peer, tls=tls, insecure=insecure)
-            try:
-                vdata = vx.remote_data(run_opts.backend, party, test_party, id_column=id_column,
+            run_opts = where.run_options(out=out)
+            from ..fit import runner
+
+            with runner.owned(run_opts.backend) as remote:
+                vdata = vx.remote_data(remote, party, test_party, id_column=id_column,
                                        label_column=label_column, psi=psi)
                 vx.run_experts(vdata, lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label_epsilon,
                                prepare="normalize-rows" if normalize_rows else prepare, row_clip=row_clip, seed=seed,
-                               out=out, label_mechanism=label_mechanism, backend=run_opts.backend,
+                               out=out, label_mechanism=label_mechanism, backend=remote,
                                min_effective_rows=min_effective_rows)
-            finally:
-                run_opts.backend.close()
             return
-        bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
-                       transcript=None, checkpoint_every=None, resume=None, out=out, peers=peer, tls=tls,
-                       insecure=insecure)  # --peer/--tls/--insecure without --backend grpc: one clear error
+        where.run_options(out=out)  # --peer/--tls/--insecure without --backend grpc: one clear error
         vdata = (load_vertical_data(bundled=True, parties=parties) if data is not None else
                  load_vertical_data(train=train, test=test, parties=parties, party_files=party,
                                     test_party_files=test_party, id_column=id_column, label_column=label_column))
@@ -354,9 +233,7 @@ def vertical(
             from ..exceptions import DataFileError
 
             raise DataFileError(f"file not found: {p}; check the path.")
-    run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
-                              transcript=transcript, checkpoint_every=checkpoint_every, resume=resume, out=out,
-                              peers=peer, tls=tls, insecure=insecure)
+    run_opts = where.run_options(out=out, transcript=transcript, checkpoint_every=checkpoint_every, resume=resume)
     private = any(v is not None for v in (epsilon, iteration_epsilon, noise_scale)) or label_epsilon is not None
     needs_unit_rows = mechanism == "paper" and feature_private
     normalize_rows = prepare == "normalize-rows"
@@ -501,83 +378,3 @@ def vertical(
     if out is not None:
         console.print(f"wrote {out}/metrics.json" + (" and convergence.png" if plotted else
                                                      " (no per-round curve: monitoring was off)"))
-
-
-def _plot_attack(path: Path, runs: dict) -> None:
-    from ..experiments._plotting import legend_outside, save
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for ax, key, title in ((axes[0], "canary_auc", "canary records (random labels)"),
-                           (axes[1], "all_auc", "all records")):
-        for label, run in runs.items():
-            rows = run["attack"]["rows"]
-            rounds = sorted({r["round"] for r in rows})
-            best = [max(r[key] for r in rows if r["round"] == t) for t in rounds]
-            line, = ax.plot(rounds, best, marker=".", label=f"{label}: best attack")
-            b = run["facts"]["bound"]
-            if b < 1.0:
-                ax.axhline(b, color=line.get_color(), ls="--", lw=1, label=f"{label}: e^ε/(1+e^ε) = {b:.3f}")
-        ax.axhline(0.5, color="gray", ls=":", lw=1)
-        ax.set(xlabel="round", ylabel="AUC (best of sign, norm, classifier; either sign)", title=title, ylim=(0.45, 1.02))
-        ax.grid(alpha=0.3)
-    legend_outside(axes[1])
-    fig.tight_layout()
-    save(fig, path)
-
-
-from .consensus import attack_app  # noqa: E402  (the shared `dpadmm attack` group)
-
-
-@attack_app.command("labels")
-def attack_labels(
-    out: Path = typer.Option(..., help="Write attack.json and attack.png here."),
-    label_epsilon: float = typer.Option(1.0, help="Label-side ε of the protected run."),
-    delta: float = typer.Option(1e-5, help="δ of the protected run."),
-    canaries: int = typer.Option(2000, help="Training records given random labels (leakage, not generalisation)."),
-    known: int = typer.Option(500, help="Labels the attacker knows (to train its classifier; never canaries)."),
-    unprotected_iterations: int = typer.Option(100, help="ADMM iterations of the unprotected run ([Hu, Alg. 1])."),
-    parties: Optional[str] = typer.Option(None, help="Party column counts for the bundled a9a (default 66,57)."),
-    seed: int = typer.Option(0, help="Seed of the canaries, the known set and the (simulated) noise."),
-    quick: bool = typer.Option(False, "--quick", help="8,000 training records, 20 unprotected iterations."),
-):
-    """Label inference by party 2 from everything the coordinator sends it: published protocol vs label DP."""
-    from ..attacks.labels import run_label_attack
-    from ..experiments.vertical import load_vertical_data, normalized
-    from .._validation import check_int, check_open_unit, check_positive
-
-    check_positive("label_epsilon", label_epsilon)
-    check_open_unit("delta", delta)
-    check_int("canaries", canaries)
-    check_int("known", known)
-    check_int("unprotected_iterations", unprotected_iterations)
-    data = normalized(load_vertical_data(bundled=True, parties=parties))
-    blocks, y = data.train, data.y
-    if quick:
-        n = 8000
-        blocks, y = [b[:n] for b in blocks], y[:n]
-        unprotected_iterations = min(unprotected_iterations, 20)
-    if canaries + known > len(y):
-        raise InvalidParameterError(f"--canaries {canaries} + --known {known} exceed the {len(y)} training records; "
-                                    "use fewer.")
-    runs = {}
-    with output_dir(out) as stage:
-        for label, eps, kw in (("published protocol (labels unprotected)", None,
-                                {"max_iter": unprotected_iterations, "tol": 0.0}),
-                               (f"label DP, ε = {label_epsilon:g}", label_epsilon, {})):
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="ADMM did not reach tol")
-                res, facts = run_label_attack(blocks, y, label_epsilon=eps, delta=delta, n_canaries=canaries,
-                                              n_known=known, seed=seed, estimator_kwargs=kw)
-            runs[label] = {"facts": facts, "attack": res.to_dict()}
-            eps_s = _fmt(facts["label_epsilon"])
-            console.print(f"{label}: best canary AUC {res.best_canary_auc:.3f} (bound e^ε/(1+e^ε) = "
-                          f"{facts['bound']:.3f} at label ε = {eps_s}); best AUC on all records "
-                          f"{res.best_all_auc:.3f}; {facts['vectors_received']} vectors over {facts['rounds']} rounds")
-        write_json(stage / "attack.json", {"party": "party2", "n_train": int(len(y)), "seed": seed,
-                                            "runs": runs, "data": data.source})
-        _plot_attack(stage / "attack.png", runs)
-    console.print(f"wrote {out}/attack.json and attack.png")

@@ -19,11 +19,9 @@ from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPrecond
 from ..kernels.linalg import SOLVERS
 from ..privacy.accountants import ACCOUNTANTS
 from ..data.parties import partition_columns
+from ..fit.vertical import is_source as _is_source
 
 
-def _is_source(block) -> bool:
-    """A party block read by the party's own worker (has ``load`` and ``shape``), e.g. a PartyFile."""
-    return hasattr(block, "load") and hasattr(block, "shape")
 
 
 class _VerticalConfig:

@@ -13,20 +13,19 @@ from typing import Any, Sequence
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
-from .. import engine
 from .._validation import as_float_matrix, binary_labels, check_choice, check_int, check_positive, check_random_state, noise_seed
 from ..algorithms import graph_consensus as gc
 from ..algorithms.gossip import mechanism as gossip_mech
 from ..algorithms.gossip.schedule import DEFAULT_DELTA as GOSSIP_DELTA
+from ..fit.consensus import run_fallback, run_madmm
 from ..fit.gossip import fit_estimator
-from ..backends import InProcessBackend, PartySpec, get_backend
+from ..backends import get_backend
 from ..data.graphs import adjacency, make_graph, split_indices
 from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
-from ..algorithms.consensus.report import zhang_privacy_curve, zhang_report
+from ..algorithms.consensus.report import pp_assumptions, with_fallback, zhang_privacy_curve, zhang_report
 from ..privacy.threats import finish
 from .._history import History
 from ..algorithms import consensus_baseline as cb
-from ..algorithms.consensus_baseline import PROTOCOL as BASELINE
 
 DEFAULT_C = 50.0
 DEFAULT_REG_WEIGHT = 1.0
@@ -227,51 +226,18 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         assumptions, notes = [], []
         if self.perturbation in ("pp", "dvp"):
             gc.check_privacy_condition(B=B, degree=V, C=C, reg=reg, theta=theta, eta=eta)
-            assumptions = [
-                {"name": "||x||_2 <= 1 for every training row [Zhang, Thm 4.1]",
-                 "status": "normalised" if self.normalize else "checked",
-                 "detail": f"max row norm before: {norms.max():.6g}"},
-                {"name": "logistic loss: |L'| <= 1, 0 < L'' <= c1 = 1/4 [Zhang, Assumption 4]", "status": "by construction"},
-                {"name": "R(f) = 1/2 ||f||^2, 1-strongly convex [Zhang, Assumption 5]", "status": "by construction"},
-                {"name": "2 c1 < (B_i/C)(rho/N + 2 theta V_i) [Zhang, Alg. 1] and eq. 64 for every eta_i(t)",
-                 "status": "checked"},
-            ]
+            assumptions = pp_assumptions(normalized=bool(self.normalize), max_row_norm=float(norms.max()))
             if monitor:
                 notes.append("monitor=True: monitoring values (train_loss, objective) were computed from the nodes' "
                              "data and left them un-noised; they are NOT covered by the guarantee")
         elif self.perturbation == "pvp":
             notes.append("primal variable perturbation is not covered by [Zhang, Thm 4.1]: no bound (epsilon = inf)")
-        opts = {"C": C, "reg": reg, "perturbation": self.perturbation, "newton_tol": float(self.newton_tol)}
-        if self.batch:
-            groups = [("nodes", np.arange(N))]
-        else:
-            groups = [(f"node{i}", np.array([i])) for i in range(N)]
-        specs = []
-        for name, idx in groups:
-            o = dict(opts, degree=V[idx], eta=eta[idx], theta=theta[idx], alpha=alpha[idx])
-            specs.append(PartySpec(name, gc.setup_block, ([f"node{i}" for i in idx], [Xs[i] for i in idx],
-                                                         [ys[i] for i in idx], o),
-                                   gc.block_step, gc.block_diagnostics, owner=name,
-                                   streams=tuple(int(i) for i in idx) if len(groups) == 1 and N > 1 else ()))
-        hub_cfg = gc.RouterConfig(A=A, blocks=tuple(groups), n_nodes=N, dim=Xs[0].shape[1],
-                                  tol=0.0 if private else float(self.tol), record_path=bool(self.record_path))
-        hub = engine.Hub(hub_cfg, gc.init_router, gc.router_step, gc.router_metrics)
         backend = get_backend(self.backend)
-        if self.perturbation in ("pp", "dvp") and self.fallback_epsilon:  # a simulation's require_protocol: no-op
-            backend.require_protocol(BASELINE.name, [name for name, _ in groups],
-                                     f" (the DP base-rate fallback, fallback_epsilon={self.fallback_epsilon:g}; "
-                                     "fallback_epsilon=0 turns it off)")
-        p2p = {}
-        if backend.peer_to_peer:  # nodes exchange with their neighbours; each checks the graph
-            if len(groups) != N:
-                raise InvalidParameterError("a peer-to-peer run needs one node per party (batch=False).")
-            p2p["neighbours"] = {f"node{i}": [f"node{j}" for j in G.neighbors(i)] for i in range(N)}
-        engine.start(backend, specs, noise_seed=nseed, rounds=T)  # node setup (curvature factorisations) under the BLAS cap
-        try:
-            result = engine.run(hub=hub, parties=specs, backend=backend, rounds=T, noise_seed=nseed, callbacks=callbacks,
-                                monitor=monitor, stop_on_convergence=not private, started=True, **p2p)
-        finally:
-            backend.close()
+        result = run_madmm(Xs, ys, G, A, V, eta=eta, theta=theta, alpha=alpha, C=C, reg=reg,
+                           perturbation=self.perturbation, newton_tol=self.newton_tol, batch=self.batch,
+                           tol=0.0 if private else float(self.tol), record_path=self.record_path, backend=backend,
+                           noise_seed=nseed, monitor=monitor, callbacks=callbacks,
+                           fallback_epsilon=self.fallback_epsilon)
         F = result.hub_state.F
         self.coefs_ = F.copy()
         self.coef_ = F.mean(axis=0)
@@ -295,16 +261,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         if self.perturbation in ("pp", "dvp"):
             rep = zhang_report(result.ledger, rounds=result.rounds, assumptions=assumptions, notes=notes)
             if fallback_ledger is not None:  # basic composition: P_i(T) + ε_b + ε_c per node
-                extra = {}
-                for e in fallback_ledger.events:
-                    extra[e.party] = extra.get(e.party, 0.0) + float(e.epsilon)
-                rep.per_party = {p: v + extra.get(p, 0.0) for p, v in rep.per_party.items()}
-                rep.epsilon = max(rep.per_party.values())
-                rep.notes = list(rep.notes) + [
-                    f"includes the DP base rate (Laplace count, epsilon {0.5 * self.fallback_epsilon:g}) and the "
-                    f"model-vs-base-rate comparison (Laplace, epsilon {0.5 * self.fallback_epsilon:g}) per node, by "
-                    f"basic composition with P(T) = {float(rep.paper_bound['epsilon']):.4g}; handed over: "
-                    f"{self.handed_over_}"]
+                rep = with_fallback(rep, fallback_ledger, fallback_epsilon=float(self.fallback_epsilon),
+                                    handed_over=self.handed_over_)
             self.privacy_ = finish(rep, threat_model="consensus", noise_source=result.noise_source)
             _, curve = zhang_privacy_curve(result.ledger, result.rounds)
             self.history_["privacy_bound"] = curve.tolist()
@@ -339,24 +297,9 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
     def _fallback(self, Xs, ys, nseed, backend=None):
         """DP base rate and the accounted comparison (``algorithms.consensus_baseline``); sets the hand-over.
 
-        Over gRPC the nodes release their two numbers as that protocol's declared round messages (each node
-        serving ``--protocol consensus-baseline`` prices them with its own policy and ledger); elsewhere the
-        nodes' two steps run in-process (each node's noise from its own generator)."""
-
-        eps_b = eps_c = 0.5 * float(self.fallback_epsilon)
-        names = [f"node{i}" for i in range(len(Xs))]
-        specs = [PartySpec(nm, cb.setup_node, (nm, x, yv, eps_b, eps_c), cb.node_step, owner=nm)
-                 for nm, x, yv in zip(names, Xs, ys)]
-        n = int(sum(len(v) for v in ys))
-        hub = engine.Hub(cb.AssemblerConfig(tuple(names), n, self.coef_.copy()), cb.init_assembler, cb.assembler_step)
-        fseed = None if nseed is None else int(np.random.SeedSequence([int(nseed), 13]).generate_state(1)[0])
-        # each node computes two numbers on its own records (noise from the node's generator)
-        backend = backend.routed() or InProcessBackend()
-        try:
-            res = engine.run(hub=hub, parties=specs, backend=backend, rounds=2, noise_seed=fseed, monitor=False,
-                             stop_on_convergence=False)
-        finally:
-            backend.close()
+        The run: :func:`dpadmm.fit.consensus.run_fallback`."""
+        eps_c = 0.5 * float(self.fallback_epsilon)
+        res = run_fallback(Xs, ys, self.coef_, fallback_epsilon=self.fallback_epsilon, noise_seed=nseed, backend=backend)
         st = res.hub_state
         self.dp_base_rate_ = float(st.p)
         self.comparison_ = float(st.difference)

@@ -4,7 +4,8 @@ Pipeline: curves are split over ``workers``; a basis is obtained without pooling
 from the sum of the workers' moment matrices, its private Analyze-Gauss variant, or a fixed
 Fourier / B-spline basis); every worker turns its curves into K scores; the scores are clipped to
 ``‖A_ij‖ ≤ c_1`` (the precondition of [Zhou, Thm 1]); F-ADMM / FDP-ADMM (``algorithms.functional_quantile``)
-runs through ``engine.run`` with one party per worker; ``β̂(t) = Σ_k ŵ_k φ_k(t)``.
+runs with one party per worker; ``β̂(t) = Σ_k ŵ_k φ_k(t)``. The runs and their noise calibration are
+:mod:`dpadmm.fit.functional`'s, the accounting :mod:`dpadmm.algorithms.functional.report`'s.
 """
 
 from __future__ import annotations
@@ -16,22 +17,18 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from .. import engine
+from .._history import History
 from .._validation import check_choice, check_int, check_open_unit, check_positive, check_random_state, noise_seed
 from ..algorithms import functional_quantile as fq
 from ..algorithms import functional_statistics as fs
-from ..backends import PartySpec, get_backend
+from ..algorithms.functional.report import constant_only_report, fit_report
 from ..data.functional import check_curves
+from ..engine import HUB
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
+from ..fit import functional as ff
 from ..kernels import fpca as F
 from ..kernels.quantile import pinball_score
 from ..privacy.accountants import ACCOUNTANTS
-from ..algorithms.functional.report import calibrate_total, iteration_noise_multiplier, zhou_report
-from ..algorithms.functional.report import total_epsilon as total_epsilon_of
-from ..privacy.threats import finish
-from .._history import History
-from ..privacy.ledger import PrivacyLedger
-from ..engine import HUB
 
 BASES = ("auto", "fpca", "private-fpca", "fourier", "bspline")
 
@@ -178,181 +175,35 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             return "bspline" if self._private else "fpca"
         return self.basis
 
-    def _statistics(self, parts, parts_y, grid, z_stats: float, nseed, backend_name, transcript=None,
-                    z_quantile: float = 0.0):
-        """Run the pooled-statistics protocol (``algorithms.functional_statistics``) over the workers.
-
-        Returns (basis, score variances, response location, response scale, hub state, ledger).
-        """
-        K = int(self.n_components)
-        q = F.trapezoid_weights(grid)
-        kind = self._basis_kind()
-        fixed = None
-        if kind in ("fourier", "bspline"):
-            fixed = F.fourier_basis(grid, K) if kind == "fourier" else F.bspline_basis(grid, K)
-        projection = None if fixed is None else fixed.phi * np.sqrt(fixed.q)[:, None]  # U = Q^{1/2}Φ, orthonormal
-        names = [f"worker{i + 1}" for i in range(len(parts))]
-        y_range = None if self.y_range is None else (float(self.y_range[0]), float(self.y_range[1]))
-        hub_cfg = fs.StatsHubConfig(tuple(names), z_stats, y_range=y_range,
-                                    curve_clip=None if self.curve_clip is None else float(self.curve_clip),
-                                    projection=projection, n_total=int(sum(v.size for v in parts_y)),
-                                    tau=float(self.tau) if z_stats > 0 else None, quantile_multiplier=z_quantile)
-        # no comparison in this run (its own run follows the ADMM): the workers hold no multiplier for it
-        specs = self._stats_specs(parts, parts_y, q, z_stats, z_quantile, 0.0, fs.one_shot_releases(hub_cfg))
-        res = self._run_stats(hub_cfg, specs, backend_name, nseed, transcript)
-        st = res.hub_state
-        if "failed" in st.sums:
-            what = {"y": "the response's range (pass y_range=(lo, hi))",
-                    "x": "the curves' norm (pass curve_clip=C)"}[st.sums["failed"]]
-            raise PrivacyPreconditionError(f"too few curves for this budget to estimate {what} privately; give it as "
-                                           "a public bound, or use more curves or a larger budget.")
-        n = float(sum(v.size for v in parts_y))
-        S = np.array(st.sums["S"], dtype=float)
-        if z_stats > 0:
-            # centred release: S = Σ (c₂, u)(c₂, u)ᵀ about μ̂; rebuild the equivalent uncentred moment sum
-            c2 = float(st.sums["centered_clip"])
-            resid = S[0, 1:] / (c2 * n)
-            cov = S[1:, 1:] / n - np.outer(resid, resid)
-            mean = st.sums["center"] + resid
-            S = np.empty_like(S)
-            S[0, 0] = n
-            S[0, 1:] = S[1:, 0] = n * mean
-            S[1:, 1:] = n * (cov + np.outer(mean, mean))
-            y_loc, y_scale = st.sums["response"]
-            # the DP τ-quantile is the response's location: w = 0 (the ADMM's start) is the DP constant
-            y_loc = float(st.sums["quantile"])
-            # noisy variances below the noise level say nothing: floor them at 3 noise standard deviations
-            # of a covariance entry (z·Δ/n, Δ the moment release's sensitivity) so that no score is blown up by a
-            # noise-sized divisor
-            self._var_floor = 3.0 * z_stats * fs.moment_release_sensitivity(c2) / n
-        else:
-            S[0, 0] = n
-            cnt, s1, s2 = st.sums["y_sums"]
-            y_loc = s1 / cnt
-            var = max(s2 / cnt - y_loc * y_loc, 0.0)
-            y_scale = math.sqrt(var) if var > 0 else max(abs(y_loc), 1.0)
-            self._var_floor = 0.0
-        if fixed is None:
-            basis = F.fpca_from_moments(S, grid, K)
-        else:
-            mz, Cz = F.moment_covariance(S)
-            basis = F.Basis(fixed.grid, fixed.q, fixed.phi, (projection @ mz) / np.sqrt(fixed.q),
-                            np.maximum(np.diag(Cz), 0.0), fixed.kind)
-        return basis, float(y_loc), float(y_scale), st, res.ledger
-
-    @staticmethod
-    def _run_stats(hub_cfg, specs, backend_name, nseed, transcript):
-        """One engine run of the pooled-statistics protocol (``fs.stats_*``) on a fresh backend; its noise
-        stream is apart from the ADMM run's, so a seeded simulation never reuses noise."""
-        hub = engine.Hub(hub_cfg, fs.init_stats_hub, fs.stats_hub_step)
-        sseed = None if nseed is None else int(np.random.SeedSequence([int(nseed), 7]).generate_state(1)[0])
-        backend = get_backend(backend_name)
-        try:
-            return engine.run(hub=hub, parties=specs, backend=backend, rounds=fs.stats_rounds(hub_cfg),
-                              noise_seed=sseed, monitor=False, stop_on_convergence=False,
-                              transcript=None if transcript is None else (lambda *a: transcript("statistics", *a)))
-        finally:
-            backend.close()
-
-    @staticmethod
-    def _stats_specs(parts, parts_y, q, z_stats, z_quantile, z_compare, one_shot):
-        """One ``functional-statistics`` worker per part; ``one_shot`` (the run's one-shot stages) and the
-        multipliers (0: a stage this run does not make) are what a budgeted party prices the run at. The
-        ``min_clip`` slot (0.0) is the party's own: its policy overwrites it at Setup."""
-        names = [f"worker{i + 1}" for i in range(len(parts))]
-        return [PartySpec(nm, fs.setup_stats, (nm, Xi, yi, q, z_stats, z_quantile, z_compare, 0.0, int(one_shot)),
-                          fs.stats_step, owner=nm)
-                for nm, Xi, yi in zip(names, parts, parts_y)]
-
     def _fit_constant_only(self, parts, parts_y, X, y, grid, nseed, transcript=None):
         """Too few curves for the budget (n·ε < MIN_N_EPSILON, public): the whole budget goes to the DP
         τ-quantile (B bisection counts, after the response histogram if no public range), handed over as
         the model; no ADMM run (at this size its noise swamps any signal — the benchmark's finding)."""
-        B = fs.QUANTILE_STEPS
-        names = [f"worker{i + 1}" for i in range(len(parts))]
-        y_range = None if self.y_range is None else (float(self.y_range[0]), float(self.y_range[1]))
-        probe = fs.StatsHubConfig((), 1.0, y_range=y_range, tau=float(self.tau), constant_only=True)
-        n_ranges = fs.one_shot_releases(probe)
-        z = calibrate_total(float(self.total_epsilon), float(self.delta), B, extra_releases=n_ranges,
-                            accountant=self.accountant)
-        q = F.trapezoid_weights(grid)
-        specs = self._stats_specs(parts, parts_y, q, z, z, 0.0, n_ranges)
-        hub_cfg = fs.StatsHubConfig(tuple(names), z, y_range=y_range, n_total=int(sum(v.size for v in parts_y)),
-                                    tau=float(self.tau), quantile_multiplier=z, constant_only=True)
-        res = self._run_stats(hub_cfg, specs, self.backend, nseed, transcript)
+        res, z, n_ranges = ff.run_constant_only(parts, parts_y, grid, y_range=self.y_range, tau=self.tau,
+                                                total_epsilon=self.total_epsilon, delta=self.delta,
+                                                accountant=self.accountant, nseed=nseed, backend=self.backend,
+                                                transcript=transcript)
         st = res.hub_state
-        if "failed" in st.sums:
-            raise PrivacyPreconditionError("too few curves for this budget to estimate the response's range "
-                                           "privately; give it as a public bound (y_range=(lo, hi), --y-range).")
         K = int(self.n_components)
         self.basis_ = F.bspline_basis(grid, K)  # fixed functions (no data): keeps the model's interface
         self.dp_constant_ = float(st.sums["quantile"])
         self.y_range_ = (float(st.y_range[0]), float(st.y_range[1]))
-        self.fallback_ = "dp-constant"
-        self.comparison_ = None
+        self.fallback_, self.comparison_ = "dp-constant", None
         self.response_location_, self.response_scale_ = self.dp_constant_, 1.0
-        self.score_scale_ = np.ones(K)
-        self.score_clip_ = None
-        self.w_ = np.zeros(K + 1)
-        self.coef_ = np.zeros(K)
-        self.intercept_ = self.dp_constant_
+        self.score_scale_, self.score_clip_ = np.ones(K), None
+        self.w_, self.coef_, self.intercept_ = np.zeros(K + 1), np.zeros(K), self.dp_constant_
         self.beta_ = self.basis_.curve(self.coef_)
-        self.grid_ = grid
-        self.n_features_in_ = X.shape[1]
-        self.history_ = {}
-        self.n_iter_ = 0
-        self.converged_ = False
-        self.noise_source_ = res.noise_source
-        self.noise_multiplier_ = z
-        self.c1_ = None
-        self.clipped_fraction_ = None
+        self.grid_, self.n_features_in_ = grid, X.shape[1]
+        self.history_, self.n_iter_, self.converged_ = {}, 0, False
+        self.noise_source_, self.noise_multiplier_ = res.noise_source, z
+        self.c1_ = self.clipped_fraction_ = None
         self._check_against_constant(X, y)
-        rep = zhou_report(res.ledger, delta=float(self.delta), accountant=self.accountant,
-                          notes=[f"n x epsilon = {X.shape[0] * float(self.total_epsilon):.4g} < {self._min_n_epsilon:g}: "
-                                 "no ADMM run; the whole budget went to the DP quantile, handed over as the model",
-                                 "train_pinball_loss_/worse_than_constant_ are computed by the caller from the data it "
-                                 "passed to fit (an evaluation in this simulation, not a message of the protocol)"],
-                          basis_covered=True)
-        rep.paper_bound = {"name": "[Zhou, Lemma 1]: not applicable (no ADMM run)"}
-        rep.releases = ([{"name": "ranges", "what": "response histogram (asinh bins) -> response range",
-                          "by": "each worker, once", "mechanism": "Gaussian", "count": 1,
-                          "sensitivity": math.sqrt(2.0), "noise_multiplier": z, "in_total": True}] if n_ranges else []) + [
-            {"name": "quantile", "what": f"DP {self.tau:g}-quantile by noisy bisection: {B} counts #{{y <= t_b}}",
-             "by": "each worker, once per bisection round", "mechanism": "Gaussian", "count": B, "sensitivity": 1.0,
-             "noise_multiplier": z, "in_total": True, "handed_over": "dp-constant"}]
-        if self.y_range is not None:
-            rep.releases.append({"name": "y_range", "what": f"response range {tuple(self.y_range)} given by the user",
-                                 "by": "public", "in_total": False, "reason": "public input, no data"})
-        self.privacy_ = finish(rep, threat_model="functional", noise_source=res.noise_source)
+        self.privacy_ = constant_only_report(res.ledger, delta=float(self.delta), accountant=self.accountant,
+                                             n_epsilon=X.shape[0] * float(self.total_epsilon),
+                                             min_n_epsilon=self._min_n_epsilon, n_ranges=n_ranges, z=z,
+                                             tau=self.tau, quantile_steps=fs.QUANTILE_STEPS, y_range=self.y_range,
+                                             noise_source=res.noise_source)
         return self
-
-    def _compare(self, parts, parts_y, grid, model: dict, z_stats, z_compare, nseed, transcript=None):
-        """The ``compare`` stage (``algorithms.functional_statistics``): the pooled noisy sum of the workers'
-        training pinball-loss differences, model − DP constant (clipped, range units). Returns (sum, ledger)."""
-        q = F.trapezoid_weights(grid)
-        specs = self._stats_specs(parts, parts_y, q, z_stats, 0.0, z_compare, 0)  # the comparison only
-        names = tuple(sp.name for sp in specs)
-        hub_cfg = fs.StatsHubConfig(names, z_stats, compare=model, n_total=int(sum(v.size for v in parts_y)))
-        hub = engine.Hub(hub_cfg, fs.init_stats_hub, fs.stats_hub_step)
-        cseed = None if nseed is None else int(np.random.SeedSequence([int(nseed), 11]).generate_state(1)[0])
-        backend = get_backend(self.backend)
-        try:
-            res = engine.run(hub=hub, parties=specs, backend=backend, rounds=1, noise_seed=cseed, monitor=False,
-                             stop_on_convergence=False,
-                             transcript=None if transcript is None else (lambda *a: transcript("compare", *a)))
-        finally:
-            backend.close()
-        return float(res.hub_state.sums["difference"][0]), res.ledger
-
-    @staticmethod
-    def _score_scale(basis: F.Basis, how: str, var_floor: float = 0.0) -> np.ndarray:
-        """Divisors of the scores: their standard deviations (``each``) or the largest one (``common``);
-        variances floored at ``var_floor`` (the noise level of a private estimate)."""
-        sd = np.sqrt(np.maximum(basis.eigenvalues, var_floor))
-        top = float(sd.max()) if sd.size and sd.max() > 0 else 1.0
-        if how == "common":
-            return np.full(sd.shape, top)
-        return np.maximum(sd, 1e-6 * top)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, *, grid=None, callbacks: Sequence[Callable] = (), transcript: Callable | None = None):
@@ -375,66 +226,28 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         private = self._private
         c1 = float(self.c1 if self.c1 is not None else mcfg["c1"])
         eta0 = float(self.eta0 if self.eta0 is not None else mcfg["eta0"])
-        seed = check_random_state(self.random_state)
-        rng = np.random.default_rng(seed.spawn(1)[0])  # the split only (public, data-independent)
+        parts, parts_y = ff.split_workers(X, y, self.workers, check_random_state(self.random_state))
         nseed = noise_seed(self.random_state)  # None: each worker draws its noise from its own OS entropy
-        M = int(self.workers)
-        parts_idx = [np.sort(i) for i in np.array_split(rng.permutation(n), M)]
-        parts = [X[i] for i in parts_idx]
-        parts_y = [y[i] for i in parts_idx]
         self.constant_only_ = bool(private and self.total_epsilon is not None
                                    and n * float(self.total_epsilon) < self._min_n_epsilon)
         if self.constant_only_:
             return self._fit_constant_only(parts, parts_y, X, y, grid, nseed, transcript)
-        n_stats = 0
-        # Budget shares, in units of one ADMM round at z (``SHARES``): each one-shot statistic (ranges, mean,
-        # moments), the DP τ-quantile (B bisection counts together) and the model-vs-constant comparison get
-        # W rounds' worth with a total budget (a Gaussian release at z/√W composes exactly like W at z);
-        # with a per-iteration ε (the paper's convention) every release is at the iteration's z (W = 1).
-        Ws, Wq, Wc = self._shares(L)
-        B = fs.QUANTILE_STEPS
-        if private:
-            hub_probe = fs.StatsHubConfig((), 1.0, y_range=self.y_range, curve_clip=self.curve_clip)
-            n_stats = fs.one_shot_releases(hub_probe)  # Gaussian releases per worker before the ADMM rounds
-        z = 0.0
-        eps_iter, delta_iter = math.inf, 1.0
-        if self.epsilon is not None:
-            z = iteration_noise_multiplier(float(self.epsilon), float(self.delta))  # [Zhou, Thm 1]
-            eps_iter, delta_iter = float(self.epsilon), float(self.delta)
-        elif self.total_epsilon is not None:
-            z = calibrate_total(float(self.total_epsilon), float(self.delta), L, extra_releases=n_stats * Ws + Wq + Wc,
-                                accountant=self.accountant)
-            # the shares compose exactly like (n_stats + 2)·W more rounds at z; the accountant's discretisation
-            # of the mixed multipliers may differ in the last digits: nudge z up until the actual list fits
-            while total_epsilon_of(self._multipliers(z, L, n_stats, (Ws, Wq, Wc), B), float(self.delta),
-                                   self.accountant) > float(self.total_epsilon) * (1.0 - 1e-7):
-                z *= 1.0 + 1e-6
-            eps_iter, delta_iter = math.sqrt(2.0 * math.log(1.25 / self.delta)) / z, float(self.delta)
-        z_stats = z / math.sqrt(Ws)
-        z_quantile = z * math.sqrt(B / Wq)
-        z_compare = z / math.sqrt(Wc)
-        basis, y_loc, y_scale, stats, stats_ledger = self._statistics(parts, parts_y, grid, z_stats, nseed,
-                                                                          self.backend, transcript, z_quantile)
+        budget = ff.calibrate(epsilon=self.epsilon, total_epsilon=self.total_epsilon, delta=self.delta,
+                              accountant=self.accountant, L=L, shares=self._shares(L), private=private,
+                              y_range=self.y_range, curve_clip=self.curve_clip)
+        z, eps_iter, delta_iter = budget.z, budget.eps_iter, budget.delta_iter
+        pooled = ff.pooled_statistics(parts, parts_y, grid, n_components=self.n_components, kind=self._basis_kind(),
+                                      y_range=self.y_range, curve_clip=self.curve_clip, tau=self.tau,
+                                      z_stats=budget.z_stats, z_quantile=budget.z_quantile, nseed=nseed,
+                                      backend=self.backend, transcript=transcript)
+        basis, y_loc, y_scale, stats = pooled.basis, pooled.y_loc, pooled.y_scale, pooled.state
         if not self.fit_intercept:  # no intercept to absorb a shift: scale the response only
             y_scale = math.sqrt(y_scale * y_scale + y_loc * y_loc)
             y_loc = 0.0
-        scale = self._score_scale(basis, mcfg["standardize"], self._var_floor)
+        scale = ff.score_scale(basis, mcfg["standardize"], pooled.var_floor)
         clip = c1 if private else None  # clipping is a privacy precondition; non-private fits use the raw scores
         c_total = math.sqrt(c1 * c1 + 1.0) if self.fit_intercept else c1
         settings = fq.Settings.make([self.tau], lam=self.lam, noise_multiplier=z, eps_iter=eps_iter, delta_iter=delta_iter)
-        names = [f"worker{i + 1}" for i in range(M)]
-        decay_start = L * (1.0 - mcfg["average_last"]) if mcfg["average_last"] > 0 else math.inf
-        specs = []
-        for name, Xi, yi in zip(names, parts, parts_y):
-            opts = dict(rho=float(self.rho), n_workers=M, penalty=self.penalty, l1_ratio=float(self.l1_ratio),
-                        fit_intercept=bool(self.fit_intercept), local_step=mcfg["local_step"], step=mcfg["step"],
-                        c1=c_total, c2=float(self.c2), c_w=float(self.c_w), eta0=eta0, decay_start=decay_start,
-                        smooth=fq.smooth_schedule(mcfg.get("smooth", (0.0, 1.0, 0.0)), L, mcfg["average_last"]),
-                        worker_names=(name,))
-            # the worker turns its own curves into clipped, standardised scores (inside its process)
-            specs.append(PartySpec(name, fq.setup_party_from_curves,
-                                   (name, Xi, yi, basis, scale, y_loc, y_scale, clip, settings, opts),
-                                   fq.party_step, fq.party_diagnostics, owner=name))
         monitor = (not private) if self.monitor is None else bool(self.monitor)
         self.clipped_fraction_ = None
         if clip is None:
@@ -442,18 +255,11 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         elif monitor:  # opt-in monitoring: a pooled count the guarantee does not cover
             self.clipped_fraction_ = sum(int(np.sum(np.linalg.norm(basis.scores(Xi) / scale, axis=1) > c1))
                                          for Xi in parts) / n
-        Kp = basis.n_components + (1 if self.fit_intercept else 0)
-        hub_cfg = fq.HubConfig(float(self.rho), tuple(names), (1, 1, Kp), average_last=mcfg["average_last"], rounds=L,
-                               tol=float(mcfg["tol"]), adapt_rho=bool(mcfg["adapt_rho"]))
-        hub = engine.Hub(hub_cfg, fq.init_hub, fq.hub_step, fq.hub_metrics)
-        # the engine starts the workers, so their setup (scores) runs under its BLAS thread cap
-        backend = get_backend(self.backend)
-        try:
-            result = engine.run(hub=hub, parties=specs, backend=backend, rounds=L, noise_seed=nseed,
-                                callbacks=callbacks, monitor=monitor, stop_on_convergence=mcfg["tol"] > 0,
-                                transcript=None if transcript is None else (lambda *a: transcript("admm", *a)))
-        finally:
-            backend.close()
+        result = ff.run_admm(parts, parts_y, basis=basis, scale=scale, y_loc=y_loc, y_scale=y_scale, clip=clip,
+                             settings=settings, method=mcfg, L=L, rho=self.rho, penalty=self.penalty,
+                             l1_ratio=self.l1_ratio, fit_intercept=self.fit_intercept, c_total=c_total, c2=self.c2,
+                             c_w=self.c_w, eta0=eta0, nseed=nseed, backend=self.backend, callbacks=callbacks,
+                             monitor=monitor, transcript=transcript)
         w = np.array(result.hub_state.output[0, 0], dtype=float)
         self.basis_ = basis
         self.response_location_, self.response_scale_ = y_loc, y_scale
@@ -471,20 +277,12 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         compare_ledger = None
         if private:
             self.candidate_w_ = w.copy()  # the ADMM's model (post-processing of released messages)
-            model = self._released_model(w, y_loc, y_scale)
-            diff, compare_ledger = self._compare(parts, parts_y, grid, model | {"constant": self.dp_constant_},
-                                                 z_stats, z_compare, nseed, transcript)
-            self.comparison_ = diff
-            # hand over the model only if the noisy sum is below −MARGIN pooled noise sds (public: z_c, κ, M):
-            # a model no better than the DP constant is handed over with probability ≤ Φ(−MARGIN) (2.3%)
-            sd = z_compare * fs.compare_sensitivity(model | {"constant": self.dp_constant_}) * math.sqrt(M)
-            self.comparison_threshold_ = -self.COMPARE_MARGIN * sd
-            if not diff < self.comparison_threshold_:
-                w = np.zeros_like(w)
-                w[-1] = (self.dp_constant_ - y_loc) / y_scale if self.fit_intercept else 0.0
-                self.fallback_ = "dp-constant"
-            else:
-                self.fallback_ = "model"
+            model = self._released_model(w, y_loc, y_scale) | {"constant": self.dp_constant_}
+            handed = ff.hand_over(parts, parts_y, grid, model, w, y_loc=y_loc, y_scale=y_scale,
+                                  fit_intercept=self.fit_intercept, budget=budget, margin=self.COMPARE_MARGIN,
+                                  nseed=nseed, backend=self.backend, transcript=transcript)
+            w, self.fallback_, compare_ledger = handed.w, handed.fallback, handed.ledger
+            self.comparison_, self.comparison_threshold_ = handed.comparison, handed.threshold
         self.w_ = w
         coef = y_scale * w[: basis.n_components] / scale
         self.coef_ = coef
@@ -501,18 +299,17 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         self.c1_ = c_total
         self._check_against_constant(X, y)
         if private:
-            self.privacy_ = self._report(result, stats, stats_ledger, c1, c_total, eps_iter, delta_iter, L, monitor,
-                                         compare_ledger)
+            self.privacy_ = fit_report(
+                [pooled.ledger, result.ledger, compare_ledger], delta=float(self.delta), accountant=self.accountant,
+                eps_iter=eps_iter, delta_iter=delta_iter, rounds=result.rounds, z=z, shares=self._shares(L),
+                quantile_steps=fs.QUANTILE_STEPS, c1=c1, c_total=c_total, fit_intercept=self.fit_intercept,
+                clipped_fraction=self.clipped_fraction_, curve_clip=stats.curve_clip,
+                centered_clip=stats.sums["centered_clip"], curve_clip_given=self.curve_clip is not None,
+                y_range=self.y_range, basis_kind=self._basis_kind(), tau=self.tau, method=self.method,
+                handed_over=self.fallback_, monitor=monitor, noise_source=result.noise_source)
         else:
             self.privacy_ = None
         return self
-
-    @staticmethod
-    def _multipliers(z: float, L: int, n_stats: int, W: tuple[int, int, int], B: int) -> list[float]:
-        """Every Gaussian release of one worker, as noise multipliers: L ADMM rounds at z, the one-shot
-        statistics at z/√W_s, the comparison at z/√W_c, the B bisection counts at z·√(B/W_q)."""
-        Ws, Wq, Wc = W
-        return [z] * L + [z / math.sqrt(Ws)] * n_stats + [z / math.sqrt(Wc)] + [z * math.sqrt(B / Wq)] * B
 
     #: budget shares of the one-shot releases, as fractions of the L ADMM rounds (a total budget only): each
     #: pooled statistic, the DP τ-quantile (all B bisection counts) and the model-vs-constant comparison
@@ -544,81 +341,6 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
                 "w": np.asarray(w, float) if self.fit_intercept else np.r_[np.asarray(w, float), 0.0],
                 "y_loc": float(y_loc), "y_scale": float(y_scale), "band": (float(lo), float(hi)),
                 "unit": float(y_scale), "tau": float(self.tau)}
-
-    def _report(self, result, stats, stats_ledger, c1, c_total, eps_iter, delta_iter, L, monitor, compare_ledger=None):
-        """The run's privacy report: every release of every worker (statistics + ADMM rounds) composed."""
-        ledger = PrivacyLedger()
-        ledger.record(stats_ledger.events)
-        ledger.record(result.ledger.events)
-        if compare_ledger is not None:
-            ledger.record(compare_ledger.events)
-        clipped = ("; the clipped count is not released" if self.clipped_fraction_ is None
-                   else f"; {self.clipped_fraction_:.2%} of rows were clipped (monitoring)")
-        assumptions = [
-            {"name": f"||A_ij|| <= c1 = {c_total:.4g} [Zhou, Lemma 2]", "status": "enforced",
-             "detail": f"standardised scores clipped to {c1:g}" + (" plus the unit intercept column" if self.fit_intercept
-                                                                   else "") + clipped},
-            {"name": "sensitivity 2c1/(m_i(rho + 1/eta))", "status": "corrected",
-             "detail": "[Zhou, Lemma 2] prints m_i^2; the update moves by 2c1/(m_i(rho+1/eta)) (docs/algorithms.md §3)"},
-            {"name": f"||x~_ij|| <= c_X = {stats.curve_clip:.4g}; ||x~_ij - mean|| <= c2 = "
-                     f"{stats.sums['centered_clip']:.4g}", "status": "enforced",
-             "detail": "curves clipped in L2 before the mean release (sensitivity sqrt(10)) and, centred, before the "
-                       "moment release (sensitivity (3/sqrt 2) c2^2); responses clipped to the range"
-                       + ("; c_X given by the user" if self.curve_clip is not None else
-                          "; c_X from the workers' noisy norm histograms")},
-        ]
-        notes = (["monitor=True: monitoring values in history_ (and clipped_fraction_) were computed from the workers' "
-                  "data and left them un-noised; they are NOT covered by the guarantee"] if monitor else [])
-        notes.append("train_pinball_loss_/worse_than_constant_ are computed by the caller from the data it passed to "
-                     "fit (an evaluation in this simulation, not a message of the protocol)")
-        z = self.noise_multiplier_
-        Ws, Wq, Wc = self._shares(L)
-        zs = z / math.sqrt(Ws)
-        releases = []
-        kind = self._basis_kind()
-        if self.y_range is None or self.curve_clip is None:
-            hist = [h for h, need in (("response histogram (asinh bins)", self.y_range is None),
-                                      ("curve-norm histogram (log bins)", self.curve_clip is None)) if need]
-            releases.append({"name": "ranges", "what": " + ".join(hist) + " -> response location/scale and c_X",
-                             "by": "each worker, once", "mechanism": "Gaussian", "count": 1,
-                             "sensitivity": math.sqrt(2.0 * len(hist)), "noise_multiplier": zs, "in_total": True})
-        releases.append({"name": "mean", "what": "sums of the clipped (projected) curves, of the clipped response and "
-                                                 "its square, and of the clipped curves' squared norms -> mean curve, "
-                                                 "response location and scale, spread of the curves",
-                         "by": "each worker, once", "mechanism": "Gaussian", "count": 1,
-                         "sensitivity": math.sqrt(10.0), "noise_multiplier": zs, "in_total": True,
-                         "curve_clip": stats.curve_clip})
-        releases.append({"name": "moments", "what": ("moment sum of the centred, clipped curves -> FPCA basis"
-                                                     if kind == "private-fpca" else
-                                                     f"moment sum of the centred, clipped {kind} scores -> score "
-                                                     "scales"),
-                         "by": "each worker, once", "mechanism": "Gaussian (symmetric matrix)", "count": 1,
-                         "sensitivity": 4.0 * float(stats.sums["centered_clip"]) ** 2, "noise_multiplier": zs,
-                         "in_total": True})
-        releases.append({"name": "quantile", "what": f"DP {self.tau:g}-quantile of the response by noisy bisection: "
-                                                    f"{fs.QUANTILE_STEPS} counts #{{y <= t_b}} -> the DP constant and "
-                                                    "the response's location",
-                         "by": "each worker, once per bisection round", "mechanism": "Gaussian",
-                         "count": fs.QUANTILE_STEPS, "sensitivity": 1.0,
-                         "noise_multiplier": z * math.sqrt(fs.QUANTILE_STEPS / Wq), "in_total": True})
-        releases.append({"name": "compare", "what": "sum of training pinball-loss differences, model - DP constant "
-                                                   "(clipped to the range) -> hand over the better",
-                         "by": "each worker, once after the ADMM", "mechanism": "Gaussian", "count": 1,
-                         "sensitivity": "2 max(tau, 1 - tau) * BAND (prediction band about the DP constant, "
-                                        "in response scales)",
-                         "noise_multiplier": z / math.sqrt(Wc), "in_total": True,
-                         "handed_over": self.fallback_})
-        releases.append({"name": "admm", "what": "noisy local model w~_i [Zhou, eq. 22]", "by": "each worker, every round",
-                         "mechanism": "Gaussian", "count": result.rounds,
-                         "sensitivity": "2c1/(m_i(rho + 1/eta_l))" if self.method != "exact" else "2c1/(m_i rho_l)",
-                         "noise_multiplier": z, "in_total": True})
-        if self.y_range is not None:
-            releases.append({"name": "y_range", "what": f"response range {tuple(self.y_range)} given by the user",
-                             "by": "public", "in_total": False, "reason": "public input, no data"})
-        rep = zhou_report(ledger, delta=float(self.delta), accountant=self.accountant, eps_iter=eps_iter,
-                          delta_iter=delta_iter, assumptions=assumptions, notes=notes, basis_covered=True)
-        rep.releases = releases
-        return finish(rep, threat_model="functional", noise_source=result.noise_source)
 
     def _check_against_constant(self, X: np.ndarray, y: np.ndarray) -> None:
         """Training pinball loss of the fit vs the best constant (the training τ-quantile); warns once."""

@@ -6,61 +6,22 @@ label-holding party), or as one matrix plus ``party_sizes``.
 
 from __future__ import annotations
 
-import math
-import time
-import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import NotFittedError
 from sklearn.metrics import log_loss, roc_auc_score
 
-from .. import engine
-from .._validation import as_vector, binary_labels, check_choice, noise_seed
-from ..algorithms import vertical_label as vl
-from ..algorithms import vertical_sharing as vs
-from ..backends import PartySpec, get_backend
-from ..data.parties import row_norms
-from ..exceptions import InvalidDataError, PrivacyPreconditionError
-from ..kernels.losses import get_loss
-from ..kernels.regularizers import get_regularizer
-from ..privacy.accountants import calibrate_noise_multiplier
-from ..algorithms.vertical.report import hu_report
-from ..privacy.threats import THREAT_MODELS, finish
-from .._history import History
+from .._validation import as_vector, binary_labels, check_choice
+from ..exceptions import InvalidDataError
+from ..fit.vertical import (HANDLERS, LABEL_PARTY_HANDLERS, RankDeficiencyWarning, fit_vertical, party_names,
+                            rr_labels)
 from ._vertical_config import _VerticalConfig, _is_source
-from ..backends.base import party_rng
-from ..privacy.events import LABEL_CHANGE, PureDPRelease
 
-class RankDeficiencyWarning(UserWarning):
-    """A party block is not of full column rank (handled exactly; see the message)."""
-
-
-#: the requests a vertical party answers besides its protocol step (declared, nothing else runs)
-_HANDLERS = {"coef": vs.party_coef, "rank": vs.party_rank, "score": vs.eval_score}
-#: the label party also answers the exact refit of its own block after a label-private run
-_LABEL_PARTY_HANDLERS = dict(_HANDLERS, refit=vl.refit_label_block)
-
-
-def _rr_labels(y, epsilon: float, nseed, n_parties: int, checkpoint_dir, resume_from):
-    """The label party's randomized-response release (drawn once per run: a resumed run reuses the
-    release stored in the label party's own checkpoint directory, so resuming never releases twice)."""
-    from pathlib import Path
-
-
-    if resume_from is not None and (Path(resume_from) / "rr_labels.npy").is_file():
-        return np.load(Path(resume_from) / "rr_labels.npy"), [PureDPRelease("coordinator", 0, epsilon, LABEL_CHANGE)]
-    rng = np.random.default_rng() if nseed is None else party_rng(nseed, n_parties + 1, 0)
-    y_rr, events = vl.randomized_response(y, epsilon, rng=rng)
-    if checkpoint_dir is not None:
-        Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
-        np.save(Path(checkpoint_dir) / "rr_labels.npy", y_rr)
-    return y_rr, events
-
-
-def _party_names(n: int) -> list[str]:
-    return [f"party{m}" for m in range(1, n + 1)]
+#: moved to :mod:`dpadmm.fit.vertical` with the fit's driving; still importable from here
+_rr_labels, _party_names, _HANDLERS, _LABEL_PARTY_HANDLERS = rr_labels, party_names, HANDLERS, LABEL_PARTY_HANDLERS
+__all__ = ["RankDeficiencyWarning", "VerticalLinearRegression", "VerticalLogisticRegression"]
 
 
 class _VerticalADMM(_VerticalConfig, BaseEstimator):
@@ -127,247 +88,25 @@ class _VerticalADMM(_VerticalConfig, BaseEstimator):
         transcript : a :class:`dpadmm.backends.Transcript` (or any callable
             ``(round, sender, receiver, message, kind)``) that records every message.
         """
-        t_fit = time.perf_counter()
-        mode = self._validate()
-        label_mode = self._label_mode()
-        mm = self._mm_protocol()
-        rr = self._rr()
-        refits = self._refits()
-        blocks = self._blocks(X)
-        n = blocks[0].shape[0]
-        y_fit = self._encode_y(y, n)
-        loss = get_loss(self._loss_name)
-        reg = get_regularizer(self.penalty, self.l1_ratio)
-        names = _party_names(len(blocks))
-        self.party_dims_ = tuple(B.shape[1] for B in blocks)
+        fitted = fit_vertical(self, X, y, eval_set=eval_set, callbacks=callbacks, checkpoint_dir=checkpoint_dir,
+                              checkpoint_every=checkpoint_every, resume_from=resume_from, transcript=transcript)
+        self.party_dims_ = fitted.party_dims
         self.n_features_in_ = int(sum(self.party_dims_))
-        evals = self._eval_sets(eval_set)
-        private = mode is not None  # the feature side
-        paper = private and self.mechanism == "paper"
-        any_private = private or label_mode
-        rho = self._rho(len(blocks), loss)
-        max_iter = self._max_iter()
-        bx = bounds = None
-        assumptions, notes = [], []
-        if private:
-            if not reg.smooth or (not paper and self.penalty != "l2"):
-                raise PrivacyPreconditionError(
-                    f"penalty={self.penalty!r}: a private fit needs penalty='l2' (the ridge x-step the sensitivity "
-                    "bound is proved for; [Hu, Assumption 2.2] for mechanism='paper').")
-        if paper:
-            for m, B in enumerate(blocks, start=1):
-                if _is_source(B):
-                    continue  # checked by the party at setup (require_unit_rows)
-                norms = row_norms(B)
-                if np.any(np.abs(norms[norms > 0] - 1.0) > 1e-6):
-                    raise PrivacyPreconditionError(
-                        f"rows of party {m} are not unit-norm (max ||row||_2 = {norms.max():.4g}), which "
-                        "[Hu, Assumption 2.3] needs; normalise them (dpadmm.data.normalize_rows or "
-                        "--normalize-rows) before a private fit.")
-            bounds = self._bounds(n, len(blocks), loss)
-            bx = bounds.x
-            assumptions = [
-                {"name": "unit-norm rows of every party block [Hu, Assumption 2.3]", "status": "checked",
-                 "detail": "max | ||row|| - 1 | <= 1e-6 over non-zero rows"},
-                {"name": f"bounded iterates ||x_m|| <= {bounds.x:.4g}, ||y|| <= {bounds.y:.4g}, ||z|| <= {bounds.z:.4g} "
-                          "[Hu, Assumption 2.1]",
-                 "status": "enforced", "detail": "x_m, z and the dual y are projected onto their balls every iteration"},
-                {"name": "|R''| <= c1 = 1 [Hu, Assumption 2.2]", "status": "checked", "detail": "penalty='l2'"},
-                {"name": "sensitivity C of [Hu, Lemma 1]", "status": "as published",
-                 "detail": "the proof's step ||(D_m^T D_m)^-1|| = 1/d_m does not follow from unit-norm rows (docs/algorithms.md §1)"},
-            ]
-        if private and self.fit_intercept and not label_mode:
-            notes.append("the intercept is computed by the label-holding coordinator from the noisy shares and its "
-                         "own labels (post-processing); it is not shared")
-        nseed = noise_seed(self.random_state)
-        monitor = (not any_private) if self.monitor is None else bool(self.monitor)
-        n_blocks = len(blocks)
-        nm = None
-        if mode == "epsilon":
-            # the private protocol's first share answers the zero inbox: sensitivity 0, no cost
-            costly = max(max_iter - 1, 1) if mm else max_iter
-            nm = calibrate_noise_multiplier(self.epsilon, self.delta, costly, self.accountant)
-        elif mode == "iteration_epsilon":
-            nm = math.sqrt(2.0 * math.log(1.25 / self.delta)) / self.iteration_epsilon  # [Hu, Thm 3]
-        label_nm = None
-        label_spec = None
-        sigma_label = 0.0
-        if mm and (rr or not label_mode):  # the linearised coordinator without label noise: labels unprotected,
-            label_spec = vl.LabelPrivacy(noise_scale=0.0, rounds=max_iter)  # or already randomized (rr)
-        rr_events, hub_labels = [], y_fit
-        if rr:  # the label party's one release of its labels; everything after is post-processing
-            hub_labels, rr_events = _rr_labels(y_fit, float(self.label_epsilon), nseed, len(blocks),
-                                              checkpoint_dir, resume_from)
-            notes.append(f"labels: randomized response at label epsilon = {self.label_epsilon:g} (flip probability "
-                         f"{vl.flip_probability(self.label_epsilon):.4g}); the coordinator runs on the released labels")
-        if label_mode and not rr:
-            label_clip = 1.0
-            W = vs.label_sensitivity(label_gap=1.0 if loss.name == "logistic" else math.inf, clip=label_clip,
-                                     fit_intercept=bool(self.fit_intercept))
-            if self.label_epsilon is not None:
-                # T rounds make T − 1 releases: the first party step sees the zero inbox, the last hub step releases none
-                label_nm = calibrate_noise_multiplier(self.label_epsilon, self.delta, max(max_iter - 1, 1),
-                                                      self.accountant)
-                sigma_label = label_nm * W
-            else:
-                sigma_label = float(self.label_noise_scale)
-            label_spec = vl.LabelPrivacy(noise_multiplier=label_nm,
-                                         noise_scale=None if self.label_epsilon is not None else sigma_label,
-                                         clip=label_clip, rounds=max_iter)
-        V, V_inf = self._clip(n, rho, sigma_label)
-        if private and not paper:
-            rel = vs.RELATIONS[self.relation]
-            assumptions = [
-                {"name": f"what each party receives is clipped: ||v|| <= V = {V:.4g}"
-                         + (f", |v_i| <= {V_inf:.4g}" if self.relation == "record" else ""),
-                 "status": "enforced", "detail": "clip_share_input in party_step, every round"},
-                {"name": "rows of every party block have norm <= 1", "status": "enforced",
-                 "detail": "rows clipped at the party (setup_party)"},
-                {"name": "ridge x-step, l2 penalty, lambda > 0, no damping, no projection", "status": "checked",
-                 "detail": "the sensitivity bound covers the map (party data, everything received) -> message"},
-                {"name": f"relation: {rel.description}", "status": "stated",
-                 "detail": "sensitivity proved in dpadmm.privacy.mechanisms; checked against worst-case neighbours "
-                           "in tests/unit/test_vertical_privacy.py"},
-            ]
-        lam_run = self._run_lam(n)  # λ of the joint run (stronger on randomized-response labels)
-        lam_sum = n * lam_run  # the paper's summed scaling
-        damping = (0.0 if (private or mm) else 0.5) if self.damping == "auto" else float(self.damping)
-        specs = []
-        for m, (name, B) in enumerate(zip(names, blocks)):
-            pspec = None
-            if private:
-                pspec = vs.PrivacySpec(noise_multiplier=nm, noise_scale=self.noise_scale, c1=1.0, bounds=bounds,
-                                       n_parties=n_blocks, mechanism=self.mechanism, relation=self.relation,
-                                       clip=V, clip_inf=V_inf)
-            opts = {"lam_sum": lam_sum, "reg": reg, "private": pspec, "bound": bx, "damping": damping,
-                    "solver": self.solver,
-                    "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}
-            if paper and _is_source(B):
-                opts["require_unit_rows"] = True
-            if m == 0 and refits:
-                opts["labels"] = y_fit  # the label party's own (exact) labels (party 1 is the label holder)
-            handlers = _LABEL_PARTY_HANDLERS if (m == 0 and refits) else _HANDLERS
-            specs.append(PartySpec(name, vs.setup_party, (name, B, opts), vs.party_step, vs.party_diagnostics, owner=name,
-                                   handlers=handlers))
-        hub_cfg = vs.CoordinatorConfig(
-            labels=hub_labels, loss=loss, lam=lam_run, rho=rho,
-            party_names=tuple(s.name for s in specs), bounds=bounds, fit_intercept=bool(self.fit_intercept),
-            adaptive_rho=bool(self.adaptive_rho),
-            tol=float(self.tol), eval_labels={k: yv for k, (_, yv) in evals.items()}, label_privacy=label_spec,
-        )
-        hub = engine.Hub(hub_cfg, vs.init_coordinator, vs.coordinator_step, vs.coordinator_metrics)
-        backend = get_backend(self.backend)
-        engine.start(backend, specs, noise_seed=nseed, rounds=max_iter)  # party setup under the engine's BLAS cap
-        self.setup_seconds_ = time.perf_counter() - t_fit  # validation + party setup (before round 1)
-        # Un-noised party values (local models x_m, eval-set partial scores) reach the driver only in a
-        # non-private fit, in the in-process simulation (where the driver holds everything anyway), or
-        # when the user opted in with monitor=True (then the report names them).
-        collect = (not private) or backend.collects_models or monitor
-        if private and monitor:
-            notes.append("monitor=True: monitoring values (training objective from the true x_m), local models x_m "
-                         "and eval-set partial scores left the parties un-noised; they are NOT covered by the "
-                         "guarantee")
-        elif private and backend.collects_models:
-            notes.append("in-process simulation: the driver holds every party's local model x_m (for predict); in a "
-                         "deployment (out-of-process backend) the models stay at the parties")
-        try:
-            result = engine.run(hub=hub, parties=specs, backend=backend, rounds=max_iter, noise_seed=nseed,
-                                callbacks=callbacks, monitor=monitor, stop_on_convergence=not (private or mm),
-                                checkpoint_every=checkpoint_every, checkpoint_dir=checkpoint_dir,
-                                resume_from=resume_from, started=True, transcript=transcript)
-            # a party in another organisation never sends its model (it writes it to its own directory)
-            remote = backend.models_stay_at_parties
-            self.coefs_ = [backend.request(name, "coef") for name in names] if collect and not remote else None
-            self.intercept_ = float(result.hub_state.intercept)
-            self.passive_weight_ = 1.0
-            self.label_coef_ = None  # the label party's refit block (stays with the label party: for its scoring)
-            refit = None
-            self.label_party_choice_, self.label_party_cv_ = None, None
-            if refits:
-                # the label party (which is also the coordinator) refits its own block, the intercept and a weight
-                # on the others' shares on its exact labels, and keeps that or its own model (whichever
-                # cross-validates better on its rows); the result never goes to a passive party
-                # alpha is fitted whenever the shares or the labels the run used were noisy (with no noise at all the
-                # protocol is exact and alpha = 1 keeps "zero noise == non-private")
-                noisy = private or rr or (label_spec is not None and (sigma_label > 0 or label_nm is not None))
-                refit = backend.request(names[0], "refit", result.hub_state.passive_total, loss.name,
-                                        bool(self.fit_intercept), self.intercept_, noisy, bool(self.fallback),
-                                        float(self.lam), float(self.label_block_scale))
-                alpha = refit["passive_weight"]
-                self.passive_weight_ = alpha
-                self.label_coef_ = np.asarray(refit["coef"])
-                self.label_party_choice_, self.label_party_cv_ = refit.get("choice"), refit.get("cv")
-                if self.coefs_ is not None:
-                    self.coefs_ = [refit["coef"]] + [alpha * c for c in self.coefs_[1:]]
-                self.intercept_ = refit["intercept"]
-                notes.append(f"the label party's own block, the intercept and a weight alpha = {alpha:.3g} on the other "
-                             "parties' partial scores are refit on its exact labels after the last round, given the "
-                             "other parties' shares as received; that model stays with the label party")
-                if refit.get("cv") is not None:
-                    notes.append(f"the label party kept the {refit['choice']} model (5-fold cross-validated loss on its "
-                                 f"own rows: joint {refit['cv']['joint']:.4g}, its own model {refit['cv']['alone']:.4g}); "
-                                 "the choice stays with the label party")
-            if transcript is not None and self.coefs_ is not None:  # x_m collected (simulation or opt-in)
-                for name, coef in zip(names, self.coefs_):
-                    transcript(result.rounds, name, engine.HUB, {"coef": coef}, "model")
-            if paper and collect:
-                deficient = []
-                for m, name in enumerate(names, start=1):
-                    rank, width = backend.request(name, "rank")
-                    if rank is not None and rank < width:
-                        msg = (f"party {m}'s block has rank {rank} < {width} columns, so (D_m^T D_m)^-1 of "
-                               "[Hu, eq. 16] does not exist; its noise is drawn as sigma U_m g in range(D_m) "
-                               "(the same distribution whenever D_m has full rank; no regularisation needed)")
-                        notes.append(msg)
-                        deficient.append(f"party {m}: rank {rank} of {width}")
-                if deficient:  # one warning per fit, phrased for the user; the details are in the report's notes
-                    warnings.warn(f"linearly dependent columns ({'; '.join(deficient)}; e.g. one-hot groups), so "
-                                  "[Hu, eq. 16]'s (D_m^T D_m)^-1 does not exist; its noise is drawn in the range of "
-                                  "each party's data instead (the same distribution whenever the inverse exists; "
-                                  "see the privacy report's notes).", RankDeficiencyWarning, stacklevel=2)
-            # eval scores summed from the parties' partial scores (needed when the driver has no eval features)
-            self.eval_scores_ = {}
-            # a feature-private fit sends no un-noised partial scores X_m x_m off a party (x_m depends on D_m beyond
-            # the noisy shares): only non-private feature sides (label-only fits) score passive parties' eval sets
-            for k in (evals if (collect or (refits and not private)) else ()):
-                if collect:
-                    parts = {name: backend.request(name, "score", k) for name in names}
-                else:  # passive parties' partial test scores (prediction), the label party's from its refit
-                    parts = {name: backend.request(name, "score", k) for name in names[1:]}
-                if refit is not None:
-                    parts = {name: refit["passive_weight"] * part for name, part in parts.items()}
-                    parts[names[0]] = refit["eval_scores"][k]
-                if transcript is not None:
-                    for name, part in parts.items():
-                        transcript(result.rounds, name, engine.HUB, {f"eval_score.{k}": part}, "prediction")
-                self.eval_scores_[k] = sum(parts.values()) + self.intercept_
-        finally:
-            backend.close()
+        self.setup_seconds_ = fitted.setup_seconds  # validation + party setup (before round 1)
+        self.coefs_ = fitted.coefs
+        self.intercept_ = fitted.intercept
+        self.passive_weight_ = fitted.passive_weight
+        self.label_coef_ = fitted.label_coef  # the label party's refit block (stays with the label party)
+        self.label_party_choice_, self.label_party_cv_ = fitted.label_party_choice, fitted.label_party_cv
+        self.eval_scores_ = fitted.eval_scores
         self.coef_ = np.concatenate(self.coefs_) if self.coefs_ is not None else None
-        self.noise_source_ = result.noise_source
-        self.history_ = History(result.history, monitored=monitor, private=any_private)
-        self.n_iter_ = result.rounds
-        self.converged_ = result.converged
-        self.noise_multiplier_ = nm
-        self.label_noise_multiplier_ = label_nm
-        if rr_events:
-            result.ledger.record(rr_events)
-        if any_private:
-            delta = (result.rounds + 1) * self.delta if mode == "iteration_epsilon" else self.delta
-            self.privacy_ = hu_report(
-                result.ledger, delta=delta, accountant=self.accountant, rounds=result.rounds,
-                paper_delta_iter=self.delta if mode == "iteration_epsilon" else None,
-                assumptions=assumptions, notes=notes, mechanism=self.mechanism if private else None,
-                relation=self.relation, label_delta=self.delta if label_mode else None)
-            finish(self.privacy_, threat_model="vertical-feature" if private and not label_mode else
-                   "vertical-label" if not private else
-                   THREAT_MODELS["vertical-feature"] + " || label side: " + THREAT_MODELS["vertical-label"],
-                   noise_source=result.noise_source)
-        else:
-            self.privacy_ = None
-            if not result.converged and max_iter > 1 and self.tol > 0:
-                warnings.warn(f"ADMM did not reach tol={self.tol} in max_iter={max_iter} iterations; "
-                              "increase max_iter or use adaptive_rho=True.", ConvergenceWarning, stacklevel=2)
+        self.noise_source_ = fitted.noise_source
+        self.history_ = fitted.history
+        self.n_iter_ = fitted.n_iter
+        self.converged_ = fitted.converged
+        self.noise_multiplier_ = fitted.noise_multiplier
+        self.label_noise_multiplier_ = fitted.label_noise_multiplier
+        self.privacy_ = fitted.privacy
         return self
 
     # ------------------------------------------------------------------ predict
@@ -382,8 +121,6 @@ class _VerticalADMM(_VerticalConfig, BaseEstimator):
 
     def _check_fitted(self):
         if not hasattr(self, "coefs_"):
-            from sklearn.exceptions import NotFittedError
-
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first.")
         if self.coefs_ is None:
             raise InvalidDataError(

@@ -7,7 +7,6 @@ simulation: the driver holds every block, and collects each party's weights to s
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -18,23 +17,16 @@ from sklearn.metrics import log_loss
 
 from .._validation import as_float_matrix, binary_labels, check_positive, noise_seed
 from ..fit import encrypted as driver
+from ..fit import runner
 from ..algorithms.encrypted import he, label
 from ..algorithms.encrypted.party import BLOCK_BITS
 from ..algorithms.encrypted.protocol import PROTOCOL
 from ..algorithms.vertical_data import clip_rows
 from ..backends.inprocess import InProcessBackend
 from ..exceptions import InvalidDataError, InvalidParameterError
-from ..privacy.accountants import calibrate_noise_multiplier, gaussian_epsilon
-
-FORWARD_NOT_PROTECTED = ("features: NOT differentially private against the label party: the forward pass reveals each "
-                         "training row's score sum with weights it knows (see dpadmm.algorithms.encrypted.protocol); "
-                         "the epsilon given covers the backward releases only")
-
-
-FORWARD_ENCRYPTED = ("features: record-level DP against the label party (two Gaussian releases per round, PLD), "
-                     "premise: an honest-but-curious label party (it encrypts residuals of the declared range and "
-                     "computes its column sums on its clipped block; the party cannot check either under encryption); "
-                     "the held-out calibration rows are scored as new records (their logits are not covered)")
+from ..privacy.accountants import calibrate_noise_multiplier
+from ..algorithms.encrypted.report import (FORWARD_ENCRYPTED, FORWARD_NOT_PROTECTED,  # noqa: F401  (their home)
+                                           encrypted_report)
 
 
 class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
@@ -116,24 +108,32 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
             k = round(float(self.calibration) * n)
             hold, train = np.sort(perm[:k]), np.sort(perm[k:])
         names = [f"party{m + 1}" for m in range(1, len(blocks))]
-        backend = InProcessBackend()
-        backend.start(driver.specs({nm: (b[train], {"calibration": b[hold]} if enc else None)
-                                    for nm, b in zip(names, blocks[1:])}, R=self.row_clip,
-                                   noise_multiplier=zf, rounds=T, lam=self.lam, step_size=step, forward=self.forward,
-                                   momentum=mom, W=W if enc else None, label_W=W if enc else None,
-                                   label_width=blocks[0].shape[1] + 1 if enc else None),
-                      noise_seed=seed, rounds=2 * T + 2)
-        res = driver.run(backend, blocks[0][train], y_pm[train], names,
-                         {nm: b.shape[1] for nm, b in zip(names, blocks[1:])}, {nm: float(self.row_clip) for nm in names},
-                         R=float(self.row_clip), label_noise_multiplier=zl, rounds=T, lam=float(self.lam),
-                         step_size=step, noise_seed=seed, forward=self.forward, momentum=mom, W=W if enc else None)
-        # in-process simulation: the driver collects each party's weights to score new records
-        self.coefs_ = [np.asarray(res.label_state.w)] + [PROTOCOL.model(backend.hosts[nm].cfg, backend.hosts[nm].state)
-                                                         for nm in names]
+        specs = driver.specs({nm: (b[train], {"calibration": b[hold]} if enc else None)
+                              for nm, b in zip(names, blocks[1:])}, R=self.row_clip,
+                             noise_multiplier=zf, rounds=T, lam=self.lam, step_size=step, forward=self.forward,
+                             momentum=mom, W=W if enc else None, label_W=W if enc else None,
+                             label_width=blocks[0].shape[1] + 1 if enc else None)
+
+        def drive(backend):
+            return driver.run(backend, blocks[0][train], y_pm[train], names,
+                              {nm: b.shape[1] for nm, b in zip(names, blocks[1:])},
+                              {nm: float(self.row_clip) for nm in names}, R=float(self.row_clip),
+                              label_noise_multiplier=zl, rounds=T, lam=float(self.lam), step_size=step,
+                              noise_seed=seed, forward=self.forward, momentum=mom, W=W if enc else None)
+
+        def after(backend, res):
+            # in-process simulation: the driver collects each party's weights to score new records, and (encrypted
+            # forward) the party's logits on the held-out rows (new records) for the calibration
+            models = [PROTOCOL.model(backend.hosts[nm].cfg, backend.hosts[nm].state) for nm in names]
+            return models, backend.request(names[0], "logit", "calibration") if enc else None
+
+        fitted = runner.session(InProcessBackend(), specs, drive, noise_seed=seed, rounds=2 * T + 2, after=after,
+                                blas_threads=None)
+        res, (models, others) = fitted.result, fitted.after
+        self.coefs_ = [np.asarray(res.label_state.w)] + models
         self.label_cfg_, self.cost_ = res.label_cfg, res.cost
         self.calibration_ = (1.0, 0.0)
         if enc:  # Platt scaling on the held-out rows: the party's logits on them (new records), the label party's labels
-            others = backend.request(names[0], "logit", "calibration")
             s = label.own_scores(float(self.row_clip), self.coefs_[0], blocks[0][hold]) + np.asarray(others)
             lr = LogisticRegression(C=1e6, tol=1e-10, max_iter=1000).fit(s[:, None], y_pm[hold] > 0)
             self.calibration_ = (float(lr.coef_[0, 0]), float(lr.intercept_[0]))
@@ -142,22 +142,8 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def _report(self, events) -> dict:
-        d = float(self.delta)
-        by_party: dict[str, list] = {}
-        for e in events:
-            by_party.setdefault((e.party, e.relation.key), []).append(e.noise_multiplier)
-        feat = {p: gaussian_epsilon(z, d) for (p, rel), z in by_party.items() if rel != "label"}
-        lab = {p: gaussian_epsilon(z, d) for (p, rel), z in by_party.items() if rel == "label"}
-        if self.forward == "encrypted":
-            features = {"epsilon": max(feat.values()) if feat else math.inf, "delta": d, "relation": "record_replace",
-                        "note": FORWARD_ENCRYPTED if feat else "features not protected (no epsilon)"}
-        else:
-            features = {"epsilon": math.inf, "backward_epsilon": feat or None, "delta": d, "note": FORWARD_NOT_PROTECTED}
-        return {"features": features, "forward": self.forward,
-                "labels": {"epsilon": max(lab.values()) if lab else math.inf, "delta": d,
-                           "relation": "label", "note": "Gaussian on every block's gradient, sensitivity "
-                           f"{self.label_cfg_.sensitivity:.4g} per round" if lab else "labels not protected"},
-                "accountant": "dp-accounting PLD", "rounds": int(self._param("rounds"))}
+        return encrypted_report(events, delta=float(self.delta), forward=self.forward,
+                                label_sensitivity=self.label_cfg_.sensitivity, rounds=int(self._param("rounds")))
 
     def decision_function(self, blocks) -> np.ndarray:
         blocks = [as_float_matrix(f"blocks[{m}]", b, accept_sparse=True) for m, b in enumerate(blocks)]

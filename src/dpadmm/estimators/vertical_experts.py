@@ -28,6 +28,7 @@ from ..algorithms.experts import calibrate as xc
 from ..algorithms.experts import prepare as xp
 from ..algorithms.experts.alone import fit_label_party_alone, label_party_alone_proba, standardise  # noqa: F401
 from ..backends.base import PartySpec
+from ..fit.experts import fit_parties
 
 
 class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
@@ -240,9 +241,8 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         specs = [PartySpec(name, vp.setup_party, (name, train, dict(score or {}), float(self.row_clip),
                                                   float(self.lam), z, float(self.noise_norm)),
                            vp.fit_step, handlers=ve.PROTOCOL.handlers) for name, (train, score) in parties.items()]
-        backend.start(specs, noise_seed=seed, rounds=1)  # one release per party, priced at its Setup
-        flip = self.flip_probability_
-        replies = backend.step({name: vp.FitRequest(np.asarray(sent, dtype=np.float64), flip) for name in names}, 0)
+        # one release per party, priced at its Setup; the backend stays open for remote_decision (the caller's)
+        replies = fit_parties(backend, specs, sent, self.flip_probability_, noise_seed=seed)
         events = [e for name in names for e in replies[name][1]]
         self.experts_ = [dict(replies[name][0]) for name in names]
         self.expert_lambdas_ = [float(f["lam"]) for f in self.experts_]

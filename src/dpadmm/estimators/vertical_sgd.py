@@ -11,8 +11,10 @@ from .. import engine
 from .._validation import binary_labels, check_int, check_positive, noise_seed
 from ..algorithms import vertical_sharing as vs
 from ..backends import PartySpec, get_backend
+from ..fit import runner
 from ..kernels.losses import get_loss
-from .vertical import _VerticalADMM, _party_names
+from ..fit.vertical import party_names as _party_names
+from .vertical import _VerticalADMM
 from ..algorithms import vertical_sgd as sgd
 
 
@@ -56,13 +58,10 @@ class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
         hub = engine.Hub(hub_cfg, sgd.init_hub, sgd.hub_step, sgd.hub_metrics, metrics_every=per_epoch)
         backend = get_backend(self.backend)
         nseed = noise_seed(self.random_state)
-        backend.start(specs, noise_seed=nseed)
-        try:
-            res = engine.run(hub=hub, parties=specs, backend=backend, rounds=per_epoch * int(self.epochs),
-                             noise_seed=nseed, callbacks=callbacks, started=True)
-            self.coefs_ = [backend.request(nm, "coef") for nm in names]  # non-private baseline
-        finally:
-            backend.close()
+        fitted = runner.run(backend, specs, hub, rounds=per_epoch * int(self.epochs), noise_seed=nseed,
+                            callbacks=callbacks,
+                            after=lambda b, _: [b.request(nm, "coef") for nm in names])  # non-private baseline
+        res, self.coefs_ = fitted.result, fitted.after
         self.party_dims_ = tuple(B.shape[1] for B in blocks)
         # keep only monitored rounds (once per epoch)
         self.history_ = {k: v for k, v in res.history.items() if k not in ("round", "seconds")}

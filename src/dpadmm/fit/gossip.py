@@ -24,6 +24,7 @@ from ..data.graphs import adjacency, make_graph
 from ..exceptions import InvalidParameterError
 from ..privacy.ledger import PrivacyReport
 from ..privacy.threats import finish
+from . import runner
 
 
 @dataclass
@@ -72,12 +73,8 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
                        node_diagnostics, owner=nm_) for i, nm_ in enumerate(names)]
     hub = engine.Hub(RouterConfig(A, names, d, n, K, q, opts["bounds"]), init_router, router_step, router_metrics)
     backend = backend if backend is not None else InProcessBackend()
-    engine.start(backend, specs, noise_seed=noise_seed, rounds=K + int(rounds))
-    try:
-        res = engine.run(hub=hub, parties=specs, backend=backend, rounds=K + int(rounds), noise_seed=noise_seed,
-                         callbacks=callbacks, monitor=monitor, stop_on_convergence=False, started=True)
-    finally:
-        backend.close()
+    res = runner.run(backend, specs, hub, rounds=K + int(rounds), noise_seed=noise_seed, callbacks=callbacks,
+                     monitor=monitor, stop_on_convergence=False).result
     st = res.hub_state
     report = None
     if epsilon is not None:

@@ -22,10 +22,10 @@ def admit_rows(party: str, key: str, path, params: Mapping[str, Any]) -> dict:
 
 
 def admit_psi(party: str, policy: PartyPolicy, out, args) -> dict:
-    """A PSI Setup (``args``: name, the party's ids, the announced query size) within its operator's caps; the
+    """A PSI Setup (``args``: its Setup record — name, the party's ids, the announced ``client_size``) within its operator's caps; the
     returned record goes to the audit line of the Setup."""
     gate = PsiGate(Path(out) / PSI_RUNS_NAME, policy.psi_max_query, policy.psi_max_runs, policy.psi_period)
     try:
-        return gate.admit(party, args[2])
+        return gate.admit(party, args.client_size)
     except ProtocolError as exc:
         raise PolicyRefusal(str(exc)) from None

@@ -57,8 +57,18 @@ def find_protocol(name: str) -> Protocol:
     return reg[name]
 
 
+def protocol_for(spec) -> Protocol:
+    """The declaration a party spec runs: its ``protocol`` (a spec built by ``PartySpec.of(PROTOCOL, ...)`` refers to
+    it); a spec built the old way (``PartySpec(name, setup, args, step)``, deprecated) by its step, as before."""
+    proto = getattr(spec, "protocol", None)
+    if proto is not None:
+        return proto
+    return protocol_of(spec.step)
+
+
 def protocol_of(step: Callable) -> Protocol:
-    """The declaration whose party step is ``step`` (how a backend maps a PartySpec to a protocol)."""
+    """Deprecated (a party spec refers to its declaration: ``PartySpec.of``, :func:`protocol_for`): the declaration
+    whose party step is ``step``."""
     for proto in _declared().values():
         if proto.step is step:
             return proto

@@ -15,8 +15,15 @@ the party replaces by the block it reads from its own file.
 
 from __future__ import annotations
 
+import inspect
+import sys
+import types
+import typing
+from collections import abc
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
+
+import numpy as np
 
 from ..exceptions import ProtocolError
 
@@ -41,7 +48,11 @@ class Protocol:
     ``peer_to_peer`` lets nodes run the protocol without a router (:mod:`dpadmm.backends.grpc_p2p`): the
     party's inbox of a round from the sum of its neighbours' broadcasts, and its broadcast from its outbox;
     ``rounds=False`` marks a protocol without rounds (scoring): a budget prices nothing at its Setup (its
-    declared requests' own refusals govern what leaves).
+    declared requests' own refusals govern what leaves);
+    ``setup_type``: the NamedTuple of ``setup``'s arguments by name (:func:`setup_record`, :func:`check_setup`);
+    ``exempt`` (:class:`ExemptMessage` each): the message types a step may send in a private run with no privacy
+    event — public keys, ciphertexts under a key the receiver does not hold — each with the reason, which the
+    party's audit line records; a private step's message of any other type without an event is refused.
     """
 
     name: str
@@ -59,6 +70,30 @@ class Protocol:
     alignment: bool = False  # an id-alignment protocol (PSI): no feature/label values leave; no budget applies
     peer_to_peer: tuple | None = None  # (inbox(cfg, state, round, neighbour_sum | None), broadcast(outbox) -> array)
     rounds: bool = True  # False: a protocol without rounds (PSI, scoring): nothing to price at Setup
+    exempt: tuple = ()  # ExemptMessage each: message types released without a privacy event, and why
+    #: the named, typed record of ``setup``'s arguments (a NamedTuple; the algorithm folder's ``Setup``), what the wire
+    #: carries field by field; derived from ``setup``'s signature when not declared (every field then of any type)
+    setup_type: type | None = None
+
+    def __post_init__(self):
+        if self.setup_type is None:
+            object.__setattr__(self, "setup_type", derived_setup_type(self.setup))
+
+
+@dataclass(frozen=True)
+class ExemptMessage:
+    """A message type a party's step may send in a private run without a privacy event (``Protocol.exempt``).
+
+    ``message``: the type; ``reason``: why it releases nothing about the data under differential privacy (e.g. "a
+    public key", "ciphertexts under the sender's own key") — written to the party's audit line when it is served;
+    ``fields``: the fields the reason covers (empty: all); another field that is not None or all zeros makes the
+    message an ordinary release again, refused without an event.
+    """
+
+    message: type
+    reason: str
+    fields: tuple = ()
+
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,8 +104,8 @@ class PolicyHooks:
     ``party``: field → the rule the party's :class:`~dpadmm.privacy.policy.PartyPolicy` imposes;
     ``coordinator``: field → why the coordinator's choice cannot weaken the party's guarantee;
     The hooks read the setup arguments through the protocol's typed view (a ``NamedTuple`` named ``Setup`` in the
-    algorithm's folder, with ``setup``'s parameter names and defaults, built by :func:`setup_view`); on the wire
-    they stay a positional list.
+    algorithm's folder, with ``setup``'s parameter names and defaults, ``Protocol.setup_type``); the wire carries it
+    by name and the party checks it (:func:`check_setup`) before the hooks see it.
 
     ``prepare(args, policy) -> args`` imposes the party's values on the setup arguments before setup;
     ``check(cfg, args, policy, party)`` raises a refusal for a field that departs from the policy;
@@ -104,11 +139,150 @@ class PartyData:
 
 
 def setup_view(setup_type, args):
-    """``setup_type(*args)``: the named, typed view of a protocol's positional setup arguments (the wire keeps the
-    list). Too many arguments, or fewer than the required ones, is a :class:`ProtocolError` naming the fields."""
+    """The named, typed view of a protocol's setup arguments: ``args`` itself when it is already a ``setup_type``
+    record (what the wire carries), else the record of a positional list (a deprecated local form: build the record
+    by name). Too many arguments, or fewer than the required ones, is a :class:`ProtocolError` naming the fields."""
+    if isinstance(args, setup_type):
+        return args
+    if isinstance(args, Mapping):
+        return check_setup(setup_type, args)
     fields = setup_type._fields
     required = len(fields) - len(setup_type._field_defaults)
     if not required <= len(args) <= len(fields):
         raise ProtocolError(f"{setup_type.__module__}.{setup_type.__qualname__} takes {required} to {len(fields)} "
                             f"setup arguments ({', '.join(fields)}), got {len(args)}; send the declared arguments.")
     return setup_type(*args)
+
+
+def derived_setup_type(setup: Callable) -> type:
+    """A NamedTuple of ``setup``'s parameters (names, defaults, annotations where they resolve) for a protocol
+    that declares no ``Setup`` of its own."""
+    params = inspect.signature(setup).parameters.values()
+    bad = [p.name for p in params if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if bad:
+        raise ProtocolError(f"{setup.__module__}.{setup.__qualname__} takes {', '.join(bad)} (*args/**kwargs or "
+                            "positional-only): a protocol's setup takes named arguments only; declare its Setup type.")
+    try:
+        hints = typing.get_type_hints(setup)
+    except Exception:  # noqa: BLE001 - an annotation that cannot be resolved: that field takes any type
+        hints = {}
+    record = NamedTuple(f"{setup.__name__}_Setup", [(p.name, hints.get(p.name, Any)) for p in params])
+    record.__module__ = setup.__module__
+    record.__new__.__defaults__ = tuple(p.default for p in params if p.default is not p.empty) or None
+    record._field_defaults = {p.name: p.default for p in params if p.default is not p.empty}
+    module = sys.modules.get(setup.__module__)
+    if module is not None and not hasattr(module, record.__qualname__):  # found by name: records and specs pickle
+        setattr(module, record.__qualname__, record)
+    return getattr(module, record.__qualname__, record) if module is not None else record
+
+
+def setup_record(protocol: "Protocol", args) -> tuple:
+    """``protocol.setup_type`` of ``args``: the record itself, a field mapping, or (deprecated) a positional list."""
+    return setup_view(protocol.setup_type, args)
+
+
+def setup_fields(protocol: "Protocol", args) -> dict:
+    """``{field: value}`` of a setup (a record, a mapping, or a positional list): what a Setup message carries."""
+    return dict(setup_record(protocol, args)._asdict())
+
+
+def request_arguments(handler: Callable | None, args) -> dict:
+    """``{parameter: value}`` of a declared request's positional ``args`` (after ``cfg, state``): what a Request
+    message carries. An undeclared handler (None) gets no arguments: the party refuses it by name anyway."""
+    if handler is None:
+        return {}
+    names = list(inspect.signature(handler).parameters)[2:]
+    if len(args) > len(names):
+        raise ProtocolError(f"request {handler.__name__!r} takes at most {len(names)} arguments ({', '.join(names)}), "
+                            f"got {len(args)}")
+    return dict(zip(names, args))
+
+
+def check_request_arguments(handler: Callable, name: str, arguments, *, positional: bool = False) -> dict:
+    """The named ``arguments`` of a Request against the declared handler's parameters (after ``cfg, state``): an
+    unknown or missing argument is a :class:`ProtocolError` naming it; so is a request that sent a positional list
+    (``positional``)."""
+    if positional:
+        raise ProtocolError("positional 'args' are not accepted; send its 'arguments' by name")
+    params = dict(list(inspect.signature(handler).parameters.items())[2:])
+    if not isinstance(arguments, Mapping) or not all(isinstance(k, str) for k in arguments):
+        raise ProtocolError(f"request {name!r}'s arguments must be a mapping by name ({', '.join(params)}), "
+                            f"got {type(arguments).__name__}")
+    unknown = [k for k in arguments if k not in params]
+    if unknown:
+        raise ProtocolError(f"request {name!r} has no argument {unknown[0]!r} (its arguments: "
+                            f"{', '.join(params) or 'none'})")
+    missing = [k for k, p in params.items() if p.default is p.empty and k not in arguments]
+    if missing:
+        raise ProtocolError(f"request {name!r}'s argument {missing[0]!r} is missing")
+    return dict(arguments)
+
+
+def check_setup(setup_type, fields) -> tuple:
+    """The ``setup_type`` record of the named ``fields`` a Setup message carried, checked against the declaration:
+    an unknown field, a missing required field, or a value of the wrong type (by the record's annotations) is a
+    :class:`ProtocolError` naming the field."""
+    where = f"{setup_type.__module__}.{setup_type.__qualname__}"
+    if not isinstance(fields, Mapping) or not all(isinstance(k, str) for k in fields):
+        raise ProtocolError(f"the setup must be a mapping of {where}'s fields by name "
+                            f"({', '.join(setup_type._fields)}), got {type(fields).__name__}")
+    unknown = [k for k in fields if k not in setup_type._fields]
+    if unknown:
+        raise ProtocolError(f"setup field {unknown[0]!r} is not a field of {where} ({', '.join(setup_type._fields)}); "
+                            "send the declared fields only")
+    missing = [k for k in setup_type._fields if k not in fields and k not in setup_type._field_defaults]
+    if missing:
+        raise ProtocolError(f"setup field {missing[0]!r} of {where} is missing (required: "
+                            f"{', '.join(k for k in setup_type._fields if k not in setup_type._field_defaults)})")
+    hints = _hints(setup_type)
+    for k, v in fields.items():
+        hint = hints.get(k, Any)
+        if not _conforms(v, hint):
+            raise ProtocolError(f"setup field {k!r} of {where} must be {_hint_text(hint)}, got {type(v).__name__}")
+    return setup_type(**fields)
+
+
+_HINTS: dict = {}
+
+
+def _hints(setup_type) -> dict:
+    hints = _HINTS.get(setup_type)
+    if hints is None:
+        try:
+            hints = typing.get_type_hints(setup_type, sys.modules[setup_type.__module__].__dict__)
+        except Exception:  # noqa: BLE001 - an annotation that cannot be resolved checks nothing (the setup checks)
+            hints = {}
+        _HINTS[setup_type] = hints
+    return hints
+
+
+def _conforms(value, hint) -> bool:
+    """Whether ``value`` (as the codec decodes it) is of the annotated type; unknown annotations accept anything."""
+    if hint is Any or hint is object or isinstance(value, PartyData):  # a reference: the party reads its own data
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_conforms(value, h) for h in typing.get_args(hint))
+    if origin is not None:
+        hint = origin
+    if hint is bool:
+        return isinstance(value, (bool, np.bool_))
+    if hint is int:
+        return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    if hint is float:
+        return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    if hint in (str, np.ndarray):
+        return isinstance(value, hint)
+    if hint in (abc.Mapping, dict):
+        return isinstance(value, abc.Mapping)
+    if hint in (abc.Sequence, list, tuple):
+        return isinstance(value, (list, tuple))
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def _hint_text(hint) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")

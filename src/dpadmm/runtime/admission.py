@@ -15,33 +15,53 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..exceptions import ProtocolError
 from ..privacy.policy import PolicyRefusal as _Refused
 from ..privacy.psi_admission import admit_psi, admit_rows
 from ..protocol import PartyData
+from ..protocol.spec import check_setup, setup_view
 from .rounds import holds_arrays
 
 
-def check_request(rt, req) -> tuple[list, int | None]:
-    """The Setup message's protocol, party, data and seed against the party's rules; returns (args, seed).
-    Selects ``rt.protocol`` (a party may serve several)."""
+def check_request(rt, req) -> tuple[tuple, int | None]:
+    """The Setup message's protocol, party, setup record, data and seed against the party's rules; returns (the
+    protocol's ``setup_type`` record, seed). Selects ``rt.protocol`` (a party may serve several). The setup arrives
+    by name (``"setup"``: field → value), checked against the protocol's declared Setup type (an unknown or missing
+    field, or a value of the wrong type, is refused naming the field)."""
     if req.get("protocol") not in rt.protocols:
         raise _Refused(f"party {rt.name!r} serves protocol {sorted(rt.protocols)}, not {req.get('protocol')!r}")
     rt.protocol = rt.protocols[req["protocol"]]
     if req.get("party") != rt.name:
         raise _Refused(f"this party is {rt.name!r}, not {req.get('party')!r}")
-    raw = list(req.get("args", []))
+    setup_type = rt.protocol.setup_type
+    if "setup" not in req:
+        sent = " (positional 'args' are not accepted)" if "args" in req else ""
+        raise _Refused(f"party {rt.name!r} refused Setup: it carries no 'setup' record{sent}; send the fields of "
+                       f"{setup_type.__qualname__} by name ({', '.join(setup_type._fields)})", "INVALID_ARGUMENT")
+    try:
+        raw = check_setup(setup_type, req["setup"])
+    except ProtocolError as exc:
+        raise _Refused(f"party {rt.name!r} refused Setup: {exc}", "INVALID_ARGUMENT") from None
     for i in rt.protocol.data_args:
-        if i < len(raw) and not rt.accept_coordinator_data and holds_arrays(raw[i]):
-            raise _Refused(f"party {rt.name!r} refused data sent by the coordinator (setup argument {i}): it reads "
-                           "its own files (--data KEY=FILE); a simulation can opt in with --accept-coordinator-data")
+        field = setup_type._fields[i]
+        if not rt.accept_coordinator_data and holds_arrays(getattr(raw, field)):
+            raise _Refused(f"party {rt.name!r} refused data sent by the coordinator (setup argument {i}, {field}): it "
+                           "reads its own files (--data KEY=FILE); a simulation can opt in with "
+                           "--accept-coordinator-data")
     seed = req.get("noise_seed")
     if seed is not None and not rt.allow_seeded_noise:
         raise _Refused(f"party {rt.name!r} refused a coordinator-chosen noise seed (whoever knows it can remove "
                        "the noise); its operator can allow a reproducible simulation with --allow-seeded-noise")
     hooks = rt.protocol.policy
     if hooks is not None and hooks.prepare is not None:
-        raw = hooks.prepare(raw, rt.policy)  # the party's own values where it can impose them
+        # the party's own values where it can impose them (a hook may answer with the fields in order)
+        raw = setup_view(setup_type, hooks.prepare(raw, rt.policy))
     return raw, seed
+
+
+def localise_setup(rt, setup):
+    """The Setup record with every PartyData reference in its fields replaced by the party's own block."""
+    return setup._replace(**{k: localise(rt, v) for k, v in zip(setup._fields, setup)})
 
 
 def localise(rt, obj):

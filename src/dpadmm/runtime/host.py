@@ -37,9 +37,10 @@ from ..exceptions import DataFileError, ProtocolError
 from ..privacy.events import FEATURE_COLUMN, RECORD_REPLACE
 from ..privacy.party_ledger import PartyBudget, released_since
 from ..privacy.policy import PartyPolicy, PolicyRefusal as _Refused
+from ..protocol.spec import check_request_arguments
 from . import admission, codec
 from .audit import AuditLog, end_line, state_line
-from .rounds import SeededGenerator, all_zero, free_release
+from .rounds import SeededGenerator, all_zero, exemption, free_release
 
 CHECKPOINT_NAME = "state.dpadmm"
 #: the checkpoint before the last: a coordinator whose checkpoint of round t failed at another party (that party died
@@ -212,9 +213,9 @@ class PartyRuntime:
 
     def _setup(self, req):
         raw, seed = admission.check_request(self, req)
-        args = admission.localise(self, raw)
+        args = admission.localise_setup(self, raw)  # the protocol's Setup record, the party's own data in it
         self._reset()
-        self.cfg, self.state = self.protocol.setup(*args)
+        self.cfg, self.state = self.protocol.setup(**args._asdict())
         self.index = int(req.get("index", 0))
         self.noise_seed = None if seed is None else int(seed)
         # party-local entropy: made here from the OS, never sent anywhere
@@ -262,9 +263,12 @@ class PartyRuntime:
             raise _Refused(f"party {self.name!r} refused round {t + 1} and sent nothing: its step priced a non-zero "
                            "message at sensitivity 0 (an un-noised release; only an all-zero message is free)")
         if self.budget is not None:  # within the run priced at Setup? recorded before the reply leaves (O(1))
-            # a message with no non-zero number (e.g. the statistics' "done" after failed ranges) needs no event
-            self._budget_note = self.budget.charge(events, private_step=self.private and not all_zero(outbox),
-                                                   round_=t)
+            # no event needed: a message with no non-zero number (e.g. the statistics' "done" after failed ranges), or
+            # one the protocol declares released without one (a public key, a ciphertext: Protocol.exempt)
+            released = self.private and not all_zero(outbox)
+            exempt = exemption(self.protocol, outbox) if released and not events else None
+            note = self.budget.charge(events, private_step=released and exempt is None, round_=t)
+            self._budget_note = note if exempt is None else dict(note, exempt=exempt)
         self.state = state
         self.rounds = t + 1
         return {"outbox": outbox, "events": list(events)}
@@ -284,8 +288,12 @@ class PartyRuntime:
         if fn is None:
             raise _Refused(f"party {self.name!r} refused request {handler!r}: protocol {self.protocol.name!r} declares "
                            f"only {sorted(self.protocol.handlers)} (a party's model and data never leave it)")
+        try:  # by name (the handler's parameters), never a positional list
+            arguments = check_request_arguments(fn, handler, req.get("arguments", {}), positional="args" in req)
+        except ProtocolError as exc:
+            raise _Refused(f"party {self.name!r} refused request {handler!r}: {exc}", "INVALID_ARGUMENT") from None
         try:
-            return {"value": fn(self.cfg, self.state, *req.get("args", []))}
+            return {"value": fn(self.cfg, self.state, **arguments)}
         except ProtocolError as exc:  # a declared handler that refuses this party's case (e.g. 'refit' at a passive party)
             raise _Refused(str(exc)) from None
 

@@ -4,7 +4,7 @@ A party given a :class:`PartyOperator` — its operator's :class:`~dpadmm.privac
 directory and files — is hosted by :class:`HostedParty`: the backend's commands become the runtime's calls
 (``Setup`` with the run's declared rounds, ``Step``, ``Request``, ``Diagnose``, ``Checkpoint``, ``Restore``,
 ``Finish``), so the party checks, prices, refuses and audits exactly as a ``dpadmm party serve`` party does.
-The protocol is the declaration whose step is the spec's step (:func:`dpadmm.protocol.protocol_of`). Messages
+The protocol is the spec's declaration (:func:`dpadmm.protocol.protocol_for`); its setup goes by name. Messages
 are handed over as objects (the simulation's parties get the spec's own setup arguments: a coordinator's data
 is accepted, as ``--accept-coordinator-data`` does for a simulated deployment).
 """
@@ -17,7 +17,7 @@ from typing import Mapping
 
 from ..exceptions import InvalidParameterError
 from ..privacy.policy import PartyPolicy
-from ..protocol import protocol_of
+from ..protocol import protocol_for, request_arguments, setup_fields
 from .host import PartyRuntime
 
 
@@ -62,14 +62,14 @@ class HostedParty:
 
     def __init__(self, spec, index: int, noise_seed: int | None, rounds: int | None, operator: PartyOperator):
         self.spec = spec
-        protocol = protocol_of(spec.step)
+        protocol = protocol_for(spec)
         self.runtime = PartyRuntime(name=spec.name, protocol=protocol, data=operator.data, out=operator.out,
                                     allow_monitoring=operator.allow_monitoring, accept_coordinator_data=True,
                                     allow_seeded_noise=operator.allow_seeded_noise, requests=operator.requests,
                                     policy=operator.policy)
         self.runtime.streams = tuple(spec.streams)
         setup = {"protocol": protocol.name, "party": spec.name, "index": int(index),
-                 "noise_seed": None if noise_seed is None else int(noise_seed), "args": list(spec.setup_args)}
+                 "noise_seed": None if noise_seed is None else int(noise_seed), "setup": setup_fields(protocol, spec.setup_args)}
         if rounds is not None:
             setup["rounds"] = int(rounds)
         try:
@@ -92,7 +92,8 @@ class HostedParty:
         return self.runtime.call("Diagnose", {})["value"]
 
     def request(self, handler: str, *args):
-        return self.runtime.call("Request", {"handler": handler, "args": list(args)})["value"]
+        fn = self.runtime.protocol.handlers.get(handler) if isinstance(handler, str) else None
+        return self.runtime.call("Request", {"handler": handler, "arguments": request_arguments(fn, args)})["value"]
 
     def checkpoint(self, directory, round_: int) -> None:
         """The party writes its own checkpoint in its own directory (``directory`` is the driver's)."""

@@ -56,6 +56,27 @@ def all_zero(obj) -> bool:
     return True  # strings, None: no data-dependent number
 
 
+def exemption(protocol, outbox) -> str | None:
+    """The declared reason (``Protocol.exempt``) why ``outbox`` — one message, or a dict / list of them — is released
+    without a privacy event, as ``"Type: reason"``; None when any message in it is not declared so (then it is an
+    unaccounted release). A declaration covers its listed fields only: another field that is not None or all zeros
+    is not covered."""
+    declared = {d.message: d for d in protocol.exempt}
+    if not declared:
+        return None
+    msgs = list(outbox.values()) if isinstance(outbox, dict) else (
+        list(outbox) if type(outbox) in (list, tuple) else [outbox])
+    reasons = []
+    for msg in msgs:
+        d = declared.get(type(msg))
+        if d is None:
+            return None
+        if d.fields and not all(v is None or all_zero(v) for k, v in zip(msg._fields, msg) if k not in d.fields):
+            return None
+        reasons.append(f"{type(msg).__name__}: {d.reason}")
+    return "; ".join(dict.fromkeys(reasons)) or None
+
+
 def holds_arrays(obj) -> bool:
     """Whether a setup argument carries arrays (data the coordinator sent rather than a PartyData reference)."""
     if isinstance(obj, np.ndarray):

@@ -76,7 +76,7 @@ class RouterState(NamedTuple):
 
 
 class Setup(NamedTuple):
-    """``setup_block``'s arguments by name (the wire sends them as a positional list)."""
+    """``setup_block``'s arguments by name (the Setup message carries them by name)."""
 
     names: Any  # the block's node names
     X_list: Any  # one feature block per node (PartyData references to the nodes' own files, or arrays)

@@ -65,3 +65,34 @@ def zhang_report(ledger: PrivacyLedger, *, rounds: int, assumptions=(), notes=()
                                "penalty [Zhang, eq. 24-25]",
         rounds=int(rounds), notes=list(notes),
     )
+
+
+def with_fallback(report: PrivacyReport, fallback: PrivacyLedger, *, fallback_epsilon: float,
+                  handed_over: str | None) -> PrivacyReport:
+    """``report`` (a PP/DVP run's, from :func:`zhang_report`) with the DP base-rate fallback added: each node's
+    Laplace count (ε_b) and its model-vs-base-rate comparison (ε_c), the events in ``fallback``, composed by basic
+    composition of pure DP with P_i(T): ε_i = P_i(T) + ε_b + ε_c, ε = max_i ε_i. Modifies and returns ``report``."""
+    extra: dict[str, float] = {}
+    for e in fallback.events:
+        extra[e.party] = extra.get(e.party, 0.0) + float(e.epsilon)
+    report.per_party = {p: v + extra.get(p, 0.0) for p, v in report.per_party.items()}
+    report.epsilon = max(report.per_party.values())
+    report.notes = list(report.notes) + [
+        f"includes the DP base rate (Laplace count, epsilon {0.5 * fallback_epsilon:g}) and the "
+        f"model-vs-base-rate comparison (Laplace, epsilon {0.5 * fallback_epsilon:g}) per node, by "
+        f"basic composition with P(T) = {float(report.paper_bound['epsilon']):.4g}; handed over: "
+        f"{handed_over}"]
+    return report
+
+
+def pp_assumptions(*, normalized: bool, max_row_norm: float) -> list[dict]:
+    """The premises of [Zhang, Thm 4.1] for penalty perturbation (pp, dvp) and how a run meets each."""
+    return [
+        {"name": "||x||_2 <= 1 for every training row [Zhang, Thm 4.1]",
+         "status": "normalised" if normalized else "checked",
+         "detail": f"max row norm before: {max_row_norm:.6g}"},
+        {"name": "logistic loss: |L'| <= 1, 0 < L'' <= c1 = 1/4 [Zhang, Assumption 4]", "status": "by construction"},
+        {"name": "R(f) = 1/2 ||f||^2, 1-strongly convex [Zhang, Assumption 5]", "status": "by construction"},
+        {"name": "2 c1 < (B_i/C)(rho/N + 2 theta V_i) [Zhang, Alg. 1] and eq. 64 for every eta_i(t)",
+         "status": "checked"},
+    ]

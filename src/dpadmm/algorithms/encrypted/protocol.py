@@ -84,7 +84,7 @@ and decrypts only the declared number of values); the price is fixed at Setup.
 
 from __future__ import annotations
 
-from ...protocol import Protocol
+from ...protocol import ExemptMessage, Protocol
 from ...protocol.registry import register
 from ..vertical.data import describe_party_data, load_party_data
 from . import party as ep
@@ -92,6 +92,13 @@ from .policy import ENCRYPTED
 
 NAME = "vertical-encrypted"
 
+#: the messages party m sends with no privacy event (a budgeted party serves them; anything else without one is refused)
+EXEMPT = (
+    ExemptMessage(ep.Hello, "public keys (X25519 mask key, the party's own OU public key); no value of its data"),
+    ExemptMessage(ep.Scores, "Enc_m(s_m): ciphertexts under the party's OWN key, unreadable by the label party "
+                  "(the clear form's masked score sums are not covered and stay refused)", fields=("ciphertexts",)),
+)
+
 PROTOCOL = register(Protocol(NAME, ep.setup_party, ep.step, None, handlers={"logit": ep.logit}, types=ep.MESSAGE_TYPES, load=load_party_data,
                     describe=describe_party_data, model=ep.model, private=ep.is_private, data_args=(1, 2),
-                    policy=ENCRYPTED))
+                    policy=ENCRYPTED, exempt=EXEMPT))

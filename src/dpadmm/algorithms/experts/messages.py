@@ -46,7 +46,7 @@ class ExpertState(NamedTuple):
 
 
 class Setup(NamedTuple):
-    """``setup_party``'s arguments by name (the wire sends them as a positional list)."""
+    """``setup_party``'s arguments by name (the Setup message carries them by name)."""
 
     name: str
     train: Any  # the training block: a PartyData reference to the party's training file (or an array, simulated)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from ...protocol.registry import register
 from ...protocol.spec import Protocol
-from .messages import FitRequest
+from .messages import FitRequest, Setup
 from .party import describe, fit_step, is_private, load, logit, model, setup_party
 from .policy import EXPERTS
 
 PROTOCOL = register(Protocol(
     "vertical-experts", setup_party, fit_step, None, handlers={"logit": logit},
     types=(FitRequest,), load=load, describe=describe, model=model,
-    private=is_private, data_args=(1, 2, 7), policy=EXPERTS))
+    private=is_private, data_args=(1, 2, 7), policy=EXPERTS, setup_type=Setup))

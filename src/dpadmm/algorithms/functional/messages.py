@@ -132,7 +132,7 @@ class HubState(NamedTuple):
 
 
 class Setup(NamedTuple):
-    """``setup_party_from_curves``'s arguments by name (the wire sends them as a positional list)."""
+    """``setup_party_from_curves``'s arguments by name (the Setup message carries them by name)."""
 
     name: str
     X: Any  # the worker's curves: a PartyData reference to its own file, or an array in a simulation

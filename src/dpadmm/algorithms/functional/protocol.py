@@ -13,7 +13,7 @@ from ...protocol.registry import register
 from ...protocol.spec import Protocol
 from . import statistics
 from .data import describe_curve_data, load_curve_data
-from .messages import HubMessage, PartyMessage, PartyState, Settings
+from .messages import HubMessage, PartyMessage, PartyState, Settings, Setup
 from .party import is_private, party_coef, party_diagnostics, party_step, setup_party_from_curves
 from .policy import FUNCTIONAL, STATISTICS
 
@@ -22,9 +22,10 @@ PROTOCOL = register(Protocol(
     "functional-quantile", setup_party_from_curves, party_step, party_diagnostics,
     handlers={}, types=(HubMessage, PartyMessage, PartyState, Settings, Basis), model=party_coef,
     private=is_private, data_args=(1, 2), load=load_curve_data, describe=describe_curve_data,
-    policy=FUNCTIONAL))
+    policy=FUNCTIONAL, setup_type=Setup))
 
 STATISTICS_PROTOCOL = register(Protocol(
     "functional-statistics", statistics.setup_stats, statistics.stats_step, None, handlers={},
     types=(statistics.StatsRequest, statistics.StatsMessage, Basis), private=statistics.is_private,
-    data_args=(1, 2), load=load_curve_data, describe=describe_curve_data, policy=STATISTICS))
+    data_args=(1, 2), load=load_curve_data, describe=describe_curve_data, policy=STATISTICS,
+    setup_type=statistics.StatsSetup))

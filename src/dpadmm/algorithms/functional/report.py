@@ -24,6 +24,7 @@ from ...privacy.accountants.composition import advanced_composition
 from ...privacy.accountants.gaussian import calibrate_noise_multiplier, gaussian_epsilon
 from ...privacy.events import RECORD_REPLACE, GaussianRelease
 from ...privacy.ledger import PrivacyLedger, PrivacyReport
+from ...privacy.threats import finish
 
 
 def zhou_sensitivity(*, c1: float, m: int, rho: float, eta: float = math.inf) -> float:
@@ -119,3 +120,106 @@ def zhou_report(ledger: PrivacyLedger, *, delta: float, accountant: str = "pld",
                   "2c1/(m_i(rho + 1/eta)) (corrected from [Zhou, Lemma 2]'s m_i^2, docs/algorithms.md §3)",
         noise_multiplier=nm, rounds=rounds, notes=all_notes,
     )
+
+
+#: a note every private fit's report carries (the estimator's comparison with the best constant)
+CALLER_EVALUATION = ("train_pinball_loss_/worse_than_constant_ are computed by the caller from the data it passed to "
+                     "fit (an evaluation in this simulation, not a message of the protocol)")
+
+
+def _user_range(y_range) -> list[dict]:
+    return ([{"name": "y_range", "what": f"response range {tuple(y_range)} given by the user",
+              "by": "public", "in_total": False, "reason": "public input, no data"}] if y_range is not None else [])
+
+
+def constant_only_report(ledger: PrivacyLedger, *, delta: float, accountant: str, n_epsilon: float,
+                         min_n_epsilon: float, n_ranges: int, z: float, tau: float, quantile_steps: int, y_range,
+                         noise_source: str) -> PrivacyReport:
+    """The report of a fit with n·ε (``n_epsilon``) below ``min_n_epsilon``: no ADMM run, the whole budget on the
+    DP τ-quantile (``quantile_steps`` bisection counts at ``z``, after ``n_ranges`` range releases)."""
+    rep = zhou_report(ledger, delta=delta, accountant=accountant,
+                      notes=[f"n x epsilon = {n_epsilon:.4g} < {min_n_epsilon:g}: no ADMM run; the whole budget went "
+                             "to the DP quantile, handed over as the model", CALLER_EVALUATION],
+                      basis_covered=True)
+    rep.paper_bound = {"name": "[Zhou, Lemma 1]: not applicable (no ADMM run)"}
+    rep.releases = ([{"name": "ranges", "what": "response histogram (asinh bins) -> response range",
+                      "by": "each worker, once", "mechanism": "Gaussian", "count": 1,
+                      "sensitivity": math.sqrt(2.0), "noise_multiplier": z, "in_total": True}] if n_ranges else []) + [
+        {"name": "quantile", "what": f"DP {tau:g}-quantile by noisy bisection: {quantile_steps} counts #{{y <= t_b}}",
+         "by": "each worker, once per bisection round", "mechanism": "Gaussian", "count": quantile_steps,
+         "sensitivity": 1.0, "noise_multiplier": z, "in_total": True, "handed_over": "dp-constant"}]
+    rep.releases += _user_range(y_range)
+    return finish(rep, threat_model="functional", noise_source=noise_source)
+
+
+def fit_report(ledgers, *, delta: float, accountant: str, eps_iter: float, delta_iter: float, rounds: int, z: float,
+               shares: tuple, quantile_steps: int, c1: float, c_total: float, fit_intercept: bool,
+               clipped_fraction: float | None, curve_clip: float, centered_clip: float, curve_clip_given: bool,
+               y_range, basis_kind: str, tau: float, method: str, handed_over: str | None, monitor: bool,
+               noise_source: str) -> PrivacyReport:
+    """The report of a private fit: every release of every worker (the pooled statistics, the ADMM rounds and the
+    comparison: ``ledgers``) composed, with each release listed (its sensitivity, multiplier and share)."""
+    ledger = PrivacyLedger()
+    for part in ledgers:
+        if part is not None:
+            ledger.record(part.events)
+    clipped = ("; the clipped count is not released" if clipped_fraction is None
+               else f"; {clipped_fraction:.2%} of rows were clipped (monitoring)")
+    assumptions = [
+        {"name": f"||A_ij|| <= c1 = {c_total:.4g} [Zhou, Lemma 2]", "status": "enforced",
+         "detail": f"standardised scores clipped to {c1:g}" + (" plus the unit intercept column" if fit_intercept
+                                                               else "") + clipped},
+        {"name": "sensitivity 2c1/(m_i(rho + 1/eta))", "status": "corrected",
+         "detail": "[Zhou, Lemma 2] prints m_i^2; the update moves by 2c1/(m_i(rho+1/eta)) (docs/algorithms.md §3)"},
+        {"name": f"||x~_ij|| <= c_X = {curve_clip:.4g}; ||x~_ij - mean|| <= c2 = {centered_clip:.4g}",
+         "status": "enforced",
+         "detail": "curves clipped in L2 before the mean release (sensitivity sqrt(10)) and, centred, before the "
+                   "moment release (sensitivity (3/sqrt 2) c2^2); responses clipped to the range"
+                   + ("; c_X given by the user" if curve_clip_given else
+                      "; c_X from the workers' noisy norm histograms")},
+    ]
+    notes = (["monitor=True: monitoring values in history_ (and clipped_fraction_) were computed from the workers' "
+              "data and left them un-noised; they are NOT covered by the guarantee"] if monitor else [])
+    notes.append(CALLER_EVALUATION)
+    Ws, Wq, Wc = shares
+    zs = z / math.sqrt(Ws)
+    releases = []
+    if y_range is None or not curve_clip_given:
+        hist = [h for h, need in (("response histogram (asinh bins)", y_range is None),
+                                  ("curve-norm histogram (log bins)", not curve_clip_given)) if need]
+        releases.append({"name": "ranges", "what": " + ".join(hist) + " -> response location/scale and c_X",
+                         "by": "each worker, once", "mechanism": "Gaussian", "count": 1,
+                         "sensitivity": math.sqrt(2.0 * len(hist)), "noise_multiplier": zs, "in_total": True})
+    releases.append({"name": "mean", "what": "sums of the clipped (projected) curves, of the clipped response and "
+                                             "its square, and of the clipped curves' squared norms -> mean curve, "
+                                             "response location and scale, spread of the curves",
+                     "by": "each worker, once", "mechanism": "Gaussian", "count": 1,
+                     "sensitivity": math.sqrt(10.0), "noise_multiplier": zs, "in_total": True,
+                     "curve_clip": curve_clip})
+    releases.append({"name": "moments", "what": ("moment sum of the centred, clipped curves -> FPCA basis"
+                                                 if basis_kind == "private-fpca" else
+                                                 f"moment sum of the centred, clipped {basis_kind} scores -> score "
+                                                 "scales"),
+                     "by": "each worker, once", "mechanism": "Gaussian (symmetric matrix)", "count": 1,
+                     "sensitivity": 4.0 * float(centered_clip) ** 2, "noise_multiplier": zs, "in_total": True})
+    releases.append({"name": "quantile", "what": f"DP {tau:g}-quantile of the response by noisy bisection: "
+                                                f"{quantile_steps} counts #{{y <= t_b}} -> the DP constant and "
+                                                "the response's location",
+                     "by": "each worker, once per bisection round", "mechanism": "Gaussian",
+                     "count": quantile_steps, "sensitivity": 1.0,
+                     "noise_multiplier": z * math.sqrt(quantile_steps / Wq), "in_total": True})
+    releases.append({"name": "compare", "what": "sum of training pinball-loss differences, model - DP constant "
+                                               "(clipped to the range) -> hand over the better",
+                     "by": "each worker, once after the ADMM", "mechanism": "Gaussian", "count": 1,
+                     "sensitivity": "2 max(tau, 1 - tau) * BAND (prediction band about the DP constant, "
+                                    "in response scales)",
+                     "noise_multiplier": z / math.sqrt(Wc), "in_total": True, "handed_over": handed_over})
+    releases.append({"name": "admm", "what": "noisy local model w~_i [Zhou, eq. 22]", "by": "each worker, every round",
+                     "mechanism": "Gaussian", "count": rounds,
+                     "sensitivity": "2c1/(m_i(rho + 1/eta_l))" if method != "exact" else "2c1/(m_i rho_l)",
+                     "noise_multiplier": z, "in_total": True})
+    releases += _user_range(y_range)
+    rep = zhou_report(ledger, delta=delta, accountant=accountant, eps_iter=eps_iter, delta_iter=delta_iter,
+                      assumptions=assumptions, notes=notes, basis_covered=True)
+    rep.releases = releases
+    return finish(rep, threat_model="functional", noise_source=noise_source)

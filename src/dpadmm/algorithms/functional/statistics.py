@@ -145,7 +145,7 @@ class StatsMessage(NamedTuple):
 
 
 class StatsSetup(NamedTuple):
-    """``setup_stats``'s arguments by name (the wire sends them as a positional list)."""
+    """``setup_stats``'s arguments by name (the Setup message carries them by name)."""
 
     name: str
     X: Any  # the worker's curves: a PartyData reference to its own file, or an array in a simulation

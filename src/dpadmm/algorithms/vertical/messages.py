@@ -150,7 +150,7 @@ class CoordinatorState(NamedTuple):
 
 
 class Setup(NamedTuple):
-    """``setup_party``'s arguments by name (the wire sends them as a positional list)."""
+    """``setup_party``'s arguments by name (the Setup message carries them by name)."""
 
     name: str
     D: Any  # the party's block: a PartyData reference to its own file, or an array in a simulation

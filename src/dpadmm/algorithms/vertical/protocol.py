@@ -12,7 +12,7 @@ from ...protocol.spec import Protocol
 from . import scoring
 from .data import describe_party_data, load_party_data
 from .label import refit_label_block
-from .messages import Bounds, CoordinatorMessage, PartyMessage, PartyState, PrivacySpec
+from .messages import Bounds, CoordinatorMessage, PartyMessage, PartyState, PrivacySpec, Setup
 from .party import eval_score, is_private, party_coef, party_diagnostics, party_rank, party_step, setup_party
 from .policy import VERTICAL
 
@@ -21,7 +21,7 @@ PROTOCOL = register(Protocol(
     handlers={"score": eval_score, "rank": party_rank, "refit": refit_label_block},
     types=(CoordinatorMessage, PartyMessage, PartyState, PrivacySpec, Bounds),
     load=load_party_data, describe=describe_party_data, model=party_coef, private=is_private,
-    data_args=(1,), policy=VERTICAL))
+    data_args=(1,), policy=VERTICAL, setup_type=Setup))
 
 SCORING_PROTOCOL = register(Protocol(
     "vertical-scoring", scoring.setup_party, scoring.no_step, None, handlers={"score": scoring.score},

@@ -10,6 +10,7 @@ from ...privacy.accountants.gaussian import gaussian_epsilon
 from ...privacy.events import FEATURE_COLUMN, LABEL_CHANGE, RECORD_REPLACE, GaussianRelease, PureDPRelease
 from ...privacy.ledger import PrivacyLedger, PrivacyReport
 from ...privacy.mechanisms import classical_gaussian_epsilon, flip_probability
+from ...privacy.threats import THREAT_MODELS, finish
 
 
 @functools.lru_cache(maxsize=512)
@@ -162,3 +163,52 @@ def hu_report(ledger: PrivacyLedger, *, delta: float, accountant: str = "pld", r
         side="features",
     )
     return rep
+
+
+def paper_assumptions(bounds) -> list[dict]:
+    """The preconditions of [Hu, eq. 16] (``mechanism="paper"``) and how a run meets each; ``bounds``: the
+    projection radii (x, y, z) of [Hu, Assumption 2.1]."""
+    return [
+        {"name": "unit-norm rows of every party block [Hu, Assumption 2.3]", "status": "checked",
+         "detail": "max | ||row|| - 1 | <= 1e-6 over non-zero rows"},
+        {"name": f"bounded iterates ||x_m|| <= {bounds.x:.4g}, ||y|| <= {bounds.y:.4g}, ||z|| <= {bounds.z:.4g} "
+                  "[Hu, Assumption 2.1]",
+         "status": "enforced", "detail": "x_m, z and the dual y are projected onto their balls every iteration"},
+        {"name": "|R''| <= c1 = 1 [Hu, Assumption 2.2]", "status": "checked", "detail": "penalty='l2'"},
+        {"name": "sensitivity C of [Hu, Lemma 1]", "status": "as published",
+         "detail": "the proof's step ||(D_m^T D_m)^-1|| = 1/d_m does not follow from unit-norm rows (docs/algorithms.md §1)"},
+    ]
+
+
+def gaussian_assumptions(V: float, V_inf: float, relation: str, relation_description: str) -> list[dict]:
+    """The premises of the Gaussian feature-side mechanism (clipped input, exact ridge x-step) and how a run
+    enforces each; ``V``/``V_inf``: the clip on what a party receives (``V_inf`` under the record relation)."""
+    return [
+        {"name": f"what each party receives is clipped: ||v|| <= V = {V:.4g}"
+                 + (f", |v_i| <= {V_inf:.4g}" if relation == "record" else ""),
+         "status": "enforced", "detail": "clip_share_input in party_step, every round"},
+        {"name": "rows of every party block have norm <= 1", "status": "enforced",
+         "detail": "rows clipped at the party (setup_party)"},
+        {"name": "ridge x-step, l2 penalty, lambda > 0, no damping, no projection", "status": "checked",
+         "detail": "the sensitivity bound covers the map (party data, everything received) -> message"},
+        {"name": f"relation: {relation_description}", "status": "stated",
+         "detail": "sensitivity proved in dpadmm.privacy.mechanisms; checked against worst-case neighbours "
+                   "in tests/unit/test_vertical_privacy.py"},
+    ]
+
+
+def vertical_run_report(ledger: PrivacyLedger, *, feature_private: bool, label_private: bool, mode: str | None,
+                        delta: float, accountant: str, rounds: int, assumptions, notes, mechanism: str,
+                        relation: str, noise_source: str) -> PrivacyReport:
+    """The privacy report of one ADMM-sharing fit (either side private): :func:`hu_report` over its ledger, the
+    threat model of the sides it protects and the noise source stamped. ``mode``: the feature side's budget
+    (``"iteration_epsilon"`` makes δ per iteration, so the run's δ is (T + 1)·δ)."""
+    run_delta = (rounds + 1) * delta if mode == "iteration_epsilon" else delta
+    report = hu_report(ledger, delta=run_delta, accountant=accountant, rounds=rounds,
+                       paper_delta_iter=delta if mode == "iteration_epsilon" else None,
+                       assumptions=assumptions, notes=notes, mechanism=mechanism if feature_private else None,
+                       relation=relation, label_delta=delta if label_private else None)
+    threat = ("vertical-feature" if feature_private and not label_private else
+              "vertical-label" if not feature_private else
+              THREAT_MODELS["vertical-feature"] + " || label side: " + THREAT_MODELS["vertical-label"])
+    return finish(report, threat_model=threat, noise_source=noise_source)

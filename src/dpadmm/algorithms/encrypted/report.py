@@ -1,0 +1,46 @@
+"""The privacy of a run of the encrypted protocol (:mod:`.protocol`): each side's ε from the run's Gaussian events.
+
+Features: every non-label party's releases (the backward D̂ᵀĝ and, with ``forward="encrypted"``, the Aᵀs sums,
+two per round) composed by dp-accounting's PLD at δ, the worst party's ε the headline — with the clear forward pass
+the label party sees every training row's score sum, so the features are not protected at all (ε = ∞, the
+backward ε kept beside it). Labels: the label party's Gaussian on every block's gradient, composed the same way.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...privacy.accountants import gaussian_epsilon
+
+FORWARD_NOT_PROTECTED = ("features: NOT differentially private against the label party: the forward pass reveals each "
+                         "training row's score sum with weights it knows (see dpadmm.algorithms.encrypted.protocol); "
+                         "the epsilon given covers the backward releases only")
+
+
+FORWARD_ENCRYPTED = ("features: record-level DP against the label party (two Gaussian releases per round, PLD), "
+                     "premise: an honest-but-curious label party (it encrypts residuals of the declared range and "
+                     "computes its column sums on its clipped block; the party cannot check either under encryption); "
+                     "the held-out calibration rows are scored as new records (their logits are not covered)")
+
+
+def encrypted_report(events, *, delta: float, forward: str, label_sensitivity: float, rounds: int) -> dict:
+    """Both sides' guarantee of one run from its events (the parties' and the label party's Gaussian releases)."""
+    d = float(delta)
+    by_party: dict[tuple, list] = {}
+    for e in events:
+        by_party.setdefault((e.party, e.relation.key), []).append(e.noise_multiplier)
+    feat = {p: gaussian_epsilon(z, d) for (p, rel), z in by_party.items() if rel != "label"}
+    lab = {p: gaussian_epsilon(z, d) for (p, rel), z in by_party.items() if rel == "label"}
+    if forward == "encrypted":
+        features = {"epsilon": max(feat.values()) if feat else math.inf, "delta": d, "relation": "record_replace",
+                    "note": FORWARD_ENCRYPTED if feat else "features not protected (no epsilon)"}
+    else:
+        features = {"epsilon": math.inf, "backward_epsilon": feat or None, "delta": d, "note": FORWARD_NOT_PROTECTED}
+    return {"features": features, "forward": forward,
+            "labels": {"epsilon": max(lab.values()) if lab else math.inf, "delta": d,
+                       "relation": "label", "note": "Gaussian on every block's gradient, sensitivity "
+                       f"{label_sensitivity:.4g} per round" if lab else "labels not protected"},
+            "accountant": "dp-accounting PLD", "rounds": int(rounds)}
+
+
+__all__ = ["FORWARD_ENCRYPTED", "FORWARD_NOT_PROTECTED", "encrypted_report"]

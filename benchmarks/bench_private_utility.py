@@ -1,7 +1,7 @@
 """Private utility on real data, in its own units: every algorithm, private vs the baselines a user has.
 
 One command runs every algorithm's module under ``benchmarks/private_utility/`` (``vertical``,
-``consensus``, ``functional``; each exposes ``DATASETS`` and ``run(quick=, seeds=, epsilons=,
+``vertical_raw``, ``consensus``, ``functional``; each exposes ``DATASETS`` and ``run(quick=, seeds=, epsilons=,
 datasets=, progress=) -> list[dict]``) and summarises their rows:
 
 * the raw rows (one per dataset × side × ε × seed) go to ``results/private_utility.csv``;
@@ -18,7 +18,9 @@ datasets=, progress=) -> list[dict]``) and summarises their rows:
     too (``features+labels``, ``features+labels-experts``): the centralised reference protects the
     labels only, so it is no bar for a model that also protects every feature (those sides keep
     ``le_label_party_alone``);
-  - ``in_range`` (functional): every private prediction inside the public response range.
+  - ``in_range`` (functional): every private prediction inside the public response range;
+  - ``le_label_party_alone`` (``vertical_raw``, issue 27: raw party files, only the privacy flags): the experts at
+    ε, and with labels released too, never worse than the label party alone, on every seed.
 
 Usage::
 
@@ -40,7 +42,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-MODULES = ("vertical", "consensus", "functional")
+MODULES = ("vertical", "vertical_raw", "consensus", "functional")
 TOLERANCE_CENTRAL = 1.10
 
 
@@ -96,6 +98,8 @@ def checks(rows: list[dict]) -> list[dict]:
         if t is not None and p > t:
             failed.append({"check": "le_trivial", "where": where, "private": p, "bar": t})
         lpa = _num(r.get("label_party_alone"))
+        if r["algorithm"] == "vertical-raw" and lpa is not None and p > lpa:  # issue 27: raw party files, only ε
+            failed.append({"check": "le_label_party_alone", "where": where, "private": p, "bar": lpa})
         if r["algorithm"] == "vertical" and "label" in r["side"] and lpa is not None:
             if p > lpa:
                 failed.append({"check": "le_label_party_alone", "where": where, "private": p, "bar": lpa})

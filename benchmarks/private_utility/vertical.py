@@ -205,7 +205,8 @@ def _fit_experts(P, raw, y, Q, raw_test, yt, eps: float, labels: bool, seed: int
     from dpadmm import VerticalExpertsClassifier
 
     S, St = (list(P[1:]), list(Q[1:])) if how == "normalize-rows" else public_scaling(raw[1:], raw_test[1:])
-    m = VerticalExpertsClassifier(lam=LAM, epsilon=eps, label_epsilon=eps if labels else None, random_state=seed)
+    m = VerticalExpertsClassifier(lam=LAM, epsilon=eps, label_epsilon=eps if labels else None, random_state=seed,
+                                  bounds=None)  # blocks already scaled by public bounds (the numbers of issue 18)
     m.fit([P[0]] + S, y)
     return log_loss_pm(m.predict_proba([Q[0]] + St)[:, 1], yt)
 

@@ -2,7 +2,9 @@
 
 ``golden_fits.json`` was written by ``python tests/protocols/test_fit_golden.py --write`` on main at 0606ad2, before
 the estimators handed their runs to :mod:`dpadmm.fit`; a refactor that moves code must leave every coefficient,
-noise multiplier, history value and privacy report as it was (to 1e-12)."""
+noise multiplier, history value and privacy report as it was (to 1e-12). The ``experts`` entry was re-recorded for
+issue 27 (each party's DP column range, the label party's own standardisation and its held-out choice change its
+numbers on purpose)."""
 
 from __future__ import annotations
 

@@ -163,7 +163,9 @@ def test_estimator_over_grpc_equals_in_process_with_randomized_response_labels(t
     local_blocks = [b[:240] / np.maximum(np.linalg.norm(b[:240], axis=1, keepdims=True), 1e-300) for b in blocks]
     local_test = [b[240:] / np.maximum(np.linalg.norm(b[240:], axis=1, keepdims=True), 1e-300) for b in blocks]
     kw = dict(epsilon=1.0, label_epsilon=1.0, min_effective_rows=0, random_state=7)
-    local = VerticalExpertsClassifier(**kw).fit(local_blocks, y[:240])
+    # the deployment's parties use their rows as their policy prepares them (normalised here) and hand over the product
+    # of experts: the in-process fit the same way (no DP column range, no held-out choice)
+    local = VerticalExpertsClassifier(**kw, bounds=None, calibrate=False).fit(local_blocks, y[:240])
     services = _services(tmp_path, train, test, policy=NORMALIZING)
     peers, stop = serve_parties(services)
     backend = GrpcBackend(peers, insecure=True, timeout=60)
@@ -193,7 +195,8 @@ def test_a_label_party_that_keeps_its_own_model_contacts_no_party(tmp_path):
         m = VerticalExpertsClassifier(epsilon=1.0, label_epsilon=1.0).fit_remote(
             blocks[0], y, GrpcBackend(peers, insecure=True, timeout=60), parties)
         assert m.kept_own_model_ and m.privacy_.epsilon == 0.0
-        assert np.array_equal(m.remote_decision(blocks[0]), blocks[0] @ m.own_coef_[:-1] + m.own_coef_[-1])
+        Z = (blocks[0] - m.own_scaling_[0]) / m.own_scaling_[1]  # its own columns, its own statistics
+        np.testing.assert_allclose(m.remote_decision(blocks[0]), Z @ m.own_coef_[:-1] + m.own_coef_[-1], rtol=1e-12)
         for svc in services.values():
             assert not [r for r in _audit(svc) if r["method"] != "Start"] and _ledger(svc)["releases"] == 0
     finally:

@@ -79,14 +79,58 @@ def show_warning_once(message, category, filename, lineno, file=None, line=None)
 show_warning_once.seen = set()
 
 
-def verdict(quantity: str, value: float | None, trivial: float | None, trivial_name: str, fix: str) -> str | None:
-    """``"verdict: …"`` if ``value`` (lower is better) is worse than the trivial model's, else None."""
+#: the smallest tolerance of a comparison, relative to the larger of the two values: two fits whose losses differ by
+#: rounding (a 4e-10 difference between 0.1617 and 0.1617) are the same model, never a verdict
+RELATIVE_TOLERANCE = 1e-6
+
+
+def per_row_log_loss(p, y) -> np.ndarray:
+    """Each row's log loss of the probabilities ``p`` of the positive class (labels ±1 or 0/1)."""
+    p = np.clip(np.asarray(p, dtype=np.float64).ravel(), 1e-15, 1 - 1e-15)
+    pos = np.asarray(y, dtype=np.float64).ravel() > 0
+    return -np.where(pos, np.log(p), np.log1p(-p))
+
+
+def loss_tolerance(loss_a, loss_b) -> float:
+    """How much worse the mean of ``loss_a`` must be than the mean of ``loss_b`` (per-row losses on the same test
+    rows) before a verdict says so: two standard errors of the mean paired difference (the test set's sampling
+    noise: a difference inside it is not evidence that one model is worse), and never below
+    :data:`RELATIVE_TOLERANCE` of the larger mean (rounding). Identical predictions give the rounding floor."""
+    a, b = np.asarray(loss_a, dtype=np.float64).ravel(), np.asarray(loss_b, dtype=np.float64).ravel()
+    d = a - b
+    se = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else 0.0
+    floor = RELATIVE_TOLERANCE * max(abs(float(a.mean())), abs(float(b.mean())), 1e-12)
+    return max(2.0 * se if math.isfinite(se) else 0.0, floor)
+
+
+def verdict(quantity: str, value: float | None, trivial: float | None, trivial_name: str, fix: str,
+            tolerance: float | None = None) -> str | None:
+    """``"verdict: …"`` if ``value`` (lower is better) is worse than the trivial model's by more than ``tolerance``
+    (default: :data:`RELATIVE_TOLERANCE` of the larger value, so rounding never fires it), else None."""
     if value is None or trivial is None or not (math.isfinite(value) and math.isfinite(trivial)):
         return None
-    if value <= trivial:
+    tol = RELATIVE_TOLERANCE * max(abs(value), abs(trivial), 1e-12) if tolerance is None else float(tolerance)
+    if value <= trivial + tol:
         return None
     return (f"verdict: WORSE THAN A TRIVIAL MODEL — {quantity} {value:.4g} > {trivial:.4g} of {trivial_name}; "
             f"{fix}")
+
+
+def standard_names(metrics: dict) -> dict:
+    """The metric names every command's metrics.json shares (docs/reference/metrics.md, "Names every command
+    shares"), added beside a command's own keys (which stay, as aliases): ``final.test_log_loss`` (the handed-over
+    model's test log loss; consensus: the mean over runs, ``final.test_loss_mean``) and
+    ``baselines.base_rate.test_log_loss`` (consensus: ``final.test_base_rate_loss``). Returns ``metrics``."""
+    f = metrics.get("final")
+    if not isinstance(f, dict):
+        return metrics
+    if "test_log_loss" not in f and "test_loss_mean" in f:
+        f["test_log_loss"] = f["test_loss_mean"]
+    if "test_base_rate_loss" in f:
+        base = metrics.setdefault("baselines", {})
+        if isinstance(base, dict):
+            base.setdefault("base_rate", {}).setdefault("test_log_loss", f["test_base_rate_loss"])
+    return metrics
 
 
 def fmt_prob(x: float) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._common import console, elapsed, output_dir, progress, write_json
+from ._common import console, elapsed, output_dir, progress, standard_names, write_json
 from ..exceptions import DataFileError, InvalidParameterError
 
 
@@ -132,7 +132,7 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
             console.print(v)
         metrics["wall_seconds"] = elapsed()
         if out is not None:
-            write_json(stage / "metrics.json", metrics)
+            write_json(stage / "metrics.json", standard_names(metrics))
             np.savez(stage / "model.npz", **model_arrays)
             plot_curves(stage / "convergence.png", {"gossip": metrics["history"]},
                         title=f"noisy-gradient gossip: {data}, {nodes} nodes ({topology}, {split}), epsilon {epsilon:g}, "

@@ -19,7 +19,7 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
     from ..algorithms.encrypted import he
     from ..algorithms.vertical_data import prepare_block
     from ..estimators.vertical_encrypted import VerticalEncryptedClassifier
-    from ..experiments.vertical import sklearn_baseline
+    from ..experiments.vertical import BASELINE_LAM, _classifier_metrics, label_party_alone_proba
 
     he.require_he()  # one line with the install command
     if prepare == "standardize":
@@ -45,9 +45,10 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
     baselines: dict = {}
     if test is not None:
         final.update({f"test_{k}": v for k, v in model.score_metrics(test, data.y_test).items()})
-        alone = sklearn_baseline(train[:1], data.y, test[:1], data.y_test, lam=model.lam, fit_intercept=True)
+        # one "label party alone" per data set: its raw columns, its own standardisation, whatever the options
+        p = label_party_alone_proba(data.train[0], data.y, data.test[0], BASELINE_LAM)
         baselines = {"base_rate": {"test_log_loss": base_rate_log_loss(data.y, data.y_test)},
-                     "label_party_alone": {k: v for k, v in alone.items() if k.startswith("test_")}}
+                     "label_party_alone": {f"test_{k}": v for k, v in _classifier_metrics(p, data.y_test).items()}}
     metrics = {"config": {"protocol": "encrypted", "rounds": T, "lam": model.lam, "step": model.step,
                           "epsilon": epsilon, "label_epsilon": label_epsilon, "delta": delta, "prepare": how,
                           "row_clip": model.row_clip, "seed": seed, "he": f"Okamoto-Uchiyama {he.KEY_BITS}-bit (sf-heu)",

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import base_rate_log_loss, console, elapsed, output_dir, party_data_refs, verdict, write_json
+from ._common import (base_rate_log_loss, console, elapsed, loss_tolerance, output_dir, party_data_refs, per_row_log_loss,
+                      verdict, write_json)
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 
 #: options of the ADMM protocol that mean nothing here (name -> value meaning "not given")
@@ -78,13 +79,12 @@ def remote_data(backend, party_files, test_party_files, *, id_column: str = "id"
 
 
 def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepare: str, row_clip, seed,
-                out: Path | None, label_mechanism: str, backend=None, min_effective_rows=None) -> dict:
+                out: Path | None, label_mechanism: str, backend=None, min_effective_rows=None, bounds=None) -> dict:
     """Fit, evaluate, print and write metrics.json; returns the metrics. With ``backend`` (grpc), ``data.train[1:]``
     (and ``data.test[1:]``) are references to the other parties' files: they fit there and score their test rows."""
     from ..algorithms.vertical_data import prepare_block
-    from ..estimators.vertical_experts import VerticalExpertsClassifier
-    from ..experiments.vertical import sklearn_baseline
-
+    from ..estimators.vertical_experts import VerticalExpertsClassifier, label_party_alone_proba
+    from ..experiments.vertical import _classifier_metrics
     if label_mechanism != "rr":
         raise InvalidParameterError("--protocol experts sends the labels once, by randomized response: drop "
                                     "--label-mechanism gaussian.")
@@ -92,18 +92,21 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
         raise PrivacyPreconditionError(
             "--protocol experts protects each record of a party's block as it is used (replace one row): a party "
             "standardised by its own column statistics moves every row when one record is replaced, which that "
-            "relation does not cover; scale the columns by public bounds in the files (then --prepare none) or "
-            "pass --prepare normalize-rows.")
+            "relation does not cover; drop --prepare (the default: each party bounds its own columns by a DP range "
+            "estimate from its own budget) or declare each party's column bounds with --bounds FILE.")
     R = float(row_clip) if row_clip is not None else 1.0
-    own_how = "standardize" if prepare == "auto" else prepare  # the label party's block never leaves it
+    # the label party's preparation is its own: the estimator standardises its columns with its own statistics
+    # (nothing about them is released), whatever --prepare says about the other parties
+    own_how = "standardize"
     how = "none" if prepare == "auto" else prepare
     train, test = list(data.train), list(data.test) if data.test is not None else None
     remote = backend is not None
-    s0 = None
-    if own_how != "none":
-        train[0], s0 = prepare_block(train[0], own_how)
-        if test is not None:
-            test[0] = prepare_block(test[0], own_how, scaling=s0)[0]
+    declared = list(bounds or [])
+    if declared and len(declared) != len(train) - 1:
+        raise InvalidParameterError(f"--bounds: give one FILE per party other than the label party ({len(train) - 1}), "
+                                    f"in --party order; got {len(declared)}.")
+    if declared and prepare != "auto":
+        raise InvalidParameterError("--bounds bounds each party's raw columns itself: drop --prepare.")
     if remote:  # every other party prepares its own rows (its policy may impose its own preparation)
         from ..protocol import PartyData
 
@@ -120,32 +123,44 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
                 test[m] = prepare_block(test[m], how, scaling=sc)[0]
     from ..data.parties import row_norms
 
+    # how each other party bounds its raw columns: declared bounds, else a DP range estimate (auto); rows as given
+    # (clipped at R) when they were prepared by --prepare normalize-rows / none
+    col_bounds = ([_bounds_file(f, int(B.shape[1])) for f, B in zip(declared, train[1:])] if declared else
+                  "dp" if how == "none" and prepare == "auto" else None)
     model = VerticalExpertsClassifier(lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label_epsilon,
-                                      row_clip=R, min_effective_rows=min_effective_rows, random_state=seed)
+                                      row_clip=R, min_effective_rows=min_effective_rows, random_state=seed,
+                                      bounds=col_bounds)
     final: dict = {"protocol": "experts"}
     if remote:
         names = [f"party{m}" for m in range(2, len(train) + 1)]
         model.fit_remote(train[0], data.y, backend,
                          {n: (train[m], {"test": test[m]} if test is not None else {}) for m, n in enumerate(names, 1)})
         clipped = []  # the other parties' rows never reach this side
-    else:
-        clipped = [float(np.mean(row_norms(B) > R)) for B in train[1:]]
+    else:  # rows clipped at R (an in-process diagnostic): none when the party bounded its columns
+        clipped = [0.0 if col_bounds is not None else float(np.mean(row_norms(B) > R)) for B in train[1:]]
         model.fit(train, data.y)
+    cal = getattr(model, "calibration_", None)
+    final["calibration"] = cal.facts() if cal is not None else None
     final.update({"expert_lambdas": model.expert_lambdas_, "rows_clipped": clipped,
                   "kept_own_model": model.kept_own_model_, "effective_rows": model.effective_rows_})
     baselines: dict = {}
+    alone_p = None
     if test is not None:
         logit = model.remote_decision(test[0], "test") if remote else model.decision_function(test)
         final.update({f"test_{k}": v for k, v in model.metrics_from_logit(logit, data.y_test).items()})
-        alone = sklearn_baseline(train[:1], data.y, test[:1], data.y_test, lam=lam, fit_intercept=True)
+        # one "label party alone" per data set: its raw columns, its own standardisation, whatever the options
+        alone_p = label_party_alone_proba(data.train[0], data.y, data.test[0], lam)
+        alone = {f"test_{k}": v for k, v in _classifier_metrics(alone_p, data.y_test).items()}
         baselines = {"base_rate": {"test_log_loss": base_rate_log_loss(data.y, data.y_test)},
-                     "label_party_alone": {k: v for k, v in alone.items() if k.startswith("test_")}}
+                     "label_party_alone": alone}
     rep = model.privacy_
     privacy = rep.to_dict() if rep is not None else {"private": False, "epsilon": "inf"}
     privacy["noise_source"] = model.noise_source_
     metrics = {"config": {"protocol": "experts", "lam": lam, "epsilon": epsilon, "delta": delta,
                           "label_epsilon": label_epsilon, "min_effective_rows": min_effective_rows,
-                          "prepare": {"label_party": own_how, "others": how},
+                          "prepare": {"label_party": own_how, "others": how,
+                                      "others_bounds": ("declared" if declared else "dp" if col_bounds == "dp" else
+                                                        "none")},
                           "row_clip": R, "seed": seed, "party_sizes": [int(B.shape[1]) for B in train],
                           "backend": "grpc" if remote else "inprocess",
                           **({"peers": data.source.get("peers"), "psi": data.source.get("psi")} if remote else {})},
@@ -156,23 +171,34 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
         line += (f"  test log loss: {final['test_log_loss']:.4f}  accuracy: {final['test_accuracy']:.4f}  "
                  f"AUC: {final['test_auc']:.4f}")
     console.print(line)
+    if cal is not None:
+        console.print(f"calibration on {cal.heldout_rows} of the label party's own held-out training rows: "
+                      + ("kept the recalibrated combination (stacked)" if cal.kind == "stacked" else
+                         "kept its own model (the combination did not beat it by two standard errors)")
+                      + f"; held-out log loss own {cal.loss_own:.4f}, stacked {cal.loss_stacked:.4f}", soft_wrap=True)
     if model.kept_own_model_:
         console.print(f"note: {model.privacy_.notes[0]}; with more rows or a larger --label-epsilon the experts "
                       "would be fitted", soft_wrap=True)
     for m, frac in enumerate(clipped, start=2):
         if frac > 0.5:
-            console.print(f"note: {frac:.0%} of party {m}'s rows were clipped at norm {R:g}; scale its columns by "
-                          "public bounds (or pass --prepare normalize-rows) to keep their signal (an in-process "
-                          "diagnostic from the party's rows, outside the guarantee; a deployment never computes it)")
+            console.print(f"note: {frac:.0%} of party {m}'s rows were clipped at norm {R:g}; drop --prepare (each party "
+                          "then bounds its own columns by a DP range estimate) or declare its bounds with --bounds FILE "
+                          "to keep their signal (an in-process diagnostic from the party's rows, outside the guarantee; "
+                          "a deployment never computes it)")
     if baselines:
         alone = baselines["label_party_alone"]["test_log_loss"]
         console.print(f"baselines (test log loss): base rate {baselines['base_rate']['test_log_loss']:.4f}, "
                       f"label party alone {alone:.4f}")
-    if baselines and not model.kept_own_model_:  # kept: the label party's own model by construction
+    if baselines and not model.kept_own_model_ and not (cal is not None and cal.kind == "own model"):
+        # kept: the label party's own model by construction
+        p = 1.0 / (1.0 + np.exp(-np.clip(np.asarray(logit, dtype=np.float64), -50, 50)))
+        tol = loss_tolerance(per_row_log_loss(p, data.y_test), per_row_log_loss(alone_p, data.y_test))
+        final["verdict_tolerance"] = tol
         v = verdict("test log loss", final["test_log_loss"], alone, "the label party alone",
                     "the experts protocol adds the parties' models as if their features were independent given the "
                     "label; where they overlap, or at small n·ε, use the label party's own model (or the default "
-                    "--protocol admm, whose label party keeps its own model when the others' shares do not help)")
+                    "--protocol admm, whose label party keeps its own model when the others' shares do not help)",
+                    tolerance=tol)
         v = v.replace("WORSE THAN A TRIVIAL MODEL", "WORSE THAN THE LABEL PARTY ALONE") if v else v
         metrics["verdict"] = v
         if v:
@@ -185,9 +211,22 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
             metrics["wall_seconds"] = elapsed()
             write_json(stage / "metrics.json", metrics)
             if remote:  # the label party's part, for `dpadmm score` (stays on this side)
-                write_json(stage / "label_model.json", label_model(model, own_how, s0, how, data))
+                write_json(stage / "label_model.json", label_model(model, own_how, model.own_scaling_, how, data))
         console.print(f"wrote {out}/metrics.json" + (" and label_model.json" if remote else ""))
     return metrics
+
+
+def _bounds_file(path, columns: int):
+    """A party's declared column bounds (``--bounds FILE``), or one line naming the problem (exit code 2)."""
+    from ..privacy.ranges import read_bounds
+
+    try:
+        return read_bounds(path, columns)
+    except OSError:
+        raise InvalidParameterError(f"--bounds {path}: file not found or unreadable; give a CSV with a 'lo,hi' header "
+                                    "and one row per feature column of that party.") from None
+    except ValueError as e:
+        raise InvalidParameterError(f"--bounds {path}: {e}.") from None
 
 
 LABEL_MODEL_FORMAT = "dpadmm-experts-label-model/1"

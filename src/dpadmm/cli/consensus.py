@@ -11,7 +11,7 @@ import typer
 from . import _backend as bk
 from . import _options as opt
 from ._app import app
-from ._common import console, elapsed, heartbeat, output_dir, phase, progress, write_json
+from ._common import console, elapsed, heartbeat, output_dir, phase, progress, standard_names, write_json
 from ._consensus_gossip import _gossip, check_test_source, test_split
 from ..exceptions import DataFileError, InvalidParameterError
 
@@ -233,7 +233,7 @@ def consensus(
 
             from ..experiments.zhang import plot_curves
 
-            write_json(stage / "metrics.json", metrics)
+            write_json(stage / "metrics.json", standard_names(metrics))
             np.savez(stage / "model.npz", **model_arrays)
             plot_curves(stage / "convergence.png", {perturbation: metrics["history"]},
                         title=f"M-ADMM on a graph: {data}, {nodes} nodes ({topology}, {split}), perturbation "

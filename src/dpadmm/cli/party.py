@@ -57,6 +57,21 @@ class _ServeCommand(TyperCommand):
         super().format_help(ctx, formatter)
 
 
+
+def _declared_bounds(path: Path) -> tuple:
+    """``party serve --bounds FILE``: the operator's column bounds, or one line naming the problem (exit code 2)."""
+    from ..privacy.ranges import read_bounds
+
+    try:
+        lo, hi = read_bounds(path)
+    except OSError:
+        raise InvalidParameterError(f"--bounds {path}: file not found or unreadable; give a CSV with a 'lo,hi' header "
+                                    "and one row per feature column.") from None
+    except ValueError as e:
+        raise InvalidParameterError(f"--bounds {path}: {e}.") from None
+    return tuple(float(v) for v in lo), tuple(float(v) for v in hi)
+
+
 @party_app.command("serve", cls=_ServeCommand)
 def serve(
     protocol: List[str] = typer.Option(..., "--protocol", help=_PROTOCOL_HELP),
@@ -133,6 +148,9 @@ def serve(
                                                                             "--psi-period (counted in OUT)."),
     psi_period: Optional[float] = typer.Option(None, "--psi-period", help="PSI: the period of --psi-max-runs in "
                                                                           "seconds (default 86400, a day)."),
+    bounds: Optional[Path] = typer.Option(None, "--bounds", help="vertical-experts: this party's column bounds (CSV "
+                                                                  "with a lo,hi header, one row per feature column; "
+                                                                  "or JSON {\"lo\": [...], \"hi\": [...]})."),
     threads: int = typer.Option(1, "--threads", help="BLAS threads of this party (the per-round work is vector "
                                                      "algebra; more threads mostly add contention)."),
 ):
@@ -160,7 +178,8 @@ def serve(
                          min_noise_multiplier=min_noise_multiplier, row_clip=row_clip,
                          normalize_vertical_rows=normalize_rows or None,
                          ledger_dir=None if ledger_dir is None else str(ledger_dir), psi_max_query=psi_max_query,
-                         psi_max_runs=psi_max_runs, psi_period=psi_period)
+                         psi_max_runs=psi_max_runs, psi_period=psi_period,
+                         column_bounds=None if bounds is None else _declared_bounds(bounds))
     if policy.ledger_dir is None:  # flag, env or policy file, else the per-user default
         from ..privacy.ledger_files import default_ledger_dir
 

@@ -100,6 +100,8 @@ def vertical(
     protocol: str = typer.Option("admm", rich_help_panel=_MODEL, help="admm, encrypted or experts."),
     min_effective_rows: Optional[float] = typer.Option(None, rich_help_panel=_MODEL,
                                                        help="experts: floor to send RR labels."),
+    bounds: List[Path] = typer.Option([], "--bounds", metavar="FILE", rich_help_panel=_PRIVACY,
+                                      help="experts: column bounds of each other party (repeat, --party order)."),
 ):
     """Train logistic regression on vertically partitioned data with (DP) ADMM sharing [Hu]."""
     backend = where.backend
@@ -109,6 +111,10 @@ def vertical(
     from .._validation import check_choice
 
     check_choice("protocol", protocol, ("admm", "experts", "encrypted"))
+    if bounds and (protocol != "experts" or backend == "grpc"):
+        raise InvalidParameterError("--bounds declares the other parties' column bounds for an in-process --protocol "
+                                    "experts run; drop it (across organisations each party's operator declares its own: party serve "
+                                    "--bounds FILE).")
     if min_effective_rows is not None and protocol != "experts":
         raise InvalidParameterError("--min-effective-rows belongs to --protocol experts (the floor at which the label "
                                     "party sends its randomized-response labels): drop it, or pass --protocol experts.")
@@ -179,7 +185,7 @@ def vertical(
                                     test_party_files=test_party, id_column=id_column, label_column=label_column))
         vx.run_experts(vdata, lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label_epsilon,
                        prepare="normalize-rows" if normalize_rows else prepare, row_clip=row_clip, seed=seed, out=out,
-                       label_mechanism=label_mechanism, min_effective_rows=min_effective_rows)
+                       label_mechanism=label_mechanism, min_effective_rows=min_effective_rows, bounds=bounds)
         return
 
     check_positive("lam", lam)
@@ -265,6 +271,7 @@ def vertical(
     else:
         data = load_vertical_data(train=train, test=test, parties=parties, party_files=party,
                                   test_party_files=test_party, id_column=id_column, label_column=label_column)
+    raw = data  # as read: the one "label party alone" baseline is fitted on it, whatever --prepare does
     if data.source.get("data_locality"):
         pass  # rows are prepared (and, under DP, checked) by each party's worker
     elif prepare != "none":
@@ -311,7 +318,8 @@ def vertical(
 
         # the label party's own model on its own block: λ·c² on a block its DP preparation scaled by c = 1/R
         own_lam = lam * (_label_block_scale(data, row_clip) ** 2 if clip_rows_at else 1.0)
-        metrics["baselines"] = baselines(data, lam=own_lam, fit_intercept=not no_intercept) if backend != "grpc" else {}
+        metrics["baselines"] = (baselines(data, lam=own_lam, fit_intercept=not no_intercept, raw=raw)
+                                if backend != "grpc" else {})
         extra = bk.run_metrics(run_opts)
         metrics["config"].update({k: v for k, v in extra.items() if k != "transcript"})
         if "transcript" in extra:

@@ -13,7 +13,6 @@ from typing import Mapping, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss, roc_auc_score
 
 from .._validation import as_float_matrix, binary_labels, check_positive, noise_seed
@@ -25,9 +24,11 @@ from ..privacy.ledger import PrivacyReport
 from ..algorithms.experts.report import LABEL_THREAT, LABELS_SENT, THREAT, experts_report, nothing_released  # noqa: F401
 from ..backends.base import party_rng
 from ..algorithms import vertical_experts_party as vp
+from ..algorithms.experts import calibrate as xc
+from ..algorithms.experts import prepare as xp
+from ..algorithms.experts.alone import fit_label_party_alone, label_party_alone_proba, standardise  # noqa: F401
 from ..backends.base import PartySpec
 from ..fit.experts import fit_parties
-
 
 
 class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
@@ -40,28 +41,39 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         fits the non-private experts.
     label_epsilon : ε of the one randomized-response release of the labels to the other parties; ``None``
         sends them exactly (the labels are then not protected).
-    row_clip : R, the norm at which every feature party clips its rows (the sensitivity's premise). The relation
-        is "replace one row of the block as given", so prepare blocks without statistics of the party's own rows:
-        columns scaled by public bounds, or rows normalised one by one (a party's own standardisation moves every
-        row when one record changes, which the relation does not cover).
+    row_clip : R, the norm at which every feature party clips its rows (the sensitivity's premise).
+    bounds : how each feature party bounds its raw-unit columns before that (:mod:`dpadmm.algorithms.experts.prepare`):
+        ``"dp"`` (default) — a DP estimate of each column's range on its own rows, paid from its own ε (the report
+        lists those releases); a list with one entry per feature party, each ``(lo, hi)`` declared by its operator
+        (public, nothing released), ``"dp"`` or ``None``; ``None`` — every block used as given (already scaled by
+        public bounds), rows clipped at R. Columns are mapped to [−1, 1] by their bounds and the block scaled by
+        R/√d: no row is clipped and no per-row normalisation erases a column's scale. (A party's own
+        standardisation is not covered by the record relation: one record moves every row.)
     noise_norm : the expected norm of the coefficient noise a private party aims for when it picks its ridge.
     min_effective_rows : with ``label_epsilon``, the label party sends the randomized-response labels only if
         ``n (1 − 2q)²`` — the number of exact labels as informative as n labels flipped with probability q (public:
         n and ε) — is at least this (default ``MIN_EFFECTIVE_ROWS``); below it no label is sent, nothing is
         released, and the label party keeps its own model (``kept_own_model_``).
     random_state : ``None`` draws each party's noise from OS entropy; a seed makes a seeded simulation.
+    calibrate : the label party holds out ``HELDOUT_FRACTION`` of its training rows (labels for them are never
+        sent; the parties fit on the others) and on them chooses, by cross-validation, between a stacked
+        recalibration of the combination and its own model (:mod:`dpadmm.algorithms.experts.calibrate`: post-
+        processing, no privacy cost). ``calibration_`` says which it kept. In-process fits only (``fit``); a
+        deployment (``fit_remote``) hands over the product of experts as fitted.
 
     Notes
     -----
-    Block 0 of ``fit``'s ``blocks`` is the label party's; its model is fitted on its exact labels and never
-    leaves it. After ``fit``: ``coefs_`` (each expert's coefficient, the last entry the intercept column's),
+    Block 0 of ``fit``'s ``blocks`` is the label party's; it standardises its own columns with its own statistics
+    (nothing about them is released: its block, its model and the combination never leave it) and fits its model
+    on its exact labels. After ``fit``: ``coefs_`` (each expert's coefficient, the last entry the intercept column's),
     ``own_coef_``, ``expert_lambdas_``, ``privacy_`` (a :class:`PrivacyReport`, or ``None`` if non-private).
     """
 
     def __init__(self, lam: float = 1e-3, epsilon: float | None = None, delta: float = 1e-5,
                  label_epsilon: float | None = None, row_clip: float = 1.0, noise_norm: float = 0.5,
-                 min_effective_rows: float | None = None, random_state=None):
+                 min_effective_rows: float | None = None, random_state=None, bounds="dp", calibrate: bool = True):
         self.lam, self.epsilon, self.delta, self.label_epsilon = lam, epsilon, delta, label_epsilon
+        self.bounds, self.calibrate = bounds, calibrate
         self.row_clip, self.noise_norm, self.random_state = row_clip, noise_norm, random_state
         self.min_effective_rows = min_effective_rows
 
@@ -124,7 +136,7 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
             self.effective_rows_ = n * (1.0 - 2.0 * q) ** 2
             floor = self.MIN_EFFECTIVE_ROWS if self.min_effective_rows is None else float(self.min_effective_rows)
             if self.effective_rows_ < floor:  # public quantities only: the choice itself releases nothing
-                self.kept_own_model_ = True
+                self.kept_own_model_, self.calibration_ = True, None
                 self.coefs_, self.expert_lambdas_, self.experts_ = [], [], []
                 self.privacy_ = self._nothing_released(floor)
                 return None
@@ -136,25 +148,73 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
              if self.epsilon is not None else None)
         return seed, sent, pure, z
 
+    def _party_bounds(self, k: int) -> list:
+        """One bounds entry per feature party (``"dp"``, ``(lo, hi)`` or ``None``), checked."""
+        b = self.bounds
+        if b is None or isinstance(b, str):
+            if b is not None and b not in ("dp", "none"):
+                raise InvalidParameterError(f"bounds must be 'dp', None or one (lo, hi) per feature party, got {b!r}")
+            return [b] * k
+        b = list(b)
+        if len(b) != k:
+            raise InvalidParameterError(f"bounds has {len(b)} entries for {k} feature parties; give one per party "
+                                        "((lo, hi), 'dp' or None)")
+        return b
+
     def fit(self, blocks: Sequence, y):
         n, blocks = self._check(blocks)
         side = self._label_side(blocks[0], y, len(blocks))
         if side is None:
             return self
         seed, sent, pure, z = side
+        wanted = self._party_bounds(len(blocks) - 1)
+        zr, zo = (xp.noise_multipliers(float(self.epsilon), float(self.delta), "dp" in [
+            b for b in wanted if isinstance(b, str)]) if z is not None else (None, None))
 
-        self.coefs_, self.expert_lambdas_, events, self.experts_ = [], [], [], []
+        self.coefs_, self.expert_lambdas_, events, self.experts_, self.column_bounds_ = [], [], [], [], []
+        self.calibration_ = None
+        # the label party's held-out rows (its stream (n_blocks + 2, 0)): labels for them are never sent
+        cal_rng = np.random.default_rng() if seed is None else party_rng(seed, len(blocks) + 2, 0)
+        fit_rows, held = xc.split(n, cal_rng) if self.calibrate else (np.arange(n), None)
+        sent = np.asarray(sent)[fit_rows]
         for m, B in enumerate(blocks[1:], start=1):
+            B = B[fit_rows] if held is not None else B
             # party m+1's stream is the one it has as the (m−1)-th party of a backend run (fit_remote): same noise
             rng = np.random.default_rng() if seed is None else party_rng(seed, m - 1, 0)
-            coef, info, ev = ve.fit_expert(B, sent, R=float(self.row_clip), lam=float(self.lam), noise_multiplier=z,
-                                           rng=rng, party=f"party{m + 1}", noise_norm=float(self.noise_norm))
+            name, b = f"party{m + 1}", wanted[m - 1]
+            own_range = isinstance(b, str) and b == "dp"
+            prep = xp.prepare_party(name, B, bounds=b, R=float(self.row_clip), range_noise_multiplier=zr,
+                                    model_noise_multiplier=(zo if own_range else
+                                                            calibrate_noise_multiplier(float(self.epsilon),
+                                                                                       float(self.delta), 1))
+                                    if z is not None else None, rng=rng)
+            coef, info, ev = ve.fit_expert(prep.X, sent, R=float(self.row_clip), lam=float(self.lam),
+                                           noise_multiplier=prep.model_noise_multiplier, rng=rng, party=name,
+                                           noise_norm=float(self.noise_norm))
             self.coefs_.append(coef)
             self.expert_lambdas_.append(info["lam"])
-            self.experts_.append(info)
-            events += ev
+            self.experts_.append(dict(info, **xp.public_facts(prep)))
+            self.column_bounds_.append((prep.lo, prep.hi))
+            events += prep.events + ev
+        if held is not None:
+            self.calibration_ = self._choose(blocks, y, fit_rows, held, cal_rng)
         self.privacy_ = self._report(events, pure, z, simulation=True)
         return self
+
+    def _choose(self, blocks, y, fit_rows, held, rng) -> "xc.Choice":
+        """The label party's choice on its held-out rows (:func:`dpadmm.algorithms.experts.calibrate.choose`): its
+        own model fitted on the other rows, the parties' logits on the held-out rows (records outside their
+        training sets), its held-out labels."""
+        y_pm = binary_labels("y", y, blocks[0].shape[0])[0]
+        own_fit, scaling = fit_label_party_alone(blocks[0][fit_rows], y_pm[fit_rows], float(self.lam))
+        own = np.asarray(ve.augment(standardise(blocks[0][held], scaling), 1.0) @ own_fit).ravel()
+        experts = self._expert_logits([B[held] for B in blocks[1:]])
+        return xc.choose(own, ve.combine(np.zeros(len(held)), experts, self.prior_logit_), y_pm[held], rng)
+
+    def _expert_logits(self, blocks) -> list:
+        bounds = getattr(self, "column_bounds_", [(None, None)] * len(self.coefs_))
+        return [ve.expert_logit(c, xp.apply(B, lo, hi, float(self.row_clip)), float(self.row_clip),
+                                self.flip_probability_) for c, B, (lo, hi) in zip(self.coefs_, blocks, bounds)]
 
     #: the in-process fit's note: what the driver holds there that a deployment never releases
     SIMULATION_NOTE = ("in-process simulation: the driver holds every party's block and coefficient (coefs_; "
@@ -172,6 +232,7 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
 
         own_block = self._check([own_block, own_block])[1][0]
         names = list(parties)
+        self.calibration_ = None  # a deployment's parties fit on every row sent: no held-out choice
         self.remote_ = (backend, [])
         side = self._label_side(own_block, y, len(names) + 1)
         if side is None:
@@ -193,7 +254,7 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         """The combined logit on new records: the label party's own model on ``own_block`` plus each party's logit
         on its rows of its new-records file ``key`` (requested over the backend; post-processing of its model)."""
         backend, names = self.remote_
-        own = np.asarray(ve.augment(own_block, 1.0) @ self.own_coef_).ravel()
+        own = self._own_logit(own_block)
         experts = [np.asarray(backend.request(name, "logit", key), dtype=np.float64) for name in names]
         if any(e.shape != own.shape for e in experts):
             raise InvalidDataError(f"a party scored {[e.shape[0] for e in experts]} rows of {key!r}, the label party "
@@ -201,11 +262,15 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         return ve.combine(own, experts, self.prior_logit_)
 
     def _own_model(self, X, y_pm) -> np.ndarray:
-        """The label party's own ridge-logistic model, intercept not penalised (the "label party alone" model:
-        same objective as scikit-learn's ``LogisticRegression(C=1/(lam n))``); returned as ``[w, b]`` so that
-        ``augment(X, 1) @ coef`` is its logit."""
-        lr = LogisticRegression(C=1.0 / (float(self.lam) * X.shape[0]), tol=1e-10, max_iter=10_000).fit(X, y_pm)
-        return np.append(lr.coef_.ravel(), lr.intercept_[0])
+        """The label party's own ridge-logistic model on its own standardised columns, intercept not penalised (the
+        "label party alone" model: :func:`label_party_alone`); returned as ``[w, b]`` so that
+        ``augment(standardised X, 1) @ coef`` is its logit (``own_scaling_``: its column statistics, never sent)."""
+        coef, self.own_scaling_ = fit_label_party_alone(X, y_pm, float(self.lam))
+        return coef
+
+    def _own_logit(self, X) -> np.ndarray:
+        """The label party's own model's logit on its rows ``X`` (standardised by its own training statistics)."""
+        return np.asarray(ve.augment(standardise(X, getattr(self, "own_scaling_", None)), 1.0) @ self.own_coef_).ravel()
 
     def _nothing_released(self, floor: float) -> PrivacyReport:
         """The report of a fit in which no label was sent and no expert fitted (:func:`.experts.report.nothing_released`)."""
@@ -225,10 +290,15 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
             raise NotFittedError("call fit before decision_function")
         if len(blocks) != self.n_blocks_:
             raise InvalidDataError(f"expected {self.n_blocks_} blocks (as in fit), got {len(blocks)}")
-        own = np.asarray(ve.augment(blocks[0], 1.0) @ self.own_coef_).ravel()
-        experts = [ve.expert_logit(c, B, float(self.row_clip), self.flip_probability_)
-                   for c, B in zip(self.coefs_, blocks[1:])]
-        return ve.combine(own, experts, self.prior_logit_)
+        own = self._own_logit(blocks[0])
+        cal = getattr(self, "calibration_", None)
+        if cal is not None and cal.kind == "own model":
+            return own
+        experts = self._expert_logits(blocks[1:])
+        if cal is None:
+            return ve.combine(own, experts, self.prior_logit_)
+        c, a, b = cal.weights
+        return c + a * own + b * ve.combine(np.zeros_like(own), experts, self.prior_logit_)
 
     def predict_proba(self, blocks) -> np.ndarray:
         p = 1.0 / (1.0 + np.exp(-np.clip(self.decision_function(blocks), -50, 50)))

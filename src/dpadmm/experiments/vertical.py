@@ -20,6 +20,7 @@ from ..algorithms.vertical_data import prepare_block
 from ..data.remote import party_sources
 from ..kernels.losses import get_loss
 from ..algorithms.vertical.report import LABELS_READABLE
+from ..algorithms.experts.alone import label_party_alone_proba
 from ..privacy.ledger import render_side
 from ..cli._common import base_rate_log_loss
 
@@ -293,16 +294,27 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iteration
     return model, {"history": history, "final": final, "privacy": privacy, "wall_seconds": wall, "config": config}
 
 
-def baselines(data: VerticalData, *, lam: float, fit_intercept: bool = True) -> dict:
+def baselines(data: VerticalData, *, lam: float, fit_intercept: bool = True, raw: VerticalData | None = None) -> dict:
     """What the user has without the joint model, on the test set (empty without one): predicting the
-    training base rate, and the label party alone — a logistic regression on its own (prepared) block
-    with the same λ. With data locality (party files read by the parties' workers) the driver reads no
-    party file, so only the base rate is reported (the label party's own choice still guards the model)."""
+    training base rate, and the label party alone. Given ``raw`` (the data as read, before any ``--prepare``), the
+    label party alone is ONE fit per data set (:func:`dpadmm.algorithms.experts.alone.label_party_alone_proba`: its
+    raw columns, its own standardisation, λ = ``BASELINE_LAM``), whatever the options; without it, a logistic
+    regression on its own (prepared) block with ``lam`` (older callers). With data locality (party files read by
+    the parties' workers) the driver reads no party file, so only the base rate is reported (the label party's own
+    choice still guards the model)."""
     if data.test is None:
         return {}
     out = {"base_rate": {"test_log_loss": base_rate_log_loss(data.y, data.y_test)}}
     if hasattr(data.train[0], "load"):  # data locality: the driver reads no party file, not even the label party's
         return out
+    if raw is not None and raw.test is not None and not hasattr(raw.train[0], "load"):
+        p = label_party_alone_proba(raw.train[0], raw.y, raw.test[0], BASELINE_LAM)
+        out["label_party_alone"] = {f"test_{k}": v for k, v in _classifier_metrics(p, raw.y_test).items()}
+        return out
     alone = sklearn_baseline(data.train[:1], data.y, data.test[:1], data.y_test, lam=lam, fit_intercept=fit_intercept)
     out["label_party_alone"] = {k: v for k, v in alone.items() if k.startswith("test_")}
     return out
+
+
+#: λ of the one "label party alone" baseline per data set (the library's default λ)
+BASELINE_LAM = 1e-3

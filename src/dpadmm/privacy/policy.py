@@ -91,6 +91,10 @@ class PartyPolicy:
     ``scoring_server``: the party was started with a model file (``--data model=FILE``), so it scores with that
     model and refuses any fit (a fit is the fit server's; the ledger, one per data set, is shared by both whatever
     their ``--out``) (set by ``party serve``, not by the coordinator).
+    ``column_bounds``: ``(lo, hi)`` of the party's feature columns, declared by its operator (``party serve
+    --bounds FILE``): vertical experts map every block they read (training and new records) to [−1, 1] by them and
+    scale by R/√d (:func:`dpadmm.privacy.ranges.scale_columns`), whatever the coordinator sends; public, nothing
+    released.
     ``ledger_dir``: where the party's ledgers live, one per data set (:mod:`dpadmm.privacy.ledger_files`; ``party
     serve`` always sets it, ``--ledger-dir``); None: the ledger is in the party's ``out`` directory.
     PSI (:mod:`dpadmm.data.psi`): ``psi_max_query`` caps the ids one query may hold, ``psi_max_runs`` the PSI runs
@@ -119,6 +123,7 @@ class PartyPolicy:
     psi_max_query: int | None = None
     psi_max_runs: int | None = None
     psi_period: float = 86400.0
+    column_bounds: tuple | None = None  # ((lo, …), (hi, …)): the operator's declared bounds of its feature columns
 
     def __post_init__(self):
         if (self.max_epsilon is None) != (self.delta is None):

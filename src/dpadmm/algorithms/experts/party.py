@@ -55,6 +55,7 @@ import pandas as pd
 
 from ...exceptions import InvalidDataError, ProtocolError
 from ...privacy.policy import PolicyRefusal
+from ...privacy.ranges import scale_columns
 from ..vertical.data import load_party_data
 from ..vertical.scoring import PartyModel
 from ..vertical.scoring import describe as describe_file
@@ -75,6 +76,12 @@ def load(path, params: Mapping[str, Any]):
     if params.get("ids_only"):
         return Rows(None, pd.read_csv(path, usecols=[col])[col].to_numpy(), str(path))
     X = load_party_data(path, params)  # refuses ids not in the file, and repeated ids (a row joined twice)
+    if params.get("bounds") is not None:  # its operator's declared column bounds (set by its policy, never sent)
+        lo, hi = (np.asarray(v, dtype=np.float64) for v in params["bounds"])
+        if lo.shape != (X.shape[1],):
+            raise PolicyRefusal(f"the operator's --bounds declare {lo.shape[0]} columns, the file {Path(path).name} "
+                                f"has {X.shape[1]}; declare one lo, hi per feature column")
+        X = scale_columns(X, lo, hi, float(params.get("bounds_radius", 1.0)))
     # the rows' ids as the FILE writes them (the coordinator may send 1.0 for the file's 1, which the join accepts):
     # the training-row check compares these, never the coordinator's spelling
     own = pd.Index(pd.read_csv(path, usecols=[col])[col])

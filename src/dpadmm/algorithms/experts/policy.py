@@ -67,6 +67,7 @@ def _experts_prepare(args, policy: PartyPolicy):
     in every run."""
     party = str(dict(zip(Setup._fields, args)).get("name", "?"))  # the name even in a list too short for a Setup
     args = _experts_training_rows(args, party)
+    args = _declared_bounds(args, policy)
     if not policy.private_work:
         return args
     own = bool(policy.normalize_vertical_rows)
@@ -85,6 +86,29 @@ def _experts_prepare(args, policy: PartyPolicy):
         return obj
 
     return [check(a) for a in args]
+
+
+def _declared_bounds(args, policy: PartyPolicy):
+    """The party's column bounds are its operator's (``column_bounds``; ``party serve --bounds FILE``): set on every
+    feature block it reads, with the row clip R of the Setup as the radius; bounds a coordinator put in a reference
+    are dropped (the party's preparation is never the coordinator's)."""
+    try:
+        R = float(dict(zip(Setup._fields, args)).get("R", 1.0))
+    except (TypeError, ValueError):
+        R = 1.0  # refused by the check (a finite positive R) before anything is read with it
+    own = policy.column_bounds
+
+    def fix(obj):
+        if isinstance(obj, PartyData) and "n_features" in obj.params:
+            params = {k: v for k, v in obj.params.items() if k not in ("bounds", "bounds_radius")}
+            if own is not None:
+                params.update(bounds=[list(own[0]), list(own[1])], bounds_radius=R)
+            return PartyData(obj.key, params, obj.shape)
+        if isinstance(obj, dict):
+            return {k: fix(v) for k, v in obj.items()}
+        return obj
+
+    return [fix(a) for a in args]
 
 
 def _experts_check(cfg, args, policy: PartyPolicy, party: str) -> None:
@@ -131,6 +155,8 @@ EXPERTS = PolicyHooks(
                       "at R",
         "normalize (row preparation)": "the party's (normalize_vertical_rows) for its training and new-records blocks; "
                                        "a coordinator asking for another is refused",
+        "column bounds": "the operator's (column_bounds, party serve --bounds FILE): every block it reads is mapped "
+                         "to [-1, 1] by them and scaled by R/sqrt(d); bounds a coordinator sends are dropped",
         "ridge λ used": "max(λ sent, expert_lambda rule of public n, d, R, σ/Δ, 1e-10 R²); the sensitivity uses the λ "
                         "used",
         "labels (round 0)": "one ±1 per training row; a flip probability in [0, ½)",

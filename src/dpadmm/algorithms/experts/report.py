@@ -47,7 +47,11 @@ def experts_report(events, pure, *, delta: float, noise_multiplier, noise_source
     fit's driver holds that a deployment never releases (added when some party is protected)."""
     if not events and not pure:
         return None
-    per_party = {e.party: _cached_epsilon((e.noise_multiplier,), float(delta), "pld") for e in events}
+    mine: dict = {}  # each party's releases: its model's, and its column-range estimate's when it made one
+    for e in events:
+        mine.setdefault(e.party, []).append(float(e.noise_multiplier))
+    per_party = {p: _cached_epsilon(tuple(nms), float(delta), "pld") for p, nms in mine.items()}
+    ranges = max((len(v) - 1 for v in mine.values()), default=0)
     eps = max(per_party.values()) if per_party else math.inf
     label = dict(_rr_block(pure), threat_model=LABEL_THREAT) if pure else {
         "protected": False, "epsilon": "inf", "delta": None, "relation": "label", "note": LABELS_SENT,
@@ -58,11 +62,14 @@ def experts_report(events, pure, *, delta: float, noise_multiplier, noise_source
     rep = PrivacyReport(
         epsilon=eps, delta=float(delta) if per_party else float("nan"), accountant="dp-accounting PLD",
         relation=RECORD_REPLACE.key, relation_description=RECORD_REPLACE.description, per_party=per_party,
-        mechanism="output perturbation: each party's ridge-logistic coefficient + N(0, sigma^2 I), once",
-        noise_multiplier=noise_multiplier, rounds=1, label=label, notes=notes,
+        mechanism="output perturbation: each party's ridge-logistic coefficient + N(0, sigma^2 I), once" + (
+            f"; before it, {ranges} Gaussian releases of threshold counts (the party's DP column-range estimate, "
+            "RANGE_SHARE of its budget)" if ranges else ""),
+        noise_multiplier=noise_multiplier, rounds=1 + ranges, label=label, notes=notes,
         releases=[{"party": e.party, "side": "features", "relation": e.relation.key, "sensitivity": e.sensitivity,
-                   "sigma": e.sigma, "noise_multiplier": e.noise_multiplier, "rounds": 1} for e in events],
-        assumptions=[{"premise": "rows of norm <= row_clip", "enforced": "each party clips its rows at fit and "
+                   "sigma": e.sigma, "noise_multiplier": e.noise_multiplier, "rounds": 1, "round": e.round} for e in events],
+        assumptions=[{"premise": "rows of norm <= row_clip", "enforced": "each party maps its columns to [-1, 1] by "
+                      "its bounds (declared or DP-estimated), scales by row_clip/sqrt(d), and clips its rows at fit and "
                       "scoring time"},
                      {"premise": "the exact minimiser", "enforced": "solver run to a checked gradient norm; the "
                       "residual error is in the sensitivity"}],

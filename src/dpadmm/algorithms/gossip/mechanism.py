@@ -33,6 +33,7 @@ is a fixed function of G̃_i and of values already public (its own and its neigh
 public constants N, n, η, β, λ); the neighbours' consensus averaging of it is post-processing again.
 
 Release 2: range counts (the first ``K`` rounds when the bounds are not declared) — :func:`range_counts`
+(in :mod:`dpadmm.privacy.ranges`, with :func:`prepare` and the bisection: shared with the vertical protocols)
 -------------------------------------------------------------------------------------------------------
 *Query*: for public thresholds ``t ∈ R^{2×d}`` (chosen by the hub from earlier released sums), the counts
 ``c_{q,j} = #{x ∈ D_i : x_j ≤ t_{q,j}}``, q ∈ {lower, upper}.
@@ -56,34 +57,16 @@ import math
 import numpy as np
 from scipy.special import expit
 
-from ...kernels.norms import safe_norm
 from ...privacy.events import RECORD_REPLACE, GaussianRelease
-
-#: public search range of the DP column bounds: |values| beyond it are clipped to it (declare bounds instead)
-SEARCH_LIMIT = 1e6
+# the column bounds and their DP range estimate live in privacy.ranges (shared with the vertical protocols); the
+# names are re-exported here, where the gossip node and driver have always called them
+from ...privacy.ranges import (SEARCH_LIMIT, bisect, bounds_from_bracket, prepare, quantile_level,  # noqa: F401
+                               range_counts, range_sensitivity, search_bracket, thresholds)
 
 
 def gradient_sensitivity(row_clip: float) -> float:
     """Δ = 2√(R² + 1): ℓ2 change of the clipped gradient sum when one record is replaced (module docstring)."""
     return 2.0 * math.sqrt(float(row_clip) ** 2 + 1.0)
-
-
-def range_sensitivity(d: int, labels: bool = False) -> float:
-    """Δ_r = √(2d) (√(2d + 1) with the count of positive labels): ℓ2 change of the threshold counts when one
-    record is replaced."""
-    return math.sqrt(2.0 * int(d) + (1.0 if labels else 0.0))
-
-
-def prepare(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, row_clip: float) -> np.ndarray:
-    """``x̃ = (z, 1)``: columns mapped to [−1, 1] by their bounds and clipped, rows clipped to norm ≤ R.
-    The same map is the model's input at predict time. Shapes: X (B, d), lo/hi (d,) → (B, d + 1)."""
-    X = np.asarray(X, dtype=np.float64)
-    width = np.asarray(hi, dtype=np.float64) - np.asarray(lo, dtype=np.float64)
-    Z = 2.0 * np.clip((X - lo) / width, 0.0, 1.0) - 1.0  # [column clip] (±inf → ±1)
-    Z = np.where(np.isnan(Z), 0.0, Z)  # a missing value (NaN) → the middle of its column: the bound holds for it too
-    norms = safe_norm(Z, axis=1, keepdims=True)
-    Z = Z * np.minimum(1.0, float(row_clip) / np.maximum(norms, 1e-300))  # [row clip] ‖z‖ ≤ R
-    return np.hstack([Z, np.ones((Z.shape[0], 1))])  # [intercept] ‖x̃‖² ≤ R² + 1
 
 
 def gradient_sum(Xt: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -106,62 +89,3 @@ def gradient_release(name: str, round_: int, Xt: np.ndarray, y: np.ndarray, row_
     sigma = float(noise_multiplier) * delta
     noisy = G + sigma * rng.standard_normal(G.shape[0])
     return noisy, [GaussianRelease(name, int(round_), delta, sigma, RECORD_REPLACE)]
-
-
-def range_counts(name: str, round_: int, X: np.ndarray, thresholds: np.ndarray, noise_multiplier: float,
-                 rng: np.random.Generator, y: np.ndarray | None = None):
-    """Noisy ``#{x_j ≤ t_{q,j}}`` for the 2 × d public thresholds (and, given ``y``, ``#{y = +1}``) and its event
-    (module docstring, release 2). Returns (counts (2, d), positives or None, events)."""
-    X = np.asarray(X, dtype=np.float64)
-    t = np.asarray(thresholds, dtype=np.float64)
-    counts = np.stack([(X <= t[q][None, :]).sum(axis=0) for q in range(t.shape[0])]).astype(np.float64)
-    pos = None if y is None else float(np.count_nonzero(np.asarray(y) > 0))
-    if noise_multiplier <= 0:
-        return counts, pos, []
-    delta = range_sensitivity(X.shape[1], labels=y is not None)
-    sigma = float(noise_multiplier) * delta
-    noisy = counts + sigma * rng.standard_normal(counts.shape)
-    if pos is not None:
-        pos = pos + sigma * float(rng.standard_normal())
-    return noisy, pos, [GaussianRelease(name, int(round_), delta, sigma, RECORD_REPLACE)]
-
-
-# ----------------------------------------------------------------------------- the hub's bisection (post-processing)
-def search_bracket(d: int) -> tuple[np.ndarray, np.ndarray]:
-    """Initial bisection bracket in asinh space for the lower and the upper quantile of every column."""
-    s = math.asinh(SEARCH_LIMIT)
-    return np.full((2, d), -s), np.full((2, d), s)
-
-
-def thresholds(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The next public thresholds: the bracket midpoints, back in raw units."""
-    return np.sinh(0.5 * (a + b))
-
-
-def bisect(a: np.ndarray, b: np.ndarray, pooled_counts: np.ndarray, targets: np.ndarray):
-    """One bisection step per column and quantile: a pooled count ≥ its target puts the quantile below the
-    midpoint (shrink from above), otherwise above it."""
-    mid = 0.5 * (a + b)
-    below = pooled_counts >= targets[:, None]
-    return np.where(below, a, mid), np.where(below, mid, b)
-
-
-def bounds_from_bracket(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Column bounds: the outer ends of the two brackets (lower quantile's lower end, upper quantile's upper
-    end). A column whose two quantiles coincide (e.g. a rare 0/1 indicator: both quantiles 0), or crossed by
-    noise, gets ``[lo − s/2, hi + s/2]`` with ``s = max(1, |lo|, |hi|)``: its common value maps to the middle and
-    the rare values to the ends, instead of every value to one end."""
-    lo, hi = np.sinh(a[0]), np.sinh(b[1])
-    scale = np.maximum(1.0, np.maximum(np.abs(lo), np.abs(hi)))
-    flat = (hi - lo) < 0.01 * scale
-    lo2 = np.where(flat, np.minimum(lo, hi) - 0.5 * scale, lo)
-    hi2 = np.where(flat, np.maximum(lo, hi) + 0.5 * scale, hi)
-    return lo2, hi2
-
-
-def quantile_level(noise_multiplier: float, d: int, n_total: int, n_nodes: int, floor: float = 0.02) -> float:
-    """Public quantile level q of the DP range: at least ``floor``, and high enough that the pooled count's noise
-    (√N z_r Δ_r) is a third of the target q·n (a noisy count then rarely drives the bisection to the search
-    limit); at most 0.25."""
-    sd = math.sqrt(n_nodes) * noise_multiplier * range_sensitivity(d)
-    return float(min(0.25, max(floor, 3.0 * sd / max(n_total, 1))))

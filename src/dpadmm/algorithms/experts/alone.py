@@ -1,0 +1,46 @@
+"""The label party alone: its own model on its own raw columns, standardised by its own statistics.
+
+One function for the label party's own model in the experts protocol and for the "label party alone" baseline
+every vertical command reports: the same fit on the label party's raw columns whatever the options (``--prepare``,
+``--row-clip``, the privacy flags), so a data set has one baseline. Standardising is a local step of the label
+party: nothing about its columns is released (its block, its model and the combination never leave it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.linear_model import LogisticRegression
+
+from ...data.prepare import column_scaling
+from .model import augment
+
+
+def standardise(X, scaling):
+    """``(X − centre)/scale`` with the label party's own statistics (``None``: as given; a sparse block keeps its
+    zeros: scaled only)."""
+    if scaling is None:
+        return X
+    centre, scale = scaling
+    if sp.issparse(X):
+        return sp.csr_matrix(X, dtype=np.float64) @ sp.diags(1.0 / scale)
+    return (np.asarray(X, dtype=np.float64) - centre) / scale
+
+
+def fit_label_party_alone(X, y_pm, lam: float):
+    """The label party's own model: its columns standardised with its own training statistics (a local step:
+    nothing about them is released), then ridge-logistic regression with an unpenalised intercept (scikit-learn's
+    ``LogisticRegression(C=1/(lam n))``). The same fit whatever the other parties do or the options are: the one
+    "label party alone" baseline of a data set. Returns ``([w, b], scaling)``."""
+    scaling = column_scaling(X)
+    Z = standardise(X, scaling)
+    lr = LogisticRegression(C=1.0 / (float(lam) * X.shape[0]), tol=1e-10, max_iter=10_000).fit(Z, y_pm)
+    return np.append(lr.coef_.ravel(), lr.intercept_[0]), scaling
+
+
+def label_party_alone_proba(X_train, y_train, X_test, lam: float) -> np.ndarray:
+    """P(y = +1) on ``X_test`` of :func:`fit_label_party_alone` fitted on ``(X_train, y_train)`` (labels ±1 or 0/1)."""
+    y_pm = np.where(np.asarray(y_train, dtype=np.float64).ravel() > 0, 1.0, -1.0)
+    coef, scaling = fit_label_party_alone(X_train, y_pm, lam)
+    s = np.asarray(augment(standardise(X_test, scaling), 1.0) @ coef).ravel()
+    return 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))

@@ -102,18 +102,18 @@ def test_vertical_a9a_gap_iterations(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_demo_baselines_match_readme(tmp_path, capsys):
-    """'the label party alone reaches test log loss 0.362 and all features 0.336' — as the demo prints."""
+    """'the label party alone reaches test log loss 0.350 and all features 0.336' — as the demo prints."""
     m = _find(r"label party alone reaches\s+test log loss (\d+(?:\.\d+)?) and all features (\d+(?:\.\d+)?)")
     code, out, err, _ = run_cli_once(["demo", "--out", tmp_path / "demo", "--quiet"], capsys)
     assert code == 0, err
-    alone = re.search(r"label party alone\s*│\s*(\d+(?:\.\d+)?)", out)
+    alone = re.search(r"label party alone[^│]*│\s*(\d+(?:\.\d+)?)", out)
     allf = re.search(r"all features \(centralised\)\s*│\s*(\d+(?:\.\d+)?)", out)
     assert alone and allf, out
     assert _agrees(alone.group(1), m.group(1)) and _agrees(allf.group(1), m.group(2))
     base = _find(r"predicting the base rate\s+gives (\d+\.\d+)")
     trivial = re.search(r"predict the base rate \(trivial\)\s*│\s*(\d+\.\d+)", out)
     assert trivial and _agrees(trivial.group(1), base.group(1)), (trivial, base.group(1))
-    # Quick start: "The label-private model (test log loss ≈ 0.34) beats the label party alone (0.362)"
+    # Quick start: "The label-private model (test log loss ≈ 0.34) beats the label party alone (0.350)"
     q = _find(r"The label-private model \(test log loss ≈ (\d+\.\d+)[^)]*\)\s+beats the label party alone\s+\((\d+\.\d+)\)")
     private = re.search(r"│ private[^│]*│\s*(\d+\.\d+)", out)
     assert private, out
@@ -149,7 +149,9 @@ def test_vertical_feature_dp_sweep(which, capsys):
     assert code == 0, err
     loss = re.search(r"test log loss: (\d+\.\d+)", out).group(1)
     assert _agrees(loss, quoted), (eps, loss, quoted)
-    assert ("verdict:" in out) == (float(loss) > 0.5467)
+    # a verdict exactly when the model is worse than a trivial one or than the one label-party-alone baseline
+    alone = float(re.search(r"label party alone (\d+\.\d+)", out).group(1))
+    assert ("verdict:" in out) == (float(loss) > 0.5467 or float(loss) > alone + 1e-4), out
 
 
 @pytest.mark.slow
@@ -159,7 +161,7 @@ def test_label_private_beats_label_party_alone(tmp_path, capsys):
                                       "--out", tmp_path / "run-labels", "--quiet"], capsys)  # the README's command
     assert code == 0, err
     loss = float(re.search(r"test log loss: (\d+\.\d+)", out).group(1))
-    assert abs(loss - float(m.group(1))) <= 0.015 and loss < 0.362  # noise is party-local: about, not exactly
+    assert abs(loss - float(m.group(1))) <= 0.015 and loss < 0.350  # noise is party-local: about, not exactly
 
 
 def _sensitivity_claims():

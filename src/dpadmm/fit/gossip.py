@@ -12,8 +12,8 @@ import numpy as np
 
 from .. import engine
 from ..algorithms.gossip import mechanism as mech
-from ..algorithms.gossip.node import (RouterConfig, init_router, node_diagnostics, node_step, router_metrics,
-                                      router_step, setup_node, step_size)
+from ..algorithms.gossip.node import RouterConfig, init_router, router_metrics, router_step, step_size
+from ..algorithms.gossip.protocol import PROTOCOL as GOSSIP_PROTOCOL
 from ..algorithms.gossip.report import gossip_report, noise_multiplier_for
 from ..algorithms.gossip.schedule import (DEFAULT_DELTA, DEFAULT_MOMENTUM, DEFAULT_RANGE_ROUNDS, DEFAULT_RIDGE,
                                           default_rounds)
@@ -69,8 +69,9 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
     opts = dict(max_degree=int(V.max()), n_nodes=N, n_total=n, rounds=int(rounds), range_rounds=K,
                 noise_multiplier=nm, step=eta, momentum=float(momentum), ridge=float(ridge), row_clip=R,
                 bounds=None if bounds is None else (np.asarray(bounds[0], float), np.asarray(bounds[1], float)))
-    specs = [PartySpec(nm_, setup_node, (nm_, Xs[i], ys[i], dict(opts, degree=int(V[i]))), node_step,
-                       node_diagnostics, owner=nm_) for i, nm_ in enumerate(names)]
+    specs = [PartySpec.of(GOSSIP_PROTOCOL, nm_, GOSSIP_PROTOCOL.setup_type(name=nm_, X=Xs[i], y=ys[i],
+                                                        options=dict(opts, degree=int(V[i]))), owner=nm_)
+             for i, nm_ in enumerate(names)]
     hub = engine.Hub(RouterConfig(A, names, d, n, K, q, opts["bounds"]), init_router, router_step, router_metrics)
     backend = backend if backend is not None else InProcessBackend()
     res = runner.run(backend, specs, hub, rounds=K + int(rounds), noise_seed=noise_seed, callbacks=callbacks,

@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from .._progress import status
-from ..algorithms.psi.party import _no_step, _psi, setup_party
+from ..algorithms.psi.party import _psi
 from ..algorithms.psi.protocol import PROTOCOL
 from ..backends.base import PartySpec
 from ..data.alignment import canonical_order
@@ -45,9 +45,8 @@ def align_parties(backend, names: Sequence[str], key: str, ids, *, id_column: st
         raise InvalidDataError("the label party's ids repeat; ids must be unique per party.")
     if not names:
         raise InvalidParameterError("PSI needs at least one party.")
-    handlers = PROTOCOL.handlers
-    specs = [PartySpec(name, setup_party, (name, PartyData(key, {"id_column": id_column}), len(strings)), _no_step,
-                       handlers=handlers) for name in names]
+    specs = [PartySpec.of(PROTOCOL, name, PROTOCOL.setup_type(name=name, ids=PartyData(key, {"id_column": id_column}),
+                                                             client_size=len(strings))) for name in names]
     status(f"PSI: setting up {len(names)} part{'y' if len(names) == 1 else 'ies'} ({key} file)")
     backend.start(specs)
     status(f"PSI: the parties blind their ids while the coordinator blinds its {len(strings):,}")

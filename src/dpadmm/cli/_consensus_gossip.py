@@ -4,10 +4,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import _backend as bk
 from ._common import console, elapsed, output_dir, progress, write_json
 from ..exceptions import DataFileError, InvalidParameterError
 
 
+def backend_options(backend: str, *, ray_address, ray_resources, timeout, peer, tls, insecure, peer_to_peer, out) -> dict:
+    """The options of ``get_backend`` for a consensus run (both protocols), after one validation of the backend
+    flags (and of Ray's presence). ``--peer-to-peer``: the nodes exchange with their neighbours (grpc only)."""
+    run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
+                              transcript=None, checkpoint_every=None, resume=None, out=out, peers=peer, tls=tls,
+                              insecure=insecure)
+    options = {"timeout": timeout} if backend != "inprocess" else {}
+    if peer_to_peer and backend != "grpc":
+        raise InvalidParameterError("--peer-to-peer needs --backend grpc (nodes started with `dpadmm party serve "
+                                    "--neighbour NAME=HOST:PORT`).")
+    if backend == "grpc":  # nodes are `dpadmm party serve` processes
+        options = {"peers": run_opts.backend.peers, "tls": run_opts.backend.tls, "insecure": insecure,
+                   "timeout": timeout, **({"peer_to_peer": True} if peer_to_peer else {})}
+    if backend == "ray":
+        options.update(address=ray_address, party_resources=bk.parse_resources(ray_resources) or None)
+    return options
 
 
 def check_test_source(test, test_fraction: float) -> None:
@@ -64,7 +81,7 @@ def _read_bounds(path: Path):
 
 
 def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bounds, iterations, test, test_fraction,
-            runs, normalize, seed, monitor, out, quiet, backend, zhang_options):
+            runs, normalize, seed, monitor, out, quiet, backend, backend_args, zhang_options):
     """``dpadmm consensus --epsilon E`` without --perturbation: noisy-gradient gossip (:mod:`dpadmm.algorithms.gossip`)."""
     import numpy as np
 
@@ -80,9 +97,10 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
     if normalize:
         raise InvalidParameterError("--normalize rescales whole rows and erases each column's scale; the gossip protocol "
                                     "(--epsilon) bounds every column itself (--bounds FILE, or a DP range): drop it.")
-    if backend != "inprocess":
-        raise InvalidParameterError("the gossip protocol runs in-process here (--backend inprocess); over the network "
-                                    "serve it with `dpadmm party serve --protocol noisy-gradient-gossip`.")
+    if backend_args["peer_to_peer"] and bounds is None:
+        raise InvalidParameterError("--peer-to-peer with --epsilon needs --bounds FILE: the DP column range pools "
+                                    "every node's counts through the coordinator.")
+    options = backend_options(backend, out=out, **backend_args)
     check_positive("epsilon", epsilon)
     if not 0.0 < delta < 1.0:
         raise InvalidParameterError(f"delta must be in (0, 1), got delta={delta}.")
@@ -110,8 +128,10 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
             metrics = run_gossip(data=data, X=X, y=y, nodes=nodes, topology=topology, split=split,
                                  uneven_ratio=uneven_ratio, epsilon=epsilon, delta=delta, rounds=iterations, runs=runs,
                                  seed=seed, bounds=declared, monitor=monitor, X_test=X_test, y_test=y_test,
-                                 progress=cb)
+                                 progress=cb, backend=backend, backend_options=options)
         model_arrays = metrics.pop("_model")
+        if backend_args["peer_to_peer"]:
+            metrics["config"]["peer_to_peer"] = True  # the nodes exchanged with their neighbours, not via this side
         f = metrics["final"]
         console.print(f"noisy-gradient gossip: nodes {nodes} ({topology}, {split}), {runs} run(s) x {iterations} rounds: "
                       f"final training loss mean {f['train_loss_mean']:.5f}, consensus error "

@@ -11,7 +11,7 @@ import typer
 from . import _backend as bk
 from ._app import app
 from ._common import console, elapsed, heartbeat, output_dir, phase, progress, write_json
-from ._consensus_gossip import _gossip, check_test_source, test_split
+from ._consensus_gossip import _gossip, backend_options, check_test_source, test_split
 from ..exceptions import DataFileError, InvalidParameterError
 
 #: defaults of a private run (pp/dvp) where the option is not given, chosen on the private-utility benchmark
@@ -103,6 +103,8 @@ def consensus(
                        epsilon=epsilon, delta=delta, bounds=bounds, iterations=iterations, test=test,
                        test_fraction=test_fraction, runs=runs, normalize=normalize, seed=seed, monitor=monitor,
                        out=out, quiet=quiet, backend=backend,
+                       backend_args=dict(ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
+                                         peer=peer, tls=tls, insecure=insecure, peer_to_peer=peer_to_peer),
                        zhang_options={"--eta": eta, "--eta-growth": eta_growth, "--alpha": alpha,
                                       "--alpha-growth": alpha_growth, "--C": C, "--reg-weight": reg_weight,
                                       "--fallback-epsilon": fallback_epsilon,
@@ -157,18 +159,8 @@ def consensus(
         raise InvalidParameterError("--alpha is only used with --perturbation pp|dvp|pvp.")
     if perturbation == "dvp" and eta is not None:
         raise InvalidParameterError("--perturbation dvp fixes eta = theta (Zhang & Zhu 2017); drop --eta or use pp.")
-    run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
-                              transcript=None, checkpoint_every=None, resume=None, out=out, peers=peer, tls=tls,
-                              insecure=insecure)  # validation (and Ray presence)
-    backend_options = {"timeout": timeout} if backend != "inprocess" else {}
-    if peer_to_peer and backend != "grpc":
-        raise InvalidParameterError("--peer-to-peer needs --backend grpc (nodes started with `dpadmm party serve "
-                                    "--neighbour NAME=HOST:PORT`).")
-    if backend == "grpc":  # nodes are `dpadmm party serve --protocol graph-consensus` processes
-        backend_options = {"peers": run_opts.backend.peers, "tls": run_opts.backend.tls, "insecure": insecure,
-                           "timeout": timeout, **({"peer_to_peer": True} if peer_to_peer else {})}
-    if backend == "ray":
-        backend_options.update(address=ray_address, party_resources=bk.parse_resources(ray_resources) or None)
+    options = backend_options(backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout, peer=peer,
+                              tls=tls, insecure=insecure, peer_to_peer=peer_to_peer, out=out)
     if data != "adult" and not Path(data).is_file():
         raise DataFileError(f"data file not found: {data}; give 'adult' or a LIBSVM file.")
     from ..experiments.zhang import load_data
@@ -186,7 +178,7 @@ def consensus(
             metrics = run_consensus(data=data, X=X, y=y, nodes=nodes, topology=topology, split=split,
                                     uneven_ratio=uneven_ratio, perturbation=perturbation, C=C, reg_weight=reg_weight,
                                     iterations=iterations, runs=runs, seed=seed, normalize=normalize, progress=cb,
-                                    backend=backend, monitor=monitor, backend_options=backend_options, X_test=X_test,
+                                    backend=backend, monitor=monitor, backend_options=options, X_test=X_test,
                                     y_test=y_test, fallback_epsilon=fallback_epsilon if private else None,
                                     epsilon=epsilon, **schedules)
         model_arrays = metrics.pop("_model")

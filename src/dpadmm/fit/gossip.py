@@ -16,7 +16,7 @@ from ..algorithms.gossip.node import (RouterConfig, init_router, node_diagnostic
                                       router_step, setup_node, step_size)
 from ..algorithms.gossip.report import gossip_report, noise_multiplier_for
 from ..algorithms.gossip.schedule import (DEFAULT_DELTA, DEFAULT_MOMENTUM, DEFAULT_RANGE_ROUNDS, DEFAULT_RIDGE,
-                                          default_rounds)
+                                          TAIL, average_from, default_rounds)
 from .._history import History
 from .._validation import check_int, check_positive, check_random_state, noise_seed
 from ..backends import InProcessBackend, PartySpec, get_backend
@@ -28,7 +28,7 @@ from ..privacy.threats import finish
 
 @dataclass
 class GossipResult:
-    F: np.ndarray  # (N, d + 1) the nodes' final broadcasts
+    F: np.ndarray  # (N, d + 1) the nodes' models: each node's mean of its tail broadcasts
     lo: np.ndarray
     hi: np.ndarray
     row_clip: float
@@ -45,13 +45,16 @@ class GossipResult:
 def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon: float | None,
                delta: float = DEFAULT_DELTA, rounds: int | None = None, range_rounds: int = DEFAULT_RANGE_ROUNDS,
                bounds=None, row_clip: float | None = None, momentum: float = DEFAULT_MOMENTUM,
-               ridge: float = DEFAULT_RIDGE, backend=None, noise_seed: int | None = None, monitor: bool = False,
-               callbacks: Sequence = ()) -> GossipResult:
+               ridge: float = DEFAULT_RIDGE, tail: float = TAIL, backend=None, noise_seed: int | None = None,
+               monitor: bool = False, callbacks: Sequence = ()) -> GossipResult:
     """Run the protocol on node datasets ``Xs``/``ys`` (±1) over the connected graph ``G``.
 
     ``epsilon=None``: no noise (a non-private run; without ``bounds`` the column bounds then come from the
     exact counts of the same bisection). ``bounds``: declared (lo, hi), each (d,) — no range rounds.
-    ``row_clip``: R (default √d: the column clip alone bounds ‖z‖). ``rounds=None``: :func:`default_rounds`."""
+    ``row_clip``: R (default √d: the column clip alone bounds ‖z‖). ``rounds=None``: :func:`default_rounds`.
+    ``tail``: each node's model is the mean of its broadcasts over the last ``tail`` share of the rounds
+    (:func:`average_from`; post-processing). A peer-to-peer backend needs declared ``bounds`` (the DP column
+    range pools every node's counts through the coordinator)."""
     N = len(Xs)
     d = int(Xs[0].shape[1])
     n = int(sum(x.shape[0] for x in Xs))
@@ -65,17 +68,25 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
     q = mech.quantile_level(nm, d, n, N)
     eta = step_size(R, ridge)
     names = tuple(f"node{i}" for i in range(N))
+    backend = backend if backend is not None else InProcessBackend()
+    p2p = {}
+    if getattr(backend, "peer_to_peer", False):  # nodes exchange with their neighbours; each checks the graph
+        if bounds is None:
+            raise InvalidParameterError("a peer-to-peer gossip run needs declared column bounds (bounds=, --bounds "
+                                        "FILE): the DP column range pools every node's counts through the coordinator.")
+        p2p["neighbours"] = {names[i]: [names[j] for j in G.neighbors(i)] for i in range(N)}
+    s0 = average_from(rounds, tail)
     opts = dict(max_degree=int(V.max()), n_nodes=N, n_total=n, rounds=int(rounds), range_rounds=K,
-                noise_multiplier=nm, step=eta, momentum=float(momentum), ridge=float(ridge), row_clip=R,
+                noise_multiplier=nm, step=eta, momentum=float(momentum), ridge=float(ridge), row_clip=R, average_from=s0,
                 bounds=None if bounds is None else (np.asarray(bounds[0], float), np.asarray(bounds[1], float)))
     specs = [PartySpec(nm_, setup_node, (nm_, Xs[i], ys[i], dict(opts, degree=int(V[i]))), node_step,
                        node_diagnostics, owner=nm_) for i, nm_ in enumerate(names)]
-    hub = engine.Hub(RouterConfig(A, names, d, n, K, q, opts["bounds"]), init_router, router_step, router_metrics)
-    backend = backend if backend is not None else InProcessBackend()
+    hub = engine.Hub(RouterConfig(A, names, d, n, K, q, opts["bounds"], s0), init_router, router_step,
+                     router_metrics)
     engine.start(backend, specs, noise_seed=noise_seed, rounds=K + int(rounds))
     try:
         res = engine.run(hub=hub, parties=specs, backend=backend, rounds=K + int(rounds), noise_seed=noise_seed,
-                         callbacks=callbacks, monitor=monitor, stop_on_convergence=False, started=True)
+                         callbacks=callbacks, monitor=monitor, stop_on_convergence=False, started=True, **p2p)
     finally:
         backend.close()
     st = res.hub_state
@@ -86,7 +97,7 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
                f"(search range ±{mech.SEARCH_LIMIT:g}), paid from the same budget")
         report = finish(gossip_report(res.ledger, delta=delta, rounds=int(rounds), range_rounds=K, noise_multiplier=nm,
                                       bounds_source=src), threat_model="consensus", noise_source=res.noise_source)
-    return GossipResult(st.F.copy(), np.asarray(st.lo, float), np.asarray(st.hi, float), R, nm, report,
+    return GossipResult((st.F if st.avg is None else st.avg).copy(), np.asarray(st.lo, float), np.asarray(st.hi, float), R, nm, report,
                         dict(res.history), res.rounds, res.noise_source, None if bounds is not None else q,
                         np.asarray(st.path) if st.path else None, res.ledger)
 

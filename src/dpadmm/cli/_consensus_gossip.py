@@ -120,9 +120,10 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
         raise InvalidParameterError(f"--bounds {bounds}: every row needs lo < hi.")
     X, y, X_test, y_test = test_split(X, y, test, test_fraction, seed)
     if iterations is None:
-        from ..algorithms.gossip.schedule import default_rounds
+        from ..algorithms.gossip.schedule import DEFAULT_RANGE_ROUNDS, default_schedule
 
-        iterations = default_rounds(len(y), X.shape[1], epsilon)
+        iterations = default_schedule(len(y), X.shape[1], epsilon, n_nodes=nodes, delta=delta,
+                                      range_rounds=0 if declared is not None else DEFAULT_RANGE_ROUNDS).rounds
     with output_dir(out) as stage:
         with progress(iterations * runs, "noisy-gradient gossip", enabled=not quiet) as cb:
             metrics = run_gossip(data=data, X=X, y=y, nodes=nodes, topology=topology, split=split,

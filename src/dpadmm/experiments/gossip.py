@@ -10,7 +10,7 @@ import numpy as np
 
 from .._validation import binary_labels
 from ..algorithms.gossip import mechanism as mech
-from ..algorithms.gossip.schedule import default_rounds
+from ..algorithms.gossip.schedule import DEFAULT_RANGE_ROUNDS, default_schedule
 from ..backends import get_backend
 from ..data.graphs import make_graph
 from ..estimators.consensus import ConsensusLogisticRegression
@@ -39,7 +39,8 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         X_test = np.asarray(X_test.toarray() if hasattr(X_test, "toarray") else X_test, dtype=np.float64)
         y_test_pm, _ = binary_labels("test labels", y_test)
     if rounds is None:
-        rounds = default_rounds(int(sum(len(v) for v in ys)), int(Xs[0].shape[1]), epsilon)
+        rounds = default_schedule(int(sum(len(v) for v in ys)), int(Xs[0].shape[1]), epsilon, n_nodes=nodes,
+                                  delta=delta, range_rounds=0 if bounds is not None else DEFAULT_RANGE_ROUNDS).rounds
     curves, consensus, test_losses, train_final, secs = [], [], [], [], []
     model = None
     t0 = time.perf_counter()
@@ -102,7 +103,8 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
             "node_size_min": int(sizes.min()), "node_size_max": int(sizes.max()),
             "epsilon_target": epsilon, "delta": delta, "iterations": rounds, "runs": runs, "seed": seed,
             "noise_multiplier": model.noise_multiplier_, "row_clip": float(model._gossip[2]),
-            "range_quantile": model.range_quantile_, "momentum": 0.9, "loss": "logistic", "intercept": True,
+            "range_quantile": model.range_quantile_, "momentum": 0.9, "schedule": model.regime_, "loss": "logistic",
+            "intercept": True,
             "noise_source": model.noise_source_, "perturbation": "none",
         },
         "_model": {"coef": model.coef_, "intercept": np.float64(model.intercept_), "coefs": model.coefs_,

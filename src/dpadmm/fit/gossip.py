@@ -16,7 +16,7 @@ from ..algorithms.gossip.node import (RouterConfig, init_router, node_diagnostic
                                       router_step, setup_node, step_size)
 from ..algorithms.gossip.report import gossip_report, noise_multiplier_for
 from ..algorithms.gossip.schedule import (DEFAULT_DELTA, DEFAULT_MOMENTUM, DEFAULT_RANGE_ROUNDS, DEFAULT_RIDGE,
-                                          TAIL, average_from, default_rounds)
+                                          average_from, default_schedule)
 from .._history import History
 from .._validation import check_int, check_positive, check_random_state, noise_seed
 from ..backends import InProcessBackend, PartySpec, get_backend
@@ -40,33 +40,36 @@ class GossipResult:
     quantile: float | None = None
     path: np.ndarray | None = None  # (T, d + 1) the mean broadcast model after every gradient round
     ledger: object = None
+    regime: str = ""  # the schedule's regime (schedule.default_schedule)
 
 
 def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon: float | None,
                delta: float = DEFAULT_DELTA, rounds: int | None = None, range_rounds: int = DEFAULT_RANGE_ROUNDS,
                bounds=None, row_clip: float | None = None, momentum: float = DEFAULT_MOMENTUM,
-               ridge: float = DEFAULT_RIDGE, tail: float = TAIL, backend=None, noise_seed: int | None = None,
+               ridge: float = DEFAULT_RIDGE, tail: float | None = None, backend=None, noise_seed: int | None = None,
                monitor: bool = False, callbacks: Sequence = ()) -> GossipResult:
     """Run the protocol on node datasets ``Xs``/``ys`` (±1) over the connected graph ``G``.
 
     ``epsilon=None``: no noise (a non-private run; without ``bounds`` the column bounds then come from the
     exact counts of the same bisection). ``bounds``: declared (lo, hi), each (d,) — no range rounds.
-    ``row_clip``: R (default √d: the column clip alone bounds ‖z‖). ``rounds=None``: :func:`default_rounds`.
-    ``tail``: each node's model is the mean of its broadcasts over the last ``tail`` share of the rounds
-    (:func:`average_from`; post-processing). A peer-to-peer backend needs declared ``bounds`` (the DP column
+    ``row_clip``: R (default √d: the column clip alone bounds ‖z‖). The schedule — T (``rounds=None``), the step
+    η and ``tail`` (``None``: each node's model is the mean of its broadcasts over the last ``tail`` share of the
+    rounds, :func:`average_from`; post-processing) — is :func:`default_schedule` of the public n, d, N and ε. A peer-to-peer backend needs declared ``bounds`` (the DP column
     range pools every node's counts through the coordinator)."""
     N = len(Xs)
     d = int(Xs[0].shape[1])
     n = int(sum(x.shape[0] for x in Xs))
     A, V = adjacency(G)
-    rounds = default_rounds(n, d, epsilon) if rounds is None else int(rounds)
     R = float(np.sqrt(d)) if row_clip is None else float(row_clip)
     K = 0 if bounds is not None else int(range_rounds)
+    sched = default_schedule(n, d, epsilon, n_nodes=N, delta=delta, range_rounds=K, row_clip=R, ridge=ridge)
+    rounds = sched.rounds if rounds is None else int(rounds)
+    tail = sched.tail if tail is None else float(tail)
     sens = [mech.range_sensitivity(d, labels=True)] * min(K, 1) + [mech.range_sensitivity(d)] * (K - 1) \
         + [mech.gradient_sensitivity(R)] * int(rounds)
     nm = 0.0 if epsilon is None else noise_multiplier_for(epsilon, delta, sens)
     q = mech.quantile_level(nm, d, n, N)
-    eta = step_size(R, ridge)
+    eta = sched.step_scale * step_size(R, ridge)
     names = tuple(f"node{i}" for i in range(N))
     backend = backend if backend is not None else InProcessBackend()
     p2p = {}
@@ -99,7 +102,7 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
                                       bounds_source=src), threat_model="consensus", noise_source=res.noise_source)
     return GossipResult((st.F if st.avg is None else st.avg).copy(), np.asarray(st.lo, float), np.asarray(st.hi, float), R, nm, report,
                         dict(res.history), res.rounds, res.noise_source, None if bounds is not None else q,
-                        np.asarray(st.path) if st.path else None, res.ledger)
+                        np.asarray(st.path) if st.path else None, res.ledger, sched.regime)
 
 
 def fit_estimator(self, X, y, callbacks):
@@ -160,6 +163,7 @@ def fit_estimator(self, X, y, callbacks):
     self.history_ = History(res.history, monitored=monitor, private=private)
     self.path_ = res.path  # (T, d + 1): the mean broadcast model (intercept last) after every gradient round
     self.schedules_ = {}
+    self.regime_ = res.regime  # the public schedule's regime: signal-rich or noise-limited (schedule.py)
     self.privacy_ = res.report
     self._gossip_ledger = res.ledger
     return self

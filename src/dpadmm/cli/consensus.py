@@ -94,10 +94,6 @@ def consensus(
                                       help="grpc: nodes talk to their neighbours."),
 ):
     """Train logistic regression over a graph with (private) M-ADMM [Zhang, eq. 10–11, Alg. 1]."""
-    from .._validation import check_choice, check_int, check_positive
-    from ..algorithms.consensus.schedules import PERTURBATIONS
-    from ..experiments.zhang import run_consensus
-
     if epsilon is not None and perturbation == "none":  # --epsilon alone: the best private protocol we have
         return _gossip(data=data, nodes=nodes, topology=topology, split=split, uneven_ratio=uneven_ratio,
                        epsilon=epsilon, delta=delta, bounds=bounds, iterations=iterations, test=test,
@@ -110,6 +106,11 @@ def consensus(
                                       "--fallback-epsilon": fallback_epsilon,
                                       "--theta": None if theta == "0.5" else theta,
                                       "--theta-growth": None if theta_growth == "1.0" else theta_growth})
+    # M-ADMM only (imported after the gossip dispatch, which loads none of them)
+    from .._validation import check_choice, check_int, check_positive
+    from ..algorithms.consensus.schedules import PERTURBATIONS
+    from ..experiments.zhang import run_consensus
+
     if bounds is not None:
         raise InvalidParameterError("--bounds is used by the gossip protocol (--epsilon without --perturbation).")
     private = perturbation in ("pp", "dvp")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from ...privacy.accountants import calibrate_noise_multiplier, gaussian_epsilon
-from ...privacy.events import RECORD_REPLACE
+from ...privacy.events import RECORD_REPLACE, GaussianRelease
 from ...privacy.ledger import PrivacyLedger, PrivacyReport
 from .schedule import gdp_mu
 
@@ -45,12 +45,25 @@ def noise_multiplier_for(epsilon: float, delta: float, sensitivities, method: st
     return z * 1.01
 
 
+def _per_node(ledger: PrivacyLedger, delta: float, method: str) -> dict[str, float]:
+    """``ledger.gaussian_epsilons``, with one accountant call per distinct multiset of noise multipliers (the
+    nodes of a run usually release the same ones): the same numbers, a fifth of the PLD work on 5 nodes."""
+    done: dict[tuple, float] = {}
+    out = {}
+    for party, events in ledger.by_party().items():
+        key = tuple(sorted(float(e.noise_multiplier) for e in events if isinstance(e, GaussianRelease)))
+        if key not in done:
+            done[key] = gaussian_epsilon(key, delta, method)
+        out[party] = done[key]
+    return out
+
+
 def gossip_report(ledger: PrivacyLedger, *, delta: float, rounds: int, range_rounds: int, noise_multiplier: float,
                   bounds_source: str, notes=(), method: str = "pld") -> PrivacyReport:
     """:class:`PrivacyReport` of a run: per node, its releases composed by the accountant; ε = the worst node's."""
-    per = ledger.gaussian_epsilons(delta, method)
+    per = _per_node(ledger, delta, method)
     eps = max(per.values()) if per else math.inf
-    rdp = ledger.gaussian_epsilons(delta, "rdp")
+    rdp = _per_node(ledger, delta, "rdp")
     releases = [{"name": "range counts (DP column bounds)", "count": int(range_rounds),
                  "noise_multiplier": noise_multiplier}] if range_rounds else []
     releases.append({"name": "clipped gradient sums", "count": int(rounds), "noise_multiplier": noise_multiplier})

@@ -10,18 +10,22 @@ from ._common import console, elapsed, output_dir, progress, write_json
 from ..exceptions import DataFileError, InvalidParameterError
 
 
-def backend_options(backend: str, *, ray_address, ray_resources, timeout, peer, tls, insecure, peer_to_peer, out) -> dict:
+def backend_options(backend: str, *, ray_address, ray_resources, timeout, peer, tls, insecure, peer_to_peer, out,
+                    checkpoint_every=None, resume=None, run_opts: list | None = None) -> dict:
     """The options of ``get_backend`` for a consensus run (both protocols), after one validation of the backend
-    flags (and of Ray's presence). ``--peer-to-peer``: the nodes exchange with their neighbours (grpc only)."""
-    run_opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
-                              transcript=None, checkpoint_every=None, resume=None, out=out, peers=peer, tls=tls,
-                              insecure=insecure)
+    flags (and of Ray's presence). ``--peer-to-peer``: the nodes exchange with their neighbours (grpc only).
+    ``run_opts``: a list that receives the validated :class:`~._backend.RunOptions` (checkpoints, resume)."""
+    opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
+                          transcript=None, checkpoint_every=checkpoint_every, resume=resume, out=out, peers=peer,
+                          tls=tls, insecure=insecure)
+    if run_opts is not None:
+        run_opts.append(opts)
     options = {"timeout": timeout} if backend != "inprocess" else {}
     if peer_to_peer and backend != "grpc":
         raise InvalidParameterError("--peer-to-peer needs --backend grpc (nodes started with `dpadmm party serve "
                                     "--neighbour NAME=HOST:PORT`).")
     if backend == "grpc":  # nodes are `dpadmm party serve` processes
-        options = {"peers": run_opts.backend.peers, "tls": run_opts.backend.tls, "insecure": insecure,
+        options = {"peers": opts.backend.peers, "tls": opts.backend.tls, "insecure": insecure,
                    "timeout": timeout, **({"peer_to_peer": True} if peer_to_peer else {})}
     if backend == "ray":
         options.update(address=ray_address, party_resources=bk.parse_resources(ray_resources) or None)
@@ -97,6 +101,7 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
 
     from .._validation import check_int, check_positive
     from ._common import verdict
+    from ..algorithms.gossip.schedule import DEFAULT_RANGE_ROUNDS, default_schedule
     from ..experiments.gossip import run_gossip
     from ..experiments.zhang import load_data, plot_curves
 
@@ -110,7 +115,11 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
     if backend_args["peer_to_peer"] and bounds is None:
         raise InvalidParameterError("--peer-to-peer with --epsilon needs --bounds FILE: the DP column range pools "
                                     "every node's counts through the coordinator.")
-    options = backend_options(backend, out=out, **backend_args)
+    if runs != 1 and (backend_args.get("checkpoint_every") is not None or backend_args.get("resume") is not None):
+        raise InvalidParameterError("--checkpoint-every and --resume checkpoint one run; drop --runs.")
+    validated: list = []
+    options = backend_options(backend, out=out, run_opts=validated, **backend_args)
+    run_opts = validated[0]
     check_positive("epsilon", epsilon)
     if not 0.0 < delta < 1.0:
         raise InvalidParameterError(f"delta must be in (0, 1), got delta={delta}.")
@@ -132,16 +141,17 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
     X, y, X_test, y_test = test_split(X, y, test, test_fraction, seed)
     load_wall, load_cpu = time.perf_counter() - load_wall, time.process_time() - load_cpu
     if iterations is None:
-        from ..algorithms.gossip.schedule import DEFAULT_RANGE_ROUNDS, default_schedule
-
         iterations = default_schedule(len(y), X.shape[1], epsilon, n_nodes=nodes, delta=delta,
                                       range_rounds=0 if declared is not None else DEFAULT_RANGE_ROUNDS).rounds
+    note = bk.resume_note(run_opts, iterations + (0 if declared is not None else DEFAULT_RANGE_ROUNDS))
+    if note:
+        console.print(note)
     with output_dir(out) as stage:
         with progress(iterations * runs, "noisy-gradient gossip", enabled=not quiet) as cb:
             metrics = run_gossip(data=data, X=X, y=y, nodes=nodes, topology=topology, split=split,
                                  uneven_ratio=uneven_ratio, epsilon=epsilon, delta=delta, rounds=iterations, runs=runs,
                                  seed=seed, bounds=declared, monitor=monitor, X_test=X_test, y_test=y_test,
-                                 progress=cb, backend=backend, backend_options=options)
+                                 progress=cb, backend=backend, backend_options=options, fit_kwargs=run_opts.begin())
         model_arrays = metrics.pop("_model")
         if backend_args["peer_to_peer"]:
             metrics["config"]["peer_to_peer"] = True  # the nodes exchanged with their neighbours, not via this side

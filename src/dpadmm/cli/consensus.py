@@ -92,6 +92,8 @@ def consensus(
     insecure: bool = bk.insecure_option(),
     peer_to_peer: bool = typer.Option(False, "--peer-to-peer", rich_help_panel=bk.BACKEND_PANEL,
                                       help="grpc: nodes talk to their neighbours."),
+    checkpoint_every: Optional[int] = bk.checkpoint_every_option(),
+    resume: Optional[Path] = bk.resume_option(),
 ):
     """Train logistic regression over a graph with (private) M-ADMM [Zhang, eq. 10–11, Alg. 1]."""
     if epsilon is not None and perturbation == "none":  # --epsilon alone: the best private protocol we have
@@ -100,7 +102,8 @@ def consensus(
                        test_fraction=test_fraction, runs=runs, normalize=normalize, seed=seed, monitor=monitor,
                        out=out, quiet=quiet, backend=backend,
                        backend_args=dict(ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
-                                         peer=peer, tls=tls, insecure=insecure, peer_to_peer=peer_to_peer),
+                                         peer=peer, tls=tls, insecure=insecure, peer_to_peer=peer_to_peer,
+                                         checkpoint_every=checkpoint_every, resume=resume),
                        zhang_options={"--eta": eta, "--eta-growth": eta_growth, "--alpha": alpha,
                                       "--alpha-growth": alpha_growth, "--C": C, "--reg-weight": reg_weight,
                                       "--fallback-epsilon": fallback_epsilon,
@@ -113,6 +116,10 @@ def consensus(
 
     if bounds is not None:
         raise InvalidParameterError("--bounds is used by the gossip protocol (--epsilon without --perturbation).")
+    if checkpoint_every is not None or resume is not None:
+        raise InvalidParameterError("--checkpoint-every and --resume are for the gossip protocol (--epsilon without "
+                                    "--perturbation): M-ADMM's DP base-rate fallback releases after the rounds, "
+                                    "outside a checkpoint.")
     private = perturbation in ("pp", "dvp")
     if fallback_epsilon is None:
         fallback_epsilon = 0.5 if epsilon is None else min(0.5, epsilon / 4.0)

@@ -30,7 +30,7 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
                uneven_ratio: float = 10.0, epsilon: float | None = 1.0, delta: float = 1e-5, rounds: int | None = None,
                runs: int = 1, seed: int | None = None, bounds=None, row_clip: float | None = None,
                backend: str = "inprocess", backend_options: dict | None = None, monitor: bool | None = None,
-               X_test=None, y_test=None, progress: Callable | None = None) -> dict:
+               X_test=None, y_test=None, progress: Callable | None = None, fit_kwargs: dict | None = None) -> dict:
     data_seed = 0 if seed is None else seed
     Xs, ys = _node_data(X, y, nodes, split, uneven_ratio, data_seed)
     G = make_graph(topology, nodes, random_state=np.random.default_rng([data_seed, 2]))
@@ -52,7 +52,7 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
             row_clip=row_clip, backend=get_backend(backend, **(backend_options or {})), monitor=monitor,
             random_state=None if seed is None else int(np.random.SeedSequence([seed, r]).generate_state(1)[0]))
         w0, c0 = time.perf_counter(), time.process_time()
-        model.fit(Xs, ys, callbacks=cb)
+        model.fit(Xs, ys, callbacks=cb, **(fit_kwargs or {}))
         fit_wall, fit_cpu = fit_wall + time.perf_counter() - w0, fit_cpu + time.process_time() - c0
         lo, hi, R = model._gossip
         Xt_nodes = [mech.prepare(x, lo, hi, R) for x in Xs]

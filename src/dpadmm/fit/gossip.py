@@ -47,7 +47,8 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
                delta: float = DEFAULT_DELTA, rounds: int | None = None, range_rounds: int = DEFAULT_RANGE_ROUNDS,
                bounds=None, row_clip: float | None = None, momentum: float = DEFAULT_MOMENTUM,
                ridge: float = DEFAULT_RIDGE, tail: float | None = None, backend=None, noise_seed: int | None = None,
-               monitor: bool = False, callbacks: Sequence = ()) -> GossipResult:
+               monitor: bool = False, callbacks: Sequence = (), checkpoint_dir=None, checkpoint_every: int | None = None,
+               resume_from=None) -> GossipResult:
     """Run the protocol on node datasets ``Xs``/``ys`` (±1) over the connected graph ``G``.
 
     ``epsilon=None``: no noise (a non-private run; without ``bounds`` the column bounds then come from the
@@ -55,7 +56,8 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
     ``row_clip``: R (default √d: the column clip alone bounds ‖z‖). The schedule — T (``rounds=None``), the step
     η and ``tail`` (``None``: each node's model is the mean of its broadcasts over the last ``tail`` share of the
     rounds, :func:`average_from`; post-processing) — is :func:`default_schedule` of the public n, d, N and ε. A peer-to-peer backend needs declared ``bounds`` (the DP column
-    range pools every node's counts through the coordinator)."""
+    range pools every node's counts through the coordinator). ``checkpoint_dir``/``checkpoint_every``/``resume_from``:
+    the engine's checkpoints (every release is a round, so a resumed run releases nothing twice)."""
     N = len(Xs)
     d = int(Xs[0].shape[1])
     n = int(sum(x.shape[0] for x in Xs))
@@ -89,7 +91,9 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
     engine.start(backend, specs, noise_seed=noise_seed, rounds=K + int(rounds))
     try:
         res = engine.run(hub=hub, parties=specs, backend=backend, rounds=K + int(rounds), noise_seed=noise_seed,
-                         callbacks=callbacks, monitor=monitor, stop_on_convergence=False, started=True, **p2p)
+                         callbacks=callbacks, monitor=monitor, stop_on_convergence=False, started=True,
+                         checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume_from=resume_from,
+                         **p2p)
     finally:
         backend.close()
     st = res.hub_state
@@ -105,8 +109,9 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
                         np.asarray(st.path) if st.path else None, res.ledger, sched.regime)
 
 
-def fit_estimator(self, X, y, callbacks):
-    """Fit ``ConsensusLogisticRegression`` ``self`` by noisy-gradient gossip; sets its fitted attributes."""
+def fit_estimator(self, X, y, callbacks, **checkpoints):
+    """Fit ``ConsensusLogisticRegression`` ``self`` by noisy-gradient gossip; sets its fitted attributes.
+    ``checkpoints``: ``checkpoint_dir``, ``checkpoint_every``, ``resume_from`` (:func:`fit_gossip`)."""
     if self.epsilon is not None:
         check_positive("epsilon", self.epsilon)
     check_positive("delta", self.delta)
@@ -140,7 +145,7 @@ def fit_estimator(self, X, y, callbacks):
     monitor = (not private) if self.monitor is None else bool(self.monitor)
     res = fit_gossip(Xs, ys, G, epsilon=self.epsilon, delta=float(self.delta), rounds=T, bounds=bounds,
                      row_clip=self.row_clip, backend=get_backend(self.backend), noise_seed=nseed,
-                     monitor=monitor, callbacks=callbacks)
+                     monitor=monitor, callbacks=callbacks, **checkpoints)
     self._gossip = (res.lo, res.hi, res.row_clip)
     self.coefs_ = res.F[:, :d].copy()
     self.intercepts_ = res.F[:, d].copy()

@@ -186,18 +186,12 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         return [A[i] for i in idx], [y_pm[i] for i in idx], classes
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y=None, *, callbacks: Sequence = (), checkpoint_dir=None, checkpoint_every=None,
-            resume_from=None):
-        """Fit by noisy-gradient gossip (``epsilon`` given) or (private) M-ADMM. ``X`` is one (n, d) matrix split
-        over ``n_nodes`` nodes, or a list of per-node matrices (with ``y`` a list of per-node labels). Labels:
-        two classes. ``checkpoint_dir``/``checkpoint_every``/``resume_from``: gossip only (M-ADMM's DP base-rate
-        fallback releases after the rounds, outside a checkpoint)."""
-        checkpoints = dict(checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, resume_from=resume_from)
-        if self._use_gossip():
+    def fit(self, X, y=None, *, callbacks: Sequence = (), **checkpoints):
+        """Fit by noisy-gradient gossip (``epsilon`` given; ``checkpoints``: ``checkpoint_dir``, ``checkpoint_every``,
+        ``resume_from``) or (private) M-ADMM. ``X``: one (n, d) matrix split over ``n_nodes`` nodes, or per-node lists;
+        two classes."""
+        if self._use_gossip() or any(v is not None for v in checkpoints.values()):  # M-ADMM: refused there
             return fit_estimator(self, X, y, callbacks, **checkpoints)
-        if any(v is not None for v in checkpoints.values()):
-            raise InvalidParameterError("checkpoints and resume are for the gossip protocol (epsilon= without "
-                                        "perturbation=); M-ADMM's fallback releases outside the checkpointed rounds.")
         self._validate()
         self._gossip = None
         seed = check_random_state(self.random_state)  # data split and graph (not noise)

@@ -112,6 +112,8 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
 def fit_estimator(self, X, y, callbacks, **checkpoints):
     """Fit ``ConsensusLogisticRegression`` ``self`` by noisy-gradient gossip; sets its fitted attributes.
     ``checkpoints``: ``checkpoint_dir``, ``checkpoint_every``, ``resume_from`` (:func:`fit_gossip`)."""
+    if not self._use_gossip():  # M-ADMM's DP base-rate fallback releases after the rounds, outside a checkpoint
+        raise InvalidParameterError("checkpoints and resume are for the gossip protocol (epsilon= alone).")
     if self.epsilon is not None:
         check_positive("epsilon", self.epsilon)
     check_positive("delta", self.delta)

@@ -88,8 +88,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         take ``alpha``; kept for reproducing [Zhang]).
     protocol : ``"auto"`` (gossip when ``epsilon`` is given, M-ADMM otherwise), ``"admm"`` or ``"gossip"``
         (``"gossip"`` without ``epsilon``: the same protocol without noise).
-    delta, rounds, bounds, row_clip : gossip only: δ of the budget (default 1e-5); gradient rounds T (default:
-        ``clip(1.6 √(n ε / (d + 1)), 10, 200)``, fewer on small or noisy problems); declared column bounds
+    delta, rounds, bounds, row_clip : gossip only: δ of the budget (default 1e-5); gradient rounds T (default: the
+        public schedule of ``algorithms/gossip/schedule.py``, ``regime_`` names it); declared column bounds
         ``(lo, hi)`` (two length-d sequences; default: a DP estimate of each column's range); the row clip R on
         the [−1, 1]-mapped columns (default √d: no row is clipped beyond its columns).
 

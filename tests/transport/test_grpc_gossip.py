@@ -67,3 +67,101 @@ def test_a_budgeted_node_refuses_a_run_beyond_its_budget(tmp_path):
             _model(GrpcBackend(peers, insecure=True, timeout=60)).fit(X, y)
     finally:
         stop()
+
+
+def _p2p_nodes(tmp_path, n_nodes):
+    """One ``NodeService`` per node of a ring, each given its two neighbours' addresses (insecure loopback)."""
+    import socket
+
+    from dpadmm.backends.grpc_p2p import NodeService
+    from dpadmm.backends.grpc_party import make_server
+
+    ports = {}
+    for i in range(n_nodes):  # fixed ports first: each node's operator is given its neighbours' addresses
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        ports[i] = s.getsockname()[1]
+        s.close()
+    servers, services = [], []
+    for i in range(n_nodes):
+        nbrs = {f"node{j}": f"127.0.0.1:{ports[j]}" for j in {(i - 1) % n_nodes, (i + 1) % n_nodes}}
+        svc = NodeService(name=f"node{i}", protocol=[PROTOCOL], data={}, out=tmp_path / f"node{i}", secure=False,
+                          accept_coordinator_data=True, allow_seeded_noise=True, max_epsilon=5.0, delta=1e-5,
+                          neighbours=nbrs, exchange_timeout=30.0)
+        srv, _ = make_server(svc, f"127.0.0.1:{ports[i]}", None)
+        srv.start()
+        servers.append(srv)
+        services.append(svc)
+
+    def stop():
+        for srv in servers:
+            srv.stop(0).wait()
+        for svc in services:
+            svc.close()
+    return {f"node{i}": f"127.0.0.1:{p}" for i, p in ports.items()}, services, stop
+
+
+def test_gossip_peer_to_peer_equals_in_process_with_declared_bounds(tmp_path):
+    """Each node sums its two neighbours' broadcasts itself (no round message through the coordinator): the
+    model, every node's model and the per-node ε equal the routed in-process run at the same seed."""
+    X, y = _data()
+    bounds = (X.min(axis=0) - 1.0, X.max(axis=0) + 1.0)
+    peers, services, stop = _p2p_nodes(tmp_path, 4)
+    try:
+        backend = GrpcBackend(peers, insecure=True, timeout=60, peer_to_peer=True)
+        remote = ConsensusLogisticRegression(epsilon=2.0, n_nodes=4, topology="ring", rounds=6, random_state=4,
+                                             bounds=bounds, backend=backend).fit(X, y)
+    finally:
+        stop()
+    local = ConsensusLogisticRegression(epsilon=2.0, n_nodes=4, topology="ring", rounds=6, random_state=4,
+                                        bounds=bounds).fit(X, y)
+    np.testing.assert_allclose(remote.coefs_, local.coefs_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(remote.intercepts_, local.intercepts_, rtol=1e-9, atol=1e-12)
+    assert remote.privacy_.per_party == pytest.approx(local.privacy_.per_party, rel=1e-9)
+    assert not np.allclose(remote.coefs_[0], remote.coefs_[2])  # node0 and node2 are not neighbours: models differ
+    for svc in services:  # no range rounds with declared bounds: T gradient sums, priced by each node
+        led = json.loads((svc.out / LEDGER_NAME).read_text())
+        assert led["releases"] == 6 and led["epsilon_spent"] <= 2.0 + 1e-9
+        recs = [json.loads(x) for x in (svc.out / "audit.jsonl").read_text().splitlines()]
+        assert not any(r["method"] == "Step" for r in recs)  # no round went through the coordinator
+
+
+def test_gossip_peer_to_peer_without_declared_bounds_is_refused_before_any_release(tmp_path):
+    X, y = _data()
+    backend = GrpcBackend({"node0": "127.0.0.1:1", "node1": "127.0.0.1:2", "node2": "127.0.0.1:3"}, insecure=True,
+                          timeout=5, peer_to_peer=True)
+    from dpadmm.exceptions import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match="peer-to-peer gossip run needs declared column bounds"):
+        _model(backend).fit(X, y)
+
+
+def test_cli_gossip_over_grpc_peer_to_peer_equals_in_process(tmp_path, capsys):
+    """``dpadmm consensus --epsilon 1 --bounds FILE --backend grpc --peer-to-peer``: the same model.npz and ε as the
+    in-process CLI run at the same seed; without --bounds it is one line, exit 2."""
+    from sklearn.datasets import dump_svmlight_file
+
+    from conftest import run_cli
+
+    X, y = _data(n=400)
+    dump_svmlight_file(X, y, str(tmp_path / "train.svm"), zero_based=False)
+    (tmp_path / "bounds.csv").write_text("lo,hi\n1985,2015\n0,200\n0,1\n")
+    base = ["consensus", "--data", tmp_path / "train.svm", "--epsilon", 1, "--bounds", tmp_path / "bounds.csv",
+            "--nodes", 4, "--topology", "ring", "--iterations", 6, "--seed", 3, "--quiet"]
+    peers, services, stop = _p2p_nodes(tmp_path, 4)
+    try:
+        code, _, err = run_cli([*base, "--backend", "grpc", "--peer-to-peer", "--insecure",
+                                *[f"--peer={n}={a}" for n, a in peers.items()], "--out", tmp_path / "p2p"], capsys)
+    finally:
+        stop()
+    assert code == 0, err
+    code, _, err = run_cli([*base, "--out", tmp_path / "inproc"], capsys)
+    assert code == 0, err
+    a, b = (np.load(tmp_path / d / "model.npz") for d in ("p2p", "inproc"))
+    np.testing.assert_allclose(a["coefs"], b["coefs"], rtol=1e-9, atol=1e-12)
+    p2p, ref = (json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("p2p", "inproc"))
+    assert p2p["config"]["peer_to_peer"] is True and p2p["config"]["backend"] == "grpc"
+    assert p2p["final"]["privacy_per_node"] == pytest.approx(ref["final"]["privacy_per_node"], rel=1e-9)
+    code, _, err = run_cli([*base[:5], *base[7:], "--backend", "grpc", "--peer-to-peer", "--insecure",
+                            *[f"--peer={n}={a}" for n, a in peers.items()]], capsys)
+    assert code == 2 and "--peer-to-peer with --epsilon needs --bounds FILE" in err, err

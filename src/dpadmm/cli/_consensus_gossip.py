@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+from . import _backend as bk
 from ._common import console, elapsed, output_dir, progress, standard_names, write_json
 from ..exceptions import DataFileError, InvalidParameterError
 
 
+def backend_options(backend: str, *, ray_address, ray_resources, timeout, peer, tls, insecure, peer_to_peer, out,
+                    checkpoint_every=None, resume=None, run_opts: list | None = None) -> dict:
+    """The options of ``get_backend`` for a consensus run (both protocols), after one validation of the backend
+    flags (and of Ray's presence). ``--peer-to-peer``: the nodes exchange with their neighbours (grpc only).
+    ``run_opts``: a list that receives the validated :class:`~._backend.RunOptions` (checkpoints, resume)."""
+    opts = bk.run_options(backend=backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
+                          transcript=None, checkpoint_every=checkpoint_every, resume=resume, out=out, peers=peer,
+                          tls=tls, insecure=insecure)
+    if run_opts is not None:
+        run_opts.append(opts)
+    options = {"timeout": timeout} if backend != "inprocess" else {}
+    if peer_to_peer and backend != "grpc":
+        raise InvalidParameterError("--peer-to-peer needs --backend grpc (nodes started with `dpadmm party serve "
+                                    "--neighbour NAME=HOST:PORT`).")
+    if backend == "grpc":  # nodes are `dpadmm party serve` processes
+        options = {"peers": opts.backend.peers, "tls": opts.backend.tls, "insecure": insecure,
+                   "timeout": timeout, **({"peer_to_peer": True} if peer_to_peer else {})}
+    if backend == "ray":
+        options.update(address=ray_address, party_resources=bk.parse_resources(ray_resources) or None)
+    return options
 
 
 def check_test_source(test, test_fraction: float) -> None:
@@ -40,6 +62,15 @@ def test_split(X, y, test, test_fraction: float, seed):
         X_test, y_test, X, y = X[perm[:k]], y[perm[:k]], X[perm[k:]], y[perm[k:]]
     return X, y, X_test, y_test
 
+def run_timing(load_s: float, load_cpu_s: float, fit_s: float, fit_cpu_s: float) -> dict:
+    """metrics.json ``timing``: the phases of this command, wall and CPU seconds. ``load``: reading the data files
+    (and the test split); ``fit``: the estimator's fit alone, every run (calibration, the rounds, the privacy report);
+    ``total``: wall since the command started, CPU of the whole process since it started (interpreter start-up and
+    imports included), up to the files written (plot included)."""
+    return {"load_s": load_s, "load_cpu_s": load_cpu_s, "fit_s": fit_s, "fit_cpu_s": fit_cpu_s,
+            "total_s": elapsed(), "total_cpu_s": time.process_time()}
+
+
 def _read_bounds(path: Path):
     """(lo, hi) from a CSV with one 'lo,hi' row per feature column (a header line is allowed)."""
     import numpy as np
@@ -64,12 +95,13 @@ def _read_bounds(path: Path):
 
 
 def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bounds, iterations, test, test_fraction,
-            runs, normalize, seed, monitor, out, quiet, backend, zhang_options):
+            runs, normalize, seed, monitor, out, quiet, backend, backend_args, zhang_options):
     """``dpadmm consensus --epsilon E`` without --perturbation: noisy-gradient gossip (:mod:`dpadmm.algorithms.gossip`)."""
     import numpy as np
 
     from .._validation import check_int, check_positive
     from ._common import verdict
+    from ..algorithms.gossip.schedule import DEFAULT_RANGE_ROUNDS, default_schedule
     from ..experiments.gossip import run_gossip
     from ..experiments.zhang import load_data, plot_curves
 
@@ -80,9 +112,14 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
     if normalize:
         raise InvalidParameterError("--normalize rescales whole rows and erases each column's scale; the gossip protocol "
                                     "(--epsilon) bounds every column itself (--bounds FILE, or a DP range): drop it.")
-    if backend != "inprocess":
-        raise InvalidParameterError("the gossip protocol runs in-process here (--backend inprocess); over the network "
-                                    "serve it with `dpadmm party serve --protocol noisy-gradient-gossip`.")
+    if backend_args["peer_to_peer"] and bounds is None:
+        raise InvalidParameterError("--peer-to-peer with --epsilon needs --bounds FILE: the DP column range pools "
+                                    "every node's counts through the coordinator.")
+    if runs != 1 and (backend_args.get("checkpoint_every") is not None or backend_args.get("resume") is not None):
+        raise InvalidParameterError("--checkpoint-every and --resume checkpoint one run; drop --runs.")
+    validated: list = []
+    options = backend_options(backend, out=out, run_opts=validated, **backend_args)
+    run_opts = validated[0]
     check_positive("epsilon", epsilon)
     if not 0.0 < delta < 1.0:
         raise InvalidParameterError(f"delta must be in (0, 1), got delta={delta}.")
@@ -93,6 +130,7 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
     check_test_source(test, test_fraction)
     if data != "adult" and not Path(data).is_file():
         raise DataFileError(f"data file not found: {data}; give 'adult' or a LIBSVM file.")
+    load_wall, load_cpu = time.perf_counter(), time.process_time()
     X, y = load_data(data, seed=0 if seed is None else seed)
     declared = _read_bounds(bounds) if bounds is not None else None
     if declared is not None and declared[0].shape[0] != X.shape[1]:
@@ -101,17 +139,22 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
     if declared is not None and not np.all(declared[1] > declared[0]):
         raise InvalidParameterError(f"--bounds {bounds}: every row needs lo < hi.")
     X, y, X_test, y_test = test_split(X, y, test, test_fraction, seed)
+    load_wall, load_cpu = time.perf_counter() - load_wall, time.process_time() - load_cpu
     if iterations is None:
-        from ..algorithms.gossip.schedule import default_rounds
-
-        iterations = default_rounds(len(y), X.shape[1], epsilon)
+        iterations = default_schedule(len(y), X.shape[1], epsilon, n_nodes=nodes, delta=delta,
+                                      range_rounds=0 if declared is not None else DEFAULT_RANGE_ROUNDS).rounds
+    note = bk.resume_note(run_opts, iterations + (0 if declared is not None else DEFAULT_RANGE_ROUNDS))
+    if note:
+        console.print(note)
     with output_dir(out) as stage:
         with progress(iterations * runs, "noisy-gradient gossip", enabled=not quiet) as cb:
             metrics = run_gossip(data=data, X=X, y=y, nodes=nodes, topology=topology, split=split,
                                  uneven_ratio=uneven_ratio, epsilon=epsilon, delta=delta, rounds=iterations, runs=runs,
                                  seed=seed, bounds=declared, monitor=monitor, X_test=X_test, y_test=y_test,
-                                 progress=cb)
+                                 progress=cb, backend=backend, backend_options=options, fit_kwargs=run_opts.begin())
         model_arrays = metrics.pop("_model")
+        if backend_args["peer_to_peer"]:
+            metrics["config"]["peer_to_peer"] = True  # the nodes exchanged with their neighbours, not via this side
         f = metrics["final"]
         console.print(f"noisy-gradient gossip: nodes {nodes} ({topology}, {split}), {runs} run(s) x {iterations} rounds: "
                       f"final training loss mean {f['train_loss_mean']:.5f}, consensus error "
@@ -130,12 +173,14 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
         metrics["verdict"] = v
         if v:
             console.print(v)
-        metrics["wall_seconds"] = elapsed()
         if out is not None:
-            write_json(stage / "metrics.json", standard_names(metrics))
             np.savez(stage / "model.npz", **model_arrays)
             plot_curves(stage / "convergence.png", {"gossip": metrics["history"]},
                         title=f"noisy-gradient gossip: {data}, {nodes} nodes ({topology}, {split}), epsilon {epsilon:g}, "
                               f"{runs} run(s) × {iterations} rounds")
+        metrics["wall_seconds"] = elapsed()
+        metrics["timing"] = run_timing(load_wall, load_cpu, f.pop("fit_seconds"), f.pop("fit_cpu_seconds"))
+        if out is not None:
+            write_json(stage / "metrics.json", standard_names(metrics))
     if out is not None:
         console.print(f"wrote {out}/metrics.json, model.npz and convergence.png")

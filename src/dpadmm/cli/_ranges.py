@@ -84,7 +84,7 @@ RANGES: dict[str, dict[str, Range]] = {
         "--runs": INT(), "--seed": SEED, "--timeout": TIMEOUT, "--eta": POS_LIST, "--eta-growth": POS_LIST,
         "--alpha": POS_LIST, "--alpha-growth": POS_LIST, "--theta": POS_LIST, "--theta-growth": POS_LIST,
         "--test-fraction": Range("float", 0, False, 1, True), "--epsilon": POS, "--fallback-epsilon": NONNEG,
-        "--delta": PROB,
+        "--delta": PROB, "--checkpoint-every": INT(),
     },
     "demo": {"--label-epsilon": POS, "--epsilon": POS, "--delta": PROB, "--seed": SEED},
     "reproduce": {"--reps": INT(0), "--seed": SEED},

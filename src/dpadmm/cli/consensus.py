@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -12,7 +12,7 @@ from . import _backend as bk
 from . import _options as opt
 from ._app import app
 from ._common import console, elapsed, heartbeat, output_dir, phase, progress, standard_names, write_json
-from ._consensus_gossip import _gossip, check_test_source, test_split
+from ._consensus_gossip import _gossip, backend_options, check_test_source, test_split
 from ..exceptions import DataFileError, InvalidParameterError
 
 #: defaults of a private run (pp/dvp) where the option is not given, chosen on the private-utility benchmark
@@ -86,25 +86,37 @@ def consensus(
     where: opt.Parties = None,  # the "Where the parties run" block, spelled out for typer by @opt.grouped
     peer_to_peer: bool = typer.Option(False, "--peer-to-peer", rich_help_panel=bk.BACKEND_PANEL,
                                       help="grpc: nodes talk to their neighbours."),
+    checkpoint_every: Optional[int] = bk.checkpoint_every_option(),
+    resume: Optional[Path] = bk.resume_option(),
 ):
     """Train logistic regression over a graph with (private) M-ADMM [Zhang, eq. 10–11, Alg. 1]."""
     backend = where.backend
-    from .._validation import check_choice, check_int, check_positive
-    from ..algorithms.consensus.schedules import PERTURBATIONS
-    from ..experiments.zhang import run_consensus
-
+    ray_address, ray_resources, timeout = where.ray_address, where.ray_resources, where.timeout
+    peer, tls, insecure = where.peer, where.tls, where.insecure
     if epsilon is not None and perturbation == "none":  # --epsilon alone: the best private protocol we have
         return _gossip(data=data, nodes=nodes, topology=topology, split=split, uneven_ratio=uneven_ratio,
                        epsilon=epsilon, delta=delta, bounds=bounds, iterations=iterations, test=test,
                        test_fraction=test_fraction, runs=runs, normalize=normalize, seed=seed, monitor=monitor,
                        out=out, quiet=quiet, backend=backend,
+                       backend_args=dict(ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
+                                         peer=peer, tls=tls, insecure=insecure, peer_to_peer=peer_to_peer,
+                                         checkpoint_every=checkpoint_every, resume=resume),
                        zhang_options={"--eta": eta, "--eta-growth": eta_growth, "--alpha": alpha,
                                       "--alpha-growth": alpha_growth, "--C": C, "--reg-weight": reg_weight,
                                       "--fallback-epsilon": fallback_epsilon,
                                       "--theta": None if theta == "0.5" else theta,
                                       "--theta-growth": None if theta_growth == "1.0" else theta_growth})
+    # M-ADMM only (imported after the gossip dispatch, which loads none of them)
+    from .._validation import check_choice, check_int, check_positive
+    from ..algorithms.consensus.schedules import PERTURBATIONS
+    from ..experiments.zhang import run_consensus
+
     if bounds is not None:
         raise InvalidParameterError("--bounds is used by the gossip protocol (--epsilon without --perturbation).")
+    if checkpoint_every is not None or resume is not None:
+        raise InvalidParameterError("--checkpoint-every and --resume are for the gossip protocol (--epsilon without "
+                                    "--perturbation): M-ADMM's DP base-rate fallback releases after the rounds, "
+                                    "outside a checkpoint.")
     private = perturbation in ("pp", "dvp")
     if fallback_epsilon is None:
         fallback_epsilon = 0.5 if epsilon is None else min(0.5, epsilon / 4.0)
@@ -152,17 +164,8 @@ def consensus(
         raise InvalidParameterError("--alpha is only used with --perturbation pp|dvp|pvp.")
     if perturbation == "dvp" and eta is not None:
         raise InvalidParameterError("--perturbation dvp fixes eta = theta (Zhang & Zhu 2017); drop --eta or use pp.")
-    run_opts = where.run_options(out=out)  # validation (and Ray presence)
-    backend_options = {"timeout": where.timeout} if backend != "inprocess" else {}
-    if peer_to_peer and backend != "grpc":
-        raise InvalidParameterError("--peer-to-peer needs --backend grpc (nodes started with `dpadmm party serve "
-                                    "--neighbour NAME=HOST:PORT`).")
-    if backend == "grpc":  # nodes are `dpadmm party serve --protocol graph-consensus` processes
-        backend_options = {"peers": run_opts.backend.peers, "tls": run_opts.backend.tls, "insecure": where.insecure,
-                           "timeout": where.timeout, **({"peer_to_peer": True} if peer_to_peer else {})}
-    if backend == "ray":
-        backend_options.update(address=where.ray_address,
-                               party_resources=bk.parse_resources(where.ray_resources) or None)
+    options = backend_options(backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout, peer=peer,
+                              tls=tls, insecure=insecure, peer_to_peer=peer_to_peer, out=out)
     if data != "adult" and not Path(data).is_file():
         raise DataFileError(f"data file not found: {data}; give 'adult' or a LIBSVM file.")
     from ..experiments.zhang import load_data
@@ -180,7 +183,7 @@ def consensus(
             metrics = run_consensus(data=data, X=X, y=y, nodes=nodes, topology=topology, split=split,
                                     uneven_ratio=uneven_ratio, perturbation=perturbation, C=C, reg_weight=reg_weight,
                                     iterations=iterations, runs=runs, seed=seed, normalize=normalize, progress=cb,
-                                    backend=backend, monitor=monitor, backend_options=backend_options, X_test=X_test,
+                                    backend=backend, monitor=monitor, backend_options=options, X_test=X_test,
                                     y_test=y_test, fallback_epsilon=fallback_epsilon if private else None,
                                     epsilon=epsilon, **schedules)
         model_arrays = metrics.pop("_model")

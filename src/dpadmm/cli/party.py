@@ -138,7 +138,8 @@ def serve(
     min_noise_multiplier: Optional[float] = typer.Option(None, "--min-noise-multiplier",
                                                          help="Refuse a private run whose σ/sensitivity is below this "
                                                               "floor (default 0.5)."),
-    neighbour: List[str] = typer.Option([], "--neighbour", help="graph-consensus peer to peer: a graph neighbour "
+    neighbour: List[str] = typer.Option([], "--neighbour", help="consensus peer to peer (graph-consensus, "
+                                                                "noisy-gradient-gossip): a graph neighbour "
                                                                 "NAME=HOST:PORT (repeat); this node then exchanges "
                                                                 "broadcasts with these nodes only and refuses others."),
     psi_max_query: Optional[int] = typer.Option(None, "--psi-max-query", help="PSI: refuse a query of more ids than "

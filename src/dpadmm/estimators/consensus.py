@@ -87,8 +87,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         take ``alpha``; kept for reproducing [Zhang]).
     protocol : ``"auto"`` (gossip when ``epsilon`` is given, M-ADMM otherwise), ``"admm"`` or ``"gossip"``
         (``"gossip"`` without ``epsilon``: the same protocol without noise).
-    delta, rounds, bounds, row_clip : gossip only: δ of the budget (default 1e-5); gradient rounds T (default:
-        ``clip(1.6 √(n ε / (d + 1)), 10, 200)``, fewer on small or noisy problems); declared column bounds
+    delta, rounds, bounds, row_clip : gossip only: δ of the budget (default 1e-5); gradient rounds T (default: the
+        public schedule of ``algorithms/gossip/schedule.py``, ``regime_`` names it); declared column bounds
         ``(lo, hi)`` (two length-d sequences; default: a DP estimate of each column's range); the row clip R on
         the [−1, 1]-mapped columns (default √d: no row is clipped beyond its columns).
 
@@ -185,12 +185,12 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         return [A[i] for i in idx], [y_pm[i] for i in idx], classes
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y=None, *, callbacks: Sequence = ()):
-        """Fit by noisy-gradient gossip (``epsilon`` given) or (private) M-ADMM. ``X`` is one (n, d) matrix split
-        over ``n_nodes`` nodes, or a list of per-node matrices (with ``y`` a list of per-node labels). Labels:
+    def fit(self, X, y=None, *, callbacks: Sequence = (), **checkpoints):
+        """Fit by noisy-gradient gossip (``epsilon`` given; ``checkpoints``: ``checkpoint_dir``, ``checkpoint_every``,
+        ``resume_from``) or (private) M-ADMM. ``X``: one (n, d) matrix split over ``n_nodes`` nodes, or per-node lists;
         two classes."""
-        if self._use_gossip():
-            return fit_estimator(self, X, y, callbacks)
+        if self._use_gossip() or any(v is not None for v in checkpoints.values()):  # M-ADMM: refused there
+            return fit_estimator(self, X, y, callbacks, **checkpoints)
         self._validate()
         self._gossip = None
         seed = check_random_state(self.random_state)  # data split and graph (not noise)

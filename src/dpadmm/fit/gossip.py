@@ -16,7 +16,7 @@ from ..algorithms.gossip.node import RouterConfig, init_router, router_metrics, 
 from ..algorithms.gossip.protocol import PROTOCOL as GOSSIP_PROTOCOL
 from ..algorithms.gossip.report import gossip_report, noise_multiplier_for
 from ..algorithms.gossip.schedule import (DEFAULT_DELTA, DEFAULT_MOMENTUM, DEFAULT_RANGE_ROUNDS, DEFAULT_RIDGE,
-                                          default_rounds)
+                                          average_from, default_schedule)
 from .._history import History
 from .._validation import check_int, check_positive, check_random_state, noise_seed
 from ..backends import InProcessBackend, PartySpec, get_backend
@@ -29,7 +29,7 @@ from . import runner
 
 @dataclass
 class GossipResult:
-    F: np.ndarray  # (N, d + 1) the nodes' final broadcasts
+    F: np.ndarray  # (N, d + 1) the nodes' models: each node's mean of its tail broadcasts
     lo: np.ndarray
     hi: np.ndarray
     row_clip: float
@@ -41,41 +41,59 @@ class GossipResult:
     quantile: float | None = None
     path: np.ndarray | None = None  # (T, d + 1) the mean broadcast model after every gradient round
     ledger: object = None
+    regime: str = ""  # the schedule's regime (schedule.default_schedule)
 
 
 def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon: float | None,
                delta: float = DEFAULT_DELTA, rounds: int | None = None, range_rounds: int = DEFAULT_RANGE_ROUNDS,
                bounds=None, row_clip: float | None = None, momentum: float = DEFAULT_MOMENTUM,
-               ridge: float = DEFAULT_RIDGE, backend=None, noise_seed: int | None = None, monitor: bool = False,
-               callbacks: Sequence = ()) -> GossipResult:
+               ridge: float = DEFAULT_RIDGE, tail: float | None = None, backend=None, noise_seed: int | None = None,
+               monitor: bool = False, callbacks: Sequence = (), checkpoint_dir=None, checkpoint_every: int | None = None,
+               resume_from=None) -> GossipResult:
     """Run the protocol on node datasets ``Xs``/``ys`` (±1) over the connected graph ``G``.
 
     ``epsilon=None``: no noise (a non-private run; without ``bounds`` the column bounds then come from the
     exact counts of the same bisection). ``bounds``: declared (lo, hi), each (d,) — no range rounds.
-    ``row_clip``: R (default √d: the column clip alone bounds ‖z‖). ``rounds=None``: :func:`default_rounds`."""
+    ``row_clip``: R (default √d: the column clip alone bounds ‖z‖). The schedule — T (``rounds=None``), the step
+    η and ``tail`` (``None``: each node's model is the mean of its broadcasts over the last ``tail`` share of the
+    rounds, :func:`average_from`; post-processing) — is :func:`default_schedule` of the public n, d, N and ε.
+    A peer-to-peer backend needs declared ``bounds`` (the DP column range pools every node's counts through the
+    coordinator). ``checkpoint_dir``/``checkpoint_every``/``resume_from``: the engine's checkpoints (every
+    release is a round, so a resumed run releases nothing twice)."""
     N = len(Xs)
     d = int(Xs[0].shape[1])
     n = int(sum(x.shape[0] for x in Xs))
     A, V = adjacency(G)
-    rounds = default_rounds(n, d, epsilon) if rounds is None else int(rounds)
     R = float(np.sqrt(d)) if row_clip is None else float(row_clip)
     K = 0 if bounds is not None else int(range_rounds)
+    sched = default_schedule(n, d, epsilon, n_nodes=N, delta=delta, range_rounds=K, row_clip=R, ridge=ridge)
+    rounds = sched.rounds if rounds is None else int(rounds)
+    tail = sched.tail if tail is None else float(tail)
     sens = [mech.range_sensitivity(d, labels=True)] * min(K, 1) + [mech.range_sensitivity(d)] * (K - 1) \
         + [mech.gradient_sensitivity(R)] * int(rounds)
     nm = 0.0 if epsilon is None else noise_multiplier_for(epsilon, delta, sens)
     q = mech.quantile_level(nm, d, n, N)
-    eta = step_size(R, ridge)
+    eta = sched.step_scale * step_size(R, ridge)
     names = tuple(f"node{i}" for i in range(N))
+    backend = backend if backend is not None else InProcessBackend()
+    p2p = {}
+    if getattr(backend, "peer_to_peer", False):  # nodes exchange with their neighbours; each checks the graph
+        if bounds is None:
+            raise InvalidParameterError("a peer-to-peer gossip run needs declared column bounds (bounds=, --bounds "
+                                        "FILE): the DP column range pools every node's counts through the coordinator.")
+        p2p["neighbours"] = {names[i]: [names[j] for j in G.neighbors(i)] for i in range(N)}
+    s0 = average_from(rounds, tail)
     opts = dict(max_degree=int(V.max()), n_nodes=N, n_total=n, rounds=int(rounds), range_rounds=K,
-                noise_multiplier=nm, step=eta, momentum=float(momentum), ridge=float(ridge), row_clip=R,
+                noise_multiplier=nm, step=eta, momentum=float(momentum), ridge=float(ridge), row_clip=R, average_from=s0,
                 bounds=None if bounds is None else (np.asarray(bounds[0], float), np.asarray(bounds[1], float)))
     specs = [PartySpec.of(GOSSIP_PROTOCOL, nm_, GOSSIP_PROTOCOL.setup_type(name=nm_, X=Xs[i], y=ys[i],
                                                         options=dict(opts, degree=int(V[i]))), owner=nm_)
              for i, nm_ in enumerate(names)]
-    hub = engine.Hub(RouterConfig(A, names, d, n, K, q, opts["bounds"]), init_router, router_step, router_metrics)
-    backend = backend if backend is not None else InProcessBackend()
+    hub = engine.Hub(RouterConfig(A, names, d, n, K, q, opts["bounds"], s0), init_router, router_step,
+                     router_metrics)
     res = runner.run(backend, specs, hub, rounds=K + int(rounds), noise_seed=noise_seed, callbacks=callbacks,
-                     monitor=monitor, stop_on_convergence=False).result
+                     monitor=monitor, stop_on_convergence=False, checkpoint_dir=checkpoint_dir,
+                     checkpoint_every=checkpoint_every, resume_from=resume_from, **p2p).result
     st = res.hub_state
     report = None
     if epsilon is not None:
@@ -84,13 +102,16 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
                f"(search range ±{mech.SEARCH_LIMIT:g}), paid from the same budget")
         report = finish(gossip_report(res.ledger, delta=delta, rounds=int(rounds), range_rounds=K, noise_multiplier=nm,
                                       bounds_source=src), threat_model="consensus", noise_source=res.noise_source)
-    return GossipResult(st.F.copy(), np.asarray(st.lo, float), np.asarray(st.hi, float), R, nm, report,
+    return GossipResult((st.F if st.avg is None else st.avg).copy(), np.asarray(st.lo, float), np.asarray(st.hi, float), R, nm, report,
                         dict(res.history), res.rounds, res.noise_source, None if bounds is not None else q,
-                        np.asarray(st.path) if st.path else None, res.ledger)
+                        np.asarray(st.path) if st.path else None, res.ledger, sched.regime)
 
 
-def fit_estimator(self, X, y, callbacks):
-    """Fit ``ConsensusLogisticRegression`` ``self`` by noisy-gradient gossip; sets its fitted attributes."""
+def fit_estimator(self, X, y, callbacks, **checkpoints):
+    """Fit ``ConsensusLogisticRegression`` ``self`` by noisy-gradient gossip; sets its fitted attributes.
+    ``checkpoints``: ``checkpoint_dir``, ``checkpoint_every``, ``resume_from`` (:func:`fit_gossip`)."""
+    if not self._use_gossip():  # M-ADMM's DP base-rate fallback releases after the rounds, outside a checkpoint
+        raise InvalidParameterError("checkpoints and resume are for the gossip protocol (epsilon= alone).")
     if self.epsilon is not None:
         check_positive("epsilon", self.epsilon)
     check_positive("delta", self.delta)
@@ -124,7 +145,7 @@ def fit_estimator(self, X, y, callbacks):
     monitor = (not private) if self.monitor is None else bool(self.monitor)
     res = fit_gossip(Xs, ys, G, epsilon=self.epsilon, delta=float(self.delta), rounds=T, bounds=bounds,
                      row_clip=self.row_clip, backend=get_backend(self.backend), noise_seed=nseed,
-                     monitor=monitor, callbacks=callbacks)
+                     monitor=monitor, callbacks=callbacks, **checkpoints)
     self._gossip = (res.lo, res.hi, res.row_clip)
     self.coefs_ = res.F[:, :d].copy()
     self.intercepts_ = res.F[:, d].copy()
@@ -147,6 +168,7 @@ def fit_estimator(self, X, y, callbacks):
     self.history_ = History(res.history, monitored=monitor, private=private)
     self.path_ = res.path  # (T, d + 1): the mean broadcast model (intercept last) after every gradient round
     self.schedules_ = {}
+    self.regime_ = res.regime  # the public schedule's regime: signal-rich or noise-limited (schedule.py)
     self.privacy_ = res.report
     self._gossip_ledger = res.ledger
     return self

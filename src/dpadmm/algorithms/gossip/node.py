@@ -20,8 +20,15 @@ local noise then gossip averaging, Cyffers, Even, Bellet & Massoulié 2022):
       w_i  ← w_mix + v_i                                                  (broadcast)
 
   The node average w̄ = (1/N) Σ w_i then follows centralised heavy-ball gradient descent on the pooled
-  objective with the summed noise (exactly so on a complete graph). η = 1/L with the public smoothness bound
-  L = (R² + 1)/4 + λ of the objective (ℓ'' ≤ 1/4, ‖x̃‖² ≤ R² + 1).
+  objective with the summed noise (exactly so on a complete graph). η = 1/L or 2/L (the run's public schedule,
+  :func:`.schedule.default_schedule`) with the public smoothness bound L = (R² + 1)/4 + λ of the objective
+  (ℓ'' ≤ 1/4, ‖x̃‖² ≤ R² + 1).
+
+- the model (Polyak–Ruppert tail averaging, post-processing of the broadcasts): a node's model is the mean of
+  its own broadcasts w_i(s + 1) over the gradient rounds s ≥ s_0 (``NodeConfig.average_from``, public;
+  :func:`.schedule.average_from`), and the hub's is the same mean of every node's broadcasts it carried. The
+  schedule sets s_0: the last three quarters of the rounds in a signal-rich run, s_0 = T − 1 (the last
+  broadcast) otherwise and when a Setup does not say.
 
 | symbol | code |
 |--------|------|
@@ -30,6 +37,7 @@ local noise then gossip averaging, Cyffers, Even, Bellet & Massoulié 2022):
 | (lo, hi) | ``NodeState.lo``, ``NodeState.hi`` (fixed at the first gradient round) |
 | N, n, V_i, V_max | ``NodeConfig.n_nodes``, ``.n_total``, ``.degree``, ``.max_degree`` |
 | η, β, λ, R | ``NodeConfig.step``, ``.momentum``, ``.ridge``, ``.row_clip`` |
+| s_0, the tail mean of w_i | ``NodeConfig.average_from``, ``NodeState.avg`` |
 | σ/Δ (both releases) | ``NodeConfig.noise_multiplier`` |
 """
 
@@ -99,6 +107,7 @@ class NodeConfig:
     ridge: float  # λ
     row_clip: float  # R
     bounds: tuple | None = None  # declared (lo, hi), each (d,)
+    average_from: int = 0  # s_0: the model is the mean of the broadcasts of gradient rounds s >= s_0
 
 
 class NodeState(NamedTuple):
@@ -108,6 +117,7 @@ class NodeState(NamedTuple):
     lo: np.ndarray | None = None
     hi: np.ndarray | None = None
     Xt: np.ndarray | None = None  # the node's prepared rows (B, d + 1), made once at its first gradient round
+    avg: np.ndarray | None = None  # the mean of its broadcasts w_i(s + 1), s >= s_0 (its model)
 
 
 def step_size(row_clip: float, ridge: float) -> float:
@@ -125,7 +135,8 @@ def setup_node(name: str, X, y, options: Mapping[str, Any]):
         bounds = (np.asarray(bounds[0], dtype=np.float64), np.asarray(bounds[1], dtype=np.float64))
     cfg = NodeConfig(str(name), X, y, int(o["degree"]), int(o["max_degree"]), int(o["n_nodes"]), int(o["n_total"]),
                      int(o["rounds"]), int(o["range_rounds"]), float(o["noise_multiplier"]), float(o["step"]),
-                     float(o["momentum"]), float(o["ridge"]), float(o["row_clip"]), bounds)
+                     float(o["momentum"]), float(o["ridge"]), float(o["row_clip"]), bounds,
+                     int(o.get("average_from", int(o["rounds"]) - 1)))
     d = X.shape[1]
     return cfg, NodeState(0, np.zeros(d + 1), np.zeros(d + 1))
 
@@ -186,7 +197,32 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
     grad = (cfg.n_nodes / cfg.n_total) * G + cfg.ridge * w_mix
     v = cfg.momentum * v0 - cfg.step * grad  # heavy ball
     w = w_mix + v
-    return NodeState(r + 1, w, v, lo, hi, Xt), ModelBroadcast(w), events
+    avg = tail_mean(state.avg, w, s - cfg.average_from)
+    return NodeState(r + 1, w, v, lo, hi, Xt, avg), ModelBroadcast(w), events
+
+
+def tail_mean(avg, w: np.ndarray, k: int):
+    """The running mean of the tail: ``avg`` is the mean of k earlier broadcasts (k < 0: not in the tail yet)."""
+    if k < 0:
+        return avg
+    return w.copy() if k == 0 or avg is None else avg + (w - avg) / (k + 1)
+
+
+def peer_inbox(cfg: NodeConfig, state: NodeState, round_: int, neighbour_sum) -> GossipInbox:
+    """Peer to peer (one node per party, declared bounds): round ``round_``'s inbox from the sum of the
+    neighbours' broadcasts (``None`` in round 0, when every node starts at the same point). The routed run's
+    inbox is the same: with declared bounds there are no range rounds and the starting intercept is 0."""
+    if cfg.bounds is None:
+        raise _refuse(cfg, "peer to peer needs declared column bounds (the DP column range pools every node's "
+                           "counts through the coordinator)")
+    d = cfg.X.shape[1]
+    S = np.zeros(d + 1) if neighbour_sum is None else np.asarray(neighbour_sum, dtype=np.float64)
+    return GossipInbox(int(round_), S, cfg.bounds[0], cfg.bounds[1], 0.0)
+
+
+def peer_broadcast(outbox: ModelBroadcast) -> np.ndarray:
+    """Peer to peer: the node's broadcast w_i(s + 1), sent to each of its neighbours."""
+    return np.asarray(outbox.w, dtype=np.float64)
 
 
 def node_diagnostics(cfg: NodeConfig, state: NodeState) -> dict:
@@ -198,8 +234,9 @@ def node_diagnostics(cfg: NodeConfig, state: NodeState) -> dict:
 
 
 def node_model(cfg: NodeConfig, state: NodeState) -> np.ndarray:
-    """The node's final local model w_i (what it broadcast last), intercept last."""
-    return state.w.copy()
+    """The node's final local model: the mean of its tail broadcasts (its last broadcast before the tail),
+    intercept last."""
+    return (state.w if state.avg is None else state.avg).copy()
 
 
 # ----------------------------------------------------------------------------- router (hub)
@@ -214,6 +251,7 @@ class RouterConfig:
     range_rounds: int
     quantile: float = 0.02
     bounds: tuple | None = None  # declared (lo, hi): no range rounds
+    average_from: int | None = None  # s_0 of the tail mean (None: no mean, the last broadcasts)
 
 
 class RouterState(NamedTuple):
@@ -226,6 +264,7 @@ class RouterState(NamedTuple):
     change: float = math.inf
     path: tuple = ()  # the mean broadcast model after every gradient round (post-processing of broadcasts)
     intercept0: float = 0.0
+    avg: np.ndarray | None = None  # (N, d + 1): each node's tail mean of its broadcasts (its model)
 
 
 def init_router(cfg: RouterConfig):
@@ -262,7 +301,8 @@ def router_step(cfg: RouterConfig, state: RouterState, outboxes: Mapping[str, An
     S = cfg.A @ F
     change = float(np.max(np.linalg.norm(F - state.F, axis=1)))
     inboxes = {nm: GossipInbox(t, S[k], state.lo, state.hi, state.intercept0) for k, nm in enumerate(cfg.names)}
-    return state._replace(round=t, F=F, change=change, path=state.path + (F.mean(axis=0),)), inboxes, []
+    avg = state.avg if cfg.average_from is None else tail_mean(state.avg, F, len(state.path) - cfg.average_from)
+    return state._replace(round=t, F=F, change=change, path=state.path + (F.mean(axis=0),), avg=avg), inboxes, []
 
 
 def router_metrics(cfg: RouterConfig, state: RouterState, diagnostics: Mapping[str, dict]) -> dict:

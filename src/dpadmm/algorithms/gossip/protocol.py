@@ -1,4 +1,7 @@
-"""The gossip protocol as data: what a node started for ``noisy-gradient-gossip`` will do, and nothing else."""
+"""The gossip protocol as data: what a node started for ``noisy-gradient-gossip`` will do, and nothing else.
+
+Peer to peer (``party serve --neighbour``) with declared column bounds: a node then sums its neighbours'
+broadcasts itself (:func:`.node.peer_inbox`); the DP column range needs the coordinator's pooled counts."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ from ...protocol import Protocol
 from ...protocol.registry import register
 from ..consensus.node import describe_node_data, load_node_data
 from .node import (GossipInbox, ModelBroadcast, NodeState, RangeCounts, RangeRequest, node_diagnostics, node_model,
-                   node_step, setup_node)
+                   node_step, peer_broadcast, peer_inbox, setup_node)
 from .policy import GOSSIP
 
 
@@ -17,4 +20,4 @@ def _is_private(cfg) -> bool:
 PROTOCOL = register(Protocol("noisy-gradient-gossip", setup_node, node_step, node_diagnostics, handlers={},
                     types=(RangeRequest, RangeCounts, GossipInbox, ModelBroadcast, NodeState), load=load_node_data,
                     describe=describe_node_data, model=node_model, private=_is_private, data_args=(1, 2),
-                    policy=GOSSIP))
+                    policy=GOSSIP, peer_to_peer=(peer_inbox, peer_broadcast)))

@@ -4,7 +4,8 @@
 the estimators handed their runs to :mod:`dpadmm.fit`; a refactor that moves code must leave every coefficient,
 noise multiplier, history value and privacy report as it was (to 1e-12). The ``experts`` entry was re-recorded for
 issue 27 (each party's DP column range, the label party's own standardisation and its held-out choice change its
-numbers on purpose)."""
+numbers on purpose), and the ``consensus_gossip`` entry too (the public round schedule, the tail mean of the
+broadcasts and the noise calibration at the exact GDP multiplier change its numbers on purpose)."""
 
 from __future__ import annotations
 

@@ -103,6 +103,7 @@ def test_capture_records_what_parties_send_and_restores_engine():
     assert report.epsilon > 0
 
 
+@pytest.mark.slow  # a whole run end to end: CI runs it; the default suite stays under 3 CPU-minutes
 def test_planted_bug_patches_are_removed_after_the_row():
     from dpadmm.algorithms import graph_consensus as gc
     from dpadmm.experiments import audit_e2e as A
@@ -118,6 +119,7 @@ def test_planted_bug_patches_are_removed_after_the_row():
     assert (gc._noise, gc.block_step, F.clip_rows, vs.clip_share_input) == before
 
 
+@pytest.mark.slow  # a whole run end to end: CI runs it; the default suite stays under 3 CPU-minutes
 def test_audit_catches_noise_reused_across_rounds_in_the_real_consensus_fit():
     """A tiny default-suite instance of the test of the test: the whole consensus fit with its
     penalty noise drawn once and reused must be caught (lower bound above the reported ε)."""
@@ -128,6 +130,7 @@ def test_audit_catches_noise_reused_across_rounds_in_the_real_consensus_fit():
     assert r.epsilon_lower_bound > r.epsilon_claimed
 
 
+@pytest.mark.slow  # a whole run end to end: CI runs it; the default suite stays under 3 CPU-minutes
 def test_audit_catches_hu_eq16_as_published():
     from dpadmm.experiments import audit_e2e as A
 

@@ -121,6 +121,7 @@ def test_reproduce_quick(tmp_path, capsys, name):
     assert any(p.suffix == ".png" for p in out.iterdir()) and any(p.suffix in (".csv", ".json") for p in out.iterdir())
 
 
+@pytest.mark.slow  # a whole run end to end: CI runs it; the default suite stays under 3 CPU-minutes
 def test_consensus_cli_process_backend_matches_inprocess(tmp_path):
     """--backend process (one OS process per node) reaches the in-process batched result without noise."""
     import json

@@ -78,6 +78,7 @@ def test_conservative_fallbacks():
     assert gaussian_epsilon([float("nan")], 1e-5) == math.inf
 
 
+@pytest.mark.slow  # 12 PLD calibrations (about 7 CPU-s): CI runs it; the default suite stays under 3 CPU-minutes
 @settings(max_examples=12, deadline=None)
 @given(eps=st.floats(0.2, 200.0), T=st.integers(1, 60), log_delta=st.floats(-9, -3))
 def test_calibration_never_overspends(eps, T, log_delta):

@@ -129,6 +129,7 @@ def test_reproduce_quick(tmp_path, capsys, name):
         assert any(p.suffix == ".png" for p in out.iterdir())
 
 
+@pytest.mark.slow  # starts party processes (the gRPC test of the same numbers stays in the default suite)
 def test_functional_cli_process_backend_same_numbers(tmp_path):
     """--backend process gives the in-process result (same seed, DP on)."""
     import json

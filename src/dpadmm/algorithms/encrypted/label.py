@@ -182,18 +182,8 @@ def cross_sums(cfg: LabelConfig, state: LabelState, blob, r=None) -> np.ndarray:
     """Party m's reply ``(A₀ᵀs_m + r + ζ) mod 2^128`` with the round's r (``state.r``, or ``r``) removed:
     ``A₀ᵀs_m + ζ`` (float)."""
     r = state.r if r is None else r
-    k, nb = cfg.A.shape[1], CROSS_BITS // 8
-    try:
-        blob = he.unwire(blob)
-    except TypeError:
-        blob = b""
-    if len(blob) != k * nb:
-        raise PolicyRefusal(f"the label party refused the reply: the cross sums must be {k} values of {nb} bytes")
-    mod, half = 1 << CROSS_BITS, 1 << (CROSS_BITS - 1)
-    out = []
-    for j in range(k):
-        v = (int.from_bytes(blob[j * nb:(j + 1) * nb], "big") - r[j]) % mod
-        out.append((v - mod if v >= half else v) / float(2 ** (RESIDUAL_BITS + BLOCK_BITS)))
+    vals = _wrap(blob, cfg.A.shape[1], "the cross sums")
+    out = [_centred(v - r[j]) / float(2 ** (RESIDUAL_BITS + BLOCK_BITS)) for j, v in enumerate(vals)]
     return np.asarray(out, dtype=np.float64)
 
 

@@ -149,7 +149,7 @@ COORD=$!
 # ... the retailer's machine goes down after its tenth round of this run (400 rounds: the kill lands mid-run):
 until [ "$(grep -c '"method": "Step"' "$RETAILER/state/audit.jsonl" || true)" -ge $((BEFORE + 10)) ]; do
   kill -0 "$COORD" 2>/dev/null || { cat killed.txt >&2; exit 1; }   # the run ended before round 10
-  sleep 0.2
+  sleep 0.05
 done
 kill -9 "$RPID"
 wait "$COORD" && { echo "the run did not notice the retailer was gone" >&2; exit 1; }

@@ -9,6 +9,7 @@ Restore names exactly that round, right after Setup, and the next round served i
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -73,6 +74,38 @@ def test_a_resume_may_take_the_partys_previous_checkpoint_and_no_other(tmp_path)
         _refusal(rt.call, "Step", {"round": 1, "inbox": Broadcast(1, np.zeros(3))},
                  r"^party 'p1' refused round index 1 and sent nothing: the next round is 2")
         _step(rt.call, 2)
+    finally:
+        rt.close()
+
+
+def test_a_party_killed_between_its_checkpoint_renames_still_resumes(tmp_path, monkeypatch):
+    """Killed while writing its checkpoint of round t (the walkthrough's ``kill -9``): the last one has been moved
+    to the previous slot and the new one not yet installed. The coordinator's last complete checkpoint is the one
+    before (this party never confirmed round t), and the party restores it."""
+    from dpadmm.runtime import host
+
+    rt = PartyRuntime(name="p1", protocol=SELFTEST, data={}, out=tmp_path, allow_seeded_noise=True)
+    try:
+        rt.call("Setup", SETUP)
+        for t in range(3):
+            _step(rt.call, t)
+        rt.call("Checkpoint", {"round": 2})
+        _step(rt.call, 3)
+        real = host.os.replace
+
+        def dies_at_install(src, dst):
+            if Path(dst).name == host.CHECKPOINT_NAME:
+                raise KeyboardInterrupt("killed")  # the process dies here: the new checkpoint is not installed
+            return real(src, dst)
+
+        monkeypatch.setattr(host.os, "replace", dies_at_install)
+        with pytest.raises(KeyboardInterrupt):
+            rt.call("Checkpoint", {"round": 3})
+        monkeypatch.setattr(host.os, "replace", real)
+        assert not (tmp_path / "checkpoint" / host.CHECKPOINT_NAME).exists()
+        rt.call("Setup", SETUP)
+        assert rt.call("Restore", {"round": 2})["round"] == 2
+        _step(rt.call, 3)
     finally:
         rt.close()
 

@@ -321,10 +321,19 @@ class PartyRuntime:
         if self.budget is not None and self.budget.run is not None:  # what this run had charged at the checkpoint
             ck["ledger_run"] = {"run": self.run_id, "charged": json.loads(json.dumps(self.budget.run["charged"]))}
         blob = codec.encode(ck, allowed=self.allowed_types)
-        last = self.out / "checkpoint" / CHECKPOINT_NAME
+        folder = self.out / "checkpoint"
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")  # the new one is whole on disk before any rotation
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
+            fh.flush()
+            os.fsync(fh.fileno())
+        last = folder / CHECKPOINT_NAME
         if last.is_file():  # keep one earlier checkpoint of the party's own (see PREVIOUS_CHECKPOINT_NAME)
-            os.replace(last, self.out / "checkpoint" / PREVIOUS_CHECKPOINT_NAME)
-        atomic_write(last, blob)
+            os.replace(last, folder / PREVIOUS_CHECKPOINT_NAME)
+        # a kill between the two renames leaves only the previous one, which Restore reads (it is the
+        # coordinator's last complete checkpoint in that case: this party never confirmed round t)
+        os.replace(tmp, last)
         return {"round": t}
 
     def _restore(self, req):
@@ -338,16 +347,15 @@ class PartyRuntime:
             raise _Refused(f"party {self.name!r} refused Restore at round {t}: another coordinator's run is in progress "
                            f"here (run by {self.run_by or '(insecure)'}, next round {self.rounds}) — a restore comes "
                            "once, right after Setup; one coordinator per run", "FAILED_PRECONDITION")
-        path = self.out / "checkpoint" / CHECKPOINT_NAME
-        if not path.is_file():
+        held = [p for p in (self.out / "checkpoint" / CHECKPOINT_NAME, self.out / "checkpoint" /
+                            PREVIOUS_CHECKPOINT_NAME) if p.is_file()]
+        if not held:
             raise _Refused(f"party {self.name!r} has no checkpoint of its own; resume needs every party's own "
                            "checkpoint from the same run", "FAILED_PRECONDITION")
-        ck = codec.decode(path.read_bytes(), allowed=self.allowed_types)
-        previous = self.out / "checkpoint" / PREVIOUS_CHECKPOINT_NAME
-        if ck.get("round") != t and previous.is_file():  # the coordinator's last complete checkpoint may be the one before
-            before = codec.decode(previous.read_bytes(), allowed=self.allowed_types)
-            if before.get("round") == t and not isinstance(t, bool):
-                ck = before
+        # the last one, or the one before when the coordinator's last complete checkpoint is that one (or this
+        # party was killed between its two renames, leaving only the one before)
+        kept = [codec.decode(p.read_bytes(), allowed=self.allowed_types) for p in held]
+        ck = next((c for c in kept if c.get("round") == t), kept[0])
         own = ck.get("round")
         if isinstance(own, bool) or not isinstance(own, (int, np.integer)) or own < 0:
             raise _Refused(f"party {self.name!r} refused Restore: its checkpoint holds no valid round ({own!r}); "

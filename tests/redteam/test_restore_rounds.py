@@ -16,7 +16,7 @@ import pytest
 
 from dpadmm.backends.selftest import PROTOCOL as SELFTEST, Broadcast
 from dpadmm.privacy.policy import PolicyRefusal
-from dpadmm.runtime import PartyRuntime
+from dpadmm.runtime import PartyRuntime, checkpoints
 
 SETUP = {"protocol": "selftest", "party": "p1", "index": 0, "noise_seed": 0, "setup": {"name": "p1", "size": 3, "noise": 0.0, "fault": None, "hang_seconds": 3600.0}}
 
@@ -82,8 +82,6 @@ def test_a_party_killed_between_its_checkpoint_renames_still_resumes(tmp_path, m
     """Killed while writing its checkpoint of round t (the walkthrough's ``kill -9``): the last one has been moved
     to the previous slot and the new one not yet installed. The coordinator's last complete checkpoint is the one
     before (this party never confirmed round t), and the party restores it."""
-    from dpadmm.runtime import host
-
     rt = PartyRuntime(name="p1", protocol=SELFTEST, data={}, out=tmp_path, allow_seeded_noise=True)
     try:
         rt.call("Setup", SETUP)
@@ -91,18 +89,18 @@ def test_a_party_killed_between_its_checkpoint_renames_still_resumes(tmp_path, m
             _step(rt.call, t)
         rt.call("Checkpoint", {"round": 2})
         _step(rt.call, 3)
-        real = host.os.replace
+        real = checkpoints.os.replace
 
         def dies_at_install(src, dst):
-            if Path(dst).name == host.CHECKPOINT_NAME:
+            if Path(dst).name == checkpoints.CHECKPOINT_NAME:
                 raise KeyboardInterrupt("killed")  # the process dies here: the new checkpoint is not installed
             return real(src, dst)
 
-        monkeypatch.setattr(host.os, "replace", dies_at_install)
+        monkeypatch.setattr(checkpoints.os, "replace", dies_at_install)
         with pytest.raises(KeyboardInterrupt):
             rt.call("Checkpoint", {"round": 3})
-        monkeypatch.setattr(host.os, "replace", real)
-        assert not (tmp_path / "checkpoint" / host.CHECKPOINT_NAME).exists()
+        monkeypatch.setattr(checkpoints.os, "replace", real)
+        assert not (tmp_path / "checkpoint" / checkpoints.CHECKPOINT_NAME).exists()
         rt.call("Setup", SETUP)
         assert rt.call("Restore", {"round": 2})["round"] == 2
         _step(rt.call, 3)

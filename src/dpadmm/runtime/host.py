@@ -39,22 +39,9 @@ from ..privacy.party_ledger import PartyBudget, released_since
 from ..privacy.policy import PartyPolicy, PolicyRefusal as _Refused
 from ..protocol.spec import check_request_arguments
 from . import admission, codec
+from .checkpoints import CHECKPOINT_NAME, PREVIOUS_CHECKPOINT_NAME, atomic_write, held, install  # noqa: F401 (re-exported)
 from .audit import AuditLog, end_line, state_line
 from .rounds import SeededGenerator, all_zero, exemption, free_release
-
-CHECKPOINT_NAME = "state.dpadmm"
-#: the checkpoint before the last: a coordinator whose checkpoint of round t failed at another party (that party died
-#: while the others wrote theirs) resumes from its previous complete checkpoint, which this party still holds
-PREVIOUS_CHECKPOINT_NAME = "state.previous.dpadmm"
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
-
 
 class PartyRuntime:
     """One party's state machine, independent of any transport (so it is easy to test, to audit and to host).
@@ -321,19 +308,7 @@ class PartyRuntime:
         if self.budget is not None and self.budget.run is not None:  # what this run had charged at the checkpoint
             ck["ledger_run"] = {"run": self.run_id, "charged": json.loads(json.dumps(self.budget.run["charged"]))}
         blob = codec.encode(ck, allowed=self.allowed_types)
-        folder = self.out / "checkpoint"
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")  # the new one is whole on disk before any rotation
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(blob)
-            fh.flush()
-            os.fsync(fh.fileno())
-        last = folder / CHECKPOINT_NAME
-        if last.is_file():  # keep one earlier checkpoint of the party's own (see PREVIOUS_CHECKPOINT_NAME)
-            os.replace(last, folder / PREVIOUS_CHECKPOINT_NAME)
-        # a kill between the two renames leaves only the previous one, which Restore reads (it is the
-        # coordinator's last complete checkpoint in that case: this party never confirmed round t)
-        os.replace(tmp, last)
+        install(self.out / "checkpoint", blob)
         return {"round": t}
 
     def _restore(self, req):
@@ -347,14 +322,12 @@ class PartyRuntime:
             raise _Refused(f"party {self.name!r} refused Restore at round {t}: another coordinator's run is in progress "
                            f"here (run by {self.run_by or '(insecure)'}, next round {self.rounds}) — a restore comes "
                            "once, right after Setup; one coordinator per run", "FAILED_PRECONDITION")
-        held = [p for p in (self.out / "checkpoint" / CHECKPOINT_NAME, self.out / "checkpoint" /
-                            PREVIOUS_CHECKPOINT_NAME) if p.is_file()]
-        if not held:
+        kept = [codec.decode(blob, allowed=self.allowed_types) for blob in held(self.out / "checkpoint")]
+        if not kept:
             raise _Refused(f"party {self.name!r} has no checkpoint of its own; resume needs every party's own "
                            "checkpoint from the same run", "FAILED_PRECONDITION")
         # the last one, or the one before when the coordinator's last complete checkpoint is that one (or this
         # party was killed between its two renames, leaving only the one before)
-        kept = [codec.decode(p.read_bytes(), allowed=self.allowed_types) for p in held]
         ck = next((c for c in kept if c.get("round") == t), kept[0])
         own = ck.get("round")
         if isinstance(own, bool) or not isinstance(own, (int, np.integer)) or own < 0:

@@ -1,0 +1,45 @@
+"""A party's own checkpoint files: the last one and the one before, written so that a kill at any instant
+leaves at least one whole checkpoint that a Restore can read (the party's runtime decides *what* goes in them and
+*which round* it restores; this module only keeps the files whole)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+CHECKPOINT_NAME = "state.dpadmm"
+#: the checkpoint before the last: a coordinator whose checkpoint of round t failed at another party (that party died
+#: while the others wrote theirs) resumes from its previous complete checkpoint, which this party still holds
+PREVIOUS_CHECKPOINT_NAME = "state.previous.dpadmm"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """``data`` at ``path``, or the file as it was: written to a temporary file beside it, then renamed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+def install(folder: Path, blob: bytes) -> None:
+    """The new checkpoint becomes the last one and the last one the one before. The new one is whole on disk
+    (flushed and synced) before any rename; a kill between the two renames leaves only the one before, which is
+    then the coordinator's last complete checkpoint (this party never confirmed the new round), and
+    :func:`held` still finds it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(blob)
+        fh.flush()
+        os.fsync(fh.fileno())
+    last = folder / CHECKPOINT_NAME
+    if last.is_file():
+        os.replace(last, folder / PREVIOUS_CHECKPOINT_NAME)
+    os.replace(tmp, last)
+
+
+def held(folder: Path) -> list[bytes]:
+    """The party's checkpoints in ``folder``, the last one first (none, one or two)."""
+    return [p.read_bytes() for p in (folder / CHECKPOINT_NAME, folder / PREVIOUS_CHECKPOINT_NAME) if p.is_file()]

@@ -61,7 +61,7 @@ from ...privacy.events import RECORD_REPLACE, GaussianRelease
 # the column bounds and their DP range estimate live in privacy.ranges (shared with the vertical protocols); the
 # names are re-exported here, where the gossip node and driver have always called them
 from ...privacy.ranges import (SEARCH_LIMIT, bisect, bounds_from_bracket, prepare, quantile_level,  # noqa: F401
-                               range_counts, range_sensitivity, search_bracket, thresholds)
+                               range_counts, range_sensitivity, search_bracket, sorted_columns, thresholds)
 
 
 def gradient_sensitivity(row_clip: float) -> float:

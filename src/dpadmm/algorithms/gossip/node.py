@@ -118,6 +118,7 @@ class NodeState(NamedTuple):
     hi: np.ndarray | None = None
     Xt: np.ndarray | None = None  # the node's prepared rows (B, d + 1), made once at its first gradient round
     avg: np.ndarray | None = None  # the mean of its broadcasts w_i(s + 1), s >= s_0 (its model)
+    columns: np.ndarray | None = None  # its raw columns sorted (d, B), during the range rounds (mech.sorted_columns)
 
 
 def step_size(row_clip: float, ridge: float) -> float:
@@ -165,9 +166,10 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
             raise _refuse(cfg, f"a range count beyond the {cfg.range_rounds} declared at Setup")
         if t.shape != (2, d) or not np.all(np.isfinite(t)):
             raise _refuse(cfg, f"the thresholds must be 2 x {d} finite numbers")
+        cols = state.columns if state.columns is not None else mech.sorted_columns(cfg.X)
         counts, pos, events = mech.range_counts(cfg.name, r + 1, cfg.X, t, cfg.noise_multiplier, rng,
-                                                cfg.y if r == 0 else None)
-        return state._replace(round=r + 1), RangeCounts(counts, pos), events
+                                                cfg.y if r == 0 else None, columns=cols)
+        return state._replace(round=r + 1, columns=cols), RangeCounts(counts, pos), events
     if not isinstance(inbox, GossipInbox):
         raise _refuse(cfg, f"an unknown message {type(inbox).__name__}")
     s = r - (0 if cfg.bounds is not None else cfg.range_rounds)

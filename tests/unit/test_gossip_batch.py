@@ -93,3 +93,38 @@ def test_a_fit_is_the_same_stepped_together_or_one_by_one(monkeypatch):
     assert sum(stepped) == a.path.shape[0] - 1  # every gradient round after the first went together
     assert a.F.tobytes() == b.F.tobytes() and a.path.tobytes() == b.path.tobytes()
     assert a.ledger.events == b.ledger.events and a.report.epsilon == b.report.epsilon
+
+
+def test_range_counts_by_sorted_columns_are_the_counts():
+    from dpadmm.privacy.ranges import range_counts, sorted_columns
+
+    rng = np.random.default_rng(5)
+    X = np.round(rng.standard_normal((500, 6)) * 4)  # ties, and values on the thresholds
+    X[3, 1], X[7, 2], X[9, 4], X[11, 0] = np.nan, np.inf, -np.inf, -0.0
+    for _ in range(20):
+        t = np.round(rng.standard_normal((2, 6)) * 5)
+        t[0, 0] = 0.0
+        a = range_counts("n", 1, X, t, 0.0, None)[0]
+        b = range_counts("n", 1, X, t, 0.0, None, columns=sorted_columns(X))[0]
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_neighbour_sums_are_scipys_product():
+    from dpadmm.algorithms.gossip.node import RouterConfig, neighbour_sums
+    from dpadmm.data.graphs import adjacency
+
+    rng = np.random.default_rng(2)
+    for G in (nx.cycle_graph(5), nx.complete_graph(6), nx.star_graph(5), nx.erdos_renyi_graph(15, 0.3, seed=1)):
+        A, _ = adjacency(G)
+        cfg = RouterConfig(A, tuple(f"node{i}" for i in G.nodes), 3, 100, 0)
+        assert cfg.neighbour_index is not None
+        for _ in range(20):
+            F = rng.standard_normal((G.number_of_nodes(), 4)) * 10.0 ** rng.integers(-8, 8, (G.number_of_nodes(), 1))
+            assert neighbour_sums(cfg, F).tobytes() == (A @ F).tobytes()
+    G = nx.Graph()
+    G.add_weighted_edges_from([(0, 1, 0.5), (1, 2, 3.0)])
+    A, _ = adjacency(G)
+    cfg = RouterConfig(A, ("node0", "node1", "node2"), 1, 10, 0)
+    assert cfg.neighbour_index is None  # weights: scipy's own product
+    F = rng.standard_normal((3, 2))
+    assert np.array_equal(neighbour_sums(cfg, F), A @ F)

@@ -5,10 +5,13 @@ import networkx as nx
 import numpy as np
 
 from dpadmm.algorithms.gossip import batch
-from dpadmm.algorithms.gossip.node import GossipInbox, RangeRequest, node_step, setup_node
+from dpadmm.algorithms.gossip.node import (GossipInbox, RangeRequest, RouterConfig, neighbour_sums, node_step,
+                                          setup_node)
 from dpadmm.backends import InProcessBackend
 from dpadmm.backends.base import party_rng
+from dpadmm.data.graphs import adjacency
 from dpadmm.fit.gossip import fit_gossip
+from dpadmm.privacy.ranges import range_counts, sorted_columns
 
 D = 5
 
@@ -96,8 +99,6 @@ def test_a_fit_is_the_same_stepped_together_or_one_by_one(monkeypatch):
 
 
 def test_range_counts_by_sorted_columns_are_the_counts():
-    from dpadmm.privacy.ranges import range_counts, sorted_columns
-
     rng = np.random.default_rng(5)
     X = np.round(rng.standard_normal((500, 6)) * 4)  # ties, and values on the thresholds
     X[3, 1], X[7, 2], X[9, 4], X[11, 0] = np.nan, np.inf, -np.inf, -0.0
@@ -110,9 +111,6 @@ def test_range_counts_by_sorted_columns_are_the_counts():
 
 
 def test_neighbour_sums_are_scipys_product():
-    from dpadmm.algorithms.gossip.node import RouterConfig, neighbour_sums
-    from dpadmm.data.graphs import adjacency
-
     rng = np.random.default_rng(2)
     for G in (nx.cycle_graph(5), nx.complete_graph(6), nx.star_graph(5), nx.erdos_renyi_graph(15, 0.3, seed=1)):
         A, _ = adjacency(G)

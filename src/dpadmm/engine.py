@@ -32,13 +32,14 @@ import functools
 import json
 import os
 import pickle
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from .backends.base import Backend, PartySpec, atomic_pickle, noise_source, party_rng  # noqa: F401 (re-export)
 from .exceptions import DataFileError, InvalidParameterError, PartyFailureError
@@ -94,6 +95,24 @@ def _at_round(exc: PartyFailureError, round_: int) -> PartyFailureError:
     return new
 
 
+class _BlasLibraries:
+    """threadpoolctl's controller of the BLAS libraries loaded in this process, found once and found again only when
+    a module was imported since (a new extension module may have brought another BLAS). Finding them walks every
+    loaded shared library (~15 ms a time: two fits' worth of rounds on a small table); limiting them is cheap."""
+
+    def __init__(self) -> None:
+        self.controller: ThreadpoolController | None = None
+        self.modules = -1
+
+    def limit(self, threads: int):
+        if self.controller is None or len(sys.modules) != self.modules:
+            self.controller, self.modules = ThreadpoolController(), len(sys.modules)
+        return self.controller.limit(limits=threads, user_api="blas")
+
+
+_BLAS = _BlasLibraries()
+
+
 def _blas_limited(fn):
     """Let ``run`` take ``blas_threads`` (default 1): the cap on BLAS threads during the loop.
 
@@ -105,7 +124,7 @@ def _blas_limited(fn):
     def wrapper(*args, blas_threads: int | None = 1, **kwargs):
         if blas_threads is None:
             return fn(*args, **kwargs)
-        with threadpool_limits(blas_threads, user_api="blas"):
+        with _BLAS.limit(blas_threads):
             return fn(*args, **kwargs)
 
     return wrapper

@@ -42,6 +42,7 @@ import numpy as np
 from ..exceptions import DataFileError, InvalidParameterError, ProtocolError
 from ..protocol import Protocol, setup_record
 from ..runtime.local import HostedParty, PartyOperator, party_operators
+from ..runtime.seeding import seeded_generator
 
 PARTY_LOCAL = "party-local"
 SEEDED = "seeded"
@@ -53,8 +54,10 @@ def noise_source(noise_seed: int | None) -> str:
 
 
 def party_rng(entropy, index: int, round_: int) -> np.random.Generator:
-    """The seeded-simulation stream of party ``index`` in round ``round_`` (backend-independent)."""
-    return np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(index, round_)))
+    """The seeded-simulation stream of party ``index`` in round ``round_`` (backend-independent):
+    ``default_rng(SeedSequence(entropy, spawn_key=(index, round_)))``, seeded without rebuilding the SeedSequence
+    every round (:mod:`dpadmm.runtime.seeding`: the same stream)."""
+    return seeded_generator(entropy, index, round_)
 
 
 @dataclass(frozen=True)

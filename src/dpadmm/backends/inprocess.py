@@ -38,6 +38,7 @@ class InProcessBackend(Backend):
         self.hosts: dict = {}
         self._set_policies(policies, party_dir)
         self._rounds = 0
+        self._batch = None  # the protocol's batch step, when every party may take it (_together)
 
     @property
     def collects_models(self) -> bool:
@@ -59,6 +60,7 @@ class InProcessBackend(Backend):
             except Exception as exc:
                 self._end_hosts(completed=False)
                 raise _failure(spec.name, "setup", exc) from exc
+        self._batch = self._together()
 
     def _each(self, what: str, fn, names=None) -> dict[str, Any]:
         out = {}
@@ -74,9 +76,42 @@ class InProcessBackend(Backend):
         return out
 
     def step(self, inboxes: Mapping[str, Any], round_: int) -> dict[str, tuple[Any, list]]:
-        out = self._each("step", lambda h: h.step(inboxes[h.name], round_))
+        out = self._step_together(inboxes, round_)
+        if out is None:
+            out = self._each("step", lambda h: h.step(inboxes[h.name], round_))
         self._rounds = int(round_) + 1
         return out
+
+    def _together(self):
+        """The protocol's ``batch_step`` when every party is a plain simulation party (no policy: a party under its
+        operator's policy is served by its runtime, round by round) of that one protocol with its declared step (a
+        planted step, as an audit runs, goes alone) and its own single stream; else None."""
+        hosts = list(self.hosts.values())
+        protocol = hosts[0].spec.protocol if hosts else None
+        if (len(hosts) < 2 or protocol is None or protocol.batch_step is None
+                or any(type(h) is not PartyHost or h.spec.protocol is not protocol or h.spec.step is not protocol.step
+                       or h.spec.streams for h in hosts)):
+            return None
+        return protocol.batch_step
+
+    def _step_together(self, inboxes, round_: int):
+        """Every party's step of this round at once (``Protocol.batch_step``): the same states, messages, noise (each
+        party's own generator) and events as one by one; None when the protocol does not take the round. A failure
+        inside it is left to the parties one by one, where it is reported as the failing party's."""
+        batch = self._batch
+        if batch is None:
+            return None
+        hosts = list(self.hosts.values())
+        try:
+            results = batch([h.cfg for h in hosts], [h.state for h in hosts], [inboxes[h.name] for h in hosts],
+                            [h.rng(round_) for h in hosts])
+        except Exception:  # noqa: BLE001 - stepped one by one next, where the failure is the party's
+            return None
+        if results is None:
+            return None
+        for h, (state, _, _) in zip(hosts, results):
+            h.state = state
+        return {h.name: (outbox, events) for h, (_, outbox, events) in zip(hosts, results)}
 
     def diagnose(self) -> dict[str, dict]:
         out = self._each("diagnose", lambda h: h.diagnose())
@@ -93,7 +128,7 @@ class InProcessBackend(Backend):
         return {name: again for name, again in out.items() if again}  # releases made again (hosted parties)
 
     def _end_hosts(self, completed: bool) -> None:
-        hosts, self.hosts = self.hosts, {}
+        hosts, self.hosts, self._batch = self.hosts, {}, None
         for host in hosts.values():
             try:
                 host.close(completed)
@@ -110,3 +145,4 @@ class InProcessBackend(Backend):
             except Exception:
                 pass
         self.hosts = {n: h for n, h in self.hosts.items() if n not in hosted}
+        self._batch = self._together()

@@ -52,13 +52,27 @@ def prepare(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, row_clip: float) -> n
     return np.hstack([Z, np.ones((Z.shape[0], 1))])  # [intercept] ‖x̃‖² ≤ R² + 1
 
 
+def sorted_columns(X: np.ndarray) -> np.ndarray:
+    """(d, B): every column of ``X`` sorted (NaN last), for :func:`range_counts`'s ``columns``: a node that counts
+    in several rounds sorts once and then counts by binary search."""
+    return np.sort(np.ascontiguousarray(np.asarray(X, dtype=np.float64).T), axis=1)
+
+
 def range_counts(name: str, round_: int, X: np.ndarray, thresholds: np.ndarray, noise_multiplier: float,
-                 rng: np.random.Generator, y: np.ndarray | None = None):
+                 rng: np.random.Generator, y: np.ndarray | None = None, columns: np.ndarray | None = None):
     """Noisy ``#{x_j ≤ t_{q,j}}`` for the 2 × d public thresholds (and, given ``y``, ``#{y = +1}``) and its event
-    (module docstring, release 2). Returns (counts (2, d), positives or None, events)."""
+    (module docstring, release 2). Returns (counts (2, d), positives or None, events).
+
+    ``columns``: :func:`sorted_columns` of the same ``X`` (the same counts: ``#{x_j ≤ t}`` is the number of sorted
+    values ≤ t, NaN sorting last and counting in neither)."""
     X = np.asarray(X, dtype=np.float64)
     t = np.asarray(thresholds, dtype=np.float64)
-    counts = np.stack([(X <= t[q][None, :]).sum(axis=0) for q in range(t.shape[0])]).astype(np.float64)
+    if columns is None:
+        counts = np.stack([(X <= t[q][None, :]).sum(axis=0) for q in range(t.shape[0])]).astype(np.float64)
+    else:
+        counts = np.empty(t.shape)
+        for j in range(t.shape[1]):
+            counts[:, j] = columns[j].searchsorted(t[:, j], side="right")
     pos = None if y is None else float(np.count_nonzero(np.asarray(y) > 0))
     if noise_multiplier <= 0:
         return counts, pos, []

@@ -52,7 +52,11 @@ class Protocol:
     ``setup_type``: the NamedTuple of ``setup``'s arguments by name (:func:`setup_record`, :func:`check_setup`);
     ``exempt`` (:class:`ExemptMessage` each): the message types a step may send in a private run with no privacy
     event — public keys, ciphertexts under a key the receiver does not hold — each with the reason, which the
-    party's audit line records; a private step's message of any other type without an event is refused.
+    party's audit line records; a private step's message of any other type without an event is refused;
+    ``batch_step(cfgs, states, inboxes, rngs) -> [(state, outbox, events), ...] | None``: the same round of several
+    parties of this protocol held in one process (the in-process simulation, parties without a policy), stepped
+    together — each party's numbers, noise (from its own generator) and events exactly those of ``step`` — or None
+    when the round is not one it takes (the backend then steps the parties one by one, and a refusal is theirs).
     """
 
     name: str
@@ -74,6 +78,7 @@ class Protocol:
     #: the named, typed record of ``setup``'s arguments (a NamedTuple; the algorithm folder's ``Setup``), what the wire
     #: carries field by field; derived from ``setup``'s signature when not declared (every field then of any type)
     setup_type: type | None = None
+    batch_step: Callable | None = None  # several local parties' same round at once (in-process simulation)
 
     def __post_init__(self):
         if self.setup_type is None:

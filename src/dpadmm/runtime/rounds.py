@@ -13,6 +13,7 @@ import dataclasses
 import numpy as np
 
 from ..privacy.events import GaussianRelease
+from .seeding import seeded_generator
 
 
 class SeededGenerator:
@@ -28,7 +29,8 @@ class SeededGenerator:
     def __getattr__(self, name):
         gen = self._gen
         if gen is None:
-            gen = self._gen = np.random.default_rng(np.random.SeedSequence(self._seed, spawn_key=self._key))
+            gen = self._gen = (seeded_generator(self._seed, *self._key) if len(self._key) == 2 else
+                               np.random.default_rng(np.random.SeedSequence(self._seed, spawn_key=self._key)))
         return getattr(gen, name)
 
 

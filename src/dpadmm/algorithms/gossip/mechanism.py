@@ -61,7 +61,7 @@ from ...privacy.events import RECORD_REPLACE, GaussianRelease
 # the column bounds and their DP range estimate live in privacy.ranges (shared with the vertical protocols); the
 # names are re-exported here, where the gossip node and driver have always called them
 from ...privacy.ranges import (SEARCH_LIMIT, bisect, bounds_from_bracket, prepare, quantile_level,  # noqa: F401
-                               range_counts, range_sensitivity, search_bracket, thresholds)
+                               range_counts, range_sensitivity, search_bracket, sorted_columns, thresholds)
 
 
 def gradient_sensitivity(row_clip: float) -> float:
@@ -70,9 +70,19 @@ def gradient_sensitivity(row_clip: float) -> float:
 
 
 def gradient_sum(Xt: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``Σ −y σ(−y w·x̃) x̃`` over the prepared rows (the un-noised query G_i(w))."""
-    m = np.clip(y * (Xt @ w), -500.0, 500.0)
-    return (-(y * expit(-m))) @ Xt
+    """``Σ −y σ(−y w·x̃) x̃`` over the prepared rows (the un-noised query G_i(w)).
+
+    Computed as ``(−(y · σ(−clip(y · (x̃ w), ±500)))) @ x̃``, each step in place on one vector (the same
+    operations on the same numbers as the expression: a round's arithmetic, not its temporaries)."""
+    m = Xt @ w
+    m *= y
+    np.maximum(m, -500.0, out=m)  # clip to [-500, 500]
+    np.minimum(m, 500.0, out=m)
+    np.negative(m, out=m)
+    expit(m, out=m)
+    m *= y
+    np.negative(m, out=m)
+    return m @ Xt
 
 
 def gradient_release(name: str, round_: int, Xt: np.ndarray, y: np.ndarray, row_clip: float, w: np.ndarray,

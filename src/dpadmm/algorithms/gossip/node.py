@@ -43,6 +43,7 @@ local noise then gossip averaging, Cyffers, Even, Bellet & Massoulié 2022):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping, NamedTuple
@@ -118,6 +119,7 @@ class NodeState(NamedTuple):
     hi: np.ndarray | None = None
     Xt: np.ndarray | None = None  # the node's prepared rows (B, d + 1), made once at its first gradient round
     avg: np.ndarray | None = None  # the mean of its broadcasts w_i(s + 1), s >= s_0 (its model)
+    columns: np.ndarray | None = None  # its raw columns sorted (d, B), during the range rounds (mech.sorted_columns)
 
 
 def step_size(row_clip: float, ridge: float) -> float:
@@ -165,9 +167,10 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
             raise _refuse(cfg, f"a range count beyond the {cfg.range_rounds} declared at Setup")
         if t.shape != (2, d) or not np.all(np.isfinite(t)):
             raise _refuse(cfg, f"the thresholds must be 2 x {d} finite numbers")
+        cols = state.columns if state.columns is not None else mech.sorted_columns(cfg.X)
         counts, pos, events = mech.range_counts(cfg.name, r + 1, cfg.X, t, cfg.noise_multiplier, rng,
-                                                cfg.y if r == 0 else None)
-        return state._replace(round=r + 1), RangeCounts(counts, pos), events
+                                                cfg.y if r == 0 else None, columns=cols)
+        return state._replace(round=r + 1, columns=cols), RangeCounts(counts, pos), events
     if not isinstance(inbox, GossipInbox):
         raise _refuse(cfg, f"an unknown message {type(inbox).__name__}")
     s = r - (0 if cfg.bounds is not None else cfg.range_rounds)
@@ -176,7 +179,7 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
     if s >= cfg.rounds:
         raise _refuse(cfg, f"a gradient round beyond the {cfg.rounds} declared at Setup")
     S = np.asarray(inbox.neighbour_sum, dtype=np.float64)
-    if S.shape != (d + 1,) or not np.all(np.isfinite(S)):
+    if S.shape != (d + 1,) or not np.isfinite(S).all():
         raise _refuse(cfg, f"the neighbour sum must be {d + 1} finite numbers")
     if state.lo is not None:
         lo, hi, Xt = state.lo, state.hi, state.Xt  # fixed at the first gradient round
@@ -253,6 +256,34 @@ class RouterConfig:
     bounds: tuple | None = None  # declared (lo, hi): no range rounds
     average_from: int | None = None  # s_0 of the tail mean (None: no mean, the last broadcasts)
 
+    @functools.cached_property
+    def neighbour_index(self):
+        """For a 0/1 adjacency in CSR: per position k of a row's stored columns, the rows that have a k-th
+        neighbour and those neighbours — ``S = A @ F`` is then ``S[rows_k] += F[cols_k]`` for k = 0, 1, … from
+        zero, the order scipy's ``csr_matvecs`` adds them in (so the same numbers), without its dispatch (a
+        third of a round's routing). None for any other matrix (scipy's own product)."""
+        A = self.A
+        if getattr(A, "format", None) != "csr" or not np.all(A.data == 1.0):
+            return None
+        indptr, indices = np.asarray(A.indptr), np.asarray(A.indices)
+        degree = np.diff(indptr)
+        return tuple((rows, indices[indptr[rows] + k]) for k in range(int(degree.max(initial=0)))
+                     for rows in [np.flatnonzero(degree > k)])
+
+
+def neighbour_sums(cfg: RouterConfig, F: np.ndarray) -> np.ndarray:
+    """``S = A @ F``: every node's sum of its neighbours' rows of F (:attr:`RouterConfig.neighbour_index`)."""
+    index = cfg.neighbour_index
+    if index is None:
+        return np.asarray(cfg.A @ F)
+    S = np.zeros(F.shape)
+    for rows, cols in index:
+        if len(rows) == len(F):
+            S += F[cols]
+        else:
+            S[rows] += F[cols]
+    return S
+
 
 class RouterState(NamedTuple):
     round: int
@@ -298,7 +329,7 @@ def router_step(cfg: RouterConfig, state: RouterState, outboxes: Mapping[str, An
         st = state._replace(round=t, a=a, b=b, lo=lo, hi=hi)
         return st, {nm: GossipInbox(t, np.zeros(d + 1), lo, hi, st.intercept0) for nm in cfg.names}, []
     F = np.stack([np.asarray(outboxes[nm].w, dtype=np.float64) for nm in cfg.names])
-    S = cfg.A @ F
+    S = neighbour_sums(cfg, F)
     change = float(np.max(np.linalg.norm(F - state.F, axis=1)))
     inboxes = {nm: GossipInbox(t, S[k], state.lo, state.hi, state.intercept0) for k, nm in enumerate(cfg.names)}
     avg = state.avg if cfg.average_from is None else tail_mean(state.avg, F, len(state.path) - cfg.average_from)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from ...protocol import Protocol
 from ...protocol.registry import register
 from ..consensus.node import describe_node_data, load_node_data
+from .batch import nodes_step
 from .node import (GossipInbox, ModelBroadcast, NodeState, RangeCounts, RangeRequest, node_diagnostics, node_model,
                    node_step, peer_broadcast, peer_inbox, setup_node)
 from .policy import GOSSIP
@@ -20,4 +21,4 @@ def _is_private(cfg) -> bool:
 PROTOCOL = register(Protocol("noisy-gradient-gossip", setup_node, node_step, node_diagnostics, handlers={},
                     types=(RangeRequest, RangeCounts, GossipInbox, ModelBroadcast, NodeState), load=load_node_data,
                     describe=describe_node_data, model=node_model, private=_is_private, data_args=(1, 2),
-                    policy=GOSSIP, peer_to_peer=(peer_inbox, peer_broadcast)))
+                    policy=GOSSIP, peer_to_peer=(peer_inbox, peer_broadcast), batch_step=nodes_step))

@@ -44,8 +44,9 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
         (λ/2)‖w‖²; ``None``: the mode's defaults (clear: 60, 8, 0; encrypted: 40, 2, 0.7), λ = 1e-4.
     forward : ``"encrypted"`` (default; see below) or ``"clear"`` (logistic loss; per-row score sums reach the label party: features NOT private) or
         ``"encrypted"`` (any number of non-label parties; the Taylor residual ½ + s/4 − y; the scores travel under
-        each party's own key; features private against an honest-but-curious label party (and peers); the score is
-        then calibrated by a two-parameter logistic fit on ``calibration`` × n held-out rows, scored as new records).
+        each party's own key; features private against an honest-but-curious label party (and peers); ``calibration`` ×
+        n rows are held out of the fit, scored by the parties as new records, for the label party's final model:
+        ``combine``).
     weight_bound : W = W₀, the projection radius of every party's weights (forward="encrypted"; the sensitivities'
         premise |s| ≤ R·W).
     row_clip : R, every party's row clip (the sensitivities' premise).

@@ -42,6 +42,8 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
                                         row_clip=float(row_clip) if row_clip is not None else 1.0, random_state=seed)
     model.fit(train, data.y)
     final: dict = {"protocol": "encrypted", "forward": forward, **model.cost_}
+    cal = model.combination_  # the label party's final model (algorithms.encrypted.combine): None = the joint one
+    final["combination"] = cal.facts() if cal is not None else {"choice": "joint"}
     baselines: dict = {}
     if test is not None:
         final.update({f"test_{k}": v for k, v in model.score_metrics(test, data.y_test).items()})
@@ -59,6 +61,11 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
     if "test_log_loss" in final:
         line += f"  test log loss: {final['test_log_loss']:.4f}  accuracy: {final['test_accuracy']:.4f}"
     console.print(line)
+    if cal is not None:
+        console.print(f"final model, chosen on {cal.heldout_rows} of the label party's own held-out training rows: "
+                      + ("the parties' joint scores stacked with its own model" if cal.kind == "stacked" else
+                         "its own model (the stacked one did not beat it by two standard errors)")
+                      + f"; held-out log loss own {cal.loss_own:.4f}, stacked {cal.loss_stacked:.4f}", soft_wrap=True)
     if baselines:
         console.print(f"baselines (test log loss): base rate {baselines['base_rate']['test_log_loss']:.4f}, "
                       f"label party alone {baselines['label_party_alone']['test_log_loss']:.4f}")

@@ -18,10 +18,12 @@ from sklearn.metrics import log_loss
 from .._validation import as_float_matrix, binary_labels, check_positive, noise_seed
 from ..fit import encrypted as driver
 from ..fit import runner
+from ..algorithms.encrypted import combine as ec
 from ..algorithms.encrypted import he, label
 from ..algorithms.encrypted.party import BLOCK_BITS
 from ..algorithms.encrypted.protocol import PROTOCOL
 from ..algorithms.vertical_data import clip_rows
+from ..backends.base import party_rng
 from ..backends.inprocess import InProcessBackend
 from ..exceptions import InvalidDataError, InvalidParameterError
 from ..privacy.accountants import calibrate_noise_multiplier
@@ -42,11 +44,18 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
         (λ/2)‖w‖²; ``None``: the mode's defaults (clear: 60, 8, 0; encrypted: 40, 2, 0.7), λ = 1e-4.
     forward : ``"encrypted"`` (default; see below) or ``"clear"`` (logistic loss; per-row score sums reach the label party: features NOT private) or
         ``"encrypted"`` (any number of non-label parties; the Taylor residual ½ + s/4 − y; the scores travel under
-        each party's own key; features private against an honest-but-curious label party (and peers); the score is
-        then calibrated by a two-parameter logistic fit on ``calibration`` × n held-out rows, scored as new records).
+        each party's own key; features private against an honest-but-curious label party (and peers); ``calibration`` ×
+        n rows are held out of the fit, scored by the parties as new records, for the label party's final model:
+        ``combine``).
     weight_bound : W = W₀, the projection radius of every party's weights (forward="encrypted"; the sensitivities'
         premise |s| ≤ R·W).
     row_clip : R, every party's row clip (the sensitivities' premise).
+    combine : forward="encrypted": the label party's final model (:mod:`dpadmm.algorithms.encrypted.combine`;
+        post-processing at the label party, no ε): ``"choose"`` (default) — on its held-out rows, the other
+        parties' scores stacked with its OWN model (its own columns standardised, exact labels; it never leaves it),
+        kept only if better by cross-validation there, else its own model; ``"stacked"`` — that stacked model
+        always; ``"joint"`` — the joint score Platt-scaled. ``combination_`` says which was kept (``None``: the
+        joint model, also when fewer than 200 rows are held out).
     random_state : ``None``: party-local noise; an int: a seeded simulation.
     """
 
@@ -56,10 +65,11 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
     def __init__(self, epsilon: float | None = None, label_epsilon: float | None = None, delta: float = 1e-5,
                  rounds: int | None = None, step: float | None = None, lam: float = 1e-4, row_clip: float = 1.0,
                  forward: str = "encrypted", momentum: float | None = None, weight_bound: float = 4.0,
-                 calibration: float = 0.1, random_state=None):
+                 calibration: float = 0.1, random_state=None, combine: str = "choose"):
         self.epsilon, self.label_epsilon, self.delta = epsilon, label_epsilon, delta
         self.rounds, self.step, self.lam, self.row_clip, self.random_state = rounds, step, lam, row_clip, random_state
         self.forward, self.momentum, self.weight_bound, self.calibration = forward, momentum, weight_bound, calibration
+        self.combine = combine
 
     def _param(self, name):
         v = getattr(self, name)
@@ -72,6 +82,8 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
             check_positive(k, getattr(self, k))
         check_positive("step", self._param("step"))
         check_positive("momentum", self._param("momentum"), allow_zero=True)
+        if self.combine not in ec.COMBINE_MODES:
+            raise InvalidParameterError(f"combine must be one of {ec.COMBINE_MODES}, got combine={self.combine!r}.")
         if not 0 < float(self.calibration) < 1:
             raise InvalidParameterError(f"calibration must be in (0, 1), got calibration={self.calibration!r}.")
         for k in ("epsilon", "label_epsilon"):
@@ -123,7 +135,7 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
             # in-process simulation: the driver collects each party's weights to score new records, and (encrypted
             # forward) the party's logits on the held-out rows (new records) for the calibration
             models = [PROTOCOL.model(backend.hosts[nm].cfg, backend.hosts[nm].state) for nm in names]
-            return models, backend.request(names[0], "logit", "calibration") if enc else None
+            return models, [backend.request(nm, "logit", "calibration") for nm in names] if enc else None
 
         fitted = runner.session(InProcessBackend(), specs, drive, noise_seed=seed,
                                 rounds=driver.backend_rounds(T, self.forward, len(names)), after=after,
@@ -131,26 +143,41 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
         res, (models, others) = fitted.result, fitted.after
         self.coefs_ = [np.asarray(res.label_state.w)] + models
         self.label_cfg_, self.cost_ = res.label_cfg, res.cost
-        self.calibration_ = (1.0, 0.0)
-        if enc:  # Platt scaling on the held-out rows: the party's logits on them (new records), the label party's labels
-            s = label.own_scores(float(self.row_clip), self.coefs_[0], blocks[0][hold]) + np.asarray(others)
+        self.calibration_, self.combination_, self.own_model_ = (1.0, 0.0), None, None
+        if enc:  # Platt scaling on the held-out rows: the parties' logits on them (new records), the label party's labels
+            others = np.sum([np.asarray(o, dtype=np.float64) for o in others], axis=0)
+            s = label.own_scores(float(self.row_clip), self.coefs_[0], blocks[0][hold]) + others
             lr = LogisticRegression(C=1e6, tol=1e-10, max_iter=1000).fit(s[:, None], y_pm[hold] > 0)
             self.calibration_ = (float(lr.coef_[0, 0]), float(lr.intercept_[0]))
+            # the label party's final model (post-processing there; algorithms.encrypted.combine): its own model
+            # fitted on its training rows, stacked with the parties' logits on the held-out rows, or kept alone
+            own = ec.own_model(blocks[0][train], y_pm[train])
+            rng = np.random.default_rng() if seed is None else party_rng(seed, len(names) + 1, 0)
+            self.combination_ = ec.choose(self.combine, own.logit(blocks[0][hold]), others, y_pm[hold], rng)
+            if self.combination_ is not None:  # then its own model on all its rows (their labels are never sent)
+                self.own_model_ = ec.own_model(blocks[0], y_pm)
         self.noise_multipliers_ = {"features": zf, "labels": zl}
         self.privacy_ = self._report(res.events)
         return self
 
     def _report(self, events) -> dict:
         return encrypted_report(events, delta=float(self.delta), forward=self.forward,
-                                label_sensitivity=self.label_cfg_.sensitivity, rounds=int(self._param("rounds")))
+                                label_sensitivity=self.label_cfg_.sensitivity, rounds=int(self._param("rounds")),
+                                combination=None if self.combination_ is None else self.combination_.kind)
 
     def decision_function(self, blocks) -> np.ndarray:
+        """The label party's final logit: the joint score Platt-scaled (``combination_`` ``None``), or
+        ``c + a·own + b·Σ_m s_m`` with its own model (``combination_.weights``; the own model alone: (0, 1, 0))."""
         blocks = [as_float_matrix(f"blocks[{m}]", b, accept_sparse=True) for m, b in enumerate(blocks)]
+        others = np.sum([np.asarray(he.quantize(clip_rows(b, float(self.row_clip)), BLOCK_BITS) @ w).ravel()
+                         / float(2 ** BLOCK_BITS) for b, w in zip(blocks[1:], self.coefs_[1:])], axis=0)
+        choice = getattr(self, "combination_", None)
+        if choice is not None:
+            c, a, b = choice.weights
+            return c + a * self.own_model_.logit(blocks[0]) + b * others
         own = label.own_scores(float(self.row_clip), self.coefs_[0], blocks[0])
-        others = [np.asarray(he.quantize(clip_rows(b, float(self.row_clip)), BLOCK_BITS) @ w).ravel()
-                  / float(2 ** BLOCK_BITS) for b, w in zip(blocks[1:], self.coefs_[1:])]
         a, b = self.calibration_
-        return a * (own + np.sum(others, axis=0)) + b
+        return a * (own + others) + b
 
     def predict_proba(self, blocks) -> np.ndarray:
         p = 1.0 / (1.0 + np.exp(-np.clip(self.decision_function(blocks), -500, 500)))

@@ -24,8 +24,16 @@ FORWARD_ENCRYPTED = ("features: record-level DP against the label party (two Gau
                      "the held-out calibration rows are scored as new records (their logits are not covered)")
 
 
-def encrypted_report(events, *, delta: float, forward: str, label_sensitivity: float, rounds: int) -> dict:
-    """Both sides' guarantee of one run from its events (the parties' and the label party's Gaussian releases)."""
+OWN_MODEL = ("the label party's own model (its columns, exact labels) and the final combination stay with the label "
+             "party (post-processing there, nothing sent: algorithms.encrypted.combine); predictions it publishes "
+             "from them are not covered on the label side")
+
+
+def encrypted_report(events, *, delta: float, forward: str, label_sensitivity: float, rounds: int,
+                     combination: str | None = None) -> dict:
+    """Both sides' guarantee of one run from its events (the parties' and the label party's Gaussian releases).
+    ``combination``: what the label party kept at the end (``"stacked"`` or ``"own model"``: its own model enters,
+    :data:`OWN_MODEL`; ``None``: the joint model)."""
     d = float(delta)
     by_party: dict[tuple, list] = {}
     for e in events:
@@ -40,8 +48,9 @@ def encrypted_report(events, *, delta: float, forward: str, label_sensitivity: f
     return {"features": features, "forward": forward,
             "labels": {"epsilon": max(lab.values()) if lab else math.inf, "delta": d,
                        "relation": "label", "note": "Gaussian on every block's gradient, sensitivity "
-                       f"{label_sensitivity:.4g} per round" if lab else "labels not protected"},
-            "accountant": "dp-accounting PLD", "rounds": int(rounds)}
+                       f"{label_sensitivity:.4g} per round" + (f"; {OWN_MODEL}" if combination else "")
+                       if lab else "labels not protected"},
+            "combination": combination or "joint", "accountant": "dp-accounting PLD", "rounds": int(rounds)}
 
 
-__all__ = ["FORWARD_ENCRYPTED", "FORWARD_NOT_PROTECTED", "encrypted_report"]
+__all__ = ["FORWARD_ENCRYPTED", "FORWARD_NOT_PROTECTED", "OWN_MODEL", "encrypted_report"]

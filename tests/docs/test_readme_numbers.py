@@ -531,3 +531,19 @@ def test_vertical_both_sides_comment_is_found():
     """The comment the slow test above checks is where it says (fast: a moved or reworded comment fails here)."""
     comment, args = _both_sides_comment()
     assert "--epsilon" in args and "above the label party alone" in comment and "The report says ε =" in comment
+
+
+@pytest.mark.slow
+def test_experts_row_of_the_protocol_table(tmp_path, capsys):
+    """The README's protocol table: 'experts … a9a 0.3340–0.3342 at ε = 1 (seeds 0–2) vs 0.350 for the label party
+    alone' — the table's command on the bundled a9a (`--data a9a`), seed 0 (one fit, ~16 CPU-s) inside the quoted range, and its
+    label-party-alone baseline the quoted one."""
+    m = _find(r"experts: `dpadmm vertical --protocol experts --epsilon 1` \| a9a (\d\.\d{4})–(\d\.\d{4}) at ε = 1 "
+              r"\(seeds 0–2\) vs (\d\.\d{3}) for the label party alone")
+    code, out, err = run_cli(["vertical", "--data", "a9a", "--protocol", "experts", "--epsilon", "1", "--seed", "0", "--quiet",
+                              "--out", tmp_path / "experts"], capsys)
+    assert code == 0, err
+    got = float(re.search(r"test log loss: (\d\.\d+)", out).group(1))
+    alone = float(re.search(r"label party alone (\d\.\d+)", out).group(1))
+    assert float(m.group(1)) - 5e-5 <= got <= float(m.group(2)) + 5e-5, (got, m.groups(), out)
+    assert _agrees(alone, m.group(3)), (alone, out)

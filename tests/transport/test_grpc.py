@@ -20,6 +20,7 @@ import pytest
 grpc = pytest.importorskip("grpc")
 
 from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.algorithms.vertical.messages import Setup  # noqa: E402
 from dpadmm.backends import PartySpec  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend, parse_peers  # noqa: E402
@@ -65,8 +66,7 @@ def _specs(blocks, *, private=None, n=N, lam=1e-3):
         D = PartyData("train", {"ids": ids, "index": m, "n_features": B.shape[1]}, (n, B.shape[1]))
         opts = {"lam_sum": n * lam, "reg": L2(), "private": private, "bound": None, "damping": 0.0 if private else 0.5,
                 "eval_blocks": {}}
-        specs.append(PartySpec(name, vs.setup_party, (name, D, opts), vs.party_step, vs.party_diagnostics,
-                               owner=name))
+        specs.append(PartySpec.of(vs.PROTOCOL, name, Setup(name=name, D=D, options=opts), owner=name))
     return specs
 
 
@@ -275,8 +275,8 @@ def test_party_policy_refuses_a_coordinator_chosen_seed_and_private_scores(pki, 
         with pytest.raises(ProtocolError, match="refused a coordinator-chosen noise seed"):
             be.start(_specs(blocks, private=priv), noise_seed=12345)
         specs = _specs(blocks, private=priv)
-        specs = [PartySpec(s.name, s.setup, (s.setup_args[0], s.setup_args[1],
-                                             dict(s.setup_args[2], eval_blocks={"test": s.setup_args[1]})), s.step)
+        specs = [PartySpec.of(s.protocol, s.name, s.setup_args._replace(
+                     options=dict(s.setup_args.options, eval_blocks={"test": s.setup_args.D})))
                  for s in specs]  # an eval key mapped to the training file
         be.start(specs)
         _rounds(be, labels, 1, bounds)
@@ -497,7 +497,8 @@ def test_party_refuses_coordinator_sent_data_unless_it_opted_in(pki, tmp_path):
     X, y = np.ones((5, 3)) / 3.0, np.array([1.0, -1.0, 1.0, 1.0, -1.0])
     opts = dict(degree=np.array([1.0]), C=1.0, reg=0.5, eta=np.ones((1, 2)), theta=np.ones((1, 2)),
                 alpha=np.full((1, 2), np.inf))
-    spec = PartySpec("party1", gc.setup_block, (["node0"], [X], [y], opts), gc.block_step, gc.block_diagnostics)
+    spec = PartySpec.of(gc.PROTOCOL, "party1", gc.PROTOCOL.setup_type(names=["node0"], X_list=[X], y_list=[y],
+                                                                      options=opts))
     for accept in (False, True):
         svc = PartyService(name="party1", protocol=gc.PROTOCOL, data={}, out=tmp_path / str(accept),
                            allow=("coordinator",), accept_coordinator_data=accept)

@@ -21,6 +21,7 @@ grpc = pytest.importorskip("grpc")
 
 from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
 from dpadmm.algorithms.vertical.messages import Setup  # noqa: E402
+from dpadmm.algorithms.vertical.protocol import SGD_PROTOCOL  # noqa: E402
 from dpadmm.backends import PartySpec  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend, parse_peers  # noqa: E402
@@ -629,3 +630,20 @@ def _skip_or_fail_in_ci(reason: str) -> None:
     if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
         pytest.fail(f"{reason}; CI must run this test (CI=true)")
     pytest.skip(reason)
+
+
+def test_a_simulation_only_declaration_is_refused_before_any_party_is_contacted():
+    """The SGD baseline's party is declared for simulations (not registered): a gRPC run of it is refused with the
+    protocols a party can serve, before a Hello (no party at this address)."""
+    from dpadmm.algorithms.vertical.protocol import SGD_PROTOCOL
+
+    be = GrpcBackend({"party1": "127.0.0.1:9"}, insecure=True, timeout=5.0)
+    spec = PartySpec.of(SGD_PROTOCOL, "party1", SGD_PROTOCOL.setup_type(name="party1", D=np.eye(3), options={}))
+    try:
+        with pytest.raises(InvalidParameterError, match=r"^protocol 'vertical-sgd' is declared for simulations only, "
+                                                        r"so it cannot run over the network; a party can serve one of "
+                                                        r"\[.*'vertical-sharing'\]\.$"):
+            be.start([spec])
+        assert not be.hello_
+    finally:
+        be.close()

@@ -153,8 +153,8 @@ def consensus_game(*, plant=None, bug: str = "", tag: str = "") -> Game:
     hub = _ZHub(_b0())
 
     def setup(side, total):
-        setup = Setup(names=(NODE,), X_list=[Xb if side else X], y_list=[y], options=_options())
-        spec = PartySpec.of(CONSENSUS, NODE, setup, owner=NODE)
+        record = Setup(names=(NODE,), X_list=[Xb if side else X], y_list=[y], options=_options())
+        spec = PartySpec.of(CONSENSUS, NODE, record, owner=NODE)
         return [spec], engine.Hub(hub, zhub_init, zhub_step)
 
     return Game(

@@ -87,9 +87,9 @@ def functional_game(*, plant=None, bug: str = "", tag: str = "", backend: str = 
     basis = IdentityBasis()
 
     def setup(side, total):
-        setup = Setup(name="worker1", X=Xb if side else X, y=y, basis=basis, score_scale=1.0, y_loc=0.0, y_scale=1.0,
+        record = Setup(name="worker1", X=Xb if side else X, y=y, basis=basis, score_scale=1.0, y_loc=0.0, y_scale=1.0,
                       clip=1.0, settings=settings, options=_functional_options())
-        return ([PartySpec.of(FUNCTIONAL, "worker1", setup, owner="worker1")],
+        return ([PartySpec.of(FUNCTIONAL, "worker1", record, owner="worker1")],
                 engine.Hub(hub_cfg, fhub_init, fhub_step))
 
     honest = [fq.setup_party_from_curves("worker1", D, y, basis, 1.0, 0.0, 1.0, 1.0, quiet, _functional_options())
@@ -185,8 +185,8 @@ def stats_game(stage: str, *, plant=None, bug: str = "", tag: str = "") -> Game:
            fs.StatsRequest("moments", curve_clip=S_CLIP, center=np.zeros(S_T)))
 
     def setup(side, total):
-        setup = StatsSetup(name="worker1", X=Xb if side else X, y=yb if side else y, q=q, noise_multiplier=nm)
-        return ([PartySpec.of(STATISTICS, "worker1", setup, owner="worker1")],
+        record = StatsSetup(name="worker1", X=Xb if side else X, y=yb if side else y, q=q, noise_multiplier=nm)
+        return ([PartySpec.of(STATISTICS, "worker1", record, owner="worker1")],
                 engine.Hub(_SHub(req), shub_init, shub_step))
 
     def released(msg):
@@ -271,9 +271,9 @@ def pipeline_game(*, plant=None, bug: str = "", tag: str = "") -> Game:
         return np.pad(np.asarray(v, float), (0, width - np.size(v)))  # zero padding: the same on both sides
 
     def setup(side, total):
-        setup = StatsSetup(name="worker1", X=Xb if side else X, y=yb if side else y, q=q, noise_multiplier=nm,
+        record = StatsSetup(name="worker1", X=Xb if side else X, y=yb if side else y, q=q, noise_multiplier=nm,
                            quantile_multiplier=nm * math.sqrt(P_STEPS))
-        return ([PartySpec.of(STATISTICS, "worker1", setup, owner="worker1")],
+        return ([PartySpec.of(STATISTICS, "worker1", record, owner="worker1")],
                 engine.Hub(_PHub(reqs), phub_init, phub_step))
 
     means = []

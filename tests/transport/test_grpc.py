@@ -635,8 +635,6 @@ def _skip_or_fail_in_ci(reason: str) -> None:
 def test_a_simulation_only_declaration_is_refused_before_any_party_is_contacted():
     """The SGD baseline's party is declared for simulations (not registered): a gRPC run of it is refused with the
     protocols a party can serve, before a Hello (no party at this address)."""
-    from dpadmm.algorithms.vertical.protocol import SGD_PROTOCOL
-
     be = GrpcBackend({"party1": "127.0.0.1:9"}, insecure=True, timeout=5.0)
     spec = PartySpec.of(SGD_PROTOCOL, "party1", SGD_PROTOCOL.setup_type(name="party1", D=np.eye(3), options={}))
     try:

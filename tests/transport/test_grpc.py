@@ -639,7 +639,8 @@ def test_a_simulation_only_declaration_is_refused_before_any_party_is_contacted(
     spec = PartySpec.of(SGD_PROTOCOL, "party1", SGD_PROTOCOL.setup_type(name="party1", D=np.eye(3), options={}))
     try:
         with pytest.raises(InvalidParameterError, match=r"^protocol 'vertical-sgd' is declared for simulations only, "
-                                                        r"so it cannot run over the network; a party can serve one of "
+                                                        r"so no party serves it \(over the network or under a policy\); "
+                                                        r"a party can serve one of "
                                                         r"\[.*'vertical-sharing'\]\.$"):
             be.start([spec])
         assert not be.hello_

@@ -13,10 +13,11 @@ import pytest
 
 from dpadmm.algorithms.experts.messages import Setup as ExpertsSetup
 from dpadmm.algorithms.experts.protocol import PROTOCOL as EXPERTS
+from dpadmm.algorithms.vertical.protocol import SGD_PROTOCOL
 from dpadmm.backends import InProcessBackend, PartySpec
 from dpadmm.backends.selftest import PROTOCOL as SELFTEST, Broadcast, toy_setup, toy_step
-from dpadmm.exceptions import ProtocolError
-from dpadmm.privacy.policy import PolicyRefusal
+from dpadmm.exceptions import InvalidParameterError, ProtocolError
+from dpadmm.privacy.policy import PartyPolicy, PolicyRefusal
 from dpadmm.protocol import (POSITIONAL_SPEC, PartyData, check_request_arguments, check_setup, find_protocol,
                             protocol_for, protocol_names, protocol_of, request_arguments, setup_fields)
 from dpadmm.runtime import PartyRuntime, codec
@@ -123,6 +124,23 @@ def test_a_party_spec_answers_its_protocol_s_requests_unless_a_simulation_names_
     assert PartySpec.of(SELFTEST, "p1", TOY(name="p1", size=3)).handlers == dict(SELFTEST.handlers)
     own = PartySpec.of(SELFTEST, "p1", TOY(name="p1", size=3), handlers={"coef": toy_step})
     assert own.handlers == {"coef": toy_step} and own.protocol is SELFTEST
+
+
+def test_a_party_under_its_operator_s_policy_serves_only_a_registered_declaration(tmp_path):
+    """The SGD baseline's declaration is for simulations (not registered): no ``dpadmm party serve`` could run it, so
+    neither does a hosted party with a policy; the plain simulation runs it."""
+    spec = PartySpec.of(SGD_PROTOCOL, "party1", SGD_PROTOCOL.setup_type(name="party1", D=np.eye(3),
+                                                                        options={"lam": 0.1}))
+    be = InProcessBackend(policies={"party1": PartyPolicy()}, party_dir=tmp_path)
+    try:
+        with pytest.raises(InvalidParameterError, match=r"^protocol 'vertical-sgd' is declared for simulations only, "
+                                                        r"so no party serves it \(over the network or under a policy\)"):
+            be.start([spec])
+    finally:
+        be.close()
+    plain = InProcessBackend()
+    plain.start([spec])
+    plain.close()
 
 
 def test_a_request_carries_its_arguments_by_the_handler_s_parameter_names():

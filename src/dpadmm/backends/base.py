@@ -41,7 +41,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..exceptions import DataFileError, InvalidParameterError, ProtocolError
-from ..protocol import POSITIONAL_SPEC, Protocol, setup_record
+from ..protocol import POSITIONAL_SPEC, Protocol, protocol_for, require_served, setup_record
 from ..runtime.local import HostedParty, PartyOperator, party_operators
 
 PARTY_LOCAL = "party-local"
@@ -229,6 +229,9 @@ class Backend(ABC):
         if unknown:
             raise InvalidParameterError(f"policies name {', '.join(map(repr, unknown))}, which is not a party of this "
                                         f"run; its parties are {', '.join(s.name for s in specs)}.")
+        for spec in specs:  # a party under its operator's policy runs what `dpadmm party serve` could, nothing else
+            if spec.name in self.operators:
+                require_served(protocol_for(spec))
 
     def require_protocol(self, protocol: str, names: Sequence[str], why: str = "") -> None:
         """Before a run: every party in ``names`` serves ``protocol``, else one clear error. A simulation's parties

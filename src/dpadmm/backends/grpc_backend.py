@@ -37,7 +37,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from ..exceptions import InvalidParameterError, PartyFailureError, ProtocolError
-from ..protocol import protocol_for, protocol_names, request_arguments, setup_fields
+from ..protocol import protocol_for, request_arguments, require_served, setup_fields
 from ..runtime import codec
 from .base import Backend, PartySpec
 from .grpc_calls import (  # noqa: F401 (re-exported: their old home)
@@ -143,11 +143,7 @@ class GrpcBackend(GrpcCalls, Backend):
         self._failed = False
         if self._streams or self._rconns:  # a new run: fresh streams (a restarted party's old stream is gone)
             self._close_streams()
-        protos = {s.name: protocol_for(s) for s in specs}
-        unserved = sorted({p.name for p in protos.values()} - set(protocol_names()))
-        if unserved:  # a simulation's declaration (not registered): no party can serve it
-            raise InvalidParameterError(f"protocol {unserved[0]!r} is declared for simulations only, so it cannot run "
-                                        f"over the network; a party can serve one of {protocol_names()}.")
+        protos = {s.name: require_served(protocol_for(s)) for s in specs}
         missing = [s.name for s in specs if s.name not in self.hello_]
         if missing:
             self.hello(missing)

@@ -65,6 +65,16 @@ POSITIONAL_SPEC = ("a PartySpec built positionally, PartySpec(name, setup, args,
                    "protocol declaration and its typed Setup record (PROTOCOL.setup_type)")
 
 
+def require_served(protocol: Protocol) -> Protocol:
+    """``protocol`` when a party can serve it (registered by its name), else one clear error: a declaration that is not
+    registered (the SGD baseline's) runs in simulations only, never at a party under its operator's rules."""
+    if protocol.name not in _declared():
+        raise InvalidParameterError(f"protocol {protocol.name!r} is declared for simulations only, so no party serves "
+                                    f"it (over the network or under a policy); a party can serve one of "
+                                    f"{protocol_names()}.")
+    return protocol
+
+
 def protocol_for(spec) -> Protocol:
     """The declaration a party spec runs: its ``protocol`` (a spec built by ``PartySpec.of(PROTOCOL, ...)`` refers to
     it); a spec built the old way (``PartySpec(name, setup, args, step)``, deprecated: a DeprecationWarning) by its

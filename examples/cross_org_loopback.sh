@@ -133,6 +133,7 @@ import json, pickle, sys
 from pathlib import Path
 import grpc
 from dpadmm.algorithms import vertical_sharing as vs
+from dpadmm.algorithms.vertical.messages import Setup
 from dpadmm.backends import PartySpec
 from dpadmm.backends import grpc_codec as codec
 from dpadmm.backends.grpc_backend import GrpcBackend
@@ -145,8 +146,8 @@ tls = TLSFiles.load(tls_dir=out / "pki" / "coordinator")
 be = GrpcBackend({"party1": f"127.0.0.1:{p1}", "party2": f"127.0.0.1:{p2}"}, tls=tls)
 data = vertical_remote_data(be, [out / "org1/train.csv"], [], normalize=True)
 priv = vs.PrivacySpec(noise_multiplier=1.0, bounds=vs.Bounds(26.0, 540.0, 540.0), n_parties=2)
-specs = [PartySpec(n, vs.setup_party, (n, B, {"lam_sum": 32.561, "reg": L2(), "private": priv, "bound": 26.0,
-                                              "require_unit_rows": True}), vs.party_step, vs.party_diagnostics)
+specs = [PartySpec.of(vs.PROTOCOL, n, Setup(name=n, D=B, options={"lam_sum": 32.561, "reg": L2(), "private": priv,
+                                                                  "bound": 26.0, "require_unit_rows": True}))
          for n, B in zip(("party1", "party2"), data.train)]
 be.start(specs)
 checks = {}

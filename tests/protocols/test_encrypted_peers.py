@@ -5,6 +5,8 @@ decrypts only under its own key, as with OU); the slow one checks the same fit u
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -80,7 +82,8 @@ def test_no_score_is_ever_under_the_label_partys_key(monkeypatch):
         return real_open(cfg, state, key, replies, **kw)
 
     monkeypatch.setattr(PlainHe, "decrypt", decrypt)
-    monkeypatch.setattr(driver, "step", step)  # the step the driver's party specs run
+    # the declaration the driver's party specs are built from: a copy with the spying step
+    monkeypatch.setattr(driver, "PROTOCOL", dataclasses.replace(driver.PROTOCOL, step=step))
     monkeypatch.setattr(label, "open_gradients", open_gradients)
     T = 3
     with plaintext_he():

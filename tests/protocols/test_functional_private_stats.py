@@ -3,6 +3,7 @@ the clear, sensitivities checked against worst-case neighbours, every release in
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -12,6 +13,7 @@ from dpadmm import FunctionalQuantileRegressor
 from dpadmm.algorithms import functional_statistics as fs
 from dpadmm.data.functional import load_dataset, simulate_zhou
 from dpadmm.estimators.functional import private_fit_transcript
+from dpadmm.fit import functional as fit_functional
 from dpadmm.kernels import fpca as F
 from dpadmm.privacy.accountants import gaussian_epsilon
 
@@ -134,9 +136,9 @@ def fixed_basis_statistics_noise(sim, step=None) -> tuple[np.ndarray, Functional
     cfgs, got, sent = {}, {}, {}
     real_setup = fs.setup_stats
 
-    def spy(name, *a, **k):
-        out = real_setup(name, *a, **k)
-        cfgs[name] = out[0]
+    def spy(**fields):
+        out = real_setup(**fields)
+        cfgs[fields["name"]] = out[0]
         return out
 
     def rec(run, r, snd, rcv, msg, kind):
@@ -148,9 +150,10 @@ def fixed_basis_statistics_noise(sim, step=None) -> tuple[np.ndarray, Functional
             sent.setdefault(snd, []).append(msg)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fs, "setup_stats", spy)
-        if step is not None:
-            mp.setattr(fs, "stats_step", step)
+        # the declaration the driver's worker specs are built from: a copy with the spy (and the planted step)
+        functions = {"setup": spy} if step is None else {"setup": spy, "step": step}
+        mp.setattr(fit_functional, "STATISTICS_PROTOCOL",
+                   dataclasses.replace(fit_functional.STATISTICS_PROTOCOL, **functions))
         est = FunctionalQuantileRegressor(tau=0.3, workers=3, epsilon=1.0, max_iter=4, basis="bspline",
                                           n_components=5, y_range=(-8.0, 8.0), curve_clip=3.0,
                                           random_state=1).fit(sim.curves, sim.y, transcript=rec)

@@ -164,8 +164,8 @@ def test_vertical_refusal_reaches_the_coordinator_as_one_protocol_error_over_grp
     try:
         be = GrpcBackend({"party2": f"127.0.0.1:{port}"}, insecure=True, timeout=30.0)
         spec = _spec(column_change=1e-6)
-        specs = [PartySpec("party2", vs.setup_party, ("party2", D, {"lam_sum": 1.0, "reg": L2(), "private": spec}),
-                           vs.party_step)]
+        specs = [PartySpec.of(vs.PROTOCOL, "party2", vs.PROTOCOL.setup_type(
+            name="party2", D=D, options={"lam_sum": 1.0, "reg": L2(), "private": spec}))]
         with pytest.raises(ProtocolError, match=r"^party 'party2' refused the run before releasing anything: the "
                                                 r"relation's constant column_change is 1e-06") as exc:
             be.start(specs, rounds=5)

@@ -238,8 +238,7 @@ def _reference(setup, party_file, out) -> str:
 
 def _setups(case):
     mod, args, rounds, seed, _ = HOSTILE[case]
-    setup_fn = fq.setup_party_from_curves if mod is fq else mod.PROTOCOL.setup  # module-level: picklable
-    spec = PartySpec(NAME, setup_fn, tuple(args()), mod.PROTOCOL.step)
+    spec = PartySpec.of(mod.PROTOCOL, NAME, mod.PROTOCOL.setup_type(*args()))  # the hostile values, unchecked
     setup = {"protocol": mod.PROTOCOL.name, "party": NAME, "index": 0, "noise_seed": seed, "setup": setup_fields(mod.PROTOCOL, spec.setup_args),
              "rounds": rounds}
     return spec, setup

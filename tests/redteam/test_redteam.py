@@ -18,6 +18,7 @@ import scipy.sparse as sp
 
 from dpadmm import ConsensusLogisticRegression, FunctionalQuantileRegressor, VerticalLogisticRegression
 from dpadmm.algorithms import vertical_sharing as vs
+from dpadmm.algorithms.vertical.messages import Setup
 from dpadmm.backends.base import PartyHost, PartySpec
 from dpadmm.backends.inprocess import InProcessBackend
 from dpadmm.exceptions import PrivacyPreconditionError
@@ -299,8 +300,8 @@ def test_one_label_changes_one_coordinate_of_the_coordinator_message():
 # ----------------------------------------------------------------------------- noise sources
 def _noise_party(cfg_seed):
     spec = vs.PrivacySpec(noise_scale=1.0, mechanism="gaussian", relation="record", clip=10.0, clip_inf=3.0)
-    return PartySpec("p", vs.setup_party, ("p", np.eye(6, 3), {"lam_sum": 1.0, "reg": get_regularizer("l2"),
-                                                            "private": spec}), vs.party_step)
+    return PartySpec.of(vs.PROTOCOL, "p", Setup(name="p", D=np.eye(6, 3), options={
+        "lam_sum": 1.0, "reg": get_regularizer("l2"), "private": spec}))
 
 
 def test_unseeded_party_noise_is_not_reproducible_and_seeded_is():

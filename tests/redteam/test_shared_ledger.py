@@ -23,6 +23,7 @@ import pytest
 pytest.importorskip("grpc")
 
 from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.algorithms.vertical.messages import Setup  # noqa: E402
 from dpadmm.backends.base import PartySpec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
 from dpadmm.data.parties import write_party_files  # noqa: E402
@@ -92,8 +93,7 @@ def _coordinator(server: Server) -> tuple[GrpcBackend, PartySpec]:
     spec = vs.PrivacySpec(noise_multiplier=NM, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
     D = PartyData("train", {"ids": np.arange(N), "index": 2, "n_features": 4}, (N, 4))
     opts = {"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None, "damping": 0.0, "eval_blocks": {}}
-    return be, PartySpec("party2", vs.setup_party, ("party2", D, opts), vs.party_step, vs.party_diagnostics,
-                         owner="party2")
+    return be, PartySpec.of(vs.PROTOCOL, "party2", Setup(name="party2", D=D, options=opts), owner="party2")
 
 
 def _steps(be, t0, t1):

@@ -20,6 +20,8 @@ import pytest
 grpc = pytest.importorskip("grpc")
 
 from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.algorithms.vertical.messages import Setup  # noqa: E402
+from dpadmm.algorithms.vertical.protocol import SGD_PROTOCOL  # noqa: E402
 from dpadmm.backends import PartySpec  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend, parse_peers  # noqa: E402
@@ -65,8 +67,7 @@ def _specs(blocks, *, private=None, n=N, lam=1e-3):
         D = PartyData("train", {"ids": ids, "index": m, "n_features": B.shape[1]}, (n, B.shape[1]))
         opts = {"lam_sum": n * lam, "reg": L2(), "private": private, "bound": None, "damping": 0.0 if private else 0.5,
                 "eval_blocks": {}}
-        specs.append(PartySpec(name, vs.setup_party, (name, D, opts), vs.party_step, vs.party_diagnostics,
-                               owner=name))
+        specs.append(PartySpec.of(vs.PROTOCOL, name, Setup(name=name, D=D, options=opts), owner=name))
     return specs
 
 
@@ -275,8 +276,8 @@ def test_party_policy_refuses_a_coordinator_chosen_seed_and_private_scores(pki, 
         with pytest.raises(ProtocolError, match="refused a coordinator-chosen noise seed"):
             be.start(_specs(blocks, private=priv), noise_seed=12345)
         specs = _specs(blocks, private=priv)
-        specs = [PartySpec(s.name, s.setup, (s.setup_args[0], s.setup_args[1],
-                                             dict(s.setup_args[2], eval_blocks={"test": s.setup_args[1]})), s.step)
+        specs = [PartySpec.of(s.protocol, s.name, s.setup_args._replace(
+                     options=dict(s.setup_args.options, eval_blocks={"test": s.setup_args.D})))
                  for s in specs]  # an eval key mapped to the training file
         be.start(specs)
         _rounds(be, labels, 1, bounds)
@@ -497,7 +498,8 @@ def test_party_refuses_coordinator_sent_data_unless_it_opted_in(pki, tmp_path):
     X, y = np.ones((5, 3)) / 3.0, np.array([1.0, -1.0, 1.0, 1.0, -1.0])
     opts = dict(degree=np.array([1.0]), C=1.0, reg=0.5, eta=np.ones((1, 2)), theta=np.ones((1, 2)),
                 alpha=np.full((1, 2), np.inf))
-    spec = PartySpec("party1", gc.setup_block, (["node0"], [X], [y], opts), gc.block_step, gc.block_diagnostics)
+    spec = PartySpec.of(gc.PROTOCOL, "party1", gc.PROTOCOL.setup_type(names=["node0"], X_list=[X], y_list=[y],
+                                                                      options=opts))
     for accept in (False, True):
         svc = PartyService(name="party1", protocol=gc.PROTOCOL, data={}, out=tmp_path / str(accept),
                            allow=("coordinator",), accept_coordinator_data=accept)
@@ -628,3 +630,19 @@ def _skip_or_fail_in_ci(reason: str) -> None:
     if os.environ.get("CI", "").strip().lower() in ("true", "1", "yes"):
         pytest.fail(f"{reason}; CI must run this test (CI=true)")
     pytest.skip(reason)
+
+
+def test_a_simulation_only_declaration_is_refused_before_any_party_is_contacted():
+    """The SGD baseline's party is declared for simulations (not registered): a gRPC run of it is refused with the
+    protocols a party can serve, before a Hello (no party at this address)."""
+    be = GrpcBackend({"party1": "127.0.0.1:9"}, insecure=True, timeout=5.0)
+    spec = PartySpec.of(SGD_PROTOCOL, "party1", SGD_PROTOCOL.setup_type(name="party1", D=np.eye(3), options={}))
+    try:
+        with pytest.raises(InvalidParameterError, match=r"^protocol 'vertical-sgd' is declared for simulations only, "
+                                                        r"so no party serves it \(over the network or under a policy\); "
+                                                        r"a party can serve one of "
+                                                        r"\[.*'vertical-sharing'\]\.$"):
+            be.start([spec])
+        assert not be.hello_
+    finally:
+        be.close()

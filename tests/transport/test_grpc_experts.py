@@ -135,9 +135,9 @@ def test_a_scoring_run_refuses_the_training_file_and_a_fit(tmp_path):
 
     def spec(key, ids):
         new = {"new": PartyData(key, {"ids": ids, "index": 2, "n_features": 3})}
-        return PartySpec("party2", vp.setup_party, ("party2", PartyData("train", {"ids_only": True}), new, 1.0, 1e-3,
-                                                    None, 0.5, PartyData("model", {}), 0.2),
-                         vp.fit_step, handlers=PROTO.handlers)
+        return PartySpec.of(PROTO, "party2", PROTO.setup_type(
+            name="party2", train=PartyData("train", {"ids_only": True}), score=new, R=1.0, lam=1e-3,
+            noise_multiplier=None, noise_norm=0.5, model=PartyData("model", {}), flip_probability=0.2))
 
     peers, stop = serve_parties({"party2": svc})
     backend = GrpcBackend(peers, insecure=True, timeout=30)

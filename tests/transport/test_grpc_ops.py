@@ -180,7 +180,8 @@ def test_party_serve_logs_state_changes_and_refused_handshakes(tmp_path):
         be = GrpcBackend({"party1": f"127.0.0.1:{port}"}, tls=TLSFiles.load(tls_dir=tmp_path / "pki" / "coordinator"))
         import numpy as np
 
-        be.start([PartySpec("party1", selftest.toy_setup, ("party1", 3), selftest.toy_step)], noise_seed=0)
+        toy = selftest.PROTOCOL
+        be.start([PartySpec.of(toy, "party1", toy.setup_type(name="party1", size=3))], noise_seed=0)
         be.step({"party1": selftest.Broadcast(0, np.zeros(3))}, 0)
         be.close()
         for _ in range(50):

@@ -38,9 +38,10 @@ def _problem(perturbation="none"):
     theta = gc.schedule_table(1.0, 1.0, n_nodes=N, rounds=T, name="theta")
     alpha = np.full((N, T), 5.0 if perturbation != "none" else np.inf)
     opts = {"C": 1.0, "reg": 0.1 / N, "perturbation": perturbation, "newton_tol": 1e-12}
-    specs = [PartySpec(f"node{i}", gc.setup_block, ([f"node{i}"], [Xs[i]], [ys[i]],
-                                                    dict(opts, degree=V[[i]], eta=theta[[i]], theta=theta[[i]],
-                                                         alpha=alpha[[i]])), gc.block_step, gc.block_diagnostics)
+    Setup = gc.PROTOCOL.setup_type
+    specs = [PartySpec.of(gc.PROTOCOL, f"node{i}", Setup(
+                 names=[f"node{i}"], X_list=[Xs[i]], y_list=[ys[i]],
+                 options=dict(opts, degree=V[[i]], eta=theta[[i]], theta=theta[[i]], alpha=alpha[[i]])))
              for i in range(N)]
     return specs, A
 

@@ -11,6 +11,7 @@ grpc = pytest.importorskip("grpc")
 pytest.importorskip("private_set_intersection")
 
 from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.algorithms.vertical.messages import Setup  # noqa: E402
 from dpadmm.backends import PartySpec  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
@@ -99,8 +100,7 @@ def test_psi_then_vertical_rounds_equal_the_clear_join(parties, pki, files):
         specs = []
         for m, (name, cols) in enumerate(zip(NAMES, (2, 3)), start=1):
             D = PartyData("train", {"psi": True, "index": m, "n_features": cols}, (n, cols))
-            specs.append(PartySpec(name, vs.setup_party, (name, D, {"lam_sum": 1.0, "reg": None}), vs.party_step,
-                                   vs.party_diagnostics))
+            specs.append(PartySpec.of(vs.PROTOCOL, name, Setup(name=name, D=D, options={"lam_sum": 1.0, "reg": None})))
         be.start(specs)
         shapes = {name: be.request(name, "rank") for name in NAMES}  # each party set up on its aligned rows
     finally:
@@ -117,8 +117,8 @@ def test_psi_then_vertical_rounds_equal_the_clear_join(parties, pki, files):
 
 
 def _psi_session(be, name, n_announced):
-    spec = PartySpec(name, P.setup_party, (name, PartyData("train", {}), n_announced), P._no_step,
-                     handlers=P.PROTOCOL.handlers)
+    spec = PartySpec.of(P.PROTOCOL, name, P.PROTOCOL.setup_type(name=name, ids=PartyData("train", {}),
+                                                                client_size=n_announced))
     be.start([spec])
 
 
@@ -140,7 +140,7 @@ def test_party_refuses_psi_misuse(parties, pki, files, misuse, message):
         with pytest.raises(ProtocolError, match=message):
             if misuse == "vertical_unaligned":
                 D = PartyData("train", {"psi": True, "index": 2, "n_features": 3}, (1, 3))
-                be.start([PartySpec("party2", vs.setup_party, ("party2", D, {"lam_sum": 1.0}), vs.party_step)])
+                be.start([PartySpec.of(vs.PROTOCOL, "party2", Setup(name="party2", D=D, options={"lam_sum": 1.0}))])
             _psi_session(be, "party2", 10 if misuse == "too_many" else 600)
             req = np.frombuffer(psi.client.CreateWithNewKey(True).CreateRequest(a).SerializeToString(), np.uint8)
             if misuse == "align_first":

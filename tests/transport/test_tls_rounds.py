@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("grpc")
 
 from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.algorithms.vertical.messages import Setup  # noqa: E402
 from dpadmm.backends import PartySpec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
 from dpadmm.backends.grpc_party import PartyService  # noqa: E402
@@ -64,11 +65,10 @@ def _backend(peers, pki, who="coordinator", ca="good", **kw):
 
 def _specs(blocks):
     ids = np.arange(N)
-    return [PartySpec(name, vs.setup_party, (name, PartyData("train", {"ids": ids, "index": m, "n_features": B.shape[1]},
-                                                             (N, B.shape[1])),
-                                             {"lam_sum": N * 1e-3, "reg": L2(), "private": None, "bound": None,
-                                              "damping": 0.5, "eval_blocks": {}}),
-                      vs.party_step, vs.party_diagnostics, owner=name)
+    return [PartySpec.of(vs.PROTOCOL, name, Setup(
+                name=name, D=PartyData("train", {"ids": ids, "index": m, "n_features": B.shape[1]}, (N, B.shape[1])),
+                options={"lam_sum": N * 1e-3, "reg": L2(), "private": None, "bound": None, "damping": 0.5,
+                         "eval_blocks": {}}), owner=name)
             for m, (name, B) in enumerate(zip(NAMES, blocks), start=1)]
 
 

@@ -314,3 +314,26 @@ def test_the_fit_runner_check_finds_a_planted_call():
                      "    opts.backend.close()\n    thread.start()\n")
     planted = Module("dpadmm.estimators.planted", PKG / "planted.py", False, tree, 5)
     assert [h.split(" ")[1] for h in _direct_runs(planted)] == ["backend.start", "engine.run", "backend.close"]
+
+
+# ----------------------------------------------------------------------------- (f) one declaration per party
+def _positional_specs(mod: Module) -> list[str]:
+    """Calls of the ``PartySpec`` class itself (``PartySpec(…)``, ``base.PartySpec(…)``): a spec built without its
+    protocol declaration; ``PartySpec.of(PROTOCOL, name, Setup(…))`` is an attribute of it, not a call of it."""
+    return sorted(f"{mod.name}:{node.lineno}" for node in ast.walk(mod.tree) if isinstance(node, ast.Call)
+            and (node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)) == "PartySpec")
+
+
+def test_src_builds_every_party_spec_from_its_protocol_declaration():
+    """Issue 25 ("one declaration per party's protocol"): the library builds a party as
+    ``PartySpec.of(PROTOCOL, name, Setup(...))``, never positionally (the deprecated form, kept for callers)."""
+    bad = [hit for m in MODULES.values() for hit in _positional_specs(m)]
+    assert not bad, f"build these as PartySpec.of(PROTOCOL, name, Setup(...)): {bad}"
+
+
+def test_the_party_spec_check_finds_a_planted_positional_spec():
+    tree = ast.parse("specs = [PartySpec(n, setup, (n, B), step) for n in names]\n"
+                     "one = base.PartySpec(name='p', setup=setup)\n"
+                     "ok = PartySpec.of(PROTOCOL, n, Setup(name=n, D=B, options=o))\n")
+    planted = Module("dpadmm.fit.planted", PKG / "planted.py", False, tree, 3)
+    assert _positional_specs(planted) == ["dpadmm.fit.planted:1", "dpadmm.fit.planted:2"]

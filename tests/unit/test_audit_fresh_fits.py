@@ -11,6 +11,7 @@ from dpadmm.backends import PartySpec
 from dpadmm.experiments import audit_games as AG
 from dpadmm.experiments.audit_games_vertical import vertical_game, vertical_plants
 from dpadmm.experiments.audit_plants import plant_reuse_round
+from dpadmm.protocol import Protocol
 from dpadmm.experiments.audit_worst_case import games
 
 QUICK_RUNS = 300  # dpadmm audit --end-to-end --quick (× the game's runs_factor)
@@ -34,6 +35,10 @@ class _Inbox:
         self.round = t
 
 
+def _no_setup():
+    return None, None
+
+
 def test_the_round_reuse_plant_fires_in_round_2_of_every_fit_only():
     seen = []
 
@@ -41,8 +46,10 @@ def test_the_round_reuse_plant_fires_in_round_2_of_every_fit_only():
         seen.append((inbox.round, np.asarray(rng.standard_normal(3))))
         return state, None, []
 
+    plain = Protocol("plain", _no_setup, step)
+    party = PartySpec.of(plain, "p", plain.setup_type())
     for fit in range(2):  # two fits: a fresh plant each (as _engine_run makes one per run)
-        specs, _, _ = plant_reuse_round("p", 1, 2)([PartySpec("p", None, (), step)], None)
+        specs, _, _ = plant_reuse_round("p", 1, 2)([party], None)
         for t in range(4):
             specs[0].step(None, None, _Inbox(t), rng=np.random.default_rng(10 * fit + t))
     by_fit = [seen[:4], seen[4:]]

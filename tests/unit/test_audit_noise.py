@@ -17,6 +17,7 @@ must fail (``_plants``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 
@@ -24,13 +25,20 @@ import numpy as np
 import pytest
 from scipy.stats import chi2
 
-from dpadmm.algorithms import vertical_sharing as vs
 from dpadmm.algorithms.vertical import party as vertical_party  # where release draws its noise
 from dpadmm.estimators.vertical import VerticalLogisticRegression
+from dpadmm.fit import functional as fit_functional
+from dpadmm.fit import vertical as fit_vertical
 from dpadmm.privacy.accountants.gaussian import calibrate_noise_multiplier
 
 N, T, RHO, LAM, EPS, DELTA = 400, 4, 0.5, 0.01, 1.0, 1e-5
 FALSE_FAILURE = 1e-6
+
+
+def _declared(mp, driver, name: str, **functions):
+    """The protocol declaration ``driver.name`` a fit's parties run, replaced for the test by a copy with ``functions``
+    (a spy or planted ``setup`` / ``step``): specs are built from the declaration, so that is where to patch."""
+    mp.setattr(driver, name, dataclasses.replace(getattr(driver, name), **functions))
 
 
 def variance_ok(z: np.ndarray) -> bool:
@@ -77,10 +85,10 @@ def vertical_feature_noise(seed=0) -> dict:
     """{(party, round): standardised noise of the share it sent} for a record-private ε = 1 fit."""
     X1, X2, y = _data()
     cfgs, sent, got = {}, {}, {}
-    real_setup = vs.setup_party
+    real_setup = fit_vertical.PROTOCOL.setup
 
-    def spy(name, D, opts):
-        cfg, st = real_setup(name, D, opts)
+    def spy(name, D, options):
+        cfg, st = real_setup(name, D, options)
         cfgs[name] = cfg
         return cfg, st
 
@@ -94,7 +102,7 @@ def vertical_feature_noise(seed=0) -> dict:
                                      fit_intercept=False, random_state=seed)
     with warnings.catch_warnings(), pytest.MonkeyPatch.context() as mp:
         warnings.simplefilter("ignore")
-        mp.setattr(vs, "setup_party", spy)
+        _declared(mp, fit_vertical, "PROTOCOL", setup=spy)
         est.fit([X1, X2], y, transcript=rec)
     nm = calibrate_noise_multiplier(EPS, DELTA, T - 1)  # the first share answers the zero inbox: free
     lam_sum = N * LAM
@@ -168,9 +176,9 @@ def functional_noise(seed=0) -> dict:
     cfgs, sent, got = {}, {}, {}
     real = fq.setup_party_from_curves
 
-    def spy(name, *a, **k):
-        out = real(name, *a, **k)
-        cfgs[name] = out
+    def spy(**fields):
+        out = real(**fields)
+        cfgs[fields["name"]] = out
         return out
 
     def rec(run, r, s, rcv, msg, kind):
@@ -181,7 +189,7 @@ def functional_noise(seed=0) -> dict:
 
     with warnings.catch_warnings(), pytest.MonkeyPatch.context() as mp:
         warnings.simplefilter("ignore")
-        mp.setattr(fq, "setup_party_from_curves", spy)
+        _declared(mp, fit_functional, "PROTOCOL", setup=spy)
         FunctionalQuantileRegressor(**kw).fit(X, y, grid=grid, transcript=rec)
     z = math.sqrt(2.0 * math.log(1.25 / DELTA)) / EPS  # per-iteration ε [Zhou, Thm 1]: the classical Gaussian z
     Z = {}
@@ -326,11 +334,12 @@ def test_functional_tests_fail_when_the_workers_noise_is_halved_or_reused():
 
     real = fq.party_step
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fq, "party_step", lambda cfg, st, inbox, *, rng: real(cfg, st, inbox, rng=ScaledRNG(rng, 0.5)))
+        _declared(mp, fit_functional, "PROTOCOL",
+                  step=lambda cfg, st, inbox, *, rng: real(cfg, st, inbox, rng=ScaledRNG(rng, 0.5)))
         assert not variance_ok(np.concatenate(list(functional_noise().values())))
     store = {}
     with pytest.MonkeyPatch.context() as mp:  # every worker reuses its round-1 draw in every later round
-        mp.setattr(fq, "party_step", lambda cfg, st, inbox, *, rng: real(
+        _declared(mp, fit_functional, "PROTOCOL", step=lambda cfg, st, inbox, *, rng: real(
             cfg, st, inbox, rng=ReplayRNG(store, cfg.name, rng, reuse=inbox.round > 0)))
         assert not uncorrelated(functional_noise())
 
@@ -381,7 +390,7 @@ def test_functional_correlation_test_fails_when_two_workers_share_a_draw():
         return real(cfg, st, inbox, rng=ReplayRNG(store, "round", rng, reuse=cfg.name != "worker1"))
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fq, "party_step", step)
+        _declared(mp, fit_functional, "PROTOCOL", step=step)
         Z = functional_noise()
     assert sorted({k[0] for k in Z}) == ["worker1", "worker2"]
     assert variance_ok(np.concatenate(list(Z.values())))  # the variance alone cannot see it

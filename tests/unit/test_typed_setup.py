@@ -4,19 +4,22 @@ to its protocol declaration (``PartySpec.of``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import warnings
 
 import numpy as np
 import pytest
 
 from dpadmm.algorithms.experts.messages import Setup as ExpertsSetup
 from dpadmm.algorithms.experts.protocol import PROTOCOL as EXPERTS
+from dpadmm.algorithms.vertical.protocol import SGD_PROTOCOL
 from dpadmm.backends import InProcessBackend, PartySpec
 from dpadmm.backends.selftest import PROTOCOL as SELFTEST, Broadcast, toy_setup, toy_step
-from dpadmm.exceptions import ProtocolError
-from dpadmm.privacy.policy import PolicyRefusal
-from dpadmm.protocol import (PartyData, check_request_arguments, check_setup, find_protocol, protocol_for,
-                            protocol_names, request_arguments, setup_fields)
+from dpadmm.exceptions import InvalidParameterError, ProtocolError
+from dpadmm.privacy.policy import PartyPolicy, PolicyRefusal
+from dpadmm.protocol import (POSITIONAL_SPEC, PartyData, check_request_arguments, check_setup, find_protocol,
+                            protocol_for, protocol_names, protocol_of, request_arguments, setup_fields)
 from dpadmm.runtime import PartyRuntime, codec
 
 TOY = SELFTEST.setup_type
@@ -75,8 +78,10 @@ def test_a_setup_that_departs_from_the_declaration_is_refused_at_the_party_and_a
 def test_a_party_spec_refers_to_its_protocol_and_runs_the_same_numbers_as_the_positional_form():
     spec = PartySpec.of(SELFTEST, "p1", TOY(name="p1", size=3, noise=0.5))
     assert spec.protocol is SELFTEST and protocol_for(spec) is SELFTEST and type(spec.setup_args) is TOY
-    old = PartySpec("p1", toy_setup, ("p1", 3, 0.5), toy_step)  # the deprecated form: matched by its step
-    assert protocol_for(old) is SELFTEST
+    with pytest.warns(DeprecationWarning, match=FIX):
+        old = PartySpec("p1", toy_setup, ("p1", 3, 0.5), toy_step)  # the deprecated form: matched by its step
+    with pytest.warns(DeprecationWarning, match=FIX):
+        assert protocol_for(old) is SELFTEST
     outs = []
     for s in (spec, old):
         be = InProcessBackend()
@@ -86,6 +91,56 @@ def test_a_party_spec_refers_to_its_protocol_and_runs_the_same_numbers_as_the_po
     np.testing.assert_array_equal(outs[0].x, outs[1].x)
     with pytest.raises(ProtocolError, match="setup field 'size' of .* must be int, got float"):
         PartySpec.of(SELFTEST, "p1", {"name": "p1", "size": 3.5})
+
+
+FIX = r"build it as PartySpec\.of\(PROTOCOL, name, Setup\(\.\.\.\)\)"
+
+
+def test_a_positional_party_spec_is_deprecated_and_the_warning_names_the_fix():
+    with pytest.warns(DeprecationWarning) as caught:
+        PartySpec("p1", toy_setup, ("p1", 3), toy_step)
+    assert [str(w.message) for w in caught] == [POSITIONAL_SPEC]
+    assert caught[0].filename == __file__  # reported at the caller's line, not inside the library
+    assert POSITIONAL_SPEC.startswith("a PartySpec built positionally, PartySpec(name, setup, args, step, ...), "
+                                      "without its protocol declaration is deprecated; build it as "
+                                      "PartySpec.of(PROTOCOL, name, Setup(...))")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the declared form warns of nothing, and neither does its lookup
+        spec = PartySpec.of(SELFTEST, "p1", TOY(name="p1", size=3))
+        assert protocol_for(spec) is SELFTEST and protocol_for(dataclasses.replace(spec, owner="p1")) is SELFTEST
+
+
+def test_the_fallback_to_matching_a_spec_by_its_step_is_deprecated_with_the_same_fix():
+    class Unpickled:  # a spec of an older release (no declaration), as a checkpoint or a caller may hold one
+        step = staticmethod(toy_step)
+
+    with pytest.warns(DeprecationWarning, match=FIX):
+        assert protocol_for(Unpickled()) is SELFTEST
+    with pytest.warns(DeprecationWarning, match=FIX):
+        assert protocol_of(toy_step) is SELFTEST
+
+
+def test_a_party_spec_answers_its_protocol_s_requests_unless_a_simulation_names_its_own():
+    assert PartySpec.of(SELFTEST, "p1", TOY(name="p1", size=3)).handlers == dict(SELFTEST.handlers)
+    own = PartySpec.of(SELFTEST, "p1", TOY(name="p1", size=3), handlers={"coef": toy_step})
+    assert own.handlers == {"coef": toy_step} and own.protocol is SELFTEST
+
+
+def test_a_party_under_its_operator_s_policy_serves_only_a_registered_declaration(tmp_path):
+    """The SGD baseline's declaration is for simulations (not registered): no ``dpadmm party serve`` could run it, so
+    neither does a hosted party with a policy; the plain simulation runs it."""
+    spec = PartySpec.of(SGD_PROTOCOL, "party1", SGD_PROTOCOL.setup_type(name="party1", D=np.eye(3),
+                                                                        options={"lam": 0.1}))
+    be = InProcessBackend(policies={"party1": PartyPolicy()}, party_dir=tmp_path)
+    try:
+        with pytest.raises(InvalidParameterError, match=r"^protocol 'vertical-sgd' is declared for simulations only, "
+                                                        r"so no party serves it \(over the network or under a policy\)"):
+            be.start([spec])
+    finally:
+        be.close()
+    plain = InProcessBackend()
+    plain.start([spec])
+    plain.close()
 
 
 def test_a_request_carries_its_arguments_by_the_handler_s_parameter_names():

@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ..exceptions import DataFileError, InvalidParameterError, ProtocolError
-from ..protocol import Protocol, setup_record
+from ..protocol import POSITIONAL_SPEC, Protocol, protocol_for, require_served, setup_record
 from ..runtime.local import HostedParty, PartyOperator, party_operators
 from ..runtime.seeding import seeded_generator
 
@@ -64,6 +65,9 @@ def party_rng(entropy, index: int, round_: int) -> np.random.Generator:
 class PartySpec:
     """How to run one party.
 
+    Build it with :meth:`of`: ``PartySpec.of(PROTOCOL, name, Setup(...))``, from the party's protocol declaration and
+    its typed Setup record; the positional form ``PartySpec(name, setup, args, step, ...)`` is deprecated.
+
     ``setup(**setup_args._asdict()) -> (cfg, state)`` runs inside the worker (``setup_args``: the protocol's Setup
     record, built by name; a positional tuple is the deprecated form); ``step(cfg, state, inbox, *, rng)
     -> (state, outbox, events)``; ``diagnose(cfg, state) -> dict`` gives monitoring values (not
@@ -84,15 +88,24 @@ class PartySpec:
     #: or not, on every backend); with party-local entropy it gets its one own generator as usual
     streams: tuple[int, ...] = ()
     #: the party's protocol declaration (:meth:`of` sets it, and derives setup/step/diagnose/handlers from it); a spec
-    #: built without one (deprecated) is matched to its declaration by its step (:func:`dpadmm.protocol.protocol_for`)
+    #: built without one (deprecated: a DeprecationWarning) is matched to its declaration by its step
+    #: (:func:`dpadmm.protocol.protocol_for`)
     protocol: Protocol | None = None
 
+    def __post_init__(self):
+        if self.protocol is None:
+            warnings.warn(POSITIONAL_SPEC, DeprecationWarning, stacklevel=3)  # the caller of PartySpec(...)
+
     @classmethod
-    def of(cls, protocol: Protocol, name: str, setup, *, owner: str = "", streams: tuple = ()) -> "PartySpec":
+    def of(cls, protocol: Protocol, name: str, setup, *, owner: str = "", streams: tuple = (),
+           handlers: Mapping[str, Callable] | None = None) -> "PartySpec":
         """A party of ``protocol`` with its ``setup`` record (``protocol.setup_type``, built by name — e.g.
-        ``vertical.messages.Setup(name=..., D=..., options=...)``; a field mapping is checked the same way)."""
+        ``vertical.messages.Setup(name=..., D=..., options=...)``; a field mapping is checked the same way).
+        ``handlers``: the requests this party answers (default: the protocol's declared ones); a simulation's party
+        may answer others (e.g. ``coef``, its local model, which a party in another organisation never sends)."""
         return cls(name, protocol.setup, setup_record(protocol, setup), protocol.step, protocol.diagnose, owner=owner,
-                   handlers=dict(protocol.handlers), streams=tuple(streams), protocol=protocol)
+                   handlers=dict(protocol.handlers if handlers is None else handlers), streams=tuple(streams),
+                   protocol=protocol)
 
 
 def party_checkpoint_path(directory, name: str) -> Path:
@@ -219,6 +232,9 @@ class Backend(ABC):
         if unknown:
             raise InvalidParameterError(f"policies name {', '.join(map(repr, unknown))}, which is not a party of this "
                                         f"run; its parties are {', '.join(s.name for s in specs)}.")
+        for spec in specs:  # a party under its operator's policy runs what `dpadmm party serve` could, nothing else
+            if spec.name in self.operators:
+                require_served(protocol_for(spec))
 
     def require_protocol(self, protocol: str, names: Sequence[str], why: str = "") -> None:
         """Before a run: every party in ``names`` serves ``protocol``, else one clear error. A simulation's parties

@@ -37,7 +37,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from ..exceptions import InvalidParameterError, PartyFailureError, ProtocolError
-from ..protocol import protocol_for, request_arguments, setup_fields
+from ..protocol import protocol_for, request_arguments, require_served, setup_fields
 from ..runtime import codec
 from .base import Backend, PartySpec
 from .grpc_calls import (  # noqa: F401 (re-exported: their old home)
@@ -143,7 +143,7 @@ class GrpcBackend(GrpcCalls, Backend):
         self._failed = False
         if self._streams or self._rconns:  # a new run: fresh streams (a restarted party's old stream is gone)
             self._close_streams()
-        protos = {s.name: protocol_for(s) for s in specs}
+        protos = {s.name: require_served(protocol_for(s)) for s in specs}
         missing = [s.name for s in specs if s.name not in self.hello_]
         if missing:
             self.hello(missing)

@@ -250,7 +250,7 @@ def score_new_records(backend, party_file, lm: dict, *, psi: bool = False, id_co
     --data new=… --data model=OUT/model.npz``) answers its logit on its rows of the new records from its own model
     file (it refuses any row of its training file); this side adds them to its own model's logit."""
     from ..algorithms import vertical_experts as ve
-    from ..algorithms import vertical_experts_party as vp
+    from ..algorithms.experts.messages import Setup
     from ..algorithms.vertical_data import prepare_block
     from ..backends.base import PartySpec
     from ..fit import runner
@@ -300,10 +300,10 @@ def score_new_records(backend, party_file, lm: dict, *, psi: bool = False, id_co
             new = PartyData("new", {**join, "index": m, "n_features": int(facts["new"]["columns"]),
                                     "normalize": bool(lm["others_normalize"])},
                             (int(len(ids)), int(facts["new"]["columns"])))
-            specs.append(PartySpec(name, vp.setup_party, (name, PartyData("train", {"ids_only": True}), {"new": new},
-                                                          float(lm["row_clip"]), 1e-3, None, 0.5,
-                                                          PartyData("model", {}), lm["flip_probability"]),
-                                   vp.fit_step, handlers=ve.PROTOCOL.handlers))
+            setup = Setup(name=name, train=PartyData("train", {"ids_only": True}), score={"new": new},
+                          R=float(lm["row_clip"]), lam=1e-3, noise_multiplier=None, noise_norm=0.5,
+                          model=PartyData("model", {}), flip_probability=lm["flip_probability"])
+            specs.append(PartySpec.of(ve.PROTOCOL, name, setup))
         # the backend stays open (the command's, closed by it)
         experts = runner.session(backend, specs, lambda b: [np.asarray(b.request(name, "logit", "new"), dtype=np.float64)
                                                             for name in names],

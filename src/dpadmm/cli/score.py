@@ -98,8 +98,8 @@ def score_new_records(backend, party_file, label_model: dict, *, psi: bool = Fal
         join = {"psi": True} if psi else {"ids": ids}
         new = PartyData("new", {**join, "index": m, "n_features": int(facts["new"]["columns"]), "normalize": normalize},
                         (int(len(ids)), int(facts["new"]["columns"])))
-        specs.append(PartySpec(name, vsc.setup_party, (name, new, PartyData("model", {})), vsc._no_step,
-                               handlers=vsc.PROTOCOL.handlers))
+        setup = vsc.PROTOCOL.setup_type(name=name, X=new, model=PartyData("model", {}))
+        specs.append(PartySpec.of(vsc.PROTOCOL, name, setup))
     # the backend stays open (the caller's, closed by it): this side's part follows
     parts = runner.session(backend, specs, lambda b: {name: np.asarray(b.request(name, "score")) for name in asked},
                            close=False, blas_threads=None).result

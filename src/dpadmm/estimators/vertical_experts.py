@@ -23,9 +23,9 @@ from ..privacy.accountants import calibrate_noise_multiplier
 from ..privacy.ledger import PrivacyReport
 from ..algorithms.experts.report import LABEL_THREAT, LABELS_SENT, THREAT, experts_report, nothing_released  # noqa: F401
 from ..backends.base import party_rng
-from ..algorithms import vertical_experts_party as vp
 from ..algorithms.experts import calibrate as xc
 from ..algorithms.experts import prepare as xp
+from ..algorithms.experts.messages import Setup
 from ..algorithms.experts.alone import fit_label_party_alone, label_party_alone_proba, standardise  # noqa: F401
 from ..backends.base import PartySpec
 from ..fit.experts import fit_parties
@@ -238,9 +238,10 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         if side is None:
             return self
         seed, sent, pure, z = side
-        specs = [PartySpec(name, vp.setup_party, (name, train, dict(score or {}), float(self.row_clip),
-                                                  float(self.lam), z, float(self.noise_norm)),
-                           vp.fit_step, handlers=ve.PROTOCOL.handlers) for name, (train, score) in parties.items()]
+        specs = [PartySpec.of(ve.PROTOCOL, name, Setup(name=name, train=train, score=dict(score or {}),
+                                                       R=float(self.row_clip), lam=float(self.lam), noise_multiplier=z,
+                                                       noise_norm=float(self.noise_norm)))
+                 for name, (train, score) in parties.items()]
         # one release per party, priced at its Setup; the backend stays open for remote_decision (the caller's)
         replies = fit_parties(backend, specs, sent, self.flip_probability_, noise_seed=seed)
         events = [e for name in names for e in replies[name][1]]

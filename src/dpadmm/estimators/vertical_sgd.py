@@ -9,13 +9,13 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 
 from .. import engine
 from .._validation import binary_labels, check_int, check_positive, noise_seed
-from ..algorithms import vertical_sharing as vs
 from ..backends import PartySpec, get_backend
 from ..fit import runner
 from ..kernels.losses import get_loss
 from ..fit.vertical import party_names as _party_names
 from .vertical import _VerticalADMM
 from ..algorithms import vertical_sgd as sgd
+from ..algorithms.vertical.protocol import SGD_PROTOCOL
 
 
 class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
@@ -47,9 +47,9 @@ class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
             be = helper._blocks(Xe, f"eval_set[{k!r}]")
             evals[k] = (be, np.where(np.asarray(ye).ravel() == self.classes_[1], 1.0, -1.0))
         names = _party_names(len(blocks))
-        specs = [PartySpec(name, sgd.setup_party, (name, B, {"lam": float(self.lam),
-                                                              "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}),
-                           sgd.party_step, sgd.party_diagnostics, handlers={"coef": vs.party_coef})
+        Setup = SGD_PROTOCOL.setup_type  # sgd.setup_party's arguments by name
+        specs = [PartySpec.of(SGD_PROTOCOL, name, Setup(name=name, D=B, options={
+                     "lam": float(self.lam), "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}))
                  for m, (name, B) in enumerate(zip(names, blocks))]
         per_epoch = sgd.rounds_per_epoch(n, int(self.batch_size))
         hub_cfg = sgd.SGDHubConfig(labels=y_pm, loss=get_loss("logistic"), lam=float(self.lam), lr=float(self.lr),

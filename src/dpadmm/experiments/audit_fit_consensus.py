@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from unittest import mock
 
 import numpy as np
@@ -10,6 +11,7 @@ import numpy as np
 from ..algorithms import graph_consensus as gc
 from ..algorithms.consensus import node as consensus_node  # where block_step looks _noise up (patched there)
 from ..estimators.consensus import ConsensusLogisticRegression
+from ..fit import consensus as fit_consensus
 from .audit_fit import Pair, Row, _capture, _seeded, _unit_rows
 
 CONS_B, CONS_D, CONS_ROUNDS = 8, 2, 3
@@ -100,7 +102,8 @@ def consensus_reuse_bug_row() -> Row:
 
         stack = contextlib.ExitStack()
         stack.enter_context(mock.patch.object(consensus_node, "_noise", once))
-        stack.enter_context(mock.patch.object(gc, "block_step", step))
+        # the fit's nodes run the declaration the driver holds: a copy of it with the planted step
+        stack.enter_context(mock.patch.object(fit_consensus, "CONSENSUS", replace(fit_consensus.CONSENSUS, step=step)))
         return stack
 
     return Row(

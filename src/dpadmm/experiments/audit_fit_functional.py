@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from unittest import mock
 
 import numpy as np
@@ -11,6 +12,7 @@ import numpy as np
 from ..algorithms import functional_quantile as fq
 from ..backends.transcript import flatten
 from ..estimators.functional import FunctionalQuantileRegressor
+from ..fit import functional as fit_functional
 from ..kernels import fpca as F
 from .audit_fit import Pair, Row, _capture, _seeded
 
@@ -42,13 +44,14 @@ def _functional_fit(options: dict):
             opts["monitor"] = False
         est = _seeded(FunctionalQuantileRegressor(**opts), seed)
         setup: dict = {}
-        real_setup = fq.setup_party_from_curves
+        real = fit_functional.PROTOCOL
 
-        def spy(*args, **kw):
-            setup["args"] = args
-            return real_setup(*args, **kw)
+        def spy(**fields):
+            setup["args"] = real.setup_type(**fields)  # the worker's Setup record
+            return real.setup(**fields)
 
-        with mock.patch.object(fq, "setup_party_from_curves", spy), _capture() as rec, \
+        # the fit's workers run the declaration the driver holds: a copy of it with the spy as its setup
+        with mock.patch.object(fit_functional, "PROTOCOL", replace(real, setup=spy)), _capture() as rec, \
                 _capture(receivers=["worker1"]) as got:
             est.fit(X, y, grid=grid)
         blocks: dict[str, list] = {}
@@ -84,10 +87,9 @@ def _functional_model(pair: Pair, raws0: list, raws1: list) -> dict:
         inboxes, admm, args = raw
         if args is None or not admm:
             return 0.0
-        name, X, y, *rest = args
         cfgs, states = [], []
         for data in (pair.data0, pair.data1):
-            cfg, st = fq.setup_party_from_curves(name, data[0], data[1], *rest)
+            cfg, st = fq.setup_party_from_curves(**args._replace(X=data[0], y=data[1])._asdict())
             cfgs.append(cfg)
             states.append(st)
         total = 0.0

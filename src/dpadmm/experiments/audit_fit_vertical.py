@@ -14,6 +14,7 @@ from ..algorithms import vertical_sharing as vs
 # planted bugs patch the module where the code looks the name up (the old paths are shims)
 from ..algorithms.vertical import label as vertical_label, messages as vertical_messages, party as vertical_party
 from ..estimators.vertical import VerticalLogisticRegression
+from ..fit import vertical as fit_vertical
 from ..privacy.audit_e2e import Subspace
 from .audit_fit import Pair, Row, _capture, _orth, _seeded, _unit_rows
 
@@ -46,14 +47,17 @@ def _vertical_fit(options: dict, party: str = "party2", side: str = "feature", r
         D1, D2, y = data
         est = VerticalLogisticRegression(**options)
         setup: dict = {}
-        real_setup = vs.setup_party
+        real_setup = fit_vertical.PROTOCOL.setup
 
-        def spy(name, D, opts):
+        def spy(name, D, options):
             if name == party:
-                setup["options"] = opts
-            return real_setup(name, D, opts)
+                setup["options"] = options
+            return real_setup(name, D, options)
 
-        with mock.patch.object(vs, "setup_party", spy), _capture() as sent, _capture(receivers=[party]) as got:
+        # the fit's parties run the declaration the driver holds: a copy of it with the spy as its setup
+        spied = replace(fit_vertical.PROTOCOL, setup=spy)
+        with mock.patch.object(fit_vertical, "PROTOCOL", spied), _capture() as sent, \
+                _capture(receivers=[party]) as got:
             _seeded(est, seed).fit([D1, D2], y)
         shares = [np.asarray(m.share, dtype=np.float64) for _, s_, _, m in sorted(sent, key=lambda r: r[0]) if s_ == party]
         inboxes = [m for _, _, _, m in sorted(got, key=lambda r: r[0])]

@@ -39,9 +39,9 @@ import numpy as np
 from scipy.special import expit
 
 from .. import engine
-from ..algorithms import graph_consensus as gc
 from ..algorithms.consensus import node as consensus_node
-from ..algorithms.consensus.messages import NeighbourMessage
+from ..algorithms.consensus.messages import NeighbourMessage, Setup
+from ..algorithms.consensus.protocol import PROTOCOL as CONSENSUS
 from ..backends import PartySpec
 from ..privacy.audit import AuditResult, epsilon_lower_bound
 from .audit_games import CANARY, Game, _play
@@ -153,8 +153,8 @@ def consensus_game(*, plant=None, bug: str = "", tag: str = "") -> Game:
     hub = _ZHub(_b0())
 
     def setup(side, total):
-        spec = PartySpec(NODE, gc.setup_block, ((NODE,), [Xb if side else X], [y], _options()), gc.block_step,
-                         owner=NODE)
+        record = Setup(names=(NODE,), X_list=[Xb if side else X], y_list=[y], options=_options())
+        spec = PartySpec.of(CONSENSUS, NODE, record, owner=NODE)
         return [spec], engine.Hub(hub, zhub_init, zhub_step)
 
     return Game(

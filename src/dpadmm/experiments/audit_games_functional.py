@@ -18,6 +18,10 @@ from ..algorithms import functional_quantile as fq
 from ..backends import PartySpec
 from ..kernels import fpca
 from ..algorithms import functional_statistics as fs
+from ..algorithms.functional.messages import Setup
+from ..algorithms.functional.protocol import PROTOCOL as FUNCTIONAL
+from ..algorithms.functional.protocol import STATISTICS_PROTOCOL as STATISTICS
+from ..algorithms.functional.statistics import StatsSetup
 
 # ----------------------------------------------------------------------------- functional FDP-ADMM
 F_M, F_K, F_T, F_TAU, F_Y = 8, 2, 4, 0.9, 2.5
@@ -83,8 +87,9 @@ def functional_game(*, plant=None, bug: str = "", tag: str = "", backend: str = 
     basis = IdentityBasis()
 
     def setup(side, total):
-        args = ("worker1", Xb if side else X, y, basis, 1.0, 0.0, 1.0, 1.0, settings, _functional_options())
-        return ([PartySpec("worker1", fq.setup_party_from_curves, args, fq.party_step, owner="worker1")],
+        record = Setup(name="worker1", X=Xb if side else X, y=y, basis=basis, score_scale=1.0, y_loc=0.0, y_scale=1.0,
+                      clip=1.0, settings=settings, options=_functional_options())
+        return ([PartySpec.of(FUNCTIONAL, "worker1", record, owner="worker1")],
                 engine.Hub(hub_cfg, fhub_init, fhub_step))
 
     honest = [fq.setup_party_from_curves("worker1", D, y, basis, 1.0, 0.0, 1.0, 1.0, quiet, _functional_options())
@@ -180,8 +185,8 @@ def stats_game(stage: str, *, plant=None, bug: str = "", tag: str = "") -> Game:
            fs.StatsRequest("moments", curve_clip=S_CLIP, center=np.zeros(S_T)))
 
     def setup(side, total):
-        args = ("worker1", Xb if side else X, yb if side else y, q, nm)
-        return ([PartySpec("worker1", fs.setup_stats, args, fs.stats_step, owner="worker1")],
+        record = StatsSetup(name="worker1", X=Xb if side else X, y=yb if side else y, q=q, noise_multiplier=nm)
+        return ([PartySpec.of(STATISTICS, "worker1", record, owner="worker1")],
                 engine.Hub(_SHub(req), shub_init, shub_step))
 
     def released(msg):
@@ -266,8 +271,9 @@ def pipeline_game(*, plant=None, bug: str = "", tag: str = "") -> Game:
         return np.pad(np.asarray(v, float), (0, width - np.size(v)))  # zero padding: the same on both sides
 
     def setup(side, total):
-        args = ("worker1", Xb if side else X, yb if side else y, q, nm, nm * math.sqrt(P_STEPS))
-        return ([PartySpec("worker1", fs.setup_stats, args, fs.stats_step, owner="worker1")],
+        record = StatsSetup(name="worker1", X=Xb if side else X, y=yb if side else y, q=q, noise_multiplier=nm,
+                           quantile_multiplier=nm * math.sqrt(P_STEPS))
+        return ([PartySpec.of(STATISTICS, "worker1", record, owner="worker1")],
                 engine.Hub(_PHub(reqs), phub_init, phub_step))
 
     means = []

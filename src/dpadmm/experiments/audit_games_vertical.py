@@ -14,8 +14,10 @@ from .audit_plants import (plant_half, plant_hub_rng, plant_patch, plant_reuse_p
 from .. import engine
 from ..algorithms import vertical_sharing as vs
 from ..algorithms.vertical import party as vertical_party
-from ..algorithms.vertical.messages import CoordinatorMessage, PartyMessage
+from ..algorithms.vertical.messages import CoordinatorMessage, PartyMessage, Setup
+from ..algorithms.vertical.protocol import PROTOCOL as VERTICAL
 from ..backends import PartySpec
+from ..protocol import Protocol
 from ..kernels.losses import get_loss
 from ..kernels.regularizers import get_regularizer
 
@@ -78,7 +80,7 @@ def vertical_game(relation: str, *, plant=None, bug: str = "", backend: str = "i
 
     def setup(side, total):
         opts = _vertical_options(relation, nm)
-        specs = [PartySpec(n, vs.setup_party, (n, B, opts), vs.party_step, owner=n)
+        specs = [PartySpec.of(VERTICAL, n, Setup(name=n, D=B, options=opts), owner=n)
                  for n, B in zip(names, (B1, B2b if side else B2))]
         return specs, engine.Hub(_VCoord(names, v, V_RHOS), vcoord_init, vcoord_step)
 
@@ -152,6 +154,11 @@ def _share_step(cfg, state, inbox, *, rng):
     return state, PartyMessage(share=cfg), []
 
 
+#: the label game's passive parties (a share of zeros each round), declared as data like any party's protocol; not
+#: registered: an audit harness, never served
+SHARE_PROTOCOL = Protocol("audit-zero-share", _share_setup, _share_step, types=(PartyMessage,))
+
+
 def label_game(*, plant=None, bug: str = "", tag: str = "", backend: str = "inprocess") -> Game | None:
 
     if not hasattr(vs, "LabelPrivacy") or not hasattr(vs, "label_private_step"):
@@ -168,7 +175,7 @@ def label_game(*, plant=None, bug: str = "", tag: str = "", backend: str = "inpr
                                     fit_intercept=False, label_privacy=lp)
 
     def setup(side, total):
-        specs = [PartySpec(n, _share_setup, (L_N,), _share_step, owner=n) for n in names]
+        specs = [PartySpec.of(SHARE_PROTOCOL, n, SHARE_PROTOCOL.setup_type(n=L_N), owner=n) for n in names]
         return specs, engine.Hub(cfg(yb if side else y), vs.init_coordinator, vs.coordinator_step)
 
     means = []

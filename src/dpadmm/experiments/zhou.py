@@ -34,6 +34,7 @@ from ..algorithms import functional_quantile as fq
 from ..backends import PartySpec, get_backend
 from ..data.functional import simulate_zhou_scores, t3_quantile, zhou_basis, zhou_coefficients, zhou_grid
 from ..kernels import fpca as F
+from ..algorithms.functional.protocol import SCORES_PROTOCOL
 from ..algorithms.functional.report import iteration_noise_multiplier, paper_bound, total_epsilon
 from .._progress import task
 from ._plotting import legend_outside, readable_log
@@ -127,8 +128,9 @@ def run_settings(rep: SimRep, n_workers: int, settings: fq.Settings, *, penalty:
                 c1=float(c1 if c1 is not None else mcfg["c1"]), c2=C_2, c_w=C_W, eta0=mcfg["eta0"],
                 decay_start=L * (1.0 - mcfg["average_last"]) if mcfg["average_last"] > 0 else math.inf,
                 smooth=fq.smooth_schedule(mcfg.get("smooth", (0.0, 1.0, 0.0)), L, mcfg["average_last"]))
-    spec = PartySpec("workers", fq.setup_party, ("workers", rep.A[perm][None], rep.y[perm][None], settings, opts),
-                     fq.party_step, fq.party_diagnostics)
+    scores = SCORES_PROTOCOL.setup_type  # fq.setup_party's arguments by name
+    spec = PartySpec.of(SCORES_PROTOCOL, "workers", scores(name="workers", A=rep.A[perm][None], y=rep.y[perm][None],
+                                                           settings=settings, options=opts))
     hub_cfg = fq.HubConfig(rho, ("workers",), (1, settings.size, K), average_last=mcfg["average_last"], rounds=L)
     hub = engine.Hub(hub_cfg, fq.init_hub, fq.hub_step, fq.hub_metrics, metrics_every=metrics_every or L)
     res = engine.run(hub=hub, parties=[spec], backend=get_backend("inprocess"), rounds=L,

@@ -15,7 +15,9 @@ import numpy as np
 from .. import engine
 from ..algorithms import consensus_baseline as cb
 from ..algorithms import graph_consensus as gc
-from ..algorithms.consensus_baseline import PROTOCOL as BASELINE
+from ..algorithms.consensus.messages import Setup
+from ..algorithms.consensus.protocol import BASELINE_PROTOCOL as BASELINE
+from ..algorithms.consensus.protocol import PROTOCOL as CONSENSUS
 from ..backends import InProcessBackend, PartySpec
 from ..exceptions import InvalidParameterError
 from . import runner
@@ -34,10 +36,10 @@ def run_madmm(Xs, ys, G, A, V, *, eta, theta, alpha, C: float, reg: float, pertu
     specs = []
     for name, idx in groups:
         o = dict(opts, degree=V[idx], eta=eta[idx], theta=theta[idx], alpha=alpha[idx])
-        specs.append(PartySpec(name, gc.setup_block, ([f"node{i}" for i in idx], [Xs[i] for i in idx],
-                                                     [ys[i] for i in idx], o),
-                               gc.block_step, gc.block_diagnostics, owner=name,
-                               streams=tuple(int(i) for i in idx) if len(groups) == 1 and N > 1 else ()))
+        setup = Setup(names=[f"node{i}" for i in idx], X_list=[Xs[i] for i in idx], y_list=[ys[i] for i in idx],
+                      options=o)
+        specs.append(PartySpec.of(CONSENSUS, name, setup, owner=name,
+                                  streams=tuple(int(i) for i in idx) if len(groups) == 1 and N > 1 else ()))
     hub_cfg = gc.RouterConfig(A=A, blocks=tuple(groups), n_nodes=N, dim=Xs[0].shape[1], tol=tol,
                               record_path=bool(record_path))
     hub = engine.Hub(hub_cfg, gc.init_router, gc.router_step, gc.router_metrics)
@@ -63,7 +65,8 @@ def run_fallback(Xs, ys, coef, *, fallback_epsilon: float, noise_seed, backend) 
     nodes' two steps run in-process (each node's noise from its own generator)."""
     eps_b = eps_c = 0.5 * float(fallback_epsilon)
     names = [f"node{i}" for i in range(len(Xs))]
-    specs = [PartySpec(nm, cb.setup_node, (nm, x, yv, eps_b, eps_c), cb.node_step, owner=nm)
+    node = BASELINE.setup_type  # setup_node's arguments by name
+    specs = [PartySpec.of(BASELINE, nm, node(name=nm, X=x, y=yv, eps_count=eps_b, eps_compare=eps_c), owner=nm)
              for nm, x, yv in zip(names, Xs, ys)]
     n = int(sum(len(v) for v in ys))
     hub = engine.Hub(cb.AssemblerConfig(tuple(names), n, coef.copy()), cb.init_assembler, cb.assembler_step)

@@ -21,8 +21,6 @@ from ..algorithms.encrypted.party import (
     Scores,
     Start,
     logit,
-    setup_party,
-    step,
 )
 from ..algorithms.encrypted.protocol import PROTOCOL
 from ..backends.base import PartySpec, atomic_pickle, party_rng
@@ -48,12 +46,12 @@ def specs(parties: Mapping[str, tuple], *, R: float, noise_multiplier, rounds: i
     forward="encrypted" and two or more parties each is told its peers' public (R, W, d)."""
     multi = forward == "encrypted" and len(parties) > 1
     dims = {name: int(train.shape[1]) for name, (train, _) in parties.items()} if multi else {}
-    return [PartySpec(name, setup_party, (name, train, dict(score or {}), float(R), noise_multiplier, int(rounds),
-                                          float(lam), float(step_size), forward, float(momentum), W,
-                                          float(R) if forward == "encrypted" else None, label_W, label_width,
-                                          {k: (float(R), float(W), dims[k]) for k in parties if k != name}
-                                          if multi else None),
-                      step, handlers=PROTOCOL.handlers)
+    setup = PROTOCOL.setup_type  # setup_party's arguments by name
+    return [PartySpec.of(PROTOCOL, name, setup(
+                name=name, train=train, score=dict(score or {}), R=float(R), noise_multiplier=noise_multiplier,
+                rounds=int(rounds), lam=float(lam), step=float(step_size), forward=forward, momentum=float(momentum),
+                W=W, label_R=float(R) if forward == "encrypted" else None, label_W=label_W, label_width=label_width,
+                peers={k: (float(R), float(W), dims[k]) for k in parties if k != name} if multi else None))
             for name, (train, score) in parties.items()]
 
 

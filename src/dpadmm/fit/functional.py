@@ -18,8 +18,11 @@ import numpy as np
 from .. import engine
 from ..algorithms import functional_quantile as fq
 from ..algorithms import functional_statistics as fs
+from ..algorithms.functional.messages import Setup
+from ..algorithms.functional.protocol import PROTOCOL, STATISTICS_PROTOCOL
 from ..algorithms.functional.report import calibrate_total, iteration_noise_multiplier
 from ..algorithms.functional.report import total_epsilon as total_epsilon_of
+from ..algorithms.functional.statistics import StatsSetup
 from ..backends import PartySpec, get_backend
 from ..exceptions import PrivacyPreconditionError
 from ..kernels import fpca as F
@@ -93,8 +96,9 @@ def stats_specs(parts, parts_y, q, z_stats, z_quantile, z_compare, one_shot) -> 
     multipliers (0: a stage this run does not make) are what a budgeted party prices the run at. The
     ``min_clip`` slot (0.0) is the party's own: its policy overwrites it at Setup."""
     names = [f"worker{i + 1}" for i in range(len(parts))]
-    return [PartySpec(nm, fs.setup_stats, (nm, Xi, yi, q, z_stats, z_quantile, z_compare, 0.0, int(one_shot)),
-                      fs.stats_step, owner=nm)
+    return [PartySpec.of(STATISTICS_PROTOCOL, nm, StatsSetup(
+                name=nm, X=Xi, y=yi, q=q, noise_multiplier=z_stats, quantile_multiplier=z_quantile,
+                compare_multiplier=z_compare, min_clip=0.0, one_shot=int(one_shot)), owner=nm)
             for nm, Xi, yi in zip(names, parts, parts_y)]
 
 
@@ -228,9 +232,9 @@ def run_admm(parts, parts_y, *, basis, scale, y_loc: float, y_scale: float, clip
                     c1=c_total, c2=float(c2), c_w=float(c_w), eta0=eta0, decay_start=decay_start,
                     smooth=fq.smooth_schedule(method.get("smooth", (0.0, 1.0, 0.0)), L, method["average_last"]),
                     worker_names=(name,))
-        specs.append(PartySpec(name, fq.setup_party_from_curves,
-                               (name, Xi, yi, basis, scale, y_loc, y_scale, clip, settings, opts),
-                               fq.party_step, fq.party_diagnostics, owner=name))
+        specs.append(PartySpec.of(PROTOCOL, name, Setup(name=name, X=Xi, y=yi, basis=basis, score_scale=scale,
+                                                        y_loc=y_loc, y_scale=y_scale, clip=clip, settings=settings,
+                                                        options=opts), owner=name))
     Kp = basis.n_components + (1 if fit_intercept else 0)
     hub_cfg = fq.HubConfig(float(rho), tuple(names), (1, 1, Kp), average_last=method["average_last"], rounds=L,
                            tol=float(method["tol"]), adapt_rho=bool(method["adapt_rho"]))

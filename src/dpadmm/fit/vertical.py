@@ -24,6 +24,8 @@ from .._history import History
 from .._validation import noise_seed
 from ..algorithms import vertical_label as vl
 from ..algorithms import vertical_sharing as vs
+from ..algorithms.vertical.messages import Setup
+from ..algorithms.vertical.protocol import PROTOCOL
 from ..algorithms.vertical.report import gaussian_assumptions, paper_assumptions, vertical_run_report
 from ..backends import PartySpec, get_backend
 from ..backends.base import party_rng
@@ -214,8 +216,7 @@ def fit_vertical(est, X, y, *, eval_set=None, callbacks: Sequence[Callable] = ()
         if m == 0 and refits:
             opts["labels"] = y_fit  # the label party's own (exact) labels (party 1 is the label holder)
         handlers = LABEL_PARTY_HANDLERS if (m == 0 and refits) else HANDLERS
-        specs.append(PartySpec(name, vs.setup_party, (name, B, opts), vs.party_step, vs.party_diagnostics, owner=name,
-                               handlers=handlers))
+        specs.append(PartySpec.of(PROTOCOL, name, Setup(name=name, D=B, options=opts), owner=name, handlers=handlers))
     hub_cfg = vs.CoordinatorConfig(
         labels=noise.hub_labels, loss=loss, lam=lam_run, rho=rho,
         party_names=tuple(s.name for s in specs), bounds=bounds, fit_intercept=bool(est.fit_intercept),

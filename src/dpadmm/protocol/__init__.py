@@ -4,10 +4,10 @@ See :mod:`dpadmm.protocol.spec` for what a declaration holds and how a party ser
 """
 
 from ..exceptions import ProtocolError
-from .registry import PROVIDERS, find_protocol, protocol_for, protocol_names, protocol_of, register
+from .registry import POSITIONAL_SPEC, PROVIDERS, find_protocol, protocol_for, protocol_names, protocol_of, register, require_served
 from .spec import (ExemptMessage, PartyData, PolicyHooks, Protocol, check_request_arguments, check_setup,
                    request_arguments, setup_fields, setup_record, setup_view)
 
 __all__ = ["Protocol", "ExemptMessage", "PolicyHooks", "PartyData", "ProtocolError", "setup_view", "register", "find_protocol",
-           "protocol_names", "protocol_of", "protocol_for", "PROVIDERS", "check_setup", "setup_fields", "setup_record",
+           "protocol_names", "protocol_of", "POSITIONAL_SPEC", "protocol_for", "require_served", "PROVIDERS", "check_setup", "setup_fields", "setup_record",
            "request_arguments", "check_request_arguments"]

@@ -11,6 +11,7 @@ one place the registry names its providers, as strings only because they registe
 from __future__ import annotations
 
 import importlib
+import warnings
 from typing import Callable
 
 from ..exceptions import InvalidParameterError
@@ -57,18 +58,42 @@ def find_protocol(name: str) -> Protocol:
     return reg[name]
 
 
+#: the DeprecationWarning of a party spec built without its protocol declaration (and of the fallback that matches one
+#: back to its declaration by its step): it names the fix
+POSITIONAL_SPEC = ("a PartySpec built positionally, PartySpec(name, setup, args, step, ...), without its protocol "
+                   "declaration is deprecated; build it as PartySpec.of(PROTOCOL, name, Setup(...)) with the party's "
+                   "protocol declaration and its typed Setup record (PROTOCOL.setup_type)")
+
+
+def require_served(protocol: Protocol) -> Protocol:
+    """``protocol`` when a party can serve it (registered by its name), else one clear error: a declaration that is not
+    registered (the SGD baseline's) runs in simulations only, never at a party under its operator's rules."""
+    if protocol.name not in _declared():
+        raise InvalidParameterError(f"protocol {protocol.name!r} is declared for simulations only, so no party serves "
+                                    f"it (over the network or under a policy); a party can serve one of "
+                                    f"{protocol_names()}.")
+    return protocol
+
+
 def protocol_for(spec) -> Protocol:
     """The declaration a party spec runs: its ``protocol`` (a spec built by ``PartySpec.of(PROTOCOL, ...)`` refers to
-    it); a spec built the old way (``PartySpec(name, setup, args, step)``, deprecated) by its step, as before."""
+    it); a spec built the old way (``PartySpec(name, setup, args, step)``, deprecated: a DeprecationWarning) by its
+    step, as before."""
     proto = getattr(spec, "protocol", None)
     if proto is not None:
         return proto
-    return protocol_of(spec.step)
+    warnings.warn(POSITIONAL_SPEC, DeprecationWarning, stacklevel=2)
+    return _by_step(spec.step)
 
 
 def protocol_of(step: Callable) -> Protocol:
     """Deprecated (a party spec refers to its declaration: ``PartySpec.of``, :func:`protocol_for`): the declaration
     whose party step is ``step``."""
+    warnings.warn(POSITIONAL_SPEC, DeprecationWarning, stacklevel=2)
+    return _by_step(step)
+
+
+def _by_step(step: Callable) -> Protocol:
     for proto in _declared().values():
         if proto.step is step:
             return proto

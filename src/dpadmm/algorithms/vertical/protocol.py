@@ -1,5 +1,6 @@
 """The vertical folder's declarations, registered by name: ``vertical-sharing`` (a feature party of ADMM
-sharing [Hu]) and ``vertical-scoring`` (a party scoring new records with its own model file).
+sharing [Hu]) and ``vertical-scoring`` (a party scoring new records with its own model file); and, declared but not
+registered, ``vertical-sgd`` (a party of the non-private SGD baseline [Hu, §5], a simulation only).
 
 Nothing in this folder imports this module: it sits on top, and :mod:`dpadmm.algorithms` imports it so
 that the registry (:mod:`dpadmm.protocol.registry`) knows both names.
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from ...protocol.registry import register
 from ...protocol.spec import Protocol
-from . import scoring
+from . import scoring, sgd
 from .data import describe_party_data, load_party_data
 from .label import refit_label_block
 from .messages import Bounds, CoordinatorMessage, PartyMessage, PartyState, PrivacySpec, Setup
@@ -27,3 +28,9 @@ SCORING_PROTOCOL = register(Protocol(
     "vertical-scoring", scoring.setup_party, scoring.no_step, None, handlers={"score": scoring.score},
     types=(), load=scoring.load, describe=scoring.describe, private=scoring.is_private, data_args=(1, 2),
     rounds=False))
+
+#: the SGD baseline's party (:class:`dpadmm.VerticalSGDClassifier`): a non-private simulation, so it answers ``coef``
+#: (its local model); not registered — no party serves it over the network
+SGD_PROTOCOL = Protocol(
+    "vertical-sgd", sgd.setup_party, sgd.party_step, sgd.party_diagnostics, handlers={"coef": party_coef},
+    types=(sgd.SGDInbox, sgd.SGDOutbox, sgd.SGDPartyState))

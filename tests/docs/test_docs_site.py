@@ -1,6 +1,6 @@
 """The documentation site builds with Sphinx, warnings as errors, as the README says (``python -m sphinx -W -b html
 docs docs/_build/html``), and every page of docs/ is in its table of contents. Skipped where the ``docs`` extra is
-not installed (``pip install -e ".[docs]"``); CI installs it and also builds the site in ``.ci/run``."""
+not installed (``pip install -e ".[docs]"``); CI (``.ci/run``) installs it, so this is CI's build of the site."""
 
 from __future__ import annotations
 

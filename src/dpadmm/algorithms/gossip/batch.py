@@ -20,7 +20,7 @@ import weakref
 import numpy as np
 
 from . import mechanism as mech
-from .node import GossipInbox, ModelBroadcast, NodeState, tail_mean
+from .node import GossipInbox, ModelBroadcast, NodeState, gossip_mix, heavy_ball, tail_mean
 
 #: the NodeConfig fields every node of a stacked round must share (the run's public constants)
 SHARED = ("max_degree", "n_nodes", "n_total", "rounds", "range_rounds", "noise_multiplier", "step", "momentum",
@@ -67,14 +67,12 @@ def nodes_step(cfgs, states, inboxes, rngs):
     W0 = np.array([st.w for st in states])  # (N, d + 1) copies of the nodes' vectors
     V0 = np.array([st.v for st in states])
     degree = np.array([float(cfg.degree) for cfg in cfgs])[:, None]
-    w_mix = W0 + (S - degree * W0) / (1.0 + c0.max_degree)  # gossip averaging
+    w_mix = gossip_mix(W0, S, degree, c0.max_degree)
     released = [mech.gradient_release(cfg.name, r + 1, st.Xt, cfg.y, cfg.row_clip, w_mix[i].copy(),
                                       cfg.noise_multiplier, rng)
                 for i, (cfg, st, rng) in enumerate(zip(cfgs, states, rngs))]
     G = np.array([g for g, _ in released])
-    grad = (c0.n_nodes / c0.n_total) * G + c0.ridge * w_mix
-    V = c0.momentum * V0 - c0.step * grad  # heavy ball
-    W = w_mix + V
+    W, V = heavy_ball(c0, w_mix, V0, G)  # the shared constants (SHARED) are c0's
     avg = tail_mean(None if states[0].avg is None else np.array([st.avg for st in states]), W, s - c0.average_from)
     return [(NodeState(r + 1, W[i], V[i], st.lo, st.hi, st.Xt, None if avg is None else avg[i]), ModelBroadcast(W[i]),
              events) for i, (st, (_, events)) in enumerate(zip(states, released))]

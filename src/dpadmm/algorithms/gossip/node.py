@@ -195,13 +195,25 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
         w0[d] = b0
         v0 = np.zeros(d + 1)
         S = cfg.degree * w0  # the neighbours start at the same point
-    w_mix = w0 + (S - cfg.degree * w0) / (1.0 + cfg.max_degree)  # gossip averaging
+    w_mix = gossip_mix(w0, S, cfg.degree, cfg.max_degree)
     G, events = mech.gradient_release(cfg.name, r + 1, Xt, cfg.y, cfg.row_clip, w_mix, cfg.noise_multiplier, rng)
-    grad = (cfg.n_nodes / cfg.n_total) * G + cfg.ridge * w_mix
-    v = cfg.momentum * v0 - cfg.step * grad  # heavy ball
-    w = w_mix + v
+    w, v = heavy_ball(cfg, w_mix, v0, G)
     avg = tail_mean(state.avg, w, s - cfg.average_from)
     return NodeState(r + 1, w, v, lo, hi, Xt, avg), ModelBroadcast(w), events
+
+
+def gossip_mix(w0: np.ndarray, S: np.ndarray, degree, max_degree: int) -> np.ndarray:
+    """Gossip averaging of a node's vector with its neighbours' sum. Elementwise: the same numbers for one node's
+    (d + 1)-vectors or the (N, d + 1) stack of :mod:`.batch` (``degree`` then an (N, 1) column)."""
+    return w0 + (S - degree * w0) / (1.0 + max_degree)
+
+
+def heavy_ball(cfg: NodeConfig, w_mix: np.ndarray, v0: np.ndarray, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The step after the release: the ridge gradient from the noisy sum ``G`` and the heavy-ball update (the run's
+    public constants of ``cfg``); elementwise like :func:`gossip_mix`. Returns (w, v)."""
+    grad = (cfg.n_nodes / cfg.n_total) * G + cfg.ridge * w_mix
+    v = cfg.momentum * v0 - cfg.step * grad
+    return w_mix + v, v
 
 
 def tail_mean(avg, w: np.ndarray, k: int):

@@ -39,7 +39,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
 
 from ..experts import calibrate as xc
 from ..experts.alone import fit_label_party_alone, standardise
@@ -77,9 +76,8 @@ def choose(mode: str, own_heldout, others_heldout, y_heldout, rng: np.random.Gen
         return None
     c = xc.choose(own_heldout, others_heldout, y, rng)
     if mode == "stacked" and c.kind != "stacked":
-        lr = LogisticRegression(C=1e6, tol=1e-10, max_iter=1000).fit(np.column_stack([own_heldout, others_heldout]),
-                                                                    y > 0)
-        c = c._replace(kind="stacked", weights=(float(lr.intercept_[0]), float(lr.coef_[0, 0]), float(lr.coef_[0, 1])))
+        w = xc.fit_stack(np.column_stack([own_heldout, others_heldout]), y)  # the fit 'choose' keeps when it stacks
+        c = c._replace(kind="stacked", weights=(float(w[0]), float(w[1]), float(w[2])))
     return c
 
 

@@ -62,7 +62,7 @@ def _per_row_loss(s, y) -> np.ndarray:
     return np.logaddexp(0.0, -y * s)
 
 
-def _fit_stack(F, y, ridge: float = 1e-6) -> np.ndarray:
+def fit_stack(F, y, ridge: float = 1e-6) -> np.ndarray:
     """Logistic regression of ``y`` (±1) on the columns of ``F`` plus an intercept (Newton; tiny ridge)."""
     A = np.column_stack([np.ones(F.shape[0]), F])
     w = np.zeros(A.shape[1])
@@ -87,13 +87,13 @@ def choose(own_logit, expert_sum, y, rng: np.random.Generator) -> Choice:
     folds = rng.permutation(n) % FOLDS
     stacked = np.empty(n)
     for k in range(FOLDS):
-        w = _fit_stack(F[folds != k], y[folds != k])
+        w = fit_stack(F[folds != k], y[folds != k])
         stacked[folds == k] = w[0] + F[folds == k] @ w[1:]
     l_own, l_st = _per_row_loss(own_logit, y), _per_row_loss(stacked, y)
     d = l_st - l_own
     tol = max(2.0 * float(d.std(ddof=1)) / math.sqrt(n), 1e-6 * float(l_own.mean()))
     if float(d.mean()) < -tol:
-        w = _fit_stack(F, y)
+        w = fit_stack(F, y)
         return Choice("stacked", (float(w[0]), float(w[1]), float(w[2])), n, float(l_own.mean()),
                       float(l_st.mean()), tol)
     return Choice("own model", (0.0, 1.0, 0.0), n, float(l_own.mean()), float(l_st.mean()), tol)

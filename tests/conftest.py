@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
+import fcntl
 import functools
+import hashlib
+import json
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 from dpadmm.data import load_a9a, normalize_rows, partition_columns
+
+# One BLAS/OpenMP thread for the tests and the processes they start (the environment is inherited; libraries loaded
+# later read it), unless the caller chose: their matrices are small, and on a 2-core machine the libraries' idle
+# threads spin, about 10% of the default suite's CPU time. numpy is already loaded by a plugin when this file is
+# read, so its BLAS is capped by threadpoolctl as well. The library itself never sets these for a user.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+_ONE_THREAD = threadpool_limits(int(os.environ["OPENBLAS_NUM_THREADS"]))
+
+XDIST_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+"""The run's id when pytest-xdist runs the tests in several worker processes (CI's slow suite: ``-n 2``), else None."""
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # xdist hands its workers COLUMNS=80; the CLI's tables (which tests parse) are then wrapped narrower than in a
+    # sequential run, where output to a file is 200 wide (dpadmm.cli._common._width)
+    os.environ.pop("COLUMNS", None)
 
 
 @functools.cache
@@ -72,13 +92,34 @@ def run_cli_once(args, capsys):
     """``run_cli`` for a command that several tests check (the README's commands: test_readme_commands runs each,
     test_readme_numbers compares the figures quoted beside them): the first call runs it, later calls with the same
     command get that run's exit code and output. Returns (exit code, stdout, stderr, outputs): ``outputs`` maps each
-    output option (``--out``…) to the path that run wrote."""
+    output option (``--out``…) to the path that run wrote.
+
+    Under pytest-xdist the workers share the runs too: the first worker to ask runs the command under a file lock
+    and leaves its result in a directory of the run's own; a worker asking meanwhile waits for it."""
     args = [str(a) for a in args]
     key = _command_key(args)
     if key not in _CLI_RUNS:
         outputs = {o: Path(args[args.index(o) + 1]) for o in OUTPUT_OPTIONS if o in args}
-        _CLI_RUNS[key] = (*run_cli(args, capsys), outputs)
+        _CLI_RUNS[key] = (_shared_run(key, args, capsys, outputs) if XDIST_RUN
+                          else (*run_cli(args, capsys), outputs))
     return _CLI_RUNS[key]
+
+
+def _shared_run(key, args, capsys, outputs):
+    """``run_cli`` once per xdist run for the command ``key``: (exit code, stdout, stderr, outputs)."""
+    where = Path(tempfile.gettempdir()) / f"dpadmm-test-cli-runs-{XDIST_RUN}"
+    where.mkdir(exist_ok=True)
+    name = hashlib.sha256(repr(key).encode()).hexdigest()[:20]
+    with open(where / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        done = where / f"{name}.json"
+        if done.exists():
+            rec = json.loads(done.read_text())
+            return rec["code"], rec["out"], rec["err"], {o: Path(p) for o, p in rec["outputs"].items()}
+        code, out, err = run_cli(args, capsys)
+        done.write_text(json.dumps({"code": code, "out": out, "err": err,
+                                    "outputs": {o: str(p) for o, p in outputs.items()}}))
+        return code, out, err, outputs
 
 
 def serve_parties(services: dict, tls=None, rounds=None):

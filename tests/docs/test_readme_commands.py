@@ -126,8 +126,16 @@ def _printed(number: str, out: str) -> bool:
                for p in re.findall(r"-?\d+\.\d+(?:e[-+]?\d+)?", out))
 
 
+def _param(line, argv, quote):
+    # the end-to-end audit (about 300 CPU-seconds) is shared with test_audit_e2e's run of it (conftest.run_cli_once):
+    # under CI's two xdist workers both go to the same one (its group of long tests)
+    heavy = _name(argv) == "audit" and "--end-to-end" in argv
+    return pytest.param(line, argv, quote, id=f"{line}:{_name(argv)}",
+                        marks=[pytest.mark.xdist_group("heavy-b")] if heavy else [])
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("line,argv,quote", COMMANDS, ids=[f"{c[0]}:{_name(c[1])}" for c in COMMANDS])
+@pytest.mark.parametrize("line,argv,quote", [_param(*c) for c in COMMANDS])
 def test_readme_command_runs(line, argv, quote, tmp_path, capsys, monkeypatch):
     why = _why_not_run(argv)
     if why:

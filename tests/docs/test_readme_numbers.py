@@ -222,6 +222,7 @@ def _check_zhang_fig2_table(summary_csv) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("heavy-a")  # CI runs the slow suite on two workers: the longest tests first, split in two
 def test_zhang_fig2_table(tmp_path, capsys):
     """'Results (`dpadmm reproduce zhang-fig2 --reps 10`; mean final L(T) / P(T))': every cell (seeded; about
     10 min)."""

@@ -43,6 +43,7 @@ def test_the_script_uses_psi_budgets_and_the_experts_protocol():
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("heavy-a")  # CI runs the slow suite on two workers: the longest tests first, split in two
 def test_the_walkthrough_runs(tmp_path):
     """The whole script (4½–7 minutes of wall time on a loaded 2-core machine: three PSI runs, two fits, scoring,
     a killed and resumed run); its own checks decide the exit code, the summary is checked again here."""

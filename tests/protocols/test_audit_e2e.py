@@ -168,6 +168,7 @@ def test_audit_catches_label_sensitivity_bug():
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("heavy-a")  # CI runs the slow suite on two workers: the longest tests first, split in two
 def test_audit_resolves_a_2x_sensitivity_slip_on_the_tight_label_instance():
     """The audit's resolution: on the tight label instance the real row stays below its claim and a
     label sensitivity halved in the calibration is caught (2,000 × 5 runs per dataset)."""
@@ -219,6 +220,7 @@ def test_real_consensus_and_private_basis_functional_fits_pass():
 
 # ----------------------------------------------------------------------------- CLI
 @pytest.mark.slow
+@pytest.mark.xdist_group("heavy-b")  # CI runs the slow suite on two workers: the longest tests first, split in two
 def test_audit_end_to_end_cli_quick(tmp_path, capsys):
     # the README's command: test_readme_commands runs it too, once for both (conftest.run_cli_once)
     code, stdout, err, written = run_cli_once(["audit", "--end-to-end", "--quick", "--out", tmp_path / "e2e", "--quiet"],

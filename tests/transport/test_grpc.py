@@ -530,6 +530,7 @@ def _in_loopback_netns() -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("heavy-b")  # CI runs the slow suite on two workers: the longest tests first, split in two
 def test_cross_org_loopback_script_in_a_loopback_only_namespace(tmp_path):
     """examples/cross_org_loopback.sh in new network + PID namespaces (only ``lo``: nothing can leave
     127.0.0.0/8; every process it starts dies with the namespace); every summary field must hold."""

@@ -7,7 +7,6 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -105,9 +104,19 @@ def run_cli_once(args, capsys):
     return _CLI_RUNS[key]
 
 
+_SHARED_DIR: list[Path] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_dir(tmp_path_factory):
+    """The parent of this worker's base temporary directory: one per run, the same for every xdist worker, and
+    removed by pytest's own retention of old runs."""
+    _SHARED_DIR[:] = [tmp_path_factory.getbasetemp().parent]
+
+
 def _shared_run(key, args, capsys, outputs):
     """``run_cli`` once per xdist run for the command ``key``: (exit code, stdout, stderr, outputs)."""
-    where = Path(tempfile.gettempdir()) / f"dpadmm-test-cli-runs-{XDIST_RUN}"
+    where = _SHARED_DIR[0] / "cli-runs"  # in the run's base temporary directory, which every worker shares
     where.mkdir(exist_ok=True)
     name = hashlib.sha256(repr(key).encode()).hexdigest()[:20]
     with open(where / f"{name}.lock", "w") as lock:

@@ -12,10 +12,12 @@ inside the commands that use them, so ``dpadmm --help`` and argument errors are 
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 
 import typer
+import typer.main
 
 from ..exceptions import DPADMMError
 
@@ -30,6 +32,13 @@ from . import audit as _audit  # noqa: E402,F401
 from . import consensus as _consensus  # noqa: E402,F401
 from . import party as _party  # noqa: E402,F401  (party serve, provision; grpc imported lazily)
 from . import score as _score  # noqa: E402,F401  (distributed scoring of new records, grpc)
+
+
+@functools.cache
+def command():
+    """The click command tree of :data:`app`, built once per process (``app(...)`` rebuilds it from the commands'
+    signatures on every call, about 25 ms: once per ``main`` call from Python, twice after an error)."""
+    return typer.main.get_command(app)
 
 
 def main(argv=None) -> int:
@@ -80,13 +89,13 @@ def _dispatch(argv: list[str]) -> int:
         check_argv(argv)  # every numeric option in its range, before any work (and in CLI terms)
         # no long run is silent on a pipe; a party server logs its state changes instead of a heartbeat
         with ambient_heartbeat(label.strip(), enabled="--quiet" not in argv and argv[:2] != ["party", "serve"]):
-            rv = app(args=argv, prog_name="dpadmm", standalone_mode=False)
+            rv = command().main(args=argv, prog_name="dpadmm", standalone_mode=False)
     except DPADMMError as exc:
         from ._backend import restore_stderr
         from ._ranges import cli_terms
 
         log = restore_stderr(failed=True)
-        print(f"error: {cli_terms(str(exc), argv, app)}" + (f" (Ray's own log: {log})" if log else ""), file=sys.stderr)
+        print(f"error: {cli_terms(str(exc), argv, command())}" + (f" (Ray's own log: {log})" if log else ""), file=sys.stderr)
         return 2
     except typer.Exit as exc:
         return exc.exit_code
@@ -163,9 +172,7 @@ def usage_error_line(exc, argv: list[str]) -> str:
 
 def _command_path_from_argv(argv: list[str]) -> str:
     """``dpadmm vertical`` from ``["vertical", "--lam"]`` (for errors raised without a context)."""
-    import typer.main
-
-    path, group = ["dpadmm"], typer.main.get_command(app)
+    path, group = ["dpadmm"], command()
     for tok in argv:
         sub = getattr(group, "commands", {}).get(tok) if not tok.startswith("-") else None
         if sub is None:

@@ -202,18 +202,15 @@ def _check_pairs(command: str, argv: list[str]) -> None:
 _ALIASES = {"random_state": "--seed", "max_iter": "--iterations", "n_nodes": "--nodes", "n_components": "--components"}
 
 
-def cli_terms(message: str, argv: list[str], app) -> str:
+def cli_terms(message: str, argv: list[str], cmd) -> str:
     """A library error message in the CLI's terms: ``lam=-1.0`` → ``--lam -1.0``, ``label_epsilon must`` →
     ``--label-epsilon must``, "pass y_range=(lo, hi), --y-range" → "pass --y-range". Only names that are
-    options of the command being run (or :data:`_ALIASES` of them) are rewritten; ``app`` is the CLI's Typer app
-    (passed in: this module sits below :mod:`dpadmm.cli`, which imports it)."""
+    options of the command being run (or :data:`_ALIASES` of them) are rewritten; ``cmd`` is the CLI's click command
+    tree (:func:`dpadmm.cli.command`, passed in: this module sits below :mod:`dpadmm.cli`, which imports it)."""
     import re
-
-    import typer.main
 
     if message.startswith("--"):  # already in CLI terms (check_argv)
         return message
-    cmd = typer.main.get_command(app)
     for tok in argv:
         sub = getattr(cmd, "commands", {}).get(tok) if not tok.startswith("-") else None
         if sub is None:

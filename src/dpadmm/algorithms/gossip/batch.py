@@ -44,26 +44,30 @@ _STACKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _stacked(cfgs) -> tuple:
-    """The nodes' names, labels concatenated in node order (:func:`.mechanism.gradient_releases`) and degrees as an
-    (N, 1) column, made once per run: remembered with the first node's config, for exactly these configs."""
+    """Whether the nodes share the run's public constants (``SHARED``, column count, declared bounds or not), their
+    names, labels concatenated in node order (:func:`.mechanism.gradient_releases`) and degrees as an (N, 1)
+    column: made once per run, remembered with the first node's config for exactly these configs (a config is
+    frozen)."""
     ids = tuple(map(id, cfgs))
     hit = _STACKED.get(cfgs[0])
     if hit is None or hit[0] != ids:
-        hit = _STACKED[cfgs[0]] = (ids, [cfg.name for cfg in cfgs], np.concatenate([cfg.y for cfg in cfgs]),
+        shared = _constants(cfgs[0])
+        hit = _STACKED[cfgs[0]] = (ids, all(_constants(cfg) == shared for cfg in cfgs), [cfg.name for cfg in cfgs],
+                                   np.concatenate([cfg.y for cfg in cfgs]),
                                    np.array([float(cfg.degree) for cfg in cfgs])[:, None])
     return hit[1:]
 
 
 def _gradient_round(cfgs, states, inboxes) -> int | None:
-    """The gradient round s ≥ 1 every node is in, if they all are in the same one with valid messages; else None."""
+    """The gradient round s ≥ 1 every node is in, if they all are in the same one with valid messages and the run's
+    shared constants; else None."""
     c0, r = cfgs[0], states[0].round
     s = r - (0 if c0.bounds is not None else c0.range_rounds)
-    if not 1 <= s < c0.rounds:
+    if not 1 <= s < c0.rounds or not _stacked(cfgs)[0]:
         return None
-    shared, no_avg = _constants(c0), states[0].avg is None
-    for cfg, st, ib in zip(cfgs, states, inboxes):
-        if (not isinstance(ib, GossipInbox) or st.round != r or st.lo is None or (st.avg is None) != no_avg
-                or _constants(cfg) != shared):
+    no_avg = states[0].avg is None
+    for st, ib in zip(states, inboxes):
+        if not isinstance(ib, GossipInbox) or st.round != r or st.lo is None or (st.avg is None) != no_avg:
             return None
     return s
 
@@ -82,7 +86,7 @@ def nodes_step(cfgs, states, inboxes, rngs):
         return None  # refused by the node it belongs to, one by one
     W0 = np.array([st.w for st in states])  # (N, d + 1) copies of the nodes' vectors
     V0 = np.array([st.v for st in states])
-    names, y, degree = _stacked(cfgs)
+    _, names, y, degree = _stacked(cfgs)
     w_mix = gossip_mix(W0, S, degree, c0.max_degree)
     G, events = mech.gradient_releases(names, r + 1, [st.Xt for st in states], y, c0.row_clip, w_mix,
                                        c0.noise_multiplier, rngs)

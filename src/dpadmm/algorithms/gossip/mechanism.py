@@ -71,11 +71,11 @@ def gradient_sensitivity(row_clip: float) -> float:
 def gradient_sum(Xt: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """``Σ −y σ(−y w·x̃) x̃`` over the prepared rows (the un-noised query G_i(w)).
 
-    Computed as ``−(((y · clip(x̃ w, ±500 after · y)) ↦ y / (1 + exp(·))) @ x̃)``, each step in place on one vector
-    (:func:`_logistic_weights`): σ(−t) = 1/(1 + eᵗ) is scipy's ``expit(−t)`` to the bit (its definition,
-    ``1 / (1 + exp(−x))`` with the C library's ``exp``, which is numpy's float64 ``exp`` on a CPU without AVX-512),
-    and negating a sum's terms negates the sum exactly, so these are the numbers of
-    ``(−(y · expit(−clip(y · (x̃ w), ±500)))) @ x̃`` in fewer passes."""
+    Computed as ``−((y / (1 + exp(clip(y · (x̃ w), ±500)))) @ x̃)``, each step in place on one vector
+    (:func:`_logistic_weights`): the numbers of ``(−(y · expit(−clip(y · (x̃ w), ±500)))) @ x̃`` in fewer passes.
+    scipy's ``expit(x)`` is ``1 / (1 + exp(−x))`` with the C library's ``exp``, which is numpy's float64 ``exp`` on a
+    CPU without AVX-512 (with AVX-512 numpy uses its own, within an ulp); ``y · (1/q) = y/q`` for y = ±1; and
+    negating every term of a sum negates the sum exactly."""
     m = Xt @ w
     _logistic_weights(m, y)
     G = m @ Xt

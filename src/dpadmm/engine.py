@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import threadpoolctl
 from threadpoolctl import ThreadpoolController
 
 from .backends.base import Backend, PartySpec, atomic_pickle, noise_source, party_rng  # noqa: F401 (re-export)
@@ -55,6 +56,8 @@ class Hub:
     ``init(cfg) -> (state, inboxes)``; ``step(cfg, state, outboxes, *, rng) -> (state, inboxes, events)``;
     ``metrics(cfg, state, diagnostics) -> dict`` (may include ``converged: bool``).
     ``metrics_every``: monitor every k rounds (and always at the last round).
+    ``random=False``: the hub's step draws nothing (a router): it gets ``rng=None``, and a seeded run builds no
+    generator for it each round (the parties' streams do not depend on it).
     """
 
     cfg: Any
@@ -62,6 +65,7 @@ class Hub:
     step: Callable
     metrics: Callable | None = None
     metrics_every: int = 1
+    random: bool = True
 
 
 @dataclass
@@ -95,10 +99,33 @@ def _at_round(exc: PartyFailureError, round_: int) -> PartyFailureError:
     return new
 
 
+class _Controller(ThreadpoolController):
+    """threadpoolctl's controller of the loaded BLAS/OpenMP libraries, found with a seventh of the file-system calls.
+
+    threadpoolctl resolves every loaded shared library's path (``os.path.realpath``: one ``lstat`` per path
+    component, ~250 libraries in a CLI process: most of the ~15 ms a search takes) and then keeps those whose
+    resolved file name starts with a supported library's prefix (``libopenblas``, ``libmkl_rt``, ``libgomp``, …).
+    The resolved file name is the path's own unless its last component is a symbolic link (resolving the folders
+    above it changes the folder, not the name), so a library whose name matches no prefix and that is not a link
+    cannot match: it is skipped before the resolution, every other path goes through threadpoolctl's own
+    (``tests/unit/test_engine_blas.py`` checks the libraries found are threadpoolctl's). If threadpoolctl no longer
+    lists its controllers, nothing is skipped."""
+
+    def __init__(self) -> None:
+        self._prefixes = tuple(p for c in getattr(threadpoolctl, "_ALL_CONTROLLERS", ()) for p in c.filename_prefixes)
+        super().__init__()
+
+    def _make_controller_from_path(self, filepath):
+        if self._prefixes and not (os.path.basename(filepath).lower().startswith(self._prefixes)
+                                   or os.path.islink(filepath)):
+            return
+        super()._make_controller_from_path(filepath)
+
+
 class _BlasLibraries:
-    """threadpoolctl's controller of the BLAS libraries loaded in this process, found once and found again only when
-    a module was imported since (a new extension module may have brought another BLAS). Finding them walks every
-    loaded shared library (~15 ms a time: two fits' worth of rounds on a small table); limiting them is cheap."""
+    """The controller of the BLAS libraries loaded in this process (:class:`_Controller`), found once and found
+    again only when a module was imported since (a new extension module may have brought another BLAS). Limiting
+    them is cheap."""
 
     def __init__(self) -> None:
         self.controller: ThreadpoolController | None = None
@@ -106,7 +133,7 @@ class _BlasLibraries:
 
     def limit(self, threads: int):
         if self.controller is None or len(sys.modules) != self.modules:
-            self.controller, self.modules = ThreadpoolController(), len(sys.modules)
+            self.controller, self.modules = _Controller(), len(sys.modules)
         return self.controller.limit(limits=threads, user_api="blas")
 
 
@@ -185,7 +212,7 @@ def run(
                                         "sees no round message); run without them.")
         return _run_peer_to_peer(hub, names, backend, rounds, noise_seed=noise_seed, callbacks=callbacks,
                                  monitor=monitor, stop_on_convergence=stop_on_convergence, neighbours=neighbours)
-    hub_rng = np.random.default_rng() if noise_seed is None else None  # the hub's own entropy
+    hub_rng = np.random.default_rng() if noise_seed is None and hub.random else None  # the hub's own entropy
     result = RunResult(noise_source=noise_source(noise_seed))
     ledger = result.ledger
     history = result.history
@@ -221,7 +248,7 @@ def run(
         except PartyFailureError as exc:
             raise _at_round(exc, t + 1) from exc
         outboxes = {name: results[name][0] for name in names}
-        rng = hub_rng if hub_rng is not None else party_rng(noise_seed, hub_index, t)
+        rng = hub_rng if hub_rng is not None or not hub.random else party_rng(noise_seed, hub_index, t)
         state, inboxes, hub_events = hub.step(hub.cfg, state, outboxes, rng=rng)
         elapsed += time.perf_counter() - t0
         if transcript is not None:
@@ -292,12 +319,13 @@ def _run_peer_to_peer(hub: Hub, names, backend, rounds: int, *, noise_seed, call
         for events in reports[name]["events"]:
             result.ledger.record(events)
     state, _ = hub.init(hub.cfg)
-    rng = np.random.default_rng() if noise_seed is None else None
+    rng = np.random.default_rng() if noise_seed is None and hub.random else None
     t = -1
     for t in range(rounds):
         outboxes = {name: reports[name]["outboxes"][t] for name in names}
         state, _, hub_events = hub.step(hub.cfg, state, outboxes,
-                                        rng=rng if rng is not None else party_rng(noise_seed, len(names), t))
+                                        rng=rng if rng is not None or not hub.random
+                                        else party_rng(noise_seed, len(names), t))
         result.ledger.record(hub_events)
         record: dict[str, Any] = {"round": t + 1, "seconds": max(float(reports[n]["seconds"][t]) for n in names)}
         if monitor and hub.metrics is not None and ((t + 1) % hub.metrics_every == 0 or t == rounds - 1):

@@ -126,3 +126,39 @@ def test_neighbour_sums_are_scipys_product():
     assert cfg.neighbour_index is None  # weights: scipy's own product
     F = rng.standard_normal((3, 2))
     assert np.array_equal(neighbour_sums(cfg, F), A @ F)
+
+
+def test_the_stacked_sums_are_each_nodes_own_sum_bit_for_bit():
+    from dpadmm.algorithms.gossip import mechanism as mech
+
+    rng = np.random.default_rng(8)
+    for d, sizes in ((4, (300, 1, 57, 300)), (18, (3563, 3564, 3562)), (8, (4505, 4504, 4504, 4505, 4504))):
+        Xts = [mech.prepare(rng.standard_normal((b, d)) * 3, np.full(d, -2.0), np.full(d, 2.0), 1.5) for b in sizes]
+        ys = [np.where(rng.standard_normal(b) > 0.3, 1.0, -1.0) for b in sizes]
+        W = rng.standard_normal((len(sizes), d + 1)) * 10.0 ** rng.integers(-3, 3, (len(sizes), 1))
+        W[0, 0] = 1e4  # margins beyond the ±500 clip
+        G = mech.gradient_sums(Xts, np.concatenate(ys), W)
+        for i, (Xt, y) in enumerate(zip(Xts, ys)):
+            own = mech.gradient_sum(Xt, y, W[i].copy())
+            assert G[i].tobytes() == own.tobytes()
+        noisy, events = mech.gradient_releases(["a", "b", "c", "d", "e"][:len(sizes)], 3, Xts, np.concatenate(ys), 1.5,
+                                               W, 2.0, [party_rng(5, i, 3) for i in range(len(sizes))])
+        for i, (Xt, y) in enumerate(zip(Xts, ys)):
+            own, ev = mech.gradient_release("abcde"[i], 3, Xt, y, 1.5, W[i].copy(), 2.0, party_rng(5, i, 3))
+            assert noisy[i].tobytes() == own.tobytes() and events[i] == ev
+
+
+def test_the_gradient_sum_is_the_logistic_gradient_with_scipys_expit():
+    """σ(−t) = 1/(1 + eᵗ) is scipy's expit(−t) (bit for bit where numpy's float64 exp is the C library's, as on a CPU
+    without AVX-512; within an ulp of exp elsewhere)."""
+    from scipy.special import expit
+
+    from dpadmm.algorithms.gossip import mechanism as mech
+
+    rng = np.random.default_rng(9)
+    for _ in range(20):
+        Xt = mech.prepare(rng.standard_normal((700, 6)) * 2, np.full(6, -1.0), np.full(6, 1.0), 2.0)
+        y = np.where(rng.standard_normal(700) > 0, 1.0, -1.0)
+        w = rng.standard_normal(7) * 10.0 ** rng.integers(-2, 3)
+        ref = (-(y * expit(-np.clip(y * (Xt @ w), -500.0, 500.0)))) @ Xt
+        np.testing.assert_allclose(mech.gradient_sum(Xt, y, w), ref, rtol=1e-12, atol=1e-12 * len(y))

@@ -90,7 +90,7 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
                                                         options=dict(opts, degree=int(V[i]))), owner=nm_)
              for i, nm_ in enumerate(names)]
     hub = engine.Hub(RouterConfig(A, names, d, n, K, q, opts["bounds"], s0), init_router, router_step,
-                     router_metrics)
+                     router_metrics, random=False)  # the router draws nothing
     res = runner.run(backend, specs, hub, rounds=K + int(rounds), noise_seed=noise_seed, callbacks=callbacks,
                      monitor=monitor, stop_on_convergence=False, checkpoint_dir=checkpoint_dir,
                      checkpoint_every=checkpoint_every, resume_from=resume_from, **p2p).result

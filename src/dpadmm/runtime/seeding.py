@@ -88,7 +88,7 @@ class _State(ISeedSequence):
         self._state = state
 
     def generate_state(self, n_words, dtype=np.uint32):
-        if n_words != 4 or np.dtype(dtype) != np.dtype(np.uint64):  # PCG64 asks for exactly these
+        if n_words != 4 or (dtype is not np.uint64 and np.dtype(dtype) != np.dtype(np.uint64)):  # PCG64 asks for these
             raise ValueError("a precomputed PCG64 seed state has 4 uint64 words")
         return self._state.copy()
 
@@ -143,6 +143,9 @@ def _state_words(seed: int, index: int, round_: int) -> np.ndarray:
 
 def seeded_generator(seed, index: int, round_: int) -> np.random.Generator:
     """``default_rng(SeedSequence(seed, spawn_key=(index, round_)))``, the same stream (module docstring)."""
+    if type(seed) is int and type(index) is int and type(round_) is int and seed >= 0 and index >= 0 \
+            and round_ >= 0:  # the usual call, without the conversions below
+        return np.random.Generator(np.random.PCG64(_State(_state_words(seed, index, round_))))
     if (type(seed) is int or isinstance(seed, np.integer)) and int(seed) >= 0 and int(index) >= 0 \
             and int(round_) >= 0:
         return np.random.Generator(np.random.PCG64(_State(_state_words(int(seed), int(index), int(round_)))))

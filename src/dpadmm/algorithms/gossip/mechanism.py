@@ -25,7 +25,7 @@ replacing one record changes G_i by at most ``‖c x̃‖ + ‖c' x̃'‖ ≤ 2�
 its first gradient round, whatever bounds arrived: only ``lo < hi`` finite is needed, checked by the node;
 ``node.node_step`` keeps the prepared rows and the bounds in its state, and :func:`gradient_release` computes
 the sum on them),
-the appended constant 1, and ``σ ∈ (0, 1)`` of :func:`scipy.special.expit`.
+the appended constant 1, and ``σ(−t) = 1/(1 + eᵗ) ∈ (0, 1]`` (:func:`gradient_sum`).
 *Noise*: ``G̃_i = G_i + N(0, (z_g Δ)² I_{d+1})`` drawn from the node's own generator ``rng``.
 *Event*: ``GaussianRelease(node, round, Δ, z_g Δ, RECORD_REPLACE)``.
 *Post-processing*: everything the node broadcasts, ``w_i(t+1) = w_mix + β v_i(t) − η((N/n) G̃_i + λ w_mix)``,
@@ -55,7 +55,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import expit
 
 from ...privacy.events import RECORD_REPLACE, GaussianRelease
 # the column bounds and their DP range estimate live in privacy.ranges (shared with the vertical protocols); the
@@ -72,17 +71,45 @@ def gradient_sensitivity(row_clip: float) -> float:
 def gradient_sum(Xt: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """``Σ −y σ(−y w·x̃) x̃`` over the prepared rows (the un-noised query G_i(w)).
 
-    Computed as ``(−(y · σ(−clip(y · (x̃ w), ±500)))) @ x̃``, each step in place on one vector (the same
-    operations on the same numbers as the expression: a round's arithmetic, not its temporaries)."""
+    Computed as ``−((y / (1 + exp(clip(y · (x̃ w), ±500)))) @ x̃)``, each step in place on one vector
+    (:func:`_logistic_weights`): the numbers of ``(−(y · expit(−clip(y · (x̃ w), ±500)))) @ x̃`` in fewer passes.
+    scipy's ``expit(x)`` is ``1 / (1 + exp(−x))`` with the C library's ``exp``, which is numpy's float64 ``exp`` on a
+    CPU without AVX-512 (with AVX-512 numpy uses its own, within an ulp); ``y · (1/q) = y/q`` for y = ±1; and
+    negating every term of a sum negates the sum exactly."""
     m = Xt @ w
+    _logistic_weights(m, y)
+    G = m @ Xt
+    np.negative(G, out=G)
+    return G
+
+
+def _logistic_weights(m: np.ndarray, y: np.ndarray) -> None:
+    """In place: the margins ``m = x̃ w`` ↦ ``y σ(−y m)`` = ``y / (1 + exp(clip(y m, ±500)))`` (:func:`gradient_sum`)."""
     m *= y
     np.maximum(m, -500.0, out=m)  # clip to [-500, 500]
     np.minimum(m, 500.0, out=m)
-    np.negative(m, out=m)
-    expit(m, out=m)
-    m *= y
-    np.negative(m, out=m)
-    return m @ Xt
+    np.exp(m, out=m)
+    m += 1.0
+    np.divide(y, m, out=m)
+
+
+def gradient_sums(Xts, y: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """Every node's :func:`gradient_sum` at once: row i is ``gradient_sum(Xts[i], y_i, W[i])``, ``y`` the nodes'
+    labels concatenated in node order. The same numbers: each node's two products are its own (the same BLAS
+    calls on its own rows), only the elementwise steps between them run once on the concatenated margins."""
+    m = np.empty(len(y))
+    G = np.empty(W.shape)
+    a = 0
+    for Xt, w in zip(Xts, W):
+        np.matmul(Xt, w, out=m[a:a + Xt.shape[0]])
+        a += Xt.shape[0]
+    _logistic_weights(m, y)
+    a = 0
+    for i, Xt in enumerate(Xts):
+        np.matmul(m[a:a + Xt.shape[0]], Xt, out=G[i])
+        a += Xt.shape[0]
+    np.negative(G, out=G)
+    return G
 
 
 def gradient_release(name: str, round_: int, Xt: np.ndarray, y: np.ndarray, row_clip: float, w: np.ndarray,
@@ -99,3 +126,23 @@ def gradient_release(name: str, round_: int, Xt: np.ndarray, y: np.ndarray, row_
     sigma = float(noise_multiplier) * delta
     noisy = G + sigma * rng.standard_normal(G.shape[0])
     return noisy, [GaussianRelease(name, int(round_), delta, sigma, RECORD_REPLACE)]
+
+
+def gradient_releases(names, round_: int, Xts, y: np.ndarray, row_clip: float, W: np.ndarray,
+                      noise_multiplier: float, rngs):
+    """Every node's :func:`gradient_release` at once (the in-process simulation's stacked round,
+    :mod:`.batch`): node i's release is ``gradient_release(names[i], round_, Xts[i], y_i, row_clip, W[i],
+    noise_multiplier, rngs[i])`` to the bit — its own sum on its own rows (:func:`gradient_sums`, ``y`` the
+    nodes' labels concatenated), its own noise from its own generator, its own event. Returns ``(G̃, events)``:
+    G̃ (N, d + 1), events[i] node i's list."""
+    G = gradient_sums(Xts, y, W)
+    if noise_multiplier <= 0:
+        return G, [[] for _ in names]
+    delta = gradient_sensitivity(row_clip)
+    sigma = float(noise_multiplier) * delta
+    Z = np.empty(G.shape)
+    for z, rng in zip(Z, rngs):
+        rng.standard_normal(out=z)
+    G += sigma * Z
+    r = int(round_)
+    return G, [[GaussianRelease(name, r, delta, sigma, RECORD_REPLACE)] for name in names]

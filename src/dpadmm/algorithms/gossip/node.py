@@ -340,12 +340,18 @@ def router_step(cfg: RouterConfig, state: RouterState, outboxes: Mapping[str, An
         lo, hi = mech.bounds_from_bracket(a, b)
         st = state._replace(round=t, a=a, b=b, lo=lo, hi=hi)
         return st, {nm: GossipInbox(t, np.zeros(d + 1), lo, hi, st.intercept0) for nm in cfg.names}, []
-    F = np.stack([np.asarray(outboxes[nm].w, dtype=np.float64) for nm in cfg.names])
+    F = np.array([np.asarray(outboxes[nm].w, dtype=np.float64) for nm in cfg.names], dtype=np.float64)
     S = neighbour_sums(cfg, F)
-    change = float(np.max(np.linalg.norm(F - state.F, axis=1)))
+    D = F - state.F
+    D *= D
+    # max_i ‖F_i − F_i(prev)‖: numpy's norm is sqrt(add.reduce(x·x)) and sqrt commutes with max (monotone, correctly
+    # rounded); the mean broadcast is numpy's mean, add.reduce / N — the same numbers without the wrappers' cost
+    change = math.sqrt(float(np.add.reduce(D, axis=1).max()))
     inboxes = {nm: GossipInbox(t, S[k], state.lo, state.hi, state.intercept0) for k, nm in enumerate(cfg.names)}
     avg = state.avg if cfg.average_from is None else tail_mean(state.avg, F, len(state.path) - cfg.average_from)
-    return state._replace(round=t, F=F, change=change, path=state.path + (F.mean(axis=0),), avg=avg), inboxes, []
+    mean = np.add.reduce(F, axis=0)
+    mean /= len(F)
+    return state._replace(round=t, F=F, change=change, path=state.path + (mean,), avg=avg), inboxes, []
 
 
 def router_metrics(cfg: RouterConfig, state: RouterState, diagnostics: Mapping[str, dict]) -> dict:

@@ -26,6 +26,7 @@ import time
 import numpy as np
 from sklearn.metrics import log_loss
 
+from dpadmm.algorithms.encrypted import combine as ec
 from dpadmm.algorithms.experts.alone import label_party_alone_proba
 from dpadmm.data import load_a9a, partition_columns
 from dpadmm.estimators.vertical_encrypted import VerticalEncryptedClassifier
@@ -72,7 +73,7 @@ def main(argv=None):
     ap.add_argument("--label-epsilon", type=float, default=1.0)
     ap.add_argument("--rows", type=int, default=None, help="replicate a9a's training rows to this many (cost at scale)")
     ap.add_argument("--parties", default="66,57", help="column counts of the parties, the label party's first")
-    ap.add_argument("--combine", choices=("choose", "stacked", "joint"), default="choose")
+    ap.add_argument("--combine", choices=ec.COMBINE_MODES, default=ec.DEFAULT_COMBINE)
     ap.add_argument("--no-experts", action="store_true")
     ap.add_argument("--plaintext", action="store_true", help="the HE layer replaced by plaintext arithmetic (same "
                     "numbers, no cost measurement)")

@@ -42,8 +42,11 @@ from private_utility.vertical import (  # noqa: E402 - the benchmark folder is n
 )
 
 from dpadmm.algorithms.encrypted import combine as ec  # noqa: E402
+from dpadmm.algorithms.encrypted import he  # noqa: E402
+from dpadmm.algorithms.encrypted.party import BLOCK_BITS  # noqa: E402
+from dpadmm.data.prepare import clip_rows  # noqa: E402
 from dpadmm.backends.base import party_rng  # noqa: E402
-from dpadmm.estimators.vertical_encrypted import VerticalEncryptedClassifier  # noqa: E402
+from dpadmm.estimators.vertical_encrypted import WEIGHT_BOUND, VerticalEncryptedClassifier  # noqa: E402
 from dpadmm.estimators.vertical_experts import VerticalExpertsClassifier  # noqa: E402
 from dpadmm.experiments.audit_games_encrypted import plaintext_he  # noqa: E402
 
@@ -69,9 +72,9 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--step", type=float, default=None)
     ap.add_argument("--epsilon", type=float, default=1.0)
-    ap.add_argument("--weight-bound", type=float, default=4.0)
+    ap.add_argument("--weight-bound", type=float, default=WEIGHT_BOUND)
     ap.add_argument("--no-experts", action="store_true")
-    ap.add_argument("--combine", choices=ec.COMBINE_MODES, default="choose")
+    ap.add_argument("--combine", choices=ec.COMBINE_MODES, default=ec.DEFAULT_COMBINE)
     ap.add_argument("--plaintext", action="store_true", help="the HE layer replaced by plaintext arithmetic")
     ap.add_argument("--party-prep", choices=("public", "standardize"), default="public",
                     help="party 2's block: scaled by public bounds (record-safe) or standardised with its own training "
@@ -94,7 +97,8 @@ def main(argv=None):
                                             combine=a.combine).fit([Pc[0]] + S, y)
         enc = log_loss_pm(m.predict_proba([Qc[0]] + St)[:, 1], yt)
         cpu = time.process_time() - c0
-        joint, stacked = copy.copy(m), _stacked(m, [Pc[0]] + S, y, seed)
+        joint = copy.copy(m)
+        stacked, chosen = (_other(m, [Pc[0]] + S, y, seed, mode) for mode in ("stacked", "choose"))
         joint.combination_ = None  # the same fit, its joint score Platt-scaled
         experts = experts_old = None
         if not a.no_experts:
@@ -105,6 +109,7 @@ def main(argv=None):
                           "combination": m.combination_ and m.combination_.facts(),
                           "encrypted_joint": round(log_loss_pm(joint.predict_proba([Qc[0]] + St)[:, 1], yt), 4),
                           "encrypted_stacked": round(log_loss_pm(stacked.predict_proba([Qc[0]] + St)[:, 1], yt), 4),
+                          "encrypted_choose": round(log_loss_pm(chosen.predict_proba([Qc[0]] + St)[:, 1], yt), 4),
                           "experts": experts and round(experts, 4),
                           "experts_public_bounds": experts_old and round(experts_old, 4), "plaintext": a.plaintext,
                           "settings": {"rounds": a.rounds, "step": a.step, "weight_bound": a.weight_bound,
@@ -113,20 +118,18 @@ def main(argv=None):
                           "cost": m.cost_}), flush=True)
 
 
-def _stacked(m, blocks, y, seed: int):
-    """The fitted model with the label party's stacked combination whatever its held-out comparison said (what
-    ``combine="stacked"`` gives from the same fit: the choice is post-processing of it)."""
-    if m.combination_ is None or m.combination_.kind == "stacked":
-        return m
+def _other(m, blocks, y, seed: int, mode: str):
+    """The fitted model with the label party's final model of another ``combine`` mode (post-processing of the same
+    fit: the same held-out rows, logits and generator as the estimator's)."""
     out = copy.copy(m)
     n = blocks[0].shape[0]
     hold = np.sort(np.random.default_rng(seed).permutation(n)[:round(m.calibration * n)])
     train = np.setdiff1d(np.arange(n), hold)
     y_pm = np.where(np.asarray(y) > 0, 1.0, -1.0)
-    others = sum(np.asarray(b[hold] @ w).ravel() for b, w in zip(blocks[1:], m.coefs_[1:]))
+    others = sum(np.asarray(he.quantize(clip_rows(b[hold], float(m.row_clip)), BLOCK_BITS) @ w).ravel()
+                 / float(2 ** BLOCK_BITS) for b, w in zip(blocks[1:], m.coefs_[1:]))
     own = ec.own_model(blocks[0][train], y_pm[train])
-    out.combination_ = ec.choose("stacked", own.logit(blocks[0][hold]), others, y_pm[hold],
-                                 party_rng(seed, len(blocks), 0))
+    out.combination_ = ec.choose(mode, own.logit(blocks[0][hold]), others, y_pm[hold], party_rng(seed, len(blocks), 0))
     return out
 
 

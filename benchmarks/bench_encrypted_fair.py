@@ -2,13 +2,15 @@
 yrs_married, party 2 children, religious, educ, occupation, occupation_husb — columns that say things jointly, where
 the experts protocol loses to the label party alone), against the label party alone and experts, ε = 1 both sides.
 
-    python benchmarks/bench_encrypted_fair.py [--seeds 0 1 2] [--rounds T] [--step S] [--combine choose|stacked|joint]
+    python benchmarks/bench_encrypted_fair.py [--seeds 0 1 2] [--rounds T] [--step S] [--combine weighted|choose|stacked|joint]
+        [--weight-bound W]
     python benchmarks/bench_encrypted_fair.py --plaintext   # the same arithmetic without encryption (numbers only)
 
-``encrypted`` is the fit's default final model (``combine="choose"``: the joint scores of party 2 stacked with the
-label party's own model on its held-out rows, or its own model); ``encrypted_joint`` the same fit's joint score
-Platt-scaled; ``encrypted_stacked`` the stacked model whatever the held-out comparison says (``combine="stacked"``,
-from the same fit: post-processing). ``experts`` runs today's defaults (DP column bounds on party 2's raw columns,
+``encrypted`` is the fit's default final model (``combine="weighted"``: the label party's own model plus party 2's
+joint score with one non-negative weight fitted on its held-out rows, or the stacked fit if better there by two
+standard errors); ``encrypted_joint`` the same fit's joint score Platt-scaled; ``encrypted_stacked`` the stacked
+model whatever the held-out comparison says (``combine="stacked"``) and ``encrypted_choose`` the default before
+(``combine="choose"``: the stacked model or the label party's own model), from the same fit: post-processing. ``experts`` runs today's defaults (DP column bounds on party 2's raw columns,
 the label party's held-out choice) on the raw blocks, ε = 1 both sides.
 
 Preparation as in ``benchmarks/private_utility/vertical.py``: the label party standardises its own block (it never
@@ -50,19 +52,28 @@ from dpadmm.estimators.vertical_encrypted import WEIGHT_BOUND, VerticalEncrypted
 from dpadmm.estimators.vertical_experts import VerticalExpertsClassifier  # noqa: E402
 from dpadmm.experiments.audit_games_encrypted import plaintext_he  # noqa: E402
 
-#: measured 2026-11-26 on this machine (2 shared cores, load 4-6), ε = 1 each side, δ = 1e-5; test log loss.
-#: ``encrypted``: the default final model (combine="choose": kept the label party's own model on every seed, its
-#: 446 held-out rows cannot tell the stacked model's gain); ``stacked`` / ``joint``: the same fits' other final models
+#: measured on this machine (2 shared cores), ε = 1 each side, δ = 1e-5; test log loss. Today's defaults (W = 2,
+#: combine="weighted": the label party's own model plus party 2's score with one non-negative weight; chosen on
+#: three other tables, benchmarks/bench_encrypted_tables.py), one run 2026-11-27 02:51-03:00 UTC with sf-heu; the
+#: "same fits" rows are post-processing of those fits. Before (W = 4, combine="choose"), 2026-11-26 23:08-23:15 UTC.
 RESULTS: dict = {
     "label party alone": 0.5488, "non-private joint, same preparation": 0.5447,
-    "encrypted without noise (W = 4, plaintext layer, seed 0)": {"stacked": 0.5402, "joint": 0.5466, "choose": 0.5488},
-    "encrypted, defaults (40 rounds, W = 4)": {0: 0.5488, 1: 0.5488, 2: 0.5488, "mean": 0.5488},
-    "same fits, stacked": {0: 0.5497, 1: 0.5527, 2: 0.5448, "mean": 0.5491},
-    "same fits, joint score": {0: 0.5592, 1: 0.5638, 2: 0.5595, "mean": 0.5608},
-    "--weight-bound 1, stacked": {0: 0.5466, 1: 0.5484, 2: 0.5437, "mean": 0.5462},
-    "--weight-bound 1, joint score": {0: 0.5516, 1: 0.5590, 2: 0.5487, "mean": 0.5531},
+    "encrypted, defaults (40 rounds, W = 2, combine='weighted'; kept 'weighted' on every seed)":
+        {0: 0.5468, 1: 0.5495, 2: 0.5417, "mean": 0.5460},
+    "same fits, combine='choose' (the default before; its own model on every seed)":
+        {0: 0.5488, 1: 0.5488, 2: 0.5488, "mean": 0.5488},
+    "same fits, stacked": {0: 0.5479, 1: 0.5505, 2: 0.5430, "mean": 0.5471},
+    "same fits, joint score": {0: 0.5524, 1: 0.5537, 2: 0.5509, "mean": 0.5523},
     "experts, today's defaults (features and labels at ε = 1)": {0: 0.5488, 1: 0.5488, 2: 0.5488},
-    "cpu_seconds_per_fit": "60-70 (n = 4,456, 40 rounds)",
+    "cpu_seconds_per_fit": "74-79 (n = 4,456, 40 rounds, load 5-7)",
+    "before 2026-11-27 (W = 4, combine='choose')": {
+        "encrypted without noise (W = 4, plaintext layer, seed 0)": {"stacked": 0.5402, "joint": 0.5466, "choose": 0.5488},
+        "defaults then": {0: 0.5488, 1: 0.5488, 2: 0.5488, "mean": 0.5488},
+        "same fits, stacked": {0: 0.5497, 1: 0.5527, 2: 0.5448, "mean": 0.5491},
+        "same fits, joint score": {0: 0.5592, 1: 0.5638, 2: 0.5595, "mean": 0.5608},
+        "--weight-bound 1, stacked": {0: 0.5466, 1: 0.5484, 2: 0.5437, "mean": 0.5462},
+        "--weight-bound 1, joint score": {0: 0.5516, 1: 0.5590, 2: 0.5487, "mean": 0.5531},
+    },
 }
 
 

@@ -8,8 +8,8 @@ every residual party m's gradient is computed from, so w₀ has to be post-proce
 Without any noise its Platt-scaled score reaches 0.3393 on a9a (with ε = 1 each side 0.3416): the model, not the
 noise, is the limit. The label party's own logistic model on its own standardised columns, exact labels, is held
 back by none of this (0.3500 alone). The other parties' scores ``Σ_m s_m``, however, were learned jointly: what party
-m's columns add given the label party's. Stacked, on a9a at ε = 1 each side: 0.3282 (3 seeds; the experts protocol
-0.3343 in the same run; BENCHMARKS.md, "The encrypted vertical protocol").
+m's columns add given the label party's. Stacked, on a9a at ε = 1 each side: 0.3282 (3 seeds, W = 4; the experts
+protocol 0.3343 in the same run; BENCHMARKS.md, "The encrypted vertical protocol"); with today's defaults 0.3289.
 
 So at the end the label party does what it may do with its own data (as in the experts protocol,
 :mod:`dpadmm.algorithms.experts.calibrate`): on its held-out rows — excluded from the joint fit; their labels are
@@ -40,7 +40,9 @@ b fitted on the held-out rows (μ the score's held-out mean, no label used), by 
 (Breiman's non-negative stacking, 1996: a score learned jointly to predict the label should not count against it;
 b = 0 is exactly the label party alone — about one parameter's worth of overfitting, 1/(2·446) ≈ 0.001 in log loss
 on ``fair``, against the stacked fit's three). The stacked fit replaces it only if better by two standard errors in
-5-fold cross-validation there (on a9a's 3,256 held-out rows it can be; on a few hundred it seldom is).
+5-fold cross-validation there (on a9a's 3,256 held-out rows it was on two seeds of three; on a few hundred it
+seldom is). ``fair`` at ε = 1 each side, seeds 0-2: 0.5468, 0.5495, 0.5417 (mean 0.5460; the label party alone
+0.5488, which the old default returned on every seed).
 
 How it was chosen: on three tables whose columns overlap across parties, neither ``fair`` nor a9a
 (``benchmarks/bench_encrypted_tables.py``: doctorvisits, nmes, benefits), plaintext-layer fits at ε ∈ {0.5, 1, 3}

@@ -51,6 +51,7 @@ from dpadmm.algorithms.encrypted import combine as ec  # noqa: E402
 from dpadmm.algorithms.encrypted import he  # noqa: E402
 from dpadmm.algorithms.encrypted.party import BLOCK_BITS  # noqa: E402
 from dpadmm.data.prepare import clip_rows  # noqa: E402
+from dpadmm.algorithms.experts import calibrate as xc  # noqa: E402
 from dpadmm.algorithms.experts.alone import label_party_alone_proba  # noqa: E402
 from dpadmm.backends.base import party_rng  # noqa: E402
 from dpadmm.estimators.vertical_encrypted import WEIGHT_BOUND, VerticalEncryptedClassifier  # noqa: E402
@@ -158,6 +159,67 @@ def rule_losses(a: dict, yt, seed: int, n_blocks: int = 2) -> dict:
     return out
 
 
+def _ll(s, y) -> float:
+    return float(np.mean(np.logaddexp(0.0, -y * s)))
+
+
+def _weight(own, centred, y) -> tuple[float, float]:
+    """The free (unconstrained) maximum-likelihood weight b of ``own + b·centred`` and its Fisher information."""
+    b = 0.0
+    for _ in range(100):
+        p = 1.0 / (1.0 + np.exp(-np.clip(y * (own + b * centred), -50, 50)))
+        g, h = float(np.sum(y * (1.0 - p) * centred)), float(np.sum(p * (1.0 - p) * centred ** 2))
+        if h <= 0:
+            break
+        b += g / h
+        if abs(g / h) < 1e-12:
+            break
+    return b, h
+
+
+def candidate_rules(a: dict, yt, seed: int) -> dict:
+    """Test log loss of the final-model rules compared in BENCHMARKS.md (the exploration before the default was
+    chosen), from one fit's logits (:func:`logits`): the label party's own model alone; ``choose`` and ``stacked``
+    (:mod:`dpadmm.algorithms.encrypted.combine`); the free intercept and weight ``own + c + b·s``; the free weight
+    ``own + b·(s − μ)``; that weight shrunk by James–Stein, ``b·(1 − 1/z²)₊``; AIC on the held-out rows among the
+    own model (0 parameters), the non-negative weight (1) and the stacked fit (3); ``weighted`` (the default)."""
+    oh, sh, yh, ot, st = a["own_hold"], a["others_hold"], a["y_hold"], a["own_test"], a["others_test"]
+    out = {"alone": _ll(ot, yt)}
+    for mode in ("choose", "stacked", "weighted"):
+        c, wa, wb = ec.choose(mode, oh, sh, yh, party_rng(seed, 2, 0)).weights
+        out[mode] = _ll(c + wa * ot + wb * st, yt)
+    c2, b2 = _offset_fit(oh, sh, yh)  # intercept and weight, the own model as an offset
+    out["own + c + b·s"] = _ll(ot + c2 + b2 * st, yt)
+    mu = float(np.mean(sh))
+    b, info = _weight(oh, sh - mu, yh)
+    out["own + b·(s − μ), b free"] = _ll(ot + b * (st - mu), yt)
+    shrink = max(0.0, 1.0 - 1.0 / (b * b * info)) if b and info > 0 else 0.0
+    out["James–Stein-shrunk weight"] = _ll(ot + shrink * b * (st - mu), yt)
+    bn = ec.nonnegative_weight(oh, sh - mu, yh)
+    w3 = xc.fit_stack(np.column_stack([oh, sh]), yh)
+    aic = {"alone": 2 * len(yh) * _ll(oh, yh),
+           "weight": 2 * len(yh) * _ll(oh + bn * (sh - mu), yh) + 2 * (bn > 0),
+           "stacked": 2 * len(yh) * _ll(w3[0] + w3[1] * oh + w3[2] * sh, yh) + 6}
+    kept = min(aic, key=aic.get)
+    out["AIC own/weight/stacked"] = {"alone": out["alone"], "weight": _ll(ot + bn * (st - mu), yt),
+                                     "stacked": _ll(w3[0] + w3[1] * ot + w3[2] * st, yt)}[kept]
+    return out
+
+
+def _offset_fit(own, s, y) -> tuple[float, float]:
+    """Maximum likelihood (c, b) of ``own + c + b·s`` (Newton)."""
+    A, w = np.column_stack([np.ones(len(y)), s]), np.zeros(2)
+    for _ in range(100):
+        p = 1.0 / (1.0 + np.exp(-np.clip(y * (own + A @ w), -50, 50)))
+        g = A.T @ (y * (1.0 - p))
+        H = (A * (p * (1.0 - p))[:, None]).T @ A + 1e-9 * np.eye(2)
+        step = np.linalg.solve(H, g)
+        w += step
+        if float(np.abs(step).max()) < 1e-10:
+            break
+    return float(w[0]), float(w[1])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--tables", nargs="+", choices=TABLES, default=["doctorvisits", "nmes", "benefits"])
@@ -166,6 +228,7 @@ def main(argv=None):
     ap.add_argument("--weight-bound", nargs="+", default=[str(WEIGHT_BOUND)], help="W values to fit with")
     ap.add_argument("--calibration", type=float, default=0.1, help="the share of held-out rows")
     ap.add_argument("--plaintext", action="store_true", help="the HE layer replaced by plaintext arithmetic")
+    ap.add_argument("--candidates", action="store_true", help="also every rule of the exploration (BENCHMARKS.md)")
     ap.add_argument("--save", default=None, help="a folder for the logits of every fit (npz)")
     a = ap.parse_args(argv)
     for name in a.tables:
@@ -189,6 +252,8 @@ def main(argv=None):
                     np.savez(os.path.join(a.save, f"{name}_W{wb}_s{seed}.npz"), y_test=yt, **arr)
                 print(json.dumps({"table": name, "weight_bound": wb, "seed": seed, "default": round(default, 4),
                     **{k: round(v, 4) for k, v in rule_losses(arr, yt, seed).items()},
+                    **({"candidates": {k: round(v, 4) for k, v in candidate_rules(arr, yt, seed).items()}}
+                       if a.candidates else {}),
                     "combination": m.combination_ and m.combination_.facts(),
                     "cpu_seconds": round(time.process_time() - c0, 1), "plaintext": a.plaintext}), flush=True)
 

@@ -53,7 +53,8 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
                      "label_party_alone": {f"test_{k}": v for k, v in _classifier_metrics(p, data.y_test).items()}}
     metrics = {"config": {"protocol": "encrypted", "rounds": T, "lam": model.lam, "step": model.step,
                           "epsilon": epsilon, "label_epsilon": label_epsilon, "delta": delta, "prepare": how,
-                          "row_clip": model.row_clip, "seed": seed, "he": f"Okamoto-Uchiyama {he.KEY_BITS}-bit (sf-heu)",
+                          "row_clip": model.row_clip, "weight_bound": model.weight_bound, "combine": model.combine,
+                          "seed": seed, "he": f"Okamoto-Uchiyama {he.KEY_BITS}-bit (sf-heu)",
                           "party_sizes": [int(B.shape[1]) for B in train]},
                "final": final, "baselines": baselines, "privacy": _json_inf(model.privacy_)}
     line = (f"encrypted ({forward} forward pass): label party + {len(train) - 1} part{'y' if len(train) == 2 else 'ies'}, "
@@ -62,10 +63,12 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
         line += f"  test log loss: {final['test_log_loss']:.4f}  accuracy: {final['test_accuracy']:.4f}"
     console.print(line)
     if cal is not None:
+        kept = {"stacked": "the parties' joint scores stacked with its own model (better by two standard errors)",
+                "weighted": f"its own model plus the parties' joint score with weight {cal.weights[2]:.3g}",
+                "own model": "its own model (the parties' joint score got weight 0)"}[cal.kind]
         console.print(f"final model, chosen on {cal.heldout_rows} of the label party's own held-out training rows: "
-                      + ("the parties' joint scores stacked with its own model" if cal.kind == "stacked" else
-                         "its own model (the stacked one did not beat it by two standard errors)")
-                      + f"; held-out log loss own {cal.loss_own:.4f}, stacked {cal.loss_stacked:.4f}", soft_wrap=True)
+                      f"{kept}; cross-validated held-out log loss {cal.loss_own:.4f}, stacked {cal.loss_stacked:.4f}",
+                      soft_wrap=True)
     if baselines:
         console.print(f"baselines (test log loss): base rate {baselines['base_rate']['test_log_loss']:.4f}, "
                       f"label party alone {baselines['label_party_alone']['test_log_loss']:.4f}")

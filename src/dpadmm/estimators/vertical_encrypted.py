@@ -31,6 +31,13 @@ from ..algorithms.encrypted.report import (FORWARD_ENCRYPTED, FORWARD_NOT_PROTEC
                                            encrypted_report)
 
 
+#: the default weight bound W = W₀ (forward="encrypted"): the best or tied of W ∈ {0.5, 1, 2, 4, 8} on three tables
+#: other than fair and a9a at ε ∈ {0.5, 1, 3} (``benchmarks/bench_encrypted_tables.py``); smaller W means smaller
+#: sensitivities (2R·G and 2√2·R₀·R·W grow with it) and scores where the Taylor residual stays close to the logistic
+#: one, larger W a larger model — without noise 2 and 4 gave the same (BENCHMARKS.md). A public constant: no data.
+WEIGHT_BOUND = 2.0
+
+
 class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
     """Vertical logistic regression, one joint model; gradients under OU encryption with DP noise on both sides.
 
@@ -48,14 +55,17 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
         n rows are held out of the fit, scored by the parties as new records, for the label party's final model:
         ``combine``).
     weight_bound : W = W₀, the projection radius of every party's weights (forward="encrypted"; the sensitivities'
-        premise |s| ≤ R·W).
+        premise |s| ≤ R·W). Default 2 (:data:`WEIGHT_BOUND`; 4 before 2026-11-27): a public constant, chosen on
+        tables other than the ones it is reported on (BENCHMARKS.md, "The encrypted vertical protocol").
     row_clip : R, every party's row clip (the sensitivities' premise).
     combine : forward="encrypted": the label party's final model (:mod:`dpadmm.algorithms.encrypted.combine`;
-        post-processing at the label party, no ε): ``"choose"`` (default) — on its held-out rows, the other
-        parties' scores stacked with its OWN model (its own columns standardised, exact labels; it never leaves it),
-        kept only if better by cross-validation there, else its own model; ``"stacked"`` — that stacked model
-        always; ``"joint"`` — the joint score Platt-scaled. ``combination_`` says which was kept (``None``: the
-        joint model, also when fewer than 200 rows are held out).
+        post-processing at the label party, no ε): ``"weighted"`` (default) — on its held-out rows, its OWN model
+        (its own columns standardised, exact labels; it never leaves it) plus the other parties' score with one
+        non-negative weight, or the stacked fit ``c + a·own + b·Σ scores`` if better there by two standard errors
+        of a 5-fold cross-validation; ``"choose"`` (the default before) — the stacked fit if better than its own
+        model alone by that test, else its own model; ``"stacked"`` — the stacked fit always; ``"joint"`` — the
+        joint score Platt-scaled. ``combination_`` says which was kept (``None``: the joint model, also when fewer
+        than 200 rows are held out).
     random_state : ``None``: party-local noise; an int: a seeded simulation.
     """
 
@@ -64,8 +74,8 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, epsilon: float | None = None, label_epsilon: float | None = None, delta: float = 1e-5,
                  rounds: int | None = None, step: float | None = None, lam: float = 1e-4, row_clip: float = 1.0,
-                 forward: str = "encrypted", momentum: float | None = None, weight_bound: float = 4.0,
-                 calibration: float = 0.1, random_state=None, combine: str = "choose"):
+                 forward: str = "encrypted", momentum: float | None = None, weight_bound: float = WEIGHT_BOUND,
+                 calibration: float = 0.1, random_state=None, combine: str = ec.DEFAULT_COMBINE):
         self.epsilon, self.label_epsilon, self.delta = epsilon, label_epsilon, delta
         self.rounds, self.step, self.lam, self.row_clip, self.random_state = rounds, step, lam, row_clip, random_state
         self.forward, self.momentum, self.weight_bound, self.calibration = forward, momentum, weight_bound, calibration

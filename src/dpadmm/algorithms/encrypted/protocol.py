@@ -29,8 +29,9 @@ second-order expansion at s = 0; weights projected on ‖w_m‖ ≤ W, ‖w₀�
   backward  Enc_0(D̂_mᵀ(ĝ₀ + s_m/4) + ξ_m)                 party m: the Taylor residual's own part in the clear
   open      γ_m = D̂_mᵀg + ξ_m + η_m as above;  γ₀ = A₀ᵀĝ₀ + η₀ + (A₀ᵀs_m + ζ)/4
   calibrate after the fit, on held-out rows (not training rows), party m's logits on them requested as NEW records
-            (``logit``): the label party's final model (:mod:`.combine`) — those logits stacked with its OWN model
-            (its columns, exact labels; it never leaves it), or its own model, chosen there by cross-validation;
+            (``logit``): the label party's final model (:mod:`.combine`) — its OWN model (its columns, exact
+            labels; it never leaves it) plus those logits with one non-negative weight fitted there, or stacked
+            with it if better by cross-validation there;
             or (``combine="joint"``, or < 200 held-out rows) a two-parameter logistic fit a·s + b of the joint score.
             Post-processing at the label party: nothing is sent, no ε on either side (a warm start from its own
             model would not be: :mod:`.combine`)

@@ -82,6 +82,7 @@ def test_help_fits_on_a_screenful_and_keeps_every_option(command):
     assert sum(1 for ln in lines if ln.startswith("╭─")) >= 3  # options grouped in panels
 
 
+@pytest.mark.slow  # ~3 CPU-seconds: the default suite stays under 3 CPU-minutes (CI runs the slow suite too)
 def test_resume_of_a_completed_run_says_so(a9a_small, tmp_path, capsys):
     B, y, Bt, yt = a9a_small
     dump_svmlight_file(np.hstack(B), y, str(tmp_path / "train.svm"), zero_based=False)

@@ -199,6 +199,7 @@ def test_sgd_baseline_learns(a9a_small):
     assert (m.predict(Bt) == yt).mean() > 0.8
 
 
+@pytest.mark.slow  # ~3 CPU-seconds: the default suite stays under 3 CPU-minutes (CI runs the slow suite too)
 @pytest.mark.filterwarnings("ignore::FutureWarning", "ignore::UserWarning")
 def test_penalties_l1_elasticnet_sparsify(a9a_small):
     B, y, _, _ = a9a_small

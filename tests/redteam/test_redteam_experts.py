@@ -317,6 +317,7 @@ def test_audit_of_the_coefficient_a_served_party_releases(tmp_path, monkeypatch)
     assert planted > eps
 
 
+@pytest.mark.slow  # ~3 CPU-seconds: the default suite stays under 3 CPU-minutes (CI runs the slow suite too)
 def test_l1_the_party_module_imports_on_its_own():
     """L1 (low): ``import dpadmm.algorithms.vertical_experts_party`` first failed (circular import with the protocol's
     declaration), e.g. for a party process or a script that imports it before anything else."""

@@ -447,6 +447,7 @@ CLI_BASE = ["vertical", "--parties", "66,57", "--rho", "0.3", "--noise-scale", "
             "--normalize-rows", "--quiet", "--seed", "3", "--monitor"]
 
 
+@pytest.mark.slow  # ~3 CPU-seconds: the default suite stays under 3 CPU-minutes (CI runs the slow suite too)
 def test_cli_process_backend_transcript_checkpoint_resume(tmp_path, small_libsvm):
     """--backend process + --transcript + --checkpoint-every, then --resume continues a shorter run to
     exactly the objective of an uninterrupted longer one (noise given as σ, so T does not change it)."""

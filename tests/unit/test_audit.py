@@ -76,6 +76,7 @@ def test_audit_zhang_pp_consistent_with_theorem():
     assert 0 <= r.epsilon_lower_bound <= r.epsilon_claimed
 
 
+@pytest.mark.slow  # ~3.5 CPU-seconds (10⁵ samples a side): the default suite stays under 3 CPU-minutes
 def test_audit_zhou_accepts_real_and_catches_broken():
     from dpadmm.experiments.audit import _zhou_fdp
 

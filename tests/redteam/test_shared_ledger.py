@@ -129,6 +129,7 @@ def assert_ledger(ledgers, train, releases: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # waits on server processes' exits: CI runs it alone, after the two-worker run
 def test_fit_fit_second_server_on_the_same_out_restart_fit(tmp_path, train, new):
     """The README's experts recipe's shape: the fit server, then a second server (its training file and a file of
     new records) on its --out."""
@@ -158,6 +159,7 @@ def test_fit_fit_second_server_on_the_same_out_restart_fit(tmp_path, train, new)
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # waits on server processes' exits: CI runs it alone, after the two-worker run
 def test_kill_9_mid_run_keeps_every_charged_release(tmp_path, train):
     ledgers, out = tmp_path / "ledgers", tmp_path / "out"
     cap = eps(5) * 1.01
@@ -179,6 +181,7 @@ def test_kill_9_mid_run_keeps_every_charged_release(tmp_path, train):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # waits on server processes' exits: CI runs it alone, after the two-worker run
 def test_two_outs_of_one_training_file_share_one_budget(tmp_path, train):
     """Two fit servers of the same bytes (one a copy under another name) with two --out directories, both live."""
     ledgers = tmp_path / "ledgers"

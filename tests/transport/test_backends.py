@@ -569,7 +569,7 @@ HOSTILE_RAY_CASES = (
 
 @pytest.mark.slow
 @pytest.mark.ray
-@pytest.mark.xdist_group("heavy-b")  # CI runs the slow suite on two workers: the longest tests first, split in two
+@pytest.mark.serial  # the Ray suite asserts deadlines (a dead party named within 20 s): CI runs it alone
 def test_ray_suite_in_loopback_namespace():
     """Run this module's Ray tests (and the hostile-Setup test's Ray parties, :data:`HOSTILE_RAY_CASES`) inside new
     network + PID namespaces (``unshare -n -p -f --mount-proc``): only ``lo`` exists, so no traffic can leave

@@ -69,7 +69,10 @@ class Server:
                 *sum((["--data", f"{k}={v}"] for k, v in data.items()), [])]
         env = dict(os.environ, PYTHONPATH=SRC)
         with open(self.log, "w") as fh:
-            self.proc = subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, env=env)
+            # SIGINT as an operator's terminal has it: a test run started in the background by a non-interactive shell
+            # ignores SIGINT, and the server would inherit that and never see the Ctrl-C that stop() sends
+            self.proc = subprocess.Popen(args, stdout=fh, stderr=subprocess.STDOUT, env=env,
+                                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             text = self.log.read_text()

@@ -5,7 +5,9 @@ the estimators handed their runs to :mod:`dpadmm.fit`; a refactor that moves cod
 noise multiplier, history value and privacy report as it was (to 1e-12). The ``experts`` entry was re-recorded for
 issue 27 (each party's DP column range, the label party's own standardisation and its held-out choice change its
 numbers on purpose), and the ``consensus_gossip`` entry too (the public round schedule, the tail mean of the
-broadcasts and the noise calibration at the exact GDP multiplier change its numbers on purpose), and the ``encrypted_clear``
+broadcasts and the noise calibration at the exact GDP multiplier change its numbers on purpose; re-recorded once
+more when a noisy release's logistic weights took their exponential in single precision and the nodes' prepared
+rows went column-major — a change of about 10⁻⁸ relative, far below the noise), and the ``encrypted_clear``
 entry for issue 28 (three new keys, every value as before: ``combination_`` and ``own_model_`` ``None`` and the
 report's ``combination`` ``"joint"`` — the label party's final model exists with the encrypted forward pass only)."""
 

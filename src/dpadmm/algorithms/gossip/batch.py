@@ -88,9 +88,10 @@ def nodes_step(cfgs, states, inboxes, rngs):
     V0 = np.array([st.v for st in states])
     _, names, y, degree = _stacked(cfgs)
     w_mix = gossip_mix(W0, S, degree, c0.max_degree)
-    G, events = mech.gradient_releases(names, r + 1, [st.Xt for st in states], y, c0.row_clip, w_mix,
+    Xts = [mech.column_major(st.Xt) for st in states]
+    G, events = mech.gradient_releases(names, r + 1, Xts, y, c0.row_clip, w_mix,
                                        c0.noise_multiplier, rngs)
     W, V = heavy_ball(c0, w_mix, V0, G)  # the shared constants (SHARED) are c0's
     avg = tail_mean(None if states[0].avg is None else np.array([st.avg for st in states]), W, s - c0.average_from)
-    return [(NodeState(r + 1, W[i], V[i], st.lo, st.hi, st.Xt, None if avg is None else avg[i]), ModelBroadcast(W[i]),
+    return [(NodeState(r + 1, W[i], V[i], st.lo, st.hi, Xts[i], None if avg is None else avg[i]), ModelBroadcast(W[i]),
              events[i]) for i, st in enumerate(states)]

@@ -182,10 +182,11 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
     if S.shape != (d + 1,) or not np.isfinite(S).all():
         raise _refuse(cfg, f"the neighbour sum must be {d + 1} finite numbers")
     if state.lo is not None:
-        lo, hi, Xt = state.lo, state.hi, state.Xt  # fixed at the first gradient round
+        lo, hi, Xt = state.lo, state.hi, mech.column_major(state.Xt)  # fixed at the first gradient round
     else:
         lo, hi = _check_bounds(cfg, *(cfg.bounds if cfg.bounds is not None else (inbox.lo, inbox.hi)))
-        Xt = mech.prepare(cfg.X, lo, hi, cfg.row_clip)  # [column clip, row clip, intercept]: the premises of Δ
+        # [column clip, row clip, intercept]: the premises of Δ; kept column-major for the BLAS products
+        Xt = mech.column_major(mech.prepare(cfg.X, lo, hi, cfg.row_clip))
     w0, v0 = state.w, state.v
     if s == 0:  # every node starts at the same public point: w = 0 with the hub's starting intercept
         b0 = float(inbox.intercept0)

@@ -133,6 +133,24 @@ def test_calibration_never_overspends_the_ledger():
         assert gaussian_epsilon([0.99 * z] * len(sens), 1e-5) > eps * 0.999  # and is not needlessly large
 
 
+def test_calibration_is_the_first_multiplier_on_its_ladder_that_passes():
+    """noise_multiplier_for skips the μ-GDP point's own check (report.py): that point fails the PLD check (its
+    pessimistic discretisation adds a little), and the answer is the first of z·(1 + 10⁻⁶), then ×(1 + 2·10⁻⁶),
+    ×(1 + 4·10⁻⁶), … that passes — the multiplier checking every rung from the GDP point would return."""
+    from dpadmm.algorithms.gossip.schedule import gdp_mu
+
+    for n_cols, T, eps in ((8, 216, 1.0), (18, 130, 1.0), (8, 57, 0.5), (4, 23, 0.5)):
+        sens = ([mech.range_sensitivity(n_cols, labels=True)] + [mech.range_sensitivity(n_cols)] * 13
+                + [mech.gradient_sensitivity(math.sqrt(n_cols))] * T)
+        z, ladder = math.sqrt(len(sens)) / gdp_mu(eps, 1e-5), []
+        assert gaussian_epsilon([(z * s) / s for s in sens], 1e-5) > eps
+        for k in range(12):
+            z *= 1.0 + 1e-6 * 2.0 ** k
+            ladder.append(z)
+        first = next(z for z in ladder if gaussian_epsilon([(z * s) / s for s in sens], 1e-5) <= eps)
+        assert noise_multiplier_for(eps, 1e-5, sens) == first
+
+
 def test_private_fit_reports_the_accountants_epsilon_per_node():
     X, y = _raw(1500)
     m = ConsensusLogisticRegression(epsilon=1.0, n_nodes=3, topology="complete", rounds=10, random_state=3).fit(X, y)

@@ -21,7 +21,7 @@ installed package (``PYTHONPYCACHEPREFIX`` to a temporary folder, one warm-up ru
 * a pooled scikit-learn script: import, ``load_svmlight_file`` of the same two files, standardise + fit
   ``LogisticRegression(C=1e4)``, its test log loss: its fit (CPU) and the whole process (``getrusage``).
 
-Each side runs ``--timing-repeats`` times (default 3), interleaved (CLI, scikit-learn, CLI, …), and every timing
+Each side runs ``--timing-repeats`` times (default 5), interleaved (CLI, scikit-learn, CLI, …), and every timing
 figure is its best over those runs: on a shared machine a single run's CPU seconds move by ±30% or more with the
 other jobs' load, and the best run is the one least disturbed (the same rule for both sides).
 
@@ -190,7 +190,7 @@ class SideBySide:
         self._dir.cleanup()
 
 
-def run(tables, epsilons, seeds, progress=print, timing_repeats: int = 3) -> list[dict]:
+def run(tables, epsilons, seeds, progress=print, timing_repeats: int = 5) -> list[dict]:
     from dpadmm import ConsensusLogisticRegression
 
     rows = []
@@ -289,7 +289,7 @@ def main(argv=None):
     ap.add_argument("--only", nargs="*", default=list(TABLES))
     ap.add_argument("--epsilons", nargs="*", type=float, default=[1.0, 2.0, 5.0])
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--timing-repeats", type=int, default=3,
+    ap.add_argument("--timing-repeats", type=int, default=5,
                     help="runs of each side per timed seed, interleaved; the best of them is reported")
     a = ap.parse_args(argv)
     rows = run(a.only, a.epsilons, a.seeds, timing_repeats=a.timing_repeats)

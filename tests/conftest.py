@@ -7,6 +7,7 @@ import functools
 import hashlib
 import json
 import os
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -180,6 +181,20 @@ def ray_session():
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+def free_ports(k: int) -> list[int]:
+    """``k`` distinct free TCP ports on 127.0.0.1, for servers whose addresses must be known before they start
+    (a node's operator is given its neighbours' addresses). Every probe socket stays open until all are chosen:
+    a port closed before the next probe can be handed out again."""
+    held = [socket.socket() for _ in range(int(k))]
+    try:
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 def make_pki(root, names):

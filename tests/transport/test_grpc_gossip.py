@@ -71,17 +71,11 @@ def test_a_budgeted_node_refuses_a_run_beyond_its_budget(tmp_path):
 
 def _p2p_nodes(tmp_path, n_nodes):
     """One ``NodeService`` per node of a ring, each given its two neighbours' addresses (insecure loopback)."""
-    import socket
-
     from dpadmm.backends.grpc_p2p import NodeService
     from dpadmm.backends.grpc_party import make_server
+    from conftest import free_ports
 
-    ports = {}
-    for i in range(n_nodes):  # fixed ports first: each node's operator is given its neighbours' addresses
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        ports[i] = s.getsockname()[1]
-        s.close()
+    ports = dict(enumerate(free_ports(n_nodes)))  # fixed ports first: each node's operator is given its neighbours'
     servers, services = [], []
     for i in range(n_nodes):
         nbrs = {f"node{j}": f"127.0.0.1:{ports[j]}" for j in {(i - 1) % n_nodes, (i + 1) % n_nodes}}

@@ -199,3 +199,19 @@ def test_party_serve_logs_state_changes_and_refused_handshakes(tmp_path):
     assert "elapsed" not in text and "I1" not in text  # neither a heartbeat nor gRPC's own log lines
     recs = [json.loads(x) for x in (tmp_path / "party1" / "audit.jsonl").read_text().splitlines()]
     assert any(r["method"] == "(TLS handshake)" and r["status"] == "refused" for r in recs)
+
+
+def test_a_second_server_on_a_served_port_is_refused_with_one_line(tmp_path):
+    """gRPC binds with SO_REUSEPORT by default on Linux: a second party server on a port already served bound
+    without an error and the kernel split the connections between the two (a flaky p2p test saw two nodes on one
+    port answer each other's handshakes). Servers now bind without it, and the second one says why it cannot."""
+    provision(["coordinator", "party1", "party2"], tmp_path / "pki")
+    svc, srv, address = _serve(tmp_path, tmp_path / "pki" / "party1")
+    try:
+        other = PartyService(name="party2", protocol=selftest.PROTOCOL, data={}, out=tmp_path / "party2",
+                             allow=("coordinator",))
+        with pytest.raises(InvalidParameterError, match=f"cannot listen on {address}: the address is in use"):
+            make_server(other, address, TLSFiles.load(tls_dir=tmp_path / "pki" / "party2"))
+    finally:
+        srv.stop(0).wait()
+        svc.close()

@@ -20,6 +20,7 @@ from dpadmm.backends.grpc_party import make_server  # noqa: E402
 from dpadmm.backends.grpc_tls import TLSFiles, provision  # noqa: E402
 from dpadmm.data.graphs import adjacency  # noqa: E402
 from dpadmm.exceptions import PartyFailureError  # noqa: E402
+from conftest import free_ports  # noqa: E402
 
 N, T = 4, 6
 EDGES = [(0, 1), (1, 2), (2, 3), (3, 0), (0, 2)]  # node 1 and node 3 are not neighbours
@@ -60,13 +61,8 @@ def nodes(tmp_path):
     names = [f"node{i}" for i in range(N)]
     provision(["coordinator", *names], tmp_path / "pki")
     ports, servers, services = {}, [], {}
-    import socket
-
-    for name in names:  # fixed ports first: each node's operator is given its neighbours' addresses
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        ports[name] = s.getsockname()[1]
-        s.close()
+    # fixed ports first: each node's operator is given its neighbours' addresses
+    ports.update(zip(names, free_ports(len(names))))
     for i, name in enumerate(names):
         nbrs = {f"node{j}": f"127.0.0.1:{ports[f'node{j}']}" for e in EDGES for j in e if i in e and j != i}
         tls = TLSFiles.load(tls_dir=tmp_path / "pki" / name)

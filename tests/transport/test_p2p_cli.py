@@ -6,14 +6,13 @@ TLS. Its numbers equal the in-process run's at the same seed; every node spoke o
 from __future__ import annotations
 
 import json
-import socket
 
 import numpy as np
 import pytest
 
 grpc = pytest.importorskip("grpc")
 
-from conftest import run_cli  # noqa: E402
+from conftest import free_ports, run_cli  # noqa: E402
 from dpadmm.algorithms import consensus_baseline as cb  # noqa: E402
 from dpadmm.algorithms import graph_consensus as gc  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
@@ -49,12 +48,7 @@ def libsvm(tmp_path_factory):
 
 
 def _nodes(pki, tmp_path, neighbours=_ring, **kw):
-    ports = {}
-    for i in range(N):  # each node's operator is given its neighbours' addresses: fixed ports first
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        ports[i] = s.getsockname()[1]
-        s.close()
+    ports = dict(enumerate(free_ports(N)))  # each node's operator is given its neighbours' addresses: fixed first
     servers, services = [], {}
     for i in range(N):
         name = f"node{i}"

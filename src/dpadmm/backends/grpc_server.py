@@ -16,7 +16,7 @@ from ..exceptions import InvalidParameterError
 from ..privacy.policy import PolicyRefusal as _Refused
 from .grpc_ops import unknown_method_handler
 from .grpc_stream import STREAM_METHOD, stream_handler
-from .grpc_wire import CHANNEL_OPTIONS, SERVICE, peer_name
+from .grpc_wire import SERVER_OPTIONS, SERVICE, peer_name
 from .tls_rounds import start_round_server
 
 
@@ -32,6 +32,25 @@ class _WithRounds:
 
     def __getattr__(self, key):
         return getattr(self._server, key)
+
+
+def _bind(server, listen: str, tls, grpc) -> int:
+    """Bind ``server`` (threaded or asyncio) to ``listen``, mutual TLS with ``tls``; the port, or one line saying
+    why not. Without SO_REUSEPORT (:data:`~.grpc_wire.SERVER_OPTIONS`) a port already served is refused here:
+    grpcio raises ``RuntimeError`` ("Failed to bind"), older releases return 0."""
+    try:
+        if tls is None:
+            port = server.add_insecure_port(listen)
+        else:
+            creds = grpc.ssl_server_credentials([(tls.key, tls.cert)], root_certificates=tls.ca,
+                                                require_client_auth=True)
+            port = server.add_secure_port(listen, creds)
+    except RuntimeError:
+        port = 0
+    if port == 0:
+        raise InvalidParameterError(f"cannot listen on {listen}: the address is in use or not this machine's "
+                                    "(give --listen HOST:PORT with a free port)")
+    return port
 
 
 def make_server(service, listen: str, tls=None, *, max_workers: int = 4, rounds: str | None = None):
@@ -62,14 +81,8 @@ def make_server(service, listen: str, tls=None, *, max_workers: int = 4, rounds:
                                                              STREAM_METHOD: stream_handler(service, aio=False)})
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
                          handlers=(handler, unknown_method_handler(service, aio=False)),
-                         options=CHANNEL_OPTIONS, maximum_concurrent_rpcs=None)
-    if tls is None:
-        port = server.add_insecure_port(listen)
-    else:
-        creds = grpc.ssl_server_credentials([(tls.key, tls.cert)], root_certificates=tls.ca, require_client_auth=True)
-        port = server.add_secure_port(listen, creds)
-    if port == 0:
-        raise InvalidParameterError(f"cannot listen on {listen}; is the port in use? (give --listen HOST:PORT)")
+                         options=SERVER_OPTIONS, maximum_concurrent_rpcs=None)
+    port = _bind(server, listen, tls, grpc)
     round_server = start_round_server(service, tls, rounds, listen)
     if round_server is not None:
         server = _WithRounds(server, round_server)
@@ -107,19 +120,12 @@ def serve(service, listen: str, tls=None, *, once: bool = False, ready=None,
         return grpc.unary_unary_rpc_method_handler(call)
 
     async def main():
-        server = grpc.aio.server(options=CHANNEL_OPTIONS)
+        server = grpc.aio.server(options=SERVER_OPTIONS)
         served = {**{m: method(m) for m in service.methods},
                   STREAM_METHOD: stream_handler(service, aio=True)}
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, served),
                                          unknown_method_handler(service, aio=True)))
-        if tls is None:
-            port = server.add_insecure_port(listen)
-        else:
-            creds = grpc.ssl_server_credentials([(tls.key, tls.cert)], root_certificates=tls.ca,
-                                                require_client_auth=True)
-            port = server.add_secure_port(listen, creds)
-        if port == 0:
-            raise InvalidParameterError(f"cannot listen on {listen}; is the port in use? (give --listen HOST:PORT)")
+        port = _bind(server, listen, tls, grpc)
         await server.start()
         try:
             round_server = start_round_server(service, tls, rounds, listen)

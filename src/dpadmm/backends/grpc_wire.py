@@ -14,6 +14,10 @@ STREAM_WINDOW = 16 << 20
 # stream is faster than unary calls)
 CHANNEL_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE),
                    ("grpc.http2.lookahead_bytes", STREAM_WINDOW)]
+#: a party's server: the channel options, and no SO_REUSEPORT (gRPC's default on Linux). With it a second server
+#: bound to a port already served binds without an error and the kernel splits the connections between the two —
+#: a party started twice, or two parties given one port, would answer each other's coordinators at random
+SERVER_OPTIONS = [*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)]
 GRPC_CODES = ("PERMISSION_DENIED", "INVALID_ARGUMENT", "FAILED_PRECONDITION")  # a refusal's status codes
 
 

@@ -43,6 +43,15 @@ release is an argmin, not value + noise, but the first-order condition inverts i
 the exact likelihood ratio of each release; its neighbour messages pull the model to where two misclassified
 canaries have the largest gradient gap. Pure DP: Clopper–Pearson only.
 
+Noisy-gradient gossip (the default private consensus; a neighbour, or the router, is the adversary;
+:mod:`.audit_games_gossip`): one node of degree 1 with declared column bounds (no range rounds: the range counts
+are a separate release, not in this game), R = 4; the canary row is all ones on D and all −1 on D' (label +1, norm
+8 clipped to R), and the neighbour sums put the node's mixed point at ``(0, …, 0, b)`` every round (round 0 by the
+starting intercept, capped at 10), b = −10 and −3 alternating: every margin is b, so the canary moves the gradient
+sum by ``2Rσ(−b)``, 0.970 and 0.925 of ``Δ = 2√(R² + 1)``. The adversary reads each release off the node's
+broadcast by inverting the heavy-ball step exactly; the alternating b makes consecutive rounds' shifts differ, so a
+reused draw leaves a noiseless separating combination.
+
 Encrypted vertical protocol (:mod:`.audit_games_encrypted`): the feature side against the label party (party
 2's record canary at the clip, its weights pushed to the projection's edge, both releases of each round) and the
 label side against party 2 (one flipped label); the protocol's real functions with the HE layer replaced by its
@@ -50,8 +59,9 @@ plaintext equivalent, which a test checks equals sf-heu's decryptions given the 
 
 Plants (all wrap the real step of the canary's party or patch a library function during the run):
 noise × 1/2; the standard-normal draw of one round reused in the next (rescaled by that round's σ);
-the same draw used by two parties in a round; the clipping of what the party receives (vertical) or
-of its scores (functional) skipped; the sensitivity computed from a value the coordinator supplies
+the same draw used by two parties in a round; the clipping of what the party receives (vertical), of its
+scores (functional) or of its rows (gossip) skipped; the gossip node's single-precision logistic weights
+multiplied by 3 (|weight| ≤ 1 is a premise of Δ); the sensitivity computed from a value the coordinator supplies
 at Setup (vertical: the relation constant ``column_change`` = 10⁻³; functional: ``c1`` = 10⁻³ with the
 clip at 1).
 """
@@ -63,20 +73,22 @@ from .audit_games_consensus import consensus_game, consensus_plants
 from .audit_games_encrypted import encrypted_games, encrypted_plants
 from .audit_games_rr import rr_game, rr_plants
 from .audit_games_functional import functional_game, functional_plants, pipeline_game, stats_game, stats_plants
+from .audit_games_gossip import gossip_game, gossip_plants
 from .audit_games_vertical import label_game, label_plants, vertical_game, vertical_plants
 
-__all__ = ["games", "vertical_game", "label_game", "functional_game", "stats_game"]
+__all__ = ["games", "vertical_game", "label_game", "functional_game", "stats_game", "gossip_game"]
 
 
 def games(*, quick: bool = False) -> list[Game]:
     """Every worst-case row: honest first (one per algorithm also on the process backend), then plants."""
-    honest = [vertical_game("feature_column"), vertical_game("record"), label_game(), rr_game(), functional_game(),
-              stats_game("mean"), stats_game("moments"), pipeline_game(), consensus_game()] + encrypted_games()
+    honest = ([vertical_game("feature_column"), vertical_game("record"), label_game(), rr_game(), functional_game(),
+               stats_game("mean"), stats_game("moments"), pipeline_game(), consensus_game(), gossip_game()]
+              + encrypted_games())
     for g in (vertical_game("record", backend="process", tag=" (process backend)"),
               functional_game(backend="process", tag=" (process backend)")):
         honest.append(g)  # the same run count: with fresh OS entropy the bound varies from run to run
     planted = (vertical_plants("record") + [vertical_plants("feature_column")[0]] + label_plants() + rr_plants()
-               + functional_plants() + stats_plants() + consensus_plants() + encrypted_plants())
+               + functional_plants() + stats_plants() + consensus_plants() + gossip_plants() + encrypted_plants())
     for g in planted:
         g.max_runs = 3000 * max(1, g.runs_factor // 5)  # 1,500 at --quick already catches every plant
     return [g for g in honest + planted if g is not None and not (quick and g.full_only)]

@@ -25,7 +25,8 @@ replacing one record changes G_i by at most ``‖c x̃‖ + ‖c' x̃'‖ ≤ 2�
 its first gradient round, whatever bounds arrived: only ``lo < hi`` finite is needed, checked by the node;
 ``node.node_step`` keeps the prepared rows and the bounds in its state, and :func:`gradient_release` computes
 the sum on them),
-the appended constant 1, and ``σ(−t) = 1/(1 + eᵗ) ∈ (0, 1]`` (:func:`gradient_sum`).
+the appended constant 1, and ``σ(−t) = 1/(1 + eᵗ) ∈ [0, 1]`` as computed — in double precision, or with the
+single-precision exponential of a noisy release (``e ∈ [0, ∞]`` either way; :func:`_logistic_weights`).
 *Noise*: ``G̃_i = G_i + N(0, (z_g Δ)² I_{d+1})`` drawn from the node's own generator ``rng``.
 *Event*: ``GaussianRelease(node, round, Δ, z_g Δ, RECORD_REPLACE)``.
 *Post-processing*: everything the node broadcasts, ``w_i(t+1) = w_mix + β v_i(t) − η((N/n) G̃_i + λ w_mix)``,

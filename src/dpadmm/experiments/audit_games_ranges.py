@@ -159,7 +159,7 @@ def range_plants() -> list[Game]:
                        "the noise and the event's Delta both too small for the 2d counts one record moves"),
         range_game(plant=plant_patch(NODE, gossip_mechanism, "range_counts", _weighted_range_counts),
                    tag=" (planted: counts weighted by magnitude)",
-                   bug="a value counts clip(|x|, 1, 2), not 1: one record moves each count by up to 2, "
+                   bug="a value counts clip(abs(x), 1, 2), not 1: one record moves each count by up to 2, "
                        "a premise of Delta fails"),
     ]
 

@@ -65,7 +65,7 @@ def test_the_view_of_a_noiseless_run_is_the_replay_of_its_side(side):
 def test_the_plants_break_the_premise_they_name():
     """Noiselessly: the under-stated sensitivity prices a √(2d) move at √d (the event says so, the view is honest);
     the weighted count moves every count by 2 (the view is 1 off the replay of D: the canary counts twice)."""
-    sens, weighted = RG.range_plants()[1:]
+    sens, weighted = (_game(f"{HONEST} (planted: {b})") for b in BUGS[1:])
     game = RG.range_game(plant=_noiseless(sens.plant))
     rec = AG._play(game, 0, 1, seed=0)
     X, mu0, _ = AG._seen(game, 0, rec)

@@ -9,7 +9,7 @@ node refuses a count beyond the K declared at Setup and thresholds that are not 
 thresholds are the hub's to choose.
 
 The adversary: the hub (the coordinator that pools the counts), which chooses every threshold and sees every
-count. One node, no declared bounds, K = 4 range rounds (and the one gradient round Setup requires, never
+count. One node, no declared bounds, K = 4 range rounds (the Setup declares one gradient round too, never
 played: an audited run is the K range rounds), d = 8 columns, 6 rows, at the noise multiplier the library
 calibrates for ε = 1 at δ = 10⁻⁵ over 4 releases (each event's σ/Δ is that z; round 1's Δ includes the label
 count).

@@ -45,12 +45,17 @@ canaries have the largest gradient gap. Pure DP: Clopper–Pearson only.
 
 Noisy-gradient gossip (the default private consensus; a neighbour, or the router, is the adversary;
 :mod:`.audit_games_gossip`): one node of degree 1 with declared column bounds (no range rounds: the range counts
-are a separate release, not in this game), R = 4; the canary row is all ones on D and all −1 on D' (label +1, norm
+are a separate release, the next game), R = 4; the canary row is all ones on D and all −1 on D' (label +1, norm
 8 clipped to R), and the neighbour sums put the node's mixed point at ``(0, …, 0, b)`` every round (round 0 by the
 starting intercept, capped at 10), b = −10 and −3 alternating: every margin is b, so the canary moves the gradient
 sum by ``2Rσ(−b)``, 0.970 and 0.925 of ``Δ = 2√(R² + 1)``. The adversary reads each release off the node's
 broadcast by inverting the heavy-ball step exactly; the alternating b makes consecutive rounds' shifts differ, so a
 reused draw leaves a noiseless separating combination.
+
+Gossip DP column range (the noisy threshold counts of a node without declared bounds; the hub is the adversary;
+:mod:`.audit_games_ranges`): one node, K = 4 range rounds, d = 8; the canary row is −10³ in every column with label
+−1 on D and +10³ with label +1 on D', and the hub sends thresholds 0 every round, so every count (and, in round 1,
+the positive count) moves by exactly 1: each round's Δ, √(2d + 1) then √(2d) — ratio limit 1.
 
 Encrypted vertical protocol (:mod:`.audit_games_encrypted`): the feature side against the label party (party
 2's record canary at the clip, its weights pushed to the projection's edge, both releases of each round) and the
@@ -61,7 +66,9 @@ Plants (all wrap the real step of the canary's party or patch a library function
 noise × 1/2; the standard-normal draw of one round reused in the next (rescaled by that round's σ);
 the same draw used by two parties in a round; the clipping of what the party receives (vertical), of its
 scores (functional) or of its rows (gossip) skipped; the gossip node's single-precision logistic weights
-multiplied by 3 (|weight| ≤ 1 is a premise of Δ); the sensitivity computed from a value the coordinator supplies
+multiplied by 3 (|weight| ≤ 1 is a premise of Δ); the range counts' sensitivity under-stated as √d for √(2d)
+(a factor √2: that row plays 6,000 runs per side at ``--quick``) and a count that is no indicator (a value counting
+up to 2); the sensitivity computed from a value the coordinator supplies
 at Setup (vertical: the relation constant ``column_change`` = 10⁻³; functional: ``c1`` = 10⁻³ with the
 clip at 1).
 """
@@ -74,21 +81,23 @@ from .audit_games_encrypted import encrypted_games, encrypted_plants
 from .audit_games_rr import rr_game, rr_plants
 from .audit_games_functional import functional_game, functional_plants, pipeline_game, stats_game, stats_plants
 from .audit_games_gossip import gossip_game, gossip_plants
+from .audit_games_ranges import range_game, range_plants
 from .audit_games_vertical import label_game, label_plants, vertical_game, vertical_plants
 
-__all__ = ["games", "vertical_game", "label_game", "functional_game", "stats_game", "gossip_game"]
+__all__ = ["games", "vertical_game", "label_game", "functional_game", "stats_game", "gossip_game", "range_game"]
 
 
 def games(*, quick: bool = False) -> list[Game]:
     """Every worst-case row: honest first (one per algorithm also on the process backend), then plants."""
     honest = ([vertical_game("feature_column"), vertical_game("record"), label_game(), rr_game(), functional_game(),
-               stats_game("mean"), stats_game("moments"), pipeline_game(), consensus_game(), gossip_game()]
+               stats_game("mean"), stats_game("moments"), pipeline_game(), consensus_game(), gossip_game(), range_game()]
               + encrypted_games())
     for g in (vertical_game("record", backend="process", tag=" (process backend)"),
               functional_game(backend="process", tag=" (process backend)")):
         honest.append(g)  # the same run count: with fresh OS entropy the bound varies from run to run
     planted = (vertical_plants("record") + [vertical_plants("feature_column")[0]] + label_plants() + rr_plants()
-               + functional_plants() + stats_plants() + consensus_plants() + gossip_plants() + encrypted_plants())
+               + functional_plants() + stats_plants() + consensus_plants() + gossip_plants() + range_plants()
+               + encrypted_plants())
     for g in planted:
-        g.max_runs = 3000 * max(1, g.runs_factor // 5)  # 1,500 at --quick already catches every plant
+        g.max_runs = 3000 * max(1, g.runs_factor // 5)  # --quick (1,500 × runs_factor/5) catches every plant
     return [g for g in honest + planted if g is not None and not (quick and g.full_only)]

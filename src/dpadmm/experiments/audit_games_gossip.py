@@ -10,7 +10,7 @@ G̃ given public values.
 The adversary: the node's neighbour (equivalently the router, a hostile coordinator), who chooses the
 neighbour sum S the node mixes with and the starting intercept, and sees every broadcast. One node
 (degree = max degree = 1, N = 1, n = its B = 8 rows), declared column bounds lo = −1, hi = +1 (so no range
-rounds: the range counts are a separate release, :func:`.mechanism.range_counts`, not covered by this game),
+rounds: the range counts are a separate release, :func:`.mechanism.range_counts`, audited by :mod:`.audit_games_ranges`),
 d = 64 columns, R = 4, the schedule's defaults β = 0.9, λ = 10⁻⁴, η = 1/L, T = 4 gradient rounds per audited run at
 the noise multiplier the library calibrates for ε = 1 at δ = 10⁻⁵ over 4 releases.
 
@@ -153,7 +153,7 @@ def gossip_game(*, plant=None, bug: str = "", tag: str = "", backend: str = "inp
         rounds=G_T, setup=setup, view=view, replay=replay, mechanism_party=NODE, delta=DELTA,
         plant=plant, broken=plant is not None, bug=bug, backend=backend,
         note="ratio limit R sigma(-b)/sqrt(R^2 + 1) per round: 0.970 (b = -10), 0.925 (b = -3); the range counts "
-             "(undeclared bounds) are not in this game")
+             "(undeclared bounds) are the gossip-range game's (audit_games_ranges)")
 
 
 def _prepare_without_row_clip(X, lo, hi, row_clip):

@@ -101,6 +101,16 @@ def calibrated_nm(rounds: int) -> float:
     return calibrate_noise_multiplier(EPSILON, DELTA, rounds)
 
 
+def constant_replay(means: tuple, rounds: int) -> Callable[[int, dict], tuple[np.ndarray, np.ndarray]]:
+    """``Game.replay`` of a game whose noiseless releases are the same in every audited run: ``means`` = (μ⁰, μ¹),
+    each (T, n) — round t's release on D and on D' — tiled over the record's runs as (R·T, 1, n)."""
+    def replay(side: int, rec: dict):
+        runs = rec["total"] // rounds
+        return tuple(np.tile(m[:, None, :], (runs, 1, 1)) for m in means)
+
+    return replay
+
+
 # a plant: (party specs, hub) -> (party specs, hub, context manager active during the run)
 Plant = Callable[[list, Any], tuple[list, Any, ContextManager]]
 

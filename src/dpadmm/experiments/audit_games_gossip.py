@@ -44,7 +44,7 @@ from ..algorithms.gossip.protocol import PROTOCOL as GOSSIP
 from ..algorithms.gossip.schedule import DEFAULT_MOMENTUM, DEFAULT_RIDGE
 from ..backends import PartySpec
 from ..privacy.ranges import prepare as ranges_prepare
-from .audit_games import CANARY, DELTA, EPSILON, Game, calibrated_nm as _nm
+from .audit_games import CANARY, DELTA, EPSILON, Game, calibrated_nm as _nm, constant_replay
 from .audit_plants import plant_half, plant_patch, plant_reuse_rounds
 
 G_B, G_D, G_R, G_T = 8, 64, 4.0, 4
@@ -138,10 +138,6 @@ def gossip_game(*, plant=None, bug: str = "", tag: str = "", backend: str = "inp
     def view(rec):
         return releases(rec)[:, None, :]
 
-    def replay(side, rec):
-        R = rec["total"] // G_T
-        return tuple(np.tile(m[:, None, :], (R, 1, 1)) for m in means)
-
     return Game(
         name=f"worst-case gossip-gradient{tag}", algorithm="noisy-gradient gossip (default private consensus)",
         relation="record-replace",
@@ -150,7 +146,7 @@ def gossip_game(*, plant=None, bug: str = "", tag: str = "", backend: str = "inp
         description=f"one node (degree 1, {G_B} rows, d = {G_D}, declared bounds, R = {G_R:g}), canary all ones / "
                     f"all -1 (label +1, clipped to R), neighbour sums putting w_mix at (0, b), b = -10/-3; "
                     f"{G_T} gradient releases, epsilon = {EPSILON:g} at delta = {DELTA:g}",
-        rounds=G_T, setup=setup, view=view, replay=replay, mechanism_party=NODE, delta=DELTA,
+        rounds=G_T, setup=setup, view=view, replay=constant_replay(means, G_T), mechanism_party=NODE, delta=DELTA,
         plant=plant, broken=plant is not None, bug=bug, backend=backend,
         note="ratio limit R sigma(-b)/sqrt(R^2 + 1) per round: 0.970 (b = -10), 0.925 (b = -3); the range counts "
              "(undeclared bounds) are the gossip-range game's (audit_games_ranges)")

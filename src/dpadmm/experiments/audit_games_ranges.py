@@ -37,7 +37,7 @@ from ..algorithms.gossip.protocol import PROTOCOL as GOSSIP
 from ..algorithms.gossip.schedule import DEFAULT_MOMENTUM, DEFAULT_RIDGE
 from ..backends import PartySpec
 from ..privacy import ranges as privacy_ranges
-from .audit_games import CANARY, DELTA, EPSILON, Game, calibrated_nm as _nm
+from .audit_games import CANARY, DELTA, EPSILON, Game, calibrated_nm as _nm, constant_replay
 from .audit_plants import plant_half, plant_patch
 
 R_B, R_D, R_K = 6, 8, 4  # rows, columns, range rounds (one audited run)
@@ -115,17 +115,13 @@ def range_game(*, plant=None, bug: str = "", tag: str = "", backend: str = "inpr
     def view(rec):
         return releases(rec)[:, None, :]
 
-    def replay(side, rec):
-        R = rec["total"] // R_K
-        return tuple(np.tile(m[:, None, :], (R, 1, 1)) for m in means)
-
     return Game(
         name=f"worst-case gossip-range{tag}", algorithm="DP column range of gossip (undeclared bounds)",
         relation="record-replace", adversary="the hub: chooses every threshold, sees every count",
         description=f"one node ({R_B} rows, d = {R_D}, no declared bounds), canary -1e3 / +1e3 in every column "
                     f"with its label flipped, thresholds 0 every round; {R_K} range releases (the first with the "
                     f"positive count), epsilon = {EPSILON:g} at delta = {DELTA:g}",
-        rounds=R_K, setup=setup, view=view, replay=replay, mechanism_party=NODE, delta=DELTA,
+        rounds=R_K, setup=setup, view=view, replay=constant_replay(means, R_K), mechanism_party=NODE, delta=DELTA,
         plant=plant, broken=plant is not None, bug=bug, backend=backend, runs_factor=runs_factor,
         note="ratio limit 1: every count (and the positive count in round 1) moves by 1")
 

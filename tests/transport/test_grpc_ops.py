@@ -212,6 +212,9 @@ def test_a_second_server_on_a_served_port_is_refused_with_one_line(tmp_path):
                              allow=("coordinator",))
         with pytest.raises(InvalidParameterError, match=f"cannot listen on {address}: the address is in use"):
             make_server(other, address, TLSFiles.load(tls_dir=tmp_path / "pki" / "party2"))
+        other.close()
+        last = json.loads((tmp_path / "party2" / "audit.jsonl").read_text().splitlines()[-1])
+        assert (last["method"], last["status"]) == ("Listen", "error") and "address is in use" in last["detail"]
     finally:
         srv.stop(0).wait()
         svc.close()

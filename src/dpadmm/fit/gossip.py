@@ -29,6 +29,11 @@ from ..privacy.threats import finish
 from . import runner
 
 
+RECALIBRATION_NOTE = ("each node's recalibrated model (node_coefs_; model.npz node_coefs, or recalibrated at a "
+                      "deployed node) is a function of its own rows that this report does not cover: the node's to "
+                      "use, not to publish; the consensus model (coef_, coefs_) is what the report covers")
+
+
 @dataclass
 class GossipResult:
     F: np.ndarray  # (N, d + 1) the nodes' models: each node's mean of its tail broadcasts
@@ -109,8 +114,10 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
         src = ("declared by the operator" if bounds is not None else
                f"DP estimate: pooled noisy counts, {K} bisection rounds, quantiles {q:.3g} and {1 - q:.3g} "
                f"(search range ±{mech.SEARCH_LIMIT:g}), paid from the same budget")
+        notes = (RECALIBRATION_NOTE,) if recalibrate else ()
         report = finish(gossip_report(res.ledger, delta=delta, rounds=int(rounds), range_rounds=K, noise_multiplier=nm,
-                                      bounds_source=src), threat_model="consensus", noise_source=res.noise_source)
+                                      bounds_source=src, notes=notes), threat_model="consensus",
+                        noise_source=res.noise_source)
     F = (st.F if st.avg is None else st.avg).copy()
     lo, hi = np.asarray(st.lo, float), np.asarray(st.hi, float)
     node_models = calib = None

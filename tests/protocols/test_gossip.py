@@ -255,8 +255,9 @@ def test_cli_epsilon_alone_beats_the_base_rate_on_a_real_table(tmp_path, capsys)
     assert m["config"]["recalibrated"] is True and np.array(f["node_test_loss"]).shape == (1, 5)
     assert len(f["node_base_rate_test_loss"]) == 5 and f["node_test_loss_run_max"] == pytest.approx(f["node_test_log_loss"])
     assert f["node_test_log_loss"] < f["test_base_rate_loss"] and not m.get("verdict")
-    z = np.load(out / "model.npz")
-    assert z["node_coefs"].shape == z["coefs"].shape and z["calibration"].shape == (5, 2)
+    z, own = np.load(out / "model.npz"), np.load(out / "node_models.npz")
+    assert "node_coefs" not in z and own["node_coefs"].shape == z["coefs"].shape and own["calibration"].shape == (5, 2)
+    assert f["consensus_runs_worse_than_base_rate"] == 0
 
 
 @pytest.mark.slow
@@ -424,7 +425,7 @@ def test_cli_says_when_the_consensus_model_is_worse_and_judges_the_nodes_models(
     m = json.loads((out / "metrics.json").read_text())
     f = m["final"]
     worse = sum(t > f["test_base_rate_loss"] for t in f["test_loss"])
-    assert worse >= 1 and (f"the consensus model itself (coefs: the shareable output) is worse than the base rate "
+    assert worse >= 1 and f["consensus_runs_worse_than_base_rate"] == worse and (f"the consensus model itself (coefs: the shareable output) is worse than the base rate "
                            f"in {worse} of 2 run(s)") in stdout
     run_means = np.mean(f["node_test_loss"], axis=1)
     assert f["node_test_loss_run_max"] == pytest.approx(run_means.max(), rel=1e-12)

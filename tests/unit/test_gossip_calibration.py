@@ -14,6 +14,7 @@ import networkx as nx
 import numpy as np
 import pytest
 from scipy.optimize import minimize
+from sklearn.base import clone
 
 from dpadmm import ConsensusLogisticRegression
 from dpadmm.algorithms.gossip import calibration as cal
@@ -93,6 +94,17 @@ def test_useless_scores_give_about_the_base_rate_and_never_a_worse_fit():
         assert a < 0.2
     with pytest.raises(ValueError, match="one score per label"):
         cal.platt(rng.standard_normal(3), np.ones(4))
+
+
+def test_scores_that_are_not_finite_give_the_nodes_smoothed_base_rate():
+    y = np.array([1, -1, -1, 1, -1])
+    t = cal.platt_targets(y).mean()
+    for bad in (np.nan, np.inf):
+        assert cal.platt(np.array([bad, 1.0, 2.0, -1.0, 0.0]), y) == (0.0, pytest.approx(math.log(t / (1 - t))))
+    Xt = np.column_stack([np.arange(5.0), np.ones(5)])
+    w2, a, b = cal.recalibrate(Xt, y, np.array([np.nan, 0.0]))
+    assert a == 0.0 and np.all(np.isfinite(w2)) and w2[0] == 0.0 and w2[1] == b
+    assert cal.platt(np.arange(5.0), y.reshape(-1, 1)) == cal.platt(np.arange(5.0), y)  # a column of labels
 
 
 def test_recalibrate_rescales_and_shifts_the_scores():
@@ -181,6 +193,11 @@ def test_node_models_of_the_estimator():
                                        recalibrate=True).fit(X, y).node_coefs_.shape == (3, 5)
     with pytest.raises(InvalidParameterError, match="recalibrate must be True, False or None"):
         ConsensusLogisticRegression(n_nodes=3, epsilon=1.0, recalibrate="yes").fit(X, y)
+    with pytest.raises(InvalidParameterError, match="recalibrate is for the gossip protocol"):
+        ConsensusLogisticRegression(n_nodes=3, max_iter=3, recalibrate=True).fit(X / np.abs(X).max(0), y)
+    old = ConsensusLogisticRegression(n_nodes=3, epsilon=1.0)
+    del old.__dict__["recalibrate"]  # an estimator pickled before the parameter existed
+    assert old.get_params()["recalibrate"] is None and clone(old).recalibrate is None
     admm = ConsensusLogisticRegression(n_nodes=3, max_iter=3).fit(X / np.abs(X).max(0), y)
     assert admm.node_coefs_ is None
     with pytest.raises(InvalidParameterError, match="node= picks one node's model of a gossip fit"):
@@ -202,6 +219,8 @@ def test_a_noise_limited_run_takes_the_smaller_momentum():
     (0.0, 250.0, math.log(0.125 / 0.875)),  # a count the noise cannot tell from 0: p_min = 250/2000
     (300.0, 250.0, math.log(0.15 / 0.85)),  # inside the clip: the DP rate itself
     (2000.0, 250.0, math.log(0.875 / 0.125)),
+    (300.0, 1500.0, 0.0),  # noise ≥ n/2: the count says nothing, p = 1/2 (before the cap: 1 − p_min < p_min)
+    (0.0, 2500.0, 0.0),  # noise > n: before the cap, log of a negative number
 ])
 def test_the_starting_intercept_is_clipped_where_the_count_is_noise(positives, sd, expected):
     d = 2
@@ -240,3 +259,12 @@ def test_on_a_small_noisy_table_each_node_gets_about_its_base_rate_or_better():
         nodes.append(np.mean([loss(m.decision_function(Xte, node=i)) for i in range(5)]))
     assert max(consensus) > base + 0.05
     assert max(nodes) <= base + 0.02
+
+
+def test_a_tiny_table_whose_count_is_all_noise_still_fits():
+    """150 rows, d = 10, 5 nodes, ε = 0.5: σ₊ > n. Before the cap at 1/2 the hub took the log of a negative number."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150, 10))
+    y = np.where(X[:, 0] + rng.normal(size=150) > 0, 1, -1)
+    m = ConsensusLogisticRegression(n_nodes=5, epsilon=0.5, random_state=0).fit(X, y)
+    assert np.all(np.isfinite(m.coefs_)) and np.all(np.isfinite(m.node_coefs_))

@@ -153,6 +153,7 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
                                  seed=seed, bounds=declared, monitor=monitor, X_test=X_test, y_test=y_test,
                                  progress=cb, backend=backend, backend_options=options, fit_kwargs=run_opts.begin())
         model_arrays = metrics.pop("_model")
+        node_arrays = metrics.pop("_node_models", None)
         if backend_args["peer_to_peer"]:
             metrics["config"]["peer_to_peer"] = True  # the nodes exchanged with their neighbours, not via this side
         f = metrics["final"]
@@ -166,7 +167,7 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
                           f"{f['test_loss_min']:.5f}, max {f['test_loss_max']:.5f}); base rate "
                           f"{f['test_base_rate_loss']:.5f}")
             if "node_test_log_loss" in f:  # what the nodes use: judged as a whole, run by run
-                worse = sum(t > f["test_base_rate_loss"] for t in f["test_loss"])
+                worse = f["consensus_runs_worse_than_base_rate"]
                 console.print(f"  each node's own model (the consensus recalibrated on its own rows; not for "
                               f"release, no ε): mean {f['node_test_log_loss']:.5f}, worst node "
                               f"{f['node_test_loss_max']:.5f}; each node's own base rate: mean "
@@ -174,7 +175,7 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
                 if worse:
                     console.print(f"  the consensus model itself (coefs: the shareable output) is worse than the "
                                   f"base rate in {worse} of {len(f['test_loss'])} run(s); each node's recalibrated "
-                                  f"model (node_coefs) is the one it should use")
+                                  f"model (node_models.npz) is the one it should use")
                 v = verdict("the nodes' mean test log loss", f["node_test_loss_run_max"], f["test_base_rate_loss"],
                             "predicting the training base rate", fix)
             else:
@@ -188,6 +189,8 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
             console.print(v)
         if out is not None:
             np.savez(stage / "model.npz", **model_arrays)
+            if node_arrays is not None:  # the nodes' own models: not for release (the report does not cover them)
+                np.savez(stage / "node_models.npz", **node_arrays)
             plot_curves(stage / "convergence.png", {"gossip": metrics["history"]},
                         title=f"noisy-gradient gossip: {data}, {nodes} nodes ({topology}, {split}), epsilon {epsilon:g}, "
                               f"{runs} run(s) × {iterations} rounds")
@@ -196,4 +199,5 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
         if out is not None:
             write_json(stage / "metrics.json", standard_names(metrics))
     if out is not None:
-        console.print(f"wrote {out}/metrics.json, model.npz and convergence.png")
+        console.print(f"wrote {out}/metrics.json, model.npz" + (", node_models.npz" if node_arrays is not None else "")
+                      + " and convergence.png")

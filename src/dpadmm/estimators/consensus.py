@@ -108,6 +108,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
     ``objective``, ``consensus_error``, ``privacy_bound`` = P(t), …), privacy_ (PrivacyReport or None), n_iter_.
     """
 
+    recalibrate = None  # an estimator pickled before the parameter existed (get_params, clone)
+
     def __init__(self, *, C: float = DEFAULT_C, reg_weight: float = DEFAULT_REG_WEIGHT, n_nodes: int = 5,
                  topology: Any = "ring", split: str = "even", uneven_ratio: float = 10.0, theta: Any = 0.5,
                  theta_growth: Any = 1.0, eta: Any = None, eta_growth: Any = 1.0, perturbation: str = "none",
@@ -159,6 +161,9 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         check_choice("split", self.split, ("even", "uneven"))
         if self.fallback_epsilon is not None:
             check_positive("fallback_epsilon", self.fallback_epsilon, allow_zero=True)
+        if self.recalibrate:  # True or anything else set: M-ADMM hands over one model
+            raise InvalidParameterError(f"recalibrate is for the gossip protocol (epsilon= or protocol='gossip'), got "
+                                        f"recalibrate={self.recalibrate!r} with M-ADMM; leave it None or False.")
         _check_schedule("theta", self.theta)
         _check_schedule("eta", self.eta)
         _check_schedule("alpha", self.alpha, allow_inf=True)

@@ -76,6 +76,7 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
                 "test_loss_min": float(np.min(test_losses)), "test_loss_max": float(np.max(test_losses)),
                 "test_loss": test_losses, "test_base_rate_loss": _base_rate_loss_on(ys, y_test_pm),
                 "n_test": int(len(y_test_pm))}
+        test["consensus_runs_worse_than_base_rate"] = int(sum(t > test["test_base_rate_loss"] for t in test_losses))
         if node_losses:  # what each node uses: its consensus model recalibrated on its own rows
             NL = np.asarray(node_losses)
             test.update({"node_test_log_loss": float(NL.mean()), "node_test_loss_max": float(NL.max()),
@@ -122,8 +123,11 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         "_model": {"coef": model.coef_, "intercept": np.float64(model.intercept_), "coefs": model.coefs_,
                    "intercepts": model.intercepts_, "classes": np.asarray(model.classes_),
                    "column_lo": model.column_bounds_[:, 0], "column_hi": model.column_bounds_[:, 1],
-                   "row_clip": np.float64(model._gossip[2]), "handed_over": np.str_("model"),
-                   **({} if model.node_coefs_ is None else
-                      {"node_coefs": model.node_coefs_, "node_intercepts": model.node_intercepts_,
-                       "calibration": model.calibration_})},
+                   "row_clip": np.float64(model._gossip[2]), "handed_over": np.str_("model")},
+        # each node's recalibrated model: a function of its own rows the report does not cover, so in a file of its
+        # own (node_models.npz), never beside the shareable model
+        "_node_models": None if model.node_coefs_ is None else {
+            "node_coefs": model.node_coefs_, "node_intercepts": model.node_intercepts_,
+            "calibration": model.calibration_, "column_lo": model.column_bounds_[:, 0],
+            "column_hi": model.column_bounds_[:, 1], "row_clip": np.float64(model._gossip[2])},
     }

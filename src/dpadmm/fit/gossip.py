@@ -114,7 +114,7 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
         src = ("declared by the operator" if bounds is not None else
                f"DP estimate: pooled noisy counts, {K} bisection rounds, quantiles {q:.3g} and {1 - q:.3g} "
                f"(search range ±{mech.SEARCH_LIMIT:g}), paid from the same budget")
-        notes = (RECALIBRATION_NOTE,) if recalibrate else ()
+        notes = (RECALIBRATION_NOTE,) if recalibrate and all(isinstance(x, np.ndarray) for x in Xs) else ()
         report = finish(gossip_report(res.ledger, delta=delta, rounds=int(rounds), range_rounds=K, noise_multiplier=nm,
                                       bounds_source=src, notes=notes), threat_model="consensus",
                         noise_source=res.noise_source)

@@ -53,15 +53,17 @@ def _loss(s: np.ndarray, t: np.ndarray, a: float, b: float) -> float:
 
 def platt(scores: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """(a, b) minimising the Platt loss of ``a·scores + b`` against the smoothed targets of ``y`` (±1 or 0/1),
-    with a ≥ 0: a node does not turn the consensus model's ranking around on its own few rows (a negative slope
+    with a ≥ 0 — and (0, logit t̄), the node's smoothed base rate, when a score is not finite: a node does not turn the consensus model's ranking around on its own few rows (a negative slope
     there is the noise of a hundred rows, not a finding — on AER::SwissLabor, 140 rows per node, one node's
     unconstrained fit gave a = −0.66 and a test loss above its base rate)."""
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
-    t = platt_targets(y)
+    t = platt_targets(np.asarray(y).reshape(-1))
     if s.shape != t.shape or s.size == 0:
         raise ValueError(f"platt needs one score per label, got {s.size} scores and {t.size} labels.")
     tbar = float(t.mean())
     a, b = 0.0, math.log(tbar / (1.0 - tbar))
+    if not np.all(np.isfinite(s)):  # a model without finite scores carries nothing: the smoothed base rate
+        return a, b
     f = _loss(s, t, a, b)
     for _ in range(MAX_ITER):
         p = 0.5 * (1.0 + np.tanh(0.5 * (a * s + b)))  # σ(m), stable for any m
@@ -96,6 +98,6 @@ def recalibrate(Xt: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarra
     scores ``Xt @ w`` (``Xt`` its prepared rows, intercept column last) against its own labels ``y``."""
     w = np.asarray(w, dtype=np.float64)
     a, b = platt(np.asarray(Xt) @ w, y)
-    out = a * w
+    out = a * w if a > 0 else np.zeros_like(w)  # a = 0: the node's smoothed base rate (whatever w holds)
     out[-1] += b
     return out, a, b

@@ -15,7 +15,7 @@ local noise then gossip averaging, Cyffers, Even, Bellet & Massoulié 2022):
 
       w_mix = w_i + (S_i − V_i w_i)/(1 + V_max)                          (gossip averaging)
       (s = 0: every w_i = (0, b_0), b_0 the logit of the pooled DP base rate of the first range round, or 0;
-      the rate clipped to [p_min, 1 − p_min], p_min = max(10⁻³, σ_+/n) with σ_+ = √N z_r Δ_r the pooled count's
+      the rate clipped to [p_min, 1 − p_min], p_min = min(1/2, max(10⁻³, σ_+/n)) with σ_+ = √N z_r Δ_r the pooled count's
       public noise: a rate the noise cannot tell from 0 is not extrapolated — on AER::HMDA at ε = 1, σ_+ ≈ 250
       against 235 positives, and a noisy count near 0 started one seed at b_0 = −6.9, far from the −2 the data
       has, which 19 rounds did not undo)
@@ -59,7 +59,7 @@ from ...privacy.policy import PolicyRefusal
 from . import calibration
 from . import mechanism as mech
 
-MAX_INTERCEPT0 = 10.0  # |starting intercept| accepted from the hub (the DP base rate is clipped to [1e-3, 1 − 1e-3])
+MAX_INTERCEPT0 = 10.0  # |starting intercept| accepted from the hub (its DP base rate is clipped to [1e-3, 1 − 1e-3] at least)
 
 
 # ----------------------------------------------------------------------------- messages
@@ -258,7 +258,8 @@ def node_model(cfg: NodeConfig, state: NodeState):
     """The node's final local model: the mean of its tail broadcasts (its last broadcast before the tail),
     intercept last — the consensus model, what its ``model.npz`` holds as ``coef``.
 
-    After a private run (a gradient round done) the node also recalibrates it on its own rows
+    After a private run (a gradient round done) a deployed node always recalibrates it on its own rows (its own
+    file: the estimator's ``recalibrate=`` governs the simulation's attributes only)
     (:func:`.calibration.recalibrate`: nothing released, no ε) and returns the named arrays ``coef`` (the consensus
     model: a post-processing of the released broadcasts, shareable under the run's guarantee), ``recalibrated``
     (the model it should use itself: a function of its own rows that no accountant covers, not for release) and
@@ -347,7 +348,8 @@ def router_step(cfg: RouterConfig, state: RouterState, outboxes: Mapping[str, An
         pooled = sum(np.asarray(outboxes[nm].counts, dtype=np.float64) for nm in cfg.names)
         if state.round == 0:  # the pooled noisy positive count: the DP base rate, the starting intercept
             pos = sum(float(outboxes[nm].positives) for nm in cfg.names)
-            p_min = max(1e-3, cfg.positives_sd / cfg.n_total)  # no rarer than the count's noise can tell from 0
+            # no rarer than the count's noise can tell from 0; at most 1/2 (a count all noise: p = 1/2, b_0 = 0)
+            p_min = min(0.5, max(1e-3, cfg.positives_sd / cfg.n_total))
             p = min(max(pos / cfg.n_total, p_min), 1.0 - p_min)
             state = state._replace(intercept0=float(math.log(p / (1.0 - p))))
         targets = np.array([cfg.quantile, 1.0 - cfg.quantile]) * cfg.n_total

@@ -105,9 +105,17 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
     pos_sd = math.sqrt(N) * nm * mech.range_sensitivity(d, labels=True)
     hub = engine.Hub(RouterConfig(A, names, d, n, K, q, opts["bounds"], s0, pos_sd), init_router, router_step,
                      router_metrics, random=False)  # the router draws nothing
-    res = runner.run(backend, specs, hub, rounds=K + int(rounds), noise_seed=noise_seed, callbacks=callbacks,
-                     monitor=monitor, stop_on_convergence=False, checkpoint_dir=checkpoint_dir,
-                     checkpoint_every=checkpoint_every, resume_from=resume_from, **p2p).result
+    def prepared_rows(b, _):
+        """In-process simulation parties: each node's own prepared rows (its state), for its recalibration."""
+        if not (recalibrate and getattr(b, "collects_models", False) and hasattr(b, "hosts")):
+            return None
+        rows = [getattr(getattr(b.hosts.get(nm), "state", None), "Xt", None) for nm in names]
+        return rows if all(r is not None for r in rows) else None
+
+    fitted = runner.run(backend, specs, hub, rounds=K + int(rounds), noise_seed=noise_seed, callbacks=callbacks,
+                        monitor=monitor, stop_on_convergence=False, checkpoint_dir=checkpoint_dir,
+                        checkpoint_every=checkpoint_every, resume_from=resume_from, after=prepared_rows, **p2p)
+    res = fitted.result
     st = res.hub_state
     report = None
     if epsilon is not None:
@@ -123,9 +131,10 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
     node_models = calib = None
     if recalibrate and all(isinstance(x, np.ndarray) for x in Xs):  # node i's own step on its own rows, after
         # the last round (nothing leaves it: node.node_model computes the same at a deployed node)
-        fitted = [calibration.recalibrate(mech.prepare(Xs[i], lo, hi, R), ys[i], F[i]) for i in range(N)]
-        node_models = np.array([f[0] for f in fitted])
-        calib = np.array([f[1:] for f in fitted])
+        Xts = fitted.after or [mech.prepare(Xs[i], lo, hi, R) for i in range(N)]  # the nodes' rows, prepared
+        own = [calibration.recalibrate(Xts[i], ys[i], F[i]) for i in range(N)]
+        node_models = np.array([f[0] for f in own])
+        calib = np.array([f[1:] for f in own])
     return GossipResult(F, lo, hi, R, nm, report, dict(res.history), res.rounds, res.noise_source,
                         None if bounds is not None else q, np.asarray(st.path) if st.path else None, res.ledger,
                         sched.regime, float(momentum), node_models, calib)

@@ -25,8 +25,8 @@ nothing, a_i → 0 and b_i → the logit of the node's smoothed base rate: the n
 rate, the least it has without the protocol. Platt's smoothed targets keep (a_i, b_i) finite when a node's rows are
 separable by the scores, and are what keeps two parameters from overfitting a node of a hundred rows.
 
-The fit is Newton's method on the two parameters from (0, logit t̄), with step halving (the loss is convex; every
-accepted step lowers it): O(B) per iteration, a few iterations.
+The fit is Newton's method on the two parameters (:func:`platt`; the loss is convex, every accepted step lowers
+it): O(B) per iteration, a few iterations — about 1 ms for a node of 4,500 rows (a gossip run on it: ~25 ms).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import math
 import numpy as np
 
 MAX_ITER = 50
-TOL = 1e-10
+TOL = 1e-13
 
 
 def platt_targets(y: np.ndarray) -> np.ndarray:
@@ -46,50 +46,69 @@ def platt_targets(y: np.ndarray) -> np.ndarray:
     return np.where(pos, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (len(pos) - n_pos + 2.0))
 
 
-def _loss(s: np.ndarray, t: np.ndarray, a: float, b: float) -> float:
-    m = a * s + b
-    return float(np.sum(np.logaddexp(0.0, m) - t * m))
+def _loss_and_sigma(s: np.ndarray, t: np.ndarray, a: float, b: float) -> tuple[float, np.ndarray]:
+    """The Platt loss Σ [log(1 + e^m) − t m] at (a, b) and σ(m), m = a s + b, from one exponential per row:
+    with e = exp(−|m|), log(1 + e^m) = max(m, 0) + log1p(e) and σ(m) = (1 or e)/(1 + e) (no overflow for any m)."""
+    m = a * s
+    m += b
+    e = np.abs(m)
+    np.negative(e, out=e)
+    np.exp(e, out=e)
+    f = float(np.maximum(m, 0.0).sum() + np.log1p(e).sum() - t @ m)
+    sig = np.where(m >= 0.0, 1.0, e)
+    e += 1.0
+    sig /= e
+    return f, sig
 
 
 def platt(scores: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """(a, b) minimising the Platt loss of ``a·scores + b`` against the smoothed targets of ``y`` (±1 or 0/1),
-    with a ≥ 0 — and (0, logit t̄), the node's smoothed base rate, when a score is not finite: a node does not turn the consensus model's ranking around on its own few rows (a negative slope
-    there is the noise of a hundred rows, not a finding — on AER::SwissLabor, 140 rows per node, one node's
-    unconstrained fit gave a = −0.66 and a test loss above its base rate)."""
+    with a ≥ 0 — and (0, logit t̄), the node's smoothed base rate, when a score is not finite: a node does not turn
+    the consensus model's ranking around on its own few rows (a negative slope there is the noise of a hundred rows,
+    not a finding — on AER::SwissLabor, 140 rows per node, one node's unconstrained fit gave a = −0.66 and a test
+    loss above its base rate).
+
+    Newton's method from (1, 0) — the consensus model as it is, often near the answer — with step halving; it stops
+    when the Newton decrement gᵀH⁻¹g/2 (the loss the next full step would still gain, to second order) is below
+    ``TOL`` times the loss."""
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     t = platt_targets(np.asarray(y).reshape(-1))
     if s.shape != t.shape or s.size == 0:
         raise ValueError(f"platt needs one score per label, got {s.size} scores and {t.size} labels.")
     tbar = float(t.mean())
-    a, b = 0.0, math.log(tbar / (1.0 - tbar))
+    base = (0.0, math.log(tbar / (1.0 - tbar)))
     if not np.all(np.isfinite(s)):  # a model without finite scores carries nothing: the smoothed base rate
-        return a, b
-    f = _loss(s, t, a, b)
+        return base
+    s2 = s * s
+    a, b = 1.0, 0.0
+    f, p = _loss_and_sigma(s, t, a, b)
+    f0, p0 = _loss_and_sigma(s, t, *base)
+    if f0 < f:  # start from the better of the model as it is and the base rate
+        a, b, f, p = base[0], base[1], f0, p0
     for _ in range(MAX_ITER):
-        p = 0.5 * (1.0 + np.tanh(0.5 * (a * s + b)))  # σ(m), stable for any m
         r = p - t
-        g = np.array([r @ s, r.sum()])
+        g0, g1 = float(r @ s), float(r.sum())
         v = p * (1.0 - p)
-        H = np.array([[v @ (s * s), v @ s], [v @ s, v.sum()]]) + 1e-12 * np.eye(2)
-        try:
-            step = np.linalg.solve(H, g)
-        except np.linalg.LinAlgError:
-            step = g / max(float(np.trace(H)), 1e-12)
+        h00, h01, h11 = float(v @ s2) + 1e-12, float(v @ s), float(v.sum()) + 1e-12
+        det = h00 * h11 - h01 * h01
+        if det > 0.0:  # Newton's step on the two parameters (the 2 × 2 Hessian inverted in closed form)
+            d0, d1 = (h11 * g0 - h01 * g1) / det, (h00 * g1 - h01 * g0) / det
+        else:
+            d0, d1 = g0 / (h00 + h11), g1 / (h00 + h11)
+        if 0.5 * (g0 * d0 + g1 * d1) <= TOL * max(1.0, abs(f)) or abs(d0) + abs(d1) <= 1e-9 * (1.0 + abs(a) + abs(b)):
+            break  # the Newton decrement (or the step) at rounding level: converged
         k = 1.0
         while k > 1e-8:
-            a1, b1 = a - k * step[0], b - k * step[1]
-            f1 = _loss(s, t, a1, b1)
+            a1, b1 = a - k * d0, b - k * d1
+            f1, p1 = _loss_and_sigma(s, t, a1, b1)
             if f1 <= f:
                 break
             k *= 0.5
         else:
             break  # no step lowers the loss: at the minimum to rounding
-        done = f - f1 <= TOL * max(1.0, abs(f))
-        a, b, f = a1, b1, f1
-        if done:
-            break
+        a, b, f, p = a1, b1, f1, p1
     if a < 0.0:  # the convex loss's minimum over a ≥ 0 is then on a = 0, where b is the logit of the mean target
-        return 0.0, float(math.log(tbar / (1.0 - tbar)))
+        return base
     return float(a), float(b)
 
 

@@ -8,6 +8,7 @@ import math
 import networkx as nx
 import numpy as np
 import pytest
+from sklearn.datasets import dump_svmlight_file
 
 from dpadmm import ConsensusLogisticRegression
 from dpadmm.algorithms.gossip import mechanism as mech
@@ -412,12 +413,9 @@ def test_cli_says_when_the_consensus_model_is_worse_and_judges_the_nodes_models(
     n = 1400
     X = np.column_stack([rng.normal(45, 10, n), rng.lognormal(10, 0.6, n), rng.integers(0, 4, n)])
     y = np.where(rng.random(n) < 1 / (1 + np.exp(-(-0.03 * (X[:, 0] - 45) - 0.15 * X[:, 2] + 0.1))), 1, -1)
-    paths = []
-    for name, rows in (("train", slice(0, 700)), ("test", slice(700, n))):
-        p = tmp_path / f"{name}.svm"
-        p.write_text("".join(f"{yi:+d} " + " ".join(f"{j + 1}:{v:.10g}" for j, v in enumerate(xi)) + "\n"
-                             for xi, yi in zip(X[rows], y[rows])))
-        paths.append(p)
+    paths = [tmp_path / "train.svm", tmp_path / "test.svm"]
+    for p, rows in zip(paths, (slice(0, 700), slice(700, n))):
+        dump_svmlight_file(X[rows], y[rows], str(p), zero_based=False)
     out = tmp_path / "run"
     assert main(["consensus", "--data", str(paths[0]), "--test", str(paths[1]), "--epsilon", "1", "--runs", "2",
                  "--seed", "0", "--quiet", "--out", str(out)]) == 0

@@ -88,10 +88,10 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
     protocol : ``"auto"`` (gossip when ``epsilon`` is given, M-ADMM otherwise), ``"admm"`` or ``"gossip"``
         (``"gossip"`` without ``epsilon``: the same protocol without noise).
     delta, rounds, bounds, row_clip : gossip only: δ of the budget (default 1e-5); gradient rounds T (default: the
-        public schedule of ``algorithms/gossip/schedule.py``, ``regime_`` names it and ``momentum_`` is its heavy-ball
-        β); declared column bounds
-        ``(lo, hi)`` (two length-d sequences; default: a DP estimate of each column's range); the row clip R on
-        the [−1, 1]-mapped columns (default √d: no row is clipped beyond its columns).
+        public schedule of ``algorithms/gossip/schedule.py``, ``regime_`` names it and ``momentum_`` is its
+        heavy-ball β); declared column bounds ``(lo, hi)`` (two length-d sequences; default: a DP estimate of each
+        column's range); the row clip R on the [−1, 1]-mapped columns (default √d: no row is clipped beyond its
+        columns).
 
     recalibrate : gossip only: each node fits Platt scaling of its consensus model on its own rows
         (:mod:`dpadmm.algorithms.gossip.calibration`: nothing released, no ε; the node's own use) into

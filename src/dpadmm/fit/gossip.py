@@ -29,8 +29,8 @@ from ..privacy.threats import finish
 from . import runner
 
 
-RECALIBRATION_NOTE = ("each node's recalibrated model (node_coefs_; model.npz node_coefs, or recalibrated at a "
-                      "deployed node) is a function of its own rows that this report does not cover: the node's to "
+RECALIBRATION_NOTE = ("each node's recalibrated model (node_coefs_; the CLI's node_models.npz, or recalibrated in a "
+                      "deployed node's model.npz) is a function of its own rows that this report does not cover: the node's to "
                       "use, not to publish; the consensus model (coef_, coefs_) is what the report covers")
 
 
@@ -66,7 +66,8 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
     exact counts of the same bisection). ``bounds``: declared (lo, hi), each (d,) — no range rounds.
     ``row_clip``: R (default √d: the column clip alone bounds ‖z‖). The schedule — T (``rounds=None``), the step
     η, the heavy-ball ``momentum`` β (``None``: the schedule's) and ``tail`` (``None``: each node's model is the
-    mean of its broadcasts over the last ``tail`` share of the rounds, :func:`average_from`; post-processing) — is :func:`default_schedule` of the public n, d, N and ε.
+    mean of its broadcasts over the last ``tail`` share of the rounds, :func:`average_from`; post-processing) — is
+    :func:`default_schedule` of the public n, d, N and ε.
     A peer-to-peer backend needs declared ``bounds`` (the DP column range pools every node's counts through the
     coordinator). ``checkpoint_dir``/``checkpoint_every``/``resume_from``: the engine's checkpoints (every
     release is a round, so a resumed run releases nothing twice). ``recalibrate``: each node then fits Platt
@@ -105,6 +106,7 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
     pos_sd = math.sqrt(N) * nm * mech.range_sensitivity(d, labels=True)
     hub = engine.Hub(RouterConfig(A, names, d, n, K, q, opts["bounds"], s0, pos_sd), init_router, router_step,
                      router_metrics, random=False)  # the router draws nothing
+
     def prepared_rows(b, _):
         """In-process simulation parties: each node's own prepared rows (its state), for its recalibration."""
         if not (recalibrate and getattr(b, "collects_models", False) and hasattr(b, "hosts")):

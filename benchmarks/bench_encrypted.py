@@ -11,6 +11,8 @@ Platt-scaled (``combine="joint"``, the figure before the stacking).
     python benchmarks/bench_encrypted.py [--forward encrypted|clear] [--seeds 0 1 2] [--rounds T] [--step S]
     python benchmarks/bench_encrypted.py --rows 300000 --rounds 3 --seeds 0   # a9a's rows replicated: the cost at n
     python benchmarks/bench_encrypted.py --plaintext   # the same arithmetic without encryption: numbers, not costs
+    python benchmarks/bench_encrypted.py --plaintext --no-experts --label-mechanism gaussian   # the labels' mechanism
+                                                                                              # before 2026-11-28
 
 Results measured on this machine (2 shared cores) are in the module's RESULTS and in the report of issue 28.
 """
@@ -40,6 +42,14 @@ from dpadmm.experiments.audit_games_encrypted import plaintext_he
 #: The label party alone (its raw columns, its own standardisation): 0.3500. Without any noise (plaintext layer,
 #: seed 0): encrypted 0.3273, its joint score 0.3393.
 RESULTS: dict = {
+    "encrypted forward, labels by randomized response (label_mechanism='rr', the default since 2026-11-28; plaintext "
+    "layer, --no-experts; one run 2026-11-28)": {
+        "test_log_loss": {0: 0.3299, 1: 0.3305, 2: 0.3290}, "mean": 0.3298,
+        "final model kept": {0: "weighted", 1: "weighted", 2: "stacked"},
+        "joint score Platt-scaled (combine='joint', the same fits)": {0: 0.3434, 1: 0.3429, 2: 0.3451, "mean": 0.3438},
+        "the same with --label-mechanism gaussian (the run below, reproduced on the plaintext layer)": {
+            0: 0.3306, 1: 0.3280, 2: 0.3281, "mean": 0.3289},
+    },
     "encrypted forward, today's defaults (W = 2, combine='weighted'; one run 2026-11-27 03:00-03:21 UTC, load 5-7)": {
         "test_log_loss": {0: 0.3306, 1: 0.3280, 2: 0.3281}, "mean": 0.3289,
         "final model kept": {0: "weighted", 1: "stacked", 2: "stacked"},
@@ -81,6 +91,8 @@ def main(argv=None):
     ap.add_argument("--step", type=float, default=None)
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--label-epsilon", type=float, default=1.0)
+    ap.add_argument("--label-mechanism", choices=("rr", "gaussian"), default="rr",
+                    help="rr (randomized response at the label party, the default since 2026-11-28) or gaussian")
     ap.add_argument("--rows", type=int, default=None, help="replicate a9a's training rows to this many (cost at scale)")
     ap.add_argument("--parties", default="66,57", help="column counts of the parties, the label party's first")
     ap.add_argument("--combine", choices=ec.COMBINE_MODES, default=ec.DEFAULT_COMBINE)
@@ -103,7 +115,7 @@ def main(argv=None):
         with plaintext_he() if a.plaintext else contextlib.nullcontext():
             m = VerticalEncryptedClassifier(epsilon=a.epsilon, label_epsilon=a.label_epsilon, rounds=a.rounds,
                                             step=a.step, forward=a.forward, random_state=seed,
-                                            combine=a.combine).fit(P, y)
+                                            combine=a.combine, label_mechanism=a.label_mechanism).fit(P, y)
         cpu, wall = time.process_time() - c0, time.time() - w0
         joint = copy.copy(m)
         joint.combination_ = None  # the same fit, its joint score Platt-scaled
@@ -123,7 +135,7 @@ def main(argv=None):
                       "mean_encrypted_joint": float(np.mean([r["encrypted_joint"] for r in out])),
                       "mean_experts": float(np.mean([r["experts"] for r in out])) if not a.no_experts else None,
                       "label_party_alone": alone, "seeds": a.seeds, "forward": a.forward, "rounds": a.rounds,
-                      "step": a.step, "combine": a.combine}))
+                      "step": a.step, "combine": a.combine, "label_mechanism": a.label_mechanism}))
 
 
 if __name__ == "__main__":

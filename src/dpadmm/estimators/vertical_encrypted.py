@@ -37,6 +37,10 @@ from ..algorithms.encrypted.report import (FORWARD_ENCRYPTED, FORWARD_NOT_PROTEC
 #: one, larger W a larger model — without noise 2 and 4 gave the same (BENCHMARKS.md). A public constant: no data.
 WEIGHT_BOUND = 2.0
 
+#: the label mechanisms (``label_mechanism``): randomized response at the label party (default), or its Gaussian
+#: on the decrypted gradients (a premise on the other parties: the class docstring)
+LABEL_MECHANISMS = ("rr", "gaussian")
+
 
 class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
     """Vertical logistic regression, one joint model; gradients under OU encryption with DP noise on both sides.
@@ -45,7 +49,13 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
     ----------
     epsilon : each feature party's (ε, δ) over its ``rounds`` backward releases (record relation); ``None``: no
         feature noise. NOTE: the forward pass is not covered (module docstring).
-    label_epsilon : the labels' (ε, δ) over the rounds (one label changes); ``None``: no label noise.
+    label_epsilon : the labels' ε (one label changes); ``None``: no label noise.
+    label_mechanism : ``"rr"`` (default): the label party puts its training labels once through randomized
+        response at ``label_epsilon`` (pure ε, δ = 0) and uses only those in the run: every message that leaves it
+        is post-processing of that release whatever the other parties compute (no premise). ``"gaussian"`` (the
+        mechanism before 2026-11-28): exact labels, Gaussian noise on every gradient it decrypts, (ε, δ) over the
+        rounds — its guarantee needs every non-label party to return D̂ᵀĝ honestly (one that returns a packed
+        linear map of the encrypted residuals reads the labels); choosing it is accepting that premise.
     delta : δ of every (ε, δ).
     rounds, step, momentum, lam : T rounds of (heavy-ball) gradient descent with this step on the mean loss +
         (λ/2)‖w‖²; ``None``: the mode's defaults (clear: 60, 8, 0; encrypted: 40, 2, 0.7), λ = 1e-4.
@@ -75,11 +85,12 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
     def __init__(self, epsilon: float | None = None, label_epsilon: float | None = None, delta: float = 1e-5,
                  rounds: int | None = None, step: float | None = None, lam: float = 1e-4, row_clip: float = 1.0,
                  forward: str = "encrypted", momentum: float | None = None, weight_bound: float = WEIGHT_BOUND,
-                 calibration: float = 0.1, random_state=None, combine: str = ec.DEFAULT_COMBINE):
+                 calibration: float = 0.1, random_state=None, combine: str = ec.DEFAULT_COMBINE,
+                 label_mechanism: str = "rr"):
         self.epsilon, self.label_epsilon, self.delta = epsilon, label_epsilon, delta
         self.rounds, self.step, self.lam, self.row_clip, self.random_state = rounds, step, lam, row_clip, random_state
         self.forward, self.momentum, self.weight_bound, self.calibration = forward, momentum, weight_bound, calibration
-        self.combine = combine
+        self.combine, self.label_mechanism = combine, label_mechanism
 
     def _param(self, name):
         v = getattr(self, name)
@@ -92,6 +103,9 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
             check_positive(k, getattr(self, k))
         check_positive("step", self._param("step"))
         check_positive("momentum", self._param("momentum"), allow_zero=True)
+        if self.label_mechanism not in LABEL_MECHANISMS:
+            raise InvalidParameterError(f"label_mechanism must be one of {LABEL_MECHANISMS}, got "
+                                        f"label_mechanism={self.label_mechanism!r}.")
         if self.combine not in ec.COMBINE_MODES:
             raise InvalidParameterError(f"combine must be one of {ec.COMBINE_MODES}, got combine={self.combine!r}.")
         if not 0 < float(self.calibration) < 1:
@@ -119,7 +133,9 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
         # forward="encrypted": per round D̂ᵀĝ, A₀ᵀs and, with M ≥ 2 parties, one column-sum release per peer
         releases = T * (len(blocks) if enc else 1)
         zf = calibrate_noise_multiplier(float(self.epsilon), float(self.delta), releases) if self.epsilon else None
-        zl = calibrate_noise_multiplier(float(self.label_epsilon), float(self.delta), T) if self.label_epsilon else None
+        rr = float(self.label_epsilon) if self.label_epsilon and self.label_mechanism == "rr" else None
+        zl = (calibrate_noise_multiplier(float(self.label_epsilon), float(self.delta), T)
+              if self.label_epsilon and rr is None else None)
         seed = noise_seed(self.random_state)
         n = blocks[0].shape[0]
         train, hold = np.arange(n), np.zeros(0, dtype=int)
@@ -139,7 +155,8 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
                               {nm: b.shape[1] for nm, b in zip(names, blocks[1:])},
                               {nm: float(self.row_clip) for nm in names}, R=float(self.row_clip),
                               label_noise_multiplier=zl, rounds=T, lam=float(self.lam), step_size=step,
-                              noise_seed=seed, forward=self.forward, momentum=mom, W=W if enc else None)
+                              noise_seed=seed, forward=self.forward, momentum=mom, W=W if enc else None,
+                              label_epsilon=rr)
 
         def after(backend, res):
             # in-process simulation: the driver collects each party's weights to score new records, and (encrypted

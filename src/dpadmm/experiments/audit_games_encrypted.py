@@ -21,7 +21,9 @@ first Forward on. Per round party 2 releases (X) ``D̂ᵀ(ĝ₀ + s/4) + ξ`` �
 — and (Y) ``A₀ᵀs + ζ``, moved by ``√2R₀·2RW = Δ_Y`` (the whole sensitivity). Party 2's weights are those the
 adversary dictates, so the noiseless releases on D and D' are the same in every run (replayed once).
 
-Label side (party 2 is the adversary: it sees the γ₂ the label party returns, sets its own noise off and its
+Label side: the Gaussian label mechanism (``label_mechanism="gaussian"``, whose premise is an honest party 2; the
+default, randomized response at the label party, is the labels-only protocol's function, audited by
+:mod:`.audit_games_rr`) (party 2 is the adversary: it sees the γ₂ the label party returns, sets its own noise off and its
 weights near 0 — W = 10⁻³ — and colludes with no one else). The canary row's label is 1 on D and 0 on D';
 party 2's canary row is ``R·e₁``, its other rows 0. One label moves the residual by exactly 1, so γ₂ moves by
 R of the proved ``Δ_L = √(2R₀² + R²)``: 0.9975 with the label party's R₀ = 0.05 (its own clip; its weights

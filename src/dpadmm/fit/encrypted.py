@@ -62,7 +62,8 @@ def backend_rounds(rounds: int, forward: str, parties: int) -> int:
 
 def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_multiplier, rounds: int, lam: float,
         step_size: float, noise_seed: int | None = None, key_bits: int = he.KEY_BITS, forward: str = "clear",
-        momentum: float = 0.0, W: float | None = None, checkpoint_dir=None, resume: bool = False) -> RunResult:
+        momentum: float = 0.0, W: float | None = None, checkpoint_dir=None, resume: bool = False,
+        label_epsilon: float | None = None) -> RunResult:
     """The T rounds, after ``backend.start`` (the parties set up). Returns the label party's final state.
 
     ``checkpoint_dir``: after every round each party writes its own checkpoint (``backend.checkpoint``: its weights,
@@ -71,12 +72,18 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
     key pair and the parties' PUBLIC keys). No ciphertext is stored: at a round's end none is outstanding. A
     secret key is written only to its owner's own checkpoint. ``resume``: continue from those checkpoints (the
     backend started afresh, as in the first run): the keys of the run are restored by their owners, every backend
-    round keeps its number, so a seeded run gives the same numbers as one never stopped."""
+    round keeps its number, so a seeded run gives the same numbers as one never stopped.
+
+    ``label_epsilon``: the label party's randomized response on its labels, once, before the first round
+    (:func:`.label.setup_label`; its stream in a seeded simulation: ``(len(names) + 2, 0)``); its checkpoint keeps
+    the released labels, so a resumed run neither draws nor books them again."""
     ck = _load_label(checkpoint_dir) if resume else None
     key = he.from_secret(ck["key"]) if ck else he.keygen(key_bits)
     cfg, state = label.setup_label(own_block, y, R=R, widths=widths, clips=clips,
                                    noise_multiplier=label_noise_multiplier, rounds=rounds, lam=lam, step=step_size,
-                                   forward=forward, momentum=momentum, W=W)
+                                   forward=forward, momentum=momentum, W=W, label_epsilon=label_epsilon,
+                                   rng=None if noise_seed is None else party_rng(noise_seed, len(names) + 2, 0),
+                                   released=ck.get("labels") if ck else None)
     names = list(names)
     multi = forward == "encrypted" and len(names) > 1
     sent = {"public_key": 0, "residuals": 0, "gradients_back": 0, "scores": 0, "encrypted_gradients": 0}
@@ -93,7 +100,7 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
         peers = {n: hello[n][0].mask_key for n in names if isinstance(hello[n][0], Hello)} if len(names) > 1 else {}
         pubs = {n: getattr(hello[n][0], "public_key", None) for n in names} if forward == "encrypted" else {}
         sent["public_key"] += sum(len(p) for p in pubs.values()) * (len(names) if multi else 1)
-        events, gradients = [], {n: None for n in names}
+        events, gradients = list(cfg.released), {n: None for n in names}  # the labels' one release, if any
     party_key = None
     if forward == "encrypted":
         party_keys = {n: he.from_public_key(p) for n, p in pubs.items()}  # refuses a key that is not OU of 2048 bits
@@ -104,7 +111,7 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
             backend.checkpoint(checkpoint_dir, r - 1)
             _save_label(checkpoint_dir, {"t": t + 1, "r": r, "w": state.w, "velocity": state.velocity, "peers": peers,
                                          "pubs": pubs, "gradients": gradients, "events": events,
-                                         "key": key.secret_blob()})
+                                         "key": key.secret_blob(), "labels": cfg.y01})
 
     for t in range(t0, int(rounds)):
         c0 = time.process_time()

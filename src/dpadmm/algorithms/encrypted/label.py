@@ -14,6 +14,19 @@ weights move on ``A₀ᵀĝ + η₀``. The η's are one Gaussian mechanism of la
 sends ``Enc_0(ĝ₀)``, ``ĝ₀ = round(2^24 (½ + s₀/4 − y))``, and ``Enc_m(A₀ᵀ s_m + r)`` computed on party m's
 encrypted scores (r uniform below 2^128, drawn here), gets back ``(A₀ᵀs_m + r + ζ) mod 2^128`` and uses
 ``A₀ᵀĝ₀ + η₀ + (A₀ᵀs_m + ζ)/4`` for its own step; its weights are projected on ‖w₀‖ ≤ W₀.
+
+Its labels (``label_epsilon``, the default label mechanism, "rr"): at Setup, once, it draws randomized response on
+its training labels from its own entropy (:func:`dpadmm.algorithms.vertical.label.randomized_response`, the
+labels-only protocol's mechanism: pure ε, one ``PureDPRelease`` under the label relation) and uses ONLY those
+labels ỹ in everything it computes for the run (``cfg.y01``): every residual, so every ciphertext, decryption and
+gradient that leaves it, is a function of ỹ, its own block and what the other parties sent — post-processing of
+the one release, whatever any other party computes on what it receives (a packed linear map of the encrypted
+residuals reads ỹ, not y). No de-biasing in the residuals: both are affine in the label, so the fit on ỹ estimates
+the fit on y with its scores shrunk by 1 − 2q (q = 1/(1 + e^ε)), which the label party's calibration on its
+held-out rows with their exact labels (:mod:`.combine`, nothing sent) undoes — as the labels-only protocol's
+exact refit does. Without ``label_epsilon`` the labels are used exactly and the η's (``noise_multiplier``, the
+``"gaussian"`` mechanism) are the only label noise: their guarantee needs every non-label party to compute D̂ᵀĝ
+honestly (:mod:`.protocol`).
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ from ...privacy.events import LABEL_CHANGE, GaussianRelease
 from ...privacy.mechanisms import gaussian
 from ...privacy.policy import PolicyRefusal
 from ...data.prepare import clip_rows
+from ..vertical.label import randomized_response
 from . import he, masks
 from .party import BLOCK_BITS, CROSS_BITS, RESIDUAL_BITS, EncryptedGradient, Opened, update
 
@@ -42,7 +56,7 @@ class LabelConfig:
     A: Any  # its block clipped at R₀ with the intercept column R₀, quantised (float: Aq / 2^16)
     Aq: Any  # the same as int64 CSR (its cross sums on party m's ciphertexts)
     plan: Any  # he.plane_indices(Aq)
-    y01: np.ndarray  # labels in {0, 1}: never leave
+    y01: np.ndarray  # the labels it uses, in {0, 1}: ỹ (randomized response) with label_epsilon, else exact
     R: float
     widths: Mapping[str, int]  # d_m of each other party (public, from its Setup)
     clips: Mapping[str, float]  # R_m of each other party (public)
@@ -53,6 +67,7 @@ class LabelConfig:
     forward: str = "clear"
     momentum: float = 0.0
     W: float | None = None  # ‖w₀‖ ≤ W₀ (forward="encrypted")
+    released: tuple = ()  # the randomized response's PureDPRelease (label_epsilon), booked once per run
 
     @property
     def sensitivity(self) -> float:
@@ -81,13 +96,29 @@ def prepare(X, R: float):
 
 
 def setup_label(X, y, *, R: float, widths, clips, noise_multiplier, rounds: int, lam: float, step: float,
-                forward: str = "clear", momentum: float = 0.0, W: float | None = None):
+                forward: str = "clear", momentum: float = 0.0, W: float | None = None,
+                label_epsilon: float | None = None, rng: np.random.Generator | None = None, released=None):
+    """Its config and initial state. ``label_epsilon``: its training labels go once through randomized response
+    (module docstring), drawn from ``rng`` (its own entropy when ``None``); the config's ``released`` holds the
+    release's event. ``released``: the labels ỹ ∈ {0, 1} of that release, restored from its own checkpoint on a
+    resume (no second draw, no second event)."""
     y = np.asarray(y, dtype=np.float64)
     Aq, A = prepare(X, R)
     plan = he.plane_indices(he.value_planes(Aq)) if forward == "encrypted" else None
-    cfg = LabelConfig(A, Aq, plan, (y > 0).astype(np.float64), float(R), dict(widths), dict(clips),
+    events: list = []
+    if released is not None:
+        y01 = np.asarray(released, dtype=np.float64)
+        if y01.shape != y.shape or not np.isin(y01, (0.0, 1.0)).all():
+            raise PolicyRefusal("the label party's restored labels must be one 0/1 value per training row")
+    elif label_epsilon is not None:
+        y_pm, events = randomized_response(np.where(y > 0, 1.0, -1.0), float(label_epsilon),
+                                           rng=np.random.default_rng() if rng is None else rng, party=LABEL_PARTY)
+        y01 = (y_pm > 0).astype(np.float64)
+    else:
+        y01 = (y > 0).astype(np.float64)
+    cfg = LabelConfig(A, Aq, plan, y01, float(R), dict(widths), dict(clips),
                       None if noise_multiplier is None else float(noise_multiplier), int(rounds), float(lam),
-                      float(step), str(forward), float(momentum), None if W is None else float(W))
+                      float(step), str(forward), float(momentum), None if W is None else float(W), tuple(events))
     k = A.shape[1]
     return cfg, LabelState(np.zeros(k), np.zeros(k))
 

@@ -80,13 +80,23 @@ combined gradient moves through ``D̂_mᵀs_k`` by ``d̂_m,i(s_k,i − s'_k,i)``
 reply alone is masked by the ρ's; it learns only the combination. If party m colludes with the label party they
 learn ``D̂_mᵀs_k + ζ_km``: still release Z. k decrypts ``D̂_mᵀs_k + ρ_mk``: statistically uniform to it.
 
-Label side (proof; relation: one label changes). One label moves one residual by exactly 1 (both residuals are
+Label side (proof; relation: one label changes). ``label_mechanism="rr"`` (the default): before the first round
+the label party draws randomized response on its training labels once, from its own entropy
+(:func:`dpadmm.algorithms.vertical.label.randomized_response`: pure ε, proof there), and computes every residual
+from those labels ỹ only (:func:`.label.setup_label`). Every message it sends — Enc_0(ĝ), the cross sums, the
+γ_m it decrypts — is a function of ỹ, its own block, its own coins and what the other parties sent, so anything any
+party (or all of them, colluding) derives from the run is post-processing of the one release, whatever it computes:
+no premise on the other parties (a party that answers with a packed linear map of ĝ reads ỹ, right about y with
+probability e^ε/(1 + e^ε); ``tests/protocols/test_encrypted_labels.py``). One ``PureDPRelease``, δ = 0; a resumed
+run restores ỹ from the label party's checkpoint (no second draw). The label party's calibration and final model
+use the exact labels of its held-out rows and stay with it (:mod:`.combine`).
+``label_mechanism="gaussian"`` (exact labels): one label moves one residual by exactly 1 (both residuals are
 affine in y with slope −1) and every block's column sums by that row: ``Δ_L = √(2R₀² + Σ_m R_m²)``; the cross sums
 do not involve y. The η's are one Gaussian mechanism per round on all blocks jointly (colluding parties covered),
-T rounds, PLD. Premise: party m computes D̂_mᵀĝ on its clipped block (a party answering with another linear map of
-ĝ, e.g. one residual times 10^6, gets a release the bound does not cover; the label party decrypts only d_m values
-per party but cannot check which map produced them). Party m sees Enc_0(ĝ₀) (IND-CPA), γ_m, and the masked cross
-sums.
+T rounds, PLD. Premise, named in its privacy line: party m computes D̂_mᵀĝ on its clipped block (a party
+answering with another linear map of ĝ, e.g. two residuals packed per value at 2^60 and 2^30, reads every residual
+it packed through the bound; the label party decrypts only d_m values per party but cannot check which map
+produced them). Party m sees Enc_0(ĝ₀) (IND-CPA), γ_m, and the masked cross sums.
 
 forward="clear" leaks the features, stated plainly. The label party learns ``S_i(t) = Σ_m d̂_{m,i}·w_m(t)`` for
 every training row and round, un-noised, with weights it knows (they move on its own view): after Σ_m d_m rounds
@@ -97,7 +107,7 @@ Threat model, per message field (who sees it, what it reveals):
 - ``Start.public_key`` (label → m): public; checked OU with a 2048-bit modulus.
 - ``Hello.mask_key`` (m → all via coordinator): public X25519 key (clear mode, ≥ 2 parties); a coordinator that
   substitutes keys can unmask each share: check keys out of band. ``Hello.public_key``: m's OU public key (encrypted).
-- ``Forward.gradient`` (label → m): γ_m, label-DP. ``Forward.peers``: public keys. ``Forward.final``: no data.
+- ``Forward.gradient`` (label → m): γ_m, label-DP (randomized response: post-processing of ỹ, whatever m sent). ``Forward.peers``: public keys. ``Forward.final``: no data.
 - ``Scores.values`` (clear): one party's share uniform on Z/2^64, their sum Σ_m s_m NOT protected (above).
   ``Scores.ciphertexts`` (encrypted): Enc_m(s_m), unreadable by the label party.
 - ``Backward.residuals``: Enc_0(ĝ) / Enc_0(ĝ₀): nothing to m. ``Backward.cross``: Enc_m(A₀ᵀs_m + r): after

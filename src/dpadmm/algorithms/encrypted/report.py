@@ -3,7 +3,10 @@
 Features: every non-label party's releases (the backward D̂ᵀĝ and, with ``forward="encrypted"``, the Aᵀs sums,
 two per round) composed by dp-accounting's PLD at δ, the worst party's ε the headline — with the clear forward pass
 the label party sees every training row's score sum, so the features are not protected at all (ε = ∞, the
-backward ε kept beside it). Labels: the label party's Gaussian on every block's gradient, composed the same way.
+backward ε kept beside it). Labels (``label_mechanism="rr"``, the default): the label party's one randomized response
+on its training labels, pure ε (its ``PureDPRelease``; one release, basic composition), against any other party with
+no premise; (``"gaussian"``) its Gaussian on every block's gradient, composed by PLD, against non-label parties that
+compute D̂ᵀĝ honestly (the premise is named in the note).
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import math
 
 from ...privacy.accountants import gaussian_epsilon
+from ...privacy.events import PureDPRelease
+from ...privacy.mechanisms import flip_probability
 
 FORWARD_NOT_PROTECTED = ("features: NOT differentially private against the label party: the forward pass reveals each "
                          "training row's score sum with weights it knows (see dpadmm.algorithms.encrypted.protocol); "
@@ -29,6 +34,35 @@ OWN_MODEL = ("the label party's own model (its columns, exact labels) and the fi
              "from them are not covered on the label side")
 
 
+LABELS_RR = ("labels: randomized response on each training label, once, at the label party (flipped with probability "
+             "1/(1 + e^epsilon)); it uses only those labels, so whatever any other party computes on what it receives "
+             "is post-processing of that release; adversary: any other party (or all of them, colluding), no premise "
+             "on what they compute; neighbouring: one training label changes")
+
+LABELS_GAUSSIAN = ("labels: Gaussian on every block's gradient the label party decrypts, premise: every non-label "
+                   "party returns D-hat^T g on its clipped block (a party returning another linear map of the encrypted "
+                   "residuals, e.g. a packed one, reads the labels: no guarantee against it); neighbouring: one "
+                   "training label changes")
+
+
+def _labels(pure, lab: dict, d: float, label_sensitivity: float, combination) -> dict:
+    """The label side: randomized response (``pure``), the Gaussian (``lab``: ε per party), or neither."""
+    own = f"; {OWN_MODEL}" if combination else ""
+    if pure and lab:  # both mechanisms in one run: not a combination the protocol makes
+        return {"epsilon": math.inf, "delta": d, "relation": "label", "note": "mixed label mechanisms: not accounted"}
+    if pure:
+        eps = float(sum(e.epsilon for e in pure))
+        return {"epsilon": eps, "delta": 0.0, "relation": "label", "mechanism": "randomized response",
+                "flip_probability": flip_probability(eps) if len(pure) == 1 else None,
+                "accountant": "pure epsilon (basic composition)", "releases": len(pure), "premise": None,
+                "note": LABELS_RR + own}
+    if lab:
+        return {"epsilon": max(lab.values()), "delta": d, "relation": "label", "mechanism": "gaussian",
+                "accountant": "dp-accounting PLD", "premise": "every non-label party computes its gradient honestly",
+                "note": f"{LABELS_GAUSSIAN}; sensitivity {label_sensitivity:.4g} per round{own}"}
+    return {"epsilon": math.inf, "delta": d, "relation": "label", "note": "labels not protected"}
+
+
 def encrypted_report(events, *, delta: float, forward: str, label_sensitivity: float, rounds: int,
                      combination: str | None = None) -> dict:
     """Both sides' guarantee of one run from its events (the parties' and the label party's Gaussian releases).
@@ -36,8 +70,10 @@ def encrypted_report(events, *, delta: float, forward: str, label_sensitivity: f
     :data:`OWN_MODEL`; ``None``: the joint model)."""
     d = float(delta)
     by_party: dict[tuple, list] = {}
+    pure = [e for e in events if isinstance(e, PureDPRelease)]
     for e in events:
-        by_party.setdefault((e.party, e.relation.key), []).append(e.noise_multiplier)
+        if not isinstance(e, PureDPRelease):
+            by_party.setdefault((e.party, e.relation.key), []).append(e.noise_multiplier)
     feat = {p: gaussian_epsilon(z, d) for (p, rel), z in by_party.items() if rel != "label"}
     lab = {p: gaussian_epsilon(z, d) for (p, rel), z in by_party.items() if rel == "label"}
     if forward == "encrypted":
@@ -46,11 +82,8 @@ def encrypted_report(events, *, delta: float, forward: str, label_sensitivity: f
     else:
         features = {"epsilon": math.inf, "backward_epsilon": feat or None, "delta": d, "note": FORWARD_NOT_PROTECTED}
     return {"features": features, "forward": forward,
-            "labels": {"epsilon": max(lab.values()) if lab else math.inf, "delta": d,
-                       "relation": "label", "note": "Gaussian on every block's gradient, sensitivity "
-                       f"{label_sensitivity:.4g} per round" + (f"; {OWN_MODEL}" if combination else "")
-                       if lab else "labels not protected"},
+            "labels": _labels(pure, lab, d, label_sensitivity, combination),
             "combination": combination or "joint", "accountant": "dp-accounting PLD", "rounds": int(rounds)}
 
 
-__all__ = ["FORWARD_ENCRYPTED", "FORWARD_NOT_PROTECTED", "OWN_MODEL", "encrypted_report"]
+__all__ = ["FORWARD_ENCRYPTED", "FORWARD_NOT_PROTECTED", "LABELS_GAUSSIAN", "LABELS_RR", "OWN_MODEL", "encrypted_report"]

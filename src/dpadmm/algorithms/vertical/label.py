@@ -211,7 +211,7 @@ def refit_label_block(cfg: PartyConfig, state: PartyState, offset: np.ndarray, l
     return out
 
 
-def randomized_response(labels: np.ndarray, epsilon: float, *, rng: np.random.Generator):
+def randomized_response(labels: np.ndarray, epsilon: float, *, rng: np.random.Generator, party: str = "coordinator"):
     """The label party's one release of its labels: k = 2 randomized response (Warner 1965).
 
     Each label Y_i ∈ {−1, +1} is kept with probability ``e^ε/(1 + e^ε)`` and flipped with probability
@@ -224,10 +224,10 @@ def randomized_response(labels: np.ndarray, epsilon: float, *, rng: np.random.Ge
     needs enforcing beyond the labels being two-valued, which :func:`dpadmm._validation.binary_labels`
     checks at the estimator. Everything computed from ỹ afterwards — every message of the ADMM run on
     ỹ — is post-processing and costs nothing more; the run's label ε is this ε (δ = 0).
-    Emits one ``PureDPRelease`` of party ``"coordinator"`` (the label party's organisation) under the
-    label relation. Returns ``(ỹ, [event])``.
+    Emits one ``PureDPRelease`` of ``party`` (default ``"coordinator"``, the label party's organisation here; the
+    encrypted protocol's label party books it as ``"party1"``) under the label relation. Returns ``(ỹ, [event])``.
     """
     y = np.asarray(labels, dtype=np.float64)
     q = flip_probability(epsilon)
     flip = rng.random(y.shape[0]) < q
-    return np.where(flip, -y, y), [PureDPRelease("coordinator", 0, float(epsilon), LABEL_CHANGE)]
+    return np.where(flip, -y, y), [PureDPRelease(party, 0, float(epsilon), LABEL_CHANGE)]

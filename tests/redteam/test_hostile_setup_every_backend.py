@@ -23,10 +23,9 @@ import pytest
 
 pytest.importorskip("grpc")
 
-from dpadmm.algorithms import functional_quantile as fq  # noqa: E402
-from dpadmm.algorithms import functional_statistics as fs  # noqa: E402
-from dpadmm.algorithms import graph_consensus as gc  # noqa: E402
-from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.algorithms.functional import messages as functional_messages, protocol as functional_protocol  # noqa: E402
+from dpadmm.algorithms.consensus import protocol as gc  # noqa: E402
+from dpadmm.algorithms.vertical import messages as vertical_messages, protocol as vertical_protocol  # noqa: E402
 from dpadmm.algorithms.encrypted import protocol as en  # noqa: E402
 from dpadmm.algorithms.experts import protocol as ex  # noqa: E402
 from dpadmm.algorithms.gossip import protocol as go  # noqa: E402
@@ -49,7 +48,7 @@ BUDGET = dict(max_epsilon=4.0, delta=1e-5)
 # one operator's policy for every protocol (row_clip: experts and encrypted; max_rounds: above every declaration
 # below but the one that departs from it)
 POLICY = PartyPolicy(max_alpha=10.0, max_score_clip=4.0, row_clip=1.0, max_rounds=1000, **BUDGET)
-PROTOCOLS = [vs.PROTOCOL, gc.PROTOCOL, fq.PROTOCOL, fs.PROTOCOL, ex.PROTOCOL, go.PROTOCOL, en.PROTOCOL]
+PROTOCOLS = [vertical_protocol.PROTOCOL, gc.PROTOCOL, functional_protocol.PROTOCOL, functional_protocol.STATISTICS_PROTOCOL, ex.PROTOCOL, go.PROTOCOL, en.PROTOCOL]
 
 
 # ----------------------------------------------------------------------------- the hostile Setups
@@ -61,7 +60,7 @@ def _vertical(spec=None, **opts):
 
 
 def _vspec(**kw):
-    return vs.PrivacySpec(**dict(dict(noise_multiplier=4.0, mechanism="gaussian", relation="feature_column",
+    return vertical_messages.PrivacySpec(**dict(dict(noise_multiplier=4.0, mechanism="gaussian", relation="feature_column",
                                       clip=30.0), **kw))
 
 
@@ -83,7 +82,7 @@ def _curves():
 
 def _functional(nm=3.0, clip=3.0, c1=None, tau=0.5, lam=0.05, **opts):
     grid, X, y = _curves()
-    settings = fq.Settings.make([tau], noise_multiplier=nm, lam=lam)
+    settings = functional_messages.Settings.make([tau], noise_multiplier=nm, lam=lam)
     o = dict(dict(rho=1.0, n_workers=2, fit_intercept=True, c1=math.hypot(clip or 0.0, 1.0) if c1 is None else c1),
              **opts)
     return [NAME, X, y, fpca.fourier_basis(grid, 3), 1.0, 0.0, 1.0, clip, settings, o]
@@ -120,24 +119,24 @@ def _encrypted(**kw):
 
 # name: (protocol, setup args (built lazily), declared rounds, noise seed, what the refusal names)
 HOSTILE = {
-    "vertical: relation constant": (vs.PROTOCOL, lambda: _vertical(_vspec(column_change=1e-6)), 5, None,
+    "vertical: relation constant": (vertical_protocol.PROTOCOL, lambda: _vertical(_vspec(column_change=1e-6)), 5, None,
                                     "column_change is 1e-06"),
-    "vertical: relation": (vs.PROTOCOL, lambda: _vertical(_vspec(relation="record", clip_inf=3.0)), 5, None,
+    "vertical: relation": (vertical_protocol.PROTOCOL, lambda: _vertical(_vspec(relation="record", clip_inf=3.0)), 5, None,
                            "the neighbouring relation is 'record'"),
-    "vertical: no regulariser": (vs.PROTOCOL, lambda: _vertical(reg=None, lam_sum=1e12), 5, None, "the regulariser is None"),
-    "vertical: l1 regulariser": (vs.PROTOCOL, lambda: _vertical(reg=L1()), 5, None, "the regulariser is 'L1'"),
-    "vertical: zero lam_sum": (vs.PROTOCOL, lambda: _vertical(lam_sum=0.0), 5, None, "lam_sum is 0.0"),
-    "vertical: not private": (vs.PROTOCOL, lambda: _vertical(private=None), 5, None,
+    "vertical: no regulariser": (vertical_protocol.PROTOCOL, lambda: _vertical(reg=None, lam_sum=1e12), 5, None, "the regulariser is None"),
+    "vertical: l1 regulariser": (vertical_protocol.PROTOCOL, lambda: _vertical(reg=L1()), 5, None, "the regulariser is 'L1'"),
+    "vertical: zero lam_sum": (vertical_protocol.PROTOCOL, lambda: _vertical(lam_sum=0.0), 5, None, "lam_sum is 0.0"),
+    "vertical: not private": (vertical_protocol.PROTOCOL, lambda: _vertical(private=None), 5, None,
                               "refused a non-private run: its operator gave it a privacy budget"),
-    "vertical: negligible noise": (vs.PROTOCOL, lambda: _vertical(_vspec(noise_multiplier=1e-12)), 5, None,
+    "vertical: negligible noise": (vertical_protocol.PROTOCOL, lambda: _vertical(_vspec(noise_multiplier=1e-12)), 5, None,
                                    "σ/Δ is 1e-12"),
-    "vertical: paper mechanism": (vs.PROTOCOL, lambda: _vertical(vs.PrivacySpec(noise_multiplier=4.0, bounds=vs.Bounds(1, 1, 1))),
+    "vertical: paper mechanism": (vertical_protocol.PROTOCOL, lambda: _vertical(vertical_messages.PrivacySpec(noise_multiplier=4.0, bounds=vertical_messages.Bounds(1, 1, 1))),
                                  5, None, "the mechanism is 'paper'"),
-    "vertical: damping": (vs.PROTOCOL, lambda: _vertical(damping=0.5), 5, None, "the damping is 0.5"),
-    "vertical: clip below the floor": (vs.PROTOCOL, lambda: _vertical(_vspec(clip=1e-13)), 5, None, "1e-13"),
-    "vertical: overspending declaration": (vs.PROTOCOL, lambda: _vertical(), 200, None,
+    "vertical: damping": (vertical_protocol.PROTOCOL, lambda: _vertical(damping=0.5), 5, None, "the damping is 0.5"),
+    "vertical: clip below the floor": (vertical_protocol.PROTOCOL, lambda: _vertical(_vspec(clip=1e-13)), 5, None, "1e-13"),
+    "vertical: overspending declaration": (vertical_protocol.PROTOCOL, lambda: _vertical(), 200, None,
                                            "its 200 declared rounds would bring its spend to ε"),
-    "vertical: coordinator's noise seed": (vs.PROTOCOL, lambda: _vertical(), 5, 7,
+    "vertical: coordinator's noise seed": (vertical_protocol.PROTOCOL, lambda: _vertical(), 5, 7,
                                            "refused a coordinator-chosen noise seed"),
     "consensus: no perturbation": (gc.PROTOCOL, lambda: _node(perturbation="none"), 4, None, "refused a non-private run"),
     "consensus: pvp": (gc.PROTOCOL, lambda: _node(perturbation="pvp"), 4, None, "the perturbation is 'pvp'"),
@@ -149,19 +148,19 @@ HOSTILE = {
                                                     "the schedule is 'outside"),
     "consensus: inexact local solve": (gc.PROTOCOL, lambda: _node(newton_tol=1.0), 4, None, "the local solver's tolerance"),
     "consensus: rows of norm 5": (gc.PROTOCOL, lambda: _node(scale=10.0), 4, None, "the rows' norm is 'above 1'"),
-    "functional: no score clip": (fq.PROTOCOL, lambda: _functional(clip=None, c1=1e-9), 5, None, "the score clip is None"),
-    "functional: c1 below the clip": (fq.PROTOCOL, lambda: _functional(c1=0.1), 5, None, "c1 of the sensitivity is 0.1"),
-    "functional: clip above the cap": (fq.PROTOCOL, lambda: _functional(clip=100.0), 5, None, "the score clip is 100.0"),
-    "functional: negligible noise": (fq.PROTOCOL, lambda: _functional(nm=1e-12), 5, None, "σ/Δ is 1e-12"),
-    "functional: not private": (fq.PROTOCOL, lambda: _functional(nm=0.0), 5, None, "refused a non-private run"),
-    "functional: unaccounted releases": (fq.PROTOCOL, lambda: _functional(emit_events=False), 5, None, "emit_events is False"),
-    "functional: tau outside (0, 1)": (fq.PROTOCOL, lambda: _functional(tau=5.0), 5, None, "a quantile level tau is [5.0]"),
-    "functional: negative penalty": (fq.PROTOCOL, lambda: _functional(lam=-1.0, local_step="exact"), 5, None,
+    "functional: no score clip": (functional_protocol.PROTOCOL, lambda: _functional(clip=None, c1=1e-9), 5, None, "the score clip is None"),
+    "functional: c1 below the clip": (functional_protocol.PROTOCOL, lambda: _functional(c1=0.1), 5, None, "c1 of the sensitivity is 0.1"),
+    "functional: clip above the cap": (functional_protocol.PROTOCOL, lambda: _functional(clip=100.0), 5, None, "the score clip is 100.0"),
+    "functional: negligible noise": (functional_protocol.PROTOCOL, lambda: _functional(nm=1e-12), 5, None, "σ/Δ is 1e-12"),
+    "functional: not private": (functional_protocol.PROTOCOL, lambda: _functional(nm=0.0), 5, None, "refused a non-private run"),
+    "functional: unaccounted releases": (functional_protocol.PROTOCOL, lambda: _functional(emit_events=False), 5, None, "emit_events is False"),
+    "functional: tau outside (0, 1)": (functional_protocol.PROTOCOL, lambda: _functional(tau=5.0), 5, None, "a quantile level tau is [5.0]"),
+    "functional: negative penalty": (functional_protocol.PROTOCOL, lambda: _functional(lam=-1.0, local_step="exact"), 5, None,
                                      "the penalty weight lam is [-1.0]"),
-    "functional: inexact exact step": (fq.PROTOCOL, lambda: _functional(local_step="exact", newton_tol=0.5), 5, None,
+    "functional: inexact exact step": (functional_protocol.PROTOCOL, lambda: _functional(local_step="exact", newton_tol=0.5), 5, None,
                                        "newton_tol is 0.5"),
-    "statistics: negligible noise": (fs.PROTOCOL, lambda: _statistics(1e-12), 2, None, "σ/Δ is 1e-12"),
-    "statistics: not private": (fs.PROTOCOL, lambda: _statistics(0.0), 2, None, "refused a non-private run"),
+    "statistics: negligible noise": (functional_protocol.STATISTICS_PROTOCOL, lambda: _statistics(1e-12), 2, None, "σ/Δ is 1e-12"),
+    "statistics: not private": (functional_protocol.STATISTICS_PROTOCOL, lambda: _statistics(0.0), 2, None, "refused a non-private run"),
     "experts: negligible noise": (ex.PROTOCOL, lambda: _experts(nm=1e-12), 1, None, "σ/Δ is 1e-12"),
     "experts: not private": (ex.PROTOCOL, lambda: _experts(nm=None), 1, None, "refused a non-private run"),
     "experts: row clip below the floor": (ex.PROTOCOL, lambda: _experts(R=1e-13), 1, None, "the row clip R is 1e-13"),

@@ -97,7 +97,7 @@ class PartyPolicy:
     released.
     ``ledger_dir``: where the party's ledgers live, one per data set (:mod:`dpadmm.privacy.ledger_files`; ``party
     serve`` always sets it, ``--ledger-dir``); None: the ledger is in the party's ``out`` directory.
-    PSI (:mod:`dpadmm.data.psi`): ``psi_max_query`` caps the ids one query may hold, ``psi_max_runs`` the PSI runs
+    PSI (:mod:`dpadmm.algorithms.psi`): ``psi_max_query`` caps the ids one query may hold, ``psi_max_runs`` the PSI runs
     per ``psi_period`` seconds (None: no cap).
     """
 

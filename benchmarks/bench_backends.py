@@ -355,7 +355,7 @@ def bench_party_steps(rounds: int, entries=(None, 10, 5000), n: int = 32561):
     import tempfile
     from pathlib import Path
 
-    from dpadmm.algorithms import vertical_sharing as vs
+    from dpadmm.algorithms.vertical import messages as vertical_messages, protocol as vertical_protocol
     from dpadmm.backends import grpc_codec as codec
     from dpadmm.backends.grpc_party import PartyService
     from dpadmm.data.parties import write_party_files
@@ -366,24 +366,24 @@ def bench_party_steps(rounds: int, entries=(None, 10, 5000), n: int = 32561):
     tmp = Path(tempfile.mkdtemp(prefix="dpadmm-bench-steps-"))
     paths = write_party_files([rng.normal(size=(n, 3)), rng.normal(size=(n, 5))], np.where(rng.random(n) < .5, 1, -1),
                               tmp)
-    allowed = codec.allow_list(vs.PROTOCOL.types)
+    allowed = codec.allow_list(vertical_protocol.PROTOCOL.types)
     D = PartyData("train", {"ids": np.arange(n), "index": 2, "n_features": 5}, (n, 5))
-    spec = vs.PrivacySpec(noise_multiplier=5.0, mechanism="gaussian", relation="feature_column", clip=30.0)
+    spec = vertical_messages.PrivacySpec(noise_multiplier=5.0, mechanism="gaussian", relation="feature_column", clip=30.0)
     services = {}
     for e in entries:
         out = tmp / f"party-{e}"
         if e:
             prefill_ledger(out, "party2", e)
-        svc = PartyService(name="party2", protocol=vs.PROTOCOL, data={"train": str(paths[1])}, out=out, secure=False,
+        svc = PartyService(name="party2", protocol=vertical_protocol.PROTOCOL, data={"train": str(paths[1])}, out=out, secure=False,
                            **({} if e is None else {"max_epsilon": 1e9, "delta": 1e-5}))
-        svc.handle("Setup", codec.encode({"protocol": vs.PROTOCOL.name, "party": "party2", "index": 1,
+        svc.handle("Setup", codec.encode({"protocol": vertical_protocol.PROTOCOL.name, "party": "party2", "index": 1,
                                           "rounds": rounds + 1, "args": ["party2", D, {"lam_sum": 1.0, "reg": L2(),
                                                                                        "private": spec}]},
                                          allowed=allowed), "")
         services[e] = svc
     times = {e: [] for e in entries}
     for t in range(rounds):
-        msg = codec.encode({"round": t, "inbox": vs.CoordinatorMessage(t, np.zeros(n), np.ones(n) * (t > 0), 0.5)},
+        msg = codec.encode({"round": t, "inbox": vertical_messages.CoordinatorMessage(t, np.zeros(n), np.ones(n) * (t > 0), 0.5)},
                            allowed=allowed)
         order = list(entries)[t % len(entries):] + list(entries)[:t % len(entries)]
         for e in order:

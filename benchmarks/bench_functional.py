@@ -29,7 +29,7 @@ import numpy as np
 
 def bench_batched(repeats: int, sample: int) -> dict:
     from dpadmm.experiments.zhou import TAUS, make_settings, paper_table, run_settings, simulate_rep
-    from dpadmm.algorithms import functional_quantile as fq
+    from dpadmm.algorithms.functional import messages as fq
 
     paper = paper_table()
     paper = paper[paper["table"] == 1]

@@ -8,7 +8,7 @@ beyond the transport. Workloads × configurations:
 
 - ``noop``: the self-test protocol (:mod:`dpadmm.backends.selftest`) with ``--size`` floats (10, as
   ``bench_backends.py``'s ``noop-20``), seeded noise (``noise_seed=0``, as that benchmark's engine run);
-- ``vertical``: a vertical-sharing party (:mod:`dpadmm.algorithms.vertical_sharing`) with ``--rows``
+- ``vertical``: a vertical-sharing party (:mod:`dpadmm.algorithms.vertical`) with ``--rows``
   rows and 3 features, its round's N-vector messages;
 
 configurations: ``simulation`` (no budget, plaintext: no identity check), ``secure`` (the caller's
@@ -58,7 +58,7 @@ def _noop(out: Path, config: str, steps: int, size: int):
 
 
 def _vertical(out: Path, config: str, steps: int, rows: int):
-    from dpadmm.algorithms import vertical_sharing as vs
+    from dpadmm.algorithms.vertical import messages as vertical_messages, protocol as vertical_protocol
     from dpadmm.backends import grpc_codec as codec
     from dpadmm.backends.grpc_party import PartyService
     from dpadmm.data.parties import write_party_files
@@ -70,17 +70,17 @@ def _vertical(out: Path, config: str, steps: int, rows: int):
                               np.where(rng.random(rows) < .5, 1, -1), out / "data")
     secure = config != "simulation"
     kw = dict(max_epsilon=1e4, delta=1e-5) if config == "budgeted" else {}
-    svc = PartyService(name="party2", protocol=vs.PROTOCOL, data={"train": str(paths[1])}, out=out / "party",
+    svc = PartyService(name="party2", protocol=vertical_protocol.PROTOCOL, data={"train": str(paths[1])}, out=out / "party",
                        secure=secure, allow=(PEER,), echo=(lambda line: None) if secure else None, **kw)
-    allowed = codec.allow_list(vs.PROTOCOL.types)
-    spec = vs.PrivacySpec(noise_multiplier=4.0, mechanism="gaussian", relation="feature_column", clip=30.0)
+    allowed = codec.allow_list(vertical_protocol.PROTOCOL.types)
+    spec = vertical_messages.PrivacySpec(noise_multiplier=4.0, mechanism="gaussian", relation="feature_column", clip=30.0)
     D = PartyData("train", {"ids": np.arange(rows), "index": 2, "n_features": 3}, (rows, 3))
     opts = {"lam_sum": 1.0, "reg": L2(), "private": spec if config == "budgeted" else None, "bound": None,
             "damping": 0.0, "eval_blocks": {}}
-    setup = {"protocol": vs.PROTOCOL.name, "party": "party2", "index": 1, "noise_seed": None,
+    setup = {"protocol": vertical_protocol.PROTOCOL.name, "party": "party2", "index": 1, "noise_seed": None,
              "args": ["party2", D, opts], "rounds": steps}
     r = np.random.default_rng(1)
-    msgs = [codec.encode({"round": t, "inbox": vs.CoordinatorMessage(t, r.normal(size=rows) * 0.1 * (t > 0),
+    msgs = [codec.encode({"round": t, "inbox": vertical_messages.CoordinatorMessage(t, r.normal(size=rows) * 0.1 * (t > 0),
                                                                      r.normal(size=rows) * (t > 0), 0.5)},
                          allowed=allowed) for t in range(steps)]
     return svc, codec.encode(setup, allowed=allowed), msgs, PEER if secure else ""

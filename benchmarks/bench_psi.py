@@ -8,7 +8,7 @@ mutual TLS (``grpc``); the printed ratio is dpadmm ÷ library.
 
 The coordinator (the label party's organisation, PSI client) holds N ids; one party — a separate
 ``dpadmm party serve --protocol psi-align`` process on 127.0.0.1 with mutual TLS — holds N ids,
-half of them in common. Timed: the whole alignment (:func:`dpadmm.data.psi.align_parties`: Setup,
+half of them in common. Timed: the whole alignment (:func:`dpadmm.fit.psi.align_parties`: Setup,
 the party's setup message, the query and its response, the intersection, ``align``), and the
 bytes that crossed the wire. Party start-up is not timed.
 

@@ -226,7 +226,7 @@ def case_table(args):
 
 
 def case_setup(args):
-    from dpadmm.algorithms import vertical_sharing as vs
+    from dpadmm.algorithms.vertical import party as vs
     from dpadmm.kernels import L2
 
     out = {"case": "setup", "load_start": load(), "rows": []}

@@ -110,7 +110,7 @@ def output_perturbation(Xtr, ytr, Xte, yte, eps: float, rng) -> float:
 def run(*, quick: bool, seeds: int, epsilons: list[float], datasets: list[str] | None = None,
         progress=print) -> list[dict]:
     from dpadmm import ConsensusLogisticRegression
-    from dpadmm.algorithms.graph_consensus import alpha_for_budget, schedule_table
+    from dpadmm.algorithms.consensus.schedules import alpha_for_budget, schedule_table
     from dpadmm.cli.consensus import private_C
     from dpadmm.data.graphs import adjacency, make_graph, split_indices
 

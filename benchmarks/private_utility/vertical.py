@@ -101,7 +101,7 @@ def load(name: str):
 
 def prepare(train, test, how: str, row_clip: bool):
     """Party-local preparation (statistics from each party's training rows)."""
-    from dpadmm.algorithms.vertical_data import default_row_clip, prepare_block
+    from dpadmm.data.prepare import default_row_clip, prepare_block
 
     P, Q = [], []
     for B, T in zip(train, test):
@@ -212,7 +212,7 @@ def _fit_experts(P, raw, y, Q, raw_test, yt, eps: float, labels: bool, seed: int
 
 
 def default_row_clip(d):
-    from dpadmm.algorithms.vertical_data import default_row_clip as R
+    from dpadmm.data.prepare import default_row_clip as R
 
     return R(d)
 

@@ -312,7 +312,7 @@ def test_zhang_nonprivate_gap_to_the_optimum(topology, tmp_path, capsys):
     """'Non-private, 5 nodes on Adult: final L(T) within 1.4e-7 (ring) and 3.2e-5 (complete) of the centralised
     optimum': the README's first consensus command (and its complete-graph variant) against the pooled Newton
     optimum. Deterministic (no noise): the gap agrees with the quoted one to its two digits."""
-    from dpadmm.algorithms import graph_consensus as gc
+    from dpadmm.algorithms.consensus import solver as gc
     from dpadmm.experiments.zhang import PAPER_C, PAPER_REG_WEIGHT, _node_data, load_data
 
     m = _find(r"Non-private, 5 nodes on Adult: final L\(T\) within (\d\.\de-\d+) \(ring\) and (\d\.\de-\d+) "

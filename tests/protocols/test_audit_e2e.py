@@ -105,11 +105,11 @@ def test_capture_records_what_parties_send_and_restores_engine():
 
 @pytest.mark.slow  # a whole run end to end: CI runs it; the default suite stays under 3 CPU-minutes
 def test_planted_bug_patches_are_removed_after_the_row():
-    from dpadmm.algorithms import graph_consensus as gc
+    from dpadmm.algorithms.consensus import node as gc
     from dpadmm.experiments import audit_e2e as A
     from dpadmm.kernels import fpca as F
 
-    from dpadmm.algorithms import vertical_sharing as vs
+    from dpadmm.algorithms.vertical import party as vs
 
     before = (gc._noise, gc.block_step, F.clip_rows, vs.clip_share_input)
     A.audit_row(A.consensus_reuse_bug_row(), runs=40)

@@ -11,7 +11,8 @@ from scipy.optimize import minimize
 from scipy.special import expit
 
 from dpadmm import ConsensusLogisticRegression
-from dpadmm.algorithms import graph_consensus as gc
+from dpadmm.algorithms.consensus import (messages as consensus_messages, node as consensus_node,
+                                         schedules as consensus_schedules, solver as consensus_solver)
 from dpadmm.exceptions import InvalidParameterError, PrivacyPreconditionError
 
 
@@ -38,7 +39,7 @@ def _fit(Xs, ys, **kw):
 def test_nonprivate_matches_centralised_optimum(topology):
     Xs, ys = _toy()
     m = _fit(Xs, ys, topology=topology, C=5.0, reg_weight=0.5, max_iter=200)
-    f_star = gc.solve_centralised(Xs, ys, C=5.0, reg_weight=0.5)
+    f_star = consensus_solver.solve_centralised(Xs, ys, C=5.0, reg_weight=0.5)
     # independent check of the centralised optimum with scipy (same objective, [Zhang, eq. 1])
     def obj(f):
         return sum(5.0 / len(y) * np.logaddexp(0, -y * (X @ f)).sum() for X, y in zip(Xs, ys)) + 0.25 * f @ f
@@ -175,17 +176,17 @@ def test_norm_condition_enforced_or_normalised():
 
 def test_convergence_condition_warns():
     Xs, ys = _toy()
-    with pytest.warns(gc.ConvergenceConditionWarning, match="decreases"):
+    with pytest.warns(consensus_schedules.ConvergenceConditionWarning, match="decreases"):
         _fit(Xs, ys, eta=1.0, eta_growth=0.9, max_iter=3)
-    with pytest.warns(gc.ConvergenceConditionWarning, match="< theta"):
+    with pytest.warns(consensus_schedules.ConvergenceConditionWarning, match="< theta"):
         _fit(Xs, ys, eta=0.2, theta=0.5, max_iter=3)
 
 
 def test_outbox_is_only_the_model():
     Xs, ys = _toy(n_nodes=3)
-    cfg, st = gc.make_block(["a", "b", "c"], Xs, ys, degree=[2, 2, 2], C=1.0, reg=0.1, eta=np.full((3, 2), 0.5),
+    cfg, st = consensus_node.make_block(["a", "b", "c"], Xs, ys, degree=[2, 2, 2], C=1.0, reg=0.1, eta=np.full((3, 2), 0.5),
                             theta=np.full((3, 2), 0.5), alpha=np.full((3, 2), 2.0), perturbation="pp")
-    st2, out, events = gc.block_step(cfg, st, gc.NeighbourMessage(0, np.zeros((3, 5))), rng=np.random.default_rng(0))
+    st2, out, events = consensus_node.block_step(cfg, st, consensus_messages.NeighbourMessage(0, np.zeros((3, 5))), rng=np.random.default_rng(0))
     assert out._fields == ("f",) and out.f.shape == (3, 5)
     assert [e.party for e in events] == ["a", "b", "c"] and all(e.round == 1 for e in events)
     assert st.f.sum() == 0.0  # inputs not mutated
@@ -193,13 +194,13 @@ def test_outbox_is_only_the_model():
 
 def test_local_newton_solves_the_subproblem():
     Xs, ys = _toy(n_nodes=3, per_node=40)
-    X = gc._pad(Xs)
-    y = gc._pad(ys)
-    w = gc._pad([np.full(40, 2.0 / 40)] * 3)
+    X = consensus_solver._pad(Xs)
+    y = consensus_solver._pad(ys)
+    w = consensus_solver._pad([np.full(40, 2.0 / 40)] * 3)
     rng = np.random.default_rng(1)
     b = rng.normal(size=(3, 5)) * 5
     r = np.array([0.5, 1.0, 3.0])
-    f, _, _ = gc.local_newton(X, y, w, r, b, np.zeros((3, 5)), tol=1e-12)
+    f, _, _ = consensus_solver.local_newton(X, y, w, r, b, np.zeros((3, 5)), tol=1e-12)
     for k in range(3):
         def fun(v, k=k):
             return (w[k] * np.logaddexp(0, -y[k] * (X[k] @ v))).sum() + 0.5 * r[k] * v @ v + b[k] @ v
@@ -218,7 +219,7 @@ def test_adult_five_nodes_reaches_the_centralised_optimum(topology):
     Xs, ys = _node_data(X, y, 5, "even", 10.0, 0)
     m = ConsensusLogisticRegression(C=PAPER_C, reg_weight=PAPER_REG_WEIGHT, topology=topology, max_iter=100,
                                     random_state=0).fit(Xs, ys)
-    f_star = gc.solve_centralised(Xs, ys, C=PAPER_C, reg_weight=PAPER_REG_WEIGHT)
+    f_star = consensus_solver.solve_centralised(Xs, ys, C=PAPER_C, reg_weight=PAPER_REG_WEIGHT)
     # an independent solver on the pooled data (scikit-learn, per-sample weights C/B_i, ρ = 1/C_sklearn)
     from sklearn.linear_model import LogisticRegression
 

@@ -12,8 +12,8 @@ import pytest
 
 from conftest import run_cli
 from dpadmm import ConsensusLogisticRegression
-from dpadmm.algorithms import consensus_baseline as cb
-from dpadmm.algorithms.graph_consensus import alpha_for_budget, schedule_table
+from dpadmm.algorithms.consensus import baseline as cb
+from dpadmm.algorithms.consensus.schedules import alpha_for_budget, schedule_table
 from dpadmm.data import load_adult
 
 

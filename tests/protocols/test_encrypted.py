@@ -156,7 +156,7 @@ def test_zero_noise_equals_plaintext_gradient_descent(need_he):
         blocks, y)
     # the same descent in plaintext on the joint model: the label party's block with its intercept column, the
     # others' blocks clipped and quantised as the parties use them
-    from dpadmm.algorithms.vertical_data import clip_rows
+    from dpadmm.data.prepare import clip_rows
 
     A = [label.prepare(blocks[0], R)[1].toarray()] + [
         he.quantize(clip_rows(b, R), ep.BLOCK_BITS).toarray() / 2.0 ** ep.BLOCK_BITS for b in blocks[1:]]
@@ -175,7 +175,7 @@ def test_zero_noise_equals_plaintext_gradient_descent(need_he):
 def test_zero_noise_encrypted_forward_equals_plaintext_taylor_descent(need_he):
     """forward='encrypted': the same heavy-ball descent on the Taylor residual ½ + s/4 − y, weights projected on
     ‖w‖ ≤ W, on the training rows (the held-out calibration rows excluded), quantised blocks."""
-    from dpadmm.algorithms.vertical_data import clip_rows
+    from dpadmm.data.prepare import clip_rows
     from dpadmm.estimators.vertical_encrypted import VerticalEncryptedClassifier
 
     blocks, y = _data(150)
@@ -208,7 +208,7 @@ def test_feature_sensitivity_worst_case():
     rng = np.random.default_rng(3)
     R = 1.5
     D = rng.normal(size=(40, 5)) * 3
-    from dpadmm.algorithms.vertical_data import clip_rows
+    from dpadmm.data.prepare import clip_rows
 
     Dq = he.quantize(clip_rows(D, R), ep.BLOCK_BITS).toarray() / 2.0 ** ep.BLOCK_BITS
     worst = 0.0
@@ -232,7 +232,7 @@ def test_label_sensitivity_worst_case():
     rng = np.random.default_rng(4)
     blocks, y = _data(60, 5)
     R = 0.8
-    from dpadmm.algorithms.vertical_data import clip_rows
+    from dpadmm.data.prepare import clip_rows
 
     cfg, _ = label.setup_label(blocks[0], y, R=R, widths={"party2": 2, "party3": 2}, clips={"party2": R, "party3": R},
                                noise_multiplier=1.0, rounds=1, lam=1.0, step=1.0)

@@ -8,16 +8,18 @@ import math
 import numpy as np
 import pytest
 
-from dpadmm.algorithms import functional_statistics as fs
+from dpadmm.algorithms.functional import statistics as fs
 
 from dpadmm import FunctionalQuantileRegressor
-from dpadmm.algorithms import functional_quantile as fq
+from dpadmm.algorithms.functional import (hub as functional_hub, local as functional_local,
+                                          messages as functional_messages, party as functional_party,
+                                          rules as functional_rules)
 from dpadmm.data.functional import simulate_zhou
 from dpadmm.exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
 from dpadmm.kernels import fpca as F
 from dpadmm.privacy.accountants import gaussian_epsilon
 from dpadmm.privacy.accountants.composition import advanced_composition
-from dpadmm.privacy.zhou import calibrate_total, iteration_noise_multiplier, paper_bound, zhou_sigma
+from dpadmm.algorithms.functional.report import calibrate_total, iteration_noise_multiplier, paper_bound, zhou_sigma
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +57,10 @@ def test_exact_local_solve_with_l1_matches_linear_programme():
     rng = np.random.default_rng(0)
     A = rng.normal(size=(300, 3))
     y = A @ np.array([1.0, -0.5, 0.2]) + rng.standard_t(3, size=300)
-    st = fq.Settings.make([0.4], lam=0.5)
-    cfg, _ = fq.make_party("a", A, y, st, rho=0.2, n_workers=1, penalty="l1", local_step="exact")
+    st = functional_messages.Settings.make([0.4], lam=0.5)
+    cfg, _ = functional_party.make_party("a", A, y, st, rho=0.2, n_workers=1, penalty="l1", local_step="exact")
     v = np.array([0.3, 0.1, -0.2])[None, None, None]
-    w = fq.exact_local_solve(cfg, v, np.zeros_like(v))[0, 0, 0]
+    w = functional_local.exact_local_solve(cfg, v, np.zeros_like(v))[0, 0, 0]
 
     def obj(x):
         r = y - A @ x
@@ -74,14 +76,14 @@ def test_linearized_step_is_the_closed_form_of_section_5_1():
     A = rng.normal(size=(50, 4))
     y = rng.normal(size=50)
     tau, lam, rho, M = 0.3, 0.2, 0.1, 5
-    st = fq.Settings.make([tau], lam=lam)
-    cfg, state = fq.make_party("a", A, y, st, rho=rho, n_workers=M, penalty="l1", step="constant", eta0=0.7)
+    st = functional_messages.Settings.make([tau], lam=lam)
+    cfg, state = functional_party.make_party("a", A, y, st, rho=rho, n_workers=M, penalty="l1", step="constant", eta0=0.7)
     wt = rng.normal(size=4)
     gam = rng.normal(size=4)
     w_hub = rng.normal(size=4)
     state = state._replace(w_tilde=wt[None, None, None], gamma=gam[None, None, None])
     # round 1: no deferred dual update, so γ is used as stored
-    new, msg, events = fq.party_step(cfg, state, fq.HubMessage(0, w_hub[None, None]), rng=np.random.default_rng(0))
+    new, msg, events = functional_party.party_step(cfg, state, functional_messages.HubMessage(0, w_hub[None, None]), rng=np.random.default_rng(0))
     eta = 0.7
     g = A.T @ (tau - (y - A @ wt <= 0)) / 50
     expected = (g - lam / M * np.sign(wt) + gam + rho * w_hub + wt / eta) / (rho + 1 / eta)  # [Zhou, §5.1]
@@ -105,17 +107,17 @@ def test_zero_noise_limit_equals_nonprivate():
 
 def test_dual_sum_stays_zero_so_hub_is_mean_of_shares(small):
     A = F.fpca(small.curves, small.grid, 4).scores(small.curves)
-    st = fq.Settings.make([0.3, 0.7], noise_multiplier=[0.0, 3.0], lam=0.05)
-    cfgs = [fq.make_party(f"w{i}", A[i::3], small.y[i::3], st, rho=0.1, n_workers=3, step="constant",
+    st = functional_messages.Settings.make([0.3, 0.7], noise_multiplier=[0.0, 3.0], lam=0.05)
+    cfgs = [functional_party.make_party(f"w{i}", A[i::3], small.y[i::3], st, rho=0.1, n_workers=3, step="constant",
                           c1=10.0) for i in range(3)]
-    hub_cfg = fq.HubConfig(0.1, tuple(c.name for c, _ in cfgs), (1, 2, 4), rounds=5)
-    hs, inbox = fq.init_hub(hub_cfg)
+    hub_cfg = functional_messages.HubConfig(0.1, tuple(c.name for c, _ in cfgs), (1, 2, 4), rounds=5)
+    hs, inbox = functional_hub.init_hub(hub_cfg)
     states = [s for _, s in cfgs]
     for r in range(5):
         outs = {}
         for i, (c, _) in enumerate(cfgs):
-            states[i], outs[c.name], _ = fq.party_step(c, states[i], inbox[c.name], rng=np.random.default_rng(r * 10 + i))
-        hs, inbox, _ = fq.hub_step(hub_cfg, hs, outs, rng=None)
+            states[i], outs[c.name], _ = functional_party.party_step(c, states[i], inbox[c.name], rng=np.random.default_rng(r * 10 + i))
+        hs, inbox, _ = functional_hub.hub_step(hub_cfg, hs, outs, rng=None)
         gsum = sum(o.gamma for o in outs.values())
         np.testing.assert_allclose(gsum, 0.0, atol=1e-12)
         np.testing.assert_allclose(hs.w, np.mean([o.w_tilde for o in outs.values()], axis=0)[:, 0], atol=1e-12)
@@ -128,9 +130,9 @@ def test_thm1_sigma_and_events():
     # the algorithm emits exactly this σ, with sensitivity 2c1/(m(ρ+1/η)) (m, not m²: docs/algorithms.md §3 erratum)
     rng = np.random.default_rng(0)
     A = F.clip_rows(rng.normal(size=(m, 5)), c1)
-    st = fq.Settings.make([0.5], noise_multiplier=iteration_noise_multiplier(eps, delta), lam=0.1)
-    cfg, state = fq.make_party("w", A, rng.normal(size=m), st, rho=rho, n_workers=1, step="constant", eta0=eta, c1=c1)
-    _, _, events = fq.party_step(cfg, state, fq.HubMessage(0, np.zeros((1, 1, 5))), rng=rng)
+    st = functional_messages.Settings.make([0.5], noise_multiplier=iteration_noise_multiplier(eps, delta), lam=0.1)
+    cfg, state = functional_party.make_party("w", A, rng.normal(size=m), st, rho=rho, n_workers=1, step="constant", eta0=eta, c1=c1)
+    _, _, events = functional_party.party_step(cfg, state, functional_messages.HubMessage(0, np.zeros((1, 1, 5))), rng=rng)
     (ev,) = events
     assert ev.sigma == pytest.approx(expected, rel=1e-12)
     assert ev.sensitivity == pytest.approx(2 * c1 / (m * (rho + 1 / eta)), rel=1e-12)
@@ -142,11 +144,11 @@ def test_noise_has_the_thm1_standard_deviation():
     rng = np.random.default_rng(1)
     m, K = 200, 8
     A = F.clip_rows(rng.normal(size=(m, K)), 1.0)
-    st = fq.Settings.make(np.full(500, 0.5), noise_multiplier=10.0, lam=0.0)
-    cfg, state = fq.make_party("w", A, rng.normal(size=m), st, rho=0.1, n_workers=1, c1=1.0, emit_events=False)
-    new, msg, _ = fq.party_step(cfg, state, fq.HubMessage(0, np.zeros((1, 500, K))), rng=rng)
+    st = functional_messages.Settings.make(np.full(500, 0.5), noise_multiplier=10.0, lam=0.0)
+    cfg, state = functional_party.make_party("w", A, rng.normal(size=m), st, rho=0.1, n_workers=1, c1=1.0, emit_events=False)
+    new, msg, _ = functional_party.party_step(cfg, state, functional_messages.HubMessage(0, np.zeros((1, 500, K))), rng=rng)
     noise = (msg.w_tilde - new.w).ravel()
-    eta = fq.step_size("paper", 1, c_w=1.0, c1=1.0, c2=1.0, lam=np.zeros(1), n_workers=1, K=K, m=m,
+    eta = functional_rules.step_size("paper", 1, c_w=1.0, c1=1.0, c2=1.0, lam=np.zeros(1), n_workers=1, K=K, m=m,
                        eps_iter=np.array([math.inf]), delta_iter=np.ones(1), eta0=1.0)[0]
     sigma = 10.0 * 2.0 / (m * (0.1 + 1 / eta))
     # 4000 draws: sd within 5 standard errors (false-failure rate < 1e-6)
@@ -167,15 +169,15 @@ def test_clipping_enforces_the_sensitivity_bound(local_step):
         A2, y2 = A.copy(), y.copy()
         A2[0] = rng.normal(scale=50.0, size=K)
         y2[0] = rng.normal(scale=100.0)
-        st = fq.Settings.make([rng.uniform(0.05, 0.95)], lam=0.1)
+        st = functional_messages.Settings.make([rng.uniform(0.05, 0.95)], lam=0.1)
         opts = dict(rho=0.1, n_workers=2, local_step=local_step, step="constant", eta0=2.0, c1=c1)
-        c_a, s_a = fq.make_party("a", F.clip_rows(A, c1), y, st, **opts)
-        c_b, _ = fq.make_party("b", F.clip_rows(A2, c1), y2, st, **opts)
+        c_a, s_a = functional_party.make_party("a", F.clip_rows(A, c1), y, st, **opts)
+        c_b, _ = functional_party.make_party("b", F.clip_rows(A2, c1), y2, st, **opts)
         state = s_a._replace(w_tilde=rng.normal(size=(1, 1, 1, K)), gamma=rng.normal(size=(1, 1, 1, K)))
-        inbox = fq.HubMessage(0, rng.normal(size=(1, 1, K)))
-        wa = fq.party_step(c_a, state, inbox, rng=np.random.default_rng(0))[0].w
-        wb = fq.party_step(c_b, state, inbox, rng=np.random.default_rng(0))[0].w
-        bound = fq.sensitivity(c_a, np.array([2.0]))[0]
+        inbox = functional_messages.HubMessage(0, rng.normal(size=(1, 1, K)))
+        wa = functional_party.party_step(c_a, state, inbox, rng=np.random.default_rng(0))[0].w
+        wb = functional_party.party_step(c_b, state, inbox, rng=np.random.default_rng(0))[0].w
+        bound = functional_local.sensitivity(c_a, np.array([2.0]))[0]
         worst = max(worst, np.linalg.norm(wa - wb) / bound)
     assert worst <= 1.0 + 1e-6, worst
     assert worst > 0.05  # the test exercises the bound

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from dpadmm import FunctionalQuantileRegressor
-from dpadmm.algorithms import functional_statistics as fs
+from dpadmm.algorithms.functional import statistics as fs
 from dpadmm.data.functional import load_dataset, simulate_zhou
 from dpadmm.estimators.functional import private_fit_transcript
 from dpadmm.fit import functional as fit_functional

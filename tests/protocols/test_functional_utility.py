@@ -14,7 +14,8 @@ import pytest
 
 from conftest import run_cli
 from dpadmm import FunctionalQuantileRegressor
-from dpadmm.algorithms import functional_statistics as fs
+from dpadmm.algorithms.functional import (statistics as functional_statistics,
+                                          statistics_hub as functional_statistics_hub)
 from dpadmm.data.functional import load_dataset, simulate_zhou
 from dpadmm.kernels.quantile import pinball_score
 
@@ -85,20 +86,20 @@ def test_dp_quantile_bisection_is_exact_without_noise_and_accounted():
     y = rng.gamma(2.0, 3.0, size=900)
     X = rng.standard_normal((900, 8))
     q = np.full(8, 1.0 / 8)
-    specs = [fs.setup_stats(f"w{i}", X[i::3], y[i::3], q, 0.0, 0.0, 0.0)[0] for i in range(3)]
-    cfg = fs.StatsHubConfig(tuple(c.name for c in specs), 1.0, y_range=(0.0, 60.0), curve_clip=100.0, n_total=900,
+    specs = [functional_statistics.setup_stats(f"w{i}", X[i::3], y[i::3], q, 0.0, 0.0, 0.0)[0] for i in range(3)]
+    cfg = functional_statistics_hub.StatsHubConfig(tuple(c.name for c in specs), 1.0, y_range=(0.0, 60.0), curve_clip=100.0, n_total=900,
                             tau=0.3)
-    st = fs.StatsHubState("quantile", (0.0, 60.0), 100.0, {"bisect": (0.0, 60.0, 0), "centered_clip": 1.0,
+    st = functional_statistics_hub.StatsHubState("quantile", (0.0, 60.0), 100.0, {"bisect": (0.0, 60.0, 0), "centered_clip": 1.0,
                                                           "center": np.zeros(8)})
-    req = fs.StatsRequest("quantile", threshold=30.0)
-    for _ in range(fs.QUANTILE_STEPS):
-        outs = {c.name: fs.stats_step(c, None, req, rng=np.random.default_rng(0))[1] for c in specs}
-        st, reqs, _ = fs.stats_hub_step(cfg, st, outs, rng=None)
+    req = functional_statistics.StatsRequest("quantile", threshold=30.0)
+    for _ in range(functional_statistics.QUANTILE_STEPS):
+        outs = {c.name: functional_statistics.stats_step(c, None, req, rng=np.random.default_rng(0))[1] for c in specs}
+        st, reqs, _ = functional_statistics_hub.stats_hub_step(cfg, st, outs, rng=None)
         req = next(iter(reqs.values()))
     assert st.stage == "moments"
-    assert abs(st.sums["quantile"] - np.quantile(y, 0.3)) <= 60.0 / 2 ** fs.QUANTILE_STEPS + 0.1
-    c = fs.setup_stats("w", X, y, q, 0.0, 5.0, 0.0)[0]
-    _, _, ev = fs.stats_step(c, None, fs.StatsRequest("quantile", threshold=5.0), rng=np.random.default_rng(0))
+    assert abs(st.sums["quantile"] - np.quantile(y, 0.3)) <= 60.0 / 2 ** functional_statistics.QUANTILE_STEPS + 0.1
+    c = functional_statistics.setup_stats("w", X, y, q, 0.0, 5.0, 0.0)[0]
+    _, _, ev = functional_statistics.stats_step(c, None, functional_statistics.StatsRequest("quantile", threshold=5.0), rng=np.random.default_rng(0))
     assert ev[0].sensitivity == 1.0 and ev[0].sigma == 5.0
 
 
@@ -109,10 +110,10 @@ def test_comparison_sensitivity_is_enforced_by_the_band():
     m = _fit(d, np.arange(300), 0, y_range=(-15.0, 15.0), curve_clip=5.0, max_iter=10)
     model = m._released_model(m.w_ * 1e6, m.response_location_, m.response_scale_) | {"constant": m.dp_constant_}
     y = np.r_[d.y[:200], np.full(200, 1e9), np.full(200, -1e9)][:400]
-    dj = fs.pinball_difference(model, d.curves, y)
-    assert np.max(np.abs(dj)) <= fs.compare_sensitivity(model) / 2 + 1e-9
-    assert fs.compare_sensitivity(model) == pytest.approx(2 * 0.5 * m.BAND, rel=1e-9) or \
-        fs.compare_sensitivity(model) < 2 * 0.5 * m.BAND  # band cut by the range: smaller
+    dj = functional_statistics.pinball_difference(model, d.curves, y)
+    assert np.max(np.abs(dj)) <= functional_statistics.compare_sensitivity(model) / 2 + 1e-9
+    assert functional_statistics.compare_sensitivity(model) == pytest.approx(2 * 0.5 * m.BAND, rel=1e-9) or \
+        functional_statistics.compare_sensitivity(model) < 2 * 0.5 * m.BAND  # band cut by the range: smaller
 
 
 @pytest.mark.slow
@@ -161,9 +162,9 @@ def test_private_worker_refuses_an_unnoised_quantile_or_comparison():
     from dpadmm.exceptions import PrivacyPreconditionError
 
     rng = np.random.default_rng(0)
-    cfg = fs.setup_stats("w", rng.standard_normal((20, 5)), rng.standard_normal(20), np.full(5, 0.2), 3.0, 0.0, 0.0)[0]
+    cfg = functional_statistics.setup_stats("w", rng.standard_normal((20, 5)), rng.standard_normal(20), np.full(5, 0.2), 3.0, 0.0, 0.0)[0]
     with pytest.raises(PrivacyPreconditionError, match="refused"):
-        fs.stats_step(cfg, None, fs.StatsRequest("quantile", threshold=0.0), rng=rng)
+        functional_statistics.stats_step(cfg, None, functional_statistics.StatsRequest("quantile", threshold=0.0), rng=rng)
 
 
 def test_too_few_curves_for_the_budget_hand_over_the_dp_constant_with_the_whole_budget():
@@ -177,5 +178,5 @@ def test_too_few_curves_for_the_budget_hand_over_the_dp_constant_with_the_whole_
     assert np.all(m.predict(d.curves) == m.dp_constant_) and 0.0 <= m.dp_constant_ <= 10.0
     assert [r["name"] for r in m.privacy_.releases] == ["quantile", "y_range"]
     z = m.noise_multiplier_
-    assert m.privacy_.epsilon == pytest.approx(gaussian_epsilon([z] * fs.QUANTILE_STEPS, 1e-5), rel=1e-9)
+    assert m.privacy_.epsilon == pytest.approx(gaussian_epsilon([z] * functional_statistics.QUANTILE_STEPS, 1e-5), rel=1e-9)
     assert 1.9 < m.privacy_.epsilon <= 2.0 + 1e-9

@@ -11,17 +11,17 @@ from sklearn.metrics import roc_auc_score
 
 from conftest import run_cli, run_cli_once
 from dpadmm import VerticalLogisticRegression
-from dpadmm.algorithms import vertical_sharing as vs
+from dpadmm.algorithms.vertical import coordinator as vertical_coordinator, messages as vertical_messages
 from dpadmm.attacks.labels import ReceivedRecorder, attack, auc, dp_bound, run_label_attack, with_canaries
-from dpadmm.estimators.vertical import audit_fit
+from dpadmm.estimators.vertical_audit import audit_fit
 from dpadmm.kernels.losses import get_loss
 from dpadmm.privacy.mechanisms import label_sensitivity
 
 
 def _hub(y, *, noise_scale=0.0, fit_intercept=True, rounds=None):
-    return vs.CoordinatorConfig(labels=y, loss=get_loss("logistic"), lam=1e-3, rho=0.5, party_names=("party1", "party2"),
+    return vertical_messages.CoordinatorConfig(labels=y, loss=get_loss("logistic"), lam=1e-3, rho=0.5, party_names=("party1", "party2"),
                                 fit_intercept=fit_intercept,
-                                label_privacy=vs.LabelPrivacy(noise_scale=noise_scale, rounds=rounds))
+                                label_privacy=vertical_messages.LabelPrivacy(noise_scale=noise_scale, rounds=rounds))
 
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
@@ -34,15 +34,15 @@ def test_one_label_changes_one_coordinate_and_the_sum_by_at_most_the_sensitivity
     C = label_sensitivity(label_gap=1.0, clip=1.0, fit_intercept=fit_intercept)
     worst = 0.0
     for trial in range(30):
-        shares = {p: vs.PartyMessage(rng.normal(scale=rng.uniform(0.1, 30), size=n)) for p in ("party1", "party2")}
-        state = vs.CoordinatorState(trial, np.zeros(n), np.zeros(n), np.zeros(n), 0.5, np.inf, np.inf,
+        shares = {p: vertical_messages.PartyMessage(rng.normal(scale=rng.uniform(0.1, 30), size=n)) for p in ("party1", "party2")}
+        state = vertical_messages.CoordinatorState(trial, np.zeros(n), np.zeros(n), np.zeros(n), 0.5, np.inf, np.inf,
                                     float(rng.normal(scale=3)))
         j = int(rng.integers(n))
         y2 = y.copy()
         y2[j] = -y2[j]
         outs = []
         for labels in (y, y2):
-            st, inbox, events = vs.coordinator_step(_hub(labels, fit_intercept=fit_intercept), state, shares,
+            st, inbox, events = vertical_coordinator.coordinator_step(_hub(labels, fit_intercept=fit_intercept), state, shares,
                                                     rng=np.random.default_rng(1))
             outs.append((inbox["party2"].dual, st.intercept, events))
         (g1, b1, ev), (g2, b2, _) = outs
@@ -61,12 +61,12 @@ def test_last_round_releases_nothing_and_messages_carry_no_labels():
     rng = np.random.default_rng(1)
     n = 50
     y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
-    shares = {p: vs.PartyMessage(rng.normal(size=n)) for p in ("party1", "party2")}
-    state, _ = vs.init_coordinator(_hub(y, noise_scale=1.0, rounds=2))
-    st, inbox, ev = vs.coordinator_step(_hub(y, noise_scale=1.0, rounds=2), state, shares, rng=rng)
+    shares = {p: vertical_messages.PartyMessage(rng.normal(size=n)) for p in ("party1", "party2")}
+    state, _ = vertical_coordinator.init_coordinator(_hub(y, noise_scale=1.0, rounds=2))
+    st, inbox, ev = vertical_coordinator.coordinator_step(_hub(y, noise_scale=1.0, rounds=2), state, shares, rng=rng)
     assert len(ev) == 1 and not np.allclose(np.abs(inbox["party2"].dual), 0.5)  # noisy
     assert not np.any(inbox["party2"].residual)
-    st, inbox, ev = vs.coordinator_step(_hub(y, noise_scale=1.0, rounds=2), st, shares, rng=rng)
+    st, inbox, ev = vertical_coordinator.coordinator_step(_hub(y, noise_scale=1.0, rounds=2), st, shares, rng=rng)
     assert ev == [] and not np.any(inbox["party2"].dual)
 
 

@@ -18,10 +18,10 @@ import pytest
 
 pytest.importorskip("grpc")
 
-from dpadmm.algorithms import functional_quantile as fq  # noqa: E402
-from dpadmm.algorithms import functional_statistics as fs  # noqa: E402
-from dpadmm.algorithms import graph_consensus as gc  # noqa: E402
-from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.algorithms.functional import messages as functional_messages, protocol as functional_protocol  # noqa: E402
+from dpadmm.algorithms.functional import statistics as functional_statistics  # noqa: E402
+from dpadmm.algorithms.consensus import messages as consensus_messages, protocol as consensus_protocol  # noqa: E402
+from dpadmm.algorithms.vertical import messages as vertical_messages, protocol as vertical_protocol  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_party import JOURNAL_NAME, LEDGER_NAME, PartyService, _Refused  # noqa: E402
 from dpadmm.data.parties import write_party_files  # noqa: E402
@@ -86,24 +86,24 @@ def vertical(tmp_path):
     rng = np.random.default_rng(0)
     paths = write_party_files([rng.normal(size=(N, 2)), rng.normal(size=(N, 3))], np.where(rng.random(N) < .5, 1, -1),
                               tmp_path / "data")
-    p = Party(tmp_path, vs.PROTOCOL, "party2", data={"train": str(paths[1])}, **BUDGET)
+    p = Party(tmp_path, vertical_protocol.PROTOCOL, "party2", data={"train": str(paths[1])}, **BUDGET)
     D = PartyData("train", {"ids": np.arange(N), "index": 2, "n_features": 3}, (N, 3))
 
     def args(spec=None, **opts):
-        spec = spec if spec is not None else vs.PrivacySpec(noise_multiplier=4.0, mechanism="gaussian",
+        spec = spec if spec is not None else vertical_messages.PrivacySpec(noise_multiplier=4.0, mechanism="gaussian",
                                                             relation="feature_column", clip=30.0)
         o = dict({"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None, "damping": 0.0, "eval_blocks": {}},
                  **opts)
         return ["party2", D, o]
 
-    p.honest_inbox = lambda t: vs.CoordinatorMessage(t, np.zeros(N), np.ones(N) * (t > 0), 0.5)
+    p.honest_inbox = lambda t: vertical_messages.CoordinatorMessage(t, np.zeros(N), np.ones(N) * (t > 0), 0.5)
     p.args = args
     yield p
     p.close()
 
 
 def _spec(**kw):
-    return vs.PrivacySpec(**dict(dict(noise_multiplier=4.0, mechanism="gaussian", relation="feature_column",
+    return vertical_messages.PrivacySpec(**dict(dict(noise_multiplier=4.0, mechanism="gaussian", relation="feature_column",
                                       clip=30.0), **kw))
 
 
@@ -116,7 +116,7 @@ VERTICAL_ATTACKS = {
     "not private": (dict(private=None), "refused a non-private run: its operator gave it a privacy budget"),
     "negligible noise": (dict(spec=_spec(noise_multiplier=1e-12)), "σ/Δ is 1e-12"),
     "raw noise scale": (dict(spec=_spec(noise_multiplier=None, noise_scale=1e-9)), "the noise is 'noise_scale=1e-09'"),
-    "paper mechanism": (dict(spec=vs.PrivacySpec(noise_multiplier=4.0, bounds=vs.Bounds(1, 1, 1))),
+    "paper mechanism": (dict(spec=vertical_messages.PrivacySpec(noise_multiplier=4.0, bounds=vertical_messages.Bounds(1, 1, 1))),
                         "the mechanism is 'paper'"),
     "damping": (dict(damping=0.5), "the damping is 0.5"),
 }
@@ -127,21 +127,21 @@ def test_vertical_party_refuses_every_departure_before_release(vertical, attack)
     kw, match = VERTICAL_ATTACKS[attack]
     kw = dict(kw)  # a copy: the table stays as declared for every parametrised case
     spec = kw.pop("spec", None)
-    vertical.assert_refused_before_release(lambda: vertical.setup(vs.PROTOCOL, vertical.args(spec, **kw), 5), match)
-    vertical.setup(vs.PROTOCOL, vertical.args(), 5)
+    vertical.assert_refused_before_release(lambda: vertical.setup(vertical_protocol.PROTOCOL, vertical.args(spec, **kw), 5), match)
+    vertical.setup(vertical_protocol.PROTOCOL, vertical.args(), 5)
     for t in range(5):
         vertical.step(t, vertical.honest_inbox(t))
     assert vertical.released() == 4  # round 1 answers the zero inbox (free): 4 charged releases
 
 
 def test_vertical_party_refuses_more_rounds_than_declared_and_an_overspending_declaration(vertical):
-    vertical.setup(vs.PROTOCOL, vertical.args(), 3)
+    vertical.setup(vertical_protocol.PROTOCOL, vertical.args(), 3)
     for t in range(3):
         vertical.step(t, vertical.honest_inbox(t))
     with pytest.raises(_Refused, match="the coordinator declared 3 rounds at Setup"):
         vertical.step(3, vertical.honest_inbox(3))
     with pytest.raises(_Refused, match=r"its 200 declared rounds would bring its spend to ε = ([\d.]+)") as exc:
-        vertical.setup(vs.PROTOCOL, vertical.args(), 200)
+        vertical.setup(vertical_protocol.PROTOCOL, vertical.args(), 200)
     would = float(exc.value.budget["epsilon_if_run_completes"])
     assert would == pytest.approx(gaussian_epsilon([4.0] * (2 + 199), 1e-5), rel=1e-3) and would > 4.0
 
@@ -156,7 +156,7 @@ def test_vertical_refusal_reaches_the_coordinator_as_one_protocol_error_over_grp
     rng = np.random.default_rng(1)
     paths = write_party_files([rng.normal(size=(N, 2)), rng.normal(size=(N, 3))], np.where(rng.random(N) < .5, 1, -1),
                               tmp_path / "data")
-    svc = PartyService(name="party2", protocol=vs.PROTOCOL, data={"train": str(paths[1])}, out=tmp_path / "p2",
+    svc = PartyService(name="party2", protocol=vertical_protocol.PROTOCOL, data={"train": str(paths[1])}, out=tmp_path / "p2",
                        secure=False, **BUDGET)
     srv, port = make_server(svc, "127.0.0.1:0")
     srv.start()
@@ -164,7 +164,7 @@ def test_vertical_refusal_reaches_the_coordinator_as_one_protocol_error_over_grp
     try:
         be = GrpcBackend({"party2": f"127.0.0.1:{port}"}, insecure=True, timeout=30.0)
         spec = _spec(column_change=1e-6)
-        specs = [PartySpec.of(vs.PROTOCOL, "party2", vs.PROTOCOL.setup_type(
+        specs = [PartySpec.of(vertical_protocol.PROTOCOL, "party2", vertical_protocol.PROTOCOL.setup_type(
             name="party2", D=D, options={"lam_sum": 1.0, "reg": L2(), "private": spec}))]
         with pytest.raises(ProtocolError, match=r"^party 'party2' refused the run before releasing anything: the "
                                                 r"relation's constant column_change is 1e-06") as exc:
@@ -206,19 +206,19 @@ CONSENSUS_ATTACKS = {
 
 @pytest.mark.parametrize("attack", list(CONSENSUS_ATTACKS))
 def test_consensus_node_refuses_every_departure_before_release(tmp_path, attack):
-    node = Party(tmp_path, gc.PROTOCOL, "node0", accept_coordinator_data=True,
+    node = Party(tmp_path, consensus_protocol.PROTOCOL, "node0", accept_coordinator_data=True,
                  policy=PartyPolicy(max_alpha=10.0, **BUDGET))
-    node.honest_inbox = lambda t: gc.NeighbourMessage(t, np.zeros((1, 3)))
+    node.honest_inbox = lambda t: consensus_messages.NeighbourMessage(t, np.zeros((1, 3)))
     X, y = _node_data()
     try:
         kw, match = CONSENSUS_ATTACKS[attack]
         args = [["node0"], [5 * X if kw == "rows" else X], [y], _node_opts(**({} if kw == "rows" else kw))]
-        node.assert_refused_before_release(lambda: node.setup(gc.PROTOCOL, args, 4), match)
-        node.setup(gc.PROTOCOL, [["node0"], [X], [y], _node_opts()], 4)
+        node.assert_refused_before_release(lambda: node.setup(consensus_protocol.PROTOCOL, args, 4), match)
+        node.setup(consensus_protocol.PROTOCOL, [["node0"], [X], [y], _node_opts()], 4)
         eps = sum(e.epsilon for t in range(4) for e in node.step(t, node.honest_inbox(t))["events"])
         assert node.svc.budget.spent == pytest.approx(eps, rel=1e-12)
         with pytest.raises(_Refused, match=r"above its operator's cap"):  # priced by [Zhang, Thm 4.1] up front
-            node.setup(gc.PROTOCOL, [["node0"], [X], [y], _node_opts(T=400)], 400)
+            node.setup(consensus_protocol.PROTOCOL, [["node0"], [X], [y], _node_opts(T=400)], 400)
     finally:
         node.close()
 
@@ -228,10 +228,10 @@ def test_consensus_node_normalises_the_rows_it_reads_whatever_the_coordinator_as
 
     X, y = _node_data(scale=10.0)  # rows of norm 5 in the node's own file
     pd.DataFrame(np.c_[X, y], columns=["a", "b", "c", "y"]).to_csv(tmp_path / "node.csv", index=False)
-    node = Party(tmp_path, gc.PROTOCOL, "node0", data={"train": str(tmp_path / "node.csv")}, **BUDGET)
+    node = Party(tmp_path, consensus_protocol.PROTOCOL, "node0", data={"train": str(tmp_path / "node.csv")}, **BUDGET)
     try:
         ref = [PartyData("train", {"part": p, "normalize": False, "require_unit_norm": False}) for p in ("X", "y")]
-        node.setup(gc.PROTOCOL, [["node0"], [ref[0]], [ref[1]], _node_opts()], 4)
+        node.setup(consensus_protocol.PROTOCOL, [["node0"], [ref[0]], [ref[1]], _node_opts()], 4)
         assert float(np.linalg.norm(node.svc.cfg.X, axis=-1).max()) <= 1.0 + 1e-12
     finally:
         node.close()
@@ -246,7 +246,7 @@ def _curves(m=50, T=20, seed=3):
 
 
 def _functional_args(X, y, basis, *, nm=3.0, clip=3.0, c1=None, tau=0.5, lam=0.05, **opts):
-    settings = fq.Settings.make([tau], noise_multiplier=nm, lam=lam)
+    settings = functional_messages.Settings.make([tau], noise_multiplier=nm, lam=lam)
     o = dict(dict(rho=1.0, n_workers=2, fit_intercept=True, c1=math.hypot(clip or 0.0, 1.0) if c1 is None else c1),
              **opts)
     return ["worker1", X, y, basis, 1.0, 0.0, 1.0, clip, settings, o]
@@ -269,13 +269,13 @@ FUNCTIONAL_ATTACKS = {
 def test_functional_worker_refuses_every_departure_before_release(tmp_path, attack):
     grid, X, y = _curves()
     basis = fpca.fourier_basis(grid, 3)
-    w = Party(tmp_path, [fq.PROTOCOL, fs.PROTOCOL], "worker1", accept_coordinator_data=True,
+    w = Party(tmp_path, [functional_protocol.PROTOCOL, functional_protocol.STATISTICS_PROTOCOL], "worker1", accept_coordinator_data=True,
               policy=PartyPolicy(max_score_clip=4.0, **BUDGET))
-    w.honest_inbox = lambda t: fq.HubMessage(t, np.zeros((1, 1, 4)))
+    w.honest_inbox = lambda t: functional_messages.HubMessage(t, np.zeros((1, 1, 4)))
     try:
         kw, match = FUNCTIONAL_ATTACKS[attack]
-        w.assert_refused_before_release(lambda: w.setup(fq.PROTOCOL, _functional_args(X, y, basis, **kw), 5), match)
-        w.setup(fq.PROTOCOL, _functional_args(X, y, basis), 5)
+        w.assert_refused_before_release(lambda: w.setup(functional_protocol.PROTOCOL, _functional_args(X, y, basis, **kw), 5), match)
+        w.setup(functional_protocol.PROTOCOL, _functional_args(X, y, basis), 5)
         for t in range(5):
             w.step(t, w.honest_inbox(t))
         with pytest.raises(_Refused, match="declared 5 rounds"):
@@ -288,20 +288,20 @@ def test_functional_worker_refuses_every_departure_before_release(tmp_path, atta
 def test_functional_statistics_worker_refuses_departures_and_a_stage_beyond_the_declaration(tmp_path):
     grid, X, y = _curves()
     q = fpca.trapezoid_weights(grid)
-    w = Party(tmp_path, [fq.PROTOCOL, fs.PROTOCOL], "worker1", accept_coordinator_data=True, **BUDGET)
-    w.honest_inbox = lambda t: fs.StatsRequest("ranges")
+    w = Party(tmp_path, [functional_protocol.PROTOCOL, functional_protocol.STATISTICS_PROTOCOL], "worker1", accept_coordinator_data=True, **BUDGET)
+    w.honest_inbox = lambda t: functional_statistics.StatsRequest("ranges")
     try:
         for nm, match in ((1e-12, "σ/Δ is 1e-12"), (0.0, "refused a non-private run")):
-            w.assert_refused_before_release(lambda: w.setup(fs.PROTOCOL, ["worker1", X, y, q, nm], 2), match)
-        w.setup(fs.PROTOCOL, ["worker1", X, y, q, 2.0], 2)
-        w.step(0, fs.StatsRequest("ranges"))
-        w.step(1, fs.StatsRequest("mean", curve_clip=5.0, y_range=(-10.0, 10.0)))
+            w.assert_refused_before_release(lambda: w.setup(functional_protocol.STATISTICS_PROTOCOL, ["worker1", X, y, q, nm], 2), match)
+        w.setup(functional_protocol.STATISTICS_PROTOCOL, ["worker1", X, y, q, 2.0], 2)
+        w.step(0, functional_statistics.StatsRequest("ranges"))
+        w.step(1, functional_statistics.StatsRequest("mean", curve_clip=5.0, y_range=(-10.0, 10.0)))
         with pytest.raises(_Refused, match="declared 2 rounds"):  # a third stage (or a repeated one) is refused
-            w.step(2, fs.StatsRequest("mean", curve_clip=5.0, y_range=(-10.0, 10.0)))
+            w.step(2, functional_statistics.StatsRequest("mean", curve_clip=5.0, y_range=(-10.0, 10.0)))
         with pytest.raises(_Refused, match="departed from the run it declared|the next round is"):  # a repeated stage
-            w.setup(fs.PROTOCOL, ["worker1", X, y, q, 2.0], 1)                  # rounds but not declared: the
-            w.step(0, fs.StatsRequest("mean", curve_clip=5.0, y_range=(-10.0, 10.0)))  # price covers it, so it is
-            w.step(0, fs.StatsRequest("mean", curve_clip=5.0, y_range=(-10.0, 10.0)))  # a second release: refused
+            w.setup(functional_protocol.STATISTICS_PROTOCOL, ["worker1", X, y, q, 2.0], 1)                  # rounds but not declared: the
+            w.step(0, functional_statistics.StatsRequest("mean", curve_clip=5.0, y_range=(-10.0, 10.0)))  # price covers it, so it is
+            w.step(0, functional_statistics.StatsRequest("mean", curve_clip=5.0, y_range=(-10.0, 10.0)))  # a second release: refused
         assert w.svc.budget.spent == pytest.approx(gaussian_epsilon([2.0] * 3, 1e-5), rel=1e-3)
     finally:
         w.close()
@@ -331,7 +331,7 @@ def test_after_a_kill_and_resume_the_coordinators_report_and_every_party_ledger_
     def fit(kill=False, **kw):
         services, servers, peers = [], [], {}
         for i, name in enumerate(("party1", "party2")):  # fresh party processes' worth of state, same --out
-            svc = PartyService(name=name, protocol=vs.PROTOCOL, data={"train": str(paths[i])}, out=tmp_path / name,
+            svc = PartyService(name=name, protocol=vertical_protocol.PROTOCOL, data={"train": str(paths[i])}, out=tmp_path / name,
                                secure=False, requests=("score", "rank", "refit") if i == 0 else None,
                                max_epsilon=50.0, delta=1e-5)
             srv, port = make_server(svc, "127.0.0.1:0")
@@ -386,22 +386,22 @@ def test_a_statistics_run_is_priced_at_the_releases_its_stages_make_and_no_more(
     """The pooled-statistics price is the run's costliest possible releases by stage (one-shot stages at z_s,
     B counts at z_q, one comparison at z_c): an honest plan is priced exactly; a coordinator asking for one
     more one-shot stage than it declared finds no priced release to charge it to and is refused."""
-    from dpadmm.algorithms.policies import _stats_price
+    from dpadmm.algorithms.functional.policy import _stats_price
     from dpadmm.privacy.events import RECORD_REPLACE, GaussianRelease
     from dpadmm.privacy.party_ledger import PartyBudget
     from dpadmm.privacy.policy import PolicyRefusal
 
     X, y, q = np.zeros((3, 4)), np.zeros(3), np.full(4, 0.25)
     zs, zq, zc = 6.0, 9.0, 4.0
-    B = fs.QUANTILE_STEPS
-    cfg = fs.setup_stats("p", X, y, q, zs, zq, 0.0, 0.0, 2)[0]
+    B = functional_statistics.QUANTILE_STEPS
+    cfg = functional_statistics.setup_stats("p", X, y, q, zs, zq, 0.0, 0.0, 2)[0]
     assert _stats_price(cfg, 2 + B).gaussian == {zs: 2, zq: B}  # mean, moments, then the B counts: exact
-    assert _stats_price(fs.setup_stats("p", X, y, q, zs, 0.0, zc, 0.0, 0)[0], 1).gaussian == {zc: 1}
+    assert _stats_price(functional_statistics.setup_stats("p", X, y, q, zs, 0.0, zc, 0.0, 0)[0], 1).gaussian == {zc: 1}
     assert _stats_price(cfg, 2 + B + 3).gaussian == {zs: 5, zq: B}  # rounds beyond the stages: at the costliest
     with pytest.raises(ValueError, match="one-shot stages must be an integer in"):
-        fs.setup_stats("p", X, y, q, zs, zq, 0.0, 0.0, 4)
+        functional_statistics.setup_stats("p", X, y, q, zs, zq, 0.0, 0.0, 4)
     b = PartyBudget(tmp_path, "p", 10.0, 1e-5)
-    b.open_run("r", fs.PROTOCOL.name, _stats_price(cfg, 2 + B), 2 + B)
+    b.open_run("r", functional_protocol.STATISTICS_PROTOCOL.name, _stats_price(cfg, 2 + B), 2 + B)
     for t in range(2):
         b.charge([GaussianRelease("p", t, 1.0, zs, RECORD_REPLACE)], private_step=True, round_=t)
     with pytest.raises(PolicyRefusal, match="beyond the declaration"):  # a third one-shot release (e.g. ranges)
@@ -431,7 +431,7 @@ def test_honest_functional_and_consensus_fits_pass_every_check_of_budgeted_parti
     # n·ε = 2,600 ≥ MIN_N_EPSILON: the default fit runs the private statistics and FDP-ADMM (below it, only a
     # DP constant); the response's range is estimated privately too (no public y_range)
     data = simulate_zhou(1300, tau=0.5, random_state=0)
-    peers, services, stop = _serve(["worker1", "worker2"], [fq.PROTOCOL, fs.PROTOCOL], tmp_path, **BUDGET)
+    peers, services, stop = _serve(["worker1", "worker2"], [functional_protocol.PROTOCOL, functional_protocol.STATISTICS_PROTOCOL], tmp_path, **BUDGET)
     try:
         be = GrpcBackend(peers, insecure=True, timeout=60)
         m = FunctionalQuantileRegressor(tau=0.5, n_components=4, workers=2, max_iter=10, total_epsilon=2.0,
@@ -441,10 +441,10 @@ def test_honest_functional_and_consensus_fits_pass_every_check_of_budgeted_parti
     for svc in services.values():
         assert svc.budget.spent == pytest.approx(m.privacy_.per_party[svc.name], rel=2e-3)
     X, y = _node_data(n=120)
-    from dpadmm.algorithms import consensus_baseline as cb
+    from dpadmm.algorithms.consensus import protocol as consensus_protocol
 
     # the nodes also serve the DP base-rate fallback (fallback_epsilon=0.5 by default): their ledgers price it too
-    peers, services, stop = _serve([f"node{i}" for i in range(3)], [gc.PROTOCOL, cb.PROTOCOL], tmp_path / "c",
+    peers, services, stop = _serve([f"node{i}" for i in range(3)], [consensus_protocol.PROTOCOL, consensus_protocol.BASELINE_PROTOCOL], tmp_path / "c",
                                    max_epsilon=50.0, delta=1e-5)  # [Zhang, Thm 4.1]'s pure ε is large at these sizes
     try:
         be = GrpcBackend(peers, insecure=True, timeout=60)

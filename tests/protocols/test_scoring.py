@@ -12,12 +12,12 @@ import pytest
 
 grpc = pytest.importorskip("grpc")
 
-from dpadmm.algorithms import vertical_scoring as vsc  # noqa: E402
+from dpadmm.algorithms.vertical import protocol as vsc  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
 from dpadmm.backends.grpc_party import PartyService, make_server  # noqa: E402
 from dpadmm.backends.grpc_tls import TLSFiles, provision  # noqa: E402
 from dpadmm.cli.score import score_new_records  # noqa: E402
-from dpadmm.data import psi as P  # noqa: E402
+from dpadmm.algorithms.psi import protocol as P  # noqa: E402
 from dpadmm.exceptions import ProtocolError  # noqa: E402
 
 
@@ -48,7 +48,7 @@ def _parties(tmp_path, private=False, allow_monitoring=False):
     for name, new in (("party1", "bank_new.csv"), ("party2", "shop_new.csv")):
         if private:
             (tmp_path / name / "model.json").write_text(json.dumps({"private": True}))
-        svc = PartyService(name=name, protocol=[vsc.PROTOCOL, P.PROTOCOL],
+        svc = PartyService(name=name, protocol=[vsc.SCORING_PROTOCOL, P.PROTOCOL],
                            data={"new": str(tmp_path / new), "model": str(tmp_path / name / "model.npz")},
                            out=tmp_path / f"out-{name}", allow=("coordinator",), allow_monitoring=allow_monitoring)
         srv, port = make_server(svc, "127.0.0.1:0", TLSFiles.load(tls_dir=tmp_path / "pki" / name))

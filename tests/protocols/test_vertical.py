@@ -7,7 +7,8 @@ import pytest
 from sklearn.linear_model import LogisticRegression, Ridge
 
 from dpadmm import VerticalLinearRegression, VerticalLogisticRegression, VerticalSGDClassifier
-from dpadmm.algorithms import vertical_sharing as vs
+from dpadmm.algorithms.vertical import (coordinator as vertical_coordinator, messages as vertical_messages,
+                                        party as vertical_party)
 from dpadmm.exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
 
 
@@ -167,23 +168,23 @@ def test_messages_carry_only_n_vectors(a9a_small_normalized):
     B, y, _, _ = a9a_small_normalized
     n = len(y)
     rng = np.random.default_rng(0)
-    cfgs = [vs.make_party(f"p{m}", b, lam_sum=n * 1e-3, reg=vs.Regularizer.__subclasses__()[0](),
-                          private=vs.PrivacySpec(noise_multiplier=1.0, bounds=vs.Bounds(10, 100, 100), n_parties=2),
+    cfgs = [vertical_party.make_party(f"p{m}", b, lam_sum=n * 1e-3, reg=vertical_messages.Regularizer.__subclasses__()[0](),
+                          private=vertical_messages.PrivacySpec(noise_multiplier=1.0, bounds=vertical_messages.Bounds(10, 100, 100), n_parties=2),
                           bound=10.0) for m, b in enumerate(B)]
     from dpadmm.kernels import get_loss
-    hub = vs.CoordinatorConfig(labels=y, loss=get_loss("logistic"), lam=1e-3, rho=0.3, party_names=("p0", "p1"))
-    hs, inboxes = vs.init_coordinator(hub)
+    hub = vertical_messages.CoordinatorConfig(labels=y, loss=get_loss("logistic"), lam=1e-3, rho=0.3, party_names=("p0", "p1"))
+    hs, inboxes = vertical_coordinator.init_coordinator(hub)
     states = {c.name: s for c, s in cfgs}
     for _ in range(3):
         outs = {}
         for cfg, _ in cfgs:
-            states[cfg.name], out, events = vs.party_step(cfg, states[cfg.name], inboxes[cfg.name], rng=rng)
+            states[cfg.name], out, events = vertical_party.party_step(cfg, states[cfg.name], inboxes[cfg.name], rng=rng)
             assert set(out._fields) == {"share"} and out.share.shape == (n,)
             # the share is not the raw block, the model, or the noiseless score
             assert not np.allclose(out.share, cfg.D @ states[cfg.name].x)
             assert len(events) == 1 and events[0].sigma > 0
             outs[cfg.name] = out
-        hs, inboxes, _ = vs.coordinator_step(hub, hs, outs, rng=rng)
+        hs, inboxes, _ = vertical_coordinator.coordinator_step(hub, hs, outs, rng=rng)
         for msg in inboxes.values():
             assert msg.residual.shape == (n,) and msg.dual.shape == (n,)
             assert np.isscalar(msg.rho) and isinstance(msg.round, int)

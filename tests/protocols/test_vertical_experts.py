@@ -13,8 +13,8 @@ from scipy import stats
 from sklearn.linear_model import LogisticRegression
 
 from dpadmm import InvalidDataError, InvalidParameterError, VerticalExpertsClassifier
-from dpadmm.algorithms import vertical_experts as ve
-from dpadmm.algorithms.vertical_label import flip_probability
+from dpadmm.algorithms.experts import model as ve
+from dpadmm.algorithms.vertical.label import flip_probability
 
 
 def _data(n=600, d=(3, 4), seed=0):

@@ -23,8 +23,8 @@ from sklearn.metrics import log_loss
 
 from conftest import run_cli
 from dpadmm import VerticalLogisticRegression
-from dpadmm.algorithms import vertical_label as vl
-from dpadmm.algorithms.vertical_data import default_row_clip, prepare_block
+from dpadmm.algorithms.vertical import label as vl
+from dpadmm.data.prepare import default_row_clip, prepare_block
 from dpadmm.data import normalize_rows
 from dpadmm.privacy.events import LABEL_CHANGE, PureDPRelease
 

@@ -2,7 +2,7 @@
 
 The party's privacy lives in one runtime (:mod:`dpadmm.runtime`) that every backend hosts. Each case below is a
 coordinator's Setup departing from the party's policy in one privacy-relevant field of one protocol (the
-``PolicyHooks.party`` tables of :mod:`dpadmm.algorithms.policies`; the departures of ``tests/test_party_policy.py``),
+``PolicyHooks.party`` tables of each folder's ``policy.py``; the departures of ``tests/test_party_policy.py``),
 or the run's own declaration (a coordinator-chosen noise seed, more rounds than the budget covers). On an
 in-process, process, Ray and gRPC party with the same policy, the run must be refused at ``Backend.start`` with the
 message a bare party runtime gives for that Setup (one ``ProtocolError`` line naming the field), the party's
@@ -23,10 +23,9 @@ import pytest
 
 pytest.importorskip("grpc")
 
-from dpadmm.algorithms import functional_quantile as fq  # noqa: E402
-from dpadmm.algorithms import functional_statistics as fs  # noqa: E402
-from dpadmm.algorithms import graph_consensus as gc  # noqa: E402
-from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.algorithms.functional import messages as functional_messages, protocol as functional_protocol  # noqa: E402
+from dpadmm.algorithms.consensus import protocol as gc  # noqa: E402
+from dpadmm.algorithms.vertical import messages as vertical_messages, protocol as vertical_protocol  # noqa: E402
 from dpadmm.algorithms.encrypted import protocol as en  # noqa: E402
 from dpadmm.algorithms.experts import protocol as ex  # noqa: E402
 from dpadmm.algorithms.gossip import protocol as go  # noqa: E402
@@ -49,7 +48,7 @@ BUDGET = dict(max_epsilon=4.0, delta=1e-5)
 # one operator's policy for every protocol (row_clip: experts and encrypted; max_rounds: above every declaration
 # below but the one that departs from it)
 POLICY = PartyPolicy(max_alpha=10.0, max_score_clip=4.0, row_clip=1.0, max_rounds=1000, **BUDGET)
-PROTOCOLS = [vs.PROTOCOL, gc.PROTOCOL, fq.PROTOCOL, fs.PROTOCOL, ex.PROTOCOL, go.PROTOCOL, en.PROTOCOL]
+PROTOCOLS = [vertical_protocol.PROTOCOL, gc.PROTOCOL, functional_protocol.PROTOCOL, functional_protocol.STATISTICS_PROTOCOL, ex.PROTOCOL, go.PROTOCOL, en.PROTOCOL]
 
 
 # ----------------------------------------------------------------------------- the hostile Setups
@@ -61,7 +60,7 @@ def _vertical(spec=None, **opts):
 
 
 def _vspec(**kw):
-    return vs.PrivacySpec(**dict(dict(noise_multiplier=4.0, mechanism="gaussian", relation="feature_column",
+    return vertical_messages.PrivacySpec(**dict(dict(noise_multiplier=4.0, mechanism="gaussian", relation="feature_column",
                                       clip=30.0), **kw))
 
 
@@ -83,7 +82,7 @@ def _curves():
 
 def _functional(nm=3.0, clip=3.0, c1=None, tau=0.5, lam=0.05, **opts):
     grid, X, y = _curves()
-    settings = fq.Settings.make([tau], noise_multiplier=nm, lam=lam)
+    settings = functional_messages.Settings.make([tau], noise_multiplier=nm, lam=lam)
     o = dict(dict(rho=1.0, n_workers=2, fit_intercept=True, c1=math.hypot(clip or 0.0, 1.0) if c1 is None else c1),
              **opts)
     return [NAME, X, y, fpca.fourier_basis(grid, 3), 1.0, 0.0, 1.0, clip, settings, o]
@@ -120,85 +119,85 @@ def _encrypted(**kw):
 
 # name: (protocol, setup args (built lazily), declared rounds, noise seed, what the refusal names)
 HOSTILE = {
-    "vertical: relation constant": (vs, lambda: _vertical(_vspec(column_change=1e-6)), 5, None,
+    "vertical: relation constant": (vertical_protocol.PROTOCOL, lambda: _vertical(_vspec(column_change=1e-6)), 5, None,
                                     "column_change is 1e-06"),
-    "vertical: relation": (vs, lambda: _vertical(_vspec(relation="record", clip_inf=3.0)), 5, None,
+    "vertical: relation": (vertical_protocol.PROTOCOL, lambda: _vertical(_vspec(relation="record", clip_inf=3.0)), 5, None,
                            "the neighbouring relation is 'record'"),
-    "vertical: no regulariser": (vs, lambda: _vertical(reg=None, lam_sum=1e12), 5, None, "the regulariser is None"),
-    "vertical: l1 regulariser": (vs, lambda: _vertical(reg=L1()), 5, None, "the regulariser is 'L1'"),
-    "vertical: zero lam_sum": (vs, lambda: _vertical(lam_sum=0.0), 5, None, "lam_sum is 0.0"),
-    "vertical: not private": (vs, lambda: _vertical(private=None), 5, None,
+    "vertical: no regulariser": (vertical_protocol.PROTOCOL, lambda: _vertical(reg=None, lam_sum=1e12), 5, None, "the regulariser is None"),
+    "vertical: l1 regulariser": (vertical_protocol.PROTOCOL, lambda: _vertical(reg=L1()), 5, None, "the regulariser is 'L1'"),
+    "vertical: zero lam_sum": (vertical_protocol.PROTOCOL, lambda: _vertical(lam_sum=0.0), 5, None, "lam_sum is 0.0"),
+    "vertical: not private": (vertical_protocol.PROTOCOL, lambda: _vertical(private=None), 5, None,
                               "refused a non-private run: its operator gave it a privacy budget"),
-    "vertical: negligible noise": (vs, lambda: _vertical(_vspec(noise_multiplier=1e-12)), 5, None,
+    "vertical: negligible noise": (vertical_protocol.PROTOCOL, lambda: _vertical(_vspec(noise_multiplier=1e-12)), 5, None,
                                    "σ/Δ is 1e-12"),
-    "vertical: paper mechanism": (vs, lambda: _vertical(vs.PrivacySpec(noise_multiplier=4.0, bounds=vs.Bounds(1, 1, 1))),
+    "vertical: paper mechanism": (vertical_protocol.PROTOCOL, lambda: _vertical(vertical_messages.PrivacySpec(noise_multiplier=4.0, bounds=vertical_messages.Bounds(1, 1, 1))),
                                  5, None, "the mechanism is 'paper'"),
-    "vertical: damping": (vs, lambda: _vertical(damping=0.5), 5, None, "the damping is 0.5"),
-    "vertical: clip below the floor": (vs, lambda: _vertical(_vspec(clip=1e-13)), 5, None, "1e-13"),
-    "vertical: overspending declaration": (vs, lambda: _vertical(), 200, None,
+    "vertical: damping": (vertical_protocol.PROTOCOL, lambda: _vertical(damping=0.5), 5, None, "the damping is 0.5"),
+    "vertical: clip below the floor": (vertical_protocol.PROTOCOL, lambda: _vertical(_vspec(clip=1e-13)), 5, None, "1e-13"),
+    "vertical: overspending declaration": (vertical_protocol.PROTOCOL, lambda: _vertical(), 200, None,
                                            "its 200 declared rounds would bring its spend to ε"),
-    "vertical: coordinator's noise seed": (vs, lambda: _vertical(), 5, 7,
+    "vertical: coordinator's noise seed": (vertical_protocol.PROTOCOL, lambda: _vertical(), 5, 7,
                                            "refused a coordinator-chosen noise seed"),
-    "consensus: no perturbation": (gc, lambda: _node(perturbation="none"), 4, None, "refused a non-private run"),
-    "consensus: pvp": (gc, lambda: _node(perturbation="pvp"), 4, None, "the perturbation is 'pvp'"),
-    "consensus: alpha = inf": (gc, lambda: _node(alpha=np.full((1, 4), np.inf)), 4, None,
+    "consensus: no perturbation": (gc.PROTOCOL, lambda: _node(perturbation="none"), 4, None, "refused a non-private run"),
+    "consensus: pvp": (gc.PROTOCOL, lambda: _node(perturbation="pvp"), 4, None, "the perturbation is 'pvp'"),
+    "consensus: alpha = inf": (gc.PROTOCOL, lambda: _node(alpha=np.full((1, 4), np.inf)), 4, None,
                                "the noise rate alpha is 'inf or non-positive'"),
-    "consensus: alpha above the cap": (gc, lambda: _node(alpha=np.full((1, 4), 50.0)), 4, None, "alpha is 50.0"),
-    "consensus: schedule outside [Zhang, Alg. 1]": (gc, lambda: _node(theta=np.full((1, 4), 1e-6),
+    "consensus: alpha above the cap": (gc.PROTOCOL, lambda: _node(alpha=np.full((1, 4), 50.0)), 4, None, "alpha is 50.0"),
+    "consensus: schedule outside [Zhang, Alg. 1]": (gc.PROTOCOL, lambda: _node(theta=np.full((1, 4), 1e-6),
                                                                       eta=np.full((1, 4), 1e-6), C=1e4), 4, None,
                                                     "the schedule is 'outside"),
-    "consensus: inexact local solve": (gc, lambda: _node(newton_tol=1.0), 4, None, "the local solver's tolerance"),
-    "consensus: rows of norm 5": (gc, lambda: _node(scale=10.0), 4, None, "the rows' norm is 'above 1'"),
-    "functional: no score clip": (fq, lambda: _functional(clip=None, c1=1e-9), 5, None, "the score clip is None"),
-    "functional: c1 below the clip": (fq, lambda: _functional(c1=0.1), 5, None, "c1 of the sensitivity is 0.1"),
-    "functional: clip above the cap": (fq, lambda: _functional(clip=100.0), 5, None, "the score clip is 100.0"),
-    "functional: negligible noise": (fq, lambda: _functional(nm=1e-12), 5, None, "σ/Δ is 1e-12"),
-    "functional: not private": (fq, lambda: _functional(nm=0.0), 5, None, "refused a non-private run"),
-    "functional: unaccounted releases": (fq, lambda: _functional(emit_events=False), 5, None, "emit_events is False"),
-    "functional: tau outside (0, 1)": (fq, lambda: _functional(tau=5.0), 5, None, "a quantile level tau is [5.0]"),
-    "functional: negative penalty": (fq, lambda: _functional(lam=-1.0, local_step="exact"), 5, None,
+    "consensus: inexact local solve": (gc.PROTOCOL, lambda: _node(newton_tol=1.0), 4, None, "the local solver's tolerance"),
+    "consensus: rows of norm 5": (gc.PROTOCOL, lambda: _node(scale=10.0), 4, None, "the rows' norm is 'above 1'"),
+    "functional: no score clip": (functional_protocol.PROTOCOL, lambda: _functional(clip=None, c1=1e-9), 5, None, "the score clip is None"),
+    "functional: c1 below the clip": (functional_protocol.PROTOCOL, lambda: _functional(c1=0.1), 5, None, "c1 of the sensitivity is 0.1"),
+    "functional: clip above the cap": (functional_protocol.PROTOCOL, lambda: _functional(clip=100.0), 5, None, "the score clip is 100.0"),
+    "functional: negligible noise": (functional_protocol.PROTOCOL, lambda: _functional(nm=1e-12), 5, None, "σ/Δ is 1e-12"),
+    "functional: not private": (functional_protocol.PROTOCOL, lambda: _functional(nm=0.0), 5, None, "refused a non-private run"),
+    "functional: unaccounted releases": (functional_protocol.PROTOCOL, lambda: _functional(emit_events=False), 5, None, "emit_events is False"),
+    "functional: tau outside (0, 1)": (functional_protocol.PROTOCOL, lambda: _functional(tau=5.0), 5, None, "a quantile level tau is [5.0]"),
+    "functional: negative penalty": (functional_protocol.PROTOCOL, lambda: _functional(lam=-1.0, local_step="exact"), 5, None,
                                      "the penalty weight lam is [-1.0]"),
-    "functional: inexact exact step": (fq, lambda: _functional(local_step="exact", newton_tol=0.5), 5, None,
+    "functional: inexact exact step": (functional_protocol.PROTOCOL, lambda: _functional(local_step="exact", newton_tol=0.5), 5, None,
                                        "newton_tol is 0.5"),
-    "statistics: negligible noise": (fs, lambda: _statistics(1e-12), 2, None, "σ/Δ is 1e-12"),
-    "statistics: not private": (fs, lambda: _statistics(0.0), 2, None, "refused a non-private run"),
-    "experts: negligible noise": (ex, lambda: _experts(nm=1e-12), 1, None, "σ/Δ is 1e-12"),
-    "experts: not private": (ex, lambda: _experts(nm=None), 1, None, "refused a non-private run"),
-    "experts: row clip below the floor": (ex, lambda: _experts(R=1e-13), 1, None, "the row clip R is 1e-13"),
-    "experts: row clip not the operator's": (ex, lambda: _experts(R=2.0), 1, None,
+    "statistics: negligible noise": (functional_protocol.STATISTICS_PROTOCOL, lambda: _statistics(1e-12), 2, None, "σ/Δ is 1e-12"),
+    "statistics: not private": (functional_protocol.STATISTICS_PROTOCOL, lambda: _statistics(0.0), 2, None, "refused a non-private run"),
+    "experts: negligible noise": (ex.PROTOCOL, lambda: _experts(nm=1e-12), 1, None, "σ/Δ is 1e-12"),
+    "experts: not private": (ex.PROTOCOL, lambda: _experts(nm=None), 1, None, "refused a non-private run"),
+    "experts: row clip below the floor": (ex.PROTOCOL, lambda: _experts(R=1e-13), 1, None, "the row clip R is 1e-13"),
+    "experts: row clip not the operator's": (ex.PROTOCOL, lambda: _experts(R=2.0), 1, None,
                                              "the row clip R is 2.0, its operator's policy requires R = 1"),
-    "experts: non-finite ridge": (ex, lambda: _experts(lam=float("nan")), 1, None, "the ridge lam is nan"),
-    "experts: zero noise-norm rule": (ex, lambda: _experts(noise_norm=0.0), 1, None, "the noise-norm rule is 0.0"),
-    "experts: normalised rows": (ex, lambda: _experts(_train(normalize=True)), 1, None,
+    "experts: non-finite ridge": (ex.PROTOCOL, lambda: _experts(lam=float("nan")), 1, None, "the ridge lam is nan"),
+    "experts: zero noise-norm rule": (ex.PROTOCOL, lambda: _experts(noise_norm=0.0), 1, None, "the noise-norm rule is 0.0"),
+    "experts: normalised rows": (ex.PROTOCOL, lambda: _experts(_train(normalize=True)), 1, None,
                                  "the preparation of 'train' is 'normalize-rows'"),
-    "experts: training rows from another file": (ex, lambda: _experts(PartyData("new", dict(_train().params))), 1,
+    "experts: training rows from another file": (ex.PROTOCOL, lambda: _experts(PartyData("new", dict(_train().params))), 1,
                                                  None, "the training rows' file is 'new'"),
-    "experts: scoring the training file": (ex, lambda: _experts(score={"x": _train()}), 1, None,
+    "experts: scoring the training file": (ex.PROTOCOL, lambda: _experts(score={"x": _train()}), 1, None,
                                            "refused to score 'x': it is its training file"),
-    "experts: overspending noise": (ex, lambda: _experts(nm=0.6), 1, None,
+    "experts: overspending noise": (ex.PROTOCOL, lambda: _experts(nm=0.6), 1, None,
                                     "its 1 declared rounds would bring its spend to ε"),
-    "gossip: another node's name": (go, lambda: _gossip(name="mallory"), 5, None, "the node name is 'mallory'"),
-    "gossip: negligible noise": (go, lambda: _gossip(noise_multiplier=1e-12), 5, None, "σ/Δ is 1e-12"),
-    "gossip: not private": (go, lambda: _gossip(noise_multiplier=0.0), 5, None, "refused a non-private run"),
-    "gossip: infinite row clip": (go, lambda: _gossip(row_clip=np.inf), 5, None, "the row clip R is inf"),
-    "gossip: non-finite step": (go, lambda: _gossip(step=np.nan), 5, None, "the step η is nan"),
-    "gossip: momentum 1": (go, lambda: _gossip(momentum=1.0), 5, None, "the momentum β is 1.0"),
-    "gossip: negative ridge": (go, lambda: _gossip(ridge=-1.0), 5, None, "the ridge λ is -1.0"),
-    "gossip: bounds lo > hi": (go, lambda: _gossip(bounds=(np.ones(3), -np.ones(3))), 5, None,
+    "gossip: another node's name": (go.PROTOCOL, lambda: _gossip(name="mallory"), 5, None, "the node name is 'mallory'"),
+    "gossip: negligible noise": (go.PROTOCOL, lambda: _gossip(noise_multiplier=1e-12), 5, None, "σ/Δ is 1e-12"),
+    "gossip: not private": (go.PROTOCOL, lambda: _gossip(noise_multiplier=0.0), 5, None, "refused a non-private run"),
+    "gossip: infinite row clip": (go.PROTOCOL, lambda: _gossip(row_clip=np.inf), 5, None, "the row clip R is inf"),
+    "gossip: non-finite step": (go.PROTOCOL, lambda: _gossip(step=np.nan), 5, None, "the step η is nan"),
+    "gossip: momentum 1": (go.PROTOCOL, lambda: _gossip(momentum=1.0), 5, None, "the momentum β is 1.0"),
+    "gossip: negative ridge": (go.PROTOCOL, lambda: _gossip(ridge=-1.0), 5, None, "the ridge λ is -1.0"),
+    "gossip: bounds lo > hi": (go.PROTOCOL, lambda: _gossip(bounds=(np.ones(3), -np.ones(3))), 5, None,
                                "the declared column bounds is 'non-finite or lo >= hi'"),
-    "gossip: rounds above max_rounds": (go, lambda: _gossip(rounds=2000), 5, None, "the rounds is 2000"),
-    "gossip: overspending declaration": (go, lambda: _gossip(rounds=500), 500, None,
+    "gossip: rounds above max_rounds": (go.PROTOCOL, lambda: _gossip(rounds=2000), 5, None, "the rounds is 2000"),
+    "gossip: overspending declaration": (go.PROTOCOL, lambda: _gossip(rounds=500), 500, None,
                                          "its 500 declared rounds would bring its spend to ε"),
-    "encrypted: clear forward": (en, lambda: _encrypted(forward="clear"), 11, None, "the forward pass is 'clear'"),
-    "encrypted: negligible noise": (en, lambda: _encrypted(noise_multiplier=1e-12), 11, None, "σ/Δ is 1e-12"),
-    "encrypted: not private": (en, lambda: _encrypted(noise_multiplier=None), 11, None, "refused a non-private run"),
-    "encrypted: row clip below the floor": (en, lambda: _encrypted(R=1e-13), 11, None, "the row clip R is 1e-13"),
-    "encrypted: row clip not the operator's": (en, lambda: _encrypted(R=2.0), 11, None,
+    "encrypted: clear forward": (en.PROTOCOL, lambda: _encrypted(forward="clear"), 11, None, "the forward pass is 'clear'"),
+    "encrypted: negligible noise": (en.PROTOCOL, lambda: _encrypted(noise_multiplier=1e-12), 11, None, "σ/Δ is 1e-12"),
+    "encrypted: not private": (en.PROTOCOL, lambda: _encrypted(noise_multiplier=None), 11, None, "refused a non-private run"),
+    "encrypted: row clip below the floor": (en.PROTOCOL, lambda: _encrypted(R=1e-13), 11, None, "the row clip R is 1e-13"),
+    "encrypted: row clip not the operator's": (en.PROTOCOL, lambda: _encrypted(R=2.0), 11, None,
                                                "the row clip R is 2.0, its operator's policy requires R = 1"),
-    "encrypted: zero ridge": (en, lambda: _encrypted(lam=0.0), 11, None, "the ridge lam is 0.0"),
-    "encrypted: negative step": (en, lambda: _encrypted(step=-1.0), 11, None, "the step size is -1.0"),
-    "encrypted: rounds above max_rounds": (en, lambda: _encrypted(rounds=2000), 11, None, "the rounds is 2000"),
-    "encrypted: overspending declaration": (en, lambda: _encrypted(rounds=400, noise_multiplier=1.0), 801, None,
+    "encrypted: zero ridge": (en.PROTOCOL, lambda: _encrypted(lam=0.0), 11, None, "the ridge lam is 0.0"),
+    "encrypted: negative step": (en.PROTOCOL, lambda: _encrypted(step=-1.0), 11, None, "the step size is -1.0"),
+    "encrypted: rounds above max_rounds": (en.PROTOCOL, lambda: _encrypted(rounds=2000), 11, None, "the rounds is 2000"),
+    "encrypted: overspending declaration": (en.PROTOCOL, lambda: _encrypted(rounds=400, noise_multiplier=1.0), 801, None,
                                             "its 801 declared rounds would bring its spend to ε"),
 }
 
@@ -237,9 +236,9 @@ def _reference(setup, party_file, out) -> str:
 
 
 def _setups(case):
-    mod, args, rounds, seed, _ = HOSTILE[case]
-    spec = PartySpec.of(mod.PROTOCOL, NAME, mod.PROTOCOL.setup_type(*args()))  # the hostile values, unchecked
-    setup = {"protocol": mod.PROTOCOL.name, "party": NAME, "index": 0, "noise_seed": seed, "setup": setup_fields(mod.PROTOCOL, spec.setup_args),
+    proto, args, rounds, seed, _ = HOSTILE[case]
+    spec = PartySpec.of(proto, NAME, proto.setup_type(*args()))  # the hostile values, unchecked
+    setup = {"protocol": proto.name, "party": NAME, "index": 0, "noise_seed": seed, "setup": setup_fields(proto, spec.setup_args),
              "rounds": rounds}
     return spec, setup
 
@@ -251,8 +250,8 @@ def _audit(path):
 def _keygen(case) -> bool:
     """An encrypted case whose Setup reaches the party's policy check with forward="encrypted": the party's setup
     has made its own 2048-bit Okamoto–Uchiyama key pair by then (seconds of CPU, twice a case)."""
-    mod, args = HOSTILE[case][:2]
-    return mod is en and inspect.signature(en.PROTOCOL.setup).bind(*args()).arguments["forward"] == "encrypted"
+    proto, args = HOSTILE[case][:2]
+    return proto is en.PROTOCOL and inspect.signature(en.PROTOCOL.setup).bind(*args()).arguments["forward"] == "encrypted"
 
 
 def _cases():
@@ -264,7 +263,7 @@ def _cases():
 
 @pytest.mark.parametrize(("case", "backend"), list(_cases()))
 def test_a_hostile_setup_is_refused_alike_on_every_backend(case, backend, party_file, tmp_path, request):
-    if HOSTILE[case][0] is en:
+    if HOSTILE[case][0] is en.PROTOCOL:
         pytest.importorskip("heu")  # the he extra: without it the encrypted party refuses to start at all
     spec, setup = _setups(case)
     if backend == "grpc":
@@ -325,4 +324,4 @@ def test_the_loopback_namespace_refuses_a_hostile_setup_of_every_protocol_on_ray
     """The namespace run (test_backends.test_ray_suite_in_loopback_namespace) picks its Ray cases by name: they are
     cases of this file, and they cover every protocol."""
     assert set(HOSTILE_RAY_CASES) <= set(HOSTILE)
-    assert {HOSTILE[case][0].PROTOCOL.name for case in HOSTILE_RAY_CASES} == {p.name for p in PROTOCOLS}
+    assert {HOSTILE[case][0].name for case in HOSTILE_RAY_CASES} == {p.name for p in PROTOCOLS}

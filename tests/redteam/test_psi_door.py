@@ -13,10 +13,11 @@ import pytest
 pytest.importorskip("grpc")
 psi_lib = pytest.importorskip("private_set_intersection.python")
 
-from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.algorithms.vertical import messages as vertical_messages, protocol as vertical_protocol  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_party import PartyService, _Refused  # noqa: E402
-from dpadmm.data import psi as P  # noqa: E402
+from dpadmm.algorithms.psi import protocol as psi_protocol  # noqa: E402
+from dpadmm.data import alignment as data_alignment  # noqa: E402
 from dpadmm.exceptions import InvalidParameterError, ProtocolError  # noqa: E402
 from dpadmm.kernels.regularizers import L2  # noqa: E402
 from dpadmm.privacy.policy import PartyPolicy  # noqa: E402
@@ -32,33 +33,33 @@ def path(tmp_path):
     p = tmp_path / "shop.csv"
     pd.DataFrame({"id": OWN, "g0": rng.normal(size=40), "g1": rng.normal(size=40)}).to_csv(p, index=False)
     yield p
-    P._ALIGNED.pop(str(p), None)
+    data_alignment._ALIGNED.pop(str(p), None)
 
 
 class Party:
     """party2 serving vertical-sharing and psi-align with a budget, driven with the bytes a coordinator sends."""
 
     def __init__(self, tmp_path, path, **policy):
-        self.svc = PartyService(name="party2", protocol=[vs.PROTOCOL, P.PROTOCOL], data={"train": str(path)},
+        self.svc = PartyService(name="party2", protocol=[vertical_protocol.PROTOCOL, psi_protocol.PROTOCOL], data={"train": str(path)},
                                 out=tmp_path / "p2", secure=False, max_epsilon=8.0, delta=1e-5,
                                 policy=PartyPolicy(relation="record", **policy))
-        self.allowed = codec.allow_list(vs.PROTOCOL.types + P.PROTOCOL.types)
+        self.allowed = codec.allow_list(vertical_protocol.PROTOCOL.types + psi_protocol.PROTOCOL.types)
 
     def call(self, method, body):
         return codec.decode(self.svc.handle(method, codec.encode(body, allowed=self.allowed), ""),
                             allowed=self.allowed)
 
     def fit_setup(self, join: dict):
-        spec = vs.PrivacySpec(noise_multiplier=5.0, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
+        spec = vertical_messages.PrivacySpec(noise_multiplier=5.0, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
         n = len(join.get("ids", OWN))
         D = PartyData("train", {**join, "index": 2, "n_features": 2}, (n, 2))
         opts = {"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None, "damping": 0.0, "eval_blocks": {}}
-        return self.call("Setup", {"protocol": vs.PROTOCOL.name, "party": "party2", "index": 1, "rounds": 3,
+        return self.call("Setup", {"protocol": vertical_protocol.PROTOCOL.name, "party": "party2", "index": 1, "rounds": 3,
                                    "setup": {"name": "party2", "D": D, "options": opts}})
 
     def psi(self, query: list[str]):
         """One PSI run as the coordinator makes it; returns the ids of ``query`` the party holds."""
-        self.call("Setup", {"protocol": P.PROTOCOL.name, "party": "party2", "index": 0,
+        self.call("Setup", {"protocol": psi_protocol.PROTOCOL.name, "party": "party2", "index": 0,
                             "setup": {"name": "party2", "ids": PartyData("train", {"id_column": "id"}),
                                       "client_size": len(query)}})
         client = psi_lib.client.CreateWithNewKey(True)
@@ -87,7 +88,7 @@ def test_a_subset_setup_names_rows_only_through_a_psi_intersection(tmp_path, pat
             messages.append(str(err.value))
         assert len(set(messages)) == 1 and "outside the intersection of a PSI run this party took part in" in messages[0]
         assert not any(i in messages[0] for i in ("c001", "x999", "y1", str(path)))
-        common = P.canonical_order(party.psi(["c003", "c007", "z1"]))
+        common = data_alignment.canonical_order(party.psi(["c003", "c007", "z1"]))
         assert common == ["c003", "c007"]
         party.align(common)
         party.fit_setup({"psi": True})  # the intersection, in the party's own alignment
@@ -141,11 +142,11 @@ def test_the_operator_caps_a_querys_size_and_the_psi_runs_per_period(tmp_path, p
 
 
 def test_an_old_psi_run_leaves_the_period(tmp_path):
-    gate = P.PsiGate(tmp_path / "runs.json", max_runs=1, period=60.0)
+    gate = data_alignment.PsiGate(tmp_path / "runs.json", max_runs=1, period=60.0)
     (tmp_path / "runs.json").write_text(json.dumps({"psi_runs": [0.0]}))  # 1970: long outside the period
     assert gate.admit("p", 3)["psi_runs_in_period"] == 1
     with pytest.raises(ProtocolError, match="1 PSI runs in the last 60 s"):
-        P.PsiGate(tmp_path / "runs.json", max_runs=1, period=60.0).admit("p", 3)
+        data_alignment.PsiGate(tmp_path / "runs.json", max_runs=1, period=60.0).admit("p", 3)
 
 
 @pytest.mark.parametrize("flag, message", [
@@ -170,7 +171,7 @@ def test_the_policy_checks_the_psi_caps_too():  # a --policy file's values, whic
 
 def test_setup_rows_directly(tmp_path, path):
     with pytest.raises(ProtocolError, match="has no PSI alignment of its 'train' file"):
-        P.setup_rows("p", "train", path, {"psi": True})
-    assert P.setup_rows("p", "train", path, {"index": 2}) == {"index": 2}  # no rows named: the protocol's own read
+        data_alignment.setup_rows("p", "train", path, {"psi": True})
+    assert data_alignment.setup_rows("p", "train", path, {"index": 2}) == {"index": 2}  # no rows named: the protocol's own read
     with pytest.raises(InvalidParameterError, match="--psi-max-query must be a positive integer"):
-        P.PsiGate(max_query=0)
+        data_alignment.PsiGate(max_query=0)

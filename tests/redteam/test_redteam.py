@@ -17,7 +17,9 @@ import pytest
 import scipy.sparse as sp
 
 from dpadmm import ConsensusLogisticRegression, FunctionalQuantileRegressor, VerticalLogisticRegression
-from dpadmm.algorithms import vertical_sharing as vs
+from dpadmm.algorithms.vertical import (coordinator as vertical_coordinator, label as vertical_label,
+                                        messages as vertical_messages, party as vertical_party,
+                                        protocol as vertical_protocol)
 from dpadmm.algorithms.vertical.messages import Setup
 from dpadmm.backends.base import PartyHost, PartySpec
 from dpadmm.backends.inprocess import InProcessBackend
@@ -29,10 +31,10 @@ from dpadmm.kernels.regularizers import get_regularizer
 # ----------------------------------------------------------------------------- helpers
 def _message(D, v, *, relation, V, V_inf, lam_sum, rho, solver="auto"):
     """party_step's release (zero noise) for an inbox whose v = dual + ρ(residual − share) is ``v``."""
-    spec = vs.PrivacySpec(noise_scale=0.0, mechanism="gaussian", relation=relation, clip=V, clip_inf=V_inf)
-    cfg, st = vs.setup_party("p", D, {"lam_sum": lam_sum, "reg": get_regularizer("l2"), "private": spec,
+    spec = vertical_messages.PrivacySpec(noise_scale=0.0, mechanism="gaussian", relation=relation, clip=V, clip_inf=V_inf)
+    cfg, st = vertical_party.setup_party("p", D, {"lam_sum": lam_sum, "reg": get_regularizer("l2"), "private": spec,
                                       "solver": solver})
-    _, out, ev = vs.party_step(cfg, st, vs.CoordinatorMessage(1, np.zeros(D.shape[0]), v, rho),
+    _, out, ev = vertical_party.party_step(cfg, st, vertical_messages.CoordinatorMessage(1, np.zeros(D.shape[0]), v, rho),
                                rng=np.random.default_rng(0))
     return out.share, ev[0].sensitivity
 
@@ -40,7 +42,7 @@ def _message(D, v, *, relation, V, V_inf, lam_sum, rho, solver="auto"):
 def _A(D, lam_sum, rho):
     """D H⁻¹ Dᵀ of the row-clipped block, by the push-through identity (N × N, any width)."""
     D = np.asarray(D.toarray() if sp.issparse(D) else D)
-    D = np.asarray(vs.clip_rows(D))
+    D = np.asarray(vertical_party.clip_rows(D))
     K = D @ D.T
     return K @ np.linalg.inv(lam_sum * np.eye(len(K)) + rho * K)
 
@@ -282,14 +284,14 @@ def test_one_label_changes_one_coordinate_of_the_coordinator_message():
     y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
     y2 = y.copy()
     y2[7] = -y2[7]
-    outs = {"party1": vs.PartyMessage(rng.normal(size=n)), "party2": vs.PartyMessage(rng.normal(size=n))}
+    outs = {"party1": vertical_messages.PartyMessage(rng.normal(size=n)), "party2": vertical_messages.PartyMessage(rng.normal(size=n))}
     sent = []
     for labels in (y, y2):
-        cfg = vs.CoordinatorConfig(labels=labels, loss=get_loss("logistic"), lam=1e-3, rho=0.5,
+        cfg = vertical_messages.CoordinatorConfig(labels=labels, loss=get_loss("logistic"), lam=1e-3, rho=0.5,
                                    party_names=("party1", "party2"),
-                                   label_privacy=vs.LabelPrivacy(noise_scale=0.0, rounds=5))
-        st, _ = vs.init_coordinator(cfg)
-        new, msgs, ev = vs.label_private_step(cfg, st, outs, rng=np.random.default_rng(0))
+                                   label_privacy=vertical_messages.LabelPrivacy(noise_scale=0.0, rounds=5))
+        st, _ = vertical_coordinator.init_coordinator(cfg)
+        new, msgs, ev = vertical_label.label_private_step(cfg, st, outs, rng=np.random.default_rng(0))
         sent.append((msgs["party2"], new.intercept, ev[0].sensitivity))
     diff = sent[0][0].dual - sent[1][0].dual
     assert np.flatnonzero(diff).tolist() == [7] and abs(diff[7]) <= 1.0 + 1e-12
@@ -299,13 +301,13 @@ def test_one_label_changes_one_coordinate_of_the_coordinator_message():
 
 # ----------------------------------------------------------------------------- noise sources
 def _noise_party(cfg_seed):
-    spec = vs.PrivacySpec(noise_scale=1.0, mechanism="gaussian", relation="record", clip=10.0, clip_inf=3.0)
-    return PartySpec.of(vs.PROTOCOL, "p", Setup(name="p", D=np.eye(6, 3), options={
+    spec = vertical_messages.PrivacySpec(noise_scale=1.0, mechanism="gaussian", relation="record", clip=10.0, clip_inf=3.0)
+    return PartySpec.of(vertical_protocol.PROTOCOL, "p", Setup(name="p", D=np.eye(6, 3), options={
         "lam_sum": 1.0, "reg": get_regularizer("l2"), "private": spec}))
 
 
 def test_unseeded_party_noise_is_not_reproducible_and_seeded_is():
-    inbox = vs.CoordinatorMessage(1, np.zeros(6), np.ones(6), 0.5)
+    inbox = vertical_messages.CoordinatorMessage(1, np.zeros(6), np.ones(6), 0.5)
     unseeded = [PartyHost(_noise_party(None), 0, None).step(inbox, 0)[0].share for _ in range(2)]
     assert not np.allclose(unseeded[0], unseeded[1])
     seeded = [PartyHost(_noise_party(None), 0, 7).step(inbox, 0)[0].share for _ in range(2)]
@@ -432,16 +434,16 @@ def test_party_server_refuses_a_model_fit_on_a_passive_partys_block(tmp_path):
     N = 60
     paths = write_party_files([rng.normal(size=(N, 2)), rng.normal(size=(N, 3))], np.where(rng.random(N) < .5, 1, -1),
                               tmp_path)
-    svc = PartyService(name="party2", protocol=vs.PROTOCOL, data={"train": str(paths[1])}, out=tmp_path / "p2",
+    svc = PartyService(name="party2", protocol=vertical_protocol.PROTOCOL, data={"train": str(paths[1])}, out=tmp_path / "p2",
                        secure=False)
-    allowed = codec.allow_list(vs.PROTOCOL.types)
+    allowed = codec.allow_list(vertical_protocol.PROTOCOL.types)
 
     def call(method, body):
         return codec.decode(svc.handle(method, codec.encode(body, allowed=allowed), ""), allowed=allowed)
 
-    spec = vs.PrivacySpec(noise_multiplier=5.0, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
+    spec = vertical_messages.PrivacySpec(noise_multiplier=5.0, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
     D = PartyData("train", {"ids": np.arange(N), "index": 2, "n_features": 3}, (N, 3))
-    call("Setup", {"protocol": vs.PROTOCOL.name, "party": "party2", "index": 1, "noise_seed": None,
+    call("Setup", {"protocol": vertical_protocol.PROTOCOL.name, "party": "party2", "index": 1, "noise_seed": None,
                    "setup": {"name": "party2", "D": D, "options": {"lam_sum": 1.0, "reg": L2(), "private": spec,
                                                                    "bound": None, "damping": 0.0, "eval_blocks": {}}}})
     try:
@@ -501,9 +503,9 @@ def _party_server(tmp_path, N=60, **policy):
     rng = np.random.default_rng(0)
     paths = write_party_files([rng.normal(size=(N, 2)), rng.normal(size=(N, 3))], np.where(rng.random(N) < .5, 1, -1),
                               tmp_path)
-    svc = PartyService(name="party2", protocol=vs.PROTOCOL, data={"train": str(paths[1])}, out=tmp_path / "p2",
+    svc = PartyService(name="party2", protocol=vertical_protocol.PROTOCOL, data={"train": str(paths[1])}, out=tmp_path / "p2",
                        secure=False, **policy)
-    allowed = codec.allow_list(vs.PROTOCOL.types)
+    allowed = codec.allow_list(vertical_protocol.PROTOCOL.types)
 
     def call(method, body):
         return codec.decode(svc.handle(method, codec.encode(body, allowed=allowed), ""), allowed=allowed)
@@ -513,10 +515,10 @@ def _party_server(tmp_path, N=60, **policy):
     def setup(seed=None, nm=5.0, **extra):
         from dpadmm.kernels.regularizers import L2
 
-        spec = vs.PrivacySpec(noise_multiplier=nm, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
+        spec = vertical_messages.PrivacySpec(noise_multiplier=nm, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
         opts = dict({"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None, "damping": 0.0, "eval_blocks": {}},
                     **extra)
-        return call("Setup", {"protocol": vs.PROTOCOL.name, "party": "party2", "index": 1, "noise_seed": seed,
+        return call("Setup", {"protocol": vertical_protocol.PROTOCOL.name, "party": "party2", "index": 1, "noise_seed": seed,
                               "setup": {"name": "party2", "D": D, "options": opts}})
 
     return svc, call, setup, D
@@ -561,7 +563,7 @@ def test_party_server_gives_no_unnoised_training_scores_in_a_private_run(tmp_pat
             setup(eval_blocks={"test": D})
         except _Refused:
             return
-        call("Step", {"round": 0, "inbox": vs.CoordinatorMessage(1, np.zeros(60), np.ones(60), 0.5)})
+        call("Step", {"round": 0, "inbox": vertical_messages.CoordinatorMessage(1, np.zeros(60), np.ones(60), 0.5)})
         with pytest.raises(_Refused, match="refused request 'score' in a private run"):
             call("Request", {"handler": "score", "arguments": {"key": "test"}})
     finally:
@@ -571,7 +573,8 @@ def test_party_server_gives_no_unnoised_training_scores_in_a_private_run(tmp_pat
 def test_functional_exact_local_solve_does_not_depend_on_its_warm_start():
     """Regression (REDTEAM F15, fixed by func): a warm-started solve that does not settle is redone from zero with
     the full homotopy, and private fits always start cold."""
-    from dpadmm.algorithms import functional_quantile as fq
+    from dpadmm.algorithms.functional import (local as functional_local, messages as functional_messages,
+                                              party as functional_party, rules as functional_rules)
 
     rng = np.random.default_rng(0)
     m, K, c1, worst = 30, 4, 2.0, 0.0
@@ -581,11 +584,11 @@ def test_functional_exact_local_solve_does_not_depend_on_its_warm_start():
         y = 3 * rng.normal(size=m)
         for tau in (0.1, 0.9):
             for rho in (0.05, 1.0):
-                cfg, _ = fq.make_party("w", A, y, fq.Settings.make([tau], lam=0.5), rho=rho, n_workers=1,
+                cfg, _ = functional_party.make_party("w", A, y, functional_messages.Settings.make([tau], lam=0.5), rho=rho, n_workers=1,
                                        penalty="l1", local_step="exact", c1=c1)
                 v = rng.normal(size=(1, 1, 1, K))
-                cold = fq.exact_local_solve(cfg, v, np.zeros((1, 1, 1, K)))
-                warm = fq.exact_local_solve(cfg, v, 10 * rng.normal(size=(1, 1, 1, K)), levels=fq.WARM_LEVELS)
+                cold = functional_local.exact_local_solve(cfg, v, np.zeros((1, 1, 1, K)))
+                warm = functional_local.exact_local_solve(cfg, v, 10 * rng.normal(size=(1, 1, 1, K)), levels=functional_rules.WARM_LEVELS)
                 worst = max(worst, float(np.linalg.norm(warm - cold)) / (2 * c1 / (m * rho)))
     assert worst < 0.01  # a solve the sensitivity bound covers returns the minimiser whatever the start
 
@@ -602,9 +605,9 @@ def test_private_only_party_refuses_a_negligible_noise_multiplier(tmp_path):
         with pytest.raises(_Refused, match=r"the noise multiplier σ/Δ is 1e-12, its operator's policy requires σ/Δ ≥ 0.5"):
             setup(nm=1e-12)
         with pytest.raises(_Refused, match="no run is set up"):
-            call("Step", {"round": 0, "inbox": vs.CoordinatorMessage(1, np.zeros(60), np.ones(60), 0.5)})
+            call("Step", {"round": 0, "inbox": vertical_messages.CoordinatorMessage(1, np.zeros(60), np.ones(60), 0.5)})
         setup(nm=5.0)  # the honest level is served
-        reply = call("Step", {"round": 0, "inbox": vs.CoordinatorMessage(1, np.zeros(60), np.ones(60), 0.5)})
+        reply = call("Step", {"round": 0, "inbox": vertical_messages.CoordinatorMessage(1, np.zeros(60), np.ones(60), 0.5)})
         assert reply["events"][0].noise_multiplier == pytest.approx(5.0)
     finally:
         svc.close()

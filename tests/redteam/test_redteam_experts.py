@@ -31,7 +31,7 @@ def _psi_whole_file(monkeypatch, path):
     otherwise a subset Setup is refused before any of these checks)."""
     import pandas as pd
 
-    from dpadmm.data import psi as P
+    from dpadmm.data import alignment as P
 
     monkeypatch.setitem(P._ALIGNED, str(path), (P._signature(path), pd.read_csv(path)["id"].to_numpy()))
 
@@ -152,7 +152,7 @@ def test_e5_a_vanishing_ridge_is_floored_so_collinear_columns_solve(party):
     """E5 (second way): λ = 1e-300 with a huge noise-norm rule made λ used ≈ 0; on collinear columns the Newton system
     was singular and the failure ("LinAlgError: Singular matrix") told the coordinator so. The ridge is now at least
     1e-10 R², the system solves, and the sensitivity uses that λ."""
-    from dpadmm.algorithms import vertical_experts as ve
+    from dpadmm.algorithms.experts import model as ve
 
     X = np.array([[0.6, 0.6], [-0.3, -0.3]])
     coef, info, _ = ve.fit_expert(X, np.array([1.0, -1.0]), R=1.0, lam=1e-300, noise_multiplier=1.0,
@@ -242,7 +242,7 @@ def _served_audit(tmp_path, runs: int = 400):
     """A worst-case pair (row 0 moved to the opposite side of the ball, its label flipped) served by a private party:
     the coordinator fits, asks logits on 6 new records, solves for the coefficient, and projects it on the direction
     the pair moves the minimiser. Returns (ε lower bound, claimed ε, gap/Δ)."""
-    from dpadmm.algorithms import vertical_experts as ve
+    from dpadmm.algorithms.experts import model as ve
     from dpadmm.data.parties import write_party_files
     from dpadmm.privacy.accountants import calibrate_noise_multiplier
     from dpadmm.privacy.audit_gdp import gdp_lower_bound
@@ -287,7 +287,7 @@ def _served_audit(tmp_path, runs: int = 400):
 
 
 def vp_fit(labels):
-    from dpadmm.algorithms import vertical_experts_party as vp
+    from dpadmm.algorithms.experts import messages as vp
 
     return vp.FitRequest(np.asarray(labels, dtype=np.float64), None)
 
@@ -297,7 +297,7 @@ def test_audit_of_the_coefficient_a_served_party_releases(tmp_path, monkeypatch)
     """Through the served party (Setup, fit, logits on new records, over the exact bytes): the GDP lower bound on the
     worst-case pair stays under the claimed ε = 8 and reaches a fair share of what the pair allows; the same
     audit catches a planted 10× under-noised party (its lower bound is above the claim)."""
-    from dpadmm.algorithms import vertical_experts as ve
+    from dpadmm.algorithms.experts import model as ve
     from dpadmm.privacy.accountants import calibrate_noise_multiplier
     from dpadmm.privacy.audit_gdp import gdp_epsilon
 
@@ -319,12 +319,12 @@ def test_audit_of_the_coefficient_a_served_party_releases(tmp_path, monkeypatch)
 
 @pytest.mark.slow  # ~3 CPU-seconds: the default suite stays under 3 CPU-minutes (CI runs the slow suite too)
 def test_l1_the_party_module_imports_on_its_own():
-    """L1 (low): ``import dpadmm.algorithms.vertical_experts_party`` first failed (circular import with the protocol's
+    """L1 (low): ``import dpadmm.algorithms.experts.party`` first failed (circular import with the protocol's
     declaration), e.g. for a party process or a script that imports it before anything else."""
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", "import dpadmm.algorithms.vertical_experts_party as vp; vp.setup_party"],
+    out = subprocess.run([sys.executable, "-c", "import dpadmm.algorithms.experts.party as vp; vp.setup_party"],
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-300:]
 

@@ -17,9 +17,12 @@ import pytest
 
 pytest.importorskip("grpc")
 
-from dpadmm.algorithms import functional_quantile as fq  # noqa: E402
-from dpadmm.algorithms import functional_statistics as fs  # noqa: E402
-from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.algorithms.functional import (local as functional_local, messages as functional_messages,  # noqa: E402
+                                          party as functional_party, protocol as functional_protocol,
+                                          rules as functional_rules)
+from dpadmm.algorithms.functional import statistics as functional_statistics  # noqa: E402
+from dpadmm.algorithms.vertical import (data as vertical_data, messages as vertical_messages,  # noqa: E402
+                                        party as vs_party, protocol as vertical_protocol)
 from dpadmm.backends.grpc_party import LEDGER_NAME, _Refused  # noqa: E402
 from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.kernels import fpca  # noqa: E402
@@ -47,11 +50,11 @@ def vertical(tmp_path):
     rng = np.random.default_rng(0)
     paths = write_party_files([rng.normal(size=(N, 2)), rng.normal(size=(N, 3))], np.where(rng.random(N) < .5, 1, -1),
                               tmp_path / "data")
-    p = Party(tmp_path, vs.PROTOCOL, "party2", data={"train": str(paths[1])}, **BUDGET)
+    p = Party(tmp_path, vertical_protocol.PROTOCOL, "party2", data={"train": str(paths[1])}, **BUDGET)
     p.paths = paths
 
     def args(spec=None, params=None, **opts):
-        spec = spec if spec is not None else vs.PrivacySpec(noise_multiplier=4.0, mechanism="gaussian",
+        spec = spec if spec is not None else vertical_messages.PrivacySpec(noise_multiplier=4.0, mechanism="gaussian",
                                                             relation="feature_column", clip=30.0)
         D = PartyData("train", dict({"ids": np.arange(N), "index": 2, "n_features": 3}, **(params or {})), (N, 3))
         return ["party2", D, dict({"lam_sum": 1.0, "reg": L2(), "private": spec}, **opts)]
@@ -70,12 +73,12 @@ def _exact_share(cfg, v):
 def test_R1_vertical_tiny_input_is_not_an_unnoised_free_release(vertical):
     """The coordinator sends dual = 1e-200·w (w its choice) at round index 0, again and again. Each reply is
     1e-200·D_m(λI + DᵀD)⁻¹Dᵀw exactly (no noise): rescaled, the party's exact D_m x_m for any w."""
-    vertical.setup(vs.PROTOCOL, vertical.args(), 3)
+    vertical.setup(vertical_protocol.PROTOCOL, vertical.args(), 3)
     w = np.random.default_rng(5).normal(size=N)
     served = 0
     for _ in range(5):
         try:
-            out = vertical.step(0, vs.CoordinatorMessage(0, np.zeros(N), 1e-200 * w, 1.0))
+            out = vertical.step(0, vertical_messages.CoordinatorMessage(0, np.zeros(N), 1e-200 * w, 1.0))
         except _Refused:
             continue
         served += 1
@@ -91,22 +94,22 @@ def test_R1_vertical_tiny_input_is_not_an_unnoised_free_release(vertical):
 
 
 def test_R2_vertical_round_indices_must_increase(vertical):
-    vertical.setup(vs.PROTOCOL, vertical.args(), 4)
-    vertical.step(0, vs.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
+    vertical.setup(vertical_protocol.PROTOCOL, vertical.args(), 4)
+    vertical.step(0, vertical_messages.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
     with pytest.raises(_Refused, match="refused round index 0 .*the next round is 1"):
-        vertical.step(0, vs.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
+        vertical.step(0, vertical_messages.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
     with pytest.raises(_Refused, match="refused round index -1 .*the next round is 1"):
-        vertical.step(-1, vs.CoordinatorMessage(-1, np.zeros(N), np.zeros(N), 1.0))
+        vertical.step(-1, vertical_messages.CoordinatorMessage(-1, np.zeros(N), np.zeros(N), 1.0))
 
 
 def test_R2b_replayed_rounds_with_real_input_are_still_charged_and_capped(vertical):
     """What held: with an ordinary (non-underflowing) input every replayed release is charged, and no more than
     the priced releases get out. (Since R2 a replayed index is refused outright; the rounds here increase.)"""
-    vertical.setup(vs.PROTOCOL, vertical.args(), 3)
+    vertical.setup(vertical_protocol.PROTOCOL, vertical.args(), 3)
     ok = 0
     for t in range(4):
         try:
-            vertical.step(t, vs.CoordinatorMessage(t, np.zeros(N), np.ones(N), 1.0))
+            vertical.step(t, vertical_messages.CoordinatorMessage(t, np.zeros(N), np.ones(N), 1.0))
             ok += 1
         except _Refused as exc:
             assert "beyond the declaration" in str(exc) or "the next round is" in str(exc)
@@ -129,7 +132,7 @@ def test_R3_row_normalisation_amplifies_a_feature_column_change(tmp_path):
     p0 = write_party_files([np.zeros((n, 1)), base], lab, tmp_path / "d0")[1]
     p1 = write_party_files([np.zeros((n, 1)), neigh], lab, tmp_path / "d1")[1]
     params = {"ids": np.arange(n), "index": 2, "n_features": 3, "normalize": True}
-    D0, D1 = (vs.clip_rows(vs.load_party_data(p, params)) for p in (p0, p1))  # as setup_party builds the block
+    D0, D1 = (vs_party.clip_rows(vertical_data.load_party_data(p, params)) for p in (p0, p1))  # as setup_party builds the block
     assert np.linalg.norm(neigh - base) == pytest.approx(1.0)
     assert np.linalg.norm(D1 - D0, 2) > 10.0  # the relation's Δ_c = 1 no longer bounds the change
 
@@ -144,16 +147,16 @@ def test_R3_row_normalisation_amplifies_a_feature_column_change(tmp_path):
 
 def test_R3_vertical_party_refuses_or_ignores_coordinator_normalisation(vertical):
     try:
-        vertical.setup(vs.PROTOCOL, vertical.args(params={"normalize": True}), 3)
+        vertical.setup(vertical_protocol.PROTOCOL, vertical.args(params={"normalize": True}), 3)
     except _Refused:
         return
-    raw = vs.load_party_data(vertical.paths[1], {"ids": np.arange(N), "index": 2, "n_features": 3})
+    raw = vertical_data.load_party_data(vertical.paths[1], {"ids": np.arange(N), "index": 2, "n_features": 3})
     D = vertical.svc.cfg.D
-    assert np.allclose(D.toarray() if hasattr(D, "toarray") else D, vs.clip_rows(raw))
+    assert np.allclose(D.toarray() if hasattr(D, "toarray") else D, vs_party.clip_rows(raw))
 
 
 def test_R6_vertical_rank_request_refused_in_private_run(vertical):
-    vertical.setup(vs.PROTOCOL, vertical.args(), 3)
+    vertical.setup(vertical_protocol.PROTOCOL, vertical.args(), 3)
     with pytest.raises(_Refused, match="refused request 'rank' in a private run"):
         vertical.call("Request", {"handler": "rank", "arguments": {}})
 
@@ -161,10 +164,10 @@ def test_R6_vertical_rank_request_refused_in_private_run(vertical):
 @pytest.mark.parametrize("rho", [math.nan, -1.0, math.inf, 0.0])
 def test_vertical_nonfinite_or_nonpositive_rho_releases_nothing_and_keeps_the_ledger(vertical, rho):
     """Held: a per-round ρ of NaN / negative / inf / 0 is refused or errors before any reply; ledger intact."""
-    vertical.setup(vs.PROTOCOL, vertical.args(), 3)
-    vertical.step(0, vs.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
+    vertical.setup(vertical_protocol.PROTOCOL, vertical.args(), 3)
+    vertical.step(0, vertical_messages.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
     try:
-        out = vertical.step(1, vs.CoordinatorMessage(1, np.zeros(N), np.ones(N), rho))
+        out = vertical.step(1, vertical_messages.CoordinatorMessage(1, np.zeros(N), np.ones(N), rho))
     except Exception:  # noqa: BLE001 - refused or errored: nothing left the party
         out = None
     if out is not None:  # served: must be no information (NaN) or a charged release
@@ -176,18 +179,18 @@ def test_vertical_nonfinite_or_nonpositive_rho_releases_nothing_and_keeps_the_le
 
 def test_vertical_noise_scale_next_to_a_noise_multiplier_is_refused_at_the_round(vertical):
     """Held: both set (noise_scale wins in release()) passes Setup but the per-round check refuses σ/Δ ≪ declared."""
-    spec = vs.PrivacySpec(noise_multiplier=4.0, noise_scale=1e-12, mechanism="gaussian", clip=30.0)
-    vertical.setup(vs.PROTOCOL, vertical.args(spec), 3)
-    vertical.step(0, vs.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
+    spec = vertical_messages.PrivacySpec(noise_multiplier=4.0, noise_scale=1e-12, mechanism="gaussian", clip=30.0)
+    vertical.setup(vertical_protocol.PROTOCOL, vertical.args(spec), 3)
+    vertical.step(0, vertical_messages.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
     with pytest.raises(_Refused, match="beyond the declaration"):
-        vertical.step(1, vs.CoordinatorMessage(1, np.zeros(N), np.ones(N), 1.0))
+        vertical.step(1, vertical_messages.CoordinatorMessage(1, np.zeros(N), np.ones(N), 1.0))
     assert vertical.ledger()["releases"] == 0
 
 
 @pytest.mark.parametrize("rounds", [True, 2.5, "3", [3], -1, 0])
 def test_vertical_declared_rounds_must_be_a_positive_integer(vertical, rounds):
     with pytest.raises(_Refused, match="declared rounds must be a positive integer"):
-        vertical.setup(vs.PROTOCOL, vertical.args(), rounds)
+        vertical.setup(vertical_protocol.PROTOCOL, vertical.args(), rounds)
 
 
 # ----------------------------------------------------------------------------- functional quantile [Zhou]
@@ -199,7 +202,7 @@ def _curves(m=50, T=20, seed=3):
 
 
 def _fargs(X, y, basis, *, tau=0.5, nm=3.0, clip=3.0, c1=None, score_scale=1.0, fit_intercept=True, **opts):
-    settings = fq.Settings.make([tau], noise_multiplier=nm, lam=0.05)
+    settings = functional_messages.Settings.make([tau], noise_multiplier=nm, lam=0.05)
     need = math.hypot(clip, 1.0) if fit_intercept else clip
     o = dict(dict(rho=1.0, n_workers=2, fit_intercept=fit_intercept, c1=need if c1 is None else c1, step="constant"),
              **opts)
@@ -209,7 +212,7 @@ def _fargs(X, y, basis, *, tau=0.5, nm=3.0, clip=3.0, c1=None, score_scale=1.0, 
 @pytest.fixture
 def worker(tmp_path):
     grid, X, y = _curves()
-    w = Party(tmp_path, [fq.PROTOCOL, fs.PROTOCOL], "worker1", accept_coordinator_data=True, **BUDGET)
+    w = Party(tmp_path, [functional_protocol.PROTOCOL, functional_protocol.STATISTICS_PROTOCOL], "worker1", accept_coordinator_data=True, **BUDGET)
     w.data = (grid, X, y, fpca.fourier_basis(grid, 3))
     yield w
     w.close()
@@ -222,17 +225,17 @@ def _noiseless(cfg, state, inbox):
     quiet = dataclasses.replace(cfg, settings=dataclasses.replace(cfg.settings,
                                                                   noise_multiplier=np.zeros_like(
                                                                       cfg.settings.noise_multiplier)))
-    return fq.party_step(quiet, state, inbox, rng=np.random.default_rng(0))[1].w_tilde
+    return functional_party.party_step(quiet, state, inbox, rng=np.random.default_rng(0))[1].w_tilde
 
 
 def _relative_noise(worker, args):
     """Setup + one step; the release's distance to the noiseless value, relative to the value (None: refused)."""
     try:
-        worker.setup(fq.PROTOCOL, args, 3)
+        worker.setup(functional_protocol.PROTOCOL, args, 3)
     except _Refused:
         return None
     K = worker.svc.cfg.K
-    inbox = fq.HubMessage(0, np.zeros((1, 1, K)))
+    inbox = functional_messages.HubMessage(0, np.zeros((1, 1, K)))
     exact = _noiseless(worker.svc.cfg, worker.svc.state, inbox)
     try:
         out = worker.step(0, inbox)
@@ -264,12 +267,12 @@ def test_R5_functional_score_clip_survives_a_huge_score_scale(worker):
 def test_R5b_statistics_mean_stage_clip_survives_a_tiny_projection(worker):
     grid, X, y, basis = worker.data
     q = fpca.trapezoid_weights(grid)
-    worker.setup(fs.PROTOCOL, ["worker1", X, y, q, 2.0], 2)
+    worker.setup(functional_protocol.STATISTICS_PROTOCOL, ["worker1", X, y, q, 2.0], 2)
     P = np.eye(len(grid))[:, :3] * 1e-170
     cx = 1e-185
     try:
         with np.errstate(invalid="ignore", divide="ignore"):  # as in production: a warning, not an error
-            out = worker.step(0, fs.StatsRequest("mean", curve_clip=cx, projection=P, y_range=(-10.0, 10.0)))
+            out = worker.step(0, functional_statistics.StatsRequest("mean", curve_clip=cx, projection=P, y_range=(-10.0, 10.0)))
     except _Refused:
         return
     Z = fpca.scale_curves(X, q) @ P
@@ -290,35 +293,35 @@ def test_R7_negative_lambda_amplifies_the_exact_steps_sensitivity():
     A2 = A.copy()
     A2[0] = -A[0]  # one sample replaced (still ‖A_j‖ ≤ c₁)
     opts = dict(rho=1.0, n_workers=2, c1=2.0, local_step="exact", penalty="l2", step="constant")
-    S = fq.Settings.make([0.5], noise_multiplier=1.0, lam=-1.98)
-    c, _ = fq.make_party("w", A, y, S, **opts)
-    c2, _ = fq.make_party("w", A2, y, S, **opts)
+    S = functional_messages.Settings.make([0.5], noise_multiplier=1.0, lam=-1.98)
+    c, _ = functional_party.make_party("w", A, y, S, **opts)
+    c2, _ = functional_party.make_party("w", A2, y, S, **opts)
     z = np.zeros((1, 1, 1, K))
-    w1 = fq.exact_local_solve(c, z, z, levels=fq.FULL_LEVELS)
-    w2 = fq.exact_local_solve(c2, z, z, levels=fq.FULL_LEVELS)
-    assert np.linalg.norm(w1 - w2) > 3.0 * float(fq.sensitivity(c, np.ones(1))[0])
+    w1 = functional_local.exact_local_solve(c, z, z, levels=functional_rules.FULL_LEVELS)
+    w2 = functional_local.exact_local_solve(c2, z, z, levels=functional_rules.FULL_LEVELS)
+    assert np.linalg.norm(w1 - w2) > 3.0 * float(functional_local.sensitivity(c, np.ones(1))[0])
 
 
 def test_R7_functional_negative_lambda_is_refused_for_the_exact_step(worker):
     grid, X, y, basis = worker.data
     args = _fargs(X, y, basis, local_step="exact", penalty="l2")
-    args[8] = fq.Settings.make([0.5], noise_multiplier=3.0, lam=-1.98)
+    args[8] = functional_messages.Settings.make([0.5], noise_multiplier=3.0, lam=-1.98)
     with pytest.raises(_Refused, match="the penalty weight lam is .*requires finite λ ≥ 0"):
-        worker.setup(fq.PROTOCOL, args, 3)
+        worker.setup(functional_protocol.PROTOCOL, args, 3)
 
 
 def test_R8_functional_every_released_setting_is_charged(worker):
     grid, X, y, basis = worker.data
     args = _fargs(X, y, basis, step="paper")
-    args[8] = fq.Settings.make([0.5, 0.5], noise_multiplier=3.0, lam=[0.05, 1000.0])
-    worker.setup(fq.PROTOCOL, args, 3)
+    args[8] = functional_messages.Settings.make([0.5, 0.5], noise_multiplier=3.0, lam=[0.05, 1000.0])
+    worker.setup(functional_protocol.PROTOCOL, args, 3)
     cfg = worker.svc.cfg
     s = cfg.settings
-    eta = fq.step_size(cfg.step, 1, c_w=cfg.c_w, c1=cfg.c1, c2=cfg.c2, lam=s.lam, n_workers=cfg.n_workers, K=cfg.K,
+    eta = functional_rules.step_size(cfg.step, 1, c_w=cfg.c_w, c1=cfg.c1, c2=cfg.c2, lam=s.lam, n_workers=cfg.n_workers, K=cfg.K,
                        m=cfg.m, eps_iter=s.eps_iter, delta_iter=s.delta_iter, eta0=cfg.eta0)
     rho = -0.5 * float(1.0 / eta[0] + 1.0 / eta[1])  # ρ + 1/η₀ < 0 < ρ + 1/η₁
     try:
-        out = worker.step(0, fq.HubMessage(0, np.zeros((1, 2, cfg.K)), rho))
+        out = worker.step(0, functional_messages.HubMessage(0, np.zeros((1, 2, cfg.K)), rho))
     except _Refused:
         return
     released = out["outbox"].w_tilde.shape[2]
@@ -329,7 +332,7 @@ def test_R8_functional_every_released_setting_is_charged(worker):
 def test_consensus_replayed_or_negative_round_index_stays_within_the_priced_epsilon(tmp_path):
     """Held: the node indexes its schedule by the coordinator's round (t = −1 → the last column, whose α may be
     above every priced column), but the per-round check caps the charged pure ε at the price."""
-    from dpadmm.algorithms import graph_consensus as gc
+    from dpadmm.algorithms.consensus import messages as consensus_messages, protocol as consensus_protocol
 
     rng = np.random.default_rng(2)
     X = rng.normal(size=(40, 3))
@@ -340,14 +343,14 @@ def test_consensus_replayed_or_negative_round_index_stays_within_the_priced_epsi
     alpha[0, -1] = 4.0
     opts = dict(degree=np.array([2.0]), C=1.0, reg=0.5, eta=np.ones((1, T)), theta=np.ones((1, T)), alpha=alpha,
                 perturbation="pp")
-    node = Party(tmp_path, gc.PROTOCOL, "node0", accept_coordinator_data=True, **BUDGET)
+    node = Party(tmp_path, consensus_protocol.PROTOCOL, "node0", accept_coordinator_data=True, **BUDGET)
     try:
-        node.setup(gc.PROTOCOL, [["node0"], [X], [y], opts], 2)
+        node.setup(consensus_protocol.PROTOCOL, [["node0"], [X], [y], opts], 2)
         priced = node.svc.budget.run["priced"]["pure_epsilon"]
         served = 0
         for t in (-1, -1, 0, 0, 1):
             try:
-                node.step(t, gc.NeighbourMessage(t, np.zeros((1, 3))))
+                node.step(t, consensus_messages.NeighbourMessage(t, np.zeros((1, 3))))
                 served += 1
             except _Refused as exc:
                 assert "beyond the" in str(exc) or "the next round is" in str(exc)  # R2: indices strictly increase
@@ -367,22 +370,22 @@ def test_I1_functional_worker_reads_its_own_curve_file(tmp_path):
     grid, X, y = _curves()
     path = tmp_path / "w1.csv"
     write_functional_csv(path, FunctionalData(X, y, grid))
-    w = Party(tmp_path, [fq.PROTOCOL, fs.PROTOCOL], "worker1", data={"train": str(path)}, **BUDGET)
+    w = Party(tmp_path, [functional_protocol.PROTOCOL, functional_protocol.STATISTICS_PROTOCOL], "worker1", data={"train": str(path)}, **BUDGET)
     try:
         assert w.call("Hello", {})["data"] == {"train": {"grid_points": len(grid)}}
         Xr, yr = PartyData("train", {"part": "curves"}), PartyData("train", {"part": "y"})
         q = fpca.trapezoid_weights(grid)
-        w.setup(fs.PROTOCOL, ["worker1", Xr, yr, q, 2.0], 1)
+        w.setup(functional_protocol.STATISTICS_PROTOCOL, ["worker1", Xr, yr, q, 2.0], 1)
         np.testing.assert_allclose(w.svc.cfg.X, X)
         np.testing.assert_allclose(w.svc.cfg.y, y)
-        w.step(0, fs.StatsRequest("ranges"))
+        w.step(0, functional_statistics.StatsRequest("ranges"))
         args = _fargs(Xr, yr, fpca.fourier_basis(grid, 3))
-        w.setup(fq.PROTOCOL, args, 2)
+        w.setup(functional_protocol.PROTOCOL, args, 2)
         assert w.svc.cfg.m == X.shape[0]
-        out = w.step(0, fq.HubMessage(0, np.zeros((1, 1, w.svc.cfg.K))))
+        out = w.step(0, functional_messages.HubMessage(0, np.zeros((1, 1, w.svc.cfg.K))))
         assert np.all(np.isfinite(out["outbox"].w_tilde)) and w.ledger()["releases"] == 2
         with pytest.raises(_Refused, match="refused data sent by the coordinator"):
-            w.setup(fq.PROTOCOL, _fargs(X, y, fpca.fourier_basis(grid, 3)), 2)
+            w.setup(functional_protocol.PROTOCOL, _fargs(X, y, fpca.fourier_basis(grid, 3)), 2)
     finally:
         w.close()
 
@@ -394,25 +397,25 @@ def test_R1_planted_zero_sensitivity_is_caught_twice(vertical, monkeypatch):
     from dpadmm.exceptions import PrivacyPreconditionError
     from dpadmm.privacy.events import FEATURE_COLUMN, GaussianRelease
 
-    vertical.setup(vs.PROTOCOL, vertical.args(), 3)
-    vertical.step(0, vs.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
+    vertical.setup(vertical_protocol.PROTOCOL, vertical.args(), 3)
+    vertical.step(0, vertical_messages.CoordinatorMessage(0, np.zeros(N), np.zeros(N), 1.0))
     from dpadmm.algorithms.vertical import party as vertical_party  # the step's home module (vs re-exports it)
 
     monkeypatch.setattr(vertical_party, "sensitivity", lambda cfg, rho, v=None: 0.0)
     with pytest.raises(PrivacyPreconditionError, match="non-zero share at sensitivity 0"):
-        vertical.step(1, vs.CoordinatorMessage(1, np.zeros(N), np.ones(N), 1.0))
+        vertical.step(1, vertical_messages.CoordinatorMessage(1, np.zeros(N), np.ones(N), 1.0))
     monkeypatch.setattr(vertical_party, "release", lambda cfg, share, rho, t, rng, v=None, size=None:
                         (share, [GaussianRelease(cfg.name, t, 0.0, 0.0, FEATURE_COLUMN)]))
     with pytest.raises(_Refused, match="priced a non-zero message at sensitivity 0"):
-        vertical.step(1, vs.CoordinatorMessage(1, np.zeros(N), np.ones(N), 1.0))
+        vertical.step(1, vertical_messages.CoordinatorMessage(1, np.zeros(N), np.ones(N), 1.0))
     assert vertical.ledger()["releases"] == 0
 
 
 @pytest.mark.parametrize("clip", [1e-13, 1e-300])
 def test_R5_vertical_clip_below_the_policy_floor_is_refused(vertical, clip):
-    spec = vs.PrivacySpec(noise_multiplier=4.0, mechanism="gaussian", relation="feature_column", clip=clip)
+    spec = vertical_messages.PrivacySpec(noise_multiplier=4.0, mechanism="gaussian", relation="feature_column", clip=clip)
     with pytest.raises(_Refused, match="min_clip"):
-        vertical.setup(vs.PROTOCOL, vertical.args(spec), 3)
+        vertical.setup(vertical_protocol.PROTOCOL, vertical.args(spec), 3)
 
 
 def test_R3_policy_allows_vertical_normalisation_only_with_the_record_relation():
@@ -429,16 +432,16 @@ def test_R3_policy_allows_vertical_normalisation_only_with_the_record_relation()
                          ids=["nan-clip", "clip-below-floor", "empty-range", "infinite-range", "not-orthonormal"])
 def test_R5b_statistics_requests_outside_the_premises_are_refused(worker, req):
     grid, X, y, basis = worker.data
-    worker.setup(fs.PROTOCOL, ["worker1", X, y, fpca.trapezoid_weights(grid), 2.0], 2)
+    worker.setup(functional_protocol.STATISTICS_PROTOCOL, ["worker1", X, y, fpca.trapezoid_weights(grid), 2.0], 2)
     with pytest.raises(_Refused, match="refused the 'mean' stage"):
-        worker.step(0, fs.StatsRequest("mean", **dict(dict(curve_clip=5.0, y_range=(-10.0, 10.0)), **req)))
+        worker.step(0, functional_statistics.StatsRequest("mean", **dict(dict(curve_clip=5.0, y_range=(-10.0, 10.0)), **req)))
     assert worker.ledger()["releases"] == 0
 
 
 @pytest.mark.parametrize("rho", [math.nan, -1.0, 0.0, math.inf])
 def test_R8_functional_bad_hub_rho_releases_nothing(worker, rho):
     grid, X, y, basis = worker.data
-    worker.setup(fq.PROTOCOL, _fargs(X, y, basis), 3)
+    worker.setup(functional_protocol.PROTOCOL, _fargs(X, y, basis), 3)
     with pytest.raises(_Refused, match="the hub's rho"):
-        worker.step(0, fq.HubMessage(0, np.zeros((1, 1, worker.svc.cfg.K)), rho))
+        worker.step(0, functional_messages.HubMessage(0, np.zeros((1, 1, worker.svc.cfg.K)), rho))
     assert worker.ledger()["releases"] == 0

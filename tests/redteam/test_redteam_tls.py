@@ -667,7 +667,7 @@ def test_a_consensus_nodes_neighbour_is_refused_on_the_round_channel_and_exchang
     """A peer-to-peer node (``--neighbour``) accepts Exchange from its neighbours on gRPC; its round channel is the
     coordinator's only: the neighbour p2 (a valid certificate of the CA) is refused at the handshake, and an Exchange
     frame from the coordinator is refused (only Step travels there)."""
-    from dpadmm.algorithms import graph_consensus as gc
+    from dpadmm.algorithms.consensus import protocol as gc
     from dpadmm.backends.grpc_p2p import NodeService
 
     tls = TLSFiles.load(tls_dir=pki / "good" / "p1")

@@ -22,7 +22,7 @@ import pytest
 
 pytest.importorskip("grpc")
 
-from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.algorithms.vertical import messages as vertical_messages, protocol as vertical_protocol  # noqa: E402
 from dpadmm.algorithms.vertical.messages import Setup  # noqa: E402
 from dpadmm.backends.base import PartySpec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
@@ -93,15 +93,15 @@ class Server:
 
 def _coordinator(server: Server) -> tuple[GrpcBackend, PartySpec]:
     be = GrpcBackend({"party2": server.addr}, insecure=True, timeout=30.0, connect_timeout=10.0)
-    spec = vs.PrivacySpec(noise_multiplier=NM, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
+    spec = vertical_messages.PrivacySpec(noise_multiplier=NM, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
     D = PartyData("train", {"ids": np.arange(N), "index": 2, "n_features": 4}, (N, 4))
     opts = {"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None, "damping": 0.0, "eval_blocks": {}}
-    return be, PartySpec.of(vs.PROTOCOL, "party2", Setup(name="party2", D=D, options=opts), owner="party2")
+    return be, PartySpec.of(vertical_protocol.PROTOCOL, "party2", Setup(name="party2", D=D, options=opts), owner="party2")
 
 
 def _steps(be, t0, t1):
     for t in range(t0, t1):
-        be.step({"party2": vs.CoordinatorMessage(t, np.zeros(N), np.ones(N) * (t > 0), 0.5)}, t)
+        be.step({"party2": vertical_messages.CoordinatorMessage(t, np.zeros(N), np.ones(N) * (t > 0), 0.5)}, t)
 
 
 def fit(server: Server) -> None:

@@ -19,7 +19,9 @@ import pytest
 
 grpc = pytest.importorskip("grpc")
 
-from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.algorithms.vertical import (coordinator as vertical_coordinator,  # noqa: E402
+                                        messages as vertical_messages, party as vertical_party,
+                                        protocol as vertical_protocol)
 from dpadmm.algorithms.vertical.messages import Setup  # noqa: E402
 from dpadmm.algorithms.vertical.protocol import SGD_PROTOCOL  # noqa: E402
 from dpadmm.backends import PartySpec  # noqa: E402
@@ -52,7 +54,7 @@ def a9a_files(tmp_path_factory):
 def parties(pki, a9a_files, tmp_path):
     """Two in-thread party servers (mutual TLS) serving vertical-sharing; yields (peers, services)."""
     _, _, paths = a9a_files
-    services = {name: PartyService(name=name, protocol=vs.PROTOCOL, data={"train": str(path)}, out=tmp_path / name,
+    services = {name: PartyService(name=name, protocol=vertical_protocol.PROTOCOL, data={"train": str(path)}, out=tmp_path / name,
                                    allow=("coordinator",), allow_seeded_noise=True)
                 for name, path in zip(NAMES, paths)}
     peers, stop = serve_parties(services, lambda name: TLSFiles.load(tls_dir=pki / "good" / name))
@@ -67,7 +69,7 @@ def _specs(blocks, *, private=None, n=N, lam=1e-3):
         D = PartyData("train", {"ids": ids, "index": m, "n_features": B.shape[1]}, (n, B.shape[1]))
         opts = {"lam_sum": n * lam, "reg": L2(), "private": private, "bound": None, "damping": 0.0 if private else 0.5,
                 "eval_blocks": {}}
-        specs.append(PartySpec.of(vs.PROTOCOL, name, Setup(name=name, D=D, options=opts), owner=name))
+        specs.append(PartySpec.of(vertical_protocol.PROTOCOL, name, Setup(name=name, D=D, options=opts), owner=name))
     return specs
 
 
@@ -77,31 +79,31 @@ def _backend(peers, pki, who="coordinator", ca="good", **kw):
 
 
 def _rounds(be, labels, T, private_bounds=None, t0=0):
-    hub = vs.CoordinatorConfig(labels=labels, loss=get_loss("logistic"), lam=1e-3, rho=0.3 if private_bounds else 0.05,
+    hub = vertical_messages.CoordinatorConfig(labels=labels, loss=get_loss("logistic"), lam=1e-3, rho=0.3 if private_bounds else 0.05,
                                party_names=NAMES, bounds=private_bounds)
-    st, inb = vs.init_coordinator(hub)
+    st, inb = vertical_coordinator.init_coordinator(hub)
     events = []
     for t in range(t0, t0 + T):  # a party serves round indices strictly in order
         res = be.step(inb, t)
         for _, ev in res.values():
             events.extend(ev)
-        st, inb, _ = vs.coordinator_step(hub, st, {n: r[0] for n, r in res.items()}, rng=None)
+        st, inb, _ = vertical_coordinator.coordinator_step(hub, st, {n: r[0] for n, r in res.items()}, rng=None)
     return st, events
 
 
 # ----------------------------------------------------------------------------- codec
 def test_codec_round_trip_and_refusals():
-    msg = {"inbox": vs.CoordinatorMessage(3, np.arange(4.0), np.ones(4), 0.5), "n": np.int64(7), "inf": float("inf"),
+    msg = {"inbox": vertical_messages.CoordinatorMessage(3, np.arange(4.0), np.ones(4), 0.5), "n": np.int64(7), "inf": float("inf"),
            "ids": np.array(["a", "bc"]), "t": (1, None, "x"), "m": np.arange(6.0).reshape(2, 3).T}
-    back = codec.decode(codec.encode(msg, vs.PROTOCOL.types), vs.PROTOCOL.types)
-    assert isinstance(back["inbox"], vs.CoordinatorMessage) and back["inbox"].round == 3
+    back = codec.decode(codec.encode(msg, vertical_protocol.PROTOCOL.types), vertical_protocol.PROTOCOL.types)
+    assert isinstance(back["inbox"], vertical_messages.CoordinatorMessage) and back["inbox"].round == 3
     np.testing.assert_array_equal(back["inbox"].residual, np.arange(4.0))
     np.testing.assert_array_equal(back["m"], msg["m"])
     assert back["inf"] == float("inf") and back["t"] == (1, None, "x") and back["n"] == 7
     with pytest.raises(codec.DecodeError, match="pickle"):
         codec.decode(pickle.dumps(msg))
     with pytest.raises(codec.DecodeError, match="not declared"):  # a type the receiver did not declare
-        codec.decode(codec.encode(msg, vs.PROTOCOL.types))
+        codec.decode(codec.encode(msg, vertical_protocol.PROTOCOL.types))
     with pytest.raises(TypeError, match="cannot be sent"):
         codec.encode({"f": len})  # code is never encodable
     with pytest.raises(TypeError, match="dtype object"):
@@ -126,7 +128,7 @@ def test_cached_audit_summary_is_the_summary_text():
 
     msgs = [{"round": 3, "inbox": Broadcast(3, np.zeros(10))}, {"round": 4, "inbox": Broadcast(4, np.zeros(12))},
             {"a": 'q"uote', "b": [1, 2.0, None, True], "c": (np.arange(6, dtype=np.int32).reshape(2, 3),)},
-            {"inbox": vs.CoordinatorMessage(1, np.zeros(3), np.ones(3), 0.5)}, {"s": np.array(["a", "bc"]), "é": 1},
+            {"inbox": vertical_messages.CoordinatorMessage(1, np.zeros(3), np.ones(3), 0.5)}, {"s": np.array(["a", "bc"]), "é": 1},
             {"outbox": Broadcast(2, np.ones(4)), "events": [GaussianRelease("p1", 2, np.float64(2.0), 3.5),
                                                             PureDPRelease("p1", 2, np.float32(0.1), FEATURE_COLUMN)]},
             {"x": [np.int32(3), np.bool_(True), np.complex64(1j), np.str_("ab"), 1j, (None, "s")]}]
@@ -189,7 +191,7 @@ def test_broadcast_key_merges_only_messages_with_the_same_bytes():
     assert _broadcast_key(a) == _broadcast_key(b) and codec.encode(a, [Broadcast]) == codec.encode(b, [Broadcast])
     assert _broadcast_key(a) != _broadcast_key(Broadcast(300, mean.copy()))  # another array object
     assert _broadcast_key(a) != _broadcast_key(Broadcast(301, mean))
-    zero, negzero = vs.CoordinatorMessage(1, mean, mean, 0.0), vs.CoordinatorMessage(1, mean, mean, -0.0)
+    zero, negzero = vertical_messages.CoordinatorMessage(1, mean, mean, 0.0), vertical_messages.CoordinatorMessage(1, mean, mean, -0.0)
     assert _broadcast_key(zero) != _broadcast_key(negzero)  # 0.0 == -0.0, but their bytes differ
     one, other = [mean], [mean]  # other inboxes: merged only if they are the same object
     assert _broadcast_key(one) == _broadcast_key(one) and _broadcast_key(one) != _broadcast_key(other)
@@ -214,15 +216,15 @@ def test_vertical_rounds_match_in_process_and_stay_at_the_parties(parties, pki, 
     st, _ = _rounds(be, labels, 8)
     be.close()
     # the same rounds in this process
-    hub = vs.CoordinatorConfig(labels=labels, loss=get_loss("logistic"), lam=1e-3, rho=0.05, party_names=NAMES)
-    st2, inb = vs.init_coordinator(hub)
-    cfgs = {n: vs.make_party(n, B.astype(float), lam_sum=N * 1e-3, reg=L2(), damping=0.5) for n, B in zip(NAMES, blocks)}
+    hub = vertical_messages.CoordinatorConfig(labels=labels, loss=get_loss("logistic"), lam=1e-3, rho=0.05, party_names=NAMES)
+    st2, inb = vertical_coordinator.init_coordinator(hub)
+    cfgs = {n: vertical_party.make_party(n, B.astype(float), lam_sum=N * 1e-3, reg=L2(), damping=0.5) for n, B in zip(NAMES, blocks)}
     states = {n: c[1] for n, c in cfgs.items()}
     for _ in range(8):
         outs = {}
         for n in NAMES:
-            states[n], outs[n], _ = vs.party_step(cfgs[n][0], states[n], inb[n], rng=None)
-        st2, inb, _ = vs.coordinator_step(hub, st2, outs, rng=None)
+            states[n], outs[n], _ = vertical_party.party_step(cfgs[n][0], states[n], inb[n], rng=None)
+        st2, inb, _ = vertical_coordinator.coordinator_step(hub, st2, outs, rng=None)
     assert np.max(np.abs(st.z - st2.z)) <= 1e-12 * (1 + np.max(np.abs(st2.z)))
     # each party wrote its own final model; identical to the in-process x_m
     for n in NAMES:
@@ -268,8 +270,8 @@ def test_party_refuses_pickle_unknown_step_and_model_request(parties, pki, a9a_f
 
 def test_party_policy_refuses_a_coordinator_chosen_seed_and_private_scores(pki, a9a_files, tmp_path):
     blocks, labels, paths = a9a_files
-    bounds = vs.Bounds(20.0, 60.0, 60.0)
-    priv = vs.PrivacySpec(noise_multiplier=1.0, bounds=bounds, n_parties=2)
+    bounds = vertical_messages.Bounds(20.0, 60.0, 60.0)
+    priv = vertical_messages.PrivacySpec(noise_multiplier=1.0, bounds=bounds, n_parties=2)
     peers, stop = _serve_all(pki, dict(zip(NAMES, paths)), tmp_path)  # default operator policy
     try:
         be = _backend(peers, pki)
@@ -302,8 +304,8 @@ def test_private_run_refuses_monitoring_and_draws_party_local_noise(parties, pki
     blocks, labels, _ = a9a_files
     from dpadmm.data import normalize_rows
 
-    bounds = vs.Bounds(20.0, 60.0, 60.0)
-    priv = vs.PrivacySpec(noise_multiplier=1.0, bounds=bounds, n_parties=2)
+    bounds = vertical_messages.Bounds(20.0, 60.0, 60.0)
+    priv = vertical_messages.PrivacySpec(noise_multiplier=1.0, bounds=bounds, n_parties=2)
     be = _backend(peers, pki)
     be.hello()
     # party files are not unit-norm: the sensitivity is still enforced by projection; we test the wire here
@@ -375,7 +377,7 @@ def test_dead_or_hanging_party_is_named_within_the_timeout(pki, a9a_files, tmp_p
     procs = {}
     # party1 in a thread (with the TLS round channel `party serve` offers); party2, the one killed or frozen, is a
     # `dpadmm party serve` process (one process start instead of two)
-    party1 = PartyService(name="party1", protocol=vs.PROTOCOL, data={"train": str(paths[0])}, out=tmp_path / "party1",
+    party1 = PartyService(name="party1", protocol=vertical_protocol.PROTOCOL, data={"train": str(paths[0])}, out=tmp_path / "party1",
                           allow=("coordinator",))
     peers, stop = serve_parties({"party1": party1}, lambda name: TLSFiles.load(tls_dir=pki / "good" / name),
                                 rounds="auto")
@@ -414,7 +416,7 @@ def _serve_all(pki, files: dict, out, **kw):
     for name, path in files.items():
         # the label party (party1, the coordinator's own organisation) also serves its refit
         req = ("score", "rank", "refit") if name == "party1" else None
-        svc = PartyService(name=name, protocol=vs.PROTOCOL, data={"train": str(path)}, out=out / name,
+        svc = PartyService(name=name, protocol=vertical_protocol.PROTOCOL, data={"train": str(path)}, out=out / name,
                            allow=("coordinator",), requests=req, **kw)
         srv, port = make_server(svc, "127.0.0.1:0", TLSFiles.load(tls_dir=pki / "good" / name))
         srv.start()
@@ -493,15 +495,15 @@ def test_resume_when_every_side_restarts_from_its_own_checkpoint(pki, a9a_files,
 
 
 def test_party_refuses_coordinator_sent_data_unless_it_opted_in(pki, tmp_path):
-    from dpadmm.algorithms import graph_consensus as gc
+    from dpadmm.algorithms.consensus import messages as consensus_messages, protocol as consensus_protocol
 
     X, y = np.ones((5, 3)) / 3.0, np.array([1.0, -1.0, 1.0, 1.0, -1.0])
     opts = dict(degree=np.array([1.0]), C=1.0, reg=0.5, eta=np.ones((1, 2)), theta=np.ones((1, 2)),
                 alpha=np.full((1, 2), np.inf))
-    spec = PartySpec.of(gc.PROTOCOL, "party1", gc.PROTOCOL.setup_type(names=["node0"], X_list=[X], y_list=[y],
+    spec = PartySpec.of(consensus_protocol.PROTOCOL, "party1", consensus_protocol.PROTOCOL.setup_type(names=["node0"], X_list=[X], y_list=[y],
                                                                       options=opts))
     for accept in (False, True):
-        svc = PartyService(name="party1", protocol=gc.PROTOCOL, data={}, out=tmp_path / str(accept),
+        svc = PartyService(name="party1", protocol=consensus_protocol.PROTOCOL, data={}, out=tmp_path / str(accept),
                            allow=("coordinator",), accept_coordinator_data=accept)
         srv, port = make_server(svc, "127.0.0.1:0", TLSFiles.load(tls_dir=pki / "good" / "party1"))
         srv.start()
@@ -509,7 +511,7 @@ def test_party_refuses_coordinator_sent_data_unless_it_opted_in(pki, tmp_path):
             be = _backend({"party1": f"127.0.0.1:{port}"}, pki)
             if accept:
                 be.start([spec])
-                out, _ = be.step({"party1": gc.NeighbourMessage(0, np.zeros((1, 3)))}, 0)["party1"]
+                out, _ = be.step({"party1": consensus_messages.NeighbourMessage(0, np.zeros((1, 3)))}, 0)["party1"]
                 assert out.f.shape == (1, 3)
             else:
                 with pytest.raises(ProtocolError, match="refused data sent by the coordinator"):
@@ -595,8 +597,7 @@ def test_party_refuses_a_certificate_for_another_name(pki, a9a_files, tmp_path, 
 def test_functional_over_grpc_matches_in_process(pki, tmp_path):
     """Two protocols at each worker (the pooled-statistics stage, then FDP-ADMM), coordinator-sent curves
     (the workers opted in), a seeded private fit: the same numbers as in-process."""
-    from dpadmm.algorithms import functional_quantile as fq
-    from dpadmm.algorithms import functional_statistics as fs
+    from dpadmm.algorithms.functional import protocol as functional_protocol
     from dpadmm.data.functional import simulate_zhou
     from dpadmm.estimators import FunctionalQuantileRegressor
 
@@ -606,7 +607,7 @@ def test_functional_over_grpc_matches_in_process(pki, tmp_path):
     ref = FunctionalQuantileRegressor(**kw).fit(data.curves, data.y, grid=data.grid)
     servers, peers = [], {}
     for name in ("worker1", "worker2"):
-        svc = PartyService(name=name, protocol=[fq.PROTOCOL, fs.PROTOCOL], data={}, out=tmp_path / name,
+        svc = PartyService(name=name, protocol=[functional_protocol.PROTOCOL, functional_protocol.STATISTICS_PROTOCOL], data={}, out=tmp_path / name,
                            allow=("coordinator",), accept_coordinator_data=True, allow_seeded_noise=True)
         srv, port = make_server(svc, "127.0.0.1:0", TLSFiles.load(tls_dir=tmp_path / "pki" / name))
         srv.start()

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("grpc")
 
-from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.algorithms.vertical import messages as vertical_messages, protocol as vertical_protocol  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
 from dpadmm.backends.grpc_party import LEDGER_NAME, PartyBudget, PartyService, _Refused  # noqa: E402
@@ -43,21 +43,21 @@ def files(tmp_path_factory):
 def _state_machine(path, out, **policy):
     """party2 as `dpadmm party serve` runs it, driven with the exact bytes a coordinator would send."""
     policy.setdefault("policy", PartyPolicy(relation="record"))
-    svc = PartyService(name="party2", protocol=vs.PROTOCOL, data={"train": str(path)}, out=out, secure=False, **policy)
-    allowed = codec.allow_list(vs.PROTOCOL.types)
+    svc = PartyService(name="party2", protocol=vertical_protocol.PROTOCOL, data={"train": str(path)}, out=out, secure=False, **policy)
+    allowed = codec.allow_list(vertical_protocol.PROTOCOL.types)
 
     def call(method, body):
         return codec.decode(svc.handle(method, codec.encode(body, allowed=allowed), ""), allowed=allowed)
 
     def setup(nm, rounds=4):
-        spec = vs.PrivacySpec(noise_multiplier=nm, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
+        spec = vertical_messages.PrivacySpec(noise_multiplier=nm, mechanism="gaussian", relation="record", clip=30.0, clip_inf=3.0)
         D = PartyData("train", {"ids": np.arange(N), "index": 2, "n_features": 4}, (N, 4))
         opts = {"lam_sum": 1.0, "reg": L2(), "private": spec, "bound": None, "damping": 0.0, "eval_blocks": {}}
-        return call("Setup", {"protocol": vs.PROTOCOL.name, "party": "party2", "index": 1, "rounds": rounds,
+        return call("Setup", {"protocol": vertical_protocol.PROTOCOL.name, "party": "party2", "index": 1, "rounds": rounds,
                               "setup": {"name": "party2", "D": D, "options": opts}})
 
     def step(t):  # round 1 answers the protocol's all-zero first inbox (free), later rounds release
-        return call("Step", {"round": t, "inbox": vs.CoordinatorMessage(t, np.zeros(N), np.ones(N) * (t > 0), 0.5)})
+        return call("Step", {"round": t, "inbox": vertical_messages.CoordinatorMessage(t, np.zeros(N), np.ones(N) * (t > 0), 0.5)})
 
     return svc, setup, step
 
@@ -150,8 +150,8 @@ def test_a_round_beyond_the_declaration_is_refused_and_rounds_cost_no_accountant
         setup(nm=5.0, rounds=2)  # a coordinator that departs: a non-zero first inbox is a release it did not declare
         svc.handle  # noqa: B018
         call = svc.handle
-        allowed = codec.allow_list(vs.PROTOCOL.types)
-        msg = {"round": 0, "inbox": vs.CoordinatorMessage(0, np.zeros(N), np.ones(N), 0.5)}
+        allowed = codec.allow_list(vertical_protocol.PROTOCOL.types)
+        msg = {"round": 0, "inbox": vertical_messages.CoordinatorMessage(0, np.zeros(N), np.ones(N), 0.5)}
         call("Step", codec.encode(msg, allowed=allowed), "")  # 1 priced release (round 1 would be free)
         with pytest.raises(_Refused, match=r"refused round 2 and sent nothing: the coordinator departed from the run "
                                            r"it declared at Setup"):
@@ -190,7 +190,7 @@ def test_every_event_type_is_checked_against_the_declaration(tmp_path):
 
 def _serve(paths, out, **policy):
     # the label party (party1) serves its refit too
-    services = {name: PartyService(name=name, protocol=vs.PROTOCOL, data={"train": str(path)}, out=out / name,
+    services = {name: PartyService(name=name, protocol=vertical_protocol.PROTOCOL, data={"train": str(path)}, out=out / name,
                                    secure=False, requests=("score", "rank", "refit") if name == "party1" else None,
                                    **policy)
                 for name, path in zip(NAMES, paths)}
@@ -265,7 +265,7 @@ def test_policy_file_json_and_toml_with_flags_on_top(tmp_path):
 def test_consensus_node_prices_pure_dp_releases_and_refuses_pvp(perturbation, tmp_path):
     """Penalty perturbation [Zhang, Thm 4.1] emits pure-DP ε per round: they add up in the node's ledger.
     PVP has no proved bound: a budgeted node refuses it at Setup."""
-    from dpadmm.algorithms import graph_consensus as gc
+    from dpadmm.algorithms.consensus import messages as consensus_messages, protocol as consensus_protocol
 
     rng = np.random.default_rng(1)
     X = rng.normal(size=(20, 3))
@@ -273,10 +273,10 @@ def test_consensus_node_prices_pure_dp_releases_and_refuses_pvp(perturbation, tm
     y = np.where(X[:, 0] > 0, 1.0, -1.0)
     opts = dict(degree=np.array([1.0]), C=1.0, reg=0.5, eta=np.ones((1, 3)), theta=np.ones((1, 3)),
                 alpha=np.full((1, 3), 3.0), perturbation=perturbation)
-    svc = PartyService(name="party1", protocol=gc.PROTOCOL, data={}, out=tmp_path, secure=False,
+    svc = PartyService(name="party1", protocol=consensus_protocol.PROTOCOL, data={}, out=tmp_path, secure=False,
                        accept_coordinator_data=True, max_epsilon=50.0, delta=1e-5)
     rounds = 2
-    allowed = codec.allow_list(gc.PROTOCOL.types)
+    allowed = codec.allow_list(consensus_protocol.PROTOCOL.types)
 
     def call(method, body):
         return codec.decode(svc.handle(method, codec.encode(body, allowed=allowed), ""), allowed=allowed)
@@ -284,14 +284,14 @@ def test_consensus_node_prices_pure_dp_releases_and_refuses_pvp(perturbation, tm
     try:
         if perturbation == "pvp":
             with pytest.raises(_Refused, match="the perturbation is 'pvp'"):
-                call("Setup", {"protocol": gc.PROTOCOL.name, "party": "party1", "index": 0, "rounds": rounds,
+                call("Setup", {"protocol": consensus_protocol.PROTOCOL.name, "party": "party1", "index": 0, "rounds": rounds,
                                "setup": {"names": ["node0"], "X_list": [X], "y_list": [y], "options": opts}})
             return
-        call("Setup", {"protocol": gc.PROTOCOL.name, "party": "party1", "index": 0, "rounds": rounds,
+        call("Setup", {"protocol": consensus_protocol.PROTOCOL.name, "party": "party1", "index": 0, "rounds": rounds,
                        "setup": {"names": ["node0"], "X_list": [X], "y_list": [y], "options": opts}})
         spent = 0.0
         for t in range(2):
-            reply = call("Step", {"round": t, "inbox": gc.NeighbourMessage(t, np.zeros((1, 3)))})
+            reply = call("Step", {"round": t, "inbox": consensus_messages.NeighbourMessage(t, np.zeros((1, 3)))})
             spent += sum(e.epsilon for e in reply["events"])
         assert 0 < svc.budget.spent == pytest.approx(spent, rel=1e-12)
     finally:

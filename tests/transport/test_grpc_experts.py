@@ -15,8 +15,8 @@ import pytest
 
 pytest.importorskip("grpc")
 
-from dpadmm.algorithms import vertical_experts as ve  # noqa: E402
-from dpadmm.algorithms import vertical_experts_party as vp  # noqa: E402
+from dpadmm.algorithms.experts import model as experts_model, protocol as experts_protocol  # noqa: E402
+from dpadmm.algorithms.experts import messages as vp  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
 from dpadmm.backends.grpc_party import LEDGER_NAME, PartyService, _Refused  # noqa: E402
@@ -28,7 +28,7 @@ from conftest import run_cli, serve_parties  # noqa: E402
 
 BUDGET = dict(max_epsilon=3.0, delta=1e-5)
 NORMALIZING = PartyPolicy(relation="record", normalize_vertical_rows=True)  # the party's own preparation
-PROTO = ve.PROTOCOL
+PROTO = experts_protocol.PROTOCOL
 
 
 def _blocks(n, seed=0, d=(2, 3, 2)):
@@ -337,10 +337,10 @@ def test_a_second_fit_is_a_second_release_and_is_refused(party):
 def test_a_tiny_coordinator_lambda_does_not_shrink_the_noise(party):
     party.setup(lam=1e-300)
     facts = party.fit()["outbox"]
-    rule = ve.expert_lambda(120, 3, 1.0, Z, 0.0)
+    rule = experts_model.expert_lambda(120, 3, 1.0, Z, 0.0)
     assert facts["lam"] == pytest.approx(rule, rel=1e-12) and rule > 1e-3
-    assert facts["sensitivity"] == pytest.approx(ve.sensitivity(120, 1.0, rule), rel=1e-12)
-    assert facts["sigma"] == pytest.approx(Z * ve.sensitivity(120, 1.0, rule), rel=1e-12)
+    assert facts["sensitivity"] == pytest.approx(experts_model.sensitivity(120, 1.0, rule), rel=1e-12)
+    assert facts["sigma"] == pytest.approx(Z * experts_model.sensitivity(120, 1.0, rule), rel=1e-12)
 
 
 def test_the_protocol_is_declared_with_the_party_policy():
@@ -372,7 +372,7 @@ def test_psi_aligned_experts_equal_the_in_process_run_on_the_intersection(tmp_pa
     """Parties whose id lists overlap only in part: with --psi every side trains and scores on the intersection,
     and the numbers equal the in-process run on files holding exactly the intersection."""
     pytest.importorskip("private_set_intersection")
-    from dpadmm.data import psi as P
+    from dpadmm.algorithms.psi import protocol as P
 
     blocks, y = _blocks(400, seed=5)
     ids = np.arange(400)

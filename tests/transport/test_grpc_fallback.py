@@ -12,8 +12,7 @@ import pytest
 grpc = pytest.importorskip("grpc")
 
 from dpadmm import ConsensusLogisticRegression  # noqa: E402
-from dpadmm.algorithms import consensus_baseline as cb  # noqa: E402
-from dpadmm.algorithms import graph_consensus as gc  # noqa: E402
+from dpadmm.algorithms.consensus import baseline as consensus_baseline, protocol as consensus_protocol  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
 from dpadmm.backends.grpc_party import LEDGER_NAME, PartyService, _Refused  # noqa: E402
@@ -45,7 +44,7 @@ def _model(backend, seed=4):
 def test_fallback_over_grpc_equals_in_process_and_each_node_ledger_prices_it(tmp_path):
     X, y = _data()
     names = [f"node{i}" for i in range(3)]
-    peers, services, stop = _serve(names, [gc.PROTOCOL, cb.PROTOCOL], tmp_path, max_epsilon=80.0, delta=1e-5)
+    peers, services, stop = _serve(names, [consensus_protocol.PROTOCOL, consensus_protocol.BASELINE_PROTOCOL], tmp_path, max_epsilon=80.0, delta=1e-5)
     try:
         remote = _model(GrpcBackend(peers, insecure=True, timeout=60)).fit(X, y)
     finally:
@@ -68,7 +67,7 @@ def test_fallback_over_grpc_equals_in_process_and_each_node_ledger_prices_it(tmp
 
 def test_a_node_that_does_not_serve_the_fallback_is_named_before_any_round(tmp_path):
     X, y = _data(n=60)
-    peers, services, stop = _serve([f"node{i}" for i in range(3)], [gc.PROTOCOL], tmp_path)
+    peers, services, stop = _serve([f"node{i}" for i in range(3)], [consensus_protocol.PROTOCOL], tmp_path)
     try:
         with pytest.raises(ProtocolError, match="do not serve protocol 'consensus-baseline'.*--protocol consensus-baseline"):
             _model(GrpcBackend(peers, insecure=True, timeout=60)).fit(X, y)
@@ -79,9 +78,9 @@ def test_a_node_that_does_not_serve_the_fallback_is_named_before_any_round(tmp_p
 
 
 def _node(tmp_path, **policy):
-    svc = PartyService(name="node0", protocol=[cb.PROTOCOL], data={}, out=tmp_path, secure=False,
+    svc = PartyService(name="node0", protocol=[consensus_protocol.BASELINE_PROTOCOL], data={}, out=tmp_path, secure=False,
                        accept_coordinator_data=True, **policy)
-    allowed = codec.allow_list(cb.PROTOCOL.types)
+    allowed = codec.allow_list(consensus_protocol.BASELINE_PROTOCOL.types)
 
     def call(method, body):
         return codec.decode(svc.handle(method, codec.encode(body, allowed=allowed), ""), allowed=allowed)
@@ -90,7 +89,7 @@ def _node(tmp_path, **policy):
 
 def _setup(call, eps=(0.25, 0.25), rounds=2):
     X, y = _data(n=40)
-    call("Setup", {"protocol": cb.PROTOCOL.name, "party": "node0", "index": 0, "rounds": rounds,
+    call("Setup", {"protocol": consensus_protocol.BASELINE_PROTOCOL.name, "party": "node0", "index": 0, "rounds": rounds,
                    "setup": {"name": "node0", "X": X, "y": np.where(y > 0, 1.0, -1.0), "eps_count": eps[0],
                              "eps_compare": eps[1]}})
 
@@ -107,11 +106,11 @@ def test_a_node_refuses_requests_that_break_the_sensitivity_argument(tmp_path, b
     svc, call = _node(tmp_path, max_epsilon=10.0, delta=1e-5)
     try:
         _setup(call)
-        call("Step", {"round": 0, "inbox": cb.Request("count")})
+        call("Step", {"round": 0, "inbox": consensus_baseline.Request("count")})
         spent = svc.budget.spent
-        req = {"stage": "compare", "f": np.zeros(4), "p": 0.5, "margin_clip": cb.MARGIN_CLIP, "p_min": cb.P_MIN, **bad}
+        req = {"stage": "compare", "f": np.zeros(4), "p": 0.5, "margin_clip": consensus_baseline.MARGIN_CLIP, "p_min": consensus_baseline.P_MIN, **bad}
         with pytest.raises(_Refused, match=match):
-            call("Step", {"round": 1, "inbox": cb.Request(**req)})
+            call("Step", {"round": 1, "inbox": consensus_baseline.Request(**req)})
         assert svc.budget.spent == spent  # nothing released, nothing charged
         assert '"status": "refused"' in svc.audit_path.read_text()
     finally:
@@ -124,8 +123,8 @@ def test_the_fallback_is_priced_at_setup_and_refused_beyond_the_budget(tmp_path)
         with pytest.raises(_Refused, match="above its operator's cap"):
             _setup(call, eps=(0.25, 0.25))  # ε_b + ε_c = 0.5 > 0.4
         _setup(call, eps=(0.15, 0.2))
-        call("Step", {"round": 0, "inbox": cb.Request("count")})
-        call("Step", {"round": 1, "inbox": cb.Request("compare", np.zeros(4), 0.5)})
+        call("Step", {"round": 0, "inbox": consensus_baseline.Request("count")})
+        call("Step", {"round": 1, "inbox": consensus_baseline.Request("compare", np.zeros(4), 0.5)})
         assert svc.budget.spent == pytest.approx(0.35)
         with pytest.raises(_Refused, match="non-finite|finite ε > 0"):
             _setup(call, eps=(0.0, 0.2))

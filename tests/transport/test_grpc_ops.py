@@ -14,7 +14,7 @@ import pytest
 
 grpc = pytest.importorskip("grpc")
 
-from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.algorithms.vertical import protocol as vs  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends import selftest  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402

@@ -11,7 +11,8 @@ import pytest
 grpc = pytest.importorskip("grpc")
 
 from dpadmm import engine  # noqa: E402
-from dpadmm.algorithms import graph_consensus as gc  # noqa: E402
+from dpadmm.algorithms.consensus import (messages as consensus_messages, protocol as consensus_protocol,  # noqa: E402
+                                         router as consensus_router, schedules as consensus_schedules)
 from dpadmm.backends import InProcessBackend, PartySpec  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
@@ -36,11 +37,11 @@ def _problem(perturbation="none"):
     G.add_nodes_from(range(N))
     G.add_edges_from(EDGES)
     A, V = adjacency(G)
-    theta = gc.schedule_table(1.0, 1.0, n_nodes=N, rounds=T, name="theta")
+    theta = consensus_schedules.schedule_table(1.0, 1.0, n_nodes=N, rounds=T, name="theta")
     alpha = np.full((N, T), 5.0 if perturbation != "none" else np.inf)
     opts = {"C": 1.0, "reg": 0.1 / N, "perturbation": perturbation, "newton_tol": 1e-12}
-    Setup = gc.PROTOCOL.setup_type
-    specs = [PartySpec.of(gc.PROTOCOL, f"node{i}", Setup(
+    Setup = consensus_protocol.PROTOCOL.setup_type
+    specs = [PartySpec.of(consensus_protocol.PROTOCOL, f"node{i}", Setup(
                  names=[f"node{i}"], X_list=[Xs[i]], y_list=[ys[i]],
                  options=dict(opts, degree=V[[i]], eta=theta[[i]], theta=theta[[i]], alpha=alpha[[i]])))
              for i in range(N)]
@@ -49,8 +50,8 @@ def _problem(perturbation="none"):
 
 def _in_process(specs, A, seed):
     groups = tuple((s.name, np.array([i])) for i, s in enumerate(specs))
-    hub = engine.Hub(gc.RouterConfig(A=A, blocks=groups, n_nodes=N, dim=5), gc.init_router, gc.router_step,
-                     gc.router_metrics)
+    hub = engine.Hub(consensus_messages.RouterConfig(A=A, blocks=groups, n_nodes=N, dim=5), consensus_router.init_router, consensus_router.router_step,
+                     consensus_router.router_metrics)
     res = engine.run(hub=hub, parties=specs, backend=InProcessBackend(), rounds=T, noise_seed=seed, monitor=True,
                      stop_on_convergence=False)
     return res.history["objective"]
@@ -66,7 +67,7 @@ def nodes(tmp_path):
     for i, name in enumerate(names):
         nbrs = {f"node{j}": f"127.0.0.1:{ports[f'node{j}']}" for e in EDGES for j in e if i in e and j != i}
         tls = TLSFiles.load(tls_dir=tmp_path / "pki" / name)
-        svc = NodeService(name=name, protocol=gc.PROTOCOL, data={}, out=tmp_path / name, allow=("coordinator",),
+        svc = NodeService(name=name, protocol=consensus_protocol.PROTOCOL, data={}, out=tmp_path / name, allow=("coordinator",),
                           accept_coordinator_data=True, allow_seeded_noise=True, neighbours=nbrs, tls=tls,
                           exchange_timeout=30.0)
         srv, port = make_server(svc, f"127.0.0.1:{ports[name]}", tls)

@@ -13,8 +13,7 @@ import pytest
 grpc = pytest.importorskip("grpc")
 
 from conftest import free_ports, run_cli  # noqa: E402
-from dpadmm.algorithms import consensus_baseline as cb  # noqa: E402
-from dpadmm.algorithms import graph_consensus as gc  # noqa: E402
+from dpadmm.algorithms.consensus import protocol as consensus_protocol  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_p2p import NodeService  # noqa: E402
 from dpadmm.backends.grpc_party import make_server  # noqa: E402
@@ -52,7 +51,7 @@ def _nodes(pki, tmp_path, neighbours=_ring, **kw):
     servers, services = [], {}
     for i in range(N):
         name = f"node{i}"
-        svc = NodeService(name=name, protocol=[gc.PROTOCOL, cb.PROTOCOL], data={}, out=tmp_path / name, allow=("coordinator",),
+        svc = NodeService(name=name, protocol=[consensus_protocol.PROTOCOL, consensus_protocol.BASELINE_PROTOCOL], data={}, out=tmp_path / name, allow=("coordinator",),
                           accept_coordinator_data=True, allow_seeded_noise=True, exchange_timeout=30.0,
                           neighbours={f"node{j}": f"127.0.0.1:{ports[j]}" for j in neighbours(i)},
                           tls=TLSFiles.load(tls_dir=pki / name), **kw)

@@ -10,14 +10,16 @@ import pytest
 grpc = pytest.importorskip("grpc")
 pytest.importorskip("private_set_intersection")
 
-from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.algorithms.vertical import protocol as vs  # noqa: E402
 from dpadmm.algorithms.vertical.messages import Setup  # noqa: E402
 from dpadmm.backends import PartySpec  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
 from dpadmm.backends.grpc_party import PartyService  # noqa: E402
 from dpadmm.backends.grpc_tls import TLSFiles, provision  # noqa: E402
-from dpadmm.data import psi as P  # noqa: E402
+from dpadmm.algorithms.psi import protocol as psi_protocol  # noqa: E402
+from dpadmm.data import alignment as data_alignment  # noqa: E402
+from dpadmm.fit import psi as fit_psi  # noqa: E402
 from dpadmm.exceptions import ProtocolError  # noqa: E402
 from dpadmm.protocol import PartyData  # noqa: E402
 from conftest import serve_parties  # noqa: E402
@@ -48,7 +50,7 @@ def files(tmp_path):
 
 @pytest.fixture
 def parties(pki, files, tmp_path):
-    services = {name: PartyService(name=name, protocol=[vs.PROTOCOL, P.PROTOCOL], data={"train": str(path)},
+    services = {name: PartyService(name=name, protocol=[vs.PROTOCOL, psi_protocol.PROTOCOL], data={"train": str(path)},
                                    out=tmp_path / name, allow=("coordinator",))
                 for name, path in zip(NAMES, files[2])}
     peers, stop = serve_parties(services, lambda name: TLSFiles.load(tls_dir=pki / name))
@@ -69,14 +71,14 @@ def test_psi_aligns_the_true_intersection_and_sends_no_other_id(parties, pki, fi
     monkeypatch.setattr(codec, "decode", lambda data, *x, **k: wire.append(bytes(data)) or dec(data, *x, **k))
     be = _backend(peers, pki)
     try:
-        al = P.align_parties(be, list(NAMES), "train", np.array(a))
+        al = fit_psi.align_parties(be, list(NAMES), "train", np.array(a))
     finally:
         be.close()
     common = sorted(set(a) & set(b))
     assert list(al.ids) == common and len(common) == 200
     assert al.parties["party2"] == {"set_size": 600, "overlap": 200}
     for path in paths:  # each party keeps its rows of the intersection, in the common order
-        assert list(P.aligned_ids(path)) == common
+        assert list(data_alignment.aligned_ids(path)) == common
     blob = b"".join(wire)
     outside = (set(a) | set(b)) - set(common)
 
@@ -95,7 +97,7 @@ def test_psi_then_vertical_rounds_equal_the_clear_join(parties, pki, files):
     peers, _ = parties
     be = _backend(peers, pki)
     try:
-        al = P.align_parties(be, list(NAMES), "train", np.array(a))
+        al = fit_psi.align_parties(be, list(NAMES), "train", np.array(a))
         n = len(al.ids)
         specs = []
         for m, (name, cols) in enumerate(zip(NAMES, (2, 3)), start=1):
@@ -117,7 +119,7 @@ def test_psi_then_vertical_rounds_equal_the_clear_join(parties, pki, files):
 
 
 def _psi_session(be, name, n_announced):
-    spec = PartySpec.of(P.PROTOCOL, name, P.PROTOCOL.setup_type(name=name, ids=PartyData("train", {}),
+    spec = PartySpec.of(psi_protocol.PROTOCOL, name, psi_protocol.PROTOCOL.setup_type(name=name, ids=PartyData("train", {}),
                                                                 client_size=n_announced))
     be.start([spec])
 

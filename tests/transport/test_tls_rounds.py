@@ -15,7 +15,9 @@ import pytest
 
 pytest.importorskip("grpc")
 
-from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
+from dpadmm.algorithms.vertical import (coordinator as vertical_coordinator,  # noqa: E402
+                                        messages as vertical_messages, party as vertical_party,
+                                        protocol as vertical_protocol)
 from dpadmm.algorithms.vertical.messages import Setup  # noqa: E402
 from dpadmm.backends import PartySpec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
@@ -45,7 +47,7 @@ def data(tmp_path_factory):
 
 def _serve(pki, data, tmp_path, rounds="auto"):
     _, _, paths = data
-    services = {name: PartyService(name=name, protocol=vs.PROTOCOL, data={"train": str(path)}, out=tmp_path / name,
+    services = {name: PartyService(name=name, protocol=vertical_protocol.PROTOCOL, data={"train": str(path)}, out=tmp_path / name,
                                    allow=("coordinator",)) for name, path in zip(NAMES, paths)}
     peers, stop = serve_parties(services, lambda name: TLSFiles.load(tls_dir=pki / "good" / name), rounds=rounds)
     return peers, services, stop
@@ -65,7 +67,7 @@ def _backend(peers, pki, who="coordinator", ca="good", **kw):
 
 def _specs(blocks):
     ids = np.arange(N)
-    return [PartySpec.of(vs.PROTOCOL, name, Setup(
+    return [PartySpec.of(vertical_protocol.PROTOCOL, name, Setup(
                 name=name, D=PartyData("train", {"ids": ids, "index": m, "n_features": B.shape[1]}, (N, B.shape[1])),
                 options={"lam_sum": N * 1e-3, "reg": L2(), "private": None, "bound": None, "damping": 0.5,
                          "eval_blocks": {}}), owner=name)
@@ -75,26 +77,26 @@ def _specs(blocks):
 def _fit(be, data, T=6):
     blocks, labels, _ = data
     be.start(_specs(blocks))
-    hub = vs.CoordinatorConfig(labels=labels, loss=get_loss("logistic"), lam=1e-3, rho=0.05, party_names=NAMES)
-    st, inb = vs.init_coordinator(hub)
+    hub = vertical_messages.CoordinatorConfig(labels=labels, loss=get_loss("logistic"), lam=1e-3, rho=0.05, party_names=NAMES)
+    st, inb = vertical_coordinator.init_coordinator(hub)
     for t in range(T):
         res = be.step(inb, t)
-        st, inb, _ = vs.coordinator_step(hub, st, {n: r[0] for n, r in res.items()}, rng=None)
+        st, inb, _ = vertical_coordinator.coordinator_step(hub, st, {n: r[0] for n, r in res.items()}, rng=None)
     be.close()
     return st.z
 
 
 def _in_process(data, T=6):
     blocks, labels, _ = data
-    hub = vs.CoordinatorConfig(labels=labels, loss=get_loss("logistic"), lam=1e-3, rho=0.05, party_names=NAMES)
-    st, inb = vs.init_coordinator(hub)
-    cfgs = {n: vs.make_party(n, B.astype(float), lam_sum=N * 1e-3, reg=L2(), damping=0.5) for n, B in zip(NAMES, blocks)}
+    hub = vertical_messages.CoordinatorConfig(labels=labels, loss=get_loss("logistic"), lam=1e-3, rho=0.05, party_names=NAMES)
+    st, inb = vertical_coordinator.init_coordinator(hub)
+    cfgs = {n: vertical_party.make_party(n, B.astype(float), lam_sum=N * 1e-3, reg=L2(), damping=0.5) for n, B in zip(NAMES, blocks)}
     states = {n: c[1] for n, c in cfgs.items()}
     for _ in range(T):
         outs = {}
         for n in NAMES:
-            states[n], outs[n], _ = vs.party_step(cfgs[n][0], states[n], inb[n], rng=None)
-        st, inb, _ = vs.coordinator_step(hub, st, outs, rng=None)
+            states[n], outs[n], _ = vertical_party.party_step(cfgs[n][0], states[n], inb[n], rng=None)
+        st, inb, _ = vertical_coordinator.coordinator_step(hub, st, outs, rng=None)
     return st.z
 
 
@@ -291,7 +293,7 @@ def test_rounds_port_in_use_is_one_clear_error(tmp_path, capsys):
 
 def test_insecure_round_channel_is_plain_tcp_with_the_same_numbers(data, tmp_path):
     _, _, paths = data
-    services = {name: PartyService(name=name, protocol=vs.PROTOCOL, data={"train": str(path)}, out=tmp_path / name,
+    services = {name: PartyService(name=name, protocol=vertical_protocol.PROTOCOL, data={"train": str(path)}, out=tmp_path / name,
                                    secure=False) for name, path in zip(NAMES, paths)}
     peers, stop = serve_parties(services, None, rounds="auto")
     try:

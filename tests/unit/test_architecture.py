@@ -37,17 +37,8 @@ KNOWN_CYCLES: list[frozenset] = []
 #: module -> why it may break a layer rule for now (each entry names the move that removes it)
 LAYER_EXCEPTIONS: dict[str, str] = {}
 
-SHIM_MARKER = "kept for compatibility"
 
-
-class Module(collections.namedtuple("Module", "name path is_pkg tree lines")):
-    @functools.cached_property
-    def is_shim(self) -> bool:
-        """A thin re-export shim of a moved module: its marker comment, and nothing but a docstring and imports."""
-        head = "\n".join(self.path.read_text().splitlines()[:5])
-        return SHIM_MARKER in head and all(
-            isinstance(n, (ast.Import, ast.ImportFrom)) or (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
-            for n in self.tree.body)
+Module = collections.namedtuple("Module", "name path is_pkg tree lines")
 
 
 def _modules() -> dict[str, Module]:
@@ -226,8 +217,8 @@ KERNELS_MAY_IMPORT = ("dpadmm.kernels", "dpadmm.exceptions", "dpadmm._core", "dp
 def _violations() -> list[str]:
     bad = []
     for m in MODULES.values():
-        if m.is_shim or m.name in LAYER_EXCEPTIONS:
-            continue  # a moved module's old path re-exports its new home, whatever layer that is
+        if m.name in LAYER_EXCEPTIONS:
+            continue
         for t, line, _ in imports(m):
             where = f"{m.path.relative_to(SRC)}:{line} imports {t}"
             if t.startswith("dpadmm.experiments") and not m.name.startswith(("dpadmm.cli", "dpadmm.experiments")):
@@ -246,19 +237,13 @@ def test_layers_import_one_way():
     assert not bad, "layering violated:\n" + "\n".join(bad)
 
 
-def test_shims_are_thin():
-    """A module that says it is kept for compatibility holds imports only (no logic left behind at the old path)."""
-    marked = [m for m in MODULES.values() if SHIM_MARKER in "\n".join(m.path.read_text().splitlines()[:5])]
-    assert marked and all(m.is_shim for m in marked), [m.name for m in marked if not m.is_shim]
-
-
 def test_algorithm_folders_do_not_import_their_protocol_module():
     """``protocol.py`` is on top of its folder: the folder's other modules never import it (the registry is filled
     by :mod:`dpadmm.algorithms`, which imports each folder's ``protocol.py``)."""
     bad = []
     for m in MODULES.values():
         parts = m.name.split(".")
-        if len(parts) == 4 and parts[1] == "algorithms" and parts[3] != "protocol" and not m.is_shim:
+        if len(parts) == 4 and parts[1] == "algorithms" and parts[3] != "protocol":
             own = ".".join(parts[:3]) + ".protocol"
             bad += [f"{m.name}:{line}" for t, line, _ in imports(m) if t == own]
     assert not bad, bad

@@ -57,9 +57,8 @@ def test_honest_consensus_game_stays_below_its_claim():
 
 @pytest.mark.slow
 def test_consensus_noise_halved_is_caught_at_the_quick_run_count():
-    from dpadmm.algorithms import graph_consensus as gc
 
-    before = gc._noise
+    before = consensus_node._noise
     res = play(consensus_plants()[0], runs=300)  # 1,500 runs per side: bound ≈ 1.2 against 0.99
     assert res.caught, res.details
-    assert gc._noise is before
+    assert consensus_node._noise is before

@@ -162,7 +162,8 @@ def functional_noise(seed=0) -> dict:
     """{(worker, round): standardised noise of w~ it sent} for an ``epsilon=1`` (per iteration) FDP-ADMM fit. The
     noiseless w is the worker's real step replayed without noise on the messages it received (its state rebuilt from
     what it sent); σ = z·2c_1/(m_i(ρ + 1/η_l)) (linearised step; 2c_1/(m_i ρ) exact), z = √(2 ln(1.25/δ))/ε."""
-    from dpadmm.algorithms import functional_quantile as fq
+    from dpadmm.algorithms.functional import (messages as functional_messages, party as functional_party,
+                                              rules as functional_rules)
     from dpadmm.estimators.functional import FunctionalQuantileRegressor
     from dpadmm.experiments.audit_games import ZeroRNG
 
@@ -174,7 +175,7 @@ def functional_noise(seed=0) -> dict:
     kw = dict(basis="fourier", n_components=6, epsilon=EPS, delta=DELTA, max_iter=L, workers=2,
               y_range=(-10.0, 10.0), curve_clip=10.0, random_state=seed)
     cfgs, sent, got = {}, {}, {}
-    real = fq.setup_party_from_curves
+    real = functional_party.setup_party_from_curves
 
     def spy(**fields):
         out = real(**fields)
@@ -182,9 +183,9 @@ def functional_noise(seed=0) -> dict:
         return out
 
     def rec(run, r, s, rcv, msg, kind):
-        if kind == "protocol" and s == "hub" and isinstance(msg, fq.HubMessage):
+        if kind == "protocol" and s == "hub" and isinstance(msg, functional_messages.HubMessage):
             got.setdefault(rcv, []).append(msg)
-        elif kind == "protocol" and isinstance(msg, fq.PartyMessage):
+        elif kind == "protocol" and isinstance(msg, functional_messages.PartyMessage):
             sent.setdefault(s, []).append(msg)
 
     with warnings.catch_warnings(), pytest.MonkeyPatch.context() as mp:
@@ -197,16 +198,16 @@ def functional_noise(seed=0) -> dict:
         for t, (inbox, msg) in enumerate(zip(got[name], sent[name])):
             if t:
                 prev, pin = sent[name][t - 1], got[name][t - 1]
-                st = fq.PartyState(w=np.asarray(prev.w_tilde), w_tilde=np.asarray(prev.w_tilde),
+                st = functional_messages.PartyState(w=np.asarray(prev.w_tilde), w_tilde=np.asarray(prev.w_tilde),
                                    gamma=np.asarray(prev.gamma), w_hub=np.asarray(pin.w),
                                    rho=cfg.rho if pin.rho is None else float(pin.rho))
-            w = fq.party_step(cfg, st, inbox, rng=ZeroRNG())[0].w
+            w = functional_party.party_step(cfg, st, inbox, rng=ZeroRNG())[0].w
             rho = cfg.rho if inbox.rho is None else float(inbox.rho)
             if cfg.local_step == "exact":
                 C = 2 * cfg.c1 / (cfg.m * rho)
             else:
                 s_ = cfg.settings
-                eta = fq.step_size(cfg.step, inbox.round + 1, c_w=cfg.c_w, c1=cfg.c1, c2=cfg.c2, lam=s_.lam,
+                eta = functional_rules.step_size(cfg.step, inbox.round + 1, c_w=cfg.c_w, c1=cfg.c1, c2=cfg.c2, lam=s_.lam,
                                    n_workers=cfg.n_workers, K=cfg.K, m=cfg.m, eps_iter=s_.eps_iter,
                                    delta_iter=s_.delta_iter, eta0=cfg.eta0, decay_start=cfg.decay_start,
                                    smooth=cfg.smooth)
@@ -329,10 +330,10 @@ def test_label_variance_test_fails_when_the_coordinators_noise_is_halved():
 
 
 def test_functional_tests_fail_when_the_workers_noise_is_halved_or_reused():
-    from dpadmm.algorithms import functional_quantile as fq
+    from dpadmm.algorithms.functional import party as functional_party
     from dpadmm.experiments.audit_games import ReplayRNG, ScaledRNG
 
-    real = fq.party_step
+    real = functional_party.party_step
     with pytest.MonkeyPatch.context() as mp:
         _declared(mp, fit_functional, "PROTOCOL",
                   step=lambda cfg, st, inbox, *, rng: real(cfg, st, inbox, rng=ScaledRNG(rng, 0.5)))
@@ -381,10 +382,10 @@ def test_consensus_tests_fail_when_the_penalty_noise_is_halved_or_reused():
 def test_functional_correlation_test_fails_when_two_workers_share_a_draw():
     """Worker 2 adds worker 1's standard-normal draw of the same round (times its own σ): each release alone is
     still N(0, σ²), so only the cross-party correlation can see it."""
-    from dpadmm.algorithms import functional_quantile as fq
+    from dpadmm.algorithms.functional import party as functional_party
     from dpadmm.experiments.audit_games import ReplayRNG
 
-    real, store = fq.party_step, {}
+    real, store = functional_party.party_step, {}
 
     def step(cfg, st, inbox, *, rng):
         return real(cfg, st, inbox, rng=ReplayRNG(store, "round", rng, reuse=cfg.name != "worker1"))

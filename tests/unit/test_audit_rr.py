@@ -13,11 +13,12 @@ from dpadmm.experiments.audit_games_rr import rr_game, rr_plants
 
 
 def test_a_fit_runs_on_exactly_the_release_the_audit_game_plays():
-    """The game calls ``estimators.vertical._rr_labels``; a seeded fit's coordinator holds exactly its output (so a
+    """The game calls ``fit.vertical.rr_labels``; a seeded fit's coordinator holds exactly its output (so a
     plant in the release function, or a change of the fit's path around it, is what the game sees)."""
     from dpadmm._validation import noise_seed
-    from dpadmm.algorithms import vertical_sharing as vs
-    from dpadmm.estimators.vertical import VerticalLogisticRegression, _rr_labels
+    from dpadmm.algorithms.vertical import coordinator as vs
+    from dpadmm.estimators.vertical import VerticalLogisticRegression
+    from dpadmm.fit.vertical import rr_labels as _rr_labels
 
     rng = np.random.default_rng(0)
     X1, X2 = rng.normal(size=(60, 2)), rng.normal(size=(60, 2))
@@ -54,7 +55,7 @@ def test_honest_rr_game_approaches_its_claim_and_stays_below_it():
 def test_rr_plants_are_caught_with_few_runs(game):
     """2,000 runs per side: at 2ε the canary flips with probability 0.119 (bound ≈ 1.8); with one draw for every
     row the decoded statistic makes no error (bound ≈ 5.5)."""
-    from dpadmm.algorithms import vertical_label as vl
+    from dpadmm.algorithms.vertical import label as vl
     from dpadmm.backends import base
 
     before = (vl.flip_probability, base.party_rng)

@@ -73,7 +73,7 @@ def test_gross_plants_are_caught_with_few_runs(name):
 def test_honest_game_replays_the_mean_exactly():
     """The adversary's noiseless replay is exact: on the honest vertical game the likelihood-ratio scores have
     the model's spread (Var = Σ‖Δ‖²/σ² = μ², mean ∓μ²/2) and the plants patch nothing permanently."""
-    from dpadmm.algorithms import vertical_sharing as vs
+    from dpadmm.algorithms.vertical import party as vs
     from dpadmm.experiments.audit_games import play
 
     before = (vs.party_step, vs.clip_share_input, vs.setup_party)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dpadmm.algorithms.graph_consensus import _noise
+from dpadmm.algorithms.consensus.node import _noise
 from dpadmm.privacy.mechanisms import gamma_norm
 
 LEVEL = 1e-3

@@ -16,7 +16,7 @@ from dpadmm.privacy.accountants import (
 )
 from dpadmm.privacy.events import FEATURE_COLUMN, GaussianRelease
 from dpadmm.privacy.ledger import PrivacyLedger
-from dpadmm.privacy.reports import hu_report
+from dpadmm.algorithms.vertical.report import hu_report
 
 
 def test_classical_gaussian_sigma_closed_form():

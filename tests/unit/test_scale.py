@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from dpadmm import InvalidDataError, VerticalLogisticRegression, VerticalLinearRegression
 from dpadmm._validation import as_float_matrix
-from dpadmm.algorithms import vertical_sharing as vs
+from dpadmm.algorithms.vertical import party as vs
 from dpadmm.data import normalize_rows, partition_columns, row_norms
 from dpadmm.kernels import L2
 from dpadmm.kernels.linalg import EIGH_MAX_DIM
@@ -183,7 +183,7 @@ def _phi(X, y, w, r, b, f):
 
 
 def test_consensus_local_solver_matches_newton_and_exits_per_node():
-    from dpadmm.algorithms import graph_consensus as gc
+    from dpadmm.algorithms.consensus import solver as gc
 
     X, y, w, r, b = _node_problems()
     bound = gc.curvature_factor(X, w)
@@ -203,7 +203,7 @@ def test_consensus_local_solver_matches_newton_and_exits_per_node():
 def test_consensus_curvature_bound_majorises_and_every_step_descends():
     from scipy.special import expit
 
-    from dpadmm.algorithms import graph_consensus as gc
+    from dpadmm.algorithms.consensus import solver as gc
 
     X, y, w, r, b = _node_problems()
     bound = gc.curvature_factor(X, w)

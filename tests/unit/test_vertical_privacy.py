@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from dpadmm.algorithms import vertical_sharing as vs
+from dpadmm.algorithms.vertical import messages as vertical_messages, party as vertical_party
 from dpadmm.kernels.regularizers import get_regularizer
 from dpadmm.privacy.mechanisms import clip_share_input, ridge_share_sensitivity
 
@@ -20,16 +20,16 @@ N, D_COLS = 24, 4
 
 
 def _party(D, *, relation, V, V_inf, lam_sum, noise=0.0):
-    spec = vs.PrivacySpec(noise_scale=noise, mechanism="gaussian", relation=relation, clip=V, clip_inf=V_inf)
-    cfg, state = vs.setup_party("p", D, {"lam_sum": lam_sum, "reg": get_regularizer("l2"), "private": spec})
+    spec = vertical_messages.PrivacySpec(noise_scale=noise, mechanism="gaussian", relation=relation, clip=V, clip_inf=V_inf)
+    cfg, state = vertical_party.setup_party("p", D, {"lam_sum": lam_sum, "reg": get_regularizer("l2"), "private": spec})
     return cfg, state
 
 
 def _message(D, v, *, relation, V, V_inf, lam_sum, rho):
     """The share party_step releases (zero noise) for an inbox whose v = dual + ρ(residual − share) is ``v``."""
     cfg, state = _party(D, relation=relation, V=V, V_inf=V_inf, lam_sum=lam_sum)
-    inbox = vs.CoordinatorMessage(1, np.zeros(D.shape[0]), v, rho)
-    _, out, events = vs.party_step(cfg, state, inbox, rng=np.random.default_rng(0))
+    inbox = vertical_messages.CoordinatorMessage(1, np.zeros(D.shape[0]), v, rho)
+    _, out, events = vertical_party.party_step(cfg, state, inbox, rng=np.random.default_rng(0))
     return out.share, events[0].sensitivity
 
 
@@ -152,7 +152,7 @@ def test_isotropic_noise_moments():
     rng = np.random.default_rng(2)
     D = _unit_rows(rng, N, D_COLS)
     cfg, state = _party(D, relation="feature_column", V=1.0, V_inf=None, lam_sum=1.0, noise=2.0)
-    shares, _ = vs.release(cfg, np.zeros(N), 1.0, 1, rng=rng, size=20000)
+    shares, _ = vertical_party.release(cfg, np.zeros(N), 1.0, 1, rng=rng, size=20000)
     k = shares.size
     assert abs(shares.mean()) <= 5 * 2.0 / np.sqrt(k)
     assert abs(shares.var() - 4.0) <= 5 * 4.0 * np.sqrt(2.0 / k)

@@ -17,7 +17,7 @@ pass through the coordinator. Here they do not:
 - in round t a node steps with its own inbox ``S_i(t)`` (the sum of its neighbours' ``f_j(t)``,
   summed in neighbour-name order), sends its broadcast ``f_i(t+1)`` to each neighbour (method
   ``Exchange``, over mutual TLS with its own certificate, verifying the neighbour's) and waits for
-  theirs. The step is the declared protocol step (:func:`dpadmm.algorithms.graph_consensus.block_step`
+  theirs. The step is the declared protocol step (:func:`dpadmm.algorithms.consensus.node.block_step`
   through :meth:`PartyService._step`: the party's own noise, budget and round cap apply);
 - a node accepts ``Exchange`` only from a caller whose verified certificate name is on its
   operator's neighbour list, and only for itself (the message's sender must be the caller); anything

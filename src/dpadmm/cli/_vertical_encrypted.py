@@ -17,7 +17,7 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
                   out: Path | None, rounds: int | None, label_mechanism: str = "rr") -> dict:
     """Fit in-process, evaluate, print and write metrics.json; returns the metrics."""
     from ..algorithms.encrypted import he
-    from ..algorithms.vertical_data import prepare_block
+    from ..data.prepare import prepare_block
     from ..estimators.vertical_encrypted import VerticalEncryptedClassifier
     from ..experiments.vertical import BASELINE_LAM, _classifier_metrics, label_party_alone_proba
 

@@ -1,5 +1,5 @@
 """``dpadmm vertical --protocol experts``: each party's own DP model, combined by the label party
-(:mod:`dpadmm.algorithms.vertical_experts`). In-process (a simulation of the deployment), or across
+(:mod:`dpadmm.algorithms.experts.model`). In-process (a simulation of the deployment), or across
 organisations with ``--backend grpc``: this side is the label party (it reads its own ``--party`` file,
 features and labels, fits its own model and combines), every other party serves ``vertical-experts``
 (``dpadmm party serve --protocol vertical-experts --data train=FILE --data test=FILE``), fits and keeps its
@@ -33,7 +33,7 @@ def remote_data(backend, party_files, test_party_files, *, id_column: str = "id"
     """The label party's side of a grpc run: its own block and labels read from its own ``--party`` file (and
     ``--test-party`` file), and for every other party (``party2``, …: ``--peer`` names) a
     :class:`~dpadmm.protocol.PartyData` reference to its training file and to its test file (key ``test``), joined
-    on this side's ids — or, with ``psi``, on the private set intersection (:mod:`dpadmm.data.psi`)."""
+    on this side's ids — or, with ``psi``, on the private set intersection (:mod:`dpadmm.algorithms.psi`)."""
     from ..data.remote import PartyFile, party_sources
     from ..experiments.vertical import VerticalData, _encode
 
@@ -82,7 +82,7 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
                 out: Path | None, label_mechanism: str, backend=None, min_effective_rows=None, bounds=None) -> dict:
     """Fit, evaluate, print and write metrics.json; returns the metrics. With ``backend`` (grpc), ``data.train[1:]``
     (and ``data.test[1:]``) are references to the other parties' files: they fit there and score their test rows."""
-    from ..algorithms.vertical_data import prepare_block
+    from ..data.prepare import prepare_block
     from ..estimators.vertical_experts import VerticalExpertsClassifier, label_party_alone_proba
     from ..experiments.vertical import _classifier_metrics
     if label_mechanism != "rr":
@@ -249,9 +249,9 @@ def score_new_records(backend, party_file, lm: dict, *, psi: bool = False, id_co
     """``dpadmm score`` for an experts run: every party (serving ``vertical-experts`` with ``--data train=…
     --data new=… --data model=OUT/model.npz``) answers its logit on its rows of the new records from its own model
     file (it refuses any row of its training file); this side adds them to its own model's logit."""
-    from ..algorithms import vertical_experts as ve
+    from ..algorithms.experts import model as experts_model, protocol as experts_protocol
     from ..algorithms.experts.messages import Setup
-    from ..algorithms.vertical_data import prepare_block
+    from ..data.prepare import prepare_block
     from ..backends.base import PartySpec
     from ..fit import runner
     from ..data.parties import _read_csv
@@ -284,7 +284,7 @@ def score_new_records(backend, party_file, lm: dict, *, psi: bool = False, id_co
         X = prepare_block(X, "standardize", scaling=tuple(np.asarray(v) for v in lm["own_scaling"]))[0]
     elif lm["own_prepare"] == "normalize-rows":
         X = prepare_block(X, "normalize-rows")[0]
-    own = np.asarray(ve.augment(X, 1.0) @ np.asarray(lm["own_coef"], dtype=float)).ravel()
+    own = np.asarray(experts_model.augment(X, 1.0) @ np.asarray(lm["own_coef"], dtype=float)).ravel()
     experts = []
     if names:
         info = backend.hello(names)
@@ -303,12 +303,12 @@ def score_new_records(backend, party_file, lm: dict, *, psi: bool = False, id_co
             setup = Setup(name=name, train=PartyData("train", {"ids_only": True}), score={"new": new},
                           R=float(lm["row_clip"]), lam=1e-3, noise_multiplier=None, noise_norm=0.5,
                           model=PartyData("model", {}), flip_probability=lm["flip_probability"])
-            specs.append(PartySpec.of(ve.PROTOCOL, name, setup))
+            specs.append(PartySpec.of(experts_protocol.PROTOCOL, name, setup))
         # the backend stays open (the command's, closed by it)
         experts = runner.session(backend, specs, lambda b: [np.asarray(b.request(name, "logit", "new"), dtype=np.float64)
                                                             for name in names],
                                  rounds=1, close=False, blas_threads=None).result
-    scores = ve.combine(own, experts, float(lm["prior_logit"]))
+    scores = experts_model.combine(own, experts, float(lm["prior_logit"]))
     prob = 1.0 / (1.0 + np.exp(-np.clip(scores, -50, 50)))
     result = {"ids": ids, "scores": scores, "probability": prob, "psi": psi_info}
     if label_column in head.columns:

@@ -18,7 +18,7 @@ from ..exceptions import DataFileError, InvalidParameterError
 def _validate(tau, workers, components, lam, rho, iterations, epsilon, delta, total_epsilon, penalty, method, basis,
               n_sim, test_fraction):
     from .._validation import check_choice, check_int, check_open_unit, check_positive
-    from ..algorithms.functional_quantile import METHODS, PENALTIES
+    from ..algorithms.functional.rules import METHODS, PENALTIES
     from ..estimators.functional import BASES
 
     check_open_unit("tau", tau)
@@ -155,7 +155,7 @@ def functional(
     where: opt.Parties = None,  # the "Where the parties run" block, spelled out for typer by @opt.grouped
 ):
     """Quantile regression of a scalar on a curve over M workers: F-ADMM / FDP-ADMM [Zhou]."""
-    from ..algorithms.functional_quantile import METHODS
+    from ..algorithms.functional.rules import METHODS
     from ..data.functional import DATASETS, load_dataset, load_functional_csv, simulate_zhou
     from ..estimators.functional import FunctionalQuantileRegressor
     from ..kernels.quantile import pinball_score

@@ -323,7 +323,7 @@ def vertical_remote_data(backend, party_files, test_party_files, *, id_column: s
     block included, is a ``dpadmm party serve`` process that reads its own file. The parties must be
     named ``party1`` (the label party's features), ``party2``, … and report their column counts.
 
-    With ``psi`` the rows are aligned by private set intersection (:mod:`dpadmm.data.psi`, every
+    With ``psi`` the rows are aligned by private set intersection (:mod:`dpadmm.algorithms.psi`, every
     party also serving ``--protocol psi-align``): no id list is sent; each party reads the rows of
     the intersection in its canonical order, and this side keeps the labels of those rows.
     """

@@ -54,7 +54,7 @@ def _read_label_model(model_dir: Path) -> dict:
 def score_new_records(backend, party_file, label_model: dict, *, psi: bool = False, id_column: str = "id",
                       label_column: str = "y") -> dict:
     """Scores (and, when the file has labels, test metrics) of the label party's new records."""
-    from ..algorithms import vertical_scoring as vsc
+    from ..algorithms.vertical import protocol as vertical_protocol, scoring as vertical_scoring
     from ..fit import runner
     from ..backends.base import PartySpec
     from ..data.parties import _read_csv
@@ -98,8 +98,8 @@ def score_new_records(backend, party_file, label_model: dict, *, psi: bool = Fal
         join = {"psi": True} if psi else {"ids": ids}
         new = PartyData("new", {**join, "index": m, "n_features": int(facts["new"]["columns"]), "normalize": normalize},
                         (int(len(ids)), int(facts["new"]["columns"])))
-        setup = vsc.PROTOCOL.setup_type(name=name, X=new, model=PartyData("model", {}))
-        specs.append(PartySpec.of(vsc.PROTOCOL, name, setup))
+        setup = vertical_protocol.SCORING_PROTOCOL.setup_type(name=name, X=new, model=PartyData("model", {}))
+        specs.append(PartySpec.of(vertical_protocol.SCORING_PROTOCOL, name, setup))
     # the backend stays open (the caller's, closed by it): this side's part follows
     parts = runner.session(backend, specs, lambda b: {name: np.asarray(b.request(name, "score")) for name in asked},
                            close=False, blas_threads=None).result
@@ -108,7 +108,7 @@ def score_new_records(backend, party_file, label_model: dict, *, psi: bool = Fal
         cols = len(own_coef)
         block = PartyFile(str(party_file), 1, np.asarray(ids), cols, id_column, label_column, normalize, subset=True)
         own = np.asarray(block.load() @ np.asarray(own_coef, dtype=float)).ravel()
-    scores = vsc.combine(parts, label_model, "party1", own)
+    scores = vertical_scoring.combine(parts, label_model, "party1", own)
     prob = 1.0 / (1.0 + np.exp(-np.clip(scores, -500, 500)))
     result = {"ids": ids, "scores": scores, "probability": prob, "psi": psi_info}
     if label_column in head.columns:

@@ -39,7 +39,7 @@ def _check_budget(epsilon, delta, noise_scale, iteration_epsilon):
 
 def _label_block_scale(data, row_clip) -> float:
     """1/R of the label party's row clip (the factor its block was scaled by for the feature side)."""
-    from ..algorithms.vertical_data import default_row_clip
+    from ..data.prepare import default_row_clip
 
     return 1.0 / (row_clip or default_row_clip(data.party_sizes[0]))
 
@@ -255,7 +255,7 @@ def vertical(
             raise InvalidParameterError("give either --train (LIBSVM) or --party files, not both.")
         from ..experiments.vertical import load_vertical_sources
 
-        from ..algorithms.vertical_data import default_row_clip
+        from ..data.prepare import default_row_clip
 
         widths = [len(bk_cols) for bk_cols in _party_widths(party, id_column, label_column)]
         clips = [row_clip or default_row_clip(w) for w in widths] if clip_rows_at else None

@@ -44,7 +44,7 @@ class PartyFile:
     ``normalize``: scale rows to unit norm after loading ([Hu, Assumption 2.3]).
     ``prepare``: ``"standardize"`` scales every column by the party's own training statistics (read from
     ``scaling_from``, the party's training file, for a test file; from this file otherwise) and, with
-    ``row_clip`` R, clips rows at R and divides by R (:func:`dpadmm.algorithms.vertical_data.prepare_block`).
+    ``row_clip`` R, clips rows at R and divides by R (:func:`dpadmm.data.prepare.prepare_block`).
     """
 
     path: str

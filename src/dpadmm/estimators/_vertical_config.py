@@ -13,8 +13,8 @@ import math
 import numpy as np
 
 from .._validation import as_float_matrix, check_choice, check_int, check_open_unit, check_positive
-from ..algorithms import vertical_label as vl
-from ..algorithms import vertical_sharing as vs
+from ..algorithms.vertical import label as vl
+from ..algorithms.vertical import messages as vs
 from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
 from ..kernels.linalg import SOLVERS
 from ..privacy.accountants import ACCOUNTANTS

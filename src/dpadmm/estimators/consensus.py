@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from .._validation import as_float_matrix, binary_labels, check_choice, check_int, check_positive, check_random_state, noise_seed
-from ..algorithms import graph_consensus as gc
+from ..algorithms.consensus import schedules as gc
 from ..algorithms.gossip import mechanism as gossip_mech
 from ..algorithms.gossip.schedule import DEFAULT_DELTA as GOSSIP_DELTA
 from ..fit.consensus import run_fallback, run_madmm
@@ -25,7 +25,7 @@ from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPrecond
 from ..algorithms.consensus.report import pp_assumptions, with_fallback, zhang_privacy_curve, zhang_report
 from ..privacy.threats import finish
 from .._history import History
-from ..algorithms import consensus_baseline as cb
+from ..algorithms.consensus import baseline as cb
 
 DEFAULT_C = 50.0
 DEFAULT_REG_WEIGHT = 1.0
@@ -62,7 +62,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         Alg. 1's privacy condition ``2c_1 < (B_i/C)(ρ/N + 2θV_i)`` is checked for pp/dvp.
     eta, eta_growth : private penalties ``η_i(t) = eta_i · eta_growth_i^{t−1}`` (or a callable (i, t)); default
         (None) η ≡ θ (conventional ADMM). Convergence [Zhang, Thm 3.1] needs ``η_i(t+1) ≥ η_i(t) ≥ θ``:
-        a :class:`~dpadmm.algorithms.graph_consensus.ConvergenceConditionWarning` says when not.
+        a :class:`~dpadmm.algorithms.consensus.schedules.ConvergenceConditionWarning` says when not.
     perturbation : ``none`` (M-ADMM), ``pp`` (penalty perturbation), ``dvp`` (η ≡ θ, Zhang & Zhu 2017),
         ``pvp`` (noise on f_i before broadcast; not covered by [Zhang, Thm 4.1]: ε = ∞ reported).
     alpha, alpha_growth : noise parameter ``α_i(t) = alpha_i · alpha_growth_i^{t−1}`` (density ∝ exp(−α‖ε‖));
@@ -75,7 +75,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
     tol : stop early (non-private runs only) once every ‖f_i(t) − f_i(t−1)‖ and the consensus error are ≤ tol.
     fallback_epsilon : private runs (pp/dvp): pure-DP budget per node, on top of P(T), for the DP base rate
         (half) and the accounted comparison model vs DP base rate (half) of
-        :mod:`dpadmm.algorithms.consensus_baseline`; the better is handed over (``handed_over_``). Margins
+        :mod:`dpadmm.algorithms.consensus.baseline`; the better is handed over (``handed_over_``). Margins
         of a handed-over model are clipped to ±4 (probabilities in [0.018, 0.982]). ``None`` or 0: no
         fallback (the model as M-ADMM left it).
 

@@ -19,8 +19,8 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from .._history import History
 from .._validation import check_choice, check_int, check_open_unit, check_positive, check_random_state, noise_seed
-from ..algorithms import functional_quantile as fq
-from ..algorithms import functional_statistics as fs
+from ..algorithms.functional import messages as functional_messages, rules as functional_rules
+from ..algorithms.functional import statistics as fs
 from ..algorithms.functional.report import constant_only_report, fit_report
 from ..data.functional import check_curves
 from ..engine import HUB
@@ -127,12 +127,12 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             raise InvalidParameterError(f"n_components must be at most the number of grid points ({T}), "
                                         f"got n_components={self.n_components}.")
         check_choice("basis", self.basis, BASES)
-        check_choice("penalty", self.penalty, fq.PENALTIES)
+        check_choice("penalty", self.penalty, functional_rules.PENALTIES)
         check_positive("lam", self.lam, allow_zero=True)
         if self.penalty == "elasticnet":
             check_open_unit("l1_ratio", self.l1_ratio)
         check_positive("rho", self.rho)
-        check_choice("method", self.method, tuple(fq.METHODS))
+        check_choice("method", self.method, tuple(functional_rules.METHODS))
         if self.max_iter is not None:
             check_int("max_iter", self.max_iter)
         check_int("workers", self.workers)
@@ -221,7 +221,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         X, y, grid = check_curves(X, y, grid)
         n, T = X.shape
         self._validate(n, T)
-        mcfg = dict(fq.METHODS[self.method])
+        mcfg = dict(functional_rules.METHODS[self.method])
         L = int(self.max_iter or mcfg["iterations"])
         private = self._private
         c1 = float(self.c1 if self.c1 is not None else mcfg["c1"])
@@ -247,7 +247,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         scale = ff.score_scale(basis, mcfg["standardize"], pooled.var_floor)
         clip = c1 if private else None  # clipping is a privacy precondition; non-private fits use the raw scores
         c_total = math.sqrt(c1 * c1 + 1.0) if self.fit_intercept else c1
-        settings = fq.Settings.make([self.tau], lam=self.lam, noise_multiplier=z, eps_iter=eps_iter, delta_iter=delta_iter)
+        settings = functional_messages.Settings.make([self.tau], lam=self.lam, noise_multiplier=z, eps_iter=eps_iter, delta_iter=delta_iter)
         monitor = (not private) if self.monitor is None else bool(self.monitor)
         self.clipped_fraction_ = None
         if clip is None:

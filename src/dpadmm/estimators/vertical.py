@@ -15,12 +15,9 @@ from sklearn.metrics import log_loss, roc_auc_score
 
 from .._validation import as_vector, binary_labels, check_choice
 from ..exceptions import InvalidDataError
-from ..fit.vertical import (HANDLERS, LABEL_PARTY_HANDLERS, RankDeficiencyWarning, fit_vertical, party_names,
-                            rr_labels)
+from ..fit.vertical import RankDeficiencyWarning, fit_vertical
 from ._vertical_config import _VerticalConfig, _is_source
 
-#: moved to :mod:`dpadmm.fit.vertical` with the fit's driving; still importable from here
-_rr_labels, _party_names, _HANDLERS, _LABEL_PARTY_HANDLERS = rr_labels, party_names, HANDLERS, LABEL_PARTY_HANDLERS
 __all__ = ["RankDeficiencyWarning", "VerticalLinearRegression", "VerticalLogisticRegression"]
 
 
@@ -168,7 +165,7 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
     label_mechanism : ``"rr"`` (default): the label party releases its labels once by randomized
         response (flip probability 1/(1 + e^ε_L)) and ADMM runs on them to convergence (post-processing:
         the rounds are free); ``"gaussian"``: the linearised coordinator adds Gaussian noise to the loss
-        gradient it sends every round (:mod:`dpadmm.algorithms.vertical_label`).
+        gradient it sends every round (:mod:`dpadmm.algorithms.vertical.label`).
     fallback : after a label-private (or feature-private) fit the label party refits its block, the
         intercept and a weight α on the others' shares on its exact labels, and — with ``fallback=True``
         (default) — keeps that model or its own (its block alone), whichever has the lower 5-fold
@@ -266,15 +263,3 @@ class VerticalLinearRegression(RegressorMixin, _VerticalADMM):
 
     def predict(self, X) -> np.ndarray:
         return self.decision_function(X)
-
-
-#: moved by concern (:mod:`.vertical_sgd`, :mod:`.vertical_audit`); still importable from here
-_MOVED = {"VerticalSGDClassifier": "vertical_sgd", "audit_fit": "vertical_audit"}
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(f".{_MOVED[name]}", __package__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,7 +22,7 @@ from ..algorithms.encrypted import combine as ec
 from ..algorithms.encrypted import he, label
 from ..algorithms.encrypted.party import BLOCK_BITS
 from ..algorithms.encrypted.protocol import PROTOCOL
-from ..algorithms.vertical_data import clip_rows
+from ..data.prepare import clip_rows
 from ..backends.base import party_rng
 from ..backends.inprocess import InProcessBackend
 from ..exceptions import InvalidDataError, InvalidParameterError

@@ -16,8 +16,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.metrics import log_loss, roc_auc_score
 
 from .._validation import as_float_matrix, binary_labels, check_positive, noise_seed
-from ..algorithms import vertical_experts as ve
-from ..algorithms import vertical_label as vl
+from ..algorithms.experts import model as experts_model, protocol as experts_protocol
+from ..algorithms.vertical import label as vl
 from ..exceptions import InvalidDataError, InvalidParameterError
 from ..privacy.accountants import calibrate_noise_multiplier
 from ..privacy.ledger import PrivacyReport
@@ -89,8 +89,8 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
     def _check(self, blocks):
         check_positive("lam", self.lam)
         check_positive("row_clip", self.row_clip)
-        if not ve.R_RANGE[0] <= float(self.row_clip) <= ve.R_RANGE[1]:
-            raise InvalidParameterError(f"row_clip must be in [{ve.R_RANGE[0]:g}, {ve.R_RANGE[1]:g}] (the solver's float "
+        if not experts_model.R_RANGE[0] <= float(self.row_clip) <= experts_model.R_RANGE[1]:
+            raise InvalidParameterError(f"row_clip must be in [{experts_model.R_RANGE[0]:g}, {experts_model.R_RANGE[1]:g}] (the solver's float "
                                         f"range), got {self.row_clip}; scale the rows instead")
         check_positive("noise_norm", self.noise_norm)
         if self.epsilon is not None:
@@ -188,7 +188,7 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
                                                             calibrate_noise_multiplier(float(self.epsilon),
                                                                                        float(self.delta), 1))
                                     if z is not None else None, rng=rng)
-            coef, info, ev = ve.fit_expert(prep.X, sent, R=float(self.row_clip), lam=float(self.lam),
+            coef, info, ev = experts_model.fit_expert(prep.X, sent, R=float(self.row_clip), lam=float(self.lam),
                                            noise_multiplier=prep.model_noise_multiplier, rng=rng, party=name,
                                            noise_norm=float(self.noise_norm))
             self.coefs_.append(coef)
@@ -207,13 +207,13 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         training sets), its held-out labels."""
         y_pm = binary_labels("y", y, blocks[0].shape[0])[0]
         own_fit, scaling = fit_label_party_alone(blocks[0][fit_rows], y_pm[fit_rows], float(self.lam))
-        own = np.asarray(ve.augment(standardise(blocks[0][held], scaling), 1.0) @ own_fit).ravel()
+        own = np.asarray(experts_model.augment(standardise(blocks[0][held], scaling), 1.0) @ own_fit).ravel()
         experts = self._expert_logits([B[held] for B in blocks[1:]])
-        return xc.choose(own, ve.combine(np.zeros(len(held)), experts, self.prior_logit_), y_pm[held], rng)
+        return xc.choose(own, experts_model.combine(np.zeros(len(held)), experts, self.prior_logit_), y_pm[held], rng)
 
     def _expert_logits(self, blocks) -> list:
         bounds = getattr(self, "column_bounds_", [(None, None)] * len(self.coefs_))
-        return [ve.expert_logit(c, xp.apply(B, lo, hi, float(self.row_clip)), float(self.row_clip),
+        return [experts_model.expert_logit(c, xp.apply(B, lo, hi, float(self.row_clip)), float(self.row_clip),
                                 self.flip_probability_) for c, B, (lo, hi) in zip(self.coefs_, blocks, bounds)]
 
     #: the in-process fit's note: what the driver holds there that a deployment never releases
@@ -227,7 +227,7 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         each feature party's name (``party2``, …) to ``(train, score)`` — a :class:`~dpadmm.protocol.PartyData`
         reference to its training rows and ``{key: PartyData}`` of its NEW-records files — and ``backend`` runs
         them (``GrpcBackend``: every party serves ``vertical-experts``). Each party fits and keeps its model
-        (:mod:`dpadmm.algorithms.vertical_experts_party`); :meth:`remote_decision` asks for logits on new records.
+        (:mod:`dpadmm.algorithms.experts.party`); :meth:`remote_decision` asks for logits on new records.
         When the label party keeps its own model (``kept_own_model_``) no party is contacted."""
 
         own_block = self._check([own_block, own_block])[1][0]
@@ -238,7 +238,7 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         if side is None:
             return self
         seed, sent, pure, z = side
-        specs = [PartySpec.of(ve.PROTOCOL, name, Setup(name=name, train=train, score=dict(score or {}),
+        specs = [PartySpec.of(experts_protocol.PROTOCOL, name, Setup(name=name, train=train, score=dict(score or {}),
                                                        R=float(self.row_clip), lam=float(self.lam), noise_multiplier=z,
                                                        noise_norm=float(self.noise_norm)))
                  for name, (train, score) in parties.items()]
@@ -260,7 +260,7 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         if any(e.shape != own.shape for e in experts):
             raise InvalidDataError(f"a party scored {[e.shape[0] for e in experts]} rows of {key!r}, the label party "
                                    f"{own.shape[0]}; align the new records (same ids) at every party")
-        return ve.combine(own, experts, self.prior_logit_)
+        return experts_model.combine(own, experts, self.prior_logit_)
 
     def _own_model(self, X, y_pm) -> np.ndarray:
         """The label party's own ridge-logistic model on its own standardised columns, intercept not penalised (the
@@ -271,10 +271,10 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
 
     def _own_logit(self, X) -> np.ndarray:
         """The label party's own model's logit on its rows ``X`` (standardised by its own training statistics)."""
-        return np.asarray(ve.augment(standardise(X, getattr(self, "own_scaling_", None)), 1.0) @ self.own_coef_).ravel()
+        return np.asarray(experts_model.augment(standardise(X, getattr(self, "own_scaling_", None)), 1.0) @ self.own_coef_).ravel()
 
     def _nothing_released(self, floor: float) -> PrivacyReport:
-        """The report of a fit in which no label was sent and no expert fitted (:func:`.experts.report.nothing_released`)."""
+        """The report of a fit in which no label was sent and no expert fitted (:func:`dpadmm.algorithms.experts.report.nothing_released`)."""
         return nothing_released(effective_rows=self.effective_rows_, floor=floor, label_epsilon=float(self.label_epsilon),
                                 delta=float(self.delta), noise_source=self.noise_source_)
 
@@ -297,9 +297,9 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
             return own
         experts = self._expert_logits(blocks[1:])
         if cal is None:
-            return ve.combine(own, experts, self.prior_logit_)
+            return experts_model.combine(own, experts, self.prior_logit_)
         c, a, b = cal.weights
-        return c + a * own + b * ve.combine(np.zeros_like(own), experts, self.prior_logit_)
+        return c + a * own + b * experts_model.combine(np.zeros_like(own), experts, self.prior_logit_)
 
     def predict_proba(self, blocks) -> np.ndarray:
         p = 1.0 / (1.0 + np.exp(-np.clip(self.decision_function(blocks), -50, 50)))

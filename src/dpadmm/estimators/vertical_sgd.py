@@ -14,13 +14,13 @@ from ..fit import runner
 from ..kernels.losses import get_loss
 from ..fit.vertical import party_names as _party_names
 from .vertical import _VerticalADMM
-from ..algorithms import vertical_sgd as sgd
+from ..algorithms.vertical import sgd
 from ..algorithms.vertical.protocol import SGD_PROTOCOL
 
 
 class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
     """The SGD-based vertical baseline [Hu, §5]: per-party linear models, outputs summed, minibatch
-    SGD driven by the coordinator's shared residual (see :mod:`dpadmm.algorithms.vertical_sgd`).
+    SGD driven by the coordinator's shared residual (see :mod:`dpadmm.algorithms.vertical.sgd`).
     Non-private; monitoring (``history_``) is recorded once per epoch."""
 
     def __init__(self, *, lam: float = 1e-3, lr: float = 0.5, batch_size: int = 256, epochs: int = 10,

@@ -15,11 +15,12 @@ import numpy as np
 
 from ..privacy.accountants import calibrate_noise_multiplier, gaussian_epsilon
 from ..privacy.audit import AuditResult, audit_pair
-from ..algorithms import vertical_sharing as vs
+from ..algorithms.vertical import messages as vertical_messages, party as vertical_party
 from ..data.parties import normalize_rows
 from ..kernels.regularizers import L2
-from ..algorithms import graph_consensus as gc
-from ..algorithms import functional_quantile as fq
+from ..algorithms.consensus import (messages as consensus_messages, node as consensus_node,
+                                    schedules as consensus_schedules)
+from ..algorithms.functional import messages as functional_messages, party as functional_party
 
 AUDIT_DELTA = 1e-5
 AUDIT_CLAIM = 1.0
@@ -32,17 +33,17 @@ def _hu_vertical(samples: int, seed: int, confidence: float, broken: bool) -> Au
     D = normalize_rows(gen.integers(0, 2, size=(40, 5)).astype(float) + 0.1)
     nm = calibrate_noise_multiplier(AUDIT_CLAIM, AUDIT_DELTA, 1, "pld")
     claim = gaussian_epsilon([nm], AUDIT_DELTA, "pld")
-    spec = vs.PrivacySpec(noise_multiplier=nm / 10.0 if broken else nm, bounds=vs.Bounds(5.0, 10.0, 10.0),
+    spec = vertical_messages.PrivacySpec(noise_multiplier=nm / 10.0 if broken else nm, bounds=vertical_messages.Bounds(5.0, 10.0, 10.0),
                           n_parties=2)
-    cfg, _ = vs.make_party("party1", D, lam_sum=0.4, reg=L2(), private=spec, bound=5.0)
+    cfg, _ = vertical_party.make_party("party1", D, lam_sum=0.4, reg=L2(), private=spec, bound=5.0)
     rho = 0.3
-    C = vs.sensitivity(cfg, rho)
+    C = vertical_party.sensitivity(cfg, rho)
     u = cfg.basis[:, 0]
     share0 = D @ gen.normal(size=5)
     shares = (share0, share0 + C * u)  # neighbours whose shares differ by exactly the stated sensitivity
 
     def sample(rng, which, n):
-        return vs.release(cfg, shares[which], rho, 0, rng=rng, size=n)[0]
+        return vertical_party.release(cfg, shares[which], rho, 0, rng=rng, size=n)[0]
 
     return audit_pair("hu-vertical-share" + (" (broken: sigma/10)" if broken else ""), sample, u,
                       epsilon_claimed=claim, delta=AUDIT_DELTA, samples=samples, confidence=confidence, seed=seed,
@@ -64,20 +65,20 @@ def _zhang_pp(samples: int, seed: int, confidence: float, broken: bool = False) 
     y2 = y.copy()
     y2[0] = -y2[0]  # the neighbour: one record replaced
     C, reg, eta, alpha = 1.0, 0.1, 0.5, 4.65
-    claim = float(gc.zhang_epsilon_terms(C=C, B=B, degree=1.0, eta=eta, alpha=alpha))
+    claim = float(consensus_schedules.zhang_epsilon_terms(C=C, B=B, degree=1.0, eta=eta, alpha=alpha))
 
     def block(labels, k, perturbation, a=alpha):
-        return gc.make_block([f"n{i}" for i in range(k)], [X] * k, [labels] * k, degree=np.ones(k), C=C, reg=reg,
+        return consensus_node.make_block([f"n{i}" for i in range(k)], [X] * k, [labels] * k, degree=np.ones(k), C=C, reg=reg,
                              eta=np.full((k, 1), eta), theta=np.full((k, 1), eta), alpha=np.full((k, 1), a),
                              perturbation=perturbation)
 
-    inbox = lambda k: gc.NeighbourMessage(0, np.zeros((k, d)))  # noqa: E731
-    f0 = [gc.block_step(*block(lab, 1, "none"), inbox(1), rng=np.random.default_rng(0))[1].f[0] for lab in (y, y2)]
+    inbox = lambda k: consensus_messages.NeighbourMessage(0, np.zeros((k, d)))  # noqa: E731
+    f0 = [consensus_node.block_step(*block(lab, 1, "none"), inbox(1), rng=np.random.default_rng(0))[1].f[0] for lab in (y, y2)]
     direction = (f0[1] - f0[0]) / np.linalg.norm(f0[1] - f0[0])
 
     def sample(rng, which, n):
         cfg, st = block((y, y2)[which], n, "pp", alpha * 10.0 if broken else alpha)
-        return gc.block_step(cfg, st, inbox(n), rng=rng)[1].f
+        return consensus_node.block_step(cfg, st, inbox(n), rng=rng)[1].f
 
     return audit_pair("zhang-pp-update" + (" (broken: noise/10)" if broken else ""), sample, direction,
                       epsilon_claimed=claim, delta=0.0, samples=samples, confidence=confidence, seed=seed,
@@ -102,14 +103,14 @@ def _zhou_fdp(samples: int, seed: int, confidence: float, broken: bool = False) 
     claim = gaussian_epsilon([nm], AUDIT_DELTA, "pld")
 
     def release(data, n, z):
-        settings = fq.Settings.make(np.full(n, tau), noise_multiplier=z, lam=0.05, eps_iter=1.0,
+        settings = functional_messages.Settings.make(np.full(n, tau), noise_multiplier=z, lam=0.05, eps_iter=1.0,
                                     delta_iter=AUDIT_DELTA)
-        cfg, st = fq.make_party("worker1", data[0], data[1], settings, rho=0.1, n_workers=1, c1=c1)
-        return cfg, st, fq.HubMessage(0, np.zeros((1, n, K)))
+        cfg, st = functional_party.make_party("worker1", data[0], data[1], settings, rho=0.1, n_workers=1, c1=c1)
+        return cfg, st, functional_messages.HubMessage(0, np.zeros((1, n, K)))
 
     def run(data, n, z, rng):
         cfg, st, inbox = release(data, n, z)
-        return fq.party_step(cfg, st, inbox, rng=rng)[1].w_tilde[0, 0]
+        return functional_party.party_step(cfg, st, inbox, rng=rng)[1].w_tilde[0, 0]
 
     clean = [run(dset, 1, 0.0, np.random.default_rng(0))[0] for dset in ((A, y), (A2, y2))]
     direction = (clean[1] - clean[0]) / np.linalg.norm(clean[1] - clean[0])

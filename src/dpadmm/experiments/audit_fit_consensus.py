@@ -8,7 +8,6 @@ from unittest import mock
 
 import numpy as np
 
-from ..algorithms import graph_consensus as gc
 from ..algorithms.consensus import node as consensus_node  # where block_step looks _noise up (patched there)
 from ..estimators.consensus import ConsensusLogisticRegression
 from ..fit import consensus as fit_consensus
@@ -85,7 +84,7 @@ def consensus_bug_row(factor: float = 30.0) -> Row:
 
 
 def consensus_reuse_bug_row() -> Row:
-    real_noise, real_step = consensus_node._noise, gc.block_step
+    real_noise, real_step = consensus_node._noise, consensus_node.block_step
 
     def patch():
         first: dict = {}

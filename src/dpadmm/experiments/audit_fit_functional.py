@@ -9,7 +9,7 @@ from unittest import mock
 
 import numpy as np
 
-from ..algorithms import functional_quantile as fq
+from ..algorithms.functional import messages as functional_messages, party as functional_party
 from ..backends.transcript import flatten
 from ..estimators.functional import FunctionalQuantileRegressor
 from ..fit import functional as fit_functional
@@ -57,7 +57,7 @@ def _functional_fit(options: dict):
         blocks: dict[str, list] = {}
         admm = []
         for _, _, _, msg in sorted(rec, key=lambda r: (r[0], r[1])):
-            if isinstance(msg, fq.PartyMessage):
+            if isinstance(msg, functional_messages.PartyMessage):
                 admm.append(msg)
             for name, leaf in flatten(msg):
                 arr = np.asarray(leaf)
@@ -65,7 +65,7 @@ def _functional_fit(options: dict):
                     blocks.setdefault(name, []).append(arr.astype(np.float64).ravel())
         view = {k: np.concatenate(v) for k, v in blocks.items()}
         view["basis"] = np.concatenate([est.basis_.mean.ravel(), est.basis_.phi.ravel()])
-        inboxes = [m for _, _, _, m in sorted(got, key=lambda r: r[0]) if isinstance(m, fq.HubMessage)]
+        inboxes = [m for _, _, _, m in sorted(got, key=lambda r: r[0]) if isinstance(m, functional_messages.HubMessage)]
         return view, est.privacy_, (inboxes, admm, setup.get("args"))
 
     return fit
@@ -89,7 +89,7 @@ def _functional_model(pair: Pair, raws0: list, raws1: list) -> dict:
             return 0.0
         cfgs, states = [], []
         for data in (pair.data0, pair.data1):
-            cfg, st = fq.setup_party_from_curves(**args._replace(X=data[0], y=data[1])._asdict())
+            cfg, st = functional_party.setup_party_from_curves(**args._replace(X=data[0], y=data[1])._asdict())
             cfgs.append(cfg)
             states.append(st)
         total = 0.0
@@ -100,7 +100,7 @@ def _functional_model(pair: Pair, raws0: list, raws1: list) -> dict:
                 if l > 0:
                     st = st._replace(w_tilde=np.asarray(admm[l - 1].w_tilde), gamma=np.asarray(admm[l - 1].gamma),
                                      rho=prev_rho)
-                new, _, events = fq.party_step(cfg, st, inbox, rng=rng)
+                new, _, events = functional_party.party_step(cfg, st, inbox, rng=rng)
                 mus.append(np.ravel(new.w))
                 if events:
                     sigma = float(events[0].sigma)

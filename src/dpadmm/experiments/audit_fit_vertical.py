@@ -10,7 +10,6 @@ from unittest import mock
 
 import numpy as np
 
-from ..algorithms import vertical_sharing as vs
 # planted bugs patch the module where the code looks the name up (the old paths are shims)
 from ..algorithms.vertical import label as vertical_label, messages as vertical_messages, party as vertical_party
 from ..estimators.vertical import VerticalLogisticRegression
@@ -34,7 +33,7 @@ def _patch_label_sensitivity(fn):
     """The label sensitivity replaced where the label party's step reads it and where the estimator calibrates."""
     stack = contextlib.ExitStack()
     stack.enter_context(mock.patch.object(vertical_messages, "label_sensitivity", fn))
-    stack.enter_context(mock.patch.object(vs, "label_sensitivity", fn))
+    stack.enter_context(mock.patch.object(vertical_messages, "label_sensitivity", fn))
     return stack
 
 
@@ -85,18 +84,18 @@ def _vertical_model(pair: Pair, raws0: list, raws1: list) -> dict:
     """
     options = raws0[0][2]
     noiseless = dict(options, private=replace(options["private"], noise_multiplier=None, noise_scale=0.0))
-    cfgs = [vs.setup_party("party2", data[1], noiseless)[0] for data in (pair.data0, pair.data1)]
+    cfgs = [vertical_party.setup_party("party2", data[1], noiseless)[0] for data in (pair.data0, pair.data1)]
     rng = np.random.default_rng(0)
 
     def weight(cfg, inbox, prev):
         """1/C_t²: the share's noise is σ_t = nm·C_t with C_t from what the party received (public given
         the transcript), so each round's Neyman–Pearson term is scaled by 1/σ_t² ∝ 1/C_t²."""
         p = cfg.privacy
-        if p is None or p.mechanism != "gaussian" or "v" not in vs.sensitivity.__code__.co_varnames:
+        if p is None or p.mechanism != "gaussian" or "v" not in vertical_party.sensitivity.__code__.co_varnames:
             return 1.0
-        v = vs.clip_share_input(inbox.dual + inbox.rho * (inbox.residual - prev), p.clip,
+        v = vertical_party.clip_share_input(inbox.dual + inbox.rho * (inbox.residual - prev), p.clip,
                                 p.clip_inf if p.relation == "record" else None)
-        C = vs.sensitivity(cfg, inbox.rho, v)
+        C = vertical_party.sensitivity(cfg, inbox.rho, v)
         return 0.0 if C <= 0 else 1.0 / C ** 2
 
     def score(raw):
@@ -105,8 +104,8 @@ def _vertical_model(pair: Pair, raws0: list, raws1: list) -> dict:
         for inbox, s in zip(inboxes, shares):
             mus = []
             for cfg in cfgs:
-                state = vs.PartyState(x=np.zeros(cfg.D.shape[1]), share=prev)
-                mus.append(np.asarray(vs.party_step(cfg, state, inbox, rng=rng)[1].share))
+                state = vertical_messages.PartyState(x=np.zeros(cfg.D.shape[1]), share=prev)
+                mus.append(np.asarray(vertical_party.party_step(cfg, state, inbox, rng=rng)[1].share))
             total += weight(cfgs[0], inbox, prev) * float((s - 0.5 * (mus[0] + mus[1])) @ (mus[1] - mus[0]))
             prev = s
         return total

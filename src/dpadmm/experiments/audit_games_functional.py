@@ -12,12 +12,12 @@ import numpy as np
 
 from .audit_games import CANARY, DELTA, EPSILON, Game, ZeroRNG, calibrated_nm as _nm
 from .audit_plants import plant_half, plant_patch, plant_reuse_rounds, plant_setup_option
-from ..algorithms.functional_quantile import HubMessage
+from ..algorithms.functional.messages import HubMessage
 from .. import engine
-from ..algorithms import functional_quantile as fq
+from ..algorithms.functional import messages as functional_messages, party as functional_party
 from ..backends import PartySpec
 from ..kernels import fpca
-from ..algorithms import functional_statistics as fs
+from ..algorithms.functional import statistics as fs
 from ..algorithms.functional.messages import Setup
 from ..algorithms.functional.protocol import PROTOCOL as FUNCTIONAL
 from ..algorithms.functional.protocol import STATISTICS_PROTOCOL as STATISTICS
@@ -77,8 +77,8 @@ def functional_game(*, plant=None, bug: str = "", tag: str = "", backend: str = 
 
     X, Xb, y, u = _functional_data()
     nm = _nm(F_T)
-    settings = fq.Settings.make(F_TAU, noise_multiplier=nm, lam=0.05)
-    quiet = fq.Settings.make(F_TAU, noise_multiplier=0.0, lam=0.05)
+    settings = functional_messages.Settings.make(F_TAU, noise_multiplier=nm, lam=0.05)
+    quiet = functional_messages.Settings.make(F_TAU, noise_multiplier=0.0, lam=0.05)
     w = np.zeros((F_T, 1, 1, F_K))
     # the push in the first round of four: its effect (the step reads the consensus it was sent the round before) is
     # in the second, inside the fit — every audited run is a fresh fit, nothing carries into the next
@@ -92,7 +92,7 @@ def functional_game(*, plant=None, bug: str = "", tag: str = "", backend: str = 
         return ([PartySpec.of(FUNCTIONAL, "worker1", record, owner="worker1")],
                 engine.Hub(hub_cfg, fhub_init, fhub_step))
 
-    honest = [fq.setup_party_from_curves("worker1", D, y, basis, 1.0, 0.0, 1.0, 1.0, quiet, _functional_options())
+    honest = [functional_party.setup_party_from_curves("worker1", D, y, basis, 1.0, 0.0, 1.0, 1.0, quiet, _functional_options())
               for D in (X, Xb)]
 
     def view(rec):
@@ -107,10 +107,10 @@ def functional_game(*, plant=None, bug: str = "", tag: str = "", backend: str = 
                 if i == 0:
                     st = st0
                 else:
-                    st = fq.PartyState(w=np.asarray(sent[i - 1].w_tilde), w_tilde=np.asarray(sent[i - 1].w_tilde),
+                    st = functional_messages.PartyState(w=np.asarray(sent[i - 1].w_tilde), w_tilde=np.asarray(sent[i - 1].w_tilde),
                                        gamma=np.asarray(sent[i - 1].gamma), w_hub=np.asarray(inboxes[i - 1].w),
                                        rho=float(inboxes[i - 1].rho))
-                outs[k].append(np.ravel(fq.party_step(cfg, st, inboxes[i], rng=ZeroRNG())[0].w))
+                outs[k].append(np.ravel(functional_party.party_step(cfg, st, inboxes[i], rng=ZeroRNG())[0].w))
         return np.stack(outs[0])[:, None], np.stack(outs[1])[:, None]
 
     return Game(

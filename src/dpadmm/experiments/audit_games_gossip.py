@@ -4,13 +4,13 @@ the node's clipped gradient sums against a hostile neighbour.
 Mechanism (:mod:`dpadmm.algorithms.gossip.mechanism`, release 1): every gradient round node i releases
 ``G̃ = G(w_mix) + N(0, (zΔ)² I)``, ``G(w) = Σ −y σ(−y w·x̃) x̃`` over its prepared rows (column clip to [−1, 1],
 row clip to R, intercept 1 appended), ``Δ = 2√(R² + 1)``; what leaves the node is its broadcast
-``w = w_mix + v``, ``v ← βv − η((N/n) G̃ + λ w_mix)`` (:func:`.node.heavy_ball`), a fixed invertible function of
+``w = w_mix + v``, ``v ← βv − η((N/n) G̃ + λ w_mix)`` (:func:`dpadmm.algorithms.gossip.node.heavy_ball`), a fixed invertible function of
 G̃ given public values.
 
 The adversary: the node's neighbour (equivalently the router, a hostile coordinator), who chooses the
 neighbour sum S the node mixes with and the starting intercept, and sees every broadcast. One node
 (degree = max degree = 1, N = 1, n = its B = 8 rows), declared column bounds lo = −1, hi = +1 (so no range
-rounds: the range counts are a separate release, :func:`.mechanism.range_counts`, audited by :mod:`.audit_games_ranges`),
+rounds: the range counts are a separate release, :func:`dpadmm.privacy.ranges.range_counts`, audited by :mod:`.audit_games_ranges`),
 d = 64 columns, R = 4, the schedule's defaults β = 0.9, λ = 10⁻⁴, η = 1/L, T = 4 gradient rounds per audited run at
 the noise multiplier the library calibrates for ε = 1 at δ = 10⁻⁵ over 4 releases.
 
@@ -27,8 +27,8 @@ the noise multiplier the library calibrates for ε = 1 at δ = 10⁻⁵ over 4 r
   round in the next leaves a noiseless combination that still separates the neighbours (the reuse plant).
 - View: from each broadcast the neighbour recomputes the release exactly as the node's step made it,
   ``G̃_t = (n/N)((β v_t − (w_{t+1} − w_mix_t))/η − λ w_mix_t)`` with ``v_t = w_t − w_mix_{t−1}`` (v_0 = 0) and
-  w_mix_t = :func:`.node.gossip_mix` of what it sent; the replay is the noiseless sum on D and on D' at the
-  target (:func:`.mechanism.gradient_sum` of :func:`.mechanism.prepare`, single precision as a noisy release).
+  w_mix_t = :func:`dpadmm.algorithms.gossip.node.gossip_mix` of what it sent; the replay is the noiseless sum on D and on D' at the
+  target (:func:`dpadmm.algorithms.gossip.mechanism.gradient_sum` of :func:`dpadmm.privacy.ranges.prepare`, single precision as a noisy release).
 """
 
 from __future__ import annotations

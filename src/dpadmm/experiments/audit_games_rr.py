@@ -1,6 +1,6 @@
 """Worst-case audit game of the vertical label side's default mechanism: randomized response (pure label-ε).
 
-Mechanism (:func:`dpadmm.algorithms.vertical_label.randomized_response`): the label party releases its
+Mechanism (:func:`dpadmm.algorithms.vertical.label.randomized_response`): the label party releases its
 labels once, each flipped independently with probability ``q = 1/(1 + e^ε)``; every later message of the
 fit is post-processing of the released labels ỹ. The strongest adversary therefore sees ỹ itself (any
 message computed from it can only tell less), knows every other label, and the neighbouring pair flips

@@ -12,7 +12,8 @@ from .audit_games import CANARY, DELTA, EPSILON, Game, ScaledRNG, ZeroRNG, calib
 from .audit_plants import (plant_half, plant_hub_rng, plant_patch, plant_reuse_parties, plant_reuse_round,
                            plant_reuse_rounds, plant_setup_option)
 from .. import engine
-from ..algorithms import vertical_sharing as vs
+from ..algorithms.vertical import (coordinator as vertical_coordinator, label as vertical_label,
+                                   messages as vertical_messages)
 from ..algorithms.vertical import party as vertical_party
 from ..algorithms.vertical.messages import CoordinatorMessage, PartyMessage, Setup
 from ..algorithms.vertical.protocol import PROTOCOL as VERTICAL
@@ -64,7 +65,7 @@ def _vertical_blocks(relation: str):
 
 def _vertical_options(relation: str, nm: float | None, noiseless: bool = False) -> dict:
 
-    spec = vs.PrivacySpec(noise_multiplier=None if noiseless else nm, noise_scale=0.0 if noiseless else None,
+    spec = vertical_messages.PrivacySpec(noise_multiplier=None if noiseless else nm, noise_scale=0.0 if noiseless else None,
                           mechanism="gaussian", relation=relation, clip=V_CLIP, clip_inf=V_CLIP)
     return {"lam_sum": V_N * V_LAM, "reg": get_regularizer("l2"), "private": spec, "bound": None, "damping": 0.0,
             "solver": "eigh"}
@@ -87,10 +88,10 @@ def vertical_game(relation: str, *, plant=None, bug: str = "", backend: str = "i
     means = {}
     for side, B in ((0, B2), (1, B2b)):
         for n, blk in zip(names, (B1, B)):
-            cfg, st = vs.setup_party(n, blk, _vertical_options(relation, None, noiseless=True))
+            cfg, st = vertical_party.setup_party(n, blk, _vertical_options(relation, None, noiseless=True))
             for t, rho in enumerate(V_RHOS):
-                msg = vs.CoordinatorMessage(t, v / rho, np.zeros(V_N), rho)
-                means[side, n, t] = np.asarray(vs.party_step(cfg, st, msg, rng=ZeroRNG())[1].share)
+                msg = vertical_messages.CoordinatorMessage(t, v / rho, np.zeros(V_N), rho)
+                means[side, n, t] = np.asarray(vertical_party.party_step(cfg, st, msg, rng=ZeroRNG())[1].share)
 
     def view(rec):
         return np.stack([np.stack([np.asarray(m.share, float) for m in rec["streams"][n][:rec["total"]]])
@@ -161,7 +162,7 @@ SHARE_PROTOCOL = Protocol("audit-zero-share", _share_setup, _share_step, types=(
 
 def label_game(*, plant=None, bug: str = "", tag: str = "", backend: str = "inprocess") -> Game | None:
 
-    if not hasattr(vs, "LabelPrivacy") or not hasattr(vs, "label_private_step"):
+    if not hasattr(vertical_messages, "LabelPrivacy") or not hasattr(vertical_label, "label_private_step"):
         return None
     y = np.where(np.arange(L_N) % 2 == 0, 1.0, -1.0)
     yb = y.copy()
@@ -170,20 +171,20 @@ def label_game(*, plant=None, bug: str = "", tag: str = "", backend: str = "inpr
     names = ("party1", "party2")
 
     def cfg(labels, private=True):
-        lp = vs.LabelPrivacy(noise_multiplier=nm, clip=1.0, rounds=None)
-        return vs.CoordinatorConfig(labels=labels, loss=get_loss("logistic"), lam=0.01, rho=1.0, party_names=names,
+        lp = vertical_messages.LabelPrivacy(noise_multiplier=nm, clip=1.0, rounds=None)
+        return vertical_messages.CoordinatorConfig(labels=labels, loss=get_loss("logistic"), lam=0.01, rho=1.0, party_names=names,
                                     fit_intercept=False, label_privacy=lp)
 
     def setup(side, total):
         specs = [PartySpec.of(SHARE_PROTOCOL, n, SHARE_PROTOCOL.setup_type(n=L_N), owner=n) for n in names]
-        return specs, engine.Hub(cfg(yb if side else y), vs.init_coordinator, vs.coordinator_step)
+        return specs, engine.Hub(cfg(yb if side else y), vertical_coordinator.init_coordinator, vertical_coordinator.coordinator_step)
 
     means = []
     for labels in (y, yb):
         c = cfg(labels)
-        st = vs.init_coordinator(c)[0]
-        zero = vs.PartyMessage(share=np.zeros(L_N))
-        means.append(np.asarray(vs.label_private_step(c, st, {n: zero for n in names}, rng=ZeroRNG())[1]["party2"].dual))
+        st = vertical_coordinator.init_coordinator(c)[0]
+        zero = vertical_messages.PartyMessage(share=np.zeros(L_N))
+        means.append(np.asarray(vertical_label.label_private_step(c, st, {n: zero for n in names}, rng=ZeroRNG())[1]["party2"].dual))
 
     def view(rec):
         return np.stack([np.asarray(m.dual, float) for m in rec["streams"]["hub->party2"][1:rec["total"] + 1]])[:, None]

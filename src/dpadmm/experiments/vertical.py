@@ -15,8 +15,8 @@ from ..data.datasets import A9A_PARTIES
 from ..estimators import VerticalLogisticRegression
 from .._validation import binary_labels
 from ..exceptions import InvalidDataError, InvalidParameterError
-from ..algorithms.vertical_data import default_row_clip
-from ..algorithms.vertical_data import prepare_block
+from ..data.prepare import default_row_clip
+from ..data.prepare import prepare_block
 from ..data.remote import party_sources
 from ..kernels.losses import get_loss
 from ..algorithms.vertical.report import LABELS_READABLE
@@ -130,7 +130,7 @@ def row_clips(data: VerticalData, row_clip) -> list[float]:
 
 
 def prepared(data: VerticalData, how: str, *, row_clip=None) -> VerticalData:
-    """Party-local preparation (:func:`dpadmm.algorithms.vertical_data.prepare_block`) of every block:
+    """Party-local preparation (:func:`dpadmm.data.prepare.prepare_block`) of every block:
     statistics from the party's own training rows, reused for its test rows; ``row_clip``: a list of
     R per party (feature-private runs) or None."""
     if how == "none":

@@ -33,7 +33,7 @@ from ..data.graphs import split_indices
 from ..backends import get_backend
 from ..data.graphs import make_graph
 from ..estimators.consensus import ConsensusLogisticRegression
-from ..algorithms.graph_consensus import alpha_for_budget, schedule_table
+from ..algorithms.consensus.schedules import alpha_for_budget, schedule_table
 from ..data.graphs import adjacency
 from ._plotting import legend_outside, plt, readable_log, save  # noqa: F401  (re-exported)
 from .zhang_plots import _dump, _write_curves_csv, plot_curves  # noqa: F401  (plot_curves: re-exported for the CLI)

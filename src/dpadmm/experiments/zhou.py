@@ -30,7 +30,7 @@ import pandas as pd
 
 from .registry import register
 from .. import engine
-from ..algorithms import functional_quantile as fq
+from ..algorithms.functional import hub as functional_hub, messages as functional_messages, rules as functional_rules
 from ..backends import PartySpec, get_backend
 from ..data.functional import simulate_zhou_scores, t3_quantile, zhou_basis, zhou_coefficients, zhou_grid
 from ..kernels import fpca as F
@@ -57,7 +57,7 @@ def method_config(method: str) -> dict:
     step η₀ = 4 on standardised scores and the average of the last half of 50 rounds (what the tables
     were validated with; the simulation's response needs no standardisation). The estimator's ``fast``
     (smoothed loss, shrinking step, 200 rounds) is tuned for accuracy on data in any units instead."""
-    cfg = dict(fq.METHODS[method])
+    cfg = dict(functional_rules.METHODS[method])
     if method == "fast":
         cfg.update(step="constant", eta0=4.0, smooth=(0.0, 1.0, 0.0), iterations=TABLE_ROUNDS)
     return cfg
@@ -100,7 +100,7 @@ def simulate_rep(rng: np.random.Generator, n: int, *, K: int = K_DEFAULT, standa
 
 
 def make_settings(levels: Sequence[tuple[float, float]], taus: Sequence[float], lam: float = LAM,
-                  noise_multipliers: Sequence[float] | None = None) -> tuple[fq.Settings, list[tuple]]:
+                  noise_multipliers: Sequence[float] | None = None) -> tuple[functional_messages.Settings, list[tuple]]:
     """Settings for every (privacy level × τ); y is shifted by −F^{-1}(τ) [Zhou, §5]."""
     keys, tau, z, e, d = [], [], [], [], []
     for i, (eps, delta) in enumerate(levels):
@@ -111,10 +111,10 @@ def make_settings(levels: Sequence[tuple[float, float]], taus: Sequence[float], 
             e.append(eps)
             d.append(delta)
     tau = np.array(tau)
-    return fq.Settings.make(tau, shift=-t3_quantile(tau), noise_multiplier=z, lam=lam, eps_iter=e, delta_iter=d), keys
+    return functional_messages.Settings.make(tau, shift=-t3_quantile(tau), noise_multiplier=z, lam=lam, eps_iter=e, delta_iter=d), keys
 
 
-def run_settings(rep: SimRep, n_workers: int, settings: fq.Settings, *, penalty: str, method: str = "fast",
+def run_settings(rep: SimRep, n_workers: int, settings: functional_messages.Settings, *, penalty: str, method: str = "fast",
                  iterations: int | None = None, seed: int = 0, metrics_every: int | None = None,
                  rho: float = RHO, c1: float | None = None):
     """Run every setting on one data set with all workers in one virtual party; returns
@@ -127,12 +127,12 @@ def run_settings(rep: SimRep, n_workers: int, settings: fq.Settings, *, penalty:
     opts = dict(rho=rho, n_workers=n_workers, penalty=penalty, local_step=mcfg["local_step"], step=mcfg["step"],
                 c1=float(c1 if c1 is not None else mcfg["c1"]), c2=C_2, c_w=C_W, eta0=mcfg["eta0"],
                 decay_start=L * (1.0 - mcfg["average_last"]) if mcfg["average_last"] > 0 else math.inf,
-                smooth=fq.smooth_schedule(mcfg.get("smooth", (0.0, 1.0, 0.0)), L, mcfg["average_last"]))
+                smooth=functional_rules.smooth_schedule(mcfg.get("smooth", (0.0, 1.0, 0.0)), L, mcfg["average_last"]))
     scores = SCORES_PROTOCOL.setup_type  # fq.setup_party's arguments by name
     spec = PartySpec.of(SCORES_PROTOCOL, "workers", scores(name="workers", A=rep.A[perm][None], y=rep.y[perm][None],
                                                            settings=settings, options=opts))
-    hub_cfg = fq.HubConfig(rho, ("workers",), (1, settings.size, K), average_last=mcfg["average_last"], rounds=L)
-    hub = engine.Hub(hub_cfg, fq.init_hub, fq.hub_step, fq.hub_metrics, metrics_every=metrics_every or L)
+    hub_cfg = functional_messages.HubConfig(rho, ("workers",), (1, settings.size, K), average_last=mcfg["average_last"], rounds=L)
+    hub = engine.Hub(hub_cfg, functional_hub.init_hub, functional_hub.hub_step, functional_hub.hub_metrics, metrics_every=metrics_every or L)
     res = engine.run(hub=hub, parties=[spec], backend=get_backend("inprocess"), rounds=L,
                      noise_seed=seed, monitor=metrics_every is not None, stop_on_convergence=False)
     return res.hub_state.output[0] / rep.scale, res.history

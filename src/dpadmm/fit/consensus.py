@@ -1,5 +1,5 @@
 """The runs of a consensus fit by M-ADMM [Zhang]: the node blocks → the fit runner → the router's final state; and
-the DP base-rate fallback's two rounds (:mod:`dpadmm.algorithms.consensus_baseline`).
+the DP base-rate fallback's two rounds (:mod:`dpadmm.algorithms.consensus.baseline`).
 
 The driver of :mod:`dpadmm.algorithms.consensus` (it runs the protocols on a backend, so it sits above the
 algorithm folders, below :class:`dpadmm.estimators.ConsensusLogisticRegression`; the accounting is
@@ -13,8 +13,8 @@ from typing import Sequence
 import numpy as np
 
 from .. import engine
-from ..algorithms import consensus_baseline as cb
-from ..algorithms import graph_consensus as gc
+from ..algorithms.consensus import baseline as cb
+from ..algorithms.consensus import messages as consensus_messages, router as consensus_router
 from ..algorithms.consensus.messages import Setup
 from ..algorithms.consensus.protocol import BASELINE_PROTOCOL as BASELINE
 from ..algorithms.consensus.protocol import PROTOCOL as CONSENSUS
@@ -40,9 +40,9 @@ def run_madmm(Xs, ys, G, A, V, *, eta, theta, alpha, C: float, reg: float, pertu
                       options=o)
         specs.append(PartySpec.of(CONSENSUS, name, setup, owner=name,
                                   streams=tuple(int(i) for i in idx) if len(groups) == 1 and N > 1 else ()))
-    hub_cfg = gc.RouterConfig(A=A, blocks=tuple(groups), n_nodes=N, dim=Xs[0].shape[1], tol=tol,
+    hub_cfg = consensus_messages.RouterConfig(A=A, blocks=tuple(groups), n_nodes=N, dim=Xs[0].shape[1], tol=tol,
                               record_path=bool(record_path))
-    hub = engine.Hub(hub_cfg, gc.init_router, gc.router_step, gc.router_metrics)
+    hub = engine.Hub(hub_cfg, consensus_router.init_router, consensus_router.router_step, consensus_router.router_metrics)
     if perturbation in ("pp", "dvp") and fallback_epsilon:  # a simulation's require_protocol: no-op
         backend.require_protocol(BASELINE.name, [name for name, _ in groups],
                                  f" (the DP base-rate fallback, fallback_epsilon={fallback_epsilon:g}; "

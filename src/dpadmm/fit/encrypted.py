@@ -1,5 +1,5 @@
 """The label party's side of a run of the encrypted protocol over any backend (in-process, processes, gRPC): the
-round loop of :mod:`.protocol`'s docstring. The label party's key, labels and block stay here."""
+round loop of :mod:`dpadmm.algorithms.encrypted.protocol`'s docstring. The label party's key, labels and block stay here."""
 
 from __future__ import annotations
 

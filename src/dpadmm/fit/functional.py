@@ -16,8 +16,8 @@ from typing import Callable, NamedTuple, Sequence
 import numpy as np
 
 from .. import engine
-from ..algorithms import functional_quantile as fq
-from ..algorithms import functional_statistics as fs
+from ..algorithms.functional import hub as functional_hub, messages as functional_messages, rules as functional_rules
+from ..algorithms.functional import statistics as functional_statistics, statistics_hub as functional_statistics_hub
 from ..algorithms.functional.messages import Setup
 from ..algorithms.functional.protocol import PROTOCOL, STATISTICS_PROTOCOL
 from ..algorithms.functional.report import calibrate_total, iteration_noise_multiplier
@@ -67,11 +67,11 @@ def calibrate(*, epsilon, total_epsilon, delta: float, accountant: str, L: int, 
     budget (a Gaussian release at z/√W composes exactly like W at z); with a per-iteration ε (the paper's
     convention) every release is at the iteration's z (W = 1)."""
     Ws, Wq, Wc = shares
-    B = fs.QUANTILE_STEPS
+    B = functional_statistics.QUANTILE_STEPS
     n_stats = 0
     if private:
-        hub_probe = fs.StatsHubConfig((), 1.0, y_range=y_range, curve_clip=curve_clip)
-        n_stats = fs.one_shot_releases(hub_probe)  # Gaussian releases per worker before the ADMM rounds
+        hub_probe = functional_statistics_hub.StatsHubConfig((), 1.0, y_range=y_range, curve_clip=curve_clip)
+        n_stats = functional_statistics_hub.one_shot_releases(hub_probe)  # Gaussian releases per worker before the ADMM rounds
     z = 0.0
     eps_iter, delta_iter = math.inf, 1.0
     if epsilon is not None:
@@ -105,8 +105,8 @@ def stats_specs(parts, parts_y, q, z_stats, z_quantile, z_compare, one_shot) -> 
 def run_statistics(hub_cfg, specs, backend, nseed, transcript) -> engine.RunResult:
     """One run of the pooled-statistics protocol (``fs.stats_*``) on a fresh backend; its noise stream is apart
     from the ADMM run's, so a seeded simulation never reuses noise."""
-    hub = engine.Hub(hub_cfg, fs.init_stats_hub, fs.stats_hub_step)
-    return runner.run(get_backend(backend), specs, hub, rounds=fs.stats_rounds(hub_cfg), noise_seed=_seed(nseed, 7),
+    hub = engine.Hub(hub_cfg, functional_statistics_hub.init_stats_hub, functional_statistics_hub.stats_hub_step)
+    return runner.run(get_backend(backend), specs, hub, rounds=functional_statistics_hub.stats_rounds(hub_cfg), noise_seed=_seed(nseed, 7),
                       monitor=False, stop_on_convergence=False, transcript=_tap(transcript, "statistics")).result
 
 
@@ -135,12 +135,12 @@ def pooled_statistics(parts, parts_y, grid, *, n_components: int, kind: str, y_r
     projection = None if fixed is None else fixed.phi * np.sqrt(fixed.q)[:, None]  # U = Q^{1/2}Φ, orthonormal
     names = [f"worker{i + 1}" for i in range(len(parts))]
     y_range = None if y_range is None else (float(y_range[0]), float(y_range[1]))
-    hub_cfg = fs.StatsHubConfig(tuple(names), z_stats, y_range=y_range,
+    hub_cfg = functional_statistics_hub.StatsHubConfig(tuple(names), z_stats, y_range=y_range,
                                 curve_clip=None if curve_clip is None else float(curve_clip),
                                 projection=projection, n_total=int(sum(v.size for v in parts_y)),
                                 tau=float(tau) if z_stats > 0 else None, quantile_multiplier=z_quantile)
     # no comparison in this run (its own run follows the ADMM): the workers hold no multiplier for it
-    specs = stats_specs(parts, parts_y, q, z_stats, z_quantile, 0.0, fs.one_shot_releases(hub_cfg))
+    specs = stats_specs(parts, parts_y, q, z_stats, z_quantile, 0.0, functional_statistics_hub.one_shot_releases(hub_cfg))
     res = run_statistics(hub_cfg, specs, backend, nseed, transcript)
     st = res.hub_state
     if "failed" in st.sums:
@@ -166,7 +166,7 @@ def pooled_statistics(parts, parts_y, grid, *, n_components: int, kind: str, y_r
         # noisy variances below the noise level say nothing: floor them at 3 noise standard deviations
         # of a covariance entry (z·Δ/n, Δ the moment release's sensitivity) so that no score is blown up by a
         # noise-sized divisor
-        var_floor = 3.0 * z_stats * fs.moment_release_sensitivity(c2) / n
+        var_floor = 3.0 * z_stats * functional_statistics.moment_release_sensitivity(c2) / n
     else:
         S[0, 0] = n
         cnt, s1, s2 = st.sums["y_sums"]
@@ -197,15 +197,15 @@ def run_constant_only(parts, parts_y, grid, *, y_range, tau: float, total_epsilo
                       accountant: str, nseed, backend, transcript=None):
     """Too few curves for the budget: the whole budget on the DP τ-quantile (B bisection counts, after the
     response histogram if no public range). Returns (the statistics run, z, the number of range releases)."""
-    B = fs.QUANTILE_STEPS
+    B = functional_statistics.QUANTILE_STEPS
     names = [f"worker{i + 1}" for i in range(len(parts))]
     y_range = None if y_range is None else (float(y_range[0]), float(y_range[1]))
-    probe = fs.StatsHubConfig((), 1.0, y_range=y_range, tau=float(tau), constant_only=True)
-    n_ranges = fs.one_shot_releases(probe)
+    probe = functional_statistics_hub.StatsHubConfig((), 1.0, y_range=y_range, tau=float(tau), constant_only=True)
+    n_ranges = functional_statistics_hub.one_shot_releases(probe)
     z = calibrate_total(float(total_epsilon), float(delta), B, extra_releases=n_ranges, accountant=accountant)
     q = F.trapezoid_weights(grid)
     specs = stats_specs(parts, parts_y, q, z, z, 0.0, n_ranges)
-    hub_cfg = fs.StatsHubConfig(tuple(names), z, y_range=y_range, n_total=int(sum(v.size for v in parts_y)),
+    hub_cfg = functional_statistics_hub.StatsHubConfig(tuple(names), z, y_range=y_range, n_total=int(sum(v.size for v in parts_y)),
                                 tau=float(tau), quantile_multiplier=z, constant_only=True)
     res = run_statistics(hub_cfg, specs, backend, nseed, transcript)
     if "failed" in res.hub_state.sums:
@@ -230,15 +230,15 @@ def run_admm(parts, parts_y, *, basis, scale, y_loc: float, y_scale: float, clip
         opts = dict(rho=float(rho), n_workers=M, penalty=penalty, l1_ratio=float(l1_ratio),
                     fit_intercept=bool(fit_intercept), local_step=method["local_step"], step=method["step"],
                     c1=c_total, c2=float(c2), c_w=float(c_w), eta0=eta0, decay_start=decay_start,
-                    smooth=fq.smooth_schedule(method.get("smooth", (0.0, 1.0, 0.0)), L, method["average_last"]),
+                    smooth=functional_rules.smooth_schedule(method.get("smooth", (0.0, 1.0, 0.0)), L, method["average_last"]),
                     worker_names=(name,))
         specs.append(PartySpec.of(PROTOCOL, name, Setup(name=name, X=Xi, y=yi, basis=basis, score_scale=scale,
                                                         y_loc=y_loc, y_scale=y_scale, clip=clip, settings=settings,
                                                         options=opts), owner=name))
     Kp = basis.n_components + (1 if fit_intercept else 0)
-    hub_cfg = fq.HubConfig(float(rho), tuple(names), (1, 1, Kp), average_last=method["average_last"], rounds=L,
+    hub_cfg = functional_messages.HubConfig(float(rho), tuple(names), (1, 1, Kp), average_last=method["average_last"], rounds=L,
                            tol=float(method["tol"]), adapt_rho=bool(method["adapt_rho"]))
-    hub = engine.Hub(hub_cfg, fq.init_hub, fq.hub_step, fq.hub_metrics)
+    hub = engine.Hub(hub_cfg, functional_hub.init_hub, functional_hub.hub_step, functional_hub.hub_metrics)
     return runner.run(get_backend(backend), specs, hub, rounds=L, noise_seed=nseed, callbacks=callbacks,
                       monitor=monitor, stop_on_convergence=method["tol"] > 0,
                       transcript=_tap(transcript, "admm")).result
@@ -251,8 +251,8 @@ def compare(parts, parts_y, grid, model: dict, *, z_stats: float, z_compare: flo
     q = F.trapezoid_weights(grid)
     specs = stats_specs(parts, parts_y, q, z_stats, 0.0, z_compare, 0)  # the comparison only
     names = tuple(sp.name for sp in specs)
-    hub_cfg = fs.StatsHubConfig(names, z_stats, compare=model, n_total=int(sum(v.size for v in parts_y)))
-    hub = engine.Hub(hub_cfg, fs.init_stats_hub, fs.stats_hub_step)
+    hub_cfg = functional_statistics_hub.StatsHubConfig(names, z_stats, compare=model, n_total=int(sum(v.size for v in parts_y)))
+    hub = engine.Hub(hub_cfg, functional_statistics_hub.init_stats_hub, functional_statistics_hub.stats_hub_step)
     res = runner.run(get_backend(backend), specs, hub, rounds=1, noise_seed=_seed(nseed, 11), monitor=False,
                      stop_on_convergence=False, transcript=_tap(transcript, "compare")).result
     return float(res.hub_state.sums["difference"][0]), res.ledger
@@ -277,7 +277,7 @@ def hand_over(parts, parts_y, grid, model: dict, w, *, y_loc: float, y_scale: fl
     the DP constant is handed over with probability ≤ Φ(−margin) (2.3% at 2); else the DP constant."""
     diff, ledger = compare(parts, parts_y, grid, model, z_stats=budget.z_stats, z_compare=budget.z_compare,
                            nseed=nseed, backend=backend, transcript=transcript)
-    sd = budget.z_compare * fs.compare_sensitivity(model) * math.sqrt(len(parts))
+    sd = budget.z_compare * functional_statistics.compare_sensitivity(model) * math.sqrt(len(parts))
     threshold = -margin * sd
     if diff < threshold:
         return HandOver(w, "model", diff, threshold, ledger)

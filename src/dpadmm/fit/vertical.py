@@ -22,8 +22,8 @@ from sklearn.exceptions import ConvergenceWarning
 from .. import engine
 from .._history import History
 from .._validation import noise_seed
-from ..algorithms import vertical_label as vl
-from ..algorithms import vertical_sharing as vs
+from ..algorithms.vertical import label as vertical_label, messages as vertical_messages
+from ..algorithms.vertical import coordinator as vertical_coordinator, party as vertical_party
 from ..algorithms.vertical.messages import Setup
 from ..algorithms.vertical.protocol import PROTOCOL
 from ..algorithms.vertical.report import gaussian_assumptions, paper_assumptions, vertical_run_report
@@ -44,9 +44,9 @@ class RankDeficiencyWarning(UserWarning):
 
 
 #: the requests a vertical party answers besides its protocol step (declared, nothing else runs)
-HANDLERS = {"coef": vs.party_coef, "rank": vs.party_rank, "score": vs.eval_score}
+HANDLERS = {"coef": vertical_party.party_coef, "rank": vertical_party.party_rank, "score": vertical_party.eval_score}
 #: the label party also answers the exact refit of its own block after a label-private run
-LABEL_PARTY_HANDLERS = dict(HANDLERS, refit=vl.refit_label_block)
+LABEL_PARTY_HANDLERS = dict(HANDLERS, refit=vertical_label.refit_label_block)
 
 
 def is_source(block) -> bool:
@@ -64,7 +64,7 @@ def rr_labels(y, epsilon: float, nseed, n_parties: int, checkpoint_dir, resume_f
     if resume_from is not None and (Path(resume_from) / "rr_labels.npy").is_file():
         return np.load(Path(resume_from) / "rr_labels.npy"), [PureDPRelease("coordinator", 0, epsilon, LABEL_CHANGE)]
     rng = np.random.default_rng() if nseed is None else party_rng(nseed, n_parties + 1, 0)
-    y_rr, events = vl.randomized_response(y, epsilon, rng=rng)
+    y_rr, events = vertical_label.randomized_response(y, epsilon, rng=rng)
     if checkpoint_dir is not None:
         Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)
         np.save(Path(checkpoint_dir) / "rr_labels.npy", y_rr)
@@ -132,16 +132,16 @@ def _calibrate(est, *, mode, mm: bool, rr: bool, label_mode: bool, loss, max_ite
     label_spec = None
     sigma_label = 0.0
     if mm and (rr or not label_mode):  # the linearised coordinator without label noise: labels unprotected,
-        label_spec = vl.LabelPrivacy(noise_scale=0.0, rounds=max_iter)  # or already randomized (rr)
+        label_spec = vertical_messages.LabelPrivacy(noise_scale=0.0, rounds=max_iter)  # or already randomized (rr)
     rr_events, hub_labels = [], y_fit
     if rr:  # the label party's one release of its labels; everything after is post-processing
         hub_labels, rr_events = rr_labels(y_fit, float(est.label_epsilon), nseed, n_blocks, checkpoint_dir,
                                           resume_from)
         notes.append(f"labels: randomized response at label epsilon = {est.label_epsilon:g} (flip probability "
-                     f"{vl.flip_probability(est.label_epsilon):.4g}); the coordinator runs on the released labels")
+                     f"{vertical_label.flip_probability(est.label_epsilon):.4g}); the coordinator runs on the released labels")
     if label_mode and not rr:
         label_clip = 1.0
-        W = vs.label_sensitivity(label_gap=1.0 if loss.name == "logistic" else math.inf, clip=label_clip,
+        W = vertical_messages.label_sensitivity(label_gap=1.0 if loss.name == "logistic" else math.inf, clip=label_clip,
                                  fit_intercept=bool(est.fit_intercept))
         if est.label_epsilon is not None:
             # T rounds make T − 1 releases: the first party step sees the zero inbox, the last hub step releases none
@@ -149,7 +149,7 @@ def _calibrate(est, *, mode, mm: bool, rr: bool, label_mode: bool, loss, max_ite
             sigma_label = label_nm * W
         else:
             sigma_label = float(est.label_noise_scale)
-        label_spec = vl.LabelPrivacy(noise_multiplier=label_nm,
+        label_spec = vertical_messages.LabelPrivacy(noise_multiplier=label_nm,
                                      noise_scale=None if est.label_epsilon is not None else sigma_label,
                                      clip=label_clip, rounds=max_iter)
     return _Noise(nm, label_nm, sigma_label, label_spec, rr_events, hub_labels)
@@ -199,12 +199,12 @@ def fit_vertical(est, X, y, *, eval_set=None, callbacks: Sequence[Callable] = ()
                        notes=notes)
     V, V_inf = est._clip(n, rho, noise.sigma_label)
     if private and not paper:
-        assumptions = gaussian_assumptions(V, V_inf, est.relation, vs.RELATIONS[est.relation].description)
+        assumptions = gaussian_assumptions(V, V_inf, est.relation, vertical_messages.RELATIONS[est.relation].description)
     lam_run = est._run_lam(n)  # λ of the joint run (stronger on randomized-response labels)
     damping = (0.0 if (private or mm) else 0.5) if est.damping == "auto" else float(est.damping)
     pspec = None
     if private:
-        pspec = vs.PrivacySpec(noise_multiplier=noise.nm, noise_scale=est.noise_scale, c1=1.0, bounds=bounds,
+        pspec = vertical_messages.PrivacySpec(noise_multiplier=noise.nm, noise_scale=est.noise_scale, c1=1.0, bounds=bounds,
                                n_parties=len(blocks), mechanism=est.mechanism, relation=est.relation,
                                clip=V, clip_inf=V_inf)
     specs = []
@@ -217,13 +217,13 @@ def fit_vertical(est, X, y, *, eval_set=None, callbacks: Sequence[Callable] = ()
             opts["labels"] = y_fit  # the label party's own (exact) labels (party 1 is the label holder)
         handlers = LABEL_PARTY_HANDLERS if (m == 0 and refits) else HANDLERS
         specs.append(PartySpec.of(PROTOCOL, name, Setup(name=name, D=B, options=opts), owner=name, handlers=handlers))
-    hub_cfg = vs.CoordinatorConfig(
+    hub_cfg = vertical_messages.CoordinatorConfig(
         labels=noise.hub_labels, loss=loss, lam=lam_run, rho=rho,
         party_names=tuple(s.name for s in specs), bounds=bounds, fit_intercept=bool(est.fit_intercept),
         adaptive_rho=bool(est.adaptive_rho),
         tol=float(est.tol), eval_labels={k: yv for k, (_, yv) in evals.items()}, label_privacy=noise.label_spec,
     )
-    hub = engine.Hub(hub_cfg, vs.init_coordinator, vs.coordinator_step, vs.coordinator_metrics)
+    hub = engine.Hub(hub_cfg, vertical_coordinator.init_coordinator, vertical_coordinator.coordinator_step, vertical_coordinator.coordinator_metrics)
     started: dict = {}
 
     def on_started(backend):

@@ -6,7 +6,7 @@ enter its noise and sensitivity. So a party started with ``dpadmm party serve`` 
 :class:`PartyPolicy` — its operator's flags and/or a ``--policy FILE`` (JSON or TOML) — and
 
 1. checks every privacy-relevant Setup field against it (per protocol: the hooks named by each
-   algorithm's ``PROTOCOL.policy``, :mod:`dpadmm.algorithms.policies`): the neighbouring relation and
+   algorithm's ``PROTOCOL.policy``, its folder's ``policy.py``): the neighbouring relation and
    its constants, the regulariser and its weight, the clip bounds and the mechanism, the noise
    multiplier floor, the score clip (functional), the row normalisation and the noise rate
    (consensus); a value that departs is refused before anything is read or released, with one error
@@ -97,7 +97,7 @@ class PartyPolicy:
     released.
     ``ledger_dir``: where the party's ledgers live, one per data set (:mod:`dpadmm.privacy.ledger_files`; ``party
     serve`` always sets it, ``--ledger-dir``); None: the ledger is in the party's ``out`` directory.
-    PSI (:mod:`dpadmm.data.psi`): ``psi_max_query`` caps the ids one query may hold, ``psi_max_runs`` the PSI runs
+    PSI (:mod:`dpadmm.algorithms.psi`): ``psi_max_query`` caps the ids one query may hold, ``psi_max_runs`` the PSI runs
     per ``psi_period`` seconds (None: no cap).
     """
 

@@ -1,4 +1,4 @@
-"""The party runtime's two doors to membership (:mod:`dpadmm.data.psi`, "PSI is the only door"): the rows a Setup
+"""The party runtime's two doors to membership (:mod:`dpadmm.algorithms.psi`, "PSI is the only door"): the rows a Setup
 may name, and the operator's caps on PSI runs — as refusals of the party's policy (one line, audited as refused)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ PSI_RUNS_NAME = "psi_runs.json"  # in the party's --out: when its PSI runs were 
 
 
 def admit_rows(party: str, key: str, path, params: Mapping[str, Any]) -> dict:
-    """:func:`dpadmm.data.psi.setup_rows`, refused as the party's policy (the Setup then releases nothing)."""
+    """:func:`dpadmm.data.alignment.setup_rows`, refused as the party's policy (the Setup then releases nothing)."""
     try:
         return setup_rows(party, key, path, params)
     except ProtocolError as exc:

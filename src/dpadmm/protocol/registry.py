@@ -2,7 +2,7 @@
 
 Each algorithm folder's ``protocol.py`` declares its ``PROTOCOL`` and calls ``register(PROTOCOL)``;
 :mod:`dpadmm.algorithms` imports every folder's ``protocol.py`` explicitly, so importing it fills
-the registry with the algorithms (``dpadmm.data.psi`` and ``dpadmm.backends.selftest`` declare
+the registry with the algorithms (``dpadmm.algorithms.psi`` and ``dpadmm.backends.selftest`` declare
 a module-level ``PROTOCOL``, registered when first looked up). This module sits *below* them (they import it), so it cannot import
 them back at its top: a lookup first imports, once, the packages in :data:`PROVIDERS` by name — the
 one place the registry names its providers, as strings only because they register themselves.

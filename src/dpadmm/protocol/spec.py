@@ -44,7 +44,7 @@ class Protocol:
     expects a :class:`PartyData` reference, and refuses arrays sent by the coordinator unless its
     operator started it with ``--accept-coordinator-data``, a simulation of a deployment),
     ``policy`` (:class:`PolicyHooks`: the party's fields and the coordinator's, the check and the price);
-    ``alignment`` marks an id-alignment protocol (:mod:`dpadmm.data.psi`): it releases no value computed
+    ``alignment`` marks an id-alignment protocol (:mod:`dpadmm.algorithms.psi`): it releases no value computed
     from features or labels (only what PSI reveals), so privacy budgets and ``--requests`` do not apply;
     ``peer_to_peer`` lets nodes run the protocol without a router (:mod:`dpadmm.backends.grpc_p2p`): the
     party's inbox of a round from the sum of its neighbours' broadcasts, and its broadcast from its outbox;

@@ -2,5 +2,5 @@
 encryption (sf-heu, 2048-bit keys), DP noise on both sides. ``forward="encrypted"`` (any number of non-label
 parties, the Taylor-approximated loss) keeps every per-row score from the label party; ``forward="clear"`` (any number of
 parties) does not, and its features are NOT protected. Declaration, threat model and proofs: :mod:`.protocol`;
-the HE interface: :mod:`.he`; the parties: :mod:`.party`, :mod:`.label`; the round loop: :mod:`.driver`. Needs the
+the HE interface: :mod:`.he`; the parties: :mod:`.party`, :mod:`.label`; the round loop: :mod:`dpadmm.fit.encrypted`. Needs the
 ``he`` extra: ``pip install "dpadmm[he]"``."""

@@ -1,5 +1,5 @@
 """The encrypted vertical protocol's party-side policy hooks (``PROTOCOL.policy``): which Setup fields are the
-party's, the check, and the price. Same contract as :mod:`dpadmm.algorithms.policies`."""
+party's, the check, and the price. Same contract as every folder's ``policy.py``."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ sends **no per-row value computed from a party's features during training**:
 
 1. the label party sends the training labels to every other party: exactly (the labels are then NOT protected,
    as in vertical ADMM without ``label_epsilon``), or once through randomized response at label ε
-   (:func:`dpadmm.algorithms.vertical_label.randomized_response`; everything after is post-processing);
+   (:func:`dpadmm.algorithms.vertical.label.randomized_response`; everything after is post-processing);
 2. each other party m fits a ridge-logistic model on its own block (an intercept column included) and those
    labels, and perturbs its coefficient with Gaussian noise (output perturbation) — :func:`fit_expert`; the
    coefficient never leaves the party;
@@ -22,7 +22,7 @@ What step 3 sends is post-processing of the DP coefficient (a function of it and
 training set), so the feature-side ε covers every release ever made from the training features, scoring of
 new records included. The logit of a TRAINING row ``a_i·θ̃`` is not post-processing: it is a per-row function
 of the protected row itself, outside the guarantee; so a party refuses to score rows that share an id with
-its training rows (:mod:`.vertical_experts_party`, which serves this protocol over the network: Setup, one
+its training rows (:mod:`.party`, which serves this protocol over the network: Setup, one
 fit, logits on new records; the coefficient never leaves the party). The price: the parties' models are fitted separately, so
 what the features explain jointly but not one party alone is lost, and correlated parties are over-counted.
 

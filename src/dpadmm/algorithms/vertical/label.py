@@ -20,7 +20,7 @@ shares on its exact labels and keeps that model or its own, whichever cross-vali
 own rows (:func:`refit_label_block`): never worse than the label party alone, within the noise of the
 choice. That model never leaves the label party.
 
-See :mod:`dpadmm.algorithms.vertical_sharing` for the recursion these steps plug into.
+See :mod:`dpadmm.algorithms.vertical` for the recursion these steps plug into.
 """
 
 from __future__ import annotations

@@ -24,15 +24,15 @@ Iteration t (``s̃ = Σ_k D_k x̃_k``, the sum of the *shared* — possibly nois
     range(D_m)). Kept to reproduce the paper only: every release lies in range(D_m), a subspace that
     depends on the private data, so it is not DP for any δ < 1 (docs/algorithms.md §1 erratum); reports give ε = ∞.
 
-- DP, label side: beyond the paper, in :mod:`dpadmm.algorithms.vertical_label` (the label party's
+- DP, label side: beyond the paper, in :mod:`dpadmm.algorithms.vertical.label` (the label party's
   mechanisms, its exact refit and its choice against its own model). Party-side data (reading a
-  party's own file, bounding its rows): :mod:`dpadmm.algorithms.vertical_data`.
+  party's own file, bounding its rows): :mod:`dpadmm.algorithms.vertical.data`.
 
-Auditing (for ``dpadmm audit --end-to-end``): :func:`dpadmm.estimators.vertical.audit_fit` runs a
+Auditing (for ``dpadmm audit --end-to-end``): :func:`dpadmm.estimators.vertical_audit.audit_fit` runs a
 whole private fit on a small instance (these step functions, through the engine) and returns exactly
 what the adversary of the chosen side sees, with the ε the fit reports::
 
-    from dpadmm.estimators.vertical import audit_fit
+    from dpadmm.estimators.vertical_audit import audit_fit
     view, eps = audit_fit([B1, B2], y, side="feature", relation="record", epsilon=1.0, max_iter=3, seed=k)
     view, eps = audit_fit([B1, B2], y_flipped, side="label", epsilon=1.0, seed=k)
 

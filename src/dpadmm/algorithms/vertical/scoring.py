@@ -5,7 +5,7 @@ party itself at ``Finish``) and the label party (the coordinator's organisation)
 intercept, the weight on the other parties' partial scores and, after a private fit, its own
 refitted block (``label_model.npz``). To score new records (the bank's new customers):
 
-1. the parties align the new records' ids — by PSI (:mod:`dpadmm.data.psi`, key ``new``) or by the
+1. the parties align the new records' ids — by PSI (:mod:`dpadmm.algorithms.psi`, key ``new``) or by the
    ids the label party already shares with them;
 2. each party is started for protocol ``vertical-scoring`` with its own new-records file and its
    own model file (``--data new=FILE --data model=OUT/model.npz``); ``Setup`` reads both (the

@@ -6,15 +6,12 @@ import time
 from pathlib import Path
 
 from . import _backend as bk
-from ._common import console, elapsed, output_dir, progress, standard_names, write_json
+from ._common import BASE_RATE_NAMES, console, elapsed, output_dir, progress, standard_names, write_json
 from ..exceptions import DataFileError, InvalidParameterError
 
-# final.test_base_rate_source: what the trivial model's rate was (experiments.gossip: no exact training count in a
-# private run)
+# final.test_base_rate_source in the printed line (experiments.gossip: no exact training count in a private run)
 BASE_RATE_SOURCE = {"training-labels": "the training base rate", "dp": "the DP base rate of the range rounds",
                     "test-set": "the test set's own base rate: local evaluation"}
-BASE_RATE_NAME = {"training-labels": "predicting the training base rate", "dp": "predicting the DP base rate",
-                  "test-set": "predicting the test set's own base rate"}
 
 
 def backend_options(backend: str, *, ray_address, ray_resources, timeout, peer, tls, insecure, peer_to_peer, out,
@@ -183,10 +180,10 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
                                   f"base rate in {worse} of {len(f['test_loss'])} run(s); each node's recalibrated "
                                   f"model (node_models.npz) is the one it should use")
                 v = verdict("the nodes' mean test log loss", f["node_test_loss_run_max"], f["test_base_rate_loss"],
-                            BASE_RATE_NAME[f["test_base_rate_source"]], fix)
+                            BASE_RATE_NAMES[f["test_base_rate_source"]], fix)
             else:
                 v = verdict("test log loss", max(f["test_loss"]), f["test_base_rate_loss"],
-                            BASE_RATE_NAME[f["test_base_rate_source"]], fix)
+                            BASE_RATE_NAMES[f["test_base_rate_source"]], fix)
         else:  # a private run without --monitor keeps no training loss: nothing to judge without a test set
             v = verdict("final training loss", f.get("train_loss_mean"), f.get("base_rate_train_loss"),
                         "predicting the base rate", fix)

@@ -101,7 +101,8 @@ if importlib.util.find_spec("heu") is not None:
                            "--iterations", "2", "--normalize-rows"], "vertical")
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c == "encrypted" else c
+                                  for c in sorted(CASES)])  # encrypted: ~18 s (homomorphic rounds)
 def test_private_metrics_invert_to_no_exact_training_count(case, data, capsys):
     tmp, X, y, train, test = data
     args, kind = CASES[case]

@@ -130,6 +130,8 @@ def standard_names(metrics: dict) -> dict:
         base = metrics.setdefault("baselines", {})
         if isinstance(base, dict):
             base.setdefault("base_rate", {}).setdefault("test_log_loss", f["test_base_rate_loss"])
+            if "test_base_rate_source" in f:
+                base["base_rate"].setdefault("source", f["test_base_rate_source"])
     return metrics
 
 
@@ -148,6 +150,24 @@ def base_rate_log_loss(y_train, y_eval) -> float:
     ye = np.asarray(y_eval, dtype=float).ravel() > 0
     p = float(np.clip(yt.mean(), 1e-12, 1 - 1e-12))
     return float(-np.mean(np.where(ye, np.log(p), np.log1p(-p))))
+
+
+#: what ``baselines.base_rate`` predicts (its ``source``), in the words of a verdict
+BASE_RATE_NAMES = {"training-labels": "predicting the training base rate", "dp": "predicting the DP base rate",
+                   "test-set": "predicting the test set's own base rate"}
+
+
+def base_rate_baseline(y_train, y_test, *, private: bool) -> dict:
+    """``baselines.base_rate``: the test log loss of predicting a base rate, and which (``source``). A non-private run:
+    the training base rate. A private run keeps no exact training count (issue 35): the test set's own base rate,
+    local evaluation on the evaluator's own rows."""
+    if private:
+        return {"test_log_loss": base_rate_log_loss(y_test, y_test), "source": "test-set"}
+    return {"test_log_loss": base_rate_log_loss(y_train, y_test), "source": "training-labels"}
+
+
+def base_rate_name(baseline: dict) -> str:
+    return BASE_RATE_NAMES[baseline.get("source", "training-labels")]
 
 
 def to_jsonable(obj: Any) -> Any:

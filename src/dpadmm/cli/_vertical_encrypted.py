@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
-from ._common import base_rate_log_loss, console, elapsed, output_dir, write_json
+from ._common import base_rate_baseline, console, elapsed, output_dir, write_json
 
 
 def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsilon, prepare: str, row_clip, seed,
@@ -49,7 +49,7 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
         final.update({f"test_{k}": v for k, v in model.score_metrics(test, data.y_test).items()})
         # one "label party alone" per data set: its raw columns, its own standardisation, whatever the options
         p = label_party_alone_proba(data.train[0], data.y, data.test[0], BASELINE_LAM)
-        baselines = {"base_rate": {"test_log_loss": base_rate_log_loss(data.y, data.y_test)},
+        baselines = {"base_rate": base_rate_baseline(data.y, data.y_test, private=model.privacy_ is not None),
                      "label_party_alone": {f"test_{k}": v for k, v in _classifier_metrics(p, data.y_test).items()}}
     metrics = {"config": {"protocol": "encrypted", "rounds": T, "lam": model.lam, "step": model.step,
                           "epsilon": epsilon, "label_epsilon": label_epsilon, "label_mechanism": label_mechanism,

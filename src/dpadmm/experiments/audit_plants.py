@@ -1,6 +1,7 @@
 """Planted bugs for the worst-case audit games: each wraps the real step of one party (its generator, a patched
 library function while it steps, or the options it is set up with) or the hub's generator, for one run only —
 the library itself is never edited. A plant maps ``(party specs, hub) -> (party specs, hub, context manager)``.
+At the end, plants of every generator of a fit (:func:`~.audit_games.planted_generators`): ``dpadmm audit --plant``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import contextlib
 import dataclasses
 from unittest import mock
 
-from .audit_games import ReplayRNG, ScaledRNG
+from .audit_games import RepeatRNG, ReplayRNG, ScaledRNG
 
 
 
@@ -110,3 +111,37 @@ def plant_hub_rng(make_rng):
             return real(cfg, state, outboxes, rng=make_rng(rng))
         return specs, dataclasses.replace(hub, step=step), contextlib.nullcontext()
     return plant
+
+
+# ----------------------------------------------------------------------------- every generator of a fit
+def noise_times(factor: float):
+    """A :func:`~.audit_games.planted_generators` factory: every noise draw times ``factor`` (a Gaussian's σ, a Gamma
+    radius; a randomized-response flip probability)."""
+    return lambda: (lambda rng, who: ScaledRNG(rng, factor))
+
+
+def draws_reused():
+    """A :func:`~.audit_games.planted_generators` factory: each party's every second draw (per noise method and shape,
+    over one fit) repeats its previous one (:class:`~.audit_rngs.RepeatRNG`)."""
+    def factory():
+        stores: dict = {}
+        return lambda rng, who: RepeatRNG(rng, stores.setdefault(who, {}))
+    return factory
+
+
+PLANT_HELP = "noise=F (every noise draw times F, e.g. noise=0.3) or reuse (every second draw repeats the previous one)"
+
+
+def parse_plant(text: str):
+    """``dpadmm audit --plant``'s value as a factory; ValueError names the accepted forms."""
+    key, _, value = text.strip().partition("=")
+    if key == "reuse" and not value:
+        return draws_reused()
+    if key == "noise":
+        try:
+            factor = float(value)
+        except ValueError:
+            factor = float("nan")
+        if 0.0 < factor < float("inf"):
+            return noise_times(factor)
+    raise ValueError(f"--plant {text!r} is not understood: use {PLANT_HELP}.")

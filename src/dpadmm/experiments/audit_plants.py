@@ -121,15 +121,14 @@ def noise_times(factor: float):
 
 
 def draws_reused():
-    """A :func:`~.audit_games.planted_generators` factory: each party's every second draw (per noise method and shape,
-    over one fit) repeats its previous one (:class:`~.audit_rngs.RepeatRNG`)."""
-    def factory():
-        stores: dict = {}
-        return lambda rng, who: RepeatRNG(rng, stores.setdefault(who, {}))
-    return factory
+    """A :func:`~.audit_games.planted_generators` factory: every party's every second generator repeats the draws of
+    the one before (:class:`~.audit_rngs.RepeatRNG`): round 2j + 1 of a fit reuses round 2j's draws (the encrypted
+    games, one generator per fit: fit 2j + 1 reuses fit 2j's)."""
+    stores: dict = {}  # per party, over every fit the plant is active for (its generators' numbers carry on)
+    return lambda: (lambda rng, who: RepeatRNG(rng, stores.setdefault(who, {})))
 
 
-PLANT_HELP = "noise=F (every noise draw times F, e.g. noise=0.3) or reuse (every second draw repeats the previous one)"
+PLANT_HELP = "noise=F (every noise draw times F, e.g. noise=0.3) or reuse (each party's odd rounds repeat the draws of the round before)"
 
 
 def parse_plant(text: str):

@@ -74,26 +74,32 @@ class ReplayRNG:
 
 
 class RepeatRNG:
-    """A generator that repeats draws (plant: a draw reused): every second call of each noise method
-    (``standard_normal``, ``normal``, ``gamma``, ``random``) with the same shape returns the previous call's values.
-    ``store`` is shared by the generators of one party over one fit (a step per round gets a new generator), so a
-    round's draw is the previous round's; a Gaussian step multiplies it by its own σ (the reuse is rescaled)."""
+    """A generator that repeats draws (plant: a draw reused). ``store`` is one party's, shared by the generators it
+    is handed: each generator, at its first draw, takes the next number of that party's generators; an odd-numbered
+    one returns, for its k-th call of a noise method (``standard_normal``, ``normal``, ``gamma``, ``random``) with a
+    given shape, what the previous generator's k-th such call returned. A step gets a generator per round, so round
+    2j + 1 reuses round 2j's draws (a Gaussian step multiplies them by its own σ: the reuse is rescaled); a fit that
+    uses one generator throughout reuses the previous fit's."""
 
     def __init__(self, rng, store: dict):
-        self.rng, self.store = rng, store
+        self.rng, self.store, self.calls, self.number = rng, store, {}, None
 
     def _draw(self, method: str, shape, make):
-        key = (method, tuple(np.atleast_1d(shape)) if shape is not None else ())
-        count, last = self.store.get(key, (0, None))
-        value = last if count % 2 == 1 and last is not None else make()
-        self.store[key] = (count + 1, value)
-        return np.copy(value) if isinstance(value, np.ndarray) else value
+        if self.number is None:  # this generator's number among the party's, at its first draw
+            self.number = self.store["count"] = self.store.get("count", -1) + 1
+        key = (method, tuple(int(v) for v in np.atleast_1d(shape)) if shape is not None else ())
+        k = self.calls[key] = self.calls.get(key, -1) + 1
+        previous = self.store.get((self.number - 1, key, k))
+        value = previous if self.number % 2 == 1 and previous is not None else make()
+        self.store.pop((self.number - 2, key, k), None)  # keep one generator's draws back
+        self.store[(self.number, key, k)] = value
+        return np.copy(value)
 
     def standard_normal(self, size=None, dtype=np.float64, out=None):
         shape = size if out is None else out.shape
-        z = self._draw("standard_normal", shape, lambda: self.rng.standard_normal(shape, dtype=dtype))
+        z = self._draw("standard_normal", shape, lambda: np.asarray(self.rng.standard_normal(shape, dtype=dtype)))
         if out is None:
-            return z
+            return z if shape is not None else z[()]
         out[...] = z
         return out
 
@@ -102,11 +108,12 @@ class RepeatRNG:
         return np.asarray(loc) + np.asarray(scale) * self.standard_normal(shape)
 
     def gamma(self, shape, scale=1.0, size=None):
-        g = self._draw("gamma", size, lambda: self.rng.gamma(shape, 1.0, size))  # unit scale, rescaled below
-        return np.asarray(scale) * g
+        g = self._draw("gamma", size, lambda: np.asarray(self.rng.gamma(shape, 1.0, size)))  # unit scale, rescaled
+        return np.asarray(scale) * (g if size is not None else g[()])
 
     def random(self, size=None, dtype=np.float64, out=None):
-        return self._draw("random", size, lambda: self.rng.random(size, dtype=dtype))
+        u = self._draw("random", size, lambda: np.asarray(self.rng.random(size, dtype=dtype)))
+        return u if size is not None else float(u)
 
     def __getattr__(self, name):
         return getattr(self.rng, name)

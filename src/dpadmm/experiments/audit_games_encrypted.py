@@ -45,7 +45,7 @@ import numpy as np
 
 from ..algorithms.encrypted import he, label
 from ..algorithms.encrypted import party as ep
-from .audit_games import DELTA, EPSILON, Game, ScaledRNG, ZeroRNG, calibrated_nm
+from .audit_games import DELTA, EPSILON, Game, ScaledRNG, ZeroRNG, calibrated_nm, generator_plant
 
 SCALE = float(2 ** (ep.RESIDUAL_BITS + ep.BLOCK_BITS))  # a decrypted column sum's fixed point
 
@@ -216,7 +216,9 @@ def _player(fit, nm: float, factor: float):
         trials = []
         for s in seeds:
             rng = np.random.default_rng(int(s))
-            view, events = fit(side, rng if factor == 1.0 else ScaledRNG(rng, factor), nm=nm)
+            rng = rng if factor == 1.0 else ScaledRNG(rng, factor)
+            wrap = generator_plant()  # ``dpadmm audit --plant``: the fit's generator (one per fit, every party's)
+            view, events = fit(side, rng if wrap is None else wrap(rng, game.mechanism_party), nm=nm)
             trials.append({"view": view, "means": means, "events": events, "total": game.rounds})
         return {"trials": trials, "events": [e for t in trials for e in t["events"]], "total": runs * game.rounds}
     return player

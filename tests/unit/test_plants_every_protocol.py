@@ -166,8 +166,8 @@ def experts_releases(plant) -> tuple[list, list, float]:
     perturbation; two feature parties of 150 columns): each fit's released labels' flips, each party's coefficient
     noise over its stated σ (the un-noised coefficient: the party's real ``fit_expert`` replayed without noise on the
     same inputs), and the flip probability."""
-    from dpadmm.algorithms import vertical_experts as ve
-    from dpadmm.algorithms import vertical_label as vl
+    from dpadmm.algorithms.experts import model as ve
+    from dpadmm.algorithms.vertical import label as vl
     from dpadmm.estimators import vertical_experts as estimator
     from dpadmm.estimators.vertical_experts import VerticalExpertsClassifier
 

@@ -6,7 +6,8 @@ import time
 from pathlib import Path
 
 from . import _backend as bk
-from ._common import BASE_RATE_NAMES, console, elapsed, output_dir, progress, standard_names, write_json
+from ._common import console, elapsed, output_dir, progress, standard_names, write_json
+from ._baselines import BASE_RATE_NAMES
 from ..exceptions import DataFileError, InvalidParameterError
 
 # final.test_base_rate_source in the printed line (experiments.gossip: no exact training count in a private run)
@@ -104,7 +105,7 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
     import numpy as np
 
     from .._validation import check_int, check_positive
-    from ._common import verdict
+    from ._baselines import verdict
     from ..algorithms.gossip.schedule import DEFAULT_RANGE_ROUNDS, default_schedule
     from ..experiments.gossip import run_gossip
     from ..experiments.zhang import load_data, plot_curves

@@ -10,7 +10,8 @@ import math
 from pathlib import Path
 
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
-from ._common import base_rate_baseline, console, elapsed, output_dir, write_json
+from ._common import console, elapsed, output_dir, write_json
+from ._baselines import base_rate_baseline
 
 
 def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsilon, prepare: str, row_clip, seed,

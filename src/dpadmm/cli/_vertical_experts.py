@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import (base_rate_baseline, console, elapsed, loss_tolerance, output_dir, party_data_refs, per_row_log_loss,
-                      verdict, write_json)
+from ._common import console, elapsed, output_dir, party_data_refs, write_json
+from ._baselines import base_rate_baseline, loss_tolerance, per_row_log_loss, verdict
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 
 #: options of the ADMM protocol that mean nothing here (name -> value meaning "not given")

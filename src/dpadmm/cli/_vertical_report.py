@@ -99,7 +99,7 @@ def _advice(metrics) -> str:
 def _trivial_verdict(metrics, data) -> str | None:
     """A verdict line if the model is worse than the stronger baseline: on the test set (when there is
     one) the better of the base rate and the label party alone; else the training objective vs log 2."""
-    from ._common import base_rate_name, verdict
+    from ._baselines import base_rate_name, verdict
 
     f = metrics["final"]
     fix = "try " + _advice(metrics)

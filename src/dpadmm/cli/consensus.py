@@ -200,7 +200,7 @@ def consensus(
         console.print("privacy: " + "\n  ".join(metrics["privacy"]["summary"]) + with_fb)
         if monitor and pb is not None:
             console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
-        from ._common import BASE_RATE_NAMES, verdict
+        from ._baselines import BASE_RATE_NAMES, verdict
 
         handed = f.get("handed_over") or []
         if private and f.get("dp_base_rate") and f["dp_base_rate"][0] is not None:

@@ -10,7 +10,8 @@ import numpy as np
 import typer
 
 from ._app import app
-from ._common import base_rate_log_loss, console, elapsed, fmt_prob, output_dir, progress, verdict, write_json
+from ._common import console, elapsed, fmt_prob, output_dir, progress, write_json
+from ._baselines import base_rate_log_loss, verdict
 from .vertical import DEMO_DELTA, _check_budget
 
 DEMO_LAM = 1e-3

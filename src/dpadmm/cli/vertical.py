@@ -369,7 +369,7 @@ def vertical(
 
                 write_label_model(stage, model, data)
             c = metrics["config"]
-            from ._common import base_rate_name
+            from ._baselines import base_rate_name
 
             base = (metrics.get("baselines") or {}).get("base_rate")
             trivial = {base_rate_name(base): base["test_log_loss"]} if base else {}

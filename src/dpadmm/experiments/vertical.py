@@ -22,7 +22,7 @@ from ..kernels.losses import get_loss
 from ..algorithms.vertical.report import LABELS_READABLE
 from ..algorithms.experts.alone import label_party_alone_proba
 from ..privacy.ledger import render_side
-from ..cli._common import base_rate_baseline
+from ..cli._baselines import base_rate_baseline
 
 
 @dataclass

@@ -48,7 +48,8 @@ N = 60
 BUDGET = dict(max_epsilon=4.0, delta=1e-5)
 # one operator's policy for every protocol (row_clip: experts and encrypted; max_rounds: above every declaration
 # below but the one that departs from it)
-POLICY = PartyPolicy(max_alpha=10.0, max_score_clip=4.0, row_clip=1.0, max_rounds=1000, **BUDGET)
+POLICY = PartyPolicy(max_alpha=10.0, max_score_clip=4.0, row_clip=1.0, max_rounds=1000,
+                     accept_premises=("honest-label-party",), **BUDGET)  # encrypted: its operator accepts the premise
 PROTOCOLS = [vs.PROTOCOL, gc.PROTOCOL, fq.PROTOCOL, fs.PROTOCOL, ex.PROTOCOL, go.PROTOCOL, en.PROTOCOL]
 
 

@@ -16,11 +16,11 @@ Round order (the party refuses any other; ``T`` = ``rounds``, declared at Setup 
   re-randomises); one :class:`~dpadmm.privacy.events.GaussianRelease` (record relation) per Backward.
 
 With ``forward="encrypted"`` (one non-label party — more: below; the Taylor-approximated loss, :mod:`.protocol`): ``Hello`` also
-carries the party's own OU public key; ``Forward`` is answered with ``Scores(ciphertexts=Enc_m(s_m))`` under the
+carries the party's own Paillier public key (:mod:`.he`: masks uniform on its public Z_n); ``Forward`` is answered with ``Scores(ciphertexts=Enc_m(s_m))`` under the
 party's OWN key (the label party cannot read them); ``Backward`` carries ``Enc_0(ĝ₀)`` (the label party's part of
 the Taylor residual) and ``cross = Enc_m(A₀ᵀs_m + r)`` (the label party's column sums of the party's scores, masked
-by a uniform r < 2^128); the party answers ``Enc_0(D̂ᵀ(ĝ₀ + s_m/4) + ξ)`` and ``cross`` decrypted (only the
-declared d₀ values) plus its noise ζ, mod 2^128 — two GaussianRelease per Backward. Its weights are projected
+by r uniform on Z_n); the party answers ``Enc_0(D̂ᵀ(ĝ₀ + s_m/4) + ξ)`` and ``cross`` decrypted (only the
+declared d₀ values) plus its noise ζ, mod n — two GaussianRelease per Backward. Its weights are projected
 to ‖w‖ ≤ W (the sensitivities' premise).
 
 With ``forward="encrypted"`` and ``peers`` (M ≥ 2 non-label parties; the peers' public R_k, W_k, d_k): the first
@@ -122,7 +122,7 @@ class PartyState(NamedTuple):
     phase: str = "setup"  # setup → started → forward / backward alternate → done
     w: np.ndarray | None = None
     velocity: np.ndarray | None = None
-    own_key: Any = None  # forward="encrypted": its own OU key pair, serialised (he.secret_blob; never leaves the party)
+    own_key: Any = None  # forward="encrypted": its own Paillier key pair (he.SCHEME_MASKED), serialised (he.secret_blob; never leaves the party)
     sent_scores: np.ndarray | None = None  # forward="encrypted": the fixed-point scores it encrypted this round
     backward: int = 0
     public_key: np.ndarray | None = None  # uint8: the label party's OU public key
@@ -162,7 +162,7 @@ def setup_party(name: str, train, score=None, R: float = 1.0, noise_multiplier: 
                       None if W is None else float(W), None if label_R is None else float(label_R),
                       None if label_W is None else float(label_W), None if label_width is None else int(label_width),
                       peers or None)
-    own = he.keygen().secret_blob() if forward == "encrypted" else None  # serialised: the state pickles/checkpoints
+    own = he.keygen(scheme=he.SCHEME_MASKED).secret_blob() if forward == "encrypted" else None  # serialised: the state pickles/checkpoints
     return cfg, PartyState(w=np.zeros(Q.shape[1]), velocity=np.zeros(Q.shape[1]), mask_private=he.wire(priv),
                            mask_public=he.wire(pub),
                            own_key=own)
@@ -264,10 +264,10 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
         if cross is not None:
             noise = (np.round(gaussian(rng, cfg.noise_multiplier * cfg.cross_sensitivity, len(cross)) * scale)
                      if cfg.noise_multiplier is not None else np.zeros(len(cross)))
-            mod = 1 << CROSS_BITS
-            cross = b"".join(((v + int(z)) % mod).to_bytes(CROSS_BITS // 8, "big") for v, z in zip(cross, noise))
+            n_own = he.from_secret(state.own_key).modulus
+            cross = he.to_residues([v + int(z) for v, z in zip(cross, noise)], n_own)  # mod its n: r cancels there
         return (state._replace(phase="forward", backward=state.backward + 1, sent_scores=None),
-                EncryptedGradient(he.wire(pk.dump(out)), None if cross is None else he.wire(cross)), events)
+                EncryptedGradient(he.wire(pk.dump(out)), cross), events)
     if isinstance(inbox, Open):
         return open_peers(cfg, state, inbox, rng)
     raise refuse(cfg, f"unexpected message {type(inbox).__name__} (declared: Start, Forward, Backward, Open)")

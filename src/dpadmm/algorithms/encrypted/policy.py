@@ -96,6 +96,9 @@ ENCRYPTED = PolicyHooks(
         "rounds": "declared at Setup; a Backward beyond them is refused",
         "normalize (row preparation)": "the party's (normalize_vertical_rows), imposed on the block it reads",
         "the label party's public key": "Okamoto–Uchiyama with a 2048-bit modulus (refused otherwise)",
+        "its own key (forward='encrypted')": "Paillier with a 2048-bit public modulus n, made by the party: every mask "
+                                             "on what it decrypts is uniform on Z_n, so it hides the value whatever "
+                                             "was encrypted (peers' keys: the same, checked)",
         "round order": "Start, Forward/Backward alternating, final Forward; anything else refused",
         "accept_premises": "private work: must name 'honest-label-party' (and 'honest-peers' with M ≥ 2 parties), the "
                            "premises of the feature guarantee; refused otherwise (--accept-premise NAME)",
@@ -103,9 +106,12 @@ ENCRYPTED = PolicyHooks(
     coordinator={
         "lam, step, momentum (finite > 0)": "the party's own update of its own weights; no effect on σ/Δ",
         "cross sums (every round, forward='encrypted')": "the party decrypts only the declared label_width values, masked "
-                                                         "by the label party; Δ assumes its honest column sums",
-        "residuals (every round)": "encrypted: the party cannot check them; Δ = 2R assumes |residual| ≤ 1 "
-                                   "(an honest label party; see the threat model)",
+                                                         "by the label party; Δ assumes its honest column sums (premise "
+                                                         "honest-label-party, accepted by the operator)",
+        "residuals (every round)": "encrypted: the party cannot check them; Δ = 2R·G assumes |residual| ≤ G "
+                                   "(premise honest-label-party, accepted by the operator; see the threat model)",
+        "peers' column sums of its scores (M ≥ 2)": "Δ_Z assumes each peer uses its clipped block (premise "
+                                                   "honest-peers, accepted by the operator)",
         "peers' mask keys": "only decide the masks; substituted keys let the coordinator unmask (threat model)",
     },
     prepare=prepare, check=check, price=price)

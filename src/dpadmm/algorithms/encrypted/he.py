@@ -133,7 +133,7 @@ def plane_indices(planes) -> list[tuple[int, list[list[int]]]]:
 
 
 class HeBackend:
-    """One party's view of an OU key: with the secret key (the label party's :func:`keygen`) it can decrypt;
+    """One party's view of a key (OU or Paillier): with the secret key (its owner's :func:`keygen`) it can decrypt;
     with only the public key (:func:`from_public_key`, every other party) it can encrypt and compute."""
 
     def __init__(self, kit, secret: bool):

@@ -23,14 +23,14 @@ class Start(NamedTuple):
 
 class Hello(NamedTuple):
     mask_key: np.ndarray  # uint8: 32 bytes of X25519 public key
-    public_key: np.ndarray | None = None  # uint8; forward="encrypted": the party's own OU public key
+    public_key: np.ndarray | None = None  # uint8; forward="encrypted": the party's own Paillier public key
 
 
 class Forward(NamedTuple):
     gradient: np.ndarray | None = None
     peers: Mapping[str, np.ndarray] | None = None  # name -> uint8 X25519 public key
     final: bool = False
-    keys: Mapping[str, np.ndarray] | None = None  # first Forward, M ≥ 2 encrypted: name -> uint8 OU public key
+    keys: Mapping[str, np.ndarray] | None = None  # first Forward, M ≥ 2 encrypted: name -> uint8 Paillier public key
 
 
 class Scores(NamedTuple):

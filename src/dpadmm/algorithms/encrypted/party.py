@@ -16,7 +16,8 @@ Round order (the party refuses any other; ``T`` = ``rounds``, declared at Setup 
   re-randomises); one :class:`~dpadmm.privacy.events.GaussianRelease` (record relation) per Backward.
 
 With ``forward="encrypted"`` (one non-label party — more: below; the Taylor-approximated loss, :mod:`.protocol`): ``Hello`` also
-carries the party's own Paillier public key (:mod:`.he`: masks uniform on its public Z_n); ``Forward`` is answered with ``Scores(ciphertexts=Enc_m(s_m))`` under the
+carries the party's own Paillier public key (:mod:`.he`: masks uniform on its public Z_n); ``Forward`` is answered
+with ``Scores(ciphertexts=Enc_m(s_m))`` under the
 party's OWN key (the label party cannot read them); ``Backward`` carries ``Enc_0(ĝ₀)`` (the label party's part of
 the Taylor residual) and ``cross = Enc_m(A₀ᵀs_m + r)`` (the label party's column sums of the party's scores, masked
 by r uniform on Z_n); the party answers ``Enc_0(D̂ᵀ(ĝ₀ + s_m/4) + ξ)`` and ``cross`` decrypted (only the
@@ -24,7 +25,7 @@ declared d₀ values) plus its noise ζ, mod n — two GaussianRelease per Backw
 to ‖w‖ ≤ W (the sensitivities' premise).
 
 With ``forward="encrypted"`` and ``peers`` (M ≥ 2 non-label parties; the peers' public R_k, W_k, d_k): the first
-``Forward`` also carries the peers' OU public keys (``keys``); ``Backward`` also carries every peer's encrypted
+``Forward`` also carries the peers' Paillier public keys (``keys``); ``Backward`` also carries every peer's encrypted
 scores ``Enc_k(s_k)`` (``peer_scores``); the reply's gradient is ``Enc_0(4(D̂ᵀĝ₀ + ξ) + D̂ᵀs_m − Σ_k ρ_k)`` (the
 Taylor residual at 4× scale, masked by fresh uniform ρ_k < 2^128) and ``peer_cross[k] = Enc_k(D̂ᵀs_k + ρ_k)`` (its
 column sums of peer k's scores, under k's key, masked); then ``Open(peer_cross)``: the peers' column sums of ITS
@@ -129,7 +130,7 @@ class PartyState(NamedTuple):
     mask_private: np.ndarray | None = None  # uint8, as every key and blob here: the state is checkpointable (codec)
     mask_public: np.ndarray | None = None
     pair_keys: Mapping[str, np.ndarray] | None = None
-    peer_keys: Mapping[str, np.ndarray] | None = None  # M ≥ 2 encrypted: the peers' OU public keys (checked)
+    peer_keys: Mapping[str, np.ndarray] | None = None  # M ≥ 2 encrypted: the peers' Paillier public keys (checked)
 
 
 def setup_party(name: str, train, score=None, R: float = 1.0, noise_multiplier: float | None = None, rounds: int = 60,

@@ -61,7 +61,7 @@ def test_policy_file_and_unknown_premise(tmp_path):
 def test_the_runtime_refuses_the_setup_and_audits_the_refusal(tmp_path):
     rng = np.random.default_rng(1)
     D = rng.normal(size=(30, 2))
-    specs = driver.specs({"party2": (D, None)}, R=1.0, noise_multiplier=2.0, rounds=2, lam=1e-3, step_size=2.0,
+    specs = driver.specs({"party2": (D, None)}, R=1.0, noise_multiplier=8.0, rounds=2, lam=1e-3, step_size=2.0,
                          forward="encrypted", momentum=0.0, W=1.0, label_W=1.0, label_width=3)
     with plaintext_he():
         be = InProcessBackend(policies={"party2": PartyOperator(policy=PartyPolicy(**BUDGET))}, party_dir=tmp_path)
@@ -71,7 +71,28 @@ def test_the_runtime_refuses_the_setup_and_audits_the_refusal(tmp_path):
         finally:
             be.close()
     lines = [json.loads(x) for x in (tmp_path / "party2" / "audit.jsonl").read_text().splitlines()]
-    assert any("honest-but-curious label party" in json.dumps(x) for x in lines)
+    assert "premise" not in lines[0]["detail"]  # the Start line: nothing accepted
+    assert any("honest-but-curious label party" in json.dumps(x) for x in lines[1:])  # the refusal, audited
+    ok = PartyPolicy(accept_premises=("honest-label-party",), **BUDGET)
+    with plaintext_he():
+        be = InProcessBackend(policies={"party2": PartyOperator(policy=ok)}, party_dir=tmp_path / "accepted")
+        try:
+            be.start(specs, rounds=6)  # accepted: the Setup is served
+        finally:
+            be.close()
+    start = json.loads((tmp_path / "accepted" / "party2" / "audit.jsonl").read_text().splitlines()[0])
+    assert start["policy"]["accept_premises"] == ["honest-label-party"]
+    assert "premise accepted by its operator: its guarantee holds only against an honest-but-curious label party" \
+        in start["detail"]
+
+
+def test_party_serve_refuses_an_unknown_premise(tmp_path, capsys):
+    from conftest import run_cli
+
+    code, out, err = run_cli(["party", "serve", "--accept-premise", "honest-everyone", "--no-budget", "--name",
+                              "party2", "--protocol", "vertical-encrypted", "--out", tmp_path / "p"], capsys)
+    assert code == 2 and "unknown premise(s) ['honest-everyone']" in out + err and "honest-label-party" in out + err
+    assert not (tmp_path / "p").exists()
 
 
 def test_the_report_names_the_premises():

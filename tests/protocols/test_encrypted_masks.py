@@ -154,3 +154,39 @@ def test_under_sf_heu_the_decrypted_cross_sums_of_inflated_scores_are_masked():
     reply = he.to_residues(own.decrypt(own.load(cross)), own.modulus)  # party m's reply without noise
     want = np.asarray(lcfg.Aq.T @ honest, dtype=np.float64).ravel() / float(2 ** (ep.RESIDUAL_BITS + ep.BLOCK_BITS))
     np.testing.assert_array_equal(label.cross_sums(lcfg, st, reply), want)
+
+
+def test_a_peers_linear_map_is_a_premise_no_mask_removes():
+    """Why ``honest-peers`` is a premise (dpadmm.algorithms.encrypted.protocol): peer 2 applies ``c·e_iᵀ`` (c = 2^60)
+    instead of its clipped block to party 3's encrypted scores; party 3 opens the result with its noise ζ, calibrated
+    to a row of norm ≤ R₂, and (its own masks removed, as the label party's combination does) peer 2 reads party 3's
+    per-row scores exactly. The masks hide the value from party 3, not party 3's scores from the map's owner: only
+    the operator's acceptance (tests/protocols/test_encrypted_premises.py) stands between them."""
+    n, c = 30, 1 << 60
+    D = _block(n, 2, 4)
+    rng = np.random.default_rng(0)
+    with plaintext_he():
+        cfg, st = ep.setup_party("party3", D, None, 1.0, 2.0, 2, 1e-4, 2.0, "encrypted", 0.7, 1.0, 1.0, 1.0, 4,
+                                 {"party2": (1.0, 1.0, 3)})
+        key, attacker = he.keygen(), he.keygen(scheme=he.SCHEME_MASKED)
+        lcfg, lst = label.setup_label(_block(n, 3, 5), np.ones(n), R=1.0, widths={"party2": 3, "party3": 2},
+                                      clips={"party2": 1.0, "party3": 1.0}, noise_multiplier=None, rounds=2,
+                                      lam=1e-4, step=2.0, forward="encrypted", W=1.0)
+        st, hello, _ = ep.step(cfg, st, ep.Start(he.wire(key.public_key())), rng=rng)
+        st, sc, _ = ep.step(cfg, st, ep.Forward(keys={"party2": he.wire(attacker.public_key())}), rng=rng)
+        st = st._replace(w=np.array([0.6, -0.5]))  # weights it would have after a few rounds (‖w‖ ≤ W)
+        st, sc, _ = ep.step(cfg, st._replace(phase="forward"), ep.Forward(), rng=rng)
+        own = he.from_public_key(hello.public_key, he.SCHEME_MASKED)
+        _, blob, cross = label.residuals_peers(lcfg, lst, key, {"party2": attacker, "party3": own},
+                                               {"party2": attacker.encrypt(np.zeros(n)), "party3": sc.ciphertexts})
+        st, _, _ = ep.step(cfg, st, ep.Backward(he.wire(blob), he.wire(cross["party3"]),
+                                                {"party2": attacker.encrypt(np.zeros(n))}), rng=rng)
+        kid, scores = own.load(sc.ciphertexts)
+        rows, masks_ = [4, 9, 21], own.mask(3)
+        crafted = own.dump((kid, [c * scores[i] + r for i, r in zip(rows, masks_)]))  # c·e_iᵀ, masked
+        st, opened, ev = ep.step(cfg, st, ep.Open({"party2": crafted}), rng=rng)
+    assert len(ev) == 1 and ev[0].sensitivity == pytest.approx(cfg.peer_sensitivity("party2"))  # booked as usual
+    vals = he.from_residues(opened.values["party2"], 3, own.modulus, "opened")
+    read = [round(he.centred(v - r, own.modulus) / c) for v, r in zip(vals, masks_)]
+    truth = ep.fixed_scores(cfg, np.array([0.6, -0.5]))  # party 3's per-row scores (fixed point)
+    assert read == [int(truth[i]) for i in rows] and all(read)  # read exactly, every one

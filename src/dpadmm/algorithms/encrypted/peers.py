@@ -85,7 +85,8 @@ def backward_peers(cfg, state, pk, ct, cross, peer_scores, rng):
     plan4 = [(4 * v, lists) for v, lists in cfg.plan]
     out = pk.add_big_fresh(pk.column_sums(plan4, ct), plain)  # Enc_0(4D̂ᵀĝ₀ + …), fresh: re-randomised
     peer_cross = {k: he.wire(key.dump(key.add_big_fresh(key.column_sums(cfg.plan, kct),
-                                                         [a + b for a, b in zip(rho[k], lam[k])])))
+                                                         [he.centred(a + b, key.modulus)  # within the encoder's range
+                                                          for a, b in zip(rho[k], lam[k])])))
                   for k, (key, kct) in peers.items()}
     offsets = {k: he.to_residues(lam[k], key.modulus) for k, (key, _) in peers.items()}
     return (state._replace(phase="open", backward=state.backward + 1, sent_scores=None),

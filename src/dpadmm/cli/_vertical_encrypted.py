@@ -54,7 +54,8 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
     metrics = {"config": {"protocol": "encrypted", "rounds": T, "lam": model.lam, "step": model.step,
                           "epsilon": epsilon, "label_epsilon": label_epsilon, "delta": delta, "prepare": how,
                           "row_clip": model.row_clip, "weight_bound": model.weight_bound, "combine": model.combine,
-                          "seed": seed, "he": f"Okamoto-Uchiyama {he.KEY_BITS}-bit (sf-heu)",
+                          "seed": seed, "he": f"Okamoto-Uchiyama {he.KEY_BITS}-bit (the label party's key), Paillier "
+                                f"{he.MIN_MODULUS_BITS}-bit (each other party's; sf-heu)",
                           "party_sizes": [int(B.shape[1]) for B in train]},
                "final": final, "baselines": baselines, "privacy": _json_inf(model.privacy_)}
     line = (f"encrypted ({forward} forward pass): label party + {len(train) - 1} part{'y' if len(train) == 2 else 'ies'}, "

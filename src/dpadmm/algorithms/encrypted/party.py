@@ -27,9 +27,10 @@ to ‖w‖ ≤ W (the sensitivities' premise).
 With ``forward="encrypted"`` and ``peers`` (M ≥ 2 non-label parties; the peers' public R_k, W_k, d_k): the first
 ``Forward`` also carries the peers' Paillier public keys (``keys``); ``Backward`` also carries every peer's encrypted
 scores ``Enc_k(s_k)`` (``peer_scores``); the reply's gradient is ``Enc_0(4(D̂ᵀĝ₀ + ξ) + D̂ᵀs_m − Σ_k ρ_k)`` (the
-Taylor residual at 4× scale, masked by fresh uniform ρ_k < 2^128) and ``peer_cross[k] = Enc_k(D̂ᵀs_k + ρ_k)`` (its
-column sums of peer k's scores, under k's key, masked); then ``Open(peer_cross)``: the peers' column sums of ITS
-scores, which it decrypts (only the declared d_k values per peer), adds its noise ζ_k and returns mod 2^128
+Taylor residual at 4× scale, masked by fresh uniform ρ_k < 2^128) and ``peer_cross[k] = Enc_k(D̂ᵀs_k + ρ_k + λ_k)``
+(its column sums of peer k's scores, under k's Paillier key, masked; λ_k uniform on Z_n_k, handed to the label party
+in ``peer_offsets``); then ``Open(peer_cross)``: the peers' column sums of ITS scores, which it decrypts (only the
+declared d_k values per peer; uniform on its Z_n whatever it encrypted), adds its noise ζ_k and returns mod its n
 (``Opened``) — one more GaussianRelease per peer. Round order: Start, then Forward, Backward, Open per round,
 final Forward.
 """

@@ -306,7 +306,7 @@ def test_a_hostile_setup_is_refused_alike_on_every_backend(case, backend, party_
 
 @pytest.mark.parametrize("mod, args, rounds", [
     (ex, _experts, 1), (go, _gossip, 5),
-    pytest.param(en, _encrypted, 11, marks=pytest.mark.slow),  # the party's own OU key pair: seconds of CPU
+    pytest.param(en, _encrypted, 11, marks=pytest.mark.slow),  # the party's own Paillier key pair: seconds of CPU
 ], ids=["experts", "gossip", "encrypted"])
 def test_the_honest_setups_the_hostile_ones_depart_from_are_accepted(mod, args, rounds, party_file, tmp_path):
     """Each hostile Setup above departs from one of these in one field: the same party accepts them as they are."""

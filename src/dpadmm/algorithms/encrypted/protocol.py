@@ -130,7 +130,7 @@ Threat model, per message field (who sees it, what it reveals):
 - ``logit`` (request, after the fit): party m's scores on held-out rows, NEW records (not training rows): outside
   the training guarantee, like any prediction.
 Checkpoints (``fit.encrypted.run(checkpoint_dir=...)``, at a round's end, when no ciphertext is outstanding):
-each party's own checkpoint holds its state — weights, velocity, rounds served, its OWN OU key pair and X25519
+each party's own checkpoint holds its state — weights, velocity, rounds served, its OWN Paillier key pair and X25519
 key (serialised), the public keys it was given — written by its host in its own directory; the label party's
 holds its weights, the gradients it owes, the events so far, its own key pair and the parties' public keys. A
 secret key is written only to its owner's own checkpoint and never sent; the keys are the run's (made at its
@@ -154,7 +154,7 @@ NAME = "vertical-encrypted"
 
 #: the messages party m sends with no privacy event (a budgeted party serves them; anything else without one is refused)
 EXEMPT = (
-    ExemptMessage(ep.Hello, "public keys (X25519 mask key, the party's own OU public key); no value of its data"),
+    ExemptMessage(ep.Hello, "public keys (X25519 mask key, the party's own Paillier public key); no value of its data"),
     ExemptMessage(ep.Scores, "Enc_m(s_m): ciphertexts under the party's OWN key, unreadable by the label party "
                   "(the clear form's masked score sums are not covered and stay refused)", fields=("ciphertexts",)),
 )

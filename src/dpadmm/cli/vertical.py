@@ -124,7 +124,9 @@ def vertical(
         ve.check_options(backend, {"--rho": rho is not None, "--mechanism": mechanism != "gaussian",
                                    "--relation": relation != "feature_column", "--clip": clip is not None,
                                    "--iteration-epsilon": iteration_epsilon is not None,
-                                   "--noise-scale": noise_scale is not None, "--psi": psi})
+                                   "--noise-scale": noise_scale is not None, "--psi": psi},
+                         {"--transcript": transcript is not None, "--checkpoint-every": checkpoint_every is not None,
+                          "--resume": resume is not None})
         _check_budget(epsilon, delta, None, None)
         vdata = (load_vertical_data(bundled=True, parties=parties) if data is not None else
                  load_vertical_data(train=train, test=test, parties=parties, party_files=party,

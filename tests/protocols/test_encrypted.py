@@ -4,6 +4,8 @@ extra, the policy). Tests that need sf-heu skip without it (``pip install "dpadm
 
 from __future__ import annotations
 
+import dataclasses
+
 import builtins
 
 import numpy as np
@@ -110,7 +112,9 @@ def test_policy_check_and_price(need_he):
     assert ENCRYPTED.price(cfg1, 2 * 7 + 2).gaussian == {3.0: 7}  # one release per declared Backward
     assert ENCRYPTED.price(cfg1, 5).gaussian == {3.0: 2}  # no more than the backend rounds allow
     cfg2, _ = ep.setup_party("party2", blocks[1], None, 1.0, 3.0, 7, 1e-4, 2.0, "encrypted", 0.7, 4.0, 1.0, 4.0, 4)
-    ENCRYPTED.check(cfg2, (), policy, "party2")
+    with pytest.raises(PolicyRefusal, match="honest-but-curious label party, a premise its operator has not accepted"):
+        ENCRYPTED.check(cfg2, (), policy, "party2")  # issue 35: the operator accepts the premise explicitly
+    ENCRYPTED.check(cfg2, (), dataclasses.replace(policy, accept_premises=("honest-label-party",)), "party2")
     assert ENCRYPTED.price(cfg2, 2 * 7 + 2).gaussian == {3.0: 14}  # two releases per round: D̂ᵀĝ and A₀ᵀs
 
 

@@ -176,20 +176,28 @@ def _fair_blocks():
 @pytest.mark.slow
 def test_fair_default_beats_the_label_party_alone():
     """Issue 28's last item: on ``fair`` (columns overlapping across parties), ε = 1 each side, only the privacy
-    flags, the default final model's test log loss (mean of seeds 0-2) is below the label party's alone (0.5488);
-    the default before (W = 4, ``combine="choose"``) tied it on every seed. The plaintext layer: the same
-    arithmetic as sf-heu (tests/protocols/test_encrypted_audit.py)."""
+    flags, the final model's test log loss (mean of seeds 0-2) is below the label party's alone (0.5488) with the
+    Gaussian label mechanism the combination was built on; the default before (W = 4, ``combine="choose"``) tied it
+    on every seed. Issue 35: the default labels are randomized response at the label party (no premise on the other
+    parties); its residuals are noisier and on ``fair`` the label party keeps its own model on some seeds — never
+    worse than alone beyond the held-out choice's slack (BENCHMARKS.md: 0.5485 against 0.5488). The plaintext layer:
+    the same arithmetic as sf-heu (tests/protocols/test_encrypted_audit.py)."""
     blocks, y, test, yt, (raw, raw_t) = _fair_blocks()
     alone = log_loss(yt > 0, label_party_alone_proba(raw, y, raw_t, 1e-3))
     assert alone == pytest.approx(0.5488, abs=1e-4)
-    losses, before = [], []
+    losses, before, rr = [], [], []
     for seed in (0, 1, 2):
         with plaintext_he():
-            m = VerticalEncryptedClassifier(epsilon=1.0, label_epsilon=1.0, random_state=seed).fit(blocks, y)
+            m = VerticalEncryptedClassifier(epsilon=1.0, label_epsilon=1.0, random_state=seed,
+                                            label_mechanism="gaussian").fit(blocks, y)
             old = VerticalEncryptedClassifier(epsilon=1.0, label_epsilon=1.0, random_state=seed, weight_bound=4.0,
-                                              combine="choose").fit(blocks, y)
+                                              combine="choose", label_mechanism="gaussian").fit(blocks, y)
+            default = VerticalEncryptedClassifier(epsilon=1.0, label_epsilon=1.0, random_state=seed).fit(blocks, y)
         losses.append(log_loss(yt > 0, m.predict_proba(test)[:, 1]))
         before.append(log_loss(yt > 0, old.predict_proba(test)[:, 1]))
+        rr.append(log_loss(yt > 0, default.predict_proba(test)[:, 1]))
         assert m.combination_.kind in ("weighted", "stacked") and m.privacy_["features"]["epsilon"] <= 1.0 + 1e-6
+        assert default.privacy_["labels"]["mechanism"] == "randomized response"
     assert np.mean(losses) < alone - 0.002, losses
+    assert np.mean(rr) <= alone + 0.001, rr
     assert np.allclose(before, alone, atol=1e-4), before  # what main gave: the label party alone on every seed

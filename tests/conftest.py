@@ -155,10 +155,30 @@ def serve_parties(services: dict, tls=None, rounds=None):
 
 
 @pytest.fixture(autouse=True)
-def _own_ledger_dir(tmp_path_factory, monkeypatch):
-    """Every test's `party serve` (in-process or a subprocess, which inherits the environment) keeps its
-    per-data-set privacy ledgers in a directory of its own, never in the user's ~/.dpadmm/ledgers."""
-    monkeypatch.setenv("DPADMM_LEDGER_DIR", str(tmp_path_factory.mktemp("ledgers")))
+def _own_ledger_store(tmp_path_factory, monkeypatch):
+    """Every test's parties (in-process, or `party serve` subprocesses, which inherit the environment) keep their
+    budgets in a ledger store of the test's own (an SQLite file; its key in another directory), as one
+    organisation's servers would; never anything of the user's."""
+    root = tmp_path_factory.mktemp("ledger")
+    monkeypatch.setenv("DPADMM_LEDGER", f"sqlite:///{root}/store/ledger.db")
+    monkeypatch.setenv("DPADMM_LEDGER_KEY", str(root / "keys" / "ledger.key"))
+
+
+@pytest.fixture
+def postgres_url():
+    """A PostgreSQL database of the test's own (a fresh schema) when ``$DPADMM_TEST_POSTGRES`` names a server (CI
+    starts one: .ci/run); skipped otherwise."""
+    base = os.environ.get("DPADMM_TEST_POSTGRES")
+    if not base:
+        pytest.skip("no PostgreSQL server for the tests ($DPADMM_TEST_POSTGRES unset; .ci/run starts one)")
+    psycopg = pytest.importorskip("psycopg")
+    schema = "t_" + os.urandom(6).hex()
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in base else "?"
+    yield f"{base}{sep}options=-csearch_path%3D{schema}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 @pytest.fixture(scope="session")

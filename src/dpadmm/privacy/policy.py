@@ -34,6 +34,11 @@ from ..exceptions import InvalidParameterError, ProtocolError
 #: noise multiplier σ/Δ below which a private party refuses a Gaussian run (one release at 0.5 is
 #: already ε ≈ 9.6 at δ = 1e-5); its operator may lower it (``--min-noise-multiplier``).
 DEFAULT_MIN_NOISE_MULTIPLIER = 0.5
+#: PSI caps by default (each queried id's membership is what the coordinator learns): a query of at most 10,000 ids,
+#: at most 20 PSI runs or clear-join checks per data set and day; an operator may change them (``--psi-max-query``,
+#: ``--psi-max-runs``, ``--psi-period``) or lift them (``0``).
+DEFAULT_PSI_MAX_QUERY = 10_000
+DEFAULT_PSI_MAX_RUNS = 20
 
 
 class PolicyRefusal(ProtocolError):
@@ -95,10 +100,13 @@ class PartyPolicy:
     --bounds FILE``): vertical experts map every block they read (training and new records) to [−1, 1] by them and
     scale by R/√d (:func:`dpadmm.privacy.ranges.scale_columns`), whatever the coordinator sends; public, nothing
     released.
-    ``ledger_dir``: where the party's ledgers live, one per data set (:mod:`dpadmm.privacy.ledger_files`; ``party
-    serve`` always sets it, ``--ledger-dir``); None: the ledger is in the party's ``out`` directory.
-    PSI (:mod:`dpadmm.data.psi`): ``psi_max_query`` caps the ids one query may hold, ``psi_max_runs`` the PSI runs
-    per ``psi_period`` seconds (None: no cap).
+    ``ledger`` and ``ledger_key``: the organisation's ledger store (a URL) and the operator's key file
+    (:mod:`dpadmm.privacy.ledger_store`; None: ``$DPADMM_LEDGER`` / ``$DPADMM_LEDGER_KEY``, and a budget without
+    them is refused); ``data_set``: the operator's name for the data set it serves (default: its content digest,
+    :mod:`dpadmm.privacy.dataset_identity`).
+    PSI (:mod:`dpadmm.data.psi`): ``psi_max_query`` caps the ids one query may hold (default 10,000),
+    ``psi_max_runs`` the PSI runs and clear-join checks per ``psi_period`` seconds (default 20 a day), counted per
+    data set in the ledger store (None: no cap, an explicit opt-out).
     """
 
     max_epsilon: float | None = None
@@ -119,9 +127,11 @@ class PartyPolicy:
     normalize_vertical_rows: bool = False
     row_clip: float | None = None
     scoring_server: bool = False
-    ledger_dir: str | None = None
-    psi_max_query: int | None = None
-    psi_max_runs: int | None = None
+    ledger: str | None = None
+    ledger_key: str | None = None
+    data_set: str | None = None
+    psi_max_query: int | None = DEFAULT_PSI_MAX_QUERY
+    psi_max_runs: int | None = DEFAULT_PSI_MAX_RUNS
     psi_period: float = 86400.0
     column_bounds: tuple | None = None  # ((lo, …), (hi, …)): the operator's declared bounds of its feature columns
 
@@ -157,6 +167,8 @@ class PartyPolicy:
                 raise InvalidParameterError(f"the policy's {name} must be a positive number, got {v}.")
         for name in ("psi_max_query", "psi_max_runs"):
             v = getattr(self, name)
+            if v == 0 and not isinstance(v, bool):  # 0: the operator lifts the cap
+                object.__setattr__(self, name, v := None)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise InvalidParameterError(f"--{name.replace('_', '-')} must be a positive integer, got {v}.")
         if not (math.isfinite(self.psi_period) and self.psi_period > 0):

@@ -1,0 +1,419 @@
+"""An organisation's ledger store: one database of record for every budget it keeps, tamper-evident.
+
+Where: a URL (``party serve --ledger URL``, ``$DPADMM_LEDGER`` or the policy's ``ledger``): ``sqlite:///PATH`` (the
+embedded default, Python's own ``sqlite3``: nothing to install; one file on one host) or ``postgresql://…`` (an
+organisation whose servers run on several hosts; needs the ``postgres`` extra, psycopg 3). One store per
+organisation: every server of the organisation, whatever its ``--out`` or host, names the same store and holds the
+same key; each data set (:mod:`dpadmm.privacy.dataset_identity`) has its own budget in it.
+
+The key (``--ledger-key FILE``, ``$DPADMM_LEDGER_KEY`` or the policy's ``ledger_key``) is a secret the operator
+keeps apart from the store (another directory, another disk or host; never in the database). It is made with the
+store, on its first use, and it names the store it belongs to: a key whose store is missing or empty is refused
+(the store was deleted), as is a store without its key or with another store's key.
+
+Tamper evidence: the store is an append-only journal, one row per event (a data set seen, a run priced at Setup,
+a round charged, a run closed, a PSI query), each row keyed-hashed (HMAC-SHA256 with the operator's key) over its
+content, its data set, its place in the store's chain and in its data set's chain, and the previous rows' MACs;
+the last row's number and MAC are sealed in a head row (with the key too). Nothing else is stored: every total is
+folded from the rows. So an edited, reordered, copied-in, inserted or deleted row, a truncated chain, a raised or
+lowered sequence number or head and a store replaced by another are each detected (:class:`LedgerTampered`, one
+line naming what was found), at start (the whole store is verified) and while serving (each data set's rows at
+each Setup, the head at each charge). What it cannot see: a whole older copy of store *and* head put back (a
+rollback) is consistent with the key; the operator's backups and the audit logs are the record against that.
+
+Concurrency: every read-modify-write is one transaction (SQLite ``BEGIN IMMEDIATE``; PostgreSQL a transaction
+holding ``pg_advisory_xact_lock``), so two servers that price runs at once never pass the cap together. A process
+marks itself live for its lifetime (SQLite: a locked file beside the database; PostgreSQL: a session advisory lock):
+an open run of a process that is gone no longer reserves its price (its charges stay).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import sqlite3
+import threading
+import zlib
+from pathlib import Path
+
+from ..exceptions import DataFileError, InvalidParameterError
+
+LEDGER_ENV = "DPADMM_LEDGER"
+KEY_ENV = "DPADMM_LEDGER_KEY"
+KEY_FORMAT = "dpadmm-ledger-key/1"
+_LOCK_CLASS = 0x6470  # PostgreSQL advisory-lock namespace of dpadmm's ledger ("dp")
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS dpadmm_store (id INTEGER PRIMARY KEY, store_id TEXT NOT NULL, created TEXT NOT NULL, "
+    "seal TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS dpadmm_entries (seq BIGINT PRIMARY KEY, data_set TEXT NOT NULL, ds_seq BIGINT NOT NULL, "
+    "kind TEXT NOT NULL, body TEXT NOT NULL, prev TEXT NOT NULL, ds_prev TEXT NOT NULL, mac TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS dpadmm_entries_ds ON dpadmm_entries (data_set, ds_seq)",
+    "CREATE TABLE IF NOT EXISTS dpadmm_head (id INTEGER PRIMARY KEY, seq BIGINT NOT NULL, mac TEXT NOT NULL, "
+    "seal TEXT NOT NULL)",
+)
+
+
+class LedgerTampered(DataFileError):
+    """The store does not match its key or its own chain: the party releases nothing until its operator resolves it."""
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def canonical(body: dict) -> str:
+    return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+def configured(ledger=None, key=None) -> tuple[str, str]:
+    """The organisation's store URL and key file: the given values, else ``$DPADMM_LEDGER`` / ``$DPADMM_LEDGER_KEY``;
+    a budget without both is refused (no silent per-user or per-folder default: that would fork the budget)."""
+    url = ledger or os.environ.get(LEDGER_ENV)
+    keyf = key or os.environ.get(KEY_ENV)
+    if not url or not keyf:
+        missing = " and ".join(n for n, v in (("--ledger URL ($DPADMM_LEDGER)", url),
+                                              ("--ledger-key FILE ($DPADMM_LEDGER_KEY)", keyf)) if not v)
+        raise InvalidParameterError(
+            f"a party with a privacy budget needs its organisation's ledger store: give {missing} (e.g. --ledger "
+            "sqlite:///srv/dpadmm/ledger.db --ledger-key /etc/dpadmm/ledger.key; the same for every server of the "
+            "organisation; see docs/howto/budgets.md).")
+    return str(url), str(keyf)
+
+
+def parse_url(url: str) -> tuple[str, str]:
+    """``("sqlite", path)`` or ``("postgresql", url)``; one clear line for anything else."""
+    if url.startswith("sqlite:///"):
+        return "sqlite", url[len("sqlite://"):]
+    if url.startswith("sqlite://"):
+        raise InvalidParameterError(f"--ledger {url}: an SQLite store is sqlite:///ABSOLUTE/PATH (three slashes).")
+    if url.startswith(("postgresql://", "postgres://")):
+        return "postgresql", url
+    raise InvalidParameterError(f"--ledger {url!r}: give sqlite:///PATH (the embedded store) or postgresql://… "
+                                "(a PostgreSQL store).")
+
+
+class _SQLite:
+    kind = "sqlite"
+
+    def __init__(self, path: str):
+        self.path = Path(path)
+        self.where = f"sqlite:///{self.path}"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(str(self.path), timeout=120.0, isolation_level=None, check_same_thread=False)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")  # WAL: a committed row survives the process being killed
+        self.ino = self.path.stat().st_ino
+        self.holders = self.path.with_name(self.path.name + ".holders")
+
+    def has_store(self) -> bool:
+        return bool(self.q("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'dpadmm_store'")[0][0]
+                    and self.q("SELECT count(*) FROM dpadmm_store")[0][0])
+
+    def check_file(self) -> None:
+        try:
+            ino = self.path.stat().st_ino
+        except FileNotFoundError:
+            ino = None
+        if ino != self.ino:
+            raise LedgerTampered(f"the ledger store {self.path} was deleted or replaced while this server ran; it "
+                                 "releases nothing more: restore the store from its backup and restart")
+
+    @contextlib.contextmanager
+    def tx(self):
+        self.check_file()
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def q(self, sql: str, params=()):
+        return self.conn.execute(sql, params).fetchall()
+
+    def hold(self, holder: str):
+        self.holders.mkdir(exist_ok=True)
+        fh = open(self.holders / f"{holder}.lock", "a")
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return fh
+
+    def release(self, fh, holder: str) -> None:
+        fh.close()
+        (self.holders / f"{holder}.lock").unlink(missing_ok=True)
+
+    def alive(self, holder) -> bool:
+        if not isinstance(holder, str) or not holder or "/" in holder:
+            return False
+        path = self.holders / f"{holder}.lock"
+        try:
+            fh = open(path, "r")
+        except FileNotFoundError:
+            return False
+        with fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(fh, fcntl.LOCK_UN)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # its process is gone
+        return False
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _Postgres:
+    kind = "postgresql"
+
+    def __init__(self, url: str):
+        # imported here, not at the top: only a PostgreSQL store needs the driver (an optional extra), and the CLI's
+        # start-up must not pay for it
+        try:
+            import psycopg
+        except ImportError:
+            raise InvalidParameterError("a PostgreSQL ledger store needs psycopg: pip install 'dpadmm[postgres]'.") \
+                from None
+        self.where = url.split("@")[-1] if "@" in url else url  # never echo a password
+        try:
+            self.conn = psycopg.connect(url, autocommit=True)
+            self.live = psycopg.connect(url, autocommit=True)  # holds this process's liveness lock
+        except psycopg.Error as exc:
+            raise DataFileError(f"cannot reach the ledger store {self.where}: {str(exc).splitlines()[0]}") from None
+
+    def has_store(self) -> bool:
+        return bool(self.q("SELECT to_regclass('dpadmm_store') IS NOT NULL")[0][0]
+                    and self.q("SELECT count(*) FROM dpadmm_store")[0][0])
+
+    def check_file(self) -> None:
+        pass
+
+    @contextlib.contextmanager
+    def tx(self):
+        with self.conn.transaction():
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (_LOCK_CLASS,))
+            yield
+
+    def q(self, sql: str, params=()):
+        cur = self.conn.execute(sql.replace("?", "%s"), params)
+        return cur.fetchall() if cur.description else []
+
+    @staticmethod
+    def _obj(holder: str) -> int:
+        return zlib.crc32(holder.encode()) & 0x7FFFFFFF or 1
+
+    def hold(self, holder: str):
+        self.live.execute("SELECT pg_advisory_lock(%s, %s)", (_LOCK_CLASS, self._obj(holder)))
+        return holder
+
+    def release(self, fh, holder: str) -> None:
+        self.live.execute("SELECT pg_advisory_unlock(%s, %s)", (_LOCK_CLASS, self._obj(holder)))
+
+    def alive(self, holder) -> bool:
+        if not isinstance(holder, str) or not holder:
+            return False
+        return bool(self.conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = %s AND objid::bigint = %s "
+            "AND objsubid = 2 AND granted", (_LOCK_CLASS, self._obj(holder))).fetchone()[0])
+
+    def close(self) -> None:
+        self.conn.close()
+        self.live.close()
+
+
+class LedgerStore:
+    """One organisation's store (``url``) with its operator's key (``key_path``), verified when opened."""
+
+    def __init__(self, url: str, key_path, *, party: str = "", create: bool = True):
+        self.party = party
+        kind, where = parse_url(url)
+        self.key_path = Path(key_path).expanduser()
+        if kind == "sqlite" and self.key_path.resolve().parent == Path(where).resolve().parent:
+            raise InvalidParameterError(f"--ledger-key {self.key_path} is in the store's own directory: keep the key "
+                                        "apart from the store (another directory or disk), so that deleting one "
+                                        "cannot hide what the other proves.")
+        key = self._read_key()
+        self.db = _SQLite(where) if kind == "sqlite" else _Postgres(where)
+        self.where = self.db.where
+        self._lock = threading.RLock()  # one connection, several gRPC threads
+        self.created_now = False
+        with self._lock:
+            if not self.db.has_store():
+                self._init_store(key, create)
+            if not self.created_now:
+                self._check_store(self._read_key())
+            self.verify_all()
+
+    # ------------------------------------------------------------------ the key and the store's identity
+    def _read_key(self) -> dict | None:
+        try:
+            k = json.loads(self.key_path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise LedgerTampered(f"the ledger key {self.key_path} is unreadable ({type(exc).__name__}); restore it "
+                                 "from its backup") from None
+        if not (isinstance(k, dict) and k.get("format") == KEY_FORMAT and isinstance(k.get("key"), str)
+                and len(k["key"]) == 64):
+            raise LedgerTampered(f"the ledger key {self.key_path} is not a dpadmm ledger key; restore it from its backup")
+        return k
+
+    def _init_store(self, key: dict | None, create: bool) -> None:
+        if key is not None and key.get("store"):
+            raise LedgerTampered(
+                f"the ledger store {self.where} is missing or empty, but the key {self.key_path} belongs to store "
+                f"{key['store'][:12]}… (made {key.get('created', '?')}): the store was deleted or --ledger names "
+                "another one; restore the store from its backup (nothing is released until then)")
+        if not create:
+            raise DataFileError(f"no ledger store at {self.where}")
+        if key is None:
+            key = {"format": KEY_FORMAT, "key": secrets.token_hex(32)}
+        store_id, created = secrets.token_hex(16), _now()
+        self.key = bytes.fromhex(key["key"])
+        self.store_id = store_id
+        with self.db.tx():
+            for stmt in SCHEMA:
+                self.db.q(stmt)
+            if self.db.q("SELECT count(*) FROM dpadmm_store")[0][0]:
+                return  # another server made it meanwhile (we waited for its transaction): its key is written
+            self.db.q("INSERT INTO dpadmm_store (id, store_id, created, seal) VALUES (1, ?, ?, ?)",
+                      (store_id, created, self.mac("store", created)))
+            self.db.q("INSERT INTO dpadmm_head (id, seq, mac, seal) VALUES (1, 0, '', ?)",
+                      (self.mac("head", "0", ""),))
+            # the key names its store before the store exists for anyone else (written inside the transaction)
+            key = dict(key, store=store_id, created=created, url=self.where)
+            self.key_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.key_path.with_name(self.key_path.name + f".tmp{os.getpid()}")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                json.dump(key, fh)
+            os.replace(tmp, self.key_path)
+        self.created_now = True
+
+    def _check_store(self, key: dict | None) -> None:
+        (store_id, created, seal), = self.db.q("SELECT store_id, created, seal FROM dpadmm_store WHERE id = 1")
+        if key is None:
+            raise LedgerTampered(f"the ledger store {self.where} exists but its key {self.key_path} is missing: restore "
+                                 "the key from its backup (without it no entry of the store can be verified)")
+        self.key = bytes.fromhex(key["key"])
+        self.store_id = store_id
+        if key.get("store") != store_id or not hmac.compare_digest(seal, self.mac("store", created)):
+            raise LedgerTampered(f"the ledger store {self.where} is not the store of the key {self.key_path} (store "
+                                 f"{str(store_id)[:12]}…, the key's {str(key.get('store'))[:12]}…): the store was "
+                                 "replaced, or --ledger/--ledger-key name another organisation's")
+
+    def mac(self, *parts: str) -> str:
+        msg = "\x1e".join((self.store_id, *parts)).encode()
+        return hmac.new(self.key, msg, hashlib.sha256).hexdigest()
+
+    def entry_mac(self, seq, data_set, ds_seq, kind, body, prev, ds_prev) -> str:
+        return self.mac("entry", str(int(seq)), data_set, str(int(ds_seq)), kind, body, prev, ds_prev)
+
+    # ------------------------------------------------------------------ verification
+    def _fail(self, what: str) -> LedgerTampered:
+        who = f"party {self.party!r}: " if self.party else ""
+        return LedgerTampered(f"{who}its ledger store {self.where} was tampered with: {what}; it releases nothing "
+                              "until its operator restores the store from a backup (docs/howto/budgets.md, "
+                              "'Tampering')")
+
+    def head(self) -> tuple[int, str]:
+        """The sealed head (the last row's number and MAC), checked against the rows; raises on any mismatch."""
+        rows = self.db.q("SELECT seq, mac, seal FROM dpadmm_head WHERE id = 1")
+        if not rows:
+            raise self._fail("its head row is gone")
+        seq, mac, seal = int(rows[0][0]), str(rows[0][1]), str(rows[0][2])
+        if not hmac.compare_digest(seal, self.mac("head", str(seq), mac)):
+            raise self._fail(f"its head (row {seq}) does not carry the key's seal (edited)")
+        (count, top), = self.db.q("SELECT count(*), max(seq) FROM dpadmm_entries")
+        if int(count) != seq or int(top or 0) != seq:
+            raise self._fail(f"the head seals {seq} rows, the store holds {count} (rows deleted, inserted or "
+                             "renumbered)")
+        if seq:
+            last = self.db.q("SELECT mac FROM dpadmm_entries WHERE seq = ?", (seq,))
+            if not last or not hmac.compare_digest(str(last[0][0]), mac):
+                raise self._fail(f"its last row ({seq}) is not the row the head seals (replaced)")
+        return seq, mac
+
+    def _check_rows(self, rows, *, whole: bool, ds_from=(0, "")) -> None:
+        prev_seq, prev = 0, ""
+        ds_last: dict = {}
+        for seq, data_set, ds_seq, kind, body, p, dp, mac in rows:
+            seq, ds_seq = int(seq), int(ds_seq)
+            if not hmac.compare_digest(str(mac), self.entry_mac(seq, data_set, ds_seq, kind, body, p, dp)):
+                raise self._fail(f"row {seq} ({kind} of data set {str(data_set)[:18]}) does not match its MAC (edited, "
+                                 "or copied from elsewhere)")
+            if whole:
+                if seq != prev_seq + 1 or p != prev:
+                    raise self._fail(f"row {seq} does not follow row {prev_seq} (rows deleted or reordered)")
+                prev_seq, prev = seq, str(mac)
+            n, m = ds_last.get(data_set, ds_from)
+            if ds_seq != n + 1 or dp != m:
+                raise self._fail(f"entry {ds_seq} of data set {str(data_set)[:18]} does not follow entry {n} (entries "
+                                 "deleted or reordered)")
+            ds_last[data_set] = (ds_seq, str(mac))
+
+    def verify_all(self) -> int:
+        """Every row of the store against the key and the chain (at start); the number of rows."""
+        with self._lock, self.db.tx():
+            seq, _ = self.head()
+            self._check_rows(self.db.q("SELECT seq, data_set, ds_seq, kind, body, prev, ds_prev, mac FROM dpadmm_entries "
+                                       "ORDER BY seq"), whole=True)
+        return seq
+
+    def entries(self, data_set: str, after: tuple[int, str] = (0, "")) -> list[tuple[int, str, dict, str]]:
+        """The data set's rows after its entry ``after`` = (number, MAC), verified (call inside :meth:`tx`):
+        ``(ds_seq, kind, body, mac)`` each."""
+        self.head()
+        rows = self.db.q("SELECT seq, data_set, ds_seq, kind, body, prev, ds_prev, mac FROM dpadmm_entries WHERE "
+                         "data_set = ? AND ds_seq > ? ORDER BY ds_seq", (data_set, int(after[0])))
+        if after[0]:
+            have = self.db.q("SELECT mac FROM dpadmm_entries WHERE data_set = ? AND ds_seq = ?", (data_set, after[0]))
+            if not have or not hmac.compare_digest(str(have[0][0]), after[1]):
+                raise self._fail(f"entry {after[0]} of data set {data_set[:18]}, read before, is gone or changed")
+        self._check_rows(rows, whole=False, ds_from=after)
+        return [(int(r[2]), str(r[3]), json.loads(r[4]), str(r[7])) for r in rows]
+
+    def append(self, data_set: str, kind: str, body: dict, after: tuple[int, str]) -> tuple[int, str]:
+        """Append one row to the data set's chain right after its entry ``after`` (call inside :meth:`tx`, after
+        :meth:`entries` brought ``after`` up to date); returns the row's (ds_seq, MAC)."""
+        seq, prev = self.head()
+        text = canonical(body)
+        mac = self.entry_mac(seq + 1, data_set, after[0] + 1, kind, text, prev, after[1])
+        self.db.q("INSERT INTO dpadmm_entries (seq, data_set, ds_seq, kind, body, prev, ds_prev, mac) VALUES "
+                  "(?, ?, ?, ?, ?, ?, ?, ?)", (seq + 1, data_set, after[0] + 1, kind, text, prev, after[1], mac))
+        self.db.q("UPDATE dpadmm_head SET seq = ?, mac = ?, seal = ? WHERE id = 1",
+                  (seq + 1, mac, self.mac("head", str(seq + 1), mac)))
+        return after[0] + 1, mac
+
+    @contextlib.contextmanager
+    def tx(self):
+        with self._lock, self.db.tx():
+            yield
+
+    def data_sets(self) -> list[str]:
+        with self.tx():
+            return [str(r[0]) for r in self.db.q("SELECT DISTINCT data_set FROM dpadmm_entries ORDER BY data_set")]
+
+    def hold(self, holder: str):
+        with self._lock:
+            return self.db.hold(holder)
+
+    def release(self, handle, holder: str) -> None:
+        with self._lock:
+            self.db.release(handle, holder)
+
+    def alive(self, holder) -> bool:
+        with self._lock:
+            return self.db.alive(holder)
+
+    def close(self) -> None:
+        with self._lock:
+            self.db.close()

@@ -249,3 +249,33 @@ def audit_records(service, wait_for=None, timeout=10.0):
         if wait_for is None or any(wait_for(r) for r in recs) or time.monotonic() > deadline:
             return recs
         time.sleep(0.02)
+
+
+def ledger_of(party, delta: float | None = None, *, key: str | None = None) -> dict:
+    """The account of the data set a party serves (``party``: a runtime, or its data file), read from the test's
+    ledger store — every row verified — whether the party is still open or not: the totals, its runs (each with
+    ``priced`` and ``charged``), its PSI queries and ``epsilon_spent`` at ``delta`` (default: the party's δ).
+    ``key``: the data set's key in the store instead (``"party:NAME"`` for a party without files of its own)."""
+    from dpadmm.privacy.dataset_identity import data_set_id
+    from dpadmm.privacy.ledger_fold import empty_ledger, fold
+    from dpadmm.privacy.ledger_store import LedgerStore, configured
+    from dpadmm.privacy.party_ledger import compose
+
+    if key is not None:
+        pass
+    elif hasattr(party, "data_set"):
+        key = party.data_set.key
+        delta = delta if delta is not None else getattr(party.policy, "delta", None)
+    else:
+        key = data_set_id("", {"train": party}).key
+    store = LedgerStore(*configured(), create=False)
+    try:
+        with store.tx():
+            led = fold(empty_ledger(), store.entries(key))
+    finally:
+        store.close()
+    delta = delta if delta is not None else next((r["delta"] for r in reversed(led["runs"])), 1e-5)
+    led["epsilon_spent"] = compose(led["gaussian"], led["pure_epsilon"], delta)
+    rels = {r.get("relation") for r in led["runs"] if r["charged"]["releases"]}
+    led["relation"] = rels.pop() if len(rels) == 1 else (sorted(rels) if rels else None)
+    return led

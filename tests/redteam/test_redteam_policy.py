@@ -20,7 +20,8 @@ pytest.importorskip("grpc")
 from dpadmm.algorithms import functional_quantile as fq  # noqa: E402
 from dpadmm.algorithms import functional_statistics as fs  # noqa: E402
 from dpadmm.algorithms import vertical_sharing as vs  # noqa: E402
-from dpadmm.backends.grpc_party import LEDGER_NAME, _Refused  # noqa: E402
+from dpadmm.backends.grpc_party import _Refused  # noqa: E402
+from conftest import ledger_of  # noqa: E402
 from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.kernels import fpca  # noqa: E402
 from dpadmm.kernels.regularizers import L2  # noqa: E402
@@ -38,7 +39,7 @@ class Party(_PolicyParty):
     def ledger(self):
         if self.svc.budget.run is not None:
             self.svc.budget.close_run()
-        return json.loads((self.out / LEDGER_NAME).read_text())
+        return ledger_of(self.svc)
 
 
 # ----------------------------------------------------------------------------- vertical sharing [Hu]

@@ -151,11 +151,10 @@ def serve(
     psi_max_query: Optional[int] = typer.Option(None, "--psi-max-query", help="PSI: refuse a query of more ids than "
                                                                               "this (each queried id's membership is "
                                                                               "what the coordinator learns; default "
-                                                                              "10000; 0 lifts the cap)."),
+                                                                              "10000)."),
     psi_max_runs: Optional[int] = typer.Option(None, "--psi-max-runs", help="PSI: refuse more than N PSI runs per "
                                                                             "--psi-period on this data set, by every "
-                                                                            "server of the store (default 20; 0 lifts "
-                                                                            "the cap)."),
+                                                                            "server of the store (default 20)."),
     psi_period: Optional[float] = typer.Option(None, "--psi-period", help="PSI: the period of --psi-max-runs in "
                                                                           "seconds (default 86400, a day)."),
     bounds: Optional[Path] = typer.Option(None, "--bounds", help="vertical-experts: this party's column bounds (CSV "

@@ -104,7 +104,7 @@ class _SQLite:
 
     def __init__(self, path: str):
         self.path = Path(path)
-        self.where = f"sqlite:///{self.path}"
+        self.where = f"sqlite://{self.path}"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(str(self.path), timeout=120.0, isolation_level=None, check_same_thread=False)
         self.conn.execute("PRAGMA journal_mode=WAL")

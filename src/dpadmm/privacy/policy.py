@@ -35,8 +35,8 @@ from ..exceptions import InvalidParameterError, ProtocolError
 #: already ε ≈ 9.6 at δ = 1e-5); its operator may lower it (``--min-noise-multiplier``).
 DEFAULT_MIN_NOISE_MULTIPLIER = 0.5
 #: PSI caps by default (each queried id's membership is what the coordinator learns): a query of at most 10,000 ids,
-#: at most 20 PSI runs or clear-join checks per data set and day; an operator may change them (``--psi-max-query``,
-#: ``--psi-max-runs``, ``--psi-period``) or lift them (``0``).
+#: at most 20 PSI runs per data set and day; an operator may change them (``--psi-max-query``, ``--psi-max-runs``,
+#: ``--psi-period``; ``null`` in a JSON policy file lifts one).
 DEFAULT_PSI_MAX_QUERY = 10_000
 DEFAULT_PSI_MAX_RUNS = 20
 
@@ -105,8 +105,8 @@ class PartyPolicy:
     them is refused); ``data_set``: the operator's name for the data set it serves (default: its content digest,
     :mod:`dpadmm.privacy.dataset_identity`).
     PSI (:mod:`dpadmm.data.psi`): ``psi_max_query`` caps the ids one query may hold (default 10,000),
-    ``psi_max_runs`` the PSI runs and clear-join checks per ``psi_period`` seconds (default 20 a day), counted per
-    data set in the ledger store (None: no cap, an explicit opt-out).
+    ``psi_max_runs`` the PSI runs per ``psi_period`` seconds (default 20 a day), counted per data set in the ledger
+    store, where a refused clear-join check closes both for the period (None: no cap, an explicit opt-out).
     """
 
     max_epsilon: float | None = None
@@ -167,8 +167,6 @@ class PartyPolicy:
                 raise InvalidParameterError(f"the policy's {name} must be a positive number, got {v}.")
         for name in ("psi_max_query", "psi_max_runs"):
             v = getattr(self, name)
-            if v == 0 and not isinstance(v, bool):  # 0: the operator lifts the cap
-                object.__setattr__(self, name, v := None)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
                 raise InvalidParameterError(f"--{name.replace('_', '-')} must be a positive integer, got {v}.")
         if not (math.isfinite(self.psi_period) and self.psi_period > 0):

@@ -267,23 +267,24 @@ class LedgerStore:
         return k
 
     def _init_store(self, key: dict | None, create: bool) -> None:
-        if key is not None and key.get("store"):
-            raise LedgerTampered(
-                f"the ledger store {self.where} is missing or empty, but the key {self.key_path} belongs to store "
-                f"{key['store'][:12]}… (made {key.get('created', '?')}): the store was deleted or --ledger names "
-                "another one; restore the store from its backup (nothing is released until then)")
-        if not create:
-            raise DataFileError(f"no ledger store at {self.where}")
-        if key is None:
-            key = {"format": KEY_FORMAT, "key": secrets.token_hex(32)}
-        store_id, created = secrets.token_hex(16), _now()
-        self.key = bytes.fromhex(key["key"])
-        self.store_id = store_id
-        with self.db.tx():
+        with self.db.tx():  # under the store's lock: another server may be making it right now
             for stmt in SCHEMA:
                 self.db.q(stmt)
             if self.db.q("SELECT count(*) FROM dpadmm_store")[0][0]:
                 return  # another server made it meanwhile (we waited for its transaction): its key is written
+            key = self._read_key()
+            if key is not None and key.get("store"):
+                raise LedgerTampered(
+                    f"the ledger store {self.where} is missing or empty, but the key {self.key_path} belongs to store "
+                    f"{key['store'][:12]}… (made {key.get('created', '?')}): the store was deleted or --ledger names "
+                    "another one; restore the store from its backup (nothing is released until then)")
+            if not create:
+                raise DataFileError(f"no ledger store at {self.where}")
+            if key is None:
+                key = {"format": KEY_FORMAT, "key": secrets.token_hex(32)}
+            store_id, created = secrets.token_hex(16), _now()
+            self.key = bytes.fromhex(key["key"])
+            self.store_id = store_id
             self.db.q("INSERT INTO dpadmm_store (id, store_id, created, seal) VALUES (1, ?, ?, ?)",
                       (store_id, created, self.mac("store", created)))
             self.db.q("INSERT INTO dpadmm_head (id, seq, mac, seal) VALUES (1, 0, '', ?)",

@@ -479,7 +479,7 @@ def test_a_killed_partys_charges_are_read_back_at_restart(tmp_path):
     assert again.ledger["releases"] == 3 and again.find_run("r1")["charged"]["releases"] == 3
     assert again.spent == pytest.approx(gaussian_epsilon([5.0] * 3, 1e-5), rel=1e-6)
     again.close()
-    db = sqlite3.connect(configured()[0][len("sqlite://"):])
+    db = sqlite3.connect(configured()[0][len("sqlite:///"):])
     with db:  # every charge's count lowered to 0
         for seq, body in db.execute("SELECT seq, body FROM dpadmm_entries WHERE kind = 'charge'").fetchall():
             b = json.loads(body)

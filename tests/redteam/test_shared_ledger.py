@@ -283,7 +283,7 @@ def test_a_server_that_sees_its_store_deleted_refuses_further_fits(tmp_path, tra
     a = Server(tmp_path, tmp_path / "out", cap, {"train": train}, "fit")
     try:
         fit(a)
-        db = Path(configured()[0][len("sqlite://"):])
+        db = Path(configured()[0][len("sqlite:///"):])
         for p in db.parent.glob(db.name + "*"):
             if p.is_file():
                 p.unlink()

@@ -1,6 +1,6 @@
 """An organisation's ledger store: one database of record for every budget it keeps, tamper-evident.
 
-Where: a URL (``party serve --ledger URL``, ``$DPADMM_LEDGER`` or the policy's ``ledger``): ``sqlite:///PATH`` (the
+Where: a URL (``party serve --ledger URL``, ``$DPADMM_LEDGER`` or the policy's ``ledger``): ``sqlite:////ABSOLUTE/PATH`` (the
 embedded default, Python's own ``sqlite3``: nothing to install; one file on one host) or ``postgresql://…`` (an
 organisation whose servers run on several hosts; needs the ``postgres`` extra, psycopg 3). One store per
 organisation: every server of the organisation, whatever its ``--out`` or host, names the same store and holds the
@@ -82,17 +82,18 @@ def configured(ledger=None, key=None) -> tuple[str, str]:
                                               ("--ledger-key FILE ($DPADMM_LEDGER_KEY)", keyf)) if not v)
         raise InvalidParameterError(
             f"a party with a privacy budget needs its organisation's ledger store: give {missing} (e.g. --ledger "
-            "sqlite:///srv/dpadmm/ledger.db --ledger-key /etc/dpadmm/ledger.key; the same for every server of the "
+            "sqlite:////srv/dpadmm/ledger.db --ledger-key /etc/dpadmm/ledger.key; the same for every server of the "
             "organisation; see docs/howto/budgets.md).")
     return str(url), str(keyf)
 
 
 def parse_url(url: str) -> tuple[str, str]:
     """``("sqlite", path)`` or ``("postgresql", url)``; one clear line for anything else."""
-    if url.startswith("sqlite:///"):
-        return "sqlite", url[len("sqlite://"):]
-    if url.startswith("sqlite://"):
-        raise InvalidParameterError(f"--ledger {url}: an SQLite store is sqlite:///ABSOLUTE/PATH (three slashes).")
+    if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):  # sqlite:///relative, sqlite:////absolute
+        return "sqlite", url[len("sqlite:///"):]
+    if url.startswith("sqlite:"):
+        raise InvalidParameterError(f"--ledger {url}: an SQLite store is sqlite:////ABSOLUTE/PATH (or "
+                                    "sqlite:///RELATIVE/PATH).")
     if url.startswith(("postgresql://", "postgres://")):
         return "postgresql", url
     raise InvalidParameterError(f"--ledger {url!r}: give sqlite:///PATH (the embedded store) or postgresql://… "
@@ -104,7 +105,7 @@ class _SQLite:
 
     def __init__(self, path: str):
         self.path = Path(path)
-        self.where = f"sqlite://{self.path}"
+        self.where = f"sqlite:///{self.path}"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(str(self.path), timeout=120.0, isolation_level=None, check_same_thread=False)
         self.conn.execute("PRAGMA journal_mode=WAL")

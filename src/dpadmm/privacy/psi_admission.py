@@ -14,6 +14,7 @@ at a time learns at most one wrong guess per period (an accepted check reveals n
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -22,9 +23,19 @@ import numpy as np
 
 from ..data.alignment import PsiGate, setup_rows
 from ..exceptions import ProtocolError
+from .ledger_store import LedgerTampered
 from .policy import PartyPolicy, PolicyRefusal
 
 PSI_RUNS_NAME = "psi_runs.json"  # in the party's --out when it has no store: when its PSI runs were set up
+
+
+@contextlib.contextmanager
+def _refusing():
+    """A tampered store refuses the Setup (one line naming what was found), as the budget does."""
+    try:
+        yield
+    except LedgerTampered as exc:
+        raise PolicyRefusal(str(exc), "FAILED_PRECONDITION") from None
 
 
 def _is_clear_join(params: Mapping[str, Any]) -> bool:
@@ -56,7 +67,7 @@ def admit_rows(party: str, key: str, path, params: Mapping[str, Any], *, policy:
             raise PolicyRefusal(str(exc), "FAILED_PRECONDITION") from None
     period = float(policy.psi_period)
     refusal = None
-    with store.tx():
+    with _refusing(), store.tx():
         rows, _, closed = _store_queries(store, data_set, period)
         if closed:
             refusal = _closed(party, period)
@@ -88,7 +99,7 @@ def admit_psi(party: str, policy: PartyPolicy, out, args, *, store=None, data_se
                             f"{policy.psi_max_query} (--psi-max-query); query fewer ids")
     period = float(policy.psi_period)
     refusal = None
-    with store.tx():
+    with _refusing(), store.tx():
         rows, recent, closed = _store_queries(store, data_set, period)
         if closed:
             refusal = _closed(party, period)

@@ -9,7 +9,6 @@ fixed and the mark must be removed. A plain test is a check that held. Findings:
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np

@@ -67,23 +67,20 @@ def table_digest(path) -> str:
     raw = Path(path).read_bytes()
     text = _decode(raw)
     try:
-        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skipinitialspace=True)
+        df = pd.read_csv(io.StringIO(text), skipinitialspace=True)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError):
         return "text:" + _text_digest(text)
     if df.shape[1] < 1 or df.shape[0] < 1:
         return "text:" + _text_digest(text)
     cols = []
     for name in df.columns:
-        s = df[name].str.strip()
-        num = pd.to_numeric(s, errors="coerce")
-        if not num.isna().any():
-            v = num.to_numpy(dtype=np.float64) + 0.0  # -0.0 + 0.0 is 0.0
-            payload_sorted = np.sort(v).tobytes()
-            cols.append(("n", v, hashlib.sha256(b"n" + payload_sorted).hexdigest(), str(name)))
+        col = df[name]
+        if pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col):
+            v = col.to_numpy(dtype=np.float64) + 0.0  # 1 and 1.0 alike; -0.0 + 0.0 is 0.0
+            cols.append(("n", v, hashlib.sha256(b"n" + np.sort(v).tobytes()).hexdigest(), str(name)))
         else:
-            v = s.to_numpy(dtype=object).astype(str)
-            payload_sorted = "\x1f".join(np.sort(v)).encode()
-            cols.append(("s", v, hashlib.sha256(b"s" + payload_sorted).hexdigest(), str(name)))
+            v = col.astype(str).str.strip().to_numpy(dtype=object).astype(str)
+            cols.append(("s", v, hashlib.sha256(b"s" + "\x1f".join(np.sort(v)).encode()).hexdigest(), str(name)))
     cols.sort(key=lambda c: (c[2], c[3]))
     codes = [np.unique(c[1], return_inverse=True)[1] for c in cols]
     order = np.lexsort(codes[::-1])  # rows sorted by the first canonical column, then the next, …

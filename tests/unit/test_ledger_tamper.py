@@ -238,6 +238,24 @@ def test_a_store_deleted_while_serving_stops_every_release(store):
         store.budget()
 
 
+def test_an_older_copy_of_the_store_put_back_is_refused(tmp_path, request):
+    """A rollback: the store copied aside, more spent, the copy put back. Consistent with the key, but not with the
+    last row this host saw committed (kept beside the key, outside the store)."""
+    store = Store("sqlite", tmp_path, request)
+    saved = {p.name: p.read_bytes() for p in store.path.parent.glob(store.path.name + "*") if p.is_file()}
+    b = store.budget()
+    b.open_run("more", "x", RUN, 3)
+    b.charge([GaussianRelease("p", 0, 1.0, NM, RECORD_REPLACE)], private_step=True, round_=0)
+    b.close()
+    for p in store.path.parent.glob(store.path.name + "*"):
+        if p.is_file():
+            p.unlink()
+    for name, data in saved.items():
+        (store.path.parent / name).write_bytes(data)
+    with pytest.raises(LedgerTampered, match="an older copy of the store was put back"):
+        store.budget()
+
+
 def test_an_untouched_store_reads_back_what_was_spent(store):
     b = store.budget()
     assert b.spent == pytest.approx(store.spent_eps) and b.ledger["releases"] == 2

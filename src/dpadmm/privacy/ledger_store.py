@@ -18,8 +18,10 @@ the last row's number and MAC are sealed in a head row (with the key too). Nothi
 folded from the rows. So an edited, reordered, copied-in, inserted or deleted row, a truncated chain, a raised or
 lowered sequence number or head and a store replaced by another are each detected (:class:`LedgerTampered`, one
 line naming what was found), at start (the whole store is verified) and while serving (each data set's rows at
-each Setup, the head at each charge). What it cannot see: a whole older copy of store *and* head put back (a
-rollback) is consistent with the key; the operator's backups and the audit logs are the record against that.
+each Setup, the head at each charge). A whole older copy of the store put back (a rollback) is consistent with the
+key, so each host also keeps the last row it saw committed beside the key (``KEY.head``, outside the store): a store
+that no longer holds that row is refused. What no host saw (a rollback to just before another host's rows) only the
+operator's backups and the parties' audit logs record.
 
 Concurrency: every read-modify-write is one transaction (SQLite ``BEGIN IMMEDIATE``; PostgreSQL a transaction
 holding ``pg_advisory_xact_lock``), so two servers that price runs at once never pass the cap together. A process
@@ -109,6 +111,7 @@ class LedgerStore:
         self.where = self.db.where
         self._lock = threading.RLock()  # one connection, several gRPC threads
         self.created_now = False
+        self._appended = None
         with self._lock:
             if not self.db.has_store():
                 self._init_store(key, create)
@@ -231,7 +234,39 @@ class LedgerStore:
             seq, _ = self.head()
             self._check_rows(self.db.q("SELECT seq, data_set, ds_seq, kind, body, prev, ds_prev, mac FROM dpadmm_entries "
                                        "ORDER BY seq"), whole=True)
+            self.check_anchor(seq)
         return seq
+
+    # ------------------------------------------------------------------ the anchor beside the key (rollbacks)
+    @property
+    def anchor_path(self) -> Path:
+        return self.key_path.with_name(self.key_path.name + ".head")
+
+    def _read_anchor(self) -> tuple[int, str]:
+        try:
+            a = json.loads(self.anchor_path.read_text())
+            return (int(a["seq"]), str(a["mac"])) if a.get("store") == self.store_id else (0, "")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return 0, ""
+
+    def check_anchor(self, seq: int) -> None:
+        """The last row this host saw committed (kept beside the key, outside the store) is still in the store: an
+        older copy of the store put back (a rollback) is refused. Call inside :meth:`tx`."""
+        n, mac = self._read_anchor()
+        if not n:
+            return
+        row = self.db.q("SELECT mac FROM dpadmm_entries WHERE seq = ?", (n,)) if n <= seq else []
+        if not row or not hmac.compare_digest(str(row[0][0]), mac):
+            raise self._fail(f"it holds {seq} rows, but this host saw row {n} committed (recorded beside the key, in "
+                             f"{self.anchor_path.name}): an older copy of the store was put back")
+
+    def _write_anchor(self, seq: int, mac: str) -> None:
+        if seq <= self._read_anchor()[0]:
+            return
+        tmp = self.anchor_path.with_name(self.anchor_path.name + f".tmp{os.getpid()}")
+        with contextlib.suppress(OSError):  # a read-only key directory: no anchor, the chain still holds
+            tmp.write_text(json.dumps({"store": self.store_id, "seq": seq, "mac": mac}))
+            os.replace(tmp, self.anchor_path)
 
     def entries(self, data_set: str, after: tuple[int, str] = (0, "")) -> list[tuple[int, str, dict, str]]:
         """The data set's rows after its entry ``after`` = (number, MAC), verified (call inside :meth:`tx`):
@@ -256,12 +291,17 @@ class LedgerStore:
                   "(?, ?, ?, ?, ?, ?, ?, ?)", (seq + 1, data_set, after[0] + 1, kind, text, prev, after[1], mac))
         self.db.q("UPDATE dpadmm_head SET seq = ?, mac = ?, seal = ? WHERE id = 1",
                   (seq + 1, mac, self.mac("head", str(seq + 1), mac)))
+        self._appended = (seq + 1, mac)
         return after[0] + 1, mac
 
     @contextlib.contextmanager
     def tx(self):
-        with self._lock, self.db.tx():
-            yield
+        with self._lock:
+            self._appended = None
+            with self.db.tx():
+                yield
+            if self._appended is not None:  # committed: this host has seen it
+                self._write_anchor(*self._appended)
 
     def data_sets(self) -> list[str]:
         with self.tx():

@@ -156,6 +156,7 @@ class PartyBudget:
             with self.store.tx():
                 if whole:
                     self.ledger, self._at = empty_ledger(self.party), (0, "")
+                    self.store.check_anchor(self.store.head()[0])
                 new = self.store.entries(self.data_set, self._at)
                 fold(self.ledger, new)
                 if new:

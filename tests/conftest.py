@@ -274,7 +274,8 @@ def ledger_of(party, delta: float | None = None, *, key: str | None = None) -> d
             led = fold(empty_ledger(), store.entries(key))
     finally:
         store.close()
-    delta = delta if delta is not None else next((r["delta"] for r in reversed(led["runs"])), 1e-5)
+    if delta is None:
+        delta = next((r["delta"] for r in reversed(led["runs"]) if r.get("delta")), 1e-5)
     led["epsilon_spent"] = compose(led["gaussian"], led["pure_epsilon"], delta)
     rels = {r.get("relation") for r in led["runs"] if r["charged"]["releases"]}
     led["relation"] = rels.pop() if len(rels) == 1 else (sorted(rels) if rels else None)

@@ -178,3 +178,32 @@ def test_party_ledger_lists_per_data_set_what_each_run_spent(tmp_path, data, cap
     other.write_text("id,a\n9,1\n")
     assert main(["party", "ledger", "--data", str(other)]) == 0
     assert "no budget in the store for other.csv" in capsys.readouterr().out
+
+
+def test_a_ledger_of_the_former_files_layout_is_imported_once(tmp_path, data, capsys):
+    """An upgrade does not reset a budget: the former LEDGER_DIR/<sha256>/ JSON file and journal are imported (once)
+    into the store, under the data set the file is now."""
+    import hashlib
+
+    from dpadmm.cli import main
+
+    sha = hashlib.sha256(open(data["train"], "rb").read()).hexdigest()
+    old = tmp_path / "ledgers" / sha
+    old.mkdir(parents=True)
+    run = {"run": "legacy", "protocol": "vertical-sharing", "relation": "record_replace", "declared_rounds": 3,
+           "priced": {"gaussian": {"4.0": 2}, "pure_epsilon": 0.0},
+           "charged": {"gaussian": {"4.0": 1}, "pure_epsilon": 0.0, "releases": 1}, "last_round": 1}
+    (old / "privacy_ledger.json").write_text(json.dumps({
+        "format": "dpadmm-party-ledger/2", "party": "p", "relation": "record_replace", "releases": 1,
+        "gaussian": {"4.0": 1}, "pure_epsilon": 0.0, "seq": 1, "runs": [run]}))
+    (old / "privacy_ledger.journal").write_text(json.dumps({"seq": 2, "run": "legacy", "round": 1, "g": {"4.0": 1}})
+                                                + "\n")  # one charge after the last compaction
+    assert main(["party", "ledger", "--data", data["train"], "--import-dir", str(tmp_path / "ledgers")]) == 0
+    assert "over 2 releases, 1 runs" in capsys.readouterr().out
+    b = PartyBudget(tmp_path / "o", "p", CAP, DELTA, data=data)
+    assert b.spent == pytest.approx(gaussian_epsilon([NM] * 2, DELTA), rel=1e-3)
+    with pytest.raises(PolicyRefusal, match="above its operator's cap"):
+        b.open_run("r", "x", RunPrice({NM: 3}, 0.0, "record_replace"), 4)  # 2 + 3 > 4
+    b.close()
+    assert main(["party", "ledger", "--data", data["train"], "--import-dir", str(tmp_path / "ledgers")]) == 2
+    assert "was imported already" in capsys.readouterr().err

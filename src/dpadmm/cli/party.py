@@ -263,6 +263,9 @@ def ledger_list(
     data: Optional[Path] = typer.Option(None, "--data", help="Only the budget of this data file (its rows' digest)."),
     data_set: Optional[str] = typer.Option(None, "--data-set", help="Only the budget of this declared data set."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document instead of the table."),
+    import_dir: Optional[Path] = typer.Option(None, "--import-dir", help="Import the ledger the former files layout "
+                                                                       "kept for --data FILE (its --ledger-dir, or a "
+                                                                       "party's --out) into the store, once."),
 ):
     """What was spent on each data set, and by which runs (every row of the store verified with its key)."""
     # dpadmm.privacy loads dp-accounting: not in the CLI's start-up path
@@ -272,6 +275,14 @@ def ledger_list(
     if data is not None and not data.is_file():
         raise InvalidParameterError(f"--data {data} is not a file; give the data file whose ledger to list.")
     url, key = configured(ledger, None if ledger_key is None else str(ledger_key))
+    if import_dir is not None:
+        from ..privacy.ledger_listing import import_files_ledger
+
+        if data is None:
+            raise InvalidParameterError("--import-dir needs --data FILE: the data file whose former ledger to import.")
+        led = import_files_ledger(url, key, data, import_dir, data_set=data_set)
+        print(f"imported: {render_ledger(led)}")
+        return
     found = list_ledgers(url, key, data=data, data_set=data_set)
     if as_json:
         print(json.dumps(found, indent=1))

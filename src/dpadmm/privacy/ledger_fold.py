@@ -7,7 +7,9 @@ The store keeps only events; every total here is computed from them, so no total
 - ``charge`` — one round's releases (``g``: ``{σ/Δ: count}``, ``pure``: pure ε, ``n_pure``), recorded before the
   reply left the party;
 - ``close`` — the run ended (Finish, a new Setup, the process stopping);
-- ``psi`` — a PSI query or a clear-join check (its time, its number of ids, whether it was refused).
+- ``psi`` — a PSI query or a clear-join check (its time, its number of ids, whether it was refused);
+- ``adopt`` — a ledger of the former files layout imported (``dpadmm party ledger --import-dir``): its totals and
+  runs, closed.
 """
 
 from __future__ import annotations
@@ -56,5 +58,13 @@ def fold(led: dict, entries) -> dict:
                 runs[body["run"]].update(open=False, closed=body.get("closed"))
         elif kind == "psi":
             led["psi"].append(body)
+        elif kind == "adopt":
+            add_counts(led["gaussian"], body["gaussian"])
+            led["pure_epsilon"] = float(led["pure_epsilon"]) + float(body["pure_epsilon"])
+            led["releases"] += int(body["releases"])
+            for r in body["runs"]:
+                run = dict(r, open=False, adopted_from=body["from"])
+                led["runs"].append(run)
+                runs[run["run"]] = run
         led["seq"] = int(ds_seq)
     return led

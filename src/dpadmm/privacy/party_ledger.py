@@ -133,11 +133,15 @@ class PartyBudget:
         self.run: dict | None = None  # the open run's record (also in ledger["runs"])
         self._keys: list = []
         self.ledger, self._at = empty_ledger(party), (0, "")
-        with self._tx():
-            seen = self.ledger["data_set"]
-            if not set(self.ds.seen_as) <= set(seen["seen_as"]) or self.ds.digest not in seen["digests"]:
-                self._append("seen", {"seen_as": list(self.ds.seen_as), "digest": self.ds.digest, "party": party,
-                                      "at": _now()})
+        try:
+            with self._tx():
+                seen = self.ledger["data_set"]
+                if not set(self.ds.seen_as) <= set(seen["seen_as"]) or self.ds.digest not in seen["digests"]:
+                    self._append("seen", {"seen_as": list(self.ds.seen_as), "digest": self.ds.digest, "party": party,
+                                          "at": _now()})
+        except PolicyRefusal:  # at start: the server does not start (one line, exit code 2)
+            self.close()
+            raise LedgerTampered(self.tampered) from None
 
     @property
     def where(self) -> str:

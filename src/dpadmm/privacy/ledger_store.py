@@ -192,17 +192,19 @@ class LedgerStore:
                               "until its operator restores the store from a backup (docs/howto/budgets.md, "
                               "'Tampering')")
 
-    def head(self) -> tuple[int, str]:
-        """The sealed head (the last row's number and MAC), checked against the rows; raises on any mismatch."""
+    def head(self, *, count: bool = False) -> tuple[int, str]:
+        """The sealed head (the last row's number and MAC), checked against the last row (O(log n): each charge) and,
+        with ``count``, against the number of rows (O(n): at start and at each Setup); raises on any mismatch."""
         rows = self.db.q("SELECT seq, mac, seal FROM dpadmm_head WHERE id = 1")
         if not rows:
             raise self._fail("its head row is gone")
         seq, mac, seal = int(rows[0][0]), str(rows[0][1]), str(rows[0][2])
         if not hmac.compare_digest(seal, self.mac("head", str(seq), mac)):
             raise self._fail(f"its head (row {seq}) does not carry the key's seal (edited)")
-        (count, top), = self.db.q("SELECT count(*), max(seq) FROM dpadmm_entries")
-        if int(count) != seq or int(top or 0) != seq:
-            raise self._fail(f"the head seals {seq} rows, the store holds {count} (rows deleted, inserted or "
+        (n, top), = self.db.q("SELECT " + ("count(*)" if count else "-1") + ", max(seq) FROM dpadmm_entries")
+        if (count and int(n) != seq) or int(top or 0) != seq:
+            held = f"{n} rows" if count else f"rows up to {top}"
+            raise self._fail(f"the head seals {seq} rows, the store holds {held} (rows deleted, inserted or "
                              "renumbered)")
         if seq:
             last = self.db.q("SELECT mac FROM dpadmm_entries WHERE seq = ?", (seq,))
@@ -231,7 +233,7 @@ class LedgerStore:
     def verify_all(self) -> int:
         """Every row of the store against the key and the chain (at start); the number of rows."""
         with self._lock, self.db.tx():
-            seq, _ = self.head()
+            seq, _ = self.head(count=True)
             self._check_rows(self.db.q("SELECT seq, data_set, ds_seq, kind, body, prev, ds_prev, mac FROM dpadmm_entries "
                                        "ORDER BY seq"), whole=True)
             self.check_anchor(seq)
@@ -271,7 +273,7 @@ class LedgerStore:
     def entries(self, data_set: str, after: tuple[int, str] = (0, "")) -> list[tuple[int, str, dict, str]]:
         """The data set's rows after its entry ``after`` = (number, MAC), verified (call inside :meth:`tx`):
         ``(ds_seq, kind, body, mac)`` each."""
-        self.head()
+        self.head(count=not after[0])  # a whole read (start, Setup) counts the rows too
         rows = self.db.q("SELECT seq, data_set, ds_seq, kind, body, prev, ds_prev, mac FROM dpadmm_entries WHERE "
                          "data_set = ? AND ds_seq > ? ORDER BY ds_seq", (data_set, int(after[0])))
         if after[0]:

@@ -440,7 +440,7 @@ def test_honest_functional_and_consensus_fits_pass_every_check_of_budgeted_parti
     finally:
         stop()
     for svc in services.values():
-        assert svc.budget.spent == pytest.approx(m.privacy_.per_party[svc.name], rel=2e-3)
+        assert ledger_of(svc)["epsilon_spent"] == pytest.approx(m.privacy_.per_party[svc.name], rel=2e-3)
     X, y = _node_data(n=120)
     from dpadmm.algorithms import consensus_baseline as cb
 
@@ -455,7 +455,7 @@ def test_honest_functional_and_consensus_fits_pass_every_check_of_budgeted_parti
         stop()
     assert m.handed_over_ in ("model", "dp-base-rate") and m.dp_base_rate_ is not None
     for svc in services.values():
-        assert svc.budget.spent == pytest.approx(m.privacy_.per_party[svc.name], rel=1e-9)
+        assert ledger_of(svc)["epsilon_spent"] == pytest.approx(m.privacy_.per_party[svc.name], rel=1e-9)
         led = ledger_of(svc)
         assert [r["protocol"] for r in led["runs"]][-2:] == ["graph-consensus", "consensus-baseline"]
 

@@ -89,6 +89,9 @@ class GrpcParties:
             if accept:
                 args.append("--accept-coordinator-data")
             args += list(party_args)  # the benchmark's workloads are simulations: no budget unless asked
+            # the benchmark's own ledger store (its key in another directory), shared by its parties
+            args += ["--ledger", f"sqlite:///{self.dir / 'store' / 'ledger.db'}", "--ledger-key",
+                     str(self.dir / "keys" / "ledger.key")]
             if prefill is not None:
                 prefill(self.dir / name, name)
             logs[name] = self.dir / f"{name}.log"
@@ -170,20 +173,26 @@ def _transport(name: str) -> dict:
     return {"stream": name != "grpc-unary", "round_transport": "tls" if name == "grpc" else "grpc"}
 
 
-def prefill_ledger(out, party: str, entries: int) -> None:
-    """A party ledger holding ``entries`` earlier runs (one release each at σ/Δ = 50), as after months of use."""
-    from pathlib import Path
+def prefill_ledger(store_dir, data: dict, party: str, entries: int) -> None:
+    """A party's budget holding ``entries`` earlier runs (one release each at σ/Δ = 50), as after months of use, in the
+    ledger store of ``GrpcParties`` (``store_dir``: its directory)."""
+    from dpadmm.privacy.dataset_identity import data_set_id
+    from dpadmm.privacy.ledger_store import LedgerStore
 
-    from dpadmm.privacy.party_ledger import LEDGER_FORMAT, LEDGER_NAME
-
-    run = {"protocol": "vertical-sharing", "started": "2026-01-01T00:00:00+00:00", "declared_rounds": 2,
-           "relation": "feature_column", "priced": {"gaussian": {"50.0": 1}, "pure_epsilon": 0.0},
-           "charged": {"gaussian": {"50.0": 1}, "pure_epsilon": 0.0, "releases": 1}, "last_round": 2}
-    led = {"format": LEDGER_FORMAT, "party": party, "relation": "feature_column", "releases": entries,
-           "gaussian": {"50.0": entries}, "pure_epsilon": 0.0, "seq": 0,
-           "runs": [dict(run, run=f"earlier/{i}") for i in range(entries)]}
-    Path(out).mkdir(parents=True, exist_ok=True)
-    (Path(out) / LEDGER_NAME).write_text(json.dumps(led))
+    store = LedgerStore(f"sqlite:///{store_dir / 'store' / 'ledger.db'}", store_dir / "keys" / "ledger.key")
+    key = data_set_id(party, data).key
+    at = (0, "")
+    with store.tx():
+        at = (lambda rows: (rows[-1][0], rows[-1][3]) if rows else at)(store.entries(key))
+        for i in range(entries):
+            run = f"earlier/{i}"
+            at = store.append(key, "open", {"run": run, "protocol": "vertical-sharing", "party": party, "out": "",
+                                            "started": "2026-01-01T00:00:00+00:00", "declared_rounds": 2,
+                                            "relation": "feature_column", "delta": 1e-5, "holder": "", "by": "",
+                                            "priced": {"gaussian": {"50.0": 1}, "pure_epsilon": 0.0}}, at)
+            at = store.append(key, "charge", {"run": run, "round": 1, "g": {"50.0": 1}}, at)
+            at = store.append(key, "close", {"run": run, "closed": "2026-01-01T00:00:01+00:00"}, at)
+    store.close()
 
 
 def bench_budget(blocks, y, rounds, entries: int | None):
@@ -201,9 +210,10 @@ def bench_budget(blocks, y, rounds, entries: int | None):
     paths = write_party_files(blocks, y, tmp)
     party_args = (["--no-budget"] if entries is None else ["--max-epsilon", "1e6", "--delta", "1e-5"]) + [
         "--requests", "score,rank,refit"]  # the label party refits its block (party2 holds no labels: refused)
-    prefill = None if not entries else (lambda out, name: prefill_ledger(out, name, entries))
+    data = {f"party{m}": {"train": p} for m, p in enumerate(paths, start=1)}
+    prefill = None if not entries else (lambda out, name: prefill_ledger(out.parent, data[name], name, entries))
     with GrpcParties(["party1", "party2"], "vertical-sharing", party_args=party_args, prefill=prefill,
-                     data={f"party{m}": {"train": p} for m, p in enumerate(paths, start=1)}) as parties:
+                     data=data) as parties:
         be = parties.backend()
         data = vertical_remote_data(be, [paths[0]], [], normalize=True)
         m = VerticalLogisticRegression(max_iter=rounds, rho=0.3, epsilon=10.0, delta=1e-5, monitor=False, backend=be)

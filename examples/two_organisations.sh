@@ -33,10 +33,12 @@ cleanup() {
 trap cleanup EXIT
 
 # serve LOG ARGS... : start `dpadmm party serve ARGS` in the current directory, wait until it listens; sets PORT, PID.
-# Each organisation keeps its privacy ledgers (one per data set, shared by all its servers) in ./ledgers.
+# Each organisation keeps its budgets (one per data set, shared by all its servers) in its ledger store,
+# ./ledger-store/ledger.db, verified with the operator's key ./keys/ledger.key (made with the store on first use;
+# a real operator keeps it on another disk or host).
 serve() {
   local log=$1; shift
-  "$PY" -m dpadmm party serve "$@" --ledger-dir ledgers --listen 127.0.0.1:0 >"$log" 2>&1 &
+  "$PY" -m dpadmm party serve "$@" --ledger sqlite:///ledger-store/ledger.db --ledger-key keys/ledger.key --listen 127.0.0.1:0 >"$log" 2>&1 &
   PID=$!
   PIDS+=("$PID")
   for _ in $(seq 1 900); do
@@ -172,8 +174,10 @@ bank, retailer, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 experts = json.loads((bank / "run-experts" / "metrics.json").read_text())
 sharing = json.loads((bank / "run-sharing" / "metrics.json").read_text())
 import subprocess
-listing = subprocess.run([sys.executable, "-m", "dpadmm", "party", "ledger", "--ledger-dir", str(retailer / "ledgers"),
-                          "--data", str(retailer / "train.csv"), "--json"], capture_output=True, text=True, check=True)
+listing = subprocess.run([sys.executable, "-m", "dpadmm", "party", "ledger", "--ledger",
+                          f"sqlite:///{(retailer / 'ledger-store' / 'ledger.db').resolve()}", "--ledger-key",
+                          str(retailer / "keys" / "ledger.key"), "--data", str(retailer / "train.csv"), "--json"],
+                         capture_output=True, text=True, check=True)
 ledger = json.loads(listing.stdout)[0]  # the retailer's ledger of retail_train.csv (one per data set)
 preds = pd.read_csv(bank / "scores" / "predictions.csv")
 common_new = set(pd.read_csv(bank / "new.csv").id) & set(pd.read_csv(retailer / "new.csv").id)

@@ -155,10 +155,30 @@ def serve_parties(services: dict, tls=None, rounds=None):
 
 
 @pytest.fixture(autouse=True)
-def _own_ledger_dir(tmp_path_factory, monkeypatch):
-    """Every test's `party serve` (in-process or a subprocess, which inherits the environment) keeps its
-    per-data-set privacy ledgers in a directory of its own, never in the user's ~/.dpadmm/ledgers."""
-    monkeypatch.setenv("DPADMM_LEDGER_DIR", str(tmp_path_factory.mktemp("ledgers")))
+def _own_ledger_store(tmp_path_factory, monkeypatch):
+    """Every test's parties (in-process, or `party serve` subprocesses, which inherit the environment) keep their
+    budgets in a ledger store of the test's own (an SQLite file; its key in another directory), as one
+    organisation's servers would; never anything of the user's."""
+    root = tmp_path_factory.mktemp("ledger")
+    monkeypatch.setenv("DPADMM_LEDGER", f"sqlite:///{root}/store/ledger.db")
+    monkeypatch.setenv("DPADMM_LEDGER_KEY", str(root / "keys" / "ledger.key"))
+
+
+@pytest.fixture
+def postgres_url():
+    """A PostgreSQL database of the test's own (a fresh schema) when ``$DPADMM_TEST_POSTGRES`` names a server (CI
+    starts one: .ci/run); skipped otherwise."""
+    base = os.environ.get("DPADMM_TEST_POSTGRES")
+    if not base:
+        pytest.skip("no PostgreSQL server for the tests ($DPADMM_TEST_POSTGRES unset; .ci/run starts one)")
+    psycopg = pytest.importorskip("psycopg")
+    schema = "t_" + os.urandom(6).hex()
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in base else "?"
+    yield f"{base}{sep}options=-csearch_path%3D{schema}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 @pytest.fixture(scope="session")
@@ -229,3 +249,34 @@ def audit_records(service, wait_for=None, timeout=10.0):
         if wait_for is None or any(wait_for(r) for r in recs) or time.monotonic() > deadline:
             return recs
         time.sleep(0.02)
+
+
+def ledger_of(party, delta: float | None = None, *, key: str | None = None) -> dict:
+    """The account of the data set a party serves (``party``: a runtime, or its data file), read from the test's
+    ledger store — every row verified — whether the party is still open or not: the totals, its runs (each with
+    ``priced`` and ``charged``), its PSI queries and ``epsilon_spent`` at ``delta`` (default: the party's δ).
+    ``key``: the data set's key in the store instead (``"party:NAME"`` for a party without files of its own)."""
+    from dpadmm.privacy.dataset_identity import data_set_id
+    from dpadmm.privacy.ledger_fold import empty_ledger, fold
+    from dpadmm.privacy.ledger_store import LedgerStore, configured
+    from dpadmm.privacy.party_ledger import compose
+
+    if key is not None:
+        pass
+    elif hasattr(party, "data_set"):
+        key = party.data_set.key
+        delta = delta if delta is not None else getattr(party.policy, "delta", None)
+    else:
+        key = data_set_id("", {"train": party}).key
+    store = LedgerStore(*configured(), create=False)
+    try:
+        with store.tx():
+            led = fold(empty_ledger(), store.entries(key))
+    finally:
+        store.close()
+    if delta is None:
+        delta = next((r["delta"] for r in reversed(led["runs"]) if r.get("delta")), 1e-5)
+    led["epsilon_spent"] = compose(led["gaussian"], led["pure_epsilon"], delta)
+    rels = {r.get("relation") for r in led["runs"] if r["charged"]["releases"]}
+    led["relation"] = rels.pop() if len(rels) == 1 else (sorted(rels) if rels else None)
+    return led

@@ -23,7 +23,8 @@ from dpadmm.algorithms.functional import statistics as functional_statistics  # 
 from dpadmm.algorithms.consensus import messages as consensus_messages, protocol as consensus_protocol  # noqa: E402
 from dpadmm.algorithms.vertical import messages as vertical_messages, protocol as vertical_protocol  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
-from dpadmm.backends.grpc_party import JOURNAL_NAME, LEDGER_NAME, PartyService, _Refused  # noqa: E402
+from dpadmm.backends.grpc_party import PartyService, _Refused  # noqa: E402
+from conftest import ledger_of  # noqa: E402
 from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.kernels import fpca  # noqa: E402
 from dpadmm.kernels.regularizers import L1, L2  # noqa: E402
@@ -61,7 +62,7 @@ class Party:
 
     def released(self):
         self.svc.budget.close_run()
-        return json.loads((self.out / LEDGER_NAME).read_text())["releases"]
+        return ledger_of(self.svc)["releases"]
 
     def assert_refused_before_release(self, fn, match):
         n_steps = sum(r["method"] == "Step" and r["status"] == "ok" for r in self.audit())
@@ -356,7 +357,7 @@ def test_after_a_kill_and_resume_the_coordinators_report_and_every_party_ledger_
     resumed = fit(resume_from=tmp_path / "ckpt")
     rel = resumed.privacy_.releases
     for name in ("party1", "party2"):
-        led = json.loads((tmp_path / name / LEDGER_NAME).read_text())
+        led = ledger_of(paths[0 if name == "party1" else 1])
         assert led["releases"] == 9 + 2  # rounds 2–10 once (round 1 is free) + rounds 6–7 again
         mine = [r for r in rel if r["party"] == name and r["side"] == "features"]
         assert sum(r["rounds"] for r in mine) == 11
@@ -439,7 +440,7 @@ def test_honest_functional_and_consensus_fits_pass_every_check_of_budgeted_parti
     finally:
         stop()
     for svc in services.values():
-        assert svc.budget.spent == pytest.approx(m.privacy_.per_party[svc.name], rel=2e-3)
+        assert ledger_of(svc)["epsilon_spent"] == pytest.approx(m.privacy_.per_party[svc.name], rel=2e-3)
     X, y = _node_data(n=120)
     from dpadmm.algorithms.consensus import protocol as consensus_protocol
 
@@ -454,14 +455,17 @@ def test_honest_functional_and_consensus_fits_pass_every_check_of_budgeted_parti
         stop()
     assert m.handed_over_ in ("model", "dp-base-rate") and m.dp_base_rate_ is not None
     for svc in services.values():
-        assert svc.budget.spent == pytest.approx(m.privacy_.per_party[svc.name], rel=1e-9)
-        led = json.loads((svc.out / LEDGER_NAME).read_text())
+        assert ledger_of(svc)["epsilon_spent"] == pytest.approx(m.privacy_.per_party[svc.name], rel=1e-9)
+        led = ledger_of(svc)
         assert [r["protocol"] for r in led["runs"]][-2:] == ["graph-consensus", "consensus-baseline"]
 
 
-def test_a_killed_partys_journal_is_read_back_at_restart(tmp_path):
-    """Rounds charged after the last compaction live only in the journal (appended before each reply): a party
-    killed mid-run loses none of them."""
+def test_a_killed_partys_charges_are_read_back_at_restart(tmp_path):
+    """Each charged round is a row of the store, committed before the reply leaves: a party killed mid-run loses
+    none of them; an edited row stops the next start (one line naming it)."""
+    import sqlite3
+
+    from dpadmm.privacy.ledger_store import LedgerTampered, configured
     from dpadmm.privacy.events import RECORD_REPLACE, GaussianRelease
     from dpadmm.privacy.party_ledger import PartyBudget
     from dpadmm.privacy.policy import RunPrice
@@ -470,14 +474,19 @@ def test_a_killed_partys_journal_is_read_back_at_restart(tmp_path):
     b.open_run("r1", "x", RunPrice({5.0: 5}, 0.0, "record_replace"), 6)
     for t in range(3):
         b.charge([GaussianRelease("p", t, 1.0, 5.0, RECORD_REPLACE)], private_step=True, round_=t)
-    assert (tmp_path / JOURNAL_NAME).is_file()  # killed here: no close, no compaction
+    # killed here: no close
     again = PartyBudget(tmp_path, "p", 10.0, 1e-5)
     assert again.ledger["releases"] == 3 and again.find_run("r1")["charged"]["releases"] == 3
     assert again.spent == pytest.approx(gaussian_epsilon([5.0] * 3, 1e-5), rel=1e-6)
-    assert not (tmp_path / JOURNAL_NAME).exists()  # folded into the JSON file at start
     again.close()
-    (tmp_path / JOURNAL_NAME).write_text('{"seq": 99, "run": "nope"}\n')
-    with pytest.raises(Exception, match="journal .* is unreadable"):
+    db = sqlite3.connect(configured()[0][len("sqlite:///"):])
+    with db:  # every charge's count lowered to 0
+        for seq, body in db.execute("SELECT seq, body FROM dpadmm_entries WHERE kind = 'charge'").fetchall():
+            b = json.loads(body)
+            db.execute("UPDATE dpadmm_entries SET body = ? WHERE seq = ?",
+                       (json.dumps(dict(b, g={k: 0 for k in b["g"]})), seq))
+    db.close()
+    with pytest.raises(LedgerTampered, match=r"tampered with: row \d+ \(charge of data set party:p\) does not match"):
         PartyBudget(tmp_path, "p", 10.0, 1e-5)
 
 

@@ -95,14 +95,16 @@ def test_a_subset_setup_names_rows_only_through_a_psi_intersection(tmp_path, pat
         party.fit_setup({"ids": np.array(["c007"]), "subset": True})  # inside it: allowed
         with pytest.raises(_Refused, match="outside the intersection"):
             party.fit_setup({"ids": np.array(["c007", "c008"]), "subset": True})  # c008 holds, but was never queried
+        party.fit_setup({"ids": np.array(OWN)})  # a join in the clear: the same samples ...
         with pytest.raises(_Refused, match="not exactly the ids of its 'train' file") as err:
-            party.fit_setup({"ids": np.array(OWN[:-1])})  # a join in the clear: the same samples or nothing
+            party.fit_setup({"ids": np.array(OWN[:-1])})  # ... or nothing
         assert OWN[-1] not in str(err.value)
-        party.fit_setup({"ids": np.array(OWN)})
+        with pytest.raises(_Refused, match="closes clear joins and PSI on it for the period"):
+            party.fit_setup({"ids": np.array(OWN)})  # a refused check closes the oracle: even the right ids now
     finally:
         party.svc.close()
     setups = [r for r in party.audit() if r["method"] == "Setup"]
-    assert [r["status"] for r in setups].count("refused") == 5  # every probe is on record
+    assert [r["status"] for r in setups].count("refused") == 6  # every probe is on record
 
 
 def test_align_answers_once_per_psi_query(tmp_path, path):
@@ -125,7 +127,8 @@ def test_the_operator_caps_a_querys_size_and_the_psi_runs_per_period(tmp_path, p
             party.psi([f"c{i:03d}" for i in range(20)])
         party.psi(["c001"])
         party.psi(["c002", "c003"])
-        with pytest.raises(_Refused, match=r"2 PSI runs in the last 3600 s, its operator allows 2 \(--psi-max-runs\)"):
+        with pytest.raises(_Refused, match=r"2 PSI queries on this data set in the last 3600 s \(by every server of the "
+                                           r"organisation\), its operator allows 2 \(--psi-max-runs\)"):
             party.psi(["c004"])
     finally:
         party.svc.close()

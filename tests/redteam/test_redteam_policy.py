@@ -9,7 +9,6 @@ fixed and the mark must be removed. A plain test is a check that held. Findings:
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -23,7 +22,8 @@ from dpadmm.algorithms.functional import (local as functional_local, messages as
 from dpadmm.algorithms.functional import statistics as functional_statistics  # noqa: E402
 from dpadmm.algorithms.vertical import (data as vertical_data, messages as vertical_messages,  # noqa: E402
                                         party as vs_party, protocol as vertical_protocol)
-from dpadmm.backends.grpc_party import LEDGER_NAME, _Refused  # noqa: E402
+from dpadmm.backends.grpc_party import _Refused  # noqa: E402
+from conftest import ledger_of  # noqa: E402
 from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.kernels import fpca  # noqa: E402
 from dpadmm.kernels.regularizers import L2  # noqa: E402
@@ -41,7 +41,7 @@ class Party(_PolicyParty):
     def ledger(self):
         if self.svc.budget.run is not None:
             self.svc.budget.close_run()
-        return json.loads((self.out / LEDGER_NAME).read_text())
+        return ledger_of(self.svc)
 
 
 # ----------------------------------------------------------------------------- vertical sharing [Hu]

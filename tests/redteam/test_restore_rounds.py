@@ -139,7 +139,7 @@ def test_the_grpc_party_restores_only_its_own_checkpoint_round(tmp_path):
 
 def test_a_second_coordinator_resuming_a_run_in_progress_is_refused_by_name(tmp_path):
     """Two coordinators (two verified names) resume one run at once: the party serves the first; the second's
-    Restore and Step are refused, and the refusal says another coordinator's run is in progress (and whose)."""
+    Setup, Restore and Step are refused, and the refusal says another coordinator's run is in progress (and whose)."""
     pytest.importorskip("grpc")
     from dpadmm.backends import grpc_codec as codec
     from dpadmm.backends.grpc_party import PartyService
@@ -157,10 +157,12 @@ def test_a_second_coordinator_resuming_a_run_in_progress_is_refused_by_name(tmp_
         call("coordA", "Step", {"round": 0, "inbox": inbox})
         call("coordA", "Checkpoint", {"round": 0})
         call("coordA", "Setup", SETUP)  # both resume at once
-        call("coordB", "Setup", SETUP)
+        with pytest.raises(PolicyRefusal, match=r"^party 'p1' refused Setup from coordB and sent nothing; another "
+                                                r"coordinator's run is in progress here \(run by coordA\)"):
+            call("coordB", "Setup", SETUP)  # a run belongs to the coordinator that set it up (issue 36)
         call("coordA", "Restore", {"round": 0})
-        with pytest.raises(PolicyRefusal, match=r"^party 'p1' refused Restore at round 0: another coordinator's run is "
-                                                r"in progress here \(run by coordA, next round 1\)"):
+        with pytest.raises(PolicyRefusal, match=r"^party 'p1' refused Restore from coordB and sent nothing; another "
+                                                r"coordinator's run is in progress here \(run by coordA\)"):
             call("coordB", "Restore", {"round": 0})
         with pytest.raises(PolicyRefusal, match=r"^party 'p1' refused Step from coordB and sent nothing; another "
                                                 r"coordinator's run is in progress here \(run by coordA\)"):

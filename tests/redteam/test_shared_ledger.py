@@ -9,7 +9,6 @@ the JSON file with the journal folded in, written back) equal to the true compos
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -30,8 +29,8 @@ from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.exceptions import ProtocolError  # noqa: E402
 from dpadmm.kernels.regularizers import L2  # noqa: E402
 from dpadmm.privacy.accountants.gaussian import gaussian_epsilon  # noqa: E402
-from dpadmm.privacy.ledger_files import LEDGER_NAME, data_signature  # noqa: E402
-from dpadmm.privacy.ledger_listing import read_ledger  # noqa: E402
+from dpadmm.privacy.ledger_store import LedgerStore, configured  # noqa: E402
+from conftest import ledger_of  # noqa: E402
 from dpadmm.protocol import PartyData  # noqa: E402
 
 N, NM, DELTA = 60, 4.0, 1e-5
@@ -61,13 +60,13 @@ def new(tmp_path):
 class Server:
     """One `dpadmm party serve` process of party2 (vertical-sharing, record relation, a budget)."""
 
-    def __init__(self, tmp_path, out, ledgers, cap, data: dict, tag: str):
+    def __init__(self, tmp_path, out, cap, data: dict, tag: str, env: dict | None = None, extra=()):
         self.log = tmp_path / f"{tag}.log"
         args = [sys.executable, "-m", "dpadmm", "party", "serve", "--protocol", "vertical-sharing", "--name", "party2",
                 "--relation", "record", "--insecure", "--listen", "127.0.0.1:0", "--out", str(out),
-                "--ledger-dir", str(ledgers), "--max-epsilon", repr(cap), "--delta", repr(DELTA),
+                "--max-epsilon", repr(cap), "--delta", repr(DELTA), *extra,
                 *sum((["--data", f"{k}={v}"] for k, v in data.items()), [])]
-        env = dict(os.environ, PYTHONPATH=SRC)
+        env = dict(os.environ, PYTHONPATH=SRC, **(env or {}))  # the test's store ($DPADMM_LEDGER, conftest)
         with open(self.log, "w") as fh:
             # SIGINT as an operator's terminal has it: a test run started in the background by a non-interactive shell
             # ignores SIGINT, and the server would inherit that and never see the Ctrl-C that stop() sends
@@ -122,13 +121,10 @@ def refused(server: Server) -> str:
     return msg
 
 
-def assert_ledger(ledgers, train, releases: int) -> None:
-    where = Path(ledgers) / data_signature("party2", {"train": train})[0]
-    led = read_ledger(where, DELTA)  # folds the journal in and writes the JSON file back
+def assert_ledger(train, releases: int) -> None:
+    led = ledger_of(train, DELTA)  # every row of the store verified with its key
     assert led["releases"] == releases
     assert led["epsilon_spent"] == pytest.approx(eps(releases), rel=1e-3)
-    on_disk = json.loads((where / LEDGER_NAME).read_text())
-    assert on_disk["releases"] == releases and on_disk["epsilon_spent"] == pytest.approx(eps(releases), rel=1e-3)
 
 
 @pytest.mark.slow
@@ -136,25 +132,25 @@ def assert_ledger(ledgers, train, releases: int) -> None:
 def test_fit_fit_second_server_on_the_same_out_restart_fit(tmp_path, train, new):
     """The README's experts recipe's shape: the fit server, then a second server (its training file and a file of
     new records) on its --out."""
-    ledgers, out = tmp_path / "ledgers", tmp_path / "out"
+    out = tmp_path / "out"
     cap = eps(4) * 1.01  # two fits, not three
-    a = Server(tmp_path, out, ledgers, cap, {"train": train}, "fit")
+    a = Server(tmp_path, out, cap, {"train": train}, "fit")
     b = None
     try:
         fit(a)
-        assert_ledger(ledgers, train, 2)
-        b = Server(tmp_path, out, ledgers, cap, {"train": train, "new": new}, "second")
+        assert_ledger(train, 2)
+        b = Server(tmp_path, out, cap, {"train": train, "new": new}, "second")
         fit(a)
-        assert_ledger(ledgers, train, 4)
+        assert_ledger(train, 4)
         msg = refused(b)  # it read the ledger at its start (ε of one fit) but prices against the file as it is now
         assert f"ε = {eps(6):.4g}" in msg and str(tmp_path) not in msg
         b.stop()  # its close re-reads under the lock: it cannot write back a stale copy
-        assert_ledger(ledgers, train, 4)
+        assert_ledger(train, 4)
         a.stop(signal.SIGKILL)
-        assert_ledger(ledgers, train, 4)
-        a = Server(tmp_path, out, ledgers, cap, {"train": train}, "restarted")
+        assert_ledger(train, 4)
+        a = Server(tmp_path, out, cap, {"train": train}, "restarted")
         refused(a)
-        assert_ledger(ledgers, train, 4)
+        assert_ledger(train, 4)
     finally:
         a.stop()
         if b is not None:
@@ -164,21 +160,21 @@ def test_fit_fit_second_server_on_the_same_out_restart_fit(tmp_path, train, new)
 @pytest.mark.slow
 @pytest.mark.serial  # waits on server processes' exits: CI runs it alone, after the two-worker run
 def test_kill_9_mid_run_keeps_every_charged_release(tmp_path, train):
-    ledgers, out = tmp_path / "ledgers", tmp_path / "out"
+    out = tmp_path / "out"
     cap = eps(5) * 1.01
-    a = Server(tmp_path, out, ledgers, cap, {"train": train}, "fit")
+    a = Server(tmp_path, out, cap, {"train": train}, "fit")
     try:
         fit(a)
         be, spec = _coordinator(a)
         be.start([spec], rounds=ROUNDS)
         _steps(be, 0, 2)  # one release of the second run, then the party is killed
         a.stop(signal.SIGKILL)
-        assert_ledger(ledgers, train, 3)
-        a = Server(tmp_path, out, ledgers, cap, {"train": train}, "restarted")
+        assert_ledger(train, 3)
+        a = Server(tmp_path, out, cap, {"train": train}, "restarted")
         fit(a)  # 3 + 2 ≤ cap: the killed run's unreleased round is not reserved any more
-        assert_ledger(ledgers, train, 5)
+        assert_ledger(train, 5)
         refused(a)
-        assert_ledger(ledgers, train, 5)
+        assert_ledger(train, 5)
     finally:
         a.stop()
 
@@ -187,12 +183,11 @@ def test_kill_9_mid_run_keeps_every_charged_release(tmp_path, train):
 @pytest.mark.serial  # waits on server processes' exits: CI runs it alone, after the two-worker run
 def test_two_outs_of_one_training_file_share_one_budget(tmp_path, train):
     """Two fit servers of the same bytes (one a copy under another name) with two --out directories, both live."""
-    ledgers = tmp_path / "ledgers"
     copy = tmp_path / "copy-of-train.csv"
     copy.write_bytes(Path(train).read_bytes())
     cap = eps(3) * 1.01  # one fit, not two
-    a = Server(tmp_path, tmp_path / "out1", ledgers, cap, {"train": train}, "one")
-    c = Server(tmp_path, tmp_path / "out2", ledgers, cap, {"train": str(copy)}, "two")
+    a = Server(tmp_path, tmp_path / "out1", cap, {"train": train}, "one")
+    c = Server(tmp_path, tmp_path / "out2", cap, {"train": str(copy)}, "two")
     try:
         be, spec = _coordinator(a)
         be.start([spec], rounds=ROUNDS)  # a run in progress at one server reserves its price ...
@@ -200,11 +195,102 @@ def test_two_outs_of_one_training_file_share_one_budget(tmp_path, train):
         assert "runs in progress on this data set" in msg
         _steps(be, 0, ROUNDS)
         be.close()
-        assert_ledger(ledgers, train, 2)
+        assert_ledger(train, 2)
         refused(c)
         refused(a)
-        assert_ledger(ledgers, train, 2)
+        assert_ledger(train, 2)
     finally:
         a.stop()
         c.stop()
-    assert len([p for p in ledgers.iterdir() if p.is_dir()]) == 1  # one ledger for the data set
+    store = LedgerStore(*configured(), create=False)
+    assert len(store.data_sets()) == 1  # one budget for the data set
+    store.close()
+
+
+def _fits(servers, attempts: int) -> tuple[int, list[str]]:
+    """``attempts`` fits, round-robin over ``servers``: (the number that ran, the refusals' messages)."""
+    ran, refusals = 0, []
+    for i in range(attempts):
+        try:
+            fit(servers[i % len(servers)])
+            ran += 1
+        except ProtocolError as exc:
+            refusals.append(" ".join(str(exc).split()))
+    return ran, refusals
+
+
+@pytest.mark.slow
+@pytest.mark.serial  # waits on server processes' exits: CI runs it alone, after the two-worker run
+def test_renamed_trailing_newline_and_crlf_copies_are_one_data_set(tmp_path, train):
+    """Issue 36: the training file, a renamed copy, a copy with one more newline and a CRLF copy, each served by its
+    own server with its own --out: one budget (the rows' digest), so at most the 2 fits the cap allows."""
+    raw = Path(train).read_bytes()
+    copies = {"renamed.csv": raw, "newline.csv": raw + b"\n", "crlf.csv": raw.replace(b"\n", b"\r\n")}
+    files = [train]
+    for name, data in copies.items():
+        (tmp_path / name).write_bytes(data)
+        files.append(str(tmp_path / name))
+    cap = eps(4) * 1.01  # two fits, not three
+    servers = []
+    try:
+        for i, f in enumerate(files):
+            servers.append(Server(tmp_path, tmp_path / f"out{i}", cap, {"train": f}, f"copy{i}"))
+        ran, refusals = _fits(servers, 8)
+        assert ran == 2 and len(refusals) == 6 and all("above its operator's cap" in m for m in refusals), refusals
+        assert_ledger(train, 4)
+        led = ledger_of(train, DELTA)
+        assert set(led["data_set"]["seen_as"]) == {"train=" + Path(f).name for f in files}
+    finally:
+        for s in servers:
+            s.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.serial
+def test_servers_of_two_hosts_sharing_a_postgresql_store_take_at_most_the_cap(tmp_path, train, postgres_url):
+    """Two hosts' worth of servers: each with its own copy of the training file, its own copy of the operator's key
+    and its own --out, one PostgreSQL store: the 2 fits the cap allows, no more."""
+    cap = eps(4) * 1.01
+    hosts = [tmp_path / "host1", tmp_path / "host2"]
+    for h in hosts:
+        (h / "keys").mkdir(parents=True)
+        (h / "train.csv").write_bytes(Path(train).read_bytes())
+    first = Server(tmp_path, hosts[0] / "out", cap, {"train": str(hosts[0] / "train.csv")}, "h1",
+                   env={"DPADMM_LEDGER": postgres_url, "DPADMM_LEDGER_KEY": str(hosts[0] / "keys" / "ledger.key")})
+    (hosts[1] / "keys" / "ledger.key").write_bytes((hosts[0] / "keys" / "ledger.key").read_bytes())  # the same key
+    second = Server(tmp_path, hosts[1] / "out", cap, {"train": str(hosts[1] / "train.csv")}, "h2",
+                    env={"DPADMM_LEDGER": postgres_url, "DPADMM_LEDGER_KEY": str(hosts[1] / "keys" / "ledger.key")})
+    try:
+        ran, refusals = _fits([first, second, first, second], 5)
+        assert ran == 2 and len(refusals) == 3, refusals
+    finally:
+        first.stop()
+        second.stop()
+    store = LedgerStore(postgres_url, hosts[0] / "keys" / "ledger.key", create=False)
+    try:
+        [key] = store.data_sets()
+        with store.tx():
+            released = sum(sum(body["g"].values()) for _, kind, body, _ in store.entries(key) if kind == "charge")
+        assert released == 4  # two fits of two Gaussian releases (round 1 answers an all-zero inbox: free)
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
+@pytest.mark.serial
+def test_a_server_that_sees_its_store_deleted_refuses_further_fits(tmp_path, train):
+    cap = eps(8) * 1.01
+    a = Server(tmp_path, tmp_path / "out", cap, {"train": train}, "fit")
+    try:
+        fit(a)
+        db = Path(configured()[0][len("sqlite:///"):])
+        for p in db.parent.glob(db.name + "*"):
+            if p.is_file():
+                p.unlink()
+        with pytest.raises(ProtocolError, match="was deleted or replaced while this server ran"):
+            fit(a)
+        with pytest.raises(ProtocolError, match="was deleted or replaced while this server ran"):
+            fit(a)  # and stays refused
+    finally:
+        a.stop()
+    assert "was deleted or replaced while this server ran" in a.log.read_text()

@@ -9,6 +9,7 @@ Parties run in-process (the state machine) or as in-thread insecure gRPC servers
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,11 +19,13 @@ pytest.importorskip("grpc")
 from dpadmm.algorithms.vertical import messages as vertical_messages, protocol as vertical_protocol  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
-from dpadmm.backends.grpc_party import LEDGER_NAME, PartyBudget, PartyService, _Refused  # noqa: E402
+from dpadmm.backends.grpc_party import PartyBudget, PartyService, _Refused  # noqa: E402
+from conftest import ledger_of  # noqa: E402
 from dpadmm.privacy.policy import PartyPolicy, RunPrice  # noqa: E402
 from dpadmm.protocol import PartyData  # noqa: E402
 from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.exceptions import DataFileError, ProtocolError  # noqa: E402
+from dpadmm.privacy.ledger_store import configured  # noqa: E402
 from dpadmm.kernels.regularizers import L2  # noqa: E402
 from dpadmm.privacy.accountants.gaussian import gaussian_epsilon  # noqa: E402
 from dpadmm.privacy.events import FEATURE_COLUMN, RECORD_REPLACE, GaussianRelease, PureDPRelease  # noqa: E402
@@ -76,7 +79,7 @@ def test_a_coordinator_asking_for_negligible_noise_is_refused_at_setup(files, tm
             setup(nm=1e-12)
         with pytest.raises(_Refused, match="no run is set up"):  # nothing to step: the run was never set up
             step(0)
-        assert json.loads((out / LEDGER_NAME).read_text())["releases"] == 0  # nothing was released
+        assert ledger_of(svc)["releases"] == 0  # nothing was released
         setup(nm=5.0)  # an honest level is served afterwards
         step(0)
         reply = step(1)
@@ -112,7 +115,7 @@ def test_an_over_budget_run_is_refused_at_setup_with_the_spend_it_would_reach(fi
         step(0), step(1)
     finally:
         svc.close()
-    led = json.loads((out / LEDGER_NAME).read_text())
+    led = ledger_of(paths[1])
     assert led["releases"] == 3 and len(led["runs"]) == 2
     assert led["epsilon_spent"] == pytest.approx(gaussian_epsilon([5.0] * 3, 1e-5), rel=1e-3)
     # a restart reads the ledger (the JSON file and the journal of the last run): still refused
@@ -124,8 +127,9 @@ def test_an_over_budget_run_is_refused_at_setup_with_the_spend_it_would_reach(fi
     finally:
         svc.close()
     # a damaged ledger stops the party (it is the only record of what was spent)
-    (out / LEDGER_NAME).write_text("{not json")
-    with pytest.raises(DataFileError, match="deleting it resets the budget"):
+    key = Path(configured()[1])
+    key.write_text("{not json")
+    with pytest.raises(DataFileError, match="the ledger key .* is unreadable"):
         _state_machine(paths[1], out, max_epsilon=cap, delta=1e-5)
 
 
@@ -223,7 +227,7 @@ def test_honest_fit_within_budget_then_a_second_fit_over_budget_is_refused(files
     finally:
         stop()
     for name in NAMES:
-        led = json.loads((tmp_path / name / LEDGER_NAME).read_text())
+        led = ledger_of(services[name])
         assert led["epsilon_spent"] <= 2.5 and len(led["runs"]) == 1  # the refused run was never opened
         decisions = [r["budget"]["decision"] for r in _audit(tmp_path / name) if "budget" in r]
         assert decisions[0] == "priced" and "allowed" in decisions and decisions[-1] == "refused"

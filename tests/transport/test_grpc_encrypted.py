@@ -15,7 +15,8 @@ from conftest import serve_parties  # noqa: E402
 from dpadmm.fit import encrypted as driver  # noqa: E402
 from dpadmm.algorithms.encrypted.protocol import PROTOCOL  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
-from dpadmm.backends.grpc_party import LEDGER_NAME, PartyService  # noqa: E402
+from dpadmm.backends.grpc_party import PartyService  # noqa: E402
+from conftest import ledger_of  # noqa: E402
 from dpadmm.backends.inprocess import InProcessBackend  # noqa: E402
 from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.privacy.accountants import calibrate_noise_multiplier  # noqa: E402
@@ -82,7 +83,7 @@ def _both(tmp_path, budget):
         ledger = None
         if svc.budget is not None:
             svc.budget.close_run()
-            ledger = json.loads((svc.out / LEDGER_NAME).read_text())
+            ledger = ledger_of(svc)
     finally:
         stop()
     return ref, got, ledger

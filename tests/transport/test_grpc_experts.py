@@ -19,7 +19,8 @@ from dpadmm.algorithms.experts import model as experts_model, protocol as expert
 from dpadmm.algorithms.experts import messages as vp  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
-from dpadmm.backends.grpc_party import LEDGER_NAME, PartyService, _Refused  # noqa: E402
+from dpadmm.backends.grpc_party import PartyService, _Refused  # noqa: E402
+from conftest import ledger_of  # noqa: E402
 from dpadmm.data.parties import write_party_files  # noqa: E402
 from dpadmm.estimators.vertical_experts import VerticalExpertsClassifier  # noqa: E402
 from dpadmm.privacy.policy import PartyPolicy  # noqa: E402
@@ -58,7 +59,7 @@ def _services(tmp_path, train, test, names=("party2", "party3"), **kw):
 
 def _ledger(svc):
     svc.budget.close_run()
-    return json.loads((svc.out / LEDGER_NAME).read_text())
+    return ledger_of(svc)
 
 
 def _audit(svc):
@@ -110,7 +111,8 @@ def test_cli_over_grpc_equals_in_process_and_each_ledger_equals_the_report(tmp_p
                                   *sum((["--peer", f"{n}={a}"] for n, a in peers.items()), []),
                                   "--out", tmp_path / "scores"], capsys)
         assert code == 0, err
-        assert all(_ledger(s)["releases"] == 0 for s in scoring.values())  # scoring releases nothing new
+        # the scoring server keeps the fit's budget (one per data set, whatever its --out) and releases nothing new
+        assert all(_ledger(s)["releases"] == ledgers[n]["releases"] == 1 for n, s in scoring.items())
     finally:
         stop()
     scored = json.loads((tmp_path / "scores" / "metrics.json").read_text())
@@ -261,10 +263,8 @@ def test_the_honest_run_fits_once_and_scores_new_records_only(party):
     assert set(facts) == {"lam", "sensitivity", "sigma", "rows", "columns", "row_clip"}  # public facts only
     assert facts["sigma"] == pytest.approx(Z * facts["sensitivity"], rel=1e-12)
     assert party.released() == 1
-    from dpadmm.backends.grpc_party import JOURNAL_NAME
-
-    journal = (party.svc.out / JOURNAL_NAME).read_text().splitlines()  # journaled before the reply left
-    assert len(journal) == 1 and json.loads(journal[0])["round"] == 0
+    led = ledger_of(party.svc)  # a row of the store, committed before the reply left
+    assert led["releases"] == 1 and led["runs"][-1]["last_round"] == 1
     z = party.request("logit", "test")
     assert z.shape == (60,) and np.all(np.isfinite(z))
     with pytest.raises(_Refused, match="declares only \\['logit'\\]"):  # the coefficient is not even declared

@@ -15,7 +15,8 @@ from dpadmm import ConsensusLogisticRegression  # noqa: E402
 from dpadmm.algorithms.consensus import baseline as consensus_baseline, protocol as consensus_protocol  # noqa: E402
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
-from dpadmm.backends.grpc_party import LEDGER_NAME, PartyService, _Refused  # noqa: E402
+from dpadmm.backends.grpc_party import PartyService, _Refused  # noqa: E402
+from conftest import ledger_of  # noqa: E402
 from dpadmm.exceptions import ProtocolError  # noqa: E402
 
 
@@ -56,7 +57,7 @@ def test_fallback_over_grpc_equals_in_process_and_each_node_ledger_prices_it(tmp
     np.testing.assert_allclose(remote.coef_, local.coef_, rtol=1e-9, atol=1e-12)
     assert remote.privacy_.per_party == pytest.approx(local.privacy_.per_party, rel=1e-12)
     for name, svc in services.items():
-        led = json.loads((svc.out / LEDGER_NAME).read_text())
+        led = ledger_of(svc)
         base = [r for r in led["runs"] if r["protocol"] == "consensus-baseline"]
         assert len(base) == 1 and base[0]["priced"]["pure_epsilon"] == pytest.approx(0.6)
         # the node's own account = the coordinator's report: P_i(T) + ε_b + ε_c

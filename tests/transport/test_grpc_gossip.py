@@ -13,7 +13,8 @@ grpc = pytest.importorskip("grpc")
 from dpadmm import ConsensusLogisticRegression  # noqa: E402
 from dpadmm.algorithms.gossip.protocol import PROTOCOL  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
-from dpadmm.backends.grpc_party import LEDGER_NAME, PartyService  # noqa: E402
+from dpadmm.backends.grpc_party import PartyService  # noqa: E402
+from conftest import ledger_of  # noqa: E402
 
 
 def _data(n=240, seed=2):
@@ -46,7 +47,7 @@ def test_gossip_over_grpc_equals_in_process_and_each_node_prices_its_releases(tm
     assert remote.intercept_ == pytest.approx(local.intercept_, rel=1e-9)
     assert remote.privacy_.per_party == pytest.approx(local.privacy_.per_party, rel=1e-9)
     for nm, svc in services.items():
-        led = json.loads((svc.out / LEDGER_NAME).read_text())
+        led = ledger_of(svc)
         assert led["releases"] == 14 + 6  # K range counts + T gradient sums
         assert led["epsilon_spent"] <= 2.0 + 1e-9
 
@@ -114,7 +115,7 @@ def test_gossip_peer_to_peer_equals_in_process_with_declared_bounds(tmp_path):
     assert remote.privacy_.per_party == pytest.approx(local.privacy_.per_party, rel=1e-9)
     assert not np.allclose(remote.coefs_[0], remote.coefs_[2])  # node0 and node2 are not neighbours: models differ
     for svc in services:  # no range rounds with declared bounds: T gradient sums, priced by each node
-        led = json.loads((svc.out / LEDGER_NAME).read_text())
+        led = ledger_of(svc)
         assert led["releases"] == 6 and led["epsilon_spent"] <= 2.0 + 1e-9
         recs = [json.loads(x) for x in (svc.out / "audit.jsonl").read_text().splitlines()]
         assert not any(r["method"] == "Step" for r in recs)  # no round went through the coordinator

@@ -24,7 +24,7 @@
   every privacy-relevant Setup field is checked against it (the protocol's ``policy`` hooks) and
   the run the coordinator declares at Setup (its rounds) is priced against the party's own budget
   (``--max-epsilon E --delta D``, :class:`~dpadmm.privacy.party_ledger.PartyBudget`, recorded in
-  ``OUT/privacy_ledger.json`` across runs) and refused up front if it would overspend; each round is
+  the organisation's ledger store per data set, across runs and servers) and refused up front if it would overspend; each round is
   let through only within that declaration. Nothing is released before these checks.
 """
 
@@ -34,7 +34,7 @@ import os
 
 os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # errors reach the user as one line of ours, not gRPC's C-core log
 
-from ..privacy.party_ledger import JOURNAL_NAME, LEDGER_NAME, PartyBudget, released_since  # noqa: F401 (re-exported)
+from ..privacy.party_ledger import PartyBudget, released_since  # noqa: F401 (re-exported)
 from ..privacy.policy import PolicyRefusal as _Refused
 from ..runtime import codec
 from ..runtime.host import CHECKPOINT_NAME, PartyRuntime, atomic_write as _atomic_write  # noqa: F401 (re-exported)

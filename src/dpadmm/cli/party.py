@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -110,14 +109,21 @@ def serve(
     max_epsilon: Optional[float] = typer.Option(None, "--max-epsilon",
                                                 help="This party's own privacy budget: every run is priced at Setup "
                                                      "and refused if it would bring the composed ε of all its "
-                                                     "releases (across runs and processes, in the ledger of its data "
-                                                     "set: see --ledger-dir) above E at --delta. Implies "
-                                                     "--private-only. Deleting the ledger resets the budget."),
-    ledger_dir: Optional[Path] = typer.Option(None, "--ledger-dir", envvar="DPADMM_LEDGER_DIR",
-                                              help="Where this party's privacy ledgers live: one per data set (the "
-                                                   "SHA-256 of its train file), shared by every server and --out "
-                                                   "serving it (default ~/.dpadmm/ledgers; give all of an "
-                                                   "organisation's servers the same directory)."),
+                                                     "releases on its data set (across runs, servers and hosts, in "
+                                                     "the organisation's --ledger store) above E at --delta. Implies "
+                                                     "--private-only."),
+    ledger: Optional[str] = typer.Option(None, "--ledger", envvar="DPADMM_LEDGER",
+                                         help="The organisation's ledger store, the same for all its servers: "
+                                              "sqlite:///PATH (embedded, one host) or postgresql://… (several "
+                                              "hosts; pip install 'dpadmm[postgres]'). Needed with a budget."),
+    ledger_key: Optional[Path] = typer.Option(None, "--ledger-key", envvar="DPADMM_LEDGER_KEY",
+                                              help="The operator's key of the store (made with the store on first "
+                                                   "use; keep it apart from the store, the same file on every "
+                                                   "server). Needed with a budget."),
+    data_set: Optional[str] = typer.Option(None, "--data-set", help="The operator's name of the data set this party "
+                                                                   "serves (its budget is then kept under that name; "
+                                                                   "default: the digest of its rows)."),
+    ledger_dir: Optional[Path] = typer.Option(None, "--ledger-dir", hidden=True),
     delta: Optional[float] = typer.Option(None, "--delta", help="The δ of --max-epsilon."),
     no_budget: bool = typer.Option(False, "--no-budget", help="Serve without a privacy budget or ledger (an explicit "
                                                               "opt-out, e.g. for non-private runs; recorded in the "
@@ -149,9 +155,11 @@ def serve(
                                                                 "broadcasts with these nodes only and refuses others."),
     psi_max_query: Optional[int] = typer.Option(None, "--psi-max-query", help="PSI: refuse a query of more ids than "
                                                                               "this (each queried id's membership is "
-                                                                              "what the coordinator learns)."),
+                                                                              "what the coordinator learns; default "
+                                                                              "10000)."),
     psi_max_runs: Optional[int] = typer.Option(None, "--psi-max-runs", help="PSI: refuse more than N PSI runs per "
-                                                                            "--psi-period (counted in OUT)."),
+                                                                            "--psi-period on this data set, by every "
+                                                                            "server of the store (default 20)."),
     psi_period: Optional[float] = typer.Option(None, "--psi-period", help="PSI: the period of --psi-max-runs in "
                                                                           "seconds (default 86400, a day)."),
     bounds: Optional[Path] = typer.Option(None, "--bounds", help="vertical-experts: this party's column bounds (CSV "
@@ -179,18 +187,18 @@ def serve(
     check_party_name(name)
     if (max_epsilon is None) != (delta is None):
         raise InvalidParameterError("a party's own budget needs both --max-epsilon E and --delta D.")
+    if ledger_dir is not None:
+        raise InvalidParameterError("--ledger-dir is gone: a budget is kept in the organisation's ledger store; give "
+                                    "--ledger sqlite:///PATH (or postgresql://…) and --ledger-key FILE "
+                                    "(docs/howto/budgets.md).")
     policy = load_policy(policy_file, max_epsilon=max_epsilon, delta=delta, no_budget=no_budget or None,
                          private_only=private_only or None, max_rounds=max_rounds, relation=relation,
                          min_noise_multiplier=min_noise_multiplier, row_clip=row_clip,
-                         normalize_vertical_rows=normalize_rows or None,
-                         ledger_dir=None if ledger_dir is None else str(ledger_dir), psi_max_query=psi_max_query,
-                         psi_max_runs=psi_max_runs, psi_period=psi_period,
+                         normalize_vertical_rows=normalize_rows or None, ledger=ledger,
+                         ledger_key=None if ledger_key is None else str(ledger_key), data_set=data_set,
+                         psi_max_query=psi_max_query, psi_max_runs=psi_max_runs, psi_period=psi_period,
                          column_bounds=None if bounds is None else _declared_bounds(bounds),
                          accept_premises=tuple(accept_premise) if accept_premise else None)
-    if policy.ledger_dir is None:  # flag, env or policy file, else the per-user default
-        from ..privacy.ledger_files import default_ledger_dir
-
-        policy = dataclasses.replace(policy, ledger_dir=str(default_ledger_dir()))
     if threads < 1:
         raise InvalidParameterError(f"--threads must be a positive integer, got {threads}.")
     from threadpoolctl import threadpool_limits
@@ -242,8 +250,8 @@ def serve(
             b = service.budget.status()
             print(f"party {name} privacy budget: ε ≤ {b['max_epsilon']:g} at δ = {b['delta']:g}; spent so far ε = "
                   f"{b['epsilon_spent'] if isinstance(b['epsilon_spent'], str) else format(b['epsilon_spent'], '.4g')} over "
-                  f"{b['releases']} releases (ledger {service.budget.files.dir}; shared by every server of this "
-                  "data set; deleting it resets the budget)", flush=True)
+                  f"{b['releases']} releases on {service.budget.where} (store {service.store.where}, verified; shared by "
+                  "every server of the organisation that serves these rows)", flush=True)
 
     restore = capture_handshake_refusals(tls_refused) if not insecure else (lambda: None)
     try:
@@ -253,27 +261,40 @@ def serve(
 
 
 @party_app.command("ledger")
-def ledger(
-    ledger_dir: Optional[Path] = typer.Option(None, "--ledger-dir", envvar="DPADMM_LEDGER_DIR",
-                                              help="The ledgers' directory (as given to party serve; default "
-                                                   "~/.dpadmm/ledgers)."),
-    data: Optional[Path] = typer.Option(None, "--data", help="Only the ledger of this data file (its SHA-256)."),
+def ledger_list(
+    ledger: Optional[str] = typer.Option(None, "--ledger", envvar="DPADMM_LEDGER",
+                                         help="The organisation's ledger store (as given to party serve)."),
+    ledger_key: Optional[Path] = typer.Option(None, "--ledger-key", envvar="DPADMM_LEDGER_KEY",
+                                              help="The store's key file (as given to party serve)."),
+    data: Optional[Path] = typer.Option(None, "--data", help="Only the budget of this data file (its rows' digest)."),
+    data_set: Optional[str] = typer.Option(None, "--data-set", help="Only the budget of this declared data set."),
     as_json: bool = typer.Option(False, "--json", help="One JSON document instead of the table."),
+    import_dir: Optional[Path] = typer.Option(None, "--import-dir", help="Import the ledger the former files layout "
+                                                                       "kept for --data FILE (its --ledger-dir, or a "
+                                                                       "party's --out) into the store, once."),
 ):
-    """What was spent on each data set, and by which runs (folds every journal into its ledger file)."""
+    """What was spent on each data set, and by which runs (every row of the store verified with its key)."""
     # dpadmm.privacy loads dp-accounting: not in the CLI's start-up path
-    from ..privacy.ledger_files import default_ledger_dir
     from ..privacy.ledger_listing import list_ledgers, render_ledger
+    from ..privacy.ledger_store import configured
 
-    where = ledger_dir if ledger_dir is not None else default_ledger_dir()
     if data is not None and not data.is_file():
         raise InvalidParameterError(f"--data {data} is not a file; give the data file whose ledger to list.")
-    found = list_ledgers(where, data=data)
+    url, key = configured(ledger, None if ledger_key is None else str(ledger_key))
+    if import_dir is not None:
+        from ..privacy.ledger_listing import import_files_ledger
+
+        if data is None:
+            raise InvalidParameterError("--import-dir needs --data FILE: the data file whose former ledger to import.")
+        led = import_files_ledger(url, key, data, import_dir, data_set=data_set)
+        print(f"imported: {render_ledger(led)}")
+        return
+    found = list_ledgers(url, key, data=data, data_set=data_set)
     if as_json:
         print(json.dumps(found, indent=1))
         return
     if not found:
-        print(f"no ledger in {where}" + (f" for {data.name}" if data is not None else ""))
+        print("no budget in the store" + (f" for {data.name}" if data is not None else ""))
     for led in found:
         print(render_ledger(led))
 

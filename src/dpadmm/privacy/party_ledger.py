@@ -22,19 +22,22 @@ its own (so its true loss is at most the charged one), a run releases at most wh
 the run was accepted only if (ledger so far) ∘ (whole price) ≤ cap; composition is monotone, so the
 ledger stays ≤ cap after any prefix of the run, and a run that stops early has spent less than priced.
 
-Files: one ledger per data set (:mod:`dpadmm.privacy.ledger_files`: ``LEDGER_DIR/<sha256 of the training
-file>/``, shared by every server and ``--out`` that serves those bytes; without a ledger directory, in ``out``).
-Every read-modify-write holds an inter-process lock and re-reads the files first; a run opened by a live
-process reserves the rest of its price, so two servers that price runs at once never pass the cap together.
-``privacy_ledger.json`` is rewritten atomically at Setup and at the end of a run; ``privacy_ledger.journal``
-gets one line per charged round *before* the reply leaves the party (so a crash never loses a release; every
-reader folds it in). Deleting them resets the budget: they are the only record of what was spent on the data set.
+Store: one per organisation (:mod:`dpadmm.privacy.ledger_store`: an SQLite file or a PostgreSQL database, named by
+``--ledger`` and verified with the operator's ``--ledger-key``), one budget per data set in it
+(:mod:`dpadmm.privacy.dataset_identity`: the canonical digest of the parsed rows, or the operator's declared name),
+shared by every server, host and ``--out`` that serves it. Every read-modify-write is one transaction that first
+reads (and verifies) the rows other processes added; a run opened by a live process reserves the rest of its price,
+so two servers that price runs at once never pass the cap together. Each charged round is a row of the store,
+committed *before* the reply leaves the party (so a crash never loses a release). Nothing in the store is a total:
+every total is folded from keyed, hash-chained rows, so an edit, a deletion or a copy is detected, never a reset.
 A run that releases nothing fixes nothing: the ledger's relation is that of the runs that released (or may).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import json
 import math
 import os
 import warnings
@@ -44,11 +47,12 @@ import dp_accounting
 
 from .accountants.gaussian import _fresh
 from .events import GaussianRelease, PureDPRelease
-from .ledger_files import (JOURNAL_NAME, LEDGER_FORMAT, LEDGER_NAME, MOVED_FORMAT, LedgerFiles, add_counts,
-                           apply_line, data_signature, write_json)
+from .dataset_identity import data_set_id
+from .ledger_fold import add_counts, empty_ledger, fold
+from .ledger_store import LedgerStore, LedgerTampered, configured
 from .policy import PolicyRefusal, RunPrice
 
-__all__ = ["PartyBudget", "compose", "floor_multiplier", "released_since", "LEDGER_NAME", "JOURNAL_NAME"]
+__all__ = ["PartyBudget", "compose", "floor_multiplier", "released_since"]
 _REL_TOL = 1e-9  # σ/Δ recomputed from (σ, Δ) may differ from the declared value in the last bits
 
 
@@ -106,82 +110,78 @@ def released(run: dict) -> bool:
 class PartyBudget:
     """The party's own ledger and budget (``max_epsilon`` at ``delta``), independent of the coordinator.
 
-    ``ledger_dir`` and ``data`` (the party's ``{key: file}``): the ledger is the one of the data set those files
-    hold (``ledger_dir/<sha256>/``, shared by every process and ``out`` serving the same bytes); a ledger that
-    ``out`` held before is merged into it once. Without them (or without files), the ledger is in ``out``.
+    ``ledger`` (a store URL) and ``key`` (the operator's key file): the organisation's store; None: ``$DPADMM_LEDGER``
+    and ``$DPADMM_LEDGER_KEY`` (the Python API's default, as the CLI's), and without them the budget is refused — a
+    budget is never kept per folder. ``store``: an open :class:`LedgerStore` to use instead. ``data`` (the party's
+    ``{key: file}``) and ``data_set`` (the operator's name for it) decide which budget in the store is this party's.
     """
 
-    def __init__(self, out, party: str, max_epsilon: float, delta: float, *, ledger_dir=None, data=None):
+    def __init__(self, out, party: str, max_epsilon: float, delta: float, *, ledger=None, key=None, data=None,
+                 data_set: str | None = None, store: LedgerStore | None = None, identity=None):
         self.party = party
         self.max_epsilon = float(max_epsilon)
         self.delta = float(delta)
         self.out = Path(out)
-        sig = data_signature(party, data or {}) if ledger_dir is not None else None
-        self.data_set, self.seen_as = (sig[0], sig[1]) if sig else (None, [])
-        self.files = LedgerFiles(Path(ledger_dir) / self.data_set if sig else self.out, party)
-        self.path, self.journal_path = self.files.path, self.files.journal_path
+        self.ds = identity if identity is not None else data_set_id(party, data or {}, data_set)
+        self.data_set = self.ds.key
+        self._own_store = store is None
+        self.store = store if store is not None else LedgerStore(*configured(ledger, key), party=party)
+        self.tampered: str | None = None
         self.holder = os.urandom(8).hex()
-        self._held = self.files.hold(self.holder)
+        self._held = self.store.hold(self.holder)
         self._eps_cache: tuple | None = None
         self.run: dict | None = None  # the open run's record (also in ledger["runs"])
         self._keys: list = []
-        with self.files.locked():
-            self.ledger = self.files.load(self._empty())
-            if sig:
-                self._adopt_out_ledger()
-                self.ledger["data_set"] = {"sha256": self.data_set,
-                                           "seen_as": sorted(set(self.ledger.get("data_set", {}).get("seen_as", []))
-                                                             | set(self.seen_as))}
-            self._compact()
+        self.ledger, self._at = empty_ledger(party), (0, "")
+        try:
+            with self._tx():
+                seen = self.ledger["data_set"]
+                if not set(self.ds.seen_as) <= set(seen["seen_as"]) or self.ds.digest not in seen["digests"]:
+                    self._append("seen", {"seen_as": list(self.ds.seen_as), "digest": self.ds.digest, "party": party,
+                                          "at": _now()})
+        except PolicyRefusal:  # at start: the server does not start (one line, exit code 2)
+            self.close()
+            raise LedgerTampered(self.tampered) from None
 
     @property
     def where(self) -> str:
         """The ledger, as messages name it (never a local path)."""
-        return f"data set sha256 {self.data_set[:12]}…" if self.data_set else "its --out"
+        return f"data set {self.data_set[:24]}…" if len(self.data_set) > 24 else f"data set {self.data_set}"
 
-    # ------------------------------------------------------------------ persistence (callers hold the lock)
-    def _empty(self) -> dict:
-        return {"format": LEDGER_FORMAT, "party": self.party, "relation": None, "releases": 0, "gaussian": {},
-                "pure_epsilon": 0.0, "seq": 0, "runs": []}
-
-    def _adopt_out_ledger(self) -> None:
-        """A ledger ``out`` kept before ledgers were per data set: its runs join this one (once; conservative if it
-        was another data set's), and ``out`` keeps a marker that older versions refuse to start on."""
-        old = LedgerFiles(self.out, self.party)
-        if old.path == self.path or not old.path.is_file():
-            return
+    # ------------------------------------------------------------------ persistence
+    @contextlib.contextmanager
+    def _tx(self, *, whole: bool = False):
+        """One transaction on the store, with the rows other processes added since our last read folded in (all of
+        the data set's rows re-read and re-verified with ``whole``). A tampered store refuses every release from
+        then on (one line naming what was found)."""
+        if self.tampered:
+            raise PolicyRefusal(self.tampered, "FAILED_PRECONDITION")
         try:
-            self._adopt(old)
-        finally:
-            old.close()
+            with self.store.tx():
+                if whole:
+                    self.ledger, self._at = empty_ledger(self.party), (0, "")
+                    self.store.check_anchor(self.store.head()[0])
+                new = self.store.entries(self.data_set, self._at)
+                fold(self.ledger, new)
+                if new:
+                    self._at = new[-1][0], new[-1][3]
+                if self.run is not None:  # the fresh record of the open run (its charges are all in the store)
+                    self.run = self.find_run(self.run["run"]) or self.run
+                yield
+        except LedgerTampered as exc:
+            self.tampered = str(exc)
+            raise PolicyRefusal(self.tampered, "FAILED_PRECONDITION") from None
 
-    def _adopt(self, old: LedgerFiles) -> None:
-        with old.locked():
-            if old.moved():
-                return
-            led = old.load(self._empty())
-            have = {r.get("run") for r in self.ledger["runs"]}
-            for run in led["runs"]:
-                if run.get("run") in have:
-                    continue
-                run = dict(run, open=False, adopted_from=str(self.out))
-                self.ledger["runs"].append(run)
-                _add(self.ledger["gaussian"], run["charged"]["gaussian"])
-                self.ledger["pure_epsilon"] = float(self.ledger["pure_epsilon"]) + float(run["charged"]["pure_epsilon"])
-                self.ledger["releases"] += int(run["charged"]["releases"])
-            write_json(old.path, {"format": MOVED_FORMAT, "data_set": self.data_set, "moved": _now()})
-            if old.journal_path.exists():
-                old.journal_path.unlink()
-
-    def _reload(self) -> None:
-        self.ledger = self.files.load(self._empty())
-        if self.run is not None:  # the fresh record of the open run (its charges are all on disk)
-            self.run = self.find_run(self.run["run"]) or self.run
+    def _append(self, kind: str, body: dict) -> None:
+        """One row of this data set's chain (inside :meth:`_tx`), folded into the account as it is written."""
+        ds_seq, mac = self.store.append(self.data_set, kind, body, self._at)
+        fold(self.ledger, [(ds_seq, kind, body, mac)])
+        self._at = ds_seq, mac
 
     def _relation(self):
         """The relation this ledger's guarantee is under: that of runs that released or may still release."""
         rels = {r.get("relation") for r in self.ledger["runs"]
-                if released(r) or (r.get("open") and self.files.alive(r.get("holder")))}
+                if released(r) or (r.get("open") and self.store.alive(r.get("holder")))}
         rels.discard(None)
         return next(iter(rels)) if len(rels) == 1 else (sorted(rels)[0] if rels else None)
 
@@ -192,7 +192,7 @@ class PartyBudget:
         for r in self.ledger["runs"]:
             if not r.get("open"):
                 continue
-            if not self.files.alive(r.get("holder")):
+            if not self.store.alive(r.get("holder")):
                 r["open"] = False  # its process is gone (killed): its charges stay, its reservation goes
                 r.setdefault("closed", _now())
                 continue
@@ -200,12 +200,6 @@ class PartyBudget:
             _add(g, {k: max(int(v), 0) for k, v in rest.items()})
             pure += max(float(r["priced"]["pure_epsilon"]) - float(r["charged"]["pure_epsilon"]), 0.0)
         return g, pure
-
-    def _compact(self) -> None:
-        """Rewrite the JSON ledger with everything charged and drop the journal (the caller holds the lock)."""
-        self.ledger["relation"] = self._relation()
-        led = dict(self.ledger, updated=_now(), delta=self.delta, epsilon_spent=_num(self.spent_in_memory()))
-        self.files.write(led)
 
     # ------------------------------------------------------------------ accounting
     def spent_in_memory(self) -> float:
@@ -219,33 +213,35 @@ class PartyBudget:
     @property
     def spent(self) -> float:
         """The composed ε at ``delta`` of every release charged on this data set so far, by any process."""
-        with self.files.locked():
-            self._reload()
+        with self._tx():
+            pass
         return self.spent_in_memory()
 
     def epsilon(self) -> float:
         return self.spent
 
-    def open_run(self, run_id: str, protocol: str, price: RunPrice, rounds: int) -> dict:
+    def open_run(self, run_id: str, protocol: str, price: RunPrice, rounds: int, by: str = "") -> dict:
         """Price a declared run against the remaining budget (what every process charged, plus what the open
         runs of live processes may still charge); record it (or raise :class:`PolicyRefusal`)."""
-        with self.files.locked():
-            self._reload()
-            if self.run is not None:  # this process's previous run is over
-                self.run.update(open=False, closed=_now())
-                self.run = None
-            return self._open(run_id, protocol, price, rounds)
+        with self._tx(whole=True):  # every row of the data set re-verified at each Setup
+            if self.run is not None and self.run.get("open"):  # this process's previous run is over
+                self._append("close", {"run": self.run["run"], "closed": _now()})
+            self.run = None
+            try:
+                return self._open(run_id, protocol, price, rounds, by)
+            except PolicyRefusal as exc:  # refused: the transaction still commits (the previous run's close)
+                refusal = exc
+        raise refusal
 
-    def _open(self, run_id: str, protocol: str, price: RunPrice, rounds: int) -> dict:
+    def _open(self, run_id: str, protocol: str, price: RunPrice, rounds: int, by: str) -> dict:
         before = self.spent_in_memory()
         relation = price.relation
         held = self._relation()
         if held not in (None, relation):
-            self._compact()
             raise PolicyRefusal(
                 f"party {self.party!r} refused the run before releasing anything: its ledger ({self.where}) holds "
                 f"releases under the relation {held!r}, this run is under {relation!r} (a separate guarantee: serve "
-                "it with another --ledger-dir, or delete that ledger to reset the budget)",
+                "it under another declared data set, --data-set NAME)",
                 budget=dict(self._status(), decision="refused"))
         gaussian = {repr(floor_multiplier(float(m))): int(c) for m, c in price.gaussian.items() if int(c) > 0}
         res_g, res_pure = self._reserved()
@@ -260,21 +256,18 @@ class PartyBudget:
         if reserved:
             decision["reserved_by_open_runs"] = {**res_g, "pure_epsilon": res_pure}
         if after > self.max_epsilon:
-            self._compact()
             raise PolicyRefusal(
                 f"party {self.party!r} refused the run at Setup, before releasing anything: its {rounds} declared "
                 f"rounds would bring its spend to ε = {after:.4g} at δ = {self.delta:g}, above its operator's cap "
                 f"--max-epsilon {self.max_epsilon:g} (spent before this run: ε = {before:.4g}"
                 + (", with what runs in progress on this data set may still spend" if reserved else "")
                 + f"; ledger of {self.where}); declare fewer rounds or more noise", budget=decision)
-        self.run = {"run": run_id, "protocol": protocol, "party": self.party, "out": str(self.out),
-                    "started": _now(), "declared_rounds": int(rounds), "relation": relation,
-                    "priced": {"gaussian": gaussian, "pure_epsilon": float(price.pure_epsilon),
-                               "epsilon_if_completed": _num(after)},
-                    "charged": {"gaussian": {}, "pure_epsilon": 0.0, "releases": 0}, "last_round": 0,
-                    "open": True, "holder": self.holder}
-        self.ledger["runs"].append(self.run)
-        self._compact()
+        self._append("open", {"run": run_id, "protocol": protocol, "party": self.party, "out": str(self.out),
+                              "started": _now(), "declared_rounds": int(rounds), "relation": relation, "by": by,
+                              "delta": self.delta,
+                              "priced": {"gaussian": gaussian, "pure_epsilon": float(price.pure_epsilon),
+                                         "epsilon_if_completed": _num(after)}, "holder": self.holder})
+        self.run = self.find_run(run_id)
         # the declared multipliers, largest first, for the per-round check
         self._keys = sorted(((float(k), k) for k in gaussian), reverse=True)
         return decision
@@ -334,9 +327,8 @@ class PartyBudget:
         line = {"run": run["run"], "round": int(round_), "g": g}
         if pure:
             line.update(pure=pure, n_pure=n_pure)
-        with self.files.locked():  # numbered after the last charge on disk, by any process
-            line = self.files.append_next(line)  # recorded before the reply leaves the party
-        apply_line(self.ledger, run, line)
+        with self._tx():  # a row of the store, committed before the reply leaves the party
+            self._append("charge", line)
         return {"decision": "allowed", "round": round_ + 1, "releases": len(events),
                 "run_releases": int(run["charged"]["releases"]), "run_priced_epsilon": priced["epsilon_if_completed"],
                 "max_epsilon": self.max_epsilon, "delta": self.delta}
@@ -344,11 +336,10 @@ class PartyBudget:
     def close_run(self) -> None:
         """The open run is over (Finish, a new Setup): fold the journal into the JSON ledger."""
         if self.run is not None:
-            with self.files.locked():
-                self._reload()
-                self.run.update(open=False, closed=_now())
+            with self._tx():
+                if self.run.get("open"):
+                    self._append("close", {"run": self.run["run"], "closed": _now()})
                 self.run = None
-                self._compact()
 
     def find_run(self, run_id: str) -> dict | None:
         return next((r for r in reversed(self.ledger["runs"]) if r.get("run") == run_id), None)
@@ -358,23 +349,27 @@ class PartyBudget:
                 "releases": int(self.ledger["releases"]), "runs": len(self.ledger["runs"]), "ledger": self.where}
 
     def status(self) -> dict:
-        with self.files.locked():
-            self._reload()
+        with self._tx():
+            pass
         return self._status()
+
+    def snapshot(self) -> dict:
+        """The data set's account as last read: totals, runs, PSI queries (a copy)."""
+        with self._tx():
+            pass
+        self.ledger["relation"] = self._relation()
+        return json.loads(json.dumps(dict(self.ledger, epsilon_spent=_num(self.spent_in_memory()), delta=self.delta)))
 
     def close(self) -> None:
         """The process stops: end its run, fold the journal, and let go of its liveness mark."""
-        with self.files.locked():
-            self._reload()
-            if self.run is not None:
-                self.run.update(open=False, closed=_now())
-                self.run = None
-            self._compact()
+        with contextlib.suppress(PolicyRefusal):  # a tampered store: nothing more is written to it
+            self.close_run()
         if self._held is not None:
-            self._held.close()
+            with contextlib.suppress(Exception):  # noqa: BLE001 - a store gone while serving: nothing to let go of
+                self.store.release(self._held, self.holder)
             self._held = None
-            (self.files.holders / f"{self.holder}.lock").unlink(missing_ok=True)
-        self.files.close()
+        if self._own_store:
+            self.store.close()
 
 
 def released_since(run: dict, snapshot: dict, party: str, relation, after_round: int) -> list:

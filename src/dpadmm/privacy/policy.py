@@ -34,6 +34,11 @@ from ..exceptions import InvalidParameterError, ProtocolError
 #: noise multiplier σ/Δ below which a private party refuses a Gaussian run (one release at 0.5 is
 #: already ε ≈ 9.6 at δ = 1e-5); its operator may lower it (``--min-noise-multiplier``).
 DEFAULT_MIN_NOISE_MULTIPLIER = 0.5
+#: PSI caps by default (each queried id's membership is what the coordinator learns): a query of at most 10,000 ids,
+#: at most 20 PSI runs per data set and day; an operator may change them (``--psi-max-query``, ``--psi-max-runs``,
+#: ``--psi-period``; ``null`` in a JSON policy file lifts one).
+DEFAULT_PSI_MAX_QUERY = 10_000
+DEFAULT_PSI_MAX_RUNS = 20
 
 
 class PolicyRefusal(ProtocolError):
@@ -119,10 +124,13 @@ class PartyPolicy:
     that holds only if another party follows the protocol (e.g. the encrypted protocol's feature side against an
     honest-but-curious label party) is served by a party with private work only if its premise is named here
     (``party serve --accept-premise NAME``); the protocol's check refuses otherwise.
-    ``ledger_dir``: where the party's ledgers live, one per data set (:mod:`dpadmm.privacy.ledger_files`; ``party
-    serve`` always sets it, ``--ledger-dir``); None: the ledger is in the party's ``out`` directory.
-    PSI (:mod:`dpadmm.algorithms.psi`): ``psi_max_query`` caps the ids one query may hold, ``psi_max_runs`` the PSI runs
-    per ``psi_period`` seconds (None: no cap).
+    ``ledger`` and ``ledger_key``: the organisation's ledger store (a URL) and the operator's key file
+    (:mod:`dpadmm.privacy.ledger_store`; None: ``$DPADMM_LEDGER`` / ``$DPADMM_LEDGER_KEY``, and a budget without
+    them is refused); ``data_set``: the operator's name for the data set it serves (default: its content digest,
+    :mod:`dpadmm.privacy.dataset_identity`).
+    PSI (:mod:`dpadmm.algorithms.psi`): ``psi_max_query`` caps the ids one query may hold (default 10,000),
+    ``psi_max_runs`` the PSI runs per ``psi_period`` seconds (default 20 a day), counted per data set in the ledger
+    store, where a refused clear-join check closes both for the period (None: no cap, an explicit opt-out).
     """
 
     max_epsilon: float | None = None
@@ -143,9 +151,11 @@ class PartyPolicy:
     normalize_vertical_rows: bool = False
     row_clip: float | None = None
     scoring_server: bool = False
-    ledger_dir: str | None = None
-    psi_max_query: int | None = None
-    psi_max_runs: int | None = None
+    ledger: str | None = None
+    ledger_key: str | None = None
+    data_set: str | None = None
+    psi_max_query: int | None = DEFAULT_PSI_MAX_QUERY
+    psi_max_runs: int | None = DEFAULT_PSI_MAX_RUNS
     psi_period: float = 86400.0
     column_bounds: tuple | None = None  # ((lo, …), (hi, …)): the operator's declared bounds of its feature columns
     accept_premises: tuple[str, ...] = ()  # the trust premises its operator accepts (:data:`PREMISES`), by name

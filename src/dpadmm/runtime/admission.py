@@ -71,7 +71,8 @@ def localise(rt, obj):
             raise _Refused(f"party {rt.name!r} has no data {obj.key!r} (it was started with "
                            f"{sorted(rt.data)}; add --data {obj.key}=FILE)", "FAILED_PRECONDITION")
         # rows only through a PSI intersection this party took part in (data.psi: PSI is the only door)
-        params = admit_rows(rt.name, obj.key, rt.data[obj.key], dict(obj.params, **rt.describe_options))
+        params = admit_rows(rt.name, obj.key, rt.data[obj.key], dict(obj.params, **rt.describe_options),
+                            policy=rt.policy, store=rt.store, data_set=rt.data_set and rt.data_set.key)
         return rt.protocol.load(rt.data[obj.key], params)
     if isinstance(obj, list):
         return [localise(rt, v) for v in obj]
@@ -87,7 +88,8 @@ def admit(rt, req, args) -> dict | None:
     and (with a budget) the price of the whole run against what is left (:mod:`dpadmm.privacy.policy`).
     Returns the budget decision (for the audit line), or None."""
     if rt.protocol.alignment or not rt.protocol.rounds:  # PSI: its operator's caps; scoring: nothing to price
-        return admit_psi(rt.name, rt.policy, rt.out, args) if rt.protocol.alignment else None
+        return admit_psi(rt.name, rt.policy, rt.out, args, store=rt.store,
+                         data_set=rt.data_set and rt.data_set.key) if rt.protocol.alignment else None
     if rt.private_only and not rt.private:
         why = (f"its operator gave it a privacy budget (--max-epsilon {rt.budget.max_epsilon:g}) and an un-noised "
                "release has ε = ∞") if rt.budget is not None else "its operator started it with --private-only"
@@ -115,4 +117,4 @@ def admit(rt, req, args) -> dict | None:
         raise _Refused(f"party {rt.name!r} refused the run: protocol {rt.protocol.name!r} declares no price, "
                        "so a budgeted party cannot serve it", budget=dict(rt.budget.status(), decision="refused"))
     return rt.budget.open_run(rt.run_id, rt.protocol.name, hooks.price(rt.cfg, rt.declared_rounds),
-                              rt.declared_rounds)
+                              rt.declared_rounds, by=rt.run_by)

@@ -4,9 +4,14 @@ leaves at least one whole checkpoint that a Restore can read (the party's runtim
 
 from __future__ import annotations
 
+import datetime
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Mapping
+
+import numpy as np
 
 CHECKPOINT_NAME = "state.dpadmm"
 #: the checkpoint before the last: a coordinator whose checkpoint of round t failed at another party (that party died
@@ -43,3 +48,17 @@ def install(folder: Path, blob: bytes) -> None:
 def held(folder: Path) -> list[bytes]:
     """The party's checkpoints in ``folder``, the last one first (none, one or two)."""
     return [p.read_bytes() for p in (folder / CHECKPOINT_NAME, folder / PREVIOUS_CHECKPOINT_NAME) if p.is_file()]
+
+
+def write_model(out: Path, model, meta: dict) -> str:
+    """A party's final local model (an array, or named arrays with ``coef`` among them) as ``out/model.npz``, with
+    ``model.json`` beside it (``meta`` plus its shape, arrays and time); returns the file's name."""
+    arrays = {k: np.asarray(v) for k, v in model.items()} if isinstance(model, Mapping) else {"coef": np.asarray(model)}
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=".tmp-", suffix=".npz")
+    os.close(fd)
+    np.savez(tmp, **arrays)
+    os.replace(tmp, out / "model.npz")
+    meta = dict(meta, shape=list(np.asarray(arrays["coef"]).shape), arrays=sorted(arrays),
+                written=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+    atomic_write(out / "model.json", (json.dumps(meta, indent=2) + "\n").encode())
+    return "model.npz"

@@ -26,8 +26,8 @@ import dataclasses
 import datetime
 import json
 import os
-import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -35,13 +35,20 @@ import numpy as np
 
 from ..exceptions import DataFileError, ProtocolError
 from ..privacy.events import FEATURE_COLUMN, RECORD_REPLACE
+from ..privacy.dataset_identity import data_set_id
+from ..privacy.ledger_store import LEDGER_ENV, LedgerStore, configured
 from ..privacy.party_ledger import PartyBudget, released_since
 from ..privacy.policy import PartyPolicy, PolicyRefusal as _Refused
 from ..protocol.spec import check_request_arguments
 from . import admission, codec
-from .checkpoints import CHECKPOINT_NAME, PREVIOUS_CHECKPOINT_NAME, atomic_write, held, install  # noqa: F401 (re-exported)
+from .checkpoints import (CHECKPOINT_NAME, PREVIOUS_CHECKPOINT_NAME, atomic_write, held, install,  # noqa: F401
+                          write_model)
 from .audit import AuditLog, end_line, state_line
 from .rounds import SeededGenerator, all_zero, exemption, free_release
+
+#: a run whose coordinator sent nothing for this long may be replaced by another coordinator's Setup
+RUN_IDLE_SECONDS = 900.0
+
 
 class PartyRuntime:
     """One party's state machine, independent of any transport (so it is easy to test, to audit and to host).
@@ -86,10 +93,14 @@ class PartyRuntime:
         self.private_only = self.policy.private_work
         self.max_rounds = self.policy.max_rounds
         self.steps = 0
+        # the organisation's ledger store (required with a budget; else used if configured: PSI caps per data set)
+        self.store = self.data_set = None
+        if self.policy.budgeted or self.policy.ledger or os.environ.get(LEDGER_ENV):
+            self.store = LedgerStore(*configured(self.policy.ledger, self.policy.ledger_key), party=name)
+            self.data_set = data_set_id(name, self.data, self.policy.data_set)
         # the party's own privacy budget (None: no cap; the coordinator's report is then the only account)
         self.budget = None if not self.policy.budgeted else PartyBudget(
-            Path(out), name, self.policy.max_epsilon, self.policy.delta, ledger_dir=self.policy.ledger_dir,
-            data=self.data)
+            Path(out), name, self.policy.max_epsilon, self.policy.delta, store=self.store, identity=self.data_set)
         self._budget_note = None
         self.echo = echo  # e.g. print to stderr: refusals and errors, one line each, at the party's side too
         self.describe_options = dict(describe_options or {})
@@ -101,6 +112,7 @@ class PartyRuntime:
         self._seen_peers: set = set()  # callers seen (a new one is logged once: "connected")
         self.ended = ""  # what the last Finish did, in words (its log line)
         self._caller = ""  # the verified name of the call being served ("" without identities)
+        self._last_call = time.monotonic()
         self.streams: tuple = ()  # a simulated block of members: one seeded stream each (backends.base.PartySpec)
         self._reset()
         self.facts = {}
@@ -150,9 +162,11 @@ class PartyRuntime:
             with self.lock:  # the budget decision is read under the lock: calls arrive on several threads
                 self._budget_note = None
                 self._caller = peer
-                if method in ("Step", "Checkpoint") and self._other_run():  # verified names only: one coordinator
+                if method != "Hello" and self._other_run() and not (method == "Setup" and self._idle()):
+                    # verified names only: a run belongs to the coordinator that set it up (REDTEAM issue 36)
                     raise _Refused(f"party {self.name!r} refused {method} from {peer} and sent nothing"
                                    f"{self._other_run()}; one coordinator per run", "FAILED_PRECONDITION")
+                self._last_call = time.monotonic()
                 reply = getattr(self, "_" + method.lower())(request)
                 note = self._budget_note
             data = reply if encode is None else encode(reply)
@@ -192,9 +206,13 @@ class PartyRuntime:
                 "requests": sorted(set().union(*(self._served(p) for p in self.protocols.values()))),
                 "monitoring_in_private_runs": self.allow_monitoring}
 
+    def _idle(self) -> bool:
+        """The run in progress has heard nothing from its coordinator for RUN_IDLE_SECONDS: another may set up."""
+        return time.monotonic() - self._last_call > RUN_IDLE_SECONDS
+
     def _other_run(self) -> str:
         """A refusal's tail when the caller is not who set up the run in progress (verified names only)."""
-        if self.run_by and self._caller and self._caller != self.run_by:
+        if self.run_by and self.cfg is not None and self._caller and self._caller != self.run_by:
             return f"; another coordinator's run is in progress here (run by {self.run_by})"
         return ""
 
@@ -304,7 +322,7 @@ class PartyRuntime:
             raise _Refused(f"party {self.name!r} refused Checkpoint at round {t!r} and wrote nothing: {last} (a "
                            "checkpoint holds the party's own last round)", "INVALID_ARGUMENT")
         t = int(t)
-        ck = {"protocol": self.protocol.name, "party": self.name, "round": t, "state": self.state}
+        ck = {"protocol": self.protocol.name, "party": self.name, "round": t, "state": self.state, "by": self.run_by}
         if self.budget is not None and self.budget.run is not None:  # what this run had charged at the checkpoint
             ck["ledger_run"] = {"run": self.run_id, "charged": json.loads(json.dumps(self.budget.run["charged"]))}
         blob = codec.encode(ck, allowed=self.allowed_types)
@@ -337,8 +355,10 @@ class PartyRuntime:
             raise _Refused(f"party {self.name!r} refused Restore at round {t}: its own checkpoint is from round "
                            f"{own} (it restores only its own checkpoints); restart every side from the same run",
                            "FAILED_PRECONDITION")
+        if ck.get("by") and self._caller and ck["by"] != self._caller:
+            raise _Refused(f"party {self.name!r} refused Restore from {self._caller}: its checkpoint is of a run by "
+                           f"{ck['by']} (a run belongs to the coordinator that set it up)", "PERMISSION_DENIED")
         self.state = ck["state"]
-        self.run_by = self._caller  # the run in progress is now this coordinator's
         self.rounds = t + 1
         return {"round": t, "released_again": self._released_again(ck, t)}
 
@@ -357,19 +377,9 @@ class PartyRuntime:
     def _finish(self, req):
         written = None
         if self.cfg is not None and bool(req.get("completed")) and self.protocol.model is not None:
-            model = self.protocol.model(self.cfg, self.state)  # an array, or named arrays with "coef" among them
-            arrays = {k: np.asarray(v) for k, v in model.items()} if isinstance(model, Mapping) else {"coef": model}
-            coef = np.asarray(arrays["coef"])
-            fd, tmp = tempfile.mkstemp(dir=self.out, prefix=".tmp-", suffix=".npz")
-            os.close(fd)
-            np.savez(tmp, **arrays)
-            os.replace(tmp, self.out / "model.npz")
-            meta = {"party": self.name, "protocol": self.protocol.name, "rounds": self.rounds,
-                    "shape": list(coef.shape), "arrays": sorted(arrays), "private": self.private,
-                    "noise_source": "party-local" if self.noise_seed is None else "seeded",
-                    "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-            atomic_write(self.out / "model.json", (json.dumps(meta, indent=2) + "\n").encode())
-            written = "model.npz"
+            meta = {"party": self.name, "protocol": self.protocol.name, "rounds": self.rounds, "private": self.private,
+                    "noise_source": "party-local" if self.noise_seed is None else "seeded"}
+            written = write_model(self.out, self.protocol.model(self.cfg, self.state), meta)
         self.ended = end_line(self.protocol.name, bool(req.get("completed")), self.protocol.model is not None, written,
                               self.cfg is not None)
         self._reset()
@@ -379,4 +389,6 @@ class PartyRuntime:
     def close(self):
         if self.budget is not None:
             self.budget.close()
+        if self.store is not None:
+            self.store.close()
         self._audit.close()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..exceptions import InvalidParameterError
+from ..privacy.ledger_store import configured
 from ..privacy.policy import PartyPolicy
 from ..protocol import protocol_for, request_arguments, setup_fields
 from .host import PartyRuntime
@@ -48,6 +49,10 @@ def party_operators(policies, party_dir=None) -> dict[str, PartyOperator]:
         if not isinstance(op.policy, PartyPolicy):
             raise InvalidParameterError(f"policies[{name!r}] must be a PartyPolicy or a PartyOperator, "
                                         f"got {type(item).__name__}.")
+        if op.policy.budgeted and not (op.policy.ledger and op.policy.ledger_key):
+            # the organisation's store, resolved here (the workers' environment may be older than the caller's)
+            url, key = configured(op.policy.ledger, op.policy.ledger_key)
+            op = replace(op, policy=replace(op.policy, ledger=url, ledger_key=key))
         if op.out is None:
             if party_dir is None:
                 raise InvalidParameterError(f"party {name!r} has a policy but no directory of its own (its audit log "

@@ -154,7 +154,7 @@ def test_the_walkthrough_runs(tmp_path):
                               str(retailer / "ledgers"), "--data", str(retailer / "train.csv"), "--json"],
                              capture_output=True, text=True, check=True, env=env)
     spent = json.loads(listing.stdout)[0]["epsilon_spent"]
-    assert 3 - 1e-3 <= spent <= 8  # 1 (experts) and at least 2 (sharing), composed
+    assert 2 < spent <= 8  # 1 (experts) and at least 2 (sharing), composed (PLD: less than their sum)
 
 
 if __name__ == "__main__":

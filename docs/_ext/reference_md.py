@@ -67,9 +67,9 @@ def docstring_md(doc: str) -> str:
     while i < len(lines):
         line = lines[i]
         nxt = lines[i + 1] if i + 1 < len(lines) else ""
-        if line.strip() in SECTIONS and re.fullmatch(r"-{3,}", nxt.strip() or "x"):
-            section = line.strip()
-            out += ["", f"**{section}**", ""]
+        if line.strip() and re.fullmatch(r"[-=~]{3,}", nxt.strip() or "x"):  # an underlined title: bold, no heading
+            section = line.strip() if line.strip() in SECTIONS else None
+            out += ["", f"**{_inline(line.strip())}**", ""]
             i += 2
             continue
         if line.lstrip().startswith(">>>") and not in_code:

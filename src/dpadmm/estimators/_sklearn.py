@@ -47,7 +47,9 @@ def is_block_list(X: Any) -> bool:
 
 def one_matrix(est, X: Any, name: str = "X", *, sparse: bool = True):
     """One (N, d) matrix: scikit-learn's validation, dpadmm's finiteness check (its message), and — when ``est`` is
-    fitted — the fitted column count."""
+    fitted — the fitted column count. ``sparse=False``: sparse input is densified (the estimator needs dense rows)."""
+    if not sparse and sp.issparse(X):
+        X = X.toarray()
     try:
         A = check_array(X, accept_sparse="csr" if sparse else False, dtype=np.float64, ensure_all_finite=False,
                         input_name=name)

@@ -56,6 +56,8 @@ def one_matrix(est, X: Any, name: str = "X", *, sparse: bool = True):
     except TypeError as exc:  # object arrays of non-numbers: a TypeError, as numpy and scikit-learn raise it
         raise TypeError(f"{name} must be a numeric 2-D array; it could not be converted ({exc}).") from None
     except ValueError as exc:
+        if "inhomogeneous" in str(exc) or "sequence" in str(exc):
+            raise InvalidDataError(f"{name} has ragged rows ({exc}); give rows of equal length.") from None
         raise InvalidDataError(str(exc)) from None
     A = as_float_matrix(name, A, accept_sparse=sparse)
     expected = getattr(est, "n_features_in_", None)

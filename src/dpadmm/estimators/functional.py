@@ -220,9 +220,8 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         ``transcript(run, round, sender, receiver, message, kind)`` sees every message of both runs
         (``run`` = ``"statistics"`` or ``"admm"``).
         """
-        self.__dict__.pop("n_features_in_", None)  # a refit is a new fit: any grid
-        X = one_matrix(self, X, sparse=False)  # scikit-learn's checks and messages (sparse curves densified)
-        X, y, grid = check_curves(X, target(y, classes=False), grid)
+        self.__dict__.pop("n_features_in_", None)  # a refit is a new fit: any grid; scikit-learn's checks and messages
+        X, y, grid = check_curves(one_matrix(self, X, sparse=False), target(y, classes=False), grid)
         n, T = X.shape
         self._validate(n, T)
         mcfg = dict(functional_rules.METHODS[self.method])

@@ -32,12 +32,12 @@ def binary_classifier_tags(tags, *, sparse: bool):
 
 
 def is_block(B: Any) -> bool:
-    """A 2-D block (array, sparse matrix, DataFrame, nested list) or a source a party reads itself."""
-    if sp.issparse(B) or getattr(B, "ndim", None) == 2:
-        return True
-    if isinstance(B, (list, tuple)):
-        return len(B) > 0 and isinstance(B[0], (list, tuple, np.ndarray))
-    return not hasattr(B, "__len__") and not np.isscalar(B)  # e.g. dpadmm.data.remote.PartyFile
+    """A 2-D block: anything with a 2-D ``shape`` (array, sparse matrix, DataFrame, a source a party reads itself such
+    as ``dpadmm.data.remote.PartyFile``) or a nested list."""
+    shape = getattr(B, "shape", None)
+    if shape is not None:
+        return len(shape) == 2
+    return isinstance(B, (list, tuple)) and len(B) > 0 and isinstance(B[0], (list, tuple, np.ndarray))
 
 
 def is_block_list(X: Any) -> bool:

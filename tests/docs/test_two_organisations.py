@@ -121,7 +121,7 @@ def _free_port() -> int:
 @pytest.mark.slow
 @pytest.mark.xdist_group("heavy-a")  # CI runs the slow suite on two workers: the longest tests first, split in two
 def test_the_walkthrough_runs(tmp_path):
-    """The page's blocks as written (5–8 minutes of wall time on a loaded 2-core machine: three PSI runs, two fits,
+    """The page's blocks as written (about 4 minutes of wall time on a loaded 2-core machine: three PSI runs, two fits,
     scoring, a killed and resumed run), then what each step wrote."""
     bindir = tmp_path / "bin"
     bindir.mkdir()

@@ -105,6 +105,7 @@ def progress(total: int, description: str, enabled: bool = True, interval: float
             yield from _plain(total, description, interval_seconds(interval))
     finally:
         _ACTIVE[0] -= 1
+        phase("evaluating and writing outputs")  # until the command names its next phase
 
 
 def _plain(total: int, description: str, every: float):

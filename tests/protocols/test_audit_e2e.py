@@ -255,3 +255,37 @@ def test_audit_end_to_end_cli_one_row(tmp_path, capsys):
 def test_audit_end_to_end_cli_bad_input(tmp_path, capsys, args, message):
     code, _, err = run_cli(["audit", "--end-to-end", "--out", tmp_path / "x", *args], capsys)
     assert code == 2 and message in err and not (tmp_path / "x").exists()
+
+
+# ----------------------------------------------------------------------------- exit status; the audit of the audit
+ENC_ROW = "worst-case vertical-encrypted[record]"
+
+
+@pytest.mark.parametrize("plant, code", [("", 0), ("noise=0.3", 1)], ids=["honest", "noise x0.3"])
+def test_audit_exits_1_when_an_honest_row_exceeds_its_claim(tmp_path, capsys, plant, code):
+    """The hidden ``--plant noise=0.3`` multiplies every noise draw of the game by 0.3 (the ledger unchanged): the
+    honest row is then a VIOLATION and the exit status 1, audit.json written all the same; unplanted, exit 0."""
+    out = tmp_path / "a"
+    args = ["audit", "--end-to-end", "--runs", "40", "--only", ENC_ROW, "--out", out, "--quiet"]
+    rc, stdout, err = run_cli(args + (["--plant", plant] if plant else []), capsys)
+    (row,) = json.loads((out / "audit.json").read_text())["mechanisms"]
+    assert rc == code and (row["verdict"] == "VIOLATION") == bool(code), (rc, row["verdict"], err)
+    assert ("honest row(s) above the claimed epsilon: " + ENC_ROW in err) == bool(code)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--plant", "noise=-1"], "--plant 'noise=-1' is not understood"),
+    (["--plant", "twice"], "--plant 'twice' is not understood"),
+])
+def test_audit_plant_bad_input(tmp_path, capsys, args, message):
+    code, _, err = run_cli(["audit", "--end-to-end", "--out", tmp_path / "x", *args], capsys)
+    assert code == 2 and message in err and not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow  # the whole --quick audit (CI's slow suite)
+def test_audit_end_to_end_quick_exits_1_under_a_noise_plant(tmp_path, capsys):
+    code, _, err = run_cli(["audit", "--end-to-end", "--quick", "--plant", "noise=0.3", "--out", tmp_path / "q",
+                            "--quiet"], capsys)
+    rows = json.loads((tmp_path / "q" / "audit.json").read_text())["mechanisms"]
+    violations = [r["name"] for r in rows if not r["broken"] and r["verdict"] == "VIOLATION"]
+    assert code == 1 and violations and "honest row(s) above the claimed epsilon" in err, (code, err)

@@ -339,6 +339,10 @@ def test_cli_protocol_encrypted(need_he, tmp_path, capsys):
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert m["privacy"]["features"]["epsilon"] <= 1.0 + 1e-6 and m["privacy"]["labels"]["epsilon"] <= 1.0 + 1e-6
     assert m["config"]["rounds"] == 3 and "test_log_loss" in m["final"]
+    # the premise of the features' guarantee, in the privacy line and metrics.json (issue 35)
+    assert "features epsilon = " in out and "against an honest-but-curious label party at delta" in out
+    assert m["privacy"]["features"]["premises"] == ["honest-label-party"]
+    assert m["privacy"]["features"]["against"] == "against an honest-but-curious label party"
     code, out, err = run_cli(["vertical", "--data", "a9a", "--protocol", "encrypted", "--rho", "1"], capsys)
     assert code == 2 and "--rho belongs to the ADMM protocol" in (out + err)
 

@@ -17,9 +17,9 @@ from dpadmm.experiments.audit_games import ZeroRNG, calibrated_nm, play
 
 @pytest.fixture(scope="module")
 def real_keys():
-    """Two sf-heu OU key pairs (2048 bits) made once for the module: the label party's and party 2's."""
+    """Two sf-heu key pairs (2048 bits) made once for the module: the label party's (OU) and party 2's (Paillier)."""
     pytest.importorskip("heu")
-    return [he.keygen(), he.keygen()]
+    return {he.SCHEME_LABEL: he.keygen(), he.SCHEME_MASKED: he.keygen(scheme=he.SCHEME_MASKED)}
 
 
 # ----------------------------------------------------------------------------- the plaintext layer = sf-heu
@@ -31,8 +31,7 @@ def test_plaintext_layer_decrypts_what_sf_heu_decrypts_given_the_same_noise(real
     and the events are equal to float tolerance (the sums are exact integers in both layers). The keys are
     made once (``real_keys``): key generation is the slow part, not what is compared."""
     nm = calibrated_nm(6)
-    made = iter(real_keys)
-    monkeypatch.setattr(he, "keygen", lambda bits=he.KEY_BITS: next(made))
+    monkeypatch.setattr(he, "keygen", lambda bits=he.KEY_BITS, scheme=he.SCHEME_LABEL: real_keys[scheme])
     real, ev_real = fit(1, np.random.default_rng(7), nm=nm, layer=contextlib.nullcontext)
     plain, ev_plain = fit(1, np.random.default_rng(7), nm=nm)
     np.testing.assert_allclose(real, plain, rtol=0, atol=1e-12)

@@ -254,7 +254,10 @@ def test_cli_epsilon_alone_beats_the_base_rate_on_a_real_table(tmp_path, capsys)
     # each node's own model, recalibrated on its own rows: printed, in metrics.json and model.npz, and judged
     assert "each node's own model (the consensus recalibrated on its own rows" in stdout
     assert m["config"]["recalibrated"] is True and np.array(f["node_test_loss"]).shape == (1, 5)
-    assert len(f["node_base_rate_test_loss"]) == 5 and f["node_test_loss_run_max"] == pytest.approx(f["node_test_log_loss"])
+    assert f["node_test_loss_run_max"] == pytest.approx(f["node_test_log_loss"])
+    # a private run: the baseline is the DP base rate of the range rounds, no exact training count (issue 35)
+    assert f["test_base_rate_source"] == "dp" and "node_base_rate_test_loss" not in f
+    assert "train_loss" not in m["history"] and "train_loss_mean" not in f and "base_rate_train_loss" not in f
     assert f["node_test_log_loss"] < f["test_base_rate_loss"] and not m.get("verdict")
     z, own = np.load(out / "model.npz"), np.load(out / "node_models.npz")
     assert "node_coefs" not in z and own["node_coefs"].shape == z["coefs"].shape and own["calibration"].shape == (5, 2)
@@ -417,8 +420,11 @@ def test_cli_says_when_the_consensus_model_is_worse_and_judges_the_nodes_models(
     for p, rows in zip(paths, (slice(0, 700), slice(700, n))):
         dump_svmlight_file(X[rows], y[rows], str(p), zero_based=False)
     out = tmp_path / "run"
+    # declared bounds (no range rounds, so no DP base rate): the baseline is the test set's own base rate (issue 35)
+    bounds = tmp_path / "bounds.csv"
+    bounds.write_text("lo,hi\n15,75\n0,100000\n0,3\n")
     assert main(["consensus", "--data", str(paths[0]), "--test", str(paths[1]), "--epsilon", "1", "--runs", "2",
-                 "--seed", "0", "--quiet", "--out", str(out)]) == 0
+                 "--bounds", str(bounds), "--seed", "0", "--quiet", "--out", str(out)]) == 0
     stdout = " ".join(capsys.readouterr().out.split())
     m = json.loads((out / "metrics.json").read_text())
     f = m["final"]
@@ -430,4 +436,8 @@ def test_cli_says_when_the_consensus_model_is_worse_and_judges_the_nodes_models(
     assert max(f["test_loss"]) > run_means.max()  # the nodes' models are better than the consensus model
     # judged on the nodes' models (here each about its own base rate, a hair above the pooled one), not on the
     # consensus model's loss (1.05–1.29)
+    assert f["test_base_rate_source"] == "test-set"
+    assert f["test_base_rate_loss"] == pytest.approx(-np.mean(np.where(y[700:] > 0, np.log(p := np.mean(y[700:] > 0)),
+                                                                       np.log1p(-p))), rel=1e-12)
     assert f"the nodes' mean test log loss {run_means.max():.4g} > {f['test_base_rate_loss']:.4g}" in m["verdict"]
+    assert "predicting the test set's own base rate" in m["verdict"]

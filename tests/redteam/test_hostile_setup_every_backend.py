@@ -47,7 +47,8 @@ N = 60
 BUDGET = dict(max_epsilon=4.0, delta=1e-5)
 # one operator's policy for every protocol (row_clip: experts and encrypted; max_rounds: above every declaration
 # below but the one that departs from it)
-POLICY = PartyPolicy(max_alpha=10.0, max_score_clip=4.0, row_clip=1.0, max_rounds=1000, **BUDGET)
+POLICY = PartyPolicy(max_alpha=10.0, max_score_clip=4.0, row_clip=1.0, max_rounds=1000,
+                     accept_premises=("honest-label-party",), **BUDGET)  # encrypted: its operator accepts the premise
 PROTOCOLS = [vertical_protocol.PROTOCOL, gc.PROTOCOL, functional_protocol.PROTOCOL, functional_protocol.STATISTICS_PROTOCOL, ex.PROTOCOL, go.PROTOCOL, en.PROTOCOL]
 
 
@@ -304,7 +305,7 @@ def test_a_hostile_setup_is_refused_alike_on_every_backend(case, backend, party_
 
 @pytest.mark.parametrize("mod, args, rounds", [
     (ex, _experts, 1), (go, _gossip, 5),
-    pytest.param(en, _encrypted, 11, marks=pytest.mark.slow),  # the party's own OU key pair: seconds of CPU
+    pytest.param(en, _encrypted, 11, marks=pytest.mark.slow),  # the party's own Paillier key pair: seconds of CPU
 ], ids=["experts", "gossip", "encrypted"])
 def test_the_honest_setups_the_hostile_ones_depart_from_are_accepted(mod, args, rounds, party_file, tmp_path):
     """Each hostile Setup above departs from one of these in one field: the same party accepts them as they are."""

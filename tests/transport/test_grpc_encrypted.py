@@ -70,7 +70,8 @@ def _both(tmp_path, budget):
 
     svc = PartyService(name="party2", protocol=[PROTOCOL], out=tmp_path / "party2", secure=False,
                        allow_seeded_noise=True, data={"train": str(files[1])},
-                       describe_options={"id_column": "id", "label_column": "y"}, policy=PartyPolicy(), **budget)
+                       describe_options={"id_column": "id", "label_column": "y"},
+                       policy=PartyPolicy(accept_premises=("honest-label-party",)), **budget)
     peers, stop = serve_parties({"party2": svc})
     try:
         backend = GrpcBackend(peers, insecure=True, timeout=120)

@@ -93,3 +93,24 @@ def test_honest_gossip_row_reaches_half_its_claim_at_the_default_run_count():
     """At the default 2,000 runs (10,000 per side): measured 0.78 of the claim (ratio limit about 0.95)."""
     res = AG.play(_game(HONEST), runs=2000)
     assert 0.5 * res.epsilon_claimed <= res.epsilon_lower_bound <= res.epsilon_claimed, res.details["statistics"]
+
+
+def test_extreme_router_releases_are_finite_and_replayed_at_the_nodes_own_points():
+    """The router that sends the overflow attack (±1.79e308, signs flipped every round): the node's mixed points are in
+    the public box, every release is finite on both sides, the residuals against the replay at those points are
+    standard normal, and the row (not a plant) stays within its claim."""
+    game = GG.gossip_game(router="extreme")
+    assert not game.broken and game.name == f"{HONEST} (router: extreme sums)"
+    assert game.name in {g.name for g in games(quick=True)}  # a row of dpadmm audit --end-to-end
+    for side in (0, 1):
+        rec = AG._play(game, side, 50, seed=21 + side)
+        X, mu0, mu1 = AG._seen(game, side, rec)
+        assert np.all(np.isfinite(X)) and np.all(np.isfinite(mu0)) and np.all(np.isfinite(mu1))
+        W = np.concatenate([GG.mixed_points(t) for t in rec["trials"]])
+        assert np.all(np.abs(W) <= gossip_mechanism.MODEL_BOUND) and np.max(np.abs(W)) > 1e5  # the box is active
+        eps, sig = AG._claim(game, rec["events"])
+        r = ((X - (mu1 if side else mu0))[:, 0, :] / sig[:, None]).ravel()
+        assert abs(r.mean()) < 5 / math.sqrt(r.size) and abs(r.std() - 1.0) < 0.03, (r.mean(), r.std())
+        assert np.all(np.linalg.norm(mu1 - mu0, axis=-1) <= gossip_mechanism.gradient_sensitivity(GG.G_R) * 1.000001)
+    res = AG.play(game, runs=8)
+    assert not res.caught and res.epsilon_lower_bound <= res.epsilon_claimed, res.details["statistics"]

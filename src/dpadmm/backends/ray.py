@@ -12,6 +12,16 @@ machines (each actor takes a tiny fraction of the resource, so several parties m
 ``address="auto"`` or ``"HOST:PORT"`` joins an existing cluster; without it a local Ray instance is
 started (and stopped again by :meth:`RayBackend.close`).
 
+Loopback. A local instance binds every port to 127.0.0.1: ``ray.init`` is given ``_node_ip_address="127.0.0.1"``
+and — because Ray's ``ray.init`` replaces a loopback node address with the machine's network address
+(``services.resolve_ip_for_localhost``), after which its GCS, raylet and workers listen on every interface — that
+replacement is suspended for the call; the node address Ray ends up with is checked, and a local instance on any
+other address is stopped and refused (:class:`~dpadmm.exceptions.PartyFailureError`).
+``tests/transport/test_ray_loopback.py`` lists the listening sockets of every process of a local run.
+Joining a cluster (``address``), :func:`security_note` says how its traffic is secured — Ray's TLS
+(``RAY_USE_TLS=1`` with ``RAY_TLS_SERVER_CERT``, ``RAY_TLS_SERVER_KEY``, ``RAY_TLS_CA_CERT`` on every node and the
+driver) and its token authentication (``RAY_AUTH_MODE``) — and the CLI prints it (docs/howto/backends.md).
+
 Authentication: Ray ≥ 2.5x enables token authentication by default. Set ``RAY_AUTH_MODE`` the same
 way on every node and the driver (``token``, with the same token file ``~/.ray/auth_token`` or
 ``RAY_AUTH_TOKEN`` everywhere; or ``disabled`` for isolated test clusters). A Ray cluster is one
@@ -25,6 +35,9 @@ answer within ``timeout`` seconds.
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+import logging
 import os
 import time
 import traceback
@@ -35,6 +48,56 @@ from .base import Backend, PartySpec, host_party, refusal_at_caller
 from .multiprocess import _describe, party_failure
 
 INSTALL_HINT = 'pip install "dpadmm[ray]"'
+LOOPBACK = "127.0.0.1"
+log = logging.getLogger("dpadmm.backends.ray")
+
+
+def _truthy(value: str | None) -> bool:
+    return str(value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def security_note(address: str, environ: Mapping[str, str] | None = None) -> str:
+    """One line on how the traffic to and from the Ray cluster at ``address`` is secured, from the variables Ray reads
+    (the driver's; every node must set the same): its TLS (``RAY_USE_TLS``) and token authentication
+    (``RAY_AUTH_MODE``)."""
+    env = os.environ if environ is None else environ
+    if _truthy(env.get("RAY_USE_TLS")):
+        files = ", ".join(f"{k}={env.get(k) or '(unset)'}" for k in ("RAY_TLS_SERVER_CERT", "RAY_TLS_SERVER_KEY",
+                                                                       "RAY_TLS_CA_CERT"))
+        tls = f"gRPC over mutual TLS (RAY_USE_TLS=1; {files})"
+    else:
+        tls = ("NOT encrypted: RAY_USE_TLS is not set, so Ray's gRPC traffic (every party's messages and objects) "
+               "crosses the network in plaintext; set RAY_USE_TLS=1 and RAY_TLS_SERVER_CERT, RAY_TLS_SERVER_KEY, "
+               "RAY_TLS_CA_CERT on every node and here")
+    mode = (env.get("RAY_AUTH_MODE") or "").strip().lower()
+    auth = ("NO authentication (RAY_AUTH_MODE=disabled): whoever reaches the cluster's ports runs code in every party"
+            if mode == "disabled" else
+            f"token authentication (RAY_AUTH_MODE={mode or 'unset: Ray’s default, token'})")
+    return (f"Ray cluster at {address}: transport {tls}; {auth}. A Ray cluster is one trust domain: every node can "
+            "run code in every party.")
+
+
+def _is_loopback(host: str | None) -> bool:
+    try:
+        return ipaddress.ip_address(str(host)).is_loopback
+    except ValueError:
+        return str(host) == "localhost"
+
+
+@contextlib.contextmanager
+def _keep_loopback_node_address(ray):
+    """While ``ray.init`` runs: Ray's replacement of a loopback node address by the machine's network address
+    suspended (loopback stays loopback; any other address is resolved as Ray does)."""
+    services = getattr(getattr(ray, "_private", None), "services", None)
+    real = getattr(services, "resolve_ip_for_localhost", None)
+    if real is None:
+        yield
+        return
+    services.resolve_ip_for_localhost = lambda host: host if _is_loopback(host) else real(host)
+    try:
+        yield
+    finally:
+        services.resolve_ip_for_localhost = real
 
 
 def import_ray():
@@ -128,6 +191,7 @@ class RayBackend(Backend):
         self._has_diag: dict[str, bool] = {}
         self._owns_ray = False
         self._closed = False
+        self.security_note_: str | None = None  # joining a cluster: how its traffic is secured (security_note)
         self.placement_: dict[str, dict] = {}
         self._rounds = 0
         self._set_policies(policies, party_dir)
@@ -138,18 +202,31 @@ class RayBackend(Backend):
         if ray.is_initialized():
             return
         kwargs = {"include_dashboard": False, "configure_logging": False, "log_to_driver": False}
-        if self.address is None:
-            kwargs["_node_ip_address"] = "127.0.0.1"
+        local = self.address is None
+        if local:
+            kwargs["_node_ip_address"] = LOOPBACK
         else:
             kwargs["address"] = self.address
         kwargs.update(self.init_kwargs)
         try:
-            ray.init(**kwargs)
+            with _keep_loopback_node_address(ray) if local else contextlib.nullcontext():
+                ray.init(**kwargs)
         except Exception as exc:  # connection / auth problems
             where = f"the cluster at address={self.address!r}" if self.address else "a local Ray instance"
             raise PartyFailureError(f"cannot start or join {where} ({_describe(exc)}); check the address "
                                     "and that RAY_AUTH_MODE/the auth token match the cluster's.") from None
         self._owns_ray = True
+        if local:
+            node = ray.util.get_node_ip_address()
+            if not _is_loopback(node) and _is_loopback(kwargs.get("_node_ip_address")):
+                ray.shutdown()
+                self._owns_ray = False
+                raise PartyFailureError(f"the local Ray instance came up on {node}, not on {LOOPBACK}: its ports would "
+                                        "be reachable from the network; refused (this Ray version does not keep a "
+                                        "loopback node address).")
+        else:
+            self.security_note_ = security_note(self.address)
+            log.warning(self.security_note_)
 
     def _gather(self, refs: Mapping[str, Any], what: str, timeout: float | None = None) -> dict[str, Any]:
         ray = self._ray

@@ -158,6 +158,12 @@ def run_options(*, backend: str, ray_address: Optional[str], ray_resources: Opti
     if backend == "ray":
         options.update(address=ray_address, party_resources=resources or None)
         quiet_ray()
+        if ray_address:  # joining a cluster: say how it is secured (a local instance stays on 127.0.0.1)
+            import sys
+
+            from ..backends.ray import security_note
+
+            print(security_note(ray_address), file=sys.stderr)
     if backend != "grpc" and (peers or tls is not None or insecure):
         raise InvalidParameterError("--peer, --tls and --insecure need --backend grpc.")
     if backend == "grpc":

@@ -1,12 +1,11 @@
-"""Shared CLI plumbing: one-line errors, atomic output directories, progress, warnings, verdicts, JSON.
+"""Shared CLI plumbing: one-line errors, atomic output directories, progress, warnings, JSON.
 
 Helpers every command can call:
 
 - progress, heartbeats and phases: :mod:`dpadmm.cli._display`.
 - :func:`show_warning_once` — installed by :func:`dpadmm.cli.main`: each distinct warning is
   printed once per run as ``warning: …``.
-- :func:`verdict` — the one-line verdict printed when a fitted model is worse than the trivial
-  baseline (predicting the base rate / the τ-quantile of the training responses).
+- the baselines and verdicts: :mod:`._baselines`.
 """
 
 from __future__ import annotations
@@ -66,41 +65,6 @@ show_warning_once.seen = set()
 
 #: the smallest tolerance of a comparison, relative to the larger of the two values: two fits whose losses differ by
 #: rounding (a 4e-10 difference between 0.1617 and 0.1617) are the same model, never a verdict
-RELATIVE_TOLERANCE = 1e-6
-
-
-def per_row_log_loss(p, y) -> np.ndarray:
-    """Each row's log loss of the probabilities ``p`` of the positive class (labels ±1 or 0/1)."""
-    p = np.clip(np.asarray(p, dtype=np.float64).ravel(), 1e-15, 1 - 1e-15)
-    pos = np.asarray(y, dtype=np.float64).ravel() > 0
-    return -np.where(pos, np.log(p), np.log1p(-p))
-
-
-def loss_tolerance(loss_a, loss_b) -> float:
-    """How much worse the mean of ``loss_a`` must be than the mean of ``loss_b`` (per-row losses on the same test
-    rows) before a verdict says so: two standard errors of the mean paired difference (the test set's sampling
-    noise: a difference inside it is not evidence that one model is worse), and never below
-    :data:`RELATIVE_TOLERANCE` of the larger mean (rounding). Identical predictions give the rounding floor."""
-    a, b = np.asarray(loss_a, dtype=np.float64).ravel(), np.asarray(loss_b, dtype=np.float64).ravel()
-    d = a - b
-    se = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else 0.0
-    floor = RELATIVE_TOLERANCE * max(abs(float(a.mean())), abs(float(b.mean())), 1e-12)
-    return max(2.0 * se if math.isfinite(se) else 0.0, floor)
-
-
-def verdict(quantity: str, value: float | None, trivial: float | None, trivial_name: str, fix: str,
-            tolerance: float | None = None) -> str | None:
-    """``"verdict: …"`` if ``value`` (lower is better) is worse than the trivial model's by more than ``tolerance``
-    (default: :data:`RELATIVE_TOLERANCE` of the larger value, so rounding never fires it), else None."""
-    if value is None or trivial is None or not (math.isfinite(value) and math.isfinite(trivial)):
-        return None
-    tol = RELATIVE_TOLERANCE * max(abs(value), abs(trivial), 1e-12) if tolerance is None else float(tolerance)
-    if value <= trivial + tol:
-        return None
-    return (f"verdict: WORSE THAN A TRIVIAL MODEL — {quantity} {value:.4g} > {trivial:.4g} of {trivial_name}; "
-            f"{fix}")
-
-
 def standard_names(metrics: dict) -> dict:
     """The metric names every command's metrics.json shares (docs/reference/metrics.md, "Names every command
     shares"), added beside a command's own keys (which stay, as aliases): ``final.test_log_loss`` (the handed-over
@@ -115,6 +79,8 @@ def standard_names(metrics: dict) -> dict:
         base = metrics.setdefault("baselines", {})
         if isinstance(base, dict):
             base.setdefault("base_rate", {}).setdefault("test_log_loss", f["test_base_rate_loss"])
+            if "test_base_rate_source" in f:
+                base["base_rate"].setdefault("source", f["test_base_rate_source"])
     return metrics
 
 
@@ -125,14 +91,6 @@ def fmt_prob(x: float) -> str:
     mant, exp = f"{x:.1e}".split("e")
     mant = mant.rstrip("0").rstrip(".")
     return f"{mant}e{int(exp)}"
-
-
-def base_rate_log_loss(y_train, y_eval) -> float:
-    """Log loss on ``y_eval`` (labels ±1 or 0/1) of predicting the training base rate for everyone."""
-    yt = np.asarray(y_train, dtype=float).ravel() > 0
-    ye = np.asarray(y_eval, dtype=float).ravel() > 0
-    p = float(np.clip(yt.mean(), 1e-12, 1 - 1e-12))
-    return float(-np.mean(np.where(ye, np.log(p), np.log1p(-p))))
 
 
 def to_jsonable(obj: Any) -> Any:

@@ -7,8 +7,13 @@ from pathlib import Path
 
 from . import _backend as bk
 from ._common import console, elapsed, output_dir, standard_names, write_json
+from ._baselines import BASE_RATE_NAMES
 from ._display import phase, progress
 from ..exceptions import DataFileError, InvalidParameterError
+
+# final.test_base_rate_source in the printed line (experiments.gossip: no exact training count in a private run)
+BASE_RATE_SOURCE = {"training-labels": "the training base rate", "dp": "the DP base rate of the range rounds",
+                    "test-set": "the test set's own base rate: local evaluation"}
 
 
 def backend_options(backend: str, *, ray_address, ray_resources, timeout, peer, tls, insecure, peer_to_peer, out,
@@ -101,7 +106,7 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
     import numpy as np
 
     from .._validation import check_int, check_positive
-    from ._common import verdict
+    from ._baselines import verdict
     from ..algorithms.gossip.schedule import DEFAULT_RANGE_ROUNDS, default_schedule
     from ..experiments.gossip import run_gossip
     from ..experiments.zhang import load_data, plot_curves
@@ -164,32 +169,31 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
         if backend_args["peer_to_peer"]:
             metrics["config"]["peer_to_peer"] = True  # the nodes exchanged with their neighbours, not via this side
         f = metrics["final"]
+        train = (f"final training loss mean {f['train_loss_mean']:.5f}, " if "train_loss_mean" in f else "")
         console.print(f"noisy-gradient gossip: nodes {nodes} ({topology}, {split}), {runs} run(s) x {iterations} rounds: "
-                      f"final training loss mean {f['train_loss_mean']:.5f}, consensus error "
-                      f"{f['consensus_error_mean']:.3g}; column bounds: {f['bounds_source']}")
+                      f"{train}consensus error {f['consensus_error_mean']:.3g}; column bounds: {f['bounds_source']}")
         console.print("privacy: " + "\n  ".join(metrics["privacy"]["summary"]))
         fix = "more budget (--epsilon), more rows per node, fewer --nodes or declared --bounds."
         if "test_log_loss" in f:
             console.print(f"test log loss (n = {f['n_test']:,}): mean {f['test_log_loss']:.5f} (min "
                           f"{f['test_loss_min']:.5f}, max {f['test_loss_max']:.5f}); base rate "
-                          f"{f['test_base_rate_loss']:.5f}")
+                          f"{f['test_base_rate_loss']:.5f} ({BASE_RATE_SOURCE[f['test_base_rate_source']]})")
             if "node_test_log_loss" in f:  # what the nodes use: judged as a whole, run by run
                 worse = f["consensus_runs_worse_than_base_rate"]
                 console.print(f"  each node's own model (the consensus recalibrated on its own rows; not for "
                               f"release, no ε): mean {f['node_test_log_loss']:.5f}, worst node "
-                              f"{f['node_test_loss_max']:.5f}; each node's own base rate: mean "
-                              f"{sum(f['node_base_rate_test_loss']) / len(f['node_base_rate_test_loss']):.5f}")
+                              f"{f['node_test_loss_max']:.5f}")
                 if worse:
                     console.print(f"  the consensus model itself (coefs: the shareable output) is worse than the "
                                   f"base rate in {worse} of {len(f['test_loss'])} run(s); each node's recalibrated "
                                   f"model (node_models.npz) is the one it should use")
                 v = verdict("the nodes' mean test log loss", f["node_test_loss_run_max"], f["test_base_rate_loss"],
-                            "predicting the training base rate", fix)
+                            BASE_RATE_NAMES[f["test_base_rate_source"]], fix)
             else:
                 v = verdict("test log loss", max(f["test_loss"]), f["test_base_rate_loss"],
-                            "predicting the training base rate", fix)
-        else:
-            v = verdict("final training loss", f["train_loss_mean"], f["base_rate_train_loss"],
+                            BASE_RATE_NAMES[f["test_base_rate_source"]], fix)
+        else:  # a private run without --monitor keeps no training loss: nothing to judge without a test set
+            v = verdict("final training loss", f.get("train_loss_mean"), f.get("base_rate_train_loss"),
                         "predicting the base rate", fix)
         metrics["verdict"] = v
         if v:
@@ -198,13 +202,16 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
             np.savez(stage / "model.npz", **model_arrays)
             if node_arrays is not None:  # the nodes' own models: not for release (the report does not cover them)
                 np.savez(stage / "node_models.npz", **node_arrays)
-            plot_curves(stage / "convergence.png", {"gossip": metrics["history"]},
-                        title=f"noisy-gradient gossip: {data}, {nodes} nodes ({topology}, {split}), epsilon {epsilon:g}, "
-                              f"{runs} run(s) × {iterations} rounds")
+            if "train_loss" in metrics["history"]:  # a private run without --monitor keeps no training loss
+                plot_curves(stage / "convergence.png", {"gossip": metrics["history"]},
+                            title=f"noisy-gradient gossip: {data}, {nodes} nodes ({topology}, {split}), epsilon {epsilon:g}, "
+                                  f"{runs} run(s) × {iterations} rounds")
         metrics["wall_seconds"] = elapsed()
         metrics["timing"] = run_timing(load_wall, load_cpu, f.pop("fit_seconds"), f.pop("fit_cpu_seconds"))
         if out is not None:
             write_json(stage / "metrics.json", standard_names(metrics))
     if out is not None:
+        plotted = "train_loss" in metrics["history"]
         console.print(f"wrote {out}/metrics.json, model.npz" + (", node_models.npz" if node_arrays is not None else "")
-                      + " and convergence.png")
+                      + (" and convergence.png" if plotted else " (no convergence.png: a private run keeps no training "
+                                                                  "loss without --monitor)"))

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import (base_rate_log_loss, console, elapsed, loss_tolerance, output_dir, party_data_refs, per_row_log_loss,
-                      verdict, write_json)
+from ._common import console, elapsed, output_dir, party_data_refs, write_json
+from ._baselines import base_rate_baseline, loss_tolerance, per_row_log_loss, verdict
 from ._display import phase
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 
@@ -154,7 +154,7 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
         # one "label party alone" per data set: its raw columns, its own standardisation, whatever the options
         alone_p = label_party_alone_proba(data.train[0], data.y, data.test[0], lam)
         alone = {f"test_{k}": v for k, v in _classifier_metrics(alone_p, data.y_test).items()}
-        baselines = {"base_rate": {"test_log_loss": base_rate_log_loss(data.y, data.y_test)},
+        baselines = {"base_rate": base_rate_baseline(data.y, data.y_test, private=model.privacy_ is not None),
                      "label_party_alone": alone}
     rep = model.privacy_
     privacy = rep.to_dict() if rep is not None else {"private": False, "epsilon": "inf"}

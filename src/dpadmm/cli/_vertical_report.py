@@ -99,20 +99,20 @@ def _advice(metrics) -> str:
 def _trivial_verdict(metrics, data) -> str | None:
     """A verdict line if the model is worse than the stronger baseline: on the test set (when there is
     one) the better of the base rate and the label party alone; else the training objective vs log 2."""
-    from ._common import verdict
+    from ._baselines import base_rate_name, verdict
 
     f = metrics["final"]
     fix = "try " + _advice(metrics)
     b = metrics.get("baselines") or {}
     if f.get("test_log_loss") is not None and b:
-        named = [("predicting the training base rate", b["base_rate"]["test_log_loss"])]
+        named = [(base_rate_name(b["base_rate"]), b["base_rate"]["test_log_loss"])]
         if b.get("label_party_alone"):
             named.append(("the label party alone", b["label_party_alone"]["test_log_loss"]))
         name, best = min(named, key=lambda kv: kv[1])
         if name == "the label party alone" and f.get("label_party_choice") == "alone":
             # it handed over its own model: more ε gives the same model (the verdict of issue 27 advised it)
             return verdict("test log loss", f["test_log_loss"], b["base_rate"]["test_log_loss"],
-                           "predicting the training base rate", fix)
+                           base_rate_name(b["base_rate"]), fix)
         v = verdict("test log loss", f["test_log_loss"], best, name, fix)
         if v and name == "the label party alone":
             v = v.replace("WORSE THAN A TRIVIAL MODEL", "WORSE THAN THE LABEL PARTY ALONE")

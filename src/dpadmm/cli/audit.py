@@ -1,16 +1,23 @@
-"""``dpadmm audit``: empirical lower bounds on ε — per mechanism, or end to end over whole fits."""
+"""``dpadmm audit``: empirical lower bounds on ε — per mechanism, or end to end over whole fits.
+
+Exit status: 0 when every honest row is consistent with its claim and every planted row is caught; 1 (after
+audit.json is written and the table printed) when an honest row's lower bound exceeds its claim (VIOLATION) or a
+planted row is not caught (the audit too weak); 2 for bad input, nothing written.
+"""
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import typer
 
 from ._app import app
-from ._common import console, output_dir, write_json
+from ._common import console, err_console, output_dir, write_json
 from ._display import heartbeat
 
 E2E_RUNS, E2E_QUICK_RUNS = 2000, 300
+EXIT_FAILED = 1  # an honest row above its claim, or a planted row not caught
 
 
 def _verdict(r) -> str:
@@ -38,6 +45,9 @@ def audit(
     confidence: float = typer.Option(0.95, help="Confidence of the lower bounds."),
     seed: int = typer.Option(0, help="Root random seed (of the auditor's simulations)."),
     quiet: bool = typer.Option(False, help="No progress output."),
+    plant: str = typer.Option("", hidden=True, help="For testing the audit itself, with --end-to-end: every noise "
+                              "draw of the worst-case games planted (noise=F: times F; reuse: every second draw "
+                              "repeated), the ledgers unchanged; the honest rows must then fail (exit 1)."),
 ):
     """Run each private mechanism on neighbouring inputs many times and bound ε from below.
 
@@ -48,6 +58,18 @@ def audit(
     from .._validation import check_int, check_open_unit
 
     check_open_unit("confidence", confidence)
+    planted = contextlib.nullcontext()
+    if plant:
+        from ..exceptions import InvalidParameterError
+        from ..experiments.audit_games import planted_generators
+        from ..experiments.audit_plants import parse_plant
+
+        if not end_to_end:
+            raise InvalidParameterError("--plant needs --end-to-end (it plants the worst-case games' generators).")
+        try:
+            planted = planted_generators(parse_plant(plant))
+        except ValueError as exc:
+            raise InvalidParameterError(str(exc)) from None
     if end_to_end:
         n_runs = runs or (E2E_QUICK_RUNS if quick else E2E_RUNS)
         check_int("runs", n_runs, minimum=40)
@@ -64,12 +86,12 @@ def audit(
                     from ..exceptions import InvalidParameterError
 
                     raise InvalidParameterError(f"--only {o!r} matches no audit row; rows: {', '.join(known)}.")
-            with heartbeat(f"audit --end-to-end ({n_runs} runs per dataset)", enabled=not quiet):
+            with heartbeat(f"audit --end-to-end ({n_runs} runs per dataset)", enabled=not quiet), planted:
                 results = run_end_to_end(runs=n_runs, seed=seed, confidence=confidence, quick=quick, only=only or None,
                                          progress=_progress.status)
             title = (f"end-to-end privacy audit: {n_runs:,} runs per dataset ({5 * n_runs:,} for the worst-case games), "
                      f"{confidence:.0%} confidence")
-            extra = {"end_to_end": True, "runs": n_runs, "quick": quick, "method": METHOD}
+            extra = {"end_to_end": True, "runs": n_runs, "quick": quick, "method": METHOD, "plant": plant or None}
         else:
             from ..experiments.audit import run_audit
 
@@ -96,3 +118,13 @@ def audit(
         write_json(stage / "audit.json", {"mechanisms": [dict(r.to_dict(), verdict=_verdict(r)) for r in results],
                                           "confidence": confidence, "seed": seed, **extra})
     console.print(f"wrote {out}/audit.json")
+    violations = [r.name for r in results if not r.broken and r.caught]
+    weak = [r.name for r in results if r.broken and not r.caught]
+    if violations or weak:
+        if violations:
+            err_console.print(f"audit FAILED: {len(violations)} honest row(s) above the claimed epsilon: "
+                              f"{'; '.join(violations)}", markup=False, highlight=False)
+        if weak:
+            err_console.print(f"audit FAILED: {len(weak)} planted row(s) not caught (the audit is too weak): "
+                              f"{'; '.join(weak)}", markup=False, highlight=False)
+        raise typer.Exit(EXIT_FAILED)

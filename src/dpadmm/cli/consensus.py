@@ -201,7 +201,7 @@ def consensus(
         console.print("privacy: " + "\n  ".join(metrics["privacy"]["summary"]) + with_fb)
         if monitor and pb is not None:
             console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
-        from ._common import verdict
+        from ._baselines import BASE_RATE_NAMES, verdict
 
         handed = f.get("handed_over") or []
         if private and f.get("dp_base_rate") and f["dp_base_rate"][0] is not None:
@@ -219,7 +219,7 @@ def consensus(
             tol = f["test_base_rate_loss"] * (1.0 + TOL)
             worse = [i + 1 for i, v in enumerate(f["test_loss"]) if v > tol]
             v = verdict("test log loss", max(f["test_loss"]), tol,
-                        "predicting the training base rate" + (f" (run(s) {', '.join(map(str, worse))} of {runs})"
+                        BASE_RATE_NAMES[f.get("test_base_rate_source", "training-labels")] + (f" (run(s) {', '.join(map(str, worse))} of {runs})"
                                                                if worse else ""), fix)
         else:
             trivial = f.get("base_rate_train_loss")

@@ -10,7 +10,8 @@ import numpy as np
 import typer
 
 from ._app import app
-from ._common import base_rate_log_loss, console, elapsed, fmt_prob, output_dir, verdict, write_json
+from ._common import console, elapsed, fmt_prob, output_dir, write_json
+from ._baselines import base_rate_log_loss, verdict
 from ._display import phase, progress
 from .vertical import DEMO_DELTA, _check_budget
 

@@ -295,7 +295,7 @@ def functional(
         console.print("privacy: " + "\n  ".join(priv["summary"]))
         if monitor and model.privacy_ is not None:
             console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
-        from ._common import verdict
+        from ._baselines import verdict
 
         trivial = pinball_score(te.y, np.full(te.n, np.quantile(tr.y, tau)), tau)
         final["trivial_test_pinball_loss"] = trivial

@@ -129,6 +129,11 @@ def serve(
     relation: Optional[str] = typer.Option(None, "--relation", help="Vertical: the neighbouring relation this party "
                                                                     "protects (feature_column or record; default "
                                                                     "feature_column)."),
+    accept_premise: Optional[List[str]] = typer.Option(None, "--accept-premise", metavar="NAME",
+                                                       help="Accept a trust premise a protocol's guarantee rests on "
+                                                            "(repeatable; vertical-encrypted: honest-label-party, and "
+                                                            "honest-peers with three or more parties). Without it a "
+                                                            "party with private work refuses such a run."),
     row_clip: Optional[float] = typer.Option(None, "--row-clip", help="vertical-experts: the norm R at which this "
                                                                       "party clips its rows (a coordinator's other R "
                                                                       "is refused; default: the coordinator's R)."),
@@ -180,7 +185,8 @@ def serve(
                          normalize_vertical_rows=normalize_rows or None,
                          ledger_dir=None if ledger_dir is None else str(ledger_dir), psi_max_query=psi_max_query,
                          psi_max_runs=psi_max_runs, psi_period=psi_period,
-                         column_bounds=None if bounds is None else _declared_bounds(bounds))
+                         column_bounds=None if bounds is None else _declared_bounds(bounds),
+                         accept_premises=tuple(accept_premise) if accept_premise else None)
     if policy.ledger_dir is None:  # flag, env or policy file, else the per-user default
         from ..privacy.ledger_files import default_ledger_dir
 

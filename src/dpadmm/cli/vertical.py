@@ -125,7 +125,9 @@ def vertical(
         ve.check_options(backend, {"--rho": rho is not None, "--mechanism": mechanism != "gaussian",
                                    "--relation": relation != "feature_column", "--clip": clip is not None,
                                    "--iteration-epsilon": iteration_epsilon is not None,
-                                   "--noise-scale": noise_scale is not None, "--psi": psi})
+                                   "--noise-scale": noise_scale is not None, "--psi": psi},
+                         {"--transcript": transcript is not None, "--checkpoint-every": checkpoint_every is not None,
+                          "--resume": resume is not None})
         _check_budget(epsilon, delta, None, None)
         vdata = (load_vertical_data(bundled=True, parties=parties) if data is not None else
                  load_vertical_data(train=train, test=test, parties=parties, party_files=party,
@@ -319,7 +321,9 @@ def vertical(
 
         # the label party's own model on its own block: λ·c² on a block its DP preparation scaled by c = 1/R
         own_lam = lam * (_label_block_scale(data, row_clip) ** 2 if clip_rows_at else 1.0)
-        metrics["baselines"] = (baselines(data, lam=own_lam, fit_intercept=not no_intercept, raw=raw)
+        metrics["baselines"] = (baselines(data, lam=own_lam, fit_intercept=not no_intercept, raw=raw,
+                                          private=any(bool(side.get("protected")) for side in
+                                                      (metrics["privacy"].get("sides") or {}).values()))
                                 if backend != "grpc" else {})
         extra = bk.run_metrics(run_opts)
         metrics["config"].update({k: v for k, v in extra.items() if k != "transcript"})
@@ -368,10 +372,10 @@ def vertical(
 
                 write_label_model(stage, model, data)
             c = metrics["config"]
-            from ._common import base_rate_log_loss
+            from ._baselines import base_rate_name
 
-            trivial = ({"predicting the base rate": base_rate_log_loss(data.y, data.y_test)}
-                       if getattr(data, "y_test", None) is not None else {})
+            base = (metrics.get("baselines") or {}).get("base_rate")
+            trivial = {base_rate_name(base): base["test_log_loss"]} if base else {}
             if plotted:
                 _plot_convergence(stage / "convergence.png", {"ADMM": metrics["history"]}, trivial,
                                   title=f"{c.get('data', 'vertical data')}, parties {tuple(c.get('party_sizes', ()))}, "

@@ -190,7 +190,8 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
     def _report(self, events) -> dict:
         return encrypted_report(events, delta=float(self.delta), forward=self.forward,
                                 label_sensitivity=self.label_cfg_.sensitivity, rounds=int(self._param("rounds")),
-                                combination=None if self.combination_ is None else self.combination_.kind)
+                                combination=None if self.combination_ is None else self.combination_.kind,
+                                parties=len(self.label_cfg_.widths))
 
     def decision_function(self, blocks) -> np.ndarray:
         """The label party's final logit: the joint score Platt-scaled (``combination_`` ``None``), or

@@ -46,50 +46,8 @@ from ..backends import get_backend
 from ..privacy.accountants.gaussian import calibrate_noise_multiplier, gaussian_epsilon
 from ..privacy.audit import AuditResult, epsilon_lower_bound
 from ..privacy.audit_gdp import gdp_lower_bound, gdp_mu
-
-
-class ZeroRNG:
-    """A generator that draws zeros: the honest step replayed without noise (the adversary's model)."""
-
-    def standard_normal(self, size=None, dtype=np.float64):
-        return np.zeros(() if size is None else size, dtype=dtype)
-
-    def normal(self, loc=0.0, scale=1.0, size=None):
-        return np.asarray(loc) + np.zeros(() if size is None else size)
-
-
-class ScaledRNG:
-    """A generator whose standard-normal draws are multiplied by ``factor`` (plant: noise × factor)."""
-
-    def __init__(self, rng, factor: float):
-        self.rng, self.factor = rng, float(factor)
-
-    def standard_normal(self, size=None, dtype=np.float64):
-        return self.factor * self.rng.standard_normal(size, dtype=dtype)
-
-    def normal(self, loc=0.0, scale=1.0, size=None):
-        return self.rng.normal(loc, self.factor * np.asarray(scale), size)
-
-    def __getattr__(self, name):
-        return getattr(self.rng, name)
-
-
-class ReplayRNG:
-    """A generator that hands out the standard-normal draw it made last time (plant: a draw reused).
-    ``fresh()`` makes the next call draw anew."""
-
-    def __init__(self, store: dict, key, rng, reuse: bool):
-        self.store, self.key, self.rng, self.reuse = store, key, rng, reuse
-
-    def standard_normal(self, size=None, dtype=np.float64):
-        if self.reuse and self.key in self.store and np.shape(self.store[self.key]) == np.shape(np.empty(size or ())):
-            return self.store[self.key]
-        z = self.rng.standard_normal(size, dtype=dtype)
-        self.store[self.key] = z
-        return z
-
-    def __getattr__(self, name):
-        return getattr(self.rng, name)
+from .audit_rngs import (ReplayRNG, RepeatRNG, ScaledRNG, ZeroRNG, generator_plant, plant_all,  # noqa: F401
+                         planted_generators)
 
 
 EPSILON, DELTA = 1.0, 1e-5  # the claim every game's configuration is calibrated to
@@ -153,6 +111,9 @@ def _engine_run(game: Game, side: int, rounds: int, seed: int | None, backend) -
     ctx: ContextManager = contextlib.nullcontext()
     if game.plant is not None:  # a fresh plant per run: whatever it keeps (a counter, a stored draw) is the fit's
         specs, hub, ctx = game.plant(specs, hub)
+    wrap = generator_plant() if game.backend == "inprocess" else None
+    if wrap is not None:  # ``dpadmm audit --plant``: every generator of the fit
+        specs, hub = plant_all(specs, hub, wrap)
     streams: dict[str, list] = {}
 
     def hook(round_, sender, receiver, message, kind):

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..algorithms.encrypted import he, label
 from ..algorithms.encrypted import party as ep
-from .audit_games import DELTA, EPSILON, Game, ScaledRNG, ZeroRNG, calibrated_nm
+from .audit_games import DELTA, EPSILON, Game, ScaledRNG, ZeroRNG, calibrated_nm, generator_plant
 
 SCALE = float(2 ** (ep.RESIDUAL_BITS + ep.BLOCK_BITS))  # a decrypted column sum's fixed point
 
@@ -58,6 +58,9 @@ class PlainHe:
     key a message is under."""
 
     PREFIX = b"plaintext-he: no encryption (audit only) "
+    #: the plaintext space Z_n of every key here (a public odd modulus, as a Paillier key's): decryption reduces to
+    #: (−n/2, n/2], masks are uniform on it (:meth:`dpadmm.algorithms.encrypted.he.HeBackend.mask`)
+    modulus = (1 << 2048) - 159
 
     def __init__(self, secret: bool, kid: str | None = None):
         self.secret, self.kid = bool(secret), kid or secrets.token_hex(6)
@@ -103,13 +106,16 @@ class PlainHe:
             raise PermissionError("only the key holder decrypts")
         if ct[0] != self.kid:
             raise PermissionError(f"a ciphertext under key {ct[0]} is not decryptable with key {self.kid}")
-        return [int(x) for x in ct[1]]
+        return [he.centred(int(x), self.modulus) for x in ct[1]]
 
     def size(self, ct) -> int:
         return len(ct[1])
 
+    def mask(self, size: int) -> list[int]:
+        return he.uniform_masks(self.modulus, size)
 
-def _public(blob) -> PlainHe:
+
+def _public(blob, scheme: str = he.SCHEME_LABEL) -> PlainHe:
     raw = he.unwire(blob)
     if not raw.startswith(PlainHe.PREFIX):
         raise ValueError("the public key is not a plaintext-layer key")
@@ -119,7 +125,7 @@ def _public(blob) -> PlainHe:
 @contextlib.contextmanager
 def plaintext_he():
     """While active, every key the protocol makes or loads is a :class:`PlainHe` (no sf-heu needed)."""
-    with mock.patch.object(he, "keygen", lambda bits=he.KEY_BITS: PlainHe(True)), \
+    with mock.patch.object(he, "keygen", lambda bits=he.KEY_BITS, scheme=he.SCHEME_LABEL: PlainHe(True)), \
             mock.patch.object(he, "from_public_key", _public), \
             mock.patch.object(he, "from_secret", lambda blob: PlainHe(True, he.unwire(blob)[7:].decode())), \
             mock.patch.object(he, "require_he", lambda: None):
@@ -156,7 +162,7 @@ def feature_fit(side: int, rng, *, nm: float | None, layer=plaintext_he) -> tupl
         w0 = np.full(2, F_W0 / np.sqrt(2.0))  # the adversary's weights: s₀ = √2 R₀ W₀ on the canary row
         key = he.keygen()
         st, hello, _ = ep.step(cfg, st, ep.Start(he.wire(key.public_key())), rng=rng)
-        party_key = he.from_public_key(hello.public_key)
+        party_key = he.from_public_key(hello.public_key, he.SCHEME_MASKED)
         push = np.array([-PUSH, 0.0])
         out, events = [], []
         for _ in range(F_T):
@@ -192,7 +198,7 @@ def label_fit(side: int, rng, *, nm: float | None, layer=plaintext_he) -> tuple[
         key = he.keygen()
         quiet = np.random.default_rng(0)  # party 2 draws nothing (no noise); its generator is not the label party's
         st, hello, _ = ep.step(cfg, st, ep.Start(he.wire(key.public_key())), rng=quiet)
-        party_key = he.from_public_key(hello.public_key)
+        party_key = he.from_public_key(hello.public_key, he.SCHEME_MASKED)
         gamma, out, events = None, [], []
         for _ in range(L_T):
             st, scores, _ = ep.step(cfg, st, ep.Forward(gamma), rng=quiet)
@@ -216,7 +222,9 @@ def _player(fit, nm: float, factor: float):
         trials = []
         for s in seeds:
             rng = np.random.default_rng(int(s))
-            view, events = fit(side, rng if factor == 1.0 else ScaledRNG(rng, factor), nm=nm)
+            rng = rng if factor == 1.0 else ScaledRNG(rng, factor)
+            wrap = generator_plant()  # ``dpadmm audit --plant``: the fit's generator (one per fit, every party's)
+            view, events = fit(side, rng if wrap is None else wrap(rng, game.mechanism_party), nm=nm)
             trials.append({"view": view, "means": means, "events": events, "total": game.rounds})
         return {"trials": trials, "events": [e for t in trials for e in t["events"]], "total": runs * game.rounds}
     return player

@@ -25,6 +25,13 @@ the noise multiplier the library calibrates for ε = 1 at δ = 10⁻⁵ over 4 r
   R/√(R² + 1): a label flip would reach Δ only where the margins of x and x' differ by a lot, which round 0's
   w = (0, b₀) forbids). The alternating b makes consecutive rounds' shifts differ, so a draw reused from one
   round in the next leaves a noiseless combination that still separates the neighbours (the reuse plant).
+- Extreme router (``gossip_game(router="extreme")``): the neighbour sends the overflow attack instead — sums of
+  ±1.79·10³⁰⁸ whose signs flip every round (features +, intercept − in odd rounds), which made the node's mixed point
+  ±∞ and its release NaN exactly on the side whose canary is at or above the midpoint (ε = ∞) before the node put
+  what enters its step in the public box (:func:`.mechanism.bounded`). Now the node evaluates at a point of the box
+  that depends on its earlier broadcasts, so the replay is per run: the noiseless sums on D and on D' at the very
+  w_mix the node computed (:func:`.node.gossip_mix` of what the neighbour sent and saw), every release is finite and
+  the row must stay within the claim like the honest one.
 - View: from each broadcast the neighbour recomputes the release exactly as the node's step made it,
   ``G̃_t = (n/N)((β v_t − (w_{t+1} − w_mix_t))/η − λ w_mix_t)`` with ``v_t = w_t − w_mix_{t−1}`` (v_0 = 0) and
   w_mix_t = :func:`dpadmm.algorithms.gossip.node.gossip_mix` of what it sent; the replay is the noiseless sum on D and on D' at the
@@ -97,11 +104,38 @@ def ghub_step(cfg: _GHub, state, outboxes, *, rng):
     return t, {NODE: GossipInbox(t, S, cfg.lo, cfg.hi, float(G_INTERCEPTS[0]))}, []
 
 
+G_EXTREME = 1.79e308  # the extreme router's sums: ±G_EXTREME in every coordinate, the signs flipped every round
+
+
+@dataclass(frozen=True)
+class _GHubExtreme(_GHub):
+    """The hostile neighbour that sends the overflow attack: ±1.79e308 sums, features + and intercept − in odd rounds,
+    the reverse in even ones (the round-0 start as the honest game's)."""
+
+
+def ghub_extreme_step(cfg: _GHub, state, outboxes, *, rng):
+    t = state + 1
+    S = np.full(G_D + 1, G_EXTREME)
+    S[G_D] = -G_EXTREME
+    if t % 2 == 0:
+        S = -S
+    return t, {NODE: GossipInbox(t, S, cfg.lo, cfg.hi, float(G_INTERCEPTS[0]))}, []
+
+
 def releases(rec: dict) -> np.ndarray:
     """The node's releases G̃_t the neighbour reads off one run's broadcasts and its own inboxes: (T, d + 1)."""
+    return _read_off(rec)[0]
+
+
+def mixed_points(rec: dict) -> np.ndarray:
+    """The points w_mix_t the node evaluated at in one run (what the neighbour computes from what it sent and saw)."""
+    return _read_off(rec)[1]
+
+
+def _read_off(rec: dict) -> tuple[np.ndarray, np.ndarray]:
     inboxes, sent = rec["streams"][f"hub->{NODE}"], rec["streams"][NODE]
     n_rounds = rec["total"]
-    out = np.empty((n_rounds, G_D + 1))
+    out, mixes = np.empty((n_rounds, G_D + 1)), np.empty((n_rounds, G_D + 1))
     w, v, mix_prev = None, np.zeros(G_D + 1), None
     for t in range(n_rounds):
         if t == 0:  # every node starts at (0, b_0) and mixes with neighbours at the same point
@@ -113,8 +147,9 @@ def releases(rec: dict) -> np.ndarray:
             mix = gossip_mix(w, np.asarray(inboxes[t].neighbour_sum, dtype=np.float64), 1, 1)
         w_next = np.asarray(sent[t].w, dtype=np.float64)
         out[t] = (G_B / G_N) * ((G_BETA * v - (w_next - mix)) / G_ETA - G_LAM * mix)
+        mixes[t] = mix
         w, mix_prev = w_next, mix
-    return out
+    return out, mixes
 
 
 def noiseless_sums(X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -123,33 +158,56 @@ def noiseless_sums(X: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.stack([gossip_mechanism.gradient_sum(Xt, y, _target(t), single=True) for t in range(G_T)])
 
 
-def gossip_game(*, plant=None, bug: str = "", tag: str = "", backend: str = "inprocess") -> Game:
+def replay_at_mixed_points(X: np.ndarray, Xb: np.ndarray, y: np.ndarray):
+    """``Game.replay`` of the extreme router: the noiseless sums on D and on D' at each run's own mixed points."""
+    Xt, Xtb = (gossip_mechanism.prepare(A, LO, HI, G_R) for A in (X, Xb))
 
+    def replay(side: int, rec: dict):
+        W = mixed_points(rec)
+        return tuple(np.stack([gossip_mechanism.gradient_sum(A, y, w, single=True) for w in W])[:, None, :]
+                     for A in (Xt, Xtb))
+
+    return replay
+
+
+def gossip_game(*, plant=None, bug: str = "", tag: str = "", backend: str = "inprocess",
+                router: str = "target") -> Game:
+    """The worst-case gossip game; ``router="extreme"``: the neighbour sends the overflow attack (module docstring)."""
     X, Xb, y = _rows()
     nm = _nm(G_T)
-    hub = _GHub(LO, HI)
+    extreme = router == "extreme"
+    hub = _GHubExtreme(LO, HI) if extreme else _GHub(LO, HI)
+    step = ghub_extreme_step if extreme else ghub_step
 
     def setup(side, total):
         record = GOSSIP.setup_type(name=NODE, X=Xb if side else X, y=y, options=_options(nm))
-        return [PartySpec.of(GOSSIP, NODE, record, owner=NODE)], engine.Hub(hub, ghub_init, ghub_step, random=False)
+        return [PartySpec.of(GOSSIP, NODE, record, owner=NODE)], engine.Hub(hub, ghub_init, step, random=False)
 
-    means = (noiseless_sums(X, y), noiseless_sums(Xb, y))  # computed here, outside any plant
+    if extreme:
+        replay = replay_at_mixed_points(X, Xb, y)
+    else:
+        replay = constant_replay((noiseless_sums(X, y), noiseless_sums(Xb, y)), G_T)  # outside any plant
 
     def view(rec):
         return releases(rec)[:, None, :]
 
+    sums = (f"sums of +-{G_EXTREME:g}, signs flipped every round (the overflow attack: the node puts them in its "
+            "public box)" if extreme else "neighbour sums putting w_mix at (0, b), b = -10/-3")
     return Game(
-        name=f"worst-case gossip-gradient{tag}", algorithm="noisy-gradient gossip (default private consensus)",
+        name=f"worst-case gossip-gradient{' (router: extreme sums)' if extreme else ''}{tag}",
+        algorithm="noisy-gradient gossip (default private consensus)",
         relation="record-replace",
         adversary="the node's neighbour (or the router): chooses the neighbour sum and the starting intercept, sees "
                   "every broadcast",
         description=f"one node (degree 1, {G_B} rows, d = {G_D}, declared bounds, R = {G_R:g}), canary all ones / "
-                    f"all -1 (label +1, clipped to R), neighbour sums putting w_mix at (0, b), b = -10/-3; "
+                    f"all -1 (label +1, clipped to R), {sums}; "
                     f"{G_T} gradient releases, epsilon = {EPSILON:g} at delta = {DELTA:g}",
-        rounds=G_T, setup=setup, view=view, replay=constant_replay(means, G_T), mechanism_party=NODE, delta=DELTA,
+        rounds=G_T, setup=setup, view=view, replay=replay, mechanism_party=NODE, delta=DELTA,
         plant=plant, broken=plant is not None, bug=bug, backend=backend,
-        note="ratio limit R sigma(-b)/sqrt(R^2 + 1) per round: 0.970 (b = -10), 0.925 (b = -3); the range counts "
-             "(undeclared bounds) are the gossip-range game's (audit_games_ranges)")
+        note=("before the box: release NaN on D' only (epsilon = inf); now every release finite, replayed at the "
+              "node's own mixed points" if extreme else
+              "ratio limit R sigma(-b)/sqrt(R^2 + 1) per round: 0.970 (b = -10), 0.925 (b = -3); the range counts "
+              "(undeclared bounds) are the gossip-range game's (audit_games_ranges)"))
 
 
 def _prepare_without_row_clip(X, lo, hi, row_clip):
@@ -183,4 +241,4 @@ def gossip_plants() -> list[Game]:
     ]
 
 
-__all__ = ["gossip_game", "gossip_plants", "releases", "noiseless_sums"]
+__all__ = ["gossip_game", "gossip_plants", "releases", "mixed_points", "noiseless_sums"]

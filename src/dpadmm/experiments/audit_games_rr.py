@@ -42,7 +42,7 @@ from ..algorithms.vertical import label as vertical_label
 from ..fit import vertical as vertical_fit
 from ..fit.vertical import rr_labels as _rr_labels
 from ..privacy.audit import AuditResult, clopper_pearson_upper
-from .audit_games import CANARY, EPSILON, Game
+from .audit_games import CANARY, EPSILON, Game, generator_plant
 
 RR_N, RR_PARTIES = 8, 2
 
@@ -99,7 +99,7 @@ def play_rr(game: Game, *, runs: int, seed: int = 0, confidence: float = 0.95, p
     y, yb = _labels()
     views, claim = [], 0.0
     ctx: ContextManager = game.extra["plant"]() if game.extra.get("plant") else contextlib.nullcontext()
-    with ctx:
+    with ctx, _generator_planted():
         for side, labels in enumerate((y, yb)):
             rows = []
             for r in range(runs):
@@ -126,6 +126,15 @@ def play_rr(game: Game, *, runs: int, seed: int = 0, confidence: float = 0.95, p
                  "noise": "seeded simulation (one seed per run)", "ratio": float(lb / claim) if claim > 0 else None,
                  "statistic": f"{stat} (clopper-pearson)", "statistics": table, "decoding_row": j, "note": game.note,
                  "clopper_pearson_lower_bound": float(lb), "seconds": round(time.perf_counter() - t0, 1)})
+
+
+def _generator_planted() -> ContextManager:
+    """``dpadmm audit --plant``: the label party's generator of each release planted (one per fit)."""
+    if generator_plant() is None:
+        return contextlib.nullcontext()
+    real = vertical_fit.party_rng  # patched where _rr_labels looks it up
+    return mock.patch.object(vertical_fit, "party_rng",
+                             lambda entropy, index, round_: generator_plant()(real(entropy, index, round_), "coordinator"))
 
 
 def rr_game(*, plant=None, bug: str = "", tag: str = "") -> Game:

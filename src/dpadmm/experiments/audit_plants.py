@@ -1,6 +1,7 @@
 """Planted bugs for the worst-case audit games: each wraps the real step of one party (its generator, a patched
 library function while it steps, or the options it is set up with) or the hub's generator, for one run only —
 the library itself is never edited. A plant maps ``(party specs, hub) -> (party specs, hub, context manager)``.
+At the end, plants of every generator of a fit (:func:`~.audit_games.planted_generators`): ``dpadmm audit --plant``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import contextlib
 import dataclasses
 from unittest import mock
 
-from .audit_games import ReplayRNG, ScaledRNG
+from .audit_games import RepeatRNG, ReplayRNG, ScaledRNG
 
 
 
@@ -110,3 +111,36 @@ def plant_hub_rng(make_rng):
             return real(cfg, state, outboxes, rng=make_rng(rng))
         return specs, dataclasses.replace(hub, step=step), contextlib.nullcontext()
     return plant
+
+
+# ----------------------------------------------------------------------------- every generator of a fit
+def noise_times(factor: float):
+    """A :func:`~.audit_games.planted_generators` factory: every noise draw times ``factor`` (a Gaussian's σ, a Gamma
+    radius; a randomized-response flip probability)."""
+    return lambda: (lambda rng, who: ScaledRNG(rng, factor))
+
+
+def draws_reused():
+    """A :func:`~.audit_games.planted_generators` factory: every party's every second generator repeats the draws of
+    the one before (:class:`~.audit_rngs.RepeatRNG`): round 2j + 1 of a fit reuses round 2j's draws (the encrypted
+    games, one generator per fit: fit 2j + 1 reuses fit 2j's)."""
+    stores: dict = {}  # per party, over every fit the plant is active for (its generators' numbers carry on)
+    return lambda: (lambda rng, who: RepeatRNG(rng, stores.setdefault(who, {})))
+
+
+PLANT_HELP = "noise=F (every noise draw times F, e.g. noise=0.3) or reuse (each party's odd rounds repeat the draws of the round before)"
+
+
+def parse_plant(text: str):
+    """``dpadmm audit --plant``'s value as a factory; ValueError names the accepted forms."""
+    key, _, value = text.strip().partition("=")
+    if key == "reuse" and not value:
+        return draws_reused()
+    if key == "noise":
+        try:
+            factor = float(value)
+        except ValueError:
+            factor = float("nan")
+        if 0.0 < factor < float("inf"):
+            return noise_times(factor)
+    raise ValueError(f"--plant {text!r} is not understood: use {PLANT_HELP}.")

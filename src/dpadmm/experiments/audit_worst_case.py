@@ -90,7 +90,8 @@ __all__ = ["games", "vertical_game", "label_game", "functional_game", "stats_gam
 def games(*, quick: bool = False) -> list[Game]:
     """Every worst-case row: honest first (one per algorithm also on the process backend), then plants."""
     honest = ([vertical_game("feature_column"), vertical_game("record"), label_game(), rr_game(), functional_game(),
-               stats_game("mean"), stats_game("moments"), pipeline_game(), consensus_game(), gossip_game(), range_game()]
+               stats_game("mean"), stats_game("moments"), pipeline_game(), consensus_game(), gossip_game(),
+               gossip_game(router="extreme"), range_game()]
               + encrypted_games())
     for g in (vertical_game("record", backend="process", tag=" (process backend)"),
               functional_game(backend="process", tag=" (process backend)")):

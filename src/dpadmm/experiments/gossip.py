@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Callable
 
@@ -26,6 +27,12 @@ def _losses(path: np.ndarray, Xt_nodes, ys) -> list[float]:
     return np.logaddexp(0.0, -y[:, None] * Z).mean(axis=0).tolist()
 
 
+def _rate_loss_on(p: float, y_eval) -> float:
+    """Log loss on ``y_eval`` (±1) of predicting the rate ``p`` for every row."""
+    p = min(max(float(p), 1e-12), 1 - 1e-12)
+    return float(-np.mean(np.where(np.asarray(y_eval) > 0, math.log(p), math.log1p(-p))))
+
+
 def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split: str = "even",
                uneven_ratio: float = 10.0, epsilon: float | None = 1.0, delta: float = 1e-5, rounds: int | None = None,
                runs: int = 1, seed: int | None = None, bounds=None, row_clip: float | None = None,
@@ -41,7 +48,11 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
     if rounds is None:
         rounds = default_schedule(int(sum(len(v) for v in ys)), int(Xs[0].shape[1]), epsilon, n_nodes=nodes,
                                   delta=delta, range_rounds=0 if bounds is not None else DEFAULT_RANGE_ROUNDS).rounds
-    curves, consensus, test_losses, train_final, secs, node_losses = [], [], [], [], [], []
+    # a private run keeps no un-noised function of the training rows unless monitoring was asked for: no training
+    # loss, no exact base rate (the nodes' labels counted) — the DP base rate where range rounds released one
+    private = epsilon is not None
+    training = not private or bool(monitor)
+    curves, consensus, test_losses, train_final, secs, node_losses, rates = [], [], [], [], [], [], []
     fit_wall = fit_cpu = 0.0  # the estimator's fit alone (no loading, no evaluation), summed over the runs
     model = None
     t0 = time.perf_counter()
@@ -57,11 +68,13 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         model.fit(Xs, ys, callbacks=cb, **(fit_kwargs or {}))
         fit_wall, fit_cpu = fit_wall + time.perf_counter() - w0, fit_cpu + time.process_time() - c0
         lo, hi, R = model._gossip
-        Xt_nodes = [mech.prepare(x, lo, hi, R) for x in Xs]
-        curves.append(_losses(model.path_, Xt_nodes, ys))
+        rates.append(model._gossip_base_rate)
+        if training:
+            Xt_nodes = [mech.prepare(x, lo, hi, R) for x in Xs]
+            curves.append(_losses(model.path_, Xt_nodes, ys))
+            train_final.append(curves[-1][-1])
         w = np.append(model.coefs_, model.intercepts_[:, None], axis=1)
         consensus.append(float(np.max(np.linalg.norm(w - w.mean(axis=0), axis=1))))
-        train_final.append(curves[-1][-1])
         secs.append(model.history_["seconds"][-1] if model.history_.get("seconds") else float("nan"))
         if X_test is not None:
             z = model.decision_function(X_test)
@@ -69,42 +82,58 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
             if model.node_coefs_ is not None:  # each node's own recalibrated model (calibration.py)
                 node_losses.append([float(np.mean(np.logaddexp(0.0, -y_test_pm * model.decision_function(X_test, i))))
                                     for i in range(nodes)])
-    L = np.asarray(curves)
     rep = model.privacy_
     eps_final = float(rep.epsilon) if rep is not None else None
+    dp_rates = [p for p in rates if p is not None]
     test = {}
     if X_test is not None:
+        # the trivial model's test loss: the exact training base rate in a non-private run; in a private run the DP
+        # base rate (released), or without one (declared bounds: no range rounds) the test set's own base rate — the
+        # evaluator's local data, no training count in it
+        if not private:
+            base, source = _base_rate_loss_on(ys, y_test_pm), "training-labels"
+        elif dp_rates:
+            base, source = float(np.mean([_rate_loss_on(p, y_test_pm) for p in dp_rates])), "dp"
+        else:
+            base, source = _rate_loss_on(np.mean(y_test_pm > 0), y_test_pm), "test-set"
         test = {"test_log_loss": float(np.mean(test_losses)), "test_loss_mean": float(np.mean(test_losses)),
                 "test_loss_min": float(np.min(test_losses)), "test_loss_max": float(np.max(test_losses)),
-                "test_loss": test_losses, "test_base_rate_loss": _base_rate_loss_on(ys, y_test_pm),
+                "test_loss": test_losses, "test_base_rate_loss": base, "test_base_rate_source": source,
                 "n_test": int(len(y_test_pm))}
         test["consensus_runs_worse_than_base_rate"] = int(sum(t > test["test_base_rate_loss"] for t in test_losses))
         if node_losses:  # what each node uses: its consensus model recalibrated on its own rows
             NL = np.asarray(node_losses)
             test.update({"node_test_log_loss": float(NL.mean()), "node_test_loss_max": float(NL.max()),
-                         "node_test_loss_run_max": float(NL.mean(axis=1).max()), "node_test_loss": NL.tolist(),
-                         "node_base_rate_test_loss": [_base_rate_loss_on([v], y_test_pm) for v in ys]})
+                         "node_test_loss_run_max": float(NL.mean(axis=1).max()), "node_test_loss": NL.tolist()})
+    T = int(len(model.path_)) if model.path_ is not None else int(rounds)
+    # a constant per-round ε is not the story here: the whole run is one (ε, δ) composition per node
+    history = {"privacy_bound": [None] * T, "iteration": list(range(1, T + 1))}
+    train = {}
+    if training:
+        L = np.asarray(curves)
+        history = {"train_loss": {"mean": L.mean(axis=0).tolist(), "min": L.min(axis=0).tolist(),
+                                  "max": L.max(axis=0).tolist()}, **history}
+        train = {"train_loss_mean": float(L[:, -1].mean()), "train_loss_min": float(L[:, -1].min()),
+                 "train_loss_max": float(L[:, -1].max()), "base_rate_train_loss": _base_rate_loss(ys),
+                 "handed_over_train_loss_mean": float(np.mean(train_final))}
     sizes = model.node_sizes_
     return {
-        "history": {
-            "train_loss": {"mean": L.mean(axis=0).tolist(), "min": L.min(axis=0).tolist(), "max": L.max(axis=0).tolist()},
-            # a constant per-round ε is not the story here: the whole run is one (ε, δ) composition per node
-            "privacy_bound": [None] * L.shape[1],
-            "iteration": list(range(1, L.shape[1] + 1)),
-        },
+        "history": history,
         "final": {
-            "train_loss_mean": float(L[:, -1].mean()), "train_loss_min": float(L[:, -1].min()),
-            "train_loss_max": float(L[:, -1].max()), "base_rate_train_loss": _base_rate_loss(ys),
+            **train,
             "privacy_bound": None, "epsilon": eps_final, "consensus_error_mean": float(np.mean(consensus)),
             "iterations": int(rounds), "runs": int(runs), "train_seconds_per_run": float(np.mean(secs)),
             "fit_seconds": fit_wall, "fit_cpu_seconds": fit_cpu,
             "wall_seconds": time.perf_counter() - t0,
             "privacy_per_node": rep.per_party if rep is not None else None,
             "handed_over": ["model"] * runs, "dp_base_rate": [None] * runs,
-            "handed_over_train_loss_mean": float(np.mean(train_final)),
+            "dp_positive_share": rates if private else None,
             "column_bounds": model.column_bounds_.tolist(), "bounds_source": model.bounds_source_,
             **test,
-            "evaluated_by": "the simulation driver, from the released models (no monitoring)",
+            "evaluated_by": ("the simulation driver, from the released models" + (
+                "; the training losses are monitoring (--monitor), outside the guarantee" if private and training
+                else "" if training else "; test figures are local evaluation on the test set, no training-data "
+                                         "function but the released models")),
         },
         "privacy": (dict(rep.to_dict(), private=True) if rep is not None else
                     nonprivate_privacy({"records": not_protected(

@@ -22,7 +22,7 @@ from ..kernels.losses import get_loss
 from ..algorithms.vertical.report import LABELS_READABLE
 from ..algorithms.experts.alone import label_party_alone_proba
 from ..privacy.ledger import render_side
-from ..cli._common import base_rate_log_loss
+from ..cli._baselines import base_rate_baseline
 
 
 @dataclass
@@ -294,7 +294,8 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iteration
     return model, {"history": history, "final": final, "privacy": privacy, "wall_seconds": wall, "config": config}
 
 
-def baselines(data: VerticalData, *, lam: float, fit_intercept: bool = True, raw: VerticalData | None = None) -> dict:
+def baselines(data: VerticalData, *, lam: float, fit_intercept: bool = True, raw: VerticalData | None = None,
+              private: bool = False) -> dict:
     """What the user has without the joint model, on the test set (empty without one): predicting the
     training base rate, and the label party alone. Given ``raw`` (the data as read, before any ``--prepare``), the
     label party alone is ONE fit per data set (:func:`dpadmm.algorithms.experts.alone.label_party_alone_proba`: its
@@ -304,7 +305,7 @@ def baselines(data: VerticalData, *, lam: float, fit_intercept: bool = True, raw
     choice still guards the model)."""
     if data.test is None:
         return {}
-    out = {"base_rate": {"test_log_loss": base_rate_log_loss(data.y, data.y_test)}}
+    out = {"base_rate": base_rate_baseline(data.y, data.y_test, private=private)}  # private: no training count
     if hasattr(data.train[0], "load"):  # data locality: the driver reads no party file, not even the label party's
         return out
     if raw is not None and raw.test is not None and not hasattr(raw.train[0], "load"):

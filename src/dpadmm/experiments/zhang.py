@@ -207,7 +207,9 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
         "final": {
             "train_loss_mean": float(L[:, -1].mean()), "train_loss_min": float(L[:, -1].min()),
             "train_loss_max": float(L[:, -1].max()), "train_loss_range": float(np.ptp(L[:, -1])),
-            "base_rate_train_loss": _base_rate_loss(ys),
+            # a private run keeps no exact training count (issue 35): no training base rate, and the test baseline
+            # is the test set's own base rate (local evaluation on the evaluator's rows)
+            "base_rate_train_loss": None if private else _base_rate_loss(ys),
             "privacy_bound": final_pb, "consensus_error_mean": float(np.mean(consensus)),
             "objective_mean": float(np.mean(objective)), "train_accuracy_mean": float(np.mean(accuracy)),
             "iterations": int(L.shape[1]), "runs": int(runs), "train_seconds_per_run": float(np.mean(secs)),
@@ -217,7 +219,8 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
             "handed_over_train_loss_mean": float(np.mean(train_handed)),
             **({"test_loss_mean": float(np.mean(test_losses)), "test_loss_min": float(np.min(test_losses)),
                 "test_loss_max": float(np.max(test_losses)), "test_loss": test_losses,
-                "test_base_rate_loss": _base_rate_loss_on(ys, y_test_pm), "n_test": int(len(y_test_pm))}
+                "test_base_rate_loss": _base_rate_loss_on([y_test_pm] if private else ys, y_test_pm),
+                "test_base_rate_source": "test-set" if private else "training-labels", "n_test": int(len(y_test_pm))}
                if X_test is not None else {}),
             "evaluated_by": "the nodes (monitoring)" if monitor else
                             "the simulation driver, from the released models f_i(t) (no monitoring)",

@@ -103,7 +103,7 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
         events, gradients = list(cfg.released), {n: None for n in names}  # the labels' one release, if any
     party_key = None
     if forward == "encrypted":
-        party_keys = {n: he.from_public_key(p) for n, p in pubs.items()}  # refuses a key that is not OU of 2048 bits
+        party_keys = {n: he.from_public_key(p, he.SCHEME_MASKED) for n, p in pubs.items()}  # Paillier, ≥ 2048 bits
         party_key = party_keys[names[0]]
 
     def done(t, r, state, gradients, events):  # a round's end: every party's checkpoint and the label party's own

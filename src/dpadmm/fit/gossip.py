@@ -52,6 +52,9 @@ class GossipResult:
     momentum: float = 0.0  # β of the heavy-ball steps (the schedule's, or the caller's)
     node_models: np.ndarray | None = None  # (N, d + 1) each node's model recalibrated on its own rows (or None)
     calibration: np.ndarray | None = None  # (N, 2) each node's Platt (a_i, b_i) (.calibration)
+    # the DP base rate: the pooled noisy positive share of the first range round, clipped as for the starting
+    # intercept (a post-processing of released counts; None without range rounds or in a non-private run)
+    base_rate: float | None = None
 
 
 def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon: float | None,
@@ -139,7 +142,8 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
         calib = np.array([f[1:] for f in own])
     return GossipResult(F, lo, hi, R, nm, report, dict(res.history), res.rounds, res.noise_source,
                         None if bounds is not None else q, np.asarray(st.path) if st.path else None, res.ledger,
-                        sched.regime, float(momentum), node_models, calib)
+                        sched.regime, float(momentum), node_models, calib,
+                        1.0 / (1.0 + math.exp(-st.intercept0)) if epsilon is not None and K > 0 else None)
 
 
 def fit_estimator(self, X, y, callbacks, **checkpoints):
@@ -217,4 +221,5 @@ def fit_estimator(self, X, y, callbacks, **checkpoints):
     self.momentum_ = res.momentum  # its heavy-ball β
     self.privacy_ = res.report
     self._gossip_ledger = res.ledger
+    self._gossip_base_rate = res.base_rate  # the DP base rate (GossipResult.base_rate), for the CLI's baseline
     return self

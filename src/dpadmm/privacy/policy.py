@@ -62,6 +62,26 @@ class RunPrice:
         return int(sum(self.gaussian.values()))
 
 
+#: the trust premises an operator may accept (``PartyPolicy.accept_premises``): name → what the guarantee then assumes
+PREMISES = {
+    "honest-label-party": "against an honest-but-curious label party (it encrypts residuals of the declared range and "
+                          "computes its column sums on its clipped block; the party cannot check either under "
+                          "encryption, and a label party that crafts them reads the party's rows)",
+    "honest-peers": "against honest-but-curious peers (each computes its column sums of this party's encrypted scores "
+                    "on its own clipped block; a peer that uses another linear map reads this party's per-row scores)",
+}
+
+
+def premise_refusal(party: str, names) -> PolicyRefusal:
+    """The one-line refusal of a private run whose guarantee rests on premises ``names`` that the party's operator
+    has not accepted, naming the fix."""
+    return PolicyRefusal(
+        f"party {party!r} refused the run before releasing anything: its guarantee holds only "
+        + " and ".join(PREMISES[n].split(" (")[0] for n in names)
+        + f", a premise its operator has not accepted; to accept it, add accept_premises = {list(names)} to its "
+        f"--policy file or start it with " + " ".join(f"--accept-premise {n}" for n in names))
+
+
 @dataclass(frozen=True)
 class PartyPolicy:
     """The operator's privacy policy of one party (``dpadmm party serve`` flags or ``--policy FILE``).
@@ -95,6 +115,10 @@ class PartyPolicy:
     --bounds FILE``): vertical experts map every block they read (training and new records) to [−1, 1] by them and
     scale by R/√d (:func:`dpadmm.privacy.ranges.scale_columns`), whatever the coordinator sends; public, nothing
     released.
+    ``accept_premises``: the names (:data:`PREMISES`) of the trust premises its operator accepts — a guarantee
+    that holds only if another party follows the protocol (e.g. the encrypted protocol's feature side against an
+    honest-but-curious label party) is served by a party with private work only if its premise is named here
+    (``party serve --accept-premise NAME``); the protocol's check refuses otherwise.
     ``ledger_dir``: where the party's ledgers live, one per data set (:mod:`dpadmm.privacy.ledger_files`; ``party
     serve`` always sets it, ``--ledger-dir``); None: the ledger is in the party's ``out`` directory.
     PSI (:mod:`dpadmm.algorithms.psi`): ``psi_max_query`` caps the ids one query may hold, ``psi_max_runs`` the PSI runs
@@ -124,6 +148,7 @@ class PartyPolicy:
     psi_max_runs: int | None = None
     psi_period: float = 86400.0
     column_bounds: tuple | None = None  # ((lo, …), (hi, …)): the operator's declared bounds of its feature columns
+    accept_premises: tuple[str, ...] = ()  # the trust premises its operator accepts (:data:`PREMISES`), by name
 
     def __post_init__(self):
         if (self.max_epsilon is None) != (self.delta is None):
@@ -161,6 +186,10 @@ class PartyPolicy:
                 raise InvalidParameterError(f"--{name.replace('_', '-')} must be a positive integer, got {v}.")
         if not (math.isfinite(self.psi_period) and self.psi_period > 0):
             raise InvalidParameterError(f"--psi-period must be a positive number of seconds, got {self.psi_period}.")
+        unknown = sorted(set(self.accept_premises) - set(PREMISES))
+        if unknown:
+            raise InvalidParameterError(f"unknown premise(s) {unknown} in accept_premises (--accept-premise); known: "
+                                        f"{sorted(PREMISES)}.")
         if not (math.isfinite(self.min_lam_sum) and self.min_lam_sum >= 0):
             raise InvalidParameterError(f"the policy's min_lam_sum must be >= 0, got {self.min_lam_sum}.")
 
@@ -203,8 +232,9 @@ def load_policy(path, **overrides) -> PartyPolicy:
     unknown = sorted(set(data) - known)
     if unknown:
         raise InvalidParameterError(f"--policy has unknown field(s) {unknown}; known: {sorted(known)}.")
-    if "mechanisms" in data:
-        data["mechanisms"] = tuple(data["mechanisms"])
+    for k in ("mechanisms", "accept_premises"):
+        if k in data:
+            data[k] = (data[k],) if isinstance(data[k], str) else tuple(data[k])
     data.update({k: v for k, v in overrides.items() if v is not None})
     return replace(PartyPolicy(), **data) if data else PartyPolicy()
 

@@ -14,6 +14,7 @@ import json
 import threading
 from pathlib import Path
 
+from ..privacy.policy import PREMISES
 from . import codec
 
 AUDIT_NAME = "audit.jsonl"
@@ -36,7 +37,9 @@ class AuditLog:
             "time": _now(), "party": party, "method": "Start", "status": "ok", "policy": policy.to_dict(),
             "detail": ("privacy budget: " + (f"ε ≤ {policy.max_epsilon:g} at δ = {policy.delta:g}"
                                              if policy.budgeted else "NONE (no ledger; the coordinator's report "
-                                                                     "is the only account)"))}) + "\n")
+                                                                     "is the only account)")
+                       + "".join(f"; premise accepted by its operator: its guarantee holds only {PREMISES[n]}"
+                                 for n in getattr(policy, "accept_premises", ())))}) + "\n")
 
     def write(self, peer: str, method: str, status: str, detail: str = "", request=None, reply=None,
               nbytes: int = 0, budget: dict | None = None) -> None:

@@ -12,7 +12,8 @@ weights move on ``A₀ᵀĝ + η₀``. The η's are one Gaussian mechanism of la
 ``forward="encrypted"`` (one non-label party m, the Taylor residual ``g = ½ + s/4 − y``; with more,
 :func:`residuals_peers` and :func:`combine_peers`, :mod:`.protocol`): it never sees s_m; it
 sends ``Enc_0(ĝ₀)``, ``ĝ₀ = round(2^24 (½ + s₀/4 − y))``, and ``Enc_m(A₀ᵀ s_m + r)`` computed on party m's
-encrypted scores (r uniform below 2^128, drawn here), gets back ``(A₀ᵀs_m + r + ζ) mod 2^128`` and uses
+encrypted scores (party m's key is Paillier; r uniform on Z_n, drawn here: what m decrypts is uniform whatever it
+encrypted, :mod:`.he`), gets back ``(A₀ᵀs_m + r + ζ) mod n`` and uses
 ``A₀ᵀĝ₀ + η₀ + (A₀ᵀs_m + ζ)/4`` for its own step; its weights are projected on ‖w₀‖ ≤ W₀.
 
 Its labels (``label_epsilon``, the default label mechanism, "rr"): at Setup, once, it draws randomized response on
@@ -32,7 +33,6 @@ honestly (:mod:`.protocol`).
 from __future__ import annotations
 
 import math
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -136,8 +136,9 @@ def residuals(cfg: LabelConfig, state: LabelState, key: he.HeBackend, masked_sco
 def residuals_encrypted(cfg: LabelConfig, state: LabelState, key: he.HeBackend, party_key: he.HeBackend,
                         encrypted_scores):
     """``(state, Enc_0(ĝ₀), Enc_m(A₀ᵀs_m + r))`` (forward="encrypted"): its part of the Taylor residual under its
-    key, and its column sums of party m's encrypted scores masked by a fresh uniform r < 2^128 per entry (statistically hiding: |A₀ᵀs_m| < 2^61 at a9a's
-    size, so the masked value is within 2^-67 of uniform)."""
+    key, and its column sums of party m's encrypted scores masked by a fresh r uniform on Z_n (n: party m's
+    Paillier modulus) per entry: what m decrypts is uniform on Z_n whatever it encrypted as scores (:mod:`.he`).
+    ``state.r`` = (n, r)."""
     s0 = np.asarray(cfg.A @ state.w).ravel()
     g0 = 0.5 + s0 / 4.0 - cfg.y01  # [FATE's Taylor loss]: σ(s) ≈ ½ + s/4; party m adds its s_m/4
     gq = np.round(g0 * float(2 ** RESIDUAL_BITS)).astype(np.int64)
@@ -145,8 +146,8 @@ def residuals_encrypted(cfg: LabelConfig, state: LabelState, key: he.HeBackend, 
     if party_key.size(ct) != cfg.A.shape[0]:
         raise PolicyRefusal("the label party refused the round: the encrypted scores must be one per training row")
     k = cfg.A.shape[1]
-    r = tuple(secrets.randbits(CROSS_BITS) for _ in range(k))  # a CSPRNG, never a simulation seed: masks cancel
-    cross = party_key.add_big_fresh(party_key.column_sums(cfg.plan, ct), r)  # + Enc_m(r), fresh: re-randomised
+    r = (party_key.modulus, tuple(party_key.mask(k)))  # uniform on Z_n (he: the one-time pad), a CSPRNG
+    cross = party_key.add_big_fresh(party_key.column_sums(cfg.plan, ct), r[1])  # + Enc_m(r), fresh: re-randomised
     return state._replace(g=gq, r=r), key.encrypt(gq), party_key.dump(cross)
 
 
@@ -165,20 +166,17 @@ def residuals_peers(cfg: LabelConfig, state: LabelState, key: he.HeBackend, part
         if party_keys[m].size(ct) != cfg.A.shape[0]:
             raise PolicyRefusal(f"the label party refused the round: {m!r}'s encrypted scores must be one per "
                                 "training row")
-        masks_[m] = tuple(secrets.randbits(CROSS_BITS) for _ in range(k))  # a CSPRNG: the masks cancel
-        cross[m] = party_keys[m].dump(party_keys[m].add_big_fresh(party_keys[m].column_sums(cfg.plan, ct), masks_[m]))
+        masks_[m] = (party_keys[m].modulus, tuple(party_keys[m].mask(k)))  # uniform on Z_n_m, a CSPRNG
+        cross[m] = party_keys[m].dump(party_keys[m].add_big_fresh(party_keys[m].column_sums(cfg.plan, ct),
+                                                                  masks_[m][1]))
     return state._replace(g=gq, r=masks_), key.encrypt(gq), cross
 
 
-def _wrap(blob, k: int, what: str) -> list[int]:
-    nb = CROSS_BITS // 8
+def _wrap(blob, k: int, what: str, modulus: int) -> list[int]:
     try:
-        blob = he.unwire(blob)
-    except TypeError:
-        blob = b""
-    if len(blob) != k * nb:
-        raise PolicyRefusal(f"the label party refused the reply: {what} must be {k} values of {nb} bytes")
-    return [int.from_bytes(blob[j * nb:(j + 1) * nb], "big") for j in range(k)]
+        return he.from_residues(blob, k, modulus, what)
+    except ValueError as exc:
+        raise PolicyRefusal(f"the label party refused the reply: {exc}") from None
 
 
 def _centred(v: int) -> int:
@@ -188,10 +186,12 @@ def _centred(v: int) -> int:
 
 
 def combine_peers(cfg: LabelConfig, key: he.HeBackend, replies: Mapping[str, EncryptedGradient],
-                  opened: Mapping[str, Any]) -> dict[str, np.ndarray]:
+                  opened: Mapping[str, Any], moduli: Mapping[str, int]) -> dict[str, np.ndarray]:
     """M ≥ 2: party m's gradient ``D̂_mᵀg + ξ_m + Σ_k ζ_k/4`` (float) from its decrypted ``4(D̂_mᵀĝ₀ + ξ_m) + D̂_mᵀs_m
-    − Σ_k ρ_k`` and every peer k's opened ``(D̂_mᵀs_k + ρ_k + ζ_k) mod 2^128``: the ρ's cancel mod 2^128 (the
-    true value is far below 2^127). Only d_m values are decrypted per party (checked before)."""
+    − Σ_k ρ_k`` and every peer k's opened ``(D̂_mᵀs_k + ρ_k + λ_k + ζ_k) mod n_k``, less m's outer mask λ_k
+    (``EncryptedGradient.peer_offsets``, uniform on Z_n_k: it hid the value from k whatever k encrypted): the ρ's
+    then cancel mod 2^128 (the true value is far below 2^127). Only d_m values are decrypted per party (checked
+    before). ``moduli``: each party's Paillier n, from the key it gave at Setup."""
     if set(opened) != set(cfg.widths):
         raise PolicyRefusal(f"the label party refused the round: opened column sums from {sorted(opened)}, declared "
                             f"parties {sorted(cfg.widths)}")
@@ -203,18 +203,20 @@ def combine_peers(cfg: LabelConfig, key: he.HeBackend, replies: Mapping[str, Enc
             if k == m:
                 continue
             vals = dict(opened[k].values or {}).get(m) if isinstance(opened[k], Opened) else None
-            for j, v in enumerate(_wrap(vals, len(total), f"{k!r}'s opened column sums of {m!r}")):
-                total[j] += v
+            lam = dict(replies[m].peer_offsets or {}).get(k)
+            o = _wrap(vals, len(total), f"{k!r}'s opened column sums of {m!r}", moduli[k])
+            for j, v in enumerate(_wrap(lam, len(total), f"{m!r}'s masks of {k!r}'s column sums", moduli[k])):
+                total[j] += he.centred(o[j] - v, moduli[k])
         out[m] = np.array([_centred(v) / scale for v in total], dtype=np.float64)
     return out
 
 
 def cross_sums(cfg: LabelConfig, state: LabelState, blob, r=None) -> np.ndarray:
-    """Party m's reply ``(A₀ᵀs_m + r + ζ) mod 2^128`` with the round's r (``state.r``, or ``r``) removed:
+    """Party m's reply ``(A₀ᵀs_m + r + ζ) mod n`` with the round's (n, r) (``state.r``, or ``r``) removed:
     ``A₀ᵀs_m + ζ`` (float)."""
-    r = state.r if r is None else r
-    vals = _wrap(blob, cfg.A.shape[1], "the cross sums")
-    out = [_centred(v - r[j]) / float(2 ** (RESIDUAL_BITS + BLOCK_BITS)) for j, v in enumerate(vals)]
+    n, r = state.r if r is None else r
+    vals = _wrap(blob, cfg.A.shape[1], "the cross sums", n)
+    out = [he.centred(v - r[j], n) / float(2 ** (RESIDUAL_BITS + BLOCK_BITS)) for j, v in enumerate(vals)]
     return np.asarray(out, dtype=np.float64)
 
 
@@ -246,7 +248,7 @@ def open_gradients(cfg: LabelConfig, state: LabelState, key: he.HeBackend, repli
     scale = float(2 ** (RESIDUAL_BITS + BLOCK_BITS))
     sigma = 0.0 if cfg.noise_multiplier is None else cfg.noise_multiplier * cfg.sensitivity
     out = {}
-    plains = combine_peers(cfg, key, replies, opened or {}) if multi else {
+    plains = combine_peers(cfg, key, replies, opened or {}, {m: state.r[m][0] for m in state.r}) if multi else {
         name: np.array([v / scale for v in key.decrypt(cts[name])], dtype=np.float64) for name in sorted(cts)}
     for name in sorted(cts):
         plain = plains[name]

@@ -11,7 +11,8 @@ import numpy as np
 #: fixed point of the residuals the label party encrypts (|g| ≤ 1) and of the party's block (rows of norm ≤ R)
 RESIDUAL_BITS = 24
 BLOCK_BITS = 16
-#: the masked cross sums travel mod 2^128 (16 bytes each); the mask r is uniform below 2^128
+#: the peers' inner masks ρ (hiding D̂_mᵀs_m from the label party) are uniform below 2^128 and cancel mod 2^128;
+#: every mask a KEY HOLDER removes by decrypting is uniform on its Paillier Z_n instead (:mod:`.he`)
 CROSS_BITS = 128
 FORWARD_MODES = ("clear", "encrypted")
 
@@ -22,14 +23,14 @@ class Start(NamedTuple):
 
 class Hello(NamedTuple):
     mask_key: np.ndarray  # uint8: 32 bytes of X25519 public key
-    public_key: np.ndarray | None = None  # uint8; forward="encrypted": the party's own OU public key
+    public_key: np.ndarray | None = None  # uint8; forward="encrypted": the party's own Paillier public key
 
 
 class Forward(NamedTuple):
     gradient: np.ndarray | None = None
     peers: Mapping[str, np.ndarray] | None = None  # name -> uint8 X25519 public key
     final: bool = False
-    keys: Mapping[str, np.ndarray] | None = None  # first Forward, M ≥ 2 encrypted: name -> uint8 OU public key
+    keys: Mapping[str, np.ndarray] | None = None  # first Forward, M ≥ 2 encrypted: name -> uint8 Paillier public key
 
 
 class Scores(NamedTuple):
@@ -45,8 +46,9 @@ class Backward(NamedTuple):
 
 class EncryptedGradient(NamedTuple):
     ciphertexts: np.ndarray  # uint8: serialised ciphertexts
-    cross: np.ndarray | None = None  # uint8; forward="encrypted": (A₀ᵀ s_m + r + ζ) mod 2^128, 16 bytes per entry
-    peer_cross: Mapping[str, np.ndarray] | None = None  # M ≥ 2: peer k -> uint8 Enc_k(D̂_mᵀ s_k + ρ_k), d_m ciphertexts
+    cross: np.ndarray | None = None  # uint8; forward="encrypted": (A₀ᵀ s_m + r + ζ) mod n_m (he.to_residues)
+    peer_cross: Mapping[str, np.ndarray] | None = None  # M ≥ 2: peer k -> uint8 Enc_k(D̂_mᵀ s_k + ρ_k + λ_k), d_m ciphertexts
+    peer_offsets: Mapping[str, np.ndarray] | None = None  # M ≥ 2, to the label party: peer k -> λ_k mod n_k (he.to_residues)
 
 
 class Open(NamedTuple):
@@ -55,7 +57,8 @@ class Open(NamedTuple):
 
 
 class Opened(NamedTuple):
-    """``(D̂_mᵀ s_k + ρ + ζ_m) mod 2^128`` per peer m (16 bytes per entry): masked for the label party by m's ρ."""
+    """``(D̂_mᵀ s_k + ρ + λ + ζ_m) mod n_k`` per peer m (:func:`.he.to_residues`): masked for the label party by
+    m's ρ once it removes m's λ."""
     values: Mapping[str, np.ndarray]  # peer m -> uint8
 
 

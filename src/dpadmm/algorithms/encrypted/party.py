@@ -16,19 +16,21 @@ Round order (the party refuses any other; ``T`` = ``rounds``, declared at Setup 
   re-randomises); one :class:`~dpadmm.privacy.events.GaussianRelease` (record relation) per Backward.
 
 With ``forward="encrypted"`` (one non-label party — more: below; the Taylor-approximated loss, :mod:`.protocol`): ``Hello`` also
-carries the party's own OU public key; ``Forward`` is answered with ``Scores(ciphertexts=Enc_m(s_m))`` under the
+carries the party's own Paillier public key (:mod:`.he`: masks uniform on its public Z_n); ``Forward`` is answered
+with ``Scores(ciphertexts=Enc_m(s_m))`` under the
 party's OWN key (the label party cannot read them); ``Backward`` carries ``Enc_0(ĝ₀)`` (the label party's part of
 the Taylor residual) and ``cross = Enc_m(A₀ᵀs_m + r)`` (the label party's column sums of the party's scores, masked
-by a uniform r < 2^128); the party answers ``Enc_0(D̂ᵀ(ĝ₀ + s_m/4) + ξ)`` and ``cross`` decrypted (only the
-declared d₀ values) plus its noise ζ, mod 2^128 — two GaussianRelease per Backward. Its weights are projected
+by r uniform on Z_n); the party answers ``Enc_0(D̂ᵀ(ĝ₀ + s_m/4) + ξ)`` and ``cross`` decrypted (only the
+declared d₀ values) plus its noise ζ, mod n — two GaussianRelease per Backward. Its weights are projected
 to ‖w‖ ≤ W (the sensitivities' premise).
 
 With ``forward="encrypted"`` and ``peers`` (M ≥ 2 non-label parties; the peers' public R_k, W_k, d_k): the first
-``Forward`` also carries the peers' OU public keys (``keys``); ``Backward`` also carries every peer's encrypted
+``Forward`` also carries the peers' Paillier public keys (``keys``); ``Backward`` also carries every peer's encrypted
 scores ``Enc_k(s_k)`` (``peer_scores``); the reply's gradient is ``Enc_0(4(D̂ᵀĝ₀ + ξ) + D̂ᵀs_m − Σ_k ρ_k)`` (the
-Taylor residual at 4× scale, masked by fresh uniform ρ_k < 2^128) and ``peer_cross[k] = Enc_k(D̂ᵀs_k + ρ_k)`` (its
-column sums of peer k's scores, under k's key, masked); then ``Open(peer_cross)``: the peers' column sums of ITS
-scores, which it decrypts (only the declared d_k values per peer), adds its noise ζ_k and returns mod 2^128
+Taylor residual at 4× scale, masked by fresh uniform ρ_k < 2^128) and ``peer_cross[k] = Enc_k(D̂ᵀs_k + ρ_k + λ_k)``
+(its column sums of peer k's scores, under k's Paillier key, masked; λ_k uniform on Z_n_k, handed to the label party
+in ``peer_offsets``); then ``Open(peer_cross)``: the peers' column sums of ITS scores, which it decrypts (only the
+declared d_k values per peer; uniform on its Z_n whatever it encrypted), adds its noise ζ_k and returns mod its n
 (``Opened``) — one more GaussianRelease per peer. Round order: Start, then Forward, Backward, Open per round,
 final Forward.
 """
@@ -122,14 +124,14 @@ class PartyState(NamedTuple):
     phase: str = "setup"  # setup → started → forward / backward alternate → done
     w: np.ndarray | None = None
     velocity: np.ndarray | None = None
-    own_key: Any = None  # forward="encrypted": its own OU key pair, serialised (he.secret_blob; never leaves the party)
+    own_key: Any = None  # forward="encrypted": its own Paillier key pair (he.SCHEME_MASKED), serialised (he.secret_blob; never leaves the party)
     sent_scores: np.ndarray | None = None  # forward="encrypted": the fixed-point scores it encrypted this round
     backward: int = 0
     public_key: np.ndarray | None = None  # uint8: the label party's OU public key
     mask_private: np.ndarray | None = None  # uint8, as every key and blob here: the state is checkpointable (codec)
     mask_public: np.ndarray | None = None
     pair_keys: Mapping[str, np.ndarray] | None = None
-    peer_keys: Mapping[str, np.ndarray] | None = None  # M ≥ 2 encrypted: the peers' OU public keys (checked)
+    peer_keys: Mapping[str, np.ndarray] | None = None  # M ≥ 2 encrypted: the peers' Paillier public keys (checked)
 
 
 def setup_party(name: str, train, score=None, R: float = 1.0, noise_multiplier: float | None = None, rounds: int = 60,
@@ -162,7 +164,7 @@ def setup_party(name: str, train, score=None, R: float = 1.0, noise_multiplier: 
                       None if W is None else float(W), None if label_R is None else float(label_R),
                       None if label_W is None else float(label_W), None if label_width is None else int(label_width),
                       peers or None)
-    own = he.keygen().secret_blob() if forward == "encrypted" else None  # serialised: the state pickles/checkpoints
+    own = he.keygen(scheme=he.SCHEME_MASKED).secret_blob() if forward == "encrypted" else None  # serialised: the state pickles/checkpoints
     return cfg, PartyState(w=np.zeros(Q.shape[1]), velocity=np.zeros(Q.shape[1]), mask_private=he.wire(priv),
                            mask_public=he.wire(pub),
                            own_key=own)
@@ -264,10 +266,10 @@ def step(cfg: PartyConfig, state: PartyState, inbox, *, rng: np.random.Generator
         if cross is not None:
             noise = (np.round(gaussian(rng, cfg.noise_multiplier * cfg.cross_sensitivity, len(cross)) * scale)
                      if cfg.noise_multiplier is not None else np.zeros(len(cross)))
-            mod = 1 << CROSS_BITS
-            cross = b"".join(((v + int(z)) % mod).to_bytes(CROSS_BITS // 8, "big") for v, z in zip(cross, noise))
+            n_own = he.from_secret(state.own_key).modulus
+            cross = he.to_residues([v + int(z) for v, z in zip(cross, noise)], n_own)  # mod its n: r cancels there
         return (state._replace(phase="forward", backward=state.backward + 1, sent_scores=None),
-                EncryptedGradient(he.wire(pk.dump(out)), None if cross is None else he.wire(cross)), events)
+                EncryptedGradient(he.wire(pk.dump(out)), cross), events)
     if isinstance(inbox, Open):
         return open_peers(cfg, state, inbox, rng)
     raise refuse(cfg, f"unexpected message {type(inbox).__name__} (declared: Start, Forward, Backward, Open)")

@@ -10,6 +10,7 @@ from ...privacy.policy import (
     PolicyRefusal,
     RunPrice,
     check_noise_multiplier,
+    premise_refusal,
     refuse,
 )
 from ...protocol import PartyData, PolicyHooks
@@ -56,8 +57,19 @@ def check(cfg, args, policy: PartyPolicy, party: str) -> None:
                         ("the label party's row clip R0", cfg.label_R)):
             _positive(party, what, v)
         check_noise_multiplier(party, cfg.noise_multiplier, policy)
+        missing = [n for n in premises(cfg) if n not in policy.accept_premises]
+        if missing:
+            raise premise_refusal(party, missing)
     else:
         _positive(party, "the noise multiplier σ/Δ", cfg.noise_multiplier)
+
+
+def premises(cfg) -> list[str]:
+    """The trust premises (:data:`dpadmm.privacy.policy.PREMISES`) the party's feature guarantee rests on: an
+    honest-but-curious label party (it chooses the residuals and its block under encryption), and with M ≥ 2
+    non-label parties honest-but-curious peers (each chooses the linear map it applies to this party's encrypted
+    scores). A party with private work serves the run only if its operator accepted every one (``check``)."""
+    return ["honest-label-party"] + (["honest-peers"] if getattr(cfg, "peers", None) else [])
 
 
 def price(cfg, rounds: int) -> RunPrice:
@@ -84,17 +96,25 @@ ENCRYPTED = PolicyHooks(
         "rounds": "declared at Setup; a Backward beyond them is refused",
         "normalize (row preparation)": "the party's (normalize_vertical_rows), imposed on the block it reads",
         "the label party's public key": "Okamoto–Uchiyama with a 2048-bit modulus (refused otherwise)",
+        "its own key (forward='encrypted')": "Paillier with a 2048-bit public modulus n, made by the party: every mask "
+                                             "on what it decrypts is uniform on Z_n, so it hides the value whatever "
+                                             "was encrypted (peers' keys: the same, checked)",
         "round order": "Start, Forward/Backward alternating, final Forward; anything else refused",
+        "accept_premises": "private work: must name 'honest-label-party' (and 'honest-peers' with M ≥ 2 parties), the "
+                           "premises of the feature guarantee; refused otherwise (--accept-premise NAME)",
     },
     coordinator={
         "lam, step, momentum (finite > 0)": "the party's own update of its own weights; no effect on σ/Δ",
         "cross sums (every round, forward='encrypted')": "the party decrypts only the declared label_width values, masked "
-                                                         "by the label party; Δ assumes its honest column sums",
-        "residuals (every round)": "encrypted: the party cannot check them; Δ = 2R assumes |residual| ≤ 1 "
-                                   "(an honest label party; see the threat model)",
+                                                         "by the label party; Δ assumes its honest column sums (premise "
+                                                         "honest-label-party, accepted by the operator)",
+        "residuals (every round)": "encrypted: the party cannot check them; Δ = 2R·G assumes |residual| ≤ G "
+                                   "(premise honest-label-party, accepted by the operator; see the threat model)",
+        "peers' column sums of its scores (M ≥ 2)": "Δ_Z assumes each peer uses its clipped block (premise "
+                                                   "honest-peers, accepted by the operator)",
         "peers' mask keys": "only decide the masks; substituted keys let the coordinator unmask (threat model)",
     },
     prepare=prepare, check=check, price=price)
 
 
-__all__ = ["ENCRYPTED", "PolicyRefusal"]
+__all__ = ["ENCRYPTED", "PolicyRefusal", "premises"]

@@ -23,9 +23,9 @@ forward="encrypted" (one non-label party m; FATE's Taylor residual g = ½ + s/4 
 second-order expansion at s = 0; weights projected on ‖w_m‖ ≤ W, ‖w₀‖ ≤ W₀):
   forward   Enc_m(round(2^24 s_m)) under party m's OWN key  party m → label party (``Scores.ciphertexts``)
   residual  Enc_0(ĝ₀), ĝ₀ = round(2^24 (½ + s₀/4 − y))     label party → m (``Backward.residuals``)
-  cross     Enc_m(Â₀ᵀ s_m + r), r uniform < 2^128 fresh     label party → m (``Backward.cross``), computed on the
-            encrypted scores; m decrypts ONLY d₀ + 1 values, adds ζ ~ N(0, (z_f Δ_Y)²), returns mod 2^128
-            (``EncryptedGradient.cross``); the label party removes r
+  cross     Enc_m(Â₀ᵀ s_m + r), r uniform on Z_n fresh      label party → m (``Backward.cross``), computed on the
+            encrypted scores (m's key is Paillier, n public); m decrypts ONLY d₀ + 1 values, adds
+            ζ ~ N(0, (z_f Δ_Y)²), returns mod n (``EncryptedGradient.cross``); the label party removes r mod n
   backward  Enc_0(D̂_mᵀ(ĝ₀ + s_m/4) + ξ_m)                 party m: the Taylor residual's own part in the clear
   open      γ_m = D̂_mᵀg + ξ_m + η_m as above;  γ₀ = A₀ᵀĝ₀ + η₀ + (A₀ᵀs_m + ζ)/4
   calibrate after the fit, on held-out rows (not training rows), party m's logits on them requested as NEW records
@@ -42,10 +42,11 @@ k's) nor the label party may read. Per round, for every party m:
   forward   Enc_m(s_m) under m's OWN key, m → label party (``Scores.ciphertexts``), relayed by the label party to
             every peer k (``Backward.peer_scores``: k cannot decrypt it either)
   cross     Enc_m(A₀ᵀs_m + r_m) as with one party (``Backward.cross``), opened by m with ζ_m (release Y)
-  peer      m computes, for every peer k, Enc_k(D̂_mᵀs_k + ρ_mk), ρ_mk uniform < 2^128 from m's CSPRNG
-            (``EncryptedGradient.peer_cross``), relayed to k (``Open.peer_cross``); k decrypts ONLY d_m values,
-            adds ζ_km ~ N(0, (z_k Δ_Z)²), Δ_Z = 2R_m·R_kW_k (release Z of k's data), returns (D̂_mᵀs_k + ρ_mk + ζ_km)
-            mod 2^128 to the label party (``Opened.values[m]``)
+  peer      m computes, for every peer k, Enc_k(D̂_mᵀs_k + ρ_mk + λ_mk), ρ_mk uniform < 2^128 and λ_mk uniform on
+            Z_n_k from m's CSPRNG (``EncryptedGradient.peer_cross``), relayed to k (``Open.peer_cross``); λ_mk goes
+            to the label party (``EncryptedGradient.peer_offsets``); k decrypts ONLY d_m values, adds
+            ζ_km ~ N(0, (z_k Δ_Z)²), Δ_Z = 2R_m·R_kW_k (release Z of k's data), returns (D̂_mᵀs_k + ρ_mk + λ_mk +
+            ζ_km) mod n_k to the label party (``Opened.values[m]``), which removes λ_mk mod n_k
   backward  Enc_0(4(D̂_mᵀĝ₀ + ξ_m) + D̂_mᵀs_m − Σ_k ρ_mk) (``EncryptedGradient.ciphertexts``, the residual at 4×
             scale; the ρ's hide it until combined)
   open      the label party adds every peer's opened values to its decryption and reduces mod 2^128 (the ρ's cancel;
@@ -71,14 +72,25 @@ quantisation toward zero (:func:`.party.setup_party`, :func:`.label.prepare`); t
 |ĝ₀| within G and Â₀ the label party's clipped block — computed by the LABEL party under encryption, which party m
 cannot check: the feature guarantee holds against an honest-but-curious label party (one that encrypts ``10^6·e_i``
 as a residual, or asks for the cross sums of another linear map, reads row i from the answer; no range proofs
-here). Circuit privacy: every ciphertext a party returns carries a fresh encryption (OU randomness uniform), so it
-says nothing about which rows were summed; the masked cross sums are within 2^-67 of uniform for party m.
+here; docs/research/encrypted-premises.md costs the published ways to remove the premise). So the guarantee is
+stated "against an honest-but-curious label party" in every privacy line and in metrics.json
+(``privacy.features.against``), and a party with private work serves the run only if its operator accepted the
+premise (policy ``accept_premises``, ``party serve --accept-premise honest-label-party``; :mod:`.policy`).
+Circuit privacy: every ciphertext a party returns carries a fresh encryption (randomness uniform), so it says
+nothing about which rows were summed. Masks (issue 35): the masked cross sums are EXACTLY uniform on Z_n for party
+m whatever it encrypted as scores — its key is Paillier with a public n and r is uniform on Z_n (the one-time pad,
+proved in :mod:`.he`). Masks below 2^128 on an OU key (the protocol before) hid nothing above 2^128: a party that
+encrypted 2^160·e_i as a score read row i of Â₀ from the top bits (tests/protocols/test_encrypted_masks.py).
 
 With M ≥ 2 (replace row i of party k): X_k and Y_k as above (G now bounds the whole Taylor residual); party m's
 combined gradient moves through ``D̂_mᵀs_k`` by ``d̂_m,i(s_k,i − s'_k,i)``, norm ≤ R_m·2R_kW_k = Δ_Z, which k's own
 ζ_km covers (release Z; m's ξ_m adds noise the accountant does not count). What the label party decrypts of m's
 reply alone is masked by the ρ's; it learns only the combination. If party m colludes with the label party they
-learn ``D̂_mᵀs_k + ζ_km``: still release Z. k decrypts ``D̂_mᵀs_k + ρ_mk``: statistically uniform to it.
+learn ``D̂_mᵀs_k + ζ_km``: still release Z. k decrypts ``D̂_mᵀs_k + ρ_mk + λ_mk``: uniform on Z_n_k to it,
+whatever k encrypted as its scores (λ_mk uniform on Z_n_k). Premise (``honest-peers``, accepted by k's operator
+like the label party's): Δ_Z assumes m applies its clipped block D̂_m; a peer m that applies another linear map
+(``c·e_iᵀ`` with c ≫ R_m) gets k's score s_k,i back through its own gradient with ζ_km negligible against it —
+no mask prevents that, only a proof that m's map is its clipped block (docs/research/encrypted-premises.md).
 
 Label side (proof; relation: one label changes). ``label_mechanism="rr"`` (the default): before the first round
 the label party draws randomized response on its training labels once, from its own entropy
@@ -106,27 +118,29 @@ what. The reports give features ε = ∞ there (the backward releases' ε beside
 Threat model, per message field (who sees it, what it reveals):
 - ``Start.public_key`` (label → m): public; checked OU with a 2048-bit modulus.
 - ``Hello.mask_key`` (m → all via coordinator): public X25519 key (clear mode, ≥ 2 parties); a coordinator that
-  substitutes keys can unmask each share: check keys out of band. ``Hello.public_key``: m's OU public key (encrypted).
+  substitutes keys can unmask each share: check keys out of band. ``Hello.public_key``: m's Paillier public key (encrypted; checked: Paillier, n of ≥ 2048 bits).
 - ``Forward.gradient`` (label → m): γ_m, label-DP (randomized response: post-processing of ỹ, whatever m sent). ``Forward.peers``: public keys. ``Forward.final``: no data.
 - ``Scores.values`` (clear): one party's share uniform on Z/2^64, their sum Σ_m s_m NOT protected (above).
   ``Scores.ciphertexts`` (encrypted): Enc_m(s_m), unreadable by the label party.
 - ``Backward.residuals``: Enc_0(ĝ) / Enc_0(ĝ₀): nothing to m. ``Backward.cross``: Enc_m(A₀ᵀs_m + r): after
-  decryption statistically uniform to m. ``Backward.peer_scores`` (M ≥ 2): Enc_k(s_k) under peer k's key: nothing
+  decryption uniform on Z_n to m, whatever m encrypted as s_m (r uniform on m's public Z_n). ``Backward.peer_scores`` (M ≥ 2): Enc_k(s_k) under peer k's key: nothing
   to m (IND-CPA) nor to the label party that relays it.
 - ``Forward.keys`` (M ≥ 2, first Forward): the peers' OU public keys, relayed by the label party (checked: OU, 2048
   bits). A label party that substitutes a key it holds for peer k's and relays ciphertexts of its own choosing as
   k's scores (e.g. of 10^6·e_i) reads party m's rows from the combined gradient: the premise of release X (an
   honest-but-curious label party, as for the residuals' range); check the keys out of band, as the mask keys.
-- ``EncryptedGradient.peer_cross`` / ``Open.peer_cross`` (M ≥ 2): Enc_k(D̂_mᵀs_k + ρ_mk): to k after decryption
-  statistically uniform (ρ < 2^128 from m's CSPRNG). ``Opened.values``: (D̂_mᵀs_k + ρ_mk + ζ_km) mod 2^128:
-  uniform to the label party alone; with the ρ's cancelled inside m's combined gradient, release Z of k's data.
+- ``EncryptedGradient.peer_cross`` / ``Open.peer_cross`` (M ≥ 2): Enc_k(D̂_mᵀs_k + ρ_mk + λ_mk): to k after
+  decryption uniform on Z_n_k whatever k encrypted (λ_mk). ``EncryptedGradient.peer_offsets``: λ_mk, to the label
+  party (independent of every datum). ``Opened.values``: (D̂_mᵀs_k + ρ_mk + λ_mk + ζ_km) mod n_k: less λ_mk,
+  masked by ρ_mk to the label party alone; with the ρ's cancelled inside m's combined gradient, release Z of k's
+  data.
 - ``EncryptedGradient.ciphertexts``: decrypts to the feature-DP release (X) (M ≥ 2: masked by the ρ's until combined
   with the peers' ``Opened`` values: X_m plus every peer's Z). ``EncryptedGradient.cross``: the
   feature-DP release (Y), masked until the label party removes its r.
 - ``logit`` (request, after the fit): party m's scores on held-out rows, NEW records (not training rows): outside
   the training guarantee, like any prediction.
 Checkpoints (``fit.encrypted.run(checkpoint_dir=...)``, at a round's end, when no ciphertext is outstanding):
-each party's own checkpoint holds its state — weights, velocity, rounds served, its OWN OU key pair and X25519
+each party's own checkpoint holds its state — weights, velocity, rounds served, its OWN Paillier key pair and X25519
 key (serialised), the public keys it was given — written by its host in its own directory; the label party's
 holds its weights, the gradients it owes, the events so far, its own key pair and the parties' public keys. A
 secret key is written only to its owner's own checkpoint and never sent; the keys are the run's (made at its
@@ -150,7 +164,7 @@ NAME = "vertical-encrypted"
 
 #: the messages party m sends with no privacy event (a budgeted party serves them; anything else without one is refused)
 EXEMPT = (
-    ExemptMessage(ep.Hello, "public keys (X25519 mask key, the party's own OU public key); no value of its data"),
+    ExemptMessage(ep.Hello, "public keys (X25519 mask key, the party's own Paillier public key); no value of its data"),
     ExemptMessage(ep.Scores, "Enc_m(s_m): ciphertexts under the party's OWN key, unreadable by the label party "
                   "(the clear form's masked score sums are not covered and stay refused)", fields=("ciphertexts",)),
 )

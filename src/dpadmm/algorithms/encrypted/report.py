@@ -16,17 +16,29 @@ import math
 from ...privacy.accountants import gaussian_epsilon
 from ...privacy.events import PureDPRelease
 from ...privacy.mechanisms import flip_probability
+from ...privacy.policy import PREMISES
 
 FORWARD_NOT_PROTECTED = ("features: NOT differentially private against the label party: the forward pass reveals each "
                          "training row's score sum with weights it knows (see dpadmm.algorithms.encrypted.protocol); "
                          "the epsilon given covers the backward releases only")
 
 
-FORWARD_ENCRYPTED = ("features: record-level DP against the label party (two Gaussian releases per round, one more "
-                     "per peer with three or more parties, PLD), "
-                     "premise: an honest-but-curious label party (it encrypts residuals of the declared range and "
-                     "computes its column sums on its clipped block; the party cannot check either under encryption); "
+FORWARD_ENCRYPTED = ("features: record-level DP (two Gaussian releases per round, one more per peer with three or "
+                     "more parties, PLD) {against}: {premises}; a party with private work serves the run only if its "
+                     "operator accepted {names} (party serve --accept-premise); "
                      "the held-out calibration rows are scored as new records (their logits are not covered)")
+
+
+def feature_premises(parties: int) -> list[str]:
+    """The premises (names of :data:`dpadmm.privacy.policy.PREMISES`) of the feature guarantee with ``parties``
+    non-label parties (:func:`dpadmm.algorithms.encrypted.policy.premises`)."""
+    return ["honest-label-party"] + (["honest-peers"] if parties > 1 else [])
+
+
+def against(parties: int) -> str:
+    """The adversary the feature ε is stated against, e.g. "against an honest-but-curious label party"."""
+    return " and ".join(PREMISES[n].split(" (")[0] for n in feature_premises(parties)).replace(
+        " and against ", " and ")
 
 
 OWN_MODEL = ("the label party's own model (its columns, exact labels) and the final combination stay with the label "
@@ -64,7 +76,7 @@ def _labels(pure, lab: dict, d: float, label_sensitivity: float, combination) ->
 
 
 def encrypted_report(events, *, delta: float, forward: str, label_sensitivity: float, rounds: int,
-                     combination: str | None = None) -> dict:
+                     combination: str | None = None, parties: int = 1) -> dict:
     """Both sides' guarantee of one run from its events (the parties' and the label party's Gaussian releases).
     ``combination``: what the label party kept at the end (``"stacked"`` or ``"own model"``: its own model enters,
     :data:`OWN_MODEL`; ``None``: the joint model)."""
@@ -77,8 +89,12 @@ def encrypted_report(events, *, delta: float, forward: str, label_sensitivity: f
     feat = {p: gaussian_epsilon(z, d) for (p, rel), z in by_party.items() if rel != "label"}
     lab = {p: gaussian_epsilon(z, d) for (p, rel), z in by_party.items() if rel == "label"}
     if forward == "encrypted":
+        names = feature_premises(parties)
+        note = FORWARD_ENCRYPTED.format(against=against(parties), names=" and ".join(repr(n) for n in names),
+                                        premises="; ".join(PREMISES[n][PREMISES[n].find("(") + 1:-1] for n in names))
         features = {"epsilon": max(feat.values()) if feat else math.inf, "delta": d, "relation": "record_replace",
-                    "note": FORWARD_ENCRYPTED if feat else "features not protected (no epsilon)"}
+                    "against": against(parties), "premises": names,
+                    "note": note if feat else "features not protected (no epsilon)"}
     else:
         features = {"epsilon": math.inf, "backward_epsilon": feat or None, "delta": d, "note": FORWARD_NOT_PROTECTED}
     return {"features": features, "forward": forward,
@@ -86,4 +102,5 @@ def encrypted_report(events, *, delta: float, forward: str, label_sensitivity: f
             "combination": combination or "joint", "accountant": "dp-accounting PLD", "rounds": int(rounds)}
 
 
-__all__ = ["FORWARD_ENCRYPTED", "FORWARD_NOT_PROTECTED", "LABELS_GAUSSIAN", "LABELS_RR", "OWN_MODEL", "encrypted_report"]
+__all__ = ["FORWARD_ENCRYPTED", "FORWARD_NOT_PROTECTED", "LABELS_GAUSSIAN", "LABELS_RR", "OWN_MODEL", "against", "encrypted_report",
+           "feature_premises"]

@@ -26,7 +26,24 @@ its first gradient round, whatever bounds arrived: only ``lo < hi`` finite is ne
 ``node.node_step`` keeps the prepared rows and the bounds in its state, and :func:`gradient_release` computes
 the sum on them),
 the appended constant 1, and ``σ(−t) = 1/(1 + eᵗ) ∈ [0, 1]`` as computed — in double precision, or with the
-single-precision exponential of a noisy release (``e ∈ [0, ∞]`` either way; :func:`_logistic_weights`).
+single-precision exponential of a noisy release (``e ∈ [0, ∞]`` either way; :func:`_logistic_weights`) — which
+needs every margin ``t = y w·x̃`` to be a number, not NaN: the bounded point below.
+*Bounded point* (whatever the neighbours or the router send): the node evaluates at
+``w_mix = ⌊w_i + (⌊S_i⌋_{V_i W} − V_i w_i)/(1 + V_max)⌋_W`` (:func:`.node.gossip_mix`), where ``⌊·⌋_r`` is
+:func:`bounded` — NaN ↦ 0, then every coordinate clipped to [−r, r] — and ``W = MODEL_BOUND = 10⁶`` is a public
+protocol constant. A non-finite S_i is refused (data-independently: it is the sender's number); a finite one is
+clipped to ``V_i W`` (what V_i neighbours in the box can sum to), and the node's own w_i is in the box (its broadcast
+is ``⌊w_mix + ⌊v⌋_W⌋_W``, :func:`.node.heavy_ball`), so the mix is at most 3W per coordinate before its clip: no
+overflow, no NaN, and ``|w_mix,j| ≤ W``. Every prepared coordinate has ``|x̃_j| ≤ 1`` (column clip to [−1, 1], a row
+clip that only shrinks, the intercept 1), so each margin ``|w·x̃| ≤ (d + 1) W`` is finite in any summation order
+(BLAS's included), each weight is in [−1, 1], and G_i(w_mix) is a finite sum of terms ``c x̃``: Δ holds for every
+point the adversary can induce. Without the box it does not: two rounds of sums ∓1.79·10³⁰⁸ overflow w_mix to
+(−∞, …, +∞), and a margin ``z·(−∞) + ∞`` is NaN exactly for a row with a coordinate at or above the midpoint of the
+bounds — a release finite on D and NaN on D′, ε = ∞ (finite but huge w_mix gives NaN through BLAS's overflowing
+sums the same way); ``tests/protocols/test_gossip_bound.py`` replays that attack on every path. An honest run never
+reaches W: with prepared coordinates in [−1, 1], a coefficient of 10⁶ is a margin where σ has long saturated in
+double precision (|t| > 37), and honest iterates stay orders of magnitude below it — the golden fits
+(``tests/protocols/test_fit_golden.py``) are bit for bit those without the box.
 *Noise*: ``G̃_i = G_i + N(0, (z_g Δ)² I_{d+1})`` drawn from the node's own generator ``rng``.
 *Event*: ``GaussianRelease(node, round, Δ, z_g Δ, RECORD_REPLACE)``.
 *Post-processing*: everything the node broadcasts, ``w_i(t+1) = w_mix + β v_i(t) − η((N/n) G̃_i + λ w_mix)``,
@@ -62,6 +79,21 @@ from ...privacy.events import RECORD_REPLACE, GaussianRelease
 # names are re-exported here, where the gossip node and driver have always called them
 from ...privacy.ranges import (SEARCH_LIMIT, bisect, bounds_from_bracket, prepare, quantile_level,  # noqa: F401
                                range_counts, range_sensitivity, search_bracket, sorted_columns, thresholds)
+
+
+#: the public box every model vector a node evaluates at, keeps or broadcasts lies in: |w_j| ≤ MODEL_BOUND (release 1's
+#: *Bounded point*). A protocol constant, data-independent; an honest run never reaches it (module docstring).
+MODEL_BOUND = 1e6
+
+
+def bounded(x, radius=MODEL_BOUND) -> np.ndarray:
+    """``x`` in the public box ``[−radius, radius]`` (elementwise; ``radius`` a number or an array broadcasting with
+    ``x``): NaN ↦ 0, ±∞ and anything beyond ↦ ±radius. A new float64 array, finite and bounded whatever ``x`` holds,
+    and bit for bit ``x`` where every coordinate is finite and inside the box (an honest run's vectors)."""
+    y = np.array(x, dtype=np.float64)  # a copy: never the caller's array
+    np.copyto(y, 0.0, where=np.isnan(y))
+    np.clip(y, -radius, radius, out=y)
+    return y
 
 
 def gradient_sensitivity(row_clip: float) -> float:

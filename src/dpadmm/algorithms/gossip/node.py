@@ -209,17 +209,26 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
 
 
 def gossip_mix(w0: np.ndarray, S: np.ndarray, degree, max_degree: int) -> np.ndarray:
-    """Gossip averaging of a node's vector with its neighbours' sum. Elementwise: the same numbers for one node's
-    (d + 1)-vectors or the (N, d + 1) stack of :mod:`.batch` (``degree`` then an (N, 1) column)."""
-    return w0 + (S - degree * w0) / (1.0 + max_degree)
+    """Gossip averaging of a node's vector with its neighbours' sum, in the public box: the sum clipped to
+    ``degree · MODEL_BOUND`` first, the mixed point to ``MODEL_BOUND`` (:func:`.mechanism.bounded`; the
+    *Bounded point* of :mod:`.mechanism`: finite and bounded whatever S holds, the plain mix where nothing is
+    clipped). Elementwise: the same numbers for one node's (d + 1)-vectors or the (N, d + 1) stack of :mod:`.batch`
+    (``degree`` then an (N, 1) column)."""
+    S = mech.bounded(S, degree * mech.MODEL_BOUND)
+    with np.errstate(over="ignore", invalid="ignore"):  # only a w0 outside the box could overflow: clipped below
+        w_mix = w0 + (S - degree * w0) / (1.0 + max_degree)
+    return mech.bounded(w_mix)
 
 
 def heavy_ball(cfg: NodeConfig, w_mix: np.ndarray, v0: np.ndarray, G: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The step after the release: the ridge gradient from the noisy sum ``G`` and the heavy-ball update (the run's
-    public constants of ``cfg``); elementwise like :func:`gossip_mix`. Returns (w, v)."""
-    grad = (cfg.n_nodes / cfg.n_total) * G + cfg.ridge * w_mix
-    v = cfg.momentum * v0 - cfg.step * grad
-    return w_mix + v, v
+    public constants of ``cfg``); elementwise like :func:`gossip_mix`. Returns (w, v), both in the public box
+    (:func:`.mechanism.bounded`: the broadcast and the kept velocity stay finite whatever G holds; unchanged where
+    nothing is clipped)."""
+    with np.errstate(over="ignore", invalid="ignore"):  # a post-processing of G; put back in the box below
+        grad = (cfg.n_nodes / cfg.n_total) * G + cfg.ridge * w_mix
+        v = mech.bounded(cfg.momentum * v0 - cfg.step * grad)
+        return mech.bounded(w_mix + v), v
 
 
 def tail_mean(avg, w: np.ndarray, k: int):
@@ -237,7 +246,9 @@ def peer_inbox(cfg: NodeConfig, state: NodeState, round_: int, neighbour_sum) ->
         raise _refuse(cfg, "peer to peer needs declared column bounds (the DP column range pools every node's "
                            "counts through the coordinator)")
     d = cfg.X.shape[1]
-    S = np.zeros(d + 1) if neighbour_sum is None else np.asarray(neighbour_sum, dtype=np.float64)
+    # the neighbours' broadcasts were summed by the backend, unchecked: a sum that overflowed (or a NaN one sent) is
+    # put in the public box here, data-independently, as gossip_mix would (mechanism: *Bounded point*)
+    S = np.zeros(d + 1) if neighbour_sum is None else mech.bounded(neighbour_sum, cfg.degree * mech.MODEL_BOUND)
     return GossipInbox(int(round_), S, cfg.bounds[0], cfg.bounds[1], 0.0)
 
 

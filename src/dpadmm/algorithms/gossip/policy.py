@@ -72,6 +72,8 @@ GOSSIP = PolicyHooks(
     coordinator={
         "thresholds (range rounds)": "any finite values: each count moves by ≤ 1 whatever they are",
         "bounds from the DP range, neighbour_sum (every round)": "any finite values (lo < hi): the clips bound "
-                                                                 "the gradient sum whatever they are",
+                                                                 "the gradient sum whatever they are; the sum and "
+                                                                 "the mixed point are put in the public box "
+                                                                 "(each coordinate within ±1e6) before the step",
     },
     check=check, price=price)

@@ -131,9 +131,11 @@ def binary_labels(name: str, y: Any, n: int | None = None) -> tuple[np.ndarray, 
         raise InvalidDataError(f"{name} contains NaN or infinite values; drop those rows before fitting.")
     classes = np.unique(arr)
     if classes.shape[0] != 2:
+        k = classes.shape[0]
         raise InvalidDataError(
-            f"{name} must have exactly two classes for binary classification, got {classes.shape[0]} "
-            f"({', '.join(map(str, classes[:5]))}{'...' if classes.shape[0] > 5 else ''})."
+            f"Only binary classification is supported: {name} must have exactly two classes, got {k} "
+            f"class{'' if k == 1 else 'es'} "
+            f"({', '.join(map(str, classes[:5]))}{'...' if k > 5 else ''}); give labels of two classes."
         )
     return np.where(arr == classes[1], 1.0, -1.0), classes
 

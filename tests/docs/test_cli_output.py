@@ -22,7 +22,7 @@ def _run(args, **kw):
 
 
 def test_plain_progress_lines_when_not_a_terminal(capsys, monkeypatch):
-    from dpadmm.cli import _common
+    from dpadmm.cli import _display as _common
 
     monkeypatch.setattr(_common, "_stderr_is_terminal", lambda: False)
     with _common.progress(5, "job", interval=0.0) as cb:
@@ -35,7 +35,7 @@ def test_plain_progress_lines_when_not_a_terminal(capsys, monkeypatch):
 
 def test_heartbeat_prints_status_lines(capsys, monkeypatch):
     from dpadmm import _progress
-    from dpadmm.cli import _common
+    from dpadmm.cli import _display as _common
 
     monkeypatch.setattr(_common, "_stderr_is_terminal", lambda: False)
     with _common.heartbeat("reproduce x", interval=0.05):
@@ -92,7 +92,7 @@ def _fast_wait(self, timeout=None):
 
 
 def test_ambient_heartbeat_quiet_while_a_progress_display_runs(capsys, monkeypatch):
-    from dpadmm.cli import _common
+    from dpadmm.cli import _display as _common
 
     monkeypatch.setattr(_common, "_stderr_is_terminal", lambda: False)
     monkeypatch.setattr(_common.threading.Event, "wait", _fast_wait)

@@ -81,7 +81,7 @@ def _run(argv: list[str]) -> int:
 
 
 def _dispatch(argv: list[str]) -> int:
-    from ._common import ambient_heartbeat
+    from ._display import ambient_heartbeat
     from ._ranges import check_argv
 
     label = "dpadmm " + " ".join(a for a in argv[:2] if not a.startswith("-"))

@@ -2,11 +2,7 @@
 
 Helpers every command can call:
 
-- :func:`progress` — a rich progress bar on a terminal; on a pipe or file, plain periodic lines
-  on stderr (``vertical ADMM: 40/100 rounds, 12 s``), so long runs are never silent.
-- :func:`heartbeat` — for jobs without a round count (reproductions): a spinner on a terminal,
-  on a pipe a plain line every ``interval`` seconds with the elapsed time and the latest
-  :func:`dpadmm._progress.status` text the job set.
+- progress, heartbeats and phases: :mod:`dpadmm.cli._display`.
 - :func:`show_warning_once` — installed by :func:`dpadmm.cli.main`: each distinct warning is
   printed once per run as ``warning: …``.
 - the baselines and verdicts: :mod:`._baselines`.
@@ -20,7 +16,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,9 +25,6 @@ import numpy as np
 from rich.console import Console
 
 from ..exceptions import InvalidParameterError
-
-#: Seconds between plain progress lines when stderr is not a terminal.
-PLAIN_PROGRESS_INTERVAL = 10.0
 
 #: When the current command started (set by :func:`dpadmm.cli.main`; import time otherwise).
 RUN_START = time.perf_counter()
@@ -56,13 +48,6 @@ def _width(fd: int) -> int | None:
 
 console = Console(stderr=False, soft_wrap=True, width=_width(1))
 err_console = Console(stderr=True, soft_wrap=True, width=_width(2))
-
-
-def _stderr_is_terminal() -> bool:
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):  # pragma: no cover
-        return False
 
 
 def show_warning_once(message, category, filename, lineno, file=None, line=None):
@@ -164,166 +149,6 @@ def _stage_parent(target: Path) -> Path:
     while not p.exists():
         p = p.parent
     return p
-
-
-def phase(text: str) -> None:
-    """Name what the command is doing now ("loading party files", "PSI alignment"): a piped heartbeat line shows it."""
-    from .. import _progress
-
-    _progress.status(text)
-
-
-def _plain_line(label: str, phase_text: str, seconds: float) -> str:
-    """A piped heartbeat line: ``<label>: <phase>, 40 s elapsed`` (no phase named yet: ``<label>: 40 s elapsed``)."""
-    return f"{label}: " + (f"{phase_text}, " if phase_text else "") + f"{seconds:.0f} s elapsed"
-
-
-@contextmanager
-def progress(total: int, description: str, enabled: bool = True, interval: float | None = None):
-    """Progress of a run with ``total`` rounds; yields an engine callback ``cb(round, record)``.
-
-    On a terminal: a transient rich bar. Otherwise: a plain line on stderr at most every
-    ``interval`` seconds (default :data:`PLAIN_PROGRESS_INTERVAL`) and one when the run ends.
-    """
-    if not enabled:
-        yield lambda t, rec: None
-        return
-    with _displaying():
-        yield from _progress_impl(total, description, interval)
-
-
-def _progress_impl(total, description, interval):
-    if not _stderr_is_terminal():
-        every = PLAIN_PROGRESS_INTERVAL if interval is None else interval
-        start = time.perf_counter()
-        state = {"last": start, "t": 0, "info": ""}
-
-        def plain(t, rec):
-            state["t"] = t
-            if "objective" in rec:
-                state["info"] = f", objective {rec['objective']:.5f}"
-            now = time.perf_counter()
-            if now - state["last"] >= every:
-                state["last"] = now
-                left = f", ~{(now - start) / t * (total - t):.0f} s left" if 0 < t < total else ""
-                print(f"{description}: training: round {t}/{total}, {now - start:.0f} s elapsed{left}{state['info']}",
-                      file=sys.stderr, flush=True)
-
-        yield plain
-        if time.perf_counter() - start >= every:
-            print(f"{description}: done, {state['t']}/{total} rounds in {time.perf_counter() - start:.0f} s",
-                  file=sys.stderr, flush=True)
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=err_console,
-                  transient=True) as bar:
-        task = bar.add_task(description, total=total, info="")
-
-        def cb(t, rec):
-            info = ""
-            if "objective" in rec:
-                info = f"objective {rec['objective']:.5f}"
-            bar.update(task, completed=t, info=info)
-
-        yield cb
-
-
-@contextmanager
-def heartbeat(label: str, enabled: bool = True, interval: float | None = None):
-    """Show that a long job without a round count is alive.
-
-    Terminal: a rich spinner with the elapsed time and the job's latest status text.
-    Pipe/file: a plain stderr line when the job starts, one after 5 s, then every ``interval``
-    seconds (default :data:`PLAIN_PROGRESS_INTERVAL`): ``<label>: 40 s elapsed — <status>``, and
-    one when it ends (``<label>: done in 12 s``). Jobs set the status
-    text with :func:`dpadmm._progress.status` (cheap, importable anywhere).
-    """
-    from .. import _progress
-
-    _progress.status("")
-    if not enabled:
-        yield
-        return
-    start = time.perf_counter()
-    stop = threading.Event()
-    every = PLAIN_PROGRESS_INTERVAL if interval is None else interval
-    if _stderr_is_terminal():
-        status = err_console.status(f"{label}")
-
-        def tick():
-            while not stop.wait(1.0):
-                text = _progress.current()
-                status.update(f"{label}: {time.perf_counter() - start:.0f} s" + (f" — {text}" if text else ""))
-
-        status.start()
-    else:
-        print(f"{label}: started", file=sys.stderr, flush=True)
-
-        def tick():
-            wait = min(5.0, every)  # the first line early, then every `every` seconds
-            while not stop.wait(wait):
-                wait = every
-                print(_plain_line(label, _progress.current(), time.perf_counter() - start), file=sys.stderr,
-                      flush=True)
-
-    thread = threading.Thread(target=tick, name="dpadmm-heartbeat", daemon=True)
-    thread.start()
-    _ACTIVE[0] += 1
-    try:
-        yield
-    finally:
-        _ACTIVE[0] -= 1
-        stop.set()
-        thread.join(timeout=2.0)
-        if _stderr_is_terminal():
-            status.stop()
-        else:
-            print(f"{label}: done in {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
-
-
-_ACTIVE = [0]  # progress bars / heartbeats currently shown (the ambient heartbeat stays quiet meanwhile)
-
-
-@contextmanager
-def _displaying():
-    _ACTIVE[0] += 1
-    try:
-        yield
-    finally:
-        _ACTIVE[0] -= 1
-
-
-@contextmanager
-def ambient_heartbeat(label: str, interval: float | None = None, enabled: bool = True):
-    """Wrapped around every command by :func:`dpadmm.cli.main`: on a pipe, if a command runs for
-    more than 20 s without its own progress display, print ``<label>: 40 s elapsed`` lines (then
-    every ``interval`` seconds) so that no long run is silent. Quiet on a terminal."""
-    if not enabled or _stderr_is_terminal():
-        yield
-        return
-    from .. import _progress
-
-    every = PLAIN_PROGRESS_INTERVAL if interval is None else interval
-    start = time.perf_counter()
-    stop = threading.Event()
-
-    def tick():
-        wait = max(every, 20.0)  # first line only after 20 s: quick commands (and their errors) stay one line
-        while not stop.wait(wait):
-            wait = every
-            if _ACTIVE[0] == 0:
-                print(_plain_line(label, _progress.current(), time.perf_counter() - start), file=sys.stderr,
-                      flush=True)
-
-    thread = threading.Thread(target=tick, name="dpadmm-ambient-heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join(timeout=2.0)
 
 
 def party_data_refs(info: dict, names, key: str, ids, *, psi: bool, first_index: int, **params) -> list:

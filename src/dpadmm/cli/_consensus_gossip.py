@@ -6,8 +6,9 @@ import time
 from pathlib import Path
 
 from . import _backend as bk
-from ._common import console, elapsed, output_dir, progress, standard_names, write_json
+from ._common import console, elapsed, output_dir, standard_names, write_json
 from ._baselines import BASE_RATE_NAMES
+from ._display import phase, progress
 from ..exceptions import DataFileError, InvalidParameterError
 
 # final.test_base_rate_source in the printed line (experiments.gossip: no exact training count in a private run)
@@ -148,11 +149,17 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
     if iterations is None:
         iterations = default_schedule(len(y), X.shape[1], epsilon, n_nodes=nodes, delta=delta,
                                       range_rounds=0 if declared is not None else DEFAULT_RANGE_ROUNDS).rounds
-    note = bk.resume_note(run_opts, iterations + (0 if declared is not None else DEFAULT_RANGE_ROUNDS))
+    range_rounds = 0 if declared is not None else DEFAULT_RANGE_ROUNDS
+    per_run = iterations + range_rounds  # each run's releases: the DP range counts, then the training rounds
+    note = bk.resume_note(run_opts, per_run)
     if note:
         console.print(note)
     with output_dir(out) as stage:
-        with progress(iterations * runs, "noisy-gradient gossip", enabled=not quiet) as cb:
+        with progress(per_run * runs, "noisy-gradient gossip", enabled=not quiet) as bar:
+            def cb(k, rec):
+                phase("range estimate" if (k - 1) % per_run < range_rounds else "training")
+                bar(k, rec)
+
             metrics = run_gossip(data=data, X=X, y=y, nodes=nodes, topology=topology, split=split,
                                  uneven_ratio=uneven_ratio, epsilon=epsilon, delta=delta, rounds=iterations, runs=runs,
                                  seed=seed, bounds=declared, monitor=monitor, X_test=X_test, y_test=y_test,

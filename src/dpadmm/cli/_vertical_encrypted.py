@@ -12,6 +12,7 @@ from pathlib import Path
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 from ._common import console, elapsed, output_dir, write_json
 from ._baselines import base_rate_baseline
+from ._display import phase
 
 
 def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsilon, prepare: str, row_clip, seed,
@@ -41,7 +42,9 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
                                         forward=forward, label_mechanism=label_mechanism,
                                         lam=1e-4 if lam is None else lam,
                                         row_clip=float(row_clip) if row_clip is not None else 1.0, random_state=seed)
+    phase(f"encrypted training ({T} rounds) and calibration")
     model.fit(train, data.y)
+    phase("scoring the test rows")
     final: dict = {"protocol": "encrypted", "forward": forward, **model.cost_}
     cal = model.combination_  # the label party's final model (algorithms.encrypted.combine): None = the joint one
     final["combination"] = cal.facts() if cal is not None else {"choice": "joint"}

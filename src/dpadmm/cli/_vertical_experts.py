@@ -13,6 +13,7 @@ import numpy as np
 
 from ._common import console, elapsed, output_dir, party_data_refs, write_json
 from ._baselines import base_rate_baseline, loss_tolerance, per_row_log_loss, verdict
+from ._display import phase
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 
 #: options of the ADMM protocol that mean nothing here (name -> value meaning "not given")
@@ -131,6 +132,7 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
                                       row_clip=R, min_effective_rows=min_effective_rows, random_state=seed,
                                       bounds=col_bounds)
     final: dict = {"protocol": "experts"}
+    phase("fitting the experts (one release per party) and calibrating on held-out rows")
     if remote:
         names = [f"party{m}" for m in range(2, len(train) + 1)]
         model.fit_remote(train[0], data.y, backend,
@@ -146,6 +148,7 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
     baselines: dict = {}
     alone_p = None
     if test is not None:
+        phase("scoring the test rows")
         logit = model.remote_decision(test[0], "test") if remote else model.decision_function(test)
         final.update({f"test_{k}": v for k, v in model.metrics_from_logit(logit, data.y_test).items()})
         # one "label party alone" per data set: its raw columns, its own standardisation, whatever the options

@@ -13,7 +13,8 @@ from pathlib import Path
 import typer
 
 from ._app import app
-from ._common import console, err_console, heartbeat, output_dir, write_json
+from ._common import console, err_console, output_dir, write_json
+from ._display import heartbeat
 
 E2E_RUNS, E2E_QUICK_RUNS = 2000, 300
 EXIT_FAILED = 1  # an honest row above its claim, or a planted row not caught

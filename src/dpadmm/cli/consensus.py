@@ -11,7 +11,8 @@ import typer
 from . import _backend as bk
 from . import _options as opt
 from ._app import app
-from ._common import console, elapsed, heartbeat, output_dir, phase, progress, standard_names, write_json
+from ._common import console, elapsed, output_dir, standard_names, write_json
+from ._display import heartbeat, phase, progress
 from ._consensus_gossip import _gossip, backend_options, check_test_source, test_split
 from ..exceptions import DataFileError, InvalidParameterError
 

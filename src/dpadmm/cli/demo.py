@@ -10,8 +10,9 @@ import numpy as np
 import typer
 
 from ._app import app
-from ._common import console, elapsed, fmt_prob, output_dir, progress, write_json
+from ._common import console, elapsed, fmt_prob, output_dir, write_json
 from ._baselines import base_rate_log_loss, verdict
+from ._display import phase, progress
 from .vertical import DEMO_DELTA, _check_budget
 
 DEMO_LAM = 1e-3
@@ -99,6 +100,7 @@ def demo(
 
     _check_budget(epsilon, delta, None, None)
     check_positive("label_epsilon", label_epsilon)
+    phase("loading the bundled a9a")
     raw = load_vertical_data(bundled=True)
     data = normalized(raw)
     lam = DEMO_LAM
@@ -113,6 +115,7 @@ def demo(
         with progress(DEMO_NONPRIVATE_ITERATIONS, "non-private ADMM", enabled=not quiet) as cb:
             _, nonpriv = run_vertical(data, lam=lam, iterations=DEMO_NONPRIVATE_ITERATIONS, tol=0.0, seed=seed,
                                       callbacks=[cb])
+        phase("baselines: all columns in one place, the label party alone")
         allf = sklearn_baseline(data.train, data.y, data.test, data.y_test, lam=lam)
         # the one "label party alone" of a data set: its raw columns, its own standardisation (as `vertical` reports)
         alone = baselines(data, lam=lam, raw=raw)["label_party_alone"]

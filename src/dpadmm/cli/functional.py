@@ -11,7 +11,8 @@ import typer
 from . import _backend as bk
 from . import _options as opt
 from ._app import app
-from ._common import console, elapsed, output_dir, phase, progress, write_json
+from ._common import console, elapsed, output_dir, write_json
+from ._display import phase, progress
 from ..exceptions import DataFileError, InvalidParameterError
 
 

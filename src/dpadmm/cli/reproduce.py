@@ -8,7 +8,8 @@ from pathlib import Path
 import typer
 
 from ._app import app
-from ._common import console, heartbeat, output_dir, write_json
+from ._common import console, output_dir, write_json
+from ._display import heartbeat
 from ..exceptions import InvalidParameterError
 
 #: Every reproduction, by paper (kept here so that `--help` lists them without importing the

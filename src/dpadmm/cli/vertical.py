@@ -11,7 +11,8 @@ import typer
 from ._app import app
 from . import _backend as bk
 from . import _options as opt
-from ._common import console, elapsed, output_dir, phase, progress, write_json
+from ._common import console, elapsed, output_dir, write_json
+from ._display import phase, progress
 from ._vertical_report import _plot_convergence, _privacy_line, _trivial_verdict, _last_relative_change
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 

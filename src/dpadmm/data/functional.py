@@ -68,7 +68,8 @@ def check_curves(curves, y, grid=None, *, name: str = "curves") -> tuple[np.ndar
     if X.ndim != 2:
         raise InvalidDataError(f"{name} must be 2-D (curves x grid points), got shape {X.shape}.")
     if X.shape[0] < 1 or X.shape[1] < 2:
-        raise InvalidDataError(f"{name} needs at least one curve and two grid points, got shape {X.shape}.")
+        raise InvalidDataError(f"{name} needs at least one curve and two grid points, got shape {X.shape} "
+                               f"(n_features = {X.shape[1]}).")
     if not np.isfinite(X).all():
         r, c = np.argwhere(~np.isfinite(X))[0]
         raise InvalidDataError(f"{name} contain NaN or infinite values (first at curve {r}, grid point {c}); "

@@ -20,6 +20,7 @@ from ..kernels.linalg import SOLVERS
 from ..privacy.accountants import ACCOUNTANTS
 from ..data.parties import partition_columns
 from ..fit.vertical import is_source as _is_source
+from ._sklearn import is_block_list, one_matrix
 
 
 
@@ -29,7 +30,7 @@ class _VerticalConfig:
 
     # ------------------------------------------------------------------ input handling
     def _blocks(self, X, name: str = "X") -> list[np.ndarray]:
-        if isinstance(X, (list, tuple)):
+        if is_block_list(X):
             if len(X) == 0:
                 raise InvalidDataError(f"{name} is an empty list of party blocks; give one block per party.")
             # arrays, or sources the parties read themselves (dpadmm.data.remote.PartyFile)
@@ -41,7 +42,7 @@ class _VerticalConfig:
                     raise InvalidDataError(f"party blocks must have the same rows: block 1 has {n}, block {m} has "
                                            f"{B.shape[0]}; align the parties on the same samples.")
         else:
-            A = as_float_matrix(name, X, accept_sparse=True)  # sparse stays CSR
+            A = one_matrix(self, X, name)  # sparse stays CSR; once fitted, the fitted column count
             sizes = self.party_sizes if self.party_sizes is not None else [A.shape[1]]
             blocks = partition_columns(A, sizes)
         if hasattr(self, "party_dims_"):

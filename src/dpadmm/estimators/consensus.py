@@ -25,6 +25,7 @@ from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPrecond
 from ..algorithms.consensus.report import pp_assumptions, with_fallback, zhang_privacy_curve, zhang_report
 from ..privacy.threats import finish
 from .._history import History
+from ._sklearn import binary_classifier_tags, is_block_list, one_matrix, target
 from ..algorithms.consensus import baseline as cb
 
 DEFAULT_C = 50.0
@@ -178,7 +179,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                                         "use perturbation='pp' for a growing penalty.")
 
     def _node_data(self, X, y, seed: np.random.SeedSequence):
-        if isinstance(X, (list, tuple)):
+        if is_block_list(X):
             if y is None or not isinstance(y, (list, tuple)) or len(y) != len(X):
                 raise InvalidDataError("with a list of node datasets X, give a list y of the same length.")
             Xs = [as_float_matrix(f"X[{i}]", x) for i, x in enumerate(X)]
@@ -191,8 +192,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                 raise InvalidDataError("every node's y must have one label per row of its X.")
             ys = [y_all[a:b] for a, b in zip(sizes[:-1], sizes[1:])]
             return Xs, ys, classes
-        A = as_float_matrix("X", X)
-        y_pm, classes = binary_labels("y", y, A.shape[0])
+        A = one_matrix(self, X, sparse=False)
+        y_pm, classes = binary_labels("y", target(y, classes=True), A.shape[0])
         n = check_int("n_nodes", self.n_nodes, minimum=2)
         rng = np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=(2**20,)))
         idx = split_indices(A.shape[0], n, self.split, ratio=float(self.uneven_ratio), random_state=rng)
@@ -203,6 +204,11 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         """Fit by noisy-gradient gossip (``epsilon`` given; ``checkpoints``: ``checkpoint_dir``, ``checkpoint_every``,
         ``resume_from``) or (private) M-ADMM. ``X``: one (n, d) matrix split over ``n_nodes`` nodes, or per-node lists;
         two classes."""
+        unknown = sorted(set(checkpoints) - {"checkpoint_dir", "checkpoint_every", "resume_from"})
+        if unknown:
+            raise InvalidParameterError(f"fit() takes no {', '.join(unknown)}: its keyword arguments are callbacks, "
+                                        "checkpoint_dir, checkpoint_every and resume_from.")
+        self.__dict__.pop("n_features_in_", None)  # a refit is a new fit: any column count
         if self._use_gossip() or any(v is not None for v in checkpoints.values()):  # M-ADMM: refused there
             return fit_estimator(self, X, y, callbacks, **checkpoints)
         self._validate()
@@ -340,9 +346,7 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
             from sklearn.exceptions import NotFittedError
 
             raise NotFittedError("this ConsensusLogisticRegression is not fitted yet; call fit first.")
-        A = as_float_matrix("X", X)
-        if A.shape[1] != self.n_features_in_:
-            raise InvalidDataError(f"X has {A.shape[1]} features but the model was fitted with {self.n_features_in_}.")
+        A = one_matrix(self, X, sparse=False)  # the fitted column count, or one line saying so
         gossip = getattr(self, "_gossip", None) is not None
         if node is not None:
             if not gossip:
@@ -373,4 +377,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def predict(self, X, node: int | None = None) -> np.ndarray:
         """Classes of :meth:`decision_function` (``node=i``: node i's own model)."""
-        return self.classes_[(self.decision_function(X, node) > 0).astype(int)]
+        s = self.decision_function(X, node)  # first: an unfitted model raises NotFittedError
+        return self.classes_[(s > 0).astype(int)]
+
+    def __sklearn_tags__(self):
+        return binary_classifier_tags(super().__sklearn_tags__(), sparse=True)  # sparse rows are densified

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted
 
 from .._history import History
 from .._validation import check_choice, check_int, check_open_unit, check_positive, check_random_state, noise_seed
@@ -27,6 +28,7 @@ from ..engine import HUB
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 from ..fit import functional as ff
 from ..kernels import fpca as F
+from ._sklearn import one_matrix, target
 from ..kernels.quantile import pinball_score
 from ..privacy.accountants import ACCOUNTANTS
 
@@ -137,7 +139,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             check_int("max_iter", self.max_iter)
         check_int("workers", self.workers)
         if self.workers > n:
-            raise InvalidParameterError(f"workers must be at most the number of curves ({n}), got workers={self.workers}.")
+            raise InvalidParameterError(f"workers must be at most the curves (n_samples = {n}), got workers={self.workers}.")
         if self.epsilon is not None and self.total_epsilon is not None:
             raise InvalidParameterError("give at most one of epsilon (per iteration) and total_epsilon; got both.")
         if self.epsilon is not None:
@@ -218,7 +220,8 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         ``transcript(run, round, sender, receiver, message, kind)`` sees every message of both runs
         (``run`` = ``"statistics"`` or ``"admm"``).
         """
-        X, y, grid = check_curves(X, y, grid)
+        self.__dict__.pop("n_features_in_", None)  # a refit is a new fit: any grid; scikit-learn's checks and messages
+        X, y, grid = check_curves(one_matrix(self, X, sparse=False), target(y, classes=False), grid)
         n, T = X.shape
         self._validate(n, T)
         mcfg = dict(functional_rules.METHODS[self.method])
@@ -353,16 +356,10 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
                           "larger privacy budget or fewer components may help.", UserWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ predict
-    def _check_fitted(self):
-        if not hasattr(self, "coef_"):
-            from sklearn.exceptions import NotFittedError
-
-            raise NotFittedError("this FunctionalQuantileRegressor is not fitted yet; call fit first.")
-
     def predict(self, X) -> np.ndarray:
         """Predicted τ-quantile ``∫ β̂ (X − μ) + b`` for curves on the training grid."""
-        self._check_fitted()
-        X, _, _ = check_curves(X, np.zeros(np.shape(X)[0] if np.ndim(X) == 2 else 0), self.grid_)
+        check_is_fitted(self, "coef_")
+        X = check_curves(A := one_matrix(self, X, sparse=False), np.zeros(A.shape[0]), self.grid_)[0]  # fitted grid
         if getattr(self, "constant_only_", False):
             return np.full(X.shape[0], self.intercept_)
         if getattr(self, "score_clip_", None) is None:
@@ -370,6 +367,11 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
             return np.clip(pred, *self.y_range_) if hasattr(self, "y_range_") else pred
         # the model the ADMM fitted is on clipped standardised scores: predict on the same, inside the range
         return fs.model_predict(self._released_model(self.w_, self.response_location_, self.response_scale_), X)
+
+    def __sklearn_tags__(self):  # sparse curves are densified; score is the negative pinball loss (≤ 0), not an R²
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = tags.regressor_tags.poor_score = True
+        return tags
 
     def score(self, X, y, sample_weight=None) -> float:
         """Negative mean pinball loss at τ (higher is better)."""

@@ -16,6 +16,7 @@ from sklearn.metrics import log_loss, roc_auc_score
 from .._validation import as_vector, binary_labels, check_choice
 from ..exceptions import InvalidDataError
 from ..fit.vertical import RankDeficiencyWarning, fit_vertical
+from ._sklearn import binary_classifier_tags, target
 from ._vertical_config import _VerticalConfig, _is_source
 
 __all__ = ["RankDeficiencyWarning", "VerticalLinearRegression", "VerticalLogisticRegression"]
@@ -85,6 +86,8 @@ class _VerticalADMM(_VerticalConfig, BaseEstimator):
         transcript : a :class:`dpadmm.backends.Transcript` (or any callable
             ``(round, sender, receiver, message, kind)``) that records every message.
         """
+        for name in ("party_dims_", "n_features_in_"):  # a refit is a new fit: any column count, any party widths
+            self.__dict__.pop(name, None)
         fitted = fit_vertical(self, X, y, eval_set=eval_set, callbacks=callbacks, checkpoint_dir=checkpoint_dir,
                               checkpoint_every=checkpoint_every, resume_from=resume_from, transcript=transcript)
         self.party_dims_ = fitted.party_dims
@@ -106,8 +109,13 @@ class _VerticalADMM(_VerticalConfig, BaseEstimator):
         self.privacy_ = fitted.privacy
         return self
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # CSR blocks stay sparse
+        return tags
+
     # ------------------------------------------------------------------ predict
-    def decision_function(self, X) -> np.ndarray:
+    def _score(self, X) -> np.ndarray:
         """Sum of the parties' partial scores ``X_m x_m`` plus the intercept (distributed prediction)."""
         self._check_fitted()
         blocks = self._blocks(X)
@@ -199,6 +207,13 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
 
     _loss_name = "logistic"
 
+    def __sklearn_tags__(self):
+        return binary_classifier_tags(super().__sklearn_tags__(), sparse=True)
+
+    def decision_function(self, X) -> np.ndarray:
+        """Sum of the parties' partial scores ``X_m x_m`` plus the intercept (distributed prediction)."""
+        return self._score(X)
+
     def _encode_y(self, y, n, fitted: bool = False):
         if fitted:
             arr = np.asarray(y).ravel()
@@ -209,7 +224,7 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
                 raise InvalidDataError(f"eval labels contain {arr[unknown][0]!r}, not one of the training classes "
                                        f"{list(self._classes_fit)}.")
             return np.where(arr == self._classes_fit[1], 1.0, -1.0)
-        y_pm, classes = binary_labels("y", y, n)
+        y_pm, classes = binary_labels("y", target(y, classes=True), n)
         self._classes_fit = classes
         self.classes_ = classes
         return y_pm
@@ -220,7 +235,8 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
         return np.column_stack([1.0 - p, p])
 
     def predict(self, X) -> np.ndarray:
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+        s = self.decision_function(X)  # first: an unfitted model raises NotFittedError
+        return self.classes_[(s > 0).astype(int)]
 
     def evaluate(self, X, y) -> dict:
         """Log loss, accuracy and ROC AUC on (X, y)."""
@@ -259,7 +275,8 @@ class VerticalLinearRegression(RegressorMixin, _VerticalADMM):
         return check_choice("loss", self.loss, ("squared", "huber"))
 
     def _encode_y(self, y, n, fitted: bool = False):
-        return as_vector("y", y, n)
+        return as_vector("y", y if fitted else target(y, classes=False), n)
 
     def predict(self, X) -> np.ndarray:
-        return self.decision_function(X)
+        """Sum of the parties' partial predictions ``X_m x_m`` plus the intercept (distributed prediction)."""
+        return self._score(X)

@@ -29,6 +29,8 @@ from ..algorithms.experts.messages import Setup
 from ..algorithms.experts.alone import fit_label_party_alone, label_party_alone_proba, standardise  # noqa: F401
 from ..backends.base import PartySpec
 from ..fit.experts import fit_parties
+from ..data.parties import partition_columns
+from ._sklearn import binary_classifier_tags, is_block_list, one_matrix, target
 
 
 class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
@@ -55,6 +57,9 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         n and ε) — is at least this (default ``MIN_EFFECTIVE_ROWS``); below it no label is sent, nothing is
         released, and the label party keeps its own model (``kept_own_model_``).
     random_state : ``None`` draws each party's noise from OS entropy; a seed makes a seeded simulation.
+    party_sizes : column counts of the parties when ``X`` is one (N, d) matrix (label party first), e.g. ``[66, 57]``;
+        ``None``: two parties, the label party holding the first ⌈d/2⌉ columns. A list of party blocks ignores it.
+        With one matrix the estimator goes into a ``Pipeline``, ``cross_val_score`` or ``GridSearchCV``.
     calibrate : the label party holds out ``HELDOUT_FRACTION`` of its training rows (labels for them are never
         sent; the parties fit on the others) and on them chooses, by cross-validation, between a stacked
         recalibration of the combination and its own model (:mod:`dpadmm.algorithms.experts.calibrate`: post-
@@ -71,8 +76,10 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, lam: float = 1e-3, epsilon: float | None = None, delta: float = 1e-5,
                  label_epsilon: float | None = None, row_clip: float = 1.0, noise_norm: float = 0.5,
-                 min_effective_rows: float | None = None, random_state=None, bounds="dp", calibrate: bool = True):
+                 min_effective_rows: float | None = None, random_state=None, bounds="dp", calibrate: bool = True,
+                 party_sizes=None):
         self.lam, self.epsilon, self.delta, self.label_epsilon = lam, epsilon, delta, label_epsilon
+        self.party_sizes = party_sizes
         self.bounds, self.calibrate = bounds, calibrate
         self.row_clip, self.noise_norm, self.random_state = row_clip, noise_norm, random_state
         self.min_effective_rows = min_effective_rows
@@ -104,14 +111,32 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
                                                         and self.min_effective_rows >= 0):
             raise InvalidParameterError(f"min_effective_rows must be a finite number >= 0, got "
                                         f"{self.min_effective_rows}; pass e.g. min_effective_rows=0 to always send")
-        if not isinstance(blocks, (list, tuple)) or len(blocks) < 2:
-            raise InvalidDataError("blocks must be a list of at least two party blocks (block 0: the label party's); "
-                                   "pass [X_label_party, X_party2, ...]")
-        blocks = [as_float_matrix(f"blocks[{m}]", b, accept_sparse=True) for m, b in enumerate(blocks)]
+        blocks = self._split(blocks)
         n = blocks[0].shape[0]
         if any(b.shape[0] != n for b in blocks):
             raise InvalidDataError(f"every block needs the same rows; got row counts {[b.shape[0] for b in blocks]}")
         return n, blocks
+
+    def _split(self, X, name: str = "X") -> list:
+        """Party blocks from a list of blocks, or from one matrix by ``party_sizes`` (see the class docstring)."""
+        if is_block_list(X):
+            if len(X) < 2:
+                raise InvalidDataError("blocks must be a list of at least two party blocks (block 0: the label "
+                                       "party's); pass [X_label_party, X_party2, ...] or one matrix with party_sizes")
+            return [as_float_matrix(f"blocks[{m}]", b, accept_sparse=True) for m, b in enumerate(X)]
+        A = one_matrix(self, X, name)
+        d = A.shape[1]
+        if self.party_sizes is None:
+            if d < 2:
+                raise InvalidDataError(f"{name} has {d} feature(s) (n_features = {d}): the experts protocol needs the "
+                                       "label party and at least one other party, so at least 2 columns.")
+            sizes = [(d + 1) // 2, d // 2]
+        else:
+            sizes = [int(s) for s in self.party_sizes]
+            if len(sizes) < 2 or min(sizes) < 1 or sum(sizes) != d:
+                raise InvalidParameterError(f"party_sizes={list(self.party_sizes)} must be two or more positive column "
+                                            f"counts summing to {name}'s {d} columns.")
+        return partition_columns(A, sizes)
 
     def _label_side(self, own_block, y, n_blocks: int):
         """The label party's part (it never leaves it): its own model on its exact labels, the prior log-odds, the
@@ -162,7 +187,12 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         return b
 
     def fit(self, blocks: Sequence, y):
+        """Fit every party's expert and the label party's combination. ``blocks``: one block per party (the label
+        party's first) or one (N, d) matrix split by ``party_sizes``; ``y``: two classes."""
+        self.__dict__.pop("n_features_in_", None)  # a refit is a new fit: any column count
         n, blocks = self._check(blocks)
+        y = target(y, classes=True)
+        self.n_features_in_ = int(sum(B.shape[1] for B in blocks))
         side = self._label_side(blocks[0], y, len(blocks))
         if side is None:
             return self
@@ -288,7 +318,8 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         if not hasattr(self, "coefs_"):
             from sklearn.exceptions import NotFittedError
 
-            raise NotFittedError("call fit before decision_function")
+            raise NotFittedError("this VerticalExpertsClassifier is not fitted yet; call fit first.")
+        blocks = self._split(blocks)
         if len(blocks) != self.n_blocks_:
             raise InvalidDataError(f"expected {self.n_blocks_} blocks (as in fit), got {len(blocks)}")
         own = self._own_logit(blocks[0])
@@ -306,7 +337,11 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         return np.column_stack([1 - p, p])
 
     def predict(self, blocks) -> np.ndarray:
-        return self.classes_[(self.decision_function(blocks) > 0).astype(int)]
+        s = self.decision_function(blocks)  # first: an unfitted model raises NotFittedError
+        return self.classes_[(s > 0).astype(int)]
+
+    def __sklearn_tags__(self):
+        return binary_classifier_tags(super().__sklearn_tags__(), sparse=True)
 
     def score_metrics(self, blocks, y) -> dict:
         """Log loss, accuracy and AUC on ``(blocks, y)``."""

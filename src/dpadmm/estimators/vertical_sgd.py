@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
 
 from .. import engine
 from .._validation import binary_labels, check_int, check_positive, noise_seed
@@ -13,6 +14,7 @@ from ..backends import PartySpec, get_backend
 from ..fit import runner
 from ..kernels.losses import get_loss
 from ..fit.vertical import party_names as _party_names
+from ._sklearn import binary_classifier_tags, target
 from .vertical import _VerticalADMM
 from ..algorithms.vertical import sgd
 from ..algorithms.vertical.protocol import SGD_PROTOCOL
@@ -41,7 +43,7 @@ class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
         helper = _VerticalADMM()
         blocks = helper._blocks(X)
         n = blocks[0].shape[0]
-        y_pm, self.classes_ = binary_labels("y", y, n)
+        y_pm, self.classes_ = binary_labels("y", target(y, classes=True), n)
         evals = {}
         for k, (Xe, ye) in (eval_set or {}).items():
             be = helper._blocks(Xe, f"eval_set[{k!r}]")
@@ -63,14 +65,22 @@ class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
                             after=lambda b, _: [b.request(nm, "coef") for nm in names])  # non-private baseline
         res, self.coefs_ = fitted.result, fitted.after
         self.party_dims_ = tuple(B.shape[1] for B in blocks)
+        self.n_features_in_ = int(sum(self.party_dims_))
         # keep only monitored rounds (once per epoch)
         self.history_ = {k: v for k, v in res.history.items() if k not in ("round", "seconds")}
         self.history_["seconds"] = [s for s, r in zip(res.history["seconds"], res.history["round"]) if r % per_epoch == 0]
         self.intercept_ = 0.0
         return self
 
+    def __sklearn_tags__(self):
+        return binary_classifier_tags(super().__sklearn_tags__(), sparse=True)
+
     def decision_function(self, X):
-        blocks = _VerticalADMM()._blocks(X)
+        """Sum of the parties' partial scores ``X_m x_m``."""
+        check_is_fitted(self, "coefs_")
+        helper = _VerticalADMM()
+        helper.n_features_in_, helper.party_dims_ = self.n_features_in_, self.party_dims_  # the fitted widths
+        blocks = helper._blocks(X)
         return sum(B @ c for B, c in zip(blocks, self.coefs_))
 
     def predict_proba(self, X):
@@ -78,4 +88,5 @@ class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
         return np.column_stack([1.0 - p, p])
 
     def predict(self, X):
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+        s = self.decision_function(X)
+        return self.classes_[(s > 0).astype(int)]

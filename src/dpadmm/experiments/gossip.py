@@ -57,7 +57,9 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
     model = None
     t0 = time.perf_counter()
     for r in range(runs):
-        cb = [] if progress is None else [lambda t, rec, r=r: progress(r * rounds + t, rec)]
+        # the callback counts each run's range rounds too: run r starts after r × (range + training rounds)
+        per_run = rounds + (0 if bounds is not None else DEFAULT_RANGE_ROUNDS)
+        cb = [] if progress is None else [lambda t, rec, r=r: progress(r * per_run + t, rec)]
         model = ConsensusLogisticRegression(
             n_nodes=nodes, topology=G, epsilon=epsilon, protocol="gossip", delta=delta, rounds=rounds, bounds=bounds,
             row_clip=row_clip, backend=get_backend(backend, **(backend_options or {})), monitor=monitor,

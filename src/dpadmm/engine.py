@@ -28,6 +28,7 @@ Only steps 1–2 are timed (``history["seconds"]``): monitoring is not part of t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -140,6 +141,12 @@ class _BlasLibraries:
 _BLAS = _BlasLibraries()
 
 
+def blas_cap(threads: int | None):
+    """A context in which the loaded BLAS libraries use at most ``threads`` threads (None: BLAS left alone) — the
+    cap of :func:`run` and :func:`start`, for the work a fit does around its rounds (a party's refit after them)."""
+    return contextlib.nullcontext() if threads is None else _BLAS.limit(threads)
+
+
 def _blas_limited(fn):
     """Let ``run`` take ``blas_threads`` (default 1): the cap on BLAS threads during the loop.
 
@@ -149,9 +156,7 @@ def _blas_limited(fn):
     """
     @functools.wraps(fn)
     def wrapper(*args, blas_threads: int | None = 1, **kwargs):
-        if blas_threads is None:
-            return fn(*args, **kwargs)
-        with _BLAS.limit(blas_threads):
+        with blas_cap(blas_threads):
             return fn(*args, **kwargs)
 
     return wrapper

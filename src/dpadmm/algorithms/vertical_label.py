@@ -2,7 +2,7 @@
 
 # moved to dpadmm.algorithms.vertical.label; kept for compatibility
 from .vertical.label import (  # noqa: F401
-    _design, _fit_rows, _newton_refit, flip_probability, FOLDS, GaussianRelease, LABEL_CHANGE,
+    flip_probability, FOLDS, GaussianRelease, LABEL_CHANGE,
     label_private_step, MARGIN, PureDPRelease, randomized_response, refit_label_block,
 )
 from .vertical.messages import (  # noqa: F401

@@ -67,6 +67,7 @@ class Hub:
     metrics: Callable | None = None
     metrics_every: int = 1
     random: bool = True
+    converged: Callable | None = None  # (cfg, state) -> bool: a stopping test on released values, every round
 
 
 @dataclass
@@ -142,8 +143,7 @@ _BLAS = _BlasLibraries()
 
 
 def blas_cap(threads: int | None):
-    """A context in which the loaded BLAS libraries use at most ``threads`` threads (None: BLAS left alone) — the
-    cap of :func:`run` and :func:`start`, for the work a fit does around its rounds (a party's refit after them)."""
+    """The BLAS cap of :func:`run` and :func:`start` as a context (None: BLAS left alone), e.g. around a refit."""
     return contextlib.nullcontext() if threads is None else _BLAS.limit(threads)
 
 
@@ -286,7 +286,7 @@ def run(
                 "events": ledger.state(), "history": history,
             }, Path(checkpoint_dir) / CHECKPOINT_FILE)
             (Path(checkpoint_dir) / RELEASED_FILE).unlink(missing_ok=True)  # every event is in the checkpoint
-        if record.get("converged") and stop_on_convergence:
+        if stop_on_convergence and (record.get("converged") or hub.converged and hub.converged(hub.cfg, state)):
             result.converged = True
             stop = True
         if stop:
@@ -336,7 +336,7 @@ def _run_peer_to_peer(hub: Hub, names, backend, rounds: int, *, noise_seed, call
         if monitor and hub.metrics is not None and ((t + 1) % hub.metrics_every == 0 or t == rounds - 1):
             record.update(hub.metrics(hub.cfg, state, {n: reports[n]["history"][t] for n in names}))
         stop = _notify(result.history, record, callbacks, t)
-        if record.get("converged") and stop_on_convergence:
+        if stop_on_convergence and (record.get("converged") or hub.converged and hub.converged(hub.cfg, state)):
             result.converged = stop = True
         if stop:
             break

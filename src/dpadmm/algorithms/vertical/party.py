@@ -239,7 +239,8 @@ def party_diagnostics(cfg: PartyConfig, state: PartyState) -> dict:
     """Monitoring values (not protocol messages): R(x_m), the true D_m x_m and eval-set scores."""
     return {
         "reg": 0.0 if cfg.reg is None else cfg.reg.value(state.x),
-        "train_score": cfg.D @ state.x,
+        # without privacy the share is D_m x_m itself (the x-step's own product): no second pass over the block
+        "train_score": state.share if cfg.privacy is None else cfg.D @ state.x,
         "eval_scores": {k: B @ state.x for k, B in cfg.eval_blocks.items()},
     }
 

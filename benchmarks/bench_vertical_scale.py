@@ -40,13 +40,16 @@ def make_data(n, cols, seed=0):
     w = rng.normal(size=cols) * (3.0 / np.sqrt(cols))
     # correlated columns (5 latent factors shared across parties, unequal scales), as real tables have
     load = rng.normal(size=(5, cols)) * 0.6
-    X = rng.normal(size=(n + TEST_ROWS, 5)) @ load + rng.normal(size=(n + TEST_ROWS, cols))
+    Z = rng.normal(size=(n + TEST_ROWS, 5))
+    X = rng.normal(size=(n + TEST_ROWS, cols))
+    for a in range(0, len(X), 65536):  # X = Z @ load + noise, without an N × cols temporary (peak RSS = the data)
+        X[a:a + 65536] += Z[a:a + 65536] @ load
     X *= np.exp(rng.normal(size=cols) * 0.5)
     y = (rng.random(n + TEST_ROWS) < 1.0 / (1.0 + np.exp(-(X @ w + 0.3)))).astype(int)
     return X[:n], y[:n], X[n:], y[n:]
 
 
-def child(case, n, cols, parties, lam):
+def child(case, n, cols, parties, lam, own_blocks=False):
     """One fit in this process; prints one JSON line."""
     import numpy as np
     from sklearn.metrics import log_loss
@@ -68,6 +71,8 @@ def child(case, n, cols, parties, lam):
         from dpadmm.fit import vertical as fv
 
         blocks = [X[:, a:b] for a, b in zip(edges[:-1], edges[1:])]
+        if own_blocks:  # each party holds its own columns only: the pooled matrix is gone before the fit
+            blocks = [np.ascontiguousarray(B) for B in blocks]
         del X
         refit_cpu = []
         inner = fv.LABEL_PARTY_HANDLERS["refit"]
@@ -103,19 +108,22 @@ def main():
     ap.add_argument("--lam", type=float, default=1e-4)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
+    ap.add_argument("--own-blocks", action="store_true",
+                    help="dpadmm gets one contiguous array per party and the pooled matrix is freed (a deployment's "
+                         "memory); default: column views of the pooled matrix, which the parties copy")
     ap.add_argument("--json")
     ap.add_argument("--child", nargs=2, metavar=("CASE", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        return child(args.child[0], int(args.child[1]), args.cols, args.parties, args.lam)
+        return child(args.child[0], int(args.child[1]), args.cols, args.parties, args.lam, args.own_blocks)
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    res = {"load_start": os.getloadavg()[0], "cols": args.cols, "parties": args.parties, "lam": args.lam, "runs": []}
+    res = {"load_start": os.getloadavg()[0], "own_blocks": args.own_blocks, "cols": args.cols, "parties": args.parties, "lam": args.lam, "runs": []}
     print(f"load average at start {res['load_start']:.2f}", flush=True)
     for _ in range(args.repeats):
         for n in args.rows:
             for case in args.cases:
                 cmd = [sys.executable, __file__, "--child", case, str(n), "--cols", str(args.cols),
-                       "--parties", str(args.parties), "--lam", str(args.lam)]
+                       "--parties", str(args.parties), "--lam", str(args.lam)] + ["--own-blocks"] * args.own_blocks
                 line = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout.strip()
                 rec = json.loads(line.splitlines()[-1])
                 rec["load"] = os.getloadavg()[0]

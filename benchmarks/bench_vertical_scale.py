@@ -49,8 +49,10 @@ def make_data(n, cols, seed=0):
     return X[:n], y[:n], X[n:], y[n:]
 
 
-def child(case, n, cols, parties, lam, own_blocks=False):
+def child(case, n, cols, parties, lam, own_blocks=False, trace=False):
     """One fit in this process; prints one JSON line."""
+    import tracemalloc
+
     import numpy as np
     from sklearn.metrics import log_loss
 
@@ -62,6 +64,8 @@ def child(case, n, cols, parties, lam, own_blocks=False):
     if case == "sklearn":
         from sklearn.linear_model import LogisticRegression
 
+        if trace:
+            tracemalloc.start()
         c0, t0 = time.process_time(), time.perf_counter()
         m = LogisticRegression(C=1.0 / (lam * n)).fit(X, y)
         out.update(cpu=time.process_time() - c0, wall=time.perf_counter() - t0, n_iter=int(m.n_iter_[0]))
@@ -85,6 +89,8 @@ def child(case, n, cols, parties, lam, own_blocks=False):
 
         fv.LABEL_PARTY_HANDLERS["refit"] = timed_refit
         kw = {"label_epsilon": 1.0, "random_state": 0} if case == "label" else {}
+        if trace:
+            tracemalloc.start()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             c0, t0 = time.process_time(), time.perf_counter()
@@ -94,6 +100,9 @@ def child(case, n, cols, parties, lam, own_blocks=False):
             out["refit_cpu"] = refit_cpu[0]
             out["choice"] = m.label_party_choice_
         p = m.predict_proba([Xt[:, a:b] for a, b in zip(edges[:-1], edges[1:])])[:, 1]
+    if trace:  # the fit's own allocations beyond the data it was given (numpy and Python; CPU times then inflated)
+        out["fit_alloc_peak_gb"] = tracemalloc.get_traced_memory()[1] / 2**30
+        tracemalloc.stop()
     out["test_log_loss"] = float(log_loss(yt, p))
     out["rss_gb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     out["rss_data_gb"] = rss_data
@@ -111,19 +120,24 @@ def main():
     ap.add_argument("--own-blocks", action="store_true",
                     help="dpadmm gets one contiguous array per party and the pooled matrix is freed (a deployment's "
                          "memory); default: column views of the pooled matrix, which the parties copy")
+    ap.add_argument("--trace-memory", action="store_true",
+                    help="also report each fit's peak allocation (tracemalloc; its CPU seconds are then not comparable)")
     ap.add_argument("--json")
     ap.add_argument("--child", nargs=2, metavar=("CASE", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        return child(args.child[0], int(args.child[1]), args.cols, args.parties, args.lam, args.own_blocks)
+        return child(args.child[0], int(args.child[1]), args.cols, args.parties, args.lam, args.own_blocks,
+                     args.trace_memory)
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    res = {"load_start": os.getloadavg()[0], "own_blocks": args.own_blocks, "cols": args.cols, "parties": args.parties, "lam": args.lam, "runs": []}
+    res = {"load_start": os.getloadavg()[0], "own_blocks": args.own_blocks, "trace_memory": args.trace_memory,
+           "cols": args.cols, "parties": args.parties, "lam": args.lam, "runs": []}
     print(f"load average at start {res['load_start']:.2f}", flush=True)
     for _ in range(args.repeats):
         for n in args.rows:
             for case in args.cases:
                 cmd = [sys.executable, __file__, "--child", case, str(n), "--cols", str(args.cols),
-                       "--parties", str(args.parties), "--lam", str(args.lam)] + ["--own-blocks"] * args.own_blocks
+                       "--parties", str(args.parties), "--lam", str(args.lam)]
+                cmd += ["--own-blocks"] * args.own_blocks + ["--trace-memory"] * args.trace_memory
                 line = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout.strip()
                 rec = json.loads(line.splitlines()[-1])
                 rec["load"] = os.getloadavg()[0]
@@ -150,7 +164,8 @@ def main():
             dl = r["test_log_loss"] - sk["test_log_loss"] if sk else float("nan")
             print(f"{n:>9} {case:>10} {r['cpu']:>8.2f} {r['wall']:>8.2f} {ratio:>9.2f} {r['rss_gb']:>7.2f} "
                   f"{rss:>9.2f} {r['test_log_loss']:>10.5f} {dl:>+9.5f} {r['n_iter']:>5} "
-                  f"{r.get('refit_cpu', float('nan')):>9.2f}")
+                  f"{r.get('refit_cpu', float('nan')):>9.2f}"
+                  + (f"  fit allocations peak {r['fit_alloc_peak_gb']:.3f} GB" if "fit_alloc_peak_gb" in r else ""))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(res, fh, indent=1)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import cho_factor, cho_solve
+from scipy.linalg import LinAlgError, cho_factor, cho_solve, lu_factor, lu_solve
 
 #: a problem's Hessian is rebuilt when its last step kept more than this fraction of the Newton decrement (a
 #: rebuilt Hessian costs about three passes over the rows, a step two: below 1e-2 the chord steps are cheaper)
@@ -78,6 +78,17 @@ class Design:
         return out
 
 
+def _factor(H: np.ndarray):
+    """A solver of ``H p = g``: Cholesky, or LU where rounding left H not numerically positive definite (a Huber
+    loss with every row in its linear part gives unpenalised columns zero curvature)."""
+    try:
+        fac = cho_factor(H)
+        return lambda g: cho_solve(fac, g)
+    except LinAlgError:
+        fac = lu_factor(H)
+        return lambda g: lu_solve(fac, g)
+
+
 def _masks(n: int, folds: int | None):
     """(row weights (N, F) or None, rows per problem (F,))."""
     if folds is None:
@@ -120,11 +131,11 @@ def fit(design: Design, base, labels, loss, pen, W0, *, folds: int | None = None
     def hessian(S, j):
         h = loss.hess(S[:, j], labels)
         h = h * M[:, j] if M is not None else h
-        return cho_factor(design.grams(h)[0] / n_j[j] + np.diag(pen) + eye)
+        return _factor(design.grams(h)[0] / n_j[j] + np.diag(pen) + eye)
 
     S = design.dot(W) + base[:, None]
     val = objective(S, W, slice(None))
-    H = [cho_factor(H0[j] + eye) for j in range(F)] if H0 is not None else [hessian(S, j) for j in range(F)]
+    H = [_factor(H0[j] + eye) for j in range(F)] if H0 is not None else [hessian(S, j) for j in range(F)]
     last_dec = np.full(F, np.inf)  # each problem's decrement before its last step
     rebuild = np.zeros(F, dtype=bool)  # its last step had to backtrack
     active = list(range(F))
@@ -136,11 +147,11 @@ def fit(design: Design, base, labels, loss, pen, W0, *, folds: int | None = None
         P = np.empty_like(G)
         dec = np.empty(len(cols))
         for c, j in enumerate(cols):
-            P[:, c] = cho_solve(H[j], G[:, c])
+            P[:, c] = H[j](G[:, c])
             dec[c] = G[:, c] @ P[:, c]
             if rebuild[j] or dec[c] > REFRESH * last_dec[j]:  # the stale Hessian no longer pays: rebuild it
                 H[j] = hessian(S, j)
-                P[:, c] = cho_solve(H[j], G[:, c])
+                P[:, c] = H[j](G[:, c])
                 dec[c] = G[:, c] @ P[:, c]
         done = (dec <= DECREMENT_TOL) | ((dec <= ROUNDING) & (dec > 0.25 * last_dec[cols]))
         W[:, cols[done]] -= P[:, done]  # a last step that moves the objective by under 1e-24

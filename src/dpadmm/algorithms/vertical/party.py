@@ -98,7 +98,8 @@ def make_party(name, D, *, lam_sum, reg, private: PrivacySpec | None = None, bou
 
 
 def as_operator(D, max_density: float = 0.25):
-    """Dense float64 C-contiguous array, or CSR when the block is sparse enough to pay off.
+    """Dense float64 array with unit column stride (C-contiguous, or a column view of a C-ordered table), or CSR
+    when the block is sparse enough to pay off.
 
     Sparse input stays sparse (no copy when it already is float64 CSR) unless it is denser than
     ``max_density`` *and* small enough that the dense copy costs at most 64 MB.
@@ -111,7 +112,9 @@ def as_operator(D, max_density: float = 0.25):
         if D.nnz > max_density * D.shape[0] * D.shape[1] and dense_bytes <= 64 * 2**20:
             return np.ascontiguousarray(D.toarray())
         return D
-    D = np.ascontiguousarray(D, dtype=np.float64)
+    D = np.asarray(D, dtype=np.float64)
+    if not (D.strides[1] == 8 and D.strides[0] >= 8 * D.shape[1]):  # a column view of a C-ordered table stays
+        D = np.ascontiguousarray(D)  # a view (BLAS reads it as is at the same speed): no copy of every party's block
     if np.count_nonzero(D) <= max_density * D.size:
         return sp.csr_matrix(D)
     return D

@@ -28,6 +28,7 @@ Only steps 1–2 are timed (``history["seconds"]``): monitoring is not part of t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -66,6 +67,7 @@ class Hub:
     metrics: Callable | None = None
     metrics_every: int = 1
     random: bool = True
+    converged: Callable | None = None  # (cfg, state) -> bool: a stopping test on released values, every round
 
 
 @dataclass
@@ -140,6 +142,11 @@ class _BlasLibraries:
 _BLAS = _BlasLibraries()
 
 
+def blas_cap(threads: int | None):
+    """The BLAS cap of :func:`run` and :func:`start` as a context (None: BLAS left alone), e.g. around a refit."""
+    return contextlib.nullcontext() if threads is None else _BLAS.limit(threads)
+
+
 def _blas_limited(fn):
     """Let ``run`` take ``blas_threads`` (default 1): the cap on BLAS threads during the loop.
 
@@ -149,9 +156,7 @@ def _blas_limited(fn):
     """
     @functools.wraps(fn)
     def wrapper(*args, blas_threads: int | None = 1, **kwargs):
-        if blas_threads is None:
-            return fn(*args, **kwargs)
-        with _BLAS.limit(blas_threads):
+        with blas_cap(blas_threads):
             return fn(*args, **kwargs)
 
     return wrapper
@@ -281,7 +286,7 @@ def run(
                 "events": ledger.state(), "history": history,
             }, Path(checkpoint_dir) / CHECKPOINT_FILE)
             (Path(checkpoint_dir) / RELEASED_FILE).unlink(missing_ok=True)  # every event is in the checkpoint
-        if record.get("converged") and stop_on_convergence:
+        if stop_on_convergence and (record.get("converged") or hub.converged and hub.converged(hub.cfg, state)):
             result.converged = True
             stop = True
         if stop:
@@ -331,7 +336,7 @@ def _run_peer_to_peer(hub: Hub, names, backend, rounds: int, *, noise_seed, call
         if monitor and hub.metrics is not None and ((t + 1) % hub.metrics_every == 0 or t == rounds - 1):
             record.update(hub.metrics(hub.cfg, state, {n: reports[n]["history"][t] for n in names}))
         stop = _notify(result.history, record, callbacks, t)
-        if record.get("converged") and stop_on_convergence:
+        if stop_on_convergence and (record.get("converged") or hub.converged and hub.converged(hub.cfg, state)):
             result.converged = stop = True
         if stop:
             break

@@ -162,7 +162,8 @@ class _VerticalConfig:
             if self.penalty != "l2":
                 raise PrivacyPreconditionError(f"penalty={self.penalty!r}: the label-private protocol needs "
                                                "penalty='l2'.")
-        check_positive("tol", self.tol, allow_zero=True)
+        if self.tol is not None:
+            check_positive("tol", self.tol, allow_zero=True)
         check_choice("accountant", self.accountant, ACCOUNTANTS)
         check_choice("penalty", self.penalty, ("l2", "l1", "elasticnet"))
         check_choice("solver", self.solver, SOLVERS)

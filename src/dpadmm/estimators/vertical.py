@@ -28,7 +28,7 @@ class _VerticalADMM(_VerticalConfig, BaseEstimator):
 
     _loss_name = "logistic"
 
-    def __init__(self, *, lam: float = 1e-3, rho: float | str = "auto", max_iter: int | str = "auto", tol: float = 1e-6,
+    def __init__(self, *, lam: float = 1e-3, rho: float | str = "auto", max_iter: int | str = "auto", tol: float | None = 2e-3,
                  fit_intercept: bool = True, penalty: str = "l2", l1_ratio: float = 0.5,
                  adaptive_rho: bool = False, damping: float | str = "auto", epsilon: float | None = None, delta: float = 1e-5,
                  iteration_epsilon: float | None = None, noise_scale: float | None = None,
@@ -153,7 +153,15 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
     max_iter : rounds T (under DP, exactly the T the budgets are composed over). ``"auto"``: 100 ADMM
         iterations (also with randomized-response labels), 3 rounds of the Gaussian label-private protocol
         (2 label releases), 2 when the features are protected.
-    tol : primal/dual residual tolerance (non-private runs stop early when both are below it).
+    tol : stopping tolerance (Boyd et al. 2011, §3.3.1): the run stops once the primal residual
+        ``‖Σ_m D_m x̃_m − z‖ ≤ tol (√N + ‖z‖)`` and the dual residual ``ρ‖Δz‖ ≤ tol (√N + ‖y‖)``, checked
+        by the coordinator every round on what it computed from the released shares (monitored or not).
+        Applies where rounds are free — non-private fits and randomized-response labels (every round is
+        post-processing of the one release, so the label ε is the same whenever the run stops); the Gaussian
+        label protocol and feature-private fits run their declared ``max_iter`` rounds, priced up front.
+        Default 2e-3 (issue 37: the test log loss within 1e-4 of the optimum's in 42 of 100 rounds on 30,000
+        dense rows; it was 1e-6, 66–100 rounds); ``0`` or ``None`` runs ``max_iter`` rounds. ``n_iter_`` and
+        ``converged_`` say how the run ended.
     penalty : ``l2`` (needed for DP), ``l1`` or ``elasticnet`` (with ``l1_ratio``).
     epsilon, delta : feature-side total (ε, δ) budget of the run; σ is calibrated with the accountant
         so the T-fold composition spends at most ε at δ. ``delta`` is also the label side's δ.
@@ -252,7 +260,7 @@ class VerticalLinearRegression(RegressorMixin, _VerticalADMM):
     by ADMM sharing [Hu, Alg. 1]; same parameters as :class:`VerticalLogisticRegression` plus ``loss``."""
 
     def __init__(self, *, loss: str = "squared", lam: float = 1e-3, rho="auto", max_iter="auto",
-                 tol: float = 1e-6, fit_intercept: bool = True, penalty: str = "l2", l1_ratio: float = 0.5,
+                 tol: float | None = 2e-3, fit_intercept: bool = True, penalty: str = "l2", l1_ratio: float = 0.5,
                  adaptive_rho: bool = False, damping="auto", epsilon=None, delta: float = 1e-5, iteration_epsilon=None,
                  noise_scale=None, mechanism: str = "gaussian", relation: str = "feature_column", clip="auto",
                  label_epsilon=None, label_noise_scale=None, label_mechanism: str = "gaussian", fallback: bool = True,

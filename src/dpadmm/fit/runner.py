@@ -39,14 +39,19 @@ def session(backend, parties: Sequence[PartySpec], drive: Callable[[Any], T], *,
     (declared requests on the open backend), and close the backend — also when a step fails.
 
     ``rounds``: the run's declared number of rounds (a party with its own budget prices the whole run at Setup).
-    ``blas_threads``: the BLAS cap of the parties' setup (:func:`dpadmm.engine.start`; None leaves BLAS alone).
+    ``blas_threads``: the BLAS cap of the parties' setup (:func:`dpadmm.engine.start`; None leaves BLAS alone) and of
+    ``after`` (a label party's refit is dense linear algebra: uncapped, its BLAS threads fought the machine's other
+    work and took 24× the CPU seconds of one thread).
     ``close=False`` only where the caller keeps the backend for scoring afterwards (it closes it itself)."""
     t0 = time.perf_counter()
     engine.start(backend, parties, noise_seed=noise_seed, rounds=rounds, blas_threads=blas_threads)
     setup = time.perf_counter() - t0
     try:
         result = drive(backend)
-        extra = after(backend, result) if after is not None else None
+        extra = None
+        if after is not None:
+            with engine.blas_cap(blas_threads):
+                extra = after(backend, result)
     finally:
         if close:
             backend.close()

@@ -24,6 +24,7 @@ from .._history import History
 from .._validation import noise_seed
 from ..algorithms.vertical import label as vertical_label, messages as vertical_messages
 from ..algorithms.vertical import coordinator as vertical_coordinator, party as vertical_party
+from ..algorithms.vertical.coordinator import coordinator_converged
 from ..algorithms.vertical.messages import Setup
 from ..algorithms.vertical.protocol import PROTOCOL
 from ..algorithms.vertical.report import gaussian_assumptions, paper_assumptions, vertical_run_report
@@ -221,9 +222,12 @@ def fit_vertical(est, X, y, *, eval_set=None, callbacks: Sequence[Callable] = ()
         labels=noise.hub_labels, loss=loss, lam=lam_run, rho=rho,
         party_names=tuple(s.name for s in specs), bounds=bounds, fit_intercept=bool(est.fit_intercept),
         adaptive_rho=bool(est.adaptive_rho),
-        tol=float(est.tol), eval_labels={k: yv for k, (_, yv) in evals.items()}, label_privacy=noise.label_spec,
+        tol=float(est.tol or 0.0), eval_labels={k: yv for k, (_, yv) in evals.items()}, label_privacy=noise.label_spec,
     )
-    hub = engine.Hub(hub_cfg, vertical_coordinator.init_coordinator, vertical_coordinator.coordinator_step, vertical_coordinator.coordinator_metrics)
+    # the stopping rule reads the coordinator's residuals every round, monitored or not (rounds after the one
+    # randomized-response release are free, so a run on released labels stops when done too)
+    hub = engine.Hub(hub_cfg, vertical_coordinator.init_coordinator, vertical_coordinator.coordinator_step,
+                     vertical_coordinator.coordinator_metrics, converged=coordinator_converged)
     started: dict = {}
 
     def on_started(backend):
@@ -267,7 +271,7 @@ def fit_vertical(est, X, y, *, eval_set=None, callbacks: Sequence[Callable] = ()
                                       delta=est.delta, accountant=est.accountant, rounds=result.rounds,
                                       assumptions=assumptions, notes=notes, mechanism=est.mechanism,
                                       relation=est.relation, noise_source=result.noise_source)
-    elif not result.converged and max_iter > 1 and est.tol > 0:
+    elif not result.converged and max_iter > 1 and (est.tol or 0) > 0:
         warnings.warn(f"ADMM did not reach tol={est.tol} in max_iter={max_iter} iterations; "
                       "increase max_iter or use adaptive_rho=True.", ConvergenceWarning, stacklevel=3)
     return VerticalFit(party_dims=party_dims, coefs=out["coefs"], intercept=out["intercept"],

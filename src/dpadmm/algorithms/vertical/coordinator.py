@@ -84,15 +84,28 @@ def coordinator_step(cfg: CoordinatorConfig, state: CoordinatorState, outboxes: 
     return new_state, {name: msg for name in cfg.party_names}, []
 
 
+def coordinator_converged(cfg: CoordinatorConfig, state: CoordinatorState) -> bool:
+    """The stopping rule (Boyd et al. 2011, §3.3.1, with ε_abs = ε_rel = ``cfg.tol``): the primal residual
+    ``‖Σ_m D_m x̃_m − z‖ ≤ tol (√N + ‖z‖)`` and the dual residual ``ρ‖z − z_prev‖ ≤ tol (√N + ‖y‖)``.
+
+    Both residuals are what the coordinator computed from the released shares and its own z and y, so the
+    decision is post-processing of the messages the run released (with randomized-response labels, of the one
+    release ỹ: the labels the coordinator runs on); it reads no party's exact model or labels beyond that. The
+    label-private protocol's state carries no residuals (∞): it runs its declared rounds. ``tol = 0`` never stops.
+    """
+    if not cfg.tol > 0:
+        return False
+    scale = np.sqrt(cfg.labels.shape[0])
+    return bool(state.primal_residual <= cfg.tol * (scale + np.linalg.norm(state.z))
+                and state.dual_residual <= cfg.tol * (scale + np.linalg.norm(state.dual)))
+
+
 def coordinator_metrics(cfg: CoordinatorConfig, state: CoordinatorState, diagnostics: Mapping[str, dict]) -> dict:
     """Objective ``mean ℓ + λ Σ R_m`` at the true x, residuals, eval-set losses."""
-    n = cfg.labels.shape[0]
     score = sum(diagnostics[p]["train_score"] for p in cfg.party_names) + state.intercept
     train_loss = float(np.mean(cfg.loss.value(score, cfg.labels)))
     reg = float(sum(diagnostics[p]["reg"] for p in cfg.party_names))
-    scale = np.sqrt(n)
-    converged = (state.primal_residual <= cfg.tol * scale * (1 + np.linalg.norm(state.z) / scale)
-                 and state.dual_residual <= cfg.tol * scale * (1 + np.linalg.norm(state.dual) / scale))
+    converged = coordinator_converged(cfg, state)
     out = {
         "objective": train_loss + cfg.lam * reg,
         "train_loss": train_loss,

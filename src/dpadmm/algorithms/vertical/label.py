@@ -28,13 +28,13 @@ from __future__ import annotations
 from typing import Mapping
 
 import numpy as np
-import scipy.sparse as sp
 
 from ...privacy.events import LABEL_CHANGE, GaussianRelease, PureDPRelease
 from ...privacy.mechanisms import flip_probability
 
 from ...exceptions import ProtocolError
 from ...kernels.losses import get_loss
+from . import refit
 from .messages import (  # noqa: F401  (LabelPrivacy re-exported: its home is .messages)
     CoordinatorConfig, CoordinatorMessage, CoordinatorState, LabelPrivacy, PartyConfig, PartyMessage, PartyState,
 )
@@ -73,57 +73,10 @@ def label_private_step(cfg: CoordinatorConfig, state: CoordinatorState, outboxes
     return new_state, {name: msg for name in cfg.party_names}, [GaussianRelease("coordinator", t, C, sigma, LABEL_CHANGE)]
 
 
-def _newton_refit(f, A, base, labels, loss, pen, w):
-    """Damped Newton on the small refit objective ``f`` (value, gradient) over the columns of A:
-    Hessian ``Aᵀ diag(ℓ''/n) A + λ diag(pen)`` formed once per step in O(nnz·k); backtracking keeps
-    every step a descent."""
-    n, k = A.shape
-    val, grad = f(w)
-    for _ in range(100):
-        h = loss.hess(A @ w + base, labels) / n
-        H = A.T @ (A.multiply(h[:, None]) if sp.issparse(A) else A * h[:, None])
-        H = np.asarray(H.toarray() if sp.issparse(H) else H) + np.diag(pen) + 1e-12 * np.eye(k)
-        step = np.linalg.solve(H, grad)
-        t = 1.0
-        while True:
-            w_new = w - t * step
-            v_new, g_new = f(w_new)
-            if v_new <= val - 1e-4 * t * float(grad @ step) or t < 1e-10:
-                break
-            t *= 0.5
-        done = abs(val - v_new) <= 1e-15 * max(1.0, abs(val)) or float(np.abs(g_new).max()) <= 1e-12
-        w, val, grad = w_new, v_new, g_new
-        if done:
-            break
-    return w
-
-
-def _fit_rows(A, base, labels, loss, pen, w0, rows=None):
-    """``argmin_w mean_i ℓ(a_iᵀw + base_i, Y_i) + ½ Σ_j pen_j w_j²`` over ``rows`` (all by default):
-    Newton for at most 1,000 columns, L-BFGS otherwise; O(nnz) per evaluation."""
-    from scipy.optimize import minimize  # third-party, needed by this refit path only (start-up cost)
-
-    if rows is not None:
-        A, base, labels = A[rows], base[rows], labels[rows]
-    n = A.shape[0]
-    AT = A.T.tocsr() if sp.issparse(A) else A.T
-
-    def f(w):
-        s = A @ w + base
-        val = float(np.mean(loss.value(s, labels))) + 0.5 * float(pen @ (w * w))
-        grad = np.asarray(AT @ (loss.grad(s, labels) / n)).ravel() + pen * w
-        return val, grad
-
-    if A.shape[1] <= 1000:
-        return _newton_refit(f, A, base, labels, loss, pen, w0)
-    return minimize(f, w0, jac=True, method="L-BFGS-B", options={"maxiter": 5000, "gtol": 1e-10, "ftol": 1e-14}).x
-
-
-def _design(D, n, fit_intercept: bool, offset):
-    """The label party's refit columns: its block, then the intercept's ones, then the offset o."""
-    extra = ([np.ones(n)] if fit_intercept else []) + ([offset] if offset is not None else [])
-    E = np.column_stack(extra) if extra else np.zeros((n, 0))
-    return sp.hstack([sp.csr_matrix(D), sp.csr_matrix(E)], format="csr") if sp.issparse(D) else np.hstack([D, E])
+def _extra_columns(n: int, fit_intercept: bool, offset) -> np.ndarray:
+    """The refit's columns besides the label party's block: the intercept's ones, then the offset o."""
+    cols = ([np.ones(n)] if fit_intercept else []) + ([offset] if offset is not None else [])
+    return np.column_stack(cols) if cols else np.zeros((n, 0))
 
 
 #: folds of the label party's cross-validated choice (rows i ≡ k mod FOLDS form fold k: no randomness needed)
@@ -176,29 +129,29 @@ def refit_label_block(cfg: PartyConfig, state: PartyState, offset: np.ndarray, l
     lam = cfg.lam_sum / n if lam is None else float(lam)  # λ of the refit (the joint run may have used more)
     offset = np.asarray(offset, dtype=np.float64)
     k_b = 1 if fit_intercept else 0
-    A = _design(D, n, fit_intercept, offset if weigh_offset else None)
+    joint = refit.Design(D, _extra_columns(n, fit_intercept, offset if weigh_offset else None))
     base = np.zeros(n) if weigh_offset else offset  # the fixed part of every score
-    own_pen = np.full(d, lam * float(block_scale) ** 2)
-    pen = np.r_[own_pen, np.zeros(A.shape[1] - d)]
+    pen = np.r_[np.full(d, lam * float(block_scale) ** 2), np.zeros(joint.k - d)]
     w0 = np.r_[state.x, [intercept0] * k_b, [1.0] if weigh_offset else []]
-    w = _fit_rows(A, base, labels, loss, pen, w0)
+    w = refit.fit(joint, base, labels, loss, pen, w0)
     out = {"coef": w[:d], "intercept": float(w[d]) if fit_intercept else 0.0,
            "passive_weight": float(w[-1]) if weigh_offset else 1.0, "choice": "joint", "cv": None}
     if choose:
-        A0 = _design(D, n, fit_intercept, None)
-        pen0, zero = pen[:A0.shape[1]], np.zeros(n)
-        w_alone = _fit_rows(A0, zero, labels, loss, pen0, w0[:A0.shape[1]])
+        alone = refit.Design(D, _extra_columns(n, fit_intercept, None))
+        pen0, zero = pen[:alone.k], np.zeros(n)
+        w_alone = refit.fit(alone, zero, labels, loss, pen0, w0[:alone.k])
         fold = np.arange(n) % FOLDS
-        diff = np.empty(n)  # per-row held-out loss, joint minus alone
-        for k in range(FOLDS):
-            tr, te = fold != k, fold == k
-            wj = _fit_rows(A, base, labels, loss, pen, w, rows=tr)
-            wa = _fit_rows(A0, zero, labels, loss, pen0, w_alone, rows=tr)
-            lj, la = loss.value(A[te] @ wj + base[te], labels[te]), loss.value(A0[te] @ wa, labels[te])
-            diff[te] = lj - la
-            out.setdefault("_lj", []).append(float(np.sum(lj)))
-            out.setdefault("_la", []).append(float(np.sum(la)))
-        cv = {"joint": sum(out.pop("_lj")) / n, "alone": sum(out.pop("_la")) / n,
+        held = []  # per-row held-out loss of the joint model, then of the label party's own
+        for design, b, p, w_full in ((joint, base, pen, w), (alone, zero, pen0, w_alone)):
+            # every fold starts at the full fit, with its Hessian there (one pass over the rows for all folds)
+            H0 = None if design.k > refit.NEWTON_MAX_COLUMNS else refit.fold_hessians(
+                design, loss.hess(design.dot(w_full) + b, labels), p, FOLDS)
+            W = refit.fit(design, b, labels, loss, p, np.repeat(w_full[:, None], FOLDS, axis=1), folds=FOLDS, H0=H0)
+            held.append(loss.value(np.take_along_axis(design.dot(W), fold[:, None], axis=1)[:, 0] + b, labels))
+        lj, la = held
+        diff = lj - la
+        cv = {"joint": sum(float(np.sum(lj[k::FOLDS])) for k in range(FOLDS)) / n,
+              "alone": sum(float(np.sum(la[k::FOLDS])) for k in range(FOLDS)) / n,
               "standard_error": float(diff.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0}
         out["cv"] = cv
         # the joint model must win by more than MARGIN standard errors of the held-out difference: a gain

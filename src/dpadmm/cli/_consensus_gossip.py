@@ -99,7 +99,7 @@ def _read_bounds(path: Path):
     return arr[:, 0], arr[:, 1]
 
 
-def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bounds, iterations, test, test_fraction,
+def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsilon, delta, bounds, iterations, test, test_fraction,
             runs, normalize, seed, monitor, out, quiet, backend, backend_args, zhang_options):
     """``dpadmm consensus --epsilon E`` without --perturbation: noisy-gradient gossip (:mod:`dpadmm.algorithms.gossip`)."""
     import numpy as np
@@ -133,17 +133,23 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
         check_int("iterations", iterations)
     check_int("runs", runs)
     check_test_source(test, test_fraction)
-    if data != "adult" and not Path(data).is_file():
+    if node_data is None and data != "adult" and not Path(data).is_file():
         raise DataFileError(f"data file not found: {data}; give 'adult' or a LIBSVM file.")
     load_wall, load_cpu = time.perf_counter(), time.process_time()
-    X, y = load_data(data, seed=0 if seed is None else seed)
+    if node_data is not None:  # the user's nodes, as given (cli/_consensus_nodes.py)
+        X, y = np.concatenate(node_data[0]), np.concatenate(node_data[1])
+    else:
+        X, y = load_data(data, seed=0 if seed is None else seed)
     declared = _read_bounds(bounds) if bounds is not None else None
     if declared is not None and declared[0].shape[0] != X.shape[1]:
         raise InvalidParameterError(f"--bounds {bounds} has {declared[0].shape[0]} rows but the data {X.shape[1]} "
                                     "feature columns; give one 'lo,hi' row per column.")
     if declared is not None and not np.all(declared[1] > declared[0]):
         raise InvalidParameterError(f"--bounds {bounds}: every row needs lo < hi.")
-    X, y, X_test, y_test = test_split(X, y, test, test_fraction, seed)
+    if node_data is not None:
+        X_test, y_test = node_data[2], node_data[3]
+    else:
+        X, y, X_test, y_test = test_split(X, y, test, test_fraction, seed)
     load_wall, load_cpu = time.perf_counter() - load_wall, time.process_time() - load_cpu
     if iterations is None:
         iterations = default_schedule(len(y), X.shape[1], epsilon, n_nodes=nodes, delta=delta,
@@ -156,14 +162,16 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
             metrics = run_gossip(data=data, X=X, y=y, nodes=nodes, topology=topology, split=split,
                                  uneven_ratio=uneven_ratio, epsilon=epsilon, delta=delta, rounds=iterations, runs=runs,
                                  seed=seed, bounds=declared, monitor=monitor, X_test=X_test, y_test=y_test,
-                                 progress=cb, backend=backend, backend_options=options, fit_kwargs=run_opts.begin())
+                                 progress=cb, backend=backend, backend_options=options, fit_kwargs=run_opts.begin(),
+                                 node_data=None if node_data is None else (node_data[0], node_data[1], node_data[4]))
         model_arrays = metrics.pop("_model")
         node_arrays = metrics.pop("_node_models", None)
         if backend_args["peer_to_peer"]:
             metrics["config"]["peer_to_peer"] = True  # the nodes exchanged with their neighbours, not via this side
         f = metrics["final"]
         train = (f"final training loss mean {f['train_loss_mean']:.5f}, " if "train_loss_mean" in f else "")
-        console.print(f"noisy-gradient gossip: nodes {nodes} ({topology}, {split}), {runs} run(s) x {iterations} rounds: "
+        layout = "as given" if node_data is not None else split
+        console.print(f"noisy-gradient gossip: nodes {nodes} ({topology}, {layout}), {runs} run(s) x {iterations} rounds: "
                       f"{train}consensus error {f['consensus_error_mean']:.3g}; column bounds: {f['bounds_source']}")
         console.print("privacy: " + "\n  ".join(metrics["privacy"]["summary"]))
         fix = "more budget (--epsilon), more rows per node, fewer --nodes or declared --bounds."

@@ -37,9 +37,24 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
                uneven_ratio: float = 10.0, epsilon: float | None = 1.0, delta: float = 1e-5, rounds: int | None = None,
                runs: int = 1, seed: int | None = None, bounds=None, row_clip: float | None = None,
                backend: str = "inprocess", backend_options: dict | None = None, monitor: bool | None = None,
-               X_test=None, y_test=None, progress: Callable | None = None, fit_kwargs: dict | None = None) -> dict:
+               X_test=None, y_test=None, progress: Callable | None = None, fit_kwargs: dict | None = None,
+               node_data=None) -> dict:
+    """``node_data``: ``(Xs, ys, node_tests)`` — the user's nodes as given (one dataset per node, raw labels of two
+    classes) and, or None, each node's own test ``(X, y)``, on which its own model is then judged (local
+    evaluation); otherwise ``X``/``y`` are split at random into ``nodes`` (``split``)."""
     data_seed = 0 if seed is None else seed
-    Xs, ys = _node_data(X, y, nodes, split, uneven_ratio, data_seed)
+    node_tests = None
+    if node_data is not None:
+        Xs, raw, node_tests = node_data
+        y_all, classes = binary_labels("labels", np.concatenate([np.asarray(v).ravel() for v in raw]))
+        cuts = np.cumsum([0] + [len(v) for v in raw])
+        Xs, ys, split = list(Xs), [y_all[a:b] for a, b in zip(cuts[:-1], cuts[1:])], "as given"
+        nodes = len(Xs)
+        if node_tests is not None:
+            node_tests = [(np.asarray(x, dtype=np.float64), np.where(np.asarray(t).ravel() == classes[1], 1.0, -1.0))
+                          for x, t in node_tests]
+    else:
+        Xs, ys = _node_data(X, y, nodes, split, uneven_ratio, data_seed)
     G = make_graph(topology, nodes, random_state=np.random.default_rng([data_seed, 2]))
     y_test_pm = None
     if X_test is not None:
@@ -77,9 +92,10 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         if X_test is not None:
             z = model.decision_function(X_test)
             test_losses.append(float(np.mean(np.logaddexp(0.0, -y_test_pm * z))))
-            if model.node_coefs_ is not None:  # each node's own recalibrated model (calibration.py)
-                node_losses.append([float(np.mean(np.logaddexp(0.0, -y_test_pm * model.decision_function(X_test, i))))
-                                    for i in range(nodes)])
+            if model.node_coefs_ is not None:  # each node's own model (calibration.py), on its own test rows
+                evals = node_tests or [(X_test, y_test_pm)] * nodes
+                node_losses.append([float(np.mean(np.logaddexp(0.0, -t * model.decision_function(x, i))))
+                                    for i, (x, t) in enumerate(evals)])
     rep = model.privacy_
     eps_final = float(rep.epsilon) if rep is not None else None
     dp_rates = [p for p in rates if p is not None]

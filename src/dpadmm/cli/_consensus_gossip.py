@@ -15,6 +15,13 @@ BASE_RATE_SOURCE = {"training-labels": "the training base rate", "dp": "the DP b
                     "test-set": "the test set's own base rate: local evaluation"}
 
 
+NODE_CHOICE_HEADER = ("the model each node uses (its choice by cross-validation on its own rows: local, nothing "
+                      "released, no ε; node_models.npz):")
+NODE_CHOICE_NAMES = {"consensus": "the consensus model recalibrated on its own rows",
+                     "own": "its own model, fitted on its own rows alone",
+                     "base-rate": "its own base rate"}
+
+
 def backend_options(backend: str, *, ray_address, ray_resources, timeout, peer, tls, insecure, peer_to_peer, out,
                     checkpoint_every=None, resume=None, run_opts: list | None = None) -> dict:
     """The options of ``get_backend`` for a consensus run (both protocols), after one validation of the backend
@@ -181,9 +188,8 @@ def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsil
                           f"{f['test_base_rate_loss']:.5f} ({BASE_RATE_SOURCE[f['test_base_rate_source']]})")
             if "node_test_log_loss" in f:  # what the nodes use: judged as a whole, run by run
                 worse = f["consensus_runs_worse_than_base_rate"]
-                console.print(f"  each node's own model (the consensus recalibrated on its own rows; not for "
-                              f"release, no ε): mean {f['node_test_log_loss']:.5f}, worst node "
-                              f"{f['node_test_loss_max']:.5f}")
+                console.print(f"  each node's own model (its choice, below; not for release, no ε): mean "
+                              f"{f['node_test_log_loss']:.5f}, worst node {f['node_test_loss_max']:.5f}")
                 if worse:
                     console.print(f"  the consensus model itself (coefs: the shareable output) is worse than the "
                                   f"base rate in {worse} of {len(f['test_loss'])} run(s); each node's recalibrated "
@@ -196,6 +202,10 @@ def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsil
         else:  # a private run without --monitor keeps no training loss: nothing to judge without a test set
             v = verdict("final training loss", f.get("train_loss_mean"), f.get("base_rate_train_loss"),
                         "predicting the base rate", fix)
+        if f.get("node_choice"):  # what each node hands itself, and why (local: judged on its own rows, no ε)
+            console.print(NODE_CHOICE_HEADER)
+            for i, (c, why) in enumerate(zip(f["node_choice"][-1], f["node_choice_reasons"])):
+                console.print(f"  node{i}: {NODE_CHOICE_NAMES[c]} ({why})")
         metrics["verdict"] = v
         if v:
             console.print(v)

@@ -334,8 +334,9 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         DP base rate's logit with f̄ = 0 when that was handed over; margins clipped to ±4 when the private
         model was handed over after the accounted comparison.
 
-        ``node=i`` (gossip): node i's own model — recalibrated on its own rows (``node_coefs_[i]``) when the fit
-        recalibrated, else its consensus model ``coefs_[i]``."""
+        ``node=i`` (gossip): node i's own model — its choice by cross-validation on its own rows (``node_coefs_[i]``,
+        ``node_choice_[i]``: its recalibrated consensus, its own model in raw units, or its own base rate;
+        :mod:`dpadmm.algorithms.gossip.choice`) when the fit recalibrated, else its consensus model ``coefs_[i]``."""
         if not hasattr(self, "coef_"):
             from sklearn.exceptions import NotFittedError
 
@@ -357,6 +358,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                 w = np.append(self.coef_, self.intercept_)
             elif getattr(self, "node_coefs_", None) is not None:
                 w = np.append(self.node_coefs_[node], self.node_intercepts_[node])
+                if (getattr(self, "node_spaces_", None) or [None] * (node + 1))[node] == "raw":
+                    return np.nan_to_num(A) @ w[:-1] + w[-1]  # the node's own model, in raw units (choice.py)
             else:
                 w = np.append(self.coefs_[node], self.intercepts_[node])
             return gossip_mech.prepare(A, lo, hi, R) @ w

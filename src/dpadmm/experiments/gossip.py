@@ -68,6 +68,7 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
     private = epsilon is not None
     training = not private or bool(monitor)
     curves, consensus, test_losses, train_final, secs, node_losses, rates = [], [], [], [], [], [], []
+    choices = []  # per run, each node's choice (algorithms.gossip.choice): names only, its CV losses stay local
     fit_wall = fit_cpu = 0.0  # the estimator's fit alone (no loading, no evaluation), summed over the runs
     model = None
     t0 = time.perf_counter()
@@ -82,6 +83,8 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         fit_wall, fit_cpu = fit_wall + time.perf_counter() - w0, fit_cpu + time.process_time() - c0
         lo, hi, R = model._gossip
         rates.append(model._gossip_base_rate)
+        if model.node_choice_ is not None:
+            choices.append(list(model.node_choice_))
         if training:
             Xt_nodes = [mech.prepare(x, lo, hi, R) for x in Xs]
             curves.append(_losses(model.path_, Xt_nodes, ys))
@@ -144,6 +147,7 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
             "dp_positive_share": rates if private else None,
             "column_bounds": model.column_bounds_.tolist(), "bounds_source": model.bounds_source_,
             **test,
+            **({"node_choice": choices, "node_choice_reasons": model.node_choice_reasons_} if choices else {}),
             "evaluated_by": ("the simulation driver, from the released models" + (
                 "; the training losses are monitoring (--monitor), outside the guarantee" if private and training
                 else "" if training else "; test figures are local evaluation on the test set, no training-data "
@@ -173,6 +177,9 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         # own (node_models.npz), never beside the shareable model
         "_node_models": None if model.node_coefs_ is None else {
             "node_coefs": model.node_coefs_, "node_intercepts": model.node_intercepts_,
-            "calibration": model.calibration_, "column_lo": model.column_bounds_[:, 0],
+            "calibration": model.calibration_, "choice": np.asarray(model.node_choice_),
+            # each node's 5-fold CV log loss on its own rows of its recalibrated consensus, own model and own base
+            # rate (local evaluation: the node's, never in metrics.json)
+            "choice_cv_local": model.node_choice_cv_, "column_lo": model.column_bounds_[:, 0],
             "column_hi": model.column_bounds_[:, 1], "row_clip": np.float64(model._gossip[2])},
     }

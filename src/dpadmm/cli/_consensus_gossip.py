@@ -135,7 +135,8 @@ def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsil
     check_positive("epsilon", epsilon)
     if not 0.0 < delta < 1.0:
         raise InvalidParameterError(f"delta must be in (0, 1), got delta={delta}.")
-    check_int("nodes", nodes, minimum=2)
+    if node_data != "own-files":  # else: the nodes that answer (cli/_consensus_nodes.remote_nodes)
+        check_int("nodes", nodes, minimum=2)
     if iterations is not None:
         check_int("iterations", iterations)
     check_int("runs", runs)
@@ -143,13 +144,22 @@ def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsil
     if node_data is None and data != "adult" and not Path(data).is_file():
         raise DataFileError(f"data file not found: {data}; give 'adult' or a LIBSVM file.")
     load_wall, load_cpu = time.perf_counter(), time.process_time()
-    if node_data is not None:  # the user's nodes, as given (cli/_consensus_nodes.py)
+    refs = None  # grpc with --own-files: every node reads its own file; this side holds references only
+    if node_data == "own-files":
+        from ..backends import get_backend
+        from ._consensus_nodes import remote_nodes, remote_test
+
+        refs = remote_nodes(get_backend(backend, **options))
+        nodes, X, y = len(refs), None, None
+        node_data = (refs, None, *remote_test(test, refs[0].shape[1]), None)
+    elif node_data is not None:  # the user's nodes, as given (cli/_consensus_nodes.py)
         X, y = np.concatenate(node_data[0]), np.concatenate(node_data[1])
     else:
         X, y = load_data(data, seed=0 if seed is None else seed)
+    n_rows, d = (len(y), X.shape[1]) if refs is None else (sum(r.shape[0] for r in refs), refs[0].shape[1])
     declared = _read_bounds(bounds) if bounds is not None else None
-    if declared is not None and declared[0].shape[0] != X.shape[1]:
-        raise InvalidParameterError(f"--bounds {bounds} has {declared[0].shape[0]} rows but the data {X.shape[1]} "
+    if declared is not None and declared[0].shape[0] != d:
+        raise InvalidParameterError(f"--bounds {bounds} has {declared[0].shape[0]} rows but the data {d} "
                                     "feature columns; give one 'lo,hi' row per column.")
     if declared is not None and not np.all(declared[1] > declared[0]):
         raise InvalidParameterError(f"--bounds {bounds}: every row needs lo < hi.")
@@ -159,7 +169,7 @@ def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsil
         X, y, X_test, y_test = test_split(X, y, test, test_fraction, seed)
     load_wall, load_cpu = time.perf_counter() - load_wall, time.process_time() - load_cpu
     if iterations is None:
-        iterations = default_schedule(len(y), X.shape[1], epsilon, n_nodes=nodes, delta=delta,
+        iterations = default_schedule(n_rows if refs is not None else len(y), d, epsilon, n_nodes=nodes, delta=delta,
                                       range_rounds=0 if declared is not None else DEFAULT_RANGE_ROUNDS).rounds
     note = bk.resume_note(run_opts, iterations + (0 if declared is not None else DEFAULT_RANGE_ROUNDS))
     if note:

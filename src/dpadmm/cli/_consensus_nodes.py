@@ -128,3 +128,45 @@ def load_nodes(node: Sequence[Path], test_node: Sequence[Path], test, *, label_c
         if test_node:
             node_tests = list(zip(Xt, yt))
     return Xs, ys, X_test, y_test, node_tests
+
+
+def remote_nodes(backend, key: str = "train") -> list:
+    """Over gRPC, each node's own file: one :class:`~dpadmm.protocol.PartyData` reference per ``--peer`` (in
+    ``--peer`` order, named node0, node1, …), shaped by the rows and columns the node reports in its Hello (its
+    size is public in the gossip protocol: the step is scaled by N/n). The nodes read their files themselves."""
+    from ..protocol import PartyData
+
+    names = list(backend.peers)
+    expected = [f"node{i}" for i in range(len(names))]
+    if names != expected:
+        raise InvalidParameterError(f"nodes reading their own files must be --peer node0=…, node1=…, … in order; got "
+                                    f"{', '.join(names)}.")
+    if len(names) < 2:
+        raise InvalidParameterError("give at least two nodes (--peer node0=HOST:PORT --peer node1=HOST:PORT …).")
+    info = backend.hello(names)
+    refs, cols = [], set()
+    for nm in names:
+        facts = (info[nm].get("data") or {}).get(key)
+        if facts is None:
+            raise InvalidParameterError(f"node {nm!r} was started without its own file; restart it with "
+                                        f"`dpadmm party serve --data {key}=FILE`.")
+        cols.add(int(facts["columns"]))
+        refs.append(PartyData(key, {"part": "X"}, (int(facts["rows"]), int(facts["columns"]))))
+    if len(cols) > 1:
+        raise InvalidParameterError(f"the nodes' files have different column counts ({sorted(cols)}); give every node "
+                                    "a file with the same feature columns.")
+    return refs
+
+
+def remote_test(test, d: int):
+    """``(X_test, y_test)`` of a pooled ``--test`` FILE (LIBSVM or CSV) for nodes that read their own files, or
+    ``(None, None)``."""
+    if test is None:
+        return None, None
+    import numpy as np
+
+    (X,), (y,), _ = read_node_files([test], role="--test")
+    if X.shape[1] > d:
+        raise InvalidParameterError(f"test file {test} has {X.shape[1]} features but the nodes {d}; use the same "
+                                    "feature columns.")
+    return np.hstack([X, np.zeros((X.shape[0], d - X.shape[1]))]) if X.shape[1] < d else X, y

@@ -93,6 +93,8 @@ def consensus(
     where: opt.Parties = None,  # the "Where the parties run" block, spelled out for typer by @opt.grouped
     peer_to_peer: bool = typer.Option(False, "--peer-to-peer", rich_help_panel=bk.BACKEND_PANEL,
                                       help="grpc: nodes talk to their neighbours."),
+    own_files: bool = typer.Option(False, "--own-files", rich_help_panel=bk.BACKEND_PANEL,
+                                   help="grpc: each node reads its own file (party serve --data train=FILE)."),
     checkpoint_every: Optional[int] = bk.checkpoint_every_option(),
     resume: Optional[Path] = bk.resume_option(),
 ):
@@ -100,7 +102,15 @@ def consensus(
     backend = where.backend
     ray_address, ray_resources, timeout = where.ray_address, where.ray_resources, where.timeout
     peer, tls, insecure = where.peer, where.tls, where.insecure
-    if node or test_node:
+    if own_files:
+        if epsilon is None or perturbation != "none" or backend != "grpc":
+            raise InvalidParameterError("--own-files: nodes started with `dpadmm party serve --data train=FILE` each "
+                                        "read their own file; give --backend grpc --peer node0=… … and --epsilon E.")
+        if node or test_node or data is not None or nodes is not None or test_fraction > 0:
+            raise InvalidParameterError("--own-files: the nodes read their own files; drop --node/--test-node/--data/"
+                                        "--nodes/--test-fraction (a pooled --test FILE is allowed).")
+        node_data, data = "own-files", "each node's own file"
+    elif node or test_node:
         if epsilon is None or perturbation != "none":
             raise InvalidParameterError("--node files run the noisy-gradient gossip protocol: give --epsilon E "
                                         "(without --perturbation).")

@@ -22,6 +22,7 @@ from ..fit.gossip import fit_estimator
 from ..backends import get_backend
 from ..data.graphs import adjacency, make_graph, split_indices
 from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
+from ..protocol import PartyData
 from ..algorithms.consensus.report import pp_assumptions, with_fallback, zhang_privacy_curve, zhang_report
 from ..privacy.threats import finish
 from .._history import History
@@ -178,6 +179,9 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                                         "use perturbation='pp' for a growing penalty.")
 
     def _node_data(self, X, y, seed: np.random.SeedSequence):
+        if isinstance(X, (list, tuple)) and X and all(isinstance(x, PartyData) for x in X):  # each node's own file
+            ys = y if y is not None else [PartyData(x.key, dict(x.params, part="y"), x.shape[:1]) for x in X]
+            return list(X), list(ys), np.array([-1.0, 1.0])  # the node reads its labels as ±1 (consensus.node)
         if isinstance(X, (list, tuple)):
             if y is None or not isinstance(y, (list, tuple)) or len(y) != len(X):
                 raise InvalidDataError("with a list of node datasets X, give a list y of the same length.")

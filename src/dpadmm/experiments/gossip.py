@@ -15,6 +15,7 @@ from ..algorithms.gossip.schedule import DEFAULT_RANGE_ROUNDS, default_schedule
 from ..backends import get_backend
 from ..data.graphs import make_graph
 from ..estimators.consensus import ConsensusLogisticRegression
+from ..exceptions import InvalidParameterError
 from ..privacy.ledger import nonprivate_privacy, not_protected
 from .zhang import _base_rate_loss, _base_rate_loss_on, _node_data
 
@@ -44,7 +45,12 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
     evaluation); otherwise ``X``/``y`` are split at random into ``nodes`` (``split``)."""
     data_seed = 0 if seed is None else seed
     node_tests = None
-    if node_data is not None:
+    if node_data is not None and node_data[1] is None:  # each node reads its own file (grpc): references only
+        Xs, ys, split, nodes = list(node_data[0]), None, "as given (each node's own file)", len(node_data[0])
+        if monitor:
+            raise InvalidParameterError("--monitor evaluates the training loss on the nodes' rows, which stay at the "
+                                        "nodes here: drop --monitor.")
+    elif node_data is not None:
         Xs, raw, node_tests = node_data
         y_all, classes = binary_labels("labels", np.concatenate([np.asarray(v).ravel() for v in raw]))
         cuts = np.cumsum([0] + [len(v) for v in raw])
@@ -61,12 +67,12 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         X_test = np.asarray(X_test.toarray() if hasattr(X_test, "toarray") else X_test, dtype=np.float64)
         y_test_pm, _ = binary_labels("test labels", y_test)
     if rounds is None:
-        rounds = default_schedule(int(sum(len(v) for v in ys)), int(Xs[0].shape[1]), epsilon, n_nodes=nodes,
+        rounds = default_schedule(int(sum(x.shape[0] for x in Xs)), int(Xs[0].shape[1]), epsilon, n_nodes=nodes,
                                   delta=delta, range_rounds=0 if bounds is not None else DEFAULT_RANGE_ROUNDS).rounds
     # a private run keeps no un-noised function of the training rows unless monitoring was asked for: no training
     # loss, no exact base rate (the nodes' labels counted) — the DP base rate where range rounds released one
     private = epsilon is not None
-    training = not private or bool(monitor)
+    training = (not private or bool(monitor)) and ys is not None
     curves, consensus, test_losses, train_final, secs, node_losses, rates = [], [], [], [], [], [], []
     choices = []  # per run, each node's choice (algorithms.gossip.choice): names only, its CV losses stay local
     fit_wall = fit_cpu = 0.0  # the estimator's fit alone (no loading, no evaluation), summed over the runs
@@ -158,7 +164,7 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
                         "records", "non-private run: every node broadcasts its model without noise")},
                         note="non-private run: epsilon is infinite")),
         "config": {
-            "data": data, "protocol": "noisy-gradient-gossip", "n_samples": int(sum(len(v) for v in ys)),
+            "data": data, "protocol": "noisy-gradient-gossip", "n_samples": int(sum(x.shape[0] for x in Xs)),
             "n_features": int(Xs[0].shape[1]), "backend": backend, "nodes": nodes,
             "topology": str(topology) if not hasattr(topology, "nodes") else "networkx graph",
             "edges": int(G.number_of_edges()), "split": split, "uneven_ratio": uneven_ratio,

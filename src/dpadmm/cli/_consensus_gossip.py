@@ -202,8 +202,8 @@ def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsil
                               f"{f['node_test_log_loss']:.5f}, worst node {f['node_test_loss_max']:.5f}")
                 if worse:
                     console.print(f"  the consensus model itself (coefs: the shareable output) is worse than the "
-                                  f"base rate in {worse} of {len(f['test_loss'])} run(s); each node's recalibrated "
-                                  f"model (node_models.npz) is the one it should use")
+                                  f"base rate in {worse} of {len(f['test_loss'])} run(s); each node's chosen model "
+                                  f"(node_models.npz) is the one it should use")
                 v = verdict("the nodes' mean test log loss", f["node_test_loss_run_max"], f["test_base_rate_loss"],
                             BASE_RATE_NAMES[f["test_base_rate_source"]], fix)
             else:

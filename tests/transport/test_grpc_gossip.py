@@ -70,8 +70,9 @@ def test_a_budgeted_node_refuses_a_run_beyond_its_budget(tmp_path):
         stop()
 
 
-def _p2p_nodes(tmp_path, n_nodes):
-    """One ``NodeService`` per node of a ring, each given its two neighbours' addresses (insecure loopback)."""
+def _p2p_nodes(tmp_path, n_nodes, files=None):
+    """One ``NodeService`` per node of a ring, each given its two neighbours' addresses (insecure loopback);
+    ``files``: each node's own training file (it then accepts no coordinator data)."""
     from dpadmm.backends.grpc_p2p import NodeService
     from dpadmm.backends.grpc_party import make_server
     from conftest import free_ports
@@ -80,8 +81,9 @@ def _p2p_nodes(tmp_path, n_nodes):
     servers, services = [], []
     for i in range(n_nodes):
         nbrs = {f"node{j}": f"127.0.0.1:{ports[j]}" for j in {(i - 1) % n_nodes, (i + 1) % n_nodes}}
-        svc = NodeService(name=f"node{i}", protocol=[PROTOCOL], data={}, out=tmp_path / f"node{i}", secure=False,
-                          accept_coordinator_data=True, allow_seeded_noise=True, max_epsilon=5.0, delta=1e-5,
+        svc = NodeService(name=f"node{i}", protocol=[PROTOCOL], data={} if files is None else {"train": files[i]},
+                          out=tmp_path / f"node{i}", secure=False, accept_coordinator_data=files is None,
+                          allow_seeded_noise=True, max_epsilon=5.0, delta=1e-5,
                           neighbours=nbrs, exchange_timeout=30.0)
         srv, _ = make_server(svc, f"127.0.0.1:{ports[i]}", None)
         srv.start()
@@ -160,3 +162,75 @@ def test_cli_gossip_over_grpc_peer_to_peer_equals_in_process(tmp_path, capsys):
     code, _, err = run_cli([*base[:5], *base[7:], "--backend", "grpc", "--peer-to-peer", "--insecure",
                             *[f"--peer={n}={a}" for n, a in peers.items()]], capsys)
     assert code == 2 and "--peer-to-peer with --epsilon needs --bounds FILE" in err, err
+
+
+def test_each_node_reads_its_own_file_and_the_model_equals_in_process(tmp_path):
+    """Natural nodes over gRPC: every node serves its own CSV (``party serve --data train=FILE``, no coordinator
+    data); the coordinator sends only references; the model equals the in-process fit on the same node lists."""
+    import pandas as pd
+    from conftest import serve_parties
+
+    from dpadmm.cli._consensus_nodes import remote_nodes
+    from dpadmm.protocol import PartyData
+
+    X, y = _data(n=300)
+    parts = [slice(0, 60), slice(60, 170), slice(170, 300)]  # uneven natural nodes
+    names = [f"node{i}" for i in range(3)]
+    files = {}
+    for nm, sl in zip(names, parts):
+        files[nm] = tmp_path / f"{nm}.csv"
+        pd.DataFrame({"year": X[sl, 0], "amount": X[sl, 1], "flag": X[sl, 2], "y": y[sl]}).to_csv(files[nm], index=False)
+    services = {nm: PartyService(name=nm, protocol=[PROTOCOL], data={"train": files[nm]}, out=tmp_path / nm,
+                                 secure=False, allow_seeded_noise=True, max_epsilon=5.0, delta=1e-5)
+                for nm in names}
+    peers, stop = serve_parties(services)
+    try:
+        backend = GrpcBackend(peers, insecure=True, timeout=60)
+        Xs = remote_nodes(backend)
+        assert all(isinstance(x, PartyData) for x in Xs) and [x.shape for x in Xs] == [(60, 3), (110, 3), (130, 3)]
+        remote = _model(backend).fit(Xs, None)
+    finally:
+        stop()
+    local = _model("inprocess").fit([X[sl] for sl in parts], [np.where(y[sl] > 0, 1, -1) for sl in parts])
+    np.testing.assert_allclose(remote.coef_, local.coef_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(remote.node_sizes_, [60, 110, 130])
+    for i, nm in enumerate(names):  # each node chose its own model on its own rows, as the simulation did
+        z = np.load(tmp_path / nm / "model.npz")
+        assert str(z["choice"]) == local.node_choice_[i]
+        np.testing.assert_allclose(z["recalibrated"], np.append(local.node_coefs_[i], local.node_intercepts_[i]),
+                                   rtol=1e-8, atol=1e-10)
+
+
+def test_cli_peer_to_peer_nodes_each_serve_their_own_file(tmp_path, capsys):
+    """``dpadmm consensus --backend grpc --peer-to-peer --own-files``: each node serves its own CSV and the coordinator
+    holds none; the model equals the in-process ``--node`` run on the same files at the same seed."""
+    import pandas as pd
+
+    from conftest import run_cli
+
+    X, y = _data(n=400)
+    files = []
+    for i, sl in enumerate([slice(0, 70), slice(70, 160), slice(160, 290), slice(290, 400)]):
+        files.append(tmp_path / f"node{i}.csv")
+        pd.DataFrame({"year": X[sl, 0], "amount": X[sl, 1], "flag": X[sl, 2], "y": y[sl]}).to_csv(files[-1], index=False)
+    (tmp_path / "bounds.csv").write_text("lo,hi\n1985,2015\n0,200\n0,1\n")
+    base = ["consensus", "--epsilon", 1, "--bounds", tmp_path / "bounds.csv", "--topology", "ring", "--seed", 3,
+            "--quiet"]
+    peers, services, stop = _p2p_nodes(tmp_path, 4, files)
+    try:
+        code, _, err = run_cli([*base, "--backend", "grpc", "--peer-to-peer", "--own-files", "--insecure",
+                                *[f"--peer={n}={a}" for n, a in peers.items()], "--out", tmp_path / "p2p"], capsys)
+    finally:
+        stop()
+    assert code == 0, err
+    code, _, err = run_cli([*base, *[a for f in files for a in ("--node", f)], "--out", tmp_path / "inproc"], capsys)
+    assert code == 0, err
+    a, b = (np.load(tmp_path / d / "model.npz") for d in ("p2p", "inproc"))
+    np.testing.assert_allclose(a["coefs"], b["coefs"], rtol=1e-9, atol=1e-12)
+    m = json.loads((tmp_path / "p2p" / "metrics.json").read_text())
+    assert m["config"]["nodes"] == 4 and (m["config"]["node_size_min"], m["config"]["node_size_max"]) == (70, 130)
+    own = np.load(tmp_path / "inproc" / "node_models.npz")
+    for i in range(4):  # each node chose on its own rows what the simulation chose for it
+        assert str(np.load(tmp_path / f"node{i}" / "model.npz")["choice"]) == str(own["choice"][i])
+    code, _, err = run_cli([*base, "--own-files", "--node", files[0], "--node", files[1]], capsys)
+    assert code == 2 and "--own-files" in err and err.count("error:") == 1

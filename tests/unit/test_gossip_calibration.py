@@ -167,7 +167,8 @@ def test_a_hosted_node_writes_its_consensus_and_its_recalibrated_model(tmp_path)
         np.testing.assert_allclose(z["recalibrated"], np.append(m.node_coefs_[i], m.node_intercepts_[i]),
                                    rtol=1e-10, atol=1e-12)
         meta = json.loads((tmp_path / f"node{i}" / "model.json").read_text())
-        assert meta["arrays"] == ["calibration", "coef", "recalibrated"] and meta["private"] is True
+        assert meta["arrays"] == ["calibration", "choice", "coef", "recalibrated", "space"] and meta["private"] is True
+        assert str(z["choice"]) == m.node_choice_[i]
 
 
 def test_node_models_of_the_estimator():
@@ -178,7 +179,10 @@ def test_node_models_of_the_estimator():
     lo, hi, R = m._gossip
     for i in range(3):
         w = np.append(m.node_coefs_[i], m.node_intercepts_[i])
-        np.testing.assert_allclose(m.decision_function(X, node=i), mech.prepare(X, lo, hi, R) @ w, rtol=1e-12)
+        rows = X if m.node_spaces_[i] == "raw" else mech.prepare(X, lo, hi, R)  # its own model: raw units
+        assert (m.node_spaces_[i] == "raw") == (m.node_choice_[i] == "own")
+        np.testing.assert_allclose(m.decision_function(X, node=i), rows[:, :len(w) - 1] @ w[:-1] + w[-1] * (
+            1.0 if m.node_spaces_[i] == "raw" else rows[:, -1]), rtol=1e-12)
         assert m.predict_proba(X, node=i).shape == (len(y), 2) and set(m.predict(X, node=i)) <= {-1.0, 1.0}
     np.testing.assert_allclose(m.decision_function(X), mech.prepare(X, lo, hi, R) @ np.append(m.coef_, m.intercept_))
     for bad in (3, -1, 1.0, True, "0"):

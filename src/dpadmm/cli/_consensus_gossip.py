@@ -16,6 +16,13 @@ BASE_RATE_SOURCE = {"training-labels": "the training base rate", "dp": "the DP b
                     "test-set": "the test set's own base rate: local evaluation"}
 
 
+NODE_CHOICE_HEADER = ("the model each node uses (its choice by cross-validation on its own rows: local, nothing "
+                      "released, no ε; node_models.npz):")
+NODE_CHOICE_NAMES = {"consensus": "the consensus model recalibrated on its own rows",
+                     "own": "its own model, fitted on its own rows alone",
+                     "base-rate": "its own base rate"}
+
+
 def backend_options(backend: str, *, ray_address, ray_resources, timeout, peer, tls, insecure, peer_to_peer, out,
                     checkpoint_every=None, resume=None, run_opts: list | None = None) -> dict:
     """The options of ``get_backend`` for a consensus run (both protocols), after one validation of the backend
@@ -100,7 +107,7 @@ def _read_bounds(path: Path):
     return arr[:, 0], arr[:, 1]
 
 
-def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bounds, iterations, test, test_fraction,
+def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsilon, delta, bounds, iterations, test, test_fraction,
             runs, normalize, seed, monitor, out, quiet, backend, backend_args, zhang_options):
     """``dpadmm consensus --epsilon E`` without --perturbation: noisy-gradient gossip (:mod:`dpadmm.algorithms.gossip`)."""
     import numpy as np
@@ -129,25 +136,41 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
     check_positive("epsilon", epsilon)
     if not 0.0 < delta < 1.0:
         raise InvalidParameterError(f"delta must be in (0, 1), got delta={delta}.")
-    check_int("nodes", nodes, minimum=2)
+    if node_data != "own-files":  # else: the nodes that answer (cli/_consensus_nodes.remote_nodes)
+        check_int("nodes", nodes, minimum=2)
     if iterations is not None:
         check_int("iterations", iterations)
     check_int("runs", runs)
     check_test_source(test, test_fraction)
-    if data != "adult" and not Path(data).is_file():
+    if node_data is None and data != "adult" and not Path(data).is_file():
         raise DataFileError(f"data file not found: {data}; give 'adult' or a LIBSVM file.")
     load_wall, load_cpu = time.perf_counter(), time.process_time()
-    X, y = load_data(data, seed=0 if seed is None else seed)
+    refs = None  # grpc with --own-files: every node reads its own file; this side holds references only
+    if node_data == "own-files":
+        from ..backends import get_backend
+        from ._consensus_nodes import remote_nodes, remote_test
+
+        refs = remote_nodes(get_backend(backend, **options))
+        nodes, X, y = len(refs), None, None
+        node_data = (refs, None, *remote_test(test, refs[0].shape[1]), None)
+    elif node_data is not None:  # the user's nodes, as given (cli/_consensus_nodes.py)
+        X, y = np.concatenate(node_data[0]), np.concatenate(node_data[1])
+    else:
+        X, y = load_data(data, seed=0 if seed is None else seed)
+    n_rows, d = (len(y), X.shape[1]) if refs is None else (sum(r.shape[0] for r in refs), refs[0].shape[1])
     declared = _read_bounds(bounds) if bounds is not None else None
-    if declared is not None and declared[0].shape[0] != X.shape[1]:
-        raise InvalidParameterError(f"--bounds {bounds} has {declared[0].shape[0]} rows but the data {X.shape[1]} "
+    if declared is not None and declared[0].shape[0] != d:
+        raise InvalidParameterError(f"--bounds {bounds} has {declared[0].shape[0]} rows but the data {d} "
                                     "feature columns; give one 'lo,hi' row per column.")
     if declared is not None and not np.all(declared[1] > declared[0]):
         raise InvalidParameterError(f"--bounds {bounds}: every row needs lo < hi.")
-    X, y, X_test, y_test = test_split(X, y, test, test_fraction, seed)
+    if node_data is not None:
+        X_test, y_test = node_data[2], node_data[3]
+    else:
+        X, y, X_test, y_test = test_split(X, y, test, test_fraction, seed)
     load_wall, load_cpu = time.perf_counter() - load_wall, time.process_time() - load_cpu
     if iterations is None:
-        iterations = default_schedule(len(y), X.shape[1], epsilon, n_nodes=nodes, delta=delta,
+        iterations = default_schedule(n_rows if refs is not None else len(y), d, epsilon, n_nodes=nodes, delta=delta,
                                       range_rounds=0 if declared is not None else DEFAULT_RANGE_ROUNDS).rounds
     range_rounds = 0 if declared is not None else DEFAULT_RANGE_ROUNDS
     per_run = iterations + range_rounds  # each run's releases: the DP range counts, then the training rounds
@@ -163,14 +186,16 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
             metrics = run_gossip(data=data, X=X, y=y, nodes=nodes, topology=topology, split=split,
                                  uneven_ratio=uneven_ratio, epsilon=epsilon, delta=delta, rounds=iterations, runs=runs,
                                  seed=seed, bounds=declared, monitor=monitor, X_test=X_test, y_test=y_test,
-                                 progress=cb, backend=backend, backend_options=options, fit_kwargs=run_opts.begin())
+                                 progress=cb, backend=backend, backend_options=options, fit_kwargs=run_opts.begin(),
+                                 node_data=None if node_data is None else (node_data[0], node_data[1], node_data[4]))
         model_arrays = metrics.pop("_model")
         node_arrays = metrics.pop("_node_models", None)
         if backend_args["peer_to_peer"]:
             metrics["config"]["peer_to_peer"] = True  # the nodes exchanged with their neighbours, not via this side
         f = metrics["final"]
         train = (f"final training loss mean {f['train_loss_mean']:.5f}, " if "train_loss_mean" in f else "")
-        console.print(f"noisy-gradient gossip: nodes {nodes} ({topology}, {split}), {runs} run(s) x {iterations} rounds: "
+        layout = "as given" if node_data is not None else split
+        console.print(f"noisy-gradient gossip: nodes {nodes} ({topology}, {layout}), {runs} run(s) x {iterations} rounds: "
                       f"{train}consensus error {f['consensus_error_mean']:.3g}; column bounds: {f['bounds_source']}")
         console.print("privacy: " + "\n  ".join(metrics["privacy"]["summary"]))
         fix = "more budget (--epsilon), more rows per node, fewer --nodes or declared --bounds."
@@ -180,13 +205,12 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
                           f"{f['test_base_rate_loss']:.5f} ({BASE_RATE_SOURCE[f['test_base_rate_source']]})")
             if "node_test_log_loss" in f:  # what the nodes use: judged as a whole, run by run
                 worse = f["consensus_runs_worse_than_base_rate"]
-                console.print(f"  each node's own model (the consensus recalibrated on its own rows; not for "
-                              f"release, no ε): mean {f['node_test_log_loss']:.5f}, worst node "
-                              f"{f['node_test_loss_max']:.5f}")
+                console.print(f"  each node's own model (its choice, below; not for release, no ε): mean "
+                              f"{f['node_test_log_loss']:.5f}, worst node {f['node_test_loss_max']:.5f}")
                 if worse:
                     console.print(f"  the consensus model itself (coefs: the shareable output) is worse than the "
-                                  f"base rate in {worse} of {len(f['test_loss'])} run(s); each node's recalibrated "
-                                  f"model (node_models.npz) is the one it should use")
+                                  f"base rate in {worse} of {len(f['test_loss'])} run(s); each node's chosen model "
+                                  f"(node_models.npz) is the one it should use")
                 v = verdict("the nodes' mean test log loss", f["node_test_loss_run_max"], f["test_base_rate_loss"],
                             BASE_RATE_NAMES[f["test_base_rate_source"]], fix)
             else:
@@ -195,6 +219,10 @@ def _gossip(*, data, nodes, topology, split, uneven_ratio, epsilon, delta, bound
         else:  # a private run without --monitor keeps no training loss: nothing to judge without a test set
             v = verdict("final training loss", f.get("train_loss_mean"), f.get("base_rate_train_loss"),
                         "predicting the base rate", fix)
+        if f.get("node_choice"):  # what each node hands itself, and why (local: judged on its own rows, no ε)
+            console.print(NODE_CHOICE_HEADER)
+            for i, (c, why) in enumerate(zip(f["node_choice"][-1], f["node_choice_reasons"])):
+                console.print(f"  node{i}: {NODE_CHOICE_NAMES[c]} ({why})")
         metrics["verdict"] = v
         if v:
             console.print(v)

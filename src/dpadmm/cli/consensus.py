@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -56,8 +56,15 @@ _DATA, _MODEL, _PRIVACY = "Data and graph", "Model and ADMM", "Privacy"
 @app.command()
 @opt.grouped
 def consensus(
-    data: str = typer.Option("adult", rich_help_panel=_DATA, help="adult (bundled) or a LIBSVM FILE."),
-    nodes: int = typer.Option(5, rich_help_panel=_DATA, help="Number of nodes N."),
+    data: Optional[str] = typer.Option(None, rich_help_panel=_DATA,
+                                       help="adult (bundled, the default) or a LIBSVM FILE, split at random into --nodes."),
+    node: List[Path] = typer.Option([], "--node", metavar="FILE", rich_help_panel=_DATA,
+                                    help="One node's own file, kept as given (repeat once per node; LIBSVM or CSV)."),
+    test_node: List[Path] = typer.Option([], "--test-node", metavar="FILE", rich_help_panel=_DATA,
+                                         help="One node's test file (repeat, --node order)."),
+    label_column: str = typer.Option("y", rich_help_panel=_DATA, help="Label column of CSV --node files."),
+    id_column: str = typer.Option("id", rich_help_panel=_DATA, help="Id column of CSV --node files (dropped)."),
+    nodes: Optional[int] = typer.Option(None, rich_help_panel=_DATA, help="Number of nodes N (default 5)."),
     topology: str = typer.Option("ring", rich_help_panel=_DATA, help="ring|line|star|complete|erdos:p|FILE."),
     split: str = typer.Option("even", rich_help_panel=_DATA, help="even|uneven."),
     uneven_ratio: float = typer.Option(10.0, rich_help_panel=_DATA, help="Largest/smallest node size (uneven)."),
@@ -87,6 +94,8 @@ def consensus(
     where: opt.Parties = None,  # the "Where the parties run" block, spelled out for typer by @opt.grouped
     peer_to_peer: bool = typer.Option(False, "--peer-to-peer", rich_help_panel=bk.BACKEND_PANEL,
                                       help="grpc: nodes talk to their neighbours."),
+    own_files: bool = typer.Option(False, "--own-files", rich_help_panel=bk.BACKEND_PANEL,
+                                   help="grpc: each node reads its own file (party serve --data train=FILE)."),
     checkpoint_every: Optional[int] = bk.checkpoint_every_option(),
     resume: Optional[Path] = bk.resume_option(),
 ):
@@ -94,8 +103,31 @@ def consensus(
     backend = where.backend
     ray_address, ray_resources, timeout = where.ray_address, where.ray_resources, where.timeout
     peer, tls, insecure = where.peer, where.tls, where.insecure
+    if own_files:
+        if epsilon is None or perturbation != "none" or backend != "grpc":
+            raise InvalidParameterError("--own-files: nodes started with `dpadmm party serve --data train=FILE` each "
+                                        "read their own file; give --backend grpc --peer node0=… … and --epsilon E.")
+        if node or test_node or data is not None or nodes is not None or test_fraction > 0:
+            raise InvalidParameterError("--own-files: the nodes read their own files; drop --node/--test-node/--data/"
+                                        "--nodes/--test-fraction (a pooled --test FILE is allowed).")
+        node_data, data = "own-files", "each node's own file"
+    elif node or test_node:
+        if epsilon is None or perturbation != "none":
+            raise InvalidParameterError("--node files run the noisy-gradient gossip protocol: give --epsilon E "
+                                        "(without --perturbation).")
+        if not node:
+            raise InvalidParameterError("--test-node needs the nodes' training files: --node FILE once per node.")
+        from ._consensus_nodes import load_nodes
+
+        node_data = load_nodes(node, test_node, test, label_column=label_column, id_column=id_column, nodes=nodes,
+                               data=data, split=split, test_fraction=test_fraction)
+        nodes, data, test = len(node), ",".join(str(p) for p in node), None
+    else:
+        node_data = None
+        nodes = 5 if nodes is None else nodes
+        data = "adult" if data is None else data
     if epsilon is not None and perturbation == "none":  # --epsilon alone: the best private protocol we have
-        return _gossip(data=data, nodes=nodes, topology=topology, split=split, uneven_ratio=uneven_ratio,
+        return _gossip(node_data=node_data, data=data, nodes=nodes, topology=topology, split=split, uneven_ratio=uneven_ratio,
                        epsilon=epsilon, delta=delta, bounds=bounds, iterations=iterations, test=test,
                        test_fraction=test_fraction, runs=runs, normalize=normalize, seed=seed, monitor=monitor,
                        out=out, quiet=quiet, backend=backend,

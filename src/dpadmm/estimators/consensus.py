@@ -22,6 +22,7 @@ from ..fit.gossip import fit_estimator
 from ..backends import get_backend
 from ..data.graphs import adjacency, make_graph, split_indices
 from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
+from ..protocol import PartyData
 from ..algorithms.consensus.report import pp_assumptions, with_fallback, zhang_privacy_curve, zhang_report
 from ..privacy.threats import finish
 from .._history import History
@@ -179,6 +180,9 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                                         "use perturbation='pp' for a growing penalty.")
 
     def _node_data(self, X, y, seed: np.random.SeedSequence):
+        if isinstance(X, (list, tuple)) and X and all(isinstance(x, PartyData) for x in X):  # each node's own file
+            ys = y if y is not None else [PartyData(x.key, dict(x.params, part="y"), x.shape[:1]) for x in X]
+            return list(X), list(ys), np.array([-1.0, 1.0])  # the node reads its labels as ±1 (consensus.node)
         if is_block_list(X):
             if y is None or not isinstance(y, (list, tuple)) or len(y) != len(X):
                 raise InvalidDataError("with a list of node datasets X, give a list y of the same length.")
@@ -340,8 +344,9 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         DP base rate's logit with f̄ = 0 when that was handed over; margins clipped to ±4 when the private
         model was handed over after the accounted comparison.
 
-        ``node=i`` (gossip): node i's own model — recalibrated on its own rows (``node_coefs_[i]``) when the fit
-        recalibrated, else its consensus model ``coefs_[i]``."""
+        ``node=i`` (gossip): node i's own model — its choice by cross-validation on its own rows (``node_coefs_[i]``,
+        ``node_choice_[i]``: its recalibrated consensus, its own model in raw units, or its own base rate;
+        :mod:`dpadmm.algorithms.gossip.choice`) when the fit recalibrated, else its consensus model ``coefs_[i]``."""
         if not hasattr(self, "coef_"):
             from sklearn.exceptions import NotFittedError
 
@@ -361,6 +366,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                 w = np.append(self.coef_, self.intercept_)
             elif getattr(self, "node_coefs_", None) is not None:
                 w = np.append(self.node_coefs_[node], self.node_intercepts_[node])
+                if (getattr(self, "node_spaces_", None) or [None] * (node + 1))[node] == "raw":
+                    return np.nan_to_num(A) @ w[:-1] + w[-1]  # the node's own model, in raw units (choice.py)
             else:
                 w = np.append(self.coefs_[node], self.intercepts_[node])
             return gossip_mech.prepare(A, lo, hi, R) @ w

@@ -15,6 +15,7 @@ from ..algorithms.gossip.schedule import DEFAULT_RANGE_ROUNDS, default_schedule
 from ..backends import get_backend
 from ..data.graphs import make_graph
 from ..estimators.consensus import ConsensusLogisticRegression
+from ..exceptions import InvalidParameterError
 from ..privacy.ledger import nonprivate_privacy, not_protected
 from .zhang import _base_rate_loss, _base_rate_loss_on, _node_data
 
@@ -37,22 +38,43 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
                uneven_ratio: float = 10.0, epsilon: float | None = 1.0, delta: float = 1e-5, rounds: int | None = None,
                runs: int = 1, seed: int | None = None, bounds=None, row_clip: float | None = None,
                backend: str = "inprocess", backend_options: dict | None = None, monitor: bool | None = None,
-               X_test=None, y_test=None, progress: Callable | None = None, fit_kwargs: dict | None = None) -> dict:
+               X_test=None, y_test=None, progress: Callable | None = None, fit_kwargs: dict | None = None,
+               node_data=None) -> dict:
+    """``node_data``: ``(Xs, ys, node_tests)`` — the user's nodes as given (one dataset per node, raw labels of two
+    classes) and, or None, each node's own test ``(X, y)``, on which its own model is then judged (local
+    evaluation); otherwise ``X``/``y`` are split at random into ``nodes`` (``split``)."""
     data_seed = 0 if seed is None else seed
-    Xs, ys = _node_data(X, y, nodes, split, uneven_ratio, data_seed)
+    node_tests = None
+    if node_data is not None and node_data[1] is None:  # each node reads its own file (grpc): references only
+        Xs, ys, split, nodes = list(node_data[0]), None, "as given (each node's own file)", len(node_data[0])
+        if monitor:
+            raise InvalidParameterError("--monitor evaluates the training loss on the nodes' rows, which stay at the "
+                                        "nodes here: drop --monitor.")
+    elif node_data is not None:
+        Xs, raw, node_tests = node_data
+        y_all, classes = binary_labels("labels", np.concatenate([np.asarray(v).ravel() for v in raw]))
+        cuts = np.cumsum([0] + [len(v) for v in raw])
+        Xs, ys, split = list(Xs), [y_all[a:b] for a, b in zip(cuts[:-1], cuts[1:])], "as given"
+        nodes = len(Xs)
+        if node_tests is not None:
+            node_tests = [(np.asarray(x, dtype=np.float64), np.where(np.asarray(t).ravel() == classes[1], 1.0, -1.0))
+                          for x, t in node_tests]
+    else:
+        Xs, ys = _node_data(X, y, nodes, split, uneven_ratio, data_seed)
     G = make_graph(topology, nodes, random_state=np.random.default_rng([data_seed, 2]))
     y_test_pm = None
     if X_test is not None:
         X_test = np.asarray(X_test.toarray() if hasattr(X_test, "toarray") else X_test, dtype=np.float64)
         y_test_pm, _ = binary_labels("test labels", y_test)
     if rounds is None:
-        rounds = default_schedule(int(sum(len(v) for v in ys)), int(Xs[0].shape[1]), epsilon, n_nodes=nodes,
+        rounds = default_schedule(int(sum(x.shape[0] for x in Xs)), int(Xs[0].shape[1]), epsilon, n_nodes=nodes,
                                   delta=delta, range_rounds=0 if bounds is not None else DEFAULT_RANGE_ROUNDS).rounds
     # a private run keeps no un-noised function of the training rows unless monitoring was asked for: no training
     # loss, no exact base rate (the nodes' labels counted) — the DP base rate where range rounds released one
     private = epsilon is not None
-    training = not private or bool(monitor)
+    training = (not private or bool(monitor)) and ys is not None
     curves, consensus, test_losses, train_final, secs, node_losses, rates = [], [], [], [], [], [], []
+    choices = []  # per run, each node's choice (algorithms.gossip.choice): names only, its CV losses stay local
     fit_wall = fit_cpu = 0.0  # the estimator's fit alone (no loading, no evaluation), summed over the runs
     model = None
     t0 = time.perf_counter()
@@ -69,6 +91,8 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         fit_wall, fit_cpu = fit_wall + time.perf_counter() - w0, fit_cpu + time.process_time() - c0
         lo, hi, R = model._gossip
         rates.append(model._gossip_base_rate)
+        if model.node_choice_ is not None:
+            choices.append(list(model.node_choice_))
         if training:
             Xt_nodes = [mech.prepare(x, lo, hi, R) for x in Xs]
             curves.append(_losses(model.path_, Xt_nodes, ys))
@@ -79,9 +103,10 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         if X_test is not None:
             z = model.decision_function(X_test)
             test_losses.append(float(np.mean(np.logaddexp(0.0, -y_test_pm * z))))
-            if model.node_coefs_ is not None:  # each node's own recalibrated model (calibration.py)
-                node_losses.append([float(np.mean(np.logaddexp(0.0, -y_test_pm * model.decision_function(X_test, i))))
-                                    for i in range(nodes)])
+            if model.node_coefs_ is not None:  # each node's own model (calibration.py), on its own test rows
+                evals = node_tests or [(X_test, y_test_pm)] * nodes
+                node_losses.append([float(np.mean(np.logaddexp(0.0, -t * model.decision_function(x, i))))
+                                    for i, (x, t) in enumerate(evals)])
     rep = model.privacy_
     eps_final = float(rep.epsilon) if rep is not None else None
     dp_rates = [p for p in rates if p is not None]
@@ -130,6 +155,7 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
             "dp_positive_share": rates if private else None,
             "column_bounds": model.column_bounds_.tolist(), "bounds_source": model.bounds_source_,
             **test,
+            **({"node_choice": choices, "node_choice_reasons": model.node_choice_reasons_} if choices else {}),
             "evaluated_by": ("the simulation driver, from the released models" + (
                 "; the training losses are monitoring (--monitor), outside the guarantee" if private and training
                 else "" if training else "; test figures are local evaluation on the test set, no training-data "
@@ -140,7 +166,7 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
                         "records", "non-private run: every node broadcasts its model without noise")},
                         note="non-private run: epsilon is infinite")),
         "config": {
-            "data": data, "protocol": "noisy-gradient-gossip", "n_samples": int(sum(len(v) for v in ys)),
+            "data": data, "protocol": "noisy-gradient-gossip", "n_samples": int(sum(x.shape[0] for x in Xs)),
             "n_features": int(Xs[0].shape[1]), "backend": backend, "nodes": nodes,
             "topology": str(topology) if not hasattr(topology, "nodes") else "networkx graph",
             "edges": int(G.number_of_edges()), "split": split, "uneven_ratio": uneven_ratio,
@@ -159,6 +185,9 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         # own (node_models.npz), never beside the shareable model
         "_node_models": None if model.node_coefs_ is None else {
             "node_coefs": model.node_coefs_, "node_intercepts": model.node_intercepts_,
-            "calibration": model.calibration_, "column_lo": model.column_bounds_[:, 0],
+            "calibration": model.calibration_, "choice": np.asarray(model.node_choice_),
+            # each node's 5-fold CV log loss on its own rows of its recalibrated consensus, own model and own base
+            # rate (local evaluation: the node's, never in metrics.json)
+            "choice_cv_local": model.node_choice_cv_, "column_lo": model.column_bounds_[:, 0],
             "column_hi": model.column_bounds_[:, 1], "row_clip": np.float64(model._gossip[2])},
     }

@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import engine
-from ..algorithms.gossip import calibration
+from ..algorithms.gossip import choice as node_choice
 from ..algorithms.gossip import mechanism as mech
 from ..algorithms.gossip.node import RouterConfig, init_router, router_metrics, router_step, step_size
 from ..algorithms.gossip.protocol import PROTOCOL as GOSSIP_PROTOCOL
@@ -55,6 +55,12 @@ class GossipResult:
     # the DP base rate: the pooled noisy positive share of the first range round, clipped as for the starting
     # intercept (a post-processing of released counts; None without range rounds or in a non-private run)
     base_rate: float | None = None
+    # each node's choice among its recalibrated consensus, its own model and its own base rate (choice.py: local
+    # cross-validation on its own rows), the held-out losses (N, 3) it judged by, and why
+    choices: tuple = ()
+    choice_cv: np.ndarray | None = None
+    reasons: tuple = ()
+    spaces: tuple = ()  # each node model's rows: "prepared" or "raw" (its own model, choice.py)
 
 
 def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon: float | None,
@@ -73,9 +79,10 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
     :func:`default_schedule` of the public n, d, N and ε.
     A peer-to-peer backend needs declared ``bounds`` (the DP column range pools every node's counts through the
     coordinator). ``checkpoint_dir``/``checkpoint_every``/``resume_from``: the engine's checkpoints (every
-    release is a round, so a resumed run releases nothing twice). ``recalibrate``: each node then fits Platt
-    scaling of its consensus model on its own rows (:mod:`dpadmm.algorithms.gossip.calibration`: nothing
-    released, no ε), computed here on ``Xs[i]``/``ys[i]`` as node i computes it."""
+    release is a round, so a resumed run releases nothing twice). ``recalibrate``: each node then chooses, by
+    cross-validation on its own rows, between its consensus model recalibrated on them, its own model and its own
+    base rate (:mod:`dpadmm.algorithms.gossip.choice`: nothing released, no ε), computed here on ``Xs[i]``/``ys[i]``
+    as node i computes it."""
     N = len(Xs)
     d = int(Xs[0].shape[1])
     n = int(sum(x.shape[0] for x in Xs))
@@ -137,13 +144,15 @@ def fit_gossip(Xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], G, *, epsilon
     if recalibrate and all(isinstance(x, np.ndarray) for x in Xs):  # node i's own step on its own rows, after
         # the last round (nothing leaves it: node.node_model computes the same at a deployed node)
         Xts = fitted.after or [mech.prepare(Xs[i], lo, hi, R) for i in range(N)]  # the nodes' rows, prepared
-        own = [calibration.recalibrate(Xts[i], ys[i], F[i]) for i in range(N)]
-        node_models = np.array([f[0] for f in own])
-        calib = np.array([f[1:] for f in own])
+        own = [node_choice.choose(Xts[i], ys[i], F[i], X_raw=Xs[i]) for i in range(N)]
+        node_models = np.array([c.model for c in own])
+        calib = np.array([(c.a, c.b) for c in own])
     return GossipResult(F, lo, hi, R, nm, report, dict(res.history), res.rounds, res.noise_source,
                         None if bounds is not None else q, np.asarray(st.path) if st.path else None, res.ledger,
                         sched.regime, float(momentum), node_models, calib,
-                        1.0 / (1.0 + math.exp(-st.intercept0)) if epsilon is not None and K > 0 else None)
+                        1.0 / (1.0 + math.exp(-st.intercept0)) if epsilon is not None and K > 0 else None,
+                        *((tuple(c.choice for c in own), np.array([c.cv for c in own]), tuple(c.reason for c in own),
+                           tuple(c.space for c in own)) if node_models is not None else ((), None, (), ())))
 
 
 def fit_estimator(self, X, y, callbacks, **checkpoints):
@@ -200,6 +209,11 @@ def fit_estimator(self, X, y, callbacks, **checkpoints):
     else:  # each node's own model, recalibrated on its own rows (algorithms.gossip.calibration)
         self.node_coefs_, self.node_intercepts_ = res.node_models[:, :d].copy(), res.node_models[:, d].copy()
         self.calibration_ = res.calibration
+    # which model each node uses (algorithms.gossip.choice: local cross-validation on its own rows, nothing released)
+    self.node_choice_ = list(res.choices) if res.node_models is not None else None
+    self.node_choice_cv_ = res.choice_cv  # (N, 3): consensus, own, base-rate held-out log loss — local evaluation
+    self.node_choice_reasons_ = list(res.reasons) if res.node_models is not None else None
+    self.node_spaces_ = list(res.spaces) if res.node_models is not None else None
     self.column_bounds_ = np.column_stack([res.lo, res.hi])
     self.bounds_source_ = "declared" if bounds is not None else ("dp-estimate" if private else "exact (non-private)")
     self.range_quantile_ = res.quantile

@@ -56,7 +56,7 @@ import numpy as np
 
 from ...exceptions import ProtocolError
 from ...privacy.policy import PolicyRefusal
-from . import calibration
+from .choice import choose
 from . import mechanism as mech
 
 MAX_INTERCEPT0 = 10.0  # |starting intercept| accepted from the hub (its DP base rate is clipped to [1e-3, 1 − 1e-3] at least)
@@ -271,15 +271,16 @@ def node_model(cfg: NodeConfig, state: NodeState):
 
     After a private run (a gradient round done) a deployed node always recalibrates it on its own rows (its own
     file: the estimator's ``recalibrate=`` governs the simulation's attributes only)
-    (:func:`.calibration.recalibrate`: nothing released, no ε) and returns the named arrays ``coef`` (the consensus
+    (:func:`.choice.choose`: nothing released, no ε) and returns the named arrays ``coef`` (the consensus
     model: a post-processing of the released broadcasts, shareable under the run's guarantee), ``recalibrated``
     (the model it should use itself: a function of its own rows that no accountant covers, not for release) and
     ``calibration`` (its Platt (a, b))."""
     w = (state.w if state.avg is None else state.avg).copy()
     if cfg.noise_multiplier <= 0 or state.Xt is None:
         return w
-    own, a, b = calibration.recalibrate(state.Xt, cfg.y, w)
-    return {"coef": w, "recalibrated": own, "calibration": np.array([a, b])}
+    c = choose(state.Xt, cfg.y, w, X_raw=cfg.X)  # recalibrated consensus, own model or own base rate (choice.py)
+    return {"coef": w, "recalibrated": c.model, "calibration": np.array([c.a, c.b]), "choice": np.str_(c.choice),
+            "space": np.str_(c.space)}
 
 
 # ----------------------------------------------------------------------------- router (hub)

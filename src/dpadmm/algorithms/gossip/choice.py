@@ -1,0 +1,174 @@
+"""Each node's choice of the model it uses: the recalibrated consensus, its own model or its own base rate — judged
+by cross-validation on its own rows. Local: nothing released, no ε spent.
+
+After a private gossip run node i holds the consensus model ``w_i`` and its own prepared rows ``x̃ = (z, 1)``
+(:func:`.mechanism.prepare`). The consensus is not always what serves it best: on natural nodes (a hospital, a
+year, a department) a node's own rows may be better described by a model of its own, and on a few hundred rows at
+a small ε the consensus may carry less than the node's own base rate (issue 38: on a 13,649-row panel each node's
+own model matched or beat the consensus in 11–15 of 15 node-runs; on 1,380 rows over 5 nodes the consensus was
+worse than the base rate on every seed at ε = 0.5). So the node compares, by K-fold cross-validation on its own
+rows (:func:`choose`; folds stratified by label, ``K = min(5, the smaller class count)``):
+
+* ``consensus``: the consensus model recalibrated on the training folds (:func:`.calibration.platt`), scored on
+  the held-out fold — the node's recalibrated consensus model (:mod:`.calibration`);
+* ``own``: L2-regularised logistic regression on the node's own rows alone (:func:`fit_own`, the intercept
+  unpenalised), for each λ of :data:`LAMBDAS` — on its **raw** rows standardised by its own column means and
+  standard deviations when it has them (a deployed node has its file; the simulation passes them): the node needs no
+  DP column bounds for a model of its own, and at a small ε those bounds clip much of a column (quantiles up to
+  0.25 and 0.75, :func:`dpadmm.privacy.ranges.quantile_level`). That model is handed over in raw units
+  (``space = "raw"``: ``X @ w[:d] + w[d]``), the others on the prepared rows (``space = "prepared"``);
+* ``base-rate``: the node's own smoothed base rate ``(N₊ + 1)/(N + 2)``;
+
+and keeps the candidate with the lowest mean held-out log loss (the consensus on a tie), refitted on all its rows.
+The consensus model was fitted with the node's rows among everyone's, so its held-out score is somewhat optimistic:
+the comparison leans towards the consensus, which is the side to err on (it is what the network's budget bought).
+
+**What it costs.** As for :mod:`.calibration`: the chosen model is a function of the node's own rows, the node's
+to use and not to publish (no accountant covers it); the consensus model (the estimator's ``coefs_``) stays the
+shareable output with the run's (ε, δ). The cross-validated losses are the node's local evaluation: they leave it
+only in its own ``node_models.npz``, never in ``metrics.json``.
+
+A node with fewer than 2 rows of a class cannot judge: it keeps the recalibrated consensus (``reason``)."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from .calibration import platt, recalibrate
+
+CANDIDATES = ("consensus", "own", "base-rate")
+LAMBDAS = (0.1, 1.0, 10.0)  # the own model's ridge on the [−1, 1]-mapped columns (sum of losses + λ/2 ‖w‖²)
+FOLDS = 5
+NEWTON_ITER = 50
+
+
+class NodeChoice(NamedTuple):
+    """A node's model (intercept last), its name (:data:`CANDIDATES`), the consensus's Platt (a, b), the mean
+    held-out log loss of each candidate (local evaluation; NaN where not judged) and why."""
+
+    model: np.ndarray
+    choice: str
+    a: float
+    b: float
+    cv: np.ndarray  # (3,) consensus, own (best λ), base-rate
+    reason: str
+    space: str = "prepared"  # the rows the model applies to: "prepared" (mechanism.prepare) or "raw" (own model)
+
+
+def _log_loss(m: np.ndarray, y: np.ndarray) -> float:
+    return float(np.mean(np.logaddexp(0.0, -y * m)))
+
+
+def fit_own(Xt: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
+    """argmin_w Σ log(1 + exp(−y w·x̃)) + (λ/2)‖w[:d]‖² by Newton's method with step halving (the intercept, the
+    last column, unpenalised; a tiny ridge on it keeps the Hessian invertible on separable rows)."""
+    Xt = np.asarray(Xt, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    reg = np.full(Xt.shape[1], float(lam))
+    reg[-1] = 1e-8
+
+    def f(w):
+        return float(np.logaddexp(0.0, -y * (Xt @ w)).sum() + 0.5 * reg @ (w * w))
+
+    w = np.zeros(Xt.shape[1])
+    fw = f(w)
+    for _ in range(NEWTON_ITER):
+        m = Xt @ w
+        p = 0.5 * (1.0 + np.tanh(0.5 * m))  # σ(m), overflow-free
+        g = Xt.T @ (p - (y > 0)) + reg * w
+        H = (Xt * (p * (1.0 - p))[:, None]).T @ Xt + np.diag(reg)
+        step = np.linalg.solve(H, g)
+        if 0.5 * float(g @ step) <= 1e-12 * max(1.0, abs(fw)):
+            break
+        k = 1.0
+        while k > 1e-8:
+            w1 = w - k * step
+            f1 = f(w1)
+            if f1 <= fw:
+                break
+            k *= 0.5
+        else:
+            break
+        w, fw = w1, f1
+    return w
+
+
+def _folds(y: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """A fold index per row, each class spread evenly over the k folds (a seeded permutation within each class)."""
+    rng = np.random.default_rng(seed)
+    fold = np.empty(len(y), dtype=int)
+    for cls in (-1.0, 1.0):
+        idx = np.flatnonzero(y == cls)
+        fold[rng.permutation(idx)] = np.arange(idx.size) % k
+    return fold
+
+
+def _rate_logit(y: np.ndarray) -> float:
+    p = (float(np.sum(y > 0)) + 1.0) / (len(y) + 2.0)
+    return math.log(p / (1.0 - p))
+
+
+def standardised(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(Z, mean, sd)``: the node's raw rows standardised by its own column statistics, intercept column appended
+    (a missing value at its column's mean; a constant column's sd taken as 1)."""
+    X = np.asarray(X, dtype=np.float64)
+    mu = np.nan_to_num(np.nanmean(X, axis=0)) if X.size else np.zeros(X.shape[1])
+    sd = np.nan_to_num(np.nanstd(X, axis=0))
+    sd[sd <= 0] = 1.0
+    Z = np.nan_to_num((X - mu) / sd)
+    return np.column_stack([Z, np.ones(len(Z))]), mu, sd
+
+
+def to_raw_units(w: np.ndarray, mu: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """A model on standardised rows as the same linear model on raw rows: ``(w/sd, w_0 − Σ μ w/sd)``."""
+    coef = w[:-1] / sd
+    return np.append(coef, w[-1] - float(mu @ coef))
+
+
+def choose(Xt: np.ndarray, y: np.ndarray, w: np.ndarray, *, X_raw=None, folds: int = FOLDS,
+           seed: int = 0) -> NodeChoice:
+    """Node-side: the model node i uses (module docstring), from its prepared rows ``Xt`` (intercept column last),
+    its labels ``y`` (±1), its consensus model ``w`` and, for its own model, its raw rows ``X_raw`` (None: its own
+    model on the prepared rows)."""
+    Xt = np.asarray(Xt, dtype=np.float64)
+    Xo, mu, sd = standardised(X_raw) if X_raw is not None else (Xt, None, None)
+    y = np.where(np.asarray(y, dtype=np.float64) > 0, 1.0, -1.0)
+    w = np.asarray(w, dtype=np.float64)
+    recal, a, b = recalibrate(Xt, y, w)
+    k = min(int(folds), int(np.sum(y > 0)), int(np.sum(y < 0)))
+    if k < 2:
+        return NodeChoice(recal, "consensus", a, b, np.full(3, np.nan),
+                          "fewer than 2 rows of a class: not judged, the recalibrated consensus")
+    fold = _folds(y, k, seed)
+    s = Xt @ w
+    losses = np.zeros(2 + len(LAMBDAS))  # consensus, base rate, own at each λ: summed held-out log losses
+    for j in range(k):
+        tr, te = fold != j, fold == j
+        aj, bj = platt(s[tr], y[tr])
+        losses[0] += np.logaddexp(0.0, -y[te] * (aj * s[te] + bj)).sum()
+        losses[1] += np.logaddexp(0.0, -y[te] * _rate_logit(y[tr])).sum()
+        for li, lam in enumerate(LAMBDAS):
+            losses[2 + li] += np.logaddexp(0.0, -y[te] * (Xo[te] @ fit_own(Xo[tr], y[tr], lam))).sum()
+    losses /= len(y)
+    best_own = 2 + int(np.argmin(losses[2:]))
+    cv = np.array([losses[0], losses[best_own], losses[1]])
+    pick = int(np.argmin(cv))  # the first (the consensus) on a tie
+    if cv[pick] >= cv[0]:
+        pick = 0
+    if pick == 0:
+        return NodeChoice(recal, "consensus", a, b, cv, f"{k}-fold CV on its own rows: the recalibrated consensus "
+                                                          "is the best")
+    if pick == 1:
+        lam = LAMBDAS[best_own - 2]
+        own = fit_own(Xo, y, lam)
+        why = f"{k}-fold CV on its own rows: its own model (λ = {lam:g}) beats the recalibrated consensus"
+        if mu is None:
+            return NodeChoice(own, "own", a, b, cv, why)
+        return NodeChoice(to_raw_units(own, mu, sd), "own", a, b, cv, why, "raw")
+    model = np.zeros_like(w)
+    model[-1] = _rate_logit(y)
+    return NodeChoice(model, "base-rate", a, b, cv, f"{k}-fold CV on its own rows: its own base rate beats the "
+                                                    "recalibrated consensus and its own model")

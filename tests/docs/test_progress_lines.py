@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -94,8 +95,18 @@ def test_functional(tmp_path, capsys, every_round):
     _check_final(err, 5)
 
 
-def test_phases_without_rounds_are_named(tmp_path, capsys, every_round):
-    """Experts has no rounds: while no round display runs, the command's phase is on every piped line."""
+def test_phases_without_rounds_are_named(tmp_path, capsys, every_round, monkeypatch):
+    """Experts has no rounds: while no round display runs, the command's phase is on every piped line. Each phase is
+    held 0.3 s (six of the display thread's wake-ups), so lines are printed however fast the machine runs the fit."""
+    import dpadmm._progress as progress_state
+
+    status = progress_state.status
+
+    def held(text, *a, **k):
+        status(text, *a, **k)
+        time.sleep(0.3)
+
+    monkeypatch.setattr(progress_state, "status", held)
     data = _libsvm(tmp_path / "d.svm", n=2000, d=8)
     code, out, err = run_cli(["vertical", "--protocol", "experts", "--train", data, "--parties", "4,4",
                               "--normalize-rows", "--epsilon", "1", "--seed", "0"], capsys)

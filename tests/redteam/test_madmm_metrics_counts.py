@@ -28,24 +28,19 @@ ARGS = ["consensus", "--perturbation", "pp", "--alpha", "0.05", "--fallback-epsi
 
 
 @pytest.fixture(scope="module")
-def metrics(tmp_path_factory):
+def run(tmp_path_factory):
+    """One private run (the CLI once for both tests): its metrics.json and the true positive count."""
     tmp = tmp_path_factory.mktemp("madmm")
     X, y = _table()
     dump_svmlight_file(X[:N_TRAIN], y[:N_TRAIN], str(tmp / "train.svm"), zero_based=False)
     dump_svmlight_file(X[N_TRAIN:], y[N_TRAIN:], str(tmp / "test.svm"), zero_based=False)
-    return tmp, y
-
-
-def _run(metrics, capsys, extra=()):
-    tmp, y = metrics
-    code, _, err = run_cli([*ARGS, *extra, "--data", tmp / "train.svm", "--test", tmp / "test.svm", "--out", tmp / "o"],
-                           capsys)
+    code, _, err = run_cli([*ARGS, "--data", tmp / "train.svm", "--test", tmp / "test.svm", "--out", tmp / "o"])
     assert code == 0, err
     return json.loads((tmp / "o" / "metrics.json").read_text()), int(np.sum(y[:N_TRAIN] > 0))
 
 
-def test_the_handed_over_dp_base_rate_loss_does_not_invert_to_the_positive_count(metrics, capsys):
-    m, k = _run(metrics, capsys)
+def test_the_handed_over_dp_base_rate_loss_does_not_invert_to_the_positive_count(run):
+    m, k = run
     f = m["final"]
     assert f["handed_over"] == ["dp-base-rate"]  # α(1) = 0.05: the accounted comparison hands over the DP base rate
     p, L = f["dp_base_rate"][0], f.get("handed_over_train_loss_mean")
@@ -58,6 +53,6 @@ def test_the_handed_over_dp_base_rate_loss_does_not_invert_to_the_positive_count
                    "final.train_accuracy_mean (the released models' un-noised loss and exact count of correctly "
                    "classified training rows: 136/301 here), against metrics.md's history row; the README's M-ADMM "
                    "figures are these values (tests/docs/test_readme_numbers.py)")
-def test_a_private_run_without_monitor_keeps_no_training_loss_or_accuracy(metrics, capsys):
-    m, _ = _run(metrics, capsys)
+def test_a_private_run_without_monitor_keeps_no_training_loss_or_accuracy(run):
+    m, _ = run
     assert "train_loss" not in m["history"] and "train_accuracy_mean" not in m["final"]

@@ -80,14 +80,15 @@ def test_resume_after_a_kill_gives_the_seeded_numbers(tmp_path, parties, hosted,
 
 def test_what_the_checkpoints_hold(tmp_path):
     """The label party's own file: its weights, the round, the gradients it owes, the events, its OWN key pair, the
-    labels it uses (randomized response's output, kept so a resume does not draw them again) and the parties'
-    PUBLIC keys; each party's own file: its state with its own key pair — no ciphertext anywhere,
+    labels it uses (randomized response's output, kept so a resume does not draw them again), the label mechanism
+    they come from (a resume under another is refused) and the parties' PUBLIC keys; each party's own file: its state with its own key pair — no ciphertext anywhere,
     and no party's secret key in another's file."""
     blocks, y = _data(2)
     with plaintext_he():
         _run(blocks, y, tmp_path)
     label_ck = pickle.loads((tmp_path / driver.LABEL_CHECKPOINT).read_bytes())
-    assert set(label_ck) == {"t", "r", "w", "velocity", "peers", "pubs", "gradients", "events", "key", "labels"}
+    assert set(label_ck) == {"t", "r", "w", "velocity", "peers", "pubs", "gradients", "events", "key", "labels",
+                             "label_mechanism"}
     assert label_ck["t"] == T and all(g.shape == (2,) for g in label_ck["gradients"].values())
     own = {}
     for n in ("party2", "party3"):

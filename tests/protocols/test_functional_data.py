@@ -119,6 +119,8 @@ def test_worse_than_constant_is_recorded_and_warned():
                                           random_state=0).fit(d.curves, d.y, grid=d.grid)
     assert bad.worse_than_constant_ is True
     assert sum("worse on the training data" in str(w.message) for w in rec) == 1
+    # a private fit's exact training losses are marked: the caller's own evaluation, outside the guarantee
+    assert sum("not covered by ε" in str(w.message) for w in rec) == 1
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning", "ignore::RuntimeWarning")  # centred scores, no intercept: poor

@@ -276,8 +276,10 @@ def functional(
             line += f"  MISE: {final['mise']:.4f} (centralised QR: {final['baseline_mise']:.4f})"
         console.print(line)
         if model.worse_than_constant_ and model.fallback_ != "dp-constant":
+            local = ("; computed by this command on the training data: NOT covered by the guarantee"
+                     if model.privacy_ is not None else "")
             console.print(f"[yellow]warning:[/] the fit is worse on the training data than the constant τ-quantile "
-                          f"({final['train_pinball_loss']:.5g} vs {model.constant_pinball_loss_:.5g}).")
+                          f"({final['train_pinball_loss']:.5g} vs {model.constant_pinball_loss_:.5g}{local}).")
         if model.fallback_ is not None:
             if getattr(model, "constant_only_", False):
                 console.print(f"handed over: the DP {tau:g}-quantile {model.dp_constant_:.5g} for every curve (n·ε = "

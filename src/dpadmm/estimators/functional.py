@@ -351,8 +351,10 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         self.constant_pinball_loss_ = pinball_score(y, np.quantile(y, self.tau), self.tau)
         self.worse_than_constant_ = bool(self.train_pinball_loss_ > self.constant_pinball_loss_)
         if self.worse_than_constant_:
+            local = (" — computed here on the training data passed to fit: not covered by ε, do not publish them "
+                     "beside it" if self.epsilon is not None or self.total_epsilon is not None else "")  # private
             warnings.warn(f"the fitted model is worse on the training data than the constant τ-quantile (pinball loss "
-                          f"{self.train_pinball_loss_:.4g} vs {self.constant_pinball_loss_:.4g}); more rounds, a "
+                          f"{self.train_pinball_loss_:.4g} vs {self.constant_pinball_loss_:.4g}{local}); more rounds, a "
                           "larger privacy budget or fewer components may help.", UserWarning, stacklevel=3)
 
     # ------------------------------------------------------------------ predict

@@ -16,6 +16,7 @@ Choices the paper leaves open (docs/algorithms.md §2) — documented and expose
 from __future__ import annotations
 
 import csv
+import math
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -189,7 +190,10 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
         sec_curves.append(model.history_["seconds"])
         handed.append(model.handed_over_ or "model")
         dp_rates.append(model.dp_base_rate_)
-        train_handed.append(_log_loss(model, np.concatenate(Xs), np.concatenate(ys)))
+        # a private run's DP base rate p on the training labels: −(k/n) log p − (1 − k/n) log(1 − p) inverts to the
+        # exact positive count k (issue 35); only a handed-over model's loss is kept, as train_loss is
+        train_handed.append(math.nan if private and model.handed_over_ == "dp-base-rate" else
+                            _log_loss(model, np.concatenate(Xs), np.concatenate(ys)))
         if X_test is not None:
             test_losses.append(_log_loss(model, X_test, y_test_pm))
     L = np.asarray(curves)
@@ -216,7 +220,8 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
             "wall_seconds": time.perf_counter() - t0,
             "privacy_per_node": model.privacy_.per_party if model.privacy_ is not None else None,
             "handed_over": handed, "dp_base_rate": dp_rates,
-            "handed_over_train_loss_mean": float(np.mean(train_handed)),
+            "handed_over_train_loss_mean": (float(np.nanmean(train_handed)) if not np.all(np.isnan(train_handed))
+                                            else None),
             **({"test_loss_mean": float(np.mean(test_losses)), "test_loss_min": float(np.min(test_losses)),
                 "test_loss_max": float(np.max(test_losses)), "test_loss": test_losses,
                 "test_base_rate_loss": _base_rate_loss_on([y_test_pm] if private else ys, y_test_pm),

@@ -78,6 +78,11 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
     (:func:`.label.setup_label`; its stream in a seeded simulation: ``(len(names) + 2, 0)``); its checkpoint keeps
     the released labels, so a resumed run neither draws nor books them again."""
     ck = _load_label(checkpoint_dir) if resume else None
+    mechanism = (label_epsilon, label_noise_multiplier)  # what the checkpoint's "labels" are (ỹ, or exact labels)
+    if ck is not None and ck.get("label_mechanism") != mechanism:
+        raise DataFileError(f"the label party's checkpoint in {checkpoint_dir} was written under another label mechanism "
+                            f"(label_epsilon, label noise multiplier) = {ck.get('label_mechanism')}, this run asks "
+                            f"{mechanism}: its labels are not this run's release; resume with the same options")
     key = he.from_secret(ck["key"]) if ck else he.keygen(key_bits)
     cfg, state = label.setup_label(own_block, y, R=R, widths=widths, clips=clips,
                                    noise_multiplier=label_noise_multiplier, rounds=rounds, lam=lam, step=step_size,
@@ -111,7 +116,7 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
             backend.checkpoint(checkpoint_dir, r - 1)
             _save_label(checkpoint_dir, {"t": t + 1, "r": r, "w": state.w, "velocity": state.velocity, "peers": peers,
                                          "pubs": pubs, "gradients": gradients, "events": events,
-                                         "key": key.secret_blob(), "labels": cfg.y01})
+                                         "key": key.secret_blob(), "labels": cfg.y01, "label_mechanism": mechanism})
 
     for t in range(t0, int(rounds)):
         c0 = time.process_time()

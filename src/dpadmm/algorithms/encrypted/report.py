@@ -26,7 +26,11 @@ FORWARD_NOT_PROTECTED = ("features: NOT differentially private against the label
 FORWARD_ENCRYPTED = ("features: record-level DP (two Gaussian releases per round, one more per peer with three or "
                      "more parties, PLD) {against}: {premises}; a party with private work serves the run only if its "
                      "operator accepted {names} (party serve --accept-premise); "
-                     "the held-out calibration rows are scored as new records (their logits are not covered)")
+                     "the held-out calibration rows are scored as new records (their logits are not covered); "
+                     "the label party's own columns are covered against a non-label party only if that party's "
+                     "Paillier key is well formed (not checked yet: a crafted key, e.g. h_s = 1, makes the label "
+                     "party's re-randomisation deterministic and its cross sums testable; open, "
+                     "tests/redteam/test_encrypted_key_structure.py)")
 
 
 def feature_premises(parties: int) -> list[str]:

@@ -20,8 +20,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._history import History
 from .._validation import check_choice, check_int, check_open_unit, check_positive, check_random_state, noise_seed
-from ..algorithms.functional import messages as functional_messages, rules as functional_rules
-from ..algorithms.functional import statistics as fs
+from ..algorithms.functional import messages as functional_messages, rules as functional_rules, statistics as fs
 from ..algorithms.functional.report import constant_only_report, fit_report
 from ..data.functional import check_curves
 from ..engine import HUB
@@ -351,8 +350,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         self.constant_pinball_loss_ = pinball_score(y, np.quantile(y, self.tau), self.tau)
         self.worse_than_constant_ = bool(self.train_pinball_loss_ > self.constant_pinball_loss_)
         if self.worse_than_constant_:
-            local = (" — computed here on the training data passed to fit: not covered by ε, do not publish them "
-                     "beside it" if self.epsilon is not None or self.total_epsilon is not None else "")  # private
+            local = " — computed here on the training data passed to fit: not covered by ε" if self._private else ""
             warnings.warn(f"the fitted model is worse on the training data than the constant τ-quantile (pinball loss "
                           f"{self.train_pinball_loss_:.4g} vs {self.constant_pinball_loss_:.4g}{local}); more rounds, a "
                           "larger privacy budget or fewer components may help.", UserWarning, stacklevel=3)

@@ -14,6 +14,10 @@ all ``None``, every value as before), and the ``encrypted_clear``
 entry for issue 28 (three new keys, every value as before: ``combination_`` and ``own_model_`` ``None`` and the
 report's ``combination`` ``"joint"`` — the label party's final model exists with the encrypted forward pass only).
 
+Re-recorded for issue 37 (the label party's refit solves its folds at once, with chord Newton steps; the vertical
+entries with a refit move by at most 1e-9 relative, a solver's rounding) and issue 40 (``experts`` and
+``vertical_sgd`` gain ``n_features_in_``, scikit-learn's attribute; every other value as before).
+
 The fits run in a fresh interpreter on numpy's and OpenBLAS's AVX2 kernels (:func:`pinned_kernels_env`): the numbers
 were recorded on a CPU without AVX-512, and on one with it the AVX-512 kernels' rounding moved the experts' own model
 by 1e-9 and the paper mechanism's amplifying rounds by 5 % — the test failed on such a machine at c765ad4."""

@@ -132,8 +132,9 @@ echo "== 5b. forbidden requests (pickle, unknown method, the model, monitoring i
 import json, pickle, sys
 from pathlib import Path
 import grpc
-from dpadmm.algorithms import vertical_sharing as vs
+from dpadmm.algorithms.vertical import messages as vs
 from dpadmm.algorithms.vertical.messages import Setup
+from dpadmm.algorithms.vertical.protocol import PROTOCOL as VERTICAL
 from dpadmm.backends import PartySpec
 from dpadmm.backends import grpc_codec as codec
 from dpadmm.backends.grpc_backend import GrpcBackend
@@ -146,7 +147,7 @@ tls = TLSFiles.load(tls_dir=out / "pki" / "coordinator")
 be = GrpcBackend({"party1": f"127.0.0.1:{p1}", "party2": f"127.0.0.1:{p2}"}, tls=tls)
 data = vertical_remote_data(be, [out / "org1/train.csv"], [], normalize=True)
 priv = vs.PrivacySpec(noise_multiplier=1.0, bounds=vs.Bounds(26.0, 540.0, 540.0), n_parties=2)
-specs = [PartySpec.of(vs.PROTOCOL, n, Setup(name=n, D=B, options={"lam_sum": 32.561, "reg": L2(), "private": priv,
+specs = [PartySpec.of(VERTICAL, n, Setup(name=n, D=B, options={"lam_sum": 32.561, "reg": L2(), "private": priv,
                                                                   "bound": 26.0, "require_unit_rows": True}))
          for n, B in zip(("party1", "party2"), data.train)]
 be.start(specs)
@@ -248,7 +249,8 @@ for split, blocks, y in (("train", d.train, d.y), ("test", d.test, d.y_test)):
 EOF2
 for p in 1 2; do
   start_party "party$p" "psi_party$p" --protocol vertical-sharing --protocol psi-align --data train="$OUT/org$p/psi_train.csv" \
-    --data test="$OUT/org$p/psi_test.csv" --tls "$OUT/pki/party$p" --out "$OUT/org$p/psi_party"
+    --data test="$OUT/org$p/psi_test.csv" --tls "$OUT/pki/party$p" --out "$OUT/org$p/psi_party" \
+    --psi-max-query 20000  # 12,000 ids a list: above the default cap of 10,000, the operator's choice
   eval "Q$p=\$PORT"
 done
 rm -rf "$OUT/psi_run" "$OUT/psi_score"
@@ -271,7 +273,7 @@ sys.exit(code)
 EOF2
 for p in 1 2; do
   start_party "party$p" "score_party$p" --protocol vertical-scoring --protocol psi-align --data new="$OUT/org$p/psi_test.csv" \
-    --data model="$OUT/org$p/psi_party/model.npz" --tls "$OUT/pki/party$p" --out "$OUT/org$p/scoring"
+    --data model="$OUT/org$p/psi_party/model.npz" --tls "$OUT/pki/party$p" --out "$OUT/org$p/scoring" --psi-max-query 20000
   eval "R$p=\$PORT"
 done
 dp score --psi --peer "party1=127.0.0.1:$R1" --peer "party2=127.0.0.1:$R2" --tls "$OUT/pki/coordinator" \
@@ -317,7 +319,7 @@ print(json.dumps(res, indent=1))
 EOF2
 
 echo "== 9. peer-to-peer consensus from the CLI: 4 nodes, each talks to its graph neighbours only"
-# private (pp, ε = 4 per node with the DP base-rate fallback), each node with its own budget and ledger
+# private (pp, ε = 4 per node with the DP base-rate fallback), each node with its own budget and ledger store
 NODE_PORTS=($("$PY" -c "
 import socket
 ss = [socket.socket() for _ in range(4)]
@@ -336,8 +338,10 @@ for i in 0 1 2 3; do
     [ "$a" = "$i" ] && NB+=(--neighbour "node$b=127.0.0.1:${NODE_PORTS[$b]}")
     [ "$b" = "$i" ] && NB+=(--neighbour "node$a=127.0.0.1:${NODE_PORTS[$a]}")
   done
+  mkdir -p "$OUT/p2p/stores/node$i" "$OUT/p2p/keys/node$i"   # each node's own ledger store, its key apart from it
   "$PY" -m dpadmm party serve --name "node$i" --listen "127.0.0.1:${NODE_PORTS[$i]}" --protocol graph-consensus \
     --protocol consensus-baseline --max-epsilon 5 --delta 1e-5 --accept-coordinator-data --allow-seeded-noise \
+    --ledger "sqlite:///$OUT/p2p/stores/node$i/ledger.db" --ledger-key "$OUT/p2p/keys/node$i/ledger.key" \
     --tls "$OUT/pki/node$i" --out "$OUT/p2p/node$i" "${NB[@]}" \
     >"$LOGS/p2p_node$i.log" 2>&1 &
   PIDS+=($!)
@@ -373,7 +377,7 @@ rel = float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-12))) if a.shape == 
 same_handover = p2p["final"]["handed_over"] == ref["final"]["handed_over"]
 # each node's own audit log: Exchange only from its neighbours, everything else from the coordinator
 nbrs = {i: {b if a == i else a for a, b in edges if i in (a, b)} for i in range(N)}
-from dpadmm.privacy.ledger_listing import read_ledger
+from dpadmm.privacy.ledger_listing import list_ledgers
 
 from_ok, exchanges, ledgers = True, 0, {}
 for i in range(N):
@@ -384,7 +388,8 @@ for i in range(N):
             from_ok &= r["status"] == "ok" and r["peer"] in {f"node{j}" for j in nbrs[i]}
         elif r.get("peer"):
             from_ok &= r["peer"] == "coordinator"
-    led = read_ledger(out / "p2p" / f"node{i}")  # the node's ledger (no data file: kept in its --out), journal folded in
+    led = list_ledgers(f"sqlite:///{out / 'p2p' / 'stores' / f'node{i}' / 'ledger.db'}",  # the node's own store
+                       out / "p2p" / "keys" / f"node{i}" / "ledger.key")[0]  # (no data file: one data set, the party)
     ledgers[f"node{i}"] = {"epsilon_spent": led["epsilon_spent"], "runs": [r["protocol"] for r in led["runs"]]}
 report = p2p["final"]["privacy_per_node"]
 ledger_ok = all(abs(ledgers[n]["epsilon_spent"] - report[n]) <= 1e-9 * report[n] for n in report)

@@ -50,6 +50,12 @@ def _store_queries(store, data_set: str, period: float):
     return rows, recent, any(b.get("refused") for b in recent)
 
 
+def _record(store, data_set: str, rows, kind: str, ids: int, refused: bool) -> None:
+    """One ``psi`` row of the data set (a PSI query or a clear-join check), chained after the last row read."""
+    after = (rows[-1][0], rows[-1][3]) if rows else (0, "")
+    store.append(data_set, "psi", {"t": time.time(), "kind": kind, "ids": ids, "refused": refused}, after)
+
+
 def _closed(party: str, period: float) -> PolicyRefusal:
     return PolicyRefusal(f"party {party!r} refused the Setup: a clear-join check on this data set was refused in the "
                          f"last {period:g} s, which closes clear joins and PSI on it for the period (--psi-period); "
@@ -76,9 +82,7 @@ def admit_rows(party: str, key: str, path, params: Mapping[str, Any], *, policy:
                 out = setup_rows(party, key, path, params)
             except ProtocolError as exc:
                 refusal = PolicyRefusal(str(exc), "FAILED_PRECONDITION")
-            after = (rows[-1][0], rows[-1][3]) if rows else (0, "")
-            store.append(data_set, "psi", {"t": time.time(), "kind": "clear-join", "ids": int(np.asarray(params["ids"]).size),
-                                           "refused": refusal is not None}, after)
+            _record(store, data_set, rows, "clear-join", int(np.asarray(params["ids"]).size), refusal is not None)
     if refusal is not None:
         raise refusal
     return out
@@ -108,8 +112,7 @@ def admit_psi(party: str, policy: PartyPolicy, out, args, *, store=None, data_se
                                     f"last {period:g} s (by every server of the organisation), its operator allows "
                                     f"{policy.psi_max_runs} (--psi-max-runs); try again later")
         else:
-            after = (rows[-1][0], rows[-1][3]) if rows else (0, "")
-            store.append(data_set, "psi", {"t": time.time(), "kind": "psi", "ids": n, "refused": False}, after)
+            _record(store, data_set, rows, "psi", n, False)
     if refusal is not None:
         raise refusal
     return {"psi_query": n, "psi_runs_in_period": len(recent) + 1, "psi_max_runs": policy.psi_max_runs}

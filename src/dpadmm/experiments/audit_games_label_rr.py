@@ -111,9 +111,9 @@ _ABOUT = {
     "rr-bins": ("randomized response on bins of real-valued labels (privacy.label_mechanisms.rr_on_bins; Ghazi et "
                 "al. 2023)",
                 f"one changed training label of {N_ROWS} (0 -> 1, public range [0, 1], {N_BINS} bins), the label "
-                f"party's release: Laplace prior (5% of epsilon), optimal bins, randomized response, epsilon = "
+                f"party's release: Laplace prior (10% of epsilon), optimal bins, randomized response, epsilon = "
                 f"{EPSILON:g} in all (pure, delta = 0)",
-                "ratio limit about 0.95 (the randomized response's share of epsilon): 0.7 at 2,000 runs per side"),
+                "ratio limit about 0.9 (the randomized response's share of epsilon): 0.7 at 2,000 runs per side"),
 }
 
 

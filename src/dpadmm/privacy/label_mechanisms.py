@@ -57,10 +57,10 @@ from .events import LABEL_CHANGE, PureDPRelease
 from .label_bins import BIN_LOSSES, optimal_bins
 from .ranges import SEARCH_LIMIT
 
-#: the DP range's public grid: this many points evenly in asinh space over ±asinh(SEARCH_LIMIT) (3% apart near 10³)
-RANGE_GRID = 1025
+#: the DP range's public grid: this many points evenly in asinh space over ±asinh(SEARCH_LIMIT) (6% apart)
+RANGE_GRID = 513
 #: the DP range's quantiles (lower, upper): central enough for the exponential mechanism to find them at a small ε
-#: (it needs about ``4 ln(RANGE_GRID)/ε_r`` rows below the lower one, 1,100 at ε_r = 0.025)
+#: (it needs about ``4 ln(RANGE_GRID)/ε_r`` rows below the lower one: 250 at ε_r = 0.1)
 RANGE_QUANTILES = (0.1, 0.9)
 #: the DP range is the quantiles' interval widened by this fraction of its width on each side (post-processing)
 RANGE_WIDEN = 0.5
@@ -158,8 +158,8 @@ def split_budget(epsilon: float, prior_fraction: float, range_fraction: float, d
 
 
 def rr_on_bins(labels, epsilon: float, *, rng: np.random.Generator, label_range=None, n_bins: int = 32,
-               loss: str = "squared", huber_delta: float = 1.0, prior_fraction: float = 0.05,
-               range_fraction: float = 0.05, party: str = "coordinator") -> BinsRelease:
+               loss: str = "squared", huber_delta: float = 1.0, prior_fraction: float = 0.1,
+               range_fraction: float = 0.1, party: str = "coordinator") -> BinsRelease:
     """The label party's one release of real-valued labels (module docstring, steps 1–4) at total ``epsilon``.
 
     ``label_range``: ``(lo, hi)`` declared public, or None for the DP range (``range_fraction`` of ε);

@@ -234,3 +234,33 @@ def test_m_admm_penalty_noise_checks_catch_each_plant(plant):
     radii_ok = consensus_radii_ok(*Z.pop("radii"))
     ok = radii_ok and uncorrelated(Z)
     assert ok == (plant == "honest"), (plant, radii_ok)
+
+
+# ----------------------------------------------------------------------------- several classes, real-valued labels
+@pytest.mark.statistical
+@pytest.mark.parametrize("plant", list(PLANTS))
+@pytest.mark.parametrize("mechanism", ["k-ary", "bins"])
+def test_label_k_ary_and_bins_randomized_response_check_catches_each_plant(mechanism, plant):
+    """k-ary randomized response and randomized response on bins (``privacy/label_mechanisms.py``), two releases
+    from the label party's generators (planted as :func:`planted_generators` plants every generator): each release's
+    changed rows Binomial(n, P(change)), the rows changed in both Binomial(n, P(change)²)."""
+    from dpadmm.privacy import label_mechanisms as lm
+
+    y = np.arange(4000) % 4
+    values = np.linspace(0.0, 1.0, 4000)
+    changed, qs = [], []
+    with planted_generators(PLANTS[plant]()) if PLANTS[plant] else contextlib.nullcontext():
+        for seed in (0, 1):
+            rng = np.random.default_rng(seed)
+            wrap = generator_plant()
+            rng = wrap(rng, "label party") if wrap is not None else rng
+            if mechanism == "k-ary":
+                changed.append(lm.k_randomized_response(y, 4, 1.0, rng=rng)[0] != y)
+                qs.append(lm.change_probability(1.0, 4))
+            else:
+                rel = lm.rr_on_bins(values, 3.0, rng=rng, label_range=(0.0, 1.0), n_bins=8)
+                truth = rel.outputs[rel.assign[np.clip(np.searchsorted(rel.edges, values, side="right") - 1, 0, 7)]]
+                changed.append(rel.labels != truth)
+                qs.append(lm.change_probability(rel.epsilons["rr"], rel.outputs.size))
+    assert qs[0] == qs[1] and qs[0] > 0.05  # the same number of outputs in both releases
+    assert flips_ok(changed, qs[0]) == (plant == "honest"), (mechanism, plant)

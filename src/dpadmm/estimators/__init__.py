@@ -5,6 +5,7 @@ from .vertical_sgd import VerticalSGDClassifier
 from .vertical_experts import VerticalExpertsClassifier
 from .functional import FunctionalQuantileRegressor
 from .consensus import ConsensusLogisticRegression
+from .label_regression import LabelPrivateVerticalRegression
 
 __all__ = ["VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
-           "ConsensusLogisticRegression", "VerticalExpertsClassifier"]
+           "ConsensusLogisticRegression", "VerticalExpertsClassifier", "LabelPrivateVerticalRegression"]

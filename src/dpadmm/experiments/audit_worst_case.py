@@ -79,6 +79,7 @@ from .audit_games import Game
 from .audit_games_consensus import consensus_game, consensus_plants
 from .audit_games_encrypted import encrypted_games, encrypted_plants
 from .audit_games_rr import rr_game, rr_plants
+from .audit_games_label_rr import label_rr_games, label_rr_plants
 from .audit_games_functional import functional_game, functional_plants, pipeline_game, stats_game, stats_plants
 from .audit_games_gossip import gossip_game, gossip_plants
 from .audit_games_ranges import range_game, range_plants
@@ -92,13 +93,13 @@ def games(*, quick: bool = False) -> list[Game]:
     honest = ([vertical_game("feature_column"), vertical_game("record"), label_game(), rr_game(), functional_game(),
                stats_game("mean"), stats_game("moments"), pipeline_game(), consensus_game(), gossip_game(),
                gossip_game(router="extreme"), range_game()]
-              + encrypted_games())
+              + encrypted_games() + label_rr_games())
     for g in (vertical_game("record", backend="process", tag=" (process backend)"),
               functional_game(backend="process", tag=" (process backend)")):
         honest.append(g)  # the same run count: with fresh OS entropy the bound varies from run to run
     planted = (vertical_plants("record") + [vertical_plants("feature_column")[0]] + label_plants() + rr_plants()
                + functional_plants() + stats_plants() + consensus_plants() + gossip_plants() + range_plants()
-               + encrypted_plants())
+               + encrypted_plants() + label_rr_plants())
     for g in planted:
         g.max_runs = 3000 * max(1, g.runs_factor // 5)  # --quick (1,500 × runs_factor/5) catches every plant
     return [g for g in honest + planted if g is not None and not (quick and g.full_only)]

@@ -1,0 +1,149 @@
+"""Labels-only vertical regression: the label party releases its real-valued labels once by randomized response on
+bins (:func:`dpadmm.privacy.label_mechanisms.rr_on_bins`, pure label-ε), ADMM sharing runs on the released labels,
+and the label party refits on its exact labels.
+
+Protocol (three steps, one release):
+
+1. The label party (party 1, which is also the coordinator) releases ỹ = RR-on-bins(y) at ``label_epsilon``: a DP
+   (or declared) range, a Laplace prior and randomized response on the optimal bins — pure ε under one label
+   changing (the proof is in :mod:`dpadmm.privacy.label_mechanisms`).
+2. :class:`~dpadmm.estimators.vertical.VerticalLinearRegression` (squared or Huber loss), unchanged and non-private
+   on the features, fits ỹ: every message of that run is a function of ỹ and the parties' features, so it is
+   post-processing of step 1 and costs no label budget. The passive parties' features are not protected (this is
+   the labels-only protocol: add a feature-side mechanism for that).
+3. The label party refits its own block, the intercept and a weight α on the sum of the others' last shares on its
+   *exact* labels, and keeps that model or its own, whichever cross-validates better on its own rows
+   (:func:`dpadmm.algorithms.vertical.label.refit_label_block` with ``choose=fallback``): the refit calibrates the
+   others' direction learned from ỹ (whose conditional mean is a shrunk, shifted version of y's). That model stays
+   with the label party; it uses the shares it already received, so it costs nothing either.
+
+The run's label ε is the sum of the release's ``PureDPRelease`` events (:class:`~dpadmm.privacy.ledger.PrivacyLedger`
+pure composition), reported in ``privacy_``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.exceptions import NotFittedError
+
+from .._validation import as_vector, check_choice, noise_seed
+from ..algorithms.vertical.label import refit_label_block
+from ..algorithms.vertical.messages import PartyConfig, PartyState
+from ..exceptions import InvalidParameterError
+from ..privacy.events import LABEL_CHANGE
+from ..privacy.label_mechanisms import rr_on_bins
+from ..privacy.ledger import PrivacyLedger
+from .vertical import VerticalLinearRegression
+
+__all__ = ["LabelPrivateVerticalRegression", "release_regression_labels"]
+
+
+def release_regression_labels(y, label_epsilon: float, *, random_state=None, label_range=None, n_bins: int = 32,
+                              bins_loss: str = "squared", prior_fraction: float = 0.1, range_fraction: float = 0.1):
+    """The label party's one release of real-valued labels (step 1 of the module docstring), from its own generator
+    (OS entropy unless ``random_state`` is given). Returns the :class:`~dpadmm.privacy.label_mechanisms.BinsRelease`."""
+    seed = noise_seed(random_state)
+    rng = np.random.default_rng(None if seed is None else [seed, 0x4C52])  # the label party's stream
+    return rr_on_bins(y, float(label_epsilon), rng=rng, label_range=label_range, n_bins=n_bins, loss=bins_loss,
+                      prior_fraction=prior_fraction, range_fraction=range_fraction, party="party1")
+
+
+class LabelPrivateVerticalRegression(RegressorMixin, BaseEstimator):
+    """Vertical linear regression with the labels protected by randomized response on bins (module docstring).
+
+    Parameters
+    ----------
+    label_epsilon : total label ε (pure, δ = 0) of the one release (> 0).
+    loss : ``"squared"`` or ``"huber"``: the loss of the joint fit and of the label party's refit.
+    label_range : ``(lo, hi)`` declared by the label party's operator, or None (default) for a DP range from
+        ``range_fraction`` of ε. Labels are clipped to it for the release only (the refit uses the exact labels).
+    n_bins : public bins of the range for the prior (m).
+    bins_loss : the loss the output bins minimise (``squared``, ``absolute``, ``huber``, ``poisson``).
+    prior_fraction, range_fraction : shares of ε for the Laplace prior and the DP range.
+    lam : ridge λ of the joint fit and the refit (per-sample scaling, as :class:`VerticalLinearRegression`).
+    max_iter, tol : of the joint ADMM run on the released labels (its rounds are free).
+    fallback : the label party keeps its own model when the joint one does not cross-validate better.
+    random_state : seed of the release and the run (None: fresh OS entropy).
+    party_sizes : column counts when X is one matrix.
+
+    Attributes
+    ----------
+    coefs_ : per-party coefficients of the final model (the label party's refit block first; the others' fitted
+        blocks times ``passive_weight_``), ``intercept_``, ``passive_weight_`` (α), ``label_party_choice_``
+        (``"joint"`` or ``"alone"``), ``label_party_cv_``, ``release_`` (range, bins, budget split), ``privacy_``.
+    """
+
+    def __init__(self, *, label_epsilon: float = 1.0, loss: str = "squared", label_range=None, n_bins: int = 32,
+                 bins_loss: str = "squared", prior_fraction: float = 0.1, range_fraction: float = 0.1,
+                 lam: float = 1e-3, max_iter: int | str = "auto", tol: float | None = 2e-3, fallback: bool = True,
+                 random_state: Any = None, party_sizes: Sequence[int] | None = None):
+        self.label_epsilon = label_epsilon
+        self.loss = loss
+        self.label_range = label_range
+        self.n_bins = n_bins
+        self.bins_loss = bins_loss
+        self.prior_fraction = prior_fraction
+        self.range_fraction = range_fraction
+        self.lam = lam
+        self.max_iter = max_iter
+        self.tol = tol
+        self.fallback = fallback
+        self.random_state = random_state
+        self.party_sizes = party_sizes
+
+    def _joint(self) -> VerticalLinearRegression:
+        return VerticalLinearRegression(loss=self.loss, lam=self.lam, max_iter=self.max_iter, tol=self.tol,
+                                        party_sizes=self.party_sizes, random_state=self.random_state)
+
+    def fit(self, X, y):
+        """Release the labels once, fit the joint model on them, refit at the label party (module docstring)."""
+        check_choice("loss", self.loss, ("squared", "huber"))
+        if self.label_epsilon is None or not float(self.label_epsilon) > 0:
+            raise InvalidParameterError(f"label_epsilon must be > 0, got {self.label_epsilon!r} (this estimator always "
+                                        "protects the labels; use VerticalLinearRegression for a non-private fit).")
+        joint = self._joint()
+        blocks = joint._blocks(X)
+        n = blocks[0].shape[0]
+        y = as_vector("y", y, n)
+        try:
+            release = release_regression_labels(
+                y, self.label_epsilon, random_state=self.random_state, label_range=self.label_range,
+                n_bins=self.n_bins, bins_loss=self.bins_loss, prior_fraction=self.prior_fraction,
+                range_fraction=self.range_fraction)
+        except ValueError as exc:
+            raise InvalidParameterError(str(exc)) from None
+        joint.fit(blocks, release.labels)  # post-processing of the release
+        D1 = np.asarray(blocks[0], dtype=np.float64)
+        offset = sum(np.asarray(B @ c, dtype=np.float64) for B, c in zip(blocks[1:], joint.coefs_[1:]))
+        offset = np.asarray(offset if len(blocks) > 1 else np.zeros(n), dtype=np.float64)
+        cfg = PartyConfig(name="party1", D=D1, DT=D1.T, solver=None, lam_sum=n * float(self.lam), reg=None,
+                          labels=y)
+        out = refit_label_block(cfg, PartyState(np.asarray(joint.coefs_[0], dtype=np.float64), D1 @ joint.coefs_[0]),
+                                offset, self.loss, True, intercept0=float(joint.intercept_),
+                                choose=bool(self.fallback))
+        alpha = float(out["passive_weight"])
+        self.coefs_ = [np.asarray(out["coef"])] + [alpha * np.asarray(c) for c in joint.coefs_[1:]]
+        self.intercept_ = float(out["intercept"])
+        self.passive_weight_, self.label_party_choice_, self.label_party_cv_ = alpha, out["choice"], out["cv"]
+        self.party_dims_ = tuple(B.shape[1] for B in blocks)
+        self.n_features_in_ = int(sum(self.party_dims_))
+        self.joint_ = joint
+        self.release_ = {"label_range": release.label_range, "outputs": release.outputs, "epsilons": release.epsilons}
+        ledger = PrivacyLedger()
+        ledger.record(release.events)
+        self.privacy_ = {"label": {"epsilon": ledger.pure_epsilons()["party1"], "delta": 0.0,
+                                   "relation": LABEL_CHANGE.key, "mechanism": "randomized response on bins "
+                                   "(Ghazi et al. 2023): DP range, Laplace prior, optimal bins",
+                                   "events": len(ledger)},
+                         "features": "not protected (labels-only protocol)"}
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        """The label party's model: its block's score plus the intercept plus α times the others' scores."""
+        if not hasattr(self, "coefs_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first.")
+        blocks = self._joint()._blocks(X)
+        return sum(np.asarray(B @ c, dtype=np.float64) for B, c in zip(blocks, self.coefs_)) + self.intercept_

@@ -126,11 +126,13 @@ def sklearn_pooled(Xtr, ytr, Xte, yte):
 def one_curator(Xtr, ytr, Xte, yte, eps, seed) -> float:
     """The same protocol on a one-node graph: DP column range + DP gradient descent by one holder of the rows."""
     from dpadmm.algorithms.gossip.mechanism import prepare
-    from dpadmm.fit.gossip import fit_gossip
+    from dpadmm.algorithms.gossip import driver as gossip_driver
+    from dpadmm.algorithms.gossip.params import GossipParams
+    from dpadmm.data.graphs import Nodes
 
     G = nx.Graph()
     G.add_node(0)
-    r = fit_gossip([Xtr], [ytr], G, epsilon=eps, noise_seed=seed)
+    r = gossip_driver.fit(GossipParams(epsilon=eps, recalibrate=False), Nodes([Xtr], [ytr], G), noise_seed=seed)
     return log_loss(prepare(Xte, r.lo, r.hi, r.row_clip) @ r.F[0], yte)
 
 

@@ -13,7 +13,7 @@ from dpadmm import FunctionalQuantileRegressor
 from dpadmm.algorithms.functional import statistics as fs
 from dpadmm.data.functional import load_dataset, simulate_zhou
 from dpadmm.estimators.functional import private_fit_transcript
-from dpadmm.fit import functional as fit_functional
+from dpadmm.algorithms.functional import driver_stages as fit_functional
 from dpadmm.kernels import fpca as F
 from dpadmm.privacy.accountants import gaussian_epsilon
 

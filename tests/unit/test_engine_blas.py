@@ -9,8 +9,10 @@ import scipy.linalg  # noqa: F401 - scipy's own BLAS loaded too
 import threadpoolctl
 
 from dpadmm import engine
+from dpadmm.algorithms.gossip import driver as gossip_driver
+from dpadmm.algorithms.gossip.params import GossipParams
 from dpadmm.backends import InProcessBackend, PartySpec
-from dpadmm.fit.gossip import fit_gossip
+from dpadmm.data.graphs import Nodes
 from dpadmm.protocol import Protocol
 
 
@@ -81,5 +83,6 @@ def test_the_gossip_router_draws_nothing(monkeypatch):
         seen.append(self.random)
 
     monkeypatch.setattr(engine.Hub, "__init__", spy)
-    fit_gossip(Xs, ys, nx.cycle_graph(3), epsilon=1.0, noise_seed=3, backend=InProcessBackend())
+    gossip_driver.fit(GossipParams(epsilon=1.0, recalibrate=False), Nodes(Xs, ys, nx.cycle_graph(3)), InProcessBackend(),
+                      noise_seed=3)
     assert seen == [False]

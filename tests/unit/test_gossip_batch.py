@@ -9,8 +9,9 @@ from dpadmm.algorithms.gossip.node import (GossipInbox, RangeRequest, RouterConf
                                           setup_node)
 from dpadmm.backends import InProcessBackend
 from dpadmm.backends.base import party_rng
-from dpadmm.data.graphs import adjacency
-from dpadmm.fit.gossip import fit_gossip
+from dpadmm.algorithms.gossip import driver as gossip_driver
+from dpadmm.algorithms.gossip.params import GossipParams
+from dpadmm.data.graphs import Nodes, adjacency
 from dpadmm.privacy.ranges import range_counts, sorted_columns
 
 D = 5
@@ -90,9 +91,10 @@ def test_a_fit_is_the_same_stepped_together_or_one_by_one(monkeypatch):
         return out
 
     monkeypatch.setattr(InProcessBackend, "_together", lambda self: counted)
-    a = fit_gossip(Xs, ys, G, epsilon=1.0, noise_seed=11, backend=InProcessBackend())
+    params = GossipParams(epsilon=1.0, recalibrate=False)
+    a = gossip_driver.fit(params, Nodes(Xs, ys, G), InProcessBackend(), noise_seed=11)
     monkeypatch.setattr(InProcessBackend, "_together", lambda self: None)
-    b = fit_gossip(Xs, ys, G, epsilon=1.0, noise_seed=11, backend=InProcessBackend())
+    b = gossip_driver.fit(params, Nodes(Xs, ys, G), InProcessBackend(), noise_seed=11)
     assert sum(stepped) == a.path.shape[0] - 1  # every gradient round after the first went together
     assert a.F.tobytes() == b.F.tobytes() and a.path.tobytes() == b.path.tobytes()
     assert a.ledger.events == b.ledger.events and a.report.epsilon == b.report.epsilon

@@ -24,7 +24,9 @@ from dpadmm.algorithms.gossip.node import (NodeState, RouterConfig, RangeCounts,
 from dpadmm.algorithms.gossip.schedule import NOISY_MOMENTUM, default_schedule
 from dpadmm.backends import InProcessBackend, PartyOperator
 from dpadmm.exceptions import InvalidParameterError
-from dpadmm.fit.gossip import fit_gossip
+from dpadmm.algorithms.gossip import driver as gossip_driver
+from dpadmm.algorithms.gossip.params import GossipParams
+from dpadmm.data.graphs import Nodes
 from dpadmm.privacy.policy import PartyPolicy
 
 
@@ -129,13 +131,13 @@ def _nodes(n=900, d=5, seed=0):
 
 
 def test_the_driver_computes_what_a_deployed_node_computes():
-    """fit_gossip(recalibrate=True) gives node i's node_model(...)['recalibrated'] (the function a deployed node
+    """The gossip driver with recalibrate=True gives node i's node_model(...)['recalibrated'] (the function a deployed node
     runs at the end) on node i's rows; the consensus model itself is unchanged."""
     Xs, ys = _nodes()
     bounds = (np.array([0.0, 0.0, 0.0, -3, -3]), np.array([100.0, 2e5, 1.0, 3, 3]))
-    kw = dict(epsilon=1.0, rounds=8, bounds=bounds, noise_seed=5)
-    res = fit_gossip(Xs, ys, nx.cycle_graph(3), recalibrate=True, **kw)
-    plain = fit_gossip(Xs, ys, nx.cycle_graph(3), **kw)
+    kw = dict(epsilon=1.0, rounds=8, bounds=bounds, monitor=False)
+    res = gossip_driver.fit(GossipParams(recalibrate=True, **kw), Nodes(Xs, ys, nx.cycle_graph(3)), noise_seed=5)
+    plain = gossip_driver.fit(GossipParams(recalibrate=False, **kw), Nodes(Xs, ys, nx.cycle_graph(3)), noise_seed=5)
     np.testing.assert_array_equal(res.F, plain.F)
     assert plain.node_models is None
     for i in range(3):
@@ -213,9 +215,11 @@ def test_a_noise_limited_run_takes_the_smaller_momentum():
     assert default_schedule(1904, 13, 1.0, n_nodes=5).momentum == NOISY_MOMENTUM == 0.7  # AER::HMDA
     assert default_schedule(22_524, 8, 1.0, n_nodes=5).momentum == 0.9  # AER::CPS1988: signal-rich
     Xs, ys = _nodes()
-    res = fit_gossip(Xs, ys, nx.cycle_graph(3), epsilon=1.0, rounds=4, noise_seed=0)
+    nodes = Nodes(Xs, ys, nx.cycle_graph(3))
+    res = gossip_driver.fit(GossipParams(epsilon=1.0, rounds=4, recalibrate=False), nodes, noise_seed=0)
     assert res.regime == "noise-limited" and res.momentum == 0.7
-    assert fit_gossip(Xs, ys, nx.cycle_graph(3), epsilon=1.0, rounds=4, noise_seed=0, momentum=0.5).momentum == 0.5
+    assert gossip_driver.fit(GossipParams(epsilon=1.0, rounds=4, momentum=0.5, recalibrate=False), nodes,
+                             noise_seed=0).momentum == 0.5
 
 
 @pytest.mark.parametrize("positives, sd, expected", [

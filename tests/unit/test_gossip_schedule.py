@@ -13,7 +13,9 @@ import pytest
 from dpadmm.algorithms.gossip.report import noise_multiplier_for
 from dpadmm.algorithms.gossip.schedule import (KAPPA, MARGIN_CAP, MAX_RICH_ROUNDS, NOISY_MOMENTUM, margin_noise, average_from, default_rounds, default_schedule,
                                                gdp_mu, round_noise)
-from dpadmm.fit.gossip import fit_gossip
+from dpadmm.algorithms.gossip import driver as gossip_driver
+from dpadmm.algorithms.gossip.params import GossipParams
+from dpadmm.data.graphs import Nodes
 
 
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 5.0])
@@ -48,13 +50,14 @@ def test_the_model_is_the_tail_mean_of_the_broadcasts():
     X = rng.normal(size=(600, 3))
     y = np.where(X @ np.array([1.0, -1.0, 0.5]) + rng.normal(size=600) > 0, 1.0, -1.0)
     parts = np.array_split(np.arange(600), 3)
-    res = fit_gossip([X[i] for i in parts], [y[i] for i in parts], nx.cycle_graph(3), epsilon=2.0, rounds=12,
-                     tail=0.5, bounds=(np.full(3, -4.0), np.full(3, 4.0)), noise_seed=1)
+    nodes = Nodes([X[i] for i in parts], [y[i] for i in parts], nx.cycle_graph(3))
+    res = gossip_driver.fit(GossipParams(epsilon=2.0, rounds=12, tail=0.5, bounds=(np.full(3, -4.0), np.full(3, 4.0)),
+                                         recalibrate=False), nodes, noise_seed=1)
     s0 = average_from(12, 0.5)
     assert s0 == 6
     np.testing.assert_allclose(res.F.mean(axis=0), res.path[s0:].mean(axis=0), rtol=1e-12, atol=1e-14)
-    last = fit_gossip([X[i] for i in parts], [y[i] for i in parts], nx.cycle_graph(3), epsilon=2.0, rounds=12,
-                      tail=0.0, bounds=(np.full(3, -4.0), np.full(3, 4.0)), noise_seed=1)
+    last = gossip_driver.fit(GossipParams(epsilon=2.0, rounds=12, tail=0.0, bounds=(np.full(3, -4.0), np.full(3, 4.0)),
+                                          recalibrate=False), nodes, noise_seed=1)
     np.testing.assert_allclose(last.F.mean(axis=0), last.path[-1], rtol=1e-12, atol=1e-14)
 
 

@@ -112,9 +112,12 @@ def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsil
     """``dpadmm consensus --epsilon E`` without --perturbation: noisy-gradient gossip (:mod:`dpadmm.algorithms.gossip`)."""
     import numpy as np
 
-    from .._validation import check_int, check_positive
+    from dataclasses import replace
+
+    from .._validation import check_int
     from ._baselines import verdict
-    from ..algorithms.gossip.schedule import DEFAULT_RANGE_ROUNDS, default_schedule
+    from ..algorithms.gossip.params import GossipParams, plan
+    from ..algorithms.gossip.schedule import DEFAULT_RANGE_ROUNDS
     from ..experiments.gossip import run_gossip
     from ..experiments.zhang import load_data, plot_curves
 
@@ -133,9 +136,7 @@ def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsil
     validated: list = []
     options = backend_options(backend, out=out, run_opts=validated, **backend_args)
     run_opts = validated[0]
-    check_positive("epsilon", epsilon)
-    if not 0.0 < delta < 1.0:
-        raise InvalidParameterError(f"delta must be in (0, 1), got delta={delta}.")
+    params = GossipParams(epsilon=epsilon, delta=delta)  # the protocol's checks of ε and δ
     if node_data != "own-files":  # else: the nodes that answer (cli/_consensus_nodes.remote_nodes)
         check_int("nodes", nodes, minimum=2)
     if iterations is not None:
@@ -170,8 +171,8 @@ def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsil
         X, y, X_test, y_test = test_split(X, y, test, test_fraction, seed)
     load_wall, load_cpu = time.perf_counter() - load_wall, time.process_time() - load_cpu
     if iterations is None:
-        iterations = default_schedule(n_rows if refs is not None else len(y), d, epsilon, n_nodes=nodes, delta=delta,
-                                      range_rounds=0 if declared is not None else DEFAULT_RANGE_ROUNDS).rounds
+        iterations = plan(replace(params, bounds=declared), n_rows if refs is not None else len(y), d, nodes,
+                          noise=False).rounds  # the public schedule's T (for the progress bar)
     range_rounds = 0 if declared is not None else DEFAULT_RANGE_ROUNDS
     per_run = iterations + range_rounds  # each run's releases: the DP range counts, then the training rounds
     note = bk.resume_note(run_opts, per_run)

@@ -19,7 +19,9 @@ proportional to ``linspace(1, ratio, N)``: the largest node holds ``ratio`` time
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import networkx as nx
 import numpy as np
@@ -29,6 +31,21 @@ from ..exceptions import DataFileError, InvalidParameterError
 TOPOLOGIES = ("ring", "line", "star", "complete", "erdos:p", "FILE")
 SPLITS = ("even", "uneven")
 MAX_ERDOS_TRIES = 1000
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """The data of a decentralised fit: node i's rows ``Xs[i]`` and labels ``ys[i]`` (±1; or the nodes' own
+    file references) on the connected ``graph`` over nodes 0 … N−1."""
+
+    Xs: Sequence
+    ys: Sequence
+    graph: nx.Graph
+
+    def __post_init__(self):
+        if self.graph.number_of_nodes() != len(self.Xs):
+            raise InvalidParameterError(f"the graph has {self.graph.number_of_nodes()} nodes but there are "
+                                        f"{len(self.Xs)} node datasets.")
 
 
 def check_connected(G: nx.Graph) -> nx.Graph:

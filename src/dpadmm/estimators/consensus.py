@@ -5,44 +5,30 @@ Data sit on the nodes of a connected graph; nodes exchange only what the protoco
 
 from __future__ import annotations
 
-import math
 import numbers
-import warnings
 from typing import Any, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import NotFittedError
 
-from .._validation import as_float_matrix, binary_labels, check_choice, check_int, check_positive, check_random_state, noise_seed
-from ..algorithms.consensus import schedules as gc
+from .._validation import as_float_matrix, binary_labels, check_choice, check_int, check_random_state, noise_seed
+from ..algorithms.consensus import driver as consensus_driver
+from ..algorithms.consensus.params import DEFAULT_C, DEFAULT_REG_WEIGHT, MADMMParams
+from ..algorithms.gossip import driver as gossip_driver
 from ..algorithms.gossip import mechanism as gossip_mech
+from ..algorithms.gossip.params import GossipParams
 from ..algorithms.gossip.schedule import DEFAULT_DELTA as GOSSIP_DELTA
-from ..fit.consensus import run_fallback, run_madmm
-from ..fit.gossip import fit_estimator
 from ..backends import get_backend
-from ..data.graphs import adjacency, make_graph, split_indices
-from ..exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
+from ..data.graphs import Nodes, make_graph, split_indices
+from ..exceptions import InvalidDataError, InvalidParameterError
 from ..protocol import PartyData
-from ..algorithms.consensus.report import pp_assumptions, with_fallback, zhang_privacy_curve, zhang_report
-from ..privacy.threats import finish
-from .._history import History
 from ._sklearn import binary_classifier_tags, is_block_list, one_matrix, target
-from ..algorithms.consensus import baseline as cb
 
-DEFAULT_C = 50.0
-DEFAULT_REG_WEIGHT = 1.0
-
-
-def _check_schedule(name: str, value, allow_inf: bool = False):
-    if value is None or callable(value):
-        return value
-    arr = np.asarray(value, dtype=np.float64) if not isinstance(value, numbers.Real) else None
-    if arr is None:
-        check_positive(name, value, allow_inf=allow_inf)
-    elif arr.ndim != 1 or np.any(np.isnan(arr)) or np.any(arr <= 0) or (not allow_inf and np.any(np.isinf(arr))):
-        raise InvalidParameterError(f"{name} must be a positive number, one positive value per node or a callable "
-                                    f"(i, t) -> value, got {name}={value!r}.")
-    return value
+#: the M-ADMM parameters (:class:`~dpadmm.algorithms.consensus.params.MADMMParams`), by their estimator names
+MADMM_FIELDS = ("C", "reg_weight", "theta", "theta_growth", "eta", "eta_growth", "perturbation", "alpha",
+                "alpha_growth", "max_iter", "tol", "normalize", "batch", "record_path", "newton_tol",
+                "fallback_epsilon", "monitor")
 
 
 class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
@@ -152,32 +138,19 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         self.backend = backend
         self.monitor = monitor
 
-    # ------------------------------------------------------------------ validation
-    def _validate(self):
-        check_positive("C", self.C)
-        check_positive("reg_weight", self.reg_weight)
-        check_int("max_iter", self.max_iter)
-        check_positive("tol", self.tol, allow_zero=True)
-        check_positive("newton_tol", self.newton_tol)
-        check_choice("perturbation", self.perturbation, gc.PERTURBATIONS)
+    # ------------------------------------------------------------------ parameters
+    def _params(self) -> GossipParams | MADMMParams:
+        """The fit's typed parameters (checked there): gossip's with ``epsilon`` or ``protocol='gossip'``, else
+        M-ADMM's."""
+        if self._use_gossip():
+            return GossipParams(epsilon=self.epsilon, delta=self.delta, rounds=self.rounds, bounds=self.bounds,
+                                row_clip=self.row_clip, recalibrate=getattr(self, "recalibrate", None),
+                                monitor=self.monitor, normalize=self.normalize)
         check_choice("split", self.split, ("even", "uneven"))
-        if self.fallback_epsilon is not None:
-            check_positive("fallback_epsilon", self.fallback_epsilon, allow_zero=True)
         if self.recalibrate:  # True or anything else set: M-ADMM hands over one model
             raise InvalidParameterError(f"recalibrate is for the gossip protocol (epsilon= or protocol='gossip'), got "
                                         f"recalibrate={self.recalibrate!r} with M-ADMM; leave it None or False.")
-        _check_schedule("theta", self.theta)
-        _check_schedule("eta", self.eta)
-        _check_schedule("alpha", self.alpha, allow_inf=True)
-        if self.perturbation == "none" and self.alpha is not None:
-            raise InvalidParameterError(f"alpha is only used with a perturbation, got alpha={self.alpha!r} with "
-                                        "perturbation='none'; choose pp, dvp or pvp.")
-        if self.perturbation != "none" and self.alpha is None:
-            raise InvalidParameterError(f"perturbation={self.perturbation!r} needs the noise parameter alpha > 0 "
-                                        "(density ~ exp(-alpha ||eps||)), got alpha=None.")
-        if self.perturbation == "dvp" and self.eta is not None:
-            raise InvalidParameterError(f"dvp fixes eta_i(t) = theta (Zhang & Zhu 2017), got eta={self.eta!r}; "
-                                        "use perturbation='pp' for a growing penalty.")
+        return MADMMParams(**{k: getattr(self, k) for k in MADMM_FIELDS})
 
     def _node_data(self, X, y, seed: np.random.SeedSequence):
         if isinstance(X, (list, tuple)) and X and all(isinstance(x, PartyData) for x in X):  # each node's own file
@@ -213,95 +186,49 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
             raise InvalidParameterError(f"fit() takes no {', '.join(unknown)}: its keyword arguments are callbacks, "
                                         "checkpoint_dir, checkpoint_every and resume_from.")
         self.__dict__.pop("n_features_in_", None)  # a refit is a new fit: any column count
-        if self._use_gossip() or any(v is not None for v in checkpoints.values()):  # M-ADMM: refused there
-            return fit_estimator(self, X, y, callbacks, **checkpoints)
-        self._validate()
-        self._gossip = None
-        self.node_coefs_ = self.node_intercepts_ = self.calibration_ = None  # one hand-over model (gossip only)
+        params = self._params()
+        gossip = isinstance(params, GossipParams)
+        if not gossip and any(v is not None for v in checkpoints.values()):  # the fallback releases after the rounds
+            raise InvalidParameterError("checkpoints and resume are for the gossip protocol (epsilon= alone).")
         seed = check_random_state(self.random_state)  # data split and graph (not noise)
-        nseed = noise_seed(self.random_state)  # None: every node draws its noise from its own OS entropy
         Xs, ys, self.classes_ = self._node_data(X, y, seed)
-        N = len(Xs)
-        private = self.perturbation != "none"
-        monitor = (not private) if self.monitor is None else bool(self.monitor)
-        norms = np.array([float(np.max(np.linalg.norm(x, axis=1))) for x in Xs])
-        if private and norms.max() > 1.0 + 1e-9:
-            if not self.normalize:
-                raise PrivacyPreconditionError(
-                    f"[Zhang, Thm 4.1] needs ||x||_2 <= 1 for every row, got max ||x||_2 = {norms.max():.4g}; "
-                    "normalise the rows (normalize=True).")
-        if self.normalize:
-            Xs = [x / np.maximum(np.linalg.norm(x, axis=1), 1.0)[:, None] for x in Xs]
         graph_rng = np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=(2**21,)))
-        G = make_graph(self.topology, N, random_state=graph_rng)
-        if G.number_of_nodes() != N:
-            raise InvalidParameterError(f"the graph has {G.number_of_nodes()} nodes but there are {N} node datasets.")
-        A, V = adjacency(G)
-        T = int(self.max_iter)
-        theta = gc.schedule_table(self.theta, self.theta_growth, n_nodes=N, rounds=T, name="theta")
-        eta = theta.copy() if self.eta is None else gc.schedule_table(self.eta, self.eta_growth, n_nodes=N,
-                                                                       rounds=T, name="eta")
-        if private:
-            alpha = gc.schedule_table(self.alpha, self.alpha_growth, n_nodes=N, rounds=T, name="alpha")
+        nodes = Nodes(Xs, ys, make_graph(self.topology, len(Xs), random_state=graph_rng))
+        kw = dict(callbacks=callbacks, noise_seed=noise_seed(self.random_state))  # None: each node's own OS entropy
+        if gossip:
+            res = gossip_driver.fit(params, nodes, get_backend(self.backend), **kw, **checkpoints)
+            d = Xs[0].shape[1]
+            w = res.F.mean(axis=0)
+            self._gossip, self._gossip_ledger, self._gossip_base_rate = (res.lo, res.hi, res.row_clip), res.ledger, \
+                res.base_rate  # the column map; the DP base rate of the range rounds, for the CLI's baseline
+            self.coefs_, self.intercepts_ = res.F[:, :d].copy(), res.F[:, d].copy()
+            self.coef_, self.intercept_ = w[:d].copy(), float(w[d])
+            own = res.node_models is not None  # each node's own choice (algorithms.gossip.choice), nothing released
+            self.node_coefs_ = res.node_models[:, :d].copy() if own else None
+            self.node_intercepts_ = res.node_models[:, d].copy() if own else None
+            self.calibration_, self.node_choice_cv_ = res.calibration, res.choice_cv
+            self.node_choice_, self.node_choice_reasons_, self.node_spaces_ = (
+                (list(res.choices), list(res.reasons), list(res.spaces)) if own else (None, None, None))
+            self.column_bounds_, self.bounds_source_ = np.column_stack([res.lo, res.hi]), res.bounds_source
+            self.range_quantile_, self.noise_multiplier_ = res.quantile, res.noise_multiplier
+            self._margin_clip = self.handed_over_ = self.dp_base_rate_ = self.comparison_ = None
+            self.rounds_ = 0 if res.path is None else int(len(res.path))  # gradient rounds T
+            self.range_rounds_ = int(res.rounds - self.rounds_)  # K (0 with declared bounds)
+            self.converged_, self.path_, self.schedules_ = False, res.path, {}
+            self.regime_, self.momentum_ = res.regime, res.momentum  # the public schedule's regime and β
         else:
-            alpha = np.full((N, T), np.inf)
-        gc.check_convergence_condition(eta, theta)
-        B = np.array([x.shape[0] for x in Xs])
-        C, reg = float(self.C), float(self.reg_weight) / N
-        assumptions, notes = [], []
-        if self.perturbation in ("pp", "dvp"):
-            gc.check_privacy_condition(B=B, degree=V, C=C, reg=reg, theta=theta, eta=eta)
-            assumptions = pp_assumptions(normalized=bool(self.normalize), max_row_norm=float(norms.max()))
-            if monitor:
-                notes.append("monitor=True: monitoring values (train_loss, objective) were computed from the nodes' "
-                             "data and left them un-noised; they are NOT covered by the guarantee")
-        elif self.perturbation == "pvp":
-            notes.append("primal variable perturbation is not covered by [Zhang, Thm 4.1]: no bound (epsilon = inf)")
-        backend = get_backend(self.backend)
-        result = run_madmm(Xs, ys, G, A, V, eta=eta, theta=theta, alpha=alpha, C=C, reg=reg,
-                           perturbation=self.perturbation, newton_tol=self.newton_tol, batch=self.batch,
-                           tol=0.0 if private else float(self.tol), record_path=self.record_path, backend=backend,
-                           noise_seed=nseed, monitor=monitor, callbacks=callbacks,
-                           fallback_epsilon=self.fallback_epsilon)
-        F = result.hub_state.F
-        self.coefs_ = F.copy()
-        self.coef_ = F.mean(axis=0)
-        self.intercept_ = 0.0
-        self._margin_clip = None
-        self.handed_over_ = self.dp_base_rate_ = self.comparison_ = None
-        fallback_ledger = None
-        use_fallback = self.perturbation in ("pp", "dvp") and self.fallback_epsilon
-        if use_fallback:
-            fallback_ledger = self._fallback(Xs, ys, nseed, backend)
-        self.graph_ = G
-        self.node_sizes_ = B
-        self.degrees_ = V
-        self.n_iter_ = result.rounds
-        self.noise_source_ = result.noise_source
-        self.n_features_in_ = Xs[0].shape[1]
-        self.converged_ = result.converged
-        self.history_ = History(result.history, monitored=monitor, private=private)
-        self.path_ = np.stack(result.hub_state.path) if self.record_path and result.hub_state.path else None
-        self.schedules_ = {"eta": eta, "theta": theta, "alpha": alpha}
-        if self.perturbation in ("pp", "dvp"):
-            rep = zhang_report(result.ledger, rounds=result.rounds, assumptions=assumptions, notes=notes)
-            if fallback_ledger is not None:  # basic composition: P_i(T) + ε_b + ε_c per node
-                rep = with_fallback(rep, fallback_ledger, fallback_epsilon=float(self.fallback_epsilon),
-                                    handed_over=self.handed_over_)
-            self.privacy_ = finish(rep, threat_model="consensus", noise_source=result.noise_source)
-            _, curve = zhang_privacy_curve(result.ledger, result.rounds)
-            self.history_["privacy_bound"] = curve.tolist()
-        elif self.perturbation == "pvp":
-            self.privacy_ = finish(zhang_report(result.ledger, rounds=result.rounds, notes=notes,
-                                                mechanism="primal variable perturbation (noise on f_i before broadcast)"),
-                                   threat_model="consensus", noise_source=result.noise_source)
-            self.history_["privacy_bound"] = [math.inf] * result.rounds
-        else:
-            self.privacy_ = None
-            self.history_["privacy_bound"] = [math.inf] * result.rounds
-            if self.tol > 0 and not result.converged:
-                warnings.warn(f"M-ADMM did not reach tol={self.tol} in max_iter={self.max_iter} iterations; "
-                              "increase max_iter.", UserWarning, stacklevel=2)
+            res = consensus_driver.fit(params, nodes, self.backend, **kw)
+            self._gossip = None
+            self.node_coefs_ = self.node_intercepts_ = self.calibration_ = None  # one hand-over model (gossip only)
+            self.coefs_, self.coef_, self.intercept_ = res.coefs, res.coef, res.intercept
+            self._margin_clip, self.handed_over_ = res.margin_clip, res.handed_over
+            self.dp_base_rate_, self.comparison_ = res.dp_base_rate, res.comparison
+            if res.handed_over is not None:
+                self.comparison_threshold_ = res.comparison_threshold
+            self.converged_, self.path_, self.schedules_ = res.converged, res.path, res.schedules
+        self.graph_, self.node_sizes_, self.degrees_ = nodes.graph, res.node_sizes, res.degrees
+        self.n_iter_, self.noise_source_, self.n_features_in_ = res.rounds, res.noise_source, Xs[0].shape[1]
+        self.history_, self.privacy_ = res.history, res.report
         return self
 
     # ------------------------------------------------------------------ gossip
@@ -319,25 +246,6 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                                         "([Zhang]) are two different protocols; give one of them.")
         return True
 
-    def _fallback(self, Xs, ys, nseed, backend=None):
-        """DP base rate and the accounted comparison (``algorithms.consensus_baseline``); sets the hand-over.
-
-        The run: :func:`dpadmm.fit.consensus.run_fallback`."""
-        eps_c = 0.5 * float(self.fallback_epsilon)
-        res = run_fallback(Xs, ys, self.coef_, fallback_epsilon=self.fallback_epsilon, noise_seed=nseed, backend=backend)
-        st = res.hub_state
-        self.dp_base_rate_ = float(st.p)
-        self.comparison_ = float(st.difference)
-        self.comparison_threshold_ = cb.threshold(len(Xs), eps_c)
-        if self.comparison_ < self.comparison_threshold_:
-            self.handed_over_ = "model"
-            self._margin_clip = cb.MARGIN_CLIP
-        else:
-            self.handed_over_ = "dp-base-rate"
-            self.coef_ = np.zeros_like(self.coef_)
-            self.intercept_ = float(math.log(self.dp_base_rate_ / (1.0 - self.dp_base_rate_)))
-        return res.ledger
-
     # ------------------------------------------------------------------ predict
     def decision_function(self, X, node: int | None = None) -> np.ndarray:
         """``X f̄ + b`` with f̄ the mean of the node models (equal to each f_i at consensus) and b = 0, or the
@@ -348,8 +256,6 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         ``node_choice_[i]``: its recalibrated consensus, its own model in raw units, or its own base rate;
         :mod:`dpadmm.algorithms.gossip.choice`) when the fit recalibrated, else its consensus model ``coefs_[i]``."""
         if not hasattr(self, "coef_"):
-            from sklearn.exceptions import NotFittedError
-
             raise NotFittedError("this ConsensusLogisticRegression is not fitted yet; call fit first.")
         A = one_matrix(self, X, sparse=False)  # the fitted column count, or one line saying so
         gossip = getattr(self, "_gossip", None) is not None

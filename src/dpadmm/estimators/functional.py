@@ -5,12 +5,11 @@ from the sum of the workers' moment matrices, its private Analyze-Gauss variant,
 Fourier / B-spline basis); every worker turns its curves into K scores; the scores are clipped to
 ``‖A_ij‖ ≤ c_1`` (the precondition of [Zhou, Thm 1]); F-ADMM / FDP-ADMM (``algorithms.functional_quantile``)
 runs with one party per worker; ``β̂(t) = Σ_k ŵ_k φ_k(t)``. The runs and their noise calibration are
-:mod:`dpadmm.fit.functional`'s, the accounting :mod:`dpadmm.algorithms.functional.report`'s.
+:mod:`dpadmm.algorithms.functional.driver`'s, the accounting :mod:`dpadmm.algorithms.functional.report`'s.
 """
 
 from __future__ import annotations
 
-import math
 import warnings
 from typing import Any, Callable, Sequence
 
@@ -18,20 +17,22 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._history import History
-from .._validation import check_choice, check_int, check_open_unit, check_positive, check_random_state, noise_seed
-from ..algorithms.functional import messages as functional_messages, rules as functional_rules, statistics as fs
-from ..algorithms.functional.report import constant_only_report, fit_report
+from .._validation import noise_seed
+from ..algorithms.functional import driver as functional_driver, params as fp, statistics as fs
+from ..algorithms.functional.params import BASES, FunctionalParams
 from ..data.functional import check_curves
 from ..engine import HUB
-from ..exceptions import InvalidParameterError, PrivacyPreconditionError
-from ..fit import functional as ff
-from ..kernels import fpca as F
+from ..exceptions import InvalidParameterError
 from ._sklearn import one_matrix, target
 from ..kernels.quantile import pinball_score
-from ..privacy.accountants import ACCOUNTANTS
 
-BASES = ("auto", "fpca", "private-fpca", "fourier", "bspline")
+__all__ = ["BASES", "FunctionalQuantileRegressor", "private_fit_transcript"]
+
+
+#: the estimator's parameters that are the fit's (:class:`~dpadmm.algorithms.functional.params.FunctionalParams`)
+FIELDS = ("tau", "n_components", "basis", "penalty", "lam", "l1_ratio", "rho", "method", "max_iter", "fit_intercept",
+          "epsilon", "delta", "total_epsilon", "c1", "c_w", "c2", "eta0", "curve_clip", "y_range", "workers",
+          "accountant", "monitor", "min_n_epsilon")
 
 
 class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
@@ -120,91 +121,22 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         self.backend = backend
         self.monitor = monitor
 
-    # ------------------------------------------------------------------ validation
+    # ------------------------------------------------------------------ parameters
+    def _params(self) -> FunctionalParams:
+        """The fit's typed parameters (their checks: :class:`~dpadmm.algorithms.functional.params.FunctionalParams`)."""
+        return FunctionalParams(**{k: getattr(self, k) for k in FIELDS})
+
     def _validate(self, n: int, T: int) -> None:
-        check_open_unit("tau", self.tau)
-        check_int("n_components", self.n_components)
-        if self.n_components > T:
-            raise InvalidParameterError(f"n_components must be at most the number of grid points ({T}), "
-                                        f"got n_components={self.n_components}.")
-        check_choice("basis", self.basis, BASES)
-        check_choice("penalty", self.penalty, functional_rules.PENALTIES)
-        check_positive("lam", self.lam, allow_zero=True)
-        if self.penalty == "elasticnet":
-            check_open_unit("l1_ratio", self.l1_ratio)
-        check_positive("rho", self.rho)
-        check_choice("method", self.method, tuple(functional_rules.METHODS))
-        if self.max_iter is not None:
-            check_int("max_iter", self.max_iter)
-        check_int("workers", self.workers)
-        if self.workers > n:
-            raise InvalidParameterError(f"workers must be at most the curves (n_samples = {n}), got workers={self.workers}.")
-        if self.epsilon is not None and self.total_epsilon is not None:
-            raise InvalidParameterError("give at most one of epsilon (per iteration) and total_epsilon; got both.")
-        if self.epsilon is not None:
-            check_positive("epsilon", self.epsilon)
-        if self.total_epsilon is not None:
-            check_positive("total_epsilon", self.total_epsilon)
-        check_open_unit("delta", self.delta)
-        for name in ("c1", "eta0", "curve_clip"):
-            if getattr(self, name) is not None:
-                check_positive(name, getattr(self, name))
-        check_positive("c_w", self.c_w)
-        check_positive("c2", self.c2, allow_zero=True)
-        check_choice("accountant", self.accountant, ACCOUNTANTS)
-        if self.min_n_epsilon is not None:
-            check_positive("min_n_epsilon", self.min_n_epsilon, allow_zero=True)
-        if self._private and self.basis == "fpca":
-            raise PrivacyPreconditionError("basis='fpca' would release the pooled moment matrix of the curves in the "
-                                           "clear; a private fit needs basis='auto'/'private-fpca' (noised and "
-                                           "accounted) or 'fourier'/'bspline'.")
-        if self.y_range is not None:
-            try:
-                lo, hi = (float(v) for v in self.y_range)
-            except (TypeError, ValueError):
-                raise InvalidParameterError(f"y_range must be a pair (lo, hi), got y_range={self.y_range!r}.") from None
-            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-                raise InvalidParameterError(f"y_range must be finite with lo < hi, got y_range={self.y_range!r}.")
+        """Every parameter check, the data's size included (the CLI's, before it writes anything)."""
+        self._params().check_sizes(n, T)
 
     @property
     def _private(self) -> bool:
         return self.epsilon is not None or self.total_epsilon is not None
 
-    # ------------------------------------------------------------------ pooled statistics
-    def _basis_kind(self) -> str:
-        if self.basis == "auto":
-            return "bspline" if self._private else "fpca"
-        return self.basis
-
-    def _fit_constant_only(self, parts, parts_y, X, y, grid, nseed, transcript=None):
-        """Too few curves for the budget (n·ε < MIN_N_EPSILON, public): the whole budget goes to the DP
-        τ-quantile (B bisection counts, after the response histogram if no public range), handed over as
-        the model; no ADMM run (at this size its noise swamps any signal — the benchmark's finding)."""
-        res, z, n_ranges = ff.run_constant_only(parts, parts_y, grid, y_range=self.y_range, tau=self.tau,
-                                                total_epsilon=self.total_epsilon, delta=self.delta,
-                                                accountant=self.accountant, nseed=nseed, backend=self.backend,
-                                                transcript=transcript)
-        st = res.hub_state
-        K = int(self.n_components)
-        self.basis_ = F.bspline_basis(grid, K)  # fixed functions (no data): keeps the model's interface
-        self.dp_constant_ = float(st.sums["quantile"])
-        self.y_range_ = (float(st.y_range[0]), float(st.y_range[1]))
-        self.fallback_, self.comparison_ = "dp-constant", None
-        self.response_location_, self.response_scale_ = self.dp_constant_, 1.0
-        self.score_scale_, self.score_clip_ = np.ones(K), None
-        self.w_, self.coef_, self.intercept_ = np.zeros(K + 1), np.zeros(K), self.dp_constant_
-        self.beta_ = self.basis_.curve(self.coef_)
-        self.grid_, self.n_features_in_ = grid, X.shape[1]
-        self.history_, self.n_iter_, self.converged_ = {}, 0, False
-        self.noise_source_, self.noise_multiplier_ = res.noise_source, z
-        self.c1_ = self.clipped_fraction_ = None
-        self._check_against_constant(X, y)
-        self.privacy_ = constant_only_report(res.ledger, delta=float(self.delta), accountant=self.accountant,
-                                             n_epsilon=X.shape[0] * float(self.total_epsilon),
-                                             min_n_epsilon=self._min_n_epsilon, n_ranges=n_ranges, z=z,
-                                             tau=self.tau, quantile_steps=fs.QUANTILE_STEPS, y_range=self.y_range,
-                                             noise_source=res.noise_source)
-        return self
+    @property
+    def _min_n_epsilon(self) -> float:
+        return float(self.MIN_N_EPSILON if self.min_n_epsilon is None else self.min_n_epsilon)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, *, grid=None, callbacks: Sequence[Callable] = (), transcript: Callable | None = None):
@@ -221,128 +153,35 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         """
         self.__dict__.pop("n_features_in_", None)  # a refit is a new fit: any grid; scikit-learn's checks and messages
         X, y, grid = check_curves(one_matrix(self, X, sparse=False), target(y, classes=False), grid)
-        n, T = X.shape
-        self._validate(n, T)
-        mcfg = dict(functional_rules.METHODS[self.method])
-        L = int(self.max_iter or mcfg["iterations"])
-        private = self._private
-        c1 = float(self.c1 if self.c1 is not None else mcfg["c1"])
-        eta0 = float(self.eta0 if self.eta0 is not None else mcfg["eta0"])
-        parts, parts_y = ff.split_workers(X, y, self.workers, check_random_state(self.random_state))
-        nseed = noise_seed(self.random_state)  # None: each worker draws its noise from its own OS entropy
-        self.constant_only_ = bool(private and self.total_epsilon is not None
-                                   and n * float(self.total_epsilon) < self._min_n_epsilon)
-        if self.constant_only_:
-            return self._fit_constant_only(parts, parts_y, X, y, grid, nseed, transcript)
-        budget = ff.calibrate(epsilon=self.epsilon, total_epsilon=self.total_epsilon, delta=self.delta,
-                              accountant=self.accountant, L=L, shares=self._shares(L), private=private,
-                              y_range=self.y_range, curve_clip=self.curve_clip)
-        z, eps_iter, delta_iter = budget.z, budget.eps_iter, budget.delta_iter
-        pooled = ff.pooled_statistics(parts, parts_y, grid, n_components=self.n_components, kind=self._basis_kind(),
-                                      y_range=self.y_range, curve_clip=self.curve_clip, tau=self.tau,
-                                      z_stats=budget.z_stats, z_quantile=budget.z_quantile, nseed=nseed,
-                                      backend=self.backend, transcript=transcript)
-        basis, y_loc, y_scale, stats = pooled.basis, pooled.y_loc, pooled.y_scale, pooled.state
-        if not self.fit_intercept:  # no intercept to absorb a shift: scale the response only
-            y_scale = math.sqrt(y_scale * y_scale + y_loc * y_loc)
-            y_loc = 0.0
-        scale = ff.score_scale(basis, mcfg["standardize"], pooled.var_floor)
-        clip = c1 if private else None  # clipping is a privacy precondition; non-private fits use the raw scores
-        c_total = math.sqrt(c1 * c1 + 1.0) if self.fit_intercept else c1
-        settings = functional_messages.Settings.make([self.tau], lam=self.lam, noise_multiplier=z, eps_iter=eps_iter, delta_iter=delta_iter)
-        monitor = (not private) if self.monitor is None else bool(self.monitor)
-        self.clipped_fraction_ = None
-        if clip is None:
-            self.clipped_fraction_ = 0.0
-        elif monitor:  # opt-in monitoring: a pooled count the guarantee does not cover
-            self.clipped_fraction_ = sum(int(np.sum(np.linalg.norm(basis.scores(Xi) / scale, axis=1) > c1))
-                                         for Xi in parts) / n
-        result = ff.run_admm(parts, parts_y, basis=basis, scale=scale, y_loc=y_loc, y_scale=y_scale, clip=clip,
-                             settings=settings, method=mcfg, L=L, rho=self.rho, penalty=self.penalty,
-                             l1_ratio=self.l1_ratio, fit_intercept=self.fit_intercept, c_total=c_total, c2=self.c2,
-                             c_w=self.c_w, eta0=eta0, nseed=nseed, backend=self.backend, callbacks=callbacks,
-                             monitor=monitor, transcript=transcript)
-        w = np.array(result.hub_state.output[0, 0], dtype=float)
-        self.basis_ = basis
-        self.response_location_, self.response_scale_ = y_loc, y_scale
-        self.score_scale_ = scale
-        self.score_clip_ = clip
-        if private:  # predictions never leave the public (or DP-estimated) response range
-            self.y_range_ = (float(stats.y_range[0]), float(stats.y_range[1]))
-        elif self.y_range is not None:
-            self.y_range_ = (float(self.y_range[0]), float(self.y_range[1]))
-        else:
-            self.y_range_ = (-math.inf, math.inf)
-        self.dp_constant_ = float(stats.sums["quantile"]) if private else None
-        self.fallback_ = None
-        self.comparison_ = None
-        compare_ledger = None
-        if private:
-            self.candidate_w_ = w.copy()  # the ADMM's model (post-processing of released messages)
-            model = self._released_model(w, y_loc, y_scale) | {"constant": self.dp_constant_}
-            handed = ff.hand_over(parts, parts_y, grid, model, w, y_loc=y_loc, y_scale=y_scale,
-                                  fit_intercept=self.fit_intercept, budget=budget, margin=self.COMPARE_MARGIN,
-                                  nseed=nseed, backend=self.backend, transcript=transcript)
-            w, self.fallback_, compare_ledger = handed.w, handed.fallback, handed.ledger
-            self.comparison_, self.comparison_threshold_ = handed.comparison, handed.threshold
-        self.w_ = w
-        coef = y_scale * w[: basis.n_components] / scale
-        self.coef_ = coef
-        self.intercept_ = float(y_loc + y_scale * w[-1]) if self.fit_intercept else float(y_loc)
-        self.released_statistics_ = {"sums": stats.sums, "y_range": stats.y_range, "curve_clip": stats.curve_clip}
-        self.beta_ = basis.curve(coef)
-        self.grid_ = grid
-        self.n_features_in_ = T
-        self.history_ = History(result.history, monitored=monitor, private=private)
-        self.n_iter_ = result.rounds
-        self.converged_ = bool(result.converged)
-        self.noise_source_ = result.noise_source
-        self.noise_multiplier_ = z
-        self.c1_ = c_total
+        res = functional_driver.fit(self._params(), functional_driver.Curves(X, y, grid), self.backend,
+                                    random_state=self.random_state, noise_seed=noise_seed(self.random_state),
+                                    callbacks=callbacks, transcript=transcript)  # noise_seed None: the workers' own
+        for name in ("candidate_w", "comparison_threshold", "released_statistics"):  # what this fit has
+            if getattr(res, name) is not None:
+                setattr(self, name + "_", getattr(res, name))
+        self.basis_, self.w_, self.coef_, self.intercept_, self.beta_ = res.basis, res.w, res.coef, res.intercept, res.beta
+        self.response_location_, self.response_scale_ = res.response_location, res.response_scale
+        self.score_scale_, self.score_clip_, self.y_range_ = res.score_scale, res.score_clip, res.y_range
+        self.dp_constant_, self.fallback_, self.comparison_ = res.dp_constant, res.fallback, res.comparison
+        self.grid_, self.n_features_in_, self.history_, self.n_iter_ = grid, X.shape[1], res.history, res.n_iter
+        self.converged_, self.noise_source_, self.noise_multiplier_ = res.converged, res.noise_source, res.noise_multiplier
+        self.c1_, self.clipped_fraction_, self.constant_only_ = res.c1, res.clipped_fraction, res.constant_only
         self._check_against_constant(X, y)
-        if private:
-            self.privacy_ = fit_report(
-                [pooled.ledger, result.ledger, compare_ledger], delta=float(self.delta), accountant=self.accountant,
-                eps_iter=eps_iter, delta_iter=delta_iter, rounds=result.rounds, z=z, shares=self._shares(L),
-                quantile_steps=fs.QUANTILE_STEPS, c1=c1, c_total=c_total, fit_intercept=self.fit_intercept,
-                clipped_fraction=self.clipped_fraction_, curve_clip=stats.curve_clip,
-                centered_clip=stats.sums["centered_clip"], curve_clip_given=self.curve_clip is not None,
-                y_range=self.y_range, basis_kind=self._basis_kind(), tau=self.tau, method=self.method,
-                handed_over=self.fallback_, monitor=monitor, noise_source=result.noise_source)
-        else:
-            self.privacy_ = None
+        self.privacy_ = res.report
         return self
 
-    #: budget shares of the one-shot releases, as fractions of the L ADMM rounds (a total budget only): each
-    #: pooled statistic, the DP τ-quantile (all B bisection counts) and the model-vs-constant comparison
-    SHARES = {"statistic": 0.1, "quantile": 0.5, "compare": 0.25}
-    COMPARE_MARGIN = 2.0
-    #: private fits with n·ε below this (public) skip the ADMM and spend the whole budget on the DP constant
-    #: (private-utility benchmark: below it the model never beat the DP constant on any data set or seed)
-    MIN_N_EPSILON = 2500.0
-    #: private predictions stay within BAND response scales b of the DP constant (and inside the range)
-    BAND = 3.0
-
-    @property
-    def _min_n_epsilon(self) -> float:
-        return float(self.MIN_N_EPSILON if self.min_n_epsilon is None else self.min_n_epsilon)
+    #: the protocol's public constants (:mod:`dpadmm.algorithms.functional.params`)
+    SHARES, COMPARE_MARGIN, MIN_N_EPSILON, BAND = fp.SHARES, fp.COMPARE_MARGIN, fp.MIN_N_EPSILON, fp.BAND
 
     def _shares(self, L: int) -> tuple[int, int, int]:
-        """(W_s, W_q, W_c): the budget share of each one-shot release, in ADMM rounds (see ``fit``)."""
-        if self.total_epsilon is None:
-            return 1, 1, 1
-        return tuple(max(1, int(round(L * self.SHARES[k]))) for k in ("statistic", "quantile", "compare"))
+        """(W_s, W_q, W_c): the budget share of each one-shot release, in ADMM rounds."""
+        return self._params().shares(L)
 
     def _released_model(self, w, y_loc, y_scale) -> dict:
         """The model as public arrays (what the ``compare`` stage sends to the workers)."""
-        lo, hi = self.y_range_
-        if self.dp_constant_ is not None:  # private: predictions within BAND response scales of the DP constant
-            lo = max(lo, self.dp_constant_ - self.BAND * y_scale)
-            hi = min(hi, self.dp_constant_ + self.BAND * y_scale)
-        return {"basis": self.basis_, "score_scale": np.asarray(self.score_scale_, float), "clip": self.score_clip_,
-                "w": np.asarray(w, float) if self.fit_intercept else np.r_[np.asarray(w, float), 0.0],
-                "y_loc": float(y_loc), "y_scale": float(y_scale), "band": (float(lo), float(hi)),
-                "unit": float(y_scale), "tau": float(self.tau)}
+        return fs.released_model(basis=self.basis_, score_scale=self.score_scale_, clip=self.score_clip_, w=w,
+                                 y_loc=y_loc, y_scale=y_scale, y_range=self.y_range_, dp_constant=self.dp_constant_,
+                                 fit_intercept=self.fit_intercept, tau=self.tau, band=self.BAND)
 
     def _check_against_constant(self, X: np.ndarray, y: np.ndarray) -> None:
         """Training pinball loss of the fit vs the best constant (the training τ-quantile); warns once."""

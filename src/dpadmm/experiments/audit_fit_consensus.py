@@ -10,7 +10,7 @@ import numpy as np
 
 from ..algorithms.consensus import node as consensus_node  # where block_step looks _noise up (patched there)
 from ..estimators.consensus import ConsensusLogisticRegression
-from ..fit import consensus as fit_consensus
+from ..algorithms.consensus import driver as fit_consensus
 from .audit_fit import Pair, Row, _capture, _seeded, _unit_rows
 
 CONS_B, CONS_D, CONS_ROUNDS = 8, 2, 3

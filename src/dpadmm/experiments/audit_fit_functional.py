@@ -12,7 +12,7 @@ import numpy as np
 from ..algorithms.functional import messages as functional_messages, party as functional_party
 from ..backends.transcript import flatten
 from ..estimators.functional import FunctionalQuantileRegressor
-from ..fit import functional as fit_functional
+from ..algorithms.functional import driver_stages as fit_functional
 from ..kernels import fpca as F
 from .audit_fit import Pair, Row, _capture, _seeded
 

@@ -11,7 +11,6 @@ import numpy as np
 
 from .._validation import binary_labels
 from ..algorithms.gossip import mechanism as mech
-from ..algorithms.gossip.schedule import DEFAULT_RANGE_ROUNDS, default_schedule
 from ..backends import get_backend
 from ..data.graphs import make_graph
 from ..estimators.consensus import ConsensusLogisticRegression
@@ -66,9 +65,6 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
     if X_test is not None:
         X_test = np.asarray(X_test.toarray() if hasattr(X_test, "toarray") else X_test, dtype=np.float64)
         y_test_pm, _ = binary_labels("test labels", y_test)
-    if rounds is None:
-        rounds = default_schedule(int(sum(x.shape[0] for x in Xs)), int(Xs[0].shape[1]), epsilon, n_nodes=nodes,
-                                  delta=delta, range_rounds=0 if bounds is not None else DEFAULT_RANGE_ROUNDS).rounds
     # a private run keeps no un-noised function of the training rows unless monitoring was asked for: no training
     # loss, no exact base rate (the nodes' labels counted) — the DP base rate where range rounds released one
     private = epsilon is not None
@@ -78,10 +74,9 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
     fit_wall = fit_cpu = 0.0  # the estimator's fit alone (no loading, no evaluation), summed over the runs
     model = None
     t0 = time.perf_counter()
+    done = 0  # the rounds of the runs before: the callback counts each run's range rounds too
     for r in range(runs):
-        # the callback counts each run's range rounds too: run r starts after r × (range + training rounds)
-        per_run = rounds + (0 if bounds is not None else DEFAULT_RANGE_ROUNDS)
-        cb = [] if progress is None else [lambda t, rec, r=r: progress(r * per_run + t, rec)]
+        cb = [] if progress is None else [lambda t, rec, off=done: progress(off + t, rec)]
         model = ConsensusLogisticRegression(
             n_nodes=nodes, topology=G, epsilon=epsilon, protocol="gossip", delta=delta, rounds=rounds, bounds=bounds,
             row_clip=row_clip, backend=get_backend(backend, **(backend_options or {})), monitor=monitor,
@@ -89,6 +84,8 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         w0, c0 = time.perf_counter(), time.process_time()
         model.fit(Xs, ys, callbacks=cb, **(fit_kwargs or {}))
         fit_wall, fit_cpu = fit_wall + time.perf_counter() - w0, fit_cpu + time.process_time() - c0
+        done += model.n_iter_
+        rounds = model.rounds_  # None: the public schedule's T (algorithms.gossip.params.plan)
         lo, hi, R = model._gossip
         rates.append(model._gossip_base_rate)
         if model.node_choice_ is not None:

@@ -26,7 +26,6 @@ import numpy as np
 from ..privacy.ledger import nonprivate_privacy, not_protected
 
 from .registry import register
-from ..exceptions import InvalidParameterError
 from ..data.adult import load_adult
 from ..data import load_libsvm
 from .._validation import binary_labels
@@ -34,7 +33,7 @@ from ..data.graphs import split_indices
 from ..backends import get_backend
 from ..data.graphs import make_graph
 from ..estimators.consensus import ConsensusLogisticRegression
-from ..algorithms.consensus.schedules import alpha_for_budget, schedule_table
+from ..algorithms.consensus.params import solve_alpha
 from ..data.graphs import adjacency
 from ._plotting import legend_outside, plt, readable_log, save  # noqa: F401  (re-exported)
 from .zhang_plots import _dump, _write_curves_csv, plot_curves  # noqa: F401  (plot_curves: re-exported for the CLI)
@@ -138,7 +137,7 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
     ``X_test``/``y_test``: held-out rows; ``final.test_loss_*`` is the log loss of the model each run hands
     over (the consensus model or, private with a fallback, the DP base rate) and ``final.test_base_rate_loss``
     that of predicting the training base rate. ``metrics["_model"]`` holds the last run's model arrays.
-    ``epsilon`` (pp/dvp): the total per-node budget; α(1) is solved for (``graph_consensus.alpha_for_budget``)
+    ``epsilon`` (pp/dvp): the total per-node budget; α(1) is solved for (``algorithms.consensus.params.solve_alpha``)
     so that P(T) + ``fallback_epsilon`` = epsilon.
     ``monitor=None``: the nodes report their training loss every round only in non-private runs; otherwise
     L(t) is evaluated here, by the simulation driver, from the *released* models f_i(t) (what the
@@ -160,16 +159,10 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
         y_test_pm, _ = binary_labels("test labels", y_test)
     model = None
     placement = None  # Ray: where every node's actor ran (config.placement)
-    if epsilon is not None and perturbation in ("pp", "dvp"):
-
-        _, V = adjacency(G)
-        eta_tab = schedule_table(theta if (eta is None or perturbation == "dvp") else eta,
-                                 theta_growth if (eta is None or perturbation == "dvp") else eta_growth,
-                                 n_nodes=nodes, rounds=iterations)
-        if np.ndim(alpha_growth) or isinstance(alpha_growth, (list, tuple)):
-            raise InvalidParameterError("--epsilon needs one --alpha-growth for every node.")
-        alpha = alpha_for_budget(float(epsilon) - float(fallback_epsilon or 0.0), C=C,
-                                 B=[len(v) for v in ys], degree=V, eta=eta_tab, alpha_growth=float(alpha_growth))
+    if epsilon is not None and perturbation in ("pp", "dvp"):  # α(1) for the budget: the folder's ε → α
+        alpha = solve_alpha(epsilon, fallback_epsilon=fallback_epsilon, C=C, theta=theta, theta_growth=theta_growth,
+                            eta=eta, eta_growth=eta_growth, perturbation=perturbation, alpha_growth=alpha_growth,
+                            sizes=[len(v) for v in ys], degree=adjacency(G)[1], rounds=iterations)
     t0 = time.perf_counter()
     for r in range(runs):
         cb = [] if progress is None else [lambda t, rec, r=r: progress(r * iterations + t, rec)]

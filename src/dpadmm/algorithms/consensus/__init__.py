@@ -6,5 +6,6 @@
   there), its own file, peer to peer; :mod:`.router` — the router's delivery and metrics;
 - :mod:`.baseline` — the non-iterative baseline (a noisy count and one comparison);
 - :mod:`.policy` — the node's policy hooks and the price of a run; :mod:`.report` — P(t) and the report
-  [Zhang, Thm 4.1]; :mod:`.protocol` (on top) — the declarations.
+  [Zhang, Thm 4.1]; :mod:`.params` — the checked parameters and ε → α (:func:`.params.solve_alpha`);
+- :mod:`.protocol` (on top) — the declarations; :mod:`.driver` (above it) — one fit on a backend.
 """

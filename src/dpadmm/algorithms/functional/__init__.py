@@ -7,5 +7,7 @@
 - :mod:`.statistics` / :mod:`.statistics_hub` — the pooled statistics stages (workers / hub);
   :mod:`.data` — a worker's own curve file;
 - :mod:`.policy` — the workers' policy hooks and the price of a run; :mod:`.report` — the accounting
-  [Zhou, Thm 1–2]; :mod:`.protocol` (on top) — the declarations.
+  [Zhou, Thm 1–2]; :mod:`.params` — the checked parameters and the protocol's public constants;
+- :mod:`.protocol` (on top) — the declarations; :mod:`.driver` and :mod:`.driver_stages` (above it) — one fit on a
+  backend, the noise calibration (ε → z) included.
 """

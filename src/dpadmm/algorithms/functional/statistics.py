@@ -189,6 +189,19 @@ def model_predict(model: dict, X: np.ndarray) -> np.ndarray:
     return np.clip(model["y_loc"] + model["y_scale"] * f, lo, hi)
 
 
+def released_model(*, basis, score_scale, clip, w, y_loc: float, y_scale: float, y_range, dp_constant,
+                   fit_intercept: bool, tau: float, band: float) -> dict:
+    """A fitted model as public arrays (what the ``compare`` stage sends to the workers and :func:`model_predict`
+    reads): in a private fit (``dp_constant`` given) predictions stay within ``band`` response scales of it."""
+    lo, hi = y_range
+    if dp_constant is not None:
+        lo, hi = max(lo, dp_constant - band * y_scale), min(hi, dp_constant + band * y_scale)
+    return {"basis": basis, "score_scale": np.asarray(score_scale, float), "clip": clip,
+            "w": np.asarray(w, float) if fit_intercept else np.r_[np.asarray(w, float), 0.0],
+            "y_loc": float(y_loc), "y_scale": float(y_scale), "band": (float(lo), float(hi)),
+            "unit": float(y_scale), "tau": float(tau)}
+
+
 def compare_sensitivity(model: dict) -> float:
     """Δ₂ of Σ_j d_j (see :func:`pinball_difference`): 2κ·max(hi − p₀, p₀ − lo)/unit, from the public model."""
     lo, hi = model["band"]

@@ -1,10 +1,11 @@
-"""The runs of a functional quantile regression fit [Zhou]: the noise calibration, the pooled statistics (basis,
-centring, scales, the DP τ-quantile), F-ADMM / FDP-ADMM over the workers, and the model-vs-constant comparison —
-each a run of the fit runner on a fresh backend, with its own noise stream in a seeded simulation.
+"""The runs of a functional quantile regression fit [Zhou]: the noise calibration (ε → z, once: :func:`calibrate`,
+:func:`run_constant_only`), the pooled statistics (basis, centring, scales, the DP τ-quantile), F-ADMM / FDP-ADMM
+over the workers, and the model-vs-constant comparison — each a run of the fit runner on a fresh backend, with its
+own noise stream in a seeded simulation.
 
-The driver of :mod:`dpadmm.algorithms.functional` (it runs the protocols on a backend, so it sits above the
-algorithm folders, below :class:`dpadmm.estimators.FunctionalQuantileRegressor`, which turns what these return into
-its attributes; the accounting is :mod:`dpadmm.algorithms.functional.report`'s).
+Part of the folder's driver (:mod:`.driver` chains these stages; ``tests/unit/test_architecture.py`` lets
+``driver*`` modules import the engine, the backends and the fit runner); the accounting is :mod:`.report`'s.
+A spy or a plant on a worker's setup or step goes on this module's ``PROTOCOL``/``STATISTICS_PROTOCOL``.
 """
 
 from __future__ import annotations
@@ -15,18 +16,18 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from .. import engine
-from ..algorithms.functional import hub as functional_hub, messages as functional_messages, rules as functional_rules
-from ..algorithms.functional import statistics as functional_statistics, statistics_hub as functional_statistics_hub
-from ..algorithms.functional.messages import Setup
-from ..algorithms.functional.protocol import PROTOCOL, STATISTICS_PROTOCOL
-from ..algorithms.functional.report import calibrate_total, iteration_noise_multiplier
-from ..algorithms.functional.report import total_epsilon as total_epsilon_of
-from ..algorithms.functional.statistics import StatsSetup
-from ..backends import PartySpec, get_backend
-from ..exceptions import PrivacyPreconditionError
-from ..kernels import fpca as F
-from . import runner
+from ... import engine
+from ...backends import PartySpec, get_backend
+from ...exceptions import PrivacyPreconditionError
+from ...fit import runner
+from ...kernels import fpca as F
+from . import hub as functional_hub, messages as functional_messages, rules as functional_rules
+from . import statistics as functional_statistics, statistics_hub as functional_statistics_hub
+from .messages import Setup
+from .protocol import PROTOCOL, STATISTICS_PROTOCOL
+from .report import calibrate_total, iteration_noise_multiplier
+from .report import total_epsilon as total_epsilon_of
+from .statistics import StatsSetup
 
 
 def _seed(nseed, stream: int):

@@ -1,0 +1,150 @@
+"""One gossip fit: parameters and node data → the plan (ε → schedule and noise, :func:`.params.plan`) → typed
+node setups → a backend through the fit runner → :class:`FitResult` (the nodes' models, history, privacy report).
+
+The folder's driver: it runs the protocol on a backend, so it may import the engine, the backends and the fit
+runner (``tests/unit/test_architecture.py`` allows that to ``driver`` modules only; nothing else in the folder
+imports it)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ... import engine
+from ..._history import History
+from ...backends import InProcessBackend, PartySpec
+from ...data.graphs import Nodes, adjacency
+from ...exceptions import InvalidParameterError
+from ...fit import runner
+from ...privacy.ledger import PrivacyReport
+from ...privacy.threats import finish
+from . import choice as node_choice
+from . import mechanism as mech
+from .node import RouterConfig, init_router, router_metrics, router_step
+from .params import GossipParams, plan
+from .protocol import PROTOCOL as GOSSIP_PROTOCOL
+from .report import gossip_report
+
+RECALIBRATION_NOTE = ("each node's recalibrated model (node_coefs_; the CLI's node_models.npz, or recalibrated in a "
+                      "deployed node's model.npz) is a function of its own rows that this report does not cover: the node's to "
+                      "use, not to publish; the consensus model (coef_, coefs_) is what the report covers")
+
+
+@dataclass
+class FitResult:
+    """A gossip fit: each node's model ``F`` (N, d + 1: the mean of its tail broadcasts, intercept last), the column
+    map (``lo``, ``hi``, ``row_clip``), the plan's noise multiplier and schedule, the privacy report (None without
+    ε), the history, and each node's own choice when the fit recalibrated (``node_models``, ``calibration``,
+    ``choices``, ``choice_cv``, ``reasons``, ``spaces``; ``None``/``()`` otherwise)."""
+
+    F: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    row_clip: float
+    noise_multiplier: float
+    report: PrivacyReport | None
+    history: History
+    rounds: int  # every round: range rounds + gradient rounds
+    noise_source: str
+    quantile: float | None  # the DP range's quantile level (None with declared bounds)
+    path: np.ndarray | None  # (T, d + 1) the mean broadcast model after every gradient round
+    ledger: object
+    regime: str  # the schedule's regime (schedule.default_schedule)
+    momentum: float  # β of the heavy-ball steps
+    bounds_source: str  # "declared", "dp-estimate" or "exact (non-private)"
+    degrees: np.ndarray
+    node_sizes: np.ndarray
+    node_models: np.ndarray | None = None  # (N, d + 1) each node's model recalibrated on its own rows
+    calibration: np.ndarray | None = None  # (N, 2) each node's Platt (a_i, b_i)
+    # the DP base rate: the pooled noisy positive share of the first range round, clipped as for the starting
+    # intercept (a post-processing of released counts; None without range rounds or in a non-private run)
+    base_rate: float | None = None
+    choices: tuple = ()  # each node's choice (choice.py: local cross-validation on its own rows)
+    choice_cv: np.ndarray | None = None  # (N, 3) the held-out losses it judged by
+    reasons: tuple = ()
+    spaces: tuple = ()  # each node model's rows: "prepared" or "raw"
+
+
+def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence = (), noise_seed: int | None = None,
+        checkpoint_dir=None, checkpoint_every: int | None = None, resume_from=None) -> FitResult:
+    """Run the protocol on ``data`` (node datasets, labels ±1, over its connected graph) under ``params``.
+
+    ``params.epsilon=None``: no noise (without ``bounds`` the column bounds then come from the exact counts of the
+    same bisection). A peer-to-peer backend needs declared ``bounds`` (the DP column range pools every node's
+    counts through the coordinator). ``checkpoint_dir``/``checkpoint_every``/``resume_from``: the engine's
+    checkpoints (every release is a round, so a resumed run releases nothing twice). With ``recalibrate`` each
+    node then chooses, by cross-validation on its own rows, between its consensus model recalibrated on them, its
+    own model and its own base rate (:mod:`.choice`: nothing released, no ε), computed here as node i computes it."""
+    Xs, ys, G = list(data.Xs), list(data.ys), data.graph
+    N, d = len(Xs), int(Xs[0].shape[1])
+    n = int(sum(x.shape[0] for x in Xs))
+    bounds = params.column_bounds(d)
+    private = params.private
+    monitor = (not private) if params.monitor is None else bool(params.monitor)
+    recalibrate = private if params.recalibrate is None else bool(params.recalibrate)
+    A, V = adjacency(G)
+    p = plan(params, n, d, N)
+    K, R = p.range_rounds, p.row_clip
+    names = tuple(f"node{i}" for i in range(N))
+    backend = backend if backend is not None else InProcessBackend()
+    p2p = {}
+    if getattr(backend, "peer_to_peer", False):  # nodes exchange with their neighbours; each checks the graph
+        if bounds is None:
+            raise InvalidParameterError("a peer-to-peer gossip run needs declared column bounds (bounds=, --bounds "
+                                        "FILE): the DP column range pools every node's counts through the coordinator.")
+        p2p["neighbours"] = {names[i]: [names[j] for j in G.neighbors(i)] for i in range(N)}
+    opts = dict(max_degree=int(V.max()), n_nodes=N, n_total=n, rounds=p.rounds, range_rounds=K,
+                noise_multiplier=p.noise_multiplier, step=p.step, momentum=p.momentum, ridge=float(params.ridge),
+                row_clip=R, average_from=p.average_from, bounds=bounds)
+    specs = [PartySpec.of(GOSSIP_PROTOCOL, nm_, GOSSIP_PROTOCOL.setup_type(name=nm_, X=Xs[i], y=ys[i],
+                                                        options=dict(opts, degree=int(V[i]))), owner=nm_)
+             for i, nm_ in enumerate(names)]
+    pos_sd = math.sqrt(N) * p.noise_multiplier * mech.range_sensitivity(d, labels=True)
+    hub = engine.Hub(RouterConfig(A, names, d, n, K, p.quantile, bounds, p.average_from, pos_sd), init_router,
+                     router_step, router_metrics, random=False)  # the router draws nothing
+
+    def prepared_rows(b, _):
+        """In-process simulation parties: each node's own prepared rows (its state), for its recalibration."""
+        if not (recalibrate and getattr(b, "collects_models", False) and hasattr(b, "hosts")):
+            return None
+        rows = [getattr(getattr(b.hosts.get(nm), "state", None), "Xt", None) for nm in names]
+        return rows if all(r is not None for r in rows) else None
+
+    fitted = runner.run(backend, specs, hub, rounds=K + p.rounds, noise_seed=noise_seed, callbacks=callbacks,
+                        monitor=monitor, stop_on_convergence=False, checkpoint_dir=checkpoint_dir,
+                        checkpoint_every=checkpoint_every, resume_from=resume_from, after=prepared_rows, **p2p)
+    res = fitted.result
+    st = res.hub_state
+    local = recalibrate and all(isinstance(x, np.ndarray) for x in Xs)  # the rows are here (not the nodes' files)
+    report = None
+    if private:
+        src = ("declared by the operator" if bounds is not None else
+               f"DP estimate: pooled noisy counts, {K} bisection rounds, quantiles {p.quantile:.3g} and "
+               f"{1 - p.quantile:.3g} (search range ±{mech.SEARCH_LIMIT:g}), paid from the same budget")
+        report = finish(gossip_report(res.ledger, delta=params.delta, rounds=p.rounds, range_rounds=K,
+                                      noise_multiplier=p.noise_multiplier, bounds_source=src,
+                                      notes=(RECALIBRATION_NOTE,) if local else ()),
+                        threat_model="consensus", noise_source=res.noise_source)
+    F = (st.F if st.avg is None else st.avg).copy()
+    lo, hi = np.asarray(st.lo, float), np.asarray(st.hi, float)
+    own = []
+    if local:  # node i's own step on its own rows, after the last round (nothing leaves it: node.node_model
+        # computes the same at a deployed node)
+        Xts = fitted.after or [mech.prepare(Xs[i], lo, hi, R) for i in range(N)]  # the nodes' rows, prepared
+        own = [node_choice.choose(Xts[i], ys[i], F[i], X_raw=Xs[i]) for i in range(N)]
+    return FitResult(
+        F, lo, hi, R, p.noise_multiplier, report, History(res.history, monitored=monitor, private=private),
+        res.rounds, res.noise_source, None if bounds is not None else p.quantile,
+        np.asarray(st.path) if st.path else None, res.ledger, p.regime, float(p.momentum),
+        "declared" if bounds is not None else ("dp-estimate" if private else "exact (non-private)"), V,
+        np.array([x.shape[0] for x in Xs]),
+        np.array([c.model for c in own]) if own else None, np.array([(c.a, c.b) for c in own]) if own else None,
+        1.0 / (1.0 + math.exp(-st.intercept0)) if private and K > 0 else None,
+        tuple(c.choice for c in own), np.array([c.cv for c in own]) if own else None, tuple(c.reason for c in own),
+        tuple(c.space for c in own))
+
+
+__all__ = ["FitResult", "RECALIBRATION_NOTE", "fit"]

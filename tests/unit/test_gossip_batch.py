@@ -7,7 +7,7 @@ import numpy as np
 from dpadmm.algorithms.gossip import batch
 from dpadmm.algorithms.gossip.node import (GossipInbox, RangeRequest, RouterConfig, neighbour_sums, node_step,
                                           setup_node)
-from dpadmm.backends import InProcessBackend
+from dpadmm.backends import InProcessBackend, inprocess
 from dpadmm.backends.base import party_rng
 from dpadmm.data.graphs import adjacency
 from dpadmm.fit.gossip import fit_gossip
@@ -82,17 +82,16 @@ def test_a_fit_is_the_same_stepped_together_or_one_by_one(monkeypatch):
     ys = [np.where(x[:, 1] + rng.standard_normal(300) > 1, 1.0, -1.0) for x in Xs]
     G = nx.cycle_graph(5)
     stepped = []
-    real = batch.nodes_step
+    real = inprocess.step_together
 
     def counted(*args):
         out = real(*args)
         stepped.append(out is not None)
         return out
 
-    monkeypatch.setattr(InProcessBackend, "_together", lambda self: counted)
+    monkeypatch.setattr(inprocess, "step_together", counted)
     a = fit_gossip(Xs, ys, G, epsilon=1.0, noise_seed=11, backend=InProcessBackend())
-    monkeypatch.setattr(InProcessBackend, "_together", lambda self: None)
-    b = fit_gossip(Xs, ys, G, epsilon=1.0, noise_seed=11, backend=InProcessBackend())
+    b = fit_gossip(Xs, ys, G, epsilon=1.0, noise_seed=11, backend=InProcessBackend(batch=False))
     assert sum(stepped) == a.path.shape[0] - 1  # every gradient round after the first went together
     assert a.F.tobytes() == b.F.tobytes() and a.path.tobytes() == b.path.tobytes()
     assert a.ledger.events == b.ledger.events and a.report.epsilon == b.report.epsilon

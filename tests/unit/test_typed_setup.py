@@ -63,10 +63,10 @@ def test_a_setup_that_departs_from_the_declaration_is_refused_at_the_party_and_a
     base = {"protocol": "selftest", "party": "p1", "index": 0, "noise_seed": 0}
     try:
         with pytest.raises(PolicyRefusal, match=r"^party 'p1' refused Setup: setup field 'size' of "
-                                                r".*toy_setup_Setup must be int, got str$"):
+                                                r".*ToySetup must be int, got str$"):
             rt.call("Setup", dict(base, setup={"name": "p1", "size": "3"}))
         with pytest.raises(PolicyRefusal, match=r"^party 'p1' refused Setup: it carries no 'setup' record \(positional "
-                                                r"'args' are not accepted\); send the fields of toy_setup_Setup by name"):
+                                                r"'args' are not accepted\); send the fields of ToySetup by name"):
             rt.call("Setup", dict(base, args=["p1", 3]))
         assert rt.cfg is None
     finally:

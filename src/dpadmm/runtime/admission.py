@@ -42,10 +42,9 @@ def check_request(rt, req) -> tuple[tuple, int | None]:
         raw = check_setup(setup_type, req["setup"])
     except ProtocolError as exc:
         raise _Refused(f"party {rt.name!r} refused Setup: {exc}", "INVALID_ARGUMENT") from None
-    for i in rt.protocol.data_args:
-        field = setup_type._fields[i]
+    for field in rt.protocol.data_fields:
         if not rt.accept_coordinator_data and holds_arrays(getattr(raw, field)):
-            raise _Refused(f"party {rt.name!r} refused data sent by the coordinator (setup argument {i}, {field}): it "
+            raise _Refused(f"party {rt.name!r} refused data sent by the coordinator (setup field {field}): it "
                            "reads its own files (--data KEY=FILE); a simulation can opt in with "
                            "--accept-coordinator-data")
     seed = req.get("noise_seed")

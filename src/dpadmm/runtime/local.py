@@ -1,7 +1,7 @@
 """The party runtime inside a simulation backend's worker (in-process, process, Ray): every party there is a
 :class:`HostedParty`. A party without an operator runs under the simulation policy
 (:data:`~dpadmm.privacy.policy.SIMULATION`: no budget, seeded noise, the driver's data); a party given a :class:`PartyOperator` — its operator's :class:`~dpadmm.privacy.policy.PartyPolicy`, its own
-directory and files — is hosted by :class:`HostedParty`: the backend's commands become the runtime's calls
+directory and files — runs under that policy: the backend's commands become the runtime's calls
 (``Setup`` with the run's declared rounds, ``Step``, ``Request``, ``Diagnose``, ``Checkpoint``, ``Restore``,
 ``Finish``), so the party checks, prices, refuses and audits exactly as a ``dpadmm party serve`` party does.
 The protocol is the spec's declaration (:func:`dpadmm.protocol.protocol_for`); its setup goes by name. Messages

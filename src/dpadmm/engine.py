@@ -28,6 +28,7 @@ Only steps 1–2 are timed (``history["seconds"]``): monitoring is not part of t
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import json
@@ -45,9 +46,8 @@ from threadpoolctl import ThreadpoolController
 
 from .backends.base import Backend, PartySpec, atomic_pickle, noise_source, party_rng  # noqa: F401 (re-export)
 from .exceptions import DataFileError, InvalidParameterError, PartyFailureError
-from .privacy import events as ev
-from .privacy.events import GaussianRelease, PureDPRelease
 from .privacy.ledger import PrivacyLedger
+from .runtime import codec
 
 
 @dataclass(frozen=True)
@@ -344,18 +344,12 @@ def _run_peer_to_peer(hub: Hub, names, backend, rounds: int, *, noise_seed, call
 
 
 def _append_released(directory, round_: int, events) -> None:
-    """One line per round: its privacy events (what a resume from the last checkpoint releases again)."""
-    rows = []
-    for e in events:
-        if isinstance(e, GaussianRelease):
-            rows.append({"type": "gaussian", "party": e.party, "round": e.round, "sensitivity": e.sensitivity,
-                         "sigma": e.sigma, "relation": e.relation.key, "mechanism": e.mechanism})
-        elif isinstance(e, PureDPRelease):
-            rows.append({"type": "pure", "party": e.party, "round": e.round, "epsilon": e.epsilon,
-                         "relation": e.relation.key})
+    """One line per round: its privacy events (what a resume from the last checkpoint releases again), in the
+    runtime's message encoding (:mod:`dpadmm.runtime.codec`, the one codec of events), base64 in a JSON line."""
     Path(directory).mkdir(parents=True, exist_ok=True)
     with open(Path(directory) / RELEASED_FILE, "a") as fh:
-        fh.write(json.dumps({"round": int(round_), "events": rows}) + "\n")
+        fh.write(json.dumps({"round": int(round_), "events": base64.b64encode(codec.encode(list(events))).decode()})
+                 + "\n")
 
 
 def _read_released(path, after: int) -> list:
@@ -363,19 +357,11 @@ def _read_released(path, after: int) -> list:
     f = _checkpoint_dir(path) / RELEASED_FILE
     if not f.is_file():
         return []
-    relations = {r.key: r for r in (ev.FEATURE_COLUMN, ev.RECORD_REPLACE, ev.LABEL_CHANGE)}
     out = []
     for line in f.read_text().splitlines():
         rec = json.loads(line)
-        if int(rec["round"]) <= after:
-            continue
-        for r in rec["events"]:
-            rel = relations.get(r["relation"]) or ev.Relation(r["relation"], r["relation"])
-            if r["type"] == "gaussian":
-                out.append(ev.GaussianRelease(r["party"], r["round"], r["sensitivity"], r["sigma"], rel,
-                                             r["mechanism"]))
-            else:
-                out.append(ev.PureDPRelease(r["party"], r["round"], r["epsilon"], rel))
+        if int(rec["round"]) > after:
+            out.extend(codec.decode(base64.b64decode(rec["events"])))
     return out
 
 

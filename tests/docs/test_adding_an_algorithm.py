@@ -23,6 +23,6 @@ def test_every_file_the_page_names_exists():
 def test_the_quoted_declaration_is_the_registered_one():
     proto = find_protocol("vertical-experts")
     assert proto.step.__module__ == "dpadmm.algorithms.experts.party"
-    assert set(proto.handlers) == {"logit"} and proto.data_args == (1, 2, 7)
+    assert set(proto.handlers) == {"logit"} and proto.data_fields == ("train", "score", "model")
     assert [t.__name__ for t in proto.types] == ["FitRequest"]
-    assert "data_args=(1, 2, 7)" in DOC and 'handlers={"logit": logit}' in DOC
+    assert 'data_fields=("train", "score", "model")' in DOC and 'handlers={"logit": logit}' in DOC

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 from dpadmm.algorithms.encrypted.protocol import PROTOCOL
-from dpadmm.backends.base import party_checkpoint_path
 from dpadmm.backends.inprocess import InProcessBackend
 from dpadmm.exceptions import DataFileError
 from dpadmm.experiments.audit_games_encrypted import plaintext_he
 from dpadmm.fit import encrypted as driver
+from dpadmm.runtime import codec
+from dpadmm.runtime.checkpoints import held, party_checkpoints
 from dpadmm.runtime.local import PartyOperator
 
 T = 4
@@ -54,7 +55,7 @@ def _run(blocks, y, directory, *, kill_at=None, resume=False, hosted=None, rr=Fa
                      step_size=2.0, noise_seed=5, forward="encrypted", momentum=0.5, W=2.0, checkpoint_dir=directory,
                      resume=resume, label_epsilon=1.0 if rr else None)
     # a hosted party keeps its weights (written at Finish); the label party's weights depend on them (cross sums)
-    models = [] if hosted is not None else [PROTOCOL.model(backend.hosts[n].cfg, backend.hosts[n].state) for n in names]
+    models = [] if hosted is not None else [backend.local_model(n) for n in names]
     return res, models
 
 
@@ -92,7 +93,7 @@ def test_what_the_checkpoints_hold(tmp_path):
     assert label_ck["t"] == T and all(g.shape == (2,) for g in label_ck["gradients"].values())
     own = {}
     for n in ("party2", "party3"):
-        ck = pickle.loads(party_checkpoint_path(tmp_path, n).read_bytes())
+        ck = codec.decode(held(party_checkpoints(tmp_path, n))[0], PROTOCOL.types)  # the runtime's format
         st = ck["state"]
         assert st.sent_scores is None and st.phase == "forward" and st.backward == T
         own[n] = bytes(st.own_key)

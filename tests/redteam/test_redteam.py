@@ -21,7 +21,7 @@ from dpadmm.algorithms.vertical import (coordinator as vertical_coordinator, lab
                                         messages as vertical_messages, party as vertical_party,
                                         protocol as vertical_protocol)
 from dpadmm.algorithms.vertical.messages import Setup
-from dpadmm.backends.base import PartyHost, PartySpec
+from dpadmm.backends.base import PartySpec, host_party
 from dpadmm.backends.inprocess import InProcessBackend
 from dpadmm.exceptions import PrivacyPreconditionError
 from dpadmm.kernels.losses import get_loss
@@ -308,9 +308,9 @@ def _noise_party(cfg_seed):
 
 def test_unseeded_party_noise_is_not_reproducible_and_seeded_is():
     inbox = vertical_messages.CoordinatorMessage(1, np.zeros(6), np.ones(6), 0.5)
-    unseeded = [PartyHost(_noise_party(None), 0, None).step(inbox, 0)[0].share for _ in range(2)]
+    unseeded = [host_party(_noise_party(None), 0, None).step(inbox, 0)[0].share for _ in range(2)]
     assert not np.allclose(unseeded[0], unseeded[1])
-    seeded = [PartyHost(_noise_party(None), 0, 7).step(inbox, 0)[0].share for _ in range(2)]
+    seeded = [host_party(_noise_party(None), 0, 7).step(inbox, 0)[0].share for _ in range(2)]
     np.testing.assert_array_equal(seeded[0], seeded[1])
     m = VerticalLogisticRegression(epsilon=1.0, max_iter=2).fit(list(_xy()[:2]), _xy()[2])
     assert m.privacy_.noise_source == "party-local"

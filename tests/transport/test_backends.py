@@ -462,7 +462,7 @@ def test_cli_process_backend_transcript_checkpoint_resume(tmp_path, small_libsvm
         driver_ck = pickle.load(fh)
     assert "party_states" not in driver_ck and set(driver_ck) >= {"hub_state", "round"}
     for p in ("party1", "party2"):
-        assert (a / "checkpoint" / "parties" / p / "state.pkl").is_file()
+        assert (a / "checkpoint" / "parties" / p / "state.dpadmm").is_file()  # the runtime's checkpoint format
     ma = json.loads((a / "metrics.json").read_text())
     assert ma["config"]["backend"] == "process"
     links = ma["transcript"]["links"]
@@ -653,7 +653,7 @@ def test_two_node_cluster_a9a_vertical(tmp_path):
         placement = metrics["config"]["placement"]
         assert placement["party1"]["node_id"] != placement["party2"]["node_id"]
         for party in ("party1", "party2"):
-            assert (out / "checkpoint" / "parties" / party / "state.pkl").is_file(), party
+            assert (out / "checkpoint" / "parties" / party / "state.dpadmm").is_file(), party
         run2 = subprocess.run([sys.executable, "-c", script, *args, "--out", str(ref)], env=env,
                               capture_output=True, text=True, timeout=600)
         assert run2.returncode == 0, run2.stderr[-3000:]

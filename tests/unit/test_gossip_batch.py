@@ -7,7 +7,7 @@ import numpy as np
 from dpadmm.algorithms.gossip import batch
 from dpadmm.algorithms.gossip.node import (GossipInbox, RangeRequest, RouterConfig, neighbour_sums, node_step,
                                           setup_node)
-from dpadmm.backends import InProcessBackend
+from dpadmm.backends import InProcessBackend, inprocess
 from dpadmm.backends.base import party_rng
 from dpadmm.algorithms.gossip import driver as gossip_driver
 from dpadmm.algorithms.gossip.params import GossipParams
@@ -83,18 +83,17 @@ def test_a_fit_is_the_same_stepped_together_or_one_by_one(monkeypatch):
     ys = [np.where(x[:, 1] + rng.standard_normal(300) > 1, 1.0, -1.0) for x in Xs]
     G = nx.cycle_graph(5)
     stepped = []
-    real = batch.nodes_step
+    real = inprocess.step_together
 
     def counted(*args):
         out = real(*args)
         stepped.append(out is not None)
         return out
 
-    monkeypatch.setattr(InProcessBackend, "_together", lambda self: counted)
+    monkeypatch.setattr(inprocess, "step_together", counted)
     params = GossipParams(epsilon=1.0, recalibrate=False)
     a = gossip_driver.fit(params, Nodes(Xs, ys, G), InProcessBackend(), noise_seed=11)
-    monkeypatch.setattr(InProcessBackend, "_together", lambda self: None)
-    b = gossip_driver.fit(params, Nodes(Xs, ys, G), InProcessBackend(), noise_seed=11)
+    b = gossip_driver.fit(params, Nodes(Xs, ys, G), InProcessBackend(batch=False), noise_seed=11)
     assert sum(stepped) == a.path.shape[0] - 1  # every gradient round after the first went together
     assert a.F.tobytes() == b.F.tobytes() and a.path.tobytes() == b.path.tobytes()
     assert a.ledger.events == b.ledger.events and a.report.epsilon == b.report.epsilon

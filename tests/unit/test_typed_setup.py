@@ -63,10 +63,10 @@ def test_a_setup_that_departs_from_the_declaration_is_refused_at_the_party_and_a
     base = {"protocol": "selftest", "party": "p1", "index": 0, "noise_seed": 0}
     try:
         with pytest.raises(PolicyRefusal, match=r"^party 'p1' refused Setup: setup field 'size' of "
-                                                r".*toy_setup_Setup must be int, got str$"):
+                                                r".*ToySetup must be int, got str$"):
             rt.call("Setup", dict(base, setup={"name": "p1", "size": "3"}))
         with pytest.raises(PolicyRefusal, match=r"^party 'p1' refused Setup: it carries no 'setup' record \(positional "
-                                                r"'args' are not accepted\); send the fields of toy_setup_Setup by name"):
+                                                r"'args' are not accepted\); send the fields of ToySetup by name"):
             rt.call("Setup", dict(base, args=["p1", 3]))
         assert rt.cfg is None
     finally:
@@ -80,8 +80,7 @@ def test_a_party_spec_refers_to_its_protocol_and_runs_the_same_numbers_as_the_po
     assert spec.protocol is SELFTEST and protocol_for(spec) is SELFTEST and type(spec.setup_args) is TOY
     with pytest.warns(DeprecationWarning, match=FIX):
         old = PartySpec("p1", toy_setup, ("p1", 3, 0.5), toy_step)  # the deprecated form: matched by its step
-    with pytest.warns(DeprecationWarning, match=FIX):
-        assert protocol_for(old) is SELFTEST
+    assert protocol_for(old) is SELFTEST  # matched to its declaration once, when it was built
     outs = []
     for s in (spec, old):
         be = InProcessBackend()
@@ -123,7 +122,7 @@ def test_the_fallback_to_matching_a_spec_by_its_step_is_deprecated_with_the_same
 def test_a_party_spec_answers_its_protocol_s_requests_unless_a_simulation_names_its_own():
     assert PartySpec.of(SELFTEST, "p1", TOY(name="p1", size=3)).handlers == dict(SELFTEST.handlers)
     own = PartySpec.of(SELFTEST, "p1", TOY(name="p1", size=3), handlers={"coef": toy_step})
-    assert own.handlers == {"coef": toy_step} and own.protocol is SELFTEST
+    assert own.handlers == {"coef": toy_step} and own.protocol.name == "selftest" and own.protocol.step is SELFTEST.step
 
 
 def test_a_party_under_its_operator_s_policy_serves_only_a_registered_declaration(tmp_path):

@@ -1,23 +1,25 @@
 """The backend interface: run per-party step functions on payloads; know nothing of algorithms.
 
-A backend hosts one worker per party. Each worker builds a :class:`PartyHost` — the party's
-``(cfg, state)``, made by the party's own ``setup`` inside the worker (so data is loaded where it
-lives), and the party's own random generator — and answers the engine's commands:
+A backend hosts one worker per party, and every worker hosts its party in the one party runtime
+(:class:`~dpadmm.runtime.host.PartyRuntime`, through :func:`host_party`): the party's ``(cfg, state)``, made by
+the party's own ``setup`` inside the worker (so data is loaded where it lives), and the party's own random
+generator. It answers the engine's commands:
 
-- ``step(inbox, round)``: the party's pure step; the noise it adds is drawn from the party's
+- ``step(inbox, round)``: the party's step, strictly the next round; the noise it adds is drawn from the party's
   generator, which the driver never sees;
 - ``diagnose()``: monitoring values (only when the user turned monitoring on);
-- ``request(handler, *args)``: one of the handlers the party *declared* (``PartySpec.handlers``,
-  e.g. ``"score"``); anything else is refused with :class:`~dpadmm.exceptions.ProtocolError`;
-- ``checkpoint(directory, round)`` / ``restore(directory, round)``: the party writes and reads its
-  own state under ``directory/parties/<name>/`` — party state never travels to the driver.
+- ``request(handler, *args)``: one of the handlers the party *declared* (its protocol's ``handlers``, e.g.
+  ``"score"``); anything else is refused with :class:`~dpadmm.exceptions.ProtocolError`;
+- ``checkpoint(directory, round)`` / ``restore(directory, round)``: the party writes and reads its own state
+  (the runtime's checkpoint files, in the runtime's encoding) — party state never travels to the driver.
 
-Policy: a party given its operator's :class:`~dpadmm.privacy.policy.PartyPolicy` (a backend's ``policies=``,
-with ``party_dir=`` its own directory) is hosted by the party runtime instead
-(:class:`~dpadmm.runtime.local.HostedParty`, the runtime every ``dpadmm party serve`` party runs): its Setup is
-checked against the policy and priced against its budget, its rounds are served in order within the declaration,
-and every call is audited — the same refusals, ledger and audit lines on every backend. :func:`host_party`
-chooses. A refusal reaches the caller as :func:`refusal_at_caller` (the gRPC client's ProtocolError).
+Policy: a party given its operator's :class:`~dpadmm.privacy.policy.PartyPolicy` (a backend's ``policies=``, with
+``party_dir=`` its own directory) runs under it as every ``dpadmm party serve`` party does: its Setup is checked
+against the policy and priced against its budget, its rounds are served in order within the declaration, and every
+call is audited — the same refusals, ledger and audit lines on every backend. Every other party runs under the
+simulation policy (:data:`~dpadmm.privacy.policy.SIMULATION`: no budget, seeded noise and the driver's data
+allowed, its checkpoints under the driver's ``directory/parties/<name>/``). A refusal reaches the caller as
+:func:`refusal_at_caller` (the gRPC client's ProtocolError).
 
 Randomness [threat model: the coordinator must not be able to remove a party's noise]: with
 ``noise_seed=None`` every party's generator is ``numpy.random.default_rng()`` created *inside the
@@ -34,14 +36,15 @@ import pickle
 import tempfile
 import warnings
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..exceptions import DataFileError, InvalidParameterError, ProtocolError
+from ..exceptions import InvalidParameterError, ProtocolError
 from ..protocol import POSITIONAL_SPEC, Protocol, protocol_for, require_served, setup_record
+from ..protocol.registry import declared_by_step
 from ..runtime.local import HostedParty, PartyOperator, party_operators
 from ..runtime.seeding import seeded_generator
 
@@ -61,40 +64,59 @@ def party_rng(entropy, index: int, round_: int) -> np.random.Generator:
     return seeded_generator(entropy, index, round_)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class PartySpec:
-    """How to run one party.
+    """How to run one party: its ``name``, its ``protocol`` declaration, its typed ``setup`` record
+    (``protocol.setup_type``), its ``owner`` — and, for a party that simulates several (a block of graph nodes in
+    one worker), the ``streams`` of its members: in a seeded run its step gets one generator per member, member k's
+    being exactly the stream ``party_rng(seed, streams[k], t)`` it would get as a party of its own (same numbers
+    batched or not, on every backend); with party-local entropy it gets its one own generator as usual.
 
-    Build it with :meth:`of`: ``PartySpec.of(PROTOCOL, name, Setup(...))``, from the party's protocol declaration and
-    its typed Setup record; the positional form ``PartySpec(name, setup, args, step, ...)`` is deprecated.
-
-    ``setup(**setup_args._asdict()) -> (cfg, state)`` runs inside the worker (``setup_args``: the protocol's Setup
-    record, built by name; a positional tuple is the deprecated form); ``step(cfg, state, inbox, *, rng)
-    -> (state, outbox, events)``; ``diagnose(cfg, state) -> dict`` gives monitoring values (not
-    messages of the protocol); ``handlers`` maps the names of the requests the party answers
-    (e.g. ``"score"``) to ``fn(cfg, state, *args)``. All functions must be module-level.
+    Build it with :meth:`of`: ``PartySpec.of(PROTOCOL, name, Setup(...))``. The older keywords ``step=``,
+    ``diagnose=``, ``handlers=`` (e.g. ``dataclasses.replace(spec, step=planted)``, an audit's planted step) become
+    a copy of the declaration with them (a planted step has no batch form); the positional form
+    ``PartySpec(name, setup, args, step, ...)`` is deprecated (a DeprecationWarning; matched to its declaration by
+    its step). ``setup_args``, ``step``, ``diagnose`` and ``handlers`` read the declaration (old names).
     """
 
     name: str
-    setup: Callable[..., tuple[Any, Any]]
-    setup_args: tuple = ()
-    step: Callable[..., tuple[Any, Any, list]] = None  # type: ignore[assignment]
-    diagnose: Callable[[Any, Any], dict] | None = None
-    owner: str = field(default="")
-    handlers: Mapping[str, Callable] = field(default_factory=dict)
-    #: a party that simulates several (e.g. a block of graph nodes in one worker) lists their stream
-    #: indices: in a seeded run its step gets one generator per member, member k's being exactly the
-    #: stream ``party_rng(seed, streams[k], t)`` it would get as a party of its own (same numbers batched
-    #: or not, on every backend); with party-local entropy it gets its one own generator as usual
-    streams: tuple[int, ...] = ()
-    #: the party's protocol declaration (:meth:`of` sets it, and derives setup/step/diagnose/handlers from it); a spec
-    #: built without one (deprecated: a DeprecationWarning) is matched to its declaration by its step
-    #: (:func:`dpadmm.protocol.protocol_for`)
-    protocol: Protocol | None = None
+    protocol: Protocol
+    setup: tuple
+    owner: str = ""
+    streams: tuple = ()
 
-    def __post_init__(self):
-        if self.protocol is None:
-            warnings.warn(POSITIONAL_SPEC, DeprecationWarning, stacklevel=3)  # the caller of PartySpec(...)
+    def __init__(self, name: str, *args, protocol: Protocol | None = None, setup=None, owner: str = "",
+                 streams: tuple = (), step=None, diagnose=None, handlers=None, setup_args=None):
+        if args and not isinstance(args[0], Protocol):  # PartySpec(name, setup_fn, args, step, diagnose, owner, ...)
+            old = dict(zip(("setup_fn", "setup_args", "step", "diagnose", "owner", "handlers", "streams", "protocol"),
+                           args))
+            warnings.warn(POSITIONAL_SPEC, DeprecationWarning, stacklevel=2)
+            step = old.get("step", step)
+            fn, setup_args = old.get("setup_fn"), old.get("setup_args", setup_args)
+            protocol = old.get("protocol", protocol) or declared_by_step(step)
+            diagnose, handlers = old.get("diagnose", diagnose), old.get("handlers", handlers)
+            owner, streams = old.get("owner", owner), old.get("streams", streams)
+            if fn is not None and fn is not protocol.setup:
+                protocol = replace(protocol, setup=fn)
+        elif args:
+            given = dict(zip(("protocol", "setup", "owner", "streams"), args))
+            protocol, setup = given["protocol"], given.get("setup", setup)
+            owner, streams = given.get("owner", owner), given.get("streams", streams)
+        if protocol is None:
+            raise InvalidParameterError(f"party {name!r} has no protocol; build it with PartySpec.of(PROTOCOL, name, "
+                                        "Setup(...)).")
+        changes = {k: v for k, v in (("step", step), ("diagnose", diagnose)) if v is not None and
+                   v is not getattr(protocol, k)}
+        if handlers is not None and dict(handlers) != dict(protocol.handlers):
+            changes["handlers"] = dict(handlers)
+        if "step" in changes:
+            changes["batch_step"] = None  # a planted step is stepped alone
+        if changes:
+            protocol = replace(protocol, **changes)
+        record = setup_record(protocol, setup if setup is not None else (setup_args if setup_args is not None else ()))
+        for key, value in (("name", name), ("protocol", protocol), ("setup", record), ("owner", owner),
+                           ("streams", tuple(streams))):
+            object.__setattr__(self, key, value)
 
     @classmethod
     def of(cls, protocol: Protocol, name: str, setup, *, owner: str = "", streams: tuple = (),
@@ -103,18 +125,29 @@ class PartySpec:
         ``vertical.messages.Setup(name=..., D=..., options=...)``; a field mapping is checked the same way).
         ``handlers``: the requests this party answers (default: the protocol's declared ones); a simulation's party
         may answer others (e.g. ``coef``, its local model, which a party in another organisation never sends)."""
-        return cls(name, protocol.setup, setup_record(protocol, setup), protocol.step, protocol.diagnose, owner=owner,
-                   handlers=dict(protocol.handlers if handlers is None else handlers), streams=tuple(streams),
-                   protocol=protocol)
+        return cls(name, protocol, setup, owner=owner, streams=streams, handlers=handlers)
 
+    @property
+    def setup_args(self) -> tuple:
+        """Old name of :attr:`setup`."""
+        return self.setup
 
-def party_checkpoint_path(directory, name: str) -> Path:
-    """Where party ``name`` keeps its own checkpoint under a run's checkpoint ``directory``."""
-    return Path(directory) / "parties" / name / "state.pkl"
+    @property
+    def step(self) -> Callable:
+        return self.protocol.step
+
+    @property
+    def diagnose(self) -> Callable | None:
+        return self.protocol.diagnose
+
+    @property
+    def handlers(self) -> Mapping[str, Callable]:
+        return self.protocol.handlers
 
 
 def atomic_pickle(obj, path: Path) -> None:
-    """Write ``obj`` to ``path`` atomically (a crash leaves the previous file intact)."""
+    """Write ``obj`` to ``path`` atomically (a crash leaves the previous file intact): the coordinator's own
+    checkpoint (a party's is the runtime's, :mod:`dpadmm.runtime.checkpoints`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ckpt-")
     with os.fdopen(fd, "wb") as fh:
@@ -122,75 +155,10 @@ def atomic_pickle(obj, path: Path) -> None:
     os.replace(tmp, path)
 
 
-class PartyHost:
-    """One party inside its worker: its config and state, its generator, its declared handlers.
-
-    Every backend hosts parties through this class, so the rules (party-local entropy, declared
-    handlers only, party-local checkpoints) are written once.
-    """
-
-    def __init__(self, spec: PartySpec, index: int, noise_seed: int | None) -> None:
-        self.spec = spec
-        self.index = int(index)
-        self.noise_seed = noise_seed
-        # Party-local entropy: drawn here, in the party's worker, from the OS; never sent anywhere.
-        self._own_rng = np.random.default_rng() if noise_seed is None else None
-        args = spec.setup_args
-        # a Setup record by name; a positional tuple (deprecated) as before
-        self.cfg, self.state = spec.setup(**args._asdict()) if hasattr(args, "_asdict") else spec.setup(*args)
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    def rng(self, round_: int):
-        if self._own_rng is not None:
-            return self._own_rng
-        if self.spec.streams:
-            return tuple(party_rng(self.noise_seed, s, round_) for s in self.spec.streams)
-        return party_rng(self.noise_seed, self.index, round_)
-
-    def step(self, inbox, round_: int):
-        self.state, outbox, events = self.spec.step(self.cfg, self.state, inbox, rng=self.rng(round_))
-        return outbox, events
-
-    def diagnose(self):
-        return self.spec.diagnose(self.cfg, self.state) if self.spec.diagnose is not None else None
-
-    def request(self, handler: str, *args):
-        fn = self.spec.handlers.get(handler) if isinstance(handler, str) else None
-        if fn is None:
-            raise ProtocolError(
-                f"party {self.name!r} refused request {handler!r}: its protocol declares only "
-                f"{sorted(self.spec.handlers)}.")
-        return fn(self.cfg, self.state, *args)
-
-    def checkpoint(self, directory, round_: int) -> None:
-        atomic_pickle({"round": int(round_), "party": self.name, "state": self.state},
-                      party_checkpoint_path(directory, self.name))
-
-    def restore(self, directory, round_: int) -> None:
-        path = party_checkpoint_path(directory, self.name)
-        if not path.is_file():
-            raise DataFileError(f"party {self.name!r} has no checkpoint at {path}; resume needs every party's "
-                                "own checkpoint from the same run.")
-        with open(path, "rb") as fh:
-            ck = pickle.load(fh)
-        if ck.get("round") != round_ or ck.get("party") != self.name:
-            raise DataFileError(f"party {self.name!r}'s checkpoint at {path} is from round {ck.get('round')}, "
-                                f"the coordinator's from round {round_}; restore both from the same run.")
-        self.state = ck["state"]
-
-    def close(self, completed: bool = False) -> None:
-        """Nothing to end: the party keeps no run of its own (see :class:`HostedParty` for one that does)."""
-
-
 def host_party(spec: PartySpec, index: int, noise_seed: int | None, rounds: int | None = None,
-               operator: PartyOperator | None = None):
-    """The host of one party inside its worker: :class:`PartyHost` (a simulation party: no policy) or, for a party
-    its ``operator`` gave a policy, the party runtime (:class:`~dpadmm.runtime.local.HostedParty`)."""
-    if operator is None:
-        return PartyHost(spec, index, noise_seed)
+               operator: PartyOperator | None = None) -> HostedParty:
+    """The host of one party inside its worker: the party runtime (:class:`~dpadmm.runtime.local.HostedParty`)
+    under its ``operator``'s policy, or the simulation policy without one."""
     return HostedParty(spec, index, noise_seed, rounds, operator)
 
 
@@ -275,6 +243,17 @@ class Backend(ABC):
     def restore(self, directory, round_: int) -> dict[str, list] | None:
         """Every party restores its own state written by :meth:`checkpoint` at ``round_``; may return, per
         party, releases made after that checkpoint (released again by the resumed run)."""
+
+    def local_state(self, name: str):
+        """The state of simulated party ``name`` (the driver's own memory: an in-process simulation only); a party of
+        another worker or under its operator's policy keeps its state (ProtocolError)."""
+        raise ProtocolError(f"party {name!r}'s state stays at the party on the {self.name} backend (only an "
+                            "in-process simulation's parties share the driver's memory).")
+
+    def local_model(self, name: str):
+        """Simulated party ``name``'s local model (its protocol's ``model(cfg, state)``), as :meth:`local_state`."""
+        raise ProtocolError(f"party {name!r}'s model stays at the party on the {self.name} backend (only an "
+                            "in-process simulation's parties share the driver's memory).")
 
     @property
     def collects_models(self) -> bool:

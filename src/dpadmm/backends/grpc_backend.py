@@ -157,7 +157,7 @@ class GrpcBackend(GrpcCalls, Backend):
             if proto.name not in lists:  # one allow list per protocol (shared by its parties)
                 lists[proto.name] = codec.allow_list(proto.types)
             self._allowed[spec.name] = lists[proto.name]
-            setup = setup_fields(proto, spec.setup_args)  # by name: the protocol's Setup record's fields
+            setup = setup_fields(proto, spec.setup)  # by name: the protocol's Setup record's fields
             try:
                 codec.encode(setup, allowed=self._allowed[spec.name])
             except TypeError as exc:

@@ -7,7 +7,7 @@ over a private pipe: ``step`` (inbox + round number in, outbox + privacy events 
 writes and reads its own state file) and ``close``. A party given a policy (``policies=``, ``party_dir=``) is
 hosted in its worker by the party runtime (:func:`~dpadmm.backends.base.host_party`): its refusals reach the
 caller as the gRPC client's :class:`~dpadmm.exceptions.ProtocolError`. The party's generator is made inside the worker
-(:class:`~dpadmm.backends.base.PartyHost`): no seed or generator crosses the pipe unless the user
+(the party runtime, :func:`~dpadmm.backends.base.host_party`): no seed or generator crosses the pipe unless the user
 asked for a seeded simulation. This backend is one trust domain (the party's setup is pickled to
 it); for parties of different organisations use the gRPC backend.
 

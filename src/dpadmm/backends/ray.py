@@ -2,7 +2,7 @@
 
 Each party is an actor that runs the party's ``setup`` itself (so its data is loaded on the node
 it lives on), keeps ``(cfg, state)`` and its own generator in the actor
-(:class:`~dpadmm.backends.base.PartyHost`); the driver only sends inboxes and round numbers and
+(the party runtime, :func:`~dpadmm.backends.base.host_party`); the driver only sends inboxes and round numbers and
 receives outboxes, privacy events, declared replies and (when monitoring) diagnostics — the same
 payloads as the process backend, through Ray's object store.
 

@@ -43,6 +43,16 @@ class ToyConfig:
     hang_seconds: float
 
 
+class ToySetup(NamedTuple):
+    """``toy_setup``'s arguments by name."""
+
+    name: str
+    size: int
+    noise: float = 0.0
+    fault: tuple | None = None
+    hang_seconds: float = 3600.0
+
+
 def toy_setup(name: str, size: int, noise: float = 0.0, fault: tuple | None = None, hang_seconds: float = 3600.0):
     """``PartySpec.setup``: a party with ``x = index`` (parsed from a trailing number in the name, else 0)."""
     digits = "".join(ch for ch in name if ch.isdigit())
@@ -104,7 +114,7 @@ def toy_specs(n_parties: int, size: int, *, noise: float = 0.0, fault: tuple | N
 
 def _protocol():
     return Protocol("selftest", toy_setup, toy_step, toy_diagnose, handlers={"sq": toy_diagnose},
-                    types=(Broadcast, Report))
+                    types=(Broadcast, Report), setup_type=ToySetup)
 
 
 #: the self-test protocol as data, so a ``dpadmm party serve --protocol selftest`` process can run it

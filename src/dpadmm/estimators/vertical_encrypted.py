@@ -21,7 +21,6 @@ from ..fit import runner
 from ..algorithms.encrypted import combine as ec
 from ..algorithms.encrypted import he, label
 from ..algorithms.encrypted.party import BLOCK_BITS
-from ..algorithms.encrypted.protocol import PROTOCOL
 from ..data.prepare import clip_rows
 from ..backends.base import party_rng
 from ..backends.inprocess import InProcessBackend
@@ -161,7 +160,7 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
         def after(backend, res):
             # in-process simulation: the driver collects each party's weights to score new records, and (encrypted
             # forward) the party's logits on the held-out rows (new records) for the calibration
-            models = [PROTOCOL.model(backend.hosts[nm].cfg, backend.hosts[nm].state) for nm in names]
+            models = [backend.local_model(nm) for nm in names]
             return models, [backend.request(nm, "logit", "calibration") for nm in names] if enc else None
 
         fitted = runner.session(InProcessBackend(), specs, drive, noise_seed=seed,

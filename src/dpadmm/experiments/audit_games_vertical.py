@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .audit_games import CANARY, DELTA, EPSILON, Game, ScaledRNG, ZeroRNG, calibrated_nm as _nm
@@ -147,6 +149,10 @@ def vertical_plants(relation: str) -> list[Game]:
 L_N, L_T = 8, 4
 
 
+class _ShareSetup(NamedTuple):
+    n: int
+
+
 def _share_setup(n: int):
     return np.zeros(n), None
 
@@ -157,7 +163,7 @@ def _share_step(cfg, state, inbox, *, rng):
 
 #: the label game's passive parties (a share of zeros each round), declared as data like any party's protocol; not
 #: registered: an audit harness, never served
-SHARE_PROTOCOL = Protocol("audit-zero-share", _share_setup, _share_step, types=(PartyMessage,))
+SHARE_PROTOCOL = Protocol("audit-zero-share", _share_setup, _share_step, types=(PartyMessage,), setup_type=_ShareSetup)
 
 
 def label_game(*, plant=None, bug: str = "", tag: str = "", backend: str = "inprocess") -> Game | None:

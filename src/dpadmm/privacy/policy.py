@@ -216,6 +216,26 @@ class PartyPolicy:
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
 
 
+@dataclass(frozen=True)
+class SimulationPolicy(PartyPolicy):
+    """The policy of a *simulated* party (every party of a simulation backend given no operator's policy): the driver
+    runs every party in one trust domain, so nothing is private from it. No budget and no private-only work (refused
+    here); a seeded noise stream, data sent by the driver, monitoring and every declared request are allowed; the
+    protocol's policy hooks do not apply (the driver is every party's operator); the parties of one protocol may be
+    stepped together (``Protocol.batch_step``); no directory of its own (checkpoints go to the driver's). Never read
+    from a ``--policy`` file: a party served to another organisation is never a simulation."""
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.budgeted or self.private_only:
+            raise InvalidParameterError("a simulated party has no budget and no private-only rule (the driver sees "
+                                        "everything); give the party its operator's PartyPolicy instead.")
+
+
+#: the policy every simulated party runs under
+SIMULATION = SimulationPolicy()
+
+
 def load_policy(path, **overrides) -> PartyPolicy:
     """A :class:`PartyPolicy` from a JSON or TOML file (keys = the field names), with ``overrides``
     (the ``party serve`` flags that were given) on top. Unknown keys are an error."""

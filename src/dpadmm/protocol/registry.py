@@ -93,6 +93,11 @@ def protocol_of(step: Callable) -> Protocol:
     return _by_step(step)
 
 
+def declared_by_step(step: Callable) -> Protocol:
+    """The registered declaration whose party step is ``step`` (the deprecated positional party spec's lookup)."""
+    return _by_step(step)
+
+
 def _by_step(step: Callable) -> Protocol:
     for proto in _declared().values():
         if proto.step is step:

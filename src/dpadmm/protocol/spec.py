@@ -19,6 +19,7 @@ import inspect
 import sys
 import types
 import typing
+import warnings
 from collections import abc
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NamedTuple
@@ -40,9 +41,10 @@ class Protocol:
     ``model(cfg, state) -> ndarray | Mapping[str, ndarray]`` (the final local model the party writes to its own
     directory's ``model.npz``: one array, saved as ``coef``, or named arrays, ``coef`` among them),
     ``private(cfg) -> bool`` (whether this run adds noise: then monitoring is refused),
-    ``data_args`` (positions of ``setup``'s arguments that hold the party's data: there the party
+    ``data_fields`` (the names of the Setup fields that hold the party's data: there the party
     expects a :class:`PartyData` reference, and refuses arrays sent by the coordinator unless its
-    operator started it with ``--accept-coordinator-data``, a simulation of a deployment),
+    operator started it with ``--accept-coordinator-data``, a simulation of a deployment; ``data_args``, their
+    positions, is the deprecated spelling),
     ``policy`` (:class:`PolicyHooks`: the party's fields and the coordinator's, the check and the price);
     ``alignment`` marks an id-alignment protocol (:mod:`dpadmm.algorithms.psi`): it releases no value computed
     from features or labels (only what PSI reveals), so privacy budgets and ``--requests`` do not apply;
@@ -50,7 +52,9 @@ class Protocol:
     party's inbox of a round from the sum of its neighbours' broadcasts, and its broadcast from its outbox;
     ``rounds=False`` marks a protocol without rounds (scoring): a budget prices nothing at its Setup (its
     declared requests' own refusals govern what leaves);
-    ``setup_type``: the NamedTuple of ``setup``'s arguments by name (:func:`setup_record`, :func:`check_setup`);
+    ``setup_type``: the NamedTuple of ``setup``'s arguments by name (:func:`setup_record`, :func:`check_setup`), declared
+    in the algorithm folder's ``messages.py``; a field whose annotation is itself a NamedTuple (a typed options record)
+    travels field by field and is checked the same way (a field mapping is built into it by name);
     ``exempt`` (:class:`ExemptMessage` each): the message types a step may send in a private run with no privacy
     event — public keys, ciphertexts under a key the receiver does not hold — each with the reason, which the
     party's audit line records; a private step's message of any other type without an event is refused;
@@ -70,7 +74,7 @@ class Protocol:
     describe: Callable | None = None
     model: Callable | None = None
     private: Callable | None = None
-    data_args: tuple = ()
+    data_args: tuple = ()  # deprecated: the positions of data_fields
     policy: "PolicyHooks | None" = None
     alignment: bool = False  # an id-alignment protocol (PSI): no feature/label values leave; no budget applies
     peer_to_peer: tuple | None = None  # (inbox(cfg, state, round, neighbour_sum | None), broadcast(outbox) -> array)
@@ -80,10 +84,19 @@ class Protocol:
     #: carries field by field; derived from ``setup``'s signature when not declared (every field then of any type)
     setup_type: type | None = None
     batch_step: Callable | None = None  # several local parties' same round at once (in-process simulation)
+    data_fields: tuple = ()  # the Setup fields that hold the party's own data (by name)
 
     def __post_init__(self):
-        if self.setup_type is None:
+        if self.setup_type is None:  # deprecated: declare the Setup record (a DeprecationWarning names the fix)
+            warnings.warn(f"protocol {self.name!r} declares no setup_type; declare its Setup NamedTuple in the "
+                          "algorithm's messages.py (Protocol(..., setup_type=Setup))", DeprecationWarning, stacklevel=3)
             object.__setattr__(self, "setup_type", derived_setup_type(self.setup))
+        if self.data_args and not self.data_fields:  # deprecated positions -> names
+            object.__setattr__(self, "data_fields", tuple(self.setup_type._fields[i] for i in self.data_args))
+        unknown = [f for f in self.data_fields if f not in self.setup_type._fields]
+        if unknown:
+            raise ProtocolError(f"protocol {self.name!r}: data field {unknown[0]!r} is not a field of its Setup "
+                                f"({', '.join(self.setup_type._fields)})")
 
 
 @dataclass(frozen=True)
@@ -149,6 +162,9 @@ def setup_view(setup_type, args):
     record (what the wire carries), else the record of a positional list (a deprecated local form: build the record
     by name). Too many arguments, or fewer than the required ones, is a :class:`ProtocolError` naming the fields."""
     if isinstance(args, setup_type):
+        if any(isinstance(v, Mapping) and _record_type(_hints(setup_type).get(k)) is not None
+               for k, v in zip(args._fields, args)):  # a record with an options mapping: its typed record
+            return check_setup(setup_type, args._asdict())
         return args
     if isinstance(args, Mapping):
         return check_setup(setup_type, args)
@@ -241,11 +257,26 @@ def check_setup(setup_type, fields) -> tuple:
         raise ProtocolError(f"setup field {missing[0]!r} of {where} is missing (required: "
                             f"{', '.join(k for k in setup_type._fields if k not in setup_type._field_defaults)})")
     hints = _hints(setup_type)
+    values = {}
     for k, v in fields.items():
         hint = hints.get(k, Any)
+        record = _record_type(hint)
+        if record is not None and isinstance(v, Mapping):  # a typed options record, sent (or given) by name
+            v = check_setup(record, v)
+        elif record is not None and isinstance(v, record):  # decoded from the wire: its fields checked too
+            v = check_setup(record, v._asdict())
         if not _conforms(v, hint):
             raise ProtocolError(f"setup field {k!r} of {where} must be {_hint_text(hint)}, got {type(v).__name__}")
-    return setup_type(**fields)
+        values[k] = v
+    return setup_type(**values)
+
+
+def _record_type(hint):
+    """The NamedTuple type of a typed options field (``Options`` or ``Options | None``), else None."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        found = [h for h in typing.get_args(hint) if _record_type(h) is not None]
+        return found[0] if len(found) == 1 else None
+    return hint if isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields") else None
 
 
 _HINTS: dict = {}

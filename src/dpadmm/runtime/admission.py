@@ -42,17 +42,16 @@ def check_request(rt, req) -> tuple[tuple, int | None]:
         raw = check_setup(setup_type, req["setup"])
     except ProtocolError as exc:
         raise _Refused(f"party {rt.name!r} refused Setup: {exc}", "INVALID_ARGUMENT") from None
-    for i in rt.protocol.data_args:
-        field = setup_type._fields[i]
+    for field in rt.protocol.data_fields:
         if not rt.accept_coordinator_data and holds_arrays(getattr(raw, field)):
-            raise _Refused(f"party {rt.name!r} refused data sent by the coordinator (setup argument {i}, {field}): it "
+            raise _Refused(f"party {rt.name!r} refused data sent by the coordinator (setup field {field}): it "
                            "reads its own files (--data KEY=FILE); a simulation can opt in with "
                            "--accept-coordinator-data")
     seed = req.get("noise_seed")
     if seed is not None and not rt.allow_seeded_noise:
         raise _Refused(f"party {rt.name!r} refused a coordinator-chosen noise seed (whoever knows it can remove "
                        "the noise); its operator can allow a reproducible simulation with --allow-seeded-noise")
-    hooks = rt.protocol.policy
+    hooks = None if rt.simulation else rt.protocol.policy  # a simulation's driver is every party's operator
     if hooks is not None and hooks.prepare is not None:
         # the party's own values where it can impose them (a hook may answer with the fields in order)
         raw = setup_view(setup_type, hooks.prepare(raw, rt.policy))
@@ -95,7 +94,7 @@ def admit(rt, req, args) -> dict | None:
                "release has ε = ∞") if rt.budget is not None else "its operator started it with --private-only"
         raise _Refused(f"party {rt.name!r} refused a non-private run: {why}",
                        budget=None if rt.budget is None else dict(rt.budget.status(), decision="refused"))
-    hooks = rt.protocol.policy
+    hooks = None if rt.simulation else rt.protocol.policy
     if hooks is not None and hooks.check is not None:
         hooks.check(rt.cfg, args, rt.policy, rt.name)
     rounds = req.get("rounds")

@@ -45,6 +45,12 @@ def install(folder: Path, blob: bytes) -> None:
     os.replace(tmp, last)
 
 
+def party_checkpoints(directory, name: str) -> Path:
+    """Where a simulated party ``name`` keeps its own checkpoints under a run's checkpoint ``directory`` (a party
+    under its operator's policy keeps them in its own directory's ``checkpoint/``)."""
+    return Path(directory) / "parties" / name
+
+
 def held(folder: Path) -> list[bytes]:
     """The party's checkpoints in ``folder``, the last one first (none, one or two)."""
     return [p.read_bytes() for p in (folder / CHECKPOINT_NAME, folder / PREVIOUS_CHECKPOINT_NAME) if p.is_file()]

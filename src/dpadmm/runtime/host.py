@@ -38,13 +38,14 @@ from ..privacy.events import FEATURE_COLUMN, RECORD_REPLACE
 from ..privacy.dataset_identity import data_set_id
 from ..privacy.ledger_store import LEDGER_ENV, LedgerStore, configured
 from ..privacy.party_ledger import PartyBudget, released_since
-from ..privacy.policy import PartyPolicy, PolicyRefusal as _Refused
+from ..privacy.policy import PartyPolicy, PolicyRefusal as _Refused, SimulationPolicy
 from ..protocol.spec import check_request_arguments
 from . import admission, codec
 from .checkpoints import (CHECKPOINT_NAME, PREVIOUS_CHECKPOINT_NAME, atomic_write, held, install,  # noqa: F401
                           write_model)
 from .audit import AuditLog, end_line, state_line
-from .rounds import SeededGenerator, all_zero, exemption, free_release
+from . import rounds
+from .rounds import SeededGenerator
 
 #: a run whose coordinator sent nothing for this long may be replaced by another coordinator's Setup
 RUN_IDLE_SECONDS = 900.0
@@ -74,8 +75,9 @@ class PartyRuntime:
         self.protocols = {p.name: p for p in protos}  # a party may serve several (e.g. statistics, then ADMM)
         self.protocol = protos[0]
         self.data = {k: Path(v) for k, v in data.items()}
-        self.out = Path(out)
-        self.out.mkdir(parents=True, exist_ok=True)
+        self.out = None if out is None else Path(out)  # None: a simulated party (SimulationPolicy), nothing on disk
+        if self.out is not None:
+            self.out.mkdir(parents=True, exist_ok=True)
         self.allow_monitoring = bool(allow_monitoring)
         self.accept_coordinator_data = bool(accept_coordinator_data)
         # operator policy (the coordinator cannot change it): a coordinator-chosen noise seed would let the
@@ -90,12 +92,19 @@ class PartyRuntime:
         self.policy = PartyPolicy(**flags) if policy is None else dataclasses.replace(policy, **flags)
         if "model" in self.data:  # started with its model file: a scoring server, which never fits (REDTEAM E7)
             self.policy = dataclasses.replace(self.policy, scoring_server=True)
+        #: a simulated party (SimulationPolicy): seeded noise, the driver's data, monitoring and every declared request
+        #: allowed; no policy hooks, no directory; may be stepped together with its protocol's other parties
+        self.simulation = isinstance(self.policy, SimulationPolicy)
+        if self.simulation:
+            self.allow_monitoring = self.accept_coordinator_data = self.allow_seeded_noise = True
+        elif self.out is None:
+            raise DataFileError(f"party {name!r} needs a directory of its own (its audit log and ledger).")
         self.private_only = self.policy.private_work
         self.max_rounds = self.policy.max_rounds
         self.steps = 0
         # the organisation's ledger store (required with a budget; else used if configured: PSI caps per data set)
         self.store = self.data_set = None
-        if self.policy.budgeted or self.policy.ledger or os.environ.get(LEDGER_ENV):
+        if not self.simulation and (self.policy.budgeted or self.policy.ledger or os.environ.get(LEDGER_ENV)):
             self.store = LedgerStore(*configured(self.policy.ledger, self.policy.ledger_key), party=name)
             self.data_set = data_set_id(name, self.data, self.policy.data_set)
         # the party's own privacy budget (None: no cap; the coordinator's report is then the only account)
@@ -106,8 +115,11 @@ class PartyRuntime:
         self.describe_options = dict(describe_options or {})
         self.allowed_types = codec.allow_list([t for p in protos for t in p.types])
         self.lock = threading.Lock()
-        self._audit = AuditLog(self.out, name, self.policy)  # the operator's policy, once per start
-        self.audit_path = self._audit.path
+        # the operator's policy, once per start (a simulated party keeps no log: the driver holds everything)
+        self._audit = None if self.out is None else AuditLog(self.out, name, self.policy)
+        self.audit_path = None if self._audit is None else self._audit.path
+        #: where the party keeps its own checkpoints (a simulated party's: the driver's directory, set per call)
+        self.checkpoint_dir = None if self.out is None else self.out / "checkpoint"
         self.finished = threading.Event()
         self._seen_peers: set = set()  # callers seen (a new one is logged once: "connected")
         self.ended = ""  # what the last Finish did, in words (its log line)
@@ -140,7 +152,8 @@ class PartyRuntime:
     def audit(self, peer: str, method: str, status: str, detail: str = "", request=None, reply=None,
               nbytes: int = 0, budget: dict | None = None):
         """Append one line to the party's audit log (:class:`~dpadmm.runtime.audit.AuditLog`)."""
-        self._audit.write(peer, method, status, detail, request, reply, nbytes, budget)
+        if self._audit is not None:
+            self._audit.write(peer, method, status, detail, request, reply, nbytes, budget)
 
     def refused(self, peer: str, method: str, exc: _Refused, request=None, nbytes: int = 0) -> None:
         """Audit (and echo) a refusal of ``method`` from ``peer``."""
@@ -195,7 +208,7 @@ class PartyRuntime:
         """The declared requests this party answers for ``protocol``: the operator's --requests (default: all
         declared but refit); an alignment protocol's requests (PSI) are its messages, always served."""
         proto = protocol or self.protocol
-        if proto.alignment:
+        if proto.alignment or self.simulation:
             return set(proto.handlers)
         base = set(proto.handlers) - {"refit"} if self.requests is None else self.requests
         return base & set(proto.handlers)
@@ -240,6 +253,12 @@ class PartyRuntime:
     def _admit(self, req, args) -> dict | None:
         return admission.admit(self, req, args)
 
+    def _checkpoints(self, method: str) -> Path:
+        if self.checkpoint_dir is None:
+            raise _Refused(f"party {self.name!r} refused {method}: it has no directory for its checkpoints",
+                           "FAILED_PRECONDITION")
+        return self.checkpoint_dir
+
     def _generator(self, t: int):
         if self.rng is not None:
             return self.rng
@@ -249,34 +268,9 @@ class PartyRuntime:
 
     def _step(self, req):
         self._need_setup("Step")
-        t = req.get("round")
-        if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t != self.rounds:
-            # strictly the next round (Setup: 0, Restore: the checkpoint's + 1): no replayed or negative index, so
-            # no zero-cost round can be served twice and no schedule is indexed from its end (REDTEAM_POLICY R2)
-            raise _Refused(f"party {self.name!r} refused round index {t!r} and sent nothing: the next round is "
-                           f"{self.rounds} (rounds are served once, in order){self._other_run()}", "INVALID_ARGUMENT")
-        t = int(t)
-        if self.max_rounds is not None and (self.steps >= self.max_rounds or t >= self.max_rounds):
-            raise _Refused(f"party {self.name!r} refused round {t + 1}: its operator allows at most "
-                           f"{self.max_rounds} rounds per run (--max-rounds)")
-        if self.declared_rounds is not None and t >= self.declared_rounds:
-            raise _Refused(f"party {self.name!r} refused round {t + 1} and sent nothing: the coordinator declared "
-                           f"{self.declared_rounds} rounds at Setup")
-        self.steps += 1
+        t = rounds.next_round(self, req.get("round"))
         state, outbox, events = self.protocol.step(self.cfg, self.state, req["inbox"], rng=self._generator(t))
-        if self.private and free_release(events) and not all_zero(outbox):
-            raise _Refused(f"party {self.name!r} refused round {t + 1} and sent nothing: its step priced a non-zero "
-                           "message at sensitivity 0 (an un-noised release; only an all-zero message is free)")
-        if self.budget is not None:  # within the run priced at Setup? recorded before the reply leaves (O(1))
-            # no event needed: a message with no non-zero number (e.g. the statistics' "done" after failed ranges), or
-            # one the protocol declares released without one (a public key, a ciphertext: Protocol.exempt)
-            released = self.private and not all_zero(outbox)
-            exempt = exemption(self.protocol, outbox) if released and not events else None
-            note = self.budget.charge(events, private_step=released and exempt is None, round_=t)
-            self._budget_note = note if exempt is None else dict(note, exempt=exempt)
-        self.state = state
-        self.rounds = t + 1
-        return {"outbox": outbox, "events": list(events)}
+        return rounds.served(self, t, state, outbox, events)
 
     def _request(self, req):
         self._need_setup("Request")
@@ -326,7 +320,7 @@ class PartyRuntime:
         if self.budget is not None and self.budget.run is not None:  # what this run had charged at the checkpoint
             ck["ledger_run"] = {"run": self.run_id, "charged": json.loads(json.dumps(self.budget.run["charged"]))}
         blob = codec.encode(ck, allowed=self.allowed_types)
-        install(self.out / "checkpoint", blob)
+        install(self._checkpoints("Checkpoint"), blob)
         return {"round": t}
 
     def _restore(self, req):
@@ -340,7 +334,7 @@ class PartyRuntime:
             raise _Refused(f"party {self.name!r} refused Restore at round {t}: another coordinator's run is in progress "
                            f"here (run by {self.run_by or '(insecure)'}, next round {self.rounds}) — a restore comes "
                            "once, right after Setup; one coordinator per run", "FAILED_PRECONDITION")
-        kept = [codec.decode(blob, allowed=self.allowed_types) for blob in held(self.out / "checkpoint")]
+        kept = [codec.decode(blob, allowed=self.allowed_types) for blob in held(self._checkpoints("Restore"))]
         if not kept:
             raise _Refused(f"party {self.name!r} has no checkpoint of its own; resume needs every party's own "
                            "checkpoint from the same run", "FAILED_PRECONDITION")
@@ -376,7 +370,7 @@ class PartyRuntime:
 
     def _finish(self, req):
         written = None
-        if self.cfg is not None and bool(req.get("completed")) and self.protocol.model is not None:
+        if self.cfg is not None and req.get("completed") and self.protocol.model is not None and self.out is not None:
             meta = {"party": self.name, "protocol": self.protocol.name, "rounds": self.rounds, "private": self.private,
                     "noise_source": "party-local" if self.noise_seed is None else "seeded"}
             written = write_model(self.out, self.protocol.model(self.cfg, self.state), meta)
@@ -391,4 +385,5 @@ class PartyRuntime:
             self.budget.close()
         if self.store is not None:
             self.store.close()
-        self._audit.close()
+        if self._audit is not None:
+            self._audit.close()

@@ -13,6 +13,7 @@ import dataclasses
 import numpy as np
 
 from ..privacy.events import GaussianRelease
+from ..privacy.policy import PolicyRefusal as _Refused
 from .seeding import seeded_generator
 
 
@@ -88,3 +89,40 @@ def holds_arrays(obj) -> bool:
     if isinstance(obj, dict):
         return any(holds_arrays(v) for v in obj.values())
     return False
+
+
+def next_round(rt, t) -> int:
+    """Round ``t`` of party runtime ``rt`` if it may be served now: strictly the next round (Setup: 0, Restore: the
+    checkpoint's + 1 — no replayed or negative index, so no zero-cost round is served twice and no schedule is
+    indexed from its end, REDTEAM_POLICY R2), within ``max_rounds`` and the rounds declared at Setup; a refusal
+    otherwise. Counts the step."""
+    if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or t != rt.rounds:
+        raise _Refused(f"party {rt.name!r} refused round index {t!r} and sent nothing: the next round is "
+                       f"{rt.rounds} (rounds are served once, in order){rt._other_run()}", "INVALID_ARGUMENT")
+    t = int(t)
+    if rt.max_rounds is not None and (rt.steps >= rt.max_rounds or t >= rt.max_rounds):
+        raise _Refused(f"party {rt.name!r} refused round {t + 1}: its operator allows at most "
+                       f"{rt.max_rounds} rounds per run (--max-rounds)")
+    if rt.declared_rounds is not None and t >= rt.declared_rounds:
+        raise _Refused(f"party {rt.name!r} refused round {t + 1} and sent nothing: the coordinator declared "
+                       f"{rt.declared_rounds} rounds at Setup")
+    rt.steps += 1
+    return t
+
+
+def served(rt, t: int, state, outbox, events) -> dict:
+    """The reply of round ``t`` of party runtime ``rt`` whose step gave ``(state, outbox, events)``, after the
+    round's checks: a private step's release priced at sensitivity 0 must be all zeros, and the budget is charged
+    before the reply leaves (a message with no non-zero number needs no event, nor one the protocol declares
+    released without one: ``Protocol.exempt``). The party's state and round advance only then."""
+    if rt.private and free_release(events) and not all_zero(outbox):
+        raise _Refused(f"party {rt.name!r} refused round {t + 1} and sent nothing: its step priced a non-zero "
+                       "message at sensitivity 0 (an un-noised release; only an all-zero message is free)")
+    if rt.budget is not None:  # within the run priced at Setup? recorded before the reply leaves (O(1))
+        released = rt.private and not all_zero(outbox)
+        exempt = exemption(rt.protocol, outbox) if released and not events else None
+        note = rt.budget.charge(events, private_step=released and exempt is None, round_=t)
+        rt._budget_note = note if exempt is None else dict(note, exempt=exempt)
+    rt.state = state
+    rt.rounds = t + 1
+    return {"outbox": outbox, "events": list(events)}

@@ -82,3 +82,13 @@ class Setup(NamedTuple):
     X_list: Any  # one feature block per node (PartyData references to the nodes' own files, or arrays)
     y_list: Any  # one ±1 label vector per node
     options: Mapping[str, Any]
+
+
+class BaselineSetup(NamedTuple):
+    """``baseline.setup_node``'s arguments by name: the node's rows and labels and its two ε's."""
+
+    name: str
+    X: Any  # a PartyData reference to the node's own file, or an array in a simulation
+    y: Any
+    eps_count: float
+    eps_compare: float

@@ -4,7 +4,7 @@ point. Who sends each and what it reveals: :mod:`.protocol`; the round order: :m
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -63,3 +63,24 @@ class Opened(NamedTuple):
 
 
 MESSAGE_TYPES = (Start, Hello, Forward, Scores, Backward, EncryptedGradient, Open, Opened)
+
+
+class Setup(NamedTuple):
+    """``party.setup_party``'s arguments by name (the Setup message carries them by name): the party's own blocks
+    (``train``, ``score``: PartyData references, or arrays in a simulation) and the run's public constants."""
+
+    name: str
+    train: Any  # PartyData references to the party's own blocks, or arrays in a simulation
+    score: Any = None
+    R: float = 1.0
+    noise_multiplier: float | None = None
+    rounds: int = 60
+    lam: float = 1e-4
+    step: float = 8.0
+    forward: str = "clear"
+    momentum: float = 0.0
+    W: float | None = None
+    label_R: float | None = None
+    label_W: float | None = None
+    label_width: int | None = None
+    peers: Mapping[str, tuple] | None = None

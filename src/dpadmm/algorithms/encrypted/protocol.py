@@ -158,6 +158,7 @@ from ...protocol import ExemptMessage, Protocol
 from ...protocol.registry import register
 from ..vertical.data import describe_party_data, load_party_data
 from . import party as ep
+from .messages import Setup
 from .policy import ENCRYPTED
 
 NAME = "vertical-encrypted"
@@ -170,5 +171,5 @@ EXEMPT = (
 )
 
 PROTOCOL = register(Protocol(NAME, ep.setup_party, ep.step, None, handlers={"logit": ep.logit}, types=ep.MESSAGE_TYPES + (ep.PartyState,), load=load_party_data,
-                    describe=describe_party_data, model=ep.model, private=ep.is_private, data_args=(1, 2),
-                    policy=ENCRYPTED, exempt=EXEMPT))
+                    describe=describe_party_data, model=ep.model, private=ep.is_private, data_fields=("train", "score"),
+                    policy=ENCRYPTED, exempt=EXEMPT, setup_type=Setup))

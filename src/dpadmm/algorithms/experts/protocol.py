@@ -17,4 +17,4 @@ from .policy import EXPERTS
 PROTOCOL = register(Protocol(
     "vertical-experts", setup_party, fit_step, None, handlers={"logit": logit},
     types=(FitRequest,), load=load, describe=describe, model=model,
-    private=is_private, data_args=(1, 2, 7), policy=EXPERTS, setup_type=Setup))
+    private=is_private, data_fields=("train", "score", "model"), policy=EXPERTS, setup_type=Setup))

@@ -144,3 +144,14 @@ class Setup(NamedTuple):
     clip: float | None  # the score clip c1 on the standardised scores [Zhou, Lemma 2]; None: no clip, non-private
     settings: Settings
     options: Mapping[str, Any]
+
+
+class ScoresSetup(NamedTuple):
+    """``party.setup_party``'s arguments by name: a worker set up from its scores on the basis (the simulations of
+    [Zhou]'s experiments; not served)."""
+
+    name: str
+    A: Any  # the worker's scores (an array: a simulation)
+    y: Any
+    settings: Settings
+    options: Mapping[str, Any]

@@ -15,7 +15,7 @@ from ...protocol.registry import register
 from ...protocol.spec import Protocol
 from . import statistics
 from .data import describe_curve_data, load_curve_data
-from .messages import HubMessage, PartyMessage, PartyState, Settings, Setup
+from .messages import HubMessage, PartyMessage, PartyState, ScoresSetup, Settings, Setup
 from .party import is_private, party_coef, party_diagnostics, party_step, setup_party, setup_party_from_curves
 from .policy import FUNCTIONAL, STATISTICS
 
@@ -23,17 +23,18 @@ from .policy import FUNCTIONAL, STATISTICS
 PROTOCOL = register(Protocol(
     "functional-quantile", setup_party_from_curves, party_step, party_diagnostics,
     handlers={}, types=(HubMessage, PartyMessage, PartyState, Settings, Basis), model=party_coef,
-    private=is_private, data_args=(1, 2), load=load_curve_data, describe=describe_curve_data,
+    private=is_private, data_fields=("X", "y"), load=load_curve_data, describe=describe_curve_data,
     policy=FUNCTIONAL, setup_type=Setup))
 
 STATISTICS_PROTOCOL = register(Protocol(
     "functional-statistics", statistics.setup_stats, statistics.stats_step, None, handlers={},
     types=(statistics.StatsRequest, statistics.StatsMessage, Basis), private=statistics.is_private,
-    data_args=(1, 2), load=load_curve_data, describe=describe_curve_data, policy=STATISTICS,
+    data_fields=("X", "y"), load=load_curve_data, describe=describe_curve_data, policy=STATISTICS,
     setup_type=statistics.StatsSetup))
 
 #: the worker set up from its scores on the basis (the simulations of [Zhou]'s experiments draw the scores, not the
 #: curves: :mod:`dpadmm.experiments.zhou`); not registered — a party serves the curves' form above
 SCORES_PROTOCOL = Protocol(
     "functional-quantile-scores", setup_party, party_step, party_diagnostics, handlers={},
-    types=(HubMessage, PartyMessage, PartyState, Settings), model=party_coef, private=is_private)
+    types=(HubMessage, PartyMessage, PartyState, Settings), model=party_coef, private=is_private,
+    setup_type=ScoresSetup)

@@ -17,12 +17,13 @@ from ... import engine
 from ..._history import History
 from ...backends import InProcessBackend, PartySpec
 from ...data.graphs import Nodes, adjacency
-from ...exceptions import InvalidParameterError
+from ...exceptions import InvalidParameterError, ProtocolError
 from ...fit import runner
 from ...privacy.ledger import PrivacyReport
 from ...privacy.threats import finish
 from . import choice as node_choice
 from . import mechanism as mech
+from .messages import GossipOptions
 from .node import RouterConfig, init_router, router_metrics, router_step
 from .params import GossipParams, plan
 from .protocol import PROTOCOL as GOSSIP_PROTOCOL
@@ -100,7 +101,7 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
                 noise_multiplier=p.noise_multiplier, step=p.step, momentum=p.momentum, ridge=float(params.ridge),
                 row_clip=R, average_from=p.average_from, bounds=bounds)
     specs = [PartySpec.of(GOSSIP_PROTOCOL, nm_, GOSSIP_PROTOCOL.setup_type(name=nm_, X=Xs[i], y=ys[i],
-                                                        options=dict(opts, degree=int(V[i]))), owner=nm_)
+                                                        options=GossipOptions(degree=int(V[i]), **opts)), owner=nm_)
              for i, nm_ in enumerate(names)]
     pos_sd = math.sqrt(N) * p.noise_multiplier * mech.range_sensitivity(d, labels=True)
     hub = engine.Hub(RouterConfig(A, names, d, n, K, p.quantile, bounds, p.average_from, pos_sd), init_router,
@@ -108,9 +109,12 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
 
     def prepared_rows(b, _):
         """In-process simulation parties: each node's own prepared rows (its state), for its recalibration."""
-        if not (recalibrate and getattr(b, "collects_models", False) and hasattr(b, "hosts")):
+        if not (recalibrate and b.collects_models):
             return None
-        rows = [getattr(getattr(b.hosts.get(nm), "state", None), "Xt", None) for nm in names]
+        try:
+            rows = [getattr(b.local_state(nm), "Xt", None) for nm in names]
+        except ProtocolError:  # a party under its operator's policy keeps its rows
+            return None
         return rows if all(r is not None for r in rows) else None
 
     fitted = runner.run(backend, specs, hub, rounds=K + p.rounds, noise_seed=noise_seed, callbacks=callbacks,

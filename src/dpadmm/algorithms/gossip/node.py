@@ -55,8 +55,10 @@ from typing import Any, Mapping, NamedTuple
 import numpy as np
 
 from ...exceptions import ProtocolError
+from ...protocol.spec import check_setup
 from ...privacy.policy import PolicyRefusal
 from .choice import choose
+from .messages import GossipOptions
 from . import mechanism as mech
 
 MAX_INTERCEPT0 = 10.0  # |starting intercept| accepted from the hub (its DP base rate is clipped to [1e-3, 1 − 1e-3] at least)
@@ -132,18 +134,19 @@ def step_size(row_clip: float, ridge: float) -> float:
     return 1.0 / ((float(row_clip) ** 2 + 1.0) / 4.0 + float(ridge))
 
 
-def setup_node(name: str, X, y, options: Mapping[str, Any]):
-    """Node-side setup (``PartySpec.setup``): w(0) = v(0) = 0 (data-independent)."""
+def setup_node(name: str, X, y, options: GossipOptions):
+    """Node-side setup (``PartySpec.setup``): w(0) = v(0) = 0 (data-independent). ``options``: the run's typed
+    constants (a field mapping is built into the record by name)."""
     X = np.asarray(X, dtype=np.float64)
     y = np.where(np.asarray(y, dtype=np.float64) > 0, 1.0, -1.0)
-    o = dict(options)
-    bounds = o.pop("bounds", None)
+    o = options if isinstance(options, GossipOptions) else check_setup(GossipOptions, options)
+    bounds = o.bounds
     if bounds is not None:
         bounds = (np.asarray(bounds[0], dtype=np.float64), np.asarray(bounds[1], dtype=np.float64))
-    cfg = NodeConfig(str(name), X, y, int(o["degree"]), int(o["max_degree"]), int(o["n_nodes"]), int(o["n_total"]),
-                     int(o["rounds"]), int(o["range_rounds"]), float(o["noise_multiplier"]), float(o["step"]),
-                     float(o["momentum"]), float(o["ridge"]), float(o["row_clip"]), bounds,
-                     int(o.get("average_from", int(o["rounds"]) - 1)))
+    cfg = NodeConfig(str(name), X, y, int(o.degree), int(o.max_degree), int(o.n_nodes), int(o.n_total),
+                     int(o.rounds), int(o.range_rounds), float(o.noise_multiplier), float(o.step),
+                     float(o.momentum), float(o.ridge), float(o.row_clip), bounds,
+                     int(o.rounds) - 1 if o.average_from is None else int(o.average_from))
     d = X.shape[1]
     return cfg, NodeState(0, np.zeros(d + 1), np.zeros(d + 1))
 

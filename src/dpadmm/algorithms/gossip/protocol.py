@@ -11,6 +11,7 @@ from ..consensus.node import describe_node_data, load_node_data
 from .batch import nodes_step
 from .node import (GossipInbox, ModelBroadcast, NodeState, RangeCounts, RangeRequest, node_diagnostics, node_model,
                    node_step, peer_broadcast, peer_inbox, setup_node)
+from .messages import GossipOptions, Setup
 from .policy import GOSSIP
 
 
@@ -19,6 +20,6 @@ def _is_private(cfg) -> bool:
 
 
 PROTOCOL = register(Protocol("noisy-gradient-gossip", setup_node, node_step, node_diagnostics, handlers={},
-                    types=(RangeRequest, RangeCounts, GossipInbox, ModelBroadcast, NodeState), load=load_node_data,
-                    describe=describe_node_data, model=node_model, private=_is_private, data_args=(1, 2),
+                    types=(RangeRequest, RangeCounts, GossipInbox, ModelBroadcast, NodeState, GossipOptions), load=load_node_data,
+                    describe=describe_node_data, model=node_model, private=_is_private, data_fields=("X", "y"), setup_type=Setup,
                     policy=GOSSIP, peer_to_peer=(peer_inbox, peer_broadcast), batch_step=nodes_step))

@@ -155,3 +155,20 @@ class Setup(NamedTuple):
     name: str
     D: Any  # the party's block: a PartyData reference to its own file, or an array in a simulation
     options: Mapping[str, Any]
+
+
+class ScoringSetup(NamedTuple):
+    """``scoring.setup_party``'s arguments by name: the new records and the party's own model (``model``: a PartyData
+    reference to its model file)."""
+
+    name: str
+    X: Any  # the party's new records: a PartyData reference, or an array in a simulation
+    model: Any  # a PartyData reference to the party's own model file (read by scoring.load)
+
+
+class SGDSetup(NamedTuple):
+    """``sgd.setup_party``'s arguments by name (the SGD baseline: a non-private simulation, never served)."""
+
+    name: str
+    D: Any
+    options: Mapping[str, Any]

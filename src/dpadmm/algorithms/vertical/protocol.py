@@ -13,7 +13,7 @@ from ...protocol.spec import Protocol
 from . import scoring, sgd
 from .data import describe_party_data, load_party_data
 from .label import refit_label_block
-from .messages import Bounds, CoordinatorMessage, PartyMessage, PartyState, PrivacySpec, Setup
+from .messages import Bounds, CoordinatorMessage, PartyMessage, PartyState, PrivacySpec, ScoringSetup, SGDSetup, Setup
 from .party import eval_score, is_private, party_coef, party_diagnostics, party_rank, party_step, setup_party
 from .policy import VERTICAL
 
@@ -22,15 +22,15 @@ PROTOCOL = register(Protocol(
     handlers={"score": eval_score, "rank": party_rank, "refit": refit_label_block},
     types=(CoordinatorMessage, PartyMessage, PartyState, PrivacySpec, Bounds),
     load=load_party_data, describe=describe_party_data, model=party_coef, private=is_private,
-    data_args=(1,), policy=VERTICAL, setup_type=Setup))
+    data_fields=("D",), policy=VERTICAL, setup_type=Setup))
 
 SCORING_PROTOCOL = register(Protocol(
     "vertical-scoring", scoring.setup_party, scoring.no_step, None, handlers={"score": scoring.score},
-    types=(), load=scoring.load, describe=scoring.describe, private=scoring.is_private, data_args=(1, 2),
-    rounds=False))
+    types=(), load=scoring.load, describe=scoring.describe, private=scoring.is_private,
+    data_fields=("X", "model"), rounds=False, setup_type=ScoringSetup))
 
 #: the SGD baseline's party (:class:`dpadmm.VerticalSGDClassifier`): a non-private simulation, so it answers ``coef``
 #: (its local model); not registered — no party serves it over the network
 SGD_PROTOCOL = Protocol(
     "vertical-sgd", sgd.setup_party, sgd.party_step, sgd.party_diagnostics, handlers={"coef": party_coef},
-    types=(sgd.SGDInbox, sgd.SGDOutbox, sgd.SGDPartyState))
+    types=(sgd.SGDInbox, sgd.SGDOutbox, sgd.SGDPartyState), setup_type=SGDSetup)

@@ -239,7 +239,7 @@ def _reference(setup, party_file, out) -> str:
 def _setups(case):
     proto, args, rounds, seed, _ = HOSTILE[case]
     spec = PartySpec.of(proto, NAME, proto.setup_type(*args()))  # the hostile values, unchecked
-    setup = {"protocol": proto.name, "party": NAME, "index": 0, "noise_seed": seed, "setup": setup_fields(proto, spec.setup_args),
+    setup = {"protocol": proto.name, "party": NAME, "index": 0, "noise_seed": seed, "setup": setup_fields(proto, spec.setup),
              "rounds": rounds}
     return spec, setup
 

@@ -345,7 +345,7 @@ def test_a_tiny_coordinator_lambda_does_not_shrink_the_noise(party):
 
 def test_the_protocol_is_declared_with_the_party_policy():
     proto = find_protocol("vertical-experts")
-    assert set(proto.handlers) == {"logit"} and proto.policy is not None and 1 in proto.data_args
+    assert set(proto.handlers) == {"logit"} and proto.policy is not None and "train" in proto.data_fields
     assert proto.policy.price(vp.ExpertConfig("p", np.zeros((2, 1)), noise_multiplier=Z), 5).gaussian == {Z: 1}
 
 

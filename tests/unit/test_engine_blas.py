@@ -4,6 +4,8 @@ nothing gets no generator."""
 import os
 
 import networkx as nx
+from typing import NamedTuple
+
 import numpy as np
 import scipy.linalg  # noqa: F401 - scipy's own BLAS loaded too
 import threadpoolctl
@@ -38,15 +40,19 @@ def test_a_library_behind_a_link_with_another_name_is_still_found(tmp_path, monk
     assert seen == [str(link), blas]  # the link is resolved by threadpoolctl; libz cannot be a BLAS
 
 
+class _NoArgs(NamedTuple):
+    """The plain protocol's Setup: no fields."""
+
+
 def _no_setup():
-    return None, None
+    return "plain", None  # a config (a party with no config has no run set up)
 
 
 def _party_step(cfg, state, inbox, *, rng):
     return state, float(rng.standard_normal()), []
 
 
-_PLAIN = Protocol("plain-engine-hub", _no_setup, _party_step)
+_PLAIN = Protocol("plain-engine-hub", _no_setup, _party_step, setup_type=_NoArgs)
 
 
 def test_a_hub_that_draws_nothing_gets_no_generator_and_the_parties_draw_the_same():

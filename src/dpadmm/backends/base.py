@@ -113,7 +113,9 @@ class PartySpec:
             changes["batch_step"] = None  # a planted step is stepped alone
         if changes:
             protocol = replace(protocol, **changes)
-        record = setup_record(protocol, setup if setup is not None else (setup_args if setup_args is not None else ()))
+        if setup_args is not None:  # the old keyword (a replace(spec, setup_args=...) too) wins over ``setup``
+            setup = setup_args
+        record = setup_record(protocol, setup if setup is not None else ())
         for key, value in (("name", name), ("protocol", protocol), ("setup", record), ("owner", owner),
                            ("streams", tuple(streams))):
             object.__setattr__(self, key, value)

@@ -87,7 +87,7 @@ def plant_setup_option(name: str, **changes):
         out = []
         for spec in specs:
             if spec.name == name:
-                args = spec.setup_args
+                args = spec.setup
                 if hasattr(args, "_fields"):  # a Setup record: its options field, by name
                     key = next(k for k in args._fields if isinstance(getattr(args, k), dict))
                     args = args._replace(**{key: dict(getattr(args, key), **changes)})
@@ -96,7 +96,7 @@ def plant_setup_option(name: str, **changes):
                     i = next(j for j, a in enumerate(args) if isinstance(a, dict))
                     args[i] = dict(args[i], **changes)
                     args = tuple(args)
-                spec = dataclasses.replace(spec, setup_args=args)
+                spec = dataclasses.replace(spec, setup=args)
             out.append(spec)
         return out, hub, contextlib.nullcontext()
     return plant

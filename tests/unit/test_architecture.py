@@ -212,6 +212,14 @@ LAYERS = {
     "dpadmm.fit": ("dpadmm.estimators", "dpadmm.cli", "dpadmm.experiments"),
 }
 KERNELS_MAY_IMPORT = ("dpadmm.kernels", "dpadmm.exceptions", "dpadmm._core", "dpadmm._validation")
+#: an algorithm folder's driver (``algorithms/<alg>/driver.py``, issue 39) runs its protocol on a backend through the
+#: fit runner: it sits on top of its folder (with ``protocol.py``) and above the runtime, the engine and the backends
+DRIVER_FORBIDDEN = ("dpadmm.estimators", "dpadmm.cli", "dpadmm.experiments")
+
+
+def _is_driver(name: str) -> bool:
+    parts = name.split(".")
+    return len(parts) == 4 and parts[1] == "algorithms" and parts[3] == "driver"
 
 
 def _violations() -> list[str]:
@@ -223,6 +231,10 @@ def _violations() -> list[str]:
             where = f"{m.path.relative_to(SRC)}:{line} imports {t}"
             if t.startswith("dpadmm.experiments") and not m.name.startswith(("dpadmm.cli", "dpadmm.experiments")):
                 bad.append(where + " (nothing but cli imports experiments)")
+            if _is_driver(m.name):
+                if t.startswith(DRIVER_FORBIDDEN):
+                    bad.append(where)
+                continue
             for pkg, forbidden in LAYERS.items():
                 if m.name == pkg or m.name.startswith(pkg + "."):
                     if pkg == "dpadmm.kernels" and t.startswith(KERNELS_MAY_IMPORT):
@@ -238,14 +250,15 @@ def test_layers_import_one_way():
 
 
 def test_algorithm_folders_do_not_import_their_protocol_module():
-    """``protocol.py`` is on top of its folder: the folder's other modules never import it (the registry is filled
-    by :mod:`dpadmm.algorithms`, which imports each folder's ``protocol.py``)."""
+    """``protocol.py`` and ``driver.py`` are on top of their folder: the folder's other modules never import them (the
+    registry is filled by :mod:`dpadmm.algorithms`, which imports each folder's ``protocol.py``; the driver runs the
+    protocol on a backend)."""
     bad = []
     for m in MODULES.values():
         parts = m.name.split(".")
-        if len(parts) == 4 and parts[1] == "algorithms" and parts[3] != "protocol":
-            own = ".".join(parts[:3]) + ".protocol"
-            bad += [f"{m.name}:{line}" for t, line, _ in imports(m) if t == own]
+        if len(parts) == 4 and parts[1] == "algorithms" and parts[3] not in ("protocol", "driver"):
+            own = ".".join(parts[:3])
+            bad += [f"{m.name}:{line}" for t, line, _ in imports(m) if t in (own + ".protocol", own + ".driver")]
     assert not bad, bad
 
 

@@ -150,9 +150,9 @@ def _planted(plant, module, who=None):
 @pytest.mark.statistical
 @pytest.mark.parametrize("plant", list(PLANTS))
 def test_label_randomized_response_check_catches_each_plant(plant):
-    """The labels' randomized response of vertical ADMM (``fit.vertical.rr_labels``, the default label mechanism)."""
+    """The labels' randomized response of vertical ADMM (``algorithms.vertical.driver.rr_labels``, the default label mechanism)."""
     from dpadmm.algorithms.vertical import label as vertical_label
-    from dpadmm.fit import vertical as vertical_fit
+    from dpadmm.algorithms.vertical import driver as vertical_fit
 
     y = np.where(np.arange(4000) % 3 == 0, -1.0, 1.0)
     with _planted(PLANTS[plant], vertical_fit):

@@ -15,7 +15,7 @@ from dpadmm.backends.base import party_checkpoint_path
 from dpadmm.backends.inprocess import InProcessBackend
 from dpadmm.exceptions import DataFileError
 from dpadmm.experiments.audit_games_encrypted import plaintext_he
-from dpadmm.fit import encrypted as driver
+from dpadmm.algorithms.encrypted import driver
 from dpadmm.runtime.local import PartyOperator
 
 T = 4

@@ -36,6 +36,8 @@ REMOVED = (
     "dpadmm.algorithms.vertical_label", "dpadmm.algorithms.vertical_scoring", "dpadmm.algorithms.vertical_sgd",
     "dpadmm.algorithms.vertical_sharing", "dpadmm.data.psi", "dpadmm.privacy.reports", "dpadmm.privacy.zhang",
     "dpadmm.privacy.zhou",
+    # the vertical family's drivers, moved into their algorithm folders (algorithms/<alg>/driver.py)
+    "dpadmm.fit.vertical", "dpadmm.fit.experts", "dpadmm.fit.encrypted",
 )
 #: a compatibility alias module, were one ever needed for old pickles: nothing may import it
 COMPAT = "dpadmm._compat"

@@ -193,10 +193,10 @@ def test_docstring_references_name_existing_modules():
 
 def test_the_reference_check_finds_a_planted_dangling_reference():
     modules = _modules()
-    text = ("See :mod:`.driver`, :mod:`.party`, :mod:`dpadmm.algorithms.vertical_sharing`, "
+    text = ("See :mod:`.no_such_module`, :mod:`.party`, :mod:`dpadmm.algorithms.vertical_sharing`, "
             ":func:`dpadmm.algorithms.vertical.party.no_such_step`, :func:`dpadmm.algorithms.vertical.party.party_step`"
             " and :class:`~dpadmm.protocol.spec.PartyData`.")
     bad = dangling_references("dpadmm.algorithms.experts.model", False, text, modules)
     assert [b.split(" ", 1)[1] for b in bad] == [
-        ":mod:`.driver`", ":mod:`dpadmm.algorithms.vertical_sharing`",
+        ":mod:`.no_such_module`", ":mod:`dpadmm.algorithms.vertical_sharing`",
         ":func:`dpadmm.algorithms.vertical.party.no_such_step`"]

@@ -130,7 +130,7 @@ def estimator_coupling(rel: str, tree: ast.AST, classes: frozenset) -> list[str]
                 bad.append(f"{rel}:{n.lineno} reads {ast.unparse(n)[:60]}")
             elif isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name) and n.value.id in params:
                 bad.append(f"{rel}:{n.lineno} writes {ast.unparse(n)[:60]}")
-    return sorted(set(bad), key=lambda h: int(h.split(" ")[0].rsplit(":", 1)[1]))
+    return sorted(set(bad), key=lambda h: (int(h.split(" ")[0].rsplit(":", 1)[1]), h))
 
 
 def _violations() -> dict[str, list[str]]:
@@ -207,8 +207,8 @@ def test_the_checks_find_planted_coupling():
     hits = estimator_coupling("fit/planted.py", tree, classes)
     assert [h.split(" ", 1)[1] for h in hits] == [
         "imports the estimators", "reads est._validate", "writes est.coef_", "writes self.history_",
-        "reads m._max_iter", "reads VerticalLogisticRegression()._rho"], hits
+        "reads VerticalLogisticRegression()._rho", "reads m._max_iter"], hits
     # the CLI may import and construct estimators, not reach into them
     assert [h.split(" ", 1)[1] for h in estimator_coupling("cli/planted.py", tree, classes)] == [
-        "reads est._validate", "writes est.coef_", "writes self.history_", "reads m._max_iter",
-        "reads VerticalLogisticRegression()._rho"]
+        "reads est._validate", "writes est.coef_", "writes self.history_",
+        "reads VerticalLogisticRegression()._rho", "reads m._max_iter"]

@@ -72,7 +72,7 @@ def child(case, n, cols, parties, lam, own_blocks=False, trace=False):
         p = m.predict_proba(Xt)[:, 1]
     else:
         from dpadmm import VerticalLogisticRegression
-        from dpadmm.fit import vertical as fv
+        from dpadmm.algorithms.vertical import driver as fv
 
         blocks = [X[:, a:b] for a, b in zip(edges[:-1], edges[1:])]
         if own_blocks:  # each party holds its own columns only: the pooled matrix is gone before the fit

@@ -84,7 +84,7 @@ def _standardise(X, Xt):
 
 def run(*, quick: bool = False, seeds: int = 3, epsilons=(1.0,), datasets=None, progress=print, sides=None) -> list[dict]:
     from dpadmm import VerticalExpertsClassifier
-    from dpadmm.estimators.vertical_experts import label_party_alone_proba
+    from dpadmm.algorithms.experts.alone import label_party_alone_proba
     from dpadmm.privacy.ranges import scale_columns
 
     if quick:

@@ -14,7 +14,7 @@ from dpadmm.algorithms.encrypted.protocol import PROTOCOL
 from dpadmm.backends.inprocess import InProcessBackend
 from dpadmm.exceptions import DataFileError
 from dpadmm.experiments.audit_games_encrypted import plaintext_he
-from dpadmm.fit import encrypted as driver
+from dpadmm.algorithms.encrypted import driver
 from dpadmm.runtime import codec
 from dpadmm.runtime.checkpoints import held, party_checkpoints
 from dpadmm.runtime.local import PartyOperator

@@ -15,7 +15,7 @@ from dpadmm.algorithms.encrypted import party as ep
 from dpadmm.algorithms.encrypted.policy import ENCRYPTED
 from dpadmm.data.prepare import clip_rows
 from dpadmm.estimators.vertical_encrypted import VerticalEncryptedClassifier
-from dpadmm.fit import encrypted as driver
+from dpadmm.algorithms.encrypted import driver
 from dpadmm.experiments.audit_games_encrypted import PlainHe, plaintext_he
 from dpadmm.privacy.policy import PolicyRefusal
 

@@ -16,7 +16,7 @@ from dpadmm.backends.inprocess import InProcessBackend
 from dpadmm.estimators.vertical_encrypted import VerticalEncryptedClassifier
 from dpadmm.exceptions import InvalidParameterError, ProtocolError
 from dpadmm.experiments.audit_games_encrypted import plaintext_he
-from dpadmm.fit import encrypted as driver
+from dpadmm.algorithms.encrypted import driver
 from dpadmm.privacy.events import RECORD_REPLACE, GaussianRelease
 from dpadmm.privacy.policy import PartyPolicy, PolicyRefusal, load_policy
 from dpadmm.runtime.local import PartyOperator

@@ -401,3 +401,47 @@ def test_cli_min_effective_rows_lowers_the_floor_and_belongs_to_experts(tmp_path
         code, out, err = run_cli(files + extra + common, capsys)
         assert code == 2 and match in " ".join(err.split()), err
         assert not (tmp_path / "bad").exists()
+
+
+def test_the_in_process_fit_runs_the_deployed_party_step(monkeypatch):
+    """Issue 39: ``fit`` is the deployed protocol on the in-process backend — each feature party's model comes out of
+    the protocol's declared step (:func:`dpadmm.algorithms.experts.party.fit_step`, hosted by the backend as over
+    gRPC), not from party functions the estimator calls itself. A step that doubles the coefficient it keeps (and
+    counts its calls) doubles ``coefs_`` and moves the combined logit."""
+    import dataclasses
+
+    from dpadmm.algorithms.experts import driver, party
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 6))
+    y = np.where(X @ np.ones(6) + rng.logistic(size=300) > 0, 1, 0)
+    blocks = [X[:, :2], X[:, 2:4], X[:, 4:]]
+    kw = dict(epsilon=2.0, calibrate=False, random_state=3)
+    plain = VerticalExpertsClassifier(**kw).fit(blocks, y)
+    calls = []
+
+    def doubled(cfg, state, inbox, *, rng):
+        calls.append((cfg.name, type(inbox).__name__))
+        new, facts, events = party.fit_step(cfg, state, inbox, rng=rng)
+        return new._replace(coef=2.0 * new.coef), facts, events
+
+    monkeypatch.setattr(driver, "PROTOCOL", dataclasses.replace(driver.PROTOCOL, step=doubled))
+    changed = VerticalExpertsClassifier(**kw).fit(blocks, y)
+    assert calls == [("party2", "FitRequest"), ("party3", "FitRequest")]
+    for a, b in zip(plain.coefs_, changed.coefs_):
+        np.testing.assert_allclose(b, 2.0 * a, rtol=1e-12)
+    assert not np.allclose(plain.decision_function(blocks), changed.decision_function(blocks))
+
+
+def test_a_party_under_its_policy_refuses_column_bounds_from_the_coordinator():
+    """The simulation's parties bound their columns as the Setup says (a DP range estimate, or declared bounds); a
+    party under its operator's policy takes its bounds from its operator only, and refuses the run otherwise (its
+    price covers one release, not a range estimate)."""
+    from dpadmm.algorithms.experts.party import setup_party
+    from dpadmm.algorithms.experts.policy import EXPERTS
+    from dpadmm.privacy.policy import PartyPolicy, PolicyRefusal
+
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    cfg, _ = setup_party("party2", X, noise_multiplier=2.0, bounds="dp", range_noise_multiplier=5.0)
+    with pytest.raises(PolicyRefusal, match="column bounds sent by the coordinator"):
+        EXPERTS.check(cfg, [], PartyPolicy(), "party2")

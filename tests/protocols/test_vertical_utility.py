@@ -24,6 +24,7 @@ from sklearn.metrics import log_loss
 from conftest import run_cli
 from dpadmm import VerticalLogisticRegression
 from dpadmm.algorithms.vertical import label as vl
+from dpadmm.algorithms.vertical.params import VerticalParams
 from dpadmm.data.prepare import default_row_clip, prepare_block
 from dpadmm.data import normalize_rows
 from dpadmm.privacy.events import LABEL_CHANGE, PureDPRelease
@@ -143,7 +144,7 @@ def test_rr_labels_are_drawn_once_and_the_coordinator_sees_only_them():
     from dpadmm._validation import noise_seed
 
     y_rr, _ = vl.randomized_response(ypm, 1.0, rng=party_rng(noise_seed(4), 3, 0))
-    lam_run = m._run_lam(len(ypm))
+    lam_run = VerticalParams(label_epsilon=1.0).run_lam(len(ypm))
     plain = VerticalLogisticRegression(lam=lam_run, monitor=True).fit(blocks, y_rr)
     np.testing.assert_allclose(m.history_["train_loss"][-1], plain.history_["train_loss"][-1], rtol=1e-9)
 

@@ -19,7 +19,7 @@ import pytest
 from dpadmm.backends.inprocess import InProcessBackend
 from dpadmm.exceptions import ProtocolError
 from dpadmm.experiments.audit_games_encrypted import plaintext_he
-from dpadmm.fit import encrypted as driver
+from dpadmm.algorithms.encrypted import driver
 from dpadmm.privacy.policy import PartyPolicy
 from dpadmm.runtime.local import PartyOperator
 

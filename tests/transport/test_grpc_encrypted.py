@@ -12,7 +12,7 @@ pytest.importorskip("grpc")
 pytest.importorskip("heu")
 
 from conftest import serve_parties  # noqa: E402
-from dpadmm.fit import encrypted as driver  # noqa: E402
+from dpadmm.algorithms.encrypted import driver  # noqa: E402
 from dpadmm.algorithms.encrypted.protocol import PROTOCOL  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
 from dpadmm.backends.grpc_party import PartyService  # noqa: E402

@@ -214,8 +214,6 @@ LAYERS = {
     "dpadmm.fit": ("dpadmm.estimators", "dpadmm.cli", "dpadmm.experiments"),
 }
 KERNELS_MAY_IMPORT = ("dpadmm.kernels", "dpadmm.exceptions", "dpadmm._core", "dpadmm._validation")
-
-
 def _is_driver(name: str) -> bool:
     """``dpadmm.algorithms.<alg>.driver`` (or ``driver_*``): a folder's driver, above its protocol declaration."""
     parts = name.split(".")
@@ -253,8 +251,9 @@ def test_layers_import_one_way():
 
 
 def test_algorithm_folders_do_not_import_their_protocol_module():
-    """``protocol.py`` is on top of its folder: the folder's other modules never import it (the registry is filled
-    by :mod:`dpadmm.algorithms`, which imports each folder's ``protocol.py``)."""
+    """``protocol.py`` and ``driver.py`` are on top of their folder: the folder's other modules never import them (the
+    registry is filled by :mod:`dpadmm.algorithms`, which imports each folder's ``protocol.py``; the driver runs the
+    protocol on a backend)."""
     bad = []
     for m in MODULES.values():
         parts = m.name.split(".")

@@ -28,7 +28,7 @@ from scipy.stats import chi2
 from dpadmm.algorithms.vertical import party as vertical_party  # where release draws its noise
 from dpadmm.estimators.vertical import VerticalLogisticRegression
 from dpadmm.algorithms.functional import driver_stages as fit_functional
-from dpadmm.fit import vertical as fit_vertical
+from dpadmm.algorithms.vertical import driver as fit_vertical
 from dpadmm.privacy.accountants.gaussian import calibrate_noise_multiplier
 
 N, T, RHO, LAM, EPS, DELTA = 400, 4, 0.5, 0.01, 1.0, 1e-5

@@ -13,12 +13,12 @@ from dpadmm.experiments.audit_games_rr import rr_game, rr_plants
 
 
 def test_a_fit_runs_on_exactly_the_release_the_audit_game_plays():
-    """The game calls ``fit.vertical.rr_labels``; a seeded fit's coordinator holds exactly its output (so a
+    """The game calls ``algorithms.vertical.driver.rr_labels``; a seeded fit's coordinator holds exactly its output (so a
     plant in the release function, or a change of the fit's path around it, is what the game sees)."""
     from dpadmm._validation import noise_seed
     from dpadmm.algorithms.vertical import coordinator as vs
     from dpadmm.estimators.vertical import VerticalLogisticRegression
-    from dpadmm.fit.vertical import rr_labels as _rr_labels
+    from dpadmm.algorithms.vertical.driver import rr_labels as _rr_labels
 
     rng = np.random.default_rng(0)
     X1, X2 = rng.normal(size=(60, 2)), rng.normal(size=(60, 2))

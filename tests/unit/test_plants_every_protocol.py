@@ -150,9 +150,9 @@ def _planted(plant, module, who=None):
 @pytest.mark.statistical
 @pytest.mark.parametrize("plant", list(PLANTS))
 def test_label_randomized_response_check_catches_each_plant(plant):
-    """The labels' randomized response of vertical ADMM (``fit.vertical.rr_labels``, the default label mechanism)."""
+    """The labels' randomized response of vertical ADMM (``algorithms.vertical.driver.rr_labels``, the default label mechanism)."""
     from dpadmm.algorithms.vertical import label as vertical_label
-    from dpadmm.fit import vertical as vertical_fit
+    from dpadmm.algorithms.vertical import driver as vertical_fit
 
     y = np.where(np.arange(4000) % 3 == 0, -1.0, 1.0)
     with _planted(PLANTS[plant], vertical_fit):
@@ -166,9 +166,9 @@ def experts_releases(plant) -> tuple[list, list, float]:
     perturbation; two feature parties of 150 columns): each fit's released labels' flips, each party's coefficient
     noise over its stated σ (the un-noised coefficient: the party's real ``fit_expert`` replayed without noise on the
     same inputs), and the flip probability."""
-    from dpadmm.algorithms.experts import model as ve
+    from dpadmm.algorithms.experts import driver as experts_driver, model as ve, party as experts_party
     from dpadmm.algorithms.vertical import label as vl
-    from dpadmm.estimators import vertical_experts as estimator
+    from dpadmm.backends import base as backend_base  # the feature parties' streams (hosted by the backend)
     from dpadmm.estimators.vertical_experts import VerticalExpertsClassifier
 
     rng = np.random.default_rng(3)
@@ -177,7 +177,8 @@ def experts_releases(plant) -> tuple[list, list, float]:
     y = np.where(blocks[0][:, 0] + blocks[1][:, 0] * 4 + rng.normal(size=n) > 0, 1, -1)
     flips, Z = [], []
     real_fit, real_rr = ve.fit_expert, vl.randomized_response
-    with _planted(plant, estimator), pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
+    with _planted(plant, experts_driver), _planted(plant, backend_base), pytest.MonkeyPatch.context() as mp, \
+            warnings.catch_warnings():
         warnings.simplefilter("ignore")
 
         def rr(labels, epsilon, *, rng):
@@ -194,6 +195,7 @@ def experts_releases(plant) -> tuple[list, list, float]:
 
         mp.setattr(vl, "randomized_response", rr)
         mp.setattr(ve, "fit_expert", fit)
+        mp.setattr(experts_party, "fit_expert", fit)  # where the party's step looks it up
         for seed in (0, 1):
             VerticalExpertsClassifier(epsilon=1.0, label_epsilon=1.0, calibrate=False, min_effective_rows=1,
                                       random_state=seed).fit(blocks, y)

@@ -6,6 +6,7 @@ label-holding party), or as one matrix plus ``party_sizes``.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -15,7 +16,8 @@ from sklearn.metrics import log_loss, roc_auc_score
 
 from .._validation import as_vector, binary_labels, check_choice
 from ..exceptions import InvalidDataError
-from ..fit.vertical import RankDeficiencyWarning, fit_vertical
+from ..algorithms.vertical import driver
+from ..algorithms.vertical.driver import RankDeficiencyWarning, VerticalData
 from ._sklearn import binary_classifier_tags, target
 from ._vertical_config import _VerticalConfig, _is_source
 
@@ -24,7 +26,7 @@ __all__ = ["RankDeficiencyWarning", "VerticalLinearRegression", "VerticalLogisti
 
 class _VerticalADMM(_VerticalConfig, BaseEstimator):
     """Shared implementation; see :class:`VerticalLogisticRegression` for the parameters. Which protocol
-    a fit runs and its defaults: :class:`dpadmm.estimators._vertical_config._VerticalConfig`."""
+    a fit runs and its defaults: :class:`dpadmm.algorithms.vertical.params.VerticalParams`."""
 
     _loss_name = "logistic"
 
@@ -86,10 +88,15 @@ class _VerticalADMM(_VerticalConfig, BaseEstimator):
         transcript : a :class:`dpadmm.backends.Transcript` (or any callable
             ``(round, sender, receiver, message, kind)``) that records every message.
         """
+        t_fit = time.perf_counter()
         for name in ("party_dims_", "n_features_in_"):  # a refit is a new fit: any column count, any party widths
             self.__dict__.pop(name, None)
-        fitted = fit_vertical(self, X, y, eval_set=eval_set, callbacks=callbacks, checkpoint_dir=checkpoint_dir,
-                              checkpoint_every=checkpoint_every, resume_from=resume_from, transcript=transcript)
+        params = self._params()  # every parameter checked once, before the data
+        blocks = self._blocks(X)
+        data = VerticalData(blocks, self._encode_y(y, blocks[0].shape[0]), self._eval_sets(eval_set))
+        fitted = driver.fit(params, data, self.backend, callbacks=callbacks, checkpoint_dir=checkpoint_dir,
+                            checkpoint_every=checkpoint_every, resume_from=resume_from, transcript=transcript,
+                            started_at=t_fit)
         self.party_dims_ = fitted.party_dims
         self.n_features_in_ = int(sum(self.party_dims_))
         self.setup_seconds_ = fitted.setup_seconds  # validation + party setup (before round 1)
@@ -108,6 +115,14 @@ class _VerticalADMM(_VerticalConfig, BaseEstimator):
         self.label_noise_multiplier_ = fitted.label_noise_multiplier
         self.privacy_ = fitted.privacy
         return self
+
+    # callers outside the estimators read these two defaults through the estimator (cli/vertical.py,
+    # experiments/vertical.py; the CLI split moves them to VerticalParams, then these go)
+    def _rho(self, n_blocks: int, loss) -> float:
+        return self._params().run_rho(n_blocks, loss)
+
+    def _max_iter(self) -> int:
+        return self._params().rounds()
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

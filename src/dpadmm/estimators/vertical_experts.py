@@ -8,28 +8,21 @@ see only its block and what the label party sends it, the labels).
 
 from __future__ import annotations
 
-import math
+import dataclasses
 from typing import Mapping, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import NotFittedError
 from sklearn.metrics import log_loss, roc_auc_score
 
-from .._validation import as_float_matrix, binary_labels, check_positive, noise_seed
-from ..algorithms.experts import model as experts_model, protocol as experts_protocol
-from ..algorithms.vertical import label as vl
-from ..exceptions import InvalidDataError, InvalidParameterError
-from ..privacy.accountants import calibrate_noise_multiplier
-from ..privacy.ledger import PrivacyReport
-from ..algorithms.experts.report import LABEL_THREAT, LABELS_SENT, THREAT, experts_report, nothing_released  # noqa: F401
-from ..backends.base import party_rng
-from ..algorithms.experts import calibrate as xc
-from ..algorithms.experts import prepare as xp
-from ..algorithms.experts.messages import Setup
-from ..algorithms.experts.alone import fit_label_party_alone, label_party_alone_proba, standardise  # noqa: F401
-from ..backends.base import PartySpec
-from ..fit.experts import fit_parties
+from .._validation import as_float_matrix
+from ..algorithms.experts import driver, model as experts_model, params as experts_params, prepare as xp
+from ..algorithms.experts.alone import label_party_alone_proba, standardise  # noqa: F401 - the CLI imports it from here
+from ..algorithms.experts.driver import ExpertsData
+from ..algorithms.experts.params import ExpertsParams
 from ..data.parties import partition_columns
+from ..exceptions import InvalidDataError, InvalidParameterError
 from ._sklearn import binary_classifier_tags, is_block_list, one_matrix, target
 
 
@@ -84,33 +77,18 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         self.row_clip, self.noise_norm, self.random_state = row_clip, noise_norm, random_state
         self.min_effective_rows = min_effective_rows
 
-    #: the smallest ``n (1 − 2q)²`` at which the label party sends randomized-response labels to the experts. On
-    #: the private-utility benchmark (breast_cancer, fair, Adult, a9a at label ε = 0.5, 1, 2, 5, 3 seeds) runs
-    #: below 5,000 were at best within noise of the label party alone (breast_cancer, n = 400: 0.168–0.172 vs
-    #: 0.172) and at worst far behind it (fair at ε = 0.5: 0.88 vs 0.55; a9a and Adult at ε = 0.5, where
-    #: n(1 − 2q)² ≈ 1,950 and 1,810: 0.388 vs 0.362, 0.441 vs 0.438); every run above it was better (a9a and
-    #: Adult at ε ≥ 1, n(1 − 2q)² ≥ 6,441). A party fitting on flipped labels, de-biased by 1/(1 − 2q), adds
-    #: more noise than signal when too few labels survive the flips.
-    MIN_EFFECTIVE_ROWS = 5000.0
+    #: the smallest ``n (1 − 2q)²`` at which the label party sends randomized-response labels to the experts
+    #: (:data:`dpadmm.algorithms.experts.params.MIN_EFFECTIVE_ROWS`, where the benchmark that chose it is described)
+    MIN_EFFECTIVE_ROWS = experts_params.MIN_EFFECTIVE_ROWS
+    #: the in-process fit's note (:data:`dpadmm.algorithms.experts.driver.SIMULATION_NOTE`)
+    SIMULATION_NOTE = driver.SIMULATION_NOTE
+
+    def _params(self) -> ExpertsParams:
+        """The public parameters as the driver's checked record (raises on a bad value)."""
+        names = {f.name for f in dataclasses.fields(ExpertsParams)}
+        return ExpertsParams(**{k: v for k, v in self.get_params(deep=False).items() if k in names})
 
     def _check(self, blocks):
-        check_positive("lam", self.lam)
-        check_positive("row_clip", self.row_clip)
-        if not experts_model.R_RANGE[0] <= float(self.row_clip) <= experts_model.R_RANGE[1]:
-            raise InvalidParameterError(f"row_clip must be in [{experts_model.R_RANGE[0]:g}, {experts_model.R_RANGE[1]:g}] (the solver's float "
-                                        f"range), got {self.row_clip}; scale the rows instead")
-        check_positive("noise_norm", self.noise_norm)
-        if self.epsilon is not None:
-            check_positive("epsilon", self.epsilon)
-            check_positive("delta", self.delta)
-            if not self.delta < 1:
-                raise InvalidParameterError(f"delta must be < 1, got {self.delta}; pass e.g. delta=1e-5")
-        if self.label_epsilon is not None:
-            check_positive("label_epsilon", self.label_epsilon)
-        if self.min_effective_rows is not None and not (math.isfinite(self.min_effective_rows)
-                                                        and self.min_effective_rows >= 0):
-            raise InvalidParameterError(f"min_effective_rows must be a finite number >= 0, got "
-                                        f"{self.min_effective_rows}; pass e.g. min_effective_rows=0 to always send")
         blocks = self._split(blocks)
         n = blocks[0].shape[0]
         if any(b.shape[0] != n for b in blocks):
@@ -138,119 +116,32 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
                                             f"counts summing to {name}'s {d} columns.")
         return partition_columns(A, sizes)
 
-    def _label_side(self, own_block, y, n_blocks: int):
-        """The label party's part (it never leaves it): its own model on its exact labels, the prior log-odds, the
-        labels it sends (exact or one randomized-response release) and the noise multiplier it asks for. Returns
-        ``None`` when it keeps its own model and sends nothing (``kept_own_model_``; ``privacy_`` is set)."""
-        n = own_block.shape[0]
-        y_pm, self.classes_ = binary_labels("y", y, n)
-        self.n_blocks_ = int(n_blocks)
-        seed = noise_seed(self.random_state)
-        self.noise_source_ = "party-local" if seed is None else "seeded"
-
-        # the label party: its own model on its exact labels (stays with it), the prior log-odds
-        self.own_coef_ = self._own_model(own_block, y_pm)
-        pos = float(np.clip(np.mean(y_pm > 0), 1e-6, 1 - 1e-6))
-        self.prior_logit_ = math.log(pos / (1 - pos))
-        sent, pure = y_pm, []
-        self.flip_probability_ = None
-        self.effective_rows_ = None
-        self.kept_own_model_ = False
-        if self.label_epsilon is not None:
-            q = vl.flip_probability(float(self.label_epsilon))
-            self.effective_rows_ = n * (1.0 - 2.0 * q) ** 2
-            floor = self.MIN_EFFECTIVE_ROWS if self.min_effective_rows is None else float(self.min_effective_rows)
-            if self.effective_rows_ < floor:  # public quantities only: the choice itself releases nothing
-                self.kept_own_model_, self.calibration_ = True, None
-                self.coefs_, self.expert_lambdas_, self.experts_ = [], [], []
-                self.privacy_ = self._nothing_released(floor)
-                return None
-            # the label party's stream in a seeded simulation: (n_blocks + 1, 0)
-            rng = np.random.default_rng() if seed is None else party_rng(seed, n_blocks + 1, 0)
-            sent, pure = vl.randomized_response(y_pm, float(self.label_epsilon), rng=rng)
-            self.flip_probability_ = q
-        z = (calibrate_noise_multiplier(float(self.epsilon), float(self.delta), 1)
-             if self.epsilon is not None else None)
-        return seed, sent, pure, z
-
-    def _party_bounds(self, k: int) -> list:
-        """One bounds entry per feature party (``"dp"``, ``(lo, hi)`` or ``None``), checked."""
-        b = self.bounds
-        if b is None or isinstance(b, str):
-            if b is not None and b not in ("dp", "none"):
-                raise InvalidParameterError(f"bounds must be 'dp', None or one (lo, hi) per feature party, got {b!r}")
-            return [b] * k
-        b = list(b)
-        if len(b) != k:
-            raise InvalidParameterError(f"bounds has {len(b)} entries for {k} feature parties; give one per party "
-                                        "((lo, hi), 'dp' or None)")
-        return b
-
     def fit(self, blocks: Sequence, y):
         """Fit every party's expert and the label party's combination. ``blocks``: one block per party (the label
-        party's first) or one (N, d) matrix split by ``party_sizes``; ``y``: two classes."""
+        party's first) or one (N, d) matrix split by ``party_sizes``; ``y``: two classes. The feature parties run the
+        deployed protocol's step (:func:`dpadmm.algorithms.experts.party.fit_step`) on the in-process backend."""
         self.__dict__.pop("n_features_in_", None)  # a refit is a new fit: any column count
+        params = self._params()
         n, blocks = self._check(blocks)
         y = target(y, classes=True)
         self.n_features_in_ = int(sum(B.shape[1] for B in blocks))
-        side = self._label_side(blocks[0], y, len(blocks))
-        if side is None:
-            return self
-        seed, sent, pure, z = side
-        wanted = self._party_bounds(len(blocks) - 1)
-        zr, zo = (xp.noise_multipliers(float(self.epsilon), float(self.delta), "dp" in [
-            b for b in wanted if isinstance(b, str)]) if z is not None else (None, None))
-
-        self.coefs_, self.expert_lambdas_, events, self.experts_, self.column_bounds_ = [], [], [], [], []
-        self.calibration_ = None
-        # the label party's held-out rows (its stream (n_blocks + 2, 0)): labels for them are never sent
-        cal_rng = np.random.default_rng() if seed is None else party_rng(seed, len(blocks) + 2, 0)
-        fit_rows, held = xc.split(n, cal_rng) if self.calibrate else (np.arange(n), None)
-        sent = np.asarray(sent)[fit_rows]
-        for m, B in enumerate(blocks[1:], start=1):
-            B = B[fit_rows] if held is not None else B
-            # party m+1's stream is the one it has as the (m−1)-th party of a backend run (fit_remote): same noise
-            rng = np.random.default_rng() if seed is None else party_rng(seed, m - 1, 0)
-            name, b = f"party{m + 1}", wanted[m - 1]
-            own_range = isinstance(b, str) and b == "dp"
-            prep = xp.prepare_party(name, B, bounds=b, R=float(self.row_clip), range_noise_multiplier=zr,
-                                    model_noise_multiplier=(zo if own_range else
-                                                            calibrate_noise_multiplier(float(self.epsilon),
-                                                                                       float(self.delta), 1))
-                                    if z is not None else None, rng=rng)
-            coef, info, ev = experts_model.fit_expert(prep.X, sent, R=float(self.row_clip), lam=float(self.lam),
-                                           noise_multiplier=prep.model_noise_multiplier, rng=rng, party=name,
-                                           noise_norm=float(self.noise_norm))
-            self.coefs_.append(coef)
-            self.expert_lambdas_.append(info["lam"])
-            self.experts_.append(dict(info, **xp.public_facts(prep)))
-            self.column_bounds_.append((prep.lo, prep.hi))
-            events += prep.events + ev
-        if held is not None:
-            self.calibration_ = self._choose(blocks, y, fit_rows, held, cal_rng)
-        self.privacy_ = self._report(events, pure, z, simulation=True)
+        self._set(driver.fit(params, ExpertsData(blocks, y)))
         return self
 
-    def _choose(self, blocks, y, fit_rows, held, rng) -> "xc.Choice":
-        """The label party's choice on its held-out rows (:func:`dpadmm.algorithms.experts.calibrate.choose`): its
-        own model fitted on the other rows, the parties' logits on the held-out rows (records outside their
-        training sets), its held-out labels."""
-        y_pm = binary_labels("y", y, blocks[0].shape[0])[0]
-        own_fit, scaling = fit_label_party_alone(blocks[0][fit_rows], y_pm[fit_rows], float(self.lam))
-        own = np.asarray(experts_model.augment(standardise(blocks[0][held], scaling), 1.0) @ own_fit).ravel()
-        experts = self._expert_logits([B[held] for B in blocks[1:]])
-        return xc.choose(own, experts_model.combine(np.zeros(len(held)), experts, self.prior_logit_), y_pm[held], rng)
+    def _set(self, fitted: "driver.FitResult") -> None:
+        """The fitted attributes from the driver's result (``column_bounds_`` only from an in-process fit)."""
+        self.classes_, self.n_blocks_, self.noise_source_ = fitted.classes, fitted.n_blocks, fitted.noise_source
+        self.own_coef_, self.own_scaling_, self.prior_logit_ = fitted.own_coef, fitted.own_scaling, fitted.prior_logit
+        self.flip_probability_, self.effective_rows_ = fitted.flip_probability, fitted.effective_rows
+        self.kept_own_model_, self.calibration_, self.privacy_ = fitted.kept_own_model, fitted.calibration, fitted.privacy
+        self.coefs_, self.expert_lambdas_, self.experts_ = fitted.coefs, fitted.expert_lambdas, fitted.experts
+        if fitted.column_bounds is not None:
+            self.column_bounds_ = fitted.column_bounds
 
     def _expert_logits(self, blocks) -> list:
         bounds = getattr(self, "column_bounds_", [(None, None)] * len(self.coefs_))
         return [experts_model.expert_logit(c, xp.apply(B, lo, hi, float(self.row_clip)), float(self.row_clip),
                                 self.flip_probability_) for c, B, (lo, hi) in zip(self.coefs_, blocks, bounds)]
-
-    #: the in-process fit's note: what the driver holds there that a deployment never releases
-    SIMULATION_NOTE = ("in-process simulation: the driver holds every party's block and coefficient (coefs_; "
-                       "decision_function scores any rows, training rows included, whose logits the guarantee does not "
-                       "cover, and the CLI's rows_clipped is computed from the parties' rows); in a deployment "
-                       "(fit_remote, party serve) each party keeps its model and scores only new records")
 
     def fit_remote(self, own_block, y, backend, parties: Mapping[str, tuple]):
         """The label party's side of a deployment: ``own_block`` is its own block (it stays here), ``parties`` maps
@@ -260,25 +151,11 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         (:mod:`dpadmm.algorithms.experts.party`); :meth:`remote_decision` asks for logits on new records.
         When the label party keeps its own model (``kept_own_model_``) no party is contacted."""
 
+        params = self._params()
         own_block = self._check([own_block, own_block])[1][0]
-        names = list(parties)
-        self.calibration_ = None  # a deployment's parties fit on every row sent: no held-out choice
-        self.remote_ = (backend, [])
-        side = self._label_side(own_block, y, len(names) + 1)
-        if side is None:
-            return self
-        seed, sent, pure, z = side
-        specs = [PartySpec.of(experts_protocol.PROTOCOL, name, Setup(name=name, train=train, score=dict(score or {}),
-                                                       R=float(self.row_clip), lam=float(self.lam), noise_multiplier=z,
-                                                       noise_norm=float(self.noise_norm)))
-                 for name, (train, score) in parties.items()]
-        # one release per party, priced at its Setup; the backend stays open for remote_decision (the caller's)
-        replies = fit_parties(backend, specs, sent, self.flip_probability_, noise_seed=seed)
-        events = [e for name in names for e in replies[name][1]]
-        self.experts_ = [dict(replies[name][0]) for name in names]
-        self.expert_lambdas_ = [float(f["lam"]) for f in self.experts_]
-        self.remote_ = (backend, names)
-        self.privacy_ = self._report(events, pure, z)
+        fitted = driver.fit_remote(params, own_block, y, backend, parties)
+        self._set(fitted)
+        self.remote_ = (backend, fitted.remote_names)  # the backend stays open for remote_decision (the caller's)
         return self
 
     def remote_decision(self, own_block, key: str = "test") -> np.ndarray:
@@ -292,32 +169,14 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
                                    f"{own.shape[0]}; align the new records (same ids) at every party")
         return experts_model.combine(own, experts, self.prior_logit_)
 
-    def _own_model(self, X, y_pm) -> np.ndarray:
-        """The label party's own ridge-logistic model on its own standardised columns, intercept not penalised (the
-        "label party alone" model: :func:`label_party_alone`); returned as ``[w, b]`` so that
-        ``augment(standardised X, 1) @ coef`` is its logit (``own_scaling_``: its column statistics, never sent)."""
-        coef, self.own_scaling_ = fit_label_party_alone(X, y_pm, float(self.lam))
-        return coef
-
     def _own_logit(self, X) -> np.ndarray:
         """The label party's own model's logit on its rows ``X`` (standardised by its own training statistics)."""
         return np.asarray(experts_model.augment(standardise(X, getattr(self, "own_scaling_", None)), 1.0) @ self.own_coef_).ravel()
-
-    def _nothing_released(self, floor: float) -> PrivacyReport:
-        """The report of a fit in which no label was sent and no expert fitted (:func:`dpadmm.algorithms.experts.report.nothing_released`)."""
-        return nothing_released(effective_rows=self.effective_rows_, floor=floor, label_epsilon=float(self.label_epsilon),
-                                delta=float(self.delta), noise_source=self.noise_source_)
-
-    def _report(self, events, pure, z, simulation: bool = False):
-        return experts_report(events, pure, delta=float(self.delta), noise_multiplier=z, noise_source=self.noise_source_,
-                              simulation_note=self.SIMULATION_NOTE if simulation else None)
 
     def decision_function(self, blocks) -> np.ndarray:
         """The combined logit: the label party's own model plus each party's (de-biased) expert logit (the own
         model alone when it was kept: ``kept_own_model_``)."""
         if not hasattr(self, "coefs_"):
-            from sklearn.exceptions import NotFittedError
-
             raise NotFittedError("this VerticalExpertsClassifier is not fitted yet; call fit first.")
         blocks = self._split(blocks)
         if len(blocks) != self.n_blocks_:

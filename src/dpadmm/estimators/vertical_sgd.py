@@ -13,7 +13,7 @@ from .._validation import binary_labels, check_int, check_positive, noise_seed
 from ..backends import PartySpec, get_backend
 from ..fit import runner
 from ..kernels.losses import get_loss
-from ..fit.vertical import party_names as _party_names
+from ..algorithms.vertical.driver import party_names as _party_names
 from ._sklearn import binary_classifier_tags, target
 from .vertical import _VerticalADMM
 from ..algorithms.vertical import sgd

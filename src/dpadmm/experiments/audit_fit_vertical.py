@@ -13,7 +13,7 @@ import numpy as np
 # planted bugs patch the module where the code looks the name up (the old paths are shims)
 from ..algorithms.vertical import label as vertical_label, messages as vertical_messages, party as vertical_party
 from ..estimators.vertical import VerticalLogisticRegression
-from ..fit import vertical as fit_vertical
+from ..algorithms.vertical import driver as fit_vertical
 from ..privacy.audit_e2e import Subspace
 from .audit_fit import Pair, Row, _capture, _orth, _seeded, _unit_rows
 

@@ -6,7 +6,7 @@ fit is post-processing of the released labels ỹ. The strongest adversary there
 message computed from it can only tell less), knows every other label, and the neighbouring pair flips
 the canary's label (+1 on D, −1 on D').
 
-Code path: each run calls ``fit.vertical.rr_labels`` — the function ``fit`` calls for its one
+Code path: each run calls ``algorithms.vertical.driver.rr_labels`` — the function ``fit`` calls for its one
 release (the label party's generator ``party_rng(seed, M + 1, 0)``, one seed per run: a seeded simulation;
 ``tests/unit/test_audit_rr.py`` checks that a fit's coordinator runs on exactly what it returns) — and the
 claim is the ε of the ``PureDPRelease`` events it emits.
@@ -39,8 +39,8 @@ from unittest import mock
 import numpy as np
 
 from ..algorithms.vertical import label as vertical_label
-from ..fit import vertical as vertical_fit
-from ..fit.vertical import rr_labels as _rr_labels
+from ..algorithms.vertical import driver as vertical_fit
+from ..algorithms.vertical.driver import rr_labels as _rr_labels
 from ..privacy.audit import AuditResult, clopper_pearson_upper
 from .audit_games import CANARY, EPSILON, Game, generator_plant
 

@@ -1,4 +1,4 @@
-"""The label party of the encrypted vertical protocol: its pure functions (the driver, :mod:`dpadmm.fit.encrypted`, runs them
+"""The label party of the encrypted vertical protocol: its pure functions (the driver, :mod:`.driver`, runs them
 where the labels live). Proofs and threat model: :mod:`dpadmm.algorithms.encrypted.protocol`.
 
 Its block: clipped at R₀, the intercept column R₀ appended (rows of norm ≤ √2 R₀), quantised toward zero on the

@@ -139,7 +139,7 @@ Threat model, per message field (who sees it, what it reveals):
   feature-DP release (Y), masked until the label party removes its r.
 - ``logit`` (request, after the fit): party m's scores on held-out rows, NEW records (not training rows): outside
   the training guarantee, like any prediction.
-Checkpoints (``fit.encrypted.run(checkpoint_dir=...)``, at a round's end, when no ciphertext is outstanding):
+Checkpoints (``algorithms.encrypted.driver.run(checkpoint_dir=...)``, at a round's end, when no ciphertext is outstanding):
 each party's own checkpoint holds its state — weights, velocity, rounds served, its OWN Paillier key pair and X25519
 key (serialised), the public keys it was given — written by its host in its own directory; the label party's
 holds its weights, the gradients it owes, the events so far, its own key pair and the parties' public keys. A

@@ -37,12 +37,17 @@ class ExpertConfig:
     noise_multiplier: float | None = None
     noise_norm: float = 0.5
     model: Any = None  # a scoring run: the party's own model file (vertical_scoring.PartyModel); no fit
+    bounds: Any = None  # the party's column bounds at its fit: "dp" (its DP range estimate), (lo, hi) or None
+    range_noise_multiplier: float | None = None  # the DP range estimate's (bounds="dp" in a private fit)
 
 
 class ExpertState(NamedTuple):
     coef: np.ndarray | None = None  # the party's DP coefficient: never sent
     flip_probability: float | None = None
     facts: dict | None = None
+    lo: np.ndarray | None = None  # the column bounds of its fit (bounds given at Setup): its new records use them too
+    hi: np.ndarray | None = None
+    prepared: dict | None = None  # the public facts of its fit and its preparation (prepare.public_facts)
 
 
 class Setup(NamedTuple):
@@ -57,3 +62,5 @@ class Setup(NamedTuple):
     noise_norm: float = 0.5
     model: Any = None  # a scoring run: a PartyData reference to the party's own model file
     flip_probability: float | None = None
+    bounds: Any = None  # column bounds of the fit: "dp", (lo, hi) or None (a party under a policy: its operator's)
+    range_noise_multiplier: float | None = None  # the DP range estimate's, with bounds="dp"

@@ -62,6 +62,7 @@ from ..vertical.scoring import describe as describe_file
 from ..vertical.scoring import load as load_model
 from .messages import ExpertConfig, ExpertState, FitRequest, Rows
 from .model import expert_logit, fit_expert
+from .prepare import apply as apply_bounds, prepare_party, public_facts
 
 
 def load(path, params: Mapping[str, Any]):
@@ -121,7 +122,7 @@ def _ids(v):
 
 
 def setup_party(name: str, train, score=None, R: float = 1.0, lam: float = 1e-3, noise_multiplier=None,
-                noise_norm: float = 0.5, model=None, flip_probability=None):
+                noise_norm: float = 0.5, model=None, flip_probability=None, bounds=None, range_noise_multiplier=None):
     """The party's configuration; refuses scoring rows that are training rows (see the module docstring). The check
     is by id, on blocks read from the party's own files; arrays a simulation's coordinator sends
     (``--accept-coordinator-data``) carry no ids and are the coordinator's own data anyway."""
@@ -140,7 +141,7 @@ def setup_party(name: str, train, score=None, R: float = 1.0, lam: float = 1e-3,
                     "of a training row is a per-row function of that protected row, not post-processing of the DP "
                     "model); score only new records, in a file of their own (--data new=FILE)")
     cfg = ExpertConfig(str(name), _block(train), {str(k): _block(v) for k, v in score.items()}, R, lam,
-                       noise_multiplier, noise_norm, model)
+                       noise_multiplier, noise_norm, model, bounds, range_noise_multiplier)
     if (model is None and cfg.X is None) or any(X is None for X in cfg.score.values()):
         raise PolicyRefusal(f"party {name!r} refused the run: a block it fits or scores must be read with its "
                             "features (ids_only is for the training ids of a scoring run)", "INVALID_ARGUMENT")
@@ -201,12 +202,16 @@ def fit_step(cfg: ExpertConfig, state: ExpertState, inbox, *, rng: np.random.Gen
         raise PolicyRefusal(f"party {cfg.name!r} refused the fit and released nothing: the labels it is sent must be "
                             f"one ±1 per training row ({n}), got shape {labels.shape}")
     q = _flip_probability(cfg.name, "the fit", inbox.flip_probability)
-    coef, info, events = fit_expert(cfg.X, labels.astype(np.float64), R=float(cfg.R), lam=float(cfg.lam),
+    # its columns bounded first when the Setup says so (a DP range estimate on its own rows, from its own stream)
+    prep = prepare_party(cfg.name, cfg.X, bounds=cfg.bounds, R=float(cfg.R),
+                         range_noise_multiplier=cfg.range_noise_multiplier,
+                         model_noise_multiplier=cfg.noise_multiplier, rng=rng)
+    coef, info, events = fit_expert(prep.X, labels.astype(np.float64), R=float(cfg.R), lam=float(cfg.lam),
                                     noise_multiplier=cfg.noise_multiplier, rng=rng, party=cfg.name,
                                     noise_norm=float(cfg.noise_norm))
     facts = {k: float(v) for k, v in info.items()}
     facts["row_clip"] = float(cfg.R)
-    return ExpertState(coef, q, facts), facts, events
+    return ExpertState(coef, q, facts, prep.lo, prep.hi, dict(info, **public_facts(prep))), facts, prep.events + events
 
 
 def logit(cfg: ExpertConfig, state: ExpertState, key: str = "test") -> np.ndarray:
@@ -216,7 +221,17 @@ def logit(cfg: ExpertConfig, state: ExpertState, key: str = "test") -> np.ndarra
     if not isinstance(key, str) or key not in cfg.score:
         raise ProtocolError(f"party {cfg.name!r} scores only the new-records files it was set up with "
                             f"{sorted(cfg.score)}, not {key!r} (never its training rows)")
-    return np.asarray(expert_logit(state.coef, cfg.score[key], float(cfg.R), state.flip_probability), dtype=np.float64)
+    rows = apply_bounds(cfg.score[key], state.lo, state.hi, float(cfg.R))  # the map of its fit (none: as given)
+    return np.asarray(expert_logit(state.coef, rows, float(cfg.R), state.flip_probability), dtype=np.float64)
+
+
+def simulation_model(cfg: ExpertConfig, state: ExpertState) -> dict:
+    """The party's model for an in-process simulation's driver, which holds every party's data anyway: the
+    coefficient, the column bounds and the public facts. Not declared: a deployed party never sends its model (the
+    driver gives this handler to the simulation's parties only)."""
+    if state is None or state.coef is None:
+        raise ProtocolError(f"party {cfg.name!r} has no model yet: the fit (round 0) comes first")
+    return {"coef": state.coef, "lo": state.lo, "hi": state.hi, "facts": dict(state.prepared or {})}
 
 
 def model(cfg: ExpertConfig, state: ExpertState) -> np.ndarray:

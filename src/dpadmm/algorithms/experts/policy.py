@@ -120,6 +120,9 @@ def _experts_check(cfg, args, policy: PartyPolicy, party: str) -> None:
                      "the party clips its own rows at its own R")
     if cfg.model is not None:  # a scoring run with the party's own model file: nothing is fitted or released
         return
+    if cfg.bounds is not None or cfg.range_noise_multiplier is not None:  # a simulation's preparation, not priced here
+        raise refuse(party, "column bounds sent by the coordinator", cfg.bounds, "none (its operator's: --bounds FILE)",
+                     "the party's preparation is never the coordinator's")
     if policy.scoring_server:  # its operator started it with a model file: its ledger is not the fit's (REDTEAM E7)
         raise PolicyRefusal(f"party {party!r} refused a fit: it was started with a model file (--data model=FILE) "
                             "to score with it; fit on the server whose --out holds the training file's ledger")

@@ -1,10 +1,13 @@
-"""One run of vertical ADMM sharing [Hu, Alg. 1]: noise calibration → typed party setups → the fit runner →
-the requests after training (local models, the label party's refit, ranks, eval scores) → the privacy report.
+"""The driver of vertical ADMM sharing [Hu, Alg. 1]: parameters → noise calibration → typed party setups → the fit
+runner → the requests after training (local models, the label party's refit, ranks, eval scores) → the privacy
+report.
 
-The driver of :mod:`dpadmm.algorithms.vertical` (it runs the protocol on a backend, so it sits above the algorithm
-folders, below the estimator that calls it): :func:`fit_vertical` reads a validated estimator's parameters and
-returns a :class:`VerticalFit` the estimator turns into its attributes; the accounting is
-:func:`dpadmm.algorithms.vertical.report.vertical_run_report`'s.
+:func:`fit` takes the checked parameters (:class:`~dpadmm.algorithms.vertical.params.VerticalParams`), the data
+(:class:`VerticalData`: the party blocks, the encoded labels, the eval sets) and a backend, and returns a
+:class:`FitResult` the estimator turns into its attributes. The budgets become noise here and nowhere else (ε → σ
+of the feature shares and of the label mechanism, ε → the randomized response's release); the accounting is
+:func:`dpadmm.algorithms.vertical.report.vertical_run_report`'s. It runs the protocol on a backend through the one fit
+runner (:mod:`dpadmm.fit.runner`), so it sits above the rest of this folder: nothing in the folder imports it.
 """
 
 from __future__ import annotations
@@ -14,30 +17,31 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .. import engine
-from .._history import History
-from .._validation import noise_seed
-from ..algorithms.vertical import label as vertical_label, messages as vertical_messages
-from ..algorithms.vertical import coordinator as vertical_coordinator, party as vertical_party
-from ..algorithms.vertical.coordinator import coordinator_converged
-from ..algorithms.vertical.messages import Setup
-from ..algorithms.vertical.protocol import PROTOCOL
-from ..algorithms.vertical.report import gaussian_assumptions, paper_assumptions, vertical_run_report
-from ..backends import PartySpec, get_backend
-from ..backends.base import party_rng
-from ..data.parties import row_norms
-from ..exceptions import PrivacyPreconditionError
-from ..kernels.losses import get_loss
-from ..kernels.regularizers import get_regularizer
-from ..privacy.accountants import calibrate_noise_multiplier
-from ..privacy.events import LABEL_CHANGE, PureDPRelease
-from ..privacy.ledger import PrivacyReport
-from . import runner
+from ... import engine
+from ..._history import History
+from ..._validation import noise_seed
+from ...backends import PartySpec, get_backend
+from ...backends.base import party_rng
+from ...data.parties import row_norms
+from ...exceptions import PrivacyPreconditionError
+from ...fit import runner
+from ...kernels.losses import get_loss
+from ...kernels.regularizers import get_regularizer
+from ...privacy.accountants import calibrate_noise_multiplier
+from ...privacy.events import LABEL_CHANGE, PureDPRelease
+from ...privacy.ledger import PrivacyReport
+from . import coordinator as vertical_coordinator, label as vertical_label, messages as vertical_messages
+from . import party as vertical_party
+from .coordinator import coordinator_converged
+from .messages import Setup
+from .params import VerticalParams
+from .protocol import PROTOCOL
+from .report import gaussian_assumptions, paper_assumptions, vertical_run_report
 
 
 class RankDeficiencyWarning(UserWarning):
@@ -72,9 +76,21 @@ def rr_labels(y, epsilon: float, nseed, n_parties: int, checkpoint_dir, resume_f
     return y_rr, events
 
 
+class VerticalData(NamedTuple):
+    """A fit's data: the party blocks (rows aligned; block 0 the label party's; arrays or sources the parties read
+    themselves), the labels encoded for the loss (±1 for the logistic loss) and the eval sets
+    ``{name: (blocks, encoded labels)}``."""
+
+    blocks: list
+    labels: np.ndarray
+    evals: dict = {}
+
+
 @dataclass
-class VerticalFit:
-    """What one fit hands the estimator (its attributes of the same names, with a trailing underscore)."""
+class FitResult:
+    """What one fit returns (the estimator's attributes of the same names, with a trailing underscore): the fitted
+    model (``coefs`` — None when the local models stayed at the parties — the intercept, the label party's refit),
+    the history and the privacy report (None for a non-private fit)."""
 
     party_dims: tuple
     coefs: list | None
@@ -119,16 +135,17 @@ def _check_paper_rows(blocks) -> None:
                 "--normalize-rows) before a private fit.")
 
 
-def _calibrate(est, *, mode, mm: bool, rr: bool, label_mode: bool, loss, max_iter: int, y_fit, nseed, n_blocks: int,
-               checkpoint_dir, resume_from, notes: list) -> _Noise:
+def _calibrate(p: VerticalParams, *, loss, max_iter: int, y_fit, nseed, n_blocks: int, checkpoint_dir, resume_from,
+               notes: list) -> _Noise:
     """Noise multipliers of both sides from the budgets, and the label party's randomized response (rr)."""
+    mode, mm, rr, label_mode = p.mode, p.mm, p.rr, p.label_mode
     nm = None
     if mode == "epsilon":
         # the private protocol's first share answers the zero inbox: sensitivity 0, no cost
         costly = max(max_iter - 1, 1) if mm else max_iter
-        nm = calibrate_noise_multiplier(est.epsilon, est.delta, costly, est.accountant)
+        nm = calibrate_noise_multiplier(p.epsilon, p.delta, costly, p.accountant)
     elif mode == "iteration_epsilon":
-        nm = math.sqrt(2.0 * math.log(1.25 / est.delta)) / est.iteration_epsilon  # [Hu, Thm 3]
+        nm = math.sqrt(2.0 * math.log(1.25 / p.delta)) / p.iteration_epsilon  # [Hu, Thm 3]
     label_nm = None
     label_spec = None
     sigma_label = 0.0
@@ -136,82 +153,77 @@ def _calibrate(est, *, mode, mm: bool, rr: bool, label_mode: bool, loss, max_ite
         label_spec = vertical_messages.LabelPrivacy(noise_scale=0.0, rounds=max_iter)  # or already randomized (rr)
     rr_events, hub_labels = [], y_fit
     if rr:  # the label party's one release of its labels; everything after is post-processing
-        hub_labels, rr_events = rr_labels(y_fit, float(est.label_epsilon), nseed, n_blocks, checkpoint_dir,
+        hub_labels, rr_events = rr_labels(y_fit, float(p.label_epsilon), nseed, n_blocks, checkpoint_dir,
                                           resume_from)
-        notes.append(f"labels: randomized response at label epsilon = {est.label_epsilon:g} (flip probability "
-                     f"{vertical_label.flip_probability(est.label_epsilon):.4g}); the coordinator runs on the released labels")
+        notes.append(f"labels: randomized response at label epsilon = {p.label_epsilon:g} (flip probability "
+                     f"{vertical_label.flip_probability(p.label_epsilon):.4g}); the coordinator runs on the released labels")
     if label_mode and not rr:
         label_clip = 1.0
         W = vertical_messages.label_sensitivity(label_gap=1.0 if loss.name == "logistic" else math.inf, clip=label_clip,
-                                 fit_intercept=bool(est.fit_intercept))
-        if est.label_epsilon is not None:
+                                 fit_intercept=bool(p.fit_intercept))
+        if p.label_epsilon is not None:
             # T rounds make T − 1 releases: the first party step sees the zero inbox, the last hub step releases none
-            label_nm = calibrate_noise_multiplier(est.label_epsilon, est.delta, max(max_iter - 1, 1), est.accountant)
+            label_nm = calibrate_noise_multiplier(p.label_epsilon, p.delta, max(max_iter - 1, 1), p.accountant)
             sigma_label = label_nm * W
         else:
-            sigma_label = float(est.label_noise_scale)
+            sigma_label = float(p.label_noise_scale)
         label_spec = vertical_messages.LabelPrivacy(noise_multiplier=label_nm,
-                                     noise_scale=None if est.label_epsilon is not None else sigma_label,
+                                     noise_scale=None if p.label_epsilon is not None else sigma_label,
                                      clip=label_clip, rounds=max_iter)
     return _Noise(nm, label_nm, sigma_label, label_spec, rr_events, hub_labels)
 
 
-def fit_vertical(est, X, y, *, eval_set=None, callbacks: Sequence[Callable] = (), checkpoint_dir=None,
-                 checkpoint_every=None, resume_from=None, transcript=None) -> VerticalFit:
-    """Fit the :class:`~dpadmm.estimators.vertical._VerticalADMM` ``est`` (its parameters; see
-    :meth:`~dpadmm.estimators.vertical._VerticalADMM.fit` for the arguments) by distributed ADMM sharing."""
-    t_fit = time.perf_counter()
-    mode = est._validate()
-    label_mode = est._label_mode()
-    mm = est._mm_protocol()
-    rr = est._rr()
-    refits = est._refits()
-    blocks = est._blocks(X)
+def fit(p: VerticalParams, data: VerticalData, backend: Any = "inprocess", *, callbacks: Sequence[Callable] = (),
+        checkpoint_dir=None, checkpoint_every=None, resume_from=None, transcript=None,
+        started_at: float | None = None) -> FitResult:
+    """One fit by distributed ADMM sharing with parameters ``p`` on ``data`` over ``backend`` (a Backend or its name);
+    see :meth:`dpadmm.estimators.VerticalLogisticRegression.fit` for the keyword arguments. ``started_at``: the
+    :func:`time.perf_counter` reading the setup time (``FitResult.setup_seconds``) counts from (default: now)."""
+    t_fit = time.perf_counter() if started_at is None else started_at
+    mode, label_mode, mm, rr, refits = p.mode, p.label_mode, p.mm, p.rr, p.refits
+    blocks, y_fit, evals = list(data.blocks), data.labels, dict(data.evals)
     n = blocks[0].shape[0]
-    y_fit = est._encode_y(y, n)
-    loss = get_loss(est._loss_name)
-    reg = get_regularizer(est.penalty, est.l1_ratio)
+    loss = get_loss(p.loss)
+    reg = get_regularizer(p.penalty, p.l1_ratio)
     names = party_names(len(blocks))
     party_dims = tuple(B.shape[1] for B in blocks)
-    evals = est._eval_sets(eval_set)
     private = mode is not None  # the feature side
-    paper = private and est.mechanism == "paper"
+    paper = private and p.mechanism == "paper"
     any_private = private or label_mode
-    rho = est._rho(len(blocks), loss)
-    max_iter = est._max_iter()
+    rho = p.run_rho(len(blocks), loss)
+    max_iter = p.rounds()
     bx = bounds = None
     assumptions, notes = [], []
-    if private and (not reg.smooth or (not paper and est.penalty != "l2")):
+    if private and (not reg.smooth or (not paper and p.penalty != "l2")):
         raise PrivacyPreconditionError(
-            f"penalty={est.penalty!r}: a private fit needs penalty='l2' (the ridge x-step the sensitivity "
+            f"penalty={p.penalty!r}: a private fit needs penalty='l2' (the ridge x-step the sensitivity "
             "bound is proved for; [Hu, Assumption 2.2] for mechanism='paper').")
     if paper:
         _check_paper_rows(blocks)
-        bounds = est._bounds(n, len(blocks), loss)
+        bounds = p.bounds(n, loss)
         bx = bounds.x
         assumptions = paper_assumptions(bounds)
-    if private and est.fit_intercept and not label_mode:
+    if private and p.fit_intercept and not label_mode:
         notes.append("the intercept is computed by the label-holding coordinator from the noisy shares and its "
                      "own labels (post-processing); it is not shared")
-    nseed = noise_seed(est.random_state)
-    monitor = (not any_private) if est.monitor is None else bool(est.monitor)
-    noise = _calibrate(est, mode=mode, mm=mm, rr=rr, label_mode=label_mode, loss=loss, max_iter=max_iter, y_fit=y_fit,
-                       nseed=nseed, n_blocks=len(blocks), checkpoint_dir=checkpoint_dir, resume_from=resume_from,
-                       notes=notes)
-    V, V_inf = est._clip(n, rho, noise.sigma_label)
+    nseed = noise_seed(p.random_state)
+    monitor = (not any_private) if p.monitor is None else bool(p.monitor)
+    noise = _calibrate(p, loss=loss, max_iter=max_iter, y_fit=y_fit, nseed=nseed, n_blocks=len(blocks),
+                       checkpoint_dir=checkpoint_dir, resume_from=resume_from, notes=notes)
+    V, V_inf = p.run_clip(n, rho, noise.sigma_label)
     if private and not paper:
-        assumptions = gaussian_assumptions(V, V_inf, est.relation, vertical_messages.RELATIONS[est.relation].description)
-    lam_run = est._run_lam(n)  # λ of the joint run (stronger on randomized-response labels)
-    damping = (0.0 if (private or mm) else 0.5) if est.damping == "auto" else float(est.damping)
+        assumptions = gaussian_assumptions(V, V_inf, p.relation, vertical_messages.RELATIONS[p.relation].description)
+    lam_run = p.run_lam(n)  # λ of the joint run (stronger on randomized-response labels)
+    damping = (0.0 if (private or mm) else 0.5) if p.damping == "auto" else float(p.damping)
     pspec = None
     if private:
-        pspec = vertical_messages.PrivacySpec(noise_multiplier=noise.nm, noise_scale=est.noise_scale, c1=1.0, bounds=bounds,
-                               n_parties=len(blocks), mechanism=est.mechanism, relation=est.relation,
+        pspec = vertical_messages.PrivacySpec(noise_multiplier=noise.nm, noise_scale=p.noise_scale, c1=1.0, bounds=bounds,
+                               n_parties=len(blocks), mechanism=p.mechanism, relation=p.relation,
                                clip=V, clip_inf=V_inf)
     specs = []
     for m, (name, B) in enumerate(zip(names, blocks)):
         opts = {"lam_sum": n * lam_run, "reg": reg, "private": pspec, "bound": bx, "damping": damping,  # the paper's
-                "solver": est.solver, "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}  # summed scaling
+                "solver": p.solver, "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}  # summed scaling
         if paper and is_source(B):
             opts["require_unit_rows"] = True
         if m == 0 and refits:
@@ -220,9 +232,9 @@ def fit_vertical(est, X, y, *, eval_set=None, callbacks: Sequence[Callable] = ()
         specs.append(PartySpec.of(PROTOCOL, name, Setup(name=name, D=B, options=opts), owner=name, handlers=handlers))
     hub_cfg = vertical_messages.CoordinatorConfig(
         labels=noise.hub_labels, loss=loss, lam=lam_run, rho=rho,
-        party_names=tuple(s.name for s in specs), bounds=bounds, fit_intercept=bool(est.fit_intercept),
-        adaptive_rho=bool(est.adaptive_rho),
-        tol=float(est.tol or 0.0), eval_labels={k: yv for k, (_, yv) in evals.items()}, label_privacy=noise.label_spec,
+        party_names=tuple(s.name for s in specs), bounds=bounds, fit_intercept=bool(p.fit_intercept),
+        adaptive_rho=bool(p.adaptive_rho),
+        tol=float(p.tol or 0.0), eval_labels={k: yv for k, (_, yv) in evals.items()}, label_privacy=noise.label_spec,
     )
     # the stopping rule reads the coordinator's residuals every round, monitored or not (rounds after the one
     # randomized-response release are free, so a run on released labels stops when done too)
@@ -249,11 +261,11 @@ def fit_vertical(est, X, y, *, eval_set=None, callbacks: Sequence[Callable] = ()
         # all the protocol is exact and alpha = 1 keeps "zero noise == non-private")
         noisy = private or rr or (noise.label_spec is not None
                                   and (noise.sigma_label > 0 or noise.label_nm is not None))
-        return _after_training(est, backend, result, names=names, evals=evals, collect=started["collect"],
+        return _after_training(p, backend, result, names=names, evals=evals, collect=started["collect"],
                                refits=refits, private=private, paper=paper, noisy=noisy, loss=loss, notes=notes,
                                transcript=transcript)
 
-    fitted = runner.run(get_backend(est.backend), specs, hub, rounds=max_iter, noise_seed=nseed,
+    fitted = runner.run(get_backend(backend), specs, hub, rounds=max_iter, noise_seed=nseed,
                         on_started=on_started, after=after, callbacks=callbacks, monitor=monitor,
                         stop_on_convergence=not (private or mm), checkpoint_every=checkpoint_every,
                         checkpoint_dir=checkpoint_dir, resume_from=resume_from, transcript=transcript)
@@ -268,13 +280,13 @@ def fit_vertical(est, X, y, *, eval_set=None, callbacks: Sequence[Callable] = ()
     privacy = None
     if any_private:
         privacy = vertical_run_report(result.ledger, feature_private=private, label_private=label_mode, mode=mode,
-                                      delta=est.delta, accountant=est.accountant, rounds=result.rounds,
-                                      assumptions=assumptions, notes=notes, mechanism=est.mechanism,
-                                      relation=est.relation, noise_source=result.noise_source)
-    elif not result.converged and max_iter > 1 and (est.tol or 0) > 0:
-        warnings.warn(f"ADMM did not reach tol={est.tol} in max_iter={max_iter} iterations; "
+                                      delta=p.delta, accountant=p.accountant, rounds=result.rounds,
+                                      assumptions=assumptions, notes=notes, mechanism=p.mechanism,
+                                      relation=p.relation, noise_source=result.noise_source)
+    elif not result.converged and max_iter > 1 and (p.tol or 0) > 0:
+        warnings.warn(f"ADMM did not reach tol={p.tol} in max_iter={max_iter} iterations; "
                       "increase max_iter or use adaptive_rho=True.", ConvergenceWarning, stacklevel=3)
-    return VerticalFit(party_dims=party_dims, coefs=out["coefs"], intercept=out["intercept"],
+    return FitResult(party_dims=party_dims, coefs=out["coefs"], intercept=out["intercept"],
                        passive_weight=out["passive_weight"], label_coef=out["label_coef"],
                        label_party_choice=out["choice"], label_party_cv=out["cv"], eval_scores=out["eval_scores"],
                        noise_source=result.noise_source,
@@ -284,7 +296,7 @@ def fit_vertical(est, X, y, *, eval_set=None, callbacks: Sequence[Callable] = ()
                        setup_seconds=started["setup_seconds"])
 
 
-def _after_training(est, backend, result, *, names, evals, collect: bool, refits: bool, private: bool, paper: bool,
+def _after_training(p: VerticalParams, backend, result, *, names, evals, collect: bool, refits: bool, private: bool, paper: bool,
                     noisy: bool, loss, notes: list, transcript) -> dict:
     """The declared requests after the last round, on the still-open backend: the local models (where they may
     leave the parties), the label party's refit, the blocks' ranks (``mechanism="paper"``) and the eval scores."""
@@ -299,8 +311,8 @@ def _after_training(est, backend, result, *, names, evals, collect: bool, refits
         # on the others' shares on its exact labels, and keeps that or its own model (whichever
         # cross-validates better on its rows); the result never goes to a passive party
         refit = backend.request(names[0], "refit", result.hub_state.passive_total, loss.name,
-                                bool(est.fit_intercept), out["intercept"], noisy, bool(est.fallback),
-                                float(est.lam), float(est.label_block_scale))
+                                bool(p.fit_intercept), out["intercept"], noisy, bool(p.fallback),
+                                float(p.lam), float(p.label_block_scale))
         alpha = refit["passive_weight"]
         out.update(passive_weight=alpha, label_coef=np.asarray(refit["coef"]), choice=refit.get("choice"),
                    cv=refit.get("cv"), intercept=refit["intercept"])
@@ -344,5 +356,5 @@ def _after_training(est, backend, result, *, names, evals, collect: bool, refits
     return out
 
 
-__all__ = ["HANDLERS", "LABEL_PARTY_HANDLERS", "RankDeficiencyWarning", "VerticalFit", "fit_vertical", "is_source",
+__all__ = ["FitResult", "HANDLERS", "LABEL_PARTY_HANDLERS", "RankDeficiencyWarning", "VerticalData", "fit", "is_source",
            "party_names", "rr_labels"]

@@ -1,5 +1,8 @@
-"""The label party's side of a run of the encrypted protocol over any backend (in-process, processes, gRPC): the
-round loop of :mod:`dpadmm.algorithms.encrypted.protocol`'s docstring. The label party's key, labels and block stay here."""
+"""The driver of the encrypted protocol: the label party's side of a run over any backend (in-process, processes,
+gRPC) — the round loop of :mod:`dpadmm.algorithms.encrypted.protocol`'s docstring; the label party's key, labels and
+block stay here — and :func:`fit`, an in-process fit from the checked parameters
+(:class:`~dpadmm.algorithms.encrypted.params.EncryptedParams`) to a :class:`FitResult`. The budgets become noise
+multipliers here and nowhere else (:func:`noise_multipliers`). Nothing in this folder imports this module."""
 
 from __future__ import annotations
 
@@ -11,8 +14,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..algorithms.encrypted import he, label
-from ..algorithms.encrypted.party import (
+from sklearn.linear_model import LogisticRegression
+
+from ..._validation import binary_labels, noise_seed
+from ...backends.base import PartySpec, atomic_pickle, party_rng
+from ...backends.inprocess import InProcessBackend
+from ...exceptions import DataFileError
+from ...fit import runner
+from ...privacy.accountants import calibrate_noise_multiplier
+from . import combine as ec, he, label
+from .params import EncryptedParams
+from .party import (
     Backward,
     EncryptedGradient,
     Forward,
@@ -22,9 +34,8 @@ from ..algorithms.encrypted.party import (
     Start,
     logit,
 )
-from ..algorithms.encrypted.protocol import PROTOCOL
-from ..backends.base import PartySpec, atomic_pickle, party_rng
-from ..exceptions import DataFileError
+from .protocol import PROTOCOL
+from .report import encrypted_report
 
 
 #: the label party's own checkpoint, under the run's checkpoint directory (each party writes its own beside it)
@@ -41,9 +52,10 @@ class RunResult(NamedTuple):
 
 def specs(parties: Mapping[str, tuple], *, R: float, noise_multiplier, rounds: int, lam: float, step_size: float,
           forward: str = "clear", momentum: float = 0.0, W: float | None = None, label_W: float | None = None,
-          label_width: int | None = None):
+          label_width: int | None = None, handlers=None):
     """One :class:`PartySpec` per non-label party: ``parties`` maps its name to ``(train, score)``. With
-    forward="encrypted" and two or more parties each is told its peers' public (R, W, d)."""
+    forward="encrypted" and two or more parties each is told its peers' public (R, W, d). ``handlers``: the requests
+    the parties answer (default: the protocol's declared ones)."""
     multi = forward == "encrypted" and len(parties) > 1
     dims = {name: int(train.shape[1]) for name, (train, _) in parties.items()} if multi else {}
     setup = PROTOCOL.setup_type  # setup_party's arguments by name
@@ -51,7 +63,8 @@ def specs(parties: Mapping[str, tuple], *, R: float, noise_multiplier, rounds: i
                 name=name, train=train, score=dict(score or {}), R=float(R), noise_multiplier=noise_multiplier,
                 rounds=int(rounds), lam=float(lam), step=float(step_size), forward=forward, momentum=float(momentum),
                 W=W, label_R=float(R) if forward == "encrypted" else None, label_W=label_W, label_width=label_width,
-                peers={k: (float(R), float(W), dims[k]) for k in parties if k != name} if multi else None))
+                peers={k: (float(R), float(W), dims[k]) for k in parties if k != name} if multi else None),
+                handlers=handlers)
             for name, (train, score) in parties.items()]
 
 
@@ -193,6 +206,91 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
                                                  "bytes_per_round": per_round})
 
 
+def noise_multipliers(p: EncryptedParams, n_parties: int) -> tuple[float | None, float | None]:
+    """``(z_features, z_labels)`` of a run with ``n_parties`` parties (the label party's included): each feature party's
+    over its releases (forward="encrypted": per round D̂ᵀĝ, A₀ᵀs and, with two or more other parties, one column-sum
+    release per peer: ``n_parties`` per round; clear: one), the label party's Gaussian over T rounds (None with
+    randomized response, which is priced as its one release)."""
+    T = int(p.resolved("rounds"))
+    releases = T * (n_parties if p.encrypted else 1)
+    zf = calibrate_noise_multiplier(float(p.epsilon), float(p.delta), releases) if p.epsilon else None
+    zl = calibrate_noise_multiplier(float(p.label_epsilon), float(p.delta), T) if p.label_epsilon and p.rr is None else None
+    return zf, zl
+
+
+class FitResult(NamedTuple):
+    """An in-process fit (the estimator's attributes of the same names, with a trailing underscore)."""
+
+    classes: np.ndarray
+    coefs: list  # the label party's weights, then each party's
+    label_cfg: label.LabelConfig
+    cost: dict
+    calibration: tuple
+    combination: object
+    own_model: object
+    noise_multipliers: dict
+    privacy: dict
+
+
+def fit(p: EncryptedParams, blocks, y) -> FitResult:
+    """An in-process fit: block 0 is the label party's; every other party is a simulation party on the in-process
+    backend. The driver collects each party's weights (its model, a simulation-only request) to score new records and,
+    with the encrypted forward pass, the parties' logits on the label party's held-out rows for its final model."""
+    y_pm, classes = binary_labels("y", y, blocks[0].shape[0])
+    T, enc = int(p.resolved("rounds")), p.encrypted
+    step, mom, W = float(p.resolved("step")), float(p.resolved("momentum")), float(p.weight_bound)
+    zf, zl = noise_multipliers(p, len(blocks))
+    seed = noise_seed(p.random_state)
+    n = blocks[0].shape[0]
+    train, hold = np.arange(n), np.zeros(0, dtype=int)
+    if enc:  # the label party's public split: held-out rows are scored as new records for the calibration
+        perm = np.random.default_rng(0 if seed is None else seed).permutation(n)
+        k = round(float(p.calibration) * n)
+        hold, train = np.sort(perm[:k]), np.sort(perm[k:])
+    names = [f"party{m + 1}" for m in range(1, len(blocks))]
+    party_specs = specs({nm: (b[train], {"calibration": b[hold]} if enc else None) for nm, b in zip(names, blocks[1:])},
+                        R=p.row_clip, noise_multiplier=zf, rounds=T, lam=p.lam, step_size=step, forward=p.forward,
+                        momentum=mom, W=W if enc else None, label_W=W if enc else None,
+                        label_width=blocks[0].shape[1] + 1 if enc else None,
+                        handlers=dict(PROTOCOL.handlers, model=PROTOCOL.model))
+
+    def drive(backend):
+        return run(backend, blocks[0][train], y_pm[train], names, {nm: b.shape[1] for nm, b in zip(names, blocks[1:])},
+                   {nm: float(p.row_clip) for nm in names}, R=float(p.row_clip), label_noise_multiplier=zl, rounds=T,
+                   lam=float(p.lam), step_size=step, noise_seed=seed, forward=p.forward, momentum=mom,
+                   W=W if enc else None, label_epsilon=p.rr)
+
+    def after(backend, res):
+        # in-process simulation: each party's weights to score new records, and (encrypted forward) its logits on the
+        # held-out rows (new records) for the calibration
+        models = [backend.request(nm, "model") for nm in names]
+        return models, [backend.request(nm, "logit", "calibration") for nm in names] if enc else None
+
+    fitted = runner.session(InProcessBackend(), party_specs, drive, noise_seed=seed,
+                            rounds=backend_rounds(T, p.forward, len(names)), after=after, blas_threads=None)
+    res, (models, others) = fitted.result, fitted.after
+    coefs = [np.asarray(res.label_state.w)] + models
+    calibration, combination, own_model = (1.0, 0.0), None, None
+    if enc:  # Platt scaling on the held-out rows: the parties' logits on them (new records), the label party's labels
+        others = np.sum([np.asarray(o, dtype=np.float64) for o in others], axis=0)
+        s = label.own_scores(float(p.row_clip), coefs[0], blocks[0][hold]) + others
+        lr = LogisticRegression(C=1e6, tol=1e-10, max_iter=1000).fit(s[:, None], y_pm[hold] > 0)
+        calibration = (float(lr.coef_[0, 0]), float(lr.intercept_[0]))
+        # the label party's final model (post-processing there; algorithms.encrypted.combine): its own model fitted on
+        # its training rows, stacked with the parties' logits on the held-out rows, or kept alone
+        own = ec.own_model(blocks[0][train], y_pm[train])
+        rng = np.random.default_rng() if seed is None else party_rng(seed, len(names) + 1, 0)
+        combination = ec.choose(p.combine, own.logit(blocks[0][hold]), others, y_pm[hold], rng)
+        if combination is not None:  # then its own model on all its rows (their labels are never sent)
+            own_model = ec.own_model(blocks[0], y_pm)
+    privacy = encrypted_report(res.events, delta=float(p.delta), forward=p.forward,
+                               label_sensitivity=res.label_cfg.sensitivity, rounds=T,
+                               combination=None if combination is None else combination.kind,
+                               parties=len(res.label_cfg.widths))
+    return FitResult(classes, coefs, res.label_cfg, res.cost, calibration, combination, own_model,
+                     {"features": zf, "labels": zl}, privacy)
+
+
 def _save_label(directory, ck: dict) -> None:
     path = Path(directory) / LABEL_CHECKPOINT
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -208,4 +306,5 @@ def _load_label(directory) -> dict:
         return pickle.load(fh)  # the label party's own file, written by _save_label
 
 
-__all__ = ["LABEL_CHECKPOINT", "RunResult", "backend_rounds", "logit", "run", "specs"]
+__all__ = ["FitResult", "LABEL_CHECKPOINT", "RunResult", "backend_rounds", "fit", "logit", "noise_multipliers", "run",
+           "specs"]

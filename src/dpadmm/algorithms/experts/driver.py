@@ -1,0 +1,203 @@
+"""The driver of the vertical experts protocol: the label party's side of a fit, in-process or deployed.
+
+:func:`fit` (an in-process simulation) and :func:`fit_remote` (a deployment: each feature party serves
+``vertical-experts``) run the same protocol: the label party fits its own model on its exact labels, sends the
+labels (exact, or one randomized-response release) in the protocol's one round, and every feature party fits, keeps
+and perturbs its model in :func:`dpadmm.algorithms.experts.party.fit_step`, hosted by the backend like any party.
+The budgets become noise here and nowhere else: the flip probability of the labels' release, the noise multiplier of
+each party's model and, with a DP range estimate of its columns, the split of its budget
+(:func:`dpadmm.algorithms.experts.prepare.noise_multipliers`).
+
+In the simulation the feature parties are also given their column bounds (``bounds``: a DP range estimate on their
+own rows, or declared ones) and the label party holds out some of its rows: it asks the parties for their logits on
+those rows (records outside their training sets) and chooses between the combination and its own model
+(:mod:`.calibrate`). Nothing in this folder imports this module (it runs the protocol on a backend).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, NamedTuple
+
+import numpy as np
+
+from ..._validation import binary_labels, noise_seed
+from ...backends import get_backend
+from ...backends.base import PartySpec, party_rng
+from ...fit import runner
+from ...privacy.accountants import calibrate_noise_multiplier
+from ...privacy.ledger import PrivacyReport
+from ..vertical import label as vl
+from . import calibrate as xc, model as experts_model, prepare as xp
+from .alone import fit_label_party_alone, standardise
+from .messages import FitRequest, Setup
+from .params import ExpertsParams
+from .party import simulation_model
+from .protocol import PROTOCOL
+from .report import experts_report, nothing_released
+
+#: the in-process fit's note: what the driver holds there that a deployment never releases
+SIMULATION_NOTE = ("in-process simulation: the driver holds every party's block and coefficient (coefs_; "
+                   "decision_function scores any rows, training rows included, whose logits the guarantee does not "
+                   "cover, and the CLI's rows_clipped is computed from the parties' rows); in a deployment "
+                   "(fit_remote, party serve) each party keeps its model and scores only new records")
+#: the key of the label party's held-out rows at each simulated party (scored, never trained on)
+HELDOUT = "heldout"
+
+
+class ExpertsData(NamedTuple):
+    """An in-process fit's data: the party blocks (block 0 the label party's) and the labels (two classes)."""
+
+    blocks: list
+    y: np.ndarray
+
+
+@dataclass
+class FitResult:
+    """What one fit returns (the estimator's attributes of the same names, with a trailing underscore)."""
+
+    classes: np.ndarray
+    n_blocks: int
+    noise_source: str
+    own_coef: np.ndarray
+    own_scaling: Any
+    prior_logit: float
+    flip_probability: float | None = None
+    effective_rows: float | None = None
+    kept_own_model: bool = False
+    coefs: list = field(default_factory=list)
+    expert_lambdas: list = field(default_factory=list)
+    experts: list = field(default_factory=list)
+    column_bounds: list | None = None  # in-process fits only
+    calibration: Any = None
+    privacy: PrivacyReport | None = None
+    remote_names: list = field(default_factory=list)  # fit_remote: the parties that hold a model
+
+
+class _Sent(NamedTuple):
+    seed: int | None
+    labels: np.ndarray
+    pure: list  # the randomized response's release (empty: exact labels)
+    z: float | None  # each party's noise multiplier for its one release (without a range estimate)
+
+
+def _label_side(p: ExpertsParams, own_block, y, n_blocks: int) -> tuple[FitResult, _Sent | None]:
+    """The label party's part (it never leaves it): its own model on its exact labels, the prior log-odds, the labels
+    it sends (exact or one randomized-response release) and the noise multiplier it asks for. ``None`` for the second
+    value when it keeps its own model and sends nothing (``kept_own_model``; the report says nothing was released)."""
+    n = own_block.shape[0]
+    y_pm, classes = binary_labels("y", y, n)
+    seed = noise_seed(p.random_state)
+    own_coef, own_scaling = fit_label_party_alone(own_block, y_pm, float(p.lam))
+    pos = float(np.clip(np.mean(y_pm > 0), 1e-6, 1 - 1e-6))
+    out = FitResult(classes, int(n_blocks), "party-local" if seed is None else "seeded", own_coef, own_scaling,
+                    math.log(pos / (1 - pos)))
+    sent, pure = y_pm, []
+    if p.label_epsilon is not None:
+        q = vl.flip_probability(float(p.label_epsilon))
+        out.effective_rows = n * (1.0 - 2.0 * q) ** 2
+        if out.effective_rows < p.floor:  # public quantities only: the choice itself releases nothing
+            out.kept_own_model = True
+            out.privacy = nothing_released(effective_rows=out.effective_rows, floor=p.floor,
+                                           label_epsilon=float(p.label_epsilon), delta=float(p.delta),
+                                           noise_source=out.noise_source)
+            return out, None
+        # the label party's stream in a seeded simulation: (n_blocks + 1, 0)
+        rng = np.random.default_rng() if seed is None else party_rng(seed, n_blocks + 1, 0)
+        sent, pure = vl.randomized_response(y_pm, float(p.label_epsilon), rng=rng)
+        out.flip_probability = q
+    z = calibrate_noise_multiplier(float(p.epsilon), float(p.delta), 1) if p.epsilon is not None else None
+    return out, _Sent(seed, np.asarray(sent), pure, z)
+
+
+def fit(p: ExpertsParams, data: ExpertsData, backend: Any = "inprocess") -> FitResult:
+    """An in-process fit: every feature party is a simulation party on ``backend`` (default: in-process), running the
+    protocol's step (see the module docstring)."""
+    blocks = list(data.blocks)
+    out, sent = _label_side(p, blocks[0], data.y, len(blocks))
+    if sent is None:
+        return out
+    wanted = p.party_bounds(len(blocks) - 1)
+    zr, zo = (xp.noise_multipliers(float(p.epsilon), float(p.delta), "dp" in [b for b in wanted if isinstance(b, str)])
+              if sent.z is not None else (None, None))
+    n = blocks[0].shape[0]
+    # the label party's held-out rows (its stream (n_blocks + 2, 0)): labels for them are never sent
+    cal_rng = np.random.default_rng() if sent.seed is None else party_rng(sent.seed, len(blocks) + 2, 0)
+    fit_rows, held = xc.split(n, cal_rng) if p.calibrate else (np.arange(n), None)
+    specs = []
+    for m, B in enumerate(blocks[1:], start=1):
+        b = wanted[m - 1]
+        own_range = isinstance(b, str) and b == "dp"
+        z = None if sent.z is None else (zo if own_range else sent.z)
+        # party m+1 is the (m−1)-th party of the run: its stream is the one it has in a deployment (fit_remote)
+        setup = Setup(name=f"party{m + 1}", train=B[fit_rows] if held is not None else B,
+                      score={HELDOUT: B[held]} if held is not None else {}, R=float(p.row_clip), lam=float(p.lam),
+                      noise_multiplier=z, noise_norm=float(p.noise_norm), bounds=b,
+                      range_noise_multiplier=zr if z is not None else None)
+        specs.append(PartySpec.of(PROTOCOL, setup.name, setup,
+                                  handlers=dict(PROTOCOL.handlers, model=simulation_model)))
+    names = [s.name for s in specs]
+
+    def after(b, replies):
+        models = [b.request(name, "model") for name in names]
+        logits = [b.request(name, "logit", HELDOUT) for name in names] if held is not None else None
+        return models, logits
+
+    replies, (models, logits) = _run(get_backend(backend), specs, sent.labels[fit_rows], out.flip_probability,
+                                     sent.seed, after)
+    out.coefs = [np.asarray(mdl["coef"]) for mdl in models]
+    out.experts = [mdl["facts"] for mdl in models]
+    out.expert_lambdas = [f["lam"] for f in out.experts]
+    out.column_bounds = [(mdl["lo"], mdl["hi"]) for mdl in models]
+    if held is not None:
+        out.calibration = _choose(p, out, blocks[0], data.y, fit_rows, held, logits, cal_rng)
+    events = [e for name in names for e in replies[name][1]]
+    out.privacy = experts_report(events, sent.pure, delta=float(p.delta), noise_multiplier=sent.z,
+                                 noise_source=out.noise_source, simulation_note=SIMULATION_NOTE)
+    return out
+
+
+def fit_remote(p: ExpertsParams, own_block, y, backend, parties: Mapping[str, tuple]) -> FitResult:
+    """The label party's side of a deployment (``parties``: name → ``(train, score)`` references, see
+    :meth:`dpadmm.estimators.VerticalExpertsClassifier.fit_remote`); the backend stays open for the logits on new
+    records (the caller closes it). When the label party keeps its own model no party is contacted."""
+    names = list(parties)
+    out, sent = _label_side(p, own_block, y, len(names) + 1)
+    if sent is None:
+        return out
+    specs = [PartySpec.of(PROTOCOL, name, Setup(name=name, train=train, score=dict(score or {}), R=float(p.row_clip),
+                                                lam=float(p.lam), noise_multiplier=sent.z,
+                                                noise_norm=float(p.noise_norm)))
+             for name, (train, score) in parties.items()]
+    replies, _ = _run(backend, specs, sent.labels, out.flip_probability, sent.seed, None, close=False)
+    out.experts = [dict(replies[name][0]) for name in names]
+    out.expert_lambdas = [float(f["lam"]) for f in out.experts]
+    out.remote_names = names
+    out.privacy = experts_report([e for name in names for e in replies[name][1]], sent.pure, delta=float(p.delta),
+                                 noise_multiplier=sent.z, noise_source=out.noise_source)
+    return out
+
+
+def _run(backend, specs, labels, flip_probability, seed, after, close: bool = True):
+    """The protocol's one round: every party is sent the labels; one release per party, priced at its Setup
+    (``rounds=1``). Returns each party's reply ``(message, events)`` and what ``after`` returned."""
+    request = FitRequest(np.asarray(labels, dtype=np.float64), flip_probability)
+    names = [s.name for s in specs]
+    fitted = runner.session(backend, specs, lambda b: b.step({name: request for name in names}, 0),
+                            noise_seed=seed, rounds=1, after=after, close=close, blas_threads=None)
+    return fitted.result, fitted.after
+
+
+def _choose(p: ExpertsParams, out: FitResult, own_block, y, fit_rows, held, expert_logits, rng) -> "xc.Choice":
+    """The label party's choice on its held-out rows (:func:`dpadmm.algorithms.experts.calibrate.choose`): its own
+    model fitted on the other rows, the parties' logits on the held-out rows (records outside their training sets),
+    its held-out labels."""
+    y_pm = binary_labels("y", y, own_block.shape[0])[0]
+    own_fit, scaling = fit_label_party_alone(own_block[fit_rows], y_pm[fit_rows], float(p.lam))
+    own = np.asarray(experts_model.augment(standardise(own_block[held], scaling), 1.0) @ own_fit).ravel()
+    experts = [np.asarray(v, dtype=np.float64) for v in expert_logits]
+    return xc.choose(own, experts_model.combine(np.zeros(len(held)), experts, out.prior_logit), y_pm[held], rng)
+
+
+__all__ = ["ExpertsData", "FitResult", "HELDOUT", "SIMULATION_NOTE", "fit", "fit_remote"]

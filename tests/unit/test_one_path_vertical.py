@@ -47,11 +47,8 @@ ESTIMATOR_PARAMS = ("est", "estimator")
 #: module -> why it still breaks a rule, and which branch removes it (the check fails once a listed module is clean)
 PENDING: dict[str, str] = {
     # the drivers-consensus branch of issue 39 moves these drivers into their algorithm folders and removes them here
-    "fit/gossip.py": "consensus branch: fit_estimator(self, ...) writes the estimator; gossip's schedule from ε",
-    "fit/functional.py": "consensus branch: calibrate_total called in fit/",
     "experiments/gossip.py": "consensus branch: model._gossip*, gossip's schedule from ε",
     "experiments/zhang.py": "consensus branch: model._margin_clip",
-    "cli/_consensus_gossip.py": "consensus branch: gossip's schedule from ε in the CLI",
     "cli/functional.py": "consensus branch: model._validate, model._min_n_epsilon",
     # the CLI split of issue 39 moves these; they read vertical defaults through the estimator's private methods
     # (read them from dpadmm.algorithms.vertical.params.VerticalParams: rounds(), run_rho(), loss)

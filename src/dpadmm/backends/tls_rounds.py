@@ -44,6 +44,7 @@ import threading
 
 from ..exceptions import InvalidParameterError
 from .grpc_stream import serve_frame
+from .refusal_log import RefusalLimiter, held_note, kind_of
 from .tls_context import (  # noqa: F401 (re-exported: this module's public names before the split)
     AUDIT_METHOD, CHANNEL, HANDSHAKE_TIMEOUT, HEADER, MAX_CONNECTIONS, MAX_FRAME, _host, client_context, common_name,
     parse_listen, server_context,
@@ -85,6 +86,7 @@ class RoundServer:
         self._evicted: set = set()
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        self._limit = RefusalLimiter()
 
     def start(self, host: str, port: int) -> int:
         """Listen on ``host:port`` (0: a free port) and accept on a thread; set ``service.round_port`` (Hello
@@ -110,6 +112,9 @@ class RoundServer:
             socks = list(self._open.values())
         for sock in socks:  # wakes each connection's thread (blocked in a read), which closes its socket and ends
             _shutdown(sock)
+        for source, kind, count in self._limit.flush():  # the refusals only counted so far: on record
+            self.service.audit("", kind[0], "refused", f"round channel: {count} refusal(s) from {source} since its last "
+                               f"line, summarised (at most one line per {self._limit.interval:g} s)")
 
     def _accept_loop(self) -> None:
         sock = self._sock
@@ -138,15 +143,22 @@ class RoundServer:
             if victim is False:
                 conn.close()
                 self._refuse("", CHANNEL, f"caller {where}: {MAX_CONNECTIONS} connections open, none in its "
-                                          "handshake; connection closed")
+                                          "handshake; connection closed", where)
                 continue
             if victim is not None:
                 _shutdown(victim)
             threading.Thread(target=self._client, args=(conn, addr), name="dpadmm-rounds-conn", daemon=True).start()
 
     # ---------------------------------------------------------------- one connection
-    def _refuse(self, peer: str, method: str, detail: str) -> None:
+    def _refuse(self, peer: str, method: str, detail: str, where: str = "?") -> None:
+        """One audit record and one log line — summarised per caller address and kind (:mod:`.refusal_log`): a
+        knocker's repeated refusals cost one line per interval, with their count."""
+        source = where.rsplit(":", 1)[0]
+        held = self._limit.admit(source, kind_of(method, detail.replace(where, "")))
+        if held is None:
+            return
         svc = self.service
+        detail += held_note(held, source, self._limit.interval)
         svc.audit(peer, method, "refused", detail)
         if svc.echo is not None:
             svc.echo(f"refused {'a TLS handshake' if method == AUDIT_METHOD else 'a round-channel frame'}"
@@ -176,7 +188,7 @@ class RoundServer:
                         reason = (f"still in its handshake when the party had {MAX_CONNECTIONS} connections open "
                                   "(the oldest such makes room for a new caller)")
                     if not self._closed.is_set():
-                        self._refuse("", AUDIT_METHOD, f"round channel, caller {where}: {reason}")
+                        self._refuse("", AUDIT_METHOD, f"round channel, caller {where}: {reason}", where)
                     return
                 with self._lock:
                     self._pending.pop(conn, None)
@@ -184,7 +196,7 @@ class RoundServer:
                 if peer not in self.service.allow:  # the gRPC path's rule (handle checks it again per frame)
                     self._refuse(peer, AUDIT_METHOD, f"round channel, caller {where}: party {self.service.name!r} "
                                                      f"refuses caller {peer!r}: not on its allow list "
-                                                     f"{list(self.service.allow)}")
+                                                     f"{list(self.service.allow)}", where)
                     return
                 sock.settimeout(None)
             self._serve(sock, peer, where)
@@ -206,18 +218,18 @@ class RoundServer:
             if len(head) < HEADER.size:
                 if head:
                     self._refuse(peer, CHANNEL, f"caller {where}: a frame length cut short ({len(head)} of 4 bytes); "
-                                                "connection closed")
+                                                "connection closed", where)
                 return  # a clean end between frames: the caller closed
             (n,) = HEADER.unpack(head)
             if not 0 < n <= MAX_FRAME:
                 self._refuse(peer, CHANNEL, f"caller {where}: frame length {n} outside 1..{MAX_FRAME} bytes; "
-                                            "connection closed")
+                                            "connection closed", where)
                 return
             data = _recv_exactly(sock, n)
             if len(data) < n:
                 if not self._closed.is_set():
                     self._refuse(peer, CHANNEL, f"caller {where}: a frame cut short ({len(data)} of {n} bytes); "
-                                                "connection closed")
+                                                "connection closed", where)
                 return
             if self._closed.is_set():  # the party stopped while the frame came in: not served
                 return

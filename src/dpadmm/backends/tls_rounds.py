@@ -20,8 +20,8 @@ handshakes, plus the caller's address, which gRPC's log does not give) and one l
 **Frames**: a 4-byte big-endian length, then exactly a :func:`grpc_stream.frame` (request) or what
 :func:`grpc_stream.serve_frame` returns (reply) — the same bytes as on the gRPC stream, served by the
 same :meth:`PartyService.handle` (decoding, allow list, refusals, budget, audit line per Step). Only
-``Step`` is served (``serve_frame`` refuses other methods). A length of 0 or above ``MAX_MESSAGE`` (the
-gRPC cap) is refused, audited and the connection closed; so is a frame cut short. A frame's memory grows with the
+``Step`` is served (``serve_frame`` refuses other methods). A length of 0 or above the party's cap
+(``service.max_message``, ``party serve --max-message-mb``, default 64 MiB, at most ``MAX_MESSAGE``) is refused, audited and the connection closed; so is a frame cut short. A frame's memory grows with the
 bytes that arrive (pieces of ``RECV_CHUNK``), never with the length it declares. At ``MAX_CONNECTIONS`` the oldest
 connection still in its handshake is closed to make room (callers without a certificate cannot lock the coordinator
 out); with none, the new caller is refused — each audited. Stopping the server shuts every open connection down
@@ -44,6 +44,7 @@ import threading
 
 from ..exceptions import InvalidParameterError
 from .grpc_stream import serve_frame
+from .memory import TRIM_ABOVE, release_memory
 from .refusal_log import RefusalLimiter, held_note, kind_of
 from .tls_context import (  # noqa: F401 (re-exported: this module's public names before the split)
     AUDIT_METHOD, CHANNEL, HANDSHAKE_TIMEOUT, HEADER, MAX_CONNECTIONS, MAX_FRAME, _host, client_context, common_name,
@@ -221,9 +222,10 @@ class RoundServer:
                                                 "connection closed", where)
                 return  # a clean end between frames: the caller closed
             (n,) = HEADER.unpack(head)
-            if not 0 < n <= MAX_FRAME:
-                self._refuse(peer, CHANNEL, f"caller {where}: frame length {n} outside 1..{MAX_FRAME} bytes; "
-                                            "connection closed", where)
+            cap = min(int(getattr(self.service, "max_message", MAX_FRAME)), MAX_FRAME)  # --max-message-mb
+            if not 0 < n <= cap:  # refused from its header, before any of it is read
+                self._refuse(peer, CHANNEL, f"caller {where}: frame length {n} outside 1..{cap} bytes (the party's "
+                                            "--max-message-mb); connection closed", where)
                 return
             data = _recv_exactly(sock, n)
             if len(data) < n:
@@ -234,6 +236,9 @@ class RoundServer:
             if self._closed.is_set():  # the party stopped while the frame came in: not served
                 return
             reply = serve_frame(self.service, data, peer)  # never raises; audits like the gRPC stream
+            if n > TRIM_ABOVE:
+                data = None
+                release_memory()  # the large frame's memory goes back to the system (issue 36)
             sock.sendall(HEADER.pack(len(reply)) + reply)
 
 

@@ -10,12 +10,12 @@ right on both sides: ε = ∞ for the label party's features against a non-label
 states as the one-time pad over Z_n, "uniform whatever it encrypted" (:mod:`dpadmm.algorithms.encrypted.he`).
 The same holds for a peer's column sums under peer k's key (``peers.backward_peers``: ``key.add_big_fresh``).
 
-Open: the fix is not a check of ``h_s`` (whether it is an n-th residue of full order cannot be decided without the
-factors of n; an n with ``gcd(n, φ(n)) ≠ 1`` leaves room outside the n-th residues even for a masker that
-re-randomises with its own ``ρ^n``). It needs (a) re-randomisation by the masker's own uniform ``ρ^n mod n²``,
-independent of the key's ``h_s`` (sf-heu has no such operation: raw ciphertext arithmetic), and (b) the key holder's
-proof that ``gcd(n, φ(n)) = 1`` (n-th roots of hash-derived challenges plus no small factors; Hazay et al. 2012,
-Lindell 2017's Paillier key proof) checked at Setup.
+Fixed (what is verifiable, plus a design that does not use h_s): a masker never uses the key holder's ``h_s``
+(``he._masker_key`` replaces it by its own ``(−x²)^n mod n²``, x uniform on Z_n*, so every re-randomisation is by an
+n-th residue of the masker's choosing), and refuses a modulus that is short, even, has a prime factor below 2^16 or is
+a perfect power (``he.check_paillier_modulus``). Residual premise, named in the privacy lines: that n is a product of
+two large primes (gcd(n, φ(n)) = 1: n = p²q passes every check above); removing it needs the key holder's proof
+(Goldberg, Reyzin, Sagga, Baldimtsi 2019; Hazay et al. 2012).
 """
 
 from __future__ import annotations
@@ -44,8 +44,6 @@ def keys():
     return own, he.from_public_key(_with_trivial_hs(own.public_key()), he.SCHEME_MASKED), he.keygen()
 
 
-@pytest.mark.xfail(strict=True, reason="he.from_public_key accepts a Paillier key with h_s = 1 and sf-heu's fresh "
-                   "encryption under it is deterministic (1 + mn): HeBackend.rerandomize returns the same bytes twice")
 def test_fresh_encryption_under_another_partys_key_rerandomises(keys):
     own, crafted, _ = keys
     assert crafted.modulus == own.modulus and crafted.modulus.bit_length() >= he.MIN_MODULUS_BITS
@@ -54,10 +52,6 @@ def test_fresh_encryption_under_another_partys_key_rerandomises(keys):
     assert a != b  # h_s = 1: the "fresh" encryption of 0 is the ciphertext 1, the same twice
 
 
-@pytest.mark.xfail(strict=True, reason="a non-label party's Paillier key is accepted with h_s = 1 (only the scheme "
-                   "and n's size are checked); the label party's masked cross sums are then re-randomised by nothing, "
-                   "and the key holder tests a hypothesis about the label party's block exactly: right on D and D' "
-                   "(1/1 each) — needs the masker's own rho^n re-randomisation and a proof of gcd(n, phi(n)) = 1")
 def test_a_key_holder_with_a_crafted_key_cannot_test_the_label_partys_block(keys):
     own, crafted, key = keys
     n = 12
@@ -86,9 +80,6 @@ def test_a_key_holder_with_a_crafted_key_cannot_test_the_label_partys_block(keys
     assert says_A["D"] == says_A["D'"], says_A  # a guarantee: the test may not tell the two apart (it does: True/False)
 
 
-@pytest.mark.xfail(strict=True, reason="he.from_public_key accepts any odd 2048-bit n, e.g. n = 3^1292 (gcd(n, phi(n)) "
-                   "= 3: Z_{n^2}* is then no longer Z_n x Z_n*, and what a masker returns is not uniform whatever it "
-                   "re-randomises with); a key needs a proof that gcd(n, phi(n)) = 1")
 def test_a_paillier_key_whose_modulus_is_a_prime_power_is_refused(keys):
     own, _, _ = keys
     blob = own.public_key()

@@ -25,7 +25,7 @@ pytest.importorskip("grpc")
 
 from dpadmm.backends import grpc_codec as codec  # noqa: E402
 from dpadmm.backends import selftest  # noqa: E402
-from dpadmm.backends import tls_rounds  # noqa: E402
+from dpadmm.backends import refusal_log, tls_rounds  # noqa: E402
 from dpadmm.backends.grpc_backend import GrpcBackend  # noqa: E402
 from dpadmm.backends.grpc_party import PartyService, make_server  # noqa: E402
 from dpadmm.backends.grpc_stream import frame  # noqa: E402
@@ -582,9 +582,10 @@ def _plaintext_knocks(port, n):
                 pass
 
 
-def test_concurrent_refusals_leave_whole_json_lines(party, pki):
+def test_concurrent_refusals_leave_whole_json_lines(party, pki, monkeypatch):
     """Refusals written at once by several connection threads and the gRPC path: every audit line stays one whole JSON
-    record (PartyService.audit takes no lock of its own)."""
+    record (PartyService.audit takes no lock of its own). Every refusal is written here (no summary: interval 0)."""
+    monkeypatch.setattr(refusal_log, "INTERVAL", 0.0)
     svc, addr, srv = party
     threads = [threading.Thread(target=_plaintext_knocks, args=(svc.round_port, 15)) for _ in range(4)]
     be = GrpcBackend({"p1": addr}, tls=_coordinator(pki), timeout=5.0, connect_timeout=3.0)
@@ -606,8 +607,6 @@ def test_concurrent_refusals_leave_whole_json_lines(party, pki):
     assert sum(r["method"] == "Step" for r in recs) == 30
 
 
-@pytest.mark.xfail(strict=True, reason="F6 (open): every refused connection writes an audit line and a log line, "
-                                       "unbounded — as on the gRPC path (capture_handshake_refusals); see the report")
 def test_rt_f6_an_unauthenticated_flood_does_not_grow_the_audit_log_without_bound(party):
     svc, addr, srv = party
     size0 = svc.audit_path.stat().st_size
@@ -616,6 +615,25 @@ def test_rt_f6_an_unauthenticated_flood_does_not_grow_the_audit_log_without_boun
     # the safe behaviour: repeated refusals from one address are summarised (e.g. one line per address and minute
     # with a count), so 100 knocks cost far less than 100 lines
     assert svc.audit_path.stat().st_size - size0 < 50 * 300
+
+
+def test_rt_f6_summarised_refusals_are_counted_and_written_when_the_interval_ends(party):
+    """Nothing is lost: the knocks held back are counted in the next line of that source and kind (after the interval),
+    whose count plus the lines equals the knocks."""
+    svc, addr, srv = party
+    clock = [1000.0]
+    lines0 = len(_audit(svc))
+    srv.rounds._limit.clock = lambda: clock[0]  # the round channel's limiter reads this clock
+    _plaintext_knocks(svc.round_port, 10)
+    time.sleep(0.3)
+    clock[0] += refusal_log.INTERVAL + 1
+    _plaintext_knocks(svc.round_port, 1)
+    deadline = time.monotonic() + 10
+    while len(_audit(svc)) < lines0 + 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    new = _audit(svc)[lines0:]
+    assert len(new) == 2, new
+    assert "and 9 earlier refusal(s) of this kind from 127.0.0.1" in new[1]["detail"], new[1]
 
 
 # =============================================================================== handle under two channels

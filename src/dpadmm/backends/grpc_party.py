@@ -44,8 +44,9 @@ from ..runtime.rounds import (  # noqa: F401 (re-exported: their old names)
 )
 from .grpc_server import make_server, peer_name, serve  # noqa: F401 (re-exported: the CLI and tests import them here)
 from .grpc_wire import (  # noqa: F401 (re-exported: their old home)
-    CHANNEL_OPTIONS, MAX_MESSAGE, METHODS, SERVICE, STREAM_WINDOW, WIRE_VERSION,
+    CHANNEL_OPTIONS, DEFAULT_MAX_MESSAGE, MAX_MESSAGE, METHODS, SERVICE, STREAM_WINDOW, WIRE_VERSION,
 )
+from .memory import TRIM_ABOVE, release_soon
 
 
 class PartyService(PartyRuntime):
@@ -59,6 +60,9 @@ class PartyService(PartyRuntime):
 
     methods = METHODS  # the unary methods it serves (a peer-to-peer node adds its own)
     round_port: int | None = None  # its round channel's port while it listens (:mod:`tls_rounds`)
+    #: the most bytes one message to it may hold (``party serve --max-message-mb``); longer ones are refused by gRPC
+    #: and the round channel from their length, before they are read
+    max_message: int = DEFAULT_MAX_MESSAGE
 
     def __init__(self, *, allow: tuple[str, ...] = (), secure: bool = True, **runtime):
         super().__init__(**runtime)
@@ -67,6 +71,8 @@ class PartyService(PartyRuntime):
 
     def handle(self, method: str, payload: bytes, peer: str) -> bytes:
         """Serve one call: identity and decoding checks, then the runtime; raises ``_Refused``/Exception."""
+        if len(payload) > TRIM_ABOVE:
+            release_soon()  # its memory goes back to the system once the call has returned (issue 36)
         try:
             if self.secure and peer not in self.allow:
                 raise _Refused(f"party {self.name!r} refuses caller {peer!r}: not on its allow list {list(self.allow)}")

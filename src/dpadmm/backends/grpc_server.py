@@ -16,7 +16,7 @@ from ..exceptions import InvalidParameterError
 from ..privacy.policy import PolicyRefusal as _Refused
 from .grpc_ops import unknown_method_handler
 from .grpc_stream import STREAM_METHOD, stream_handler
-from .grpc_wire import SERVER_OPTIONS, SERVICE, peer_name
+from .grpc_wire import DEFAULT_MAX_MESSAGE, SERVICE, peer_name, server_options
 from .tls_rounds import start_round_server
 
 
@@ -37,7 +37,7 @@ class _WithRounds:
 def _bind(server, service, listen: str, tls, grpc) -> int:
     """Bind ``server`` (threaded or asyncio) to ``listen``, mutual TLS with ``tls``; the port, or one line saying
     why not — also in ``service``'s audit log, whose Start line is already written, so the log says this start
-    never served. Without SO_REUSEPORT (:data:`~.grpc_wire.SERVER_OPTIONS`) a port already served is refused
+    never served. Without SO_REUSEPORT (:func:`~.grpc_wire.server_options`) a port already served is refused
     here: grpcio raises ``RuntimeError`` ("Failed to bind"), older releases return 0."""
     try:
         if tls is None:
@@ -84,7 +84,8 @@ def make_server(service, listen: str, tls=None, *, max_workers: int = 4, rounds:
                                                              STREAM_METHOD: stream_handler(service, aio=False)})
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
                          handlers=(handler, unknown_method_handler(service, aio=False)),
-                         options=SERVER_OPTIONS, maximum_concurrent_rpcs=None)
+                         options=server_options(getattr(service, "max_message", DEFAULT_MAX_MESSAGE)),
+                         maximum_concurrent_rpcs=None)
     port = _bind(server, service, listen, tls, grpc)
     round_server = start_round_server(service, tls, rounds, listen)
     if round_server is not None:
@@ -123,7 +124,7 @@ def serve(service, listen: str, tls=None, *, once: bool = False, ready=None,
         return grpc.unary_unary_rpc_method_handler(call)
 
     async def main():
-        server = grpc.aio.server(options=SERVER_OPTIONS)
+        server = grpc.aio.server(options=server_options(getattr(service, "max_message", DEFAULT_MAX_MESSAGE)))
         served = {**{m: method(m) for m in service.methods},
                   STREAM_METHOD: stream_handler(service, aio=True)}
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, served),

@@ -6,7 +6,10 @@ from __future__ import annotations
 SERVICE = "dpadmm.Party"
 METHODS = ("Hello", "Setup", "Step", "Request", "Diagnose", "Checkpoint", "Restore", "Finish")  # PartyRuntime.methods
 WIRE_VERSION = 1
-MAX_MESSAGE = 1 << 30
+MAX_MESSAGE = 1 << 30  # the coordinator's side (what a party may answer) and the most a party may be set to accept
+#: a party's cap on one message it receives, by default (``party serve --max-message-mb``): gRPC refuses a longer one
+#: from its length prefix, before reading it (RESOURCE_EXHAUSTED to the caller), the round channel from its frame header
+DEFAULT_MAX_MESSAGE = 64 << 20
 STREAM_WINDOW = 16 << 20
 # both sides: message size caps; a 16 MiB initial HTTP/2 stream window (``lookahead_bytes``), so that a round's
 # large message (vertical N-vectors, 260-520 kB) on the persistent stream is not held back by WINDOW_UPDATE round
@@ -18,6 +21,12 @@ CHANNEL_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_rec
 #: bound to a port already served binds without an error and the kernel splits the connections between the two —
 #: a party started twice, or two parties given one port, would answer each other's coordinators at random
 SERVER_OPTIONS = [*CHANNEL_OPTIONS, ("grpc.so_reuseport", 0)]
+
+
+def server_options(max_message: int = DEFAULT_MAX_MESSAGE) -> list:
+    """A party's server options: :data:`SERVER_OPTIONS` with its cap on a received message (``max_message`` bytes)."""
+    return [(k, int(max_message) if k == "grpc.max_receive_message_length" else v) for k, v in SERVER_OPTIONS]
+
 GRPC_CODES = ("PERMISSION_DENIED", "INVALID_ARGUMENT", "FAILED_PRECONDITION")  # a refusal's status codes
 
 

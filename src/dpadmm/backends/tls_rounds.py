@@ -20,8 +20,8 @@ handshakes, plus the caller's address, which gRPC's log does not give) and one l
 **Frames**: a 4-byte big-endian length, then exactly a :func:`grpc_stream.frame` (request) or what
 :func:`grpc_stream.serve_frame` returns (reply) — the same bytes as on the gRPC stream, served by the
 same :meth:`PartyService.handle` (decoding, allow list, refusals, budget, audit line per Step). Only
-``Step`` is served (``serve_frame`` refuses other methods). A length of 0 or above ``MAX_MESSAGE`` (the
-gRPC cap) is refused, audited and the connection closed; so is a frame cut short. A frame's memory grows with the
+``Step`` is served (``serve_frame`` refuses other methods). A length of 0 or above the party's cap
+(``service.max_message``, ``party serve --max-message-mb``, default 64 MiB, at most ``MAX_MESSAGE``) is refused, audited and the connection closed; so is a frame cut short. A frame's memory grows with the
 bytes that arrive (pieces of ``RECV_CHUNK``), never with the length it declares. At ``MAX_CONNECTIONS`` the oldest
 connection still in its handshake is closed to make room (callers without a certificate cannot lock the coordinator
 out); with none, the new caller is refused — each audited. Stopping the server shuts every open connection down
@@ -44,6 +44,8 @@ import threading
 
 from ..exceptions import InvalidParameterError
 from .grpc_stream import serve_frame
+from .memory import TRIM_ABOVE, release_memory
+from .refusal_log import RefusalLimiter, held_note, kind_of
 from .tls_context import (  # noqa: F401 (re-exported: this module's public names before the split)
     AUDIT_METHOD, CHANNEL, HANDSHAKE_TIMEOUT, HEADER, MAX_CONNECTIONS, MAX_FRAME, _host, client_context, common_name,
     parse_listen, server_context,
@@ -85,6 +87,7 @@ class RoundServer:
         self._evicted: set = set()
         self._lock = threading.Lock()
         self._closed = threading.Event()
+        self._limit = RefusalLimiter()
 
     def start(self, host: str, port: int) -> int:
         """Listen on ``host:port`` (0: a free port) and accept on a thread; set ``service.round_port`` (Hello
@@ -110,6 +113,9 @@ class RoundServer:
             socks = list(self._open.values())
         for sock in socks:  # wakes each connection's thread (blocked in a read), which closes its socket and ends
             _shutdown(sock)
+        for source, kind, count in self._limit.flush():  # the refusals only counted so far: on record
+            self.service.audit("", kind[0], "refused", f"round channel: {count} refusal(s) from {source} since its last "
+                               f"line, summarised (at most one line per {self._limit.interval:g} s)")
 
     def _accept_loop(self) -> None:
         sock = self._sock
@@ -138,15 +144,22 @@ class RoundServer:
             if victim is False:
                 conn.close()
                 self._refuse("", CHANNEL, f"caller {where}: {MAX_CONNECTIONS} connections open, none in its "
-                                          "handshake; connection closed")
+                                          "handshake; connection closed", where)
                 continue
             if victim is not None:
                 _shutdown(victim)
             threading.Thread(target=self._client, args=(conn, addr), name="dpadmm-rounds-conn", daemon=True).start()
 
     # ---------------------------------------------------------------- one connection
-    def _refuse(self, peer: str, method: str, detail: str) -> None:
+    def _refuse(self, peer: str, method: str, detail: str, where: str = "?") -> None:
+        """One audit record and one log line — summarised per caller address and kind (:mod:`.refusal_log`): a
+        knocker's repeated refusals cost one line per interval, with their count."""
+        source = where.rsplit(":", 1)[0]
+        held = self._limit.admit(source, kind_of(method, detail.replace(where, "")))
+        if held is None:
+            return
         svc = self.service
+        detail += held_note(held, source, self._limit.interval)
         svc.audit(peer, method, "refused", detail)
         if svc.echo is not None:
             svc.echo(f"refused {'a TLS handshake' if method == AUDIT_METHOD else 'a round-channel frame'}"
@@ -176,7 +189,7 @@ class RoundServer:
                         reason = (f"still in its handshake when the party had {MAX_CONNECTIONS} connections open "
                                   "(the oldest such makes room for a new caller)")
                     if not self._closed.is_set():
-                        self._refuse("", AUDIT_METHOD, f"round channel, caller {where}: {reason}")
+                        self._refuse("", AUDIT_METHOD, f"round channel, caller {where}: {reason}", where)
                     return
                 with self._lock:
                     self._pending.pop(conn, None)
@@ -184,7 +197,7 @@ class RoundServer:
                 if peer not in self.service.allow:  # the gRPC path's rule (handle checks it again per frame)
                     self._refuse(peer, AUDIT_METHOD, f"round channel, caller {where}: party {self.service.name!r} "
                                                      f"refuses caller {peer!r}: not on its allow list "
-                                                     f"{list(self.service.allow)}")
+                                                     f"{list(self.service.allow)}", where)
                     return
                 sock.settimeout(None)
             self._serve(sock, peer, where)
@@ -206,22 +219,26 @@ class RoundServer:
             if len(head) < HEADER.size:
                 if head:
                     self._refuse(peer, CHANNEL, f"caller {where}: a frame length cut short ({len(head)} of 4 bytes); "
-                                                "connection closed")
+                                                "connection closed", where)
                 return  # a clean end between frames: the caller closed
             (n,) = HEADER.unpack(head)
-            if not 0 < n <= MAX_FRAME:
-                self._refuse(peer, CHANNEL, f"caller {where}: frame length {n} outside 1..{MAX_FRAME} bytes; "
-                                            "connection closed")
+            cap = min(int(getattr(self.service, "max_message", MAX_FRAME)), MAX_FRAME)  # --max-message-mb
+            if not 0 < n <= cap:  # refused from its header, before any of it is read
+                self._refuse(peer, CHANNEL, f"caller {where}: frame length {n} outside 1..{cap} bytes (the party's "
+                                            "--max-message-mb); connection closed", where)
                 return
             data = _recv_exactly(sock, n)
             if len(data) < n:
                 if not self._closed.is_set():
                     self._refuse(peer, CHANNEL, f"caller {where}: a frame cut short ({len(data)} of {n} bytes); "
-                                                "connection closed")
+                                                "connection closed", where)
                 return
             if self._closed.is_set():  # the party stopped while the frame came in: not served
                 return
             reply = serve_frame(self.service, data, peer)  # never raises; audits like the gRPC stream
+            if n > TRIM_ABOVE:
+                data = None
+                release_memory()  # the large frame's memory goes back to the system (issue 36)
             sock.sendall(HEADER.pack(len(reply)) + reply)
 
 

@@ -224,9 +224,10 @@ def consensus(
             metrics["config"]["peer_to_peer"] = True  # the nodes exchanged with their neighbours, not via this side
         f = metrics["final"]
         pb = f["privacy_bound"]
-        console.print(f"nodes {nodes} ({topology}, {split}), {runs} run(s) x {iterations} iterations: "
+        console.print(f"nodes {nodes} ({topology}, {split}), {runs} run(s) x {iterations} iterations: " + (
                       f"final L(T) mean {f['train_loss_mean']:.5f} (min {f['train_loss_min']:.5f}, max "
-                      f"{f['train_loss_max']:.5f}), consensus error {f['consensus_error_mean']:.3g}")
+                      f"{f['train_loss_max']:.5f}), " if "train_loss_mean" in f else "")  # private: --monitor only
+                      + f"consensus error {f['consensus_error_mean']:.3g}")
         total = (metrics.get("privacy") or {}).get("epsilon")
         with_fb = (f"; total with the fallback: ε = {total:.4g}" if private and isinstance(total, (int, float))
                    and pb is not None and total > pb + 1e-12 else "")
@@ -255,7 +256,7 @@ def consensus(
                                                                if worse else ""), fix)
         else:
             trivial = f.get("base_rate_train_loss")
-            v = verdict("final training loss of the handed-over model", f["handed_over_train_loss_mean"],
+            v = verdict("final training loss of the handed-over model", f.get("handed_over_train_loss_mean"),
                         trivial if trivial is not None else math.log(2.0),
                         "predicting the base rate" if trivial is not None else "predicting ½ (log 2)", fix)
         metrics["verdict"] = v
@@ -271,11 +272,14 @@ def consensus(
 
             write_json(stage / "metrics.json", standard_names(metrics))
             np.savez(stage / "model.npz", **model_arrays)
-            plot_curves(stage / "convergence.png", {perturbation: metrics["history"]},
-                        title=f"M-ADMM on a graph: {data}, {nodes} nodes ({topology}, {split}), perturbation "
-                              f"{perturbation}, {runs} run(s) × {iterations} iterations")
+            if "train_loss" in metrics["history"]:  # a private run without --monitor keeps no training loss
+                plot_curves(stage / "convergence.png", {perturbation: metrics["history"]},
+                            title=f"M-ADMM on a graph: {data}, {nodes} nodes ({topology}, {split}), perturbation "
+                                  f"{perturbation}, {runs} run(s) × {iterations} iterations")
     if out is not None:
-        console.print(f"wrote {out}/metrics.json, model.npz and convergence.png")
+        console.print(f"wrote {out}/metrics.json, model.npz" + (
+            " and convergence.png" if "train_loss" in metrics["history"] else
+            " (no convergence.png: a private run keeps no training loss without --monitor)"))
 
 
 @attack_app.command("kkt")

@@ -12,6 +12,7 @@ import typer
 from typer.core import TyperCommand
 
 from ._app import app
+from ._party_limits import MAX_MESSAGE_OPTION, handshake_refusals, max_message_bytes
 from ..exceptions import InvalidParameterError
 from ..protocol import protocol_names
 
@@ -165,6 +166,7 @@ def serve(
     bounds: Optional[Path] = typer.Option(None, "--bounds", help="vertical-experts: this party's column bounds (CSV "
                                                                   "with a lo,hi header, one row per feature column; "
                                                                   "or JSON {\"lo\": [...], \"hi\": [...]})."),
+    max_message_mb: Optional[float] = MAX_MESSAGE_OPTION,
     threads: int = typer.Option(1, "--threads", help="BLAS threads of this party (the per-round work is vector "
                                                      "algebra; more threads mostly add contention)."),
 ):
@@ -173,10 +175,7 @@ def serve(
 
     holder: list = []  # the service, once made: TLS handshake refusals go to its audit log and to this log
 
-    def tls_refused(reason):
-        if holder:
-            holder[0].audit("", "(TLS handshake)", "refused", reason)
-            holder[0].echo(f"refused a TLS handshake: {reason}")
+    tls_refused = handshake_refusals(holder)
 
     from ..backends.grpc_party import PartyService, serve as run_server
     from ..backends.grpc_tls import TLSFiles, check_party_name
@@ -201,6 +200,7 @@ def serve(
                          accept_premises=tuple(accept_premise) if accept_premise else None)
     if threads < 1:
         raise InvalidParameterError(f"--threads must be a positive integer, got {threads}.")
+    max_message = max_message_bytes(max_message_mb)  # one clear line before anything starts
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=int(threads))
@@ -234,6 +234,7 @@ def serve(
                            policy=policy,
                            echo=lambda line: print(f"party {name}: {line}", file=sys.stderr, flush=True))
 
+    service.max_message = max_message
     holder.append(service)
 
     def ready(port):

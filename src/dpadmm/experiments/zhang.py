@@ -129,7 +129,8 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
                   normalize: bool = False, monitor: bool | None = None, progress: Callable | None = None, eta=None, eta_growth=1.0, alpha=None,
                   alpha_growth=1.0, theta=THETA, theta_growth=1.0, samples: int = 0, backend: str = "inprocess",
                   backend_options: dict | None = None, X_test=None, y_test=None,
-                  fallback_epsilon: float | None = None, epsilon: float | None = None) -> dict:
+                  fallback_epsilon: float | None = None, epsilon: float | None = None,
+                  training_metrics: bool | None = None) -> dict:
     """Fit R independent runs of one configuration; return the metrics.json layout:
     ``history.train_loss.{mean,min,max}`` (L(t) over runs), ``history.privacy_bound`` (P(t)), ``final``, ``config``.
 
@@ -141,10 +142,15 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
     so that P(T) + ``fallback_epsilon`` = epsilon.
     ``monitor=None``: the nodes report their training loss every round only in non-private runs; otherwise
     L(t) is evaluated here, by the simulation driver, from the *released* models f_i(t) (what the
-    adversary sees anyway) on the node data this driver loaded — nothing un-noised leaves a node."""
+    adversary sees anyway) on the node data this driver loaded — nothing un-noised leaves a node.
+    ``training_metrics``: keep L(t), the objective, the training accuracy and the handed-over model's training loss
+    (un-noised functions of the training rows: exact counts, e.g. ``train_accuracy × n``). None: only in a
+    non-private run or with ``monitor=True`` (``--monitor``, labelled as monitoring outside the guarantee); the
+    paper reproductions pass True (their figures are L(t); labelled the same way)."""
 
     data_seed = 0 if seed is None else seed
     private = perturbation != "none"
+    training = (not private or monitor is True) if training_metrics is None else bool(training_metrics)
     monitor = (not private) if monitor is None else bool(monitor)
     if X is None:
         X, y = load_data(data, samples=samples, seed=data_seed)
@@ -193,35 +199,42 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
     pb = model.history_["privacy_bound"]
     final_pb = pb[-1] if np.isfinite(pb[-1]) else None
     sizes = model.node_sizes_
+    # a private run keeps no un-noised function of the training rows (issue 35) unless asked (``training``)
+    train_history = {"train_loss": {"mean": L.mean(axis=0).tolist(), "min": L.min(axis=0).tolist(),
+                                    "max": L.max(axis=0).tolist()}} if training else {}
+    train_final = {
+        "train_loss_mean": float(L[:, -1].mean()), "train_loss_min": float(L[:, -1].min()),
+        "train_loss_max": float(L[:, -1].max()), "train_loss_range": float(np.ptp(L[:, -1])),
+        "objective_mean": float(np.mean(objective)), "train_accuracy_mean": float(np.mean(accuracy)),
+        "handed_over_train_loss_mean": (float(np.nanmean(train_handed)) if not np.all(np.isnan(train_handed))
+                                        else None)} if training else {}
     return {
         "history": {
-            "train_loss": {"mean": L.mean(axis=0).tolist(), "min": L.min(axis=0).tolist(), "max": L.max(axis=0).tolist()},
+            **train_history,
             "privacy_bound": [v if np.isfinite(v) else None for v in pb],
             "iteration": list(range(1, L.shape[1] + 1)),
             # training seconds after each round (steps + routing; monitoring excluded), mean over runs
             "seconds": np.mean([c[:L.shape[1]] for c in sec_curves], axis=0).tolist(),
         },
         "final": {
-            "train_loss_mean": float(L[:, -1].mean()), "train_loss_min": float(L[:, -1].min()),
-            "train_loss_max": float(L[:, -1].max()), "train_loss_range": float(np.ptp(L[:, -1])),
+            **train_final,
             # a private run keeps no exact training count (issue 35): no training base rate, and the test baseline
             # is the test set's own base rate (local evaluation on the evaluator's rows)
             "base_rate_train_loss": None if private else _base_rate_loss(ys),
             "privacy_bound": final_pb, "consensus_error_mean": float(np.mean(consensus)),
-            "objective_mean": float(np.mean(objective)), "train_accuracy_mean": float(np.mean(accuracy)),
             "iterations": int(L.shape[1]), "runs": int(runs), "train_seconds_per_run": float(np.mean(secs)),
             "wall_seconds": time.perf_counter() - t0,
             "privacy_per_node": model.privacy_.per_party if model.privacy_ is not None else None,
             "handed_over": handed, "dp_base_rate": dp_rates,
-            "handed_over_train_loss_mean": (float(np.nanmean(train_handed)) if not np.all(np.isnan(train_handed))
-                                            else None),
             **({"test_loss_mean": float(np.mean(test_losses)), "test_loss_min": float(np.min(test_losses)),
                 "test_loss_max": float(np.max(test_losses)), "test_loss": test_losses,
                 "test_base_rate_loss": _base_rate_loss_on([y_test_pm] if private else ys, y_test_pm),
                 "test_base_rate_source": "test-set" if private else "training-labels", "n_test": int(len(y_test_pm))}
                if X_test is not None else {}),
-            "evaluated_by": "the nodes (monitoring)" if monitor else
-                            "the simulation driver, from the released models f_i(t) (no monitoring)",
+            "evaluated_by": ("the nodes (monitoring)" if monitor else
+                             "the simulation driver, from the released models f_i(t) (no monitoring)") + (
+                "; the training loss and accuracy are un-noised functions of the training rows, outside the "
+                "guarantee (monitoring)" if private and training else ""),
         },
         "privacy": (dict(model.privacy_.to_dict(), private=True) if model.privacy_ is not None else
                     nonprivate_privacy({"records": not_protected(
@@ -287,7 +300,8 @@ def fig2(out_dir: Path, *, quick: bool, reps: int, seed: int) -> dict:
         for method, label, q1, q2 in FIG2_CURVES:
             kw = dict(eta=THETA, eta_growth=q1) if method == "pp" else {}
             res[f"{label}, alpha(1)={a1:g}"] = m = run_consensus(
-                X=X, y=y, nodes=5, perturbation=method, alpha=a1, alpha_growth=q2, iterations=T, runs=R, seed=seed, **kw)
+                X=X, y=y, nodes=5, perturbation=method, alpha=a1, alpha_growth=q2, iterations=T, runs=R, seed=seed,
+                training_metrics=True, **kw)  # the paper's figure is L(t): labelled monitoring
             f = m["final"]
             rows.append([method, f"{label}, alpha(1)={a1:g}", f["train_loss_mean"], f["train_loss_range"], f["privacy_bound"]])
         _dump(out_dir, f"fig2_alpha{a1:g}", res, f"[Zhang] Fig. 2: PP vs DVP, α(t) = {a1:g} q2^(t−1) — Adult "
@@ -325,7 +339,7 @@ def _fig34(out_dir: Path, split: str, quick: bool, reps: int, seed: int) -> dict
             kw.update(alpha=3.0, alpha_growth=q2)
         res[label] = run_consensus(X=X, y=y, nodes=nodes, topology="erdos:0.1" if not quick else "erdos:0.3",
                                    split=split, perturbation=method, iterations=T, runs=R if method != "none" else 1,
-                                   seed=seed, **kw)
+                                   seed=seed, training_metrics=True, **kw)  # the paper's L(t): labelled monitoring
     name = "fig3" if split == "even" else "fig4"
     _dump(out_dir, name, res, f"[Zhang] Fig. {name[-1]}: Adult ({len(y):,} rows), {nodes} nodes "
           f"(G({nodes}, {0.1 if not quick else 0.3})), {split} data, α(1) = 3, T = {T}, {R} runs")

@@ -73,7 +73,9 @@ PREMISES = {
                           "computes its column sums on its clipped block; the party cannot check either under "
                           "encryption, and a label party that crafts them reads the party's rows)",
     "honest-peers": "against honest-but-curious peers (each computes its column sums of this party's encrypted scores "
-                    "on its own clipped block; a peer that uses another linear map reads this party's per-row scores)",
+                    "on its own clipped block, and its Paillier modulus is a product of two large primes — checked: "
+                    "size, odd, no small factor, not a perfect power, its h_s never used; a peer that uses another "
+                    "linear map reads this party's per-row scores)",
 }
 
 

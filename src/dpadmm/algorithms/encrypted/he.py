@@ -48,6 +48,8 @@ loaded (:func:`require_he`), so the rest of dpadmm, and a party that does not se
 
 from __future__ import annotations
 
+import functools
+import math
 import secrets
 from collections.abc import Sequence
 
@@ -239,11 +241,7 @@ def from_public_key(blob: bytes, scheme: str = SCHEME_LABEL) -> HeBackend:
     if scheme == SCHEME_MASKED:
         if kit.get_schema() != phe.SchemaType.ZPaillier:
             raise ValueError(f"the public key's scheme is {kit.get_schema()}, not Paillier (a non-label party's key)")
-        key = HeBackend(kit, secret=False)
-        if key.modulus.bit_length() < MIN_MODULUS_BITS:
-            raise ValueError(f"the Paillier key is too short ({key.modulus.bit_length()} bits, at least "
-                             f"{MIN_MODULUS_BITS})")
-        return key
+        return _masker_key(unwire(blob))
     if kit.get_schema() != phe.SchemaType.OU:
         raise ValueError(f"the public key's scheme is {kit.get_schema()}, not Okamoto–Uchiyama")
     bound = int(str(pk.plaintext_bound()))
@@ -251,6 +249,94 @@ def from_public_key(blob: bytes, scheme: str = SCHEME_LABEL) -> HeBackend:
         raise ValueError(f"the public key is too short (plaintext bound 2^{bound.bit_length()}, a {KEY_BITS}-bit OU key "
                          f"has ~2^683)")
     return HeBackend(kit, secret=False)
+
+
+#: primes below this are tried as factors of a Paillier modulus (a well-formed n = pq has none)
+SMALL_PRIME_BOUND = 1 << 16
+_SMALL_PRIMES = None
+
+
+def _small_primes_product() -> int:
+    global _SMALL_PRIMES
+    if _SMALL_PRIMES is None:
+        sieve = np.ones(SMALL_PRIME_BOUND, dtype=bool)
+        sieve[:2] = False
+        for i in range(2, int(SMALL_PRIME_BOUND ** 0.5) + 1):
+            if sieve[i]:
+                sieve[i * i::i] = False
+        _SMALL_PRIMES = math.prod(int(p) for p in np.flatnonzero(sieve))
+    return _SMALL_PRIMES
+
+
+def _is_perfect_power(n: int) -> bool:
+    """Whether n = a^k for integers a ≥ 2, k ≥ 2 (k prime suffices; integer k-th roots by Newton's method)."""
+    for k in range(2, n.bit_length() + 1):
+        if any(k % q == 0 for q in range(2, int(k ** 0.5) + 1)):
+            continue  # only prime exponents
+        lo, hi = 1, 1 << (n.bit_length() // k + 1)
+        while lo < hi:  # the largest a with a^k ≤ n (bisection: ~n.bit_length()/k steps)
+            mid = (lo + hi + 1) // 2
+            if mid ** k <= n:
+                lo = mid
+            else:
+                hi = mid - 1
+        if lo > 1 and lo ** k == n:
+            return True
+    return False
+
+
+def check_paillier_modulus(n: int) -> None:
+    """What a party can verify of another party's Paillier modulus without its factors (``ValueError`` naming the
+    failed check): at least :data:`MIN_MODULUS_BITS` bits, odd, not a perfect power (e.g. 3^1292), no prime factor
+    below :data:`SMALL_PRIME_BOUND`. What it cannot verify — that n = pq with gcd(n, φ(n)) = 1 (e.g. n = p²q passes
+    these checks) — needs the key holder's proof (Goldberg, Reyzin, Sagga, Baldimtsi 2019; Hazay et al. 2012) and is
+    a premise of the guarantee (``PREMISES``: honest-peers; the label party's privacy lines)."""
+    if n.bit_length() < MIN_MODULUS_BITS:
+        raise ValueError(f"the Paillier key is too short ({n.bit_length()} bits, at least {MIN_MODULUS_BITS})")
+    if n % 2 == 0:
+        raise ValueError("the Paillier modulus is even (a modulus pq of two large primes is odd)")
+    g = math.gcd(n, _small_primes_product())
+    if g != 1:
+        raise ValueError(f"the Paillier modulus has a small prime factor (gcd {g} with the primes below "
+                         f"{SMALL_PRIME_BOUND}); a modulus pq of two large primes has none")
+    if _is_perfect_power(n):
+        raise ValueError("the Paillier modulus is a perfect power (gcd(n, φ(n)) ≠ 1: masks under it are not uniform)")
+
+
+@functools.lru_cache(maxsize=64)
+def _masker_key(blob: bytes) -> HeBackend:
+    """Another party's Paillier key as a MASKER uses it: its modulus n checked (:func:`check_paillier_modulus`) and
+    its ``h_s`` replaced by the masker's own ``(−x²)^n mod n²`` (x uniform on Z_n*, from the OS's CSPRNG). sf-heu's
+    fresh encryption is ``(1 + mn)·h_s^r``, so every re-randomisation (:meth:`HeBackend.rerandomize`,
+    ``add_*_fresh``) is then by an n-th residue of the masker's choosing, whatever ``h_s`` the key holder published
+    (``h_s = 1`` made it deterministic: tests/redteam/test_encrypted_key_structure.py). Decryption needs only n and
+    the secret key, so the key holder decrypts as before. Cached per key (one 4,096-bit power per key)."""
+    phe, hnp = require_he()
+    import msgpack  # noqa: PLC0415 - sf-heu's own serialisation (a dependency of the [he] extra)
+
+    try:
+        unpacker = msgpack.Unpacker(raw=True)
+        unpacker.feed(blob)
+        n_bytes, hs_bytes = next(unpacker)
+        rest = blob[unpacker.tell():]  # what sf-heu writes after [n, h_s], kept as it is
+        n = int.from_bytes(n_bytes, "little")
+    except Exception:  # noqa: BLE001 - whatever the parser raises, one line
+        raise ValueError("the Paillier public key is not sf-heu's [n, h_s]") from None
+    check_paillier_modulus(n)
+    n2 = n * n
+    while True:
+        x = secrets.randbelow(n - 2) + 2
+        if math.gcd(x, n) == 1:
+            break
+    h = pow(n2 - (x * x) % n2, n, n2)
+    own = msgpack.packb([n_bytes, h.to_bytes(len(hs_bytes), "little")], use_bin_type=False) + rest
+    try:
+        key = HeBackend(hnp.setup(phe.PublicKey.load_from(own)), secret=False)
+    except Exception:  # noqa: BLE001
+        raise ValueError("the Paillier public key is not sf-heu's [n, h_s]") from None
+    if key.modulus != n:
+        raise ValueError("the Paillier public key's modulus does not match its plaintext bound")
+    return key
 
 
 def uniform_masks(modulus: int | None, size: int) -> list[int]:

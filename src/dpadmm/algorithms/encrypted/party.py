@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
+import scipy.sparse as sp
 
 from ...privacy.events import RECORD_REPLACE, GaussianRelease
 from ...privacy.mechanisms import gaussian
@@ -84,6 +85,7 @@ class PartyConfig:
     label_W: float | None = None  # ‖w₀‖ ≤ W₀, the label party's projection (public)
     label_width: int | None = None  # d₀ + 1: the label party's columns with the intercept (cross sums decrypted)
     peers: Mapping[str, tuple] | None = None  # M ≥ 2 encrypted: every other non-label party k -> (R_k, W_k, d_k), public
+    training_rows: Mapping[str, int] | None = None  # score key -> its rows that ARE training rows (refused by logit)
 
     @property
     def residual_bound(self) -> float:
@@ -163,11 +165,24 @@ def setup_party(name: str, train, score=None, R: float = 1.0, noise_multiplier: 
                       {str(k): v for k, v in dict(score or {}).items()}, str(forward), float(momentum),
                       None if W is None else float(W), None if label_R is None else float(label_R),
                       None if label_W is None else float(label_W), None if label_width is None else int(label_width),
-                      peers or None)
+                      peers or None, {str(k): _training_rows(train, v) for k, v in dict(score or {}).items()})
     own = he.keygen(scheme=he.SCHEME_MASKED).secret_blob() if forward == "encrypted" else None  # serialised: the state pickles/checkpoints
     return cfg, PartyState(w=np.zeros(Q.shape[1]), velocity=np.zeros(Q.shape[1]), mask_private=he.wire(priv),
                            mask_public=he.wire(pub),
                            own_key=own)
+
+
+def _training_rows(train, block) -> int:
+    """The rows of a new-records block that are the training block's own rows (the same memory: the block itself or a
+    view of it); a private party refuses to score them (``logit``). Blocks read from the party's files are checked by
+    id before they are read (:func:`.policy.prepare`); a copy a simulation's coordinator makes of rows it holds is the
+    coordinator's own data anyway."""
+    a, b = (getattr(x, "data", x) if sp.issparse(x) else x for x in (train, block))
+    try:
+        shared = isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.may_share_memory(a, b)
+    except (TypeError, ValueError):
+        shared = False
+    return int(getattr(block, "shape", (0,))[0]) if shared else 0
 
 
 def fixed_scores(cfg: PartyConfig, w: np.ndarray) -> np.ndarray:
@@ -307,6 +322,11 @@ def logit(cfg: PartyConfig, state: PartyState, key: str = "test") -> np.ndarray:
     if not isinstance(key, str) or key not in (cfg.score or {}):
         raise ProtocolError(f"party {cfg.name!r} scores only the new-records blocks it was set up with "
                             f"{sorted(cfg.score or {})}, not {key!r}")
+    hits = (cfg.training_rows or {}).get(key, 0) if cfg.noise_multiplier is not None else 0
+    if hits:
+        raise ProtocolError(f"party {cfg.name!r} refused to score {key!r} in a private run: the block holds {hits} of "
+                            "its training rows, whose scores no ε covers (a training row's score is a function of that "
+                            "row); score rows that are not in the fit, e.g. a held-out split")
     Q = he.quantize(clip_rows(cfg.score[key], cfg.R), BLOCK_BITS)
     return np.asarray(Q @ state.w).ravel() / float(2 ** BLOCK_BITS)
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+import pandas as pd
+
 from ...privacy.policy import (
     PartyPolicy,
     PolicyRefusal,
@@ -26,10 +29,42 @@ def _positive(party: str, what: str, v) -> float:
     return x
 
 
+def _ids(ref) -> pd.Index | None:
+    ids = ref.params.get("ids") if isinstance(ref, PartyData) else None
+    return None if ids is None else pd.Index(np.asarray(ids).ravel())
+
+
+def _scored_training_rows(args, party: str) -> None:
+    """A private party scores (``logit``) only rows that are not its training rows (a training row's score is a
+    function of that protected row, outside every ε): a new-records reference to its training file (the same key)
+    must name ids none of which is a training id — compared as values (the file's 1 and 1.0) or as text — and a
+    PSI-aligned fit (training ids not known before the intersection) scores no row of its training file. Arrays a
+    simulation's coordinator sends are checked by memory (``party._training_rows``)."""
+    train, score = (list(args) + [None, None, None])[1:3]
+    if not isinstance(train, PartyData) or not isinstance(score, dict):
+        return
+    tr = _ids(train)
+    for key, ref in score.items():
+        if not isinstance(ref, PartyData) or ref.key != train.key:
+            continue
+        ids = _ids(ref)
+        if tr is None or ids is None:
+            held = "rows of its training file, which its PSI-aligned fit may hold"
+        else:
+            common = int(np.sum(ids.isin(tr) | ids.astype(str).isin(tr.astype(str))))
+            held = f"{common} of its training rows" if common else ""
+        if held:
+            raise PolicyRefusal(f"party {party!r} refused the run before releasing anything: its new-records block "
+                                f"{key!r} names {held} (file {train.key!r}), whose scores no ε covers; score rows "
+                                "that are not in the fit (a held-out split of other ids, or a file of their own)")
+
+
 def prepare(args, policy: PartyPolicy):
-    """The row preparation is the party's (``normalize_vertical_rows``), imposed on the block it reads."""
+    """The row preparation is the party's (``normalize_vertical_rows``), imposed on the block it reads; a private
+    party refuses to score its training rows (:func:`_scored_training_rows`)."""
     if not policy.private_work:
         return args
+    _scored_training_rows(args, str((list(args) or ["?"])[0]))
     own = bool(policy.normalize_vertical_rows)
     return [PartyData(a.key, dict(a.params, normalize=own), a.shape) if isinstance(a, PartyData) else a for a in args]
 

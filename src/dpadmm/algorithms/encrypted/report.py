@@ -27,9 +27,10 @@ FORWARD_ENCRYPTED = ("features: record-level DP (two Gaussian releases per round
                      "more parties, PLD) {against}: {premises}; a party with private work serves the run only if its "
                      "operator accepted {names} (party serve --accept-premise); "
                      "the held-out calibration rows are scored as new records (their logits are not covered); "
-                     "the label party's own columns are covered against a non-label party only if that party's "
-                     "Paillier key is well formed (not checked yet: a crafted key, e.g. h_s = 1, makes the label "
-                     "party's re-randomisation deterministic and its cross sums testable; open, "
+                     "the label party's own columns are covered against a non-label party whose Paillier modulus n "
+                     "is a product of two large primes (premise: gcd(n, phi(n)) = 1, not verifiable without the key "
+                     "holder's proof; checked: >= 2048 bits, odd, no prime factor below 2^16, not a perfect power; "
+                     "the key's h_s is never used: every re-randomisation is by the masker's own n-th residue, "
                      "tests/redteam/test_encrypted_key_structure.py)")
 
 

@@ -23,7 +23,7 @@ from ...privacy.ledger import PrivacyReport
 from ...privacy.threats import finish
 from . import choice as node_choice
 from . import mechanism as mech
-from .node import RouterConfig, init_router, router_metrics, router_step
+from .router import RouterConfig, init_router, router_metrics, router_step
 from .params import GossipParams, plan
 from .protocol import PROTOCOL as GOSSIP_PROTOCOL
 from .report import gossip_report

@@ -29,6 +29,12 @@ class RouterConfig:
     bounds: tuple | None = None  # declared (lo, hi): no range rounds
     average_from: int | None = None  # s_0 of the tail mean (None: no mean, the last broadcasts)
     positives_sd: float = 0.0  # the pooled positive count's noise standard deviation √N z_r Δ_r (public)
+    label_range: bool = False  # regression without declared label bounds: the label is the range's last column
+    outputs: int = 1  # K model rows (multinomial): every broadcast has K(d + 1) numbers
+
+    @property
+    def width(self) -> int:
+        return self.outputs * (self.dim + 1)
 
     @functools.cached_property
     def neighbour_index(self):
@@ -70,16 +76,17 @@ class RouterState(NamedTuple):
     path: tuple = ()  # the mean broadcast model after every gradient round (post-processing of broadcasts)
     intercept0: float = 0.0
     avg: np.ndarray | None = None  # (N, d + 1): each node's tail mean of its broadcasts (its model)
+    target: tuple | None = None  # the label bounds of the DP range (regression without declared ones)
 
 
 def init_router(cfg: RouterConfig):
     N, d = len(cfg.names), cfg.dim
-    F = np.zeros((N, d + 1))
+    F = np.zeros((N, cfg.width))
     if cfg.bounds is not None or cfg.range_rounds == 0:
         lo, hi = cfg.bounds if cfg.bounds is not None else (np.full(d, -1.0), np.full(d, 1.0))
         st = RouterState(0, F, lo=np.asarray(lo, float), hi=np.asarray(hi, float))
-        return st, {nm: GossipInbox(0, np.zeros(d + 1), st.lo, st.hi) for nm in cfg.names}
-    a, b = mech.search_bracket(d)
+        return st, {nm: GossipInbox(0, np.zeros(cfg.width), st.lo, st.hi) for nm in cfg.names}
+    a, b = mech.search_bracket(d + cfg.label_range)
     t = mech.thresholds(a, b)
     return RouterState(0, F, a, b), {nm: RangeRequest(0, t) for nm in cfg.names}
 
@@ -90,7 +97,8 @@ def router_step(cfg: RouterConfig, state: RouterState, outboxes: Mapping[str, An
     d = cfg.dim
     if state.lo is None:  # a range round
         pooled = sum(np.asarray(outboxes[nm].counts, dtype=np.float64) for nm in cfg.names)
-        if state.round == 0:  # the pooled noisy positive count: the DP base rate, the starting intercept
+        # the pooled noisy positive count (binary runs): the DP base rate, the starting intercept
+        if state.round == 0 and outboxes[cfg.names[0]].positives is not None:
             pos = sum(float(outboxes[nm].positives) for nm in cfg.names)
             # no rarer than the count's noise can tell from 0; at most 1/2 (a count all noise: p = 1/2, b_0 = 0)
             p_min = min(0.5, max(1e-3, cfg.positives_sd / cfg.n_total))
@@ -102,8 +110,9 @@ def router_step(cfg: RouterConfig, state: RouterState, outboxes: Mapping[str, An
             thr = mech.thresholds(a, b)
             return state._replace(round=t, a=a, b=b), {nm: RangeRequest(t, thr) for nm in cfg.names}, []
         lo, hi = mech.bounds_from_bracket(a, b)
-        st = state._replace(round=t, a=a, b=b, lo=lo, hi=hi)
-        return st, {nm: GossipInbox(t, np.zeros(d + 1), lo, hi, st.intercept0) for nm in cfg.names}, []
+        tb = (float(lo[d]), float(hi[d])) if cfg.label_range else None  # the label's range: the last column's
+        st = state._replace(round=t, a=a, b=b, lo=lo[:d], hi=hi[:d], target=tb)
+        return st, {nm: GossipInbox(t, np.zeros(cfg.width), st.lo, st.hi, st.intercept0, tb) for nm in cfg.names}, []
     F = np.array([np.asarray(outboxes[nm].w, dtype=np.float64) for nm in cfg.names], dtype=np.float64)
     S = neighbour_sums(cfg, F)
     D = F - state.F
@@ -111,7 +120,8 @@ def router_step(cfg: RouterConfig, state: RouterState, outboxes: Mapping[str, An
     # max_i ‖F_i − F_i(prev)‖: numpy's norm is sqrt(add.reduce(x·x)) and sqrt commutes with max (monotone, correctly
     # rounded); the mean broadcast is numpy's mean, add.reduce / N — the same numbers without the wrappers' cost
     change = math.sqrt(float(np.add.reduce(D, axis=1).max()))
-    inboxes = {nm: GossipInbox(t, S[k], state.lo, state.hi, state.intercept0) for k, nm in enumerate(cfg.names)}
+    inboxes = {nm: GossipInbox(t, S[k], state.lo, state.hi, state.intercept0, state.target)
+               for k, nm in enumerate(cfg.names)}
     avg = state.avg if cfg.average_from is None else tail_mean(state.avg, F, len(state.path) - cfg.average_from)
     mean = np.add.reduce(F, axis=0)
     mean /= len(F)

@@ -103,6 +103,20 @@ class Target:
         return 2.0 * self.weight_bound * math.sqrt(float(row_clip) ** 2 + 1.0)
 
 
+def node_labels(y, target: Target) -> np.ndarray:
+    """The node's labels as its loss reads them: ±1 (logistic: y > 0 is +1), the real labels (regression; a NaN is
+    mapped to the middle of the label range by :func:`scale_labels`), class indices 0…K−1 (multinomial: anything
+    else is refused at Setup, before any release)."""
+    if target.loss == "logistic":
+        return np.where(np.asarray(y, dtype=np.float64) > 0, 1.0, -1.0)
+    if target.regression:
+        return np.asarray(y, dtype=np.float64).reshape(-1)
+    v = np.asarray(y, dtype=np.float64).reshape(-1)
+    if not (np.all(np.isfinite(v)) and np.all(v == np.round(v)) and np.all((v >= 0) & (v < target.classes))):
+        raise InvalidParameterError(f"multinomial labels must be class indices 0..{target.classes - 1}.")
+    return v.astype(np.intp)
+
+
 def scale_labels(y, lo: float, hi: float) -> np.ndarray:
     """u = 2·clip((y − lo)/(hi − lo), 0, 1) − 1 ∈ [−1, 1], NaN ↦ 0 (module docstring)."""
     u = 2.0 * np.clip((np.asarray(y, dtype=np.float64) - lo) / (hi - lo), 0.0, 1.0) - 1.0
@@ -174,5 +188,5 @@ def mean_loss(Xt: np.ndarray, y: np.ndarray, w: np.ndarray, target: Target) -> f
     return float(np.mean(0.5 * r * r))
 
 
-__all__ = ["LOSSES", "PREDICTION_CLIP", "Target", "mean_loss", "multinomial_sums", "regression_sums", "residuals",
+__all__ = ["LOSSES", "PREDICTION_CLIP", "Target", "mean_loss", "multinomial_sums", "node_labels", "regression_sums", "residuals",
            "scale_labels", "softmax_weights", "target_release", "target_sum", "unscale"]

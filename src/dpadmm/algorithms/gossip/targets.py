@@ -61,7 +61,7 @@ PREDICTION_CLIP = 1.0  # P: the squared loss's prediction clip, in scaled label 
 
 @dataclass(frozen=True)
 class Target:
-    """The public loss of a run: ``loss`` (LOSSES), ``classes`` K (≥ 3 with multinomial; 2 otherwise),
+    """The public loss of a run: ``loss`` (LOSSES), ``classes`` K (≥ 2 with multinomial, usually ≥ 3; 2 otherwise),
     ``huber_delta`` δ (Huber, scaled label units)."""
 
     loss: str = "logistic"
@@ -71,9 +71,9 @@ class Target:
     def __post_init__(self):
         if self.loss not in LOSSES:
             raise InvalidParameterError(f"loss must be one of {', '.join(LOSSES)}, got loss={self.loss!r}.")
-        if self.loss == "multinomial" and int(self.classes) < 3:
-            raise InvalidParameterError(f"multinomial needs at least 3 classes, got {self.classes}: use the binary "
-                                        "logistic loss for two.")
+        if self.loss == "multinomial" and int(self.classes) < 2:
+            raise InvalidParameterError(f"multinomial needs at least 2 classes, got {self.classes}: give labels of "
+                                        "two classes or more.")
         if not (isinstance(self.huber_delta, (int, float)) and math.isfinite(self.huber_delta)
                 and self.huber_delta > 0):
             raise InvalidParameterError(f"huber_delta must be a finite number > 0, got {self.huber_delta!r}.")

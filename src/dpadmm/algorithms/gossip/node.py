@@ -1,7 +1,8 @@
 """Noisy-gradient gossip logistic regression: one node's step, and the router that carries the broadcasts.
 
 Problem: ``min_w (1/n) Σ_i Σ_{(x,y)∈D_i} ℓ(y, w·x̃) + (λ/2)‖w‖²`` over the nodes i = 1…N of a connected graph,
-x̃ = (z, 1) the prepared row (:func:`.mechanism.prepare`, intercept last), ℓ logistic.
+x̃ = (z, 1) the prepared row (:func:`.mechanism.prepare`, intercept last), ℓ logistic — or squared, Huber or the
+softmax over K classes (``NodeConfig.loss``; :mod:`.targets`: the model then has K(d + 1) coordinates).
 
 Rounds (decentralised gradient descent with heavy-ball momentum, one gossip step per round; Muffliato-style
 local noise then gossip averaging, Cyffers, Even, Bellet & Massoulié 2022):

@@ -36,10 +36,12 @@ _LAZY = {
     "VerticalExpertsClassifier": ".estimators.vertical_experts",
     "FunctionalQuantileRegressor": ".estimators.functional",
     "ConsensusLogisticRegression": ".estimators.consensus",
+    "ConsensusLinearRegression": ".estimators.consensus_targets",
+    "ConsensusMultinomialClassifier": ".estimators.consensus_targets",
 }
 
 __all__ = [
-    "ConsensusLogisticRegression",
+    "ConsensusLogisticRegression", "ConsensusLinearRegression", "ConsensusMultinomialClassifier",
     "VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
     "VerticalExpertsClassifier",
     "DPADMMError", "InvalidDataError", "InvalidParameterError", "DataFileError",

@@ -5,8 +5,8 @@ import networkx as nx
 import numpy as np
 
 from dpadmm.algorithms.gossip import batch
-from dpadmm.algorithms.gossip.node import (GossipInbox, RangeRequest, RouterConfig, neighbour_sums, node_step,
-                                          setup_node)
+from dpadmm.algorithms.gossip.node import GossipInbox, RangeRequest, node_step, setup_node
+from dpadmm.algorithms.gossip.router import RouterConfig, neighbour_sums
 from dpadmm.backends import InProcessBackend, inprocess
 from dpadmm.backends.base import party_rng
 from dpadmm.algorithms.gossip import driver as gossip_driver

@@ -19,8 +19,8 @@ from sklearn.base import clone
 from dpadmm import ConsensusLogisticRegression
 from dpadmm.algorithms.gossip import calibration as cal
 from dpadmm.algorithms.gossip import mechanism as mech
-from dpadmm.algorithms.gossip.node import (NodeState, RouterConfig, RangeCounts, init_router, node_model,
-                                           router_step, setup_node)
+from dpadmm.algorithms.gossip.node import NodeState, RangeCounts, node_model, setup_node
+from dpadmm.algorithms.gossip.router import RouterConfig, init_router, router_step
 from dpadmm.algorithms.gossip.schedule import NOISY_MOMENTUM, default_schedule
 from dpadmm.backends import InProcessBackend, PartyOperator
 from dpadmm.exceptions import InvalidParameterError

@@ -80,6 +80,8 @@ GAMES = {
     "encrypted labels": ("worst-case vertical-encrypted[label]", 80),
     "gossip gradients": ("worst-case gossip-gradient", 60),
     "gossip ranges": ("worst-case gossip-range", 60),
+    "gossip regression (squared)": ("worst-case gossip-squared", 60),
+    "gossip several classes (softmax)": ("worst-case gossip-multinomial", 60),
     "functional (FDP-ADMM rounds)": ("worst-case zhou-fdp-admm", 60),
     "functional (pooled mean)": ("worst-case functional-statistics[mean]", 200),
 }

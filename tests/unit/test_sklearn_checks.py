@@ -17,11 +17,13 @@ import warnings
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from dpadmm import (ConsensusLogisticRegression, FunctionalQuantileRegressor, VerticalExpertsClassifier,
+from dpadmm import (ConsensusLinearRegression, ConsensusLogisticRegression, ConsensusMultinomialClassifier,
+                    FunctionalQuantileRegressor, VerticalExpertsClassifier,
                     VerticalLinearRegression, VerticalLogisticRegression, VerticalSGDClassifier)
 
 ESTIMATORS = [VerticalLogisticRegression(), VerticalLinearRegression(), VerticalSGDClassifier(),
-              VerticalExpertsClassifier(), ConsensusLogisticRegression(max_iter=10),
+              VerticalExpertsClassifier(), ConsensusLogisticRegression(max_iter=10), ConsensusLinearRegression(),
+              ConsensusMultinomialClassifier(),
               FunctionalQuantileRegressor(n_components=2, max_iter=10)]
 
 

@@ -57,6 +57,11 @@ Gossip DP column range (the noisy threshold counts of a node without declared bo
 −1 on D and +10³ with label +1 on D', and the hub sends thresholds 0 every round, so every count (and, in round 1,
 the positive count) moves by exactly 1: each round's Δ, √(2d + 1) then √(2d) — ratio limit 1.
 
+Gossip beyond yes/no (:mod:`.audit_games_gossip_targets`): the squared-loss regression sum and the softmax sum over
+three classes, the same node and canary rows (same label on both sides), the neighbour's targets from round 1 put the
+canary's residual (prediction clipped at +1 against a label at −1) or its ``p − e_y`` near their bounds: 0.970 and
+0.946 (squared), 0.970 and 0.960 (softmax) of Δ, round 0 (the public start w = 0) 0.485 and 0.560.
+
 Encrypted vertical protocol (:mod:`.audit_games_encrypted`): the feature side against the label party (party
 2's record canary at the clip, its weights pushed to the projection's edge, both releases of each round) and the
 label side against party 2 (one flipped label); the protocol's real functions with the HE layer replaced by its
@@ -82,6 +87,7 @@ from .audit_games_rr import rr_game, rr_plants
 from .audit_games_label_rr import label_rr_games, label_rr_plants
 from .audit_games_functional import functional_game, functional_plants, pipeline_game, stats_game, stats_plants
 from .audit_games_gossip import gossip_game, gossip_plants
+from .audit_games_gossip_targets import target_game, target_plants
 from .audit_games_ranges import range_game, range_plants
 from .audit_games_vertical import label_game, label_plants, vertical_game, vertical_plants
 
@@ -92,13 +98,13 @@ def games(*, quick: bool = False) -> list[Game]:
     """Every worst-case row: honest first (one per algorithm also on the process backend), then plants."""
     honest = ([vertical_game("feature_column"), vertical_game("record"), label_game(), rr_game(), functional_game(),
                stats_game("mean"), stats_game("moments"), pipeline_game(), consensus_game(), gossip_game(),
-               gossip_game(router="extreme"), range_game()]
+               gossip_game(router="extreme"), range_game(), target_game("squared"), target_game("multinomial")]
               + encrypted_games() + label_rr_games())
     for g in (vertical_game("record", backend="process", tag=" (process backend)"),
               functional_game(backend="process", tag=" (process backend)")):
         honest.append(g)  # the same run count: with fresh OS entropy the bound varies from run to run
     planted = (vertical_plants("record") + [vertical_plants("feature_column")[0]] + label_plants() + rr_plants()
-               + functional_plants() + stats_plants() + consensus_plants() + gossip_plants() + range_plants()
+               + functional_plants() + stats_plants() + consensus_plants() + gossip_plants() + target_plants() + range_plants()
                + encrypted_plants() + label_rr_plants())
     for g in planted:
         g.max_runs = 3000 * max(1, g.runs_factor // 5)  # --quick (1,500 × runs_factor/5) catches every plant

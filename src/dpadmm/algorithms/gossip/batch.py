@@ -63,6 +63,8 @@ def _gradient_round(cfgs, states, inboxes) -> int | None:
     shared constants; else None."""
     c0, r = cfgs[0], states[0].round
     s = r - (0 if c0.bounds is not None else c0.range_rounds)
+    if c0.loss != "logistic":  # the other targets (targets.py) step node by node
+        return None
     if not 1 <= s < c0.rounds or not _stacked(cfgs)[0]:
         return None
     no_avg = states[0].avg is None

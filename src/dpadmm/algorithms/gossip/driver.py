@@ -24,7 +24,7 @@ from ...privacy.threats import finish
 from . import choice as node_choice
 from . import mechanism as mech
 from .messages import GossipOptions
-from .node import RouterConfig, init_router, router_metrics, router_step
+from .router import RouterConfig, init_router, router_metrics, router_step
 from .params import GossipParams, plan
 from .protocol import PROTOCOL as GOSSIP_PROTOCOL
 from .report import gossip_report
@@ -67,6 +67,7 @@ class FitResult:
     choice_cv: np.ndarray | None = None  # (N, 3) the held-out losses it judged by
     reasons: tuple = ()
     spaces: tuple = ()  # each node model's rows: "prepared" or "raw"
+    target_bounds: tuple | None = None  # regression: the label range (declared, or the DP range's last column)
 
 
 def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence = (), noise_seed: int | None = None,
@@ -100,11 +101,17 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
     opts = dict(max_degree=int(V.max()), n_nodes=N, n_total=n, rounds=p.rounds, range_rounds=K,
                 noise_multiplier=p.noise_multiplier, step=p.step, momentum=p.momentum, ridge=float(params.ridge),
                 row_clip=R, average_from=p.average_from, bounds=bounds)
+    tg = params.target
+    if tg.loss != "logistic":  # the other targets' options (a binary run's Setup is unchanged)
+        opts.update(loss=tg.loss, classes=int(tg.classes), huber_delta=float(tg.huber_delta),
+                    target_bounds=None if params.target_bounds is None else tuple(map(float, params.target_bounds)))
+    label_range = tg.regression and params.target_bounds is None
     specs = [PartySpec.of(GOSSIP_PROTOCOL, nm_, GOSSIP_PROTOCOL.setup_type(name=nm_, X=Xs[i], y=ys[i],
                                                         options=GossipOptions(degree=int(V[i]), **opts)), owner=nm_)
              for i, nm_ in enumerate(names)]
     pos_sd = math.sqrt(N) * p.noise_multiplier * mech.range_sensitivity(d, labels=True)
-    hub = engine.Hub(RouterConfig(A, names, d, n, K, p.quantile, bounds, p.average_from, pos_sd), init_router,
+    hub = engine.Hub(RouterConfig(A, names, d, n, K, p.quantile, bounds, p.average_from, pos_sd,
+                                  label_range and K > 0, tg.outputs), init_router,
                      router_step, router_metrics, random=False)  # the router draws nothing
 
     def prepared_rows(b, _):
@@ -122,7 +129,7 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
                         checkpoint_every=checkpoint_every, resume_from=resume_from, after=prepared_rows, **p2p)
     res = fitted.result
     st = res.hub_state
-    local = recalibrate and all(isinstance(x, np.ndarray) for x in Xs)  # the rows are here (not the nodes' files)
+    local = recalibrate and tg.loss == "logistic" and all(isinstance(x, np.ndarray) for x in Xs)  # the rows are here (not the nodes' files)
     report = None
     if private:
         src = ("declared by the operator" if bounds is not None else
@@ -130,7 +137,8 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
                f"{1 - p.quantile:.3g} (search range ±{mech.SEARCH_LIMIT:g}), paid from the same budget")
         report = finish(gossip_report(res.ledger, delta=params.delta, rounds=p.rounds, range_rounds=K,
                                       noise_multiplier=p.noise_multiplier, bounds_source=src,
-                                      notes=(RECALIBRATION_NOTE,) if local else ()),
+                                      notes=(RECALIBRATION_NOTE,) if local else (),
+                                      target=None if tg.loss == "logistic" else tg),
                         threat_model="consensus", noise_source=res.noise_source)
     F = (st.F if st.avg is None else st.avg).copy()
     lo, hi = np.asarray(st.lo, float), np.asarray(st.hi, float)
@@ -148,7 +156,8 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
         np.array([c.model for c in own]) if own else None, np.array([(c.a, c.b) for c in own]) if own else None,
         1.0 / (1.0 + math.exp(-st.intercept0)) if private and K > 0 else None,
         tuple(c.choice for c in own), np.array([c.cv for c in own]) if own else None, tuple(c.reason for c in own),
-        tuple(c.space for c in own))
+        tuple(c.space for c in own),
+        st.target if label_range else (None if params.target_bounds is None else tuple(map(float, params.target_bounds))))
 
 
 __all__ = ["FitResult", "RECALIBRATION_NOTE", "fit"]

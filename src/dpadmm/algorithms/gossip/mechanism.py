@@ -50,6 +50,15 @@ double precision (|t| > 37), and honest iterates stay orders of magnitude below 
 is a fixed function of G̃_i and of values already public (its own and its neighbours' earlier broadcasts, the
 public constants N, n, η, β, λ); the neighbours' consensus averaging of it is post-processing again.
 
+Release 1 for the other losses — :mod:`.targets`
+------------------------------------------------
+Regression and several classes change only the per-example weight of the gradient, each bounded by the node
+whatever it is sent (proofs in :mod:`.targets`): squared loss, labels mapped to [−1, 1] by the label bounds and
+clipped, the prediction clipped to [−1, 1] inside the gradient, ``|r| ≤ 2``, ``Δ = 4√(R² + 1)`` (the box W alone
+would give ``|r| ≤ (d + 1)W + 1``: useless); Huber, ``|r| ≤ δ``, ``Δ = 2δ√(R² + 1)``; softmax over K classes, one
+release of the K(d + 1) stacked sum, ``‖p − e_y‖ ≤ √2``, ``Δ = 2√2·√(R² + 1)``. Without declared label bounds the
+label is one more column of release 2 (``Δ_r = √(2(d + 1))``), priced with it.
+
 Release 2: range counts (the first ``K`` rounds when the bounds are not declared) — :func:`range_counts`
 (in :mod:`dpadmm.privacy.ranges`, with :func:`prepare` and the bisection: shared with the vertical protocols)
 -------------------------------------------------------------------------------------------------------

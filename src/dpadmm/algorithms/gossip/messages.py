@@ -25,6 +25,13 @@ class GossipOptions(NamedTuple):
     row_clip: float
     bounds: tuple | None = None
     average_from: int | None = None
+    #: the target (:mod:`.targets`): ``"logistic"`` (binary, the default), ``"squared"``, ``"huber"`` or
+    #: ``"multinomial"``; ``classes`` for multinomial; ``huber_delta`` for Huber; ``target_bounds``: the declared
+    #: label range of a regression (None: the DP label range is estimated with the column ranges)
+    loss: str = "logistic"
+    classes: int = 2
+    huber_delta: float = 1.0
+    target_bounds: tuple | None = None
 
 
 class Setup(NamedTuple):

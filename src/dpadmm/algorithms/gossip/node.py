@@ -1,7 +1,8 @@
 """Noisy-gradient gossip logistic regression: one node's step, and the router that carries the broadcasts.
 
 Problem: ``min_w (1/n) Σ_i Σ_{(x,y)∈D_i} ℓ(y, w·x̃) + (λ/2)‖w‖²`` over the nodes i = 1…N of a connected graph,
-x̃ = (z, 1) the prepared row (:func:`.mechanism.prepare`, intercept last), ℓ logistic.
+x̃ = (z, 1) the prepared row (:func:`.mechanism.prepare`, intercept last), ℓ logistic — or squared, Huber or the
+softmax over K classes (``NodeConfig.loss``; :mod:`.targets`: the model then has K(d + 1) coordinates).
 
 Rounds (decentralised gradient descent with heavy-ball momentum, one gossip step per round; Muffliato-style
 local noise then gossip averaging, Cyffers, Even, Bellet & Massoulié 2022):
@@ -50,7 +51,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -60,13 +61,15 @@ from ...privacy.policy import PolicyRefusal
 from .choice import choose
 from .messages import GossipOptions
 from . import mechanism as mech
+from . import targets
 
 MAX_INTERCEPT0 = 10.0  # |starting intercept| accepted from the hub (its DP base rate is clipped to [1e-3, 1 − 1e-3] at least)
 
 
 # ----------------------------------------------------------------------------- messages
 class RangeRequest(NamedTuple):
-    """Hub → node (range rounds): public thresholds (2, d), lower and upper quantile of every column."""
+    """Hub → node (range rounds): public thresholds (2, d), lower and upper quantile of every column (2, d + 1: the
+    label's last, in a regression run without declared label bounds)."""
 
     round: int
     thresholds: np.ndarray
@@ -87,12 +90,13 @@ class GossipInbox(NamedTuple):
     lo: np.ndarray  # (d,)
     hi: np.ndarray  # (d,)
     intercept0: float = 0.0  # the starting intercept (logit of the pooled DP base rate; 0 without range rounds)
+    target: tuple | None = None  # regression: the label bounds (lo_y, hi_y) of the DP range (None: declared)
 
 
 class ModelBroadcast(NamedTuple):
     """Node → neighbours: w_i(s + 1) (post-processing of the node's noisy gradient sums). Nothing else leaves."""
 
-    w: np.ndarray  # (d + 1,)
+    w: np.ndarray  # (d + 1,); K(d + 1) with K classes (targets.py)
 
 
 # ----------------------------------------------------------------------------- node
@@ -102,7 +106,7 @@ class NodeConfig:
 
     name: str
     X: np.ndarray  # (B, d) raw
-    y: np.ndarray  # (B,) ±1
+    y: np.ndarray  # (B,) ±1; real labels (regression) or class indices 0…K−1 (multinomial)
     degree: int
     max_degree: int
     n_nodes: int
@@ -116,6 +120,24 @@ class NodeConfig:
     row_clip: float  # R
     bounds: tuple | None = None  # declared (lo, hi), each (d,)
     average_from: int = 0  # s_0: the model is the mean of the broadcasts of gradient rounds s >= s_0
+    loss: str = "logistic"  # targets.LOSSES
+    classes: int = 2  # K (multinomial)
+    huber_delta: float = 1.0  # δ (Huber, scaled label units)
+    target_bounds: tuple | None = None  # regression: declared label bounds (lo_y, hi_y)
+
+    @functools.cached_property
+    def target(self) -> targets.Target:
+        return targets.Target(self.loss, self.classes, self.huber_delta)
+
+    @property
+    def width(self) -> int:
+        """The model's length: K(d + 1) (d + 1 but for multinomial)."""
+        return self.target.outputs * (self.X.shape[1] + 1)
+
+    @property
+    def label_range(self) -> bool:
+        """Whether the label is one more column of the range counts (regression without declared label bounds)."""
+        return self.target.regression and self.target_bounds is None
 
 
 class NodeState(NamedTuple):
@@ -127,10 +149,14 @@ class NodeState(NamedTuple):
     Xt: np.ndarray | None = None  # the node's prepared rows (B, d + 1), made once at its first gradient round
     avg: np.ndarray | None = None  # the mean of its broadcasts w_i(s + 1), s >= s_0 (its model)
     columns: np.ndarray | None = None  # its raw columns sorted (d, B), during the range rounds (mech.sorted_columns)
+    yt: np.ndarray | None = None  # regression: its labels mapped by the label bounds (targets.scale_labels)
 
 
-def step_size(row_clip: float, ridge: float) -> float:
-    """η = 1/L, L = (R² + 1)/4 + λ: the public smoothness bound of the objective."""
+def step_size(row_clip: float, ridge: float, curvature: float | None = None) -> float:
+    """η = 1/L, L = (R² + 1)/4 + λ: the public smoothness bound of the objective (``curvature`` c: L = c(R² + 1) + λ,
+    :class:`.targets.Target`'s)."""
+    if curvature is not None:
+        return 1.0 / (float(curvature) * (float(row_clip) ** 2 + 1.0) + float(ridge))
     return 1.0 / ((float(row_clip) ** 2 + 1.0) / 4.0 + float(ridge))
 
 
@@ -138,17 +164,19 @@ def setup_node(name: str, X, y, options: GossipOptions):
     """Node-side setup (``PartySpec.setup``): w(0) = v(0) = 0 (data-independent). ``options``: the run's typed
     constants (a field mapping is built into the record by name)."""
     X = np.asarray(X, dtype=np.float64)
-    y = np.where(np.asarray(y, dtype=np.float64) > 0, 1.0, -1.0)
     o = options if isinstance(options, GossipOptions) else check_setup(GossipOptions, options)
-    bounds = o.bounds
+    target = targets.Target(str(o.loss), int(o.classes), float(o.huber_delta))
+    y = targets.node_labels(y, target)
+    bounds, tb = o.bounds, o.target_bounds
     if bounds is not None:
         bounds = (np.asarray(bounds[0], dtype=np.float64), np.asarray(bounds[1], dtype=np.float64))
     cfg = NodeConfig(str(name), X, y, int(o.degree), int(o.max_degree), int(o.n_nodes), int(o.n_total),
                      int(o.rounds), int(o.range_rounds), float(o.noise_multiplier), float(o.step),
                      float(o.momentum), float(o.ridge), float(o.row_clip), bounds,
-                     int(o.rounds) - 1 if o.average_from is None else int(o.average_from))
-    d = X.shape[1]
-    return cfg, NodeState(0, np.zeros(d + 1), np.zeros(d + 1))
+                     int(o.rounds) - 1 if o.average_from is None else int(o.average_from), target.loss,
+                     int(target.classes), float(target.huber_delta),
+                     None if tb is None else (float(tb[0]), float(tb[1])))
+    return cfg, NodeState(0, np.zeros(cfg.width), np.zeros(cfg.width))
 
 
 def _refuse(cfg: NodeConfig, what: str) -> ProtocolError:
@@ -165,19 +193,30 @@ def _check_bounds(cfg: NodeConfig, lo, hi):
     return lo, hi
 
 
+def _label_bounds(tb) -> tuple[float, float] | None:
+    """(lo_y, hi_y) as two finite floats with lo < hi, or None."""
+    try:
+        lo, hi = (float(b) for b in tb)
+    except (TypeError, ValueError):
+        return None
+    return (lo, hi) if math.isfinite(lo) and math.isfinite(hi) and hi > lo else None
+
+
 def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Generator):
     """One round at the node: a range count (range rounds) or mix → noisy gradient → heavy-ball step."""
     r = state.round
-    d = cfg.X.shape[1]
+    d, p, logistic = cfg.X.shape[1], cfg.width, cfg.loss == "logistic"
     if isinstance(inbox, RangeRequest):
         t = np.asarray(inbox.thresholds, dtype=np.float64)
         if r >= cfg.range_rounds or cfg.bounds is not None:
             raise _refuse(cfg, f"a range count beyond the {cfg.range_rounds} declared at Setup")
-        if t.shape != (2, d) or not np.all(np.isfinite(t)):
-            raise _refuse(cfg, f"the thresholds must be 2 x {d} finite numbers")
-        cols = state.columns if state.columns is not None else mech.sorted_columns(cfg.X)
-        counts, pos, events = mech.range_counts(cfg.name, r + 1, cfg.X, t, cfg.noise_multiplier, rng,
-                                                cfg.y if r == 0 else None, columns=cols)
+        dr = d + cfg.label_range  # regression without declared label bounds: the label is one more column
+        if t.shape != (2, dr) or not np.all(np.isfinite(t)):
+            raise _refuse(cfg, f"the thresholds must be 2 x {dr} finite numbers")
+        Xr = np.column_stack([cfg.X, cfg.y]) if cfg.label_range else cfg.X
+        cols = state.columns if state.columns is not None else mech.sorted_columns(Xr)
+        counts, pos, events = mech.range_counts(cfg.name, r + 1, Xr, t, cfg.noise_multiplier, rng,
+                                                cfg.y if r == 0 and logistic else None, columns=cols)
         return state._replace(round=r + 1, columns=cols), RangeCounts(counts, pos), events
     if not isinstance(inbox, GossipInbox):
         raise _refuse(cfg, f"an unknown message {type(inbox).__name__}")
@@ -187,28 +226,38 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
     if s >= cfg.rounds:
         raise _refuse(cfg, f"a gradient round beyond the {cfg.rounds} declared at Setup")
     S = np.asarray(inbox.neighbour_sum, dtype=np.float64)
-    if S.shape != (d + 1,) or not np.isfinite(S).all():
-        raise _refuse(cfg, f"the neighbour sum must be {d + 1} finite numbers")
+    if S.shape != (p,) or not np.isfinite(S).all():
+        raise _refuse(cfg, f"the neighbour sum must be {p} finite numbers")
+    yt = state.yt
     if state.lo is not None:
         lo, hi, Xt = state.lo, state.hi, mech.column_major(state.Xt)  # fixed at the first gradient round
     else:
         lo, hi = _check_bounds(cfg, *(cfg.bounds if cfg.bounds is not None else (inbox.lo, inbox.hi)))
         # [column clip, row clip, intercept]: the premises of Δ; kept column-major for the BLAS products
         Xt = mech.column_major(mech.prepare(cfg.X, lo, hi, cfg.row_clip))
+        if cfg.target.regression:  # [label clip]: |u| ≤ 1, a premise of the regression Δ (targets.py)
+            tb = _label_bounds(cfg.target_bounds if cfg.target_bounds is not None else inbox.target)
+            if tb is None:
+                raise _refuse(cfg, "the label bounds must be two finite numbers lo < hi")
+            yt = targets.scale_labels(cfg.y, *tb)
     w0, v0 = state.w, state.v
     if s == 0:  # every node starts at the same public point: w = 0 with the hub's starting intercept
         b0 = float(inbox.intercept0)
         if not (math.isfinite(b0) and abs(b0) <= MAX_INTERCEPT0):
             raise _refuse(cfg, f"the starting intercept must be finite with |b| <= {MAX_INTERCEPT0:g}")
-        w0 = np.zeros(d + 1)
-        w0[d] = b0
-        v0 = np.zeros(d + 1)
+        w0 = np.zeros(p)
+        w0[d] = b0 if logistic else 0.0
+        v0 = np.zeros(p)
         S = cfg.degree * w0  # the neighbours start at the same point
     w_mix = gossip_mix(w0, S, cfg.degree, cfg.max_degree)
-    G, events = mech.gradient_release(cfg.name, r + 1, Xt, cfg.y, cfg.row_clip, w_mix, cfg.noise_multiplier, rng)
+    if logistic:
+        G, events = mech.gradient_release(cfg.name, r + 1, Xt, cfg.y, cfg.row_clip, w_mix, cfg.noise_multiplier, rng)
+    else:
+        G, events = targets.target_release(cfg.name, r + 1, Xt, cfg.y if yt is None else yt, cfg.row_clip, w_mix,
+                                           cfg.noise_multiplier, rng, cfg.target)
     w, v = heavy_ball(cfg, w_mix, v0, G)
     avg = tail_mean(state.avg, w, s - cfg.average_from)
-    return NodeState(r + 1, w, v, lo, hi, Xt, avg), ModelBroadcast(w), events
+    return NodeState(r + 1, w, v, lo, hi, Xt, avg, None, yt), ModelBroadcast(w), events
 
 
 def gossip_mix(w0: np.ndarray, S: np.ndarray, degree, max_degree: int) -> np.ndarray:
@@ -248,10 +297,9 @@ def peer_inbox(cfg: NodeConfig, state: NodeState, round_: int, neighbour_sum) ->
     if cfg.bounds is None:
         raise _refuse(cfg, "peer to peer needs declared column bounds (the DP column range pools every node's "
                            "counts through the coordinator)")
-    d = cfg.X.shape[1]
     # the neighbours' broadcasts were summed by the backend, unchecked: a sum that overflowed (or a NaN one sent) is
     # put in the public box here, data-independently, as gossip_mix would (mechanism: *Bounded point*)
-    S = np.zeros(d + 1) if neighbour_sum is None else mech.bounded(neighbour_sum, cfg.degree * mech.MODEL_BOUND)
+    S = np.zeros(cfg.width) if neighbour_sum is None else mech.bounded(neighbour_sum, cfg.degree * mech.MODEL_BOUND)
     return GossipInbox(int(round_), S, cfg.bounds[0], cfg.bounds[1], 0.0)
 
 
@@ -264,6 +312,9 @@ def node_diagnostics(cfg: NodeConfig, state: NodeState) -> dict:
     """Monitoring (not a message; refused in private runs): the node's mean training log loss at w_i."""
     if state.lo is None:
         return {"node_loss": math.nan, "node_samples": cfg.X.shape[0]}
+    if cfg.loss != "logistic":  # the run's own loss (scaled label units for regression)
+        return {"node_loss": targets.mean_loss(state.Xt, cfg.y if state.yt is None else state.yt, state.w, cfg.target),
+                "node_samples": cfg.X.shape[0]}
     loss = float(np.mean(np.logaddexp(0.0, -cfg.y * (state.Xt @ state.w))))
     return {"node_loss": loss, "node_samples": cfg.X.shape[0]}
 
@@ -279,119 +330,8 @@ def node_model(cfg: NodeConfig, state: NodeState):
     (the model it should use itself: a function of its own rows that no accountant covers, not for release) and
     ``calibration`` (its Platt (a, b))."""
     w = (state.w if state.avg is None else state.avg).copy()
-    if cfg.noise_multiplier <= 0 or state.Xt is None:
+    if cfg.noise_multiplier <= 0 or state.Xt is None or cfg.loss != "logistic":  # Platt: the binary model's only
         return w
     c = choose(state.Xt, cfg.y, w, X_raw=cfg.X)  # recalibrated consensus, own model or own base rate (choice.py)
     return {"coef": w, "recalibrated": c.model, "calibration": np.array([c.a, c.b]), "choice": np.str_(c.choice),
             "space": np.str_(c.space)}
-
-
-# ----------------------------------------------------------------------------- router (hub)
-@dataclass(frozen=True, eq=False)
-class RouterConfig:
-    """The network (adjacency A, CSR N × N; node names in index order) and the public run constants."""
-
-    A: Any
-    names: tuple[str, ...]
-    dim: int  # d (features, without the intercept)
-    n_total: int
-    range_rounds: int
-    quantile: float = 0.02
-    bounds: tuple | None = None  # declared (lo, hi): no range rounds
-    average_from: int | None = None  # s_0 of the tail mean (None: no mean, the last broadcasts)
-    positives_sd: float = 0.0  # the pooled positive count's noise standard deviation √N z_r Δ_r (public)
-
-    @functools.cached_property
-    def neighbour_index(self):
-        """For a 0/1 adjacency in CSR: per position k of a row's stored columns, the rows that have a k-th
-        neighbour and those neighbours — ``S = A @ F`` is then ``S[rows_k] += F[cols_k]`` for k = 0, 1, … from
-        zero, the order scipy's ``csr_matvecs`` adds them in (so the same numbers), without its dispatch (a
-        third of a round's routing). None for any other matrix (scipy's own product)."""
-        A = self.A
-        if getattr(A, "format", None) != "csr" or not np.all(A.data == 1.0):
-            return None
-        indptr, indices = np.asarray(A.indptr), np.asarray(A.indices)
-        degree = np.diff(indptr)
-        return tuple((rows, indices[indptr[rows] + k]) for k in range(int(degree.max(initial=0)))
-                     for rows in [np.flatnonzero(degree > k)])
-
-
-def neighbour_sums(cfg: RouterConfig, F: np.ndarray) -> np.ndarray:
-    """``S = A @ F``: every node's sum of its neighbours' rows of F (:attr:`RouterConfig.neighbour_index`)."""
-    index = cfg.neighbour_index
-    if index is None:
-        return np.asarray(cfg.A @ F)
-    S = np.zeros(F.shape)
-    for rows, cols in index:
-        if len(rows) == len(F):
-            S += F[cols]
-        else:
-            S[rows] += F[cols]
-    return S
-
-
-class RouterState(NamedTuple):
-    round: int
-    F: np.ndarray  # (N, d + 1): the latest broadcasts
-    a: np.ndarray | None = None  # (2, d) bisection brackets in asinh space
-    b: np.ndarray | None = None
-    lo: np.ndarray | None = None
-    hi: np.ndarray | None = None
-    change: float = math.inf
-    path: tuple = ()  # the mean broadcast model after every gradient round (post-processing of broadcasts)
-    intercept0: float = 0.0
-    avg: np.ndarray | None = None  # (N, d + 1): each node's tail mean of its broadcasts (its model)
-
-
-def init_router(cfg: RouterConfig):
-    N, d = len(cfg.names), cfg.dim
-    F = np.zeros((N, d + 1))
-    if cfg.bounds is not None or cfg.range_rounds == 0:
-        lo, hi = cfg.bounds if cfg.bounds is not None else (np.full(d, -1.0), np.full(d, 1.0))
-        st = RouterState(0, F, lo=np.asarray(lo, float), hi=np.asarray(hi, float))
-        return st, {nm: GossipInbox(0, np.zeros(d + 1), st.lo, st.hi) for nm in cfg.names}
-    a, b = mech.search_bracket(d)
-    t = mech.thresholds(a, b)
-    return RouterState(0, F, a, b), {nm: RangeRequest(0, t) for nm in cfg.names}
-
-
-def router_step(cfg: RouterConfig, state: RouterState, outboxes: Mapping[str, Any], *, rng):
-    """Range rounds: bisect on the pooled noisy counts; gradient rounds: deliver ``S_i = Σ_{j∈V_i} w_j``."""
-    t = state.round + 1
-    d = cfg.dim
-    if state.lo is None:  # a range round
-        pooled = sum(np.asarray(outboxes[nm].counts, dtype=np.float64) for nm in cfg.names)
-        if state.round == 0:  # the pooled noisy positive count: the DP base rate, the starting intercept
-            pos = sum(float(outboxes[nm].positives) for nm in cfg.names)
-            # no rarer than the count's noise can tell from 0; at most 1/2 (a count all noise: p = 1/2, b_0 = 0)
-            p_min = min(0.5, max(1e-3, cfg.positives_sd / cfg.n_total))
-            p = min(max(pos / cfg.n_total, p_min), 1.0 - p_min)
-            state = state._replace(intercept0=float(math.log(p / (1.0 - p))))
-        targets = np.array([cfg.quantile, 1.0 - cfg.quantile]) * cfg.n_total
-        a, b = mech.bisect(state.a, state.b, pooled, targets)
-        if t < cfg.range_rounds:
-            thr = mech.thresholds(a, b)
-            return state._replace(round=t, a=a, b=b), {nm: RangeRequest(t, thr) for nm in cfg.names}, []
-        lo, hi = mech.bounds_from_bracket(a, b)
-        st = state._replace(round=t, a=a, b=b, lo=lo, hi=hi)
-        return st, {nm: GossipInbox(t, np.zeros(d + 1), lo, hi, st.intercept0) for nm in cfg.names}, []
-    F = np.array([np.asarray(outboxes[nm].w, dtype=np.float64) for nm in cfg.names], dtype=np.float64)
-    S = neighbour_sums(cfg, F)
-    D = F - state.F
-    D *= D
-    # max_i ‖F_i − F_i(prev)‖: numpy's norm is sqrt(add.reduce(x·x)) and sqrt commutes with max (monotone, correctly
-    # rounded); the mean broadcast is numpy's mean, add.reduce / N — the same numbers without the wrappers' cost
-    change = math.sqrt(float(np.add.reduce(D, axis=1).max()))
-    inboxes = {nm: GossipInbox(t, S[k], state.lo, state.hi, state.intercept0) for k, nm in enumerate(cfg.names)}
-    avg = state.avg if cfg.average_from is None else tail_mean(state.avg, F, len(state.path) - cfg.average_from)
-    mean = np.add.reduce(F, axis=0)
-    mean /= len(F)
-    return state._replace(round=t, F=F, change=change, path=state.path + (mean,), avg=avg), inboxes, []
-
-
-def router_metrics(cfg: RouterConfig, state: RouterState, diagnostics: Mapping[str, dict]) -> dict:
-    """Monitoring: the nodes' mean training loss (where reported) and the consensus error of the broadcasts."""
-    losses = [diagnostics[nm]["node_loss"] for nm in cfg.names]
-    fbar = state.F.mean(axis=0)
-    return {"train_loss": float(np.nanmean(losses)) if not all(map(math.isnan, losses)) else math.nan,
-            "consensus_error": float(np.max(np.linalg.norm(state.F - fbar, axis=1))), "change": state.change}

@@ -19,6 +19,7 @@ from ..._validation import check_int, check_open_unit, check_positive
 from ...exceptions import InvalidParameterError
 from . import mechanism as mech
 from .node import step_size
+from .targets import Target
 from .report import noise_multiplier_for
 from .schedule import DEFAULT_DELTA, DEFAULT_RANGE_ROUNDS, DEFAULT_RIDGE, average_from, default_schedule
 
@@ -33,7 +34,11 @@ class GossipParams:
     pair (lo, hi) of length-d sequences, checked against d by :meth:`column_bounds`). ``row_clip``: R (None: √d).
     ``momentum``/``tail``: the heavy-ball β and the tail share of the model's mean (None: the schedule's).
     ``recalibrate``: each node's own choice on its own rows (None: in private fits). ``monitor``: un-noised
-    training metrics (None: in non-private fits). ``normalize`` is refused: it erases each column's scale."""
+    training metrics (None: in non-private fits). ``normalize`` is refused: it erases each column's scale.
+    ``loss``: ``logistic`` (±1 labels), ``squared``/``huber`` (real labels; ``huber_delta`` δ in units of half the
+    label range) or ``multinomial`` (``classes`` K ≥ 3, labels 0…K−1) — :mod:`.targets`. ``target_bounds``: the
+    declared label range (lo, hi) of a regression (None: a DP estimate, the label one more column of the range
+    counts; needed when ``bounds`` are declared)."""
 
     epsilon: float | None = None
     delta: float = DEFAULT_DELTA
@@ -47,8 +52,24 @@ class GossipParams:
     recalibrate: bool | None = None
     monitor: bool | None = None
     normalize: bool = False
+    loss: str = "logistic"
+    classes: int = 2
+    huber_delta: float = 1.0
+    target_bounds: Any = None
 
     def __post_init__(self):
+        target = Target(self.loss, self.classes, self.huber_delta)  # its checks: one line naming the value
+        if self.target_bounds is not None:
+            try:
+                lo, hi = (float(b) for b in self.target_bounds)
+            except (TypeError, ValueError):
+                raise InvalidParameterError("target_bounds must be a pair (lo, hi) of numbers.") from None
+            if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo) or not target.regression:
+                raise InvalidParameterError(f"target_bounds must be finite lo < hi, for a regression loss; got "
+                                            f"{self.target_bounds!r} with loss={self.loss!r}.")
+        elif target.regression and (self.bounds is not None or self.range_rounds == 0):
+            raise InvalidParameterError("a regression without a DP range (declared column bounds, or range_rounds=0) "
+                                        "needs declared label bounds: give target_bounds=(lo, hi).")
         if self.epsilon is not None:
             check_positive("epsilon", self.epsilon)
         check_open_unit("delta", self.delta)
@@ -68,6 +89,10 @@ class GossipParams:
         if self.normalize:
             raise InvalidParameterError("normalize=True rescales whole rows and erases each column's scale; the gossip "
                                         "protocol bounds every column itself (bounds=, or a DP range): drop normalize.")
+
+    @property
+    def target(self) -> Target:
+        return Target(self.loss, self.classes, self.huber_delta)
 
     @property
     def private(self) -> bool:
@@ -111,19 +136,22 @@ def plan(params: GossipParams, n_total: int, d: int, n_nodes: int, *, noise: boo
     ``noise=False``: the schedule alone (z and the quantile left 0; for a progress bar's count of rounds)."""
     R = math.sqrt(d) if params.row_clip is None else float(params.row_clip)
     K = 0 if params.bounds is not None else int(params.range_rounds)
+    tg = params.target
+    logistic = tg.loss == "logistic"
     sched = default_schedule(n_total, d, params.epsilon, n_nodes=n_nodes, delta=params.delta, range_rounds=K,
-                             row_clip=R, ridge=params.ridge)
+                             row_clip=R, ridge=params.ridge, target=None if logistic else tg)
     T = sched.rounds if params.rounds is None else int(params.rounds)
     tail = sched.tail if params.tail is None else float(params.tail)
     momentum = sched.momentum if params.momentum is None else float(params.momentum)
     nm = q = 0.0
     if noise:
-        sens = [mech.range_sensitivity(d, labels=True)] * min(K, 1) + [mech.range_sensitivity(d)] * (K - 1) \
-            + [mech.gradient_sensitivity(R)] * T
+        dr = d + (tg.regression and params.target_bounds is None)  # the label: one more range column
+        sens = [mech.range_sensitivity(dr, labels=logistic)] * min(K, 1) + [mech.range_sensitivity(dr)] * (K - 1) \
+            + [mech.gradient_sensitivity(R) if logistic else tg.sensitivity(R)] * T
         nm = 0.0 if params.epsilon is None else noise_multiplier_for(params.epsilon, params.delta, sens)
-        q = mech.quantile_level(nm, d, n_total, n_nodes)
-    return Plan(T, K, R, sched.step_scale * step_size(R, params.ridge), momentum, tail, average_from(T, tail), nm, q,
-                sched.regime)
+        q = mech.quantile_level(nm, dr, n_total, n_nodes)
+    eta = step_size(R, params.ridge, None if logistic else tg.curvature)
+    return Plan(T, K, R, sched.step_scale * eta, momentum, tail, average_from(T, tail), nm, q, sched.regime)
 
 
 __all__ = ["GossipParams", "Plan", "plan"]

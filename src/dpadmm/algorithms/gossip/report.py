@@ -64,9 +64,23 @@ def _per_node(ledger: PrivacyLedger, delta: float, method: str) -> dict[str, flo
     return out
 
 
+def _loss_assumption(target) -> dict:
+    """The report's line for the loss's gradient bound (proofs: :mod:`.mechanism`, :mod:`.targets`)."""
+    if target is None or target.loss == "logistic":
+        return {"name": "logistic loss: |l'| <= 1, so one record moves the gradient sum by <= 2 sqrt(R^2 + 1)",
+                "status": "by construction"}
+    what = {"squared": "squared loss with the prediction clipped to the label range: |r| <= 2",
+            "huber": f"Huber loss: |r| <= delta = {target.huber_delta:g}",
+            "multinomial": f"softmax over {target.classes} classes: ||p - e_y|| <= sqrt(2)"}[target.loss]
+    lbl = "; labels mapped to [-1, 1] by the label bounds and clipped" if target.regression else ""
+    return {"name": f"{what}{lbl}, so one record moves the gradient sum by <= 2 * {target.weight_bound:.4g} * "
+                    "sqrt(R^2 + 1)", "status": "enforced by the node (targets.py)"}
+
+
 def gossip_report(ledger: PrivacyLedger, *, delta: float, rounds: int, range_rounds: int, noise_multiplier: float,
-                  bounds_source: str, notes=(), method: str = "pld") -> PrivacyReport:
-    """:class:`PrivacyReport` of a run: per node, its releases composed by the accountant; ε = the worst node's."""
+                  bounds_source: str, notes=(), method: str = "pld", target=None) -> PrivacyReport:
+    """:class:`PrivacyReport` of a run: per node, its releases composed by the accountant; ε = the worst node's.
+    ``target`` (:class:`.targets.Target`; None: binary logistic): the loss whose gradient bound the report names."""
     per = _per_node(ledger, delta, method)
     eps = max(per.values()) if per else math.inf
     rdp = _per_node(ledger, delta, "rdp")
@@ -76,8 +90,7 @@ def gossip_report(ledger: PrivacyLedger, *, delta: float, rounds: int, range_rou
     assumptions = [
         {"name": "column bounds: every column mapped to [-1, 1] and clipped, rows clipped to ||z|| <= R, intercept 1",
          "status": "enforced by the node (mechanism.prepare)", "detail": bounds_source},
-        {"name": "logistic loss: |l'| <= 1, so one record moves the gradient sum by <= 2 sqrt(R^2 + 1)",
-         "status": "by construction"},
+        _loss_assumption(target),
         {"name": "every model broadcast is post-processing of the node's noisy gradient sums and public values",
          "status": "by construction"},
     ]

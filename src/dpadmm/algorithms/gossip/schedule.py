@@ -118,47 +118,54 @@ def gdp_mu(epsilon: float, delta: float) -> float:
 
 
 def round_noise(n_total: int, d: int, n_nodes: int, rounds: int, range_rounds: int, mu: float, row_clip: float,
-                step: float) -> float:
+                step: float, weight: float = 1.0, outputs: int = 1) -> float:
     """s: the expected norm of the noise one gradient round adds to the nodes' average model, with z = √(T + K)/μ
-    and Δ = 2√(R² + 1) (module docstring)."""
+    and Δ = 2√(R² + 1) (module docstring); another target's (:mod:`.targets`): Δ = 2·``weight``·√(R² + 1) on a model
+    of ``outputs``·(d + 1) numbers."""
     z = math.sqrt(int(rounds) + int(range_rounds)) / float(mu)
-    delta = 2.0 * math.sqrt(float(row_clip) ** 2 + 1.0)
-    return float(step) * math.sqrt(n_nodes) * z * delta * math.sqrt(d + 1.0) / float(n_total)
+    delta = 2.0 * float(weight) * math.sqrt(float(row_clip) ** 2 + 1.0)
+    return float(step) * math.sqrt(n_nodes) * z * delta * math.sqrt(int(outputs) * (d + 1.0)) / float(n_total)
 
 
 def margin_noise(n_total: int, d: int, n_nodes: int, rounds: int, range_rounds: int, mu: float, row_clip: float,
-                 step: float, momentum: float) -> float:
+                 step: float, momentum: float, weight: float = 1.0, outputs: int = 1) -> float:
     """M: the variance the gradient noise adds to the model's margins once heavy ball has run long enough,
     ``s² / (2η(1 − β))`` (module docstring): a direction of curvature λ keeps a stationary noise variance
     ``s_k² / (2ηλ(1 − β))`` and its margins vary by λ times that, whatever λ; a flatter direction has not reached
     it yet. ∝ (T + K) through z² (and ∝ d + 1 at a fixed per-round noise s)."""
-    s = round_noise(n_total, d, n_nodes, rounds, range_rounds, mu, row_clip, step)
+    s = round_noise(n_total, d, n_nodes, rounds, range_rounds, mu, row_clip, step, weight, outputs)
     return s * s / (2.0 * float(step) * (1.0 - float(momentum)))
 
 
 def margin_capped_rounds(n_total: int, d: int, n_nodes: int, range_rounds: int, mu: float, row_clip: float,
-                         step: float, momentum: float, cap: float) -> int:
+                         step: float, momentum: float, cap: float, weight: float = 1.0, outputs: int = 1) -> int:
     """The most gradient rounds T whose :func:`margin_noise` is ≤ ``cap`` (M is linear in T + K)."""
-    unit = margin_noise(n_total, d, n_nodes, 1, 0, mu, row_clip, step, momentum)  # M at T + K = 1
+    unit = margin_noise(n_total, d, n_nodes, 1, 0, mu, row_clip, step, momentum, weight, outputs)  # M at T + K = 1
     return int(math.floor(float(cap) / unit)) - int(range_rounds)
 
 
 def default_schedule(n_total: int, d: int, epsilon: float | None, *, n_nodes: int, delta: float = 1e-5,
-                     range_rounds: int = 14, row_clip: float | None = None, ridge: float = 1e-4) -> Schedule:
+                     range_rounds: int = 14, row_clip: float | None = None, ridge: float = 1e-4,
+                     target=None) -> Schedule:
     """The schedule of a run from public quantities (module docstring): the signal-rich regime where η = 2/L
-    keeps the per-round noise s ≤ κ for more rounds than the noise-limited rule gives, else the noise-limited."""
+    keeps the per-round noise s ≤ κ for more rounds than the noise-limited rule gives, else the noise-limited.
+    ``target`` (:class:`.targets.Target`, None: binary logistic): its curvature c in L = c(R² + 1) + λ, its weight
+    bound in Δ and its K(d + 1) model coordinates."""
     old = default_rounds(n_total, d, epsilon)
     if epsilon is None:
         return Schedule(old, 1.0, 0.0, "non-private")
     R = math.sqrt(d) if row_clip is None else float(row_clip)
     L = (R * R + 1.0) / 4.0 + float(ridge)
+    wb, K = 1.0, 1
+    if target is not None:
+        L, wb, K = target.curvature * (R * R + 1.0) + float(ridge), target.weight_bound, target.outputs
     mu = gdp_mu(float(epsilon), float(delta))
     # largest T with round_noise(T) <= κ at η = RICH_STEP / L: √(T + K) ≤ κ n μ / (η √N Δ √(d + 1))
-    root = KAPPA * n_total * mu / ((RICH_STEP / L) * math.sqrt(n_nodes) * 2.0 * math.sqrt(R * R + 1.0)
-                                   * math.sqrt(d + 1.0))
+    root = KAPPA * n_total * mu / ((RICH_STEP / L) * math.sqrt(n_nodes) * 2.0 * wb * math.sqrt(R * R + 1.0)
+                                   * math.sqrt(K * (d + 1.0)))
     rich = min(MAX_RICH_ROUNDS, int(math.floor(root * root)) - int(range_rounds))
     rich = min(rich, margin_capped_rounds(n_total, d, n_nodes, range_rounds, mu, R, RICH_STEP / L, DEFAULT_MOMENTUM,
-                                          MARGIN_CAP))
+                                          MARGIN_CAP, wb, K))
     if rich >= old:
         return Schedule(rich, RICH_STEP, RICH_TAIL, "signal-rich")
     return Schedule(old, 1.0, 0.0, "noise-limited", NOISY_MOMENTUM)  # bisection steps in asinh space over ±1e6: resolution 0.2% of a value's magnitude

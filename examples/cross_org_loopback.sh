@@ -72,7 +72,7 @@ echo "== 2. each organisation's own files"
 import sys
 from pathlib import Path
 from dpadmm.data.parties import write_party_files
-from dpadmm.experiments.vertical import load_vertical_data
+from dpadmm.data.vertical import load_vertical_data
 out = Path(sys.argv[1])
 d = load_vertical_data(bundled=True)  # a9a, parties 66/57
 for split, blocks, y in (("train", d.train, d.y), ("test", d.test, d.y_test)):
@@ -100,7 +100,8 @@ dp vertical --backend grpc "${PEERS[@]}" --tls "$OUT/pki/coordinator" --party "$
 import json, sys
 from pathlib import Path
 import numpy as np
-from dpadmm.experiments.vertical import load_vertical_data, run_vertical
+from dpadmm.data.vertical import load_vertical_data
+from dpadmm.workflows.vertical import run_vertical
 out, T = Path(sys.argv[1]), int(sys.argv[2])
 model, ref = run_vertical(load_vertical_data(bundled=True), iterations=T)  # in-process, same settings
 grpc = json.loads((out / "vertical_grpc" / "metrics.json").read_text())
@@ -231,7 +232,7 @@ echo "== 8. PSI id alignment on partly overlapping customer lists, training, sco
 import sys
 from pathlib import Path
 import numpy as np, pandas as pd
-from dpadmm.experiments.vertical import load_vertical_data
+from dpadmm.data.vertical import load_vertical_data
 out = Path(sys.argv[1])
 d = load_vertical_data(bundled=True)
 dense = lambda B: B.toarray() if hasattr(B, "toarray") else np.asarray(B)
@@ -282,7 +283,8 @@ dp score --psi --peer "party1=127.0.0.1:$R1" --peer "party2=127.0.0.1:$R2" --tls
 import hashlib, json, sys
 from pathlib import Path
 import numpy as np, pandas as pd
-from dpadmm.experiments.vertical import VerticalData, run_vertical
+from dpadmm.data.vertical import VerticalData
+from dpadmm.workflows.vertical import run_vertical
 out, T = Path(sys.argv[1]), int(sys.argv[2])
 run = json.loads((out / "psi_run" / "metrics.json").read_text())
 score = json.loads((out / "psi_score" / "metrics.json").read_text())

@@ -20,7 +20,7 @@ python3 - "$BANK" "$RETAILER" <<'EOF'
 import sys
 from pathlib import Path
 import numpy as np, pandas as pd
-from dpadmm.experiments.vertical import load_vertical_data
+from dpadmm.data.vertical import load_vertical_data
 bank, retailer = Path(sys.argv[1]), Path(sys.argv[2])
 d = load_vertical_data(bundled=True)
 dense = lambda B: B.toarray() if hasattr(B, "toarray") else np.asarray(B)

@@ -47,7 +47,7 @@ def test_heartbeat_prints_status_lines(capsys, monkeypatch):
 
 
 def test_verdict_only_when_worse():
-    from dpadmm.cli._baselines import base_rate_log_loss, verdict
+    from dpadmm.workflows.baselines import base_rate_log_loss, verdict
 
     assert verdict("loss", 0.3, 0.5, "trivial", "fix") is None
     line = verdict("loss", 7.2, 0.55, "predicting the base rate", "more budget")

@@ -85,7 +85,7 @@ def test_functional_dataset_table(row, tau_col, capsys):
 def test_vertical_a9a_gap_iterations(tmp_path, capsys):
     """'objective within 1e-3 of the optimum in 18 iterations' for the first vertical command."""
     from dpadmm.data import load_a9a
-    from dpadmm.experiments.vertical import sklearn_baseline
+    from dpadmm.workflows.baselines import sklearn_baseline
 
     m = _find(r"no intercept: objective within 1e-3 of the optimum in (\d+) iterations")
     args = _command("vertical --data a9a --no-intercept")
@@ -313,7 +313,7 @@ def test_zhang_nonprivate_gap_to_the_optimum(topology, tmp_path, capsys):
     optimum': the README's first consensus command (and its complete-graph variant) against the pooled Newton
     optimum. Deterministic (no noise): the gap agrees with the quoted one to its two digits."""
     from dpadmm.algorithms.consensus import solver as gc
-    from dpadmm.experiments.zhang import PAPER_C, PAPER_REG_WEIGHT, _node_data, load_data
+    from dpadmm.workflows.consensus import PAPER_C, PAPER_REG_WEIGHT, _node_data, load_data
 
     m = _find(r"Non-private, 5 nodes on Adult: final L\(T\) within (\d\.\de-\d+) \(ring\) and (\d\.\de-\d+) "
               r"\(complete\) of the\s+centralised optimum")

@@ -19,7 +19,7 @@ import pytest
 from sklearn.datasets import dump_svmlight_file
 
 from conftest import run_cli
-from dpadmm.experiments.zhang import _node_data
+from dpadmm.workflows.consensus import _node_data
 
 N_TRAIN, N_TEST, D = 301, 101, 4
 SKIP = ("config", "timing", "wall_seconds", "fit_seconds", "seconds", "train_seconds_per_run", "n_test")

@@ -10,8 +10,9 @@ import math
 from pathlib import Path
 
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
-from ._common import console, elapsed, output_dir, write_json
-from ._baselines import base_rate_baseline
+from .._jsonio import write_json
+from ._common import console, elapsed, output_dir
+from ..workflows.baselines import base_rate_baseline
 from ._display import phase
 
 
@@ -21,7 +22,8 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
     from ..algorithms.encrypted import he
     from ..data.prepare import prepare_block
     from ..estimators.vertical_encrypted import VerticalEncryptedClassifier
-    from ..experiments.vertical import BASELINE_LAM, _classifier_metrics, label_party_alone_proba
+    from ..algorithms.experts.alone import label_party_alone_proba
+    from ..workflows.baselines import BASELINE_LAM, classifier_metrics
 
     he.require_he()  # one line with the install command
     if prepare == "standardize":
@@ -54,7 +56,7 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
         # one "label party alone" per data set: its raw columns, its own standardisation, whatever the options
         p = label_party_alone_proba(data.train[0], data.y, data.test[0], BASELINE_LAM)
         baselines = {"base_rate": base_rate_baseline(data.y, data.y_test, private=model.privacy_ is not None),
-                     "label_party_alone": {f"test_{k}": v for k, v in _classifier_metrics(p, data.y_test).items()}}
+                     "label_party_alone": {f"test_{k}": v for k, v in classifier_metrics(p, data.y_test).items()}}
     metrics = {"config": {"protocol": "encrypted", "rounds": T, "lam": model.lam, "step": model.step,
                           "epsilon": epsilon, "label_epsilon": label_epsilon, "label_mechanism": label_mechanism,
                           "delta": delta, "prepare": how,

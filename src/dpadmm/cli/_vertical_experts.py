@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import console, elapsed, output_dir, party_data_refs, write_json
-from ._baselines import base_rate_baseline, loss_tolerance, per_row_log_loss, verdict
+from .._jsonio import write_json
+from ._common import console, elapsed, output_dir, party_data_refs
+from ..workflows.baselines import base_rate_baseline, loss_tolerance, per_row_log_loss, verdict
 from ._display import phase
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 
@@ -36,7 +37,7 @@ def remote_data(backend, party_files, test_party_files, *, id_column: str = "id"
     :class:`~dpadmm.protocol.PartyData` reference to its training file and to its test file (key ``test``), joined
     on this side's ids — or, with ``psi``, on the private set intersection (:mod:`dpadmm.algorithms.psi`)."""
     from ..data.remote import PartyFile, party_sources
-    from ..experiments.vertical import VerticalData, _encode
+    from ..data.vertical import VerticalData, encode_labels
 
     if len(party_files) != 1 or len(test_party_files) > 1:
         raise InvalidParameterError("with --protocol experts --backend grpc give one --party FILE (the label party's "
@@ -72,7 +73,7 @@ def remote_data(backend, party_files, test_party_files, *, id_column: str = "id"
     from .._validation import binary_labels
 
     classes = binary_labels("labels of the label party's file", labels)[1]  # its own coding, for `dpadmm score`
-    labels, test_labels = _encode(labels, test_labels, "the label party's file")
+    labels, test_labels = encode_labels(labels, test_labels, "the label party's file")
     return VerticalData([X, *refs("train", ids)], labels, test, test_labels,
                         {"party_files": [str(p) for p in party_files], "peers": dict(backend.peers),
                          "data_locality": "the label party reads its own file; every other party reads its own (grpc)",
@@ -85,7 +86,7 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
     (and ``data.test[1:]``) are references to the other parties' files: they fit there and score their test rows."""
     from ..data.prepare import prepare_block
     from ..estimators.vertical_experts import VerticalExpertsClassifier, label_party_alone_proba
-    from ..experiments.vertical import _classifier_metrics
+    from ..workflows.baselines import classifier_metrics
     if label_mechanism != "rr":
         raise InvalidParameterError("--protocol experts sends the labels once, by randomized response: drop "
                                     "--label-mechanism gaussian.")
@@ -153,7 +154,7 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
         final.update({f"test_{k}": v for k, v in model.metrics_from_logit(logit, data.y_test).items()})
         # one "label party alone" per data set: its raw columns, its own standardisation, whatever the options
         alone_p = label_party_alone_proba(data.train[0], data.y, data.test[0], lam)
-        alone = {f"test_{k}": v for k, v in _classifier_metrics(alone_p, data.y_test).items()}
+        alone = {f"test_{k}": v for k, v in classifier_metrics(alone_p, data.y_test).items()}
         baselines = {"base_rate": base_rate_baseline(data.y, data.y_test, private=model.privacy_ is not None),
                      "label_party_alone": alone}
     rep = model.privacy_
@@ -259,7 +260,7 @@ def score_new_records(backend, party_file, lm: dict, *, psi: bool = False, id_co
     from ..fit import runner
     from ..data.parties import _read_csv
     from ..data.remote import PartyFile
-    from ..experiments.vertical import _classifier_metrics
+    from ..workflows.baselines import classifier_metrics
     from ..exceptions import DataFileError
     from ..protocol import PartyData
 
@@ -322,6 +323,6 @@ def score_new_records(backend, party_file, lm: dict, *, psi: bool = False, id_co
             raise DataFileError(f"the new-records file's labels contain {labels[unknown][0]!r}, not one of the "
                                 f"training classes {classes.tolist()}; use the same label coding.")
         y_pm = np.where(labels == classes[1], 1.0, -1.0)
-        result["metrics"] = {f"test_{k}": v for k, v in _classifier_metrics(prob, y_pm).items()}
+        result["metrics"] = {f"test_{k}": v for k, v in classifier_metrics(prob, y_pm).items()}
     return result
 

@@ -11,7 +11,8 @@ import typer
 from ._app import app
 from . import _backend as bk
 from . import _options as opt
-from ._common import console, elapsed, output_dir, write_json
+from .._jsonio import write_json
+from ._common import console, elapsed, output_dir
 from ._display import phase, progress
 from ._vertical_report import _plot_convergence, _privacy_line, _trivial_verdict, _last_relative_change
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
@@ -106,7 +107,8 @@ def vertical(
 ):
     """Train logistic regression on vertically partitioned data with (DP) ADMM sharing [Hu]."""
     backend = where.backend
-    from ..experiments.vertical import load_vertical_data, rows_are_normalized, run_vertical
+    from ..data.vertical import load_vertical_data, rows_are_normalized
+    from ..workflows.vertical import run_vertical
     from .._validation import check_int, check_positive
 
     from .._validation import check_choice
@@ -256,7 +258,7 @@ def vertical(
         # data locality: each party's worker reads its own --party file; unit-norm rows are checked there
         if train is not None:
             raise InvalidParameterError("give either --train (LIBSVM) or --party files, not both.")
-        from ..experiments.vertical import load_vertical_sources
+        from ..data.vertical import load_vertical_sources
 
         from ..data.prepare import default_row_clip
 
@@ -278,7 +280,7 @@ def vertical(
     if data.source.get("data_locality"):
         pass  # rows are prepared (and, under DP, checked) by each party's worker
     elif prepare != "none":
-        from ..experiments.vertical import prepared, row_clips
+        from ..data.vertical import prepared, row_clips
 
         data = prepared(data, prepare, row_clip=row_clips(data, row_clip) if clip_rows_at else None)
     if data.source.get("data_locality"):
@@ -317,11 +319,11 @@ def vertical(
         metrics["config"]["normalize_rows"] = normalize_rows
         metrics["config"]["prepare"] = prepare
         phase("baselines and outputs")
-        from ..experiments.vertical import baselines
+        from ..workflows.baselines import vertical_baselines
 
         # the label party's own model on its own block: λ·c² on a block its DP preparation scaled by c = 1/R
         own_lam = lam * (_label_block_scale(data, row_clip) ** 2 if clip_rows_at else 1.0)
-        metrics["baselines"] = (baselines(data, lam=own_lam, fit_intercept=not no_intercept, raw=raw,
+        metrics["baselines"] = (vertical_baselines(data, lam=own_lam, fit_intercept=not no_intercept, raw=raw,
                                           private=any(bool(side.get("protected")) for side in
                                                       (metrics["privacy"].get("sides") or {}).values()))
                                 if backend != "grpc" else {})
@@ -372,7 +374,7 @@ def vertical(
 
                 write_label_model(stage, model, data)
             c = metrics["config"]
-            from ._baselines import base_rate_name
+            from ..workflows.baselines import base_rate_name
 
             base = (metrics.get("baselines") or {}).get("base_rate")
             trivial = {base_rate_name(base): base["test_log_loss"]} if base else {}

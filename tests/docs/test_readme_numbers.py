@@ -85,7 +85,7 @@ def test_functional_dataset_table(row, tau_col, capsys):
 def test_vertical_a9a_gap_iterations(tmp_path, capsys):
     """'objective within 1e-3 of the optimum in 18 iterations' for the first vertical command."""
     from dpadmm.data import load_a9a
-    from dpadmm.workflows.baselines import sklearn_baseline
+    from dpadmm.workflows.vertical import sklearn_baseline
 
     m = _find(r"no intercept: objective within 1e-3 of the optimum in (\d+) iterations")
     args = _command("vertical --data a9a --no-intercept")

@@ -348,7 +348,7 @@ def test_cli_protocol_encrypted(need_he, tmp_path, capsys):
     assert m["privacy"]["features"]["premises"] == ["honest-label-party"]
     assert m["privacy"]["features"]["against"] == "against an honest-but-curious label party"
     code, out, err = run_cli(["vertical", "--data", "a9a", "--protocol", "encrypted", "--rho", "1"], capsys)
-    assert code == 2 and "--rho belongs to the ADMM protocol" in (out + err)
+    assert code == 2 and "--rho belongs to `dpadmm vertical admm`" in (out + err)
 
 
 def test_docs_list_the_party_and_coordinator_fields():

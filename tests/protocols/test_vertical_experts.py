@@ -208,7 +208,7 @@ def test_cli_experts_end_to_end(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("extra, match", [
-    (["--rho", "1"], "--rho belongs to the ADMM protocol"),
+    (["--rho", "1"], "--rho belongs to `dpadmm vertical admm`"),
     (["--prepare", "standardize"], "own column statistics"),
     (["--backend", "process"], "in-process"),
     (["--label-epsilon", "1", "--label-mechanism", "gaussian"], "randomized response"),
@@ -397,7 +397,7 @@ def test_cli_min_effective_rows_lowers_the_floor_and_belongs_to_experts(tmp_path
     files = [a for a in _cli_args(tmp_path / "b") if a not in ("--protocol", "experts")]
     for extra, match in ((["--protocol", "experts", "--min-effective-rows", "-1"],
                           "--min-effective-rows must be non-negative"),
-                         (["--min-effective-rows", "10"], "belongs to --protocol experts")):
+                         (["--min-effective-rows", "10"], "--min-effective-rows belongs to `dpadmm vertical experts`")):
         code, out, err = run_cli(files + extra + common, capsys)
         assert code == 2 and match in " ".join(err.split()), err
         assert not (tmp_path / "bad").exists()

@@ -95,8 +95,7 @@ def demo(
     from rich.table import Table
 
     from ..data.vertical import load_vertical_data, normalized
-    from ..workflows.baselines import sklearn_baseline, vertical_baselines
-    from ..workflows.vertical import run_vertical
+    from ..workflows.vertical import run_vertical, sklearn_baseline, vertical_baselines
     from ._vertical_report import _privacy_line
 
     from .._validation import check_positive

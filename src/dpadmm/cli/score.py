@@ -61,7 +61,7 @@ def score_new_records(backend, party_file, label_model: dict, *, psi: bool = Fal
     from ..data.parties import _read_csv
     from ..data.remote import PartyFile
     from ..data.vertical import encode_labels
-    from ..workflows.baselines import classifier_metrics
+    from ..workflows.vertical import classifier_metrics
     from ..protocol import PartyData
 
     if str(label_model.get("format", "")).startswith("dpadmm-experts"):

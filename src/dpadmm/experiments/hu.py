@@ -13,8 +13,7 @@ import pandas as pd
 
 from .registry import register
 from ..data.vertical import VerticalData, load_vertical_data, normalized
-from ..workflows.baselines import sklearn_baseline
-from ..workflows.vertical import run_vertical
+from ..workflows.vertical import run_vertical, sklearn_baseline
 from ..data import make_highdim_classification, partition_columns
 from ..estimators import VerticalSGDClassifier
 from .._progress import status

@@ -4,22 +4,16 @@
   baseline (predicting the base rate / the τ-quantile of the training responses).
 - :func:`base_rate_baseline` — ``baselines.base_rate`` of metrics.json: the training base rate in a non-private
   run; in a private run the test set's own (no exact training count in a private run's outputs, issue 35).
-- :func:`classifier_metrics` — log loss, accuracy and AUC of probabilities against ±1 labels.
-- :func:`vertical_baselines` — what a vertical user has without the joint model (the base rate, the label party
-  alone); :func:`sklearn_baseline` — the centralised scikit-learn fit of the same objective.
+
+The vertical job's own baselines (the label party alone, the centralised fit) are in :mod:`dpadmm.workflows.vertical`.
+Light on purpose (numpy only): the CLI imports it at start-up.
 """
 
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import log_loss, roc_auc_score
-
-from ..algorithms.experts.alone import label_party_alone_proba
-from ..data.vertical import VerticalData
 
 RELATIVE_TOLERANCE = 1e-6
 
@@ -80,54 +74,3 @@ def base_rate_baseline(y_train, y_test, *, private: bool) -> dict:
 
 def base_rate_name(baseline: dict) -> str:
     return BASE_RATE_NAMES[baseline.get("source", "training-labels")]
-
-
-def classifier_metrics(p_pos, y_pm) -> dict:
-    y01 = (np.asarray(y_pm) > 0).astype(int)
-    p = np.clip(p_pos, 1e-15, 1 - 1e-15)
-    return {"log_loss": float(log_loss(y01, p, labels=[0, 1])),
-            "accuracy": float(np.mean((p >= 0.5) == y01)),
-            "auc": float(roc_auc_score(y01, p)) if 0 < y01.sum() < len(y01) else None}
-
-
-def sklearn_baseline(blocks, y, test_blocks, y_test, *, lam: float, fit_intercept: bool = True) -> dict:
-    """Centralised scikit-learn logistic regression (lbfgs) on the given blocks, same objective."""
-    X = np.hstack(blocks)
-    t0 = time.perf_counter()
-    model = LogisticRegression(C=1.0 / (lam * X.shape[0]), fit_intercept=fit_intercept, max_iter=5000, tol=1e-8)
-    model.fit(X, y)
-    secs = time.perf_counter() - t0
-    s = X @ model.coef_.ravel() + model.intercept_[0]
-    obj = float(np.mean(np.logaddexp(0.0, -np.where(y > 0, 1.0, -1.0) * s)) + lam / 2 * np.sum(model.coef_ ** 2))
-    out = {"train_objective": obj, "fit_seconds": secs}
-    if test_blocks is not None:
-        out.update({f"test_{k}": v for k, v in
-                    classifier_metrics(model.predict_proba(np.hstack(test_blocks))[:, 1], y_test).items()})
-    return out
-
-
-def vertical_baselines(data: VerticalData, *, lam: float, fit_intercept: bool = True, raw: VerticalData | None = None,
-              private: bool = False) -> dict:
-    """What the user has without the joint model, on the test set (empty without one): predicting the
-    training base rate, and the label party alone. Given ``raw`` (the data as read, before any ``--prepare``), the
-    label party alone is ONE fit per data set (:func:`dpadmm.algorithms.experts.alone.label_party_alone_proba`: its
-    raw columns, its own standardisation, λ = ``BASELINE_LAM``), whatever the options; without it, a logistic
-    regression on its own (prepared) block with ``lam`` (older callers). With data locality (party files read by
-    the parties' workers) the driver reads no party file, so only the base rate is reported (the label party's own
-    choice still guards the model)."""
-    if data.test is None:
-        return {}
-    out = {"base_rate": base_rate_baseline(data.y, data.y_test, private=private)}  # private: no training count
-    if hasattr(data.train[0], "load"):  # data locality: the driver reads no party file, not even the label party's
-        return out
-    if raw is not None and raw.test is not None and not hasattr(raw.train[0], "load"):
-        p = label_party_alone_proba(raw.train[0], raw.y, raw.test[0], BASELINE_LAM)
-        out["label_party_alone"] = {f"test_{k}": v for k, v in classifier_metrics(p, raw.y_test).items()}
-        return out
-    alone = sklearn_baseline(data.train[:1], data.y, data.test[:1], data.y_test, lam=lam, fit_intercept=fit_intercept)
-    out["label_party_alone"] = {k: v for k, v in alone.items() if k.startswith("test_")}
-    return out
-
-
-#: λ of the one "label party alone" baseline per data set (the library's default λ)
-BASELINE_LAM = 1e-3

@@ -1,5 +1,7 @@
 """The vertical job: fit DP/non-private ADMM sharing on a :class:`~dpadmm.data.vertical.VerticalData` and collect
-its metrics (the metrics.json layout of ``dpadmm vertical admm``)."""
+its metrics (the metrics.json layout of ``dpadmm vertical admm``), and the vertical baselines every vertical command
+reports: :func:`classifier_metrics`, :func:`vertical_baselines` (the base rate, the label party alone) and
+:func:`sklearn_baseline` (the centralised scikit-learn fit of the same objective)."""
 
 from __future__ import annotations
 
@@ -7,13 +9,16 @@ import time
 from typing import Any
 
 import numpy as np
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import log_loss, roc_auc_score
 
+from ..algorithms.experts.alone import label_party_alone_proba
 from ..algorithms.vertical.report import LABELS_READABLE
 from ..data.vertical import VerticalData
 from ..estimators import VerticalLogisticRegression
 from ..kernels.losses import get_loss
 from ..privacy.ledger import render_side
-from .baselines import classifier_metrics
+from .baselines import base_rate_baseline
 
 
 def _test_probability(model, test_blocks) -> np.ndarray:
@@ -106,3 +111,54 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iteration
               "n_test": int(len(data.y_test)) if data.y_test is not None else 0,
               "noise_multiplier": model.noise_multiplier_, "backend": getattr(backend, "name", str(backend)), **data.source}
     return model, {"history": history, "final": final, "privacy": privacy, "wall_seconds": wall, "config": config}
+
+
+def classifier_metrics(p_pos, y_pm) -> dict:
+    y01 = (np.asarray(y_pm) > 0).astype(int)
+    p = np.clip(p_pos, 1e-15, 1 - 1e-15)
+    return {"log_loss": float(log_loss(y01, p, labels=[0, 1])),
+            "accuracy": float(np.mean((p >= 0.5) == y01)),
+            "auc": float(roc_auc_score(y01, p)) if 0 < y01.sum() < len(y01) else None}
+
+
+def sklearn_baseline(blocks, y, test_blocks, y_test, *, lam: float, fit_intercept: bool = True) -> dict:
+    """Centralised scikit-learn logistic regression (lbfgs) on the given blocks, same objective."""
+    X = np.hstack(blocks)
+    t0 = time.perf_counter()
+    model = LogisticRegression(C=1.0 / (lam * X.shape[0]), fit_intercept=fit_intercept, max_iter=5000, tol=1e-8)
+    model.fit(X, y)
+    secs = time.perf_counter() - t0
+    s = X @ model.coef_.ravel() + model.intercept_[0]
+    obj = float(np.mean(np.logaddexp(0.0, -np.where(y > 0, 1.0, -1.0) * s)) + lam / 2 * np.sum(model.coef_ ** 2))
+    out = {"train_objective": obj, "fit_seconds": secs}
+    if test_blocks is not None:
+        out.update({f"test_{k}": v for k, v in
+                    classifier_metrics(model.predict_proba(np.hstack(test_blocks))[:, 1], y_test).items()})
+    return out
+
+
+def vertical_baselines(data: VerticalData, *, lam: float, fit_intercept: bool = True, raw: VerticalData | None = None,
+              private: bool = False) -> dict:
+    """What the user has without the joint model, on the test set (empty without one): predicting the
+    training base rate, and the label party alone. Given ``raw`` (the data as read, before any ``--prepare``), the
+    label party alone is ONE fit per data set (:func:`dpadmm.algorithms.experts.alone.label_party_alone_proba`: its
+    raw columns, its own standardisation, λ = ``BASELINE_LAM``), whatever the options; without it, a logistic
+    regression on its own (prepared) block with ``lam`` (older callers). With data locality (party files read by
+    the parties' workers) the driver reads no party file, so only the base rate is reported (the label party's own
+    choice still guards the model)."""
+    if data.test is None:
+        return {}
+    out = {"base_rate": base_rate_baseline(data.y, data.y_test, private=private)}  # private: no training count
+    if hasattr(data.train[0], "load"):  # data locality: the driver reads no party file, not even the label party's
+        return out
+    if raw is not None and raw.test is not None and not hasattr(raw.train[0], "load"):
+        p = label_party_alone_proba(raw.train[0], raw.y, raw.test[0], BASELINE_LAM)
+        out["label_party_alone"] = {f"test_{k}": v for k, v in classifier_metrics(p, raw.y_test).items()}
+        return out
+    alone = sklearn_baseline(data.train[:1], data.y, data.test[:1], data.y_test, lam=lam, fit_intercept=fit_intercept)
+    out["label_party_alone"] = {k: v for k, v in alone.items() if k.startswith("test_")}
+    return out
+
+
+#: λ of the one "label party alone" baseline per data set (the library's default λ)
+BASELINE_LAM = 1e-3

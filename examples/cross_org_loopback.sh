@@ -8,14 +8,14 @@
 # 2. writes each organisation's own files (a9a split 66/57 by columns: the label party's file holds
 #    ids, labels and its 66 features; party 2's file its 57 features);
 # 3. starts `dpadmm party serve` per party (mutual TLS, each with its own directory and audit log);
-# 4. runs the coordinator (`dpadmm vertical --backend grpc`) and compares with the in-process run;
+# 4. runs the coordinator (`dpadmm vertical admm --backend grpc`) and compares with the in-process run;
 # 5. checks the refusals: a coordinator certificate from another CA, a pickle, an unknown method,
 #    a request for a party's model, monitoring in a private run;
 # 6. kills a party mid-run and checks the one-line error names it (and nothing was written);
 # 7. runs graph consensus (4 nodes) and functional quantile regression (3 workers) over grpc and
 #    compares them with in-process runs (these two route through the coordinator, and their
 #    parties accept their data from the coordinator: --accept-coordinator-data);
-# 8. aligns a bank's and a shop's partly overlapping customer lists by PSI (dpadmm vertical --psi),
+# 8. aligns a bank's and a shop's partly overlapping customer lists by PSI (dpadmm vertical admm --psi),
 #    trains on the intersection and scores the bank's new customers across both (dpadmm score --psi);
 #    checks the aligned rows are the intersection, no other id crossed the wire, and the test metrics
 #    equal the in-process run on the clear join;
@@ -255,7 +255,7 @@ for p in 1 2; do
   eval "Q$p=\$PORT"
 done
 rm -rf "$OUT/psi_run" "$OUT/psi_score"
-# the coordinator as `dpadmm vertical --psi`, every byte it sends or receives recorded for the check
+# the coordinator as `dpadmm vertical admm --psi`, every byte it sends or receives recorded for the check
 "$PY" - "$OUT" "$Q1" "$Q2" "$ITER" <<'EOF2'
 import sys
 from pathlib import Path

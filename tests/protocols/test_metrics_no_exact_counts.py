@@ -92,12 +92,12 @@ CASES = {
     "gossip, declared bounds": (["consensus", "--epsilon", "1", "--nodes", "3", "--bounds", "BOUNDS"], "consensus"),
     "m-admm": (["consensus", "--perturbation", "pp", "--alpha", "5", "--fallback-epsilon", "0.4", "--nodes", "3",
                 "--iterations", "5", "--normalize"], "consensus"),
-    "vertical admm": (["vertical", "--epsilon", "5", "--label-epsilon", "1"], "vertical"),
-    "vertical labels": (["vertical", "--label-epsilon", "1"], "vertical"),
-    "experts": (["vertical", "--protocol", "experts", "--epsilon", "5"], "vertical"),
+    "vertical admm": (["vertical", "admm", "--epsilon", "5", "--label-epsilon", "1"], "vertical"),
+    "vertical labels": (["vertical", "admm", "--label-epsilon", "1"], "vertical"),
+    "experts": (["vertical", "experts", "--epsilon", "5"], "vertical"),
 }
 if importlib.util.find_spec("heu") is not None:
-    CASES["encrypted"] = (["vertical", "--protocol", "encrypted", "--epsilon", "1", "--label-epsilon", "1",
+    CASES["encrypted"] = (["vertical", "encrypted", "--epsilon", "1", "--label-epsilon", "1",
                            "--iterations", "2", "--normalize-rows"], "vertical")
 
 

@@ -122,7 +122,7 @@ def _dispatch(argv: list[str]) -> int:
 
 
 def _new_spelling(argv: list[str]) -> list[str]:
-    """An old spelling (``vertical --protocol P``, ``consensus`` without a protocol) rewritten to its command, with
+    """An old spelling (``vertical [--protocol P]``) rewritten to its command, with
     one deprecation line on stderr (:mod:`dpadmm.cli._legacy`)."""
     from ._legacy import rewrite
 

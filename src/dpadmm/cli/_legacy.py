@@ -1,10 +1,8 @@
 """The old spellings of the per-protocol commands, rewritten to the new ones with one deprecation line on stderr.
 
-``dpadmm vertical [--protocol admm|experts|encrypted] …`` became ``dpadmm vertical admm|experts|encrypted …`` and
-``dpadmm consensus …`` became ``dpadmm consensus madmm|gossip …`` (issue 39, item 5). :func:`rewrite` maps an old
-command line to its new one (the protocol taken from ``--protocol``, or for consensus from the options that chose it
-before: ``--epsilon`` without ``--perturbation``, ``--node`` files or ``--own-files`` ran gossip) and says so;
-everything else is left as it is.
+``dpadmm vertical [--protocol admm|experts|encrypted] …`` became ``dpadmm vertical admm|experts|encrypted …``
+(issue 39, item 5). :func:`rewrite` maps an old command line to its new one (the protocol taken from ``--protocol``,
+``admm`` without it) and says so; everything else is left as it is.
 """
 
 from __future__ import annotations
@@ -12,10 +10,6 @@ from __future__ import annotations
 from ..exceptions import InvalidParameterError
 
 VERTICAL = ("admm", "experts", "encrypted")
-CONSENSUS = ("madmm", "gossip")
-#: options whose presence selected the gossip protocol in the old ``dpadmm consensus`` (without ``--perturbation``)
-CONSENSUS_SPLIT = False
-GOSSIP_OPTIONS = ("--epsilon", "--node", "--test-node", "--own-files", "--bounds", "--delta")
 
 
 def _value(argv: list[str], name: str) -> tuple[str | None, list[str]]:
@@ -53,12 +47,6 @@ def rewrite(argv: list[str]) -> tuple[list[str], str | None]:
         old = "dpadmm vertical" + ("" if protocol == "admm" and not _given(argv, "--protocol") else
                                    f" --protocol {protocol}")
         return [head, protocol, *rest], f"warning: `{old}` is deprecated; use `dpadmm vertical {protocol}`."
-    if head == "consensus" and CONSENSUS_SPLIT:
-        perturbation, _ = _value(rest, "--perturbation")
-        gossip = (perturbation in (None, "none")) and any(_given(rest, o) for o in GOSSIP_OPTIONS)
-        protocol = "gossip" if gossip else "madmm"
-        return [head, protocol, *rest], (f"warning: `dpadmm consensus` without a protocol is deprecated; use "
-                                         f"`dpadmm consensus {protocol}`.")
     return argv, None
 
 

@@ -21,7 +21,9 @@ from dpadmm.cli._ranges import RANGES, check_argv
 from dpadmm.exceptions import InvalidParameterError
 
 BASE = {  # the smallest command line each command accepts otherwise
-    "vertical": ["vertical", "admm", "--data", "a9a"],
+    "vertical admm": ["vertical", "admm", "--data", "a9a"],
+    "vertical experts": ["vertical", "experts", "--data", "a9a"],
+    "vertical encrypted": ["vertical", "encrypted", "--data", "a9a"],
     "consensus": ["consensus"],
     "demo": ["demo"],
     "reproduce": ["reproduce", "hu-fig1", "--quick"],

@@ -111,7 +111,7 @@ def test_phases_without_rounds_are_named(tmp_path, capsys, every_round, monkeypa
     code, out, err = run_cli(["vertical", "experts", "--train", data, "--parties", "4,4",
                               "--normalize-rows", "--epsilon", "1", "--seed", "0"], capsys)
     assert code == 0, err
-    named = {ln.split(": ", 1)[1].rsplit(", ", 1)[0] for ln in err.splitlines() if ln.startswith("dpadmm vertical: ")}
+    named = {ln.split(": ", 1)[1].rsplit(", ", 1)[0] for ln in err.splitlines() if ln.startswith("dpadmm vertical experts: ")}
     assert named and not any(re.fullmatch(r"\d+ s elapsed", n) for n in named), err  # never a line without a phase
 
 

@@ -165,7 +165,7 @@ def _all_command_paths():
 def test_every_command_rejects_an_unknown_option_in_one_line(capsys):
     """Every registered command (including ones added later) turns a mistyped option into one line."""
     paths = _all_command_paths()
-    assert ["vertical"] in paths and ["attack", "kkt"] in paths
+    assert ["vertical", "admm"] in paths and ["vertical", "experts"] in paths and ["attack", "kkt"] in paths
     for path in paths:
         code, out, err = run_cli([*path, "--no-such-option-xyz"], capsys)
         assert code == 2, (path, err)

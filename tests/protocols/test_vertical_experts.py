@@ -212,7 +212,7 @@ def test_cli_experts_end_to_end(tmp_path, capsys):
     (["--prepare", "standardize"], "own column statistics"),
     (["--backend", "process"], "in-process"),
     (["--label-epsilon", "1", "--label-mechanism", "gaussian"], "randomized response"),
-    (["--protocol", "nope"], "--protocol must be one of"),
+    (["--protocol", "nope"], "has no option --protocol"),  # the old spelling: test_cli_old_spelling
 ])
 def test_cli_experts_usage_errors(tmp_path, capsys, extra, match):
     from conftest import run_cli

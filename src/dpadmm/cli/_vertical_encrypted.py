@@ -14,7 +14,6 @@ from ..exceptions import PrivacyPreconditionError
 from . import _options as opt
 from . import _vertical_options as vo
 from ._app import vertical_app
-from .vertical import _check_budget
 from .._jsonio import write_json
 from ._common import console, elapsed, output_dir
 from ..workflows.baselines import base_rate_baseline
@@ -127,7 +126,7 @@ def encrypted(
     --transcript, --checkpoint-every or --resume: the in-process simulation records no ciphertexts and keeps no
     checkpoints (a deployment's parties checkpoint their own state).
     """
-    _check_budget(epsilon, delta, None, None)
+    vo.check_budget(epsilon, delta, None, None)
     run_encrypted(inp.load(), lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label.label_epsilon,
                      prepare=prep.how, row_clip=prep.row_clip, seed=seed, out=out, rounds=iterations,
                      label_mechanism=label.label_mechanism)

@@ -16,7 +16,6 @@ import typer
 from . import _options as opt
 from . import _vertical_options as vo
 from ._app import vertical_app
-from .vertical import _check_budget
 from .._jsonio import write_json
 from ._common import console, elapsed, output_dir, party_data_refs
 from ..workflows.baselines import base_rate_baseline, loss_tolerance, per_row_log_loss, verdict
@@ -354,7 +353,7 @@ def experts(
         raise InvalidParameterError("--psi aligns the rows of parties in different organisations: it needs "
                                     "--backend grpc.")
     check_positive("lam", lam)
-    _check_budget(epsilon, delta, None, None)
+    vo.check_budget(epsilon, delta, None, None)
     for name, value in (("label_epsilon", label.label_epsilon), ("row_clip", prep.row_clip)):
         if value is not None:
             check_positive(name, value)

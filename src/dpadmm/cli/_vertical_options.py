@@ -36,6 +36,23 @@ def psi_option():
     return typer.Option(False, "--psi", rich_help_panel=bk.BACKEND_PANEL, help="grpc: align rows by PSI on ids.")
 
 
+def check_budget(epsilon, delta, noise_scale, iteration_epsilon):
+    """One of --epsilon, --iteration-epsilon, --noise-scale, each in its range, and δ in (0, 1)."""
+    from .._validation import check_open_unit, check_positive  # (light, but kept beside its one use)
+
+    given = [n for n, v in (("--epsilon", epsilon), ("--iteration-epsilon", iteration_epsilon),
+                            ("--noise-scale", noise_scale)) if v is not None]
+    if len(given) > 1:
+        raise InvalidParameterError(f"give only one of --epsilon, --iteration-epsilon, --noise-scale; got {', '.join(given)}.")
+    if epsilon is not None:
+        check_positive("epsilon", epsilon)
+    if iteration_epsilon is not None:
+        check_positive("iteration_epsilon", iteration_epsilon)
+    if noise_scale is not None:
+        check_positive("noise_scale", noise_scale, allow_zero=True)
+    check_open_unit("delta", delta)
+
+
 @dataclass(frozen=True)
 class VerticalInput(OptionGroup):
     """Where the data come from: LIBSVM + party sizes, one CSV per party, or the bundled a9a (the "Data" panel)."""
@@ -143,5 +160,5 @@ class RunState(OptionGroup):
     resume: Optional[Path] = _option(bk.resume_option)
 
 
-__all__ = ["AdmmModel", "DATA", "FeatureMechanism", "LabelPrivacy", "MODEL", "PRIVACY", "Preparation", "RunState",
+__all__ = ["AdmmModel", "DATA", "check_budget", "FeatureMechanism", "LabelPrivacy", "MODEL", "PRIVACY", "Preparation", "RunState",
            "VerticalInput", "epsilon_option", "iterations_option", "lam_option", "psi_option"]

@@ -14,7 +14,8 @@ from .._jsonio import write_json
 from ._common import console, elapsed, fmt_prob, output_dir
 from ..workflows.baselines import base_rate_log_loss, verdict
 from ._display import phase, progress
-from .vertical import DEMO_DELTA, _check_budget
+from ._vertical_options import check_budget
+from .vertical import DEMO_DELTA
 
 DEMO_LAM = 1e-3
 DEMO_NONPRIVATE_ITERATIONS = 100
@@ -100,7 +101,7 @@ def demo(
 
     from .._validation import check_positive
 
-    _check_budget(epsilon, delta, None, None)
+    check_budget(epsilon, delta, None, None)
     check_positive("label_epsilon", label_epsilon)
     phase("loading the bundled a9a")
     raw = load_vertical_data(bundled=True)

@@ -25,22 +25,6 @@ DEMO_RHO = 0.3
 DEMO_ITERATIONS = 10
 
 
-def _check_budget(epsilon, delta, noise_scale, iteration_epsilon):
-    from .._validation import check_open_unit, check_positive
-
-    given = [n for n, v in (("--epsilon", epsilon), ("--iteration-epsilon", iteration_epsilon),
-                            ("--noise-scale", noise_scale)) if v is not None]
-    if len(given) > 1:
-        raise InvalidParameterError(f"give only one of --epsilon, --iteration-epsilon, --noise-scale; got {', '.join(given)}.")
-    if epsilon is not None:
-        check_positive("epsilon", epsilon)
-    if iteration_epsilon is not None:
-        check_positive("iteration_epsilon", iteration_epsilon)
-    if noise_scale is not None:
-        check_positive("noise_scale", noise_scale, allow_zero=True)
-    check_open_unit("delta", delta)
-
-
 def _label_block_scale(data, row_clip) -> float:
     """1/R of the label party's row clip (the factor its block was scaled by for the feature side)."""
     from ..data.prepare import default_row_clip
@@ -154,7 +138,7 @@ def _admm_settings(run: _AdmmRun) -> _AdmmSettings:
         check_positive("rho", run.model.rho)
     if run.iterations is not None:
         check_int("iterations", run.iterations)
-    _check_budget(run.epsilon, run.delta, f.noise_scale, f.iteration_epsilon)
+    vo.check_budget(run.epsilon, run.delta, f.noise_scale, f.iteration_epsilon)
     check_choice("mechanism", f.mechanism, ("gaussian", "paper"))
     check_choice("relation", f.relation, ("feature_column", "record"))
     for name, value in (("clip", f.clip), ("label_epsilon", lab.label_epsilon), ("bound", f.bound)):

@@ -34,7 +34,7 @@ from threadpoolctl import threadpool_limits
 
 from dpadmm import VerticalLogisticRegression, VerticalSGDClassifier
 from dpadmm.data import load_a9a, make_highdim_classification, partition_columns
-from dpadmm.experiments.vertical import sklearn_baseline
+from dpadmm.workflows.vertical import sklearn_baseline
 
 LAM = 1e-3
 

@@ -8,14 +8,14 @@
 # 2. writes each organisation's own files (a9a split 66/57 by columns: the label party's file holds
 #    ids, labels and its 66 features; party 2's file its 57 features);
 # 3. starts `dpadmm party serve` per party (mutual TLS, each with its own directory and audit log);
-# 4. runs the coordinator (`dpadmm vertical --backend grpc`) and compares with the in-process run;
+# 4. runs the coordinator (`dpadmm vertical admm --backend grpc`) and compares with the in-process run;
 # 5. checks the refusals: a coordinator certificate from another CA, a pickle, an unknown method,
 #    a request for a party's model, monitoring in a private run;
 # 6. kills a party mid-run and checks the one-line error names it (and nothing was written);
 # 7. runs graph consensus (4 nodes) and functional quantile regression (3 workers) over grpc and
 #    compares them with in-process runs (these two route through the coordinator, and their
 #    parties accept their data from the coordinator: --accept-coordinator-data);
-# 8. aligns a bank's and a shop's partly overlapping customer lists by PSI (dpadmm vertical --psi),
+# 8. aligns a bank's and a shop's partly overlapping customer lists by PSI (dpadmm vertical admm --psi),
 #    trains on the intersection and scores the bank's new customers across both (dpadmm score --psi);
 #    checks the aligned rows are the intersection, no other id crossed the wire, and the test metrics
 #    equal the in-process run on the clear join;
@@ -72,7 +72,7 @@ echo "== 2. each organisation's own files"
 import sys
 from pathlib import Path
 from dpadmm.data.parties import write_party_files
-from dpadmm.experiments.vertical import load_vertical_data
+from dpadmm.data.vertical import load_vertical_data
 out = Path(sys.argv[1])
 d = load_vertical_data(bundled=True)  # a9a, parties 66/57
 for split, blocks, y in (("train", d.train, d.y), ("test", d.test, d.y_test)):
@@ -100,7 +100,8 @@ dp vertical --backend grpc "${PEERS[@]}" --tls "$OUT/pki/coordinator" --party "$
 import json, sys
 from pathlib import Path
 import numpy as np
-from dpadmm.experiments.vertical import load_vertical_data, run_vertical
+from dpadmm.data.vertical import load_vertical_data
+from dpadmm.workflows.vertical import run_vertical
 out, T = Path(sys.argv[1]), int(sys.argv[2])
 model, ref = run_vertical(load_vertical_data(bundled=True), iterations=T)  # in-process, same settings
 grpc = json.loads((out / "vertical_grpc" / "metrics.json").read_text())
@@ -231,7 +232,7 @@ echo "== 8. PSI id alignment on partly overlapping customer lists, training, sco
 import sys
 from pathlib import Path
 import numpy as np, pandas as pd
-from dpadmm.experiments.vertical import load_vertical_data
+from dpadmm.data.vertical import load_vertical_data
 out = Path(sys.argv[1])
 d = load_vertical_data(bundled=True)
 dense = lambda B: B.toarray() if hasattr(B, "toarray") else np.asarray(B)
@@ -254,7 +255,7 @@ for p in 1 2; do
   eval "Q$p=\$PORT"
 done
 rm -rf "$OUT/psi_run" "$OUT/psi_score"
-# the coordinator as `dpadmm vertical --psi`, every byte it sends or receives recorded for the check
+# the coordinator as `dpadmm vertical admm --psi`, every byte it sends or receives recorded for the check
 "$PY" - "$OUT" "$Q1" "$Q2" "$ITER" <<'EOF2'
 import sys
 from pathlib import Path
@@ -282,7 +283,8 @@ dp score --psi --peer "party1=127.0.0.1:$R1" --peer "party2=127.0.0.1:$R2" --tls
 import hashlib, json, sys
 from pathlib import Path
 import numpy as np, pandas as pd
-from dpadmm.experiments.vertical import VerticalData, run_vertical
+from dpadmm.data.vertical import VerticalData
+from dpadmm.workflows.vertical import run_vertical
 out, T = Path(sys.argv[1]), int(sys.argv[2])
 run = json.loads((out / "psi_run" / "metrics.json").read_text())
 score = json.loads((out / "psi_score" / "metrics.json").read_text())

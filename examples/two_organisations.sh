@@ -20,7 +20,7 @@ python3 - "$BANK" "$RETAILER" <<'EOF'
 import sys
 from pathlib import Path
 import numpy as np, pandas as pd
-from dpadmm.experiments.vertical import load_vertical_data
+from dpadmm.data.vertical import load_vertical_data
 bank, retailer = Path(sys.argv[1]), Path(sys.argv[2])
 d = load_vertical_data(bundled=True)
 dense = lambda B: B.toarray() if hasattr(B, "toarray") else np.asarray(B)
@@ -62,7 +62,7 @@ cat serve-experts.log                 # party party2 serving vertical-experts+ps
 
 # docs/tutorials/two-organisations.md, line 110
 cd "$BANK"
-dpadmm vertical --protocol experts --backend grpc --psi --tls pki/coordinator \
+dpadmm vertical experts --backend grpc --psi --tls pki/coordinator \
     --peer party2=127.0.0.1:$RETAILER_PORT --party train.csv --test-party test.csv --normalize-rows \
     --epsilon 1 --label-epsilon 4 --min-effective-rows 4000 --quiet --out run-experts | tee experts.txt
 
@@ -91,7 +91,7 @@ dpadmm party serve --name party2 --listen 127.0.0.1:$RETAILER_PORT --tls tls --a
 RETAILER_SERVER=$!
 until grep -q "serving" serve-refuse.log; do sleep 1; done
 cd "$BANK"
-dpadmm vertical --protocol experts --backend grpc --psi --tls pki/coordinator \
+dpadmm vertical experts --backend grpc --psi --tls pki/coordinator \
     --peer party2=127.0.0.1:$RETAILER_PORT --party train.csv --test-party test.csv --normalize-rows \
     --epsilon 8 --label-epsilon 4 --min-effective-rows 4000 --quiet --out run-too-much 2> refused.txt \
     || cat refused.txt
@@ -113,7 +113,7 @@ dpadmm party serve --name party2 --listen 127.0.0.1:$RETAILER_PORT --tls tls --a
 RETAILER_SERVER=$!
 until grep -q "serving" "$BANK/serve-sharing.log" && grep -q "serving" serve-sharing.log; do sleep 1; done
 cd "$BANK"
-dpadmm vertical --backend grpc --psi --tls pki/coordinator --peer party1=127.0.0.1:$BANK_PORT \
+dpadmm vertical admm --backend grpc --psi --tls pki/coordinator --peer party1=127.0.0.1:$BANK_PORT \
     --peer party2=127.0.0.1:$RETAILER_PORT --party train.csv --test-party test.csv --relation record \
     --normalize-rows --epsilon 2 --delta 1e-5 --iterations 400 --checkpoint-every 5 --timeout 30 --quiet \
     --out run-sharing 2> killed.txt &
@@ -132,7 +132,7 @@ dpadmm party serve --name party2 --listen 127.0.0.1:$RETAILER_PORT --tls tls --a
 RETAILER_SERVER=$!
 until grep -q "serving" serve-sharing-2.log; do sleep 1; done
 cd "$BANK"
-dpadmm vertical --backend grpc --psi --tls pki/coordinator --peer party1=127.0.0.1:$BANK_PORT \
+dpadmm vertical admm --backend grpc --psi --tls pki/coordinator --peer party1=127.0.0.1:$BANK_PORT \
     --peer party2=127.0.0.1:$RETAILER_PORT --party train.csv --test-party test.csv --relation record \
     --normalize-rows --epsilon 2 --delta 1e-5 --iterations 400 --checkpoint-every 5 --timeout 30 --quiet \
     --resume run-sharing --out run-sharing | tee resumed.txt

@@ -39,9 +39,9 @@ def files(tmp_path_factory):
 def _cli_case(files, case):
     d, p1, p2 = files
     return {
-        "labels_not_binary": ["vertical", "--party", d / "three_classes.csv", "--party", p2],
-        "ragged_rows": ["vertical", "--party", d / "ragged.csv", "--party", p2],
-        "unreadable_file": ["vertical", "--party", d / "a_directory", "--party", p2],
+        "labels_not_binary": ["vertical", "admm", "--party", d / "three_classes.csv", "--party", p2],
+        "ragged_rows": ["vertical", "admm", "--party", d / "ragged.csv", "--party", p2],
+        "unreadable_file": ["vertical", "admm", "--party", d / "a_directory", "--party", p2],
         "disconnected_graph": ["consensus", "--data", d / "small.svm", "--nodes", "4", "--topology",
                                d / "g_disconnected.txt"],
         "zero_nodes": ["consensus", "--data", d / "small.svm", "--nodes", "0"],
@@ -49,8 +49,8 @@ def _cli_case(files, case):
         "epsilon_nonpositive_functional": ["functional", "--simulate", "--n", "200", "--epsilon", "-0.5"],
         "delta_outside_functional": ["functional", "--simulate", "--n", "200", "--epsilon", "0.5", "--delta", "2"],
         "missing_response": ["functional", "--train", d / "noresp.csv", "--response-column", "y"],
-        "epsilon_zero_vertical": ["vertical", "--party", p1, "--party", p2, "--epsilon", "0"],
-        "delta_outside_vertical": ["vertical", "--party", p1, "--party", p2, "--epsilon", "1", "--delta", "-1"],
+        "epsilon_zero_vertical": ["vertical", "admm", "--party", p1, "--party", p2, "--epsilon", "0"],
+        "delta_outside_vertical": ["vertical", "admm", "--party", p1, "--party", p2, "--epsilon", "1", "--delta", "-1"],
     }[case]
 
 
@@ -78,9 +78,9 @@ def test_api_and_cli_each_in_their_own_terms(files, capsys):
     y = np.where(np.arange(20) % 2 == 0, 1, -1)
     cases = [
         (lambda: VerticalLogisticRegression(epsilon=0.0).fit(B, y),
-         ["vertical", "--data", "a9a", "--epsilon", "0"], "epsilon"),
+         ["vertical", "admm", "--data", "a9a", "--epsilon", "0"], "epsilon"),
         (lambda: VerticalLogisticRegression(epsilon=1.0, delta=-1.0).fit(B, y),
-         ["vertical", "--data", "a9a", "--epsilon", "1", "--delta", "-1"], "delta"),
+         ["vertical", "admm", "--data", "a9a", "--epsilon", "1", "--delta", "-1"], "delta"),
         (lambda: FunctionalQuantileRegressor(tau=0.0).fit(rng.normal(size=(30, 10)), rng.normal(size=30)),
          ["functional", "--simulate", "--n", "200", "--tau", "0"], "tau"),
     ]

@@ -31,7 +31,7 @@ def test_piped_training_lines_name_the_phase_and_the_round(a9a_small, tmp_path, 
     dump_svmlight_file(np.hstack(B), y, str(tmp_path / "train.svm"), zero_based=False)
     monkeypatch.setattr(_common, "_stderr_is_terminal", lambda: False)
     monkeypatch.setattr(_common, "PLAIN_PROGRESS_INTERVAL", 0.0)  # a line every round (the short run takes < 10 s)
-    code, out, err = run_cli(["vertical", "--train", tmp_path / "train.svm", "--parties", "66,57",
+    code, out, err = run_cli(["vertical", "admm", "--train", tmp_path / "train.svm", "--parties", "66,57",
                               "--iterations", "4", "--out", tmp_path / "run"], capsys)
     assert code == 0, err
     lines = [ln for ln in err.splitlines() if ln.startswith("vertical ADMM: ") and " round 0/" not in ln]
@@ -64,17 +64,20 @@ def _help(words):
     return proc.stdout
 
 
-@pytest.mark.parametrize("command", ["vertical", "consensus", "functional"])
+@pytest.mark.parametrize("command", ["vertical admm", "vertical experts", "vertical encrypted", "consensus",
+                                     "functional"])
 def test_help_fits_on_a_screenful_and_keeps_every_option(command):
     """At 80 columns each option's help is one short line, grouped in panels: at most 120 lines in all."""
     import typer.main
 
     from dpadmm.cli import app
 
-    text = _help([command])
+    text = _help(command.split())
     lines = text.splitlines()
     assert len(lines) <= 120, f"dpadmm {command} --help prints {len(lines)} lines at 80 columns"
-    click_cmd = typer.main.get_command(app).commands[command]
+    click_cmd = typer.main.get_command(app)
+    for word in command.split():
+        click_cmd = click_cmd.commands[word]
     names = [o for p in click_cmd.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
     assert len(names) > 10
     missing = [n for n in names if n not in text]
@@ -86,7 +89,7 @@ def test_help_fits_on_a_screenful_and_keeps_every_option(command):
 def test_resume_of_a_completed_run_says_so(a9a_small, tmp_path, capsys):
     B, y, Bt, yt = a9a_small
     dump_svmlight_file(np.hstack(B), y, str(tmp_path / "train.svm"), zero_based=False)
-    base = ["vertical", "--train", tmp_path / "train.svm", "--parties", "66,57", "--checkpoint-every", "1",
+    base = ["vertical", "admm", "--train", tmp_path / "train.svm", "--parties", "66,57", "--checkpoint-every", "1",
             "--out", tmp_path / "run", "--quiet"]
     code, out, err = run_cli([*base, "--iterations", "2"], capsys)
     assert code == 0, err

@@ -47,7 +47,7 @@ def test_heartbeat_prints_status_lines(capsys, monkeypatch):
 
 
 def test_verdict_only_when_worse():
-    from dpadmm.cli._baselines import base_rate_log_loss, verdict
+    from dpadmm.workflows.baselines import base_rate_log_loss, verdict
 
     assert verdict("loss", 0.3, 0.5, "trivial", "fix") is None
     line = verdict("loss", 7.2, 0.55, "predicting the base rate", "more budget")
@@ -57,7 +57,7 @@ def test_verdict_only_when_worse():
 
 @pytest.mark.slow
 def test_piped_output_does_not_wrap_numbers(tmp_path):
-    proc = _run(["vertical", "--data", "a9a", "--normalize-rows", "--iteration-epsilon", "10", "--iterations", "3",
+    proc = _run(["vertical", "admm", "--data", "a9a", "--normalize-rows", "--iteration-epsilon", "10", "--iterations", "3",
                  "--seed", "0", "--quiet"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     priv = [ln for ln in proc.stdout.splitlines() if ln.startswith("privacy:")]

@@ -21,7 +21,9 @@ from dpadmm.cli._ranges import RANGES, check_argv
 from dpadmm.exceptions import InvalidParameterError
 
 BASE = {  # the smallest command line each command accepts otherwise
-    "vertical": ["vertical", "--data", "a9a"],
+    "vertical admm": ["vertical", "admm", "--data", "a9a"],
+    "vertical experts": ["vertical", "experts", "--data", "a9a"],
+    "vertical encrypted": ["vertical", "encrypted", "--data", "a9a"],
     "consensus": ["consensus"],
     "demo": ["demo"],
     "reproduce": ["reproduce", "hu-fig1", "--quick"],
@@ -103,12 +105,12 @@ def test_out_of_range_value_is_one_error_line_exit_2_before_any_work(command, op
 @pytest.mark.parametrize("argv,needle", [
     (["consensus", "--eta", "0.5,abc"], "'abc' is not a number"),
     (["consensus", "--alpha-growth", "1.05,0"], "--alpha-growth must be"),
-    (["vertical", "--train", "t.svm", "--parties", "66,0"], "--parties must be"),
+    (["vertical", "admm", "--train", "t.svm", "--parties", "66,0"], "--parties must be"),
     (["functional", "--simulate", "--y-range=5,-5"], "--y-range must be two numbers lo,hi with lo < hi"),
     (["functional", "--simulate", "--y-range", "1"], "--y-range must be"),
     (["audit", "--end-to-end", "--runs", "10"], "(or 0 for the default)"),
-    (["vertical", "--data", "a9a", "--delta", "1"], "in (0, 1)"),
-    (["vertical", "--train", "t.svm", "--parties", "66,2.5"], "an integer >= 1"),
+    (["vertical", "admm", "--data", "a9a", "--delta", "1"], "in (0, 1)"),
+    (["vertical", "admm", "--train", "t.svm", "--parties", "66,2.5"], "an integer >= 1"),
     (["demo", "--epsilon=nan"], "--epsilon must be"),
 ])
 def test_lists_pairs_and_edges(argv, needle):
@@ -119,16 +121,16 @@ def test_lists_pairs_and_edges(argv, needle):
 
 @pytest.mark.parametrize("argv", [
     ["consensus", "--eta", "0.55,0.65,0.6", "--alpha", "3"], ["audit", "--runs", "0"], ["audit", "--runs", "40"],
-    ["functional", "--simulate", "--y-range=-10,10"], ["vertical", "--data", "a9a", "--noise-scale", "0"],
-    ["vertical", "--help"], ["reproduce", "hu-fig1", "--reps", "0"],
+    ["functional", "--simulate", "--y-range=-10,10"], ["vertical", "admm", "--data", "a9a", "--noise-scale", "0"],
+    ["vertical", "admm", "--help"], ["reproduce", "hu-fig1", "--reps", "0"],
 ])
 def test_valid_values_pass(argv):
     check_argv(argv)
 
 
 @pytest.mark.parametrize("argv,opt", [
-    (["vertical", "--train", "missing.svm", "--parties", "3,3"], "--train"),
-    (["vertical", "--party", "missing_a.csv", "--party", "missing_b.csv"], "--party"),
+    (["vertical", "admm", "--train", "missing.svm", "--parties", "3,3"], "--train"),
+    (["vertical", "admm", "--party", "missing_a.csv", "--party", "missing_b.csv"], "--party"),
     (["functional", "--train", "missing.csv"], "--train"),
     (["consensus", "--data", "missing.svm"], "--data"),
     (["party", "serve", "--protocol", "vertical-sharing", "--name", "party2", "--data", "train=missing.csv",
@@ -146,10 +148,10 @@ def test_party_file_errors_name_the_separator_and_the_plain_id(tmp_path, capsys)
     (tmp_path / "semi.csv").write_text("id;y;a\n1;1;0.5\n2;-1;0.1\n")
     (tmp_path / "dup.csv").write_text("id,y,a\n1,1,0.5\n2,-1,0.1\n2,1,0.3\n")
     (tmp_path / "b.csv").write_text("id,b\n1,0.5\n2,0.1\n")
-    code, _, err = run_cli(["vertical", "--party", tmp_path / "semi.csv", "--party", tmp_path / "b.csv", "--quiet"],
+    code, _, err = run_cli(["vertical", "admm", "--party", tmp_path / "semi.csv", "--party", tmp_path / "b.csv", "--quiet"],
                            capsys)
     assert code == 2 and "looks ';'-separated" in err and "--id-column" not in err, err
-    code, _, err = run_cli(["vertical", "--party", tmp_path / "dup.csv", "--party", tmp_path / "b.csv", "--quiet"],
+    code, _, err = run_cli(["vertical", "admm", "--party", tmp_path / "dup.csv", "--party", tmp_path / "b.csv", "--quiet"],
                            capsys)
     assert code == 2 and "repeats id '2'" in err and "np." not in err, err
 

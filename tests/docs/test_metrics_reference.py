@@ -38,7 +38,7 @@ def test_every_vertical_metrics_key_is_documented(tmp_path, capsys):
     test = write_party_files([b[300:] for b in blocks], y[300:], tmp_path / "test")
     for extra in (["--label-epsilon", "1"], ["--epsilon", "5", "--label-epsilon", "1"]):
         out = tmp_path / f"run{len(extra)}"
-        code, _, err = run_cli(["vertical", "--party", train[0], "--party", train[1], "--test-party", test[0],
+        code, _, err = run_cli(["vertical", "admm", "--party", train[0], "--party", train[1], "--test-party", test[0],
                                 "--test-party", test[1], "--seed", "0", "--quiet", "--out", out, *extra], capsys)
         assert code == 0, err
         metrics = json.loads((out / "metrics.json").read_text())

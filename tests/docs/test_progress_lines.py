@@ -52,7 +52,7 @@ def test_vertical_admm(a9a_small, tmp_path, capsys, every_round):
     B, y, _, _ = a9a_small
     dump_svmlight_file(np.hstack([b.toarray() if hasattr(b, "toarray") else b for b in B]), y,
                        str(tmp_path / "train.svm"), zero_based=False)
-    code, out, err = run_cli(["vertical", "--train", tmp_path / "train.svm", "--parties", "66,57",
+    code, out, err = run_cli(["vertical", "admm", "--train", tmp_path / "train.svm", "--parties", "66,57",
                               "--normalize-rows", "--epsilon", "1", "--iterations", "6", "--out", tmp_path / "run"],
                              capsys)
     assert code == 0, err
@@ -108,10 +108,10 @@ def test_phases_without_rounds_are_named(tmp_path, capsys, every_round, monkeypa
 
     monkeypatch.setattr(progress_state, "status", held)
     data = _libsvm(tmp_path / "d.svm", n=2000, d=8)
-    code, out, err = run_cli(["vertical", "--protocol", "experts", "--train", data, "--parties", "4,4",
+    code, out, err = run_cli(["vertical", "experts", "--train", data, "--parties", "4,4",
                               "--normalize-rows", "--epsilon", "1", "--seed", "0"], capsys)
     assert code == 0, err
-    named = {ln.split(": ", 1)[1].rsplit(", ", 1)[0] for ln in err.splitlines() if ln.startswith("dpadmm vertical: ")}
+    named = {ln.split(": ", 1)[1].rsplit(", ", 1)[0] for ln in err.splitlines() if ln.startswith("dpadmm vertical experts: ")}
     assert named and not any(re.fullmatch(r"\d+ s elapsed", n) for n in named), err  # never a line without a phase
 
 

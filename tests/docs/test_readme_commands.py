@@ -150,8 +150,8 @@ def test_readme_command_runs(line, argv, quote, tmp_path, capsys, monkeypatch):
 
 def test_quote_check_can_fail():
     assert _printed("0.3412", "test log loss: 0.34117") and not _printed("0.3412", "test log loss: 0.3419")
-    assert _why_not_run(["vertical", "--train", "train.svm"]) == "needs the user's own file train.svm"
-    assert _why_not_run(["vertical", "--data", "a9a", "--out", "x.csv"]) is None
+    assert _why_not_run(["vertical", "admm", "--train", "train.svm"]) == "needs the user's own file train.svm"
+    assert _why_not_run(["vertical", "admm", "--data", "a9a", "--out", "x.csv"]) is None
     tmp = Path("/tmp")
     assert _prepare(["consensus", "--runs", "10"], tmp)[:3] == ["consensus", "--runs", "2"]
     assert _prepare(["consensus", "--runs", "10"], tmp, quote="mean 0.47")[:3] == ["consensus", "--runs", "10"]

@@ -85,10 +85,10 @@ def test_functional_dataset_table(row, tau_col, capsys):
 def test_vertical_a9a_gap_iterations(tmp_path, capsys):
     """'objective within 1e-3 of the optimum in 18 iterations' for the first vertical command."""
     from dpadmm.data import load_a9a
-    from dpadmm.experiments.vertical import sklearn_baseline
+    from dpadmm.workflows.vertical import sklearn_baseline
 
     m = _find(r"no intercept: objective within 1e-3 of the optimum in (\d+) iterations")
-    args = _command("vertical --data a9a --no-intercept")
+    args = _command("vertical admm --data a9a --no-intercept")
     args[args.index("--out") + 1] = str(tmp_path / "run")
     code, out, err, written = run_cli_once(args + ["--quiet"], capsys)
     assert code == 0, err
@@ -144,7 +144,7 @@ def _feature_dp_claims():
 def test_vertical_feature_dp_sweep(which, capsys):
     """The feature-side numbers quoted under 'What each protection costs'."""
     eps, quoted = _feature_dp_claims()[which]
-    code, out, err = run_cli(["vertical", "--data", "a9a", "--normalize-rows", "--epsilon", eps, "--seed", "0",
+    code, out, err = run_cli(["vertical", "admm", "--data", "a9a", "--normalize-rows", "--epsilon", eps, "--seed", "0",
                               "--quiet"], capsys)
     assert code == 0, err
     loss = re.search(r"test log loss: (\d+\.\d+)", out).group(1)
@@ -157,7 +157,7 @@ def test_vertical_feature_dp_sweep(which, capsys):
 @pytest.mark.slow
 def test_label_private_beats_label_party_alone(tmp_path, capsys):
     m = _find(r"`--label-epsilon 1` gives\s+about (\d+\.\d+)")
-    code, out, err, _ = run_cli_once(["vertical", "--data", "a9a", "--normalize-rows", "--label-epsilon", "1",
+    code, out, err, _ = run_cli_once(["vertical", "admm", "--data", "a9a", "--normalize-rows", "--label-epsilon", "1",
                                       "--out", tmp_path / "run-labels", "--quiet"], capsys)  # the README's command
     assert code == 0, err
     loss = float(re.search(r"test log loss: (\d+\.\d+)", out).group(1))
@@ -180,7 +180,7 @@ def test_vertical_sensitivity_quoted(which, capsys):
     Gaussian label mechanism, 'so C stays ≈ 42' with randomized response:
     the C each party's report prints (an "≈" figure: within 5% of the printed value)."""
     extra, quoted = _sensitivity_claims()[which]
-    code, out, err = run_cli(["vertical", "--data", "a9a", "--normalize-rows", *extra, "--seed", "0", "--quiet"], capsys)
+    code, out, err = run_cli(["vertical", "admm", "--data", "a9a", "--normalize-rows", *extra, "--seed", "0", "--quiet"], capsys)
     assert code == 0, err
     printed = [float(c) for c in re.findall(r"party\d: C=(\d+(?:\.\d+)?)", out)]
     assert printed and all(abs(c / float(quoted) - 1) <= 0.05 for c in printed), (extra, printed, quoted)
@@ -313,7 +313,7 @@ def test_zhang_nonprivate_gap_to_the_optimum(topology, tmp_path, capsys):
     optimum': the README's first consensus command (and its complete-graph variant) against the pooled Newton
     optimum. Deterministic (no noise): the gap agrees with the quoted one to its two digits."""
     from dpadmm.algorithms.consensus import solver as gc
-    from dpadmm.experiments.zhang import PAPER_C, PAPER_REG_WEIGHT, _node_data, load_data
+    from dpadmm.workflows.consensus import PAPER_C, PAPER_REG_WEIGHT, _node_data, load_data
 
     m = _find(r"Non-private, 5 nodes on Adult: final L\(T\) within (\d\.\de-\d+) \(ring\) and (\d\.\de-\d+) "
               r"\(complete\) of the\s+centralised optimum")
@@ -501,7 +501,7 @@ def test_consensus_800_rows_per_node_gap_closed_at_eps5():
 def _both_sides_comment():
     """The comment block right above the vertical tutorial's ``--epsilon 10000 --label-epsilon 1`` command, '#'s
     stripped, and the command."""
-    m = _find(r"((?:# [^\n]*\n)+)(dpadmm vertical --data a9a --normalize-rows --epsilon 10000 --label-epsilon 1 [^\n]*)")
+    m = _find(r"((?:# [^\n]*\n)+)(dpadmm vertical admm --data a9a --normalize-rows --epsilon 10000 --label-epsilon 1 [^\n]*)")
     comment = " ".join(ln[2:] for ln in m.group(1).splitlines())
     return comment, m.group(2).split()[1:]
 
@@ -539,9 +539,9 @@ def test_experts_row_of_the_protocol_table(tmp_path, capsys):
     """The README's protocol table: 'experts … a9a 0.3340–0.3342 at ε = 1 (seeds 0–2) vs 0.350 for the label party
     alone' — the table's command on the bundled a9a (`--data a9a`), seed 0 (one fit, ~16 CPU-s) inside the quoted range, and its
     label-party-alone baseline the quoted one."""
-    m = _find(r"experts: `dpadmm vertical --protocol experts --epsilon 1` \| a9a (\d\.\d{4})–(\d\.\d{4}) at ε = 1 "
+    m = _find(r"experts: `dpadmm vertical experts --epsilon 1` \| a9a (\d\.\d{4})–(\d\.\d{4}) at ε = 1 "
               r"\(seeds 0–2\) vs (\d\.\d{3}) for the label party alone")
-    code, out, err = run_cli(["vertical", "--data", "a9a", "--protocol", "experts", "--epsilon", "1", "--seed", "0", "--quiet",
+    code, out, err = run_cli(["vertical", "experts", "--data", "a9a", "--epsilon", "1", "--seed", "0", "--quiet",
                               "--out", tmp_path / "experts"], capsys)
     assert code == 0, err
     got = float(re.search(r"test log loss: (\d\.\d+)", out).group(1))

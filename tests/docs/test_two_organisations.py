@@ -108,7 +108,7 @@ def test_every_command_is_typeable():
 def test_the_flagship_run_protects_both_sides():
     text = PAGE.read_text()
     first = next(c for b in [b for _, b in blocks(text)] for c in _command_lines(b) if c.startswith("dpadmm vertical"))
-    assert "--protocol experts" in first and "--psi" in first and "--epsilon 1" in first
+    assert "dpadmm vertical experts" in first and "--psi" in first and "--epsilon 1" in first
     assert "--label-epsilon 4" in first
     assert "$RETAILER/ledger-store/ledger.db" in text and "ledger in `--out" not in text  # where it lives, said right
 

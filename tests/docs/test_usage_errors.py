@@ -26,15 +26,15 @@ def _run(args, **kw):
 
 USAGE_ERRORS = [
     # (argv, text the error line must contain)
-    (["vertical", "--data", "a9a", "--iteration", "10"], "--iterations"),           # mistyped option
-    (["vertical", "--epsilon", "abc"], "'abc'"),                                    # bad value (float)
+    (["vertical", "admm", "--data", "a9a", "--iteration", "10"], "--iterations"),           # mistyped option
+    (["vertical", "admm", "--epsilon", "abc"], "'abc'"),                                    # bad value (float)
     (["consensus", "--nodes", "2.5"], "whole number"),                              # bad value (int)
     (["nosuch"], "vertical"),                                                       # unknown command
     (["attack", "nosuch"], "kkt"),                                                  # unknown subcommand
     (["reproduce", "nosuch", "--out", "never-written"], "hu-fig3"),                 # unknown reproduction
     (["reproduce"], "NAME"),                                                        # missing argument
     (["reproduce", "hu-fig1"], "--out"),                                            # missing required option
-    (["vertical", "--lam"], "--lam"),                                               # option without its value
+    (["vertical", "admm", "--lam"], "--lam"),                                               # option without its value
     (["functional", "--simulate", "--tau", "1.5"], "tau"),                          # out of range (library check)
 ]
 
@@ -99,7 +99,7 @@ def test_help_lists_every_reproduction():
 
 
 def test_in_process_main_same_contract(capsys):
-    code, out, err = run_cli(["vertical", "--iterations", "x"], capsys)
+    code, out, err = run_cli(["vertical", "admm", "--iterations", "x"], capsys)
     assert code == 2 and err.startswith("error: invalid value for --iterations: got 'x'") and len(err.splitlines()) == 1
 
 
@@ -165,7 +165,7 @@ def _all_command_paths():
 def test_every_command_rejects_an_unknown_option_in_one_line(capsys):
     """Every registered command (including ones added later) turns a mistyped option into one line."""
     paths = _all_command_paths()
-    assert ["vertical"] in paths and ["attack", "kkt"] in paths
+    assert ["vertical", "admm"] in paths and ["vertical", "experts"] in paths and ["attack", "kkt"] in paths
     for path in paths:
         code, out, err = run_cli([*path, "--no-such-option-xyz"], capsys)
         assert code == 2, (path, err)

@@ -15,7 +15,7 @@ def test_attack_succeeds_only_with_public_eta_and_no_noise(seed):
     # private eta_i(t) = 0.55 * 1.1^(t-1), attacker's guess theta = 0.5). NB: with a private eta closer to
     # theta (growth 1.03) or smaller nodes / shorter runs the eta-private attacker can still succeed.
     from dpadmm.attacks import KKTAttackResult
-    from dpadmm.experiments.zhang_attack import attack_table
+    from dpadmm.workflows.kkt_attack import attack_table
 
     res = {r["scenario"]: KKTAttackResult(**r) for r in attack_table(samples=2000, iterations=100, seed=seed)}
     pub = res["eta public, no noise"]

@@ -26,7 +26,7 @@ def small_files(tmp_path_factory, a9a_small):
 def test_vertical_libsvm_end_to_end(small_files, tmp_path, capsys):
     d, _, _ = small_files
     out = tmp_path / "run"
-    code, stdout, err = run_cli(["vertical", "--train", d / "train.svm", "--test", d / "test.svm",
+    code, stdout, err = run_cli(["vertical", "admm", "--train", d / "train.svm", "--test", d / "test.svm",
                                  "--parties", "66,57", "--iterations", "30", "--out", out, "--quiet"], capsys)
     assert code == 0, err
     m = json.loads((out / "metrics.json").read_text())
@@ -44,7 +44,7 @@ def test_vertical_libsvm_end_to_end(small_files, tmp_path, capsys):
 def test_vertical_party_files_dp(small_files, tmp_path, capsys):
     _, parties, tparties = small_files
     out = tmp_path / "dp"
-    args = ["vertical", "--iterations", "5", "--epsilon", "20", "--delta", "1e-5", "--normalize-rows",
+    args = ["vertical", "admm", "--iterations", "5", "--epsilon", "20", "--delta", "1e-5", "--normalize-rows",
             "--rho", "0.3", "--out", out, "--quiet"]
     for p in parties:
         args += ["--party", p]
@@ -63,7 +63,7 @@ def test_vertical_party_files_dp(small_files, tmp_path, capsys):
 
 def test_vertical_cli_paper_mechanism_and_label_epsilon(small_files, tmp_path, capsys):
     d, _, _ = small_files
-    base = ["vertical", "--train", d / "train.svm", "--test", d / "test.svm", "--parties", "66,57",
+    base = ["vertical", "admm", "--train", d / "train.svm", "--test", d / "test.svm", "--parties", "66,57",
             "--normalize-rows", "--quiet"]
     out = tmp_path / "paper"
     code, stdout, err = run_cli(base + ["--mechanism", "paper", "--epsilon", "5", "--iterations", "3",
@@ -158,11 +158,11 @@ def test_console_script_subprocess(small_files, tmp_path):
     import sys
 
     d, _, _ = small_files
-    r = subprocess.run([sys.executable, "-m", "dpadmm", "vertical", "--train", str(d / "train.svm"),
+    r = subprocess.run([sys.executable, "-m", "dpadmm", "vertical", "admm", "--train", str(d / "train.svm"),
                         "--parties", "66,57", "--epsilon", "-3", "--out", str(tmp_path / "o")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
-    assert r.stderr.strip() == "error: --epsilon must be positive, got --epsilon -3; run 'dpadmm vertical --help' for usage."
+    assert r.stderr.strip() == "error: --epsilon must be positive, got --epsilon -3; run 'dpadmm vertical admm --help' for usage."
     assert not (tmp_path / "o").exists()
 
 
@@ -197,12 +197,12 @@ def test_reproduce_unknown_name(tmp_path, capsys):
 
 
 def test_bundled_data_option(tmp_path, capsys):
-    code, _, err = run_cli(["vertical", "--data", "mnist", "--out", tmp_path / "o", "--quiet"], capsys)
+    code, _, err = run_cli(["vertical", "admm", "--data", "mnist", "--out", tmp_path / "o", "--quiet"], capsys)
     assert code == 2 and "--data must be 'a9a'" in err and not (tmp_path / "o").exists()
 
 
 @pytest.mark.slow  # all of a9a and its scikit-learn baseline; the default suite runs --data a9a in test_privacy.py
 def test_bundled_data_a9a_runs(capsys):
-    code, stdout, err = run_cli(["vertical", "--data", "a9a", "--iterations", "3", "--quiet"], capsys)
+    code, stdout, err = run_cli(["vertical", "admm", "--data", "a9a", "--iterations", "3", "--quiet"], capsys)
     assert code == 0, err
     assert "test log loss" in stdout

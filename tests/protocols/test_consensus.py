@@ -213,7 +213,7 @@ def test_local_newton_solves_the_subproblem():
 def test_adult_five_nodes_reaches_the_centralised_optimum(topology):
     """Acceptance: non-private, 5 nodes on Adult, final L(T) within 1e-3 of the centralised optimum's L."""
     from dpadmm.data import load_adult
-    from dpadmm.experiments.zhang import PAPER_C, PAPER_REG_WEIGHT, _node_data
+    from dpadmm.workflows.consensus import PAPER_C, PAPER_REG_WEIGHT, _node_data
 
     X, y = load_adult()
     Xs, ys = _node_data(X, y, 5, "even", 10.0, 0)

@@ -66,7 +66,7 @@ def test_node_files_are_the_nodes_as_given(tmp_path, capsys, writer, ext):
 def test_node_files_match_the_python_api(tmp_path):
     """The CLI's consensus model is the estimator's on the same node lists at the same seed."""
     from dpadmm.estimators import ConsensusLogisticRegression
-    from dpadmm.experiments.zhang import load_data
+    from dpadmm.workflows.consensus import load_data
 
     train, _ = _nodes(tmp_path, _svm, "svm")
     out = tmp_path / "run"

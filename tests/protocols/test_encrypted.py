@@ -334,8 +334,8 @@ def test_cli_protocol_encrypted(need_he, tmp_path, capsys):
     y = np.where(X @ rng.normal(size=6) + 0.3 * rng.normal(size=200) > 0, 1, -1)
     dump_svmlight_file(X[:150], y[:150], str(tmp_path / "train.svm"))
     dump_svmlight_file(X[150:], y[150:], str(tmp_path / "test.svm"))
-    code, out, err = run_cli(["vertical", "--train", tmp_path / "train.svm", "--test", tmp_path / "test.svm",
-                              "--parties", "3,3", "--protocol", "encrypted", "--normalize-rows", "--epsilon", "1",
+    code, out, err = run_cli(["vertical", "encrypted", "--train", tmp_path / "train.svm", "--test", tmp_path / "test.svm",
+                              "--parties", "3,3", "--normalize-rows", "--epsilon", "1",
                               "--label-epsilon", "1", "--iterations", "3", "--seed", "0", "--out", tmp_path / "run"],
                              capsys)
     assert code == 0, err
@@ -347,8 +347,8 @@ def test_cli_protocol_encrypted(need_he, tmp_path, capsys):
     assert "features epsilon = " in out and "against an honest-but-curious label party at delta" in out
     assert m["privacy"]["features"]["premises"] == ["honest-label-party"]
     assert m["privacy"]["features"]["against"] == "against an honest-but-curious label party"
-    code, out, err = run_cli(["vertical", "--data", "a9a", "--protocol", "encrypted", "--rho", "1"], capsys)
-    assert code == 2 and "--rho belongs to the ADMM protocol" in (out + err)
+    code, out, err = run_cli(["vertical", "encrypted", "--data", "a9a", "--rho", "1"], capsys)
+    assert code == 2 and "--rho belongs to `dpadmm vertical admm`" in (out + err)
 
 
 def test_docs_list_the_party_and_coordinator_fields():

@@ -19,7 +19,7 @@ import pytest
 from sklearn.datasets import dump_svmlight_file
 
 from conftest import run_cli
-from dpadmm.experiments.zhang import _node_data
+from dpadmm.workflows.consensus import _node_data
 
 N_TRAIN, N_TEST, D = 301, 101, 4
 SKIP = ("config", "timing", "wall_seconds", "fit_seconds", "seconds", "train_seconds_per_run", "n_test")
@@ -92,12 +92,12 @@ CASES = {
     "gossip, declared bounds": (["consensus", "--epsilon", "1", "--nodes", "3", "--bounds", "BOUNDS"], "consensus"),
     "m-admm": (["consensus", "--perturbation", "pp", "--alpha", "5", "--fallback-epsilon", "0.4", "--nodes", "3",
                 "--iterations", "5", "--normalize"], "consensus"),
-    "vertical admm": (["vertical", "--epsilon", "5", "--label-epsilon", "1"], "vertical"),
-    "vertical labels": (["vertical", "--label-epsilon", "1"], "vertical"),
-    "experts": (["vertical", "--protocol", "experts", "--epsilon", "5"], "vertical"),
+    "vertical admm": (["vertical", "admm", "--epsilon", "5", "--label-epsilon", "1"], "vertical"),
+    "vertical labels": (["vertical", "admm", "--label-epsilon", "1"], "vertical"),
+    "experts": (["vertical", "experts", "--epsilon", "5"], "vertical"),
 }
 if importlib.util.find_spec("heu") is not None:
-    CASES["encrypted"] = (["vertical", "--protocol", "encrypted", "--epsilon", "1", "--label-epsilon", "1",
+    CASES["encrypted"] = (["vertical", "encrypted", "--epsilon", "1", "--label-epsilon", "1",
                            "--iterations", "2", "--normalize-rows"], "vertical")
 
 

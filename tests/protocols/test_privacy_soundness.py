@@ -150,7 +150,7 @@ def test_cli_private_runs_party_local_by_default_seeded_on_request(cmd, small_li
     """Each private CLI run twice without --seed (results differ, noise_source party-local) and twice
     with --seed 3 (identical, noise_source seeded)."""
     args = {
-        "vertical": ["vertical", "--train", small_libsvm, "--parties", "66,57", "--normalize-rows", "--rho", "0.3",
+        "vertical": ["vertical", "admm", "--train", small_libsvm, "--parties", "66,57", "--normalize-rows", "--rho", "0.3",
                      "--epsilon", "50", "--iterations", "3"],
         "consensus": ["consensus", "--data", small_libsvm, "--nodes", "3", "--perturbation", "pp", "--alpha", "5",
                       "--normalize", "--iterations", "3"],

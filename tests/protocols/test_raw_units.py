@@ -104,11 +104,11 @@ def test_one_label_party_alone_baseline_whatever_the_options_and_advice_that_hel
 
 
 def test_verdicts_do_not_fire_on_rounding():
-    from dpadmm.cli._baselines import verdict
+    from dpadmm.workflows.baselines import verdict
 
     assert verdict("test log loss", 0.1617 + 4e-10, 0.1617, "the label party alone", "fix") is None
     assert verdict("test log loss", 0.17, 0.1617, "the label party alone", "fix").startswith("verdict:")
-    from dpadmm.cli._baselines import RELATIVE_TOLERANCE, loss_tolerance  # the tolerance, derived (main had none)
+    from dpadmm.workflows.baselines import RELATIVE_TOLERANCE, loss_tolerance  # the tolerance, derived (main had none)
 
     same = np.full(500, 0.3)
     assert loss_tolerance(same, same) == pytest.approx(RELATIVE_TOLERANCE * 0.3)

@@ -182,13 +182,13 @@ def _party_files(tmp_path, n=300, part=0):
 
 
 def _cli_args(tmp_path) -> list:
-    """``dpadmm vertical --protocol experts`` on two party files, with test files (rows 300–599 of one draw)."""
+    """``dpadmm vertical experts`` on two party files, with test files (rows 300–599 of one draw)."""
     (tmp_path / "tr").mkdir()
     (tmp_path / "te").mkdir()
     tr = _party_files(tmp_path / "tr")
     te = _party_files(tmp_path / "te", part=1)
-    return ["vertical", "--party", tr[0], "--party", tr[1], "--test-party", te[0], "--test-party", te[1],
-            "--protocol", "experts"]
+    return ["vertical", "experts", "--party", tr[0], "--party", tr[1], "--test-party", te[0], "--test-party", te[1],
+            ]
 
 
 def test_cli_experts_end_to_end(tmp_path, capsys):
@@ -208,18 +208,18 @@ def test_cli_experts_end_to_end(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("extra, match", [
-    (["--rho", "1"], "--rho belongs to the ADMM protocol"),
+    (["--rho", "1"], "--rho belongs to `dpadmm vertical admm`"),
     (["--prepare", "standardize"], "own column statistics"),
     (["--backend", "process"], "in-process"),
     (["--label-epsilon", "1", "--label-mechanism", "gaussian"], "randomized response"),
-    (["--protocol", "nope"], "--protocol must be one of"),
+    (["--protocol", "nope"], "has no option --protocol"),  # the old spelling: test_cli_old_spelling
 ])
 def test_cli_experts_usage_errors(tmp_path, capsys, extra, match):
     from conftest import run_cli
 
     (tmp_path / "tr").mkdir()
     tr = _party_files(tmp_path / "tr")
-    args = ["vertical", "--party", tr[0], "--party", tr[1], "--protocol", "experts", "--epsilon", "1",
+    args = ["vertical", "experts", "--party", tr[0], "--party", tr[1], "--epsilon", "1",
             "--out", tmp_path / "o"] + extra
     code, out, err = run_cli(args, capsys)
     assert code == 2
@@ -291,8 +291,8 @@ def test_cli_experts_label_party_keeps_its_own_model_when_the_experts_double_cou
             df.insert(0, "id", np.arange(n))
             paths[(part, k)] = tmp_path / f"{part}{k}.csv"
             df.to_csv(paths[(part, k)], index=False)
-    args = ["vertical", "--party", paths[("tr", 0)], "--party", paths[("tr", 1)], "--test-party", paths[("te", 0)],
-            "--test-party", paths[("te", 1)], "--protocol", "experts", "--epsilon", "5", "--prepare", "none",
+    args = ["vertical", "experts", "--party", paths[("tr", 0)], "--party", paths[("tr", 1)], "--test-party", paths[("te", 0)],
+            "--test-party", paths[("te", 1)], "--epsilon", "5", "--prepare", "none",
             "--lam", "1e-4", "--seed", "1", "--out", tmp_path / "o"]
     code, out, _ = run_cli(args, capsys)
     assert code == 0
@@ -397,7 +397,7 @@ def test_cli_min_effective_rows_lowers_the_floor_and_belongs_to_experts(tmp_path
     files = [a for a in _cli_args(tmp_path / "b") if a not in ("--protocol", "experts")]
     for extra, match in ((["--protocol", "experts", "--min-effective-rows", "-1"],
                           "--min-effective-rows must be non-negative"),
-                         (["--min-effective-rows", "10"], "belongs to --protocol experts")):
+                         (["--min-effective-rows", "10"], "--min-effective-rows belongs to `dpadmm vertical experts`")):
         code, out, err = run_cli(files + extra + common, capsys)
         assert code == 2 and match in " ".join(err.split()), err
         assert not (tmp_path / "bad").exists()

@@ -209,7 +209,7 @@ def test_epsilon_without_bounded_rows_is_refused(tmp_path, capsys):
     """The README says unnormalised rows with DP are an error: --data a9a rows have norm > 1 (before: the
     rows were clipped silently)."""
     out = tmp_path / "never"
-    code, stdout, err = run_cli(["vertical", "--data", "a9a", "--epsilon", "1", "--out", str(out)], capsys)
+    code, stdout, err = run_cli(["vertical", "admm", "--data", "a9a", "--epsilon", "1", "--out", str(out)], capsys)
     assert code == 2 and not out.exists()
     line = err.strip().splitlines()[-1]
     assert line.startswith("error:") and "--normalize-rows" in line and "norm" in line

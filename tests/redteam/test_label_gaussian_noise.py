@@ -1,7 +1,7 @@
 """The Gaussian label mechanisms add their stated noise to every part of their release, not only the part the audit
 games look at.
 
-- ``dpadmm vertical --label-epsilon`` (``label_private_step``): each round releases the pair (g + σZ, Σg + σZ′) — the
+- ``dpadmm vertical admm --label-epsilon`` (``label_private_step``): each round releases the pair (g + σZ, Σg + σZ′) — the
   noisy residuals sent to the parties and the noisy sum that moves the public intercept — at sensitivity √2·W. The
   audit game runs without an intercept, so halving Z′ alone (events unchanged) passed every default test.
 - The encrypted protocol's ``label_mechanism="gaussian"`` (``open_gradients``): one release per round of every party's

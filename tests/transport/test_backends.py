@@ -443,7 +443,7 @@ def _cli(*args):
     return main([str(a) for a in args])
 
 
-CLI_BASE = ["vertical", "--parties", "66,57", "--rho", "0.3", "--noise-scale", "0.5", "--mechanism", "paper",
+CLI_BASE = ["vertical", "admm", "--parties", "66,57", "--rho", "0.3", "--noise-scale", "0.5", "--mechanism", "paper",
             "--normalize-rows", "--quiet", "--seed", "3", "--monitor"]
 
 
@@ -526,7 +526,7 @@ def test_cli_party_files_are_read_by_their_parties(tmp_path, party_csvs, monkeyp
         return real(path, *args, **kw)
 
     monkeypatch.setattr(pd, "read_csv", spy)
-    args = ["vertical", "--party", train[0], "--party", train[1], "--test-party", test[0], "--test-party", test[1],
+    args = ["vertical", "admm", "--party", train[0], "--party", train[1], "--test-party", test[0], "--test-party", test[1],
             "--iterations", 4, "--rho", "0.3", "--noise-scale", "0.5", "--normalize-rows", "--quiet", "--seed", "0",
             "--monitor"]
     assert _cli(*args, "--backend", "process", "--out", tmp_path / "p") == 0
@@ -548,7 +548,7 @@ def test_cli_party_files_are_read_by_their_parties(tmp_path, party_csvs, monkeyp
 def test_cli_party_files_dp_checks_rows_at_the_party(tmp_path, party_csvs, capsys):
     train, _ = party_csvs
     out = tmp_path / "o"
-    assert _cli("vertical", "--party", train[0], "--party", train[1], "--iterations", 2, "--noise-scale", "0.5", "--mechanism", "paper",
+    assert _cli("vertical", "admm", "--party", train[0], "--party", train[1], "--iterations", 2, "--noise-scale", "0.5", "--mechanism", "paper",
                 "--quiet", "--backend", "process", "--out", out) == 2
     err = capsys.readouterr().err
     assert re.search(r"party 'party[12]' failed", err) and "not unit-norm" in err

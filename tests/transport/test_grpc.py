@@ -563,12 +563,12 @@ def test_cross_org_loopback_script_in_a_loopback_only_namespace(tmp_path):
 
 # ----------------------------------------------------------------------------- CLI usage errors
 @pytest.mark.parametrize("args, message", [
-    (["vertical", "--backend", "grpc", "--data", "a9a", "--peer", "party1=127.0.0.1:1"], "mutual TLS"),
-    (["vertical", "--peer", "party1=127.0.0.1:1", "--data", "a9a"], "need --backend grpc"),
-    (["vertical", "--backend", "grpc", "--insecure", "--peer", "party1"], "NAME=HOST:PORT"),
+    (["vertical", "admm", "--backend", "grpc", "--data", "a9a", "--peer", "party1=127.0.0.1:1"], "mutual TLS"),
+    (["vertical", "admm", "--peer", "party1=127.0.0.1:1", "--data", "a9a"], "need --backend grpc"),
+    (["vertical", "admm", "--backend", "grpc", "--insecure", "--peer", "party1"], "NAME=HOST:PORT"),
     (["provision", "--out", "{tmp}/p"], "give --parties NAMES"),
     (["provision", "--csr", "{tmp}/none.csr", "--out", "{tmp}/p"], "not found"),
-    (["vertical", "--data", "a9a", "--psi"], "--psi aligns"),
+    (["vertical", "admm", "--data", "a9a", "--psi"], "--psi aligns"),
     (["score", "--party", "{tmp}", "--model", "{tmp}", "--out", "{tmp}/o", "--insecure", "--peer", "party1=127.0.0.1:1"],
      "file not found"),
     (["provision", "--parties", "a,a", "--out", "{tmp}/p"], "distinct"),

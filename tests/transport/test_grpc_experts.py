@@ -68,7 +68,7 @@ def _audit(svc):
 
 def test_cli_over_grpc_equals_in_process_and_each_ledger_equals_the_report(tmp_path, capsys):
     train, test = _files(tmp_path)
-    common = ["vertical", "--protocol", "experts", "--epsilon", "1", "--prepare", "normalize-rows", "--seed", "3"]
+    common = ["vertical", "experts", "--epsilon", "1", "--prepare", "normalize-rows", "--seed", "3"]
     code, out_local, err = run_cli([*common, *sum((["--party", p] for p in train), []),
                                     *sum((["--test-party", p] for p in test), []), "--out", tmp_path / "local"], capsys)
     assert code == 0, err
@@ -360,7 +360,7 @@ def test_the_protocol_is_declared_with_the_party_policy():
 ])
 def test_cli_usage_errors_name_the_problem(tmp_path, capsys, extra, match):
     train, test = _files(tmp_path, n=40, n_test=20)
-    code, out, err = run_cli(["vertical", "--protocol", "experts", "--party", train[0], *extra,
+    code, out, err = run_cli(["vertical", "experts", "--party", train[0], *extra,
                               "--out", tmp_path / "o"], capsys)
     assert code == 2 and not (tmp_path / "o").exists()
     import re
@@ -392,7 +392,7 @@ def test_psi_aligned_experts_equal_the_in_process_run_on_the_intersection(tmp_pa
         name=f"party{m + 1}", protocol=[PROTO, P.PROTOCOL], out=tmp_path / f"party{m + 1}", secure=False,
         allow_seeded_noise=True, policy=NORMALIZING, max_epsilon=3.0, delta=1e-5,
         data={"train": str(files[("train", m)]), "test": str(files[("test", m)])}) for m in (1, 2)}
-    args = ["vertical", "--protocol", "experts", "--epsilon", "1", "--prepare", "normalize-rows", "--seed", "2"]
+    args = ["vertical", "experts", "--epsilon", "1", "--prepare", "normalize-rows", "--seed", "2"]
     peers, stop = serve_parties(services)
     try:
         code, out, err = run_cli([*args, "--backend", "grpc", "--insecure", "--psi", "--party", files[("train", 0)],
@@ -418,7 +418,7 @@ def test_a_refusal_stops_the_cli_run_with_one_line_and_writes_nothing(tmp_path, 
     services = _services(tmp_path, train, test, policy=NORMALIZING, max_epsilon=0.5)  # ε = 1 is over its cap
     peers, stop = serve_parties(services)
     try:
-        code, out, err = run_cli(["vertical", "--protocol", "experts", "--epsilon", "1", "--normalize-rows",
+        code, out, err = run_cli(["vertical", "experts", "--epsilon", "1", "--normalize-rows",
                                   "--backend", "grpc", "--insecure", "--party", train[0], "--test-party", test[0],
                                   *sum((["--peer", f"{n}={a}"] for n, a in peers.items()), []),
                                   "--out", tmp_path / "o"], capsys)

@@ -126,7 +126,7 @@ def test_the_cli_prints_the_security_of_a_cluster_it_joins(tmp_path, capsys, mon
         raise PartyFailureError("test: no cluster joined")
 
     monkeypatch.setattr(ray_backend.RayBackend, "_ensure_ray", no_cluster)
-    code, _, err = run_cli(["vertical", "--backend", "ray", "--ray-address", "10.0.0.5:6379", "--data", "a9a",
+    code, _, err = run_cli(["vertical", "admm", "--backend", "ray", "--ray-address", "10.0.0.5:6379", "--data", "a9a",
                             "--iterations", "1", "--out", tmp_path / "o", "--quiet"], capsys)
     assert code == 2 and "test: no cluster joined" in err, err
     assert "Ray cluster at 10.0.0.5:6379: transport" in err and "RAY_USE_TLS" in err, err

@@ -212,6 +212,10 @@ LAYERS = {
     "dpadmm.runtime": ("dpadmm.backends", "dpadmm.estimators", "dpadmm.cli", "dpadmm.experiments", "dpadmm.fit"),
     # drivers run protocols on backends; estimators, the CLI and experiments call them
     "dpadmm.fit": ("dpadmm.estimators", "dpadmm.cli", "dpadmm.experiments"),
+    # the jobs behind the commands: above the estimators, below the CLI and the reproductions
+    "dpadmm.workflows": ("dpadmm.cli", "dpadmm.experiments"),
+    # the reproductions and audit games may import anything but the CLI
+    "dpadmm.experiments": ("dpadmm.cli",),
 }
 KERNELS_MAY_IMPORT = ("dpadmm.kernels", "dpadmm.exceptions", "dpadmm._core", "dpadmm._validation")
 def _is_driver(name: str) -> bool:

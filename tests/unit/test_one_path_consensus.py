@@ -27,11 +27,11 @@ EPSILON_TO_NOISE = frozenset({
 #: callers on these paths that ask the folder for its answer (its public function, not a computation of their own)
 FOLDER_ENTRY_POINTS = {
     "cli/_consensus_gossip.py": {"plan"},  # the progress bar's count of rounds: the folder's plan, noise=False
-    "experiments/zhang.py": {"solve_alpha"},  # --epsilon with pp/dvp: the folder's ε → α
+    "workflows/consensus.py": {"solve_alpha"},  # --epsilon with pp/dvp: the folder's ε → α
 }
 #: the modules on the consensus, gossip and functional paths outside the algorithm folders
 PATH_MODULES = ("estimators/consensus.py", "estimators/functional.py", "fit/runner.py", "fit/__init__.py",
-                "experiments/gossip.py", "experiments/zhang.py", "cli/_consensus_gossip.py", "data/graphs.py")
+                "workflows/gossip.py", "workflows/consensus.py", "experiments/zhang.py", "cli/_consensus_gossip.py", "data/graphs.py")
 ALGORITHM_FOLDERS = ("algorithms/gossip", "algorithms/consensus", "algorithms/functional")
 ESTIMATOR_NAMES = frozenset({"self", "est", "estimator"})
 

@@ -47,13 +47,13 @@ ESTIMATOR_PARAMS = ("est", "estimator")
 #: module -> why it still breaks a rule, and which branch removes it (the check fails once a listed module is clean)
 PENDING: dict[str, str] = {
     # the drivers-consensus branch of issue 39 moves these drivers into their algorithm folders and removes them here
-    "experiments/gossip.py": "consensus branch: model._gossip*, gossip's schedule from ε",
-    "experiments/zhang.py": "consensus branch: model._margin_clip",
+    "workflows/gossip.py": "consensus branch: model._gossip*, gossip's schedule from ε",
+    "workflows/consensus.py": "consensus branch: model._margin_clip",
     "cli/functional.py": "consensus branch: model._validate, model._min_n_epsilon",
     # the CLI split of issue 39 moves these; they read vertical defaults through the estimator's private methods
     # (read them from dpadmm.algorithms.vertical.params.VerticalParams: rounds(), run_rho(), loss)
     "cli/vertical.py": "CLI split: VerticalLogisticRegression(...)._max_iter()",
-    "experiments/vertical.py": "CLI split: model._rho, model._max_iter, model._loss_name",
+    "workflows/vertical.py": "CLI split: model._rho, model._max_iter, model._loss_name",
 }
 
 

@@ -185,7 +185,7 @@ def test_one_privacy_report_both_sides(tmp_path, capsys):
     import re
     from conftest import run_cli
 
-    code, out, err = run_cli(["vertical", "--data", "a9a", "--normalize-rows", "--label-epsilon", "1", "--seed", "0",
+    code, out, err = run_cli(["vertical", "admm", "--data", "a9a", "--normalize-rows", "--label-epsilon", "1", "--seed", "0",
                               "--iterations", "3", "--out", tmp_path / "r", "--quiet"], capsys)
     assert code == 0, err
     p = json.loads((tmp_path / "r" / "metrics.json").read_text())["privacy"]

@@ -225,7 +225,7 @@ def test_consensus_curvature_bound_majorises_and_every_step_descends():
 
 
 def test_consensus_metrics_record_training_seconds():
-    from dpadmm.experiments.zhang import run_consensus
+    from dpadmm.workflows.consensus import run_consensus
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(400, 5))

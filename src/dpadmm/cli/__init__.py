@@ -23,7 +23,9 @@ from ..exceptions import DPADMMError
 
 from ._app import app  # noqa: E402  (the Typer app; every command module registers on it)
 
-from . import vertical as _vertical  # noqa: E402,F401  (registers commands)
+from . import vertical as _vertical  # noqa: E402,F401  (registers commands: vertical admm)
+from . import _vertical_experts as _experts  # noqa: E402,F401  (vertical experts)
+from . import _vertical_encrypted as _encrypted  # noqa: E402,F401  (vertical encrypted)
 from . import attack_labels as _attack_labels  # noqa: E402,F401  (dpadmm attack labels; registers consensus first)
 from . import demo as _demo  # noqa: E402,F401
 from . import reproduce as _reproduce  # noqa: E402,F401
@@ -84,8 +86,9 @@ def _dispatch(argv: list[str]) -> int:
     from ._display import ambient_heartbeat
     from ._ranges import check_argv
 
-    label = "dpadmm " + " ".join(a for a in argv[:2] if not a.startswith("-"))
     try:
+        argv = _new_spelling(argv)
+        label = "dpadmm " + " ".join(a for a in argv[:2] if not a.startswith("-"))
         check_argv(argv)  # every numeric option in its range, before any work (and in CLI terms)
         # no long run is silent on a pipe; a party server logs its state changes instead of a heartbeat
         with ambient_heartbeat(label.strip(), enabled="--quiet" not in argv and argv[:2] != ["party", "serve"]):
@@ -118,6 +121,17 @@ def _dispatch(argv: list[str]) -> int:
     return rv if isinstance(rv, int) else 0
 
 
+def _new_spelling(argv: list[str]) -> list[str]:
+    """An old spelling (``vertical [--protocol P]``) rewritten to its command, with
+    one deprecation line on stderr (:mod:`dpadmm.cli._legacy`)."""
+    from ._legacy import rewrite
+
+    argv, note = rewrite(argv)
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    return argv
+
+
 def _given_value(argv: list[str], opts) -> str | None:
     """The raw text the user gave for an option (``--x v`` or ``--x=v``), for the error message."""
     for i, a in enumerate(argv):
@@ -138,12 +152,8 @@ def usage_error_line(exc, argv: list[str]) -> str:
     msg = " ".join(str(exc.format_message()).split())
     param = getattr(exc, "param", None)
     if kind == "NoSuchOption":
-        import difflib
-
         opt = getattr(exc, "option_name", "") or msg
-        poss = difflib.get_close_matches(opt, list(getattr(exc, "possibilities", None) or []), n=1, cutoff=0.5)
-        guess = f"did you mean {poss[0]}? " if poss else ""
-        return f"error: {cmd} has no option {opt}; {guess}{help_hint}."
+        return f"error: {cmd} has no option {opt}; {option_hint(opt, ctx)}{help_hint}."
     if kind == "MissingParameter" and param is not None:
         what = param.name.upper() if getattr(param, "param_type_name", "") == "argument" else (param.opts or [param.name])[0]
         kind_word = "argument" if getattr(param, "param_type_name", "") == "argument" else "option"
@@ -168,6 +178,30 @@ def usage_error_line(exc, argv: list[str]) -> str:
         return (f"error: {cmd} has no command {name}; choose one of {', '.join(choices)} "
                 f"({help_hint}).")
     return f"error: {msg.rstrip('.')}; {help_hint}."
+
+
+def option_hint(opt: str, ctx) -> str:
+    """What to suggest for an unknown option: only the command's own options (an unambiguous prefix first, then a
+    close spelling), or the sibling command that has it (``--rho`` given to ``vertical experts`` belongs to
+    ``vertical admm``); empty when nothing fits."""
+    import difflib
+
+    own = sorted({o for p in getattr(getattr(ctx, "command", None), "params", []) for o in getattr(p, "opts", [])
+                  if o.startswith("--")})
+    prefixed = [o for o in own if o.startswith(opt)]
+    if prefixed:
+        return f"did you mean {min(prefixed, key=len)}? "
+    close = difflib.get_close_matches(opt, own, n=1, cutoff=0.75)
+    if close:
+        return f"did you mean {close[0]}? "
+    parent = getattr(ctx, "parent", None)
+    group = getattr(parent, "command", None)
+    owners = [name for name, sub in sorted(getattr(group, "commands", {}).items())
+              if sub is not getattr(ctx, "command", None)
+              and any(opt in getattr(p, "opts", []) for p in getattr(sub, "params", []))]
+    if owners and parent is not None and parent.parent is not None:  # protocols of one command, not all commands
+        return f"{opt} belongs to {' and '.join(f'`{parent.command_path} {o}`' for o in owners)}; "
+    return ""
 
 
 def _command_path_from_argv(argv: list[str]) -> str:

@@ -30,3 +30,9 @@ def _root(version: Optional[bool] = typer.Option(None, "--version", callback=_ve
     (`consensus`, `attack kkt`), distributed functional quantile regression [Zhou] (`functional`),
     paper reproductions (`reproduce`) and an empirical privacy audit (`audit`).
     """
+
+#: ``dpadmm vertical admm|experts|encrypted``: one command per protocol (:mod:`dpadmm.cli.vertical`,
+#: :mod:`dpadmm.cli._vertical_experts`, :mod:`dpadmm.cli._vertical_encrypted` register on it)
+vertical_app = typer.Typer(no_args_is_help=True, help="Logistic regression on vertically partitioned data: one "
+                                                      "command per protocol (admm, experts, encrypted).")
+app.add_typer(vertical_app, name="vertical")

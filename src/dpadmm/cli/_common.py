@@ -5,13 +5,11 @@ Helpers every command can call:
 - progress, heartbeats and phases: :mod:`dpadmm.cli._display`.
 - :func:`show_warning_once` — installed by :func:`dpadmm.cli.main`: each distinct warning is
   printed once per run as ``warning: …``.
-- the baselines and verdicts: :mod:`._baselines`.
+- the baselines and verdicts: :mod:`dpadmm.workflows.baselines`; JSON files: :mod:`dpadmm._jsonio`.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import shutil
 import sys
@@ -19,7 +17,6 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from rich.console import Console
@@ -93,30 +90,6 @@ def fmt_prob(x: float) -> str:
     return f"{mant}e{int(exp)}"
 
 
-def to_jsonable(obj: Any) -> Any:
-    """numpy → Python; non-finite floats → None (JSON has no infinity: null means ε = ∞)."""
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return to_jsonable(obj.tolist())
-    if isinstance(obj, (np.floating, float)):
-        v = float(obj)
-        return v if math.isfinite(v) else None
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.bool_,)):
-        return bool(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
-
-
-def write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(to_jsonable(data), indent=2, allow_nan=False) + "\n")
-
-
 @contextmanager
 def output_dir(out: str | os.PathLike | None):
     """Yield a staging directory; its files move into ``out`` only if the block succeeds.
@@ -155,7 +128,6 @@ def party_data_refs(info: dict, names, key: str, ids, *, psi: bool, first_index:
     """One :class:`~dpadmm.protocol.PartyData` reference per remote party (``names``, at column-block indices
     ``first_index, first_index + 1, …``) to its own file ``key``, joined on ``ids`` (or PSI-aligned); each party's
     column count comes from its Hello facts (``info``). Extra ``params`` (e.g. ``normalize``) go to every party."""
-    import numpy as np
 
     from ..protocol import PartyData
 

@@ -6,12 +6,13 @@ import time
 from pathlib import Path
 
 from . import _backend as bk
-from ._common import console, elapsed, output_dir, standard_names, write_json
-from ._baselines import BASE_RATE_NAMES
+from .._jsonio import write_json
+from ._common import console, elapsed, output_dir, standard_names
+from ..workflows.baselines import BASE_RATE_NAMES
 from ._display import phase, progress
 from ..exceptions import DataFileError, InvalidParameterError
 
-# final.test_base_rate_source in the printed line (experiments.gossip: no exact training count in a private run)
+# final.test_base_rate_source in the printed line (workflows.gossip: no exact training count in a private run)
 BASE_RATE_SOURCE = {"training-labels": "the training base rate", "dp": "the DP base rate of the range rounds",
                     "test-set": "the test set's own base rate: local evaluation"}
 
@@ -59,7 +60,7 @@ def test_split(X, y, test, test_fraction: float, seed):
     ``test_fraction`` of the rows held out, or no test set."""
     import numpy as np  # the CLI's start-up stays light: numpy only once a command runs
 
-    from ..experiments.zhang import load_data
+    from ..workflows.consensus import load_data
 
     X_test = y_test = None
     if test is not None:
@@ -115,11 +116,12 @@ def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsil
     from dataclasses import replace
 
     from .._validation import check_int
-    from ._baselines import verdict
     from ..algorithms.gossip.params import GossipParams, plan
     from ..algorithms.gossip.schedule import DEFAULT_RANGE_ROUNDS
-    from ..experiments.gossip import run_gossip
-    from ..experiments.zhang import load_data, plot_curves
+    from ..workflows.baselines import verdict
+    from ..workflows.consensus import load_data
+    from ..workflows.consensus_plots import plot_curves
+    from ..workflows.gossip import run_gossip
 
     given = [k for k, v in zhang_options.items() if v is not None]
     if given:

@@ -41,7 +41,7 @@ def read_node_files(paths: Sequence[Path], *, label_column: str = "y", id_column
     names or None for LIBSVM). LIBSVM files are widened to the widest file (unwritten trailing zero columns)."""
     import numpy as np
 
-    from ..experiments.zhang import load_data
+    from ..workflows.consensus import load_data
 
     Xs, ys, names = [], [], None
     kinds = {Path(p).suffix.lower() == ".csv" for p in paths}

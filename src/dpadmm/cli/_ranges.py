@@ -108,6 +108,9 @@ RANGES: dict[str, dict[str, Range]] = {
                     "--threads": INT(), "--row-clip": POS, "--psi-max-query": INT(), "--psi-max-runs": INT(),
                     "--psi-period": POS},
 }
+# one table for the three vertical commands (their numeric options are one set: cli/_vertical_options.py)
+RANGES.update({f"vertical {p}": RANGES["vertical"] for p in ("admm", "experts", "encrypted")})
+del RANGES["vertical"]
 
 
 def _values(argv: list[str], opt: str) -> list[str]:
@@ -166,6 +169,8 @@ FILES: dict[str, tuple[str, ...]] = {
     "consensus": ("--data",),
     "party serve": ("--data",),
 }
+FILES.update({f"vertical {p}": FILES["vertical"] for p in ("admm", "experts", "encrypted")})
+del FILES["vertical"]
 
 
 def _check_files(command: str, argv: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""``dpadmm vertical --protocol encrypted``: one joint model, gradients under OU encryption with DP noise on both
+"""``dpadmm vertical encrypted``: one joint model, gradients under OU encryption with DP noise on both
 sides (:mod:`dpadmm.algorithms.encrypted`), the encrypted forward pass (features DP) with any number of parties
 (three or more: the parties' column sums of each other's scores, opened by each score's owner). In-process (a simulation of the deployment); parties can serve the
 protocol (``dpadmm party serve --protocol vertical-encrypted``) but this command does not drive them yet.
@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Optional
 
-from ..exceptions import InvalidParameterError, PrivacyPreconditionError
-from ._common import console, elapsed, output_dir, write_json
-from ._baselines import base_rate_baseline
+from ..exceptions import PrivacyPreconditionError
+from . import _options as opt
+from . import _vertical_options as vo
+from ._app import vertical_app
+from .._jsonio import write_json
+from ._common import console, elapsed, output_dir
+from ..workflows.baselines import base_rate_baseline
 from ._display import phase
 
 
@@ -21,7 +26,8 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
     from ..algorithms.encrypted import he
     from ..data.prepare import prepare_block
     from ..estimators.vertical_encrypted import VerticalEncryptedClassifier
-    from ..experiments.vertical import BASELINE_LAM, _classifier_metrics, label_party_alone_proba
+    from ..algorithms.experts.alone import label_party_alone_proba
+    from ..workflows.vertical import BASELINE_LAM, classifier_metrics
 
     he.require_he()  # one line with the install command
     if prepare == "standardize":
@@ -54,7 +60,7 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
         # one "label party alone" per data set: its raw columns, its own standardisation, whatever the options
         p = label_party_alone_proba(data.train[0], data.y, data.test[0], BASELINE_LAM)
         baselines = {"base_rate": base_rate_baseline(data.y, data.y_test, private=model.privacy_ is not None),
-                     "label_party_alone": {f"test_{k}": v for k, v in _classifier_metrics(p, data.y_test).items()}}
+                     "label_party_alone": {f"test_{k}": v for k, v in classifier_metrics(p, data.y_test).items()}}
     metrics = {"config": {"protocol": "encrypted", "rounds": T, "lam": model.lam, "step": model.step,
                           "epsilon": epsilon, "label_epsilon": label_epsilon, "label_mechanism": label_mechanism,
                           "delta": delta, "prepare": how,
@@ -100,26 +106,27 @@ def _json_inf(obj):
     return obj
 
 
-#: run options this command does not honour for --protocol encrypted, and why (issue 35: refused, not ignored)
-UNHONOURED = {
-    "--transcript": "its messages are ciphertexts and masked values that the in-process simulation does not record",
-    "--checkpoint-every": "the in-process simulation keeps no checkpoints (a deployment's parties checkpoint their "
-                          "own state: party serve)",
-    "--resume": "the in-process simulation keeps no checkpoints to resume from",
-}
+@vertical_app.command("encrypted")
+@opt.grouped
+def encrypted(
+    inp: vo.VerticalInput = None,
+    prep: vo.Preparation = None,
+    lam: float = vo.lam_option(),
+    iterations: Optional[int] = vo.iterations_option(),
+    epsilon: Optional[float] = vo.epsilon_option(),
+    label: vo.LabelPrivacy = None,
+    delta: float = opt.delta_option(vo.PRIVACY, "δ of the total budget."),
+    seed: Optional[int] = opt.seed_option(vo.PRIVACY),
+    out: Optional[Path] = opt.out_option(),
+    quiet: bool = opt.quiet_option(),
+):
+    """Train one joint model with the encrypted forward pass (HE) and DP on both sides, in-process.
 
-
-def check_options(backend: str, given: dict, run_options: dict | None = None) -> None:
-    """Refuse (one line, exit 2) an option of another protocol, a backend other than in-process, and a run option
-    it does not honour (:data:`UNHONOURED`)."""
-    for name, on in (run_options or {}).items():
-        if on:
-            raise InvalidParameterError(f"{name} is not supported with --protocol encrypted: {UNHONOURED[name]}; "
-                                        f"drop {name}.")
-    if backend != "inprocess":
-        raise InvalidParameterError(f"--protocol encrypted runs in-process here (parties may serve it with `party serve "
-                                    f"--protocol vertical-encrypted`); drop --backend {backend}.")
-    for name, on in given.items():
-        if on:
-            raise InvalidParameterError(f"{name} belongs to the ADMM protocol; --protocol encrypted has its own "
-                                        f"rounds (--iterations) and the record relation: drop {name}.")
+    Parties in different organisations serve it with `party serve --protocol vertical-encrypted`. No --backend,
+    --transcript, --checkpoint-every or --resume: the in-process simulation records no ciphertexts and keeps no
+    checkpoints (a deployment's parties checkpoint their own state).
+    """
+    vo.check_budget(epsilon, delta, None, None)
+    run_encrypted(inp.load(), lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label.label_epsilon,
+                     prepare=prep.how, row_clip=prep.row_clip, seed=seed, out=out, rounds=iterations,
+                     label_mechanism=label.label_mechanism)

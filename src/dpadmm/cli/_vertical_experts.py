@@ -1,4 +1,4 @@
-"""``dpadmm vertical --protocol experts``: each party's own DP model, combined by the label party
+"""``dpadmm vertical experts``: each party's own DP model, combined by the label party
 (:mod:`dpadmm.algorithms.experts.model`). In-process (a simulation of the deployment), or across
 organisations with ``--backend grpc``: this side is the label party (it reads its own ``--party`` file,
 features and labels, fits its own model and combines), every other party serves ``vertical-experts``
@@ -8,26 +8,19 @@ model, and answers its logits on its test file's rows (distributed scoring: the 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import List, Optional
 
 import numpy as np
+import typer
 
-from ._common import console, elapsed, output_dir, party_data_refs, write_json
-from ._baselines import base_rate_baseline, loss_tolerance, per_row_log_loss, verdict
+from . import _options as opt
+from . import _vertical_options as vo
+from ._app import vertical_app
+from .._jsonio import write_json
+from ._common import console, elapsed, output_dir, party_data_refs
+from ..workflows.baselines import base_rate_baseline, loss_tolerance, per_row_log_loss, verdict
 from ._display import phase
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
-
-#: options of the ADMM protocol that mean nothing here (name -> value meaning "not given")
-ADMM_ONLY = ("--rho", "--iterations", "--mechanism", "--relation", "--clip", "--iteration-epsilon", "--noise-scale",
-             "--bound", "--adaptive-rho", "--monitor", "--transcript", "--checkpoint-every", "--resume")
-
-
-def refuse_admm_options(given: dict) -> None:
-    """One line naming the first ADMM-only option given with ``--protocol experts``."""
-    for name in ADMM_ONLY:
-        if given.get(name):
-            raise InvalidParameterError(f"{name} belongs to the ADMM protocol; --protocol experts has no rounds, "
-                                        f"no shares and the record relation only: drop {name}.")
-
 
 def remote_data(backend, party_files, test_party_files, *, id_column: str = "id", label_column: str = "y",
                 psi: bool = False):
@@ -36,7 +29,7 @@ def remote_data(backend, party_files, test_party_files, *, id_column: str = "id"
     :class:`~dpadmm.protocol.PartyData` reference to its training file and to its test file (key ``test``), joined
     on this side's ids — or, with ``psi``, on the private set intersection (:mod:`dpadmm.algorithms.psi`)."""
     from ..data.remote import PartyFile, party_sources
-    from ..experiments.vertical import VerticalData, _encode
+    from ..data.vertical import VerticalData, encode_labels
 
     if len(party_files) != 1 or len(test_party_files) > 1:
         raise InvalidParameterError("with --protocol experts --backend grpc give one --party FILE (the label party's "
@@ -72,7 +65,7 @@ def remote_data(backend, party_files, test_party_files, *, id_column: str = "id"
     from .._validation import binary_labels
 
     classes = binary_labels("labels of the label party's file", labels)[1]  # its own coding, for `dpadmm score`
-    labels, test_labels = _encode(labels, test_labels, "the label party's file")
+    labels, test_labels = encode_labels(labels, test_labels, "the label party's file")
     return VerticalData([X, *refs("train", ids)], labels, test, test_labels,
                         {"party_files": [str(p) for p in party_files], "peers": dict(backend.peers),
                          "data_locality": "the label party reads its own file; every other party reads its own (grpc)",
@@ -85,7 +78,7 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
     (and ``data.test[1:]``) are references to the other parties' files: they fit there and score their test rows."""
     from ..data.prepare import prepare_block
     from ..estimators.vertical_experts import VerticalExpertsClassifier, label_party_alone_proba
-    from ..experiments.vertical import _classifier_metrics
+    from ..workflows.vertical import classifier_metrics
     if label_mechanism != "rr":
         raise InvalidParameterError("--protocol experts sends the labels once, by randomized response: drop "
                                     "--label-mechanism gaussian.")
@@ -153,7 +146,7 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
         final.update({f"test_{k}": v for k, v in model.metrics_from_logit(logit, data.y_test).items()})
         # one "label party alone" per data set: its raw columns, its own standardisation, whatever the options
         alone_p = label_party_alone_proba(data.train[0], data.y, data.test[0], lam)
-        alone = {f"test_{k}": v for k, v in _classifier_metrics(alone_p, data.y_test).items()}
+        alone = {f"test_{k}": v for k, v in classifier_metrics(alone_p, data.y_test).items()}
         baselines = {"base_rate": base_rate_baseline(data.y, data.y_test, private=model.privacy_ is not None),
                      "label_party_alone": alone}
     rep = model.privacy_
@@ -259,7 +252,7 @@ def score_new_records(backend, party_file, lm: dict, *, psi: bool = False, id_co
     from ..fit import runner
     from ..data.parties import _read_csv
     from ..data.remote import PartyFile
-    from ..experiments.vertical import _classifier_metrics
+    from ..workflows.vertical import classifier_metrics
     from ..exceptions import DataFileError
     from ..protocol import PartyData
 
@@ -322,6 +315,63 @@ def score_new_records(backend, party_file, lm: dict, *, psi: bool = False, id_co
             raise DataFileError(f"the new-records file's labels contain {labels[unknown][0]!r}, not one of the "
                                 f"training classes {classes.tolist()}; use the same label coding.")
         y_pm = np.where(labels == classes[1], 1.0, -1.0)
-        result["metrics"] = {f"test_{k}": v for k, v in _classifier_metrics(prob, y_pm).items()}
+        result["metrics"] = {f"test_{k}": v for k, v in classifier_metrics(prob, y_pm).items()}
     return result
 
+
+@vertical_app.command("experts")
+@opt.grouped
+def experts(
+    inp: vo.VerticalInput = None,
+    prep: vo.Preparation = None,
+    lam: float = vo.lam_option(),
+    min_effective_rows: Optional[float] = typer.Option(None, rich_help_panel=vo.MODEL,
+                                                       help="Floor to send the RR labels."),
+    epsilon: Optional[float] = vo.epsilon_option(),
+    label: vo.LabelPrivacy = None,
+    delta: float = opt.delta_option(vo.PRIVACY, "δ of the total budget."),
+    bounds: List[Path] = typer.Option([], "--bounds", metavar="FILE", rich_help_panel=vo.PRIVACY,
+                                      help="Column bounds of each other party (repeat, --party order; in-process)."),
+    seed: Optional[int] = opt.seed_option(vo.PRIVACY),
+    out: Optional[Path] = opt.out_option(),
+    quiet: bool = opt.quiet_option(),
+    where: opt.Parties = None,
+    psi: bool = vo.psi_option(),
+):
+    """Each party's own DP model, added by the label party: no rounds, no shares (the experts protocol)."""
+    from .._validation import check_choice, check_positive
+
+    backend = where.backend
+    if bounds and backend == "grpc":
+        raise InvalidParameterError("--bounds declares the other parties' column bounds for an in-process experts "
+                                    "run; drop it (across organisations each party's operator declares its own: "
+                                    "party serve --bounds FILE).")
+    if backend not in ("inprocess", "grpc"):
+        raise InvalidParameterError(f"`dpadmm vertical experts` runs in-process (a simulation of the deployment) or "
+                                    f"across organisations (--backend grpc); drop --backend {backend}.")
+    if psi and backend != "grpc":
+        raise InvalidParameterError("--psi aligns the rows of parties in different organisations: it needs "
+                                    "--backend grpc.")
+    check_positive("lam", lam)
+    vo.check_budget(epsilon, delta, None, None)
+    for name, value in (("label_epsilon", label.label_epsilon), ("row_clip", prep.row_clip)):
+        if value is not None:
+            check_positive(name, value)
+    check_choice("prepare", prep.prepare, ("auto", "standardize", "normalize-rows", "none"))
+    inp.check()
+    fit = dict(lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label.label_epsilon, prepare=prep.how,
+               row_clip=prep.row_clip, seed=seed, out=out, label_mechanism=label.label_mechanism,
+               min_effective_rows=min_effective_rows)
+    if backend == "grpc":  # this side is the label party; every other party serves vertical-experts
+        if inp.train is not None or inp.data is not None:
+            raise InvalidParameterError("with --backend grpc give the label party's --party FILE (its features and "
+                                        "labels); --train/--data do not apply (the features stay at the parties).")
+        from ..fit import runner
+
+        with runner.owned(where.run_options(out=out).backend) as remote:
+            vdata = remote_data(remote, inp.party, inp.test_party, id_column=inp.id_column,
+                                   label_column=inp.label_column, psi=psi)
+            run_experts(vdata, backend=remote, **fit)
+        return
+    where.run_options(out=out)  # --peer/--tls/--insecure without --backend grpc: one clear error
+    run_experts(inp.load(), bounds=bounds, **fit)

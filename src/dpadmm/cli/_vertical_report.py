@@ -23,7 +23,7 @@ def _plot_convergence(path: Path, curves: dict, baselines: dict, title: str = ""
             axes[1].plot(it, h["test_log_loss"], label=label)
     for label, v in baselines.items():
         axes[1].axhline(v, ls="--", lw=1, label=label, color="gray" if "alone" in label else "black")
-    from ..experiments._plotting import legend_outside, readable_log, save
+    from .._plotting import legend_outside, readable_log, save
 
     axes[0].set(xlabel="iteration", ylabel="training objective", title="training objective")
     readable_log(axes[0], "y")
@@ -99,7 +99,7 @@ def _advice(metrics) -> str:
 def _trivial_verdict(metrics, data) -> str | None:
     """A verdict line if the model is worse than the stronger baseline: on the test set (when there is
     one) the better of the base rate and the label party alone; else the training objective vs log 2."""
-    from ._baselines import base_rate_name, verdict
+    from ..workflows.baselines import base_rate_name, verdict
 
     f = metrics["final"]
     fix = "try " + _advice(metrics)

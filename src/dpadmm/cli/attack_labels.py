@@ -9,14 +9,15 @@ from typing import Optional
 
 import typer
 
-from ._common import console, output_dir, write_json
+from .._jsonio import write_json
+from ._common import console, output_dir
 from .consensus import attack_app  # the shared `dpadmm attack` group
 from ._vertical_report import _fmt
 from ..exceptions import InvalidParameterError
 
 
 def _plot_attack(path: Path, runs: dict) -> None:
-    from ..experiments._plotting import legend_outside, save
+    from .._plotting import legend_outside, save
     import matplotlib
 
     matplotlib.use("Agg")
@@ -55,7 +56,7 @@ def attack_labels(
 ):
     """Label inference by party 2 from everything the coordinator sends it: published protocol vs label DP."""
     from ..attacks.labels import run_label_attack
-    from ..experiments.vertical import load_vertical_data, normalized
+    from ..data.vertical import load_vertical_data, normalized
     from .._validation import check_int, check_open_unit, check_positive
 
     check_positive("label_epsilon", label_epsilon)

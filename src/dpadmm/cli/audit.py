@@ -13,7 +13,8 @@ from pathlib import Path
 import typer
 
 from ._app import app
-from ._common import console, err_console, output_dir, write_json
+from .._jsonio import write_json
+from ._common import console, err_console, output_dir
 from ._display import heartbeat
 
 E2E_RUNS, E2E_QUICK_RUNS = 2000, 300

@@ -11,7 +11,8 @@ import typer
 from . import _backend as bk
 from . import _options as opt
 from ._app import app
-from ._common import console, elapsed, output_dir, standard_names, write_json
+from .._jsonio import write_json
+from ._common import console, elapsed, output_dir, standard_names
 from ._display import heartbeat, phase, progress
 from ._consensus_gossip import _gossip, backend_options, check_test_source, test_split
 from ..exceptions import DataFileError, InvalidParameterError
@@ -142,7 +143,7 @@ def consensus(
     # M-ADMM only (imported after the gossip dispatch, which loads none of them)
     from .._validation import check_choice, check_int, check_positive
     from ..algorithms.consensus.schedules import PERTURBATIONS
-    from ..experiments.zhang import run_consensus
+    from ..workflows.consensus import run_consensus
 
     if bounds is not None:
         raise InvalidParameterError("--bounds is used by the gossip protocol (--epsilon without --perturbation).")
@@ -201,7 +202,7 @@ def consensus(
                               tls=tls, insecure=insecure, peer_to_peer=peer_to_peer, out=out)
     if data != "adult" and not Path(data).is_file():
         raise DataFileError(f"data file not found: {data}; give 'adult' or a LIBSVM file.")
-    from ..experiments.zhang import load_data
+    from ..workflows.consensus import load_data
 
     phase("loading data")
     X, y = load_data(data, seed=0 if seed is None else seed)
@@ -234,7 +235,7 @@ def consensus(
         console.print("privacy: " + "\n  ".join(metrics["privacy"]["summary"]) + with_fb)
         if monitor and pb is not None:
             console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
-        from ._baselines import BASE_RATE_NAMES, verdict
+        from ..workflows.baselines import BASE_RATE_NAMES, verdict
 
         handed = f.get("handed_over") or []
         if private and f.get("dp_base_rate") and f["dp_base_rate"][0] is not None:
@@ -268,7 +269,7 @@ def consensus(
         if out is not None:
             import numpy as np
 
-            from ..experiments.zhang import plot_curves
+            from ..workflows.consensus_plots import plot_curves
 
             write_json(stage / "metrics.json", standard_names(metrics))
             np.savez(stage / "model.npz", **model_arrays)
@@ -301,7 +302,7 @@ def attack_kkt(
 ):
     """Reconstruct a node's training point from its broadcast f's via KKT [Zhang, §6.2, App. E]."""
     from .._validation import check_int, check_positive
-    from ..experiments.zhang_attack import attack_table
+    from ..workflows.kkt_attack import attack_table
 
     check_int("nodes", nodes, minimum=2)
     check_int("iterations", iterations)
@@ -320,10 +321,10 @@ def attack_kkt(
             console.print(f"{r['scenario']:<24} |cos(x_hat, x_1)| = {r['cosine']:.4f}   chance: mean {r['chance_mean']:.3f}, "
                           f"95% {r['chance_q95']:.3f}; rank {r['rank']}/{r['candidates']}")
         if out is not None:
-            from ..experiments.zhang_attack import _plot_attack
+            from ..workflows.kkt_attack import plot_attack
 
             n_rows = samples or 45_222
-            _plot_attack(stage / "attack.png", rows, list(dict.fromkeys(r["scenario"] for r in rows)), 1,
+            plot_attack(stage / "attack.png", rows, list(dict.fromkeys(r["scenario"] for r in rows)), 1,
                          samples=n_rows, iterations=iterations, graph=f"{nodes}-node {topology}, node {node}")
             write_json(stage / "attack.json", {"results": rows, "config": {
                 "nodes": nodes, "topology": topology, "node": node, "samples": samples, "C": C, "reg_weight": reg_weight,

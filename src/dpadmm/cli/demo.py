@@ -10,10 +10,12 @@ import numpy as np
 import typer
 
 from ._app import app
-from ._common import console, elapsed, fmt_prob, output_dir, write_json
-from ._baselines import base_rate_log_loss, verdict
+from .._jsonio import write_json
+from ._common import console, elapsed, fmt_prob, output_dir
+from ..workflows.baselines import base_rate_log_loss, verdict
 from ._display import phase, progress
-from .vertical import DEMO_DELTA, _check_budget
+from ._vertical_options import check_budget
+from .vertical import DEMO_DELTA
 
 DEMO_LAM = 1e-3
 DEMO_NONPRIVATE_ITERATIONS = 100
@@ -28,7 +30,7 @@ def plot_demo(path: Path, private_runs: dict, nonpriv: dict, baselines: dict, *,
     The non-private run is drawn over the same iterations and its value after all its
     iterations as a dotted line, so short private runs are not squeezed into a long axis.
     """
-    from ..experiments._plotting import legend_outside, plt, save
+    from .._plotting import legend_outside, plt, save
 
     pyplot = plt()
     T = max(len(m["history"].get("objective", [])) for m in private_runs.values())
@@ -93,12 +95,13 @@ def demo(
     """
     from rich.table import Table
 
-    from ..experiments.vertical import baselines, load_vertical_data, normalized, run_vertical, sklearn_baseline
+    from ..data.vertical import load_vertical_data, normalized
+    from ..workflows.vertical import run_vertical, sklearn_baseline, vertical_baselines
     from ._vertical_report import _privacy_line
 
     from .._validation import check_positive
 
-    _check_budget(epsilon, delta, None, None)
+    check_budget(epsilon, delta, None, None)
     check_positive("label_epsilon", label_epsilon)
     phase("loading the bundled a9a")
     raw = load_vertical_data(bundled=True)
@@ -118,7 +121,7 @@ def demo(
         phase("baselines: all columns in one place, the label party alone")
         allf = sklearn_baseline(data.train, data.y, data.test, data.y_test, lam=lam)
         # the one "label party alone" of a data set: its raw columns, its own standardisation (as `vertical` reports)
-        alone = baselines(data, lam=lam, raw=raw)["label_party_alone"]
+        alone = vertical_baselines(data, lam=lam, raw=raw)["label_party_alone"]
         trivial = base_rate_log_loss(data.y, data.y_test)
         table = Table(title=f"a9a, 2 parties {data.party_sizes}, rows normalised per party, λ={lam:g}, δ={fmt_prob(delta)}")
         for col in ("model", "test log loss", "accuracy", "AUC", "privacy"):

@@ -11,7 +11,8 @@ import typer
 from . import _backend as bk
 from . import _options as opt
 from ._app import app
-from ._common import console, elapsed, output_dir, write_json
+from .._jsonio import write_json
+from ._common import console, elapsed, output_dir
 from ._display import phase, progress
 from ..exceptions import DataFileError, InvalidParameterError
 
@@ -90,7 +91,7 @@ def _plot(path: Path, model, data, baseline) -> None:
     if "empirical_loss" in h:
         axes[1].plot(h["round"], h["empirical_loss"], label="empirical loss")
         axes[1].set(xlabel="iteration", ylabel="empirical check loss", title="convergence")
-        from ..experiments._plotting import readable_log
+        from .._plotting import readable_log
 
         readable_log(axes[1], "y")
     for ax in axes:
@@ -297,7 +298,7 @@ def functional(
         console.print("privacy: " + "\n  ".join(priv["summary"]))
         if monitor and model.privacy_ is not None:
             console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
-        from ._baselines import verdict
+        from ..workflows.baselines import verdict
 
         trivial = pinball_score(te.y, np.full(te.n, np.quantile(tr.y, tau)), tau)
         final["trivial_test_pinball_loss"] = trivial

@@ -357,7 +357,7 @@ def vertical_remote_data(backend, party_files, test_party_files, *, id_column: s
     """
     from ._common import party_data_refs
     from ..data.remote import party_sources
-    from ..experiments.vertical import VerticalData, _encode
+    from ..data.vertical import VerticalData, encode_labels
 
     if any(v is not None for v in other):
         raise InvalidParameterError("with --backend grpc give the label party's --party FILE (ids and labels); "
@@ -392,7 +392,7 @@ def vertical_remote_data(backend, party_files, test_party_files, *, id_column: s
     if test_party_files:
         test_labels, test_ids = sources("test", test_party_files[0])
         test = refs("test", test_ids)
-    labels, test_labels = _encode(labels, test_labels, "the label party's file")
+    labels, test_labels = encode_labels(labels, test_labels, "the label party's file")
     return VerticalData(refs("train", ids), labels, test, test_labels,
                         {"party_files": [str(p) for p in party_files], "peers": dict(backend.peers),
                          "data_locality": "every party is a separate organisation reading its own file (grpc)",

@@ -8,7 +8,8 @@ from pathlib import Path
 import typer
 
 from ._app import app
-from ._common import console, output_dir, write_json
+from .._jsonio import write_json
+from ._common import console, output_dir
 from ._display import heartbeat
 from ..exceptions import InvalidParameterError
 

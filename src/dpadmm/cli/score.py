@@ -18,7 +18,8 @@ import typer
 
 from ._app import app
 from . import _backend as bk
-from ._common import console, output_dir, write_json
+from .._jsonio import write_json
+from ._common import console, output_dir
 from ..exceptions import DataFileError, InvalidParameterError
 
 LABEL_MODEL = "label_model.json"
@@ -59,7 +60,8 @@ def score_new_records(backend, party_file, label_model: dict, *, psi: bool = Fal
     from ..backends.base import PartySpec
     from ..data.parties import _read_csv
     from ..data.remote import PartyFile
-    from ..experiments.vertical import _classifier_metrics, _encode
+    from ..data.vertical import encode_labels
+    from ..workflows.vertical import classifier_metrics
     from ..protocol import PartyData
 
     if str(label_model.get("format", "")).startswith("dpadmm-experts"):
@@ -113,8 +115,8 @@ def score_new_records(backend, party_file, label_model: dict, *, psi: bool = Fal
     result = {"ids": ids, "scores": scores, "probability": prob, "psi": psi_info}
     if label_column in head.columns:
         labels = head.set_index(id_column)[label_column].loc[ids].to_numpy()
-        y_pm, _ = _encode(labels, None, "the new-records file")
-        result["metrics"] = {f"test_{k}": v for k, v in _classifier_metrics(prob, y_pm).items()}
+        y_pm, _ = encode_labels(labels, None, "the new-records file")
+        result["metrics"] = {f"test_{k}": v for k, v in classifier_metrics(prob, y_pm).items()}
     return result
 
 

@@ -1,4 +1,5 @@
-"""Jobs behind the CLI: single runs (with metrics.json) and paper reproductions.
+"""The paper reproductions ([Hu], [Zhang], [Zhou]) and the empirical privacy audit games (``dpadmm reproduce``,
+``dpadmm audit``); the single runs behind the other commands live in :mod:`dpadmm.workflows`.
 
 ``REPRODUCTIONS`` maps a name (``hu-fig1`` …) to ``fn(out_dir: Path, quick: bool, **options) -> dict``;
 each writes its PNG and data files into ``out_dir`` and returns a summary.

@@ -12,12 +12,12 @@ import numpy as np
 import pandas as pd
 
 from .registry import register
-from .vertical import VerticalData, load_vertical_data, normalized, run_vertical, sklearn_baseline
+from ..data.vertical import VerticalData, load_vertical_data, normalized
+from ..workflows.vertical import run_vertical, sklearn_baseline
 from ..data import make_highdim_classification, partition_columns
 from ..estimators import VerticalSGDClassifier
 from .._progress import status
-from ._plotting import readable_log
-from ._plotting import legend_outside, save
+from .._plotting import legend_outside, readable_log, save
 
 FIG3_SIGMAS = (0.1, 1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0)
 FIG3_ITERATIONS = 10

@@ -37,7 +37,7 @@ from ..kernels import fpca as F
 from ..algorithms.functional.protocol import SCORES_PROTOCOL
 from ..algorithms.functional.report import iteration_noise_multiplier, paper_bound, total_epsilon
 from .._progress import task
-from ._plotting import legend_outside, readable_log
+from .._plotting import legend_outside, readable_log
 
 K_DEFAULT = 6
 GRID_SIZE = 100

@@ -72,7 +72,7 @@ COMBINE_MODES = ("weighted", "choose", "stacked", "joint")
 #: the default final model (module docstring)
 DEFAULT_COMBINE = "weighted"
 #: the ridge of the label party's own model: the experts protocol's default and the "label party alone" baseline's
-#: (:data:`dpadmm.experiments.vertical.BASELINE_LAM`), a fixed default (not tuned)
+#: (:data:`dpadmm.workflows.vertical.BASELINE_LAM`), a fixed default (not tuned)
 OWN_LAM = 1e-3
 #: fewer held-out rows than this: no stacking (the joint model Platt-scaled, as with ``"joint"``)
 MIN_HELDOUT = xc.MIN_HELDOUT

@@ -1,5 +1,5 @@
-"""``dpadmm consensus --epsilon E``: R runs of noisy-gradient gossip, in the metrics.json layout of
-:func:`dpadmm.experiments.zhang.run_consensus` (plus ``test_log_loss``, the key ``dpadmm vertical`` uses)."""
+"""``dpadmm consensus gossip``: R runs of noisy-gradient gossip, in the metrics.json layout of
+:func:`dpadmm.workflows.consensus.run_consensus` (plus ``test_log_loss``, the key ``dpadmm vertical`` uses)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ..data.graphs import make_graph
 from ..estimators.consensus import ConsensusLogisticRegression
 from ..exceptions import InvalidParameterError
 from ..privacy.ledger import nonprivate_privacy, not_protected
-from .zhang import _base_rate_loss, _base_rate_loss_on, _node_data
+from .consensus import _base_rate_loss, _base_rate_loss_on, _node_data
 
 
 def _losses(path: np.ndarray, Xt_nodes, ys) -> list[float]:

@@ -1,4 +1,4 @@
-"""[Zhang]'s figures and files: loss and privacy curves with range bars, their CSV, and one run's dump."""
+"""Consensus figures and files ([Zhang, Fig. 2–4]'s layout): loss and privacy curves with range bars, their CSV, and one run's dump."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cli._common import write_json
-from ._plotting import legend_outside, plt, readable_log, save
+from .._jsonio import write_json
+from .._plotting import legend_outside, plt, readable_log, save
 
 
 # ----------------------------------------------------------------------------- plotting / files
@@ -73,7 +73,7 @@ def plot_curves(path: Path, curves: dict[str, dict], *, title: str = "", bars: i
     save(fig, path, dpi=110)
 
 
-def _write_curves_csv(path: Path, curves: dict[str, dict]) -> None:
+def write_curves_csv(path: Path, curves: dict[str, dict]) -> None:
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["label", "iteration", "train_loss_mean", "train_loss_min", "train_loss_max", "privacy_bound"])
@@ -84,9 +84,9 @@ def _write_curves_csv(path: Path, curves: dict[str, dict]) -> None:
                 w.writerow([label, t, m, lo, hi, "inf" if pb is None else pb])
 
 
-def _dump(out: Path, name: str, results: dict[str, dict], title: str) -> None:
+def dump_curves(out: Path, name: str, results: dict[str, dict], title: str) -> None:
     plot_curves(out / f"{name}.png", {k: v["history"] for k, v in results.items()}, title=title)
-    _write_curves_csv(out / f"{name}.csv", {k: v["history"] for k, v in results.items()})
+    write_curves_csv(out / f"{name}.csv", {k: v["history"] for k, v in results.items()})
     write_json(out / f"{name}.json", results)
 
 

@@ -4,6 +4,9 @@
   baseline (predicting the base rate / the τ-quantile of the training responses).
 - :func:`base_rate_baseline` — ``baselines.base_rate`` of metrics.json: the training base rate in a non-private
   run; in a private run the test set's own (no exact training count in a private run's outputs, issue 35).
+
+The vertical job's own baselines (the label party alone, the centralised fit) are in :mod:`dpadmm.workflows.vertical`.
+Light on purpose (numpy only): the CLI imports it at start-up.
 """
 
 from __future__ import annotations

@@ -74,6 +74,8 @@ class LabelPrivateVerticalRegression(RegressorMixin, BaseEstimator):
     coefs_ : per-party coefficients of the final model (the label party's refit block first; the others' fitted
         blocks times ``passive_weight_``), ``intercept_``, ``passive_weight_`` (α), ``label_party_choice_``
         (``"joint"`` or ``"alone"``), ``label_party_cv_``, ``release_`` (range, bins, budget split), ``privacy_``.
+        The final model and ``label_party_cv_`` are functions of the exact labels, local to the label party
+        (``privacy_["local"]``); ``joint_`` and ``release_`` are post-processing of the release.
     """
 
     def __init__(self, *, label_epsilon: float = 1.0, loss: str = "squared", label_range=None, n_bins: int = 32,
@@ -138,7 +140,10 @@ class LabelPrivateVerticalRegression(RegressorMixin, BaseEstimator):
                                    "relation": LABEL_CHANGE.key, "mechanism": "randomized response on bins "
                                    "(Ghazi et al. 2023): DP range, Laplace prior, optimal bins",
                                    "events": len(ledger)},
-                         "features": "not protected (labels-only protocol)"}
+                         "features": "not protected (labels-only protocol)",
+                         "local": "coefs_, intercept_, passive_weight_, label_party_choice_ and label_party_cv_ are the "
+                                  "label party's refit on its exact labels: its own model, not covered by the label "
+                                  "epsilon (joint_ and release_ are post-processing of the release)"}
         return self
 
     def predict(self, X) -> np.ndarray:

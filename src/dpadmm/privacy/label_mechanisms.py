@@ -92,7 +92,7 @@ def k_randomized_response(labels, n_classes: int, epsilon: float, *, rng: np.ran
     """The label party's one release of K-class labels ``0 … K−1`` (module docstring). Returns ``(ỹ, [event])``."""
     y = np.asarray(labels)
     k = int(n_classes)
-    if k < 2 or not np.issubdtype(y.dtype, np.integer) and not np.all(np.mod(y, 1) == 0):
+    if k < 2 or not np.issubdtype(y.dtype, np.integer) and not (np.all(np.isfinite(y)) and np.all(np.mod(y, 1) == 0)):
         raise ValueError(f"labels must be class indices 0..{k - 1} (integers), with n_classes >= 2.")
     y = y.astype(np.int64)
     if y.size and (y.min() < 0 or y.max() >= k):

@@ -70,8 +70,8 @@ class RunPrice:
 #: the trust premises an operator may accept (``PartyPolicy.accept_premises``): name → what the guarantee then assumes
 PREMISES = {
     "honest-label-party": "against an honest-but-curious label party (it encrypts residuals of the declared range and "
-                          "computes its column sums on its clipped block; the party cannot check either under "
-                          "encryption, and a label party that crafts them reads the party's rows)",
+                          "computes its column sums on its clipped block, under a well-formed OU key; the party cannot check "
+                          "these under encryption, and a label party that crafts them reads the party's rows)",
     "honest-peers": "against honest-but-curious peers (each computes its column sums of this party's encrypted scores "
                     "on its own clipped block, and its Paillier modulus is a product of two large primes — checked: "
                     "size, odd, no small factor, not a perfect power, its h_s never used; a peer that uses another "

@@ -23,7 +23,11 @@ bit plane (``v = ±2^b``) — and ``Dᵀ·Enc(g) = Σ_v v · (B_vᵀ·Enc(g))``,
 Circuit privacy. A sum of the label party's own ciphertexts carries the product of the randomness it chose
 when it encrypted them; left so, the key holder could test which rows were summed. So every ciphertext a
 party returns has a fresh encryption (of its noise, or of 0: :meth:`HeBackend.rerandomize`) added: its
-randomness is then uniform and independent of the rows (OU: ``h^r`` with fresh uniform r).
+randomness is then uniform and independent of the rows (OU: ``H^r`` with fresh uniform r) — IF the key holder's H
+is honest. Under the label party's OU key that is a premise (``honest-label-party``): sf-heu's OU randomiser lives
+in a subgroup only the key holder knows (its decryption kills H^r, not a masker's own x^N), so a masker cannot
+substitute its own as it does for Paillier below, and ``H = 1`` makes every "fresh" encryption deterministic: the key
+holder then tests any hypothesis about the block (tests/redteam/test_encrypted_ou_key_structure.py, xfail).
 
 Two schemes, two roles (issue 35). The LABEL party's key is OU (above). Every NON-label party's own key — the
 one its scores are encrypted under, on which the label party and the peers compute column sums and mask them

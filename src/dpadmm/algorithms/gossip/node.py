@@ -166,7 +166,7 @@ def setup_node(name: str, X, y, options: GossipOptions):
     X = np.asarray(X, dtype=np.float64)
     o = options if isinstance(options, GossipOptions) else check_setup(GossipOptions, options)
     target = targets.Target(str(o.loss), int(o.classes), float(o.huber_delta))
-    y = targets.node_labels(y, target)
+    y = targets.node_labels(y, target, private=float(o.noise_multiplier) > 0)  # no label-dependent refusal
     bounds, tb = o.bounds, o.target_bounds
     if bounds is not None:
         bounds = (np.asarray(bounds[0], dtype=np.float64), np.asarray(bounds[1], dtype=np.float64))

@@ -33,7 +33,8 @@ The model is K rows ``W_k ∈ R^{d + 1}`` (flattened row-major: the broadcast is
 coordinate in the same public box), labels are class indices y ∈ {0, …, K − 1}. Per example the softmax
 cross-entropy's gradient is ``(p − e_y) x̃ᵀ`` with ``p = softmax(W x̃)`` (computed stably: the margins minus their
 maximum, so every exponential is in (0, 1] and the sum ≥ 1). *Bound*: ``‖p − e_y‖² = (1 − p_y)² + Σ_{k≠y} p_k²
-≤ (1 − p_y)² + (Σ_{k≠y} p_k)² = 2(1 − p_y)² ≤ 2``, and ``‖a bᵀ‖_F = ‖a‖‖b‖``, so each term has Frobenius norm
+≤ (1 − p_y)² + (Σ_{k≠y} p_k)² = 2(1 − p_y)² ≤ 2`` (a private node's label outside the K classes is no class,
+weight ``p``: ``‖p‖² ≤ ‖p‖₁² = 1``; it is not refused, :func:`node_labels`), and ``‖a bᵀ‖_F = ‖a‖‖b‖``, so each term has Frobenius norm
 ``≤ √2·√(R² + 1)`` and ``Δ = 2√2·√(R² + 1)`` for the stacked sum — the K classes share one release and one
 accounting (no K-fold composition, unlike one-vs-rest's K binary sums at Δ = 2√(R² + 1) each: √K·Δ together).
 
@@ -103,18 +104,21 @@ class Target:
         return 2.0 * self.weight_bound * math.sqrt(float(row_clip) ** 2 + 1.0)
 
 
-def node_labels(y, target: Target) -> np.ndarray:
+def node_labels(y, target: Target, private: bool = False) -> np.ndarray:
     """The node's labels as its loss reads them: ±1 (logistic: y > 0 is +1), the real labels (regression; a NaN is
-    mapped to the middle of the label range by :func:`scale_labels`), class indices 0…K−1 (multinomial: anything
-    else is refused at Setup, before any release)."""
+    mapped to the middle of the label range by :func:`scale_labels`), class indices 0…K−1 (multinomial). A label that
+    is not a class index below K is refused at Setup in a non-private run; in a ``private`` one it is index K, "no
+    class" (:func:`softmax_weights`): K is the coordinator's choice, and a refusal that depends on the labels would
+    tell it, un-noised, whether the node holds a record of class ≥ K (tests/redteam/test_gossip_setup_probes.py)."""
     if target.loss == "logistic":
         return np.where(np.asarray(y, dtype=np.float64) > 0, 1.0, -1.0)
     if target.regression:
         return np.asarray(y, dtype=np.float64).reshape(-1)
     v = np.asarray(y, dtype=np.float64).reshape(-1)
-    if not (np.all(np.isfinite(v)) and np.all(v == np.round(v)) and np.all((v >= 0) & (v < target.classes))):
+    ok = np.isfinite(v) & (v == np.round(v)) & (v >= 0) & (v < target.classes)
+    if not private and not np.all(ok):
         raise InvalidParameterError(f"multinomial labels must be class indices 0..{target.classes - 1}.")
-    return v.astype(np.intp)
+    return np.where(ok, v, target.classes).astype(np.intp)
 
 
 def scale_labels(y, lo: float, hi: float) -> np.ndarray:
@@ -141,11 +145,13 @@ def regression_sums(Xt: np.ndarray, u: np.ndarray, w: np.ndarray, target: Target
 
 
 def softmax_weights(M: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``p − e_y`` per row of the margins M (B, K), stably (module docstring): each row's norm ≤ √2."""
+    """``p − e_y`` per row of the margins M (B, K), stably (module docstring): each row's norm ≤ √2; ``y = K`` (a
+    private node's label outside the classes, :func:`node_labels`) is no class: ``p``, norm ≤ ‖p‖₁ = 1."""
     P = M - M.max(axis=1, keepdims=True)
     np.exp(P, out=P)
     P /= P.sum(axis=1, keepdims=True)
-    P[np.arange(P.shape[0]), y] -= 1.0
+    known = y < P.shape[1]
+    P[np.flatnonzero(known), y[known]] -= 1.0
     return P
 
 

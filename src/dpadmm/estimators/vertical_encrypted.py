@@ -8,7 +8,7 @@ simulation: the driver holds every block, and collects each party's weights to s
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -104,16 +104,17 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
                                    "same parties' columns")
         return blocks
 
-    def fit(self, blocks: Sequence, y):
+    def fit(self, blocks: Sequence, y, *, callbacks: Sequence[Callable] = ()):
         """Run the protocol in-process. ``blocks``: one block per party (the label party's first) or one (N, d) matrix
-        split by ``party_sizes``; ``y``: two classes."""
+        split by ``party_sizes``; ``y``: two classes; ``callbacks``: ``cb(round, record)`` after each of the T rounds
+        (a progress display's; :func:`dpadmm.algorithms.encrypted.driver.run`)."""
         he.require_he()  # one line with the install command when the extra is missing
         params = self._params()  # a bad parameter is refused before the data is read
         for name in ("n_features_in_", "coefs_"):  # a refit is a new fit: any columns, any parties
             self.__dict__.pop(name, None)
         blocks = self._check(blocks)
         y = target(y, classes=True)
-        fitted = driver.fit(params, blocks, y)
+        fitted = driver.fit(params, blocks, y, callbacks=callbacks)
         self.classes_, self.coefs_ = fitted.classes, fitted.coefs
         self.label_cfg_, self.cost_ = fitted.label_cfg, fitted.cost
         self.calibration_, self.combination_, self.own_model_ = fitted.calibration, fitted.combination, fitted.own_model

@@ -5,12 +5,15 @@ Fast: the plaintext HE layer (the same integers as sf-heu, no ciphertexts), 400 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dpadmm.estimators.vertical_encrypted import VerticalEncryptedClassifier
 from dpadmm.exceptions import InvalidDataError, InvalidParameterError
@@ -68,3 +71,12 @@ def test_a_bad_column_map_and_an_unfitted_model_are_refused_for_their_reason(pla
     model = VerticalEncryptedClassifier(party_sizes=[3, 3], rounds=2, random_state=0).fit(X, y)
     with pytest.raises(InvalidDataError, match="expecting 6 features"):
         model.predict(X[:, :5])
+
+
+@parametrize_with_checks([VerticalEncryptedClassifier(rounds=10, random_state=0)])
+def test_sklearn_check(estimator, check, plain):
+    """scikit-learn's estimator checks, as for the public estimators (tests/unit/test_sklearn_checks.py): the
+    encrypted estimator on one matrix (two parties, the label party holding the first ⌈d/2⌉ columns)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the checks' tiny data sets: convergence and rank warnings are expected
+        check(estimator)

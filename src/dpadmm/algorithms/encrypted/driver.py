@@ -286,7 +286,9 @@ def fit(p: EncryptedParams, blocks, y, *, callbacks: Sequence[Callable] = ()) ->
     res, (models, others) = fitted.result, fitted.after
     coefs = [np.asarray(res.label_state.w)] + models
     calibration, combination, own_model = (1.0, 0.0), None, None
-    if enc:  # Platt scaling on the held-out rows: the parties' logits on them (new records), the label party's labels
+    # Platt scaling on the held-out rows: the parties' logits on them (new records), the label party's labels; held-out
+    # rows of one class (a small table) cannot fit it: the joint score as trained, calibration (1, 0)
+    if enc and np.unique(y_pm[hold]).size == 2:
         others = np.sum([np.asarray(o, dtype=np.float64) for o in others], axis=0)
         s = label.own_scores(float(p.row_clip), coefs[0], blocks[0][hold]) + others
         lr = LogisticRegression(C=1e6, tol=1e-10, max_iter=1000).fit(s[:, None], y_pm[hold] > 0)

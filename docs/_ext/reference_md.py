@@ -24,7 +24,10 @@ DOCS = Path(__file__).resolve().parents[1]
 ROOT = DOCS.parent
 
 ESTIMATORS = ["VerticalLogisticRegression", "VerticalLinearRegression", "VerticalExpertsClassifier",
-              "VerticalSGDClassifier", "ConsensusLogisticRegression", "FunctionalQuantileRegressor"]
+              "VerticalEncryptedClassifier", "VerticalSGDClassifier", "ConsensusLogisticRegression",
+              "FunctionalQuantileRegressor"]
+#: estimators of the page not re-exported by ``dpadmm`` (they need an extra), with the module that defines them
+NOT_REEXPORTED = {"VerticalEncryptedClassifier": "dpadmm.estimators.vertical_encrypted"}
 EXCEPTIONS = ["DPADMMError", "InvalidDataError", "InvalidParameterError", "DataFileError", "PrivacyPreconditionError",
               "MissingDependencyError", "PartyFailureError", "MonitoringKeyError"]
 PRIVACY = [("dpadmm.privacy.ledger", ["PrivacyLedger", "PrivacyReport"]), ("dpadmm.privacy.events", None),
@@ -138,12 +141,25 @@ def _class_md(cls, qualname: str, level: str = "###") -> list[str]:
     return out
 
 
+def estimator(name: str):
+    """The estimator class ``name`` of :data:`ESTIMATORS`: ``dpadmm.<name>``, or from its module (:data:`NOT_REEXPORTED`)."""
+    import dpadmm
+
+    if name in NOT_REEXPORTED:
+        return getattr(importlib.import_module(NOT_REEXPORTED[name]), name)
+    return getattr(dpadmm, name)
+
+
 def api_markdown() -> str:
     import dpadmm
 
     out = [HEADER, "## Estimators", ""]
     for name in ESTIMATORS:
-        out += _class_md(getattr(dpadmm, name), name)
+        md = _class_md(estimator(name), name)
+        if name in NOT_REEXPORTED:  # after its heading
+            md[2:2] = [f"*Not re-exported by `dpadmm` (it needs the HE extra, `pip install \"dpadmm[he]\"`): "
+                       f"`from {NOT_REEXPORTED[name]} import {name}`.*", ""]
+        out += md
     out += ["## Exceptions", ""]
     for name in EXCEPTIONS:
         exc = getattr(dpadmm, name)

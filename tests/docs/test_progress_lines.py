@@ -138,3 +138,24 @@ def test_demo_on_a_pipe_names_phase_round_and_time_left(tmp_path):
     lines = _round_lines(done.stderr)
     assert {m["desc"] for m in lines} >= {"non-private ADMM"} and len(lines) >= 2, done.stderr[-3000:]
     assert any(ln.startswith("dpadmm demo: baselines") for ln in done.stderr.splitlines()), done.stderr[-3000:]
+
+
+def test_encrypted_rounds_name_phase_round_and_time_left(capsys, every_round):
+    """An encrypted run (in-process, the plaintext HE layer: the same integers, fast) through the estimator with the
+    CLI's progress display on a pipe: every round's line names the phase, round k/T and the time left."""
+    from dpadmm.cli._display import progress
+    from dpadmm.estimators.vertical_encrypted import VerticalEncryptedClassifier
+    from dpadmm.experiments.audit_games_encrypted import plaintext_he
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    y = np.where(X @ np.array([1.0, -1.0, 0.5, 2.0]) > 0, 1, 0)
+    with plaintext_he(), progress(6, "vertical encrypted") as cb:
+        VerticalEncryptedClassifier(epsilon=1.0, label_epsilon=1.0, party_sizes=[2, 2], rounds=6,
+                                    random_state=0).fit(X, y, callbacks=[cb])
+    err = capsys.readouterr().err
+    lines = _round_lines(err)
+    assert len(lines) >= 2 and {m["phase"] for m in lines} == {"training"}, err
+    assert all(m["desc"] == "vertical encrypted" and m["T"] == "6" for m in lines), err
+    assert [int(m["k"]) for m in lines] == sorted(int(m["k"]) for m in lines) and int(lines[-1]["k"]) <= 5, err
+    _check_final(err, 6)

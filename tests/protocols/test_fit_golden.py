@@ -16,7 +16,8 @@ report's ``combination`` ``"joint"`` — the label party's final model exists wi
 
 Re-recorded for issue 37 (the label party's refit solves its folds at once, with chord Newton steps; the vertical
 entries with a refit move by at most 1e-9 relative, a solver's rounding) and issue 40 (``experts`` and
-``vertical_sgd`` gain ``n_features_in_``, scikit-learn's attribute; every other value as before).
+``vertical_sgd`` gain ``n_features_in_``, scikit-learn's attribute; every other value as before; then
+``encrypted_clear`` too, when the encrypted estimator took one matrix with a party column map).
 
 The fits run in a fresh interpreter on numpy's and OpenBLAS's AVX2 kernels (:func:`pinned_kernels_env`): the numbers
 were recorded on a CPU without AVX-512, and on one with it the AVX-512 kernels' rounding moved the experts' own model

@@ -16,6 +16,7 @@ from ..algorithms.vertical.driver import is_source as _is_source
 from ..algorithms.vertical.params import VerticalParams
 from ..data.parties import partition_columns
 from ..exceptions import InvalidDataError
+from ._party_columns import column_sizes
 from ._sklearn import is_block_list, one_matrix
 
 #: the estimator parameters that are not the algorithm's (the input's split, where the parties run)
@@ -46,8 +47,7 @@ class _VerticalConfig:
                                            f"{B.shape[0]}; align the parties on the same samples.")
         else:
             A = one_matrix(self, X, name)  # sparse stays CSR; once fitted, the fitted column count
-            sizes = self.party_sizes if self.party_sizes is not None else [A.shape[1]]
-            blocks = partition_columns(A, sizes)
+            blocks = partition_columns(A, column_sizes(self.party_sizes, A.shape[1], name, min_parties=1))
         if hasattr(self, "party_dims_"):
             dims = tuple(B.shape[1] for B in blocks)
             if dims != self.party_dims_:

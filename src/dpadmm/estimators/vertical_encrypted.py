@@ -8,20 +8,23 @@ simulation: the driver holds every block, and collects each party's weights to s
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import NotFittedError
 from sklearn.metrics import log_loss
 
-from .._validation import as_float_matrix, binary_labels
+from .._validation import binary_labels
 from ..algorithms.encrypted import combine as ec, driver, he, label
 from ..algorithms.encrypted.params import DEFAULTS, WEIGHT_BOUND, EncryptedParams
 from ..algorithms.encrypted.params import LABEL_MECHANISMS  # noqa: F401 - public here too (the class docstring)
 from ..algorithms.encrypted.party import BLOCK_BITS
 from ..data.prepare import clip_rows
 from ..exceptions import InvalidDataError
+from ._party_columns import party_blocks
+from ._sklearn import binary_classifier_tags, target
 
 
 class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
@@ -59,6 +62,19 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
         joint score Platt-scaled. ``combination_`` says which was kept (``None``: the joint model, also when fewer
         than 200 rows are held out).
     random_state : ``None``: party-local noise; an int: a seeded simulation.
+    party_sizes : the column → party map when ``X`` is one (N, d) matrix: each party's count of consecutive columns,
+        the label party's first, e.g. ``[66, 57]`` or ``[40, 40, 43]``; ``None``: two parties, the label party
+        holding the first ⌈d/2⌉ columns. A list of party blocks (block 0: the label party's) ignores it. With one
+        matrix the estimator goes into a ``Pipeline``, ``cross_val_score`` or ``GridSearchCV``
+        (:mod:`dpadmm.estimators._party_columns`; the same map as :class:`~dpadmm.VerticalExpertsClassifier`'s).
+        A scaler in front of it is fitted on every column at once: a simulation's convenience, not what separate
+        parties can do without a release (each scales its own columns by public bounds in a deployment).
+
+    Notes
+    -----
+    ``fit``, ``decision_function``, ``predict_proba``, ``predict``, ``score`` and ``score_metrics`` take either form of
+    ``X``. After ``fit``: ``coefs_`` (the label party's weights, then each party's), ``classes_``, ``privacy_``,
+    ``cost_``, ``calibration_``, ``combination_``, ``n_features_in_``.
     """
 
     DEFAULTS: ClassVar[dict] = DEFAULTS  # each forward mode's defaults of rounds, step and momentum
@@ -67,42 +83,52 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
                  rounds: int | None = None, step: float | None = None, lam: float = 1e-4, row_clip: float = 1.0,
                  forward: str = "encrypted", momentum: float | None = None, weight_bound: float = WEIGHT_BOUND,
                  calibration: float = 0.1, random_state=None, combine: str = ec.DEFAULT_COMBINE,
-                 label_mechanism: str = "rr"):
+                 label_mechanism: str = "rr", party_sizes=None):
         self.epsilon, self.label_epsilon, self.delta = epsilon, label_epsilon, delta
         self.rounds, self.step, self.lam, self.row_clip, self.random_state = rounds, step, lam, row_clip, random_state
         self.forward, self.momentum, self.weight_bound, self.calibration = forward, momentum, weight_bound, calibration
-        self.combine, self.label_mechanism = combine, label_mechanism
+        self.combine, self.label_mechanism, self.party_sizes = combine, label_mechanism, party_sizes
 
     def _params(self) -> EncryptedParams:
         """The public parameters as the driver's checked record (raises on a bad value)."""
         names = {f.name for f in dataclasses.fields(EncryptedParams)}
         return EncryptedParams(**{k: v for k, v in self.get_params(deep=False).items() if k in names})
 
-    def _check(self, blocks):
+    def _check(self, blocks, name: str = "X") -> list:
+        """The parameters checked (raises on a bad value), then the party blocks from a list of blocks or one matrix
+        split by ``party_sizes``; once fitted, as many as in fit."""
         self._params()
-        if not isinstance(blocks, (list, tuple)) or len(blocks) < 2:
-            raise InvalidDataError("blocks must be a list of at least two party blocks (block 0: the label party's); "
-                                   "pass [X_label_party, X_party2, ...]")
-        blocks = [as_float_matrix(f"blocks[{m}]", b, accept_sparse=True) for m, b in enumerate(blocks)]
-        if any(b.shape[0] != blocks[0].shape[0] for b in blocks):
-            raise InvalidDataError(f"every block needs the same rows; got row counts {[b.shape[0] for b in blocks]}")
+        blocks = party_blocks(self, blocks, name)
+        if hasattr(self, "coefs_") and len(blocks) != len(self.coefs_):
+            raise InvalidDataError(f"expected {len(self.coefs_)} party blocks (as in fit), got {len(blocks)}; give the "
+                                   "same parties' columns")
         return blocks
 
-    def fit(self, blocks: Sequence, y):
+    def fit(self, blocks: Sequence, y, *, callbacks: Sequence[Callable] = ()):
+        """Run the protocol in-process. ``blocks``: one block per party (the label party's first) or one (N, d) matrix
+        split by ``party_sizes``; ``y``: two classes; ``callbacks``: ``cb(round, record)`` after each of the T rounds
+        (a progress display's; :func:`dpadmm.algorithms.encrypted.driver.run`)."""
         he.require_he()  # one line with the install command when the extra is missing
-        params = self._params()
-        fitted = driver.fit(params, self._check(blocks), y)
+        params = self._params()  # a bad parameter is refused before the data is read
+        for name in ("n_features_in_", "coefs_"):  # a refit is a new fit: any columns, any parties
+            self.__dict__.pop(name, None)
+        blocks = self._check(blocks)
+        y = target(y, classes=True)
+        fitted = driver.fit(params, blocks, y, callbacks=callbacks)
         self.classes_, self.coefs_ = fitted.classes, fitted.coefs
         self.label_cfg_, self.cost_ = fitted.label_cfg, fitted.cost
         self.calibration_, self.combination_, self.own_model_ = fitted.calibration, fitted.combination, fitted.own_model
         self.noise_multipliers_ = fitted.noise_multipliers
         self.privacy_ = fitted.privacy
+        self.n_features_in_ = int(sum(b.shape[1] for b in blocks))
         return self
 
     def decision_function(self, blocks) -> np.ndarray:
         """The label party's final logit: the joint score Platt-scaled (``combination_`` ``None``), or
         ``c + a·own + b·Σ_m s_m`` with its own model (``combination_.weights``; the own model alone: (0, 1, 0))."""
-        blocks = [as_float_matrix(f"blocks[{m}]", b, accept_sparse=True) for m, b in enumerate(blocks)]
+        if not hasattr(self, "coefs_"):
+            raise NotFittedError("this VerticalEncryptedClassifier is not fitted yet; call fit first.")
+        blocks = self._check(blocks)
         others = np.sum([np.asarray(he.quantize(clip_rows(b, float(self.row_clip)), BLOCK_BITS) @ w).ravel()
                          / float(2 ** BLOCK_BITS) for b, w in zip(blocks[1:], self.coefs_[1:])], axis=0)
         choice = getattr(self, "combination_", None)
@@ -118,10 +144,15 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
         return np.column_stack([1 - p, p])
 
     def predict(self, blocks) -> np.ndarray:
-        return self.classes_[(self.decision_function(blocks) > 0).astype(int)]
+        s = self.decision_function(blocks)  # first: an unfitted model raises NotFittedError
+        return self.classes_[(s > 0).astype(int)]
+
+    def __sklearn_tags__(self):
+        return binary_classifier_tags(super().__sklearn_tags__(), sparse=True)
 
     def score_metrics(self, blocks, y) -> dict:
-        y_pm, _ = binary_labels("y", y, blocks[0].shape[0])
+        """Log loss and accuracy on ``(blocks, y)`` (either form of ``blocks``)."""
         p = self.predict_proba(blocks)[:, 1]
+        y_pm, _ = binary_labels("y", y, p.shape[0])
         return {"log_loss": float(log_loss(y_pm > 0, p, labels=[False, True])),
                 "accuracy": float(np.mean((p > 0.5) == (y_pm > 0)))}

@@ -16,14 +16,13 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.metrics import log_loss, roc_auc_score
 
-from .._validation import as_float_matrix
 from ..algorithms.experts import driver, model as experts_model, params as experts_params, prepare as xp
 from ..algorithms.experts.alone import label_party_alone_proba, standardise  # noqa: F401 - the CLI imports it from here
 from ..algorithms.experts.driver import ExpertsData
 from ..algorithms.experts.params import ExpertsParams
-from ..data.parties import partition_columns
-from ..exceptions import InvalidDataError, InvalidParameterError
-from ._sklearn import binary_classifier_tags, is_block_list, one_matrix, target
+from ..exceptions import InvalidDataError
+from ._party_columns import party_blocks
+from ._sklearn import binary_classifier_tags, target
 
 
 class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
@@ -50,9 +49,10 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         n and ε) — is at least this (default ``MIN_EFFECTIVE_ROWS``); below it no label is sent, nothing is
         released, and the label party keeps its own model (``kept_own_model_``).
     random_state : ``None`` draws each party's noise from OS entropy; a seed makes a seeded simulation.
-    party_sizes : column counts of the parties when ``X`` is one (N, d) matrix (label party first), e.g. ``[66, 57]``;
-        ``None``: two parties, the label party holding the first ⌈d/2⌉ columns. A list of party blocks ignores it.
-        With one matrix the estimator goes into a ``Pipeline``, ``cross_val_score`` or ``GridSearchCV``.
+    party_sizes : the column → party map when ``X`` is one (N, d) matrix: each party's count of consecutive columns,
+        the label party's first, e.g. ``[66, 57]``; ``None``: two parties, the label party holding the first ⌈d/2⌉
+        columns. A list of party blocks ignores it. With one matrix the estimator goes into a ``Pipeline``,
+        ``cross_val_score`` or ``GridSearchCV`` (:mod:`dpadmm.estimators._party_columns`).
     calibrate : the label party holds out ``HELDOUT_FRACTION`` of its training rows (labels for them are never
         sent; the parties fit on the others) and on them chooses, by cross-validation, between a stacked
         recalibration of the combination and its own model (:mod:`dpadmm.algorithms.experts.calibrate`: post-
@@ -90,31 +90,12 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
 
     def _check(self, blocks):
         blocks = self._split(blocks)
-        n = blocks[0].shape[0]
-        if any(b.shape[0] != n for b in blocks):
-            raise InvalidDataError(f"every block needs the same rows; got row counts {[b.shape[0] for b in blocks]}")
-        return n, blocks
+        return blocks[0].shape[0], blocks
 
     def _split(self, X, name: str = "X") -> list:
-        """Party blocks from a list of blocks, or from one matrix by ``party_sizes`` (see the class docstring)."""
-        if is_block_list(X):
-            if len(X) < 2:
-                raise InvalidDataError("blocks must be a list of at least two party blocks (block 0: the label "
-                                       "party's); pass [X_label_party, X_party2, ...] or one matrix with party_sizes")
-            return [as_float_matrix(f"blocks[{m}]", b, accept_sparse=True) for m, b in enumerate(X)]
-        A = one_matrix(self, X, name)
-        d = A.shape[1]
-        if self.party_sizes is None:
-            if d < 2:
-                raise InvalidDataError(f"{name} has {d} feature(s) (n_features = {d}): the experts protocol needs the "
-                                       "label party and at least one other party, so at least 2 columns.")
-            sizes = [(d + 1) // 2, d // 2]
-        else:
-            sizes = [int(s) for s in self.party_sizes]
-            if len(sizes) < 2 or min(sizes) < 1 or sum(sizes) != d:
-                raise InvalidParameterError(f"party_sizes={list(self.party_sizes)} must be two or more positive column "
-                                            f"counts summing to {name}'s {d} columns.")
-        return partition_columns(A, sizes)
+        """Party blocks from a list of blocks, or from one matrix by ``party_sizes``
+        (:func:`dpadmm.estimators._party_columns.party_blocks`)."""
+        return party_blocks(self, X, name)
 
     def fit(self, blocks: Sequence, y):
         """Fit every party's expert and the label party's combination. ``blocks``: one block per party (the label

@@ -9,13 +9,14 @@ from __future__ import annotations
 import pickle
 import time
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from sklearn.linear_model import LogisticRegression
 
+from ..._progress import status
 from ..._validation import binary_labels, noise_seed
 from ...backends.base import PartySpec, atomic_pickle, party_rng
 from ...backends.inprocess import InProcessBackend
@@ -76,7 +77,7 @@ def backend_rounds(rounds: int, forward: str, parties: int) -> int:
 def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_multiplier, rounds: int, lam: float,
         step_size: float, noise_seed: int | None = None, key_bits: int = he.KEY_BITS, forward: str = "clear",
         momentum: float = 0.0, W: float | None = None, checkpoint_dir=None, resume: bool = False,
-        label_epsilon: float | None = None) -> RunResult:
+        label_epsilon: float | None = None, callbacks: Sequence[Callable] = ()) -> RunResult:
     """The T rounds, after ``backend.start`` (the parties set up). Returns the label party's final state.
 
     ``checkpoint_dir``: after every round each party writes its own checkpoint (``backend.checkpoint``: its weights,
@@ -89,7 +90,14 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
 
     ``label_epsilon``: the label party's randomized response on its labels, once, before the first round
     (:func:`.label.setup_label`; its stream in a seeded simulation: ``(len(names) + 2, 0)``); its checkpoint keeps
-    the released labels, so a resumed run neither draws nor books them again."""
+    the released labels, so a resumed run neither draws nor books them again.
+
+    ``callbacks``: ``cb(round, record)`` after each of the T rounds (``record``: ``{"round": k, "seconds": wall
+    seconds since the run began}``), as the engine calls them — a progress display's (``dpadmm.cli._display.progress``).
+    Their return value is not a stop: the run's T rounds are what every party declared and priced at setup. The
+    phase (:func:`dpadmm._progress.status`) is "key exchange" until round 1 starts, then "training"."""
+    t_wall = time.perf_counter()
+    status("key exchange")
     ck = _load_label(checkpoint_dir) if resume else None
     mechanism = (label_epsilon, label_noise_multiplier)  # what the checkpoint's "labels" are (ỹ, or exact labels)
     if ck is not None and ck.get("label_mechanism") != mechanism:
@@ -130,6 +138,11 @@ def run(backend, own_block, y, names, widths, clips, *, R: float, label_noise_mu
             _save_label(checkpoint_dir, {"t": t + 1, "r": r, "w": state.w, "velocity": state.velocity, "peers": peers,
                                          "pubs": pubs, "gradients": gradients, "events": events,
                                          "key": key.secret_blob(), "labels": cfg.y01, "label_mechanism": mechanism})
+        record = {"round": t + 1, "seconds": time.perf_counter() - t_wall}
+        for cb in callbacks:
+            cb(t + 1, record)
+
+    status("training")
 
     for t in range(t0, int(rounds)):
         c0 = time.process_time()
@@ -232,10 +245,11 @@ class FitResult(NamedTuple):
     privacy: dict
 
 
-def fit(p: EncryptedParams, blocks, y) -> FitResult:
+def fit(p: EncryptedParams, blocks, y, *, callbacks: Sequence[Callable] = ()) -> FitResult:
     """An in-process fit: block 0 is the label party's; every other party is a simulation party on the in-process
     backend. The driver collects each party's weights (its model, a simulation-only request) to score new records and,
-    with the encrypted forward pass, the parties' logits on the label party's held-out rows for its final model."""
+    with the encrypted forward pass, the parties' logits on the label party's held-out rows for its final model.
+    ``callbacks``: called after every round (:func:`run`); after the rounds the phase is "calibration"."""
     y_pm, classes = binary_labels("y", y, blocks[0].shape[0])
     T, enc = int(p.resolved("rounds")), p.encrypted
     step, mom, W = float(p.resolved("step")), float(p.resolved("momentum")), float(p.weight_bound)
@@ -258,9 +272,10 @@ def fit(p: EncryptedParams, blocks, y) -> FitResult:
         return run(backend, blocks[0][train], y_pm[train], names, {nm: b.shape[1] for nm, b in zip(names, blocks[1:])},
                    {nm: float(p.row_clip) for nm in names}, R=float(p.row_clip), label_noise_multiplier=zl, rounds=T,
                    lam=float(p.lam), step_size=step, noise_seed=seed, forward=p.forward, momentum=mom,
-                   W=W if enc else None, label_epsilon=p.rr)
+                   W=W if enc else None, label_epsilon=p.rr, callbacks=callbacks)
 
     def after(backend, res):
+        status("calibration" if enc else "collecting the parties' models")
         # in-process simulation: each party's weights to score new records, and (encrypted forward) its logits on the
         # held-out rows (new records) for the calibration
         models = [backend.request(nm, "model") for nm in names]
@@ -271,7 +286,9 @@ def fit(p: EncryptedParams, blocks, y) -> FitResult:
     res, (models, others) = fitted.result, fitted.after
     coefs = [np.asarray(res.label_state.w)] + models
     calibration, combination, own_model = (1.0, 0.0), None, None
-    if enc:  # Platt scaling on the held-out rows: the parties' logits on them (new records), the label party's labels
+    # Platt scaling on the held-out rows: the parties' logits on them (new records), the label party's labels; held-out
+    # rows of one class (a small table) cannot fit it: the joint score as trained, calibration (1, 0)
+    if enc and np.unique(y_pm[hold]).size == 2:
         others = np.sum([np.asarray(o, dtype=np.float64) for o in others], axis=0)
         s = label.own_scores(float(p.row_clip), coefs[0], blocks[0][hold]) + others
         lr = LogisticRegression(C=1e6, tol=1e-10, max_iter=1000).fit(s[:, None], y_pm[hold] > 0)

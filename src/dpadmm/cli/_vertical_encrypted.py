@@ -17,7 +17,7 @@ from ._app import vertical_app
 from .._jsonio import write_json
 from ._common import console, elapsed, output_dir
 from ..workflows.baselines import base_rate_baseline
-from ._display import phase
+from ._display import phase, progress
 
 
 def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsilon, prepare: str, row_clip, seed,
@@ -49,7 +49,8 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
                                         lam=1e-4 if lam is None else lam,
                                         row_clip=float(row_clip) if row_clip is not None else 1.0, random_state=seed)
     phase(f"encrypted training ({T} rounds) and calibration")
-    model.fit(train, data.y)
+    with progress(T, "vertical encrypted") as cb:  # round k/T and time left, on a terminal and on a pipe
+        model.fit(train, data.y, callbacks=[cb])
     phase("scoring the test rows")
     final: dict = {"protocol": "encrypted", "forward": forward, **model.cost_}
     cal = model.combination_  # the label party's final model (algorithms.encrypted.combine): None = the joint one

@@ -110,3 +110,41 @@ def test_a_bad_cap_is_one_line_and_exit_2(tmp_path, capsys, value):
                             "--out", tmp_path / "p1", "--max-message-mb", value], capsys)
     assert code == 2 and "--max-message-mb must be in (0, 1024] MiB" in err, err
     assert not (tmp_path / "p1").exists()  # nothing written
+
+
+@pytest.mark.slow
+def test_many_connections_trickling_frames_under_the_cap_hold_at_most_two_caps(party):
+    """Six connections each declare a frame just under the cap and send all of it but its last byte (a caller that
+    never finishes its frames): the bodies received at once are bounded over all connections
+    (``tls_rounds.IN_FLIGHT_FRAMES`` × the cap), so the party holds ≈ 2 caps of them, not 6 (docs/redteam-2026-11-28.md)."""
+    proc, _, rounds, _, _ = party
+    before = _settle(proc.pid)
+    n = (CAP_MB << 20) - 16
+    body = os.urandom(n - 1)
+    socks = []
+    try:
+        for _ in range(6):
+            s = socket.create_connection(("127.0.0.1", rounds), timeout=10)
+            s.setblocking(False)
+            s.send(struct.pack(">I", n))
+            socks.append([s, memoryview(body)])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(len(v) for _, v in socks):
+            moved = False
+            for entry in socks:  # push whatever each connection's window takes (a waiting frame takes none)
+                s, view = entry
+                if len(view):
+                    try:
+                        k = s.send(view[: 1 << 20])
+                        entry[1], moved = view[k:], moved or k > 0
+                    except BlockingIOError:
+                        pass
+            if not moved:
+                time.sleep(0.05)
+        grown = _settle(proc.pid) - before
+    finally:
+        for s, _ in socks:
+            s.close()
+    # two frames' bodies (plus their 1 MiB receive pieces and the socket buffers of the waiting ones) — not six
+    assert grown < (2 * CAP_MB + 8) << 20, f"the party's RSS grew by {grown / 2**20:.1f} MiB (cap {CAP_MB} MiB)"
+    assert proc.poll() is None

@@ -22,7 +22,10 @@ handshakes, plus the caller's address, which gRPC's log does not give) and one l
 same :meth:`PartyService.handle` (decoding, allow list, refusals, budget, audit line per Step). Only
 ``Step`` is served (``serve_frame`` refuses other methods). A length of 0 or above the party's cap
 (``service.max_message``, ``party serve --max-message-mb``, default 64 MiB, at most ``MAX_MESSAGE``) is refused, audited and the connection closed; so is a frame cut short. A frame's memory grows with the
-bytes that arrive (pieces of ``RECV_CHUNK``), never with the length it declares. At ``MAX_CONNECTIONS`` the oldest
+bytes that arrive (pieces of ``RECV_CHUNK``), never with the length it declares; and the bodies being received at
+once, over every connection, hold at most ``IN_FLIGHT_FRAMES`` × the cap (:class:`_InFlight`: a frame that would pass
+it waits for the others to finish), so many connections trickling frames just under the cap cannot hold more of the
+party's memory than that (docs/redteam-2026-11-28.md). At ``MAX_CONNECTIONS`` the oldest
 connection still in its handshake is closed to make room (callers without a certificate cannot lock the coordinator
 out); with none, the new caller is refused — each audited. Stopping the server shuts every open connection down
 (docs/redteam-tls-2026-11-24.md).
@@ -68,6 +71,35 @@ def start_round_server(service, tls, rounds: str | None, listen: str) -> "RoundS
     return server
 
 
+IN_FLIGHT_FRAMES = 2  # frame bodies received at once, at the cap's size, over all connections
+
+
+class _InFlight:
+    """The bytes of frame bodies being received at once across the party's connections, at most ``limit``: a frame
+    reserves its declared length before its body is read and waits while the others hold the rest (an honest
+    coordinator's frames are served one after another; a caller trickling large bodies on many connections then
+    holds at most ``limit`` bytes of the party's memory, not ``MAX_CONNECTIONS`` × the cap)."""
+
+    def __init__(self, limit: int):
+        self.limit, self.used = int(limit), 0
+        self._cond = threading.Condition()
+
+    def acquire(self, n: int, closed: threading.Event) -> bool:
+        """Reserve ``n`` bytes (``n`` ≤ the limit); False when the server stopped while waiting."""
+        with self._cond:
+            while self.used + n > self.limit:
+                if closed.is_set():
+                    return False
+                self._cond.wait(0.25)
+            self.used += n
+            return True
+
+    def release(self, n: int) -> None:
+        with self._cond:
+            self.used -= n
+            self._cond.notify_all()
+
+
 class RoundServer:
     """The party's round channel: serves ``Step`` frames to allowed callers (see the module's docstring).
 
@@ -88,6 +120,8 @@ class RoundServer:
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._limit = RefusalLimiter()
+        cap = min(int(getattr(service, "max_message", MAX_FRAME)), MAX_FRAME)
+        self._in_flight = _InFlight(IN_FLIGHT_FRAMES * cap)
 
     def start(self, host: str, port: int) -> int:
         """Listen on ``host:port`` (0: a free port) and accept on a thread; set ``service.round_port`` (Hello
@@ -227,19 +261,32 @@ class RoundServer:
                 self._refuse(peer, CHANNEL, f"caller {where}: frame length {n} outside 1..{cap} bytes (the party's "
                                             "--max-message-mb); connection closed", where)
                 return
-            data = _recv_exactly(sock, n)
-            if len(data) < n:
-                if not self._closed.is_set():
-                    self._refuse(peer, CHANNEL, f"caller {where}: a frame cut short ({len(data)} of {n} bytes); "
-                                                "connection closed", where)
+            n_held = min(n, self._in_flight.limit)  # a cap raised after start still fits
+            if not self._in_flight.acquire(n_held, self._closed):
+                return  # the party stopped while the frame waited for its turn
+            try:  # the frame's bytes count against the in-flight limit until they are dropped
+                reply = self._receive_and_serve(sock, n, peer, where)
+            finally:
+                self._in_flight.release(n_held)
+            if reply is None:
                 return
-            if self._closed.is_set():  # the party stopped while the frame came in: not served
-                return
-            reply = serve_frame(self.service, data, peer)  # never raises; audits like the gRPC stream
-            if n > TRIM_ABOVE:
-                data = None
-                release_memory()  # the large frame's memory goes back to the system (issue 36)
             sock.sendall(HEADER.pack(len(reply)) + reply)
+
+    def _receive_and_serve(self, sock, n: int, peer: str, where: str):
+        """One frame's body of ``n`` bytes, served; its reply, or None when the connection is to be closed."""
+        data = _recv_exactly(sock, n)
+        if len(data) < n:
+            if not self._closed.is_set():
+                self._refuse(peer, CHANNEL, f"caller {where}: a frame cut short ({len(data)} of {n} bytes); "
+                                            "connection closed", where)
+            return None
+        if self._closed.is_set():  # the party stopped while the frame came in: not served
+            return None
+        reply = serve_frame(self.service, data, peer)  # never raises; audits like the gRPC stream
+        if n > TRIM_ABOVE:
+            data = None
+            release_memory()  # the large frame's memory goes back to the system (issue 36)
+        return reply
 
 
 def _shutdown(sock) -> None:

@@ -3,13 +3,11 @@ for them): the service name, its methods, the wire version, the message cap and 
 
 from __future__ import annotations
 
+from .._limits import DEFAULT_MAX_MESSAGE, MAX_MESSAGE  # noqa: F401 (the message caps: one home, read by the CLI)
+
 SERVICE = "dpadmm.Party"
 METHODS = ("Hello", "Setup", "Step", "Request", "Diagnose", "Checkpoint", "Restore", "Finish")  # PartyRuntime.methods
 WIRE_VERSION = 1
-MAX_MESSAGE = 1 << 30  # the coordinator's side (what a party may answer) and the most a party may be set to accept
-#: a party's cap on one message it receives, by default (``party serve --max-message-mb``): gRPC refuses a longer one
-#: from its length prefix, before reading it (RESOURCE_EXHAUSTED to the caller), the round channel from its frame header
-DEFAULT_MAX_MESSAGE = 64 << 20
 STREAM_WINDOW = 16 << 20
 # both sides: message size caps; a 16 MiB initial HTTP/2 stream window (``lookahead_bytes``), so that a round's
 # large message (vertical N-vectors, 260-520 kB) on the persistent stream is not held back by WINDOW_UPDATE round

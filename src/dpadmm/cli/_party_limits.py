@@ -7,8 +7,7 @@ from typing import Optional
 
 import typer
 
-from ..backends.grpc_wire import DEFAULT_MAX_MESSAGE, MAX_MESSAGE
-from ..backends.refusal_log import RefusalLimiter, held_note, kind_of
+from .._limits import DEFAULT_MAX_MESSAGE, MAX_MESSAGE
 from ..exceptions import InvalidParameterError
 
 MAX_MESSAGE_OPTION = typer.Option(
@@ -32,6 +31,8 @@ def max_message_bytes(mb: Optional[float]) -> int:
 def handshake_refusals(holder: list):
     """The gRPC port's refused TLS handshakes (``capture_handshake_refusals``): to the audit log and the party's log,
     summarised per reason (one line per minute with the count of the others, :mod:`..backends.refusal_log`)."""
+    from ..backends.refusal_log import RefusalLimiter, held_note, kind_of  # the backends load when a party serves
+
     limit = RefusalLimiter()
 
     def refused(reason: str) -> None:

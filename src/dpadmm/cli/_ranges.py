@@ -17,6 +17,7 @@ import math
 from typing import NamedTuple
 
 from ..exceptions import InvalidParameterError
+from .._limits import MAX_MESSAGE
 
 
 class Range(NamedTuple):
@@ -106,7 +107,7 @@ RANGES: dict[str, dict[str, Range]] = {
                       "--unprotected-iterations": INT(), "--seed": SEED},
     "party serve": {"--max-rounds": INT(), "--max-epsilon": POS, "--delta": PROB, "--min-noise-multiplier": POS,
                     "--threads": INT(), "--row-clip": POS, "--psi-max-query": INT(), "--psi-max-runs": INT(),
-                    "--psi-period": POS},
+                    "--psi-period": POS, "--max-message-mb": Range("float", 0, True, MAX_MESSAGE >> 20)},
 }
 # one table for the three vertical commands (their numeric options are one set: cli/_vertical_options.py)
 RANGES.update({f"vertical {p}": RANGES["vertical"] for p in ("admm", "experts", "encrypted")})

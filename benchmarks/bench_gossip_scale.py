@@ -16,6 +16,9 @@ ratio to scikit-learn, peak RSS (``ru_maxrss``) and its ratio, the test log loss
 its difference to scikit-learn's, rounds, and for gossip the CPU seconds of the nodes' own choice
 (``choice.choose``, after the rounds); the load average at start and end.
 
+``--baseline-src DIR`` adds the gossip fit on another checkout's sources (``gossip-base``, e.g. main's ``src``),
+interleaved with the others: before and after in one run.
+
 Run: ``python benchmarks/bench_gossip_scale.py --configs 200000:5 1000000:5 200000:200 --repeats 3 [--json out.json]``.
 """
 
@@ -33,6 +36,7 @@ import warnings
 from bench_vertical_scale import make_data
 
 CASES = ("sklearn", "gossip")
+BASE = "gossip-base"  # the gossip fit on another checkout's sources (--baseline-src): before/after side by side
 
 
 def child(case, n, nodes, cols, lam, epsilon):
@@ -83,22 +87,28 @@ def main():
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cases", nargs="+", default=list(CASES), choices=CASES)
+    ap.add_argument("--baseline-src", help="also run the gossip fit with PYTHONPATH=DIR (e.g. main's src/), "
+                                           "interleaved with the others, as the case 'gossip-base'")
     ap.add_argument("--json")
     ap.add_argument("--child", nargs=3, metavar=("CASE", "N", "NODES"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         return child(args.child[0], int(args.child[1]), int(args.child[2]), args.cols, args.lam, args.epsilon)
     configs = [tuple(int(v) for v in c.split(":")) for c in args.configs]
+    cases = list(args.cases) + [BASE] * bool(args.baseline_src)
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    res = {"load_start": os.getloadavg()[0], "cols": args.cols, "lam": args.lam, "epsilon": args.epsilon, "runs": []}
+    res = {"load_start": os.getloadavg()[0], "baseline_src": args.baseline_src, "cols": args.cols, "lam": args.lam, "epsilon": args.epsilon, "runs": []}
     print(f"load average at start {res['load_start']:.2f}", flush=True)
     for _ in range(args.repeats):
         for n, nodes in configs:
-            for case in args.cases:
-                cmd = [sys.executable, __file__, "--child", case, str(n), str(nodes), "--cols", str(args.cols),
+            for case in cases:
+                run_env = dict(env, PYTHONPATH=args.baseline_src) if case == BASE else env
+                cmd = [sys.executable, __file__, "--child", "gossip" if case == BASE else case, str(n), str(nodes),
+                       "--cols", str(args.cols),
                        "--lam", str(args.lam), "--epsilon", str(args.epsilon)]
-                line = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+                line = subprocess.run(cmd, env=run_env, check=True, capture_output=True, text=True).stdout.strip()
                 rec = json.loads(line.splitlines()[-1])
+                rec["case"] = case
                 rec["load"] = os.getloadavg()[0]
                 res["runs"].append(rec)
                 print(json.dumps(rec), flush=True)
@@ -110,18 +120,18 @@ def main():
             best[key] = r
     res["best"] = [dict(v) for v in best.values()]
     print(f"\nbest of {args.repeats} (CPU s); load average {res['load_start']:.2f} -> {res['load_end']:.2f}")
-    print(f"{'rows':>9} {'nodes':>5} {'case':>8} {'CPU s':>8} {'wall s':>8} {'CPU ratio':>9} {'RSS GB':>7} "
+    print(f"{'rows':>9} {'nodes':>5} {'case':>11} {'CPU s':>8} {'wall s':>8} {'CPU ratio':>9} {'RSS GB':>7} "
           f"{'RSS ratio':>9} {'test loss':>10} {'Δ loss':>9} {'iter':>5} {'choice CPU':>10}")
     for n, nodes in configs:
         sk = best.get((n, nodes, "sklearn"))
-        for case in args.cases:
+        for case in cases:
             r = best.get((n, nodes, case))
             if r is None:
                 continue
             ratio = r["cpu"] / sk["cpu"] if sk else float("nan")
             rss = r["rss_gb"] / sk["rss_gb"] if sk else float("nan")
             dl = r["test_log_loss"] - sk["test_log_loss"] if sk else float("nan")
-            print(f"{n:>9} {nodes:>5} {case:>8} {r['cpu']:>8.2f} {r['wall']:>8.2f} {ratio:>9.2f} {r['rss_gb']:>7.2f} "
+            print(f"{n:>9} {nodes:>5} {case:>11} {r['cpu']:>8.2f} {r['wall']:>8.2f} {ratio:>9.2f} {r['rss_gb']:>7.2f} "
                   f"{rss:>9.2f} {r['test_log_loss']:>10.5f} {dl:>+9.5f} {r['n_iter']:>5} "
                   f"{r.get('choice_cpu', float('nan')):>10.2f}")
     if args.json:

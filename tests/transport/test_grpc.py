@@ -279,7 +279,7 @@ def test_party_policy_refuses_a_coordinator_chosen_seed_and_private_scores(pki, 
             be.start(_specs(blocks, private=priv), noise_seed=12345)
         specs = _specs(blocks, private=priv)
         specs = [PartySpec.of(s.protocol, s.name, s.setup._replace(
-                     options=dict(s.setup.options, eval_blocks={"test": s.setup.D})))
+                     options=s.setup.options._replace(eval_blocks={"test": s.setup.D})))
                  for s in specs]  # an eval key mapped to the training file
         be.start(specs)
         _rounds(be, labels, 1, bounds)

@@ -7,8 +7,6 @@ Which protocol a fit runs, its defaults and the checks of its parameters are
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from .._validation import as_float_matrix
@@ -19,18 +17,12 @@ from ..exceptions import InvalidDataError
 from ._party_columns import column_sizes
 from ._sklearn import is_block_list, one_matrix
 
-#: the estimator parameters that are not the algorithm's (the input's split, where the parties run)
-_NOT_PARAMS = ("party_sizes", "backend")
-
-
 class _VerticalConfig:
     """Input handling of a vertical estimator (see the module docstring)."""
 
     def _params(self) -> VerticalParams:
         """The estimator's public parameters as the driver's checked record (raises on a bad value)."""
-        fields = {f.name for f in dataclasses.fields(VerticalParams)}
-        given = {k: v for k, v in self.get_params(deep=False).items() if k in fields and k not in _NOT_PARAMS}
-        return VerticalParams(**dict(given, loss=self._loss_name))
+        return VerticalParams.of(self.get_params(deep=False), loss=self._loss_name)
 
     # ------------------------------------------------------------------ input handling
     def _blocks(self, X, name: str = "X") -> list[np.ndarray]:

@@ -116,11 +116,8 @@ class _VerticalADMM(_VerticalConfig, BaseEstimator):
         self.privacy_ = fitted.privacy
         return self
 
-    # callers outside the estimators read these two defaults through the estimator (cli/vertical.py,
-    # experiments/vertical.py; the CLI split moves them to VerticalParams, then these go)
-    def _rho(self, n_blocks: int, loss) -> float:
-        return self._params().run_rho(n_blocks, loss)
-
+    # cli/vertical.py reads the default rounds through the estimator (the CLI split reads
+    # VerticalParams.of(...).rounds() instead, then this goes)
     def _max_iter(self) -> int:
         return self._params().rounds()
 

@@ -83,7 +83,7 @@ def _vertical_model(pair: Pair, raws0: list, raws1: list) -> dict:
     received that round), summed over the rounds.
     """
     options = raws0[0][2]
-    noiseless = dict(options, private=replace(options["private"], noise_multiplier=None, noise_scale=0.0))
+    noiseless = options._replace(private=replace(options.private, noise_multiplier=None, noise_scale=0.0))
     cfgs = [vertical_party.setup_party("party2", data[1], noiseless)[0] for data in (pair.data0, pair.data1)]
     rng = np.random.default_rng(0)
 

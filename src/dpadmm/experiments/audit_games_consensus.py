@@ -40,7 +40,7 @@ from scipy.special import expit
 
 from .. import engine
 from ..algorithms.consensus import node as consensus_node
-from ..algorithms.consensus.messages import NeighbourMessage, Setup
+from ..algorithms.consensus.messages import ConsensusOptions, NeighbourMessage, Setup
 from ..algorithms.consensus.protocol import PROTOCOL as CONSENSUS
 from ..backends import PartySpec
 from ..privacy.audit import AuditResult, epsilon_lower_bound
@@ -65,8 +65,9 @@ def _records():
     return X, Xb, y
 
 
-def _options(alpha: float = Z_ALPHA) -> dict:
-    return dict(degree=[1.0], C=Z_C, reg=Z_REG, eta=[[Z_ETA]], theta=[[Z_THETA]], alpha=[[alpha]], perturbation="pp")
+def _options(alpha: float = Z_ALPHA) -> ConsensusOptions:
+    return ConsensusOptions(degree=[1.0], C=Z_C, reg=Z_REG, eta=[[Z_ETA]], theta=[[Z_THETA]], alpha=[[alpha]],
+                            perturbation="pp")
 
 
 def _grad(X, y, f):

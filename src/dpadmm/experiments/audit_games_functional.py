@@ -68,9 +68,10 @@ def _functional_data():
     return X, Xb, y, u
 
 
-def _functional_options(c1: float = 1.0) -> dict:
-    return dict(rho=F_RHOS[0], n_workers=1, penalty="l2", fit_intercept=False, local_step="linearized",
-                step="constant", eta0=1.0, c1=c1, emit_events=True, worker_names=("worker1",))
+def _functional_options(c1: float = 1.0) -> functional_messages.FunctionalOptions:
+    return functional_messages.FunctionalOptions(
+        rho=F_RHOS[0], n_workers=1, penalty="l2", fit_intercept=False, local_step="linearized", step="constant",
+        eta0=1.0, c1=c1, emit_events=True, worker_names=("worker1",))
 
 
 def functional_game(*, plant=None, bug: str = "", tag: str = "", backend: str = "inprocess") -> Game:

@@ -65,12 +65,12 @@ def _vertical_blocks(relation: str):
     return B1, B2, B2b
 
 
-def _vertical_options(relation: str, nm: float | None, noiseless: bool = False) -> dict:
+def _vertical_options(relation: str, nm: float | None, noiseless: bool = False) -> vertical_messages.VerticalOptions:
 
     spec = vertical_messages.PrivacySpec(noise_multiplier=None if noiseless else nm, noise_scale=0.0 if noiseless else None,
                           mechanism="gaussian", relation=relation, clip=V_CLIP, clip_inf=V_CLIP)
-    return {"lam_sum": V_N * V_LAM, "reg": get_regularizer("l2"), "private": spec, "bound": None, "damping": 0.0,
-            "solver": "eigh"}
+    return vertical_messages.VerticalOptions(lam_sum=V_N * V_LAM, reg=get_regularizer("l2"), private=spec, bound=None,
+                                             damping=0.0, solver="eigh")
 
 
 def vertical_game(relation: str, *, plant=None, bug: str = "", backend: str = "inprocess", tag: str = "") -> Game:
@@ -132,7 +132,7 @@ def vertical_plants(relation: str) -> list[Game]:
                       tag=" (planted: clipping skipped)",
                       bug="party 2 skips clip_share_input: ||v|| <= V not enforced (the coordinator sends 4V)"),
         vertical_game(relation, plant=plant_setup_option("party2", private=dataclasses.replace(
-                          _vertical_options(relation, _nm(V_T))["private"], relation="feature_column",
+                          _vertical_options(relation, _nm(V_T)).private, relation="feature_column",
                           column_change=1e-3)),
                       tag=" (planted: coordinator-supplied sensitivity)",
                       bug="party 2 prices its shares with the relation constant the coordinator sent at Setup "

@@ -88,9 +88,12 @@ def plant_setup_option(name: str, **changes):
         for spec in specs:
             if spec.name == name:
                 args = spec.setup
-                if hasattr(args, "_fields"):  # a Setup record: its options field, by name
-                    key = next(k for k in args._fields if isinstance(getattr(args, k), dict))
-                    args = args._replace(**{key: dict(getattr(args, key), **changes)})
+                if hasattr(args, "_fields"):  # a Setup record: its options field (a typed record or a mapping), by name
+                    key = next(k for k in args._fields if isinstance(getattr(args, k), dict)
+                               or (k == "options" and hasattr(getattr(args, k), "_fields")))
+                    opts = getattr(args, key)
+                    args = args._replace(**{key: opts._replace(**changes) if hasattr(opts, "_fields")
+                                            else dict(opts, **changes)})
                 else:  # a positional tuple (the deprecated form)
                     args = list(args)
                     i = next(j for j, a in enumerate(args) if isinstance(a, dict))

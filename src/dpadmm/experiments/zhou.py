@@ -124,10 +124,11 @@ def run_settings(rep: SimRep, n_workers: int, settings: functional_messages.Sett
     n, K = rep.A.shape
     m = n // n_workers
     perm = np.random.default_rng(seed).permutation(n)[: m * n_workers].reshape(n_workers, m)
-    opts = dict(rho=rho, n_workers=n_workers, penalty=penalty, local_step=mcfg["local_step"], step=mcfg["step"],
-                c1=float(c1 if c1 is not None else mcfg["c1"]), c2=C_2, c_w=C_W, eta0=mcfg["eta0"],
-                decay_start=L * (1.0 - mcfg["average_last"]) if mcfg["average_last"] > 0 else math.inf,
-                smooth=functional_rules.smooth_schedule(mcfg.get("smooth", (0.0, 1.0, 0.0)), L, mcfg["average_last"]))
+    opts = functional_messages.FunctionalOptions(
+        rho=rho, n_workers=n_workers, penalty=penalty, local_step=mcfg["local_step"], step=mcfg["step"],
+        c1=float(c1 if c1 is not None else mcfg["c1"]), c2=C_2, c_w=C_W, eta0=mcfg["eta0"],
+        decay_start=L * (1.0 - mcfg["average_last"]) if mcfg["average_last"] > 0 else math.inf,
+        smooth=functional_rules.smooth_schedule(mcfg.get("smooth", (0.0, 1.0, 0.0)), L, mcfg["average_last"]))
     scores = SCORES_PROTOCOL.setup_type  # fq.setup_party's arguments by name
     spec = PartySpec.of(SCORES_PROTOCOL, "workers", scores(name="workers", A=rep.A[perm][None], y=rep.y[perm][None],
                                                            settings=settings, options=opts))

@@ -75,7 +75,9 @@ def localise(rt, obj):
         return rt.protocol.load(rt.data[obj.key], params)
     if isinstance(obj, list):
         return [localise(rt, v) for v in obj]
-    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a typed options record: its fields (e.g. eval blocks)
+        return obj._replace(**{k: localise(rt, v) for k, v in zip(obj._fields, obj)})
+    if isinstance(obj, tuple):
         return tuple(localise(rt, v) for v in obj)
     if isinstance(obj, dict):
         return {k: localise(rt, v) for k, v in obj.items()}

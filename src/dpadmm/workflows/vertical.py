@@ -13,6 +13,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss, roc_auc_score
 
 from ..algorithms.experts.alone import label_party_alone_proba
+from ..algorithms.vertical.params import VerticalParams
 from ..algorithms.vertical.report import LABELS_READABLE
 from ..data.vertical import VerticalData
 from ..estimators import VerticalLogisticRegression
@@ -26,10 +27,6 @@ def _test_probability(model, test_blocks) -> np.ndarray:
     if any(hasattr(b, "load") for b in test_blocks):
         return 1.0 / (1.0 + np.exp(-np.clip(model.eval_scores_["test"], -500, 500)))
     return model.predict_proba(test_blocks)[:, 1]
-
-
-def model_loss(model):
-    return get_loss(model._loss_name)
 
 
 def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iterations="auto",
@@ -101,7 +98,8 @@ def run_vertical(data: VerticalData, *, lam: float = 1e-3, rho="auto", iteration
                    "label": {"protected": False, "epsilon": "inf", "note": LABELS_READABLE}}
 
         privacy["summary"] = [render_side(k, v) for k, v in privacy["sides"].items()]
-    config = {"lam": lam, "rho": model._rho(len(data.train), model_loss(model)), "iterations": model._max_iter(),
+    params = VerticalParams.of(model.get_params(deep=False), loss="logistic")  # the run's defaults, resolved
+    config = {"lam": lam, "rho": params.run_rho(len(data.train), get_loss(params.loss)), "iterations": params.rounds(),
               "fit_intercept": fit_intercept, "mechanism": mechanism, "relation": relation, "clip": clip,
               "label_epsilon": label_epsilon, "label_noise_scale": label_noise_scale,
               "label_mechanism": label_mechanism if (label_epsilon is not None and label_noise_scale is None) else None,

@@ -25,7 +25,7 @@ from ...privacy.ledger import PrivacyReport
 from ...privacy.threats import finish
 from . import baseline as cb
 from . import messages as consensus_messages, router as consensus_router, schedules as gc
-from .messages import Setup
+from .messages import ConsensusOptions, Setup
 from .params import MADMMParams
 from .protocol import BASELINE_PROTOCOL as BASELINE
 from .protocol import PROTOCOL as CONSENSUS
@@ -66,11 +66,11 @@ def run_madmm(Xs, ys, G, A, V, *, eta, theta, alpha, C: float, reg: float, pertu
     (a deployment checks now that every node serves it)."""
     N = len(Xs)
     T = eta.shape[1]
-    opts = {"C": C, "reg": reg, "perturbation": perturbation, "newton_tol": float(newton_tol)}
     groups = [("nodes", np.arange(N))] if batch else [(f"node{i}", np.array([i])) for i in range(N)]
     specs = []
     for name, idx in groups:
-        o = dict(opts, degree=V[idx], eta=eta[idx], theta=theta[idx], alpha=alpha[idx])
+        o = ConsensusOptions(degree=V[idx], C=float(C), reg=float(reg), eta=eta[idx], theta=theta[idx], alpha=alpha[idx],
+                             perturbation=perturbation, newton_tol=float(newton_tol))
         setup = Setup(names=[f"node{i}" for i in idx], X_list=[Xs[i] for i in idx], y_list=[ys[i] for i in idx],
                       options=o)
         specs.append(PartySpec.of(CONSENSUS, name, setup, owner=name,

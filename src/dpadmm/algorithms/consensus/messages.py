@@ -5,7 +5,7 @@ router's configurations and states, and the ``Setup`` view of ``setup_block``'s 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -75,13 +75,38 @@ class RouterState(NamedTuple):
     path: tuple = ()  # F(1), F(2), … when record_path (an eavesdropper's view)
 
 
+class ConsensusOptions(NamedTuple):
+    """The run's public constants a block of K nodes is set up with (the coordinator's choices, sent field by field and
+    checked at the party, :func:`dpadmm.protocol.check_setup`; its policy checks the configuration made from them,
+    :mod:`.policy`). A mapping of these fields is built into the record by name. Per-node arrays have one row per
+    node of the block, in the order of ``Setup.names``; schedules one column per round."""
+
+    #: V_i: each node's degree, shape (K,)
+    degree: np.ndarray | list
+    #: C: the loss weight of the objective C/B_i Σ ℒ [Zhang, eq. 6]
+    C: float
+    #: ρ/N: the regulariser weight (``reg_weight`` / N in the estimator)
+    reg: float
+    #: η_i(t): the step sizes, shape (K, T)
+    eta: np.ndarray | list
+    #: θ_i(t): the penalty schedule, shape (K, T)
+    theta: np.ndarray | list
+    #: α_i(t): the noise rates of the Gamma-norm perturbation, shape (K, T) (inf: no noise)
+    alpha: np.ndarray | list
+    #: ``"none"`` (non-private), ``"pp"`` (penalty perturbation), ``"dvp"`` (dual variable) or ``"pvp"`` (primal)
+    perturbation: str = "none"
+    #: the local Newton solve's tolerance and iteration cap (the bound is about the exact minimiser)
+    newton_tol: float = 1e-10
+    newton_max_iter: int = 500
+
+
 class Setup(NamedTuple):
     """``setup_block``'s arguments by name (the Setup message carries them by name)."""
 
     names: Any  # the block's node names
     X_list: Any  # one feature block per node (PartyData references to the nodes' own files, or arrays)
     y_list: Any  # one ±1 label vector per node
-    options: Mapping[str, Any]
+    options: ConsensusOptions
 
 
 class BaselineSetup(NamedTuple):

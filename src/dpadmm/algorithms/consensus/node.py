@@ -46,8 +46,9 @@ import pandas as pd
 
 from ...exceptions import InvalidParameterError, PrivacyPreconditionError
 from ...privacy.events import RECORD_REPLACE, PureDPRelease
+from ...protocol.spec import check_setup
 from ...privacy import mechanisms  # mechanisms.gamma_norm looked up at the call (tests plant a broken sampler)
-from .messages import BlockConfig, BlockState, ModelMessage, NeighbourMessage
+from .messages import BlockConfig, BlockState, ConsensusOptions, ModelMessage, NeighbourMessage
 from .schedules import LOGISTIC_C1, zhang_epsilon_terms
 from .solver import MARGIN_CLIP, _pad, curvature_factor, local_solve, rotated_data
 
@@ -70,9 +71,13 @@ def make_block(names, X_list, y_list, *, degree, C, reg, eta, theta, alpha, pert
     return cfg, BlockState(0, np.zeros((K, d)), np.zeros((K, d)))
 
 
-def setup_block(names, X_list, y_list, options: Mapping[str, Any]):
-    """Worker-side setup (``PartySpec.setup``)."""
-    return make_block(names, X_list, y_list, **options)
+def setup_block(names, X_list, y_list, options: ConsensusOptions):
+    """Worker-side setup (``PartySpec.setup``). ``options``: the run's typed constants (a field mapping is built into
+    the record by name)."""
+    o = options if isinstance(options, ConsensusOptions) else check_setup(ConsensusOptions, options)
+    return make_block(names, X_list, y_list, degree=o.degree, C=o.C, reg=o.reg, eta=o.eta, theta=o.theta,
+                      alpha=o.alpha, perturbation=o.perturbation, newton_tol=o.newton_tol,
+                      newton_max_iter=o.newton_max_iter)
 
 
 def _noise(rng, alpha: np.ndarray, d: int) -> np.ndarray:

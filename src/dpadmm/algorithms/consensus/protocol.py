@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...protocol.registry import register
 from ...protocol.spec import Protocol
 from . import baseline
-from .messages import BaselineSetup, BlockState, ModelMessage, NeighbourMessage, Setup
+from .messages import BaselineSetup, BlockState, ConsensusOptions, ModelMessage, NeighbourMessage, Setup
 from .node import (
     block_coefs, block_diagnostics, block_step, describe_node_data, is_private, load_node_data, peer_broadcast,
     peer_inbox, setup_block,
@@ -20,7 +20,7 @@ from .policy import BASELINE, CONSENSUS
 
 PROTOCOL = register(Protocol(
     "graph-consensus", setup_block, block_step, block_diagnostics, handlers={},
-    types=(NeighbourMessage, ModelMessage, BlockState), load=load_node_data,
+    types=(NeighbourMessage, ModelMessage, BlockState, ConsensusOptions), load=load_node_data,
     describe=describe_node_data, model=block_coefs, private=is_private, data_fields=("X_list", "y_list"),
     policy=CONSENSUS, peer_to_peer=(peer_inbox, peer_broadcast), setup_type=Setup))
 

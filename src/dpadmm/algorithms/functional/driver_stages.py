@@ -23,7 +23,7 @@ from ...fit import runner
 from ...kernels import fpca as F
 from . import hub as functional_hub, messages as functional_messages, rules as functional_rules
 from . import statistics as functional_statistics, statistics_hub as functional_statistics_hub
-from .messages import Setup
+from .messages import FunctionalOptions, Setup
 from .protocol import PROTOCOL, STATISTICS_PROTOCOL
 from .report import calibrate_total, iteration_noise_multiplier
 from .report import total_epsilon as total_epsilon_of
@@ -228,11 +228,11 @@ def run_admm(parts, parts_y, *, basis, scale, y_loc: float, y_scale: float, clip
     decay_start = L * (1.0 - method["average_last"]) if method["average_last"] > 0 else math.inf
     specs = []
     for name, Xi, yi in zip(names, parts, parts_y):
-        opts = dict(rho=float(rho), n_workers=M, penalty=penalty, l1_ratio=float(l1_ratio),
-                    fit_intercept=bool(fit_intercept), local_step=method["local_step"], step=method["step"],
-                    c1=c_total, c2=float(c2), c_w=float(c_w), eta0=eta0, decay_start=decay_start,
-                    smooth=functional_rules.smooth_schedule(method.get("smooth", (0.0, 1.0, 0.0)), L, method["average_last"]),
-                    worker_names=(name,))
+        opts = FunctionalOptions(
+            rho=float(rho), n_workers=M, penalty=penalty, l1_ratio=float(l1_ratio), fit_intercept=bool(fit_intercept),
+            local_step=method["local_step"], step=method["step"], c1=c_total, c2=float(c2), c_w=float(c_w), eta0=eta0,
+            decay_start=decay_start, worker_names=(name,),
+            smooth=functional_rules.smooth_schedule(method.get("smooth", (0.0, 1.0, 0.0)), L, method["average_last"]))
         specs.append(PartySpec.of(PROTOCOL, name, Setup(name=name, X=Xi, y=yi, basis=basis, score_scale=scale,
                                                         y_loc=y_loc, y_scale=y_scale, clip=clip, settings=settings,
                                                         options=opts), owner=name))

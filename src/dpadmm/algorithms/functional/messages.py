@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -131,6 +131,43 @@ class HubState(NamedTuple):
         return self.w_sum / self.n_sum if self.n_sum else self.w
 
 
+class FunctionalOptions(NamedTuple):
+    """The run's public constants a worker (or a virtual party of workers) is set up with (the coordinator's choices,
+    sent field by field and checked at the party, :func:`dpadmm.protocol.check_setup`; its policy checks the
+    configuration made from them, :mod:`.policy`). A mapping of these fields is built into the record by name; the
+    fields become :class:`PartyConfig`'s."""
+
+    #: ρ: the ADMM penalty
+    rho: float
+    #: M: the number of workers over all parties (for λ/M)
+    n_workers: int
+    #: the penalty: ``"l1"``, ``"l2"`` or ``"elasticnet"`` (with ``l1_ratio``)
+    penalty: str = "l1"
+    l1_ratio: float = 0.5
+    #: whether the worker appends an intercept column to its scores (:func:`.party.setup_party_from_curves`)
+    fit_intercept: bool = False
+    #: the local update: ``"linearized"`` (one linearised step, [Zhou]) or an exact local solve (:mod:`.local`)
+    local_step: str = "linearized"
+    #: the step-size rule (:func:`.rules.step_size`): ``"paper"``, ``"constant"`` …
+    step: str = "paper"
+    #: c_1: the score clip entering the sensitivity; c_2, c_w: the constants of [Zhou]'s step and noise rules
+    c1: float = 1.0
+    c2: float = 1.0
+    c_w: float = 1.0
+    #: η_0: the initial step size
+    eta0: float = 1.0
+    #: the round from which the step decays (inf: never)
+    decay_start: float = math.inf
+    #: (h_0, q, h_min) of the smoothing bandwidth (:func:`.rules.bandwidth`); h_0 = 0: the subgradient
+    smooth: tuple = (0.0, 1.0, 0.0)
+    #: the exact local solve's tolerance
+    newton_tol: float = 1e-10
+    #: whether the party reports its releases' privacy events
+    emit_events: bool = True
+    #: the names of the workers this party holds (its own name for one worker)
+    worker_names: tuple = ()
+
+
 class Setup(NamedTuple):
     """``setup_party_from_curves``'s arguments by name (the Setup message carries them by name)."""
 
@@ -143,7 +180,7 @@ class Setup(NamedTuple):
     y_scale: float  # public scale of the response
     clip: float | None  # the score clip c1 on the standardised scores [Zhou, Lemma 2]; None: no clip, non-private
     settings: Settings
-    options: Mapping[str, Any]
+    options: FunctionalOptions
 
 
 class ScoresSetup(NamedTuple):
@@ -154,4 +191,4 @@ class ScoresSetup(NamedTuple):
     A: Any  # the worker's scores (an array: a simulation)
     y: Any
     settings: Settings
-    options: Mapping[str, Any]
+    options: FunctionalOptions

@@ -51,15 +51,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any, Mapping
-
 import numpy as np
 
 from ...kernels import fpca  # fpca.clip_rows looked up at the call (the audit plants a broken clip there)
 from ...privacy.events import RECORD_REPLACE, GaussianRelease
 from ...privacy.policy import PolicyRefusal
+from ...protocol.spec import check_setup
 from .local import _linearized, exact_local_solve, mean_check_loss, sensitivity
-from .messages import HubMessage, PartyConfig, PartyMessage, PartyState, Settings
+from .messages import FunctionalOptions, HubMessage, PartyConfig, PartyMessage, PartyState, Settings
 from .rules import FULL_LEVELS, WARM_LEVELS, bandwidth, penalty_value, step_size
 
 def make_party(name: str, A: np.ndarray, y: np.ndarray, settings: Settings, **options) -> tuple[PartyConfig, PartyState]:
@@ -78,9 +77,14 @@ def make_party(name: str, A: np.ndarray, y: np.ndarray, settings: Settings, **op
     return cfg, PartyState(zero, zero, zero, np.zeros((G, settings.size, K)))
 
 
-def setup_party(name: str, A, y, settings: Settings, options: Mapping[str, Any]):
-    """Worker-side setup (``PartySpec.setup``)."""
-    return make_party(name, A, y, settings, **options)
+def _options(options) -> FunctionalOptions:
+    """The typed record of ``options`` (a field mapping is built into the record by name and checked)."""
+    return options if isinstance(options, FunctionalOptions) else check_setup(FunctionalOptions, options)
+
+
+def setup_party(name: str, A, y, settings: Settings, options: FunctionalOptions):
+    """Worker-side setup (``PartySpec.setup``). ``options``: the run's typed constants."""
+    return make_party(name, A, y, settings, **_options(options)._asdict())
 
 
 def _refuse_round(cfg: PartyConfig, l: int, eta) -> None:
@@ -157,11 +161,12 @@ def is_private(cfg: PartyConfig) -> bool:
 
 
 def setup_party_from_curves(name: str, X, y, basis, score_scale, y_loc: float, y_scale: float, clip: float | None,
-                            settings: Settings, options: Mapping[str, Any]):
+                            settings: Settings, options: FunctionalOptions):
     """Worker-side setup from the worker's own curves: scores on the public basis, standardised
     (``/score_scale``), clipped to ``‖A_ij‖ ≤ clip`` [Zhou, Lemma 2] (None: no clip, non-private), an
-    intercept column if ``options["fit_intercept"]``, and the response as (y − a)/b."""
+    intercept column if ``options.fit_intercept``, and the response as (y − a)/b."""
+    o = _options(options)
     A = fpca.clip_rows(basis.scores(np.asarray(X, float)) / score_scale, clip)
-    if options.get("fit_intercept", False):
+    if o.fit_intercept:
         A = np.concatenate([A, np.ones((A.shape[0], 1))], axis=1)
-    return make_party(name, A, (np.asarray(y, float) - y_loc) / y_scale, settings, **options)
+    return make_party(name, A, (np.asarray(y, float) - y_loc) / y_scale, settings, **o._asdict())

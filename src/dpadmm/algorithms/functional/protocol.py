@@ -15,14 +15,14 @@ from ...protocol.registry import register
 from ...protocol.spec import Protocol
 from . import statistics
 from .data import describe_curve_data, load_curve_data
-from .messages import HubMessage, PartyMessage, PartyState, ScoresSetup, Settings, Setup
+from .messages import FunctionalOptions, HubMessage, PartyMessage, PartyState, ScoresSetup, Settings, Setup
 from .party import is_private, party_coef, party_diagnostics, party_step, setup_party, setup_party_from_curves
 from .policy import FUNCTIONAL, STATISTICS
 
 # setup: the worker's own curves -> scores on the public basis (a worker reads its own curve file)
 PROTOCOL = register(Protocol(
     "functional-quantile", setup_party_from_curves, party_step, party_diagnostics,
-    handlers={}, types=(HubMessage, PartyMessage, PartyState, Settings, Basis), model=party_coef,
+    handlers={}, types=(HubMessage, PartyMessage, PartyState, Settings, Basis, FunctionalOptions), model=party_coef,
     private=is_private, data_fields=("X", "y"), load=load_curve_data, describe=describe_curve_data,
     policy=FUNCTIONAL, setup_type=Setup))
 
@@ -36,5 +36,5 @@ STATISTICS_PROTOCOL = register(Protocol(
 #: curves: :mod:`dpadmm.experiments.zhou`); not registered — a party serves the curves' form above
 SCORES_PROTOCOL = Protocol(
     "functional-quantile-scores", setup_party, party_step, party_diagnostics, handlers={},
-    types=(HubMessage, PartyMessage, PartyState, Settings), model=party_coef, private=is_private,
+    types=(HubMessage, PartyMessage, PartyState, Settings, FunctionalOptions), model=party_coef, private=is_private,
     setup_type=ScoresSetup)

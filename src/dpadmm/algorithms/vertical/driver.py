@@ -38,7 +38,7 @@ from ...privacy.ledger import PrivacyReport
 from . import coordinator as vertical_coordinator, label as vertical_label, messages as vertical_messages
 from . import party as vertical_party
 from .coordinator import coordinator_converged
-from .messages import Setup
+from .messages import Setup, VerticalOptions
 from .params import VerticalParams
 from .protocol import PROTOCOL
 from .report import gaussian_assumptions, paper_assumptions, vertical_run_report
@@ -222,12 +222,10 @@ def fit(p: VerticalParams, data: VerticalData, backend: Any = "inprocess", *, ca
                                clip=V, clip_inf=V_inf)
     specs = []
     for m, (name, B) in enumerate(zip(names, blocks)):
-        opts = {"lam_sum": n * lam_run, "reg": reg, "private": pspec, "bound": bx, "damping": damping,  # the paper's
-                "solver": p.solver, "eval_blocks": {k: Xe[m] for k, (Xe, _) in evals.items()}}  # summed scaling
-        if paper and is_source(B):
-            opts["require_unit_rows"] = True
-        if m == 0 and refits:
-            opts["labels"] = y_fit  # the label party's own (exact) labels (party 1 is the label holder)
+        opts = VerticalOptions(lam_sum=n * lam_run, reg=reg, private=pspec, bound=bx, damping=damping,  # the paper's
+                               solver=p.solver, eval_blocks={k: Xe[m] for k, (Xe, _) in evals.items()},  # summed scaling
+                               require_unit_rows=bool(paper and is_source(B)),
+                               labels=y_fit if (m == 0 and refits) else None)  # the label party's own (exact) labels
         handlers = LABEL_PARTY_HANDLERS if (m == 0 and refits) else HANDLERS
         specs.append(PartySpec.of(PROTOCOL, name, Setup(name=name, D=B, options=opts), owner=name, handlers=handlers))
     hub_cfg = vertical_messages.CoordinatorConfig(

@@ -149,12 +149,39 @@ class CoordinatorState(NamedTuple):
 
 
 
+class VerticalOptions(NamedTuple):
+    """The public constants a party is set up with (the coordinator's choices, sent field by field and checked at the
+    party, :func:`dpadmm.protocol.check_setup`; its policy checks the configuration made from them, :mod:`.policy`).
+    A mapping of these fields is built into the record by name."""
+
+    #: λ_s = N·λ: the summed scaling of the party's ridge term (the paper's N Σ-normalisation)
+    lam_sum: float
+    #: the regulariser R of its x-step (:mod:`dpadmm.kernels.regularizers`); None: no penalty
+    reg: Regularizer | None = None
+    #: how the party perturbs its share (None: a non-private party, no noise)
+    private: PrivacySpec | None = None
+    #: the projection radius b_x of x_m when a guarantee is reported ([Hu, Assumption 2.1]); None: no projection
+    bound: float | None = None
+    #: the x-step damping in [0, 1) (0: the exact ADMM step)
+    damping: float = 0.0
+    #: the x-step solver: ``"auto"``, ``"eigh"`` or ``"cg"`` (:func:`.party.make_party`)
+    solver: str = "auto"
+    #: a non-private cg party's inexactness (each solve stops once it reduced the warm-start residual by this factor)
+    cg_reduction: float = 0.3
+    #: ``{key: block}`` of the party's own eval blocks (PartyData references, or arrays in a simulation); None: none
+    eval_blocks: Mapping[str, Any] | None = None
+    #: check at the party that its rows are unit-norm ([Hu, Assumption 2.3]; set for private fits on its own files)
+    require_unit_rows: bool = False
+    #: the label party's own labels (it is the coordinator's organisation; its refit uses them); None: not held
+    labels: Any = None
+
+
 class Setup(NamedTuple):
     """``setup_party``'s arguments by name (the Setup message carries them by name)."""
 
     name: str
     D: Any  # the party's block: a PartyData reference to its own file, or an array in a simulation
-    options: Mapping[str, Any]
+    options: VerticalOptions
 
 
 class ScoringSetup(NamedTuple):

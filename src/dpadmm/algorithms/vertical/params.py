@@ -12,6 +12,7 @@ budgets into noise.
 from __future__ import annotations
 
 import math
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,13 @@ class VerticalParams:
     random_state: Any = None
     monitor: bool | None = None
     solver: str = "auto"
+
+    @classmethod
+    def of(cls, values, **overrides) -> "VerticalParams":
+        """The checked record of those of ``values`` (e.g. an estimator's ``get_params()``) that are its fields, with
+        ``overrides`` (e.g. the estimator's ``loss``); other keys (``backend``, ``party_sizes``) are not parameters."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**dict({k: v for k, v in values.items() if k in names}, **overrides))
 
     def __post_init__(self):
         self._validate()

@@ -50,8 +50,6 @@ what the adversary of the chosen side sees, with the ε the fit reports::
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
-
 import numpy as np
 import scipy.sparse as sp
 
@@ -60,12 +58,14 @@ from ...kernels.linalg import CGSolver, make_solver
 from ...kernels.norms import safe_norm
 from ...kernels.regularizers import soft_threshold
 from ...privacy.events import FEATURE_COLUMN, GaussianRelease
+from ...protocol.spec import check_setup
 from ...privacy.mechanisms import (
     clip_share_input, hu_sensitivity, isotropic_gaussian, range_gaussian, ridge_share_sensitivity,
 )
 from .data import _local, clip_rows
 from .messages import (  # noqa: F401  (the records, re-exported for the party's readers)
     MECHANISMS, RELATIONS, Bounds, CoordinatorMessage, PartyConfig, PartyMessage, PartyState, PrivacySpec,
+    VerticalOptions,
 )
 
 # ----------------------------------------------------------------------------- party
@@ -264,31 +264,30 @@ def party_coef(cfg: PartyConfig, state: PartyState) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- party setup and protocol
-def setup_party(name: str, D, options: Mapping[str, Any]):
+def setup_party(name: str, D, options: VerticalOptions):
     """Worker-side setup (``PartySpec.setup``): build the party from its own block.
 
-    ``D`` (and every eval block) may be a source with ``.load()``, read here — inside the party's
-    worker — so the driver never holds the features. ``options["require_unit_rows"]`` (set for
+    ``options``: the run's typed constants (:class:`.messages.VerticalOptions`; a field mapping is built into the record
+    by name). ``D`` (and every eval block) may be a source with ``.load()``, read here — inside the party's
+    worker — so the driver never holds the features. ``options.require_unit_rows`` (set for
     private fits on such sources) checks [Hu, Assumption 2.3] at the party.
     """
-    opts = dict(options)
-    require_unit = opts.pop("require_unit_rows", False)
-    own_labels = opts.pop("labels", None)  # the label party's own labels (it is the coordinator's organisation)
+    o = options if isinstance(options, VerticalOptions) else check_setup(VerticalOptions, options)
     D = _local(D)
-    private = opts.get("private")
+    private = o.private
     if private is not None and private.mechanism == "gaussian":
         D = clip_rows(D)  # ‖d_k‖ ≤ 1: premise of the record-relation sensitivity, enforced here
-    if opts.get("eval_blocks"):
-        opts["eval_blocks"] = {k: _local(B) for k, B in opts["eval_blocks"].items()}
-    if require_unit:
+    eval_blocks = {k: _local(B) for k, B in o.eval_blocks.items()} if o.eval_blocks else {}
+    if o.require_unit_rows:
         norms = np.sqrt(np.asarray(D.multiply(D).sum(axis=1)).ravel()) if sp.issparse(D) else np.linalg.norm(D, axis=1)
         if np.any(np.abs(norms[norms > 0] - 1.0) > 1e-6):
                 raise PrivacyPreconditionError(
                 f"rows of {name} are not unit-norm (max ||row||_2 = {norms.max():.4g}), which [Hu, Assumption 2.3] "
                 "needs; normalise them (--normalize-rows) before a private fit.")
-    cfg, state = make_party(name, D, **opts)
-    if own_labels is not None:
-        cfg = dataclasses.replace(cfg, labels=np.asarray(own_labels, dtype=np.float64))
+    cfg, state = make_party(name, D, lam_sum=o.lam_sum, reg=o.reg, private=private, bound=o.bound,
+                            eval_blocks=eval_blocks, damping=o.damping, solver=o.solver, cg_reduction=o.cg_reduction)
+    if o.labels is not None:
+        cfg = dataclasses.replace(cfg, labels=np.asarray(o.labels, dtype=np.float64))
     return cfg, state
 
 

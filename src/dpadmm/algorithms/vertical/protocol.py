@@ -13,14 +13,16 @@ from ...protocol.spec import Protocol
 from . import scoring, sgd
 from .data import describe_party_data, load_party_data
 from .label import refit_label_block
-from .messages import Bounds, CoordinatorMessage, PartyMessage, PartyState, PrivacySpec, ScoringSetup, SGDSetup, Setup
+from .messages import (
+    Bounds, CoordinatorMessage, PartyMessage, PartyState, PrivacySpec, ScoringSetup, SGDSetup, Setup, VerticalOptions,
+)
 from .party import eval_score, is_private, party_coef, party_diagnostics, party_rank, party_step, setup_party
 from .policy import VERTICAL
 
 PROTOCOL = register(Protocol(
     "vertical-sharing", setup_party, party_step, party_diagnostics,
     handlers={"score": eval_score, "rank": party_rank, "refit": refit_label_block},
-    types=(CoordinatorMessage, PartyMessage, PartyState, PrivacySpec, Bounds),
+    types=(CoordinatorMessage, PartyMessage, PartyState, PrivacySpec, Bounds, VerticalOptions),
     load=load_party_data, describe=describe_party_data, model=party_coef, private=is_private,
     data_fields=("D",), policy=VERTICAL, setup_type=Setup))
 

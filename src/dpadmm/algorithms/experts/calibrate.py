@@ -86,15 +86,23 @@ def fit_stack(F, y, ridge: float = 1e-6, centre=None) -> np.ndarray:
     P = ridge * np.eye(A.shape[1])
     if centre is not None:
         P[0, 0] = 1e-10  # the intercept is (all but) free
+    def value(v):
+        return float(np.mean(_per_row_loss(A @ v, y))) + 0.5 * float((v - c0) @ P @ (v - c0))
+
     w = c0.copy()
+    f = value(w)
     for _ in range(100):
         s = A @ w
         p = 1.0 / (1.0 + np.exp(-np.clip(y * s, -50, 50)))
         g = -(A.T @ (y * (1.0 - p))) / len(y) + P @ (w - c0)
         h = (A * (p * (1.0 - p))[:, None]).T @ A / len(y) + P
         step = np.linalg.solve(h, g)
-        w -= step
-        if float(np.abs(step).max()) < 1e-10:
+        t = 1.0  # backtracking: a full Newton step from far away (e.g. logits of ±5 on few rows) can diverge
+        while t > 1e-8 and value(w - t * step) > f + 1e-12:
+            t *= 0.5
+        w = w - t * step
+        f = value(w)
+        if float(np.abs(t * step).max()) < 1e-10:
             break
     return w
 

@@ -148,6 +148,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", choices=MODULES, nargs="+", default=list(MODULES))
     ap.add_argument("--datasets", nargs="+", default=None, help="restrict to these dataset names")
     ap.add_argument("--out", type=Path, default=HERE / "results")
+    ap.add_argument("--sizes", type=int, nargs="+", default=None,
+                    help="vertical_raw: also these training sizes (subsamples of each table; issue 38)")
     a = ap.parse_args(argv)
     if a.seeds < 1:
         ap.error("--seeds must be at least 1")
@@ -160,7 +162,8 @@ def main(argv=None) -> int:
         if ds == []:
             continue
         t0 = time.perf_counter()
-        got = mod.run(quick=a.quick, seeds=a.seeds, epsilons=a.epsilons, datasets=ds,
+        extra = {"sizes": a.sizes} if a.sizes and name == "vertical_raw" else {}
+        got = mod.run(quick=a.quick, seeds=a.seeds, epsilons=a.epsilons, datasets=ds, **extra,
                       progress=lambda m, _n=name: print(f"[{_n}] {m}", flush=True))
         timing[name] = time.perf_counter() - t0
         rows += got

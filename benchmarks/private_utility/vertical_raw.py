@@ -23,6 +23,10 @@ party standardises its own. Anchors per row:
   :mod:`private_utility.vertical`, record level, at the same ε, δ = 0) on the pooled columns mapped to [−1, 1]
   by the training min/max (bounds treated as public: a reference with more information than the protocol has).
 
+Sizes (issue 38: "feature-private vertical ≤ the label party alone on every seed at every size down to 500 rows"):
+``sizes`` (``--sizes 500 2000`` standalone) also runs each table on the first n rows of a fixed permutation of its
+training rows (dataset ``labsup@500``; its own label-party-alone, base rate and pooled anchors on those rows).
+
 Run standalone: ``python benchmarks/private_utility/vertical_raw.py --seeds 3 --epsilons 1``.
 """
 
@@ -82,7 +86,19 @@ def _standardise(X, Xt):
     return (X - mu) / sd, (Xt - mu) / sd
 
 
-def run(*, quick: bool = False, seeds: int = 3, epsilons=(1.0,), datasets=None, progress=print, sides=None) -> list[dict]:
+def _tables(datasets, sizes):
+    """``(name, train, y, test, yt)`` per table and size (the full training set first)."""
+    for name in datasets:
+        train, y, test, yt = load(name)
+        yield name, train, y, test, yt
+        for n in sizes or ():
+            if n < len(y):
+                idx = np.random.default_rng([27, n]).permutation(len(y))[:n]
+                yield f"{name}@{n}", [b[idx] for b in train], y[idx], test, yt
+
+
+def run(*, quick: bool = False, seeds: int = 3, epsilons=(1.0,), datasets=None, progress=print, sides=None,
+        sizes=None) -> list[dict]:
     from dpadmm import VerticalExpertsClassifier
     from dpadmm.algorithms.experts.alone import label_party_alone_proba
     from dpadmm.privacy.ranges import scale_columns
@@ -91,8 +107,7 @@ def run(*, quick: bool = False, seeds: int = 3, epsilons=(1.0,), datasets=None, 
         datasets = datasets or QUICK["datasets"]
         epsilons, seeds, sides = QUICK["epsilons"], min(seeds, QUICK["seeds"]), sides or QUICK["sides"]
     rows = []
-    for name in list(datasets or DATASETS):
-        train, y, test, yt = load(name)
+    for name, train, y, test, yt in _tables(list(datasets or DATASETS), sizes):
         n, nt = len(y), len(yt)
         X, Xt = np.hstack(train), np.hstack(test)
         Zs, Zts = _standardise(X, Xt)
@@ -119,8 +134,10 @@ def run(*, quick: bool = False, seeds: int = 3, epsilons=(1.0,), datasets=None, 
                     secs = time.perf_counter() - t0
                     rng = np.random.default_rng([seed, int(eps * 1000), 27])
                     cdp = objective_perturbation(Xc, y, Xtc, yt, eps, LAM, rng)
+                    cal = m.calibration_
                     rows.append(dict(common, side=side, epsilon=eps, delta=1e-5, seed=seed, private=private,
                                      central_dp=cdp, seconds=secs, kept_own_model=bool(m.kept_own_model_),
+                                     choice=None if cal is None else cal.kind,
                                      central_dp_kind="objective perturbation (Chaudhuri et al. 2011), record-level, "
                                                      "pooled, columns by the training min/max"))
                     progress(f"vertical-raw/{name}/{side} eps={eps:g} seed={seed}: {private:.4f} (alone {alone:.4f}, "
@@ -136,7 +153,8 @@ if __name__ == "__main__":
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--epsilons", type=float, nargs="+", default=[1.0])
     ap.add_argument("--datasets", nargs="+", default=None)
+    ap.add_argument("--sizes", type=int, nargs="+", default=None, help="also these training sizes (subsamples)")
     a = ap.parse_args()
-    for r in run(quick=a.quick, seeds=a.seeds, epsilons=a.epsilons, datasets=a.datasets,
+    for r in run(quick=a.quick, seeds=a.seeds, epsilons=a.epsilons, datasets=a.datasets, sizes=a.sizes,
                  progress=lambda s: print(s, file=sys.stderr)):
         print(r)

@@ -18,6 +18,10 @@ Re-recorded for issue 37 (the label party's refit solves its folds at once, with
 entries with a refit move by at most 1e-9 relative, a solver's rounding) and issue 40 (``experts`` and
 ``vertical_sgd`` gain ``n_features_in_``, scikit-learn's attribute; every other value as before; then
 ``encrypted_clear`` too, when the encrypted estimator took one matrix with a party column map).
+Issue 38 re-recorded ``experts`` only, by hand (every other entry as before): its 600 rows were under the old
+200-held-out-row floor, so the experts fitted on every row and the product was handed over unchecked; now the label
+party holds out 120 rows at every size (the experts fit on 480, so their λ, bounds and coefficients move) and its
+choice is recorded in ``calibration_`` (its own model here).
 
 The fits run in a fresh interpreter on numpy's and OpenBLAS's AVX2 kernels (:func:`pinned_kernels_env`): the numbers
 were recorded on a CPU without AVX-512, and on one with it the AVX-512 kernels' rounding moved the experts' own model

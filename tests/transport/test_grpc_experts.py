@@ -66,7 +66,26 @@ def _audit(svc):
     return [json.loads(x) for x in svc.audit_path.read_text().splitlines()]
 
 
-def test_cli_over_grpc_equals_in_process_and_each_ledger_equals_the_report(tmp_path, capsys):
+class _ProductAsFitted:
+    """The in-process CLI fit without the label party's choice (``calibrate=False``): the product of experts as
+    fitted on every row, which is what a deployment (``fit_remote``) hands over. Since issue 38 the in-process choice
+    holds out rows at every size, so the two runs are compared on the product."""
+
+    @staticmethod
+    def install(monkeypatch):
+        import dataclasses
+
+        from dpadmm.estimators import vertical_experts as ve_mod
+
+        class NoChoice(ve_mod.VerticalExpertsClassifier):
+            def _params(self):
+                return dataclasses.replace(super()._params(), calibrate=False)
+
+        monkeypatch.setattr(ve_mod, "VerticalExpertsClassifier", NoChoice)
+
+
+def test_cli_over_grpc_equals_in_process_and_each_ledger_equals_the_report(tmp_path, capsys, monkeypatch):
+    _ProductAsFitted.install(monkeypatch)
     train, test = _files(tmp_path)
     common = ["vertical", "experts", "--epsilon", "1", "--prepare", "normalize-rows", "--seed", "3"]
     code, out_local, err = run_cli([*common, *sum((["--party", p] for p in train), []),
@@ -368,9 +387,10 @@ def test_cli_usage_errors_name_the_problem(tmp_path, capsys, extra, match):
     assert re.search(match, " ".join(err.split())), err
 
 
-def test_psi_aligned_experts_equal_the_in_process_run_on_the_intersection(tmp_path, capsys):
+def test_psi_aligned_experts_equal_the_in_process_run_on_the_intersection(tmp_path, capsys, monkeypatch):
     """Parties whose id lists overlap only in part: with --psi every side trains and scores on the intersection,
     and the numbers equal the in-process run on files holding exactly the intersection."""
+    _ProductAsFitted.install(monkeypatch)
     pytest.importorskip("private_set_intersection")
     from dpadmm.algorithms.psi import protocol as P
 

@@ -7,6 +7,9 @@ Needs the HE extra: ``pip install "dpadmm[he]"``."""
 from __future__ import annotations
 
 import math
+import os
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -16,12 +19,32 @@ from . import _vertical_options as vo
 from ._app import vertical_app
 from .._jsonio import write_json
 from ._common import console, elapsed, output_dir
-from ..workflows.baselines import base_rate_baseline
+from ..workflows.baselines import base_rate_baseline, loss_tolerance, per_row_log_loss, verdict
 from ._display import phase, progress
 
 
+@contextmanager
+def _native_stdout_to(quiet: bool):
+    """The HE library's C++ log lines (written to file descriptor 1) kept off the command's output: sent to stderr,
+    or discarded under ``--quiet``. stdout holds the command's results only."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (AttributeError, OSError, ValueError):  # no real descriptor 1 (an embedded run): nothing to keep off
+        yield
+        return
+    target = os.open(os.devnull, os.O_WRONLY) if quiet else os.dup(2)
+    try:
+        os.dup2(target, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(target)
+
+
 def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsilon, prepare: str, row_clip, seed,
-                  out: Path | None, rounds: int | None, label_mechanism: str = "rr") -> dict:
+                  out: Path | None, rounds: int | None, label_mechanism: str = "rr", quiet: bool = False) -> dict:
     """Fit in-process, evaluate, print and write metrics.json; returns the metrics."""
     from ..algorithms.encrypted import he
     from ..data.prepare import prepare_block
@@ -49,15 +72,18 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
                                         lam=1e-4 if lam is None else lam,
                                         row_clip=float(row_clip) if row_clip is not None else 1.0, random_state=seed)
     phase(f"encrypted training ({T} rounds) and calibration")
-    with progress(T, "vertical encrypted") as cb:  # round k/T and time left, on a terminal and on a pipe
+    with progress(T, "vertical encrypted") as cb, _native_stdout_to(quiet):  # round k/T and time left
         model.fit(train, data.y, callbacks=[cb])
     phase("scoring the test rows")
     final: dict = {"protocol": "encrypted", "forward": forward, **model.cost_}
     cal = model.combination_  # the label party's final model (algorithms.encrypted.combine): None = the joint one
     final["combination"] = cal.facts() if cal is not None else {"choice": "joint"}
     baselines: dict = {}
+    p = mine = None
     if test is not None:
         final.update({f"test_{k}": v for k, v in model.score_metrics(test, data.y_test).items()})
+        mine = model.predict_proba(test)[:, 1]
+        final["test_auc"] = classifier_metrics(mine, data.y_test)["auc"]
         # one "label party alone" per data set: its raw columns, its own standardisation, whatever the options
         p = label_party_alone_proba(data.train[0], data.y, data.test[0], BASELINE_LAM)
         baselines = {"base_rate": base_rate_baseline(data.y, data.y_test, private=model.privacy_ is not None),
@@ -74,6 +100,7 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
             f"{T} rounds")
     if "test_log_loss" in final:
         line += f"  test log loss: {final['test_log_loss']:.4f}  accuracy: {final['test_accuracy']:.4f}"
+        line += f"  AUC: {final['test_auc']:.4f}" if final["test_auc"] is not None else ""
     console.print(line)
     if cal is not None:
         kept = {"stacked": "the parties' joint scores stacked with its own model (better by two standard errors)",
@@ -83,8 +110,19 @@ def run_encrypted(data, *, lam: float | None, epsilon, delta: float, label_epsil
                       f"{kept}; cross-validated held-out log loss {cal.loss_own:.4f}, stacked {cal.loss_stacked:.4f}",
                       soft_wrap=True)
     if baselines:
+        alone = baselines["label_party_alone"]["test_log_loss"]
         console.print(f"baselines (test log loss): base rate {baselines['base_rate']['test_log_loss']:.4f}, "
-                      f"label party alone {baselines['label_party_alone']['test_log_loss']:.4f}")
+                      f"label party alone {alone:.4f}")
+    if baselines and not (cal is not None and cal.kind == "own model"):  # kept: its own model by construction
+        tol = loss_tolerance(per_row_log_loss(mine, data.y_test), per_row_log_loss(p, data.y_test))
+        final["verdict_tolerance"] = tol
+        v = verdict("test log loss", final["test_log_loss"], alone, "the label party alone",
+                    "at small n·ε the joint model's noise outweighs the other parties' signal; use the label party's "
+                    "own model, more rows or a larger --epsilon", tolerance=tol)
+        v = v.replace("WORSE THAN A TRIVIAL MODEL", "WORSE THAN THE LABEL PARTY ALONE") if v else v
+        metrics["verdict"] = v
+        if v:
+            console.print(v)
     p = model.privacy_
     feat = p["features"]["epsilon"]
     who = f" {p['features']['against']}" if "against" in p["features"] else ""
@@ -130,4 +168,4 @@ def encrypted(
     vo.check_budget(epsilon, delta, None, None)
     run_encrypted(inp.load(), lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label.label_epsilon,
                      prepare=prep.how, row_clip=prep.row_clip, seed=seed, out=out, rounds=iterations,
-                     label_mechanism=label.label_mechanism)
+                     label_mechanism=label.label_mechanism, quiet=quiet)

@@ -167,7 +167,10 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
         line += (f"  test log loss: {final['test_log_loss']:.4f}  accuracy: {final['test_accuracy']:.4f}  "
                  f"AUC: {final['test_auc']:.4f}")
     console.print(line)
-    if cal is not None:
+    if cal is not None and not cal.heldout_rows:
+        console.print("calibration: too few rows to hold out for the cross-validation; the label party kept its own "
+                      "model", soft_wrap=True)
+    elif cal is not None:
         console.print(f"calibration on {cal.heldout_rows} of the label party's own held-out training rows: "
                       + ("kept the recalibrated combination (stacked)" if cal.kind == "stacked" else
                          "kept its own model (the combination did not beat it by two standard errors)")

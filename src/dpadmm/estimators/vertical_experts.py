@@ -54,9 +54,10 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         columns. A list of party blocks ignores it. With one matrix the estimator goes into a ``Pipeline``,
         ``cross_val_score`` or ``GridSearchCV`` (:mod:`dpadmm.estimators._party_columns`).
     calibrate : the label party holds out ``HELDOUT_FRACTION`` of its training rows (labels for them are never
-        sent; the parties fit on the others) and on them chooses, by cross-validation, between a stacked
-        recalibration of the combination and its own model (:mod:`dpadmm.algorithms.experts.calibrate`: post-
-        processing, no privacy cost). ``calibration_`` says which it kept. In-process fits only (``fit``); a
+        sent; the parties fit on the others) and on them chooses, by repeated K-fold cross-validation at every size,
+        between a stacked combination (its own logit and one weight per expert) and its own model
+        (:mod:`dpadmm.algorithms.experts.calibrate`: post-processing at the label party, no privacy cost; each party
+        still releases once). ``calibration_`` says which it kept. In-process fits only (``fit``); a
         deployment (``fit_remote``) hands over the product of experts as fitted.
 
     Notes
@@ -169,8 +170,8 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         experts = self._expert_logits(blocks[1:])
         if cal is None:
             return experts_model.combine(own, experts, self.prior_logit_)
-        c, a, b = cal.weights
-        return c + a * own + b * experts_model.combine(np.zeros_like(own), experts, self.prior_logit_)
+        c, a, *b = cal.weights  # one weight per expert (c + a·own + Σ_m b_m·(expert_m − prior))
+        return c + a * own + sum(w * (e - self.prior_logit_) for w, e in zip(b, experts))
 
     def predict_proba(self, blocks) -> np.ndarray:
         p = 1.0 / (1.0 + np.exp(-np.clip(self.decision_function(blocks), -50, 50)))

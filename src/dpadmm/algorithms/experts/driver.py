@@ -152,6 +152,8 @@ def fit(p: ExpertsParams, data: ExpertsData, backend: Any = "inprocess") -> FitR
     out.column_bounds = [(mdl["lo"], mdl["hi"]) for mdl in models]
     if held is not None:
         out.calibration = _choose(p, out, blocks[0], data.y, fit_rows, held, logits, cal_rng)
+    elif p.calibrate:  # too few rows to hold out for the folds: the label party keeps its own model
+        out.calibration = xc.own_model_choice(len(names))
     events = [e for name in names for e in replies[name][1]]
     out.privacy = experts_report(events, sent.pure, delta=float(p.delta), noise_multiplier=sent.z,
                                  noise_source=out.noise_source, simulation_note=SIMULATION_NOTE)
@@ -196,8 +198,8 @@ def _choose(p: ExpertsParams, out: FitResult, own_block, y, fit_rows, held, expe
     y_pm = binary_labels("y", y, own_block.shape[0])[0]
     own_fit, scaling = fit_label_party_alone(own_block[fit_rows], y_pm[fit_rows], float(p.lam))
     own = np.asarray(experts_model.augment(standardise(own_block[held], scaling), 1.0) @ own_fit).ravel()
-    experts = [np.asarray(v, dtype=np.float64) for v in expert_logits]
-    return xc.choose(own, experts_model.combine(np.zeros(len(held)), experts, out.prior_logit), y_pm[held], rng)
+    experts = np.column_stack([np.asarray(v, dtype=np.float64) - out.prior_logit for v in expert_logits])
+    return xc.choose(own, experts, y_pm[held], rng, shrink=True)
 
 
 __all__ = ["ExpertsData", "FitResult", "HELDOUT", "SIMULATION_NOTE", "fit", "fit_remote"]

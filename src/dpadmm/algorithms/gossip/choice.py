@@ -43,6 +43,7 @@ CANDIDATES = ("consensus", "own", "base-rate")
 LAMBDAS = (0.1, 1.0, 10.0)  # the own model's ridge on the [−1, 1]-mapped columns (sum of losses + λ/2 ‖w‖²)
 FOLDS = 5
 NEWTON_ITER = 50
+CHORD_RATE = 0.05  # a chord step must cut the Newton decrement to this share of the last one, else exact Newton
 
 
 class NodeChoice(NamedTuple):
@@ -94,6 +95,91 @@ def fit_own(Xt: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
             break
         w, fw = w1, f1
     return w
+
+
+def _minimise(X, y, reg, w, M, curvature, on=None):
+    """The minimiser of Σ on_i log(1 + exp(−y_i w·x_i)) + ½ Σ reg w² (``on``: 1 on the training rows, 0 on the held-out
+    ones; None: all rows) from ``w`` by Newton's method with step halving, the Newton matrix ``M`` a Hessian
+    approximation (a chord step) until a step gains less than :data:`CHORD_RATE` of the last one's decrement or needs
+    halving; then ``curvature(d)`` (the loss's exact Hessian for per-row weights ``d = σ(1 − σ)``) replaces it. It stops
+    as :func:`fit_own` does (Newton decrement ≤ 1e-12 × the objective) after taking that last, small step (a chord
+    step leaves an error its next step would cut by its contraction rate). Returns ``(w, d)``, ``d`` at ``w``'s start
+    of the last step."""
+    exact = M is None
+    m = X @ w
+    loss = np.logaddexp(0.0, -y * m)
+    f = float((loss if on is None else loss * on).sum() + 0.5 * reg @ (w * w))
+    last = math.inf
+    for _ in range(NEWTON_ITER):
+        p = 0.5 * (1.0 + np.tanh(0.5 * m))  # σ(m), overflow-free
+        r = p - (y > 0)
+        if on is not None:
+            r *= on
+        g = X.T @ r + reg * w
+        d = p * (1.0 - p)
+        if exact:
+            M = curvature(d) + np.diag(reg)
+        step = np.linalg.solve(M, g)
+        dec = 0.5 * float(g @ step)
+        if dec <= 1e-12 * max(1.0, abs(f)):
+            return w - step, d
+        if not exact and dec > CHORD_RATE * last:
+            exact = True
+            M = curvature(d) + np.diag(reg)
+            step = np.linalg.solve(M, g)
+            dec = 0.5 * float(g @ step)
+        last = dec
+        k = 1.0
+        while k > 1e-8:
+            w1 = w - k * step
+            m1 = X @ w1
+            loss = np.logaddexp(0.0, -y * m1)
+            f1 = float((loss if on is None else loss * on).sum() + 0.5 * reg @ (w1 * w1))
+            if f1 <= f:
+                break
+            k *= 0.5
+            exact = True  # a step that needs halving: exact Newton steps from here
+        else:
+            return w, d
+        w, f, m = w1, f1, m1
+    return w, d
+
+
+def _own_cv(Xo: np.ndarray, y: np.ndarray, fold: np.ndarray, k: int) -> list[tuple[float, np.ndarray]]:
+    """For each λ of :data:`LAMBDAS`: the summed held-out log loss of :func:`fit_own` over the k folds, and
+    :func:`fit_own` on all rows — the same minimisers (to the solver's tolerance), the folds sharing the work. The rows
+    are sorted by fold once; the all-rows fit comes first (exact Newton from zero for the first λ, from the previous
+    λ's model with its Hessian after); at its model one pass gives each fold's Hessian piece ``H_j = Σ_{i in j}
+    d_i x_i x_iᵀ``, and fold j's fit starts from the all-rows model with ``H − H_j`` (its training rows' Hessian
+    there) as its Newton matrix: held-out rows move the model little, so chord steps converge in a few gradient
+    passes, with exact Hessians only where they do not (:func:`_minimise`)."""
+    order = np.argsort(fold, kind="stable")
+    X, ys = Xo[order], y[order]
+    cut = np.searchsorted(fold[order], np.arange(k + 1))
+    blocks = [slice(cut[j], cut[j + 1]) for j in range(k)]
+
+    def pieces(d):
+        return np.stack([(X[b] * d[b, None]).T @ X[b] for b in blocks])
+
+    def gram(d):
+        return (X * d[:, None]).T @ X
+
+    out, w, H = [], np.zeros(X.shape[1]), None
+    for lam in LAMBDAS:
+        reg = np.full(X.shape[1], float(lam))
+        reg[-1] = 1e-8
+        w, d = _minimise(X, ys, reg, w, None if H is None else H + np.diag(reg), gram)
+        P = pieces(0.25 * (1.0 - np.tanh(0.5 * (X @ w)) ** 2))  # σ(1 − σ) at the all-rows model
+        H = P.sum(axis=0)
+        held = 0.0
+        for j, b in enumerate(blocks):
+            on = np.ones(len(ys))
+            on[b] = 0.0
+            wj, _ = _minimise(X, ys, reg, w, H - P[j] + np.diag(reg),
+                              lambda dd, b=b: gram(dd) - (X[b] * dd[b, None]).T @ X[b], on)
+            held += float(np.logaddexp(0.0, -ys[b] * (X[b] @ wj)).sum())
+        out.append((held, w))
+    return out
 
 
 def _folds(y: np.ndarray, k: int, seed: int) -> np.ndarray:
@@ -150,8 +236,8 @@ def choose(Xt: np.ndarray, y: np.ndarray, w: np.ndarray, *, X_raw=None, folds: i
         aj, bj = platt(s[tr], y[tr])
         losses[0] += np.logaddexp(0.0, -y[te] * (aj * s[te] + bj)).sum()
         losses[1] += np.logaddexp(0.0, -y[te] * _rate_logit(y[tr])).sum()
-        for li, lam in enumerate(LAMBDAS):
-            losses[2 + li] += np.logaddexp(0.0, -y[te] * (Xo[te] @ fit_own(Xo[tr], y[tr], lam))).sum()
+    own_fits = _own_cv(Xo, y, fold, k)
+    losses[2:] = [held for held, _ in own_fits]
     losses /= len(y)
     best_own = 2 + int(np.argmin(losses[2:]))
     cv = np.array([losses[0], losses[best_own], losses[1]])
@@ -163,7 +249,7 @@ def choose(Xt: np.ndarray, y: np.ndarray, w: np.ndarray, *, X_raw=None, folds: i
                                                           "is the best")
     if pick == 1:
         lam = LAMBDAS[best_own - 2]
-        own = fit_own(Xo, y, lam)
+        own = own_fits[best_own - 2][1]
         why = f"{k}-fold CV on its own rows: its own model (λ = {lam:g}) beats the recalibrated consensus"
         if mu is None:
             return NodeChoice(own, "own", a, b, cv, why)

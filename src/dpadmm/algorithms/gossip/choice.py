@@ -97,52 +97,56 @@ def fit_own(Xt: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
     return w
 
 
+def _loss_sigma(m: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``log(1 + exp(−y m))`` and ``σ(m)`` per row from one exponential (no overflow for any m)."""
+    e = np.exp(-np.abs(m))
+    z = -y * m
+    loss = np.maximum(z, 0.0)
+    loss += np.log1p(e)
+    return loss, np.where(m >= 0, 1.0, e) / (1.0 + e)
+
+
 def _minimise(X, y, reg, w, M, curvature, on=None):
     """The minimiser of Σ on_i log(1 + exp(−y_i w·x_i)) + ½ Σ reg w² (``on``: 1 on the training rows, 0 on the held-out
     ones; None: all rows) from ``w`` by Newton's method with step halving, the Newton matrix ``M`` a Hessian
-    approximation (a chord step) until a step gains less than :data:`CHORD_RATE` of the last one's decrement or needs
+    approximation (a chord step) until a step gains more than :data:`CHORD_RATE` of the last one's decrement or needs
     halving; then ``curvature(d)`` (the loss's exact Hessian for per-row weights ``d = σ(1 − σ)``) replaces it. It stops
     as :func:`fit_own` does (Newton decrement ≤ 1e-12 × the objective) after taking that last, small step (a chord
-    step leaves an error its next step would cut by its contraction rate). Returns ``(w, d)``, ``d`` at ``w``'s start
-    of the last step."""
+    step leaves an error its next step would cut by its contraction rate)."""
     exact = M is None
-    m = X @ w
-    loss = np.logaddexp(0.0, -y * m)
+    loss, p = _loss_sigma(X @ w, y)
     f = float((loss if on is None else loss * on).sum() + 0.5 * reg @ (w * w))
     last = math.inf
     for _ in range(NEWTON_ITER):
-        p = 0.5 * (1.0 + np.tanh(0.5 * m))  # σ(m), overflow-free
         r = p - (y > 0)
         if on is not None:
             r *= on
         g = X.T @ r + reg * w
-        d = p * (1.0 - p)
         if exact:
-            M = curvature(d) + np.diag(reg)
+            M = curvature(p * (1.0 - p)) + np.diag(reg)
         step = np.linalg.solve(M, g)
         dec = 0.5 * float(g @ step)
         if dec <= 1e-12 * max(1.0, abs(f)):
-            return w - step, d
+            return w - step
         if not exact and dec > CHORD_RATE * last:
             exact = True
-            M = curvature(d) + np.diag(reg)
+            M = curvature(p * (1.0 - p)) + np.diag(reg)
             step = np.linalg.solve(M, g)
             dec = 0.5 * float(g @ step)
         last = dec
         k = 1.0
         while k > 1e-8:
             w1 = w - k * step
-            m1 = X @ w1
-            loss = np.logaddexp(0.0, -y * m1)
+            loss, p1 = _loss_sigma(X @ w1, y)
             f1 = float((loss if on is None else loss * on).sum() + 0.5 * reg @ (w1 * w1))
             if f1 <= f:
                 break
             k *= 0.5
             exact = True  # a step that needs halving: exact Newton steps from here
         else:
-            return w, d
-        w, f, m = w1, f1, m1
-    return w, d
+            return w
+        w, f, p = w1, f1, p1
+    return w
 
 
 def _own_cv(Xo: np.ndarray, y: np.ndarray, fold: np.ndarray, k: int) -> list[tuple[float, np.ndarray]]:
@@ -154,30 +158,29 @@ def _own_cv(Xo: np.ndarray, y: np.ndarray, fold: np.ndarray, k: int) -> list[tup
     there) as its Newton matrix: held-out rows move the model little, so chord steps converge in a few gradient
     passes, with exact Hessians only where they do not (:func:`_minimise`)."""
     order = np.argsort(fold, kind="stable")
-    X, ys = Xo[order], y[order]
+    X, ys = np.asfortranarray(Xo[order]), y[order]  # column-major: the matrix-vector products are the cost
     cut = np.searchsorted(fold[order], np.arange(k + 1))
     blocks = [slice(cut[j], cut[j + 1]) for j in range(k)]
 
-    def pieces(d):
-        return np.stack([(X[b] * d[b, None]).T @ X[b] for b in blocks])
+    def gram(d, rows=slice(None)):
+        A = X[rows] * np.sqrt(d[rows])[:, None]
+        return A.T @ A
 
-    def gram(d):
-        return (X * d[:, None]).T @ X
-
-    out, w, H = [], np.zeros(X.shape[1]), None
+    out, w, P = [], np.zeros(X.shape[1]), None
     for lam in LAMBDAS:
         reg = np.full(X.shape[1], float(lam))
         reg[-1] = 1e-8
-        w, d = _minimise(X, ys, reg, w, None if H is None else H + np.diag(reg), gram)
-        P = pieces(0.25 * (1.0 - np.tanh(0.5 * (X @ w)) ** 2))  # σ(1 − σ) at the all-rows model
-        H = P.sum(axis=0)
+        w = _minimise(X, ys, reg, w, None if P is None else P.sum(axis=0) + np.diag(reg), gram)
+        if P is None:  # each fold's Hessian piece at the first all-rows model, the chord matrices for every λ
+            _, p = _loss_sigma(X @ w, ys)
+            P = np.stack([gram(p * (1.0 - p), b) for b in blocks])
         held = 0.0
         for j, b in enumerate(blocks):
             on = np.ones(len(ys))
             on[b] = 0.0
-            wj, _ = _minimise(X, ys, reg, w, H - P[j] + np.diag(reg),
-                              lambda dd, b=b: gram(dd) - (X[b] * dd[b, None]).T @ X[b], on)
-            held += float(np.logaddexp(0.0, -ys[b] * (X[b] @ wj)).sum())
+            wj = _minimise(X, ys, reg, w, P.sum(axis=0) - P[j] + np.diag(reg),
+                           lambda d, b=b: gram(d) - gram(d, b), on)
+            held += float(_loss_sigma(X[b] @ wj, ys[b])[0].sum())
         out.append((held, w))
     return out
 

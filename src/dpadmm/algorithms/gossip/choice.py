@@ -36,6 +36,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from scipy.linalg import cho_factor, cho_solve
 
 from .calibration import platt, recalibrate
 
@@ -43,7 +44,7 @@ CANDIDATES = ("consensus", "own", "base-rate")
 LAMBDAS = (0.1, 1.0, 10.0)  # the own model's ridge on the [−1, 1]-mapped columns (sum of losses + λ/2 ‖w‖²)
 FOLDS = 5
 NEWTON_ITER = 50
-CHORD_RATE = 0.05  # a chord step must cut the Newton decrement to this share of the last one, else exact Newton
+CHORD_RATE = 0.25  # a chord step must cut the Newton decrement to this share of the last one, else a fresh Hessian
 
 
 class NodeChoice(NamedTuple):
@@ -109,11 +110,11 @@ def _loss_sigma(m: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _minimise(X, y, reg, w, M, curvature, on=None):
     """The minimiser of Σ on_i log(1 + exp(−y_i w·x_i)) + ½ Σ reg w² (``on``: 1 on the training rows, 0 on the held-out
     ones; None: all rows) from ``w`` by Newton's method with step halving, the Newton matrix ``M`` a Hessian
-    approximation (a chord step) until a step gains more than :data:`CHORD_RATE` of the last one's decrement or needs
-    halving; then ``curvature(d)`` (the loss's exact Hessian for per-row weights ``d = σ(1 − σ)``) replaces it. It stops
+    approximation (chord steps) refreshed by ``curvature(d)`` (the loss's exact Hessian for per-row weights
+    ``d = σ(1 − σ)``) where a step leaves more than :data:`CHORD_RATE` of the last one's decrement or needs halving. It stops
     as :func:`fit_own` does (Newton decrement ≤ 1e-12 × the objective) after taking that last, small step (a chord
     step leaves an error its next step would cut by its contraction rate)."""
-    exact = M is None
+    F = None if M is None else cho_factor(M)  # factored once per Newton matrix: chord steps reuse it
     loss, p = _loss_sigma(X @ w, y)
     f = float((loss if on is None else loss * on).sum() + 0.5 * reg @ (w * w))
     last = math.inf
@@ -122,16 +123,16 @@ def _minimise(X, y, reg, w, M, curvature, on=None):
         if on is not None:
             r *= on
         g = X.T @ r + reg * w
-        if exact:
-            M = curvature(p * (1.0 - p)) + np.diag(reg)
-        step = np.linalg.solve(M, g)
+        fresh = F is None
+        if fresh:
+            F = cho_factor(curvature(p * (1.0 - p)) + np.diag(reg))
+        step = cho_solve(F, g)
         dec = 0.5 * float(g @ step)
         if dec <= 1e-12 * max(1.0, abs(f)):
             return w - step
-        if not exact and dec > CHORD_RATE * last:
-            exact = True
-            M = curvature(p * (1.0 - p)) + np.diag(reg)
-            step = np.linalg.solve(M, g)
+        if not fresh and dec > CHORD_RATE * last:  # the chord matrix has gone stale: the Hessian here
+            F = cho_factor(curvature(p * (1.0 - p)) + np.diag(reg))
+            step = cho_solve(F, g)
             dec = 0.5 * float(g @ step)
         last = dec
         k = 1.0
@@ -142,7 +143,7 @@ def _minimise(X, y, reg, w, M, curvature, on=None):
             if f1 <= f:
                 break
             k *= 0.5
-            exact = True  # a step that needs halving: exact Newton steps from here
+            F = None  # a step that needs halving: the Hessian at the next point
         else:
             return w
         w, f, p = w1, f1, p1

@@ -36,6 +36,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from scipy.linalg import cho_factor, cho_solve
 
 from .calibration import platt, recalibrate
 
@@ -43,6 +44,7 @@ CANDIDATES = ("consensus", "own", "base-rate")
 LAMBDAS = (0.1, 1.0, 10.0)  # the own model's ridge on the [−1, 1]-mapped columns (sum of losses + λ/2 ‖w‖²)
 FOLDS = 5
 NEWTON_ITER = 50
+CHORD_RATE = 0.25  # a chord step must cut the Newton decrement to this share of the last one, else a fresh Hessian
 
 
 class NodeChoice(NamedTuple):
@@ -94,6 +96,94 @@ def fit_own(Xt: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
             break
         w, fw = w1, f1
     return w
+
+
+def _loss_sigma(m: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``log(1 + exp(−y m))`` and ``σ(m)`` per row from one exponential (no overflow for any m)."""
+    e = np.exp(-np.abs(m))
+    z = -y * m
+    loss = np.maximum(z, 0.0)
+    loss += np.log1p(e)
+    return loss, np.where(m >= 0, 1.0, e) / (1.0 + e)
+
+
+def _minimise(X, y, reg, w, M, curvature, on=None):
+    """The minimiser of Σ on_i log(1 + exp(−y_i w·x_i)) + ½ Σ reg w² (``on``: 1 on the training rows, 0 on the held-out
+    ones; None: all rows) from ``w`` by Newton's method with step halving, the Newton matrix ``M`` a Hessian
+    approximation (chord steps) refreshed by ``curvature(d)`` (the loss's exact Hessian for per-row weights
+    ``d = σ(1 − σ)``) where a step leaves more than :data:`CHORD_RATE` of the last one's decrement or needs halving. It stops
+    as :func:`fit_own` does (Newton decrement ≤ 1e-12 × the objective) after taking that last, small step (a chord
+    step leaves an error its next step would cut by its contraction rate)."""
+    F = None if M is None else cho_factor(M)  # factored once per Newton matrix: chord steps reuse it
+    loss, p = _loss_sigma(X @ w, y)
+    f = float((loss if on is None else loss * on).sum() + 0.5 * reg @ (w * w))
+    last = math.inf
+    for _ in range(NEWTON_ITER):
+        r = p - (y > 0)
+        if on is not None:
+            r *= on
+        g = X.T @ r + reg * w
+        fresh = F is None
+        if fresh:
+            F = cho_factor(curvature(p * (1.0 - p)) + np.diag(reg))
+        step = cho_solve(F, g)
+        dec = 0.5 * float(g @ step)
+        if dec <= 1e-12 * max(1.0, abs(f)):
+            return w - step
+        if not fresh and dec > CHORD_RATE * last:  # the chord matrix has gone stale: the Hessian here
+            F = cho_factor(curvature(p * (1.0 - p)) + np.diag(reg))
+            step = cho_solve(F, g)
+            dec = 0.5 * float(g @ step)
+        last = dec
+        k = 1.0
+        while k > 1e-8:
+            w1 = w - k * step
+            loss, p1 = _loss_sigma(X @ w1, y)
+            f1 = float((loss if on is None else loss * on).sum() + 0.5 * reg @ (w1 * w1))
+            if f1 <= f:
+                break
+            k *= 0.5
+            F = None  # a step that needs halving: the Hessian at the next point
+        else:
+            return w
+        w, f, p = w1, f1, p1
+    return w
+
+
+def _own_cv(Xo: np.ndarray, y: np.ndarray, fold: np.ndarray, k: int) -> list[tuple[float, np.ndarray]]:
+    """For each λ of :data:`LAMBDAS`: the summed held-out log loss of :func:`fit_own` over the k folds, and
+    :func:`fit_own` on all rows — the same minimisers (to the solver's tolerance), the folds sharing the work. The rows
+    are sorted by fold once; the all-rows fit comes first (exact Newton from zero for the first λ, from the previous
+    λ's model with its Hessian after); at its model one pass gives each fold's Hessian piece ``H_j = Σ_{i in j}
+    d_i x_i x_iᵀ``, and fold j's fit starts from the all-rows model with ``H − H_j`` (its training rows' Hessian
+    there) as its Newton matrix: held-out rows move the model little, so chord steps converge in a few gradient
+    passes, with exact Hessians only where they do not (:func:`_minimise`)."""
+    order = np.argsort(fold, kind="stable")
+    X, ys = np.asfortranarray(Xo[order]), y[order]  # column-major: the matrix-vector products are the cost
+    cut = np.searchsorted(fold[order], np.arange(k + 1))
+    blocks = [slice(cut[j], cut[j + 1]) for j in range(k)]
+
+    def gram(d, rows=slice(None)):
+        A = X[rows] * np.sqrt(d[rows])[:, None]
+        return A.T @ A
+
+    out, w, P = [], np.zeros(X.shape[1]), None
+    for lam in LAMBDAS:
+        reg = np.full(X.shape[1], float(lam))
+        reg[-1] = 1e-8
+        w = _minimise(X, ys, reg, w, None if P is None else P.sum(axis=0) + np.diag(reg), gram)
+        if P is None:  # each fold's Hessian piece at the first all-rows model, the chord matrices for every λ
+            _, p = _loss_sigma(X @ w, ys)
+            P = np.stack([gram(p * (1.0 - p), b) for b in blocks])
+        held = 0.0
+        for j, b in enumerate(blocks):
+            on = np.ones(len(ys))
+            on[b] = 0.0
+            wj = _minimise(X, ys, reg, w, P.sum(axis=0) - P[j] + np.diag(reg),
+                           lambda d, b=b: gram(d) - gram(d, b), on)
+            held += float(_loss_sigma(X[b] @ wj, ys[b])[0].sum())
+        out.append((held, w))
+    return out
 
 
 def _folds(y: np.ndarray, k: int, seed: int) -> np.ndarray:
@@ -150,8 +240,8 @@ def choose(Xt: np.ndarray, y: np.ndarray, w: np.ndarray, *, X_raw=None, folds: i
         aj, bj = platt(s[tr], y[tr])
         losses[0] += np.logaddexp(0.0, -y[te] * (aj * s[te] + bj)).sum()
         losses[1] += np.logaddexp(0.0, -y[te] * _rate_logit(y[tr])).sum()
-        for li, lam in enumerate(LAMBDAS):
-            losses[2 + li] += np.logaddexp(0.0, -y[te] * (Xo[te] @ fit_own(Xo[tr], y[tr], lam))).sum()
+    own_fits = _own_cv(Xo, y, fold, k)
+    losses[2:] = [held for held, _ in own_fits]
     losses /= len(y)
     best_own = 2 + int(np.argmin(losses[2:]))
     cv = np.array([losses[0], losses[best_own], losses[1]])
@@ -163,7 +253,7 @@ def choose(Xt: np.ndarray, y: np.ndarray, w: np.ndarray, *, X_raw=None, folds: i
                                                           "is the best")
     if pick == 1:
         lam = LAMBDAS[best_own - 2]
-        own = fit_own(Xo, y, lam)
+        own = own_fits[best_own - 2][1]
         why = f"{k}-fold CV on its own rows: its own model (λ = {lam:g}) beats the recalibrated consensus"
         if mu is None:
             return NodeChoice(own, "own", a, b, cv, why)

@@ -170,3 +170,25 @@ def remote_test(test, d: int):
         raise InvalidParameterError(f"test file {test} has {X.shape[1]} features but the nodes {d}; use the same "
                                     "feature columns.")
     return np.hstack([X, np.zeros((X.shape[0], d - X.shape[1]))]) if X.shape[1] < d else X, y
+
+
+def node_source(graph, files, tests, backend: str):
+    """``(node_data, data, nodes, test)`` of a gossip run: ``"own-files"`` (grpc nodes read their own files), the
+    ``--node`` files as given (:func:`load_nodes`), or None (``--data`` split at random into ``--nodes``)."""
+    data, nodes, test = graph.data, graph.nodes, tests.test
+    if files.own_files:
+        if backend != "grpc":
+            raise InvalidParameterError("--own-files: nodes started with `dpadmm party serve --data train=FILE` each "
+                                        "read their own file; give --backend grpc --peer node0=… ….")
+        if files.node or files.test_node or data is not None or nodes is not None or tests.test_fraction > 0:
+            raise InvalidParameterError("--own-files: the nodes read their own files; drop --node/--test-node/--data/"
+                                        "--nodes/--test-fraction (a pooled --test FILE is allowed).")
+        return "own-files", "each node's own file", nodes, test
+    if files.node or files.test_node:
+        if not files.node:
+            raise InvalidParameterError("--test-node needs the nodes' training files: --node FILE once per node.")
+        node_data = load_nodes(files.node, files.test_node, test, label_column=files.label_column,
+                               id_column=files.id_column, nodes=nodes, data=data, split=graph.split,
+                               test_fraction=tests.test_fraction)
+        return node_data, ",".join(str(p) for p in files.node), len(files.node), None
+    return None, "adult" if data is None else data, 5 if nodes is None else nodes, test

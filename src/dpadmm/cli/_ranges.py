@@ -106,7 +106,7 @@ RANGES: dict[str, dict[str, Range]] = {
                       "--unprotected-iterations": INT(), "--seed": SEED},
     "party serve": {"--max-rounds": INT(), "--max-epsilon": POS, "--delta": PROB, "--min-noise-multiplier": POS,
                     "--threads": INT(), "--row-clip": POS, "--psi-max-query": INT(), "--psi-max-runs": INT(),
-                    "--psi-period": POS},
+                    "--psi-period": POS, "--max-message-mb": POS},
 }
 # one table for the three vertical commands (their numeric options are one set: cli/_vertical_options.py)
 RANGES.update({f"vertical {p}": RANGES["vertical"] for p in ("admm", "experts", "encrypted")})

@@ -144,7 +144,7 @@ def bad_cases(small_files, tmp_path_factory):
 def test_bad_input_exit_2_one_line_nothing_written(bad_cases, tmp_path, capsys, case):
     args = bad_cases[case]
     out = tmp_path / "out"
-    code, stdout, err = run_cli(["vertical", *args, "--iterations", "3", "--out", out, "--quiet"], capsys)
+    code, stdout, err = run_cli(["vertical", "admm", *args, "--iterations", "3", "--out", out, "--quiet"], capsys)
     assert code == 2
     lines = [line for line in err.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), err

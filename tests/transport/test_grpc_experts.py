@@ -351,7 +351,7 @@ def test_the_protocol_is_declared_with_the_party_policy():
 
 # ----------------------------------------------------------------------------- CLI usage errors (no party contacted)
 @pytest.mark.parametrize("extra, match", [
-    (["--backend", "process"], "--protocol experts runs in-process .* or across organisations .*drop --backend process"),
+    (["--backend", "process"], "vertical experts` runs in-process .* or across organisations .*drop --backend process"),
     (["--psi"], "--psi aligns the rows of parties in different organisations: it needs --backend grpc"),
     (["--peer", "party2=127.0.0.1:1"], "--peer, --tls and --insecure need --backend grpc"),
     (["--backend", "grpc", "--insecure", "--peer", "party3=127.0.0.1:1"], "must be named party2, party3"),

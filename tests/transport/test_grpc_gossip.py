@@ -159,7 +159,7 @@ def test_cli_gossip_over_grpc_peer_to_peer_equals_in_process(tmp_path, capsys):
     p2p, ref = (json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("p2p", "inproc"))
     assert p2p["config"]["peer_to_peer"] is True and p2p["config"]["backend"] == "grpc"
     assert p2p["final"]["privacy_per_node"] == pytest.approx(ref["final"]["privacy_per_node"], rel=1e-9)
-    code, _, err = run_cli([*base[:5], *base[7:], "--backend", "grpc", "--peer-to-peer", "--insecure",
+    code, _, err = run_cli([*base[:6], *base[8:], "--backend", "grpc", "--peer-to-peer", "--insecure",
                             *[f"--peer={n}={a}" for n, a in peers.items()]], capsys)
     assert code == 2 and "--peer-to-peer with --epsilon needs --bounds FILE" in err, err
 

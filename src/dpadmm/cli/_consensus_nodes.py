@@ -19,13 +19,19 @@ def _read_csv(path: Path, label_column: str, id_column: str):
     import numpy as np
     import pandas as pd
 
-    try:
-        df = pd.read_csv(path)
-    except (ValueError, OSError) as exc:
-        raise DataFileError(f"cannot read node file {path} as CSV ({str(exc).splitlines()[0]}); give a CSV with a "
-                            f"header and the label column {label_column!r}.") from None
-    if label_column not in df.columns:
-        raise DataFileError(f"node file {path} has no label column {label_column!r}; name it with --label-column.")
+    def read(**kw):
+        try:
+            return pd.read_csv(path, **kw)
+        except (ValueError, OSError) as exc:
+            raise DataFileError(f"cannot read node file {path} as CSV ({str(exc).splitlines()[0]}); give a CSV with "
+                                f"a header and the label column {label_column!r}.") from None
+
+    header = list(read(nrows=0).columns)  # the header first: a wrong name is reported before a long read
+    if label_column not in header:
+        raise DataFileError(f"node file {path} has no label column {label_column!r} (its columns: "
+                            f"{', '.join(map(str, header[:8]))}{', …' if len(header) > 8 else ''}); name it with "
+                            "--label-column.")
+    df = read()
     if df.shape[0] == 0:
         raise DataFileError(f"node file {path} holds no rows; give every node at least one row of each class.")
     feats = [c for c in df.columns if c not in (label_column, id_column)]
@@ -74,10 +80,14 @@ def check_labels(paths: Sequence[Path], ys) -> None:
     its own model would be a constant): one error naming the file."""
     import numpy as np
 
+    from .._validation import label_coding_fix
+
     classes = np.unique(np.concatenate(ys))
     if classes.size != 2:
+        fix = label_coding_fix(classes)
         raise InvalidParameterError(f"the node files hold {classes.size} label value(s) ({', '.join(map(str, classes[:5]))}"
-                                    "); give binary labels (two values, e.g. 0/1 or -1/+1) in every node file.")
+                                    "); " + (fix if "mix the codings" in fix else
+                                             "give binary labels (two values, e.g. 0/1 or -1/+1) in every node file."))
     for p, y in zip(paths, ys):
         if np.unique(y).size < 2:
             raise InvalidParameterError(f"node file {p} holds only label {y[0]}: every node needs rows of both "

@@ -167,7 +167,7 @@ def test_library_messages_in_cli_terms_for_the_cli():
     msg = "too few curves to estimate the response's range (pass y_range=(lo, hi)); got tau=1.5."
     assert cli_terms(msg, ["functional"], app) == ("too few curves to estimate the response's range (pass --y-range lo,hi); "
                                               "got --tau 1.5.")
-    assert cli_terms("random_state must be a non-negative int, got random_state=-1.", ["consensus"], app) == \
+    assert cli_terms("random_state must be a non-negative int, got random_state=-1.", ["consensus", "madmm"], app) == \
         "--seed must be a non-negative int, got --seed -1."
-    assert cli_terms("normalise the rows (normalize=True).", ["consensus"], app) == "normalise the rows (--normalize)."
+    assert cli_terms("normalise the rows (normalize=True).", ["consensus", "madmm"], app) == "normalise the rows (--normalize)."
     assert cli_terms("tau must be in (0, 1)", ["vertical"], app) == "tau must be in (0, 1)"  # not a vertical option

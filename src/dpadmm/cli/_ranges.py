@@ -106,7 +106,8 @@ RANGES: dict[str, dict[str, Range]] = {
                       "--unprotected-iterations": INT(), "--seed": SEED},
     "party serve": {"--max-rounds": INT(), "--max-epsilon": POS, "--delta": PROB, "--min-noise-multiplier": POS,
                     "--threads": INT(), "--row-clip": POS, "--psi-max-query": INT(), "--psi-max-runs": INT(),
-                    "--psi-period": POS, "--max-message-mb": POS},
+                    "--psi-period": POS,
+                    "--max-message-mb": Range("float", 0, True, 1024)},  # MiB: backends.grpc_wire.MAX_MESSAGE
 }
 # one table for the three vertical commands (their numeric options are one set: cli/_vertical_options.py)
 RANGES.update({f"vertical {p}": RANGES["vertical"] for p in ("admm", "experts", "encrypted")})

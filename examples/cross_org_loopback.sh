@@ -19,7 +19,7 @@
 #    trains on the intersection and scores the bank's new customers across both (dpadmm score --psi);
 #    checks the aligned rows are the intersection, no other id crossed the wire, and the test metrics
 #    equal the in-process run on the clear join;
-# 9. runs private consensus peer to peer from the CLI (dpadmm consensus --backend grpc --peer-to-peer;
+# 9. runs private consensus peer to peer from the CLI (dpadmm consensus madmm --backend grpc --peer-to-peer;
 #    4 nodes, each connected only to its graph neighbours, each with its own budget, plus the DP base-rate
 #    fallback as declared messages) and compares with the in-process run; a non-neighbour's message is
 #    refused; each node's ledger equals the run's report;
@@ -211,9 +211,9 @@ for i in 0 1 2 3; do
   CPEERS+=(--peer "node$i=127.0.0.1:$PORT")
 done
 rm -rf "$OUT/consensus_grpc" "$OUT/consensus_inprocess"
-dp consensus --backend grpc "${CPEERS[@]}" --tls "$OUT/pki/coordinator" --nodes 4 --iterations 10 --seed 0 --quiet \
+dp consensus madmm --backend grpc "${CPEERS[@]}" --tls "$OUT/pki/coordinator" --nodes 4 --iterations 10 --seed 0 --quiet \
   --out "$OUT/consensus_grpc" >/dev/null
-dp consensus --nodes 4 --iterations 10 --seed 0 --quiet --out "$OUT/consensus_inprocess" >/dev/null
+dp consensus madmm --nodes 4 --iterations 10 --seed 0 --quiet --out "$OUT/consensus_inprocess" >/dev/null
 
 echo "== 7b. functional quantile regression, 3 workers, over grpc vs in-process"
 FPEERS=()
@@ -353,9 +353,9 @@ for i in 0 1 2 3; do
   for _ in $(seq 1 600); do grep -qs " serving " "$LOGS/p2p_node$i.log" && break; sleep 0.2; done
 done
 P2P_OPTS=(--nodes 4 --topology "$OUT/p2p/edges.txt" --perturbation pp --epsilon 4 --iterations 10 --seed 0 --quiet)
-dp consensus --backend grpc --peer-to-peer "${PPEERS[@]}" --tls "$OUT/pki/coordinator" "${P2P_OPTS[@]}" \
+dp consensus madmm --backend grpc --peer-to-peer "${PPEERS[@]}" --tls "$OUT/pki/coordinator" "${P2P_OPTS[@]}" \
   --out "$OUT/consensus_p2p"
-dp consensus "${P2P_OPTS[@]}" --out "$OUT/consensus_p2p_inprocess" >/dev/null
+dp consensus madmm "${P2P_OPTS[@]}" --out "$OUT/consensus_p2p_inprocess" >/dev/null
 "$PY" - "$OUT" "${NODE_PORTS[@]}" <<'EOF2'
 import json, sys
 from pathlib import Path
@@ -404,7 +404,7 @@ try:
     probe = "accepted"
 except grpc.RpcError as e:
     probe = f"{e.code().name}: {e.details()}"
-res = {"cli": "dpadmm consensus --backend grpc --peer-to-peer", "rounds": p2p["final"]["iterations"],
+res = {"cli": "dpadmm consensus madmm --backend grpc --peer-to-peer", "rounds": p2p["final"]["iterations"],
        "max_rel_diff_vs_inprocess": rel, "same_handover": same_handover, "handed_over": p2p["final"]["handed_over"],
        "exchanges": exchanges, "only_neighbours_and_coordinator": bool(from_ok), "non_neighbour_probe": probe,
        "node_ledgers": ledgers, "node_ledgers_equal_report": bool(ledger_ok), "privacy_per_node": report}

@@ -118,6 +118,19 @@ def as_vector(name: str, y: Any, n: int | None = None) -> np.ndarray:
     return v
 
 
+def label_coding_fix(classes) -> str:
+    """The fix for labels that are not two classes: labels mixing the codings −1/+1 and 0/1 (the values −1, 0 and 1)
+    are named as such, with the recoding to give; otherwise "give labels of two classes"."""
+    try:
+        values = {float(v) for v in classes}
+    except (TypeError, ValueError):
+        values = set()
+    if values == {-1.0, 0.0, 1.0}:
+        return ("the labels mix the codings -1/+1 and 0/1 (-1, 0 and 1 all occur): recode them to one coding, e.g. "
+                "0/1 with -1 -> 0 if -1 and 0 mean the same class (or drop the rows labelled 0 if it means unknown).")
+    return "give labels of two classes."
+
+
 def binary_labels(name: str, y: Any, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Map two-class labels to {-1, +1}; returns (y_pm, classes) with classes sorted."""
     arr = np.asarray(y)
@@ -135,7 +148,7 @@ def binary_labels(name: str, y: Any, n: int | None = None) -> tuple[np.ndarray, 
         raise InvalidDataError(
             f"Only binary classification is supported: {name} must have exactly two classes, got {k} "
             f"class{'' if k == 1 else 'es'} "
-            f"({', '.join(map(str, classes[:5]))}{'...' if k > 5 else ''}); give labels of two classes."
+            f"({', '.join(map(str, classes[:5]))}{'...' if k > 5 else ''}); {label_coding_fix(classes)}"
         )
     return np.where(arr == classes[1], 1.0, -1.0), classes
 

@@ -64,7 +64,8 @@ def _help(words):
     return proc.stdout
 
 
-@pytest.mark.parametrize("command", ["vertical admm", "vertical experts", "vertical encrypted", "consensus",
+@pytest.mark.parametrize("command", ["vertical admm", "vertical experts", "vertical encrypted", "consensus gossip",
+                                     "consensus madmm",
                                      "functional"])
 def test_help_fits_on_a_screenful_and_keeps_every_option(command):
     """At 80 columns each option's help is one short line, grouped in panels: at most 120 lines in all."""
@@ -109,7 +110,7 @@ def test_consensus_resume_of_a_completed_run_says_so(tmp_path, capsys):
     X = np.column_stack([rng.integers(1990, 2011, 300), rng.gamma(2.0, 20.0, 300)]).astype(float)
     y = np.where(0.2 * (X[:, 0] - 2000) - 0.03 * (X[:, 1] - 40) + rng.normal(size=300) > 0, 1, 0)
     dump_svmlight_file(X, y, str(tmp_path / "train.svm"), zero_based=False)
-    base = ["consensus", "--data", tmp_path / "train.svm", "--epsilon", "2", "--nodes", "3", "--seed", "0",
+    base = ["consensus", "gossip", "--data", tmp_path / "train.svm", "--epsilon", "2", "--nodes", "3", "--seed", "0",
             "--checkpoint-every", "1", "--out", tmp_path / "run", "--quiet"]
     code, out, err = run_cli([*base, "--iterations", "2"], capsys)
     assert code == 0, err
@@ -125,5 +126,6 @@ def test_consensus_resume_of_a_completed_run_says_so(tmp_path, capsys):
 
 
 def test_consensus_m_admm_refuses_checkpoints_with_the_reason(tmp_path, capsys):
-    code, _, err = run_cli(["consensus", "--perturbation", "pp", "--epsilon", "2", "--resume", tmp_path], capsys)
-    assert code == 2 and "M-ADMM's DP base-rate fallback releases after the rounds" in err, err
+    code, _, err = run_cli(["consensus", "madmm", "--perturbation", "pp", "--epsilon", "2", "--resume", tmp_path], capsys)
+    # M-ADMM's DP base-rate fallback releases after the rounds, outside a checkpoint: the command has no --resume
+    assert code == 2 and "has no option --resume" in err and "belongs to `dpadmm consensus gossip`" in err, err

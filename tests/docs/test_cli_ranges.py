@@ -24,7 +24,8 @@ BASE = {  # the smallest command line each command accepts otherwise
     "vertical admm": ["vertical", "admm", "--data", "a9a"],
     "vertical experts": ["vertical", "experts", "--data", "a9a"],
     "vertical encrypted": ["vertical", "encrypted", "--data", "a9a"],
-    "consensus": ["consensus"],
+    "consensus gossip": ["consensus", "gossip", "--epsilon", "1"],
+    "consensus madmm": ["consensus", "madmm"],
     "demo": ["demo"],
     "reproduce": ["reproduce", "hu-fig1", "--quick"],
     "functional": ["functional", "--simulate"],
@@ -103,8 +104,8 @@ def test_out_of_range_value_is_one_error_line_exit_2_before_any_work(command, op
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["consensus", "--eta", "0.5,abc"], "'abc' is not a number"),
-    (["consensus", "--alpha-growth", "1.05,0"], "--alpha-growth must be"),
+    (["consensus", "madmm", "--eta", "0.5,abc"], "'abc' is not a number"),
+    (["consensus", "madmm", "--alpha-growth", "1.05,0"], "--alpha-growth must be"),
     (["vertical", "admm", "--train", "t.svm", "--parties", "66,0"], "--parties must be"),
     (["functional", "--simulate", "--y-range=5,-5"], "--y-range must be two numbers lo,hi with lo < hi"),
     (["functional", "--simulate", "--y-range", "1"], "--y-range must be"),
@@ -120,7 +121,7 @@ def test_lists_pairs_and_edges(argv, needle):
 
 
 @pytest.mark.parametrize("argv", [
-    ["consensus", "--eta", "0.55,0.65,0.6", "--alpha", "3"], ["audit", "--runs", "0"], ["audit", "--runs", "40"],
+    ["consensus", "madmm", "--eta", "0.55,0.65,0.6", "--alpha", "3"], ["audit", "--runs", "0"], ["audit", "--runs", "40"],
     ["functional", "--simulate", "--y-range=-10,10"], ["vertical", "admm", "--data", "a9a", "--noise-scale", "0"],
     ["vertical", "admm", "--help"], ["reproduce", "hu-fig1", "--reps", "0"],
 ])
@@ -132,7 +133,7 @@ def test_valid_values_pass(argv):
     (["vertical", "admm", "--train", "missing.svm", "--parties", "3,3"], "--train"),
     (["vertical", "admm", "--party", "missing_a.csv", "--party", "missing_b.csv"], "--party"),
     (["functional", "--train", "missing.csv"], "--train"),
-    (["consensus", "--data", "missing.svm"], "--data"),
+    (["consensus", "madmm", "--data", "missing.svm"], "--data"),
     (["party", "serve", "--protocol", "vertical-sharing", "--name", "party2", "--data", "train=missing.csv",
       "--insecure"], "--data"),
 ])
@@ -166,7 +167,7 @@ def test_library_messages_in_cli_terms_for_the_cli():
     msg = "too few curves to estimate the response's range (pass y_range=(lo, hi)); got tau=1.5."
     assert cli_terms(msg, ["functional"], app) == ("too few curves to estimate the response's range (pass --y-range lo,hi); "
                                               "got --tau 1.5.")
-    assert cli_terms("random_state must be a non-negative int, got random_state=-1.", ["consensus"], app) == \
+    assert cli_terms("random_state must be a non-negative int, got random_state=-1.", ["consensus", "madmm"], app) == \
         "--seed must be a non-negative int, got --seed -1."
-    assert cli_terms("normalise the rows (normalize=True).", ["consensus"], app) == "normalise the rows (--normalize)."
+    assert cli_terms("normalise the rows (normalize=True).", ["consensus", "madmm"], app) == "normalise the rows (--normalize)."
     assert cli_terms("tau must be in (0, 1)", ["vertical"], app) == "tau must be in (0, 1)"  # not a vertical option

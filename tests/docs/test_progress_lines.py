@@ -64,7 +64,7 @@ def test_vertical_admm(a9a_small, tmp_path, capsys, every_round):
 
 def test_consensus_gossip_counts_its_range_rounds(tmp_path, capsys, every_round):
     data = _libsvm(tmp_path / "d.svm")
-    code, out, err = run_cli(["consensus", "--data", data, "--nodes", "3", "--epsilon", "2", "--iterations", "4",
+    code, out, err = run_cli(["consensus", "gossip", "--data", data, "--nodes", "3", "--epsilon", "2", "--iterations", "4",
                               "--seed", "0", "--out", tmp_path / "run"], capsys)
     assert code == 0, err
     lines = _round_lines(err)
@@ -78,7 +78,7 @@ def test_consensus_gossip_counts_its_range_rounds(tmp_path, capsys, every_round)
 
 def test_consensus_madmm(tmp_path, capsys, every_round):
     data = _libsvm(tmp_path / "d.svm")
-    code, out, err = run_cli(["consensus", "--data", data, "--nodes", "3", "--perturbation", "pp", "--iterations",
+    code, out, err = run_cli(["consensus", "madmm", "--data", data, "--nodes", "3", "--perturbation", "pp", "--iterations",
                               "5", "--runs", "2", "--seed", "0", "--out", tmp_path / "run"], capsys)
     assert code == 0, err
     lines = _round_lines(err)

@@ -153,5 +153,6 @@ def test_quote_check_can_fail():
     assert _why_not_run(["vertical", "admm", "--train", "train.svm"]) == "needs the user's own file train.svm"
     assert _why_not_run(["vertical", "admm", "--data", "a9a", "--out", "x.csv"]) is None
     tmp = Path("/tmp")
-    assert _prepare(["consensus", "--runs", "10"], tmp)[:3] == ["consensus", "--runs", "2"]
-    assert _prepare(["consensus", "--runs", "10"], tmp, quote="mean 0.47")[:3] == ["consensus", "--runs", "10"]
+    assert _prepare(["consensus", "madmm", "--runs", "10"], tmp)[:4] == ["consensus", "madmm", "--runs", "2"]
+    assert _prepare(["consensus", "madmm", "--runs", "10"], tmp, quote="mean 0.47")[:4] == ["consensus", "madmm", "--runs",
+                                                                                          "10"]

@@ -235,7 +235,7 @@ def test_zhang_fig2_table(tmp_path, capsys):
 @pytest.mark.slow
 def test_private_consensus_line(tmp_path, capsys):
     """The private consensus example's comment quotes the test log loss line it prints."""
-    m = _find(r"(dpadmm consensus --perturbation pp --epsilon 1 [^\n#]*)#[^\n]*\n# (test log loss [^\n]*)")
+    m = _find(r"(dpadmm consensus madmm --perturbation pp --epsilon 1 [^\n#]*)#[^\n]*\n# (test log loss [^\n]*)")
     args = m.group(1).split()[1:]
     args[args.index("--out") + 1] = str(tmp_path / "pp1")
     code, out, err, _ = run_cli_once(args + ["--quiet"], capsys)
@@ -318,7 +318,7 @@ def test_zhang_nonprivate_gap_to_the_optimum(topology, tmp_path, capsys):
     m = _find(r"Non-private, 5 nodes on Adult: final L\(T\) within (\d\.\de-\d+) \(ring\) and (\d\.\de-\d+) "
               r"\(complete\) of the\s+centralised optimum")
     quoted = {"ring": m.group(1), "complete": m.group(2)}[topology]
-    args = _command("consensus --nodes 5 --topology ring --iterations 100")
+    args = _command("consensus madmm --nodes 5 --topology ring --iterations 100")
     args[args.index("--topology") + 1] = topology
     args[args.index("--out") + 1] = str(tmp_path / "run")
     code, out, err, written = run_cli_once(args + ["--quiet"], capsys)

@@ -28,7 +28,7 @@ USAGE_ERRORS = [
     # (argv, text the error line must contain)
     (["vertical", "admm", "--data", "a9a", "--iteration", "10"], "--iterations"),           # mistyped option
     (["vertical", "admm", "--epsilon", "abc"], "'abc'"),                                    # bad value (float)
-    (["consensus", "--nodes", "2.5"], "whole number"),                              # bad value (int)
+    (["consensus", "madmm", "--nodes", "2.5"], "whole number"),                              # bad value (int)
     (["nosuch"], "vertical"),                                                       # unknown command
     (["attack", "nosuch"], "kkt"),                                                  # unknown subcommand
     (["reproduce", "nosuch", "--out", "never-written"], "hu-fig3"),                 # unknown reproduction

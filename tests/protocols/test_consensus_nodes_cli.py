@@ -48,7 +48,7 @@ def _nodes(tmp_path, writer, ext):
 def test_node_files_are_the_nodes_as_given(tmp_path, capsys, writer, ext):
     train, test = _nodes(tmp_path, writer, ext)
     out = tmp_path / "run"
-    args = ["consensus", "--epsilon", "1", "--seed", "3", "--quiet", "--out", str(out)]
+    args = ["consensus", "gossip", "--epsilon", "1", "--seed", "3", "--quiet", "--out", str(out)]
     for a, b in zip(train, test):
         args += ["--node", a, "--test-node", b]
     assert main(args) == 0
@@ -70,7 +70,7 @@ def test_node_files_match_the_python_api(tmp_path):
 
     train, _ = _nodes(tmp_path, _svm, "svm")
     out = tmp_path / "run"
-    args = ["consensus", "--epsilon", "2", "--seed", "5", "--quiet", "--out", str(out)]
+    args = ["consensus", "gossip", "--epsilon", "2", "--seed", "5", "--quiet", "--out", str(out)]
     for a in train:
         args += ["--node", a]
     assert main(args) == 0
@@ -88,7 +88,7 @@ def test_node_files_match_the_python_api(tmp_path):
     ("nodes", "drop --nodes"),
     ("test_count", "one test file per node"),
     ("mixed", "one format"),
-    ("no_epsilon", "give --epsilon"),
+    ("no_epsilon", "missing option --epsilon"),
     ("data_too", "not both"),
 ])
 def test_bad_node_files_are_one_clear_error(tmp_path, capsys, case, needle):
@@ -104,7 +104,7 @@ def test_bad_node_files_are_one_clear_error(tmp_path, capsys, case, needle):
             "no_epsilon": ["--node", train[0], "--node", train[1]],
             "data_too": ["--node", train[0], "--node", train[1], "--data", train[2]]}[case]
     out = tmp_path / "run"
-    code = main(["consensus", *args, *([] if case == "no_epsilon" else ["--epsilon", "1"]), "--quiet", "--out", str(out)])
+    code = main(["consensus", "gossip", *args, *([] if case == "no_epsilon" else ["--epsilon", "1"]), "--quiet", "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2
     assert needle in err and err.count("error:") == 1

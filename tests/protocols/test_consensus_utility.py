@@ -84,7 +84,7 @@ def test_alpha_for_budget_meets_the_budget_exactly():
 def test_cli_judges_test_loss_writes_the_model_and_flags_bad_runs(tmp_path, capsys):
     out = tmp_path / "c"
     # no fallback and heavy noise: every run is worse than the base rate on the held-out rows, and said so
-    code, stdout, err = run_cli(["consensus", "--perturbation", "pp", "--alpha", "0.5", "--iterations", "5",
+    code, stdout, err = run_cli(["consensus", "madmm", "--perturbation", "pp", "--alpha", "0.5", "--iterations", "5",
                                  "--fallback-epsilon", "0", "--test-fraction", "0.2", "--runs", "2", "--seed", "0",
                                  "--quiet", "--out", str(out)], capsys)
     assert code == 0, err
@@ -94,7 +94,7 @@ def test_cli_judges_test_loss_writes_the_model_and_flags_bad_runs(tmp_path, caps
     z = np.load(out / "model.npz")
     assert z["coef"].shape == (104,) and z["coefs"].shape == (5, 104)
     # with the fallback (default) the same settings hand over the DP base rate: no run flagged
-    code, stdout, err = run_cli(["consensus", "--perturbation", "pp", "--alpha", "0.5", "--iterations", "5",
+    code, stdout, err = run_cli(["consensus", "madmm", "--perturbation", "pp", "--alpha", "0.5", "--iterations", "5",
                                  "--test-fraction", "0.2", "--runs", "2", "--seed", "0", "--quiet"], capsys)
     assert code == 0, err
     assert "the consensus model in 0 of 2 run(s)" in stdout and "WORSE THAN" not in stdout
@@ -110,7 +110,7 @@ def test_private_defaults_beat_the_base_rate_with_a_budget(tmp_path, capsys):
     run in 50 (its test loss is the base rate's plus the DP rate's error, a hair above it: CI failed once on
     0.566079 against 0.566075), which the fallback test above covers."""
     out = tmp_path / "d"
-    code, stdout, err = run_cli(["consensus", "--perturbation", "pp", "--epsilon", "1", "--test-fraction", "0.2",
+    code, stdout, err = run_cli(["consensus", "madmm", "--perturbation", "pp", "--epsilon", "1", "--test-fraction", "0.2",
                                  "--runs", "3", "--seed", "0", "--quiet", "--out", str(out)], capsys)
     assert code == 0, err
     m = json.loads((out / "metrics.json").read_text())

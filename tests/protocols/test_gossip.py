@@ -244,7 +244,7 @@ def _real_table(tmp_path, n=5000):
 def test_cli_epsilon_alone_beats_the_base_rate_on_a_real_table(tmp_path, capsys):
     train, test = _real_table(tmp_path)
     out = tmp_path / "run"
-    code = main(["consensus", "--data", str(train), "--test", str(test), "--epsilon", "1", "--seed", "0", "--quiet", "--out", str(out)])
+    code = main(["consensus", "gossip", "--data", str(train), "--test", str(test), "--epsilon", "1", "--seed", "0", "--quiet", "--out", str(out)])
     assert code == 0
     m = json.loads((out / "metrics.json").read_text())
     f = m["final"]
@@ -387,7 +387,7 @@ def test_cli_declared_bounds_skip_the_range_rounds(tmp_path):
     bounds = tmp_path / "bounds.csv"
     bounds.write_text("lo,hi\n1990,2010\n0,200\n0,1\n")
     out = tmp_path / "run"
-    assert main(["consensus", "--data", str(data), "--epsilon", "2", "--bounds", str(bounds), "--nodes", "3",
+    assert main(["consensus", "gossip", "--data", str(data), "--epsilon", "2", "--bounds", str(bounds), "--nodes", "3",
                  "--seed", "0", "--quiet", "--out", str(out)]) == 0
     f = json.loads((out / "metrics.json").read_text())["final"]
     assert f["bounds_source"] == "declared" and f["column_bounds"] == [[1990.0, 2010.0], [0.0, 200.0], [0.0, 1.0]]
@@ -405,7 +405,7 @@ def test_cli_bad_bounds_file_exit_2(tmp_path, capsys, text, message):
     bounds = tmp_path / "bounds.csv"
     bounds.write_text(text)
     out = tmp_path / "never"
-    code = main(["consensus", "--data", str(data), "--epsilon", "1", "--bounds", str(bounds), "--out", str(out),
+    code = main(["consensus", "gossip", "--data", str(data), "--epsilon", "1", "--bounds", str(bounds), "--out", str(out),
                  "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and message in err and not out.exists()
@@ -425,7 +425,7 @@ def test_cli_says_when_the_consensus_model_is_worse_and_judges_the_nodes_models(
     # declared bounds (no range rounds, so no DP base rate): the baseline is the test set's own base rate (issue 35)
     bounds = tmp_path / "bounds.csv"
     bounds.write_text("lo,hi\n15,75\n0,100000\n0,3\n")
-    assert main(["consensus", "--data", str(paths[0]), "--test", str(paths[1]), "--epsilon", "1", "--runs", "2",
+    assert main(["consensus", "gossip", "--data", str(paths[0]), "--test", str(paths[1]), "--epsilon", "1", "--runs", "2",
                  "--bounds", str(bounds), "--seed", "0", "--quiet", "--out", str(out)]) == 0
     stdout = " ".join(capsys.readouterr().out.split())
     m = json.loads((out / "metrics.json").read_text())

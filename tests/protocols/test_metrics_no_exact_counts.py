@@ -88,9 +88,9 @@ def _consensus_groups(X, y, nodes: int, seed: int) -> dict:
 
 
 CASES = {
-    "gossip": (["consensus", "--epsilon", "1", "--nodes", "3"], "consensus"),
-    "gossip, declared bounds": (["consensus", "--epsilon", "1", "--nodes", "3", "--bounds", "BOUNDS"], "consensus"),
-    "m-admm": (["consensus", "--perturbation", "pp", "--alpha", "5", "--fallback-epsilon", "0.4", "--nodes", "3",
+    "gossip": (["consensus", "gossip", "--epsilon", "1", "--nodes", "3"], "consensus"),
+    "gossip, declared bounds": (["consensus", "gossip", "--epsilon", "1", "--nodes", "3", "--bounds", "BOUNDS"], "consensus"),
+    "m-admm": (["consensus", "madmm", "--perturbation", "pp", "--alpha", "5", "--fallback-epsilon", "0.4", "--nodes", "3",
                 "--iterations", "5", "--normalize"], "consensus"),
     "vertical admm": (["vertical", "admm", "--epsilon", "5", "--label-epsilon", "1"], "vertical"),
     "vertical labels": (["vertical", "admm", "--label-epsilon", "1"], "vertical"),

@@ -152,7 +152,7 @@ def test_cli_private_runs_party_local_by_default_seeded_on_request(cmd, small_li
     args = {
         "vertical": ["vertical", "admm", "--train", small_libsvm, "--parties", "66,57", "--normalize-rows", "--rho", "0.3",
                      "--epsilon", "50", "--iterations", "3"],
-        "consensus": ["consensus", "--data", small_libsvm, "--nodes", "3", "--perturbation", "pp", "--alpha", "5",
+        "consensus": ["consensus", "madmm", "--data", small_libsvm, "--nodes", "3", "--perturbation", "pp", "--alpha", "5",
                       "--normalize", "--iterations", "3"],
         # large enough that the private model (continuous noise) is handed over rather than the DP constant,
         # whose value lies on the bisection grid and so can repeat across runs

@@ -135,7 +135,7 @@ def test_consensus_metrics_use_the_shared_names(tmp_path):
                              for xi, yi in zip(X[rows], y[rows])))
         paths.append(p)
     out = tmp_path / "c"
-    assert main(["consensus", "--data", str(paths[0]), "--test", str(paths[1]), "--nodes", "3", "--iterations", "20",
+    assert main(["consensus", "madmm", "--data", str(paths[0]), "--test", str(paths[1]), "--nodes", "3", "--iterations", "20",
                  "--seed", "0", "--quiet", "--out", str(out)]) == 0
     m = json.loads((out / "metrics.json").read_text())
     assert m["final"]["test_log_loss"] == m["final"]["test_loss_mean"]

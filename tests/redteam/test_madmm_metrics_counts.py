@@ -23,7 +23,7 @@ from sklearn.datasets import dump_svmlight_file
 from conftest import run_cli
 from test_metrics_no_exact_counts import N_TRAIN, _table
 
-ARGS = ["consensus", "--perturbation", "pp", "--alpha", "0.05", "--fallback-epsilon", "0.4", "--nodes", "3",
+ARGS = ["consensus", "madmm", "--perturbation", "pp", "--alpha", "0.05", "--fallback-epsilon", "0.4", "--nodes", "3",
         "--iterations", "5", "--normalize", "--seed", "0", "--quiet"]
 
 

@@ -143,7 +143,7 @@ def test_cli_gossip_over_grpc_peer_to_peer_equals_in_process(tmp_path, capsys):
     X, y = _data(n=400)
     dump_svmlight_file(X, y, str(tmp_path / "train.svm"), zero_based=False)
     (tmp_path / "bounds.csv").write_text("lo,hi\n1985,2015\n0,200\n0,1\n")
-    base = ["consensus", "--data", tmp_path / "train.svm", "--epsilon", 1, "--bounds", tmp_path / "bounds.csv",
+    base = ["consensus", "gossip", "--data", tmp_path / "train.svm", "--epsilon", 1, "--bounds", tmp_path / "bounds.csv",
             "--nodes", 4, "--topology", "ring", "--iterations", 6, "--seed", 3, "--quiet"]
     peers, services, stop = _p2p_nodes(tmp_path, 4)
     try:
@@ -159,7 +159,7 @@ def test_cli_gossip_over_grpc_peer_to_peer_equals_in_process(tmp_path, capsys):
     p2p, ref = (json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("p2p", "inproc"))
     assert p2p["config"]["peer_to_peer"] is True and p2p["config"]["backend"] == "grpc"
     assert p2p["final"]["privacy_per_node"] == pytest.approx(ref["final"]["privacy_per_node"], rel=1e-9)
-    code, _, err = run_cli([*base[:5], *base[7:], "--backend", "grpc", "--peer-to-peer", "--insecure",
+    code, _, err = run_cli([*base[:6], *base[8:], "--backend", "grpc", "--peer-to-peer", "--insecure",
                             *[f"--peer={n}={a}" for n, a in peers.items()]], capsys)
     assert code == 2 and "--peer-to-peer with --epsilon needs --bounds FILE" in err, err
 
@@ -214,7 +214,7 @@ def test_cli_peer_to_peer_nodes_each_serve_their_own_file(tmp_path, capsys):
         files.append(tmp_path / f"node{i}.csv")
         pd.DataFrame({"year": X[sl, 0], "amount": X[sl, 1], "flag": X[sl, 2], "y": y[sl]}).to_csv(files[-1], index=False)
     (tmp_path / "bounds.csv").write_text("lo,hi\n1985,2015\n0,200\n0,1\n")
-    base = ["consensus", "--epsilon", 1, "--bounds", tmp_path / "bounds.csv", "--topology", "ring", "--seed", 3,
+    base = ["consensus", "gossip", "--epsilon", 1, "--bounds", tmp_path / "bounds.csv", "--topology", "ring", "--seed", 3,
             "--quiet"]
     peers, services, stop = _p2p_nodes(tmp_path, 4, files)
     try:

@@ -79,7 +79,7 @@ def test_cli_peer_to_peer_equals_in_process_and_nodes_talk_only_to_neighbours(pk
     extra = ["--perturbation", "pp", "--alpha", 5, "--fallback-epsilon", 0.4] if private else []  # + DP base rate
     peers, servers, services = _nodes(pki, tmp_path)
     try:
-        code, _, err = run_cli(["consensus", "--data", libsvm, *COMMON, *extra, "--backend", "grpc", "--peer-to-peer",
+        code, _, err = run_cli(["consensus", "madmm", "--data", libsvm, *COMMON, *extra, "--backend", "grpc", "--peer-to-peer",
                                 *peers, "--tls", pki / "coordinator", "--out", tmp_path / "p2p"])
         assert code == 0, err
         # a non-neighbour (node0 → node2) is refused, and the refusal is in node2's audit log
@@ -94,7 +94,7 @@ def test_cli_peer_to_peer_equals_in_process_and_nodes_talk_only_to_neighbours(pk
         assert exc.value.code() == grpc.StatusCode.PERMISSION_DENIED
     finally:
         _stop(servers, services)
-    code, _, err = run_cli(["consensus", "--data", libsvm, *COMMON, *extra, "--out", tmp_path / "inproc"])
+    code, _, err = run_cli(["consensus", "madmm", "--data", libsvm, *COMMON, *extra, "--out", tmp_path / "inproc"])
     assert code == 0, err
     p2p, ref = (json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("p2p", "inproc"))
     assert p2p["config"]["peer_to_peer"] is True and p2p["config"]["backend"] == "grpc"
@@ -126,7 +126,7 @@ def test_a_node_whose_neighbours_disagree_with_the_topology_refuses_the_run(pki,
 
     peers, servers, services = _nodes(pki, tmp_path, neighbours=complete)  # operators list every node; --topology ring
     try:
-        code, _, err = run_cli(["consensus", "--data", libsvm, *COMMON, "--backend", "grpc", "--peer-to-peer", *peers,
+        code, _, err = run_cli(["consensus", "madmm", "--data", libsvm, *COMMON, "--backend", "grpc", "--peer-to-peer", *peers,
                                 "--tls", pki / "coordinator", "--out", tmp_path / "bad"], capsys)
     finally:
         _stop(servers, services)
@@ -135,5 +135,5 @@ def test_a_node_whose_neighbours_disagree_with_the_topology_refuses_the_run(pki,
 
 
 def test_peer_to_peer_needs_the_grpc_backend(libsvm, capsys):
-    code, _, err = run_cli(["consensus", "--data", libsvm, "--nodes", 4, "--peer-to-peer"], capsys)
+    code, _, err = run_cli(["consensus", "madmm", "--data", libsvm, "--nodes", 4, "--peer-to-peer"], capsys)
     assert code == 2 and "--peer-to-peer needs --backend grpc" in err

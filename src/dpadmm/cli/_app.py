@@ -26,8 +26,8 @@ def _root(version: Optional[bool] = typer.Option(None, "--version", callback=_ve
                                                   help="Print the version and exit.")):
     """Differentially private distributed learning with ADMM.
 
-    Vertical ADMM sharing [Hu] (`vertical`, `demo`), decentralised consensus over a graph [Zhang]
-    (`consensus`, `attack kkt`), distributed functional quantile regression [Zhou] (`functional`),
+    Vertical ADMM sharing [Hu] (`vertical admm|experts|encrypted`, `demo`), decentralised consensus over a graph [Zhang]
+    (`consensus gossip|madmm`, `attack kkt`), distributed functional quantile regression [Zhou] (`functional`),
     paper reproductions (`reproduce`) and an empirical privacy audit (`audit`).
     """
 
@@ -36,3 +36,9 @@ def _root(version: Optional[bool] = typer.Option(None, "--version", callback=_ve
 vertical_app = typer.Typer(no_args_is_help=True, help="Logistic regression on vertically partitioned data: one "
                                                       "command per protocol (admm, experts, encrypted).")
 app.add_typer(vertical_app, name="vertical")
+
+#: ``dpadmm consensus gossip|madmm``: one command per protocol (:mod:`dpadmm.cli._consensus_gossip` and
+#: :mod:`dpadmm.cli.consensus` register on it)
+consensus_app = typer.Typer(no_args_is_help=True, help="Logistic regression over a graph of nodes: one command per "
+                                                       "protocol (gossip, madmm).")
+app.add_typer(consensus_app, name="consensus")

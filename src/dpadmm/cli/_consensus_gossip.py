@@ -1,11 +1,20 @@
-"""``dpadmm consensus --epsilon E`` without ``--perturbation``: the noisy-gradient gossip path of the command."""
+"""``dpadmm consensus gossip``: noisy-gradient gossip over a graph, DP per node (:mod:`dpadmm.algorithms.gossip`),
+with the option groups of :mod:`dpadmm.cli._consensus_options` (the old spelling ``dpadmm consensus --epsilon E``
+without ``--perturbation`` is rewritten by :mod:`dpadmm.cli._legacy`)."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Optional
+
+import typer
 
 from . import _backend as bk
+from . import _consensus_options as co
+from . import _options as opt
+from ._app import consensus_app
+from ._consensus_nodes import node_source
 from .._jsonio import write_json
 from ._common import console, elapsed, output_dir, standard_names
 from ..workflows.baselines import BASE_RATE_NAMES
@@ -108,9 +117,39 @@ def _read_bounds(path: Path):
     return arr[:, 0], arr[:, 1]
 
 
-def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsilon, delta, bounds, iterations, test, test_fraction,
-            runs, normalize, seed, monitor, out, quiet, backend, backend_args, zhang_options):
-    """``dpadmm consensus --epsilon E`` without --perturbation: noisy-gradient gossip (:mod:`dpadmm.algorithms.gossip`)."""
+@consensus_app.command("gossip")
+@opt.grouped
+def gossip(
+    graph: co.Graph = None,  # the "Data and graph" block, spelled out for typer by @opt.grouped
+    files: co.NodeFiles = None,
+    tests: co.TestRows = None,
+    epsilon: float = typer.Option(..., rich_help_panel=co.PRIVACY, help="Total ε per node."),
+    delta: float = opt.delta_option(co.PRIVACY, "δ of --epsilon."),
+    bounds: Optional[Path] = typer.Option(None, rich_help_panel=co.PRIVACY, help="CSV of column bounds."),
+    iterations: Optional[int] = co.iterations_option("Rounds T (default: the public schedule)."),
+    runs: int = co.runs_option(),
+    seed: Optional[int] = opt.seed_option(co.PRIVACY),
+    monitor: Optional[bool] = opt.monitor_option(co.PRIVACY, "Nodes report their loss each round."),
+    out: Optional[Path] = opt.out_option(),
+    quiet: bool = opt.quiet_option(),
+    where: opt.Parties = None,  # the "Where the parties run" block
+    peer_to_peer: bool = co.peer_to_peer_option(),
+    state: co.Checkpoints = None,
+):
+    """Train logistic regression over a graph by noisy-gradient gossip, (ε, δ)-DP per node."""
+    node_data, data, nodes, test = node_source(graph, files, tests, where.backend)
+    backend_args = dict(ray_address=where.ray_address, ray_resources=where.ray_resources, timeout=where.timeout,
+                        peer=where.peer, tls=where.tls, insecure=where.insecure, peer_to_peer=peer_to_peer,
+                        checkpoint_every=state.checkpoint_every, resume=state.resume)
+    _gossip(node_data=node_data, data=data, nodes=nodes, topology=graph.topology, split=graph.split,
+            uneven_ratio=graph.uneven_ratio, epsilon=epsilon, delta=delta, bounds=bounds, iterations=iterations,
+            test=test, test_fraction=tests.test_fraction, runs=runs, seed=seed, monitor=monitor, out=out,
+            quiet=quiet, backend=where.backend, backend_args=backend_args)
+
+
+def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsilon, delta, bounds, iterations, test,
+            test_fraction, runs, seed, monitor, out, quiet, backend, backend_args):
+    """The gossip run: validate, load, fit, report (:func:`dpadmm.workflows.gossip.run_gossip`)."""
     import numpy as np
 
     from dataclasses import replace
@@ -123,13 +162,6 @@ def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsil
     from ..workflows.consensus_plots import plot_curves
     from ..workflows.gossip import run_gossip
 
-    given = [k for k, v in zhang_options.items() if v is not None]
-    if given:
-        raise InvalidParameterError(f"{', '.join(given)}: M-ADMM option(s); --epsilon alone runs the noisy-gradient "
-                                    "gossip protocol (add --perturbation pp or dvp for [Zhang]'s).")
-    if normalize:
-        raise InvalidParameterError("--normalize rescales whole rows and erases each column's scale; the gossip protocol "
-                                    "(--epsilon) bounds every column itself (--bounds FILE, or a DP range): drop it.")
     if backend_args["peer_to_peer"] and bounds is None:
         raise InvalidParameterError("--peer-to-peer with --epsilon needs --bounds FILE: the DP column range pools "
                                     "every node's counts through the coordinator.")

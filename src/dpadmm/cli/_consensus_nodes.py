@@ -19,13 +19,19 @@ def _read_csv(path: Path, label_column: str, id_column: str):
     import numpy as np
     import pandas as pd
 
-    try:
-        df = pd.read_csv(path)
-    except (ValueError, OSError) as exc:
-        raise DataFileError(f"cannot read node file {path} as CSV ({str(exc).splitlines()[0]}); give a CSV with a "
-                            f"header and the label column {label_column!r}.") from None
-    if label_column not in df.columns:
-        raise DataFileError(f"node file {path} has no label column {label_column!r}; name it with --label-column.")
+    def read(**kw):
+        try:
+            return pd.read_csv(path, **kw)
+        except (ValueError, OSError) as exc:
+            raise DataFileError(f"cannot read node file {path} as CSV ({str(exc).splitlines()[0]}); give a CSV with "
+                                f"a header and the label column {label_column!r}.") from None
+
+    header = list(read(nrows=0).columns)  # the header first: a wrong name is reported before a long read
+    if label_column not in header:
+        raise DataFileError(f"node file {path} has no label column {label_column!r} (its columns: "
+                            f"{', '.join(map(str, header[:8]))}{', …' if len(header) > 8 else ''}); name it with "
+                            "--label-column.")
+    df = read()
     if df.shape[0] == 0:
         raise DataFileError(f"node file {path} holds no rows; give every node at least one row of each class.")
     feats = [c for c in df.columns if c not in (label_column, id_column)]
@@ -74,10 +80,14 @@ def check_labels(paths: Sequence[Path], ys) -> None:
     its own model would be a constant): one error naming the file."""
     import numpy as np
 
+    from .._validation import label_coding_fix
+
     classes = np.unique(np.concatenate(ys))
     if classes.size != 2:
+        fix = label_coding_fix(classes)
         raise InvalidParameterError(f"the node files hold {classes.size} label value(s) ({', '.join(map(str, classes[:5]))}"
-                                    "); give binary labels (two values, e.g. 0/1 or -1/+1) in every node file.")
+                                    "); " + (fix if "mix the codings" in fix else
+                                             "give binary labels (two values, e.g. 0/1 or -1/+1) in every node file."))
     for p, y in zip(paths, ys):
         if np.unique(y).size < 2:
             raise InvalidParameterError(f"node file {p} holds only label {y[0]}: every node needs rows of both "
@@ -170,3 +180,25 @@ def remote_test(test, d: int):
         raise InvalidParameterError(f"test file {test} has {X.shape[1]} features but the nodes {d}; use the same "
                                     "feature columns.")
     return np.hstack([X, np.zeros((X.shape[0], d - X.shape[1]))]) if X.shape[1] < d else X, y
+
+
+def node_source(graph, files, tests, backend: str):
+    """``(node_data, data, nodes, test)`` of a gossip run: ``"own-files"`` (grpc nodes read their own files), the
+    ``--node`` files as given (:func:`load_nodes`), or None (``--data`` split at random into ``--nodes``)."""
+    data, nodes, test = graph.data, graph.nodes, tests.test
+    if files.own_files:
+        if backend != "grpc":
+            raise InvalidParameterError("--own-files: nodes started with `dpadmm party serve --data train=FILE` each "
+                                        "read their own file; give --backend grpc --peer node0=… ….")
+        if files.node or files.test_node or data is not None or nodes is not None or tests.test_fraction > 0:
+            raise InvalidParameterError("--own-files: the nodes read their own files; drop --node/--test-node/--data/"
+                                        "--nodes/--test-fraction (a pooled --test FILE is allowed).")
+        return "own-files", "each node's own file", nodes, test
+    if files.node or files.test_node:
+        if not files.node:
+            raise InvalidParameterError("--test-node needs the nodes' training files: --node FILE once per node.")
+        node_data = load_nodes(files.node, files.test_node, test, label_column=files.label_column,
+                               id_column=files.id_column, nodes=nodes, data=data, split=graph.split,
+                               test_fraction=tests.test_fraction)
+        return node_data, ",".join(str(p) for p in files.node), len(files.node), None
+    return None, "adult" if data is None else data, 5 if nodes is None else nodes, test

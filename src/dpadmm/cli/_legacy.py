@@ -3,6 +3,10 @@
 ``dpadmm vertical [--protocol admm|experts|encrypted] …`` became ``dpadmm vertical admm|experts|encrypted …``
 (issue 39, item 5). :func:`rewrite` maps an old command line to its new one (the protocol taken from ``--protocol``,
 ``admm`` without it) and says so; everything else is left as it is.
+
+``dpadmm consensus …`` became ``dpadmm consensus gossip|madmm …``: ``--epsilon E`` without ``--perturbation`` (or
+with ``--perturbation none``, dropped) ran the noisy-gradient gossip protocol, now ``consensus gossip``; every
+other old consensus line ran M-ADMM [Zhang], now ``consensus madmm``.
 """
 
 from __future__ import annotations
@@ -47,6 +51,13 @@ def rewrite(argv: list[str]) -> tuple[list[str], str | None]:
         old = "dpadmm vertical" + ("" if protocol == "admm" and not _given(argv, "--protocol") else
                                    f" --protocol {protocol}")
         return [head, protocol, *rest], f"warning: `{old}` is deprecated; use `dpadmm vertical {protocol}`."
+    if head == "consensus":
+        perturbation, without = _value(rest, "--perturbation")
+        if _given(rest, "--epsilon") and perturbation in (None, "none"):
+            old = "dpadmm consensus --epsilon" + (" --perturbation none" if perturbation else "")
+            return [head, "gossip", *without], f"warning: `{old}` is deprecated; use `dpadmm consensus gossip`."
+        old = "dpadmm consensus" + (f" --perturbation {perturbation}" if perturbation else "")
+        return [head, "madmm", *rest], f"warning: `{old}` is deprecated; use `dpadmm consensus madmm`."
     return argv, None
 
 

@@ -111,7 +111,8 @@ RANGES: dict[str, dict[str, Range]] = {
 }
 # one table for the three vertical commands (their numeric options are one set: cli/_vertical_options.py)
 RANGES.update({f"vertical {p}": RANGES["vertical"] for p in ("admm", "experts", "encrypted")})
-del RANGES["vertical"]
+RANGES.update({f"consensus {p}": RANGES["consensus"] for p in ("gossip", "madmm")})  # one table, as for vertical
+del RANGES["vertical"], RANGES["consensus"]
 
 
 def _values(argv: list[str], opt: str) -> list[str]:
@@ -171,7 +172,8 @@ FILES: dict[str, tuple[str, ...]] = {
     "party serve": ("--data",),
 }
 FILES.update({f"vertical {p}": FILES["vertical"] for p in ("admm", "experts", "encrypted")})
-del FILES["vertical"]
+FILES.update({f"consensus {p}": FILES["consensus"] for p in ("gossip", "madmm")})
+del FILES["vertical"], FILES["consensus"]
 
 
 def _check_files(command: str, argv: list[str]) -> None:
@@ -182,7 +184,7 @@ def _check_files(command: str, argv: list[str]) -> None:
     for opt in FILES.get(command, ()):
         for text in _values(argv, opt):
             path = text.split("=", 1)[1] if command == "party serve" and "=" in text else text
-            if command == "consensus" and path == "adult":
+            if command.startswith("consensus") and path == "adult":
                 continue
             if path and not Path(path).exists():
                 raise DataFileError(f"{opt} {text}: file not found; check the path.")

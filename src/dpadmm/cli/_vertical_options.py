@@ -81,6 +81,29 @@ class VerticalInput(OptionGroup):
         if self.data is not None and self.data != "a9a":
             raise InvalidParameterError(f"--data must be 'a9a' (bundled), got --data={self.data!r}; "
                                         "use --train/--party for your own files.")
+        self.check_headers()
+
+    def check_headers(self) -> None:
+        """The column names of every ``--party``/``--test-party`` file, from its header alone (before any file is
+        read in full): the id column in each, the label column in the first party's."""
+        import pandas as pd  # only once a command runs with party files
+
+        from ..data.parties import separator_hint
+
+        for role, files in (("--party", self.party), ("--test-party", self.test_party)):
+            for m, p in enumerate(files):
+                try:
+                    cols = [str(c) for c in pd.read_csv(p, nrows=0).columns]
+                except (ValueError, OSError) as exc:
+                    raise DataFileError(f"cannot read {role} file {p} as CSV ({str(exc).splitlines()[0]}); give a "
+                                        "CSV with a header.") from None
+                shown = ", ".join(cols[:8]) + (", …" if len(cols) > 8 else "")
+                if self.id_column not in cols:
+                    raise DataFileError(f"{role} file {p} has no id column {self.id_column!r} (its columns: {shown}); "
+                                        + separator_hint(cols, "name it with --id-column."))
+                if m == 0 and role == "--party" and self.label_column not in cols:
+                    raise DataFileError(f"the label party's file {p} has no label column {self.label_column!r} (its "
+                                        f"columns: {shown}); " + separator_hint(cols, "name it with --label-column."))
 
     def load(self):
         """The data as read, in this process (:func:`dpadmm.data.vertical.load_vertical_data`)."""

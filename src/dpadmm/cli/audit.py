@@ -31,6 +31,51 @@ def _bound(eps: float) -> str:
     return f"{eps:.3f}" if eps < 100 else "> 100 (no overlap)"
 
 
+def _planted(plant: str, end_to_end: bool):
+    """The context that plants the worst-case games' noise (``--plant``), or a null context."""
+    if not plant:
+        return contextlib.nullcontext()
+    from ..exceptions import InvalidParameterError
+    from ..experiments.audit_games import planted_generators
+    from ..experiments.audit_plants import parse_plant
+
+    if not end_to_end:
+        raise InvalidParameterError("--plant needs --end-to-end (it plants the worst-case games' generators).")
+    try:
+        return planted_generators(parse_plant(plant))
+    except ValueError as exc:
+        raise InvalidParameterError(str(exc)) from None
+
+
+def _print_table(results, title: str) -> None:
+    """The audit's table: claimed ε, lower bound, ratio and verdict per row."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("mechanism", "claimed ε", "lower bound ε", "ratio", "verdict"):
+        table.add_column(col)
+    for r in results:
+        ratio = r.epsilon_lower_bound / r.epsilon_claimed if r.epsilon_claimed > 0 else float("nan")
+        table.add_row(escape(r.name), f"{r.epsilon_claimed:.3f}", _bound(r.epsilon_lower_bound), f"{ratio:.2f}"
+                      if ratio < 100 else "> 100", _verdict(r))
+    console.print(table)
+
+
+def _exit_if_failed(results) -> None:
+    """Exit 1 (after the table and audit.json) on an honest row above its claim or a planted row not caught."""
+    violations = [r.name for r in results if not r.broken and r.caught]
+    weak = [r.name for r in results if r.broken and not r.caught]
+    if violations:
+        err_console.print(f"audit FAILED: {len(violations)} honest row(s) above the claimed epsilon: "
+                          f"{'; '.join(violations)}", markup=False, highlight=False)
+    if weak:
+        err_console.print(f"audit FAILED: {len(weak)} planted row(s) not caught (the audit is too weak): "
+                          f"{'; '.join(weak)}", markup=False, highlight=False)
+    if violations or weak:
+        raise typer.Exit(EXIT_FAILED)
+
+
 @app.command()
 def audit(
     out: Path = typer.Option(..., help="Output directory (audit.json)."),
@@ -59,18 +104,7 @@ def audit(
     from .._validation import check_int, check_open_unit
 
     check_open_unit("confidence", confidence)
-    planted = contextlib.nullcontext()
-    if plant:
-        from ..exceptions import InvalidParameterError
-        from ..experiments.audit_games import planted_generators
-        from ..experiments.audit_plants import parse_plant
-
-        if not end_to_end:
-            raise InvalidParameterError("--plant needs --end-to-end (it plants the worst-case games' generators).")
-        try:
-            planted = planted_generators(parse_plant(plant))
-        except ValueError as exc:
-            raise InvalidParameterError(str(exc)) from None
+    planted = _planted(plant, end_to_end)
     if end_to_end:
         n_runs = runs or (E2E_QUICK_RUNS if quick else E2E_RUNS)
         check_int("runs", n_runs, minimum=40)
@@ -105,27 +139,8 @@ def audit(
             extra = {"end_to_end": False, "samples": samples,
                      "method": "threshold test on the projection onto the neighbours' difference; threshold chosen on "
                                "half the samples, Clopper-Pearson bounds on the other half (Jagielski et al. 2020)"}
-        from rich.markup import escape
-        from rich.table import Table
-
-        table = Table(title=title)
-        for col in ("mechanism", "claimed ε", "lower bound ε", "ratio", "verdict"):
-            table.add_column(col)
-        for r in results:
-            ratio = r.epsilon_lower_bound / r.epsilon_claimed if r.epsilon_claimed > 0 else float("nan")
-            table.add_row(escape(r.name), f"{r.epsilon_claimed:.3f}", _bound(r.epsilon_lower_bound), f"{ratio:.2f}"
-                          if ratio < 100 else "> 100", _verdict(r))
-        console.print(table)
+        _print_table(results, title)
         write_json(stage / "audit.json", {"mechanisms": [dict(r.to_dict(), verdict=_verdict(r)) for r in results],
                                           "confidence": confidence, "seed": seed, **extra})
     console.print(f"wrote {out}/audit.json")
-    violations = [r.name for r in results if not r.broken and r.caught]
-    weak = [r.name for r in results if r.broken and not r.caught]
-    if violations or weak:
-        if violations:
-            err_console.print(f"audit FAILED: {len(violations)} honest row(s) above the claimed epsilon: "
-                              f"{'; '.join(violations)}", markup=False, highlight=False)
-        if weak:
-            err_console.print(f"audit FAILED: {len(weak)} planted row(s) not caught (the audit is too weak): "
-                              f"{'; '.join(weak)}", markup=False, highlight=False)
-        raise typer.Exit(EXIT_FAILED)
+    _exit_if_failed(results)

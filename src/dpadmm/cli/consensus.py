@@ -1,20 +1,22 @@
-"""``dpadmm consensus`` (M-ADMM over a graph, [Zhang]) and ``dpadmm attack kkt`` ([Zhang, App. E])."""
+"""``dpadmm consensus madmm`` (M-ADMM over a graph, [Zhang]) and ``dpadmm attack kkt`` ([Zhang, App. E]); the
+option groups are :mod:`dpadmm.cli._consensus_options`' (shared with ``dpadmm consensus gossip``, in
+:mod:`dpadmm.cli._consensus_gossip`); the old spelling ``dpadmm consensus …`` is rewritten by :mod:`dpadmm.cli._legacy`."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import List, Optional
+from typing import NamedTuple, Optional
 
 import typer
 
-from . import _backend as bk
+from . import _consensus_options as co
 from . import _options as opt
-from ._app import app
+from ._app import app, consensus_app
 from .._jsonio import write_json
 from ._common import console, elapsed, output_dir, standard_names
 from ._display import heartbeat, phase, progress
-from ._consensus_gossip import _gossip, backend_options, check_test_source, test_split
+from ._consensus_gossip import backend_options, check_test_source, test_split
 from ..exceptions import DataFileError, InvalidParameterError
 
 #: defaults of a private run (pp/dvp) where the option is not given, chosen on the private-utility benchmark
@@ -50,118 +52,116 @@ def parse_values(name: str, text: Optional[str], *, allow_inf: bool = False):
     return vals[0] if len(vals) == 1 else vals
 
 
-#: ``dpadmm consensus --help`` groups its options in these panels; docs/reference/cli.md explains each in full
-_DATA, _MODEL, _PRIVACY = "Data and graph", "Model and ADMM", "Privacy"
+class _MadmmRun(NamedTuple):
+    """The options of one ``dpadmm consensus madmm`` run, as typed groups."""
+
+    graph: co.Graph
+    tests: co.TestRows
+    perturbation: str
+    schedules: co.Schedules
+    penalty: co.Penalty
+    iterations: Optional[int]
+    epsilon: Optional[float]
+    fallback_epsilon: Optional[float]
+    runs: int
+    normalize: bool
+    seed: Optional[int]
+    monitor: Optional[bool]
+    out: Optional[Path]
+    quiet: bool
+    where: opt.Parties
+    peer_to_peer: bool
 
 
-@app.command()
+@consensus_app.command("madmm")
 @opt.grouped
-def consensus(
-    data: Optional[str] = typer.Option(None, rich_help_panel=_DATA,
-                                       help="adult (bundled, the default) or a LIBSVM FILE, split at random into --nodes."),
-    node: List[Path] = typer.Option([], "--node", metavar="FILE", rich_help_panel=_DATA,
-                                    help="One node's own file, kept as given (repeat once per node; LIBSVM or CSV)."),
-    test_node: List[Path] = typer.Option([], "--test-node", metavar="FILE", rich_help_panel=_DATA,
-                                         help="One node's test file (repeat, --node order)."),
-    label_column: str = typer.Option("y", rich_help_panel=_DATA, help="Label column of CSV --node files."),
-    id_column: str = typer.Option("id", rich_help_panel=_DATA, help="Id column of CSV --node files (dropped)."),
-    nodes: Optional[int] = typer.Option(None, rich_help_panel=_DATA, help="Number of nodes N (default 5)."),
-    topology: str = typer.Option("ring", rich_help_panel=_DATA, help="ring|line|star|complete|erdos:p|FILE."),
-    split: str = typer.Option("even", rich_help_panel=_DATA, help="even|uneven."),
-    uneven_ratio: float = typer.Option(10.0, rich_help_panel=_DATA, help="Largest/smallest node size (uneven)."),
-    perturbation: str = typer.Option("none", rich_help_panel=_PRIVACY, help="none|pp|dvp|pvp."),
-    eta: Optional[str] = typer.Option(None, rich_help_panel=_MODEL, help="η_i(1), one or one per node."),
-    eta_growth: Optional[str] = typer.Option(None, rich_help_panel=_MODEL, help="q of η_i(t) = η_i(1) q^(t-1)."),
-    alpha: Optional[str] = typer.Option(None, rich_help_panel=_PRIVACY, help="α_i(1) of the noise density."),
-    alpha_growth: Optional[str] = typer.Option(None, rich_help_panel=_PRIVACY, help="q of α_i(t) = α_i(1) q^(t-1)."),
-    theta: str = typer.Option("0.5", rich_help_panel=_MODEL, help="Dual step θ (one or one per node)."),
-    theta_growth: str = typer.Option("1.0", rich_help_panel=_MODEL, help="q of θ(t) (1: fixed θ)."),
-    C: Optional[float] = typer.Option(None, "--C", rich_help_panel=_MODEL, help="Loss weight C (default: auto)."),
-    reg_weight: Optional[float] = typer.Option(None, rich_help_panel=_MODEL, help="The paper's ρ (default: auto)."),
-    iterations: Optional[int] = typer.Option(None, rich_help_panel=_MODEL, help="Iterations T (default: auto)."),
-    test: Optional[Path] = typer.Option(None, rich_help_panel=_DATA, help="Held-out LIBSVM file."),
-    test_fraction: float = typer.Option(0.0, rich_help_panel=_DATA, help="Hold out this share of the rows."),
-    epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY, help="Total ε per node (private fit)."),
-    delta: float = opt.delta_option(_PRIVACY, "δ of --epsilon (gossip)."),
-    bounds: Optional[Path] = typer.Option(None, rich_help_panel=_PRIVACY, help="Gossip: CSV of column bounds."),
-    fallback_epsilon: Optional[float] = typer.Option(None, rich_help_panel=_PRIVACY,
+def madmm(
+    graph: co.Graph = None,  # the "Data and graph" block, spelled out for typer by @opt.grouped
+    tests: co.TestRows = None,
+    perturbation: str = typer.Option("none", rich_help_panel=co.PRIVACY, help="none|pp|dvp|pvp."),
+    schedules: co.Schedules = None,
+    penalty: co.Penalty = None,
+    iterations: Optional[int] = co.iterations_option(),
+    epsilon: Optional[float] = typer.Option(None, rich_help_panel=co.PRIVACY,
+                                            help="Total ε per node (pp/dvp: solves for α)."),
+    fallback_epsilon: Optional[float] = typer.Option(None, rich_help_panel=co.PRIVACY,
                                                      help="pp/dvp: ε for the DP fallback."),
-    runs: int = typer.Option(1, rich_help_panel=_MODEL, help="Independent runs R."),
-    normalize: bool = typer.Option(False, "--normalize", rich_help_panel=_DATA, help="Rescale rows to norm <= 1."),
-    seed: Optional[int] = opt.seed_option(_PRIVACY),
-    monitor: Optional[bool] = opt.monitor_option(_PRIVACY, "Nodes report their loss each round."),
+    runs: int = co.runs_option(),
+    normalize: bool = typer.Option(False, "--normalize", rich_help_panel=co.DATA, help="Rescale rows to norm <= 1."),
+    seed: Optional[int] = opt.seed_option(co.PRIVACY),
+    monitor: Optional[bool] = opt.monitor_option(co.PRIVACY, "Nodes report their loss each round."),
     out: Optional[Path] = opt.out_option(),
     quiet: bool = opt.quiet_option(),
-    where: opt.Parties = None,  # the "Where the parties run" block, spelled out for typer by @opt.grouped
-    peer_to_peer: bool = typer.Option(False, "--peer-to-peer", rich_help_panel=bk.BACKEND_PANEL,
-                                      help="grpc: nodes talk to their neighbours."),
-    own_files: bool = typer.Option(False, "--own-files", rich_help_panel=bk.BACKEND_PANEL,
-                                   help="grpc: each node reads its own file (party serve --data train=FILE)."),
-    checkpoint_every: Optional[int] = bk.checkpoint_every_option(),
-    resume: Optional[Path] = bk.resume_option(),
+    where: opt.Parties = None,  # the "Where the parties run" block
+    peer_to_peer: bool = co.peer_to_peer_option(),
 ):
     """Train logistic regression over a graph with (private) M-ADMM [Zhang, eq. 10–11, Alg. 1]."""
-    backend = where.backend
-    ray_address, ray_resources, timeout = where.ray_address, where.ray_resources, where.timeout
-    peer, tls, insecure = where.peer, where.tls, where.insecure
-    if own_files:
-        if epsilon is None or perturbation != "none" or backend != "grpc":
-            raise InvalidParameterError("--own-files: nodes started with `dpadmm party serve --data train=FILE` each "
-                                        "read their own file; give --backend grpc --peer node0=… … and --epsilon E.")
-        if node or test_node or data is not None or nodes is not None or test_fraction > 0:
-            raise InvalidParameterError("--own-files: the nodes read their own files; drop --node/--test-node/--data/"
-                                        "--nodes/--test-fraction (a pooled --test FILE is allowed).")
-        node_data, data = "own-files", "each node's own file"
-    elif node or test_node:
-        if epsilon is None or perturbation != "none":
-            raise InvalidParameterError("--node files run the noisy-gradient gossip protocol: give --epsilon E "
-                                        "(without --perturbation).")
-        if not node:
-            raise InvalidParameterError("--test-node needs the nodes' training files: --node FILE once per node.")
-        from ._consensus_nodes import load_nodes
-
-        node_data = load_nodes(node, test_node, test, label_column=label_column, id_column=id_column, nodes=nodes,
-                               data=data, split=split, test_fraction=test_fraction)
-        nodes, data, test = len(node), ",".join(str(p) for p in node), None
-    else:
-        node_data = None
-        nodes = 5 if nodes is None else nodes
-        data = "adult" if data is None else data
-    if epsilon is not None and perturbation == "none":  # --epsilon alone: the best private protocol we have
-        return _gossip(node_data=node_data, data=data, nodes=nodes, topology=topology, split=split, uneven_ratio=uneven_ratio,
-                       epsilon=epsilon, delta=delta, bounds=bounds, iterations=iterations, test=test,
-                       test_fraction=test_fraction, runs=runs, normalize=normalize, seed=seed, monitor=monitor,
-                       out=out, quiet=quiet, backend=backend,
-                       backend_args=dict(ray_address=ray_address, ray_resources=ray_resources, timeout=timeout,
-                                         peer=peer, tls=tls, insecure=insecure, peer_to_peer=peer_to_peer,
-                                         checkpoint_every=checkpoint_every, resume=resume),
-                       zhang_options={"--eta": eta, "--eta-growth": eta_growth, "--alpha": alpha,
-                                      "--alpha-growth": alpha_growth, "--C": C, "--reg-weight": reg_weight,
-                                      "--fallback-epsilon": fallback_epsilon,
-                                      "--theta": None if theta == "0.5" else theta,
-                                      "--theta-growth": None if theta_growth == "1.0" else theta_growth})
-    # M-ADMM only (imported after the gossip dispatch, which loads none of them)
-    from .._validation import check_choice, check_int, check_positive
-    from ..algorithms.consensus.schedules import PERTURBATIONS
     from ..workflows.consensus import run_consensus
 
-    if bounds is not None:
-        raise InvalidParameterError("--bounds is used by the gossip protocol (--epsilon without --perturbation).")
-    if checkpoint_every is not None or resume is not None:
-        raise InvalidParameterError("--checkpoint-every and --resume are for the gossip protocol (--epsilon without "
-                                    "--perturbation): M-ADMM's DP base-rate fallback releases after the rounds, "
-                                    "outside a checkpoint.")
+    run = _MadmmRun(graph, tests, perturbation, schedules, penalty, iterations, epsilon, fallback_epsilon, runs,
+                    normalize, seed, monitor, out, quiet, where, peer_to_peer)
+    st = _madmm_settings(run)
+    options = backend_options(where.backend, ray_address=where.ray_address, ray_resources=where.ray_resources,
+                              timeout=where.timeout, peer=where.peer, tls=where.tls, insecure=where.insecure,
+                              peer_to_peer=peer_to_peer, out=out)
+    X, y, X_test, y_test, C, reg_weight = _madmm_data(run, st)
+    with output_dir(out) as stage:
+        with progress(st.iterations * runs, f"M-ADMM ({perturbation})", enabled=not quiet) as cb:
+            metrics = run_consensus(data=st.data, X=X, y=y, nodes=st.nodes, topology=graph.topology, split=graph.split,
+                                    uneven_ratio=graph.uneven_ratio, perturbation=perturbation, C=C,
+                                    reg_weight=reg_weight, iterations=st.iterations, runs=runs, seed=seed,
+                                    normalize=normalize, progress=cb, backend=where.backend, monitor=monitor,
+                                    backend_options=options, X_test=X_test, y_test=y_test,
+                                    fallback_epsilon=st.fallback_epsilon if st.private else None, epsilon=epsilon,
+                                    **st.schedules)
+        model_arrays = metrics.pop("_model")
+        if peer_to_peer:
+            metrics["config"]["peer_to_peer"] = True  # the nodes exchanged with their neighbours, not via this side
+        _madmm_report(run, st, metrics)
+        metrics["wall_seconds"] = elapsed()
+        if out is not None:
+            _madmm_write(run, st, stage, metrics, model_arrays)
+    if out is not None:
+        console.print(f"wrote {out}/metrics.json, model.npz" + (
+            " and convergence.png" if "train_loss" in metrics["history"] else
+            " (no convergence.png: a private run keeps no training loss without --monitor)"))
+
+
+class _MadmmSettings(NamedTuple):
+    """What the options resolve to before any data are read."""
+
+    data: str
+    nodes: int
+    private: bool
+    iterations: int
+    C: Optional[float]
+    reg_weight: Optional[float]
+    fallback_epsilon: float
+    schedules: dict
+
+
+def _madmm_settings(run: _MadmmRun) -> _MadmmSettings:
+    """Validate every option (one line, exit 2, before any work) and resolve the private defaults."""
+    from .._validation import check_choice, check_int, check_positive
+    from ..algorithms.consensus.schedules import PERTURBATIONS
+
+    g, sch, epsilon, perturbation = run.graph, run.schedules, run.epsilon, run.perturbation
+    check_choice("perturbation", perturbation, PERTURBATIONS)
     private = perturbation in ("pp", "dvp")
+    fallback_epsilon = run.fallback_epsilon
     if fallback_epsilon is None:
         fallback_epsilon = 0.5 if epsilon is None else min(0.5, epsilon / 4.0)
     if epsilon is not None:
         if not private:
-            raise InvalidParameterError("--epsilon needs --perturbation pp or dvp.")
-        if alpha is not None:
+            raise InvalidParameterError("--epsilon needs --perturbation pp or dvp (or use `dpadmm consensus gossip "
+                                        "--epsilon E`, the noisy-gradient protocol).")
+        if sch.alpha is not None:
             raise InvalidParameterError("give --epsilon or --alpha, not both (--epsilon solves for alpha).")
         check_positive("epsilon", epsilon)
         if epsilon <= fallback_epsilon:
             raise InvalidParameterError(f"--epsilon {epsilon:g} must exceed --fallback-epsilon {fallback_epsilon:g}.")
+    eta, eta_growth, alpha, alpha_growth = sch.eta, sch.eta_growth, sch.alpha, sch.alpha_growth
+    C, reg_weight, iterations = run.penalty.C, run.penalty.reg_weight, run.iterations
     if private:
         iterations = PRIVATE_DEFAULTS["iterations"] if iterations is None else iterations
         alpha = PRIVATE_DEFAULTS["alpha"] if alpha is None and epsilon is None else alpha
@@ -169,118 +169,115 @@ def consensus(
         if perturbation == "pp":
             eta = PRIVATE_DEFAULTS["eta"] if eta is None else eta
             eta_growth = PRIVATE_DEFAULTS["eta_growth"] if eta_growth is None else eta_growth
-    if not private:
+    else:
         C = 50.0 if C is None else C
         reg_weight = 1.0 if reg_weight is None else reg_weight
     iterations = 100 if iterations is None else iterations
-    eta_growth = "1.0" if eta_growth is None else eta_growth
-    alpha_growth = "1.0" if alpha_growth is None else alpha_growth
+    nodes = 5 if g.nodes is None else g.nodes
     check_int("nodes", nodes, minimum=2)
     check_int("iterations", iterations)
     check_positive("fallback_epsilon", fallback_epsilon, allow_zero=True)
-    check_test_source(test, test_fraction)
-    check_int("runs", runs)
-    if C is not None:
-        check_positive("C", C)
-    if reg_weight is not None:
-        check_positive("reg_weight", reg_weight)
-    check_positive("uneven_ratio", uneven_ratio)
-    check_choice("split", split, ("even", "uneven"))
-    check_choice("perturbation", perturbation, PERTURBATIONS)
+    check_test_source(run.tests.test, run.tests.test_fraction)
+    check_int("runs", run.runs)
+    for name, value in (("C", C), ("reg_weight", reg_weight)):
+        if value is not None:
+            check_positive(name, value)
+    check_positive("uneven_ratio", g.uneven_ratio)
+    check_choice("split", g.split, ("even", "uneven"))
     schedules = {
-        "eta": parse_values("eta", eta), "eta_growth": parse_values("eta_growth", eta_growth),
-        "alpha": parse_values("alpha", alpha, allow_inf=True), "alpha_growth": parse_values("alpha_growth", alpha_growth),
-        "theta": parse_values("theta", theta), "theta_growth": parse_values("theta_growth", theta_growth),
+        "eta": parse_values("eta", eta), "eta_growth": parse_values("eta_growth", eta_growth or "1.0"),
+        "alpha": parse_values("alpha", alpha, allow_inf=True),
+        "alpha_growth": parse_values("alpha_growth", alpha_growth or "1.0"),
+        "theta": parse_values("theta", sch.theta), "theta_growth": parse_values("theta_growth", sch.theta_growth),
     }
     if perturbation != "none" and schedules["alpha"] is None and epsilon is None:
         raise InvalidParameterError(f"--perturbation {perturbation} needs --alpha (noise density ~ exp(-alpha ||eps||)).")
     if perturbation == "none" and alpha is not None:
         raise InvalidParameterError("--alpha is only used with --perturbation pp|dvp|pvp.")
-    if perturbation == "dvp" and eta is not None:
+    if perturbation == "dvp" and sch.eta is not None:
         raise InvalidParameterError("--perturbation dvp fixes eta = theta (Zhang & Zhu 2017); drop --eta or use pp.")
-    options = backend_options(backend, ray_address=ray_address, ray_resources=ray_resources, timeout=timeout, peer=peer,
-                              tls=tls, insecure=insecure, peer_to_peer=peer_to_peer, out=out)
+    data = "adult" if g.data is None else g.data
     if data != "adult" and not Path(data).is_file():
         raise DataFileError(f"data file not found: {data}; give 'adult' or a LIBSVM file.")
+    return _MadmmSettings(data, nodes, private, iterations, C, reg_weight, fallback_epsilon, schedules)
+
+
+def _madmm_data(run: _MadmmRun, st: _MadmmSettings):
+    """``(X, y, X_test, y_test, C, reg_weight)``: the data, its test rows, and C/ρ resolved from the smallest node."""
     from ..workflows.consensus import load_data
 
     phase("loading data")
-    X, y = load_data(data, seed=0 if seed is None else seed)
-    X, y, X_test, y_test = test_split(X, y, test, test_fraction, seed)
-    if private and (C is None or reg_weight is None):
+    X, y = load_data(st.data, seed=0 if run.seed is None else run.seed)
+    X, y, X_test, y_test = test_split(X, y, run.tests.test, run.tests.test_fraction, run.seed)
+    C, reg_weight = st.C, st.reg_weight
+    if st.private and (C is None or reg_weight is None):
         from ..data.graphs import split_sizes
 
-        C = private_C(int(min(split_sizes(len(y), nodes, split, uneven_ratio)))) if C is None else C
+        g = run.graph
+        C = private_C(int(min(split_sizes(len(y), st.nodes, g.split, g.uneven_ratio)))) if C is None else C
         reg_weight = C / 20.0 if reg_weight is None else reg_weight
-    with output_dir(out) as stage:
-        with progress(iterations * runs, f"M-ADMM ({perturbation})", enabled=not quiet) as cb:
-            metrics = run_consensus(data=data, X=X, y=y, nodes=nodes, topology=topology, split=split,
-                                    uneven_ratio=uneven_ratio, perturbation=perturbation, C=C, reg_weight=reg_weight,
-                                    iterations=iterations, runs=runs, seed=seed, normalize=normalize, progress=cb,
-                                    backend=backend, monitor=monitor, backend_options=options, X_test=X_test,
-                                    y_test=y_test, fallback_epsilon=fallback_epsilon if private else None,
-                                    epsilon=epsilon, **schedules)
-        model_arrays = metrics.pop("_model")
-        if peer_to_peer:
-            metrics["config"]["peer_to_peer"] = True  # the nodes exchanged with their neighbours, not via this side
-        f = metrics["final"]
-        pb = f["privacy_bound"]
-        console.print(f"nodes {nodes} ({topology}, {split}), {runs} run(s) x {iterations} iterations: " + (
-                      f"final L(T) mean {f['train_loss_mean']:.5f} (min {f['train_loss_min']:.5f}, max "
-                      f"{f['train_loss_max']:.5f}), " if "train_loss_mean" in f else "")  # private: --monitor only
-                      + f"consensus error {f['consensus_error_mean']:.3g}")
-        total = (metrics.get("privacy") or {}).get("epsilon")
-        with_fb = (f"; total with the fallback: ε = {total:.4g}" if private and isinstance(total, (int, float))
-                   and pb is not None and total > pb + 1e-12 else "")
-        console.print("privacy: " + "\n  ".join(metrics["privacy"]["summary"]) + with_fb)
-        if monitor and pb is not None:
-            console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
-        from ..workflows.baselines import BASE_RATE_NAMES, verdict
+    return X, y, X_test, y_test, C, reg_weight
 
-        handed = f.get("handed_over") or []
-        if private and f.get("dp_base_rate") and f["dp_base_rate"][0] is not None:
-            n_model = sum(h == "model" for h in handed)
-            console.print(f"handed over: the consensus model in {n_model} of {len(handed)} run(s), the DP base rate "
-                          f"(≈ {f['dp_base_rate'][-1]:.4g}) otherwise (accounted comparison, ε = {fallback_epsilon:g} "
-                          "per node included in the total)")
-        fix = ("more budget: a larger --alpha-growth or a faster --eta-growth (or more --iterations), more rows per "
-               "node or fewer --nodes." if private else "more --iterations, a smaller --reg-weight or --normalize.")
-        if "test_loss_mean" in f:
-            console.print(f"test log loss (n = {f['n_test']:,}): mean {f['test_loss_mean']:.5f} (min "
-                          f"{f['test_loss_min']:.5f}, max {f['test_loss_max']:.5f}); base rate "
-                          f"{f['test_base_rate_loss']:.5f}")
-            # a run handed the DP base rate is within its noise of the base rate: flagged only beyond TOL
-            tol = f["test_base_rate_loss"] * (1.0 + TOL)
-            worse = [i + 1 for i, v in enumerate(f["test_loss"]) if v > tol]
-            v = verdict("test log loss", max(f["test_loss"]), tol,
-                        BASE_RATE_NAMES[f.get("test_base_rate_source", "training-labels")] + (f" (run(s) {', '.join(map(str, worse))} of {runs})"
-                                                               if worse else ""), fix)
-        else:
-            trivial = f.get("base_rate_train_loss")
-            v = verdict("final training loss of the handed-over model", f.get("handed_over_train_loss_mean"),
-                        trivial if trivial is not None else math.log(2.0),
-                        "predicting the base rate" if trivial is not None else "predicting ½ (log 2)", fix)
-        metrics["verdict"] = v
-        if v:
-            console.print(v)
-        if "test_loss_mean" in f:
-            f["test_log_loss"] = f["test_loss_mean"]  # the key `dpadmm vertical` uses (test_loss_mean kept)
-        metrics["wall_seconds"] = elapsed()
-        if out is not None:
-            import numpy as np
 
-            from ..workflows.consensus_plots import plot_curves
+def _madmm_report(run: _MadmmRun, st: _MadmmSettings, metrics: dict) -> None:
+    """Print the run's summary, privacy and hand-over lines and its verdict (kept in ``metrics``)."""
+    from ..workflows.baselines import BASE_RATE_NAMES, verdict
 
-            write_json(stage / "metrics.json", standard_names(metrics))
-            np.savez(stage / "model.npz", **model_arrays)
-            if "train_loss" in metrics["history"]:  # a private run without --monitor keeps no training loss
-                plot_curves(stage / "convergence.png", {perturbation: metrics["history"]},
-                            title=f"M-ADMM on a graph: {data}, {nodes} nodes ({topology}, {split}), perturbation "
-                                  f"{perturbation}, {runs} run(s) × {iterations} iterations")
-    if out is not None:
-        console.print(f"wrote {out}/metrics.json, model.npz" + (
-            " and convergence.png" if "train_loss" in metrics["history"] else
-            " (no convergence.png: a private run keeps no training loss without --monitor)"))
+    f, private, runs, g = metrics["final"], st.private, run.runs, run.graph
+    pb = f["privacy_bound"]
+    console.print(f"nodes {st.nodes} ({g.topology}, {g.split}), {runs} run(s) x {st.iterations} iterations: " + (
+                  f"final L(T) mean {f['train_loss_mean']:.5f} (min {f['train_loss_min']:.5f}, max "
+                  f"{f['train_loss_max']:.5f}), " if "train_loss_mean" in f else "")  # private: --monitor only
+                  + f"consensus error {f['consensus_error_mean']:.3g}")
+    total = (metrics.get("privacy") or {}).get("epsilon")
+    with_fb = (f"; total with the fallback: ε = {total:.4g}" if private and isinstance(total, (int, float))
+               and pb is not None and total > pb + 1e-12 else "")
+    console.print("privacy: " + "\n  ".join(metrics["privacy"]["summary"]) + with_fb)
+    if run.monitor and pb is not None:
+        console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by "
+                      "this epsilon")
+    handed = f.get("handed_over") or []
+    if private and f.get("dp_base_rate") and f["dp_base_rate"][0] is not None:
+        n_model = sum(h == "model" for h in handed)
+        console.print(f"handed over: the consensus model in {n_model} of {len(handed)} run(s), the DP base rate "
+                      f"(≈ {f['dp_base_rate'][-1]:.4g}) otherwise (accounted comparison, ε = {st.fallback_epsilon:g} "
+                      "per node included in the total)")
+    fix = ("more budget: a larger --alpha-growth or a faster --eta-growth (or more --iterations), more rows per "
+           "node or fewer --nodes." if private else "more --iterations, a smaller --reg-weight or --normalize.")
+    if "test_loss_mean" in f:
+        console.print(f"test log loss (n = {f['n_test']:,}): mean {f['test_loss_mean']:.5f} (min "
+                      f"{f['test_loss_min']:.5f}, max {f['test_loss_max']:.5f}); base rate "
+                      f"{f['test_base_rate_loss']:.5f}")
+        # a run handed the DP base rate is within its noise of the base rate: flagged only beyond TOL
+        tol = f["test_base_rate_loss"] * (1.0 + TOL)
+        worse = [i + 1 for i, v in enumerate(f["test_loss"]) if v > tol]
+        v = verdict("test log loss", max(f["test_loss"]), tol,
+                    BASE_RATE_NAMES[f.get("test_base_rate_source", "training-labels")]
+                    + (f" (run(s) {', '.join(map(str, worse))} of {runs})" if worse else ""), fix)
+        f["test_log_loss"] = f["test_loss_mean"]  # the key `dpadmm vertical` uses (test_loss_mean kept)
+    else:
+        trivial = f.get("base_rate_train_loss")
+        v = verdict("final training loss of the handed-over model", f.get("handed_over_train_loss_mean"),
+                    trivial if trivial is not None else math.log(2.0),
+                    "predicting the base rate" if trivial is not None else "predicting ½ (log 2)", fix)
+    metrics["verdict"] = v
+    if v:
+        console.print(v)
+
+
+def _madmm_write(run: _MadmmRun, st: _MadmmSettings, stage: Path, metrics: dict, model_arrays: dict) -> None:
+    """metrics.json, model.npz and (with a training loss) convergence.png."""
+    import numpy as np
+
+    from ..workflows.consensus_plots import plot_curves
+
+    write_json(stage / "metrics.json", standard_names(metrics))
+    np.savez(stage / "model.npz", **model_arrays)
+    if "train_loss" in metrics["history"]:  # a private run without --monitor keeps no training loss
+        g = run.graph
+        plot_curves(stage / "convergence.png", {run.perturbation: metrics["history"]},
+                    title=f"M-ADMM on a graph: {st.data}, {st.nodes} nodes ({g.topology}, {g.split}), perturbation "
+                          f"{run.perturbation}, {run.runs} run(s) × {st.iterations} iterations")
 
 
 @attack_app.command("kkt")

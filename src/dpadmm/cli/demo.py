@@ -78,6 +78,37 @@ def plot_demo(path: Path, private_runs: dict, nonpriv: dict, baselines: dict, *,
     save(fig, path)
 
 
+def _print_table(data, lam, delta, epsilon, private: dict, nonpriv: dict, allf: dict, alone: dict,
+                 trivial: float) -> None:
+    """The demo's table: each private run, the non-private ADMM, the pooled and label-party-alone baselines and the
+    base rate."""
+    from rich.table import Table
+
+    table = Table(title=f"a9a, 2 parties {data.party_sizes}, rows normalised per party, λ={lam:g}, δ={fmt_prob(delta)}")
+    for col in ("model", "test log loss", "accuracy", "AUC", "privacy"):
+        table.add_column(col)
+    rows = []
+    for name, m in private.items():
+        f = m["final"]
+        rows.append((f"private, {name} (T={f['iterations']})", f,
+                     "labels + features" if epsilon else "labels; features visible"))
+    rows += [
+        (f"ADMM sharing, non-private (T={DEMO_NONPRIVATE_ITERATIONS})", nonpriv["final"],
+         "none: every party can read the labels"),
+        ("scikit-learn, all features (centralised)", {k[5:]: v for k, v in allf.items() if k.startswith("test_")},
+         "none (pooled data)"),
+        ("label party alone (own columns standardised)", {k[5:]: v for k, v in alone.items() if k.startswith("test_")},
+         "none (own data only)"),
+    ]
+    for name, f, priv in rows:
+        ll = f.get("test_log_loss", f.get("log_loss"))
+        acc = f.get("test_accuracy", f.get("accuracy"))
+        auc = f.get("test_auc", f.get("auc"))
+        table.add_row(name, f"{ll:.4f}", f"{acc:.4f}", f"{auc:.4f}", priv)
+    table.add_row("predict the base rate (trivial)", f"{trivial:.4f}", "", "0.5000", "")
+    console.print(table)
+
+
 @app.command()
 def demo(
     out: Path = typer.Option(Path("dpadmm-demo"), help="Output directory."),
@@ -93,8 +124,6 @@ def demo(
     The private run protects the labels (--label-epsilon) and, with --epsilon, each party's features
     too. A verdict line flags a model that is worse than predicting the base rate.
     """
-    from rich.table import Table
-
     from ..data.vertical import load_vertical_data, normalized
     from ..workflows.vertical import run_vertical, sklearn_baseline, vertical_baselines
     from ._vertical_report import _privacy_line
@@ -123,29 +152,7 @@ def demo(
         # the one "label party alone" of a data set: its raw columns, its own standardisation (as `vertical` reports)
         alone = vertical_baselines(data, lam=lam, raw=raw)["label_party_alone"]
         trivial = base_rate_log_loss(data.y, data.y_test)
-        table = Table(title=f"a9a, 2 parties {data.party_sizes}, rows normalised per party, λ={lam:g}, δ={fmt_prob(delta)}")
-        for col in ("model", "test log loss", "accuracy", "AUC", "privacy"):
-            table.add_column(col)
-        rows = []
-        for name, m in private.items():
-            f = m["final"]
-            rows.append((f"private, {name} (T={f['iterations']})", f,
-                         "labels + features" if epsilon else "labels; features visible"))
-        rows += [
-            (f"ADMM sharing, non-private (T={DEMO_NONPRIVATE_ITERATIONS})", nonpriv["final"],
-             "none: every party can read the labels"),
-            ("scikit-learn, all features (centralised)", {k[5:]: v for k, v in allf.items() if k.startswith("test_")},
-             "none (pooled data)"),
-            ("label party alone (own columns standardised)", {k[5:]: v for k, v in alone.items() if k.startswith("test_")},
-             "none (own data only)"),
-        ]
-        for name, f, priv in rows:
-            ll = f.get("test_log_loss", f.get("log_loss"))
-            acc = f.get("test_accuracy", f.get("accuracy"))
-            auc = f.get("test_auc", f.get("auc"))
-            table.add_row(name, f"{ll:.4f}", f"{acc:.4f}", f"{auc:.4f}", priv)
-        table.add_row("predict the base rate (trivial)", f"{trivial:.4f}", "", "0.5000", "")
-        console.print(table)
+        _print_table(data, lam, delta, epsilon, private, nonpriv, allf, alone, trivial)
         verdicts = {}
         for name, m in private.items():
             console.print(f"privacy of '{name}': {_privacy_line(m)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -122,6 +123,155 @@ def _advice(model, components: int) -> str:
 _DATA, _MODEL, _PRIVACY = "Data", "Model and ADMM", "Privacy"
 
 
+def _source(train, test, simulate: bool, dataset) -> str:
+    """The one data source given (``--train``, ``--simulate`` or ``--dataset``), its files checked."""
+    from ..data.functional import DATASETS
+
+    sources = [s for s, on in (("--train", train is not None), ("--simulate", simulate), ("--dataset", dataset is not None)) if on]
+    if len(sources) != 1:
+        raise InvalidParameterError(f"give exactly one data source (--train, --simulate or --dataset), got {sources or 'none'}.")
+    if test is not None and train is None:
+        raise InvalidParameterError("--test needs --train.")
+    for p in (train, test):
+        if p is not None and not Path(p).is_file():
+            raise DataFileError(f"file not found: {p}; check the path.")
+    if dataset is not None and dataset not in DATASETS:
+        raise InvalidParameterError(f"dataset must be one of {sorted(DATASETS)}, got dataset={dataset!r}.")
+    return sources[0]
+
+
+def _check_sizes(tr, workers: int, components: int, y_range):
+    """Workers and components against the training curves; ``--y-range`` parsed (None when not given)."""
+    if workers > tr.n:
+        raise InvalidParameterError(f"workers must be at most the number of training curves ({tr.n}), got workers={workers}.")
+    if components > tr.curves.shape[1]:
+        raise InvalidParameterError(f"components must be at most the number of grid points ({tr.curves.shape[1]}), "
+                                    f"got components={components}.")
+    if y_range is None:
+        return None
+    try:
+        yr = tuple(float(v) for v in y_range.split(","))
+    except ValueError:
+        yr = ()
+    if len(yr) != 2:
+        raise InvalidParameterError(f"--y-range must be 'lo,hi' (two numbers), got {y_range!r}.")
+    return yr
+
+
+def _load(train, test, simulate, dataset, n, tau, test_fraction, response_column, id_column, seed):
+    """``(data, train part, test part)``: simulated, bundled or the user's CSV files, split at the data seed."""
+    from ..data.functional import load_dataset, load_functional_csv, simulate_zhou
+
+    data_seed = 0 if seed is None else seed  # data and split only; the noise follows --seed
+    phase("simulating data" if simulate else "loading data")
+    if simulate:
+        data = simulate_zhou(n, tau=tau, random_state=data_seed)
+        tr, te = _split(data, test_fraction, data_seed)
+    elif dataset is not None:
+        data = load_dataset(dataset)
+        tr, te = _split(data, test_fraction, data_seed)
+    else:
+        data = load_functional_csv(train, response_column=response_column, id_column=id_column)
+        if test is not None:
+            te = load_functional_csv(test, response_column=response_column, id_column=id_column)
+            if te.curves.shape[1] != data.curves.shape[1]:
+                raise InvalidParameterError(f"the test curves have {te.curves.shape[1]} grid points but the training "
+                                            f"curves have {data.curves.shape[1]}; use the same grid.")
+            tr = data
+        else:
+            tr, te = _split(data, test_fraction, data_seed)
+    return data, tr, te
+
+
+def _final_and_privacy(model, tr, te, tau: float, base: dict, epsilon):
+    """metrics.json's ``final``, ``privacy`` and ``baseline`` blocks of a fitted model."""
+    from ..kernels.quantile import pinball_score
+
+    final = {"iterations": model.n_iter_,
+             "train_pinball_loss": pinball_score(tr.y, model.predict(tr.curves), tau),
+             "test_pinball_loss": pinball_score(te.y, model.predict(te.curves), tau),
+             "test_coverage": float(np.mean(te.y <= model.predict(te.curves))),
+             "baseline_test_pinball_loss": base.get("test_pinball_loss"),
+             "baseline_train_pinball_loss": base["train_pinball_loss"],
+             "constant_train_pinball_loss": model.constant_pinball_loss_,
+             "handed_over": model.fallback_ or "model",
+             "dp_constant": model.dp_constant_,
+             "prediction_range": list(model.y_range_),
+             "test_predictions_in_range": float(np.mean((model.predict(te.curves) >= model.y_range_[0])
+                                                        & (model.predict(te.curves) <= model.y_range_[1]))),
+             "worse_than_constant": model.worse_than_constant_,
+             "converged": model.converged_,
+             "clipped_fraction": model.clipped_fraction_}
+    if tr.beta is not None:
+        final["mise"] = float(np.sum((model.beta_ - tr.beta) ** 2 * model.basis_.q))
+        final["baseline_mise"] = base["mise"]
+    from ..privacy.ledger import nonprivate_privacy, not_protected
+
+    priv = nonprivate_privacy({"curves": not_protected(
+        "curves", "non-private run: the pooled statistics and every worker's local model are sent exactly")})
+    baseline = {k: v for k, v in base.items()}
+    if model.privacy_ is not None:
+        priv = model.privacy_.to_dict() | {"private": True, "noise_multiplier": model.noise_multiplier_,
+                                            "epsilon_per_iteration": epsilon}
+        # The reference fit and the training-set losses are computed by this command on the pooled
+        # training data it loaded (a simulation): they are not part of the private release. The
+        # reference model itself (a non-private fit of the training data) is not written.
+        baseline = {k: v for k, v in baseline.items() if k not in ("coef", "intercept")}
+        baseline["outside_the_guarantee"] = True
+        priv["notes"] = list(priv.get("notes", [])) + [
+            "simulation outputs: final.train_pinball_loss, final.constant_train_pinball_loss and the "
+            "'baseline' block (a NON-private centralised QR on the pooled training data, its coefficients "
+            "withheld) were computed by this command on data it holds; they are NOT covered by the guarantee "
+            "and must not be published beside epsilon"]
+    return final, priv, baseline
+
+
+def _report(model, tr, te, tau: float, final: dict, base: dict, priv: dict, monitor, total_epsilon,
+            components: int):
+    """Print the run's quality, hand-over, privacy and verdict lines; returns the verdict (None: fine)."""
+    from ..kernels.quantile import pinball_score
+
+    line = (f"iterations: {model.n_iter_}  test pinball loss: {final['test_pinball_loss']:.5f}  "
+            f"(centralised QR on the same scores: {base.get('test_pinball_loss', float('nan')):.5f})")
+    if "mise" in final:
+        line += f"  MISE: {final['mise']:.4f} (centralised QR: {final['baseline_mise']:.4f})"
+    console.print(line)
+    if model.worse_than_constant_ and model.fallback_ != "dp-constant":
+        local = ("; computed by this command on the training data: NOT covered by the guarantee"
+                 if model.privacy_ is not None else "")
+        console.print(f"[yellow]warning:[/] the fit is worse on the training data than the constant τ-quantile "
+                      f"({final['train_pinball_loss']:.5g} vs {model.constant_pinball_loss_:.5g}{local}).")
+    if model.fallback_ is not None:
+        if getattr(model, "constant_only_", False):
+            console.print(f"handed over: the DP {tau:g}-quantile {model.dp_constant_:.5g} for every curve (n·ε = "
+                          f"{tr.n * total_epsilon:,.0f} < {model._min_n_epsilon:,.0f}: the whole budget went to the "
+                          f"DP quantile, no ADMM run; predictions stay in [{model.y_range_[0]:.5g}, "
+                          f"{model.y_range_[1]:.5g}])")
+        elif model.fallback_ == "dp-constant":
+            console.print(f"handed over: the DP {tau:g}-quantile {model.dp_constant_:.5g} for every curve (the private "
+                          "model was not clearly better on the workers' noisy comparison; predictions stay in "
+                          f"[{model.y_range_[0]:.5g}, {model.y_range_[1]:.5g}])")
+        else:
+            console.print(f"handed over: the private model (clearly better than the DP {tau:g}-quantile "
+                          f"{model.dp_constant_:.5g} on the workers' noisy comparison; predictions clipped to "
+                          f"[{model.y_range_[0]:.5g}, {model.y_range_[1]:.5g}])")
+    console.print("privacy: " + "\n  ".join(priv["summary"]))
+    if monitor and model.privacy_ is not None:
+        console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
+    from ..workflows.baselines import verdict
+
+    trivial = pinball_score(te.y, np.full(te.n, np.quantile(tr.y, tau)), tau)
+    final["trivial_test_pinball_loss"] = trivial
+    v = verdict("test pinball loss", final["test_pinball_loss"], trivial,
+                f"predicting the training responses' {tau:g}-quantile for every curve", _advice(model, components))
+    if v:
+        console.print(v)
+    else:
+        console.print(f"trivial model (the training {tau:g}-quantile for every curve): test pinball loss "
+                      f"{trivial:.5f}")
+    return v
+
+
 @app.command()
 @opt.grouped
 def functional(
@@ -158,54 +308,14 @@ def functional(
 ):
     """Quantile regression of a scalar on a curve over M workers: F-ADMM / FDP-ADMM [Zhou]."""
     from ..algorithms.functional.rules import METHODS
-    from ..data.functional import DATASETS, load_dataset, load_functional_csv, simulate_zhou
     from ..estimators.functional import FunctionalQuantileRegressor
-    from ..kernels.quantile import pinball_score
 
     _validate(tau, workers, components, lam, rho, iterations, epsilon, delta, total_epsilon, penalty, method, basis,
               n, test_fraction)
-    sources = [s for s, on in (("--train", train is not None), ("--simulate", simulate), ("--dataset", dataset is not None)) if on]
-    if len(sources) != 1:
-        raise InvalidParameterError(f"give exactly one data source (--train, --simulate or --dataset), got {sources or 'none'}.")
-    if test is not None and train is None:
-        raise InvalidParameterError("--test needs --train.")
-    for p in (train, test):
-        if p is not None and not Path(p).is_file():
-            raise DataFileError(f"file not found: {p}; check the path.")
+    source = _source(train, test, simulate, dataset)
     run_opts = where.run_options(out=out)
-    if dataset is not None and dataset not in DATASETS:
-        raise InvalidParameterError(f"dataset must be one of {sorted(DATASETS)}, got dataset={dataset!r}.")
-    data_seed = 0 if seed is None else seed  # data and split only; the noise follows --seed
-    phase("simulating data" if simulate else "loading data")
-    if simulate:
-        data = simulate_zhou(n, tau=tau, random_state=data_seed)
-        tr, te = _split(data, test_fraction, data_seed)
-    elif dataset is not None:
-        data = load_dataset(dataset)
-        tr, te = _split(data, test_fraction, data_seed)
-    else:
-        data = load_functional_csv(train, response_column=response_column, id_column=id_column)
-        if test is not None:
-            te = load_functional_csv(test, response_column=response_column, id_column=id_column)
-            if te.curves.shape[1] != data.curves.shape[1]:
-                raise InvalidParameterError(f"the test curves have {te.curves.shape[1]} grid points but the training "
-                                            f"curves have {data.curves.shape[1]}; use the same grid.")
-            tr = data
-        else:
-            tr, te = _split(data, test_fraction, data_seed)
-    if workers > tr.n:
-        raise InvalidParameterError(f"workers must be at most the number of training curves ({tr.n}), got workers={workers}.")
-    if components > tr.curves.shape[1]:
-        raise InvalidParameterError(f"components must be at most the number of grid points ({tr.curves.shape[1]}), "
-                                    f"got components={components}.")
-    yr = None
-    if y_range is not None:
-        try:
-            yr = tuple(float(v) for v in y_range.split(","))
-        except ValueError:
-            yr = ()
-        if len(yr) != 2:
-            raise InvalidParameterError(f"--y-range must be 'lo,hi' (two numbers), got {y_range!r}.")
+    data, tr, te = _load(train, test, simulate, dataset, n, tau, test_fraction, response_column, id_column, seed)
+    yr = _check_sizes(tr, workers, components, y_range)
     model = FunctionalQuantileRegressor(
         tau=tau, n_components=components, basis=basis, penalty=penalty, lam=lam, rho=rho, method=method,
         max_iter=iterations, epsilon=epsilon, delta=delta, total_epsilon=total_epsilon, c1=c1, curve_clip=curve_clip,
@@ -217,99 +327,24 @@ def functional(
     rounds = iterations or METHODS[method]["iterations"]
     with output_dir(out) as stage:
         with progress(rounds, f"{method} ADMM (M={workers}, τ={tau:g})", enabled=not quiet) as cb:
-            import warnings
-
             with warnings.catch_warnings():  # said once, on the console, below
                 warnings.filterwarnings("ignore", message="the fitted model is worse on the training data")
                 model.fit(tr.curves, tr.y, grid=tr.grid, callbacks=[cb])
         base = _baseline(model, tr, te, tau)
-        final = {"iterations": model.n_iter_,
-                 "train_pinball_loss": pinball_score(tr.y, model.predict(tr.curves), tau),
-                 "test_pinball_loss": pinball_score(te.y, model.predict(te.curves), tau),
-                 "test_coverage": float(np.mean(te.y <= model.predict(te.curves))),
-                 "baseline_test_pinball_loss": base.get("test_pinball_loss"),
-                 "baseline_train_pinball_loss": base["train_pinball_loss"],
-                 "constant_train_pinball_loss": model.constant_pinball_loss_,
-                 "handed_over": model.fallback_ or "model",
-                 "dp_constant": model.dp_constant_,
-                 "prediction_range": list(model.y_range_),
-                 "test_predictions_in_range": float(np.mean((model.predict(te.curves) >= model.y_range_[0])
-                                                            & (model.predict(te.curves) <= model.y_range_[1]))),
-                 "worse_than_constant": model.worse_than_constant_,
-                 "converged": model.converged_,
-                 "clipped_fraction": model.clipped_fraction_}
-        if tr.beta is not None:
-            final["mise"] = float(np.sum((model.beta_ - tr.beta) ** 2 * model.basis_.q))
-            final["baseline_mise"] = base["mise"]
-        from ..privacy.ledger import nonprivate_privacy, not_protected
-
-        priv = nonprivate_privacy({"curves": not_protected(
-            "curves", "non-private run: the pooled statistics and every worker's local model are sent exactly")})
-        baseline = {k: v for k, v in base.items()}
-        if model.privacy_ is not None:
-            priv = model.privacy_.to_dict() | {"private": True, "noise_multiplier": model.noise_multiplier_,
-                                                "epsilon_per_iteration": epsilon}
-            # The reference fit and the training-set losses are computed by this command on the pooled
-            # training data it loaded (a simulation): they are not part of the private release. The
-            # reference model itself (a non-private fit of the training data) is not written.
-            baseline = {k: v for k, v in baseline.items() if k not in ("coef", "intercept")}
-            baseline["outside_the_guarantee"] = True
-            priv["notes"] = list(priv.get("notes", [])) + [
-                "simulation outputs: final.train_pinball_loss, final.constant_train_pinball_loss and the "
-                "'baseline' block (a NON-private centralised QR on the pooled training data, its coefficients "
-                "withheld) were computed by this command on data it holds; they are NOT covered by the guarantee "
-                "and must not be published beside epsilon"]
+        final, priv, baseline = _final_and_privacy(model, tr, te, tau, base, epsilon)
         metrics = {
             "final": final, "privacy": priv,
             "history": {k: v for k, v in model.history_.items()},
             "baseline": baseline,
             "coef": model.coef_, "intercept": model.intercept_,
-            "config": {"source": sources[0], "dataset": dataset, "train": train, "test": test, "n_train": tr.n,
+            "config": {"source": source, "dataset": dataset, "train": train, "test": test, "n_train": tr.n,
                        "n_test": te.n, "grid_points": int(tr.curves.shape[1]), "workers": workers, "tau": tau,
                        "components": components, "basis": basis, "penalty": penalty, "lam": lam, "rho": rho,
                        "method": method, "iterations": model.n_iter_, "y_range": yr, "epsilon": epsilon, "delta": delta,
                        "total_epsilon": total_epsilon, "c1": model.c1_, "seed": seed, "data_source": data.source,
                        "backend": where.backend, **bk.run_metrics(run_opts)},
         }
-        line = (f"iterations: {model.n_iter_}  test pinball loss: {final['test_pinball_loss']:.5f}  "
-                f"(centralised QR on the same scores: {base.get('test_pinball_loss', float('nan')):.5f})")
-        if "mise" in final:
-            line += f"  MISE: {final['mise']:.4f} (centralised QR: {final['baseline_mise']:.4f})"
-        console.print(line)
-        if model.worse_than_constant_ and model.fallback_ != "dp-constant":
-            local = ("; computed by this command on the training data: NOT covered by the guarantee"
-                     if model.privacy_ is not None else "")
-            console.print(f"[yellow]warning:[/] the fit is worse on the training data than the constant τ-quantile "
-                          f"({final['train_pinball_loss']:.5g} vs {model.constant_pinball_loss_:.5g}{local}).")
-        if model.fallback_ is not None:
-            if getattr(model, "constant_only_", False):
-                console.print(f"handed over: the DP {tau:g}-quantile {model.dp_constant_:.5g} for every curve (n·ε = "
-                              f"{tr.n * total_epsilon:,.0f} < {model._min_n_epsilon:,.0f}: the whole budget went to the "
-                              f"DP quantile, no ADMM run; predictions stay in [{model.y_range_[0]:.5g}, "
-                              f"{model.y_range_[1]:.5g}])")
-            elif model.fallback_ == "dp-constant":
-                console.print(f"handed over: the DP {tau:g}-quantile {model.dp_constant_:.5g} for every curve (the private "
-                              "model was not clearly better on the workers' noisy comparison; predictions stay in "
-                              f"[{model.y_range_[0]:.5g}, {model.y_range_[1]:.5g}])")
-            else:
-                console.print(f"handed over: the private model (clearly better than the DP {tau:g}-quantile "
-                              f"{model.dp_constant_:.5g} on the workers' noisy comparison; predictions clipped to "
-                              f"[{model.y_range_[0]:.5g}, {model.y_range_[1]:.5g}])")
-        console.print("privacy: " + "\n  ".join(priv["summary"]))
-        if monitor and model.privacy_ is not None:
-            console.print("  monitoring (--monitor): per-round values left the parties un-noised; they are NOT covered by this epsilon")
-        from ..workflows.baselines import verdict
-
-        trivial = pinball_score(te.y, np.full(te.n, np.quantile(tr.y, tau)), tau)
-        final["trivial_test_pinball_loss"] = trivial
-        v = verdict("test pinball loss", final["test_pinball_loss"], trivial,
-                    f"predicting the training responses' {tau:g}-quantile for every curve", _advice(model, components))
-        metrics["verdict"] = v
-        if v:
-            console.print(v)
-        else:
-            console.print(f"trivial model (the training {tau:g}-quantile for every curve): test pinball loss "
-                          f"{trivial:.5f}")
+        metrics["verdict"] = _report(model, tr, te, tau, final, base, priv, monitor, total_epsilon, components)
         metrics["wall_seconds"] = elapsed()
         if out is not None:
             write_json(stage / "metrics.json", metrics)

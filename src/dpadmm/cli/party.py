@@ -11,6 +11,9 @@ import click
 import typer
 from typer.core import TyperCommand
 
+from . import _options as opt
+from . import _party_serve as ps
+from . import _party_serve_options as so
 from ._app import app
 from ._party_limits import MAX_MESSAGE_OPTION, handshake_refusals, max_message_bytes
 from ..exceptions import InvalidParameterError
@@ -58,21 +61,8 @@ class _ServeCommand(TyperCommand):
 
 
 
-def _declared_bounds(path: Path) -> tuple:
-    """``party serve --bounds FILE``: the operator's column bounds, or one line naming the problem (exit code 2)."""
-    from ..privacy.ranges import read_bounds
-
-    try:
-        lo, hi = read_bounds(path)
-    except OSError:
-        raise InvalidParameterError(f"--bounds {path}: file not found or unreadable; give a CSV with a 'lo,hi' header "
-                                    "and one row per feature column.") from None
-    except ValueError as e:
-        raise InvalidParameterError(f"--bounds {path}: {e}.") from None
-    return tuple(float(v) for v in lo), tuple(float(v) for v in hi)
-
-
 @party_app.command("serve", cls=_ServeCommand)
+@opt.grouped
 def serve(
     protocol: List[str] = typer.Option(..., "--protocol", help=_PROTOCOL_HELP),
     name: str = typer.Option(..., "--name", help="The party name this process is willing to be (its certificate's name)."),
@@ -83,11 +73,7 @@ def serve(
                                            "certificates and allow list): auto (the --listen host, a port the OS "
                                            "picks, announced to the coordinator in Hello), HOST:PORT (a fixed port to "
                                            "open in a firewall beside --listen), or off (rounds on gRPC)."),
-    tls: Optional[Path] = typer.Option(None, "--tls", help="Directory with cert.pem, key.pem, ca.pem "
-                                                            "(from dpadmm provision)."),
-    cert: Optional[Path] = typer.Option(None, "--cert", help="This party's certificate (PEM)."),
-    key: Optional[Path] = typer.Option(None, "--key", help="This party's private key (PEM)."),
-    ca: Optional[Path] = typer.Option(None, "--ca", help="The CA certificate this party trusts (PEM)."),
+    ident: so.PartyTLS = None,  # --tls/--cert/--key/--ca, spelled out for typer by @opt.grouped
     allow: List[str] = typer.Option(["coordinator"], "--allow", help="Certificate names allowed to call (repeat)."),
     allow_monitoring: bool = typer.Option(False, "--allow-monitoring",
                                           help="Answer monitoring requests in a private run (un-noised values)."),
@@ -105,158 +91,42 @@ def serve(
     requests: Optional[str] = typer.Option(None, "--requests", help="Declared requests this party answers, e.g. "
                                                                     "score,rank,refit (default: all declared but refit; "
                                                                     "refit only at the label party)."),
-    private_only: bool = typer.Option(False, "--private-only", help="Refuse runs that add no noise."),
-    max_rounds: Optional[int] = typer.Option(None, "--max-rounds", help="Refuse more than N rounds (releases) per run."),
-    max_epsilon: Optional[float] = typer.Option(None, "--max-epsilon",
-                                                help="This party's own privacy budget: every run is priced at Setup "
-                                                     "and refused if it would bring the composed ε of all its "
-                                                     "releases on its data set (across runs, servers and hosts, in "
-                                                     "the organisation's --ledger store) above E at --delta. Implies "
-                                                     "--private-only."),
-    ledger: Optional[str] = typer.Option(None, "--ledger", envvar="DPADMM_LEDGER",
-                                         help="The organisation's ledger store, the same for all its servers: "
-                                              "sqlite:///PATH (embedded, one host) or postgresql://… (several "
-                                              "hosts; pip install 'dpadmm[postgres]'). Needed with a budget."),
-    ledger_key: Optional[Path] = typer.Option(None, "--ledger-key", envvar="DPADMM_LEDGER_KEY",
-                                              help="The operator's key of the store (made with the store on first "
-                                                   "use; keep it apart from the store, the same file on every "
-                                                   "server). Needed with a budget."),
-    data_set: Optional[str] = typer.Option(None, "--data-set", help="The operator's name of the data set this party "
-                                                                   "serves (its budget is then kept under that name; "
-                                                                   "default: the digest of its rows)."),
-    ledger_dir: Optional[Path] = typer.Option(None, "--ledger-dir", hidden=True),
-    delta: Optional[float] = typer.Option(None, "--delta", help="The δ of --max-epsilon."),
-    no_budget: bool = typer.Option(False, "--no-budget", help="Serve without a privacy budget or ledger (an explicit "
-                                                              "opt-out, e.g. for non-private runs; recorded in the "
-                                                              "audit log)."),
-    policy_file: Optional[Path] = typer.Option(None, "--policy", help="This party's privacy policy (JSON or TOML: "
-                                                                      "max_epsilon, delta, relation, column_change, "
-                                                                      "min_noise_multiplier, max_score_clip, … — see "
-                                                                      "docs/algorithms.md); flags override it."),
-    relation: Optional[str] = typer.Option(None, "--relation", help="Vertical: the neighbouring relation this party "
-                                                                    "protects (feature_column or record; default "
-                                                                    "feature_column)."),
-    accept_premise: Optional[List[str]] = typer.Option(None, "--accept-premise", metavar="NAME",
-                                                       help="Accept a trust premise a protocol's guarantee rests on "
-                                                            "(repeatable; vertical-encrypted: honest-label-party, and "
-                                                            "honest-peers with three or more parties). Without it a "
-                                                            "party with private work refuses such a run."),
-    row_clip: Optional[float] = typer.Option(None, "--row-clip", help="vertical-experts: the norm R at which this "
-                                                                      "party clips its rows (a coordinator's other R "
-                                                                      "is refused; default: the coordinator's R)."),
-    normalize_rows: bool = typer.Option(False, "--normalize-rows", help="Vertical: this party scales its rows to unit "
-                                                                        "norm (its own preparation, whatever the "
-                                                                        "coordinator asks; needs --relation record)."),
-    min_noise_multiplier: Optional[float] = typer.Option(None, "--min-noise-multiplier",
-                                                         help="Refuse a private run whose σ/sensitivity is below this "
-                                                              "floor (default 0.5)."),
-    neighbour: List[str] = typer.Option([], "--neighbour", help="consensus peer to peer (graph-consensus, "
-                                                                "noisy-gradient-gossip): a graph neighbour "
-                                                                "NAME=HOST:PORT (repeat); this node then exchanges "
-                                                                "broadcasts with these nodes only and refuses others."),
-    psi_max_query: Optional[int] = typer.Option(None, "--psi-max-query", help="PSI: refuse a query of more ids than "
-                                                                              "this (each queried id's membership is "
-                                                                              "what the coordinator learns; default "
-                                                                              "10000)."),
-    psi_max_runs: Optional[int] = typer.Option(None, "--psi-max-runs", help="PSI: refuse more than N PSI runs per "
-                                                                            "--psi-period on this data set, by every "
-                                                                            "server of the store (default 20)."),
-    psi_period: Optional[float] = typer.Option(None, "--psi-period", help="PSI: the period of --psi-max-runs in "
-                                                                          "seconds (default 86400, a day)."),
-    bounds: Optional[Path] = typer.Option(None, "--bounds", help="vertical-experts: this party's column bounds (CSV "
-                                                                  "with a lo,hi header, one row per feature column; "
-                                                                  "or JSON {\"lo\": [...], \"hi\": [...]})."),
+    policy: so.PartyPolicy = None,  # the party's own policy, budget and ledger
     max_message_mb: Optional[float] = MAX_MESSAGE_OPTION,
     threads: int = typer.Option(1, "--threads", help="BLAS threads of this party (the per-round work is vector "
                                                      "algebra; more threads mostly add contention)."),
 ):
     """Serve one declared protocol to the coordinator; refuse everything else; keep an audit log."""
     from ..backends.grpc_ops import capture_handshake_refusals
-
-    holder: list = []  # the service, once made: TLS handshake refusals go to its audit log and to this log
-
-    tls_refused = handshake_refusals(holder)
-
-    from ..backends.grpc_party import PartyService, serve as run_server
-    from ..backends.grpc_tls import TLSFiles, check_party_name
-    from ..protocol import find_protocol
-
-    from ..privacy.policy import load_policy
-
-    check_party_name(name)
-    if (max_epsilon is None) != (delta is None):
-        raise InvalidParameterError("a party's own budget needs both --max-epsilon E and --delta D.")
-    if ledger_dir is not None:
-        raise InvalidParameterError("--ledger-dir is gone: a budget is kept in the organisation's ledger store; give "
-                                    "--ledger sqlite:///PATH (or postgresql://…) and --ledger-key FILE "
-                                    "(docs/howto/budgets.md).")
-    policy = load_policy(policy_file, max_epsilon=max_epsilon, delta=delta, no_budget=no_budget or None,
-                         private_only=private_only or None, max_rounds=max_rounds, relation=relation,
-                         min_noise_multiplier=min_noise_multiplier, row_clip=row_clip,
-                         normalize_vertical_rows=normalize_rows or None, ledger=ledger,
-                         ledger_key=None if ledger_key is None else str(ledger_key), data_set=data_set,
-                         psi_max_query=psi_max_query, psi_max_runs=psi_max_runs, psi_period=psi_period,
-                         column_bounds=None if bounds is None else _declared_bounds(bounds),
-                         accept_premises=tuple(accept_premise) if accept_premise else None)
-    if threads < 1:
-        raise InvalidParameterError(f"--threads must be a positive integer, got {threads}.")
-    max_message = max_message_bytes(max_message_mb)  # one clear line before anything starts
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=int(threads))
-    protos = [find_protocol(p) for p in protocol]
-    files = _parse_data(data, required=any(p.load is not None for p in protos) and not accept_coordinator_data)
+    from ..backends.grpc_party import serve as run_server
     from ..backends.tls_rounds import parse_listen
 
+    holder: list = []  # the service, once made: TLS handshake refusals go to its audit log and to this log
+    tls_refused = handshake_refusals(holder)
+    party_policy = ps.policy_of(name, policy)
+    max_message = max_message_bytes(max_message_mb)  # one clear line before anything starts
+    ps.limit_threads(threads)
+    protos = ps.protocols(protocol)
+    files = _parse_data(data, required=any(p.load is not None for p in protos) and not accept_coordinator_data)
     round_where = parse_listen(rounds_listen, listen)  # a malformed value: one clear error before anything starts
-    if insecure and (tls or cert or key or ca):
-        raise InvalidParameterError("give either --insecure or TLS files (--tls / --cert --key --ca), not both.")
-    creds = None
-    if not insecure:
-        creds = TLSFiles.load(tls_dir=tls, cert=cert, key=key, ca=ca)
-        if creds.name != name:
-            raise InvalidParameterError(f"the certificate is issued for {creds.name!r}, not --name {name!r}; a party's "
-                                        "identity is its certificate.")
-    if not policy.budgeted and not policy.no_budget:  # safe by default: no silent party without a ledger
+    creds = ps.credentials(name, ident, insecure)
+    if not party_policy.budgeted and not party_policy.no_budget:  # safe by default: no silent party without a ledger
         raise InvalidParameterError("give this party a privacy budget: --max-epsilon E --delta D (or max_epsilon and "
                                     "delta in its --policy FILE); to serve without one, opt out with --no-budget.")
-    cls, extra = PartyService, {}
-    if neighbour:  # a peer-to-peer consensus node (backends/grpc_p2p.py)
-        from ..backends.grpc_backend import parse_peers
-        from ..backends.grpc_p2p import NodeService
-
-        cls, extra = NodeService, {"neighbours": parse_peers(neighbour), "tls": creds}
-    service = cls(**extra, name=name, protocol=protos, data=files, out=out, allow=tuple(allow),
-                           allow_monitoring=allow_monitoring, secure=not insecure,
-                           describe_options={"id_column": id_column, "label_column": label_column},
-                           accept_coordinator_data=accept_coordinator_data, allow_seeded_noise=allow_seeded_noise,
-                           requests=None if requests is None else [r.strip() for r in requests.split(",") if r.strip()],
-                           policy=policy,
-                           echo=lambda line: print(f"party {name}: {line}", file=sys.stderr, flush=True))
-
+    service = ps.make_service(policy.neighbour, creds, name=name, protocol=protos, data=files, out=out,
+                              allow=tuple(allow), allow_monitoring=allow_monitoring, secure=not insecure,
+                              describe_options={"id_column": id_column, "label_column": label_column},
+                              accept_coordinator_data=accept_coordinator_data, allow_seeded_noise=allow_seeded_noise,
+                              requests=None if requests is None else [r.strip() for r in requests.split(",")
+                                                                     if r.strip()],
+                              policy=party_policy,
+                              echo=lambda line: print(f"party {name}: {line}", file=sys.stderr, flush=True))
     service.max_message = max_message
     holder.append(service)
-
-    def ready(port):
-        host = listen.rsplit(":", 1)[0]
-        print(f"party {name} serving {'+'.join(p.name for p in protos)} on {host}:{port} ({'INSECURE plaintext' if insecure else 'mutual TLS'}); "
-              f"audit log {service.audit_path}", flush=True)
-        if getattr(service, "round_port", None):
-            print(f"party {name} round channel (Step frames, {'INSECURE plaintext' if insecure else 'mutual TLS'}) at "
-                  f"{round_where[0]}:{service.round_port}", flush=True)
-        if service.budget is None:
-            print(f"party {name} WARNING: no privacy budget (--no-budget): it keeps no ledger and the coordinator's "
-                  "report is the only account of what it releases", file=sys.stderr, flush=True)
-        else:
-            b = service.budget.status()
-            print(f"party {name} privacy budget: ε ≤ {b['max_epsilon']:g} at δ = {b['delta']:g}; spent so far ε = "
-                  f"{b['epsilon_spent'] if isinstance(b['epsilon_spent'], str) else format(b['epsilon_spent'], '.4g')} over "
-                  f"{b['releases']} releases on {service.budget.where} (store {service.store.where}, verified; shared by "
-                  "every server of the organisation that serves these rows)", flush=True)
-
     restore = capture_handshake_refusals(tls_refused) if not insecure else (lambda: None)
     try:
-        run_server(service, listen, creds, once=once, ready=ready, rounds=rounds_listen)
+        run_server(service, listen, creds, once=once, rounds=rounds_listen,
+                   ready=lambda port: ps.announce(service, name, protos, listen, port, insecure, round_where))
     finally:
         restore()
 

@@ -51,6 +51,7 @@ from .dataset_identity import data_set_id
 from .ledger_fold import add_counts, empty_ledger, fold
 from .ledger_store import LedgerStore, LedgerTampered, configured
 from .policy import PolicyRefusal, RunPrice
+from .refusal_hint import refusal_fix
 
 __all__ = ["PartyBudget", "compose", "floor_multiplier", "released_since"]
 _REL_TOL = 1e-9  # σ/Δ recomputed from (σ, Δ) may differ from the declared value in the last bits
@@ -233,6 +234,12 @@ class PartyBudget:
                 refusal = exc
         raise refusal
 
+    def _fix(self, before, gaussian, price, rounds, res_g, res_pure) -> str:
+        return refusal_fix(before=before, cap=self.max_epsilon, spent_gaussian=_add(dict(self.ledger["gaussian"]), res_g),
+                           spent_pure=float(self.ledger["pure_epsilon"]) + res_pure, run_gaussian=gaussian,
+                           run_pure=float(price.pure_epsilon), rounds=rounds,
+                           compose=lambda g, pure: compose(g, pure, self.delta))
+
     def _open(self, run_id: str, protocol: str, price: RunPrice, rounds: int, by: str) -> dict:
         before = self.spent_in_memory()
         relation = price.relation
@@ -261,7 +268,8 @@ class PartyBudget:
                 f"rounds would bring its spend to ε = {after:.4g} at δ = {self.delta:g}, above its operator's cap "
                 f"--max-epsilon {self.max_epsilon:g} (spent before this run: ε = {before:.4g}"
                 + (", with what runs in progress on this data set may still spend" if reserved else "")
-                + f"; ledger of {self.where}); declare fewer rounds or more noise", budget=decision)
+                + f"; ledger of {self.where}); {self._fix(before, gaussian, price, rounds, res_g, res_pure)}",
+                budget=decision)
         self._append("open", {"run": run_id, "protocol": protocol, "party": self.party, "out": str(self.out),
                               "started": _now(), "declared_rounds": int(rounds), "relation": relation, "by": by,
                               "delta": self.delta,

@@ -266,7 +266,7 @@ wire = []
 enc, dec = codec.encode, codec.decode
 codec.encode = lambda *a, **k: wire.append(enc(*a, **k)) or wire[-1]
 codec.decode = lambda data, *a, **k: wire.append(bytes(data)) or dec(data, *a, **k)
-code = main(["vertical", "--backend", "grpc", "--psi", "--peer", f"party1=127.0.0.1:{q1}", "--peer", f"party2=127.0.0.1:{q2}",
+code = main(["vertical", "admm", "--backend", "grpc", "--psi", "--peer", f"party1=127.0.0.1:{q1}", "--peer", f"party2=127.0.0.1:{q2}",
              "--tls", str(out / "pki" / "coordinator"), "--party", str(out / "org1" / "psi_train.csv"),
              "--test-party", str(out / "org1" / "psi_test.csv"), "--iterations", T, "--quiet", "--out", str(out / "psi_run")])
 (out / "psi_wire.bin").write_bytes(b"".join(wire))

@@ -89,7 +89,7 @@ def test_one_label_party_alone_baseline_whatever_the_options_and_advice_that_hel
     for k, extra in enumerate((["--epsilon", "1"], ["--epsilon", "1", "--prepare", "normalize-rows"],
                                ["--epsilon", "1", "--prepare", "none"], ["--label-epsilon", "1"])):
         out = tmp_path / f"o{k}"
-        code, stdout, err = run_cli(["vertical", *files, "--protocol", "experts", "--seed", "0", "--quiet",
+        code, stdout, err = run_cli(["vertical", "experts", *files, "--seed", "0", "--quiet",
                                      "--out", out, *extra], capsys)
         assert code == 0, err
         m = json.loads((out / "metrics.json").read_text())
@@ -150,7 +150,7 @@ def test_admm_label_party_alone_is_one_baseline_whatever_prepare(tmp_path, capsy
     alone = []
     for k, prep in enumerate(("standardize", "normalize-rows")):
         out = tmp_path / f"a{k}"
-        code, _, err = run_cli(["vertical", *files, "--label-epsilon", "2", "--prepare", prep, "--iterations", "5",
+        code, _, err = run_cli(["vertical", "admm", *files, "--label-epsilon", "2", "--prepare", prep, "--iterations", "5",
                                 "--seed", "0", "--quiet", "--out", out], capsys)
         assert code == 0, err
         alone.append(json.loads((out / "metrics.json").read_text())["baselines"]["label_party_alone"]["test_log_loss"])
@@ -164,7 +164,7 @@ def test_admm_no_verdict_when_the_label_party_kept_its_own_model(tmp_path, capsy
     blocks, y = _raw_table(1500, seed=2)
     files = _files(tmp_path, blocks, y, 1000)
     out = tmp_path / "f"
-    code, stdout, err = run_cli(["vertical", *files, "--epsilon", "1", "--seed", "0", "--quiet", "--out", out], capsys)
+    code, stdout, err = run_cli(["vertical", "admm", *files, "--epsilon", "1", "--seed", "0", "--quiet", "--out", out], capsys)
     assert code == 0, err
     m = json.loads((out / "metrics.json").read_text())
     assert m["final"]["label_party_choice"] == "alone"
@@ -177,14 +177,14 @@ def test_declared_bounds_on_the_cli_and_a_bad_bounds_file(tmp_path, capsys):
     good = tmp_path / "b.csv"
     good.write_text("lo,hi\n1990,2020\n0,200000\n")
     out = tmp_path / "d"
-    code, stdout, err = run_cli(["vertical", *files, "--protocol", "experts", "--epsilon", "1", "--bounds", good,
+    code, stdout, err = run_cli(["vertical", "experts", *files, "--epsilon", "1", "--bounds", good,
                                  "--seed", "0", "--quiet", "--out", out], capsys)
     assert code == 0, err
     m = json.loads((out / "metrics.json").read_text())
     assert m["config"]["prepare"]["others_bounds"] == "declared" and len(m["privacy"]["releases"]) == 1
     bad = tmp_path / "bad.csv"
     bad.write_text("lo,hi\n1990,2020\n")
-    code, _, err = run_cli(["vertical", *files, "--protocol", "experts", "--epsilon", "1", "--bounds", bad], capsys)
+    code, _, err = run_cli(["vertical", "experts", *files, "--epsilon", "1", "--bounds", bad], capsys)
     assert code == 2 and "declares bounds for 1 columns, the party's file has 2" in err
 
 

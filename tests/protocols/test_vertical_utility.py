@@ -173,7 +173,7 @@ def test_label_private_beats_label_party_alone_on_breast_cancer_party_files(bc_f
     which every party-file run with a test set now reports (before: 0.15–0.23, no baseline)."""
     for seed in range(2):
         out = tmp_path / f"s{seed}"
-        code, stdout, err = run_cli(["vertical", *_party_args(bc_files), "--label-epsilon", "1", "--seed",
+        code, stdout, err = run_cli(["vertical", "admm", *_party_args(bc_files), "--label-epsilon", "1", "--seed",
                                      str(seed), "--quiet", "--out", str(out)], capsys)
         assert code == 0, err
         m = _metrics(out)
@@ -197,7 +197,7 @@ def test_feature_private_party_files_are_prepared_by_default(credit_files, tmp_p
     """--epsilon on raw-unit party files: each party standardises and clips its own rows (no error, no
     silent sign-of-value), and the run is never worse than the label party alone."""
     out = tmp_path / "feat"
-    code, stdout, err = run_cli(["vertical", *_party_args(credit_files), "--epsilon", "3", "--seed", "0",
+    code, stdout, err = run_cli(["vertical", "admm", *_party_args(credit_files), "--epsilon", "3", "--seed", "0",
                                  "--quiet", "--out", str(out)], capsys)
     assert code == 0, err
     m = _metrics(out)
@@ -225,7 +225,7 @@ def test_label_private_raw_units_rank_the_test_set_the_right_way(credit_files, t
     now fits the weight (and RR runs ADMM to convergence on standardised columns)."""
     for seed in range(2):
         out = tmp_path / f"r{seed}{len(extra)}"
-        code, stdout, err = run_cli(["vertical", *_party_args(credit_files), "--label-epsilon", "1", "--seed",
+        code, stdout, err = run_cli(["vertical", "admm", *_party_args(credit_files), "--label-epsilon", "1", "--seed",
                                      str(seed), "--quiet", "--out", str(out), *extra], capsys)
         assert code == 0, err
         f = _metrics(out)["final"]
@@ -246,7 +246,7 @@ def test_verdict_compares_with_the_stronger_baseline_and_its_advice_runs(bc_file
     metrics["final"]["test_log_loss"] = 0.20
     advice = re.findall(r"(--[a-z-]+) (\S+)", v)
     assert advice, v
-    code, _, err = run_cli(["vertical", *_party_args(bc_files), "--quiet", "--seed", "0",
+    code, _, err = run_cli(["vertical", "admm", *_party_args(bc_files), "--quiet", "--seed", "0",
                             *[t for pair in advice for t in pair]], capsys)
     assert code == 0, err
 

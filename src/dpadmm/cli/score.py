@@ -41,7 +41,7 @@ def _read_label_model(model_dir: Path) -> dict:
     path = Path(model_dir) / LABEL_MODEL
     if not path.is_file():
         raise DataFileError(f"no {LABEL_MODEL} in {model_dir}; give --model the --out directory of a "
-                            "`dpadmm vertical --backend grpc` run.")
+                            "`dpadmm vertical admm --backend grpc` run.")
     try:
         lm = json.loads(path.read_text())
         if str(lm.get("format", "")).startswith("dpadmm-experts"):  # a `--protocol experts --backend grpc` run
@@ -124,7 +124,7 @@ def score_new_records(backend, party_file, label_model: dict, *, psi: bool = Fal
 def score(
     party: Path = typer.Option(..., "--party", help="The label party's new-records CSV (the id column; with the label "
                                                     "column, test metrics are printed too)."),
-    model: Path = typer.Option(..., "--model", help="The --out directory of the `dpadmm vertical --backend grpc` run "
+    model: Path = typer.Option(..., "--model", help="The --out directory of the `dpadmm vertical admm --backend grpc` run "
                                                     "(its label_model.json)."),
     peer: List[str] = bk.peer_option(),
     tls: Optional[Path] = bk.tls_option(),

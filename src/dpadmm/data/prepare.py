@@ -27,7 +27,7 @@ def clip_rows(D, radius: float = 1.0):
     return D * scale[:, None]
 
 
-#: how a party prepares its own block (``dpadmm vertical --prepare``)
+#: how a party prepares its own block (``dpadmm vertical admm --prepare``)
 PREPARATIONS = ("standardize", "normalize-rows", "none")
 
 

@@ -201,7 +201,7 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
         of that choice. The choice costs no privacy and stays with the label party
         (``label_party_choice_``, ``label_party_cv_``).
     label_block_scale : the factor c by which the label party's block was scaled in its DP preparation
-        (1/R after clipping standardised rows at R, as ``dpadmm vertical --prepare standardize`` does
+        (1/R after clipping standardised rows at R, as ``dpadmm vertical admm --prepare standardize`` does
         under ``--epsilon``); its refit and its own model use the ridge λ·c², i.e. λ on the unscaled
         block. Default 1.
     label_noise_scale : raw σ_L of the Gaussian label mechanism instead of a budget (selects that mechanism).

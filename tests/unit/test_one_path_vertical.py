@@ -54,7 +54,6 @@ PENDING: dict[str, str] = {
     "cli/functional.py": "consensus branch: model._validate, model._min_n_epsilon",
     # the CLI split of issue 39 moves these; they read vertical defaults through the estimator's private methods
     # (read them from dpadmm.algorithms.vertical.params.VerticalParams: rounds(), run_rho(), loss)
-    "cli/vertical.py": "CLI split: VerticalLogisticRegression(...)._max_iter()",
     # the job layer constructs and fits the estimator (public API only; its defaults come from VerticalParams.of):
 }
 

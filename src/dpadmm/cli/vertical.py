@@ -110,6 +110,7 @@ class _AdmmSettings(NamedTuple):
 def _admm_settings(run: _AdmmRun) -> _AdmmSettings:
     """Validate every option (one line, exit 2, before any work) and resolve ``--prepare auto`` and the rounds."""
     from .._validation import check_choice, check_int, check_positive
+    from ..algorithms.vertical.params import VerticalParams
     from ..estimators.vertical import VerticalLogisticRegression
 
     f, lab, backend = run.feature, run.label, run.where.backend
@@ -144,9 +145,10 @@ def _admm_settings(run: _AdmmRun) -> _AdmmSettings:
     for name, value in (("clip", f.clip), ("label_epsilon", lab.label_epsilon), ("bound", f.bound)):
         if value is not None:
             check_positive(name, value)
-    rounds = run.iterations if run.iterations is not None else VerticalLogisticRegression(
-        epsilon=run.epsilon, iteration_epsilon=f.iteration_epsilon, noise_scale=f.noise_scale, mechanism=f.mechanism,
-        label_epsilon=lab.label_epsilon, label_mechanism=lab.label_mechanism)._max_iter()  # the estimator's default
+    rounds = run.iterations if run.iterations is not None else VerticalParams.of(dict(  # the estimator's default
+        VerticalLogisticRegression().get_params(), epsilon=run.epsilon, iteration_epsilon=f.iteration_epsilon,
+        noise_scale=f.noise_scale, mechanism=f.mechanism, label_epsilon=lab.label_epsilon,
+        label_mechanism=lab.label_mechanism), loss="logistic").rounds()
     run.inp.check()
     if run.psi and backend != "grpc":
         raise InvalidParameterError("--psi aligns the rows of parties in different organisations: it needs --backend "

@@ -116,11 +116,6 @@ class _VerticalADMM(_VerticalConfig, BaseEstimator):
         self.privacy_ = fitted.privacy
         return self
 
-    # cli/vertical.py reads the default rounds through the estimator (the CLI split reads
-    # VerticalParams.of(...).rounds() instead, then this goes)
-    def _max_iter(self) -> int:
-        return self._params().rounds()
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True  # CSR blocks stay sparse

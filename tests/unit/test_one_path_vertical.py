@@ -51,7 +51,6 @@ PENDING: dict[str, str] = {
     # the drivers-consensus branch of issue 39 moves these drivers into their algorithm folders and removes them here
     "workflows/gossip.py": "consensus branch: model._gossip*, gossip's schedule from ε",
     "workflows/consensus.py": "consensus branch: model._margin_clip",
-    "cli/functional.py": "consensus branch: model._validate, model._min_n_epsilon",
     # the CLI split of issue 39 moves these; they read vertical defaults through the estimator's private methods
     # (read them from dpadmm.algorithms.vertical.params.VerticalParams: rounds(), run_rho(), loss)
     # the job layer constructs and fits the estimator (public API only; its defaults come from VerticalParams.of):

@@ -243,8 +243,9 @@ def _report(model, tr, te, tau: float, final: dict, base: dict, priv: dict, moni
                       f"({final['train_pinball_loss']:.5g} vs {model.constant_pinball_loss_:.5g}{local}).")
     if model.fallback_ is not None:
         if getattr(model, "constant_only_", False):
+            floor = model.MIN_N_EPSILON if model.min_n_epsilon is None else model.min_n_epsilon  # the public n·ε floor
             console.print(f"handed over: the DP {tau:g}-quantile {model.dp_constant_:.5g} for every curve (n·ε = "
-                          f"{tr.n * total_epsilon:,.0f} < {model._min_n_epsilon:,.0f}: the whole budget went to the "
+                          f"{tr.n * total_epsilon:,.0f} < {floor:,.0f}: the whole budget went to the "
                           f"DP quantile, no ADMM run; predictions stay in [{model.y_range_[0]:.5g}, "
                           f"{model.y_range_[1]:.5g}])")
         elif model.fallback_ == "dp-constant":
@@ -307,8 +308,9 @@ def functional(
     where: opt.Parties = None,  # the "Where the parties run" block, spelled out for typer by @opt.grouped
 ):
     """Quantile regression of a scalar on a curve over M workers: F-ADMM / FDP-ADMM [Zhou]."""
+    from ..algorithms.functional.params import FunctionalParams
     from ..algorithms.functional.rules import METHODS
-    from ..estimators.functional import FunctionalQuantileRegressor
+    from ..estimators.functional import FIELDS, FunctionalQuantileRegressor
 
     _validate(tau, workers, components, lam, rho, iterations, epsilon, delta, total_epsilon, penalty, method, basis,
               n, test_fraction)
@@ -323,7 +325,8 @@ def functional(
         # no noise in a non-private fit, so its worker split is fixed (seed 0) unless --seed is given;
         # a private fit without --seed draws everything, noise included, from fresh entropy
         random_state=seed if seed is not None else (0 if epsilon is None and total_epsilon is None else None))
-    model._validate(tr.n, tr.curves.shape[1])
+    params = FunctionalParams(**{k: v for k, v in model.get_params().items() if k in FIELDS})
+    params.check_sizes(tr.n, tr.curves.shape[1])  # every parameter check with the data's size, before anything is written
     rounds = iterations or METHODS[method]["iterations"]
     with output_dir(out) as stage:
         with progress(rounds, f"{method} ADMM (M={workers}, τ={tau:g})", enabled=not quiet) as cb:

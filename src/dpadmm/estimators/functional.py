@@ -126,17 +126,9 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         """The fit's typed parameters (their checks: :class:`~dpadmm.algorithms.functional.params.FunctionalParams`)."""
         return FunctionalParams(**{k: getattr(self, k) for k in FIELDS})
 
-    def _validate(self, n: int, T: int) -> None:
-        """Every parameter check, the data's size included (the CLI's, before it writes anything)."""
-        self._params().check_sizes(n, T)
-
     @property
     def _private(self) -> bool:
         return self.epsilon is not None or self.total_epsilon is not None
-
-    @property
-    def _min_n_epsilon(self) -> float:
-        return float(self.MIN_N_EPSILON if self.min_n_epsilon is None else self.min_n_epsilon)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, *, grid=None, callbacks: Sequence[Callable] = (), transcript: Callable | None = None):

@@ -231,6 +231,23 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         self.history_, self.privacy_ = res.history, res.report
         return self
 
+    # ------------------------------------------------------------------ public facts of the fit (read-only)
+    @property
+    def row_map_(self):
+        """A gossip fit's public row map ``(lo, hi, R)``: the column bounds (declared or DP) and the row clip every node
+        prepared its rows with (``algorithms.gossip.mechanism.prepare``); None for M-ADMM or before fit."""
+        return getattr(self, "_gossip", None)
+
+    @property
+    def range_base_rate_(self):
+        """The DP base rate a gossip fit's range rounds released (None where none was released)."""
+        return getattr(self, "_gossip_base_rate", None)
+
+    @property
+    def margin_clip_(self):
+        """M-ADMM's public margin clip of the handed-over model (None: none applied, or before fit)."""
+        return getattr(self, "_margin_clip", None)
+
     # ------------------------------------------------------------------ gossip
     def _use_gossip(self) -> bool:
         check_choice("protocol", self.protocol, ("auto", "admm", "gossip"))

@@ -239,5 +239,5 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
         },
         "_model": {"coef": model.coef_, "intercept": np.float64(model.intercept_), "coefs": model.coefs_,
                    "classes": np.asarray(model.classes_), "handed_over": np.str_(model.handed_over_ or "model"),
-                   "margin_clip": np.float64(model._margin_clip if model._margin_clip is not None else np.inf)},
+                   "margin_clip": np.float64(model.margin_clip_ if model.margin_clip_ is not None else np.inf)},
     }

@@ -86,8 +86,8 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         fit_wall, fit_cpu = fit_wall + time.perf_counter() - w0, fit_cpu + time.process_time() - c0
         done += model.n_iter_
         rounds = model.rounds_  # None: the public schedule's T (algorithms.gossip.params.plan)
-        lo, hi, R = model._gossip
-        rates.append(model._gossip_base_rate)
+        lo, hi, R = model.row_map_
+        rates.append(model.range_base_rate_)
         if model.node_choice_ is not None:
             choices.append(list(model.node_choice_))
         if training:
@@ -169,7 +169,7 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
             "edges": int(G.number_of_edges()), "split": split, "uneven_ratio": uneven_ratio,
             "node_size_min": int(sizes.min()), "node_size_max": int(sizes.max()),
             "epsilon_target": epsilon, "delta": delta, "iterations": rounds, "runs": runs, "seed": seed,
-            "noise_multiplier": model.noise_multiplier_, "row_clip": float(model._gossip[2]),
+            "noise_multiplier": model.noise_multiplier_, "row_clip": float(model.row_map_[2]),
             "range_quantile": model.range_quantile_, "momentum": model.momentum_, "schedule": model.regime_, "loss": "logistic",
             "intercept": True, "recalibrated": model.node_coefs_ is not None,
             "noise_source": model.noise_source_, "perturbation": "none",
@@ -177,7 +177,7 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         "_model": {"coef": model.coef_, "intercept": np.float64(model.intercept_), "coefs": model.coefs_,
                    "intercepts": model.intercepts_, "classes": np.asarray(model.classes_),
                    "column_lo": model.column_bounds_[:, 0], "column_hi": model.column_bounds_[:, 1],
-                   "row_clip": np.float64(model._gossip[2]), "handed_over": np.str_("model")},
+                   "row_clip": np.float64(model.row_map_[2]), "handed_over": np.str_("model")},
         # each node's recalibrated model: a function of its own rows the report does not cover, so in a file of its
         # own (node_models.npz), never beside the shareable model
         "_node_models": None if model.node_coefs_ is None else {
@@ -186,5 +186,5 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
             # each node's 5-fold CV log loss on its own rows of its recalibrated consensus, own model and own base
             # rate (local evaluation: the node's, never in metrics.json)
             "choice_cv_local": model.node_choice_cv_, "column_lo": model.column_bounds_[:, 0],
-            "column_hi": model.column_bounds_[:, 1], "row_clip": np.float64(model._gossip[2])},
+            "column_hi": model.column_bounds_[:, 1], "row_clip": np.float64(model.row_map_[2])},
     }

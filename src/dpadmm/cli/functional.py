@@ -226,6 +226,15 @@ def _final_and_privacy(model, tr, te, tau: float, base: dict, epsilon):
     return final, priv, baseline
 
 
+def _check_params(model, tr) -> None:
+    """Every parameter check with the data's size (:meth:`FunctionalParams.check_sizes`), before anything is written."""
+    from ..algorithms.functional.params import FunctionalParams
+    from ..estimators.functional import FIELDS
+
+    params = FunctionalParams(**{k: v for k, v in model.get_params().items() if k in FIELDS})
+    params.check_sizes(tr.n, tr.curves.shape[1])
+
+
 def _report(model, tr, te, tau: float, final: dict, base: dict, priv: dict, monitor, total_epsilon,
             components: int):
     """Print the run's quality, hand-over, privacy and verdict lines; returns the verdict (None: fine)."""
@@ -308,9 +317,8 @@ def functional(
     where: opt.Parties = None,  # the "Where the parties run" block, spelled out for typer by @opt.grouped
 ):
     """Quantile regression of a scalar on a curve over M workers: F-ADMM / FDP-ADMM [Zhou]."""
-    from ..algorithms.functional.params import FunctionalParams
     from ..algorithms.functional.rules import METHODS
-    from ..estimators.functional import FIELDS, FunctionalQuantileRegressor
+    from ..estimators.functional import FunctionalQuantileRegressor
 
     _validate(tau, workers, components, lam, rho, iterations, epsilon, delta, total_epsilon, penalty, method, basis,
               n, test_fraction)
@@ -325,8 +333,7 @@ def functional(
         # no noise in a non-private fit, so its worker split is fixed (seed 0) unless --seed is given;
         # a private fit without --seed draws everything, noise included, from fresh entropy
         random_state=seed if seed is not None else (0 if epsilon is None and total_epsilon is None else None))
-    params = FunctionalParams(**{k: v for k, v in model.get_params().items() if k in FIELDS})
-    params.check_sizes(tr.n, tr.curves.shape[1])  # every parameter check with the data's size, before anything is written
+    _check_params(model, tr)
     rounds = iterations or METHODS[method]["iterations"]
     with output_dir(out) as stage:
         with progress(rounds, f"{method} ADMM (M={workers}, τ={tau:g})", enabled=not quiet) as cb:

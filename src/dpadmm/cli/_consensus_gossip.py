@@ -135,20 +135,21 @@ def gossip(
     where: opt.Parties = None,  # the "Where the parties run" block
     peer_to_peer: bool = co.peer_to_peer_option(),
     state: co.Checkpoints = None,
+    target: Optional[str] = co.target_option(),
 ):
     """Train logistic regression over a graph by noisy-gradient gossip, (ε, δ)-DP per node."""
-    node_data, data, nodes, test = node_source(graph, files, tests, where.backend)
+    node_data, data, nodes, test = node_source(graph, files, tests, where.backend, target)
     backend_args = dict(ray_address=where.ray_address, ray_resources=where.ray_resources, timeout=where.timeout,
                         peer=where.peer, tls=where.tls, insecure=where.insecure, peer_to_peer=peer_to_peer,
                         checkpoint_every=state.checkpoint_every, resume=state.resume)
     _gossip(node_data=node_data, data=data, nodes=nodes, topology=graph.topology, split=graph.split,
             uneven_ratio=graph.uneven_ratio, epsilon=epsilon, delta=delta, bounds=bounds, iterations=iterations,
             test=test, test_fraction=tests.test_fraction, runs=runs, seed=seed, monitor=monitor, out=out,
-            quiet=quiet, backend=where.backend, backend_args=backend_args)
+            quiet=quiet, backend=where.backend, backend_args=backend_args, target=target)
 
 
 def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsilon, delta, bounds, iterations, test,
-            test_fraction, runs, seed, monitor, out, quiet, backend, backend_args):
+            test_fraction, runs, seed, monitor, out, quiet, backend, backend_args, target=None):
     """The gossip run: validate, load, fit, report (:func:`dpadmm.workflows.gossip.run_gossip`)."""
     import numpy as np
 
@@ -161,6 +162,8 @@ def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsil
     from ..workflows.consensus import load_data
     from ..workflows.consensus_plots import plot_curves
     from ..workflows.gossip import run_gossip
+    from ..workflows.gossip_targets import split_rows
+    from . import _consensus_targets as targets
 
     if backend_args["peer_to_peer"] and bounds is None:
         raise InvalidParameterError("--peer-to-peer with --epsilon needs --bounds FILE: the DP column range pools "
@@ -192,6 +195,7 @@ def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsil
         X, y = np.concatenate(node_data[0]), np.concatenate(node_data[1])
     else:
         X, y = load_data(data, seed=0 if seed is None else seed)
+    target = targets.resolve(target, y, own_files=refs is not None)
     n_rows, d = (len(y), X.shape[1]) if refs is None else (sum(r.shape[0] for r in refs), refs[0].shape[1])
     declared = _read_bounds(bounds) if bounds is not None else None
     if declared is not None and declared[0].shape[0] != d:
@@ -204,6 +208,14 @@ def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsil
     else:
         X, y, X_test, y_test = test_split(X, y, test, test_fraction, seed)
     load_wall, load_cpu = time.perf_counter() - load_wall, time.process_time() - load_cpu
+    if target != "binary":
+        targets.check_options(target, monitor=monitor, backend_args=backend_args, y_test=y_test)
+        Xs, ys = (node_data[0], node_data[1]) if node_data is not None else split_rows(
+            X, y, nodes, split, uneven_ratio, 0 if seed is None else seed)
+        return targets.run(target, data=data, Xs=Xs, ys=ys, split="as given" if node_data is not None else split,
+                           topology=topology, epsilon=epsilon, delta=delta, bounds=declared, iterations=iterations,
+                           runs=runs, seed=seed, X_test=X_test, y_test=y_test, out=out, backend=backend,
+                           options=options, timing=lambda fit_s, fit_cpu: run_timing(load_wall, load_cpu, fit_s, fit_cpu))
     if iterations is None:
         iterations = plan(replace(params, bounds=declared), n_rows if refs is not None else len(y), d, nodes,
                           noise=False).rounds  # the public schedule's T (for the progress bar)

@@ -95,7 +95,7 @@ def check_labels(paths: Sequence[Path], ys) -> None:
 
 
 def load_nodes(node: Sequence[Path], test_node: Sequence[Path], test, *, label_column: str, id_column: str,
-               nodes, data, split: str, test_fraction: float):
+               nodes, data, split: str, test_fraction: float, target: str | None = None):
     """The node files and their test rows: ``(Xs, ys, X_test, y_test, node_tests)`` — ``node_tests`` one
     ``(X, y)`` per node with ``--test-node``, else None; ``X_test``/``y_test`` the pooled test rows (the
     ``--test-node`` files concatenated, or ``--test``), or None."""
@@ -119,7 +119,10 @@ def load_nodes(node: Sequence[Path], test_node: Sequence[Path], test, *, label_c
         raise InvalidParameterError(f"{len(test_node)} --test-node file(s) for {len(node)} --node files: give one "
                                     "test file per node, in the same order (or one pooled --test FILE).")
     Xs, ys, cols = read_node_files(node, label_column=label_column, id_column=id_column)
-    check_labels(node, ys)
+    from ..workflows.gossip_targets import is_binary
+
+    if is_binary(target, ys):  # regression and multiclass: workflows.gossip_targets.resolve_target's checks
+        check_labels(node, ys)
     node_tests = X_test = y_test = None
     tests = list(test_node) if test_node else ([test] if test is not None else [])
     if tests:
@@ -182,7 +185,7 @@ def remote_test(test, d: int):
     return np.hstack([X, np.zeros((X.shape[0], d - X.shape[1]))]) if X.shape[1] < d else X, y
 
 
-def node_source(graph, files, tests, backend: str):
+def node_source(graph, files, tests, backend: str, target: str | None = None):
     """``(node_data, data, nodes, test)`` of a gossip run: ``"own-files"`` (grpc nodes read their own files), the
     ``--node`` files as given (:func:`load_nodes`), or None (``--data`` split at random into ``--nodes``)."""
     data, nodes, test = graph.data, graph.nodes, tests.test
@@ -199,6 +202,6 @@ def node_source(graph, files, tests, backend: str):
             raise InvalidParameterError("--test-node needs the nodes' training files: --node FILE once per node.")
         node_data = load_nodes(files.node, files.test_node, test, label_column=files.label_column,
                                id_column=files.id_column, nodes=nodes, data=data, split=graph.split,
-                               test_fraction=tests.test_fraction)
+                               test_fraction=tests.test_fraction, target=target)
         return node_data, ",".join(str(p) for p in files.node), len(files.node), None
     return None, "adult" if data is None else data, 5 if nodes is None else nodes, test

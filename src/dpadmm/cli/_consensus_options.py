@@ -26,6 +26,11 @@ def runs_option():
     return typer.Option(1, rich_help_panel=MODEL, help="Independent runs R.")
 
 
+def target_option():
+    return typer.Option(None, rich_help_panel=MODEL, metavar="binary|regression|multiclass",
+                        help="What the label is (default: inferred from the label column).")
+
+
 def peer_to_peer_option():
     return typer.Option(False, "--peer-to-peer", rich_help_panel=bk.BACKEND_PANEL,
                         help="grpc: nodes talk to their neighbours.")
@@ -109,4 +114,5 @@ class Checkpoints(OptionGroup):
 
 
 __all__ = ["Checkpoints", "DATA", "Graph", "MODEL", "NodeFiles", "PRIVACY", "Penalty", "Schedules", "TestRows",
-           "iterations_option", "peer_to_peer_option", "runs_option"]
+           "iterations_option", "peer_to_peer_option", "runs_option",
+           "target_option"]

@@ -24,6 +24,15 @@ def resolve(target, y, *, own_files: bool):
             raise InvalidParameterError(f"--target {target} with --own-files is not supported yet: the nodes' "
                                         "labels stay at the nodes; give --node FILE per node or --data FILE.")
         return "binary"
+    if target is None:  # -1, 0 and 1 together: most often two codings of a yes/no label mixed, not three classes
+        import numpy as np
+
+        from .._validation import label_coding_fix
+
+        values = np.unique(np.asarray(y))
+        fix = label_coding_fix(values) if values.size == 3 else ""
+        if "mix the codings" in fix:
+            raise InvalidParameterError(f"{fix[:-1]}; or give --target multiclass if -1, 0 and 1 are three classes.")
     kind, line = resolve_target(target, y)
     if line:
         err_console.print(line)

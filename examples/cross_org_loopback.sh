@@ -94,7 +94,7 @@ PEERS=(--peer "party1=127.0.0.1:$P1" --peer "party2=127.0.0.1:$P2")
 
 echo "== 4. vertical over mutual TLS vs in-process"
 rm -rf "$OUT/vertical_grpc"
-dp vertical --backend grpc "${PEERS[@]}" --tls "$OUT/pki/coordinator" --party "$OUT/org1/train.csv" \
+dp vertical admm --backend grpc "${PEERS[@]}" --tls "$OUT/pki/coordinator" --party "$OUT/org1/train.csv" \
   --test-party "$OUT/org1/test.csv" --iterations "$ITER" --quiet --out "$OUT/vertical_grpc"
 "$PY" - "$OUT" "$ITER" <<'EOF'
 import json, sys
@@ -122,7 +122,7 @@ EOF
 
 echo "== 5a. a coordinator certificate from another CA"
 set +e
-dp vertical --backend grpc "${PEERS[@]}" --tls "$OUT/pki-other/coordinator" --party "$OUT/org1/train.csv" \
+dp vertical admm --backend grpc "${PEERS[@]}" --tls "$OUT/pki-other/coordinator" --party "$OUT/org1/train.csv" \
   --iterations 2 --quiet --out "$OUT/wrong_ca" 2>"$LOGS/wrong_ca.err" >/dev/null
 WRONG_CA_CODE=$?
 set -e
@@ -186,7 +186,7 @@ echo "== 6. a party killed mid-run"
 rm -rf "$OUT/killed_run"
 BEFORE=$(grep -c '"method": "Step"' "$OUT/org2/party/audit.jsonl" || true)
 set +e
-dp vertical --backend grpc "${PEERS[@]}" --tls "$OUT/pki/coordinator" --party "$OUT/org1/train.csv" \
+dp vertical admm --backend grpc "${PEERS[@]}" --tls "$OUT/pki/coordinator" --party "$OUT/org1/train.csv" \
   --iterations 100000 --noise-scale 1 --normalize-rows --quiet --timeout 20 --out "$OUT/killed_run" \
   2>"$LOGS/killed.err" >/dev/null &
 COORD=$!

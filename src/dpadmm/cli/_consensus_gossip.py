@@ -137,7 +137,7 @@ def gossip(
     state: co.Checkpoints = None,
     target: Optional[str] = co.target_option(),
 ):
-    """Train logistic regression over a graph by noisy-gradient gossip, (ε, δ)-DP per node."""
+    """Train over a graph by noisy-gradient gossip, (ε, δ)-DP per node: logistic regression, or --target regression|multiclass."""
     node_data, data, nodes, test = node_source(graph, files, tests, where.backend, target)
     backend_args = dict(ray_address=where.ray_address, ray_resources=where.ray_resources, timeout=where.timeout,
                         peer=where.peer, tls=where.tls, insecure=where.insecure, peer_to_peer=peer_to_peer,

@@ -36,7 +36,7 @@ def main() -> None:
     cmds = {
         "python -c 'import numpy'": [py, "-c", "import numpy"],
         "dpadmm --help": [py, "-m", "dpadmm", "--help"],
-        "dpadmm vertical --epsilon abc": [py, "-m", "dpadmm", "vertical", "--epsilon", "abc"],
+        "dpadmm vertical admm --epsilon abc": [py, "-m", "dpadmm", "vertical", "admm", "--epsilon", "abc"],
         "python -c 'import dpadmm'": [py, "-c", "import dpadmm"],
     }
     times = {k: [] for k in cmds}

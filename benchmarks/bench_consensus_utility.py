@@ -1,6 +1,6 @@
 """Private decentralised logistic regression on real raw-unit tables nobody here had used (issue 27).
 
-What ``ConsensusLogisticRegression(epsilon=ε)`` / ``dpadmm consensus --epsilon ε`` hands over — noisy-gradient
+What ``ConsensusLogisticRegression(epsilon=ε)`` / ``dpadmm consensus gossip --epsilon ε`` hands over — noisy-gradient
 gossip (:mod:`dpadmm.algorithms.gossip`), 5-node ring, even split, ε per node over the whole run (δ = 1e-5),
 the column bounds estimated privately from the same budget — against the anchors a user has:
 
@@ -19,7 +19,7 @@ Timing (the ≥ 20,000-row tables, ε = 1, each seed), side by side at equal thr
 one BLAS/OpenMP thread each (``OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=MKL_NUM_THREADS=1``), bytecode cached as in an
 installed package (``PYTHONPYCACHEPREFIX`` to a temporary folder, one warm-up run of each first):
 
-* ``dpadmm consensus --epsilon 1 --data train.svm --test test.svm --seed S --quiet --out DIR``: its fit phase
+* ``dpadmm consensus gossip --epsilon 1 --data train.svm --test test.svm --seed S --quiet --out DIR``: its fit phase
   (``metrics.json`` ``timing.fit_cpu_s``: the estimator's fit alone) and the whole process (CPU from
   ``getrusage``: start-up, imports, LIBSVM parsing, fit, evaluation, files and plot);
 * a pooled scikit-learn script: import, ``load_svmlight_file`` of the same two files, standardise + fit
@@ -189,7 +189,7 @@ class SideBySide:
 
     def cli(self, eps: float, seed: int) -> dict:
         out = Path(self._dir.name) / f"run{seed}"
-        wall, cpu, _ = _child([sys.executable, "-m", "dpadmm", "consensus", "--data", str(self.train), "--test",
+        wall, cpu, _ = _child([sys.executable, "-m", "dpadmm", "consensus", "gossip", "--data", str(self.train), "--test",
                                str(self.test), "--epsilon", str(eps), "--seed", str(seed), "--quiet", "--out",
                                str(out)], self.env)
         m = json.loads((out / "metrics.json").read_text())

@@ -2,7 +2,7 @@
 
 Rows per dataset × ε × seed (``side="records"``, metric: test log loss), 5-node ring, even split:
 
-* ``private``: what ``dpadmm consensus --perturbation pp --epsilon ε`` hands over — M-ADMM with penalty
+* ``private``: what ``dpadmm consensus madmm --perturbation pp --epsilon ε`` hands over — M-ADMM with penalty
   perturbation at the CLI's private defaults (C = clip(B_min/720, 2, 50), ρ = C/20, η(t) = 0.5·1.02^(t−1),
   T = 60, α(t) ∝ 1.02^(t−1)
   solved so that P(T) + the fallback's budget = ε), the DP base rate and the accounted comparison

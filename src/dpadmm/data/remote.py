@@ -4,7 +4,7 @@
 driver knows only metadata — the path, the row ids of the label party (the join key), the shape
 (from the file's header) — and sends that to the party's worker, whose ``setup`` calls
 :meth:`PartyFile.load`. So with the process or Ray backend the driver never holds another party's
-features: ``dpadmm vertical --party a.csv --party b.csv --backend process`` reads ``b.csv`` only in
+features: ``dpadmm vertical admm --party a.csv --party b.csv --backend process`` reads ``b.csv`` only in
 party 2's process.
 
 :func:`party_sources` builds the sources from FATE-style party CSVs (one per party, an id column,

@@ -3,7 +3,7 @@
 :class:`MADMMParams` holds ``ConsensusLogisticRegression``'s M-ADMM parameters (its checks run when it is built);
 :meth:`MADMMParams.tables` turns the η, θ, α schedules into (N, T) tables for N nodes. :func:`solve_alpha` is the
 ε → α of penalty perturbation: α(1) such that P(T) [Zhang, Thm 4.1] plus the DP base-rate fallback's budget is the
-operator's total ε (``dpadmm consensus --perturbation pp --epsilon E``); nothing outside this folder solves it."""
+operator's total ε (``dpadmm consensus madmm --perturbation pp --epsilon E``); nothing outside this folder solves it."""
 
 from __future__ import annotations
 

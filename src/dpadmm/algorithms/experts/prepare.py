@@ -5,7 +5,7 @@ The sensitivity proof of :mod:`.model` assumes rows of norm ≤ R. A party whose
 normalisation would erase each column's scale against the others. Instead the party bounds each of its OWN columns
 (:mod:`dpadmm.privacy.ranges`):
 
-- from bounds its operator declares (``dpadmm vertical --bounds FILE`` per party, ``bounds=`` of the estimator):
+- from bounds its operator declares (``dpadmm vertical experts --bounds FILE`` per party, ``bounds=`` of the estimator):
   public, nothing released;
 - or, by default, from a DP estimate of each column's range on its own rows: ``RANGE_ROUNDS`` Gaussian releases of
   threshold counts (record relation), paid from the party's own budget. The budget is split in the Gaussian

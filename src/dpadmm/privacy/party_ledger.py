@@ -265,7 +265,7 @@ class PartyBudget:
         if after > self.max_epsilon:
             raise PolicyRefusal(
                 f"party {self.party!r} refused the run at Setup, before releasing anything: its {rounds} declared "
-                f"rounds would bring its spend to ε = {after:.4g} at δ = {self.delta:g}, above its operator's cap "
+                f"round{'s' if int(rounds) != 1 else ''} would bring its spend to ε = {after:.4g} at δ = {self.delta:g}, above its operator's cap "
                 f"--max-epsilon {self.max_epsilon:g} (spent before this run: ε = {before:.4g}"
                 + (", with what runs in progress on this data set may still spend" if reserved else "")
                 + f"; ledger of {self.where}); {self._fix(before, gaussian, price, rounds, res_g, res_pure)}",

@@ -42,7 +42,8 @@ def test_every_public_estimator_is_checked():
 
 
 @pytest.mark.parametrize("make", [lambda: VerticalExpertsClassifier(party_sizes=[3, 3], random_state=0),
-                                  lambda: VerticalLogisticRegression(party_sizes=[3, 3], random_state=0)])
+                                  lambda: VerticalLogisticRegression(party_sizes=[3, 3], random_state=0),
+                                  lambda: VerticalSGDClassifier(party_sizes=[3, 3], random_state=0)])
 def test_one_matrix_with_party_sizes_in_grid_search(make):
     """A vertical estimator on one matrix with a column → party map goes through Pipeline and GridSearchCV."""
     import numpy as np

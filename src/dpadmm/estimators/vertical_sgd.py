@@ -23,10 +23,15 @@ from ..algorithms.vertical.protocol import SGD_PROTOCOL
 class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
     """The SGD-based vertical baseline [Hu, §5]: per-party linear models, outputs summed, minibatch
     SGD driven by the coordinator's shared residual (see :mod:`dpadmm.algorithms.vertical.sgd`).
-    Non-private; monitoring (``history_``) is recorded once per epoch."""
+    Non-private; monitoring (``history_``) is recorded once per epoch.
+
+    ``X`` is a list of per-party blocks (the first holds the labels' party), or one matrix whose columns
+    ``party_sizes=[d₁, d₂, …]`` split among the parties in order (one party when ``None``), so that the estimator goes
+    into ``Pipeline``, ``cross_val_score`` and ``GridSearchCV`` like the other vertical estimators."""
 
     def __init__(self, *, lam: float = 1e-3, lr: float = 0.5, batch_size: int = 256, epochs: int = 10,
-                 decay: float = 0.0, random_state: Any = None, backend: Any = "inprocess"):
+                 decay: float = 0.0, random_state: Any = None, backend: Any = "inprocess",
+                 party_sizes: Any = None):
         self.lam = lam
         self.lr = lr
         self.batch_size = batch_size
@@ -34,13 +39,19 @@ class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
         self.decay = decay
         self.random_state = random_state
         self.backend = backend
+        self.party_sizes = party_sizes
+
+    def _helper(self) -> _VerticalADMM:
+        helper = _VerticalADMM()
+        helper.party_sizes = self.party_sizes
+        return helper
 
     def fit(self, X, y, *, eval_set=None, callbacks=()):
         check_positive("lam", self.lam, allow_zero=True)
         check_positive("lr", self.lr)
         check_int("batch_size", self.batch_size)
         check_int("epochs", self.epochs)
-        helper = _VerticalADMM()
+        helper = self._helper()
         blocks = helper._blocks(X)
         n = blocks[0].shape[0]
         y_pm, self.classes_ = binary_labels("y", target(y, classes=True), n)
@@ -78,7 +89,7 @@ class VerticalSGDClassifier(ClassifierMixin, BaseEstimator):
     def decision_function(self, X):
         """Sum of the parties' partial scores ``X_m x_m``."""
         check_is_fitted(self, "coefs_")
-        helper = _VerticalADMM()
+        helper = self._helper()
         helper.n_features_in_, helper.party_dims_ = self.n_features_in_, self.party_dims_  # the fitted widths
         blocks = helper._blocks(X)
         return sum(B @ c for B, c in zip(blocks, self.coefs_))

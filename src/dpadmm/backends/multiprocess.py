@@ -56,6 +56,20 @@ def party_failure(party: str | None, reason: str) -> PartyFailureError:
     return exc
 
 
+def take_reply(reply: tuple, name: str, what: str, results: dict, error: Exception | None) -> Exception | None:
+    """A worker's reply ``("ok", value)``, ``("refused", reason)`` or ``("error", reason, traceback)`` to ``what``:
+    the value goes into ``results[name]``; returns the call's error, the first refusal or failure (process and Ray
+    workers reply alike)."""
+    if reply[0] == "ok":
+        results[name] = reply[1]
+    elif error is None and reply[0] == "refused":
+        error = refusal_at_caller(name, what, reply[1])
+    elif error is None:
+        error = party_failure(name, f"{reply[1]} (during {what})")
+        error.remote_traceback = reply[2]
+    return error
+
+
 def _describe(exc: BaseException) -> str:
     first = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
@@ -217,13 +231,7 @@ class ProcessBackend(Backend):
                     raise party_failure(name, f"its process died (exit code {code}) during {what}; "
                                               f"{_died_hint(what)}.") from None
                 del pending[conn]
-                if reply[0] == "ok":
-                    results[name] = reply[1]
-                elif reply[0] == "refused" and error is None:
-                    error = refusal_at_caller(name, what, reply[1])
-                elif error is None:
-                    error = party_failure(name, f"{reply[1]} (during {what})")
-                    error.remote_traceback = reply[2]
+                error = take_reply(reply, name, what, results, error)
         if error is not None:
             raise error
         return results

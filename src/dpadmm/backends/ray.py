@@ -44,8 +44,8 @@ import traceback
 from typing import Any, Mapping, Sequence
 
 from ..exceptions import InvalidParameterError, MissingDependencyError, PartyFailureError, ProtocolError
-from .base import Backend, PartySpec, host_party, refusal_at_caller
-from .multiprocess import _describe, party_failure
+from .base import Backend, PartySpec, host_party
+from .multiprocess import _describe, party_failure, take_reply
 
 INSTALL_HINT = 'pip install "dpadmm[ray]"'
 LOOPBACK = "127.0.0.1"
@@ -255,13 +255,7 @@ class RayBackend(Backend):
                 except ray.exceptions.RayError as exc:
                     self._shutdown()
                     raise party_failure(name, f"Ray failed during {what}: {_describe(exc)}") from None
-                if reply[0] == "ok":
-                    results[name] = reply[1]
-                elif reply[0] == "refused" and error is None:
-                    error = refusal_at_caller(name, what, reply[1])
-                elif error is None:
-                    error = party_failure(name, f"{reply[1]} (during {what})")
-                    error.remote_traceback = reply[2]
+                error = take_reply(reply, name, what, results, error)
         if error is not None:
             raise error
         return results

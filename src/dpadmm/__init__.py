@@ -6,6 +6,9 @@ Public surface (everything else is importable from its subpackage):
   features split across parties, ADMM sharing with Gaussian DP [Hu].
 - ``VerticalExpertsClassifier``: features split across parties, each party's own output-perturbed
   model combined by the label party (no per-row release from training data).
+- ``LabelPrivateVerticalRegression``, ``LabelPrivateVerticalClassifier``: features split across parties, the
+  labels released once by randomized response (on bins for amounts; k-ary for several classes), ADMM sharing on
+  them, the label party's refit on its exact labels.
 - ``ConsensusLogisticRegression``: records split across the nodes of a graph, M-ADMM with
   penalty perturbation [Zhang].
 - ``FunctionalQuantileRegressor``: curves split across workers, (DP) ADMM quantile regression [Zhou].
@@ -38,12 +41,14 @@ _LAZY = {
     "ConsensusLogisticRegression": ".estimators.consensus",
     "ConsensusLinearRegression": ".estimators.consensus_targets",
     "ConsensusMultinomialClassifier": ".estimators.consensus_targets",
+    "LabelPrivateVerticalRegression": ".estimators.label_regression",
+    "LabelPrivateVerticalClassifier": ".estimators.label_classification",
 }
 
 __all__ = [
     "ConsensusLogisticRegression", "ConsensusLinearRegression", "ConsensusMultinomialClassifier",
     "VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
-    "VerticalExpertsClassifier",
+    "VerticalExpertsClassifier", "LabelPrivateVerticalRegression", "LabelPrivateVerticalClassifier",
     "DPADMMError", "InvalidDataError", "InvalidParameterError", "DataFileError",
     "PrivacyPreconditionError", "MissingDependencyError", "PartyFailureError", "MonitoringKeyError", "__version__",
 ]

@@ -18,12 +18,13 @@ import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dpadmm import (ConsensusLinearRegression, ConsensusLogisticRegression, ConsensusMultinomialClassifier,
-                    FunctionalQuantileRegressor, VerticalExpertsClassifier,
+                    FunctionalQuantileRegressor, LabelPrivateVerticalClassifier, LabelPrivateVerticalRegression,
+                    VerticalExpertsClassifier,
                     VerticalLinearRegression, VerticalLogisticRegression, VerticalSGDClassifier)
 
 ESTIMATORS = [VerticalLogisticRegression(), VerticalLinearRegression(), VerticalSGDClassifier(),
               VerticalExpertsClassifier(), ConsensusLogisticRegression(max_iter=10), ConsensusLinearRegression(),
-              ConsensusMultinomialClassifier(),
+              ConsensusMultinomialClassifier(), LabelPrivateVerticalRegression(), LabelPrivateVerticalClassifier(),
               FunctionalQuantileRegressor(n_components=2, max_iter=10)]
 
 

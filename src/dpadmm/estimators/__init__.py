@@ -6,6 +6,8 @@ from .vertical_experts import VerticalExpertsClassifier
 from .functional import FunctionalQuantileRegressor
 from .consensus import ConsensusLogisticRegression
 from .label_regression import LabelPrivateVerticalRegression
+from .label_classification import LabelPrivateVerticalClassifier
 
 __all__ = ["VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
-           "ConsensusLogisticRegression", "VerticalExpertsClassifier", "LabelPrivateVerticalRegression"]
+           "ConsensusLogisticRegression", "VerticalExpertsClassifier", "LabelPrivateVerticalRegression",
+           "LabelPrivateVerticalClassifier"]

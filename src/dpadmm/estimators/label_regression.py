@@ -29,13 +29,17 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 
+import scipy.sparse as sp
+
 from .._validation import as_vector, check_choice, noise_seed
 from ..algorithms.vertical.label import refit_label_block
 from ..algorithms.vertical.messages import PartyConfig, PartyState
-from ..exceptions import InvalidParameterError
+from ..exceptions import InvalidDataError, InvalidParameterError
 from ..privacy.events import LABEL_CHANGE
 from ..privacy.label_mechanisms import rr_on_bins
 from ..privacy.ledger import PrivacyLedger
+from ._sklearn import target
+from ._vertical_config import _VerticalConfig
 from .vertical import VerticalLinearRegression
 
 __all__ = ["LabelPrivateVerticalRegression", "release_regression_labels"]
@@ -51,7 +55,7 @@ def release_regression_labels(y, label_epsilon: float, *, random_state=None, lab
                       prior_fraction=prior_fraction, range_fraction=range_fraction, party="party1")
 
 
-class LabelPrivateVerticalRegression(RegressorMixin, BaseEstimator):
+class LabelPrivateVerticalRegression(RegressorMixin, _VerticalConfig, BaseEstimator):
     """Vertical linear regression with the labels protected by randomized response on bins (module docstring).
 
     Parameters
@@ -73,7 +77,8 @@ class LabelPrivateVerticalRegression(RegressorMixin, BaseEstimator):
     ----------
     coefs_ : per-party coefficients of the final model (the label party's refit block first; the others' fitted
         blocks times ``passive_weight_``), ``intercept_``, ``passive_weight_`` (α), ``label_party_choice_``
-        (``"joint"`` or ``"alone"``), ``label_party_cv_``, ``release_`` (range, bins, budget split), ``privacy_``.
+        (``"joint"`` or ``"alone"``), ``label_party_cv_``, ``release_`` (range, bins, budget split), ``privacy_``,
+        ``n_iter_`` (rounds of the joint run).
         The final model and ``label_party_cv_`` are functions of the exact labels, local to the label party
         (``privacy_["local"]``); ``joint_`` and ``release_`` are post-processing of the release.
     """
@@ -106,10 +111,15 @@ class LabelPrivateVerticalRegression(RegressorMixin, BaseEstimator):
         if self.label_epsilon is None or not float(self.label_epsilon) > 0:
             raise InvalidParameterError(f"label_epsilon must be > 0, got {self.label_epsilon!r} (this estimator always "
                                         "protects the labels; use VerticalLinearRegression for a non-private fit).")
+        for name in ("party_dims_", "n_features_in_"):  # a refit is a new fit: any column count
+            self.__dict__.pop(name, None)
         joint = self._joint()
-        blocks = joint._blocks(X)
+        blocks = self._blocks(X)  # once fitted, the fitted column count and party widths (scikit-learn's checks)
         n = blocks[0].shape[0]
-        y = as_vector("y", y, n)
+        y = as_vector("y", target(y, classes=False), n)
+        if n < 2:
+            raise InvalidDataError(f"X has n_samples={n}: the label party's refit cross-validates on its rows; give at "
+                                   "least 2 rows.")
         try:
             release = release_regression_labels(
                 y, self.label_epsilon, random_state=self.random_state, label_range=self.label_range,
@@ -118,7 +128,7 @@ class LabelPrivateVerticalRegression(RegressorMixin, BaseEstimator):
         except ValueError as exc:
             raise InvalidParameterError(str(exc)) from None
         joint.fit(blocks, release.labels)  # post-processing of the release
-        D1 = np.asarray(blocks[0], dtype=np.float64)
+        D1 = blocks[0] if sp.issparse(blocks[0]) else np.asarray(blocks[0], dtype=np.float64)
         offset = sum(np.asarray(B @ c, dtype=np.float64) for B, c in zip(blocks[1:], joint.coefs_[1:]))
         offset = np.asarray(offset if len(blocks) > 1 else np.zeros(n), dtype=np.float64)
         cfg = PartyConfig(name="party1", D=D1, DT=D1.T, solver=None, lam_sum=n * float(self.lam), reg=None,
@@ -132,7 +142,7 @@ class LabelPrivateVerticalRegression(RegressorMixin, BaseEstimator):
         self.passive_weight_, self.label_party_choice_, self.label_party_cv_ = alpha, out["choice"], out["cv"]
         self.party_dims_ = tuple(B.shape[1] for B in blocks)
         self.n_features_in_ = int(sum(self.party_dims_))
-        self.joint_ = joint
+        self.joint_, self.n_iter_ = joint, joint.n_iter_
         self.release_ = {"label_range": release.label_range, "outputs": release.outputs, "epsilons": release.epsilons}
         ledger = PrivacyLedger()
         ledger.record(release.events)
@@ -146,9 +156,14 @@ class LabelPrivateVerticalRegression(RegressorMixin, BaseEstimator):
                                   "epsilon (joint_ and release_ are post-processing of the release)"}
         return self
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # CSR blocks stay sparse
+        return tags
+
     def predict(self, X) -> np.ndarray:
         """The label party's model: its block's score plus the intercept plus α times the others' scores."""
         if not hasattr(self, "coefs_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first.")
-        blocks = self._joint()._blocks(X)
+        blocks = self._blocks(X)
         return sum(np.asarray(B @ c, dtype=np.float64) for B, c in zip(blocks, self.coefs_)) + self.intercept_

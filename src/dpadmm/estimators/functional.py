@@ -82,7 +82,9 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
     *DP constant* and the ADMM's response location — and, after the ADMM, a noisy sum of their training
     pinball-loss differences model − DP constant (stage ``compare``); the model is handed over only if it
     wins by ``COMPARE_MARGIN`` noise sds, else the DP constant (``fallback_``, ``dp_constant_``,
-    ``comparison_``). With ``total_epsilon`` and n·ε < ``min_n_epsilon`` (public, if set) no ADMM runs: the whole
+    ``comparison_``; with ``total_epsilon`` the comparison's budget share grows to ``COMPARE_N_EPSILON``/(n·ε) of
+    the rounds' worth, at most all of it, so that on few curves it can tell a good model from the constant). With
+    ``total_epsilon`` and n·ε < ``min_n_epsilon`` (public, if set) no ADMM runs: the whole
     budget goes to the DP constant (``constant_only_``). Predictions use the clipped standardised scores the
     ADMM was fitted on and never leave ``y_range_`` (the public range, or the privately estimated one).
     """

@@ -137,7 +137,7 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         ``heldout = (key, own_rows, labels)``: labelled records outside the fit (its rows and labels here, each party's
         rows of its new-records file ``key``): the label party chooses on them between the combination and its own
         model, as an in-process fit does on its held-out rows (``calibration_``; :func:`dpadmm.algorithms.experts.
-        driver.choice`); without them it hands over the product of experts as fitted (``calibration_`` None)."""
+        driver.choice`); without them it hands over the product of experts as fitted, with no choice."""
 
         params = self._params()
         own_block = self._check([own_block, own_block])[1][0]

@@ -35,7 +35,8 @@ RECALIBRATION_NOTE = ("each node's recalibrated model (node_coefs_; the CLI's no
                       "use, not to publish; the consensus model (coef_, coefs_) is what the report covers")
 
 NO_VALIDATION = ("no DP validation of the consensus model against the DP base rate: the nodes' rows are not in this "
-                 "process (deployed nodes); the rounds spent all of epsilon and the consensus model is handed over as is")
+                 "process (deployed nodes); its slice of epsilon (validation_share) was not spent, the epsilon above is "
+                 "the rounds', and the consensus model is handed over as is")
 
 
 @dataclass
@@ -94,7 +95,7 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
     recalibrate = private if params.recalibrate is None else bool(params.recalibrate)
     A, V = adjacency(G)
     validate = params.validates and all(isinstance(x, np.ndarray) for x in Xs)  # the rows are here (a simulation)
-    p = plan(params, n, d, N, validate=validate)
+    p = plan(params, n, d, N)  # the same plan wherever the rows live: a deployment's rounds equal the simulation's
     K, R = p.range_rounds, p.row_clip
     names = tuple(f"node{i}" for i in range(N))
     backend = backend if backend is not None else InProcessBackend()

@@ -44,8 +44,9 @@ than the DP base rate's (Σ d_j ≥ 0) is then handed over only if the Laplace s
 close to its held-out loss, and a model that wins by 2 noise sds wins by ``2√(2N)Δ/(ε_c n)`` nats per row — on
 small tables (n·ε_c a few hundred) that is more than any logistic model gains, so the base rate is handed over.
 
-A deployed run (the nodes' files stay with them) has no validation: the plan then spends all of ε on the rounds
-and the report says so."""
+A deployed run (the nodes' files stay with them) has no validation yet (it would be one more declared stage of the
+nodes' protocol): its plan is the simulation's, the slice is left unspent — the report's ε is the rounds' — and the
+report says so."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The label party's final model after an encrypted fit (dpadmm.algorithms.encrypted.combine): post-processing of
 the same fit (the releases, the weights and the privacy figures do not depend on ``combine``), its own model plus
 the parties' scores with one non-negative weight (the default), stacked with them, or kept alone by the held-out
-comparison, the joint model below the held-out floor. On the
+comparison, at every size. On the
 plaintext HE layer (the same arithmetic as sf-heu: tests/protocols/test_encrypted_audit.py)."""
 
 from __future__ import annotations
@@ -77,14 +77,35 @@ def test_uninformative_party_leaves_the_label_party_its_own_model():
     assert forced.combination_.kind == "stacked"
 
 
-def test_too_few_heldout_rows_keep_the_joint_model_platt_scaled():
-    """Fewer than MIN_HELDOUT held-out rows: no stacking; the logit is the joint score Platt-scaled."""
-    blocks, y = _data(600, informative=True)
-    m = _fit(blocks, y)  # 60 held-out rows
-    assert m.combination_ is None and m.privacy_["combination"] == "joint"
-    a, b = m.calibration_
-    s = label.own_scores(1.0, m.coefs_[0], blocks[0]) + np.asarray(clip_rows(blocks[1], 1.0) @ m.coefs_[1]).ravel()
-    np.testing.assert_allclose(m.decision_function(blocks), a * s + b, rtol=0, atol=1e-3)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_on_500_rows_the_final_model_is_never_worse_than_the_label_party_alone(seed):
+    """Issue 38: the choice is made at every size (it was skipped below 200 held-out rows: the joint model
+    Platt-scaled, on a0246c6 0.42, 0.37, 0.42 against the label party alone's 0.257, 0.262, 0.245 when party 2's
+    columns are noise). 500 training rows (50 held out), 5,000 test rows: with a noise party the label party keeps
+    its own model — exactly the label party alone (same fit, same ridge); with an informative one it uses the other
+    party's score and beats alone (0.30–0.46 against 0.58)."""
+    for informative in (False, True):
+        blocks, y = _data(5500, informative=informative, seed=seed)
+        tr, te = [b[:500] for b in blocks], [b[500:] for b in blocks]
+        with plaintext_he():
+            m = VerticalEncryptedClassifier(epsilon=1.0, label_epsilon=1.0, rounds=5, random_state=seed).fit(tr, y[:500])
+        assert m.combination_ is not None and m.combination_.heldout_rows == 50
+        loss = log_loss(y[500:] > 0, m.predict_proba(te)[:, 1])
+        alone = log_loss(y[500:] > 0, label_party_alone_proba(tr[0], y[:500], te[0], ec.OWN_LAM))
+        if informative:
+            assert m.combination_.kind != "own model" and loss < alone - 0.1
+        else:
+            assert m.combination_.kind == "own model" and loss == pytest.approx(alone, abs=1e-9)
+
+
+def test_too_few_heldout_rows_for_the_folds_keep_the_own_model():
+    """Fewer held-out rows than 2·FOLDS: the label party keeps its own model without a comparison (as experts do)."""
+    rng = np.random.default_rng(0)
+    own, s = rng.normal(size=8), rng.normal(size=8)
+    y = np.where(own > 0, 1.0, -1.0)
+    c = ec.choose("weighted", own, s, y, np.random.default_rng(0))
+    assert c.kind == "own model" and c.weights == (0.0, 1.0, 0.0) and c.heldout_rows == 8
+    assert ec.choose("joint", own, s, y, np.random.default_rng(0)) is None
 
 
 def test_platt_scaling_sums_every_partys_heldout_logits():

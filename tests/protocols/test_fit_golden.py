@@ -21,7 +21,10 @@ entries with a refit move by at most 1e-9 relative, a solver's rounding) and iss
 Issue 38 re-recorded ``experts`` only, by hand (every other entry as before): its 600 rows were under the old
 200-held-out-row floor, so the experts fitted on every row and the product was handed over unchecked; now the label
 party holds out 120 rows at every size (the experts fit on 480, so their λ, bounds and coefficients move) and its
-choice is recorded in ``calibration_`` (its own model here).
+choice is recorded in ``calibration_`` (its own model here). Then, on purpose, ``consensus_gossip`` (its shared model's
+DP validation takes 20% of ε: the rounds' noise, the report's per-node ε and the hand-over change), the functional
+entries (``n_train_``, a new key), and ``functional_private_fpca``, whose n·ε was under the removed 2,500 floor: it
+now runs the ADMM and the comparison decides (every other entry as before).
 
 The fits run in a fresh interpreter on numpy's and OpenBLAS's AVX2 kernels (:func:`pinned_kernels_env`): the numbers
 were recorded on a CPU without AVX-512, and on one with it the AVX-512 kernels' rounding moved the experts' own model

@@ -120,10 +120,11 @@ def test_private_default_fit_releases_no_pooled_statistic_in_the_clear(sim):
     names = [r["name"] for r in rep.releases]
     assert names == ["ranges", "mean", "moments", "quantile", "compare", "admm"]
     assert all(r["in_total"] for r in rep.releases)
-    z = est.noise_multiplier_  # 6 rounds: budget shares (W_s, W_q, W_c) = (1, 3, 2) rounds' worth
-    assert est._shares(6) == (1, 3, 2)
+    # 6 rounds: budget shares (W_s, W_q, W_c) = (1, 3, 3) rounds' worth (the comparison's: 10,000/(n·ε) = 0.56 of 6)
+    z = est.noise_multiplier_
+    assert est._shares(6) == (1, 3, 3)
     B = fs.QUANTILE_STEPS
-    mults = [z] * 6 + [z] * 3 + [z / math.sqrt(2)] + [z * math.sqrt(B / 3)] * B
+    mults = [z] * 6 + [z] * 3 + [z / math.sqrt(3)] + [z * math.sqrt(B / 3)] * B
     assert rep.epsilon == pytest.approx(gaussian_epsilon(mults, 1e-5), rel=1e-6)
     assert rep.threat_model and rep.noise_source == "party-local"
     assert est.basis_.kind == "bspline" and est.clipped_fraction_ is None  # private default basis; no count leaks

@@ -246,6 +246,11 @@ def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsil
                       f"{train}consensus error {f['consensus_error_mean']:.3g}; column bounds: {f['bounds_source']}")
         console.print("privacy: " + "\n  ".join(metrics["privacy"]["summary"]))
         fix = "more budget (--epsilon), more rows per node, fewer --nodes or declared --bounds."
+        handed = f.get("handed_over") or []
+        if any(r is not None for r in f.get("dp_base_rate") or []):  # the shared model's DP validation
+            console.print(f"handed over: the consensus model in {sum(h == 'model' for h in handed)} of {len(handed)} "
+                          f"run(s), the DP base rate (≈ {f['dp_base_rate'][-1]:.4g}) otherwise (DP comparison on "
+                          "its own slice of ε, included in the total)")
         if "test_log_loss" in f:
             console.print(f"test log loss (n = {f['n_test']:,}): mean {f['test_log_loss']:.5f} (min "
                           f"{f['test_loss_min']:.5f}, max {f['test_loss_max']:.5f}); base rate "

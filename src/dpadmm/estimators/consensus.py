@@ -5,6 +5,7 @@ Data sit on the nodes of a connected graph; nodes exchange only what the protoco
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any, Sequence
 
@@ -212,6 +213,12 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
             self.column_bounds_, self.bounds_source_ = np.column_stack([res.lo, res.hi]), res.bounds_source
             self.range_quantile_, self.noise_multiplier_ = res.quantile, res.noise_multiplier
             self._margin_clip = self.handed_over_ = self.dp_base_rate_ = self.comparison_ = None
+            if res.validation is not None:  # the shared model's DP comparison (algorithms.gossip.validation)
+                v = res.validation
+                self.handed_over_, self.dp_base_rate_, self.comparison_ = v.handed_over, v.base_rate, v.difference
+                self.comparison_threshold_, self._margin_clip = v.threshold, v.margin_clip
+                if v.handed_over != "model":
+                    self.coef_, self.intercept_ = np.zeros(d), float(math.log(v.base_rate / (1.0 - v.base_rate)))
             self.rounds_ = 0 if res.path is None else int(len(res.path))  # gradient rounds T
             self.range_rounds_ = int(res.rounds - self.rounds_)  # K (0 with declared bounds)
             self.converged_, self.path_, self.schedules_ = False, res.path, {}
@@ -293,7 +300,9 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                     return np.nan_to_num(A) @ w[:-1] + w[-1]  # the node's own model, in raw units (choice.py)
             else:
                 w = np.append(self.coefs_[node], self.intercepts_[node])
-            return gossip_mech.prepare(A, lo, hi, R) @ w
+            z = gossip_mech.prepare(A, lo, hi, R) @ w
+            clip = getattr(self, "_margin_clip", None) if node is None else None  # the validated model's ±L
+            return z if clip is None else np.clip(z, -clip, clip)
         if self.normalize:  # the rows as the model was fitted on them (idempotent on rows of norm ≤ 1)
             A = A / np.maximum(np.linalg.norm(A, axis=1), 1.0)[:, None]
         z = A @ self.coef_ + getattr(self, "intercept_", 0.0)

@@ -73,7 +73,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         Non-private fits use the pooled mean and standard deviation.
     workers : number of workers M (curves are split at random, as evenly as possible).
     min_n_epsilon : with ``total_epsilon``, fits with n·ε below it hand over the DP constant without an ADMM run
-        (``None``: ``MIN_N_EPSILON`` = 2500; 0 always runs the ADMM).
+        (``None``: ``MIN_N_EPSILON`` = 0, never: the comparison decides at every size).
 
     Notes
     -----
@@ -82,7 +82,9 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
     *DP constant* and the ADMM's response location — and, after the ADMM, a noisy sum of their training
     pinball-loss differences model − DP constant (stage ``compare``); the model is handed over only if it
     wins by ``COMPARE_MARGIN`` noise sds, else the DP constant (``fallback_``, ``dp_constant_``,
-    ``comparison_``). With ``total_epsilon`` and n·ε < ``MIN_N_EPSILON`` (public) no ADMM runs: the whole
+    ``comparison_``; with ``total_epsilon`` the comparison's budget share grows to ``COMPARE_N_EPSILON``/(n·ε) of
+    the rounds' worth, at most all of it, so that on few curves it can tell a good model from the constant). With
+    ``total_epsilon`` and n·ε < ``min_n_epsilon`` (public, if set) no ADMM runs: the whole
     budget goes to the DP constant (``constant_only_``). Predictions use the clipped standardised scores the
     ADMM was fitted on and never leave ``y_range_`` (the public range, or the privately estimated one).
     """
@@ -156,6 +158,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
         self.score_scale_, self.score_clip_, self.y_range_ = res.score_scale, res.score_clip, res.y_range
         self.dp_constant_, self.fallback_, self.comparison_ = res.dp_constant, res.fallback, res.comparison
         self.grid_, self.n_features_in_, self.history_, self.n_iter_ = grid, X.shape[1], res.history, res.n_iter
+        self.n_train_ = int(X.shape[0])  # public: the number of curves the budget shares were set from
         self.converged_, self.noise_source_, self.noise_multiplier_ = res.converged, res.noise_source, res.noise_multiplier
         self.c1_, self.clipped_fraction_, self.constant_only_ = res.c1, res.clipped_fraction, res.constant_only
         self._check_against_constant(X, y)
@@ -167,7 +170,7 @@ class FunctionalQuantileRegressor(RegressorMixin, BaseEstimator):
 
     def _shares(self, L: int) -> tuple[int, int, int]:
         """(W_s, W_q, W_c): the budget share of each one-shot release, in ADMM rounds."""
-        return self._params().shares(L)
+        return self._params().shares(L, getattr(self, "n_train_", None))
 
     def _released_model(self, w, y_loc, y_scale) -> dict:
         """The model as public arrays (what the ``compare`` stage sends to the workers)."""

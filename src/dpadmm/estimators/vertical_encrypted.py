@@ -57,10 +57,11 @@ class VerticalEncryptedClassifier(ClassifierMixin, BaseEstimator):
         post-processing at the label party, no ε): ``"weighted"`` (default) — on its held-out rows, its OWN model
         (its own columns standardised, exact labels; it never leaves it) plus the other parties' score with one
         non-negative weight, or the stacked fit ``c + a·own + b·Σ scores`` if better there by two standard errors
-        of a 5-fold cross-validation; ``"choose"`` (the default before) — the stacked fit if better than its own
+        of a 5-fold cross-validation — either only if it also beats its own model alone in that cross-validation,
+        at every size (issue 38); ``"choose"`` (the default before) — the stacked fit if better than its own
         model alone by that test, else its own model; ``"stacked"`` — the stacked fit always; ``"joint"`` — the
-        joint score Platt-scaled. ``combination_`` says which was kept (``None``: the joint model, also when fewer
-        than 200 rows are held out).
+        joint score Platt-scaled. ``combination_`` says which was kept (``None``: the joint model; fewer than 10
+        held-out rows: its own model).
     random_state : ``None``: party-local noise; an int: a seeded simulation.
     party_sizes : the column → party map when ``X`` is one (N, d) matrix: each party's count of consecutive columns,
         the label party's first, e.g. ``[66, 57]`` or ``[40, 40, 43]``; ``None``: two parties, the label party

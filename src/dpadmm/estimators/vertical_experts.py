@@ -57,8 +57,9 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         sent; the parties fit on the others) and on them chooses, by repeated K-fold cross-validation at every size,
         between a stacked combination (its own logit and one weight per expert) and its own model
         (:mod:`dpadmm.algorithms.experts.calibrate`: post-processing at the label party, no privacy cost; each party
-        still releases once). ``calibration_`` says which it kept. In-process fits only (``fit``); a
-        deployment (``fit_remote``) hands over the product of experts as fitted.
+        still releases once). ``calibration_`` says which it kept. A deployment (``fit_remote``) chooses the same way
+        on labelled held-out records it is given (``heldout``: a new-records file at every party), else hands over
+        the product of experts as fitted.
 
     Notes
     -----
@@ -125,17 +126,22 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         return [experts_model.expert_logit(c, xp.apply(B, lo, hi, float(self.row_clip)), float(self.row_clip),
                                 self.flip_probability_) for c, B, (lo, hi) in zip(self.coefs_, blocks, bounds)]
 
-    def fit_remote(self, own_block, y, backend, parties: Mapping[str, tuple]):
+    def fit_remote(self, own_block, y, backend, parties: Mapping[str, tuple], heldout=None):
         """The label party's side of a deployment: ``own_block`` is its own block (it stays here), ``parties`` maps
         each feature party's name (``party2``, …) to ``(train, score)`` — a :class:`~dpadmm.protocol.PartyData`
         reference to its training rows and ``{key: PartyData}`` of its NEW-records files — and ``backend`` runs
         them (``GrpcBackend``: every party serves ``vertical-experts``). Each party fits and keeps its model
         (:mod:`dpadmm.algorithms.experts.party`); :meth:`remote_decision` asks for logits on new records.
-        When the label party keeps its own model (``kept_own_model_``) no party is contacted."""
+        When the label party keeps its own model (``kept_own_model_``) no party is contacted.
+
+        ``heldout = (key, own_rows, labels)``: labelled records outside the fit (its rows and labels here, each party's
+        rows of its new-records file ``key``): the label party chooses on them between the combination and its own
+        model, as an in-process fit does on its held-out rows (``calibration_``; :func:`dpadmm.algorithms.experts.
+        driver.choice`); without them it hands over the product of experts as fitted, with no choice."""
 
         params = self._params()
         own_block = self._check([own_block, own_block])[1][0]
-        fitted = driver.fit_remote(params, own_block, y, backend, parties)
+        fitted = driver.fit_remote(params, own_block, y, backend, parties, heldout=heldout)
         self._set(fitted)
         self.remote_ = (backend, fitted.remote_names)  # the backend stays open for remote_decision (the caller's)
         return self
@@ -149,7 +155,18 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         if any(e.shape != own.shape for e in experts):
             raise InvalidDataError(f"a party scored {[e.shape[0] for e in experts]} rows of {key!r}, the label party "
                                    f"{own.shape[0]}; align the new records (same ids) at every party")
-        return experts_model.combine(own, experts, self.prior_logit_)
+        return self._final_logit(own, experts)
+
+    def _final_logit(self, own, experts) -> np.ndarray:
+        """The label party's final logit from its own logit and the experts' (its choice ``calibration_``: the own
+        model, the stacked weights, or — without a choice — the product of experts)."""
+        cal = getattr(self, "calibration_", None)
+        if cal is not None and cal.kind == "own model":
+            return own
+        if cal is None:
+            return experts_model.combine(own, experts, self.prior_logit_)
+        c, a, *b = cal.weights  # one weight per expert (c + a·own + Σ_m b_m·(expert_m − prior))
+        return c + a * own + sum(w * (e - self.prior_logit_) for w, e in zip(b, experts))
 
     def _own_logit(self, X) -> np.ndarray:
         """The label party's own model's logit on its rows ``X`` (standardised by its own training statistics)."""
@@ -167,11 +184,7 @@ class VerticalExpertsClassifier(ClassifierMixin, BaseEstimator):
         cal = getattr(self, "calibration_", None)
         if cal is not None and cal.kind == "own model":
             return own
-        experts = self._expert_logits(blocks[1:])
-        if cal is None:
-            return experts_model.combine(own, experts, self.prior_logit_)
-        c, a, *b = cal.weights  # one weight per expert (c + a·own + Σ_m b_m·(expert_m − prior))
-        return c + a * own + sum(w * (e - self.prior_logit_) for w, e in zip(b, experts))
+        return self._final_logit(own, self._expert_logits(blocks[1:]))
 
     def predict_proba(self, blocks) -> np.ndarray:
         p = 1.0 / (1.0 + np.exp(-np.clip(self.decision_function(blocks), -50, 50)))

@@ -70,6 +70,7 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
     private = epsilon is not None
     training = (not private or bool(monitor)) and ys is not None
     curves, consensus, test_losses, train_final, secs, node_losses, rates = [], [], [], [], [], [], []
+    handed, checked_rates = [], []  # per run: the shared model's DP validation (algorithms.gossip.validation)
     choices = []  # per run, each node's choice (algorithms.gossip.choice): names only, its CV losses stay local
     fit_wall = fit_cpu = 0.0  # the estimator's fit alone (no loading, no evaluation), summed over the runs
     model = None
@@ -88,6 +89,8 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         rounds = model.rounds_  # None: the public schedule's T (algorithms.gossip.params.plan)
         lo, hi, R = model.row_map_
         rates.append(model.range_base_rate_)
+        handed.append(model.handed_over_ or "model")
+        checked_rates.append(model.dp_base_rate_)
         if model.node_choice_ is not None:
             choices.append(list(model.node_choice_))
         if training:
@@ -122,7 +125,9 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
                 "test_loss_min": float(np.min(test_losses)), "test_loss_max": float(np.max(test_losses)),
                 "test_loss": test_losses, "test_base_rate_loss": base, "test_base_rate_source": source,
                 "n_test": int(len(y_test_pm))}
-        test["consensus_runs_worse_than_base_rate"] = int(sum(t > test["test_base_rate_loss"] for t in test_losses))
+        # runs whose handed-over consensus model is worse (a DP base rate handed over is the base rate, up to its noise)
+        test["consensus_runs_worse_than_base_rate"] = int(sum(t > test["test_base_rate_loss"] and h == "model"
+                                                              for t, h in zip(test_losses, handed)))
         if node_losses:  # what each node uses: its consensus model recalibrated on its own rows
             NL = np.asarray(node_losses)
             test.update({"node_test_log_loss": float(NL.mean()), "node_test_loss_max": float(NL.max()),
@@ -148,7 +153,7 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
             "fit_seconds": fit_wall, "fit_cpu_seconds": fit_cpu,
             "wall_seconds": time.perf_counter() - t0,
             "privacy_per_node": rep.per_party if rep is not None else None,
-            "handed_over": ["model"] * runs, "dp_base_rate": [None] * runs,
+            "handed_over": handed, "dp_base_rate": checked_rates,
             "dp_positive_share": rates if private else None,
             "column_bounds": model.column_bounds_.tolist(), "bounds_source": model.bounds_source_,
             **test,
@@ -177,7 +182,8 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         "_model": {"coef": model.coef_, "intercept": np.float64(model.intercept_), "coefs": model.coefs_,
                    "intercepts": model.intercepts_, "classes": np.asarray(model.classes_),
                    "column_lo": model.column_bounds_[:, 0], "column_hi": model.column_bounds_[:, 1],
-                   "row_clip": np.float64(model.row_map_[2]), "handed_over": np.str_("model")},
+                   "row_clip": np.float64(model.row_map_[2]), "handed_over": np.str_(model.handed_over_ or "model"),
+                   "margin_clip": np.float64(model.margin_clip_ if model.margin_clip_ is not None else np.inf)},
         # each node's recalibrated model: a function of its own rows the report does not cover, so in a file of its
         # own (node_models.npz), never beside the shareable model
         "_node_models": None if model.node_coefs_ is None else {

@@ -74,8 +74,6 @@ DEFAULT_COMBINE = "weighted"
 #: the ridge of the label party's own model: the experts protocol's default and the "label party alone" baseline's
 #: (:data:`dpadmm.workflows.vertical.BASELINE_LAM`), a fixed default (not tuned)
 OWN_LAM = 1e-3
-#: fewer held-out rows than this: no stacking (the joint model Platt-scaled, as with ``"joint"``)
-MIN_HELDOUT = xc.MIN_HELDOUT
 
 
 class OwnModel(NamedTuple):
@@ -92,14 +90,18 @@ def own_model(X, y_pm) -> OwnModel:
 
 
 def choose(mode: str, own_heldout, others_heldout, y_heldout, rng: np.random.Generator) -> xc.Choice | None:
-    """The label party's choice on its held-out rows (module docstring): ``own_heldout`` its own model's logit
-    (fitted without them), ``others_heldout`` Σ_m s_m, ``y_heldout`` ±1. ``None``: the joint model (mode
-    ``"joint"``, or fewer than :data:`MIN_HELDOUT` rows)."""
+    """The label party's choice on its held-out rows (module docstring), at every size (issue 38: the choice was
+    skipped below 200 held-out rows, and on a 923-row table the joint model was then worse than the label party
+    alone): ``own_heldout`` its own model's logit (fitted without them), ``others_heldout`` Σ_m s_m, ``y_heldout``
+    ±1. ``None``: the joint model (mode ``"joint"``). Fewer held-out rows than the folds need (2·FOLDS): its own
+    model, without a comparison (:func:`dpadmm.algorithms.experts.calibrate.own_model_choice`, as experts do)."""
     if mode not in COMBINE_MODES:
         raise ValueError(f"combine must be one of {COMBINE_MODES}, got {mode!r}")
     y = np.asarray(y_heldout, dtype=np.float64)
-    if mode == "joint" or len(y) < MIN_HELDOUT:
+    if mode == "joint":
         return None
+    if len(y) < 2 * xc.FOLDS and mode != "stacked":
+        return xc.own_model_choice(1, len(y))
     if mode == "weighted":
         return weighted(own_heldout, others_heldout, y, rng)
     c = xc.choose(own_heldout, others_heldout, y, rng)
@@ -160,14 +162,19 @@ def weighted(own_heldout, others_heldout, y_heldout, rng: np.random.Generator) -
     l_null, l_st = np.logaddexp(0.0, -y * null), np.logaddexp(0.0, -y * stacked)
     d = l_st - l_null
     tol = max(2.0 * float(d.std(ddof=1)) / math.sqrt(n), 1e-6 * float(l_null.mean()))
-    if float(d.mean()) < -tol:
+    # the safety net: whatever wins, it must also beat the label party alone (its own model, fitted without these
+    # rows: nothing fitted here) in the same cross-validation, or the label party keeps its own model
+    l_own = float(np.mean(np.logaddexp(0.0, -y * own)))
+    if min(float(l_null.mean()), float(l_st.mean())) >= l_own:
+        return xc.Choice("own model", (0.0, 1.0, 0.0), n, float(l_null.mean()), float(l_st.mean()), tol)
+    if float(d.mean()) < -tol and float(l_st.mean()) < l_own:
         w = xc.fit_stack(F, y)
         return xc.Choice("stacked", (float(w[0]), float(w[1]), float(w[2])), n, float(l_null.mean()),
                          float(l_st.mean()), tol)
     c, b = weight_fit(own, others, y)
-    if b == 0.0:
+    if b == 0.0 or float(l_null.mean()) >= l_own:
         return xc.Choice("own model", (0.0, 1.0, 0.0), n, float(l_null.mean()), float(l_st.mean()), tol)
     return xc.Choice("weighted", (float(c), 1.0, float(b)), n, float(l_null.mean()), float(l_st.mean()), tol)
 
 
-__all__ = ["COMBINE_MODES", "DEFAULT_COMBINE", "MIN_HELDOUT", "OWN_LAM", "OwnModel", "choose", "nonnegative_weight", "own_model", "weight_fit", "weighted"]
+__all__ = ["COMBINE_MODES", "DEFAULT_COMBINE", "OWN_LAM", "OwnModel", "choose", "nonnegative_weight", "own_model", "weight_fit", "weighted"]

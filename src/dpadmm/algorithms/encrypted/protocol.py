@@ -31,8 +31,9 @@ second-order expansion at s = 0; weights projected on ‖w_m‖ ≤ W, ‖w₀�
   calibrate after the fit, on held-out rows (not training rows), party m's logits on them requested as NEW records
             (``logit``): the label party's final model (:mod:`.combine`) — its OWN model (its columns, exact
             labels; it never leaves it) plus those logits with one non-negative weight fitted there, or stacked
-            with it if better by cross-validation there;
-            or (``combine="joint"``, or < 200 held-out rows) a two-parameter logistic fit a·s + b of the joint score.
+            with it if better by cross-validation there — and either only if it beats its own model alone in that
+            cross-validation, at every size; or (``combine="joint"``) a two-parameter logistic fit a·s + b of the
+            joint score.
             Post-processing at the label party: nothing is sent, no ε on either side (a warm start from its own
             model would not be: :mod:`.combine`)
 

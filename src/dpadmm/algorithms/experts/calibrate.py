@@ -35,8 +35,6 @@ import numpy as np
 
 #: share of the label party's training rows held out for the choice
 HELDOUT_FRACTION = 0.2
-#: the encrypted protocol's hold-out floor (:mod:`dpadmm.algorithms.encrypted.combine`); experts choose at every size
-MIN_HELDOUT = 200
 FOLDS = 5
 #: fold draws the cross-validated losses are averaged over (less variance in the choice; post-processing only)
 REPEATS = 4

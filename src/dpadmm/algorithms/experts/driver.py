@@ -23,6 +23,7 @@ from typing import Any, Mapping, NamedTuple
 import numpy as np
 
 from ..._validation import binary_labels, noise_seed
+from ...exceptions import InvalidDataError
 from ...backends import get_backend
 from ...backends.base import PartySpec, party_rng
 from ...fit import runner
@@ -160,10 +161,16 @@ def fit(p: ExpertsParams, data: ExpertsData, backend: Any = "inprocess") -> FitR
     return out
 
 
-def fit_remote(p: ExpertsParams, own_block, y, backend, parties: Mapping[str, tuple]) -> FitResult:
+def fit_remote(p: ExpertsParams, own_block, y, backend, parties: Mapping[str, tuple], heldout=None) -> FitResult:
     """The label party's side of a deployment (``parties``: name → ``(train, score)`` references, see
     :meth:`dpadmm.estimators.VerticalExpertsClassifier.fit_remote`); the backend stays open for the logits on new
-    records (the caller closes it). When the label party keeps its own model no party is contacted."""
+    records (the caller closes it). When the label party keeps its own model no party is contacted.
+
+    ``heldout = (key, own_rows, labels)``: labelled records outside the fit — the label party's rows and labels (they
+    never leave it), and at every party its rows of the new-records file ``key`` (the same records, aligned). The
+    label party then chooses as in the in-process fit (:func:`choice`: the same code): its own model's logit on
+    those rows, the parties' logits on them (new records: post-processing of their DP models), its labels. A party
+    never scores its training file, so a deployment's held-out records are a file of their own at every party."""
     names = list(parties)
     out, sent = _label_side(p, own_block, y, len(names) + 1)
     if sent is None:
@@ -176,6 +183,8 @@ def fit_remote(p: ExpertsParams, own_block, y, backend, parties: Mapping[str, tu
     out.experts = [dict(replies[name][0]) for name in names]
     out.expert_lambdas = [float(f["lam"]) for f in out.experts]
     out.remote_names = names
+    if heldout is not None:
+        out.calibration = _remote_choice(p, out, backend, names, heldout, sent.seed)
     out.privacy = experts_report([e for name in names for e in replies[name][1]], sent.pure, delta=float(p.delta),
                                  noise_multiplier=sent.z, noise_source=out.noise_source)
     return out
@@ -191,15 +200,41 @@ def _run(backend, specs, labels, flip_probability, seed, after, close: bool = Tr
     return fitted.result, fitted.after
 
 
+def choice(own_logit, expert_logits, y_pm, prior_logit: float, rng) -> "xc.Choice":
+    """The label party's choice on records outside the parties' fits (in-process and deployed alike):
+    :func:`dpadmm.algorithms.experts.calibrate.choose` on its own model's logit there, each party's logit there
+    minus the prior, its labels (±1); too few rows for the folds: its own model."""
+    y_pm = np.asarray(y_pm, dtype=np.float64)
+    if len(y_pm) < 2 * xc.FOLDS:
+        return xc.own_model_choice(len(expert_logits), len(y_pm))
+    experts = np.column_stack([np.asarray(v, dtype=np.float64) - prior_logit for v in expert_logits])
+    return xc.choose(np.asarray(own_logit, dtype=np.float64), experts, y_pm, rng, shrink=True)
+
+
 def _choose(p: ExpertsParams, out: FitResult, own_block, y, fit_rows, held, expert_logits, rng) -> "xc.Choice":
-    """The label party's choice on its held-out rows (:func:`dpadmm.algorithms.experts.calibrate.choose`): its own
-    model fitted on the other rows, the parties' logits on the held-out rows (records outside their training sets),
-    its held-out labels."""
+    """The in-process fit's choice on its held-out rows (:func:`choice`): its own model fitted on the other rows."""
     y_pm = binary_labels("y", y, own_block.shape[0])[0]
     own_fit, scaling = fit_label_party_alone(own_block[fit_rows], y_pm[fit_rows], float(p.lam))
     own = np.asarray(experts_model.augment(standardise(own_block[held], scaling), 1.0) @ own_fit).ravel()
-    experts = np.column_stack([np.asarray(v, dtype=np.float64) - out.prior_logit for v in expert_logits])
-    return xc.choose(own, experts, y_pm[held], rng, shrink=True)
+    return choice(own, expert_logits, y_pm[held], out.prior_logit, rng)
 
 
-__all__ = ["ExpertsData", "FitResult", "HELDOUT", "SIMULATION_NOTE", "fit", "fit_remote"]
+def _remote_choice(p: ExpertsParams, out: FitResult, backend, names, heldout, seed) -> "xc.Choice":
+    """A deployment's choice (:func:`choice`) on its held-out records: its own model (fitted on every training row;
+    the held-out records are not among them), the parties' logits on their rows of the file ``key``."""
+    key, rows, labels = heldout
+    rows = np.asarray(rows, dtype=np.float64)
+    labels = np.asarray(labels).ravel()
+    if rows.ndim != 2 or labels.shape[0] != rows.shape[0] or not np.all(np.isin(labels, out.classes)):
+        raise InvalidDataError(f"heldout must be (key, rows, labels): one label of {list(out.classes)} per row, got "
+                               f"{labels.shape[0]} labels for {rows.shape[0] if rows.ndim else 0} rows")
+    own = np.asarray(experts_model.augment(standardise(rows, out.own_scaling), 1.0) @ out.own_coef).ravel()
+    logits = [np.asarray(backend.request(name, "logit", key), dtype=np.float64).ravel() for name in names]
+    if any(v.shape != own.shape for v in logits):
+        raise InvalidDataError(f"a party scored {[v.shape[0] for v in logits]} rows of {key!r}, the label party "
+                               f"{own.shape[0]}; align the held-out records (same ids) at every party")
+    rng = np.random.default_rng() if seed is None else party_rng(seed, len(names) + 3, 0)  # the in-process stream
+    return choice(own, logits, np.where(labels == out.classes[1], 1.0, -1.0), out.prior_logit, rng)
+
+
+__all__ = ["ExpertsData", "FitResult", "HELDOUT", "SIMULATION_NOTE", "choice", "fit", "fit_remote"]

@@ -93,7 +93,7 @@ def fit(params: FunctionalParams, data: Curves, backend: Any = "inprocess", *, r
     if params.constant_only(n):
         return _constant_only(params, parts, parts_y, data, noise_seed, backend, transcript)
     budget = ff.calibrate(epsilon=params.epsilon, total_epsilon=params.total_epsilon, delta=params.delta,
-                          accountant=params.accountant, L=L, shares=params.shares(L), private=private,
+                          accountant=params.accountant, L=L, shares=params.shares(L, n), private=private,
                           y_range=params.y_range, curve_clip=params.curve_clip)
     z = budget.z
     pooled = ff.pooled_statistics(parts, parts_y, grid, n_components=params.n_components, kind=params.basis_kind,
@@ -148,7 +148,7 @@ def fit(params: FunctionalParams, data: Curves, backend: Any = "inprocess", *, r
         res.report = fit_report(
             [pooled.ledger, result.ledger, compare_ledger], delta=float(params.delta), accountant=params.accountant,
             eps_iter=budget.eps_iter, delta_iter=budget.delta_iter, rounds=result.rounds, z=z,
-            shares=params.shares(L), quantile_steps=fs.QUANTILE_STEPS, c1=c1, c_total=c_total,
+            shares=params.shares(L, n), quantile_steps=fs.QUANTILE_STEPS, c1=c1, c_total=c_total,
             fit_intercept=params.fit_intercept, clipped_fraction=clipped, curve_clip=stats.curve_clip,
             centered_clip=stats.sums["centered_clip"], curve_clip_given=params.curve_clip is not None,
             y_range=params.y_range, basis_kind=params.basis_kind, tau=params.tau, method=params.method,

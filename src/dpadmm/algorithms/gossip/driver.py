@@ -23,6 +23,7 @@ from ...privacy.ledger import PrivacyReport
 from ...privacy.threats import finish
 from . import choice as node_choice
 from . import mechanism as mech
+from . import validation as val
 from .messages import GossipOptions
 from .router import RouterConfig, init_router, router_metrics, router_step
 from .params import GossipParams, plan
@@ -32,6 +33,10 @@ from .report import gossip_report
 RECALIBRATION_NOTE = ("each node's recalibrated model (node_coefs_; the CLI's node_models.npz, or recalibrated in a "
                       "deployed node's model.npz) is a function of its own rows that this report does not cover: the node's to "
                       "use, not to publish; the consensus model (coef_, coefs_) is what the report covers")
+
+NO_VALIDATION = ("no DP validation of the consensus model against the DP base rate: the nodes' rows are not in this "
+                 "process (deployed nodes); its slice of epsilon (validation_share) was not spent, the epsilon above is "
+                 "the rounds', and the consensus model is handed over as is")
 
 
 @dataclass
@@ -68,6 +73,7 @@ class FitResult:
     reasons: tuple = ()
     spaces: tuple = ()  # each node model's rows: "prepared" or "raw"
     target_bounds: tuple | None = None  # regression: the label range (declared, or the DP range's last column)
+    validation: val.Validation | None = None  # the shared model's DP comparison with the DP base rate (validation.py)
 
 
 def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence = (), noise_seed: int | None = None,
@@ -88,7 +94,8 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
     monitor = (not private) if params.monitor is None else bool(params.monitor)
     recalibrate = private if params.recalibrate is None else bool(params.recalibrate)
     A, V = adjacency(G)
-    p = plan(params, n, d, N)
+    validate = params.validates and all(isinstance(x, np.ndarray) for x in Xs)  # the rows are here (a simulation)
+    p = plan(params, n, d, N)  # the same plan wherever the rows live: a deployment's rounds equal the simulation's
     K, R = p.range_rounds, p.row_clip
     names = tuple(f"node{i}" for i in range(N))
     backend = backend if backend is not None else InProcessBackend()
@@ -130,6 +137,16 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
     res = fitted.result
     st = res.hub_state
     local = recalibrate and tg.loss == "logistic" and all(isinstance(x, np.ndarray) for x in Xs)  # the rows are here (not the nodes' files)
+    F = (st.F if st.avg is None else st.avg).copy()
+    lo, hi = np.asarray(st.lo, float), np.asarray(st.hi, float)
+    Xts = None
+    if local or validate:  # the nodes' rows, prepared (node i's own step on its own rows, after the last round)
+        Xts = fitted.after or [mech.prepare(Xs[i], lo, hi, R) for i in range(N)]
+    checked = None
+    if validate:  # each node's noisy loss difference on its own rows (validation.py), recorded before the report
+        checked = val.validate(names, Xts, ys, F.mean(axis=0), epsilon=float(params.epsilon) * params.validation_share,
+                               prior=(n / (1.0 + math.exp(-st.intercept0)), pos_sd) if K > 0 else None,
+                               rngs=val.node_generators(noise_seed, N), ledger=res.ledger)
     report = None
     if private:
         src = ("declared by the operator" if bounds is not None else
@@ -137,15 +154,12 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
                f"{1 - p.quantile:.3g} (search range ±{mech.SEARCH_LIMIT:g}), paid from the same budget")
         report = finish(gossip_report(res.ledger, delta=params.delta, rounds=p.rounds, range_rounds=K,
                                       noise_multiplier=p.noise_multiplier, bounds_source=src,
-                                      notes=(RECALIBRATION_NOTE,) if local else (),
-                                      target=None if tg.loss == "logistic" else tg),
+                                      notes=((RECALIBRATION_NOTE,) if local else ()) + (() if validate or not
+                                                                                         params.validates else (NO_VALIDATION,)),
+                                      target=None if tg.loss == "logistic" else tg, validation=checked),
                         threat_model="consensus", noise_source=res.noise_source)
-    F = (st.F if st.avg is None else st.avg).copy()
-    lo, hi = np.asarray(st.lo, float), np.asarray(st.hi, float)
     own = []
-    if local:  # node i's own step on its own rows, after the last round (nothing leaves it: node.node_model
-        # computes the same at a deployed node)
-        Xts = fitted.after or [mech.prepare(Xs[i], lo, hi, R) for i in range(N)]  # the nodes' rows, prepared
+    if local:  # nothing leaves the node (node.node_model computes the same at a deployed node)
         own = [node_choice.choose(Xts[i], ys[i], F[i], X_raw=Xs[i]) for i in range(N)]
     return FitResult(
         F, lo, hi, R, p.noise_multiplier, report, History(res.history, monitored=monitor, private=private),
@@ -157,7 +171,8 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
         1.0 / (1.0 + math.exp(-st.intercept0)) if private and K > 0 else None,
         tuple(c.choice for c in own), np.array([c.cv for c in own]) if own else None, tuple(c.reason for c in own),
         tuple(c.space for c in own),
-        st.target if label_range else (None if params.target_bounds is None else tuple(map(float, params.target_bounds))))
+        st.target if label_range else (None if params.target_bounds is None else tuple(map(float, params.target_bounds))),
+        checked)
 
 
-__all__ = ["FitResult", "RECALIBRATION_NOTE", "fit"]
+__all__ = ["FitResult", "NO_VALIDATION", "RECALIBRATION_NOTE", "fit"]

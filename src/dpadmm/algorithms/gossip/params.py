@@ -22,6 +22,7 @@ from .node import step_size
 from .targets import Target
 from .report import noise_multiplier_for
 from .schedule import DEFAULT_DELTA, DEFAULT_RANGE_ROUNDS, DEFAULT_RIDGE, average_from, default_schedule
+from .validation import VALIDATION_SHARE
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,8 @@ class GossipParams:
     ``loss``: ``logistic`` (±1 labels), ``squared``/``huber`` (real labels; ``huber_delta`` δ in units of half the
     label range) or ``multinomial`` (``classes`` K ≥ 3, labels 0…K−1) — :mod:`.targets`. ``target_bounds``: the
     declared label range (lo, hi) of a regression (None: a DP estimate, the label one more column of the range
-    counts; needed when ``bounds`` are declared)."""
+    counts; needed when ``bounds`` are declared). ``validation_share``: the share of ε a private binary run spends
+    on the DP comparison of the consensus model with the DP base rate (:mod:`.validation`; 0: none)."""
 
     epsilon: float | None = None
     delta: float = DEFAULT_DELTA
@@ -56,6 +58,7 @@ class GossipParams:
     classes: int = 2
     huber_delta: float = 1.0
     target_bounds: Any = None
+    validation_share: float = VALIDATION_SHARE
 
     def __post_init__(self):
         target = Target(self.loss, self.classes, self.huber_delta)  # its checks: one line naming the value
@@ -86,6 +89,9 @@ class GossipParams:
         if self.recalibrate is not None and not isinstance(self.recalibrate, (bool, np.bool_)):
             raise InvalidParameterError(f"recalibrate must be True, False or None (in private fits), got "
                                         f"recalibrate={self.recalibrate!r}.")
+        if not (isinstance(self.validation_share, (int, float, np.floating)) and 0.0 <= self.validation_share < 1.0):
+            raise InvalidParameterError(f"validation_share must be in [0, 1), got validation_share="
+                                        f"{self.validation_share!r}.")
         if self.normalize:
             raise InvalidParameterError("normalize=True rescales whole rows and erases each column's scale; the gossip "
                                         "protocol bounds every column itself (bounds=, or a DP range): drop normalize.")
@@ -97,6 +103,11 @@ class GossipParams:
     @property
     def private(self) -> bool:
         return self.epsilon is not None
+
+    @property
+    def validates(self) -> bool:
+        """A private binary run with a validation share: it spends that share on :mod:`.validation`."""
+        return self.private and self.target.loss == "logistic" and float(self.validation_share) > 0.0
 
     def column_bounds(self, d: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The declared bounds as two (d,) arrays (None: a DP range estimate), refused unless d finite lo < hi."""
@@ -129,16 +140,22 @@ class Plan:
     regime: str
 
 
-def plan(params: GossipParams, n_total: int, d: int, n_nodes: int, *, noise: bool = True) -> Plan:
+def plan(params: GossipParams, n_total: int, d: int, n_nodes: int, *, noise: bool = True,
+         validate: bool | None = None) -> Plan:
     """The run's public plan from ``params`` and the public sizes: the schedule of :func:`default_schedule` (the
     caller's ``rounds``/``momentum``/``tail`` kept), then z calibrated over every release of one node — the range
     rounds' counts and the T gradient sums, each at its sensitivity — so the run composes to (ε, δ).
-    ``noise=False``: the schedule alone (z and the quantile left 0; for a progress bar's count of rounds)."""
+    ``noise=False``: the schedule alone (z and the quantile left 0; for a progress bar's count of rounds).
+    ``validate`` (None: ``params.validates``): the rounds get (1 − ``validation_share``)·ε, the rest is the
+    validation's (:mod:`.validation`)."""
     R = math.sqrt(d) if params.row_clip is None else float(params.row_clip)
     K = 0 if params.bounds is not None else int(params.range_rounds)
     tg = params.target
     logistic = tg.loss == "logistic"
-    sched = default_schedule(n_total, d, params.epsilon, n_nodes=n_nodes, delta=params.delta, range_rounds=K,
+    eps = params.epsilon  # the rounds' share of ε
+    if eps is not None and (params.validates if validate is None else validate):
+        eps = float(eps) * (1.0 - float(params.validation_share))
+    sched = default_schedule(n_total, d, eps, n_nodes=n_nodes, delta=params.delta, range_rounds=K,
                              row_clip=R, ridge=params.ridge, target=None if logistic else tg)
     T = sched.rounds if params.rounds is None else int(params.rounds)
     tail = sched.tail if params.tail is None else float(params.tail)
@@ -148,7 +165,7 @@ def plan(params: GossipParams, n_total: int, d: int, n_nodes: int, *, noise: boo
         dr = d + (tg.regression and params.target_bounds is None)  # the label: one more range column
         sens = [mech.range_sensitivity(dr, labels=logistic)] * min(K, 1) + [mech.range_sensitivity(dr)] * (K - 1) \
             + [mech.gradient_sensitivity(R) if logistic else tg.sensitivity(R)] * T
-        nm = 0.0 if params.epsilon is None else noise_multiplier_for(params.epsilon, params.delta, sens)
+        nm = 0.0 if eps is None else noise_multiplier_for(eps, params.delta, sens)
         q = mech.quantile_level(nm, dr, n_total, n_nodes)
     eta = step_size(R, params.ridge, None if logistic else tg.curvature)
     return Plan(T, K, R, sched.step_scale * eta, momentum, tail, average_from(T, tail), nm, q, sched.regime)

@@ -78,15 +78,25 @@ def _loss_assumption(target) -> dict:
 
 
 def gossip_report(ledger: PrivacyLedger, *, delta: float, rounds: int, range_rounds: int, noise_multiplier: float,
-                  bounds_source: str, notes=(), method: str = "pld", target=None) -> PrivacyReport:
-    """:class:`PrivacyReport` of a run: per node, its releases composed by the accountant; ε = the worst node's.
-    ``target`` (:class:`.targets.Target`; None: binary logistic): the loss whose gradient bound the report names."""
-    per = _per_node(ledger, delta, method)
+                  bounds_source: str, notes=(), method: str = "pld", target=None, validation=None) -> PrivacyReport:
+    """:class:`PrivacyReport` of a run: per node, its Gaussian releases composed by the accountant, plus the pure ε of
+    its validation releases by basic composition (:mod:`.validation`; ``validation`` its outcome, None: none made);
+    ε = the worst node's. ``target`` (:class:`.targets.Target`; None: binary logistic): the loss whose gradient bound
+    the report names."""
+    pure = ledger.pure_epsilons()
+    per = {p: v + pure.get(p, 0.0) for p, v in _per_node(ledger, delta, method).items()}
     eps = max(per.values()) if per else math.inf
-    rdp = _per_node(ledger, delta, "rdp")
+    rdp = {p: v + pure.get(p, 0.0) for p, v in _per_node(ledger, delta, "rdp").items()}
     releases = [{"name": "range counts (DP column bounds)", "count": int(range_rounds),
                  "noise_multiplier": noise_multiplier}] if range_rounds else []
     releases.append({"name": "clipped gradient sums", "count": int(rounds), "noise_multiplier": noise_multiplier})
+    notes = list(notes)
+    if validation is not None:
+        releases.append({"name": "model-vs-DP-base-rate comparison (Laplace, pure DP)", "count": 1,
+                         "epsilon": float(validation.epsilon), "handed_over": validation.handed_over})
+        notes.append(f"includes the DP validation of the consensus model against the DP base rate (Laplace, epsilon "
+                     f"{validation.epsilon:.4g} per node, basic composition with the rounds'); handed over: "
+                     f"{validation.handed_over}")
     assumptions = [
         {"name": "column bounds: every column mapped to [-1, 1] and clipped, rows clipped to ||z|| <= R, intercept 1",
          "status": "enforced by the node (mechanism.prepare)", "detail": bounds_source},
@@ -99,4 +109,4 @@ def gossip_report(ledger: PrivacyLedger, *, delta: float, rounds: int, range_rou
         relation=RECORD_REPLACE.key, relation_description=RECORD_REPLACE.description,
         per_party={p: float(v) for p, v in per.items()}, rdp_epsilon=max(rdp.values()) if rdp else None,
         assumptions=assumptions, mechanism=MECHANISM, noise_multiplier=float(noise_multiplier),
-        rounds=int(rounds + range_rounds), notes=list(notes), releases=releases)
+        rounds=int(rounds + range_rounds), notes=notes, releases=releases)

@@ -1,0 +1,92 @@
+"""The gossip shared model's DP validation against the DP base rate (algorithms/gossip/validation.py, issue 38)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpadmm import ConsensusLogisticRegression
+from dpadmm.algorithms.consensus.baseline import MARGIN, MARGIN_CLIP, P_MIN, loss_difference
+from dpadmm.algorithms.gossip import validation as val
+from dpadmm.exceptions import InvalidParameterError
+from dpadmm.algorithms.gossip.params import GossipParams, plan
+
+
+@pytest.mark.parametrize("p", [P_MIN, 0.05, 0.3, 0.5, 0.77, 1 - P_MIN])
+def test_every_loss_difference_lies_in_one_interval_of_length_delta(p):
+    """Δ = L + |logit p|: over every clipped margin and both labels the per-record differences span exactly Δ."""
+    s = np.linspace(-50, 50, 20001)  # margins beyond ±L are clipped by loss_difference
+    X = np.column_stack([s, np.ones_like(s)])
+    w = np.array([1.0, 0.0])
+    d = np.concatenate([loss_difference(w, X, np.full_like(s, yv), p, MARGIN_CLIP, P_MIN) for yv in (-1.0, 1.0)])
+    span = d.max() - d.min()
+    assert span <= val.validation_sensitivity(p) + 1e-12
+    assert span == pytest.approx(val.validation_sensitivity(p), rel=1e-6)  # tight: no slack in the noise
+
+
+def test_a_model_no_better_than_the_constant_is_handed_over_rarely():
+    """P(sum of N Laplace draws < −MARGIN sd) ≤ 3.1% for N = 1…16 (0.5·e^{−2√2} = 2.96% at N = 1; Φ(−2) as N grows)."""
+    rng = np.random.default_rng(0)
+    assert 0.5 * math.exp(-MARGIN * math.sqrt(2)) == pytest.approx(0.0296, abs=1e-4)
+    for N in range(1, 17):
+        S = rng.laplace(0.0, 1.0, size=(200_000, N)).sum(axis=1)
+        assert np.mean(S < -MARGIN * math.sqrt(2.0 * N)) <= 0.031, N
+
+
+def test_the_slice_is_split_publicly_and_sums_to_it():
+    for eps, n in [(0.1, 1380), (1.0, 13_649), (10.0, 500), (0.05, 200_000)]:
+        b, c = val.split(eps, n, 5)
+        assert b + c == pytest.approx(eps) and 0.25 * eps - 1e-12 <= b <= 0.75 * eps + 1e-12
+
+
+def test_the_rounds_get_the_rest_of_epsilon():
+    full = plan(GossipParams(epsilon=1.0, validation_share=0.0), 2000, 4, 5)
+    part = plan(GossipParams(epsilon=1.0), 2000, 4, 5)
+    same = plan(GossipParams(epsilon=0.8, validation_share=0.0), 2000, 4, 5)
+    assert part.noise_multiplier > full.noise_multiplier and part.noise_multiplier == pytest.approx(same.noise_multiplier)
+    with pytest.raises(InvalidParameterError, match="validation_share must be in"):
+        GossipParams(epsilon=1.0, validation_share=1.0)
+
+
+def _table(seed, n=1380, n_test=4000):
+    r = np.random.default_rng(seed)
+    X = r.normal(size=(n + n_test, 8)) * np.array([1, 10, 100, 1, 1, 5, 1, 2.0]) + 50
+    y = (r.random(n + n_test) < 1 / (1 + np.exp(-(0.3 * (X[:, 0] - 50) - 0.6)))).astype(int)
+    return X[:n], y[:n], X[n:], y[n:]
+
+
+def _ce(y, p):
+    p = np.clip(p, 1e-12, 1 - 1e-12)
+    return float(-np.mean(np.where(y > 0, np.log(p), np.log1p(-p))))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_shared_model_on_a_small_table_is_never_worse_than_the_base_rate(seed):
+    """1,380 rows over 5 nodes at ε = 0.5, where the consensus model was worse than the base rate (on a0246c6: test
+    log loss 0.87, 0.72, 0.82 against base rates 0.66, 0.66, 0.65): the shared model handed over is now the DP base rate, or a
+    model that won the DP comparison. Tolerance, derived: the DP base rate is the Laplace count (sd √(2N)/ε_b) combined
+    with the range rounds' count, whose variance only shrinks it; beyond 4 sd with probability < 0.4%, plus 0.01 for
+    the range count's clip to [p_min, 1 − p_min] (weight ≤ 1% here), so the handed-over constant costs at most the
+    worst constant in q_train ± (4 sd + 0.01) on the test rows."""
+    X, y, Xt, yt = _table(seed)
+    m = ConsensusLogisticRegression(epsilon=0.5, n_nodes=5, random_state=seed).fit(X, y)
+    rep = m.privacy_
+    assert rep.epsilon <= 0.5 + 1e-9
+    pure = m._gossip_ledger.pure_epsilons()
+    assert pure == pytest.approx({f"node{i}": 0.5 * val.VALIDATION_SHARE for i in range(5)})
+    loss = _ce(yt, m.predict_proba(Xt)[:, 1])
+    q = y.mean()
+    eps_b, _ = val.split(0.5 * val.VALIDATION_SHARE, len(y), 5)
+    slack = 4 * math.sqrt(10) / eps_b / len(y) + 0.01
+    tol = max(_ce(yt, np.full(len(yt), q - slack)), _ce(yt, np.full(len(yt), q + slack)))
+    if m.handed_over_ == "dp-base-rate":
+        assert abs(m.dp_base_rate_ - q) <= slack and np.all(m.coef_ == 0)
+    assert loss <= tol  # on a0246c6 seeds 0 and 2 fail it (0.87 > 0.70, 0.82 > 0.70)
+
+
+def test_no_validation_without_noise():
+    X, y, _, _ = _table(0, n=600, n_test=0)
+    m = ConsensusLogisticRegression(protocol="gossip", n_nodes=3, random_state=0).fit(X, y)
+    assert m.handed_over_ is None and m.privacy_ is None

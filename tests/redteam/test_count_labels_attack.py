@@ -155,3 +155,28 @@ def test_the_declared_bound_audit_catches_rr_at_three_times_its_epsilon(monkeypa
     D[0], Dp[0] = 0.0, 1e12
     s0, s1 = _stats(D, 1500, 3, upper=10), _stats(Dp, 1500, 4, upper=10)
     assert epsilon_lower_bound(s0["row"], s1["row"], 0.0)["epsilon_lower_bound"] > 1.0
+
+
+def test_poisson_sharing_makes_no_finite_claim_it_cannot_back():
+    """VerticalPoissonRegression (2066255): every private route either refuses (the linearised protocol: gaussian
+    features, gaussian labels — unbounded curvature e^s) or reports ε = ∞ (``mechanism="paper"``, not DP as published);
+    no route prints a finite ε over an unbounded-gradient loss."""
+    import warnings
+
+    from dpadmm import VerticalPoissonRegression
+    from dpadmm.exceptions import PrivacyPreconditionError
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    X[:, :2] /= np.linalg.norm(X[:, :2], axis=1, keepdims=True)
+    X[:, 2:] /= np.linalg.norm(X[:, 2:], axis=1, keepdims=True)
+    y = rng.poisson(np.exp(0.3 * X[:, 0])).astype(float)
+    y[0] = 1e6  # a huge count: its gradient e^s − y is unbounded
+    for kw in (dict(epsilon=1.0), dict(label_epsilon=1.0), dict(label_epsilon=1.0, epsilon=1.0)):
+        with pytest.raises(PrivacyPreconditionError, match="unbounded curvature"):
+            VerticalPoissonRegression(party_sizes=[2, 2], random_state=0, max_iter=10, **kw).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = VerticalPoissonRegression(party_sizes=[2, 2], random_state=0, max_iter=10, epsilon=1.0,
+                                      mechanism="paper").fit(X, y)
+    assert m.privacy_.epsilon == math.inf

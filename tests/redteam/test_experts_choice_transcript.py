@@ -17,11 +17,16 @@ whatever it is. Nothing new leaves the label party.
 from __future__ import annotations
 
 import hashlib
+import inspect
 
 import numpy as np
+import pytest
 
 from dpadmm import VerticalExpertsClassifier
 from dpadmm.backends import InProcessBackend
+
+if "heldout" not in inspect.signature(VerticalExpertsClassifier.fit_remote).parameters:
+    pytest.skip("fit_remote(heldout=...) (safety-net branch, 8c570fa) is not in this src", allow_module_level=True)
 
 
 def _digest(obj) -> str:

@@ -13,6 +13,10 @@ Held (measured here):
 3. The slice is charged: in a private fit every node's ledger holds the two pure events, they sum to share·ε, the
    report's ε (the worst node's) is the rounds' PLD ε plus them and at most ε; and the Laplace scales actually drawn
    recompute the same pure ε (Δ_count = 1, Δ_compare = L + |logit p|). A planted Δ/2 in the noise is caught.
+
+Found (xfail strict): the validation is not part of the checkpoint. Resuming a finished run from its checkpoint draws
+the count and the comparison again with fresh noise (comparison −45.8 then −402.8 on the same rows), and the resumed
+run's report still books the slice once (ε 0.99999 both times).
 """
 
 from __future__ import annotations

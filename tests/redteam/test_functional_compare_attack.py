@@ -5,13 +5,15 @@ budget share after 11d36d1 ("up to the rounds' worth: 10,000/(n·ε), at least a
 Held: with the comparison's share at its maximum (few curves) the run's ε, recomputed by the accountant from the
 multipliers the workers were handed, is at most the declared total; a planted z_compare/2 is caught.
 
-Found (xfail strict): the worker computes its Δ = 2κ·max(hi − p₀, p₀ − lo)/unit and its d_j from the model the hub
+Found, then fixed (2026-11-29, ``statistics._checked_compare_model``): the worker computed its Δ = 2κ·max(hi − p₀, p₀ − lo)/unit and its d_j from the model the hub
 sends without checking that the model is a finite, well-formed one. (1) Coefficients (+inf, −inf): a curve whose two
 clipped scores share a sign predicts inf − inf = NaN, and ``np.clip`` keeps NaN inside the "band", so that curve's
 d_j is NaN and the release is NaN; a curve whose scores differ in sign predicts a clipped number: D′ releases NaN on
 every run, D a number on every run — ε = ∞ for one curve. (2) ``unit = 1e-320`` (``unit = 0`` raises ZeroDivisionError on every input: a crash, no leak): d_j = ±inf by the sign of the loss
 difference (a label above the band vs below it), Δ = inf, σ = inf: D (every d_j = +inf) releases +inf or NaN with
-probability ½ each, D′ (one −inf) NaN always — ε = ∞.
+probability ½ each, D′ (one −inf) NaN always — ε = ∞. A private worker now checks the model alone (finite arrays,
+τ ∈ (0, 1), lo < hi, unit > 0, 0 < Δ ≤ 1e100) before reading a row and clips each d_j to ±Δ/2 (NaN ↦ 0): both hostile
+models are refused on D and D′ alike.
 """
 
 from __future__ import annotations
@@ -92,10 +94,6 @@ def _sign_split(model, X):
     return A[:, 0] * A[:, 1]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="functional compare: the worker evaluates the hub's model without checking it "
-                   "is finite; coefficients (+inf, -inf) make one curve's prediction NaN (np.clip keeps NaN) and the "
-                   "release NaN on D' and a number on D: epsilon = inf for one curve")
 def test_a_hub_model_with_infinite_coefficients_leaks_one_curve():
     model = _model()
     pool, ypool, q, _ = _curves(4000, 9)
@@ -109,12 +107,9 @@ def test_a_hub_model_with_infinite_coefficients_leaks_one_curve():
     hostile = model | {"w": w}
     c0, c1 = _outcomes(X, y, q, hostile), _outcomes(Xp, yp, q, hostile)
     assert not _told_apart(c0, c1), (c0, c1, _epsilon_seen(c0, c1))
+    assert c0["refused"] == c1["refused"] == 200  # the model alone is refused (fixed: a finite model is required)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="functional compare: unit = 1e-320 from the hub gives d_j = +-inf by the sign of "
-                   "each curve's loss difference and sigma = inf: D releases +inf or NaN (1/2 each), D' NaN always: "
-                   "epsilon = inf for one curve's label")
 def test_a_hub_model_with_a_subnormal_unit_leaks_one_label():
     model = _model()
     X, _, q, _ = _curves(50, 3)
@@ -125,6 +120,7 @@ def test_a_hub_model_with_a_subnormal_unit_leaks_one_label():
     yp[0] = -5.0  # one label below it: that curve's difference is negative
     c0, c1 = _outcomes(X, y, q, hostile), _outcomes(X, yp, q, hostile)
     assert not _told_apart(c0, c1), (c0, c1, _epsilon_seen(c0, c1))
+    assert c0["refused"] == c1["refused"] == 200  # Δ = inf is refused from the model alone (fixed)
 
 
 def test_an_honest_model_gives_numbers_on_both_sides():

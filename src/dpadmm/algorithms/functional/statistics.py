@@ -249,6 +249,52 @@ def _check_request(cfg: StatsConfig, inbox: StatsRequest) -> None:
                             + "; ".join(bad), "INVALID_ARGUMENT")
 
 
+#: the largest Δ a private worker accepts for the comparison: Σ_j d_j (|d_j| ≤ Δ/2) and its noise stay finite
+MAX_COMPARE_SENSITIVITY = 1e100
+
+
+def _checked_compare_model(cfg: StatsConfig, model) -> float:
+    """The comparison's Δ from the hub's model, after the checks a private worker makes on that model alone (so a
+    refusal depends on nothing of its rows): finite arrays, τ ∈ (0, 1), a finite band lo < hi, a finite constant,
+    a unit > 0 and a finite 0 < Δ ≤ :data:`MAX_COMPARE_SENSITIVITY`. With these, and ``d`` clipped to ±Δ/2 (NaN ↦ 0)
+    in the stage, |d_j| ≤ Δ/2 holds for every row whatever the model predicts (red team 2026-11-29, F1 and F2:
+    ±inf coefficients made one curve's release NaN; a subnormal unit made Δ infinite)."""
+    bad = []
+    if not isinstance(model, dict):
+        raise PolicyRefusal(f"party {cfg.name!r} refused the 'compare' stage and released nothing: no model",
+                            "INVALID_ARGUMENT")
+
+    def finite(*keys):
+        for k in keys:
+            try:
+                ok = bool(np.all(np.isfinite(np.asarray(model.get(k), dtype=float))))
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                bad.append(f"{k} (finite)")
+
+    finite("w", "score_scale", "y_loc", "y_scale", "constant", "band", "unit", "tau")
+    if model.get("clip") is not None:
+        finite("clip")
+    if not bad:
+        lo, hi = (float(v) for v in model["band"])
+        if not (hi > lo and math.isfinite(hi - lo)):
+            bad.append(f"band = {model['band']!r} (lo < hi)")
+        if not 0.0 < float(model["tau"]) < 1.0:
+            bad.append(f"tau = {model['tau']!r} (in (0, 1))")
+        if not float(model["unit"]) > 0.0:
+            bad.append(f"unit = {model['unit']!r} (> 0)")
+    if not bad:
+        with np.errstate(all="ignore"):
+            sens = compare_sensitivity(model)
+        if not (math.isfinite(sens) and 0.0 < sens <= MAX_COMPARE_SENSITIVITY):
+            bad.append(f"sensitivity {sens!r} (finite, in (0, {MAX_COMPARE_SENSITIVITY:g}])")
+    if bad:
+        raise PolicyRefusal(f"party {cfg.name!r} refused the 'compare' stage and released nothing: "
+                            + "; ".join(bad), "INVALID_ARGUMENT")
+    return sens
+
+
 def _hist(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     idx = np.clip(np.searchsorted(edges, values, side="right") - 1, 0, edges.size - 2)
     return np.bincount(idx, minlength=edges.size - 1).astype(float)
@@ -307,9 +353,12 @@ def stats_step(cfg: StatsConfig, state, inbox: StatsRequest, *, rng: np.random.G
             events.append(GaussianRelease(cfg.name, -3, 1.0, sigma, RECORD_REPLACE))
     elif inbox.stage == "compare":
         model = inbox.model
-        d = pinball_difference(model, cfg.X, cfg.y)
-        sens = compare_sensitivity(model)  # |d_j| ≤ sens/2, enforced by the clips in pinball_difference
         _refuse_unnoised(cfg, cfg.compare_multiplier, "compare")
+        sens = _checked_compare_model(cfg, model) if is_private(cfg) else compare_sensitivity(model)
+        with np.errstate(all="ignore"):
+            d = pinball_difference(model, cfg.X, cfg.y)
+        if is_private(cfg):  # |d_j| ≤ sens/2 by construction, whatever the hub's model computes (NaN ↦ 0)
+            d = np.clip(np.nan_to_num(d, nan=0.0, posinf=sens / 2, neginf=-sens / 2), -sens / 2, sens / 2)
         sigma = cfg.compare_multiplier * sens
         values["difference"] = np.array([float(d.sum()) + sigma * float(rng.standard_normal())])
         if sigma > 0:

@@ -144,9 +144,11 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
         Xts = fitted.after or [mech.prepare(Xs[i], lo, hi, R) for i in range(N)]
     checked = None
     if validate:  # each node's noisy loss difference on its own rows (validation.py), recorded before the report
-        checked = val.validate(names, Xts, ys, F.mean(axis=0), epsilon=float(params.epsilon) * params.validation_share,
-                               prior=(n / (1.0 + math.exp(-st.intercept0)), pos_sd) if K > 0 else None,
-                               rngs=val.node_generators(noise_seed, N), ledger=res.ledger)
+        checked = val.released_once(names, Xts, ys, F.mean(axis=0),
+                                    epsilon=float(params.epsilon) * params.validation_share,
+                                    prior=(n / (1.0 + math.exp(-st.intercept0)), pos_sd) if K > 0 else None,
+                                    rngs=val.node_generators(noise_seed, N), ledger=res.ledger,
+                                    checkpoint_dir=checkpoint_dir, resume_from=resume_from)
     report = None
     if private:
         src = ("declared by the operator" if bounds is not None else

@@ -50,7 +50,9 @@ report says so."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -143,5 +145,42 @@ def validate(names, Xts, ys, w: np.ndarray, *, epsilon: float, rngs, ledger, pri
     return Validation("model" if won else "dp-base-rate", p, diff, thr, MARGIN_CLIP if won else None, float(epsilon))
 
 
-__all__ = ["VALIDATION_SHARE", "Validation", "compare_release", "count_release", "node_generators", "pooled_rate", "split", "threshold",
+#: the released comparison, kept beside a run's checkpoints (red team 2026-11-29, G1)
+STORE = "validation.json"
+
+
+class _Booked:
+    """The ledger, and a list of what was recorded in it."""
+
+    def __init__(self, ledger):
+        self.ledger, self.events = ledger, []
+
+    def record(self, events):
+        self.events += list(events)
+        self.ledger.record(events)
+
+
+def released_once(names, Xts, ys, w, *, epsilon: float, rngs, ledger, prior=None, checkpoint_dir=None,
+                  resume_from=None) -> Validation:
+    """:func:`validate`, at most once per run: the comparison runs after the last round, outside the engine's
+    checkpoints, so a run resumed from a folder where it was already released reuses those released values (their
+    events booked in this run's ledger as drawn once) instead of drawing the slice again — k resumes would otherwise
+    average its noise away. What is released is written to the checkpoint folders (``checkpoint_dir`` and
+    ``resume_from``), the folders a run can be resumed from."""
+    folders = [Path(f) for f in (checkpoint_dir, resume_from) if f is not None]
+    if resume_from is not None and (Path(resume_from) / STORE).is_file():
+        kept = json.loads((Path(resume_from) / STORE).read_text())
+        ledger.record([PureDPRelease(str(nm), int(r), float(e), RECORD_REPLACE) for nm, r, e in kept["events"]])
+        checked = Validation(**kept["validation"])
+    else:
+        booked = _Booked(ledger)
+        checked = validate(names, Xts, ys, w, epsilon=epsilon, rngs=rngs, ledger=booked, prior=prior)
+        kept = {"validation": checked._asdict(), "events": [(e.party, e.round, e.epsilon) for e in booked.events]}
+    for folder in folders:
+        if folder.is_dir():
+            (folder / STORE).write_text(json.dumps(kept, allow_nan=False) + "\n")
+    return checked
+
+
+__all__ = ["VALIDATION_SHARE", "Validation", "compare_release", "count_release", "node_generators", "pooled_rate", "released_once", "split", "threshold",
            "validate", "validation_sensitivity"]

@@ -1,5 +1,6 @@
-"""``dpadmm consensus gossip --target regression|multiclass`` end to end (issue 41): the target inferred from the
-label column with one line saying so, the metrics that fit the target beside the mean predictor / class prior and
+"""``dpadmm consensus gossip --target regression|multiclass`` end to end (issue 41): the target declared (a private
+run never reads it off the labels: red team 2026-11-29, T1; a label column that is not yes/no without --target is
+refused with the fix), the metrics that fit the target beside the mean predictor / class prior and
 pooled non-private, and bad label columns refused with one line, exit code 2 and nothing written."""
 
 from __future__ import annotations
@@ -47,9 +48,9 @@ def _documented(key: str) -> bool:
     return f"`{key}`" in METRICS_PAGE
 
 
-def test_regression_is_inferred_and_beats_the_mean_predictor(tmp_path, capsys):
-    m, stdout, err = _run(tmp_path, capsys, "regression")
-    assert "target: regression (inferred from the label column" in err and "--target" in err
+def test_regression_beats_the_mean_predictor(tmp_path, capsys):
+    m, stdout, err = _run(tmp_path, capsys, "regression", "--target", "regression")
+    assert "inferred" not in err
     f = m["final"]
     for k in ("test_rmse", "test_mae", "test_r2", "test_mean_predictor_rmse", "test_mean_predictor_mae",
               "test_mean_predictor_r2", "test_mean_predictor_source", "pooled_test_rmse", "pooled_test_mae",
@@ -62,9 +63,9 @@ def test_regression_is_inferred_and_beats_the_mean_predictor(tmp_path, capsys):
     assert "test RMSE (n = 1,500)" in stdout
 
 
-def test_multiclass_is_inferred_and_beats_the_class_prior(tmp_path, capsys):
-    m, stdout, err = _run(tmp_path, capsys, "multiclass")
-    assert "target: multiclass (inferred from the label column: 3 distinct integer values)" in err
+def test_multiclass_with_declared_classes_beats_the_class_prior(tmp_path, capsys):
+    m, stdout, err = _run(tmp_path, capsys, "multiclass", "--target", "multiclass", "--classes", "0,1,2")
+    assert "inferred" not in err
     f = m["final"]
     for k in ("test_accuracy", "test_log_loss", "test_class_prior_accuracy", "test_class_prior_log_loss",
               "test_class_prior_source", "pooled_test_accuracy", "pooled_test_log_loss"):
@@ -75,14 +76,13 @@ def test_multiclass_is_inferred_and_beats_the_class_prior(tmp_path, capsys):
     assert "test accuracy (n = 1,500)" in stdout
 
 
-def test_a_given_target_prints_no_inference_line(tmp_path, capsys):
-    _, _, err = _run(tmp_path, capsys, "regression", "--target", "regression")
-    assert "inferred" not in err
-
-
 @pytest.mark.parametrize("kind, extra, reason", [
-    ("regression", ["--target", "multiclass"], "--target multiclass needs class labels"),
-    ("nan", [], "missing or infinite value"),
+    ("regression", [], "the label column is not yes/no"),  # no inference: the target is declared
+    ("regression", ["--target", "multiclass"], "--target multiclass needs --classes"),
+    ("regression", ["--target", "multiclass", "--classes", "0,1,2"], "--target multiclass needs class labels"),
+    ("regression", ["--classes", "0,1"], "--classes is for --target multiclass"),
+    ("regression", ["--target", "multiclass", "--classes", "0,0"], "at least two distinct classes"),
+    ("regression", ["--target", "multiclass", "--classes", "a,b"], "the labels are numbers"),
     ("nan", ["--target", "regression"], "missing or infinite value"),
 ])
 def test_bad_label_columns_are_refused(tmp_path, capsys, kind, extra, reason):

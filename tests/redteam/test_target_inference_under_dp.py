@@ -61,7 +61,7 @@ def test_vertical_count_line_carries_the_exact_number_of_distinct_labels(tmp_pat
     assert a[1] == b[1], (a, b)
 
 
-def _gossip(tmp_path, capsys, y_first, tag):
+def _gossip(tmp_path, capsys, y_first, tag, extra=()):
     import pandas as pd
 
     rng = np.random.default_rng(0)
@@ -76,16 +76,19 @@ def _gossip(tmp_path, capsys, y_first, tag):
         paths.append(p)
     out = tmp_path / f"out_{tag}"
     code, _, err = run_cli(["consensus", "gossip", "--node", paths[0], "--node", paths[1], "--epsilon", "1",
-                            "--seed", "0", "--quiet", "--out", out], capsys)
+                            "--seed", "0", "--quiet", "--out", out, *extra], capsys)
     if code != 0:  # a refusal the same on both sides: no leak
         return "refused", code
     lines = [ln for ln in err.splitlines() if "inferred" in ln]
     m = json.loads((out / "metrics.json").read_text())
-    return m.get("config", {}).get("target"), lines
+    return m.get("config", {}).get("target"), m.get("config", {}).get("classes"), lines
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="consensus gossip infers multiclass K from the exact "
-                   "labels under --epsilon: one label 3 -> 4 gives K = 5 instead of 4 (epsilon = inf); on main too")
-def test_gossip_classes_are_a_function_of_one_label(tmp_path, capsys):
+def test_gossip_classes_are_not_a_function_of_one_label(tmp_path, capsys):
+    """Fixed: without --target a gossip run is binary (labels 0..3 refused on both sides alike); with --target
+    multiclass the classes are declared (--classes), so one label 3 -> 4 leaves K and the model's shape alone."""
     a, b = _gossip(tmp_path, capsys, 3, "d"), _gossip(tmp_path, capsys, 4, "dp")
-    assert a == b, (a, b)
+    assert a == b == ("refused", 2), (a, b)
+    extra = ("--target", "multiclass", "--classes", "0,1,2,3")
+    a, b = _gossip(tmp_path, capsys, 3, "d2", extra), _gossip(tmp_path, capsys, 4, "dp2", extra)
+    assert a[0] != "refused" and a == b, (a, b)

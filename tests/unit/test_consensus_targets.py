@@ -167,8 +167,16 @@ def test_multinomial_zero_noise_fits_and_private_is_priced():
     labels = np.array(["a", "b", "c"])[y]
     m = ConsensusMultinomialClassifier(rounds=200, random_state=0).fit(X, labels)
     assert list(m.classes_) == ["a", "b", "c"] and m.score(X, labels) > 0.85
-    mp = ConsensusMultinomialClassifier(epsilon=2.0, random_state=0).fit(X, labels)
+    with pytest.raises(InvalidParameterError, match="give classes="):  # K is released: declared, not read off y
+        ConsensusMultinomialClassifier(epsilon=2.0, random_state=0).fit(X, labels)
+    mp = ConsensusMultinomialClassifier(epsilon=2.0, random_state=0, classes=["a", "b", "c"]).fit(X, labels)
     assert mp.privacy_.epsilon <= 2.0 and mp.coef_.shape == (3, 3)
+    odd = labels.copy()
+    odd[0] = "z"  # a label outside the declared classes: no class, the same K (a private fit refuses nothing about y)
+    assert ConsensusMultinomialClassifier(epsilon=2.0, random_state=0, classes=["a", "b", "c"]).fit(
+        X, odd).coef_.shape == (3, 3)
+    with pytest.raises(InvalidDataError, match="outside classes="):  # non-private: said, with the fix
+        ConsensusMultinomialClassifier(rounds=5, classes=["a", "b", "c"]).fit(X, odd)
     P = mp.predict_proba(X)
     assert P.shape == (1500, 3) and np.allclose(P.sum(axis=1), 1.0)
 

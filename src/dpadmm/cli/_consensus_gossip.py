@@ -136,6 +136,7 @@ def gossip(
     peer_to_peer: bool = co.peer_to_peer_option(),
     state: co.Checkpoints = None,
     target: Optional[str] = co.target_option(),
+    classes: Optional[str] = co.classes_option(),
 ):
     """Train over a graph by noisy-gradient gossip, (ε, δ)-DP per node: logistic regression, or --target regression|multiclass."""
     node_data, data, nodes, test = node_source(graph, files, tests, where.backend, target)
@@ -145,11 +146,11 @@ def gossip(
     _gossip(node_data=node_data, data=data, nodes=nodes, topology=graph.topology, split=graph.split,
             uneven_ratio=graph.uneven_ratio, epsilon=epsilon, delta=delta, bounds=bounds, iterations=iterations,
             test=test, test_fraction=tests.test_fraction, runs=runs, seed=seed, monitor=monitor, out=out,
-            quiet=quiet, backend=where.backend, backend_args=backend_args, target=target)
+            quiet=quiet, backend=where.backend, backend_args=backend_args, target=target, classes=classes)
 
 
 def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsilon, delta, bounds, iterations, test,
-            test_fraction, runs, seed, monitor, out, quiet, backend, backend_args, target=None):
+            test_fraction, runs, seed, monitor, out, quiet, backend, backend_args, target=None, classes=None):
     """The gossip run: validate, load, fit, report (:func:`dpadmm.workflows.gossip.run_gossip`)."""
     import numpy as np
 
@@ -195,7 +196,7 @@ def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsil
         X, y = np.concatenate(node_data[0]), np.concatenate(node_data[1])
     else:
         X, y = load_data(data, seed=0 if seed is None else seed)
-    target = targets.resolve(target, y, own_files=refs is not None)
+    target, classes = targets.resolve(target, y, own_files=refs is not None, classes=classes)
     n_rows, d = (len(y), X.shape[1]) if refs is None else (sum(r.shape[0] for r in refs), refs[0].shape[1])
     declared = _read_bounds(bounds) if bounds is not None else None
     if declared is not None and declared[0].shape[0] != d:
@@ -215,7 +216,7 @@ def _gossip(*, node_data=None, data, nodes, topology, split, uneven_ratio, epsil
         return targets.run(target, data=data, Xs=Xs, ys=ys, split="as given" if node_data is not None else split,
                            topology=topology, epsilon=epsilon, delta=delta, bounds=declared, iterations=iterations,
                            runs=runs, seed=seed, X_test=X_test, y_test=y_test, out=out, backend=backend,
-                           options=options, timing=lambda fit_s, fit_cpu: run_timing(load_wall, load_cpu, fit_s, fit_cpu))
+                           options=options, classes=classes, timing=lambda fit_s, fit_cpu: run_timing(load_wall, load_cpu, fit_s, fit_cpu))
     if iterations is None:
         iterations = plan(replace(params, bounds=declared), n_rows if refs is not None else len(y), d, nodes,
                           noise=False).rounds  # the public schedule's T (for the progress bar)

@@ -28,7 +28,12 @@ def runs_option():
 
 def target_option():
     return typer.Option(None, rich_help_panel=MODEL, metavar="binary|regression|multiclass",
-                        help="What the label is (default: inferred from the label column).")
+                        help="What the label is (default binary; declared, never read off the labels).")
+
+
+def classes_option():
+    return typer.Option(None, rich_help_panel=MODEL, metavar="A,B,...",
+                        help="--target multiclass: the classes (labels outside them count as none).")
 
 
 def peer_to_peer_option():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..exceptions import InvalidParameterError
 from .._jsonio import write_json
-from ._common import console, elapsed, err_console, output_dir, standard_names
+from ._common import console, elapsed, output_dir, standard_names
 
 #: the printed lines of each target: (metrics.json key, label, format)
 LINES = {"regression": (("rmse", "RMSE", ".4g"), ("mae", "MAE", ".4g"), ("r2", "R²", ".3f")),
@@ -14,29 +14,40 @@ TRIVIAL = {"regression": ("mean_predictor", "the mean predictor"), "multiclass":
 SOURCE = {"training-labels": "training", "test-set": "the test set's own: local evaluation"}
 
 
-def resolve(target, y, *, own_files: bool):
-    """The target of this run (one line on stderr if it was inferred); ``own_files``: the labels stay at the nodes,
-    so only the binary target (the default there)."""
-    from ..workflows.gossip_targets import resolve_target
+def resolve(target, y, *, own_files: bool, classes=None):
+    """The target of this run and its declared classes. A gossip run is private, so its target is declared, never
+    read off the exact labels (which would make the released model's kind and K depend on one record: red team
+    2026-11-29, T1): binary unless ``--target`` says otherwise, and ``--target multiclass`` with ``--classes``.
+    ``own_files``: the labels stay at the nodes, so only the binary target (the default there)."""
+    import numpy as np
+
+    from .._validation import label_coding_fix
+    from ..workflows.gossip_targets import parse_classes, resolve_target
 
     if own_files:
         if target not in (None, "binary"):
             raise InvalidParameterError(f"--target {target} with --own-files is not supported yet: the nodes' "
                                         "labels stay at the nodes; give --node FILE per node or --data FILE.")
-        return "binary"
-    if target is None:  # -1, 0 and 1 together: most often two codings of a yes/no label mixed, not three classes
-        import numpy as np
-
-        from .._validation import label_coding_fix
-
+        return "binary", None
+    if classes is not None and target != "multiclass":
+        raise InvalidParameterError("--classes is for --target multiclass; drop it or give --target multiclass.")
+    if target is None:
         values = np.unique(np.asarray(y))
-        fix = label_coding_fix(values) if values.size == 3 else ""
-        if "mix the codings" in fix:
-            raise InvalidParameterError(f"{fix[:-1]}; or give --target multiclass if -1, 0 and 1 are three classes.")
-    kind, line = resolve_target(target, y)
-    if line:
-        err_console.print(line)
-    return kind
+        if values.size != 2:
+            fix = label_coding_fix(values) if values.size == 3 else ""
+            if "mix the codings" in fix:
+                raise InvalidParameterError(f"{fix[:-1]}; or give --target multiclass --classes -1,0,1 if -1, 0 and 1 "
+                                            "are three classes.")
+            raise InvalidParameterError(f"the label column is not yes/no ({values.size} distinct values); a private "
+                                        "run's target is declared, not read off the labels: give --target regression, "
+                                        "or --target multiclass --classes A,B,... naming the classes.")
+        return "binary", None
+    if target == "multiclass" and classes is None:
+        raise InvalidParameterError("--target multiclass needs --classes A,B,... (the classes are part of what the "
+                                    "private run releases, so they are declared, not read off the labels).")
+    declared = parse_classes(classes, y) if target == "multiclass" else None  # the options first, then the labels
+    kind, _ = resolve_target(target, y)
+    return kind, declared
 
 
 def check_options(target: str, *, monitor, backend_args: dict, y_test) -> None:
@@ -57,7 +68,7 @@ def check_options(target: str, *, monitor, backend_args: dict, y_test) -> None:
 
 
 def run(target: str, *, data, Xs, ys, split, topology, epsilon, delta, bounds, iterations, runs, seed, X_test,
-        y_test, out, backend, options, timing) -> None:
+        y_test, out, backend, options, timing, classes=None) -> None:
     """Fit, print the target's figures beside its baselines, write metrics.json and model.npz."""
     import numpy as np
 
@@ -67,7 +78,7 @@ def run(target: str, *, data, Xs, ys, split, topology, epsilon, delta, bounds, i
         metrics = run_gossip_target(target=target, data=data, Xs=Xs, ys=ys, split=split, topology=topology,
                                     epsilon=epsilon, delta=delta, rounds=iterations, runs=runs, seed=seed,
                                     bounds=bounds, backend=backend, backend_options=options, X_test=X_test,
-                                    y_test=y_test)
+                                    y_test=y_test, classes=classes)
         model = metrics.pop("_model")
         f = metrics["final"]
         console.print(f"noisy-gradient gossip, {target}: nodes {len(Xs)} ({topology}, {split}), {runs} run(s) x "

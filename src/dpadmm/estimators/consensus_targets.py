@@ -146,11 +146,33 @@ class ConsensusLinearRegression(RegressorMixin, _GossipTargetEstimator):
         return unscale(np.clip(u, -1.0, 1.0), *self.target_bounds_)
 
 
+def declared_index(classes: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each label's index among the declared ``classes``; K (no class) for a label outside them."""
+    K = classes.size
+    if (classes.dtype.kind in "iufb") != (y.dtype.kind in "iufb"):
+        raise InvalidDataError(f"the labels ({y.dtype}) and classes= ({classes.dtype}) are of different kinds; "
+                               "declare the classes as they appear in y.")
+    try:
+        order = np.argsort(classes, kind="stable")
+        ordered = classes[order]
+        pos = np.clip(np.searchsorted(ordered, y), 0, K - 1)
+        hit = ordered[pos] == y
+    except TypeError:
+        raise InvalidDataError(f"the labels ({y.dtype}) and classes= ({classes.dtype}) are of different kinds; "
+                               "declare the classes as they appear in y.") from None
+    return np.where(hit, order[pos], K)
+
+
 class ConsensusMultinomialClassifier(ClassifierMixin, _GossipTargetEstimator):
     """Multinomial (softmax) logistic regression over K ≥ 2 classes learned by N nodes of a graph with noisy-gradient
     gossip: one release per round of the stacked K(d + 1) gradient sum, Δ = 2√2·√(R² + 1) (:mod:`dpadmm.algorithms.
     gossip.targets`), so K classes cost what one binary model costs. Parameters as
     :class:`ConsensusLinearRegression` (no label range: the labels are class indices).
+
+    ``classes``: the class labels, declared (required with ``epsilon``). The model's K is part of what a private fit
+    releases, so it must not be read off the exact labels (one record with a new label would add a row of
+    coefficients: red team 2026-11-29, T1); a label outside the declared classes counts as no class, with the same
+    sensitivity. Without ``epsilon`` the classes default to those seen in ``y``.
 
     Attributes: ``classes_``, ``coef_`` (K × d on the prepared rows), ``intercept_`` (K,), ``coefs_``, ``privacy_``.
     """
@@ -158,16 +180,25 @@ class ConsensusMultinomialClassifier(ClassifierMixin, _GossipTargetEstimator):
     def __init__(self, *, epsilon: float | None = None, delta: float = DEFAULT_DELTA, n_nodes: int = 5,
                  topology: Any = "ring", split: str = "even", uneven_ratio: float = 10.0, rounds: int | None = None,
                  bounds: Any = None, row_clip: float | None = None, ridge: float = DEFAULT_RIDGE,
-                 random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None):
+                 random_state: Any = None, backend: Any = "inprocess", monitor: bool | None = None,
+                 classes: Any = None):
         self.epsilon, self.delta, self.n_nodes, self.topology, self.split = epsilon, delta, n_nodes, topology, split
         self.uneven_ratio, self.rounds, self.bounds, self.row_clip = uneven_ratio, rounds, bounds, row_clip
         self.ridge, self.random_state, self.backend, self.monitor = ridge, random_state, backend, monitor
+        self.classes = classes
 
     def _labels(self, y, n: int | None = None) -> np.ndarray:
         arr = target(y, classes=True)
         if n is not None and arr.shape[0] != n:
             raise InvalidDataError(f"y has {arr.shape[0]} entries but X has {n} rows; they must match.")
-        self.classes_, idx = np.unique(arr, return_inverse=True)
+        if self.classes is None:
+            self.classes_, idx = np.unique(arr, return_inverse=True)
+        else:
+            idx = declared_index(self.classes_, arr)
+            foreign = int(np.count_nonzero(idx == self.classes_.size))
+            if foreign and self.epsilon is None:  # a private fit counts them as no class (refusing would depend on them)
+                raise InvalidDataError(f"y holds {foreign} label(s) outside classes={self.classes_.tolist()!r}; "
+                                       "declare every class or drop those rows.")
         if len(self.classes_) < 2:
             raise InvalidDataError(f"y has {len(self.classes_)} class; a classifier needs labels of at least two "
                                    "classes.")
@@ -175,6 +206,13 @@ class ConsensusMultinomialClassifier(ClassifierMixin, _GossipTargetEstimator):
 
     def fit(self, X, y=None, *, callbacks: Sequence = ()):
         self.classes_ = None
+        if self.classes is not None:
+            self.classes_ = np.asarray(self.classes).ravel()
+            if self.classes_.size < 2 or np.unique(self.classes_).size != self.classes_.size:
+                raise InvalidParameterError(f"classes={self.classes!r}: give at least two distinct class labels.")
+        elif self.epsilon is not None:
+            raise InvalidParameterError("a private fit's classes are part of what it releases: give classes=[...] "
+                                        "(the classes seen in the exact labels would depend on them).")
         if is_block_list(X) and isinstance(y, (list, tuple)):  # the classes of every node's labels together
             self._labels(np.concatenate([np.asarray(v).ravel() for v in y]))
         elif y is not None:
@@ -205,4 +243,4 @@ class ConsensusMultinomialClassifier(ClassifierMixin, _GossipTargetEstimator):
         return self.classes_[k]
 
 
-__all__ = ["ConsensusLinearRegression", "ConsensusMultinomialClassifier"]
+__all__ = ["ConsensusLinearRegression", "ConsensusMultinomialClassifier", "declared_index"]

@@ -75,6 +75,22 @@ def resolve_target(target: str | None, y) -> tuple[str, str | None]:
     return target, None
 
 
+def parse_classes(text: str, y) -> np.ndarray:
+    """``--classes A,B,...`` as the label column's kind (numbers when the labels are numbers), checked distinct."""
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if _numeric(y) is not None:
+        try:
+            parts = [float(p) for p in parts]
+        except ValueError:
+            raise InvalidParameterError(f"--classes {text!r}: the labels are numbers, so give numbers, e.g. "
+                                        "--classes 0,1,2.") from None
+        parts = [int(p) if p == int(p) else p for p in parts]
+    classes = np.asarray(parts)
+    if classes.size < 2 or np.unique(classes).size != classes.size:
+        raise InvalidParameterError(f"--classes {text!r}: give at least two distinct classes, e.g. --classes 0,1,2.")
+    return classes
+
+
 def is_binary(target: str | None, ys) -> bool:
     """Whether the binary path's label checks apply: ``--target binary``, or no target and two distinct labels."""
     return target == "binary" or (target is None and np.unique(np.concatenate(ys)).size == 2)
@@ -118,7 +134,7 @@ def _baselines(target: str, Xs, ys, X_test, y_test, private: bool) -> dict:
 def run_gossip_target(*, target: str, data: str, Xs, ys, split: str, topology="ring", epsilon: float | None = 1.0,
                       delta: float = 1e-5, rounds: int | None = None, runs: int = 1, seed: int | None = None,
                       bounds=None, backend: str = "inprocess", backend_options: dict | None = None, X_test=None,
-                      y_test=None, progress: Callable | None = None) -> dict:
+                      y_test=None, progress: Callable | None = None, classes=None) -> dict:
     """R runs of the target's estimator on the nodes' rows ``Xs``/``ys`` (as given or already split), in
     run_gossip's metrics.json layout: ``final`` the test figures of the consensus model (the mean over runs, per run
     in ``test_<metric>_runs``) beside the trivial predictor and pooled non-private."""
@@ -133,7 +149,7 @@ def run_gossip_target(*, target: str, data: str, Xs, ys, split: str, topology="r
                       backend=get_backend(backend, **(backend_options or {})), random_state=rs)
         w0, c0 = time.perf_counter(), time.process_time()
         model = (ConsensusLinearRegression(**common) if target == "regression"
-                 else ConsensusMultinomialClassifier(**common)).fit(list(Xs), list(ys), callbacks=cb)
+                 else ConsensusMultinomialClassifier(**common, classes=classes)).fit(list(Xs), list(ys), callbacks=cb)
         fit_wall, fit_cpu = fit_wall + time.perf_counter() - w0, fit_cpu + time.process_time() - c0
         done += model.n_iter_
         if X_test is not None:

@@ -19,11 +19,12 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dpadmm import (ConsensusLinearRegression, ConsensusLogisticRegression, ConsensusMultinomialClassifier,
                     FunctionalQuantileRegressor, VerticalExpertsClassifier,
-                    VerticalLinearRegression, VerticalLogisticRegression, VerticalSGDClassifier)
+                    VerticalLinearRegression, VerticalLogisticRegression, VerticalPoissonRegression,
+                    VerticalSGDClassifier)
 
 ESTIMATORS = [VerticalLogisticRegression(), VerticalLinearRegression(), VerticalSGDClassifier(),
               VerticalExpertsClassifier(), ConsensusLogisticRegression(max_iter=10), ConsensusLinearRegression(),
-              ConsensusMultinomialClassifier(),
+              ConsensusMultinomialClassifier(), VerticalPoissonRegression(),
               FunctionalQuantileRegressor(n_components=2, max_iter=10)]
 
 

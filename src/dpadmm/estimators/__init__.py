@@ -1,6 +1,6 @@
 """scikit-learn style estimators on top of the engine and the algorithms."""
 
-from .vertical import VerticalLinearRegression, VerticalLogisticRegression
+from .vertical import VerticalLinearRegression, VerticalLogisticRegression, VerticalPoissonRegression
 from .vertical_sgd import VerticalSGDClassifier
 from .vertical_experts import VerticalExpertsClassifier
 from .functional import FunctionalQuantileRegressor
@@ -8,4 +8,5 @@ from .consensus import ConsensusLogisticRegression
 from .label_regression import LabelPrivateVerticalRegression
 
 __all__ = ["VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
-           "ConsensusLogisticRegression", "VerticalExpertsClassifier", "LabelPrivateVerticalRegression"]
+           "ConsensusLogisticRegression", "VerticalExpertsClassifier", "LabelPrivateVerticalRegression",
+           "VerticalPoissonRegression"]

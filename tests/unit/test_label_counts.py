@@ -82,14 +82,19 @@ def test_a_huge_epsilon_releases_each_count_as_itself_up_to_the_grid():
 
 
 def test_dp_count_upper_covers_its_quantile():
-    """The exponential mechanism picks a grid point whose rank is more than r from qn with probability at most
-    ``|grid| e^{−(ε/2) r}``: at n = 20,000, ε = 0.2, r = 500 that is 393·e^−50. So the chosen point t has at least
-    qn − 500 counts at or below it, hence t ≥ the count of rank qn − 500, and U = ⌈1.5 t⌉."""
+    """AboveThreshold stops at grid point t_j with ``f_j + ν_j ≥ qn + ν_T`` and ``f_i + ν_i < qn + ν_T`` for i < j
+    (ν ~ Lap(4/ε), ν_T ~ Lap(2/ε)). At n = 20,000, ε = 0.2 (scales 20 and 10), every |ν| ≤ 500 and |ν_T| ≤ 250 but
+    with probability ≤ 394·e^−25: then f_j ≥ qn − 750 (t_j is at least the count of rank qn − 750) and t_{j−1} has
+    f < qn + 750 (t_j is at most the first grid point at or above the count of rank qn + 750). U = ⌈1.5 t_j⌉."""
     rng = np.random.default_rng(5)
     y = np.sort(rng.negative_binomial(1, 0.1, size=20_000).astype(np.float64))
-    upper = lc.dp_count_upper(y, 0.2, rng)
     q = int(lc.COUNT_QUANTILE * y.size)
-    assert upper >= lc.COUNT_WIDEN * y[q - 500] and upper <= math.ceil(lc.COUNT_WIDEN * y[q + 499]) + 1
+    for seed in range(5):
+        upper = lc.dp_count_upper(y, 0.2, np.random.default_rng(seed))
+        top = lc.COUNT_GRID[np.searchsorted(lc.COUNT_GRID, y[q + 750])]
+        assert lc.COUNT_WIDEN * y[q - 751] <= upper <= math.ceil(lc.COUNT_WIDEN * top), (upper, y[q - 751], top)
+    few = rng.poisson(3.0, size=1000)  # at a thousand rows it stays near the data (the exponential mechanism did not)
+    assert max(lc.dp_count_upper(few, 0.1, np.random.default_rng(s)) for s in range(20)) <= math.ceil(1.5 * (few.max() + 1))
 
 
 @pytest.mark.parametrize("call, match", [

@@ -13,10 +13,13 @@ released labels is post-processing.
 Mechanism (total ε split as ``ε = ε_r + ε_p + ε_rr``)
 ----------------------------------------------------
 1. *Upper bound* U ≥ 1: declared by the label party's operator (public, ε_r = 0), or DP (:func:`dp_count_upper`,
-   ε_r): the exponential mechanism on the public integer grid :data:`COUNT_GRID` with utility
-   ``u(t) = −|#{i: Y_i ≤ t} − q n|`` (q = :data:`COUNT_QUANTILE`), drawn by the Gumbel-max trick with scores
-   ``ε_r u(t)/2``; the bound is that point times :data:`COUNT_WIDEN`, rounded up (post-processing). The lower end is
-   0, public: counts are non-negative (checked: a negative or fractional label is refused).
+   ε_r): AboveThreshold (Dwork & Roth 2014, Alg. 1 and Thm 3.23) over the public increasing integer grid
+   :data:`COUNT_GRID` t_1 < t_2 < …, queries ``f_j = #{i: Y_i ≤ t_j}`` and threshold ``q n`` (q =
+   :data:`COUNT_QUANTILE`): the first j with ``f_j + Lap(4/ε_r) ≥ q n + Lap(2/ε_r)`` (the last grid point if none);
+   the bound is t_j times :data:`COUNT_WIDEN`, rounded up (post-processing). The lower end is 0, public: counts are
+   non-negative (checked: a negative or fractional label is refused). (An exponential mechanism over the grid would
+   tie every point beyond the largest count and, with hundreds of them, pick one of those at a few thousand rows;
+   the scan stops at the first point past the quantile.)
 2. *Clip*: ``Y_i ↦ min(Y_i, U)``, row by row: neighbours stay neighbours (one row differs). The clip is what makes
    the next step's domain finite; it is not a premise of a sensitivity below.
 3. *Public bins*: unit bins centred on 0, 1, …, U when U + 1 ≤ m (``n_bins``), else m equal bins of [−½, U + ½].
@@ -30,8 +33,8 @@ Mechanism (total ε split as ``ε = ε_r + ε_p + ε_rr``)
    fixed Φ.
 
 *Proof of ε.* Steps 1, 4 and 6 are ε_r-, ε_p- and ε_rr-DP under the label relation, each given the outputs of the
-steps before (the utility of step 1 has sensitivity 1 because each count ``#{Y_i ≤ t}`` moves by at most 1 when one
-label changes, so the exponential mechanism at ``ε_r/(2·1)`` is ε_r-DP; steps 2, 3 and 5 are functions of public
+steps before (each query of step 1 has sensitivity 1 — a count ``#{Y_i ≤ t}`` moves by at most 1 when one label
+changes — so AboveThreshold with those noise scales releases its index ε_r-DP; steps 2, 3 and 5 are functions of public
 values, earlier outputs and, for the clip, of each row's own label). By adaptive sequential composition the released
 labels — with U, the noisy prior and Φ — are ``(ε_r + ε_p + ε_rr)``-DP, δ = 0. Events: ``PureDPRelease`` of ε_r
 (round −2, only with the DP bound), ε_p (round −1) and ε_rr (round 0): the same events as the real-valued release
@@ -41,7 +44,7 @@ The released labels are positive reals (the outputs of Φ), so the Poisson loss 
 
 Draws: as :func:`~dpadmm.privacy.label_mechanisms.rr_on_bins` (uniforms for the keep-or-change decision from
 ``rng.random``, so a generator whose uniforms are scaled — the ×½-noise plant — changes that probability), and the
-bound's Gumbel noise from ``rng.gumbel``.
+bound's Laplace noise as the difference of two exponentials drawn by ``rng.gamma(1, b)``.
 """
 
 from __future__ import annotations
@@ -56,8 +59,7 @@ from .ranges import SEARCH_LIMIT
 
 #: the DP bound's public grid: the integers 1 … SEARCH_LIMIT, every one up to 64 then about 3% apart
 COUNT_GRID = np.unique(np.concatenate([np.arange(1, 65), np.round(np.geomspace(64, SEARCH_LIMIT, 330))]))
-#: the quantile the DP bound estimates: central enough that grid points beyond the largest count (all tied at
-#: utility −(1 − q)n) are e^{−ε_r (1 − q) n/2} less likely each than the quantile (e^−11 at n = 4,400, ε_r = 0.1)
+#: the quantile the DP bound estimates (AboveThreshold's rank error is a few times 4/ε_r rows: ±100 at ε_r = 0.1)
 COUNT_QUANTILE = 0.95
 #: the bound is the quantile times this, rounded up (post-processing): the top counts are clipped less often
 COUNT_WIDEN = 1.5
@@ -75,13 +77,19 @@ def check_counts(labels) -> np.ndarray:
     return y
 
 
+def _laplace(scale: float, size, rng: np.random.Generator):
+    return rng.gamma(1.0, scale, size) - rng.gamma(1.0, scale, size)
+
+
 def dp_count_upper(labels: np.ndarray, epsilon: float, rng: np.random.Generator) -> int:
-    """U = ⌈:data:`COUNT_WIDEN` · t⌉ for t the :data:`COUNT_QUANTILE` of the counts chosen ε-DP on :data:`COUNT_GRID`
-    (module docstring, step 1). Counts beyond the grid count at its end."""
+    """U = ⌈:data:`COUNT_WIDEN` · t⌉ for t the first point of :data:`COUNT_GRID` whose noisy count of labels at or
+    below it passes ``q n`` (AboveThreshold, ε-DP: module docstring, step 1). Every query's noise is drawn at once
+    (independent per query, as the mechanism needs; no loop)."""
     y = np.sort(np.asarray(labels, dtype=np.float64))
     ranks = np.searchsorted(y, COUNT_GRID, side="right").astype(np.float64)
-    score = -np.abs(ranks - COUNT_QUANTILE * y.size) * (float(epsilon) / 2.0)
-    t = float(COUNT_GRID[int(np.argmax(score + rng.gumbel(size=COUNT_GRID.size)))])
+    threshold = COUNT_QUANTILE * y.size + float(_laplace(2.0 / float(epsilon), None, rng))
+    above = ranks + _laplace(4.0 / float(epsilon), COUNT_GRID.size, rng) >= threshold
+    t = float(COUNT_GRID[int(np.argmax(above))] if above.any() else COUNT_GRID[-1])
     return max(1, int(math.ceil(COUNT_WIDEN * t)))
 
 

@@ -23,7 +23,8 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parents[1]
 ROOT = DOCS.parent
 
-ESTIMATORS = ["VerticalLogisticRegression", "VerticalLinearRegression", "VerticalExpertsClassifier",
+ESTIMATORS = ["VerticalLogisticRegression", "VerticalLinearRegression", "VerticalPoissonRegression",
+              "VerticalExpertsClassifier",
               "VerticalEncryptedClassifier", "VerticalSGDClassifier", "ConsensusLogisticRegression",
               "FunctionalQuantileRegressor"]
 #: estimators of the page not re-exported by ``dpadmm`` (they need an extra), with the module that defines them

@@ -2,7 +2,8 @@
 
 Public surface (everything else is importable from its subpackage):
 
-- ``VerticalLogisticRegression``, ``VerticalLinearRegression``, ``VerticalSGDClassifier``:
+- ``VerticalLogisticRegression``, ``VerticalLinearRegression``, ``VerticalPoissonRegression``,
+  ``VerticalSGDClassifier``:
   features split across parties, ADMM sharing with Gaussian DP [Hu].
 - ``VerticalExpertsClassifier``: features split across parties, each party's own output-perturbed
   model combined by the label party (no per-row release from training data).
@@ -35,6 +36,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "VerticalLogisticRegression": ".estimators.vertical",
     "VerticalLinearRegression": ".estimators.vertical",
+    "VerticalPoissonRegression": ".estimators.vertical",
     "VerticalSGDClassifier": ".estimators.vertical_sgd",
     "VerticalExpertsClassifier": ".estimators.vertical_experts",
     "FunctionalQuantileRegressor": ".estimators.functional",
@@ -48,7 +50,7 @@ _LAZY = {
 __all__ = [
     "ConsensusLogisticRegression", "ConsensusLinearRegression", "ConsensusMultinomialClassifier",
     "VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
-    "VerticalExpertsClassifier", "LabelPrivateVerticalRegression", "LabelPrivateVerticalClassifier",
+    "VerticalExpertsClassifier", "VerticalPoissonRegression", "LabelPrivateVerticalRegression", "LabelPrivateVerticalClassifier",
     "DPADMMError", "InvalidDataError", "InvalidParameterError", "DataFileError",
     "PrivacyPreconditionError", "MissingDependencyError", "PartyFailureError", "MonitoringKeyError", "__version__",
 ]

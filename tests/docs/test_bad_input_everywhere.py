@@ -39,7 +39,7 @@ def files(tmp_path_factory):
 def _cli_case(files, case):
     d, p1, p2 = files
     return {
-        "labels_not_binary": ["vertical", "admm", "--party", d / "three_classes.csv", "--party", p2],
+        "labels_not_binary": ["vertical", "admm", "--party", d / "three_classes.csv", "--party", p2, "--target", "binary"],
         "ragged_rows": ["vertical", "admm", "--party", d / "ragged.csv", "--party", p2],
         "unreadable_file": ["vertical", "admm", "--party", d / "a_directory", "--party", p2],
         "disconnected_graph": ["consensus", "madmm", "--data", d / "small.svm", "--nodes", "4", "--topology",

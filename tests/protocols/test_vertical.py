@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.linear_model import LogisticRegression, PoissonRegressor, Ridge
 
-from dpadmm import VerticalLinearRegression, VerticalLogisticRegression, VerticalSGDClassifier
+from dpadmm import (VerticalLinearRegression, VerticalLogisticRegression, VerticalPoissonRegression,
+                    VerticalSGDClassifier)
 from dpadmm.algorithms.vertical import (coordinator as vertical_coordinator, messages as vertical_messages,
                                         party as vertical_party)
 from dpadmm.exceptions import InvalidDataError, InvalidParameterError, PrivacyPreconditionError
@@ -44,6 +45,39 @@ def test_ridge_matches_sklearn(rng):
     np.testing.assert_allclose(m.coef_, sk.coef_, atol=1e-5)
     assert m.intercept_ == pytest.approx(sk.intercept_, abs=1e-5)
     assert m.score(X, y) == pytest.approx(sk.score(X, y), abs=1e-8)
+
+
+def _counts(rng, n=600):
+    X = rng.normal(size=(n, 6))
+    return X, rng.poisson(np.exp(0.5 + X @ np.array([0.3, -0.2, 0.1, 0.4, 0.0, -0.3]))).astype(np.float64)
+
+
+def test_poisson_distributed_equals_centralised_sklearn(rng):
+    """Two parties, ADMM sharing with the Poisson prox in the z-step: the optimum of ``mean(e^s − y s) + λ/2‖x‖²``
+    is scikit-learn's ``PoissonRegressor(alpha=λ)`` (half the mean deviance differs by a constant in the model)."""
+    X, y = _counts(rng)
+    lam = 1e-2
+    m = VerticalPoissonRegression(lam=lam, max_iter=3000, tol=1e-8, adaptive_rho=True, party_sizes=[2, 4]).fit(X, y)
+    sk = PoissonRegressor(alpha=lam, tol=1e-12, max_iter=10_000).fit(X, y)
+    np.testing.assert_allclose(m.coef_, sk.coef_, atol=1e-5)
+    assert m.intercept_ == pytest.approx(sk.intercept_, abs=1e-5)
+    np.testing.assert_allclose(m.predict(X), sk.predict(X), rtol=1e-5)
+    np.testing.assert_allclose(m.linear_predictor(X), np.log(sk.predict(X)), atol=1e-5)
+
+
+def test_poisson_zero_noise_equals_nonprivate_and_bad_inputs_are_refused(rng):
+    X, y = _counts(rng, 300)
+    B = [X[:, :2] / np.linalg.norm(X[:, :2], axis=1, keepdims=True), X[:, 2:] / np.linalg.norm(X[:, 2:], axis=1,
+                                                                                                  keepdims=True)]
+    common = dict(lam=1e-2, rho=0.3, max_iter=20, tol=0.0, damping=0.0, random_state=3, monitor=True)
+    plain = VerticalPoissonRegression(**common).fit(B, y)
+    zero = VerticalPoissonRegression(noise_scale=0.0, bound=1e9, mechanism="paper", **common).fit(B, y)
+    assert plain.history_["objective"] == zero.history_["objective"]
+    np.testing.assert_array_equal(plain.coef_, zero.coef_)
+    with pytest.raises(PrivacyPreconditionError, match="unbounded curvature"):
+        VerticalPoissonRegression(epsilon=1.0).fit(B, y)
+    with pytest.raises(InvalidDataError, match="negative value"):
+        VerticalPoissonRegression().fit(B, y - 1.0)
 
 
 def test_zero_noise_equals_nonprivate_exactly(a9a_small_normalized):

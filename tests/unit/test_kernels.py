@@ -5,14 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.optimize import minimize_scalar
+from scipy.special import lambertw
 
-from dpadmm.kernels import L1, L2, ElasticNet, HuberLoss, LogisticLoss, SpectralSolver, SquaredLoss, get_loss
+from dpadmm.kernels import (L1, L2, ElasticNet, HuberLoss, LogisticLoss, PoissonLoss, SpectralSolver, SquaredLoss,
+                            get_loss)
 from dpadmm.kernels.linalg import EIGH_MAX_DIM, EIGH_MAX_DIM_SPARSE, CGSolver, column_sq_norms, make_solver
 
-LOSSES = [LogisticLoss(), SquaredLoss(), HuberLoss(kappa=0.7)]
+LOSSES = [LogisticLoss(), SquaredLoss(), HuberLoss(kappa=0.7), PoissonLoss()]
 
 
 def _labels(loss, rng, n):
+    if loss.name == "poisson":
+        return rng.poisson(3.0, size=n).astype(np.float64)
     return np.where(rng.random(n) < 0.5, -1.0, 1.0) if loss.binary else rng.normal(size=n)
 
 
@@ -22,10 +26,10 @@ def test_gradients_match_finite_differences(loss, rng):
     y = _labels(loss, rng, 200)
     h = 1e-6
     fd = (loss.value(z + h, y) - loss.value(z - h, y)) / (2 * h)
-    np.testing.assert_allclose(loss.grad(z, y), fd, atol=1e-6)
+    np.testing.assert_allclose(loss.grad(z, y), fd, atol=1e-6, rtol=1e-6)  # rtol: Poisson's e^z reaches e^10
     if loss.name != "huber":  # huber's second derivative jumps at the threshold
         fd2 = (loss.grad(z + h, y) - loss.grad(z - h, y)) / (2 * h)
-        np.testing.assert_allclose(loss.hess(z, y), fd2, atol=1e-5)
+        np.testing.assert_allclose(loss.hess(z, y), fd2, atol=1e-5, rtol=1e-6)
     g, hh = loss.grad_hess(z, y)
     np.testing.assert_allclose(g, loss.grad(z, y))
     np.testing.assert_allclose(hh, loss.hess(z, y))
@@ -55,6 +59,27 @@ def test_logistic_prox_warm_start_and_extreme_margins(rng):
     phi = 3.0 * loss.grad(z_cold, y) + z_cold - v
     assert np.max(np.abs(phi)) < 1e-10 * (1 + np.max(np.abs(v)))
     assert vals[0] == 0.0 and vals[1] == pytest.approx(1e4)
+
+
+def test_poisson_prox_is_the_lambert_w_root_without_overflow_and_warm_starts_agree(rng):
+    """The Poisson prox solves ``t e^z + z = u`` (u = v + t y): ``z = u − W(t e^u)`` (Lambert W, evaluated here in
+    log space by scipy where t e^u is finite). Extreme centres (±1e4) and steps (1e-4 … 1e4) raise no overflow, and a
+    warm start on either side of the root gives the same root."""
+    loss = PoissonLoss()
+    v = np.concatenate([rng.normal(scale=5, size=2000), [1e4, -1e4, 700.0, -700.0]])
+    y = np.concatenate([rng.poisson(3.0, size=2000), [0.0, 50.0, 2.0, 0.0]]).astype(np.float64)
+    for t in (1e-4, 0.05, 1.0, 20.0, 1e4):
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            z = loss.prox(v, y, t)
+            z_warm = loss.prox(v, y, t, z0=z + rng.normal(scale=2.0, size=z.size))
+        u = v + t * y
+        phi = t * np.exp(z) + z - u
+        assert np.max(np.abs(phi) / (1.0 + np.abs(u))) < 1e-10
+        np.testing.assert_allclose(z_warm, z, atol=1e-9, rtol=1e-12)
+        with np.errstate(over="ignore"):
+            finite = np.isfinite(t * np.exp(u))
+        ref = u[finite] - np.real(lambertw(t * np.exp(u[finite])))
+        np.testing.assert_allclose(z[finite], ref, atol=1e-9, rtol=1e-12)
 
 
 @pytest.mark.parametrize("reg", [L2(), L1(), ElasticNet(l1_ratio=0.3)], ids=lambda r: r.name)

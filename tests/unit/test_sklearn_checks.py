@@ -19,12 +19,13 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dpadmm import (ConsensusLinearRegression, ConsensusLogisticRegression, ConsensusMultinomialClassifier,
                     FunctionalQuantileRegressor, LabelPrivateVerticalClassifier, LabelPrivateVerticalRegression,
-                    VerticalExpertsClassifier,
-                    VerticalLinearRegression, VerticalLogisticRegression, VerticalSGDClassifier)
+                    VerticalExpertsClassifier, VerticalLinearRegression, VerticalLogisticRegression,
+                    VerticalPoissonRegression, VerticalSGDClassifier)
 
 ESTIMATORS = [VerticalLogisticRegression(), VerticalLinearRegression(), VerticalSGDClassifier(),
               VerticalExpertsClassifier(), ConsensusLogisticRegression(max_iter=10), ConsensusLinearRegression(),
               ConsensusMultinomialClassifier(), LabelPrivateVerticalRegression(), LabelPrivateVerticalClassifier(),
+              VerticalPoissonRegression(),
               FunctionalQuantileRegressor(n_components=2, max_iter=10)]
 
 

@@ -32,6 +32,11 @@ def iterations_option():
     return typer.Option(None, rich_help_panel=MODEL, help="Iterations T (default: auto).")
 
 
+def target_option():
+    return typer.Option(None, rich_help_panel=MODEL, metavar="binary|regression|count",
+                        help="What the label is (default: inferred from the label column).")
+
+
 def psi_option():
     return typer.Option(False, "--psi", rich_help_panel=bk.BACKEND_PANEL, help="grpc: align rows by PSI on ids.")
 
@@ -105,8 +110,9 @@ class VerticalInput(OptionGroup):
                     raise DataFileError(f"the label party's file {p} has no label column {self.label_column!r} (its "
                                         f"columns: {shown}); " + separator_hint(cols, "name it with --label-column."))
 
-    def load(self):
-        """The data as read, in this process (:func:`dpadmm.data.vertical.load_vertical_data`)."""
+    def load(self, encode: bool = True):
+        """The data as read, in this process (:func:`dpadmm.data.vertical.load_vertical_data`); ``encode=False``
+        keeps the labels as read (regression and count targets)."""
         from ..data.vertical import load_vertical_data  # pandas, scikit-learn: kept out of the CLI's start-up
 
         if self.data is not None:
@@ -115,7 +121,19 @@ class VerticalInput(OptionGroup):
             return load_vertical_data(bundled=True, parties=self.parties)
         return load_vertical_data(train=self.train, test=self.test, parties=self.parties, party_files=self.party,
                                   test_party_files=self.test_party, id_column=self.id_column,
-                                  label_column=self.label_column)
+                                  label_column=self.label_column, encode=encode)
+
+    def labels(self):
+        """The training labels as read — the label column of the first ``--party`` file, or the first field of every
+        line of the ``--train`` LIBSVM file — without the features; None for the bundled a9a (yes/no labels)."""
+        import pandas as pd  # only once a command runs with party files
+
+        if self.data is not None:
+            return None
+        if self.party:
+            return pd.read_csv(self.party[0], usecols=[self.label_column])[self.label_column].to_numpy()
+        with open(self.train) as fh:
+            return pd.Series([line.split(None, 1)[0] for line in fh if line.strip()]).to_numpy()
 
 
 @dataclass(frozen=True)
@@ -184,4 +202,5 @@ class RunState(OptionGroup):
 
 
 __all__ = ["AdmmModel", "DATA", "check_budget", "FeatureMechanism", "LabelPrivacy", "MODEL", "PRIVACY", "Preparation", "RunState",
-           "VerticalInput", "epsilon_option", "iterations_option", "lam_option", "psi_option"]
+           "VerticalInput", "epsilon_option", "iterations_option", "lam_option", "psi_option",
+           "target_option"]

@@ -13,6 +13,7 @@ from ._app import vertical_app
 from . import _backend as bk
 from . import _options as opt
 from . import _vertical_options as vo
+from . import _vertical_targets as vt
 from .._jsonio import write_json
 from ._common import console, elapsed, output_dir
 from ._display import phase, progress
@@ -60,11 +61,18 @@ def admm(
     where: opt.Parties = None,  # the "Where the parties run" block
     state: vo.RunState = None,
     psi: bool = vo.psi_option(),
+    target: Optional[str] = vo.target_option(),
 ):
-    """Train logistic regression on vertically partitioned data with (DP) ADMM sharing [Hu]."""
+    """Train logistic, linear or Poisson regression on vertically partitioned data with (DP) ADMM sharing [Hu].
+
+    The label is yes/no (--target binary), an amount (regression) or a count (count; log link): inferred from the
+    label column unless given. With --label-epsilon, amounts and counts run the labels-only protocol."""
     run = _AdmmRun(inp, prep, lam, iterations, model, epsilon, feature, label, delta, seed, monitor, out, quiet,
                    where, state, psi)
     settings = _admm_settings(run)
+    kind = vt.resolve(target, inp, where.backend)
+    if kind != "binary":
+        return vt.run(kind, run, settings)
     run_opts = where.run_options(out=out, transcript=state.transcript, checkpoint_every=state.checkpoint_every,
                                  resume=state.resume)
     data, raw = _admm_data(run, settings, run_opts)

@@ -59,8 +59,9 @@ def _parse_sizes(parties) -> list[int]:
 
 def load_vertical_data(*, train=None, test=None, parties=None, party_files: Sequence = (),
                        test_party_files: Sequence = (), id_column: str = "id", label_column: str = "y",
-                       bundled: bool = False) -> VerticalData:
-    """Load a vertical dataset from LIBSVM files + party sizes, party CSVs, or the bundled a9a."""
+                       bundled: bool = False, encode: bool = True) -> VerticalData:
+    """Load a vertical dataset from LIBSVM files + party sizes, party CSVs, or the bundled a9a; ``encode=False``
+    keeps the labels as read (amounts, counts) instead of coding two classes ±1."""
     if bundled:
         X, y = load_a9a("train")
         Xt, yt = load_a9a("test")
@@ -81,7 +82,8 @@ def load_vertical_data(*, train=None, test=None, parties=None, party_files: Sequ
                 if a.shape[1] != b.shape[1]:
                     raise InvalidDataError(f"test party {m} has {b.shape[1]} feature columns but training party {m} "
                                            f"has {a.shape[1]}; they must match.")
-        labels, tl = encode_labels(labels, tl, "the first party file")
+        if encode:
+            labels, tl = encode_labels(labels, tl, "the first party file")
         return VerticalData(blocks, labels, tb, tl, {"party_files": [str(p) for p in party_files],
                                                      "test_party_files": [str(p) for p in test_party_files]})
     if train is None:
@@ -106,7 +108,8 @@ def load_vertical_data(*, train=None, test=None, parties=None, party_files: Sequ
         Xt = np.pad(Xt, ((0, 0), (0, width - Xt.shape[1])))
     blocks = partition_columns(X, sizes)
     tblocks = partition_columns(Xt, sizes) if Xt is not None else None
-    y, yt = encode_labels(y, yt, str(train))
+    if encode:
+        y, yt = encode_labels(y, yt, str(train))
     return VerticalData(blocks, y, tblocks, yt, {"train": str(train), "test": str(test) if test else None,
                                                   "parties": sizes})
 

@@ -1,6 +1,6 @@
 """scikit-learn style estimators on top of the engine and the algorithms."""
 
-from .vertical import VerticalLinearRegression, VerticalLogisticRegression
+from .vertical import VerticalLinearRegression, VerticalLogisticRegression, VerticalPoissonRegression
 from .vertical_sgd import VerticalSGDClassifier
 from .vertical_experts import VerticalExpertsClassifier
 from .functional import FunctionalQuantileRegressor
@@ -10,4 +10,4 @@ from .label_classification import LabelPrivateVerticalClassifier
 
 __all__ = ["VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
            "ConsensusLogisticRegression", "VerticalExpertsClassifier", "LabelPrivateVerticalRegression",
-           "LabelPrivateVerticalClassifier"]
+           "LabelPrivateVerticalClassifier", "VerticalPoissonRegression"]

@@ -1,13 +1,17 @@
 """Labels-only vertical regression: the label party releases its real-valued labels once by randomized response on
-bins (:func:`dpadmm.privacy.label_mechanisms.rr_on_bins`, pure label-ε), ADMM sharing runs on the released labels,
-and the label party refits on its exact labels.
+bins (:func:`dpadmm.privacy.label_mechanisms.rr_on_bins`, pure label-ε) — or its counts by randomized response on bins
+over clipped counts (:func:`dpadmm.privacy.label_counts.rr_on_counts`, ``loss="poisson"``) — ADMM sharing runs on
+the released labels, and the label party refits on its exact labels.
 
 Protocol (three steps, one release):
 
 1. The label party (party 1, which is also the coordinator) releases ỹ = RR-on-bins(y) at ``label_epsilon``: a DP
    (or declared) range, a Laplace prior and randomized response on the optimal bins — pure ε under one label
-   changing (the proof is in :mod:`dpadmm.privacy.label_mechanisms`).
-2. :class:`~dpadmm.estimators.vertical.VerticalLinearRegression` (squared or Huber loss), unchanged and non-private
+   changing (the proof is in :mod:`dpadmm.privacy.label_mechanisms`); counts: a DP (or declared) upper bound U, the
+   clip at U, a Laplace prior and randomized response on the Poisson-optimal bins, pure ε likewise (the proof is in
+   :mod:`dpadmm.privacy.label_counts`).
+2. :class:`~dpadmm.estimators.vertical.VerticalLinearRegression` (squared or Huber loss), or
+   :class:`~dpadmm.estimators.vertical.VerticalPoissonRegression` for counts, unchanged and non-private
    on the features, fits ỹ: every message of that run is a function of ỹ and the parties' features, so it is
    post-processing of step 1 and costs no label budget. The passive parties' features are not protected (this is
    the labels-only protocol: add a feature-side mechanism for that).
@@ -36,23 +40,40 @@ from ..algorithms.vertical.label import refit_label_block
 from ..algorithms.vertical.messages import PartyConfig, PartyState
 from ..exceptions import InvalidDataError, InvalidParameterError
 from ..privacy.events import LABEL_CHANGE
+from ..privacy.label_counts import check_counts, rr_on_counts
 from ..privacy.label_mechanisms import rr_on_bins
 from ..privacy.ledger import PrivacyLedger
 from ._sklearn import target
 from ._vertical_config import _VerticalConfig
-from .vertical import VerticalLinearRegression
+from .vertical import VerticalLinearRegression, VerticalPoissonRegression
 
-__all__ = ["LabelPrivateVerticalRegression", "release_regression_labels"]
+__all__ = ["LabelPrivateVerticalRegression", "release_count_labels", "release_regression_labels"]
+
+#: what ``privacy_["label"]["mechanism"]`` says of each release
+MECHANISMS = {"bins": "randomized response on bins (Ghazi et al. 2023): DP range, Laplace prior, optimal bins",
+              "counts": "randomized response on bins over clipped counts (Ghazi et al. 2023, Poisson loss): DP upper "
+                        "bound, Laplace prior, optimal bins"}
+
+
+def _label_rng(random_state):
+    seed = noise_seed(random_state)
+    return np.random.default_rng(None if seed is None else [seed, 0x4C52])  # the label party's stream
 
 
 def release_regression_labels(y, label_epsilon: float, *, random_state=None, label_range=None, n_bins: int = 32,
                               bins_loss: str = "squared", prior_fraction: float = 0.1, range_fraction: float = 0.1):
     """The label party's one release of real-valued labels (step 1 of the module docstring), from its own generator
     (OS entropy unless ``random_state`` is given). Returns the :class:`~dpadmm.privacy.label_mechanisms.BinsRelease`."""
-    seed = noise_seed(random_state)
-    rng = np.random.default_rng(None if seed is None else [seed, 0x4C52])  # the label party's stream
-    return rr_on_bins(y, float(label_epsilon), rng=rng, label_range=label_range, n_bins=n_bins, loss=bins_loss,
-                      prior_fraction=prior_fraction, range_fraction=range_fraction, party="party1")
+    return rr_on_bins(y, float(label_epsilon), rng=_label_rng(random_state), label_range=label_range, n_bins=n_bins,
+                      loss=bins_loss, prior_fraction=prior_fraction, range_fraction=range_fraction, party="party1")
+
+
+def release_count_labels(y, label_epsilon: float, *, random_state=None, upper: int | None = None, n_bins: int = 32,
+                         prior_fraction: float = 0.1, range_fraction: float = 0.1):
+    """The label party's one release of count labels (step 1 for ``loss="poisson"``), from the same generator as
+    :func:`release_regression_labels`. Returns the :class:`~dpadmm.privacy.label_mechanisms.BinsRelease`."""
+    return rr_on_counts(y, float(label_epsilon), rng=_label_rng(random_state), upper=upper, n_bins=n_bins,
+                        prior_fraction=prior_fraction, range_fraction=range_fraction, party="party1")
 
 
 class LabelPrivateVerticalRegression(RegressorMixin, _VerticalConfig, BaseEstimator):
@@ -61,11 +82,15 @@ class LabelPrivateVerticalRegression(RegressorMixin, _VerticalConfig, BaseEstima
     Parameters
     ----------
     label_epsilon : total label ε (pure, δ = 0) of the one release (> 0).
-    loss : ``"squared"`` or ``"huber"``: the loss of the joint fit and of the label party's refit.
+    loss : ``"squared"`` or ``"huber"``: the loss of the joint fit and of the label party's refit; ``"poisson"`` for
+        counts (labels non-negative integers): the count release, Poisson regression (log link) for the joint fit and
+        the refit, and predictions ``exp(η)``.
     label_range : ``(lo, hi)`` declared by the label party's operator, or None (default) for a DP range from
         ``range_fraction`` of ε. Labels are clipped to it for the release only (the refit uses the exact labels).
+        For counts ``(0, U)``: U the largest count the release keeps (an integer ≥ 1); None: a DP bound.
     n_bins : public bins of the range for the prior (m).
-    bins_loss : the loss the output bins minimise (``squared``, ``absolute``, ``huber``, ``poisson``).
+    bins_loss : the loss the output bins minimise (``squared``, ``absolute``, ``huber``, ``poisson``); counts always
+        use ``poisson``.
     prior_fraction, range_fraction : shares of ε for the Laplace prior and the DP range.
     lam : ridge λ of the joint fit and the refit (per-sample scaling, as :class:`VerticalLinearRegression`).
     max_iter, tol : of the joint ADMM run on the released labels (its rounds are free).
@@ -102,12 +127,34 @@ class LabelPrivateVerticalRegression(RegressorMixin, _VerticalConfig, BaseEstima
         self.party_sizes = party_sizes
 
     def _joint(self) -> VerticalLinearRegression:
-        return VerticalLinearRegression(loss=self.loss, lam=self.lam, max_iter=self.max_iter, tol=self.tol,
-                                        party_sizes=self.party_sizes, random_state=self.random_state)
+        common = dict(lam=self.lam, max_iter=self.max_iter, tol=self.tol, party_sizes=self.party_sizes,
+                      random_state=self.random_state)
+        if self.loss == "poisson":
+            return VerticalPoissonRegression(**common)
+        return VerticalLinearRegression(loss=self.loss, **common)
+
+    def _release(self, y):
+        """Step 1: the one release (counts for ``loss="poisson"``); a bad parameter raises naming it."""
+        try:
+            if self.loss != "poisson":
+                return release_regression_labels(
+                    y, self.label_epsilon, random_state=self.random_state, label_range=self.label_range,
+                    n_bins=self.n_bins, bins_loss=self.bins_loss, prior_fraction=self.prior_fraction,
+                    range_fraction=self.range_fraction)
+            upper = None
+            if self.label_range is not None:
+                lo, upper = self.label_range
+                if lo != 0:
+                    raise ValueError(f"label_range for counts must be (0, U), got {self.label_range!r}.")
+            return release_count_labels(y, self.label_epsilon, random_state=self.random_state, upper=upper,
+                                        n_bins=self.n_bins, prior_fraction=self.prior_fraction,
+                                        range_fraction=self.range_fraction)
+        except ValueError as exc:
+            raise InvalidParameterError(str(exc)) from None
 
     def fit(self, X, y):
         """Release the labels once, fit the joint model on them, refit at the label party (module docstring)."""
-        check_choice("loss", self.loss, ("squared", "huber"))
+        check_choice("loss", self.loss, ("squared", "huber", "poisson"))
         if self.label_epsilon is None or not float(self.label_epsilon) > 0:
             raise InvalidParameterError(f"label_epsilon must be > 0, got {self.label_epsilon!r} (this estimator always "
                                         "protects the labels; use VerticalLinearRegression for a non-private fit).")
@@ -120,13 +167,12 @@ class LabelPrivateVerticalRegression(RegressorMixin, _VerticalConfig, BaseEstima
         if n < 2:
             raise InvalidDataError(f"X has n_samples={n}: the label party's refit cross-validates on its rows; give at "
                                    "least 2 rows.")
-        try:
-            release = release_regression_labels(
-                y, self.label_epsilon, random_state=self.random_state, label_range=self.label_range,
-                n_bins=self.n_bins, bins_loss=self.bins_loss, prior_fraction=self.prior_fraction,
-                range_fraction=self.range_fraction)
-        except ValueError as exc:
-            raise InvalidParameterError(str(exc)) from None
+        if self.loss == "poisson":
+            try:
+                y = check_counts(y)
+            except ValueError as exc:
+                raise InvalidDataError(str(exc)) from None
+        release = self._release(y)
         joint.fit(blocks, release.labels)  # post-processing of the release
         D1 = blocks[0] if sp.issparse(blocks[0]) else np.asarray(blocks[0], dtype=np.float64)
         offset = sum(np.asarray(B @ c, dtype=np.float64) for B, c in zip(blocks[1:], joint.coefs_[1:]))
@@ -147,8 +193,8 @@ class LabelPrivateVerticalRegression(RegressorMixin, _VerticalConfig, BaseEstima
         ledger = PrivacyLedger()
         ledger.record(release.events)
         self.privacy_ = {"label": {"epsilon": ledger.pure_epsilons()["party1"], "delta": 0.0,
-                                   "relation": LABEL_CHANGE.key, "mechanism": "randomized response on bins "
-                                   "(Ghazi et al. 2023): DP range, Laplace prior, optimal bins",
+                                   "relation": LABEL_CHANGE.key,
+                                   "mechanism": MECHANISMS["counts" if self.loss == "poisson" else "bins"],
                                    "events": len(ledger)},
                          "features": "not protected (labels-only protocol)",
                          "local": "coefs_, intercept_, passive_weight_, label_party_choice_ and label_party_cv_ are the "
@@ -161,9 +207,14 @@ class LabelPrivateVerticalRegression(RegressorMixin, _VerticalConfig, BaseEstima
         tags.input_tags.sparse = True  # CSR blocks stay sparse
         return tags
 
-    def predict(self, X) -> np.ndarray:
-        """The label party's model: its block's score plus the intercept plus α times the others' scores."""
+    def linear_predictor(self, X) -> np.ndarray:
+        """The label party's model's score: its block's score plus the intercept plus α times the others' scores."""
         if not hasattr(self, "coefs_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first.")
         blocks = self._blocks(X)
         return sum(np.asarray(B @ c, dtype=np.float64) for B, c in zip(blocks, self.coefs_)) + self.intercept_
+
+    def predict(self, X) -> np.ndarray:
+        """The label party's prediction: the score (:meth:`linear_predictor`), or its exponential for counts."""
+        s = self.linear_predictor(X)
+        return np.exp(s) if self.loss == "poisson" else s

@@ -21,7 +21,7 @@ from ..algorithms.vertical.driver import RankDeficiencyWarning, VerticalData
 from ._sklearn import binary_classifier_tags, target
 from ._vertical_config import _VerticalConfig, _is_source
 
-__all__ = ["RankDeficiencyWarning", "VerticalLinearRegression", "VerticalLogisticRegression"]
+__all__ = ["RankDeficiencyWarning", "VerticalLinearRegression", "VerticalLogisticRegression", "VerticalPoissonRegression"]
 
 
 class _VerticalADMM(_VerticalConfig, BaseEstimator):
@@ -295,3 +295,54 @@ class VerticalLinearRegression(RegressorMixin, _VerticalADMM):
     def predict(self, X) -> np.ndarray:
         """Sum of the parties' partial predictions ``X_m x_m`` plus the intercept (distributed prediction)."""
         return self._score(X)
+
+
+class VerticalPoissonRegression(VerticalLinearRegression):
+    """Poisson regression with log link over vertically partitioned features by ADMM sharing [Hu, Alg. 1]: counts
+    (any labels ≥ 0), mean ``exp(Σ_m X_m x_m + b)``.
+
+    Objective: ``mean_i (e^{s_i} − y_i s_i) + lam · Σ_m R(x_m)`` — half the mean Poisson deviance up to a term free
+    of the model, so the optimum of scikit-learn's ``PoissonRegressor(alpha=lam)``. The coordinator's z-step is the
+    loss's prox on the sum of the shares (:class:`dpadmm.kernels.PoissonLoss`, a vectorised monotone Newton). Same
+    parameters as :class:`VerticalLogisticRegression`; the linearised private protocol (``epsilon`` with the gaussian
+    feature mechanism, or gaussian labels) is refused (it needs bounded curvature, and e^s has none): protect the
+    labels with :class:`~dpadmm.estimators.label_regression.LabelPrivateVerticalRegression` ``(loss="poisson")``.
+    """
+
+    def __init__(self, *, lam: float = 1e-3, rho="auto", max_iter="auto", tol: float | None = 2e-3,
+                 fit_intercept: bool = True, penalty: str = "l2", l1_ratio: float = 0.5, adaptive_rho: bool = False,
+                 damping="auto", epsilon=None, delta: float = 1e-5, iteration_epsilon=None, noise_scale=None,
+                 mechanism: str = "gaussian", relation: str = "feature_column", clip="auto", label_epsilon=None,
+                 label_noise_scale=None, label_mechanism: str = "gaussian", fallback: bool = True,
+                 label_block_scale: float = 1.0, bound="auto", accountant: str = "pld", party_sizes=None,
+                 random_state=None, backend="inprocess", monitor: bool | None = None, solver: str = "auto"):
+        _VerticalADMM.__init__(self, lam=lam, rho=rho, max_iter=max_iter, tol=tol, fit_intercept=fit_intercept,
+                         penalty=penalty, l1_ratio=l1_ratio, adaptive_rho=adaptive_rho, damping=damping,
+                         epsilon=epsilon, delta=delta, iteration_epsilon=iteration_epsilon, noise_scale=noise_scale,
+                         mechanism=mechanism, relation=relation, clip=clip, label_epsilon=label_epsilon,
+                         label_noise_scale=label_noise_scale, label_mechanism=label_mechanism, fallback=fallback,
+                         label_block_scale=label_block_scale, bound=bound, accountant=accountant,
+                         party_sizes=party_sizes, random_state=random_state, backend=backend, monitor=monitor,
+                         solver=solver)  # no ``loss`` parameter: the loss is Poisson
+
+    _loss_name = "poisson"
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.positive_only = True
+        return tags
+
+    def _encode_y(self, y, n, fitted: bool = False):
+        y = super()._encode_y(y, n, fitted)
+        if np.any(y < 0):
+            raise InvalidDataError(f"y holds a negative value ({float(y[y < 0][0]):g}); Poisson regression needs "
+                                   "counts or other values >= 0.")
+        return y
+
+    def linear_predictor(self, X) -> np.ndarray:
+        """The linear predictor ``η = Σ_m X_m x_m + b`` (distributed; the log of the predicted mean)."""
+        return self._score(X)
+
+    def predict(self, X) -> np.ndarray:
+        """The predicted mean ``exp(η)``."""
+        return np.exp(self._score(X))

@@ -286,3 +286,21 @@ def play(game: Game, *, runs: int, seed: int = 0, confidence: float = 0.95, prog
                  "mu_lower": res.get("mu_lower"), "clopper_pearson_lower_bound": res["clopper_pearson"],
                  "seconds": round(time.perf_counter() - t0, 1)},
     )
+
+
+def one_release_result(game: Game, *, claim: float, lb: float, stat: str, table: dict, runs: int, confidence: float,
+                       t0: float, backend: str, progress=None, **details) -> AuditResult:
+    """The :class:`AuditResult` of a game whose run is one pure-ε label release (randomized response and its
+    relatives: :mod:`.audit_games_rr`, :mod:`.audit_games_label_rr`): the bound ``lb`` of the statistic ``stat``
+    (Clopper–Pearson, δ = 0) out of ``table``; ``details`` adds game-specific entries. Reports ``progress``."""
+    if progress:
+        progress(f"{game.name}: lower bound {lb:.2f} ({stat}), claimed {claim:.2f}")
+    return AuditResult(
+        name=game.name, epsilon_claimed=claim, epsilon_lower_bound=float(lb), delta=0.0, broken=game.broken,
+        samples=runs, confidence=float(confidence), caught=bool(lb > claim), description=game.description,
+        details={"end_to_end": True, "worst_case": True, "algorithm": game.algorithm, "relation": game.relation,
+                 "adversary_view": game.adversary, "planted_bug": game.bug or None, "runs_per_dataset": runs,
+                 "rounds_per_run": 1, "backend": backend, "noise": "seeded simulation (one seed per run)",
+                 "ratio": float(lb / claim) if claim > 0 else None, "statistic": f"{stat} (clopper-pearson)",
+                 "statistics": table, **details, "note": game.note, "clopper_pearson_lower_bound": float(lb),
+                 "seconds": round(time.perf_counter() - t0, 1)})

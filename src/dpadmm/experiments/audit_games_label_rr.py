@@ -1,17 +1,19 @@
 """Worst-case audit games of the label releases beyond two classes (:mod:`dpadmm.privacy.label_mechanisms`):
-k-ary randomized response (several classes) and randomized response on bins (real-valued labels), pure label-ε.
+k-ary randomized response (several classes), randomized response on bins (real-valued labels) and on bins over
+clipped counts (:mod:`dpadmm.privacy.label_counts`), pure label-ε.
 
 Each run releases a small label vector once; every later message of a fit on the released labels is
 post-processing, so the strongest adversary sees the release itself — and, for the bins, the range, the noisy prior
 and Φ (outputs and assignment) — and knows every other label. The neighbouring pair changes the canary's label
-(row 0): class 0 → 1 (k-ary, K = 4), value 0 → 1 (bins, public range [0, 1], 8 bins).
+(row 0): class 0 → 1 (k-ary, K = 4), value 0 → 1 (bins, public range [0, 1], 8 bins), count 0 → 3 (counts,
+declared bound U = 3: unit bins on 0 … 3).
 
 Statistic: the event ``S`` = "the canary's released value is the one D' makes likely" — class 1 (k-ary), or
 ``Φ(1)`` when Φ separates the canary's two values (bins) — and, the other orientation, the value D makes likely.
 Pure ε-DP gives ``P(S | D') ≤ e^ε P(S | D)`` for every S, so ``ln(TPR⁻/FPR⁺)`` with Clopper–Pearson bounds at
 ``α/(2k)`` per rate (k = 2 orientations; Bonferroni) is a lower bound on ε. For the k-ary mechanism ``TPR/FPR = e^ε``
 exactly; for the bins the randomized response's ``e^{ε_rr}`` (the prior's ε_p moves Φ only slightly), so both
-honest bounds tend to ≈ their claim: 0.90 of it at 2,000 runs per side (k-ary), 0.80 (bins).
+honest bounds tend to ≈ their claim: 0.90 of it at 2,000 runs per side (k-ary), 0.80 (bins), 0.76 (counts).
 
 Plants (for the run only): every uniform the release draws divided by 2 (the change probability halved:
 :class:`~dpadmm.experiments.audit_rngs.ScaledRNG` — the ×½-noise plant of every mechanism); the change
@@ -30,11 +32,12 @@ from unittest import mock
 import numpy as np
 
 from ..privacy import label_mechanisms as lm
+from ..privacy.label_counts import rr_on_counts
 from ..privacy.audit import AuditResult, clopper_pearson_upper
-from .audit_games import CANARY, EPSILON, Game, generator_plant
+from .audit_games import CANARY, EPSILON, Game, generator_plant, one_release_result
 from .audit_rngs import ScaledRNG
 
-N_ROWS, N_CLASSES, N_BINS = 8, 4, 8
+N_ROWS, N_CLASSES, N_BINS, COUNT_UPPER = 8, 4, 8, 3
 
 
 def _release(kind: str, side: int, rng) -> tuple[np.ndarray, list, np.ndarray]:
@@ -44,9 +47,14 @@ def _release(kind: str, side: int, rng) -> tuple[np.ndarray, list, np.ndarray]:
         y[CANARY] = side  # class 0 on D, 1 on D'
         out, events = lm.k_randomized_response(y, N_CLASSES, EPSILON, rng=rng)
         return out.astype(np.float64), events, np.array([1.0, 0.0])
-    y = np.linspace(0.0, 1.0, N_ROWS)
-    y[CANARY] = float(side)  # value 0 on D, 1 on D'
-    rel = lm.rr_on_bins(y, EPSILON, rng=rng, label_range=(0.0, 1.0), n_bins=N_BINS)
+    if kind == "rr-counts":
+        y = (np.arange(N_ROWS) % (COUNT_UPPER + 1)).astype(np.float64)
+        y[CANARY] = float(side * COUNT_UPPER)  # count 0 on D, U on D'
+        rel = rr_on_counts(y, EPSILON, rng=rng, upper=COUNT_UPPER, n_bins=N_BINS)
+    else:
+        y = np.linspace(0.0, 1.0, N_ROWS)
+        y[CANARY] = float(side)  # value 0 on D, 1 on D'
+        rel = lm.rr_on_bins(y, EPSILON, rng=rng, label_range=(0.0, 1.0), n_bins=N_BINS)
     hi, lo = rel.outputs[rel.assign[-1]], rel.outputs[rel.assign[0]]
     targets = np.array([hi, lo]) if hi != lo else np.array([np.nan, np.nan])  # Φ merges them: no test fires
     return rel.labels, rel.events, targets
@@ -89,18 +97,9 @@ def play_label_rr(game: Game, *, runs: int, seed: int = 0, confidence: float = 0
     table = {"toward D'": _bound(hits[0][:, 0], hits[1][:, 0], alpha / 4)[1],
              "toward D": _bound(hits[1][:, 1], hits[0][:, 1], alpha / 4)[1]}
     stat = max(table, key=lambda n: table[n]["epsilon"])
-    lb = table[stat]["epsilon"]
-    if progress:
-        progress(f"{game.name}: lower bound {lb:.2f} ({stat}), claimed {claim:.2f}")
-    return AuditResult(
-        name=game.name, epsilon_claimed=claim, epsilon_lower_bound=float(lb), delta=0.0, broken=game.broken,
-        samples=runs, confidence=float(confidence), caught=bool(lb > claim), description=game.description,
-        details={"end_to_end": True, "worst_case": True, "algorithm": game.algorithm, "relation": game.relation,
-                 "adversary_view": game.adversary, "planted_bug": game.bug or None, "runs_per_dataset": runs,
-                 "rounds_per_run": 1, "backend": "inprocess (the label party's release function)",
-                 "noise": "seeded simulation (one seed per run)", "ratio": float(lb / claim) if claim > 0 else None,
-                 "statistic": f"{stat} (clopper-pearson)", "statistics": table, "note": game.note,
-                 "clopper_pearson_lower_bound": float(lb), "seconds": round(time.perf_counter() - t0, 1)})
+    return one_release_result(game, claim=claim, lb=table[stat]["epsilon"], stat=stat, table=table, runs=runs,
+                              confidence=confidence, t0=t0, backend="inprocess (the label party's release function)",
+                              progress=progress)
 
 
 _ABOUT = {
@@ -114,6 +113,12 @@ _ABOUT = {
                 f"party's release: Laplace prior (10% of epsilon), optimal bins, randomized response, epsilon = "
                 f"{EPSILON:g} in all (pure, delta = 0)",
                 "ratio limit about 0.9 (the randomized response's share of epsilon): 0.80 at 2,000 runs per side"),
+    "rr-counts": ("randomized response on bins over clipped counts (privacy.label_counts.rr_on_counts; Ghazi et al. "
+                  "2023, Poisson loss)",
+                  f"one changed training count of {N_ROWS} (0 -> {COUNT_UPPER}, declared bound {COUNT_UPPER}: unit "
+                  f"bins), the label party's release: Laplace prior (10% of epsilon), Poisson-optimal bins, "
+                  f"randomized response, epsilon = {EPSILON:g} in all (pure, delta = 0)",
+                  "ratio limit about 0.9 (the randomized response's share of epsilon): 0.76 at 2,000 runs per side"),
 }
 
 
@@ -134,14 +139,14 @@ def _change_at_double_epsilon() -> ContextManager:
 
 
 def label_rr_games() -> list[Game]:
-    """The honest rows of both mechanisms."""
-    return [label_rr_game("k-rr"), label_rr_game("rr-bins")]
+    """The honest rows of the three mechanisms."""
+    return [label_rr_game("k-rr"), label_rr_game("rr-bins"), label_rr_game("rr-counts")]
 
 
 def label_rr_plants() -> list[Game]:
-    """Both plants of both mechanisms."""
+    """Both plants of the three mechanisms."""
     out = []
-    for kind in ("k-rr", "rr-bins"):
+    for kind in ("k-rr", "rr-bins", "rr-counts"):
         out.append(label_rr_game(kind, wrap=lambda rng: ScaledRNG(rng, 0.5), tag=" (planted: noise x1/2)",
                                  bug="every uniform the release draws divided by 2: the change probability halved"))
         out.append(label_rr_game(kind, plant=_change_at_double_epsilon, tag=" (planted: change probability at 2 "

@@ -42,7 +42,7 @@ from ..algorithms.vertical import label as vertical_label
 from ..algorithms.vertical import driver as vertical_fit
 from ..algorithms.vertical.driver import rr_labels as _rr_labels
 from ..privacy.audit import AuditResult, clopper_pearson_upper
-from .audit_games import CANARY, EPSILON, Game, generator_plant
+from .audit_games import CANARY, EPSILON, Game, generator_plant, one_release_result
 
 RR_N, RR_PARTIES = 8, 2
 
@@ -114,18 +114,9 @@ def play_rr(game: Game, *, runs: int, seed: int = 0, confidence: float = 0.95, p
     for name in s0:
         _, table[name] = _threshold_bound(s0[name], s1[name], alpha / (2 * k))
     stat = max(table, key=lambda n: table[n]["epsilon"])
-    lb = table[stat]["epsilon"]
-    if progress:
-        progress(f"{game.name}: lower bound {lb:.2f} ({stat}), claimed {claim:.2f}")
-    return AuditResult(
-        name=game.name, epsilon_claimed=claim, epsilon_lower_bound=float(lb), delta=0.0, broken=game.broken,
-        samples=runs, confidence=float(confidence), caught=bool(lb > claim), description=game.description,
-        details={"end_to_end": True, "worst_case": True, "algorithm": game.algorithm, "relation": game.relation,
-                 "adversary_view": game.adversary, "planted_bug": game.bug or None, "runs_per_dataset": runs,
-                 "rounds_per_run": 1, "backend": "inprocess (the estimator's release function)",
-                 "noise": "seeded simulation (one seed per run)", "ratio": float(lb / claim) if claim > 0 else None,
-                 "statistic": f"{stat} (clopper-pearson)", "statistics": table, "decoding_row": j, "note": game.note,
-                 "clopper_pearson_lower_bound": float(lb), "seconds": round(time.perf_counter() - t0, 1)})
+    return one_release_result(game, claim=claim, lb=table[stat]["epsilon"], stat=stat, table=table, runs=runs,
+                              confidence=confidence, t0=t0, backend="inprocess (the estimator's release function)",
+                              progress=progress, decoding_row=j)
 
 
 def _generator_planted() -> ContextManager:

@@ -184,16 +184,22 @@ def rr_on_bins(labels, epsilon: float, *, rng: np.random.Generator, label_range=
     if loss == "poisson":
         lo = max(lo, 0.0)  # counts: the clip keeps the support non-negative
         hi = max(hi, lo + 1.0)
-    edges = np.linspace(lo, hi, int(n_bins) + 1)
-    yc = np.clip(y, lo, hi)
+    return release_on_bins(np.clip(y, lo, hi), np.linspace(lo, hi, int(n_bins) + 1), eps, rng=rng, loss=loss,
+                           huber_delta=huber_delta, party=party, events=events, label_range=(lo, hi))
+
+
+def release_on_bins(yc, edges, eps: dict, *, rng: np.random.Generator, loss: str, huber_delta: float, party: str,
+                    events: list, label_range: tuple) -> BinsRelease:
+    """Steps 2–4 of the module docstring on labels ``yc`` already inside the public ``edges``: the Laplace prior
+    (ε_p = ``eps["prior"]``), the optimal bins and randomized response on them (ε_rr = ``eps["rr"]``); appends their
+    events to ``events`` (those of the range before them)."""
     noisy, _ = laplace_histogram(yc, edges, eps["prior"], rng)
     events.append(PureDPRelease(party, -1, eps["prior"], LABEL_CHANGE))
     mass = np.clip(noisy, 0.0, None)
     prior = mass / mass.sum() if mass.sum() > 0 else np.full(mass.size, 1.0 / mass.size)
     centres = 0.5 * (edges[:-1] + edges[1:])
     outputs, assign, _ = optimal_bins(centres, prior, eps["rr"], loss, huber_delta)
-    m = centres.size
-    bin_of = np.clip(np.searchsorted(edges, yc, side="right") - 1, 0, m - 1)
+    bin_of = np.clip(np.searchsorted(edges, yc, side="right") - 1, 0, centres.size - 1)
     released = outputs[randomize_indices(assign[bin_of], outputs.size, eps["rr"], rng)]
     events.append(PureDPRelease(party, 0, eps["rr"], LABEL_CHANGE))
-    return BinsRelease(released, events, (lo, hi), edges, noisy, outputs, assign, eps)
+    return BinsRelease(released, events, label_range, edges, noisy, outputs, assign, eps)

@@ -23,8 +23,9 @@ from ...privacy.accountants import ACCOUNTANTS
 from . import label as vl
 from . import messages as vs
 
-#: the losses of the vertical estimators (the classifier's ``logistic``, the regressor's ``squared`` and ``huber``)
-LOSSES = ("logistic", "squared", "huber")
+#: the losses of the vertical estimators (the classifier's ``logistic``, the regressor's ``squared`` and ``huber``,
+#: the count regressor's ``poisson``)
+LOSSES = ("logistic", "squared", "huber", "poisson")
 #: the feature side's budget parameters: at most one is given
 FEATURE_BUDGETS = ("epsilon", "iteration_epsilon", "noise_scale")
 
@@ -181,6 +182,11 @@ class VerticalParams:
                 raise InvalidParameterError(f"label_mechanism='rr' (randomized response) needs two-class labels; "
                                             f"loss={self.loss!r} has real-valued ones (use "
                                             "label_mechanism='gaussian').")
+        if self.mm and self.loss == "poisson":
+            raise PrivacyPreconditionError(
+                "loss='poisson' has unbounded curvature (e^s), and the linearised private protocol (the gaussian "
+                "feature mechanism or gaussian labels) needs a bound on it: fit counts without a feature-side or gaussian-label "
+                "budget, or protect the labels with LabelPrivateVerticalRegression(loss='poisson').")
         if self.mm or self.rr:
             if self.label_epsilon is not None:
                 check_positive("label_epsilon", self.label_epsilon)

@@ -38,7 +38,9 @@ class GossipParams:
     ``loss``: ``logistic`` (±1 labels), ``squared``/``huber`` (real labels; ``huber_delta`` δ in units of half the
     label range) or ``multinomial`` (``classes`` K ≥ 3, labels 0…K−1) — :mod:`.targets`. ``target_bounds``: the
     declared label range (lo, hi) of a regression (None: a DP estimate, the label one more column of the range
-    counts; needed when ``bounds`` are declared)."""
+    counts; needed when ``bounds`` are declared). ``tol``: a non-private run stops once every node's broadcast moved
+    by ≤ tol in a round (0: every round; a private run's rounds
+    are fixed by its budget, and ``tol`` > 0 with ``epsilon`` is refused)."""
 
     epsilon: float | None = None
     delta: float = DEFAULT_DELTA
@@ -56,6 +58,7 @@ class GossipParams:
     classes: int = 2
     huber_delta: float = 1.0
     target_bounds: Any = None
+    tol: float = 0.0
 
     def __post_init__(self):
         target = Target(self.loss, self.classes, self.huber_delta)  # its checks: one line naming the value
@@ -76,6 +79,10 @@ class GossipParams:
         if self.rounds is not None:
             check_int("rounds", self.rounds)
         check_int("range_rounds", self.range_rounds, minimum=0)
+        check_positive("tol", self.tol, allow_zero=True)
+        if self.tol > 0 and self.epsilon is not None:
+            raise InvalidParameterError(f"tol={self.tol!r} stops a non-private run early; a private run's rounds are "
+                                        "fixed by its budget (the accountant prices them): drop tol or epsilon.")
         if self.row_clip is not None:
             check_positive("row_clip", self.row_clip)
         if self.momentum is not None and not 0.0 <= float(self.momentum) < 1.0:

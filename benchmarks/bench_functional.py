@@ -9,12 +9,17 @@ Workloads (simulation of [Zhou, §5], n = 100,000 curves, K = 6, M = 10 workers,
 2. ``estimator``: ``FunctionalQuantileRegressor`` (one party per worker, M = 10; ``fast``, 200 rounds, and
    ``exact``) against the floor (one read of the curves plus their moment matrix) and the centralised
    baseline statsmodels ``QuantReg`` on the same scores, all at one BLAS thread.
-3. ``--table1``: one timed run of ``dpadmm reproduce zhou-table1`` in full (100 repetitions), writing
+3. ``--curves 1000 10000 100000``: ``FunctionalQuantileRegressor`` (defaults: ``fast``, M = 10, monitor off)
+   against what a user runs instead — scikit-learn's ``PCA(K)`` on the curves **plus** statsmodels ``QuantReg`` on
+   its scores (the PCA counted) — at each size, both in this process at one BLAS thread, interleaved, best of
+   ``--repeats`` CPU seconds (``time.process_time``) with the wall seconds beside, and the load average.
+4. ``--table1``: one timed run of ``dpadmm reproduce zhou-table1`` in full (100 repetitions), writing
    ``benchmarks/results/zhou-table1/table.csv``; reports the wall time and the share of cells where
    ours ≤ the paper's MISE.
 
 Medians over ``--repeats``. Usage:
-``python benchmarks/bench_functional.py [--repeats 3] [--sample 5] [--table1]``
+``python benchmarks/bench_functional.py [--repeats 3] [--sample 5] [--curves 1000 10000 100000] [--skip-micro]
+[--table1]``
 """
 
 from __future__ import annotations
@@ -94,6 +99,50 @@ def bench_estimator(repeats: int) -> dict:
     return out
 
 
+def bench_small_n(curves, repeats: int) -> dict:
+    """The fit against PCA + QuantReg at each number of curves (module docstring, 3.): best-of CPU and wall."""
+    import os
+    import warnings
+
+    import statsmodels.api as sm
+    from sklearn.decomposition import PCA
+    from threadpoolctl import threadpool_limits
+
+    from dpadmm import FunctionalQuantileRegressor
+    from dpadmm.data.functional import simulate_zhou
+
+    def ours(d):
+        FunctionalQuantileRegressor(tau=0.5, workers=10, random_state=0, monitor=False).fit(d.curves, d.y)
+
+    def baseline(d):
+        A = PCA(n_components=6).fit_transform(d.curves)
+        sm.QuantReg(d.y, np.c_[A, np.ones(len(A))]).fit(q=0.5)
+
+    out = {"load_start": os.getloadavg()[0], "sizes": {}}
+    with threadpool_limits(1, user_api="blas"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = {n: simulate_zhou(n, tau=0.5, random_state=0) for n in curves}
+        ours(data[curves[0]])  # imports and first-call set-up, for both sides
+        baseline(data[curves[0]])
+        runs = {(n, c): [] for n in curves for c in ("functional", "pca+quantreg")}
+        for _ in range(repeats):
+            for n in curves:
+                for case, f in (("functional", ours), ("pca+quantreg", baseline)):
+                    c, t = time.process_time(), time.perf_counter()
+                    f(data[n])
+                    runs[(n, case)].append((time.process_time() - c, time.perf_counter() - t))
+    out["load_end"] = os.getloadavg()[0]
+    print(f"best of {repeats} (CPU s), one BLAS thread; load average {out['load_start']:.2f} -> {out['load_end']:.2f}")
+    print(f"{'curves':>8} {'ours CPU':>9} {'ours wall':>9} {'PCA+QR CPU':>10} {'PCA+QR wall':>11} {'CPU ratio':>9} "
+          f"{'wall ratio':>10}")
+    for n in curves:
+        a, b = min(runs[(n, "functional")]), min(runs[(n, "pca+quantreg")])
+        out["sizes"][str(n)] = {"functional_cpu": a[0], "functional_wall": a[1], "baseline_cpu": b[0],
+                                "baseline_wall": b[1], "cpu_ratio": a[0] / b[0], "wall_ratio": a[1] / b[1]}
+        print(f"{n:>8} {a[0]:>9.3f} {a[1]:>9.3f} {b[0]:>10.3f} {b[1]:>11.3f} {a[0] / b[0]:>9.2f} {a[1] / b[1]:>10.2f}")
+    return out
+
+
 def bench_table1(out: Path) -> dict:
     from dpadmm.experiments.zhou import run_table
 
@@ -110,6 +159,7 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=5)
     ap.add_argument("--table1", action="store_true", help="also time the full Table 1 reproduction (100 reps)")
     ap.add_argument("--skip-micro", action="store_true")
+    ap.add_argument("--curves", type=int, nargs="+", help="also the fit against PCA + QuantReg at these sizes")
     args = ap.parse_args()
     res_dir = Path(__file__).parent / "results"
     res_dir.mkdir(exist_ok=True)
@@ -119,6 +169,8 @@ def main() -> None:
         print(json.dumps(results["batched_vs_per_setting"], indent=2), flush=True)
         results["estimator_vs_statsmodels"] = bench_estimator(args.repeats)
         print(json.dumps(results["estimator_vs_statsmodels"], indent=2), flush=True)
+    if args.curves:
+        results["small_n_vs_pca_quantreg"] = bench_small_n(args.curves, args.repeats)
     if args.table1:
         results["table1_full"] = bench_table1(res_dir / "zhou-table1")
         print(json.dumps(results["table1_full"], indent=2), flush=True)

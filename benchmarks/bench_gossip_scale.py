@@ -17,7 +17,8 @@ its difference to scikit-learn's, rounds, and for gossip the CPU seconds of the 
 (``choice.choose``, after the rounds); the load average at start and end.
 
 ``--baseline-src DIR`` adds the gossip fit on another checkout's sources (``gossip-base``, e.g. main's ``src``),
-interleaved with the others: before and after in one run.
+interleaved with the others: before and after in one run, with a closing table of after ÷ before (CPU, wall, peak
+RSS) and each side's CPU ratio to scikit-learn.
 
 Run: ``python benchmarks/bench_gossip_scale.py --configs 200000:5 1000000:5 200000:200 --repeats 3 [--json out.json]``.
 """
@@ -134,6 +135,19 @@ def main():
             print(f"{n:>9} {nodes:>5} {case:>11} {r['cpu']:>8.2f} {r['wall']:>8.2f} {ratio:>9.2f} {r['rss_gb']:>7.2f} "
                   f"{rss:>9.2f} {r['test_log_loss']:>10.5f} {dl:>+9.5f} {r['n_iter']:>5} "
                   f"{r.get('choice_cpu', float('nan')):>10.2f}")
+    if args.baseline_src:  # before/after in one run: the same fit on this checkout against the baseline sources
+        print(f"\nafter ÷ before ({BASE} = {args.baseline_src}), best of {args.repeats}, interleaved")
+        print(f"{'rows':>9} {'nodes':>5} {'CPU':>7} {'wall':>7} {'peak RSS':>8} {'× sklearn before':>16} "
+              f"{'× sklearn after':>15} {'Δ test loss':>11}")
+        for n, nodes in configs:
+            a, b, sk = (best.get((n, nodes, c)) for c in ("gossip", BASE, "sklearn"))
+            if a is None or b is None:
+                continue
+            skb = f"{b['cpu'] / sk['cpu']:.2f}" if sk else "nan"
+            ska = f"{a['cpu'] / sk['cpu']:.2f}" if sk else "nan"
+            print(f"{n:>9} {nodes:>5} {a['cpu'] / b['cpu']:>7.2f} {a['wall'] / b['wall']:>7.2f} "
+                  f"{a['rss_gb'] / b['rss_gb']:>8.2f} {skb:>16} {ska:>15} "
+                  f"{a['test_log_loss'] - b['test_log_loss']:>+11.5f}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(res, fh, indent=1)

@@ -197,3 +197,18 @@ def test_a_node_keeps_its_prepared_rows_column_major():
     F = mech.column_major(X)
     assert F.flags.f_contiguous and np.array_equal(F, X)
     assert mech.column_major(F) is F
+
+
+def test_a_node_drops_its_sorted_columns_after_the_last_range_round():
+    """The sorted columns serve the range rounds only: held through them, gone after the last (so never held
+    beside the prepared rows of the gradient rounds), the counts those rounds released as before."""
+    rng = np.random.default_rng(5)
+    X, y = rng.standard_normal((300, D)), np.where(rng.standard_normal(300) > 0, 1.0, -1.0)
+    opts = dict(degree=1, max_degree=1, n_nodes=2, n_total=600, rounds=3, range_rounds=3, noise_multiplier=0.0,
+                step=1.0, momentum=0.9, ridge=1e-4, row_clip=2.0, average_from=2)
+    cfg, st = setup_node("node0", X, y, opts)
+    for r in range(3):
+        t = np.stack([np.full(D, -0.5 + 0.1 * r), np.full(D, 0.5)])
+        st, out, _ = node_step(cfg, st, RangeRequest(r, t), rng=party_rng(1, 0, r))
+        assert (st.columns is None) == (r == 2)
+        assert np.array_equal(out.counts, np.stack([(X <= t[q]).sum(axis=0) for q in range(2)]))

@@ -54,3 +54,20 @@ def test_bounds_files(tmp_path):
     j.write_text('{"lo": [2], "hi": [1]}')
     with pytest.raises(ValueError, match="finite bounds lo < hi"):
         read_bounds(j)
+
+
+def test_prepare_in_column_major_order_is_the_same_numbers():
+    """``prepare(..., order="F")`` (a gossip node's rows, ready for its BLAS products) holds the row-major result's
+    numbers bit for bit, missing and infinite values included, and every row within the clip."""
+    from dpadmm.privacy.ranges import prepare
+
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((500, 6)) * 4.0
+    X[::7, 2], X[3, 1], X[4, 0], X[5] = np.nan, np.inf, -np.inf, np.nan
+    lo, hi = np.full(6, -3.0), np.full(6, 2.0)
+    for R in (0.5, 2.0, np.inf):
+        C, F = prepare(X, lo, hi, R), prepare(X, lo, hi, R, order="F")
+        assert C.flags.c_contiguous and F.flags.f_contiguous
+        assert np.ascontiguousarray(F).tobytes() == C.tobytes()
+        assert np.all(np.isfinite(F)) and np.all(F[:, -1] == 1.0)
+        assert np.all(np.linalg.norm(F[:, :-1], axis=1) <= min(R, np.sqrt(6)) * (1 + 1e-12))

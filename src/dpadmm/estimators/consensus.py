@@ -61,7 +61,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
     batch : True runs all nodes as one stacked block (fast, in one process); False one party per node
         (what a distributed backend runs). Same step function; with noise the two draw different streams.
     record_path : keep every broadcast f_i(t) in ``path_`` (T × N × d), e.g. for :mod:`dpadmm.attacks`.
-    tol : stop early (non-private runs only) once every ‖f_i(t) − f_i(t−1)‖ and the consensus error are ≤ tol.
+    tol : stop early (non-private runs only) once every ‖f_i(t) − f_i(t−1)‖ and the consensus error are ≤ tol
+        (gossip: once every node's broadcast moved by ≤ tol in a round; a private run ignores it, its rounds priced).
     fallback_epsilon : private runs (pp/dvp): pure-DP budget per node, on top of P(T), for the DP base rate
         (half) and the accounted comparison model vs DP base rate (half) of
         :mod:`dpadmm.algorithms.consensus.baseline`; the better is handed over (``handed_over_``). Margins
@@ -146,7 +147,8 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
         if self._use_gossip():
             return GossipParams(epsilon=self.epsilon, delta=self.delta, rounds=self.rounds, bounds=self.bounds,
                                 row_clip=self.row_clip, recalibrate=getattr(self, "recalibrate", None),
-                                monitor=self.monitor, normalize=self.normalize)
+                                monitor=self.monitor, normalize=self.normalize,
+                                tol=self.tol if self.epsilon is None else 0.0)
         check_choice("split", self.split, ("even", "uneven"))
         if self.recalibrate:  # True or anything else set: M-ADMM hands over one model
             raise InvalidParameterError(f"recalibrate is for the gossip protocol (epsilon= or protocol='gossip'), got "

@@ -210,8 +210,8 @@ def gossip_game(*, plant=None, bug: str = "", tag: str = "", backend: str = "inp
               "(undeclared bounds) are the gossip-range game's (audit_games_ranges)"))
 
 
-def _prepare_without_row_clip(X, lo, hi, row_clip):
-    return ranges_prepare(X, lo, hi, np.inf)
+def _prepare_without_row_clip(X, lo, hi, row_clip, **kw):
+    return ranges_prepare(X, lo, hi, np.inf, **kw)
 
 
 _real_weights = gossip_mechanism._logistic_weights

@@ -40,16 +40,26 @@ def range_sensitivity(d: int, labels: bool = False) -> float:
     return math.sqrt(2.0 * int(d) + (1.0 if labels else 0.0))
 
 
-def prepare(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, row_clip: float) -> np.ndarray:
+def prepare(X: np.ndarray, lo: np.ndarray, hi: np.ndarray, row_clip: float, *, order: str = "C") -> np.ndarray:
     """``x̃ = (z, 1)``: columns mapped to [−1, 1] by their bounds and clipped, rows clipped to norm ≤ R.
-    The same map is the model's input at predict time. Shapes: X (B, d), lo/hi (d,) → (B, d + 1)."""
+    The same map is the model's input at predict time. Shapes: X (B, d), lo/hi (d,) → (B, d + 1), in ``order``
+    ("F": column-major, as a gossip node keeps its rows). Each step in place in the result: one (B, d + 1) array
+    and the row norms' temporaries, the numbers of the same steps on fresh arrays."""
     X = np.asarray(X, dtype=np.float64)
-    width = np.asarray(hi, dtype=np.float64) - np.asarray(lo, dtype=np.float64)
-    Z = 2.0 * np.clip((X - lo) / width, 0.0, 1.0) - 1.0  # [column clip] (±inf → ±1)
-    Z = np.where(np.isnan(Z), 0.0, Z)  # a missing value (NaN) → the middle of its column: the bound holds for it too
+    lo = np.asarray(lo, dtype=np.float64)
+    width = np.asarray(hi, dtype=np.float64) - lo
+    out = np.empty((X.shape[0], X.shape[1] + 1), order=order)
+    Z = out[:, :-1]
+    np.subtract(X, lo, out=Z)
+    np.divide(Z, width, out=Z)
+    np.clip(Z, 0.0, 1.0, out=Z)  # [column clip] (±inf → ±1)
+    Z *= 2.0
+    Z -= 1.0
+    np.copyto(Z, 0.0, where=np.isnan(Z))  # a missing value (NaN) → the middle of its column: the bound holds for it too
     norms = safe_norm(Z, axis=1, keepdims=True)
-    Z = Z * np.minimum(1.0, float(row_clip) / np.maximum(norms, 1e-300))  # [row clip] ‖z‖ ≤ R
-    return np.hstack([Z, np.ones((Z.shape[0], 1))])  # [intercept] ‖x̃‖² ≤ R² + 1
+    Z *= np.minimum(1.0, float(row_clip) / np.maximum(norms, 1e-300))  # [row clip] ‖z‖ ≤ R
+    out[:, -1] = 1.0  # [intercept] ‖x̃‖² ≤ R² + 1
+    return out
 
 
 def sorted_columns(X: np.ndarray) -> np.ndarray:

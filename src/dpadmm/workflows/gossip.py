@@ -19,12 +19,24 @@ from ..privacy.ledger import nonprivate_privacy, not_protected
 from .consensus import _base_rate_loss, _base_rate_loss_on, _node_data
 
 
-def _losses(path: np.ndarray, Xt_nodes, ys) -> list[float]:
-    """L(t): the mean training log loss of the mean broadcast model after every round (evaluated by the driver)."""
-    Xt = np.concatenate(Xt_nodes)
-    y = np.concatenate(ys)
-    Z = Xt @ path.T  # (n, T)
-    return np.logaddexp(0.0, -y[:, None] * Z).mean(axis=0).tolist()
+LOSS_ROWS = 8192  # rows per block of the training-loss curve (:func:`_losses`): a block × rounds matrix at most
+
+
+def _losses(path: np.ndarray, Xs, ys, lo, hi, R) -> list[float]:
+    """L(t): the mean training log loss of the mean broadcast model after every round (evaluated by the driver),
+    streamed: each node's rows prepared and scored :data:`LOSS_ROWS` at a time against every round's model, the
+    per-round sums added up — never a rows × rounds matrix nor a second copy of the prepared rows."""
+    P = np.ascontiguousarray(np.asarray(path, dtype=np.float64).T)  # (d + 1, T)
+    total, n = np.zeros(P.shape[1]), 0
+    for X, y in zip(Xs, ys):
+        y = np.asarray(y, dtype=np.float64)
+        for a in range(0, len(y), LOSS_ROWS):
+            Z = mech.prepare(X[a:a + LOSS_ROWS], lo, hi, R) @ P  # (block, T)
+            Z *= -y[a:a + LOSS_ROWS, None]
+            np.logaddexp(0.0, Z, out=Z)
+            total += Z.sum(axis=0)
+            n += len(Z)
+    return (total / max(n, 1)).tolist()
 
 
 def _rate_loss_on(p: float, y_eval) -> float:
@@ -94,8 +106,7 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
         if model.node_choice_ is not None:
             choices.append(list(model.node_choice_))
         if training:
-            Xt_nodes = [mech.prepare(x, lo, hi, R) for x in Xs]
-            curves.append(_losses(model.path_, Xt_nodes, ys))
+            curves.append(_losses(model.path_, Xs, ys, lo, hi, R))
             train_final.append(curves[-1][-1])
         w = np.append(model.coefs_, model.intercepts_[:, None], axis=1)
         consensus.append(float(np.max(np.linalg.norm(w - w.mean(axis=0), axis=1))))

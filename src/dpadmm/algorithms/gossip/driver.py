@@ -25,7 +25,7 @@ from . import choice as node_choice
 from . import mechanism as mech
 from . import validation as val
 from .messages import GossipOptions
-from .router import RouterConfig, init_router, router_metrics, router_step
+from .router import RouterConfig, init_router, router_converged, router_metrics, router_step
 from .params import GossipParams, plan
 from .protocol import PROTOCOL as GOSSIP_PROTOCOL
 from .report import gossip_report
@@ -118,8 +118,9 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
              for i, nm_ in enumerate(names)]
     pos_sd = math.sqrt(N) * p.noise_multiplier * mech.range_sensitivity(d, labels=True)
     hub = engine.Hub(RouterConfig(A, names, d, n, K, p.quantile, bounds, p.average_from, pos_sd,
-                                  label_range and K > 0, tg.outputs), init_router,
-                     router_step, router_metrics, random=False)  # the router draws nothing
+                                  label_range and K > 0, tg.outputs, 0.0 if private else float(params.tol)),
+                     init_router, router_step, router_metrics, random=False,  # the router draws nothing
+                     converged=router_converged)
 
     def prepared_rows(b, _):
         """In-process simulation parties: each node's own prepared rows (its state), for its recalibration."""
@@ -132,7 +133,7 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
         return rows if all(r is not None for r in rows) else None
 
     fitted = runner.run(backend, specs, hub, rounds=K + p.rounds, noise_seed=noise_seed, callbacks=callbacks,
-                        monitor=monitor, stop_on_convergence=False, checkpoint_dir=checkpoint_dir,
+                        monitor=monitor, stop_on_convergence=not private and params.tol > 0, checkpoint_dir=checkpoint_dir,
                         checkpoint_every=checkpoint_every, resume_from=resume_from, after=prepared_rows, **p2p)
     res = fitted.result
     st = res.hub_state

@@ -217,7 +217,9 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
         cols = state.columns if state.columns is not None else mech.sorted_columns(Xr)
         counts, pos, events = mech.range_counts(cfg.name, r + 1, Xr, t, cfg.noise_multiplier, rng,
                                                 cfg.y if r == 0 and logistic else None, columns=cols)
-        return state._replace(round=r + 1, columns=cols), RangeCounts(counts, pos), events
+        # the sorted columns serve the range rounds only: dropped after the last (never held beside the prepared rows)
+        keep = cols if r + 1 < cfg.range_rounds else None
+        return state._replace(round=r + 1, columns=keep), RangeCounts(counts, pos), events
     if not isinstance(inbox, GossipInbox):
         raise _refuse(cfg, f"an unknown message {type(inbox).__name__}")
     s = r - (0 if cfg.bounds is not None else cfg.range_rounds)
@@ -234,7 +236,7 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
     else:
         lo, hi = _check_bounds(cfg, *(cfg.bounds if cfg.bounds is not None else (inbox.lo, inbox.hi)))
         # [column clip, row clip, intercept]: the premises of Δ; kept column-major for the BLAS products
-        Xt = mech.column_major(mech.prepare(cfg.X, lo, hi, cfg.row_clip))
+        Xt = mech.prepare(cfg.X, lo, hi, cfg.row_clip, order="F")
         if cfg.target.regression:  # [label clip]: |u| ≤ 1, a premise of the regression Δ (targets.py)
             tb = _label_bounds(cfg.target_bounds if cfg.target_bounds is not None else inbox.target)
             if tb is None:

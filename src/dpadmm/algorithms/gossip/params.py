@@ -40,7 +40,9 @@ class GossipParams:
     label range) or ``multinomial`` (``classes`` K ≥ 3, labels 0…K−1) — :mod:`.targets`. ``target_bounds``: the
     declared label range (lo, hi) of a regression (None: a DP estimate, the label one more column of the range
     counts; needed when ``bounds`` are declared). ``validation_share``: the share of ε a private binary run spends
-    on the DP comparison of the consensus model with the DP base rate (:mod:`.validation`; 0: none)."""
+    on the DP comparison of the consensus model with the DP base rate (:mod:`.validation`; 0: none). ``tol``: a
+    non-private run stops once every node's broadcast moved by ≤ tol in a round (0: every round; a private run's
+    rounds are fixed by its budget, and ``tol`` > 0 with ``epsilon`` is refused)."""
 
     epsilon: float | None = None
     delta: float = DEFAULT_DELTA
@@ -59,6 +61,7 @@ class GossipParams:
     huber_delta: float = 1.0
     target_bounds: Any = None
     validation_share: float = VALIDATION_SHARE
+    tol: float = 0.0
 
     def __post_init__(self):
         target = Target(self.loss, self.classes, self.huber_delta)  # its checks: one line naming the value
@@ -79,6 +82,10 @@ class GossipParams:
         if self.rounds is not None:
             check_int("rounds", self.rounds)
         check_int("range_rounds", self.range_rounds, minimum=0)
+        check_positive("tol", self.tol, allow_zero=True)
+        if self.tol > 0 and self.epsilon is not None:
+            raise InvalidParameterError(f"tol={self.tol!r} stops a non-private run early; a private run's rounds are "
+                                        "fixed by its budget (the accountant prices them): drop tol or epsilon.")
         if self.row_clip is not None:
             check_positive("row_clip", self.row_clip)
         if self.momentum is not None and not 0.0 <= float(self.momentum) < 1.0:

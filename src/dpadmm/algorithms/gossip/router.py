@@ -31,6 +31,7 @@ class RouterConfig:
     positives_sd: float = 0.0  # the pooled positive count's noise standard deviation √N z_r Δ_r (public)
     label_range: bool = False  # regression without declared label bounds: the label is the range's last column
     outputs: int = 1  # K model rows (multinomial): every broadcast has K(d + 1) numbers
+    tol: float = 0.0  # a non-private run's stopping tolerance (router_converged; 0: every round)
 
     @property
     def width(self) -> int:
@@ -126,6 +127,14 @@ def router_step(cfg: RouterConfig, state: RouterState, outboxes: Mapping[str, An
     mean = np.add.reduce(F, axis=0)
     mean /= len(F)
     return state._replace(round=t, F=F, change=change, path=state.path + (mean,), avg=avg), inboxes, []
+
+
+def router_converged(cfg: RouterConfig, state: RouterState) -> bool:
+    """A non-private run's stop (``tol`` > 0; the driver never asks in a private run): after a gradient round, every
+    node's broadcast moved by ≤ tol (``RouterState.change``). Not the consensus error: with a constant step each
+    broadcast keeps its node's own gradient step, so the broadcasts stay apart at the optimum (by η times the
+    nodes' local gradients) while their mean, the model, has settled."""
+    return cfg.tol > 0 and state.lo is not None and bool(state.path) and state.change <= cfg.tol
 
 
 def router_metrics(cfg: RouterConfig, state: RouterState, diagnostics: Mapping[str, dict]) -> dict:

@@ -1,5 +1,6 @@
 """``dpadmm vertical admm --target regression|count`` end to end (issue 41): the target inferred from the label column
-with one line saying so, the labels-only protocol under ``--label-epsilon``, the metrics that fit the target beside
+with one line saying so when the run is not private (a private run declares its target: red team 2026-11-29, T1),
+the labels-only protocol under ``--label-epsilon``, the metrics that fit the target beside
 the mean predictor, the label party alone and pooled non-private (every key in docs/reference/metrics.md), and bad
 options or label columns refused with one line, exit code 2 and nothing written."""
 
@@ -53,9 +54,9 @@ def _run(tmp_path, capsys, kind, *extra):
     return json.loads((out / "metrics.json").read_text()), stdout, err, out
 
 
-def test_counts_are_inferred_and_labels_only_beats_the_label_party_alone(tmp_path, capsys):
-    m, stdout, err, out = _run(tmp_path, capsys, "count", "--label-epsilon", "1")
-    assert "target: count (inferred from the label column" in err and "--target binary|regression|count" in err
+def test_declared_counts_labels_only_beat_the_label_party_alone(tmp_path, capsys):
+    m, stdout, err, out = _run(tmp_path, capsys, "count", "--label-epsilon", "1", "--target", "count")
+    assert "inferred" not in err
     f, b = m["final"], m["baselines"]
     assert m["config"]["target"] == "count" and m["privacy"]["epsilon"] == pytest.approx(1.0)
     assert m["privacy"]["sides"]["labels"]["protected"] and m["privacy"]["sides"]["labels"]["delta"] == 0.0
@@ -81,8 +82,11 @@ def test_regression_is_inferred_and_the_non_private_fit_is_the_pooled_one(tmp_pa
 
 
 @pytest.mark.parametrize("kind, extra, match", [
-    ("regression", ["--epsilon", "1"], "feature-side privacy"),
-    ("regression", ["--label-epsilon", "1", "--label-mechanism", "gaussian"], "randomized response on bins"),
+    ("regression", ["--epsilon", "1", "--target", "regression"], "feature-side privacy"),
+    ("regression", ["--label-epsilon", "1", "--label-mechanism", "gaussian", "--target", "regression"],
+     "randomized response on bins"),
+    ("count", ["--label-epsilon", "1"], "a private run declares its target"),
+    ("regression", ["--epsilon", "1"], "a private run declares its target"),
     ("count", ["--monitor"], "--monitor: for the binary target"),
     ("regression", ["--target", "count"], "non-negative integer labels"),
     ("count", ["--target", "multiclass"], "--target must be binary, regression or count"),

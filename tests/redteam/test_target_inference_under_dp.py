@@ -1,7 +1,8 @@
 """The target of a private run inferred from the exact labels (``dpadmm vertical admm`` without ``--target``, counts
 branch 2028d6d; ``dpadmm consensus gossip`` without ``--target``, already on main).
 
-Found (xfail strict): under ``--label-epsilon`` (vertical) or ``--epsilon`` (gossip) the run's target — and with it
+Found, then fixed the same day (a private run declares its target: binary unless --target says otherwise, and
+--classes for gossip's multiclass): under ``--label-epsilon`` (vertical) or ``--epsilon`` (gossip) the run's target — and with it
 the release mechanism the other parties receive (binary randomized response on ±1, the count release on Poisson bins,
 RR on bins for amounts; the gossip model's K classes) — is chosen from the EXACT label column before any noise, and
 ``metrics.json`` (``config.target``) and stderr (``inferred from the label column: 7 distinct non-negative integers``)
@@ -24,7 +25,7 @@ from conftest import run_cli
 from dpadmm.data import write_party_files
 
 
-def _vertical(tmp_path, capsys, y, tag):
+def _vertical(tmp_path, capsys, y, tag, extra=()):
     pytest.importorskip("dpadmm.workflows.vertical_targets", reason="vertical --target (counts branch, 2028d6d) is not in "
                         "this src")
     rng = np.random.default_rng(0)
@@ -32,7 +33,7 @@ def _vertical(tmp_path, capsys, y, tag):
     files = write_party_files(B, y, tmp_path / f"parties_{tag}")
     out = tmp_path / f"out_{tag}"
     code, _, err = run_cli(["vertical", "admm", "--party", files[0], "--party", files[1], "--label-epsilon", "1",
-                            "--seed", "0", "--quiet", "--out", out], capsys)
+                            "--seed", "0", "--quiet", "--out", out, *extra], capsys)
     if code != 0:  # a refusal (e.g. "give --target under --label-epsilon") is the same on both sides: no leak
         return "refused", code
     m = json.loads((out / "metrics.json").read_text())
@@ -40,25 +41,27 @@ def _vertical(tmp_path, capsys, y, tag):
     return m.get("config", {}).get("target", "binary"), lines
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="vertical admm infers binary/count/regression from the "
-                   "exact labels under --label-epsilon: one label 1 -> 2 switches the release mechanism (epsilon = inf)")
-def test_vertical_binary_or_count_is_a_function_of_one_label(tmp_path, capsys):
+def test_vertical_binary_or_count_is_not_a_function_of_one_label(tmp_path, capsys):
+    """Fixed: under --label-epsilon without --target the run is binary (labels outside yes/no refused, never re-read
+    as counts); with --target count declared, D ({0, 1}) and D′ (one label 1 -> 2) run the same count release."""
     y = np.random.default_rng(1).integers(0, 2, size=400)
     yp = y.copy()
     yp[np.flatnonzero(y == 1)[0]] = 2
-    a, b = _vertical(tmp_path, capsys, y, "d"), _vertical(tmp_path, capsys, yp, "dp")
-    assert a == b, (a, b)
+    assert _vertical(tmp_path, capsys, yp, "dp")[0] == "refused"  # outside the declared (binary) domain
+    a = _vertical(tmp_path, capsys, y, "d2", ("--target", "count"))
+    b = _vertical(tmp_path, capsys, yp, "dp2", ("--target", "count"))
+    assert a == b and a[0] == "count", (a, b)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="vertical admm prints the exact number of distinct "
-                   "labels of a private run ('inferred from the label column: 7 distinct non-negative integers')")
-def test_vertical_count_line_carries_the_exact_number_of_distinct_labels(tmp_path, capsys):
+def test_vertical_count_line_does_not_carry_the_number_of_distinct_labels(tmp_path, capsys):
     y = np.random.default_rng(2).integers(0, 7, size=400)
     yp = y.copy()
     yp[np.flatnonzero(y == 3)[0]] = 40
     a, b = _vertical(tmp_path, capsys, y, "d"), _vertical(tmp_path, capsys, yp, "dp")
-    assert a[0] == b[0]  # the same target ("count"; or both refused): the leak is the line itself
-    assert a[1] == b[1], (a, b)
+    assert a == b == ("refused", 2)  # not inferred under a budget: --target is asked for, on both sides alike
+    a = _vertical(tmp_path, capsys, y, "d2", ("--target", "count"))
+    b = _vertical(tmp_path, capsys, yp, "dp2", ("--target", "count"))
+    assert a == b and a[0] == "count" and a[1] == [], (a, b)
 
 
 def _gossip(tmp_path, capsys, y_first, tag, extra=()):

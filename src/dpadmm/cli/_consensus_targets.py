@@ -39,7 +39,7 @@ def resolve(target, y, *, own_files: bool, classes=None):
                 raise InvalidParameterError(f"{fix[:-1]}; or give --target multiclass --classes -1,0,1 if -1, 0 and 1 "
                                             "are three classes.")
             raise InvalidParameterError(f"the label column is not yes/no ({values.size} distinct values); a private "
-                                        "run's target is declared, not read off the labels: give --target regression, "
+                                        "run declares its target rather than reading it off the labels: give --target regression, "
                                         "or --target multiclass --classes A,B,... naming the classes.")
         return "binary", None
     if target == "multiclass" and classes is None:

@@ -34,7 +34,7 @@ def iterations_option():
 
 def target_option():
     return typer.Option(None, rich_help_panel=MODEL, metavar="binary|regression|count",
-                        help="What the label is (default: inferred from the label column).")
+                        help="What the label is (default: binary if private, else inferred).")
 
 
 def psi_option():

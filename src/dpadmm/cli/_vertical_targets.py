@@ -1,5 +1,5 @@
-"""``dpadmm vertical admm --target regression|count``: which target the run is (inferred from the label column with one
-line on stderr), the options those targets honour, the run and its report
+"""``dpadmm vertical admm --target regression|count``: which target the run is (declared in a private run; inferred from the
+label column of a non-private one, with one line on stderr), the options those targets honour, the run and its report
 (:func:`dpadmm.workflows.vertical_targets.run_vertical_target`). The binary target is :mod:`.vertical`'s."""
 
 from __future__ import annotations
@@ -18,9 +18,12 @@ BASELINES = (("mean_predictor", "mean predictor"), ("label_party_alone", "label 
              ("pooled_nonprivate", "pooled non-private"))
 
 
-def resolve(target, inp, backend: str) -> str:
+def resolve(target, inp, backend: str, private: bool = False) -> str:
     """The target of this run (one line on stderr if it was inferred). The labels are read here only when this
-    process holds the data (``--backend inprocess``); elsewhere only the binary target (the default there)."""
+    process holds the data (``--backend inprocess``); elsewhere only the binary target (the default there). A private
+    run (``private``: a label or feature budget) never infers it: the release mechanism the other parties receive and
+    the printed line would depend on the exact labels (red team 2026-11-29, T1), so it is binary unless ``--target``
+    says otherwise, and the binary path refuses labels that are not yes/no, naming ``--target``."""
     from ..workflows.vertical_targets import resolve_vertical_target  # scikit-learn: kept out of the CLI's start-up
 
     if backend != "inprocess" or inp.data is not None:
@@ -31,6 +34,15 @@ def resolve(target, inp, backend: str) -> str:
                                         "files, or drop --target.")
         return "binary"
     inp.check()
+    if private and target is None:  # the binary domain: labels that are not yes/no are refused, not re-read as counts
+        import numpy as np
+
+        k = np.unique(np.asarray(inp.labels())).size
+        if k != 2:
+            raise InvalidParameterError(f"the label column is not yes/no ({k} distinct values); a private run declares "
+                                        "its target rather than reading it off the labels: give --target regression or --target "
+                                        "count.")
+        return "binary"
     kind, line = resolve_vertical_target(target, inp.labels())
     if line:
         err_console.print(line)

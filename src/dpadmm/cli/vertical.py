@@ -65,12 +65,12 @@ def admm(
 ):
     """Train logistic, linear or Poisson regression on vertically partitioned data with (DP) ADMM sharing [Hu].
 
-    The label is yes/no (--target binary), an amount (regression) or a count (count; log link): inferred from the
-    label column unless given. With --label-epsilon, amounts and counts run the labels-only protocol."""
+    The label is yes/no (--target binary), an amount (regression) or a count (count; log link): declared in a
+    private run, else inferred from the label column. With --label-epsilon, amounts and counts run labels-only."""
     run = _AdmmRun(inp, prep, lam, iterations, model, epsilon, feature, label, delta, seed, monitor, out, quiet,
                    where, state, psi)
     settings = _admm_settings(run)
-    kind = vt.resolve(target, inp, where.backend)
+    kind = vt.resolve(target, inp, where.backend, private=label.label_epsilon is not None or run.feature_private)
     if kind != "binary":
         return vt.run(kind, run, settings)
     run_opts = where.run_options(out=out, transcript=state.transcript, checkpoint_every=state.checkpoint_every,

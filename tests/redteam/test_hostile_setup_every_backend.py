@@ -176,7 +176,7 @@ HOSTILE = {
     "experts: scoring the training file": (ex.PROTOCOL, lambda: _experts(score={"x": _train()}), 1, None,
                                            "refused to score 'x': it is its training file"),
     "experts: overspending noise": (ex.PROTOCOL, lambda: _experts(nm=0.6), 1, None,
-                                    "its 1 declared rounds would bring its spend to ε"),
+                                    "its 1 declared round would bring its spend to ε"),
     "gossip: another node's name": (go.PROTOCOL, lambda: _gossip(name="mallory"), 5, None, "the node name is 'mallory'"),
     "gossip: negligible noise": (go.PROTOCOL, lambda: _gossip(noise_multiplier=1e-12), 5, None, "σ/Δ is 1e-12"),
     "gossip: not private": (go.PROTOCOL, lambda: _gossip(noise_multiplier=0.0), 5, None, "refused a non-private run"),

@@ -118,6 +118,14 @@ def as_vector(name: str, y: Any, n: int | None = None) -> np.ndarray:
     return v
 
 
+def numeric_labels(y) -> np.ndarray | None:
+    """The labels as a flat float vector, or None when they are not numbers (strings, mixed objects)."""
+    try:
+        return np.asarray(y, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        return None
+
+
 def label_coding_fix(classes) -> str:
     """The fix for labels that are not two classes: labels mixing the codings −1/+1 and 0/1 (the values −1, 0 and 1)
     are named as such, with the recoding to give; otherwise "give labels of two classes"."""

@@ -13,6 +13,8 @@ from .._validation import as_float_matrix
 from ..algorithms.vertical.driver import is_source as _is_source
 from ..algorithms.vertical.params import VerticalParams
 from ..data.parties import partition_columns
+from sklearn.exceptions import NotFittedError
+
 from ..exceptions import InvalidDataError
 from ._party_columns import column_sizes
 from ._sklearn import is_block_list, one_matrix
@@ -25,6 +27,14 @@ class _VerticalConfig:
         return VerticalParams.of(self.get_params(deep=False), loss=self._loss_name)
 
     # ------------------------------------------------------------------ input handling
+    def _summed_scores(self, X) -> np.ndarray:
+        """Σ_m X_m C_m + intercept over the fitted ``coefs_`` (a vector or a (d_m, K) matrix per party), on the
+        fitted party widths; :class:`~sklearn.exceptions.NotFittedError` before ``fit``."""
+        if not hasattr(self, "coefs_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first.")
+        blocks = self._blocks(X)
+        return sum(np.asarray(B @ c, dtype=np.float64) for B, c in zip(blocks, self.coefs_)) + self.intercept_
+
     def _blocks(self, X, name: str = "X") -> list[np.ndarray]:
         if is_block_list(X):
             if len(X) == 0:

@@ -10,7 +10,6 @@ from typing import Any, Sequence
 import numpy as np
 from scipy.special import softmax
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.exceptions import NotFittedError
 from sklearn.metrics import log_loss
 
 from ..algorithms.vertical.label_multiclass import refit_multiclass_label_block, release_class_labels
@@ -134,10 +133,7 @@ class LabelPrivateVerticalClassifier(ClassifierMixin, _VerticalConfig, BaseEstim
         return self
 
     def _margins(self, X) -> np.ndarray:
-        if not hasattr(self, "coefs_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first.")
-        blocks = self._blocks(X)
-        return sum(np.asarray(B @ C, dtype=np.float64) for B, C in zip(blocks, self.coefs_)) + self.intercept_
+        return self._summed_scores(X)
 
     def decision_function(self, X) -> np.ndarray:
         """(n, K) class scores (the sum of the parties' partial scores); with two classes scikit-learn's (n,) margin

@@ -31,7 +31,6 @@ from typing import Any, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.exceptions import NotFittedError
 
 import scipy.sparse as sp
 
@@ -209,10 +208,7 @@ class LabelPrivateVerticalRegression(RegressorMixin, _VerticalConfig, BaseEstima
 
     def linear_predictor(self, X) -> np.ndarray:
         """The label party's model's score: its block's score plus the intercept plus α times the others' scores."""
-        if not hasattr(self, "coefs_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first.")
-        blocks = self._blocks(X)
-        return sum(np.asarray(B @ c, dtype=np.float64) for B, c in zip(blocks, self.coefs_)) + self.intercept_
+        return self._summed_scores(X)
 
     def predict(self, X) -> np.ndarray:
         """The label party's prediction: the score (:meth:`linear_predictor`), or its exponential for counts."""

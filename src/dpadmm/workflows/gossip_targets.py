@@ -21,19 +21,13 @@ from sklearn.preprocessing import StandardScaler
 from ..backends import get_backend
 from ..data.graphs import make_graph, split_indices
 from ..estimators.consensus_targets import ConsensusLinearRegression, ConsensusMultinomialClassifier
+from .._validation import numeric_labels
 from ..exceptions import InvalidParameterError
 from ..privacy.ledger import nonprivate_privacy, not_protected
 
 TARGETS = ("binary", "regression", "multiclass")
 MAX_INFERRED_CLASSES = 20  # integer-valued labels with 3..20 distinct values are inferred as classes
 OVERRIDE = "override with --target binary|regression|multiclass"
-
-
-def _numeric(y) -> np.ndarray | None:
-    try:
-        return np.asarray(y, dtype=np.float64).ravel()
-    except (TypeError, ValueError):
-        return None
 
 
 def resolve_target(target: str | None, y) -> tuple[str, str | None]:
@@ -44,7 +38,7 @@ def resolve_target(target: str | None, y) -> tuple[str, str | None]:
         raise InvalidParameterError(f"--target must be binary, regression or multiclass, got {target!r}.")
     if target == "binary":
         return "binary", None  # run_gossip's own checks (two classes)
-    num = _numeric(y)
+    num = numeric_labels(y)
     if num is not None and not np.all(np.isfinite(num)):
         bad = int(np.sum(~np.isfinite(num)))
         raise InvalidParameterError(f"the label column holds {bad} missing or infinite value(s); drop those rows or "
@@ -78,7 +72,7 @@ def resolve_target(target: str | None, y) -> tuple[str, str | None]:
 def parse_classes(text: str, y) -> np.ndarray:
     """``--classes A,B,...`` as the label column's kind (numbers when the labels are numbers), checked distinct."""
     parts = [p.strip() for p in str(text).split(",") if p.strip()]
-    if _numeric(y) is not None:
+    if numeric_labels(y) is not None:
         try:
             parts = [float(p) for p in parts]
         except ValueError:

@@ -20,6 +20,7 @@ from sklearn.metrics import mean_absolute_error, mean_poisson_deviance, r2_score
 
 from ..estimators.label_regression import LabelPrivateVerticalRegression
 from ..estimators.vertical import VerticalLinearRegression, VerticalPoissonRegression
+from .._validation import numeric_labels
 from ..exceptions import InvalidDataError, InvalidParameterError
 from ..privacy.ledger import nonprivate_privacy, render_side
 
@@ -27,13 +28,6 @@ TARGETS = ("binary", "regression", "count")
 OVERRIDE = "override with --target binary|regression|count"
 #: the loss of each target's fit
 LOSS = {"regression": "squared", "count": "poisson"}
-
-
-def _numeric(y) -> np.ndarray | None:
-    try:
-        return np.asarray(y, dtype=np.float64).ravel()
-    except (TypeError, ValueError):
-        return None
 
 
 def resolve_vertical_target(target: str | None, y) -> tuple[str, str | None]:
@@ -45,7 +39,7 @@ def resolve_vertical_target(target: str | None, y) -> tuple[str, str | None]:
         raise InvalidParameterError(f"--target must be binary, regression or count, got {target!r}.")
     if target == "binary":
         return "binary", None  # the binary path's own checks (two classes)
-    num = _numeric(y)
+    num = numeric_labels(y)
     values = np.unique(np.asarray(y).ravel() if num is None else num)
     if target is None and values.size == 2:
         return "binary", None

@@ -114,3 +114,28 @@ def test_a_broadcasting_model_is_refused_or_moves_the_release_by_at_most_delta(h
     eps = _cp_epsilon(a0, r1.size, a1, r0.size)
     assert books == {(1.0, ZC)}  # the event books Δ = 1 at σ = z_c
     assert eps < 1.0, (how, a0, a1, eps, r0.mean(), r1.mean())
+
+
+@pytest.mark.parametrize("over", [
+    {"score_scale": np.full(K, 1e-300)},  # scores / 1e-300 overflow to ±inf before the row clip
+    {"w": np.array([1.7e308, -1.7e308, 1.7e308]), "score_scale": np.full(K, 1e-300)},  # A @ w: inf − inf = NaN
+    {"y_scale": 1.7e308, "w": np.array([1.7e308, 1.7e308, -1.7e308])},  # y_loc + y_scale·f overflows
+    {"y_loc": 1.7e308, "band": (-1.7e308, 1.7e308), "unit": 1.0},  # Δ ≈ 1.7e308 > 1e100: refused
+])
+def test_finite_but_overflowing_models_move_the_release_by_at_most_delta(over):
+    """With the same noise draws on D and D′ (same seeds) the releases differ by the un-noised sums' difference: at
+    most the Δ the event books (or the model is refused on the model alone, on D and D′ alike), and finite."""
+    d, dp = _neighbours()
+    d[0][1:, 0] = np.linspace(-1, 1, M - 1)  # other curves of mixed sign scores
+    dp[0][1:, 0] = d[0][1:, 0]
+    model = _model(**over)
+    try:
+        r0, b0 = _releases(d, model, runs=5)
+    except PolicyRefusal:
+        with pytest.raises(PolicyRefusal):
+            _releases(dp, model, runs=5)
+        return
+    r1, _ = _releases(dp, model, runs=5)
+    (delta, _), = b0
+    assert np.all(np.isfinite(r0)) and np.all(np.isfinite(r1))
+    assert np.max(np.abs(r0 - r1)) <= delta * (1 + 1e-9), (r0 - r1, delta)

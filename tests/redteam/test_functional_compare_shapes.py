@@ -117,17 +117,18 @@ def test_a_broadcasting_model_is_refused_or_moves_the_release_by_at_most_delta(h
 
 
 @pytest.mark.parametrize("over", [
-    {"score_scale": np.full(K, 1e-300)},  # scores / 1e-300 overflow to ±inf before the row clip
-    {"w": np.array([1.7e308, -1.7e308, 1.7e308]), "score_scale": np.full(K, 1e-300)},  # A @ w: inf − inf = NaN
-    {"y_scale": 1.7e308, "w": np.array([1.7e308, 1.7e308, -1.7e308])},  # y_loc + y_scale·f overflows
+    {"score_scale": np.full(K, 5e-324)},  # scores / 5e-324 overflow to ±inf before the row clip: inf·0 = NaN
+    {"w": np.array([1.7e308, 1.7e308, 0.0])},  # A @ w: scores of opposite sign, inf − inf = NaN
+    {"y_scale": 1.7e308, "w": np.array([1.0, 1.0, 0.0])},  # y_loc + y_scale·f overflows to ±inf
     {"y_loc": 1.7e308, "band": (-1.7e308, 1.7e308), "unit": 1.0},  # Δ ≈ 1.7e308 > 1e100: refused
 ])
 def test_finite_but_overflowing_models_move_the_release_by_at_most_delta(over):
     """With the same noise draws on D and D′ (same seeds) the releases differ by the un-noised sums' difference: at
     most the Δ the event books (or the model is refused on the model alone, on D and D′ alike), and finite."""
     d, dp = _neighbours()
-    d[0][1:, 0] = np.linspace(-1, 1, M - 1)  # other curves of mixed sign scores
-    dp[0][1:, 0] = d[0][1:, 0]
+    d[0][1:, 0] = np.linspace(-1, 1, M - 1)  # other curves: two scores, of mixed signs
+    d[0][1:, 1] = 0.5
+    dp[0][1:, :2] = d[0][1:, :2]
     model = _model(**over)
     try:
         r0, b0 = _releases(d, model, runs=5)

@@ -95,3 +95,27 @@ def test_a_broadcasting_w_is_refused_or_releases_one_vector():
     s1_ = np.array([stat(c1, s1, RUNS + r) for r in range(RUNS)])
     eps = _cp(int(np.sum(s1_ > thr)), RUNS, int(np.sum(s0_ > thr)), RUNS)
     assert eps < 1.0, (out.shape, eps, int(np.sum(s1_ > thr)), int(np.sum(s0_ > thr)), s0_.mean(), s1_.mean(), thr)
+
+
+@pytest.mark.xfail(strict=True, reason="F5 at a deployed worker: its PartyService (codec, policy, budget) sends back "
+                                       "B noised copies and books one release per setting")
+def test_a_deployed_worker_refuses_a_broadcasting_w(tmp_path):
+    """The same through the party runtime the gRPC backend serves (encoded hub messages, the party's policy and
+    budget): held if the round is refused or one (1, 1, 1, K) vector is sent back."""
+    pytest.importorskip("test_redteam_policy", reason="the policy harness (tests/protocols) is not importable")
+    from dpadmm.algorithms.functional import protocol as fp
+    from dpadmm.backends.grpc_party import _Refused
+    from test_redteam_policy import BUDGET, Party, _fargs
+
+    grid, X, y = _curves()
+    w = Party(tmp_path, [fp.PROTOCOL, fp.STATISTICS_PROTOCOL], "worker1", accept_coordinator_data=True, **BUDGET)
+    try:
+        w.setup(fp.PROTOCOL, _fargs(X, y, fpca.fourier_basis(grid, 3)), 3)
+        K = w.svc.cfg.K
+        try:
+            out = w.step(0, fm.HubMessage(0, np.zeros((50, 1, K))))
+        except _Refused:
+            return
+        assert np.asarray(out["outbox"].w_tilde).size == K, np.asarray(out["outbox"].w_tilde).shape
+    finally:
+        w.close()

@@ -93,10 +93,22 @@ def _refuse_round(cfg: PartyConfig, l: int, eta) -> None:
                         + " (the sensitivity 2c1/(m(rho + 1/eta)) needs rho finite > 0 and eta > 0)", "INVALID_ARGUMENT")
 
 
+def _checked_hub_w(cfg: PartyConfig, state: PartyState, w, l: int) -> np.ndarray:
+    """The hub's consensus w^{l−1} as this worker prices it: exactly (G, S, K), finite. An array of another shape would
+    broadcast through the step into B noised copies of the local update under one event per setting (red team
+    2026-11-29, F5); the check reads nothing of the worker's rows."""
+    arr = np.asarray(w, dtype=float) if isinstance(w, (np.ndarray, list, tuple)) else None
+    if arr is None or arr.shape != state.w_hub.shape or not np.all(np.isfinite(arr)):
+        raise PolicyRefusal(f"party {cfg.name!r} refused round {l} and released nothing: the hub's w has shape "
+                            f"{getattr(arr, 'shape', type(w).__name__)}, expected {state.w_hub.shape} (finite)",
+                            "INVALID_ARGUMENT")
+    return arr
+
+
 def party_step(cfg: PartyConfig, state: PartyState, inbox: HubMessage, *, rng: np.random.Generator):
     """Deferred dual update [Zhou, eq. 24], local step [eq. 16 or 21], Gaussian noise [eq. 22, Thm 1]."""
     l = inbox.round + 1
-    w_hub = inbox.w
+    w_hub = _checked_hub_w(cfg, state, inbox.w, l)
     gamma = state.gamma
     if l > 1:
         rho_prev = cfg.rho if math.isnan(state.rho) else state.rho

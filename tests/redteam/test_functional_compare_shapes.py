@@ -95,8 +95,6 @@ def test_a_nan_basis_releases_a_number():
     assert np.all(np.isfinite(r1))
 
 
-@pytest.mark.xfail(strict=True, reason="F3: a model array with extra leading axes (y_loc zeros((B, 1))) broadcasts "
-                                       "each curve into B copies: one curve moves the release by B·Δ, noise z_c·Δ")
 @pytest.mark.parametrize("how", ["y_loc", "score_scale", "basis_mean"])
 def test_a_broadcasting_model_is_refused_or_moves_the_release_by_at_most_delta(how):
     over = {"y_loc": {"y_loc": np.zeros((B, 1))},

@@ -52,8 +52,6 @@ def test_the_honest_centre_releases_one_matrix_at_the_booked_noise():
     assert len(ev) == 1 and ev[0].sigma == pytest.approx(Z * fs.moment_release_sensitivity(C2))
 
 
-@pytest.mark.xfail(strict=True, reason="F4: a (B, 1, 1, J) centre passes the finite check; the worker releases B "
-                                       "independently noised moment matrices under one booked event")
 def test_a_broadcasting_centre_is_refused_or_releases_one_matrix():
     X, X2 = _neighbours()
     center = np.zeros((B, 1, 1, T))

@@ -34,7 +34,6 @@ def worker(tmp_path):
     w.close()
 
 
-@pytest.mark.xfail(strict=True, reason="F4 at a deployed worker: a (B, 1, 1, T) centre gets B noised moment matrices")
 def test_a_deployed_worker_releases_one_moment_matrix(worker):
     grid, X, y = worker.data
     worker.setup(fp.STATISTICS_PROTOCOL, ["worker1", X, y, fpca.trapezoid_weights(grid), 2.0], 2)
@@ -47,7 +46,6 @@ def test_a_deployed_worker_releases_one_moment_matrix(worker):
     assert S.shape == (T + 1, T + 1), S.shape
 
 
-@pytest.mark.xfail(strict=True, reason="F3 at a deployed worker: a (B, 1) y_loc counts each curve B times")
 def test_a_deployed_worker_compares_each_curve_once(worker):
     """One comparison (the worker prices it once) with y_loc = zeros((B, 1)): held if refused, or if the release is
     within what one copy of the m curves can give, m·Δ/2, plus 6 noise sds (σ = z_c·Δ, z_c = 3)."""

@@ -242,23 +242,23 @@ def _check_request(cfg: StatsConfig, inbox: StatsRequest) -> None:
         if not (P.ndim == 2 and P.shape[0] == cfg.X.shape[1] and np.all(np.isfinite(P))
                 and np.allclose(P.T @ P, np.eye(P.shape[1]), rtol=0.0, atol=1e-6)):
             bad.append("projection (finite, (T, J) with orthonormal columns)")
-    if inbox.stage == "moments" and (inbox.center is None or not np.all(np.isfinite(inbox.center))):
-        bad.append("center (finite)")
+    if inbox.stage == "moments":
+        J = cfg.X.shape[1] if P is None else (P.shape[1] if P.ndim == 2 else -1)
+        if inbox.center is None or np.shape(inbox.center) != (J,) or not np.all(np.isfinite(inbox.center)):
+            # exactly (J,): a (B, 1, 1, J) centre made B noised moment matrices under one event (red team F4)
+            bad.append(f"center (finite, shape ({J},), got {np.shape(inbox.center)})")
     if bad:
         raise PolicyRefusal(f"party {cfg.name!r} refused the {inbox.stage!r} stage and released nothing: "
                             + "; ".join(bad), "INVALID_ARGUMENT")
 
 
-#: the largest Δ a private worker accepts for the comparison: Σ_j d_j (|d_j| ≤ Δ/2) and its noise stay finite
-MAX_COMPARE_SENSITIVITY = 1e100
+MAX_COMPARE_SENSITIVITY = 1e100  # the largest Δ a private worker accepts: Σ_j d_j and its noise stay finite
 
 
 def _checked_compare_model(cfg: StatsConfig, model) -> float:
-    """The comparison's Δ from the hub's model, after the checks a private worker makes on that model alone (so a
-    refusal depends on nothing of its rows): finite arrays, τ ∈ (0, 1), a finite band lo < hi, a finite constant,
-    a unit > 0 and a finite 0 < Δ ≤ :data:`MAX_COMPARE_SENSITIVITY`. With these, and ``d`` clipped to ±Δ/2 (NaN ↦ 0)
-    in the stage, |d_j| ≤ Δ/2 holds for every row whatever the model predicts (red team 2026-11-29, F1 and F2:
-    ±inf coefficients made one curve's release NaN; a subnormal unit made Δ infinite)."""
+    """Δ from the hub's model, after checks on the model alone (a refusal reads no row): finite arrays of exact shapes,
+    τ ∈ (0, 1), lo < hi, a unit > 0, 0 < Δ ≤ :data:`MAX_COMPARE_SENSITIVITY`. With ``d`` one term per curve, clipped
+    to ±Δ/2 (NaN ↦ 0) in the stage, |d_j| ≤ Δ/2 whatever the model predicts (red team 2026-11-29, F1–F3)."""
     bad = []
     if not isinstance(model, dict):
         raise PolicyRefusal(f"party {cfg.name!r} refused the 'compare' stage and released nothing: no model",
@@ -273,9 +273,16 @@ def _checked_compare_model(cfg: StatsConfig, model) -> float:
             if not ok:
                 bad.append(f"{k} (finite)")
 
-    finite("w", "score_scale", "y_loc", "y_scale", "constant", "band", "unit", "tau")
-    if model.get("clip") is not None:
-        finite("clip")
+    finite("w", "score_scale", "y_loc", "y_scale", "constant", "band", "unit", "tau", *(("clip",) if model.get("clip") is not None else ()))
+    # exact shapes (red team F3: a (B, 1) y_loc broadcast each d_j into B copies that the sum counted B times)
+    for k in ("y_loc", "y_scale", "constant", "unit", "tau") + (("clip",) if model.get("clip") is not None else ()):
+        if np.ndim(model.get(k)) != 0:
+            bad.append(f"{k} (a number, got shape {np.shape(model.get(k))})")
+    if np.shape(model.get("band")) != (2,):
+        bad.append(f"band (two numbers, got shape {np.shape(model.get('band'))})")
+    for k in ("w", "score_scale"):
+        if np.ndim(model.get(k)) != 1:
+            bad.append(f"{k} (a vector, got shape {np.shape(model.get(k))})")
     if not bad:
         lo, hi = (float(v) for v in model["band"])
         if not (hi > lo and math.isfinite(hi - lo)):
@@ -358,6 +365,10 @@ def stats_step(cfg: StatsConfig, state, inbox: StatsRequest, *, rng: np.random.G
         with np.errstate(all="ignore"):
             d = pinball_difference(model, cfg.X, cfg.y)
         if is_private(cfg):  # |d_j| ≤ sens/2 by construction, whatever the hub's model computes (NaN ↦ 0)
+            if np.shape(d) != (cfg.y.shape[0],):  # one term per curve, as priced (the basis's arrays broadcast too)
+                raise PolicyRefusal(f"party {cfg.name!r} refused the 'compare' stage and released nothing: the hub's "
+                                    f"model gives differences of shape {np.shape(d)}, not one per curve",
+                                    "INVALID_ARGUMENT")
             d = np.clip(np.nan_to_num(d, nan=0.0, posinf=sens / 2, neginf=-sens / 2), -sens / 2, sens / 2)
         sigma = cfg.compare_multiplier * sens
         values["difference"] = np.array([float(d.sum()) + sigma * float(rng.standard_normal())])

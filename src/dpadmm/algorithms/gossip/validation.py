@@ -50,6 +50,7 @@ report says so."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -57,6 +58,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ...exceptions import PrivacyPreconditionError
 from ...privacy.events import RECORD_REPLACE, PureDPRelease
 from ..consensus.baseline import MARGIN, MARGIN_CLIP, P_MIN, loss_difference
 from .mechanism import bounded
@@ -160,6 +162,12 @@ class _Booked:
         self.ledger.record(events)
 
 
+def _folder(path) -> Path:
+    """The checkpoint folder of ``path``: the engine resumes from a folder or from its checkpoint file (red team G2)."""
+    path = Path(path)
+    return path.parent if path.is_file() else path
+
+
 def released_once(names, Xts, ys, w, *, epsilon: float, rngs, ledger, prior=None, checkpoint_dir=None,
                   resume_from=None) -> Validation:
     """:func:`validate`, at most once per run: the comparison runs after the last round, outside the engine's
@@ -167,15 +175,22 @@ def released_once(names, Xts, ys, w, *, epsilon: float, rngs, ledger, prior=None
     events booked in this run's ledger as drawn once) instead of drawing the slice again — k resumes would otherwise
     average its noise away. What is released is written to the checkpoint folders (``checkpoint_dir`` and
     ``resume_from``), the folders a run can be resumed from."""
-    folders = [Path(f) for f in (checkpoint_dir, resume_from) if f is not None]
-    if resume_from is not None and (Path(resume_from) / STORE).is_file():
-        kept = json.loads((Path(resume_from) / STORE).read_text())
+    folders = [_folder(f) for f in (checkpoint_dir, resume_from) if f is not None]
+    model = hashlib.sha256(np.ascontiguousarray(w, dtype=np.float64).tobytes()).hexdigest()
+    if resume_from is not None and (_folder(resume_from) / STORE).is_file():
+        kept = json.loads((_folder(resume_from) / STORE).read_text())
+        if kept.get("model") != model:  # another plan ran on from the checkpoint (red team G3)
+            raise PrivacyPreconditionError(
+                f"the run checkpointed in {_folder(resume_from)} already released its comparison of the shared model "
+                "with the DP base rate for another model (the resumed run's plan differs: ε, rounds or data); a "
+                "second comparison would spend its slice again: resume with the same settings, or start a new run.")
         ledger.record([PureDPRelease(str(nm), int(r), float(e), RECORD_REPLACE) for nm, r, e in kept["events"]])
         checked = Validation(**kept["validation"])
     else:
         booked = _Booked(ledger)
         checked = validate(names, Xts, ys, w, epsilon=epsilon, rngs=rngs, ledger=booked, prior=prior)
-        kept = {"validation": checked._asdict(), "events": [(e.party, e.round, e.epsilon) for e in booked.events]}
+        kept = {"validation": checked._asdict(), "events": [(e.party, e.round, e.epsilon) for e in booked.events],
+                "model": model}
     for folder in folders:
         if folder.is_dir():
             (folder / STORE).write_text(json.dumps(kept, allow_nan=False) + "\n")

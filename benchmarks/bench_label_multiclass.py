@@ -63,7 +63,8 @@ def run(seed: int, epsilon: float) -> dict:
     pooled = LogisticRegression(C=C, max_iter=5000).fit(np.hstack([X1, X2])[tr], y[tr])
     out["pooled"] = scores(y[te], pooled.predict_proba(np.hstack([X1, X2])[te]), classes)
     t0 = time.perf_counter()
-    est = LabelPrivateVerticalClassifier(label_epsilon=epsilon, lam=LAM, random_state=seed).fit([X1[tr], X2[tr]], y[tr])
+    est = LabelPrivateVerticalClassifier(label_epsilon=epsilon, lam=LAM, random_state=seed,
+                                         classes=np.unique(y))  # the job classes: public.fit([X1[tr], X2[tr]], y[tr])
     out["seconds"] = round(time.perf_counter() - t0, 1)
     out["labels_only"] = scores(y[te], est.predict_proba([X1[te], X2[te]]), classes)
     out.update(label_epsilon=est.privacy_["label"]["epsilon"], choice=est.label_party_choice_,

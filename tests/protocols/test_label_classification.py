@@ -22,6 +22,7 @@ from dpadmm.privacy import label_mechanisms as lm
 from dpadmm.privacy.events import LABEL_CHANGE, PureDPRelease
 
 Z = 5.0
+ABC = ["ant", "bee", "cat"]  # the classes, declared (a private fit's K is not read off the labels)
 
 
 def _data(n=2000, seed=0, signal2=2.0):
@@ -53,7 +54,7 @@ def test_the_release_epsilon_recomputes_from_the_draws():
 
 def test_label_epsilon_is_the_release_and_the_one_vs_rest_fits_are_post_processing():
     X1, X2, y = _data(1500)
-    est = _fit(LabelPrivateVerticalClassifier(label_epsilon=0.7, random_state=3), [X1, X2], y)
+    est = _fit(LabelPrivateVerticalClassifier(label_epsilon=0.7, random_state=3, classes=ABC), [X1, X2], y)
     assert est.privacy_["label"] == {"epsilon": 0.7, "delta": 0.0, "relation": LABEL_CHANGE.key,
                                      "mechanism": "k-ary randomized response (one release)", "events": 1}
     assert list(est.classes_) == ["ant", "bee", "cat"] and len(est.joint_) == 3 and est.n_iter_.shape == (3,)
@@ -82,7 +83,7 @@ def test_zero_noise_equals_the_non_private_pipeline():
     out = refit_multiclass_label_block(X1, idx, offsets, 3, 1e-3, choose=False)
     M = X1 @ out["coef"] + out["intercept"] + offsets * out["passive_weight"]
     assert np.allclose(est._margins([X1, X2]), M, atol=1e-9)
-    huge = _fit(LabelPrivateVerticalClassifier(label_epsilon=1e4, fallback=False, random_state=0), [X1, X2], y)
+    huge = _fit(LabelPrivateVerticalClassifier(label_epsilon=1e4, fallback=False, random_state=0, classes=ABC), [X1, X2], y)
     assert np.allclose(huge.predict_proba([X1, X2]), est.predict_proba([X1, X2]), atol=1e-12)
 
 
@@ -92,7 +93,7 @@ def test_labels_only_at_epsilon_one_beats_the_label_party_alone():
     and the recalibration on the exact labels brings the test log loss well below the label party's own."""
     X1, X2, y = _data(5000, seed=1)
     tr, te = slice(0, 4000), slice(4000, None)
-    est = _fit(LabelPrivateVerticalClassifier(label_epsilon=1.0, random_state=0), [X1[tr], X2[tr]], y[tr])
+    est = _fit(LabelPrivateVerticalClassifier(label_epsilon=1.0, random_state=0, classes=ABC), [X1[tr], X2[tr]], y[tr])
     alone = LogisticRegression(C=1.0 / (1e-3 * 4000)).fit(X1[tr], y[tr])
     l_joint = log_loss(y[te], est.predict_proba([X1[te], X2[te]]), labels=est.classes_)
     l_alone = log_loss(y[te], alone.predict_proba(X1[te]), labels=alone.classes_)
@@ -101,7 +102,7 @@ def test_labels_only_at_epsilon_one_beats_the_label_party_alone():
 
 def test_the_label_party_keeps_its_own_model_when_the_others_hold_noise():
     X1, X2, y = _data(2000, seed=4, signal2=0.0)  # party 2's columns are independent of the labels
-    est = _fit(LabelPrivateVerticalClassifier(label_epsilon=1.0, random_state=1), [X1, X2], y)
+    est = _fit(LabelPrivateVerticalClassifier(label_epsilon=1.0, random_state=1, classes=ABC), [X1, X2], y)
     assert est.label_party_choice_ == "alone" and not np.any(est.passive_weight_)
     assert not np.any(est.coefs_[1]) and est.label_party_cv_["joint"] >= est.label_party_cv_["alone"] - \
         2.0 * est.label_party_cv_["standard_error"]
@@ -110,7 +111,7 @@ def test_the_label_party_keeps_its_own_model_when_the_others_hold_noise():
 def test_two_classes_take_one_joint_fit():
     X1, X2, y = _data(1200, seed=3)
     y2 = np.where(y == "ant", "ant", "other")
-    est = _fit(LabelPrivateVerticalClassifier(label_epsilon=2.0, random_state=0), [X1, X2], y2)
+    est = _fit(LabelPrivateVerticalClassifier(label_epsilon=2.0, random_state=0, classes=["ant", "other"]), [X1, X2], y2)
     assert len(est.joint_) == 1 and est.decision_function([X1, X2]).shape == (1200,)
     assert est.evaluate([X1, X2], y2)["accuracy"] > 0.6
 
@@ -138,9 +139,18 @@ def test_bad_parameters_are_refused_with_the_reason(kwargs, match):
 
 def test_bad_labels_are_refused_with_the_reason():
     X1, X2, y = _data(100)
+    with pytest.raises(InvalidParameterError, match="give classes="):  # private: K declared, not read off y
+        LabelPrivateVerticalClassifier().fit([X1, X2], y)
+    with pytest.raises(InvalidParameterError, match="at least two distinct"):
+        LabelPrivateVerticalClassifier(classes=["ant", "ant"]).fit([X1, X2], y)
+    free = {"label_epsilon": math.inf}
     with pytest.raises(InvalidDataError, match="1 class"):
-        LabelPrivateVerticalClassifier().fit([X1, X2], np.zeros(100))
+        LabelPrivateVerticalClassifier(**free).fit([X1, X2], np.zeros(100))
+    with pytest.raises(InvalidDataError, match="outside classes="):
+        LabelPrivateVerticalClassifier(**free, classes=["ant", "bee"]).fit([X1, X2], y)
     with pytest.raises(InvalidDataError, match="99 entries"):
-        LabelPrivateVerticalClassifier().fit([X1, X2], y[:99])
+        LabelPrivateVerticalClassifier(classes=ABC).fit([X1, X2], y[:99])
     with pytest.raises(InvalidDataError, match="Unknown label type"):
-        LabelPrivateVerticalClassifier().fit([X1, X2], np.linspace(0, 1, 100))
+        LabelPrivateVerticalClassifier(classes=ABC).fit([X1, X2], np.linspace(0, 1, 100))
+    # private: a label outside the declared classes is counted, not refused (a refusal would depend on it)
+    assert LabelPrivateVerticalClassifier(classes=["ant", "bee"], random_state=0).fit([X1, X2], y).classes_.size == 2

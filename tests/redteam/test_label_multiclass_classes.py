@@ -3,7 +3,7 @@ label-DP neighbours (one training label changed). Its protocol docstring says "t
 public schema (as the two names of a binary label are): it is not priced" — but ``fit`` reads the classes off the
 exact labels (``np.unique(y)``), the T1 question of this morning for this estimator.
 
-Found (xfail strict, T2): a data set with one record of class 2 and its neighbour with that label changed to 1 give
+Found, then fixed (classes= declared, required with a finite label_epsilon; T2): a data set with one record of class 2 and its neighbour with that label changed to 1 give
 K = 3 vs K = 2 — the release's alphabet, ``release_["n_classes"]``, and the number of one-vs-rest ADMM runs the
 feature parties take part in (3 vs 1) differ deterministically: ε = ∞ for that label. And one label 1 → 0 in a data
 set whose only positive it was is refused ("y has 1 class") on one side only.
@@ -53,27 +53,28 @@ def _observed(X, y):
 
     est.VerticalLogisticRegression.fit = spy
     try:
-        m = LabelPrivateVerticalClassifier(label_epsilon=1.0, party_sizes=[2, 2], random_state=1, max_iter=5).fit(X, y)
+        m = LabelPrivateVerticalClassifier(label_epsilon=1.0, party_sizes=[2, 2], random_state=1, max_iter=5,
+                                           classes=[0, 1, 2]).fit(X, y)
     finally:
         est.VerticalLogisticRegression.fit = orig
     return m.release_["n_classes"], len(runs), len(m.joint_)
 
 
-@pytest.mark.xfail(strict=True, reason="T2: LabelPrivateVerticalClassifier reads K off the exact labels under "
-                                       "label_epsilon: one label 1 -> 2 makes K 2 -> 3 and the ADMM runs 1 -> 3")
 def test_one_label_does_not_change_what_the_feature_parties_see():
     X, y, y2 = _neighbours()
     assert _observed(X, y) == _observed(X, y2)
 
 
-@pytest.mark.xfail(strict=True, reason="T2: a refusal that depends on one label (y has 1 class) under label_epsilon")
 def test_no_refusal_depends_on_one_label():
     X, y = _table()
     y = np.zeros_like(y)
     y2 = y.copy()
     y2[0] = 1
-    LabelPrivateVerticalClassifier(label_epsilon=1.0, party_sizes=[2, 2], random_state=1, max_iter=5).fit(X, y2)
-    LabelPrivateVerticalClassifier(label_epsilon=1.0, party_sizes=[2, 2], random_state=1, max_iter=5).fit(X, y)
+    for labels in (y2, y):  # declared classes: no refusal reads the labels (fixed)
+        LabelPrivateVerticalClassifier(label_epsilon=1.0, party_sizes=[2, 2], random_state=1, max_iter=5,
+                                       classes=[0, 1]).fit(X, labels)
+    with pytest.raises(Exception, match="give classes="):  # without them: refused on both sides alike
+        LabelPrivateVerticalClassifier(label_epsilon=1.0, party_sizes=[2, 2], random_state=1, max_iter=5).fit(X, y2)
 
 
 def test_the_booked_epsilon_recomputes_from_the_draws():
@@ -100,7 +101,8 @@ def test_the_label_party_refit_reaches_no_feature_party():
     different exact label vectors give identical one-vs-rest fits (coefficients of every party, bit for bit) while
     the label party's final model differs."""
     X, y = _table(3)
-    m1 = LabelPrivateVerticalClassifier(label_epsilon=0.5, party_sizes=[2, 2], random_state=2, max_iter=20)
+    m1 = LabelPrivateVerticalClassifier(label_epsilon=0.5, party_sizes=[2, 2], random_state=2, max_iter=20,
+                                        classes=[0, 1, 2])
     orig = est.release_class_labels
     est.release_class_labels = lambda idx, K, e, random_state=None: orig(y, K, e, random_state=random_state)
     try:  # both fits release the same ỹ (drawn from y), the second with other exact labels underneath
@@ -109,7 +111,7 @@ def test_the_label_party_refit_reaches_no_feature_party():
         a_model = np.asarray(a.coefs_[0]).copy()
         y_other = (y + 1) % 3
         b = LabelPrivateVerticalClassifier(label_epsilon=0.5, party_sizes=[2, 2], random_state=2,
-                                           max_iter=20).fit(X, y_other)
+                                           max_iter=20, classes=[0, 1, 2]).fit(X, y_other)
     finally:
         est.release_class_labels = orig
     b_joint = [np.asarray(c) for f in b.joint_ for c in f.coefs_[1:]]

@@ -8,6 +8,9 @@ expected to fail. Two instances are not the defaults, for reasons of the checks'
 - ``ConsensusLogisticRegression(max_iter=10)`` and ``FunctionalQuantileRegressor(…, max_iter=10)``: with their
   default rounds the checks take about 40 s and 15 s on a loaded 2-core machine; they are about the interface
   (tags, validation, messages, fitted state), which the round count does not change.
+- ``LabelPrivateVerticalClassifier(label_epsilon=inf)``: with a finite ε its classes must be declared (they decide
+  what the other parties take part in), and the checks' label sets vary (strings, 2 or 3 classes); at ε = ∞ they
+  are read off y as scikit-learn does. The private path is tested in tests/protocols/test_label_classification.py.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from dpadmm import (ConsensusLinearRegression, ConsensusLogisticRegression, Cons
 
 ESTIMATORS = [VerticalLogisticRegression(), VerticalLinearRegression(), VerticalSGDClassifier(),
               VerticalExpertsClassifier(), ConsensusLogisticRegression(max_iter=10), ConsensusLinearRegression(),
-              ConsensusMultinomialClassifier(), LabelPrivateVerticalRegression(), LabelPrivateVerticalClassifier(),
+              ConsensusMultinomialClassifier(), LabelPrivateVerticalRegression(),
+              LabelPrivateVerticalClassifier(label_epsilon=float("inf")),
               VerticalPoissonRegression(),
               FunctionalQuantileRegressor(n_components=2, max_iter=10)]
 

@@ -24,6 +24,23 @@ from .._validation import as_float_matrix
 from ..exceptions import InvalidDataError
 
 
+def declared_index(classes: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each label's index among the declared ``classes``; K (no class) for a label outside them."""
+    K = classes.size
+    if (classes.dtype.kind in "iufb") != (y.dtype.kind in "iufb"):
+        raise InvalidDataError(f"the labels ({y.dtype}) and classes= ({classes.dtype}) are of different kinds; "
+                               "declare the classes as they appear in y.")
+    try:
+        order = np.argsort(classes, kind="stable")
+        ordered = classes[order]
+        pos = np.clip(np.searchsorted(ordered, y), 0, K - 1)
+        hit = ordered[pos] == y
+    except TypeError:
+        raise InvalidDataError(f"the labels ({y.dtype}) and classes= ({classes.dtype}) are of different kinds; "
+                               "declare the classes as they appear in y.") from None
+    return np.where(hit, order[pos], K)
+
+
 def binary_classifier_tags(tags, *, sparse: bool):
     """A binary classifier's tags (the checks then give it two-class data only)."""
     tags.classifier_tags.multi_class = False

@@ -22,7 +22,7 @@ from ..algorithms.gossip.targets import unscale
 from ..backends import get_backend
 from ..data.graphs import Nodes, make_graph, split_indices
 from ..exceptions import InvalidDataError, InvalidParameterError
-from ._sklearn import is_block_list, one_matrix, target
+from ._sklearn import declared_index, is_block_list, one_matrix, target
 
 
 class _GossipTargetEstimator(BaseEstimator):
@@ -146,23 +146,6 @@ class ConsensusLinearRegression(RegressorMixin, _GossipTargetEstimator):
         return unscale(np.clip(u, -1.0, 1.0), *self.target_bounds_)
 
 
-def declared_index(classes: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Each label's index among the declared ``classes``; K (no class) for a label outside them."""
-    K = classes.size
-    if (classes.dtype.kind in "iufb") != (y.dtype.kind in "iufb"):
-        raise InvalidDataError(f"the labels ({y.dtype}) and classes= ({classes.dtype}) are of different kinds; "
-                               "declare the classes as they appear in y.")
-    try:
-        order = np.argsort(classes, kind="stable")
-        ordered = classes[order]
-        pos = np.clip(np.searchsorted(ordered, y), 0, K - 1)
-        hit = ordered[pos] == y
-    except TypeError:
-        raise InvalidDataError(f"the labels ({y.dtype}) and classes= ({classes.dtype}) are of different kinds; "
-                               "declare the classes as they appear in y.") from None
-    return np.where(hit, order[pos], K)
-
-
 class ConsensusMultinomialClassifier(ClassifierMixin, _GossipTargetEstimator):
     """Multinomial (softmax) logistic regression over K ≥ 2 classes learned by N nodes of a graph with noisy-gradient
     gossip: one release per round of the stacked K(d + 1) gradient sum, Δ = 2√2·√(R² + 1) (:mod:`dpadmm.algorithms.
@@ -243,4 +226,4 @@ class ConsensusMultinomialClassifier(ClassifierMixin, _GossipTargetEstimator):
         return self.classes_[k]
 
 
-__all__ = ["ConsensusLinearRegression", "ConsensusMultinomialClassifier", "declared_index"]
+__all__ = ["ConsensusLinearRegression", "ConsensusMultinomialClassifier"]

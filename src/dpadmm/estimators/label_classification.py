@@ -5,6 +5,7 @@ further label cost), and the label party recalibrates multinomially on its exact
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -17,7 +18,7 @@ from ..exceptions import InvalidDataError, InvalidParameterError
 from ..privacy.events import LABEL_CHANGE
 from ..privacy.label_mechanisms import change_probability
 from ..privacy.ledger import PrivacyLedger
-from ._sklearn import target
+from ._sklearn import declared_index, target
 from ._vertical_config import _VerticalConfig
 from .vertical import VerticalLogisticRegression
 
@@ -43,6 +44,10 @@ class LabelPrivateVerticalClassifier(ClassifierMixin, _VerticalConfig, BaseEstim
     fallback : keep the label party's own model when the joint one does not cross-validate better.
     random_state : seed of the release and the runs (None: the label party's OS entropy).
     party_sizes : column counts when X is one matrix (None: one party holding every column).
+    classes : the class labels, declared (required with a finite ``label_epsilon``): K decides how many joint runs
+        the other parties take part in, so it must not be read off the exact labels (red team 2026-11-29, T2). A
+        label outside them is counted as the first class before the release (refusing it would depend on it); with
+        ``label_epsilon=inf`` (no privacy) the classes default to those in ``y`` and a label outside is refused.
 
     Attributes
     ----------
@@ -55,7 +60,7 @@ class LabelPrivateVerticalClassifier(ClassifierMixin, _VerticalConfig, BaseEstim
 
     def __init__(self, *, label_epsilon: float = 1.0, lam: float = 1e-3, max_iter: int | str = "auto",
                  tol: float | None = 2e-3, fallback: bool = True, random_state: Any = None,
-                 party_sizes: Sequence[int] | None = None):
+                 party_sizes: Sequence[int] | None = None, classes: Any = None):
         self.label_epsilon = label_epsilon
         self.lam = lam
         self.max_iter = max_iter
@@ -63,6 +68,7 @@ class LabelPrivateVerticalClassifier(ClassifierMixin, _VerticalConfig, BaseEstim
         self.fallback = fallback
         self.random_state = random_state
         self.party_sizes = party_sizes
+        self.classes = classes
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -73,9 +79,25 @@ class LabelPrivateVerticalClassifier(ClassifierMixin, _VerticalConfig, BaseEstim
         arr = target(y, classes=True)
         if arr.shape[0] != n:
             raise InvalidDataError(f"y has {arr.shape[0]} entries but X has {n} rows; they must match.")
-        classes, idx = np.unique(arr, return_inverse=True)
-        if classes.size < 2:
-            raise InvalidDataError(f"y has {classes.size} class; a classifier needs labels of at least two classes.")
+        private = math.isfinite(float(self.label_epsilon))
+        if self.classes is None and private:
+            raise InvalidParameterError("a label-private fit's classes decide what the other parties take part in: "
+                                        "give classes=[...] (the classes seen in the exact labels would depend on "
+                                        "them), or label_epsilon=inf for a non-private fit.")
+        if self.classes is None:
+            classes, idx = np.unique(arr, return_inverse=True)
+            if classes.size < 2:
+                raise InvalidDataError(f"y has {classes.size} class; a classifier needs labels of at least two classes.")
+        else:
+            classes = np.asarray(self.classes).ravel()
+            if classes.size < 2 or np.unique(classes).size != classes.size:
+                raise InvalidParameterError(f"classes={self.classes!r}: give at least two distinct class labels.")
+            idx = declared_index(classes, arr)
+            outside = int(np.count_nonzero(idx == classes.size))
+            if outside and not private:
+                raise InvalidDataError(f"y holds {outside} label(s) outside classes={classes.tolist()!r}; declare every "
+                                       "class or drop those rows.")
+            idx = np.where(idx == classes.size, 0, idx)  # private: the first class, whatever the label (no refusal)
         self.classes_ = classes
         return idx.astype(np.int64)
 

@@ -151,6 +151,8 @@ def test_bad_labels_are_refused_with_the_reason():
     with pytest.raises(InvalidDataError, match="99 entries"):
         LabelPrivateVerticalClassifier(classes=ABC).fit([X1, X2], y[:99])
     with pytest.raises(InvalidDataError, match="Unknown label type"):
+        LabelPrivateVerticalClassifier(**free).fit([X1, X2], np.linspace(0, 1, 100))
+    with pytest.raises(InvalidDataError, match="different kinds"):  # numbers against declared text classes
         LabelPrivateVerticalClassifier(classes=ABC).fit([X1, X2], np.linspace(0, 1, 100))
     # private: a label outside the declared classes is counted, not refused (a refusal would depend on it)
     assert LabelPrivateVerticalClassifier(classes=["ant", "bee"], random_state=0).fit([X1, X2], y).classes_.size == 2

@@ -45,9 +45,10 @@ def resolve(target, y, *, own_files: bool, classes=None):
     if target == "multiclass" and classes is None:
         raise InvalidParameterError("--target multiclass needs --classes A,B,... (the classes are part of what the "
                                     "private run releases, so they are declared, not read off the labels).")
-    declared = parse_classes(classes, y) if target == "multiclass" else None  # the options first, then the labels
+    if target == "multiclass":  # the declared classes; no check reads the labels (red team T4)
+        return "multiclass", parse_classes(classes)
     kind, _ = resolve_target(target, y)
-    return kind, declared
+    return kind, None
 
 
 def check_options(target: str, *, monitor, backend_args: dict, y_test) -> None:

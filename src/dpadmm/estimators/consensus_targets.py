@@ -171,7 +171,7 @@ class ConsensusMultinomialClassifier(ClassifierMixin, _GossipTargetEstimator):
         self.classes = classes
 
     def _labels(self, y, n: int | None = None) -> np.ndarray:
-        arr = target(y, classes=True)
+        arr = target(y, classes=self.classes is None or self.epsilon is None)  # private, declared: no label type check
         if n is not None and arr.shape[0] != n:
             raise InvalidDataError(f"y has {arr.shape[0]} entries but X has {n} rows; they must match.")
         if self.classes is None:

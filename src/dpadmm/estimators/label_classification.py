@@ -76,7 +76,8 @@ class LabelPrivateVerticalClassifier(ClassifierMixin, _VerticalConfig, BaseEstim
         return tags
 
     def _encode_y(self, y, n: int, fitted: bool = False) -> np.ndarray:  # eval sets are not taken: never called fitted
-        arr = target(y, classes=True)
+        declared_private = self.classes is not None and math.isfinite(float(self.label_epsilon))
+        arr = target(y, classes=not declared_private)  # private with declared classes: no check reads the labels
         if arr.shape[0] != n:
             raise InvalidDataError(f"y has {arr.shape[0]} entries but X has {n} rows; they must match.")
         private = math.isfinite(float(self.label_epsilon))

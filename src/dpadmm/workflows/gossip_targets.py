@@ -14,6 +14,7 @@ import time
 from typing import Callable
 
 import numpy as np
+import pandas as pd
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -69,20 +70,27 @@ def resolve_target(target: str | None, y) -> tuple[str, str | None]:
     return target, None
 
 
-def parse_classes(text: str, y) -> np.ndarray:
-    """``--classes A,B,...`` as the label column's kind (numbers when the labels are numbers), checked distinct."""
+def parse_classes(text: str) -> np.ndarray:
+    """``--classes A,B,...``, sorted and checked distinct: numbers when every one is a number, else text. Their kind
+    comes from the option alone, never from the label column (whose type one record can change: red team T4)."""
     parts = [p.strip() for p in str(text).split(",") if p.strip()]
-    if numeric_labels(y) is not None:
-        try:
-            parts = [float(p) for p in parts]
-        except ValueError:
-            raise InvalidParameterError(f"--classes {text!r}: the labels are numbers, so give numbers, e.g. "
-                                        "--classes 0,1,2.") from None
+    try:
+        parts = [float(p) for p in parts]
         parts = [int(p) if p == int(p) else p for p in parts]
+    except (ValueError, OverflowError):
+        pass
     classes = np.asarray(parts)
     if classes.size < 2 or np.unique(classes).size != classes.size:
         raise InvalidParameterError(f"--classes {text!r}: give at least two distinct classes, e.g. --classes 0,1,2.")
-    return classes
+    return np.sort(classes)
+
+
+def as_declared(y, classes: np.ndarray) -> np.ndarray:
+    """Labels in the kind of the declared ``classes``: numbers (a label that is not one becomes NaN: no class) or
+    text. Reads nothing but each label itself, and refuses nothing."""
+    if classes.dtype.kind in "iuf":
+        return pd.to_numeric(pd.Series(np.asarray(y, dtype=object).ravel()), errors="coerce").to_numpy(np.float64)
+    return np.asarray(y, dtype=object).ravel().astype(str)
 
 
 def is_binary(target: str | None, ys) -> bool:
@@ -136,6 +144,9 @@ def run_gossip_target(*, target: str, data: str, Xs, ys, split: str, topology="r
     G = make_graph(topology, nodes, random_state=np.random.default_rng([data_seed, 2]))
     private = epsilon is not None
     t0, figures, model, done, fit_wall, fit_cpu = time.perf_counter(), [], None, 0, 0.0, 0.0
+    if classes is not None:  # the labels in the declared classes' kind (anything else: no class)
+        ys = [as_declared(v, classes) for v in ys]
+        y_test = None if y_test is None else as_declared(y_test, classes)
     for r in range(runs):
         cb = [] if progress is None else [lambda t, rec, off=done: progress(off + t, rec)]
         rs = None if seed is None else int(np.random.SeedSequence([seed, r]).generate_state(1)[0])

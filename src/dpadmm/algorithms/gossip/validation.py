@@ -58,7 +58,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...exceptions import PrivacyPreconditionError
 from ...privacy.events import RECORD_REPLACE, PureDPRelease
 from ..consensus.baseline import MARGIN, MARGIN_CLIP, P_MIN, loss_difference
 from .mechanism import bounded
@@ -173,24 +172,24 @@ def released_once(names, Xts, ys, w, *, epsilon: float, rngs, ledger, prior=None
     """:func:`validate`, at most once per run: the comparison runs after the last round, outside the engine's
     checkpoints, so a run resumed from a folder where it was already released reuses those released values (their
     events booked in this run's ledger as drawn once) instead of drawing the slice again — k resumes would otherwise
-    average its noise away. What is released is written to the checkpoint folders (``checkpoint_dir`` and
-    ``resume_from``), the folders a run can be resumed from."""
+    average its noise away. A resumed run whose model moved on (more rounds, another plan) gets a fresh comparison,
+    booked beside the earlier one's events (both were drawn). What is released is written to the checkpoint folders
+    (``checkpoint_dir`` and ``resume_from``), the folders a run can be resumed from."""
     folders = [_folder(f) for f in (checkpoint_dir, resume_from) if f is not None]
     model = hashlib.sha256(np.ascontiguousarray(w, dtype=np.float64).tobytes()).hexdigest()
+    kept = None
     if resume_from is not None and (_folder(resume_from) / STORE).is_file():
         kept = json.loads((_folder(resume_from) / STORE).read_text())
-        if kept.get("model") != model:  # another plan ran on from the checkpoint (red team G3)
-            raise PrivacyPreconditionError(
-                f"the run checkpointed in {_folder(resume_from)} already released its comparison of the shared model "
-                "with the DP base rate for another model (the resumed run's plan differs: ε, rounds or data); a "
-                "second comparison would spend its slice again: resume with the same settings, or start a new run.")
-        ledger.record([PureDPRelease(str(nm), int(r), float(e), RECORD_REPLACE) for nm, r, e in kept["events"]])
+        spent = [PureDPRelease(str(nm), int(r), float(e), RECORD_REPLACE) for nm, r, e in kept["events"]]
+        ledger.record(spent)  # released before this resume: booked again here, drawn once
+    if kept is not None and kept.get("model") == model:
         checked = Validation(**kept["validation"])
-    else:
+    else:  # a fresh comparison: the first, or of a model a resumed run moved on (more rounds, another plan: red team
+        # G3), booked beside what the earlier comparison spent
         booked = _Booked(ledger)
         checked = validate(names, Xts, ys, w, epsilon=epsilon, rngs=rngs, ledger=booked, prior=prior)
-        kept = {"validation": checked._asdict(), "events": [(e.party, e.round, e.epsilon) for e in booked.events],
-                "model": model}
+        kept = {"validation": checked._asdict(), "model": model,
+                "events": (kept["events"] if kept else []) + [(e.party, e.round, e.epsilon) for e in booked.events]}
     for folder in folders:
         if folder.is_dir():
             (folder / STORE).write_text(json.dumps(kept, allow_nan=False) + "\n")

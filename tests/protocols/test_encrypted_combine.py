@@ -217,8 +217,10 @@ def test_fair_default_beats_the_label_party_alone():
         losses.append(log_loss(yt > 0, m.predict_proba(test)[:, 1]))
         before.append(log_loss(yt > 0, old.predict_proba(test)[:, 1]))
         rr.append(log_loss(yt > 0, default.predict_proba(test)[:, 1]))
-        assert m.combination_.kind in ("weighted", "stacked") and m.privacy_["features"]["epsilon"] <= 1.0 + 1e-6
+        assert m.privacy_["features"]["epsilon"] <= 1.0 + 1e-6
         assert default.privacy_["labels"]["mechanism"] == "randomized response"
-    assert np.mean(losses) < alone - 0.002, losses
+    # issue 38: a weighted or stacked model is kept only if it also beats the label party's own model in the same
+    # 5-fold CV, so on some seeds the Gaussian run keeps its own model: never worse than alone beyond the slack
+    assert np.mean(losses) <= alone + 0.001, losses
     assert np.mean(rr) <= alone + 0.001, rr
     assert np.allclose(before, alone, atol=1e-4), before  # what main gave: the label party alone on every seed

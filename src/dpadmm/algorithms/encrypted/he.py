@@ -333,7 +333,8 @@ def _masker_key(blob: bytes) -> HeBackend:
         if math.gcd(x, n) == 1:
             break
     h = pow(n2 - (x * x) % n2, n, n2)
-    own = msgpack.packb([n_bytes, h.to_bytes(len(hs_bytes), "little")], use_bin_type=False) + rest
+    width = max(len(hs_bytes), (h.bit_length() + 8) // 8)  # a published h_s may be shorter than ours (a 1/256 case)
+    own = msgpack.packb([n_bytes, h.to_bytes(width, "little")], use_bin_type=False) + rest
     try:
         key = HeBackend(hnp.setup(phe.PublicKey.load_from(own)), secret=False)
     except Exception:  # noqa: BLE001

@@ -13,19 +13,12 @@ from typing import Mapping
 
 import numpy as np
 
+from .._jsonio import atomic_write
+
 CHECKPOINT_NAME = "state.dpadmm"
 #: the checkpoint before the last: a coordinator whose checkpoint of round t failed at another party (that party died
 #: while the others wrote theirs) resumes from its previous complete checkpoint, which this party still holds
 PREVIOUS_CHECKPOINT_NAME = "state.previous.dpadmm"
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """``data`` at ``path``, or the file as it was: written to a temporary file beside it, then renamed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
 
 
 def install(folder: Path, blob: bytes) -> None:

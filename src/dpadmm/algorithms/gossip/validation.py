@@ -58,6 +58,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..._jsonio import atomic_write
 from ...privacy.events import RECORD_REPLACE, PureDPRelease
 from ..consensus.baseline import MARGIN, MARGIN_CLIP, P_MIN, loss_difference
 from .mechanism import bounded
@@ -190,9 +191,9 @@ def released_once(names, Xts, ys, w, *, epsilon: float, rngs, ledger, prior=None
         checked = validate(names, Xts, ys, w, epsilon=epsilon, rngs=rngs, ledger=booked, prior=prior)
         kept = {"validation": checked._asdict(), "model": model,
                 "events": (kept["events"] if kept else []) + [(e.party, e.round, e.epsilon) for e in booked.events]}
-    for folder in folders:
+    for folder in folders:  # whole or as it was (a kill mid-write leaves the previous store)
         if folder.is_dir():
-            (folder / STORE).write_text(json.dumps(kept, allow_nan=False) + "\n")
+            atomic_write(folder / STORE, (json.dumps(kept, allow_nan=False) + "\n").encode())
     return checked
 
 

@@ -21,7 +21,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d
 
 from .._validation import as_float_matrix
-from ..exceptions import InvalidDataError
+from ..exceptions import InvalidDataError, InvalidParameterError
 
 
 def declared_index(classes: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -39,6 +39,25 @@ def declared_index(classes: np.ndarray, y: np.ndarray) -> np.ndarray:
         raise InvalidDataError(f"the labels ({y.dtype}) and classes= ({classes.dtype}) are of different kinds; "
                                "declare the classes as they appear in y.") from None
     return np.where(hit, order[pos], K)
+
+
+def checked_classes(classes) -> np.ndarray:
+    """A ``classes=`` parameter as a flat array of at least two distinct labels (one line naming it otherwise)."""
+    out = np.asarray(classes).ravel()
+    if out.size < 2 or np.unique(out).size != out.size:
+        raise InvalidParameterError(f"classes={classes!r}: give at least two distinct class labels.")
+    return out
+
+
+def declared_labels(classes: np.ndarray, y: np.ndarray, *, private: bool) -> np.ndarray:
+    """Each label's index among the declared ``classes``, K for a label outside them: counted by a private fit
+    (refusing it would depend on it), refused by a non-private one with the fix."""
+    idx = declared_index(classes, y)
+    outside = int(np.count_nonzero(idx == classes.size))
+    if outside and not private:
+        raise InvalidDataError(f"y holds {outside} label(s) outside classes={classes.tolist()!r}; declare every class "
+                               "or drop those rows.")
+    return idx
 
 
 def binary_classifier_tags(tags, *, sparse: bool):

@@ -22,7 +22,7 @@ from ..algorithms.gossip.targets import unscale
 from ..backends import get_backend
 from ..data.graphs import Nodes, make_graph, split_indices
 from ..exceptions import InvalidDataError, InvalidParameterError
-from ._sklearn import declared_index, is_block_list, one_matrix, target
+from ._sklearn import checked_classes, declared_labels, is_block_list, one_matrix, target
 
 
 class _GossipTargetEstimator(BaseEstimator):
@@ -177,11 +177,7 @@ class ConsensusMultinomialClassifier(ClassifierMixin, _GossipTargetEstimator):
         if self.classes is None:
             self.classes_, idx = np.unique(arr, return_inverse=True)
         else:
-            idx = declared_index(self.classes_, arr)
-            foreign = int(np.count_nonzero(idx == self.classes_.size))
-            if foreign and self.epsilon is None:  # a private fit counts them as no class (refusing would depend on them)
-                raise InvalidDataError(f"y holds {foreign} label(s) outside classes={self.classes_.tolist()!r}; "
-                                       "declare every class or drop those rows.")
+            idx = declared_labels(self.classes_, arr, private=self.epsilon is not None)  # outside: K, no class
         if len(self.classes_) < 2:
             raise InvalidDataError(f"y has {len(self.classes_)} class; a classifier needs labels of at least two "
                                    "classes.")
@@ -190,9 +186,7 @@ class ConsensusMultinomialClassifier(ClassifierMixin, _GossipTargetEstimator):
     def fit(self, X, y=None, *, callbacks: Sequence = ()):
         self.classes_ = None
         if self.classes is not None:
-            self.classes_ = np.asarray(self.classes).ravel()
-            if self.classes_.size < 2 or np.unique(self.classes_).size != self.classes_.size:
-                raise InvalidParameterError(f"classes={self.classes!r}: give at least two distinct class labels.")
+            self.classes_ = checked_classes(self.classes)
         elif self.epsilon is not None:
             raise InvalidParameterError("a private fit's classes are part of what it releases: give classes=[...] "
                                         "(the classes seen in the exact labels would depend on them).")

@@ -18,7 +18,7 @@ from ..exceptions import InvalidDataError, InvalidParameterError
 from ..privacy.events import LABEL_CHANGE
 from ..privacy.label_mechanisms import change_probability
 from ..privacy.ledger import PrivacyLedger
-from ._sklearn import declared_index, target
+from ._sklearn import checked_classes, declared_labels, target
 from ._vertical_config import _VerticalConfig
 from .vertical import VerticalLogisticRegression
 
@@ -90,14 +90,8 @@ class LabelPrivateVerticalClassifier(ClassifierMixin, _VerticalConfig, BaseEstim
             if classes.size < 2:
                 raise InvalidDataError(f"y has {classes.size} class; a classifier needs labels of at least two classes.")
         else:
-            classes = np.asarray(self.classes).ravel()
-            if classes.size < 2 or np.unique(classes).size != classes.size:
-                raise InvalidParameterError(f"classes={self.classes!r}: give at least two distinct class labels.")
-            idx = declared_index(classes, arr)
-            outside = int(np.count_nonzero(idx == classes.size))
-            if outside and not private:
-                raise InvalidDataError(f"y holds {outside} label(s) outside classes={classes.tolist()!r}; declare every "
-                                       "class or drop those rows.")
+            classes = checked_classes(self.classes)
+            idx = declared_labels(classes, arr, private=private)
             idx = np.where(idx == classes.size, 0, idx)  # private: the first class, whatever the label (no refusal)
         self.classes_ = classes
         return idx.astype(np.int64)

@@ -98,3 +98,24 @@ def test_bad_options_and_labels_are_refused_with_one_line(tmp_path, capsys, kind
                            capsys)
     assert code == 2 and match in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("suffix", ["", ".gz"])
+def test_a_libsvm_train_file_plain_or_gzipped_gives_the_binary_target(tmp_path, capsys, suffix):
+    """The target of a non-private --train run is read off its labels as the fit reads them: a gzipped LIBSVM file
+    (the bundled a9a.gz as given to --train) is decompressed, not decoded as text (CI 2026-11-29 failed on it)."""
+    import gzip
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 4))
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=300) > 0, 1, -1)
+    text = "".join(f"{lab:+d} " + " ".join(f"{j + 1}:{v:.4f}" for j, v in enumerate(row)) + "\n"
+                   for lab, row in zip(y, X))
+    path = tmp_path / f"train.svm{suffix}"
+    path.write_bytes(gzip.compress(text.encode()) if suffix else text.encode())
+    out = tmp_path / "out"
+    code, stdout, err = run_cli(["vertical", "admm", "--train", path, "--parties", "2,2", "--iterations", "3", "--seed", "0", "--quiet",
+                                 "--out", out], capsys)
+    assert code == 0, err
+    assert "regression" not in err and "count" not in err
+    assert (out / "metrics.json").is_file()

@@ -132,8 +132,9 @@ class VerticalInput(OptionGroup):
             return None
         if self.party:
             return pd.read_csv(self.party[0], usecols=[self.label_column])[self.label_column].to_numpy()
-        with open(self.train) as fh:
-            return pd.Series([line.split(None, 1)[0] for line in fh if line.strip()]).to_numpy()
+        from ..data.libsvm import load_libsvm  # scikit-learn: only once a command runs with a LIBSVM file
+
+        return load_libsvm(self.train, dense=False)[1]  # plain or .gz, parsed as the fit will parse it
 
 
 @dataclass(frozen=True)

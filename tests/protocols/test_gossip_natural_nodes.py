@@ -46,9 +46,6 @@ def epsilon_curve(Xs, ys, Xte, yte, epsilons=EPSILONS, seeds=SEEDS) -> np.ndarra
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue 38, open: since the shared model's DP validation takes 20% of ε "
-                   "(2026-11-29), the test loss at ε = 1 is 0.39209 against 0.39193 at ε = 0.5 (mean over 8 pairs "
-                   "+1.5e-4, tolerance 5.6e-5): more ε slightly worse on this table")
 def test_test_loss_is_non_increasing_in_epsilon_on_natural_nodes():
     Xs, ys, Xte, yte = attrition_nodes()
     L = epsilon_curve(Xs, ys, Xte, yte)

@@ -22,7 +22,7 @@ from .node import step_size
 from .targets import Target
 from .report import noise_multiplier_for
 from .schedule import DEFAULT_DELTA, DEFAULT_RANGE_ROUNDS, DEFAULT_RIDGE, average_from, default_schedule
-from .validation import VALIDATION_SHARE
+from .validation import VALIDATION_SHARE, slice_epsilon
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ def plan(params: GossipParams, n_total: int, d: int, n_nodes: int, *, noise: boo
     logistic = tg.loss == "logistic"
     eps = params.epsilon  # the rounds' share of ε
     if eps is not None and (params.validates if validate is None else validate):
-        eps = float(eps) * (1.0 - float(params.validation_share))
+        eps = float(eps) - slice_epsilon(float(eps), params.validation_share, n_total, n_nodes)
     sched = default_schedule(n_total, d, eps, n_nodes=n_nodes, delta=params.delta, range_rounds=K,
                              row_clip=R, ridge=params.ridge, target=None if logistic else tg)
     T = sched.rounds if params.rounds is None else int(params.rounds)

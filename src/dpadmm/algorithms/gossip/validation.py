@@ -65,6 +65,7 @@ from .mechanism import bounded
 
 VALIDATION_SHARE = 0.2  # the share of ε a private binary gossip run spends on the comparison (declared)
 RATE_SD = 0.03  # the DP base rate's target standard deviation (a share of n) that sets the count's part of the slice
+RESOLUTION = 0.01  # nats a row: the comparison's threshold per row at which its slice stops growing with ε
 
 
 class Validation(NamedTuple):
@@ -121,6 +122,15 @@ def pooled_rate(laplace_count: float, laplace_sd: float, n: int, prior=None) -> 
         c0, v0 = float(prior[0]), float(prior[1]) ** 2
         c = (c / v + c0 / v0) / (1.0 / v + 1.0 / v0)
     return float(np.clip(c / n, P_MIN, 1.0 - P_MIN))
+
+
+def slice_epsilon(epsilon: float, share: float, n: int, n_nodes: int) -> float:
+    """The validation's ε: ``share``·ε, at most what a count at RATE_SD and a comparison whose threshold is
+    :data:`RESOLUTION` nats a row need, ``√(2N)/(RATE_SD·n) + MARGIN·√(2N)·Δ_max/(RESOLUTION·n)`` with Δ_max the
+    sensitivity at the clip p = P_MIN (public: ε, n, N). The rounds get the rest, which grows with ε."""
+    root = math.sqrt(2.0 * n_nodes)
+    need = root / (RATE_SD * n) + MARGIN * root * validation_sensitivity(P_MIN) / (RESOLUTION * n)
+    return min(float(share) * float(epsilon), need)
 
 
 def split(epsilon: float, n: int, n_nodes: int) -> tuple[float, float]:
@@ -197,5 +207,5 @@ def released_once(names, Xts, ys, w, *, epsilon: float, rngs, ledger, prior=None
     return checked
 
 
-__all__ = ["VALIDATION_SHARE", "Validation", "compare_release", "count_release", "node_generators", "pooled_rate", "released_once", "split", "threshold",
+__all__ = ["VALIDATION_SHARE", "Validation", "compare_release", "count_release", "node_generators", "pooled_rate", "released_once", "slice_epsilon", "split", "threshold",
            "validate", "validation_sensitivity"]

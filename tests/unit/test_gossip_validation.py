@@ -108,30 +108,28 @@ def test_the_base_rate_combines_the_range_count_as_released(monkeypatch):
         assert count != pytest.approx(0.5 * len(y)) and sd > 0.5 * len(y)
 
 
-@pytest.mark.parametrize("n, d, N", [(1169, 55, 3), (857, 15, 5), (20_000, 10, 5)])
+@pytest.mark.parametrize("n, d, N", [(1169, 55, 3), (857, 15, 5), (20_003, 11, 5), (300, 2, 5), (100_000, 40, 2)])
 def test_the_slice_is_capped_and_the_rounds_budget_grows_with_epsilon(n, d, N):
-    """share·ε up to what resolves RESOLUTION nats a row, then flat: the rounds' ε = ε − slice grows with ε (more ε
-    never leaves the rounds less); at ε = 50 the slice is the cap."""
-    grid = [0.25, 0.5, 1, 2, 5, 10, 20, 50, 100]
-    cuts = [val.slice_epsilon(e, val.VALIDATION_SHARE, n, N) for e in grid]
-    need = (math.sqrt(2 * N) / (val.RATE_SD * n)
-            + MARGIN * math.sqrt(2 * N) * val.validation_sensitivity(P_MIN) / (val.RESOLUTION * n))
-    assert all(c == pytest.approx(min(0.2 * e, need)) for c, e in zip(cuts, grid))
+    """share·ε up to the least slice whose comparison resolves d nats, then flat: the rounds' ε = ε − slice grows with
+    ε (more ε never leaves the rounds less); at the cap the split gives the comparison a threshold of exactly d nats
+    over all rows at the worst sensitivity (2 noise sd of the pooled sum), and one slice less would not."""
+    grid = [0.25, 0.5, 1, 2, 5, 10, 20, 50, 100, 1000]
+    cuts = [val.slice_epsilon(e, val.VALIDATION_SHARE, n, N, d) for e in grid]
+    assert all(c <= 0.2 * e + 1e-12 for c, e in zip(cuts, grid))
     assert np.all(np.diff(cuts) >= 0) and np.all(np.diff([e - c for e, c in zip(grid, cuts)]) > 0)
-    assert cuts[grid.index(50)] == pytest.approx(need) and need < 10.0
-    # the comparison at the cap: 2 noise sd of the pooled sum over n rows, at the worst Δ, is RESOLUTION nats a row
-    # when the count gets what RATE_SD needs, at most 4/3 of it when the split gives the count a quarter of the slice
-    b, c = val.split(need, n, N)
-    res = -val.threshold(N, P_MIN, c) / n
-    assert res <= 4 / 3 * val.RESOLUTION + 1e-12
-    assert res == pytest.approx(val.RESOLUTION) if b == pytest.approx(math.sqrt(2 * N) / (val.RATE_SD * n)) else b > 0
+    cap = cuts[-1]
+    assert cap < 0.2 * grid[-1]  # capped
+    _, c = val.split(cap, n, N)
+    assert -val.threshold(N, P_MIN, c) == pytest.approx(d, rel=1e-9)
+    _, c = val.split(0.99 * cap, n, N)
+    assert -val.threshold(N, P_MIN, c) > d
 
 
 def test_a_capped_slice_is_what_the_ledger_books():
     """At ε = 50 on 600 rows the slice is the cap, the events sum to it and the report's ε is still ≤ ε."""
     X, y, _, _ = _table(1, n=600, n_test=0)
     m = ConsensusLogisticRegression(epsilon=50.0, n_nodes=3, random_state=0).fit(X, y)
-    cut = val.slice_epsilon(50.0, val.VALIDATION_SHARE, 600, 3)
+    cut = val.slice_epsilon(50.0, val.VALIDATION_SHARE, 600, 3, X.shape[1])
     assert cut < 0.2 * 50.0
     assert m._gossip_ledger.pure_epsilons() == pytest.approx({f"node{i}": cut for i in range(3)})
     assert m.privacy_.epsilon <= 50.0 + 1e-6 and m.privacy_.epsilon == pytest.approx(50.0, rel=1e-4)

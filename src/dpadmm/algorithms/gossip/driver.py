@@ -146,7 +146,7 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
     checked = None
     if validate:  # each node's noisy loss difference on its own rows (validation.py), recorded before the report
         checked = val.released_once(names, Xts, ys, F.mean(axis=0),
-                                    epsilon=val.slice_epsilon(params.epsilon, params.validation_share, n, N),
+                                    epsilon=val.slice_epsilon(params.epsilon, params.validation_share, n, N, d),
                                     prior=None if st.positives is None else (st.positives, pos_sd),
                                     rngs=val.node_generators(noise_seed, N), ledger=res.ledger,
                                     checkpoint_dir=checkpoint_dir, resume_from=resume_from)

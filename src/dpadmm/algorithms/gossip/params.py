@@ -155,14 +155,14 @@ def plan(params: GossipParams, n_total: int, d: int, n_nodes: int, *, noise: boo
     rounds' counts and the T gradient sums, each at its sensitivity — so the run composes to (ε, δ).
     ``noise=False``: the schedule alone (z and the quantile left 0; for a progress bar's count of rounds).
     ``validate`` (None: ``params.validates``): the rounds get ε minus the validation's slice
-    (:func:`.validation.slice_epsilon`: ``validation_share``·ε, capped once it resolves 0.01 nats a row)."""
+    (:func:`.validation.slice_epsilon`: ``validation_share``·ε, capped once it resolves d nats)."""
     R = math.sqrt(d) if params.row_clip is None else float(params.row_clip)
     K = 0 if params.bounds is not None else int(params.range_rounds)
     tg = params.target
     logistic = tg.loss == "logistic"
     eps = params.epsilon  # the rounds' share of ε
     if eps is not None and (params.validates if validate is None else validate):
-        eps = float(eps) - slice_epsilon(float(eps), params.validation_share, n_total, n_nodes)
+        eps = float(eps) - slice_epsilon(float(eps), params.validation_share, n_total, n_nodes, d)
     sched = default_schedule(n_total, d, eps, n_nodes=n_nodes, delta=params.delta, range_rounds=K,
                              row_clip=R, ridge=params.ridge, target=None if logistic else tg)
     T = sched.rounds if params.rounds is None else int(params.rounds)

@@ -3,11 +3,11 @@ slice of ε (issue 38: on 1,380 rows over 5 nodes at ε = 0.5 the consensus mode
 every seed).
 
 A private gossip run (binary, logistic) spends the slice ε_v = :func:`slice_epsilon` here — ``share`` =
-:data:`VALIDATION_SHARE` of its ε, at most what resolves :data:`RESOLUTION` nats a row (public: ε, n, N) — and the
-rest, ε − ε_v, on its range and gradient rounds (:func:`.params.plan`). The cap is what keeps more ε from buying a
-worse model where ε is large: 20% of ε = 50 is 10 ε spent on a comparison that resolves 0.003 nats a row, while the
-rounds lose a fifth of their budget (modeldata::attrition's departments: 0.3186 at ε = 50 with the rounds at 40,
-0.3137 with the slice capped at 3.7; the same protocol without noise 0.3061, the base rate 0.3916). After the last round the consensus model
+:data:`VALIDATION_SHARE` of its ε, at most what resolves d nats over all rows (public: ε, n, N, d) — and the rest,
+ε − ε_v, on its range and gradient rounds (:func:`.params.plan`). The cap is what keeps more ε from buying a worse
+model where ε is large: 20% of ε = 50 is 10 ε spent on a comparison that resolves 4 nats over 1,169 rows of 55
+columns while the rounds lose a fifth of their budget (modeldata::attrition's departments: 0.3186 at ε = 50 with the
+rounds at 40; the same protocol without noise 0.3061, the base rate 0.3916). After the last round the consensus model
 ``w̄`` (the mean of the nodes' models, a post-processing of their broadcasts) is public. Part of the slice, ε_b,
 buys a better DP base rate, the rest, ε_c, the comparison (:func:`split`, public: from ε, n and N only): ε_b is
 what puts the pooled count's standard deviation √(2N)/ε_b at :data:`RATE_SD` of n (a base rate off by 0.03 costs
@@ -73,7 +73,6 @@ from .mechanism import bounded
 
 VALIDATION_SHARE = 0.2  # the share of ε a private binary gossip run spends on the comparison (declared)
 RATE_SD = 0.03  # the DP base rate's target standard deviation (a share of n) that sets the count's part of the slice
-RESOLUTION = 0.01  # nats a row: the comparison's threshold per row at which its slice stops growing with ε
 
 
 class Validation(NamedTuple):
@@ -132,14 +131,18 @@ def pooled_rate(laplace_count: float, laplace_sd: float, n: int, prior=None) -> 
     return float(np.clip(c / n, P_MIN, 1.0 - P_MIN))
 
 
-def slice_epsilon(epsilon: float, share: float, n: int, n_nodes: int) -> float:
-    """The validation's ε: ``share``·ε, at most ``ε_b* + ε_c*`` — a count at RATE_SD, ``ε_b* = √(2N)/(RATE_SD·n)``,
-    and a comparison whose threshold is :data:`RESOLUTION` nats a row at the worst sensitivity Δ_max (p at the clip
-    P_MIN), ``ε_c* = MARGIN·√(2N)·Δ_max/(RESOLUTION·n)`` (public: ε, n, N). At the cap :func:`split` gives the count
-    at least a quarter of the slice, so the comparison keeps at least 3/4 of ε_c* — it resolves at most 4/3 of
-    RESOLUTION at Δ_max, and less at the run's own p (Δ ≤ Δ_max). The rounds get the rest, which grows with ε."""
+def slice_epsilon(epsilon: float, share: float, n: int, n_nodes: int, d: int) -> float:
+    """The validation's ε: ``share``·ε, at most the least slice whose :func:`split` gives the comparison ε_c* — a
+    threshold of d nats (the number of columns) over all rows at the worst sensitivity Δ_max (p at the clip P_MIN),
+    ``ε_c* = MARGIN·√(2N)·Δ_max/d`` — and the count ε_b* = √(2N)/(RATE_SD·n) where the split lets it
+    (public: ε, n, N, d). Why d nats: the training rows favour a fitted d-column model over the constant by about d
+    nats that the test rows do not see (AIC: each fitted parameter's in-sample optimism is one nat), so a comparison
+    finer than that resolves the fit's optimism, not its worth, while its ε is the rounds' loss. The rounds get the
+    rest, which grows with ε."""
     root = math.sqrt(2.0 * n_nodes)
-    need = root / (RATE_SD * n) + MARGIN * root * validation_sensitivity(P_MIN) / (RESOLUTION * n)
+    eps_b = root / (RATE_SD * n)
+    eps_c = MARGIN * root * validation_sensitivity(P_MIN) / max(int(d), 1)
+    need = max(4.0 * eps_c / 3.0, min(eps_b + eps_c, 4.0 * eps_c))  # split keeps ε_b in [need/4, 3·need/4]
     return min(float(share) * float(epsilon), need)
 
 

@@ -146,8 +146,8 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
     checked = None
     if validate:  # each node's noisy loss difference on its own rows (validation.py), recorded before the report
         checked = val.released_once(names, Xts, ys, F.mean(axis=0),
-                                    epsilon=float(params.epsilon) * params.validation_share,
-                                    prior=(n / (1.0 + math.exp(-st.intercept0)), pos_sd) if K > 0 else None,
+                                    epsilon=val.slice_epsilon(params.epsilon, params.validation_share, n, N, d),
+                                    prior=None if st.positives is None else (st.positives, pos_sd),
                                     rngs=val.node_generators(noise_seed, N), ledger=res.ledger,
                                     checkpoint_dir=checkpoint_dir, resume_from=resume_from)
     report = None

@@ -22,7 +22,7 @@ from .node import step_size
 from .targets import Target
 from .report import noise_multiplier_for
 from .schedule import DEFAULT_DELTA, DEFAULT_RANGE_ROUNDS, DEFAULT_RIDGE, average_from, default_schedule
-from .validation import VALIDATION_SHARE
+from .validation import VALIDATION_SHARE, slice_epsilon
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,8 @@ class GossipParams:
     label range) or ``multinomial`` (``classes`` K ≥ 3, labels 0…K−1) — :mod:`.targets`. ``target_bounds``: the
     declared label range (lo, hi) of a regression (None: a DP estimate, the label one more column of the range
     counts; needed when ``bounds`` are declared). ``validation_share``: the share of ε a private binary run spends
-    on the DP comparison of the consensus model with the DP base rate (:mod:`.validation`; 0: none). ``tol``: a
+    on the DP comparison of the consensus model with the DP base rate, capped where more resolves nothing
+    (:func:`.validation.slice_epsilon`; 0: none). ``tol``: a
     non-private run stops once every node's broadcast moved by ≤ tol in a round (0: every round; a private run's
     rounds are fixed by its budget, and ``tol`` > 0 with ``epsilon`` is refused)."""
 
@@ -153,15 +154,15 @@ def plan(params: GossipParams, n_total: int, d: int, n_nodes: int, *, noise: boo
     caller's ``rounds``/``momentum``/``tail`` kept), then z calibrated over every release of one node — the range
     rounds' counts and the T gradient sums, each at its sensitivity — so the run composes to (ε, δ).
     ``noise=False``: the schedule alone (z and the quantile left 0; for a progress bar's count of rounds).
-    ``validate`` (None: ``params.validates``): the rounds get (1 − ``validation_share``)·ε, the rest is the
-    validation's (:mod:`.validation`)."""
+    ``validate`` (None: ``params.validates``): the rounds get ε minus the validation's slice
+    (:func:`.validation.slice_epsilon`: ``validation_share``·ε, capped once it resolves d nats)."""
     R = math.sqrt(d) if params.row_clip is None else float(params.row_clip)
     K = 0 if params.bounds is not None else int(params.range_rounds)
     tg = params.target
     logistic = tg.loss == "logistic"
     eps = params.epsilon  # the rounds' share of ε
     if eps is not None and (params.validates if validate is None else validate):
-        eps = float(eps) * (1.0 - float(params.validation_share))
+        eps = float(eps) - slice_epsilon(float(eps), params.validation_share, n_total, n_nodes, d)
     sched = default_schedule(n_total, d, eps, n_nodes=n_nodes, delta=params.delta, range_rounds=K,
                              row_clip=R, ridge=params.ridge, target=None if logistic else tg)
     T = sched.rounds if params.rounds is None else int(params.rounds)

@@ -78,6 +78,9 @@ class RouterState(NamedTuple):
     intercept0: float = 0.0
     avg: np.ndarray | None = None  # (N, d + 1): each node's tail mean of its broadcasts (its model)
     target: tuple | None = None  # the label bounds of the DP range (regression without declared ones)
+    # the first range round's pooled noisy positive count as released, unclipped (binary runs; None otherwise): an
+    # unbiased estimate for the DP validation's base rate — the clipped rate behind intercept0 is pulled towards 1/2
+    positives: float | None = None
 
 
 def init_router(cfg: RouterConfig):
@@ -104,7 +107,7 @@ def router_step(cfg: RouterConfig, state: RouterState, outboxes: Mapping[str, An
             # no rarer than the count's noise can tell from 0; at most 1/2 (a count all noise: p = 1/2, b_0 = 0)
             p_min = min(0.5, max(1e-3, cfg.positives_sd / cfg.n_total))
             p = min(max(pos / cfg.n_total, p_min), 1.0 - p_min)
-            state = state._replace(intercept0=float(math.log(p / (1.0 - p))))
+            state = state._replace(intercept0=float(math.log(p / (1.0 - p))), positives=pos)
         targets = np.array([cfg.quantile, 1.0 - cfg.quantile]) * cfg.n_total
         a, b = mech.bisect(state.a, state.b, pooled, targets)
         if t < cfg.range_rounds:

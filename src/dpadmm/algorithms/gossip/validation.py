@@ -2,8 +2,12 @@
 slice of ε (issue 38: on 1,380 rows over 5 nodes at ε = 0.5 the consensus model was worse than the base rate on
 every seed).
 
-A private gossip run (binary, logistic) spends ``share`` = :data:`VALIDATION_SHARE` of its ε here and the rest,
-(1 − share)·ε, on its range and gradient rounds (:func:`.params.plan`). After the last round the consensus model
+A private gossip run (binary, logistic) spends the slice ε_v = :func:`slice_epsilon` here — ``share`` =
+:data:`VALIDATION_SHARE` of its ε, at most what resolves d nats over all rows (public: ε, n, N, d) — and the rest,
+ε − ε_v, on its range and gradient rounds (:func:`.params.plan`). The cap is what keeps more ε from buying a worse
+model where ε is large: 20% of ε = 50 is 10 ε spent on a comparison that resolves 4 nats over 1,169 rows of 55
+columns while the rounds lose a fifth of their budget (modeldata::attrition's departments: 0.3186 at ε = 50 with the
+rounds at 40; the same protocol without noise 0.3061, the base rate 0.3916). After the last round the consensus model
 ``w̄`` (the mean of the nodes' models, a post-processing of their broadcasts) is public. Part of the slice, ε_b,
 buys a better DP base rate, the rest, ε_c, the comparison (:func:`split`, public: from ε, n and N only): ε_b is
 what puts the pooled count's standard deviation √(2N)/ε_b at :data:`RATE_SD` of n (a base rate off by 0.03 costs
@@ -14,7 +18,11 @@ cannot be won anyway (below) and the base rate is what is handed over, on large 
 with the range rounds' pooled noisy positive count (Gaussian, public standard deviation; absent with declared
 bounds) by inverse-variance weighting, and ``p`` = the combined count / n, clipped to [p_min, 1 − p_min]: a
 post-processing of released values. (The range count alone, at the rounds' noise multiplier, was off by up to 0.2
-on 558 rows at ε = 1: AER::SwissLabor, seed 100.)
+on 558 rows at ε = 1: AER::SwissLabor, seed 100.) The range count enters as released, unclipped
+(``RouterState.positives``): the rate behind the starting intercept is clipped to [sd/n, 1 − sd/n], which is 1/2 at
+ε = 0.5 on modeldata::attrition (1,169 rows, sd 772), so that clipped rate, weighed as if unbiased, pulled p towards
+1/2 by more at ε = 1 than at ε = 0.5 (its weight grows faster than its bias falls) — the handed-over DP base rate
+was worse with more ε on every seed (issue 38: +1.5e-4, 8 seeds).
 
 ``compare`` — node i releases ``D̃_i = Σ_j d_j + Lap(Δ/ε_c)`` on its own rows, with
 
@@ -29,9 +37,9 @@ with ``ℓ(−L) − ℓ(L) = L``, so for y = +1, ``d ∈ [ℓ(L) + log p, ℓ(L
 ``Δ = L + |log p − log(1 − p)| = L + |logit p|``, and replacing one record moves the sum by at most Δ. *Enforced
 by*: the margin clip to the public L, the clip of p to the public [p_min, 1 − p_min] (Δ computed from the clipped
 p), and a model made finite before use (:func:`.mechanism.bounded`), so every margin is a number. Laplace noise of
-scale Δ/ε_c: ε_c-DP (pure); ε_b + ε_c = share·ε.
+scale Δ/ε_c: ε_c-DP (pure); ε_b + ε_c = ε_v.
 
-*Accounting*: each node's total is its rounds' (ε₁, δ) (the PLD accountant, at (1 − share)·ε) plus ε_b + ε_c by
+*Accounting*: each node's total is its rounds' (ε₁, δ) (the PLD accountant, at ε − ε_v) plus ε_b + ε_c by
 basic composition (pure DP adds to ε and leaves δ): at most ε, δ. The events are :class:`PureDPRelease`\\ s in the
 run's ledger; :func:`.report.with_validation` adds them to each node's ε.
 
@@ -123,6 +131,21 @@ def pooled_rate(laplace_count: float, laplace_sd: float, n: int, prior=None) -> 
     return float(np.clip(c / n, P_MIN, 1.0 - P_MIN))
 
 
+def slice_epsilon(epsilon: float, share: float, n: int, n_nodes: int, d: int) -> float:
+    """The validation's ε: ``share``·ε, at most the least slice whose :func:`split` gives the comparison ε_c* — a
+    threshold of d nats (the number of columns) over all rows at the worst sensitivity Δ_max (p at the clip P_MIN),
+    ``ε_c* = MARGIN·√(2N)·Δ_max/d`` — and the count ε_b* = √(2N)/(RATE_SD·n) where the split lets it
+    (public: ε, n, N, d). Why d nats: the training rows favour a fitted d-column model over the constant by about d
+    nats that the test rows do not see (AIC: each fitted parameter's in-sample optimism is one nat), so a comparison
+    finer than that resolves the fit's optimism, not its worth, while its ε is the rounds' loss. The rounds get the
+    rest, which grows with ε."""
+    root = math.sqrt(2.0 * n_nodes)
+    eps_b = root / (RATE_SD * n)
+    eps_c = MARGIN * root * validation_sensitivity(P_MIN) / max(int(d), 1)
+    need = max(4.0 * eps_c / 3.0, min(eps_b + eps_c, 4.0 * eps_c))  # split keeps ε_b in [need/4, 3·need/4]
+    return min(float(share) * float(epsilon), need)
+
+
 def split(epsilon: float, n: int, n_nodes: int) -> tuple[float, float]:
     """(ε_b, ε_c) of the slice ``epsilon``: ε_b = √(2N)/(RATE_SD·n) kept in [ε/4, 3ε/4], ε_c the rest (public)."""
     eps = float(epsilon)
@@ -197,5 +220,5 @@ def released_once(names, Xts, ys, w, *, epsilon: float, rngs, ledger, prior=None
     return checked
 
 
-__all__ = ["VALIDATION_SHARE", "Validation", "compare_release", "count_release", "node_generators", "pooled_rate", "released_once", "split", "threshold",
+__all__ = ["VALIDATION_SHARE", "Validation", "compare_release", "count_release", "node_generators", "pooled_rate", "released_once", "slice_epsilon", "split", "threshold",
            "validate", "validation_sensitivity"]

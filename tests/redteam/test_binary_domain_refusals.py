@@ -153,3 +153,18 @@ def test_non_private_one_class_still_refused():
     X = np.random.default_rng(0).normal(size=(50, 3))
     with pytest.raises(InvalidDataError, match="exactly two classes"):
         ConsensusLogisticRegression(n_nodes=2, max_iter=3, random_state=0).fit(X, np.zeros(50, dtype=int))
+
+
+def test_declared_text_classes_map_in_the_order_given(tmp_path, capsys, monkeypatch):
+    """--classes NEG,POS declares the coding (the second is +1), whatever the labels' sort order: a private run on
+    yes/no text runs with it, and without it is refused naming --classes."""
+    pytest.importorskip("dpadmm.workflows.vertical_targets", reason="vertical --target is not in this src")
+    y = np.where(np.random.default_rng(2).random(200) < 0.5, "yes", "no").astype(object)
+    code, contacted, err = _vertical(tmp_path, capsys, monkeypatch, y, "text")
+    assert code == 2 and not contacted and "--classes NEG,POS" in err, err
+    code, contacted, err = _vertical(tmp_path, capsys, monkeypatch, y, "declared", ("--classes", "yes,no"))
+    assert code == 0 and contacted, err
+    from dpadmm._validation import binary_labels
+
+    y_pm, classes = binary_labels("y", np.array(["yes", "no", "no"]), private=True, classes=["yes", "no"])
+    assert y_pm.tolist() == [-1.0, 1.0, 1.0] and classes.tolist() == ["yes", "no"]

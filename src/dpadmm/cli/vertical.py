@@ -66,8 +66,9 @@ def admm(
 ):
     """Train logistic, linear or Poisson regression on vertically partitioned data with (DP) ADMM sharing [Hu].
 
-    The label is yes/no (--target binary), an amount (regression) or a count (count; log link): declared in a
-    private run, else inferred from the label column. With --label-epsilon, amounts and counts run labels-only."""
+    The label: yes/no (--target binary), an amount (regression), a count (count) or a class (multiclass).
+    A private run declares it, a non-private one infers it from the labels (multiclass: always --target multiclass).
+    With --label-epsilon, amounts, counts and classes run labels-only."""
     run = _AdmmRun(inp, prep, lam, iterations, model, epsilon, feature, label, delta, seed, monitor, out, quiet,
                    where, state, psi)
     settings = _admm_settings(run)

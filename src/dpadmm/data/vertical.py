@@ -1,7 +1,8 @@
 """Vertical data sets as the parties hold them: training and test blocks per party, labels coded ±1, and their
 party-local preparation (the loaders behind ``dpadmm vertical`` and the vertical reproductions).
 
-Labels are checked first (two classes; the test labels use the training classes): :func:`encode_labels`.
+Labels are checked first (two classes, or a private run's declared binary domain; the test labels use the training
+classes): :func:`encode_labels`.
 """
 
 from __future__ import annotations

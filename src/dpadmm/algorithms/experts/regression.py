@@ -13,10 +13,13 @@ perturbs its own model once, keeps it, and answers predictions on NEW records on
 3. its prediction ``a·x̃`` on new records (post-processing of the release) goes to the label party, which stacks
    them with its own model (:mod:`.stack`).
 
-Sensitivity (enforced, proof). Both losses satisfy ``0 ≤ ℓ(r) ≤ ½r²`` and are convex, so ``F(x*) ≤ F(0) ≤ ½``
-(``|y'_i| ≤ 1``) and ``(λ/2)‖x*‖² ≤ F(x*)`` give ``‖x*‖ ≤ 1/√λ`` for the minimiser of either neighbour. On that
-ball a residual is ``|a_iᵀx − y'_i| ≤ R_a/√λ + 1``, and ``|ℓ'(r)| ≤ |r|`` (squared) or ``≤ κ`` (Huber), so every
-per-row gradient ``ℓ'(r) a_i`` has norm ≤ ``L = R_a · min(κ, R_a/√λ + 1)`` (κ = ∞ for the squared loss). Replace
+Sensitivity (enforced, proof). A bound on the minimiser of either neighbour first. Both losses satisfy
+``0 ≤ ℓ(r) ≤ ½r²`` and are convex, so ``F(x*) ≤ F(0) ≤ ½`` (``|y'_i| ≤ 1``) and ``(λ/2)‖x*‖² ≤ F(x*)`` give
+``‖x*‖ ≤ ρ = 1/√λ`` (Huber). For the squared loss ``x* = (BᵀB + λI)⁻¹Bᵀ(y'/√n)`` with ``B = A/√n``: the operator has
+norm ``max_s s/(s² + λ) ≤ 1/(2√λ)`` over B's singular values and ``‖y'/√n‖ ≤ 1``, so ``ρ = 1/(2√λ)``. On the ball
+``‖x‖ ≤ ρ`` a residual is ``|a_iᵀx − y'_i| ≤ R_a ρ + 1``, and ``|ℓ'(r)| ≤ |r|`` (squared) or ``≤ κ`` (Huber), so
+every per-row gradient ``ℓ'(r) a_i`` there has norm ≤ ``L = R_a (R_a/(2√λ) + 1)`` (squared) or
+``L = R_a min(κ, R_a/√λ + 1)`` (Huber). Replace
 one record (row and label): ``F' − F = (1/n)(ℓ'_i − ℓ_i)``. F is λ-strongly convex and ``∇F'(x'*) = 0``, so
 ``λ‖x* − x'*‖² ≤ (∇F(x'*) − ∇F(x*))ᵀ(x'* − x*) = −(∇F' − ∇F)(x'*)ᵀ(x'* − x*)``, whence
 ``‖x* − x'*‖ ≤ ‖∇ℓ_i(x'*) − ∇ℓ'_i(x'*)‖/(nλ) ≤ 2L/(nλ)`` (``x'*`` is in the ball). The solver is run to
@@ -81,10 +84,12 @@ def unscale(s, lo: float, hi: float) -> np.ndarray:
 
 
 def lipschitz(R: float, lam: float, loss: str, kappa: float) -> float:
-    """L, the bound on every per-row gradient at any point of the ball ‖x‖ ≤ 1/√λ (module docstring)."""
+    """L, the bound on every per-row gradient at any point of the ball ‖x‖ ≤ ρ the minimisers lie in (module
+    docstring)."""
     Ra = math.sqrt(2.0) * R
-    r = Ra / math.sqrt(lam) + 1.0
-    return Ra * (min(kappa, r) if loss == "huber" else r)
+    if loss == "huber":
+        return Ra * min(kappa, Ra / math.sqrt(lam) + 1.0)
+    return Ra * (Ra / (2.0 * math.sqrt(lam)) + 1.0)
 
 
 def sensitivity(n: int, R: float, lam: float, loss: str, kappa: float) -> float:

@@ -340,11 +340,30 @@ def experts(
     quiet: bool = opt.quiet_option(),
     where: opt.Parties = None,
     psi: bool = vo.psi_option(),
+    target: Optional[str] = vo.target_option(),
+    label_range: Optional[str] = typer.Option(None, "--label-range", metavar="LO,HI", rich_help_panel=vo.MODEL,
+                                              help="Declared label range (regression; needed with --epsilon)."),
+    loss: str = typer.Option("squared", "--loss", metavar="squared|huber", rich_help_panel=vo.MODEL,
+                             help="Each party's loss (regression)."),
 ):
-    """Each party's own DP model, added by the label party: no rounds, no shares (the experts protocol)."""
+    """Each party's own DP model, added by the label party: no rounds, no shares (the experts protocol).
+
+    The label is yes/no (binary) or an amount (--target regression, with --label-range LO,HI if private)."""
     from .._validation import check_choice, check_positive
+    from . import _vertical_targets as vt
 
     backend = where.backend
+    kind = vt.resolve(target, inp, backend, private=epsilon is not None or label.label_epsilon is not None)
+    if kind == "count":
+        raise InvalidParameterError("--target count is not available for --protocol experts; use --target regression, "
+                                    "or `dpadmm vertical admm --target count`.")
+    if kind == "regression":
+        from ._experts_regression import command
+
+        return command(inp, prep, lam, min_effective_rows, epsilon, label, delta, bounds, seed, out, where,
+                       label_range, loss)
+    if label_range is not None or loss != "squared":
+        raise InvalidParameterError("--label-range and --loss are for --target regression; drop them.")
     if bounds and backend == "grpc":
         raise InvalidParameterError("--bounds declares the other parties' column bounds for an in-process experts "
                                     "run; drop it (across organisations each party's operator declares its own: "
@@ -378,3 +397,4 @@ def experts(
         return
     where.run_options(out=out)  # --peer/--tls/--insecure without --backend grpc: one clear error
     run_experts(inp.load(), bounds=bounds, **fit)
+

@@ -77,7 +77,7 @@ def run_experts_regression(data, *, lam: float, epsilon, delta: float, label_ran
     from ..algorithms.experts.alone import label_party_alone_prediction
     from ..data.prepare import prepare_block
     from ..estimators.vertical_experts_regression import VerticalExpertsRegressor
-    from ._vertical_experts import _bounds_file
+    from ._vertical_options import bounds_file
 
     R = float(row_clip) if row_clip is not None else 1.0
     how = "none" if prepare == "auto" else prepare
@@ -93,7 +93,7 @@ def run_experts_regression(data, *, lam: float, epsilon, delta: float, label_ran
             train[m], sc = prepare_block(train[m], how)
             if test is not None:
                 test[m] = prepare_block(test[m], how, scaling=sc)[0]
-    col_bounds = ([_bounds_file(f, int(B.shape[1])) for f, B in zip(declared, train[1:])] if declared else
+    col_bounds = ([bounds_file(f, int(B.shape[1])) for f, B in zip(declared, train[1:])] if declared else
                   "dp" if how == "none" and prepare == "auto" else None)
     y = np.asarray(data.y, dtype=np.float64)
     model = VerticalExpertsRegressor(lam=lam, epsilon=epsilon, delta=delta, label_range=label_range, loss=loss,

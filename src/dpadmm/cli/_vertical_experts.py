@@ -119,7 +119,7 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
 
     # how each other party bounds its raw columns: declared bounds, else a DP range estimate (auto); rows as given
     # (clipped at R) when they were prepared by --prepare normalize-rows / none
-    col_bounds = ([_bounds_file(f, int(B.shape[1])) for f, B in zip(declared, train[1:])] if declared else
+    col_bounds = ([vo.bounds_file(f, int(B.shape[1])) for f, B in zip(declared, train[1:])] if declared else
                   "dp" if how == "none" and prepare == "auto" else None)
     model = VerticalExpertsClassifier(lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label_epsilon,
                                       row_clip=R, min_effective_rows=min_effective_rows, random_state=seed,
@@ -213,19 +213,6 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
                 write_json(stage / "label_model.json", label_model(model, own_how, model.own_scaling_, how, data))
         console.print(f"wrote {out}/metrics.json" + (" and label_model.json" if remote else ""))
     return metrics
-
-
-def _bounds_file(path, columns: int):
-    """A party's declared column bounds (``--bounds FILE``), or one line naming the problem (exit code 2)."""
-    from ..privacy.ranges import read_bounds
-
-    try:
-        return read_bounds(path, columns)
-    except OSError:
-        raise InvalidParameterError(f"--bounds {path}: file not found or unreadable; give a CSV with a 'lo,hi' header "
-                                    "and one row per feature column of that party.") from None
-    except ValueError as e:
-        raise InvalidParameterError(f"--bounds {path}: {e}.") from None
 
 
 LABEL_MODEL_FORMAT = "dpadmm-experts-label-model/1"

@@ -2,7 +2,7 @@
 party with its own model, or its own model alone when the stack does not beat it (issue 41).
 
 The protocol, threat model and sensitivity proof are in :mod:`dpadmm.algorithms.experts.regression`, the label
-party's side in :mod:`dpadmm.algorithms.experts.regression_driver`, its choice in
+party's side in :mod:`dpadmm.algorithms.experts.driver_regression`, its choice in
 :mod:`dpadmm.algorithms.experts.stack`. This estimator runs the parties in the caller's process (a simulation of the
 deployment: party m's step sees only its block and the scaled labels it is sent).
 """
@@ -16,7 +16,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.metrics import mean_absolute_error, r2_score
 
-from ..algorithms.experts import regression_driver as rd
+from ..algorithms.experts import driver_regression as rd
 from ..algorithms.experts.regression import HUBER_KAPPA
 from ..exceptions import InvalidDataError
 from ._party_columns import party_blocks

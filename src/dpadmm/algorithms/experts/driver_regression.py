@@ -164,6 +164,9 @@ def fit(p: RegressionParams, blocks, y, backend: Any = "inprocess") -> Regressio
     out.privacy = experts_report(events, [], delta=float(c.delta), noise_multiplier=z_plain,
                                  noise_source=out.noise_source, simulation_note=SIMULATION_NOTE,
                                  model=f"ridge-regression ({p.loss} loss, labels clipped to the declared range)")
+    if out.privacy is not None and out.privacy.label is not None:  # label_epsilon is not this target's: say what is
+        out.privacy.label["remedy"] = (" (label privacy: the labels-only protocol, LabelPrivateVerticalRegression or "
+                                       "vertical admm --target regression --label-epsilon)")
     return out
 
 

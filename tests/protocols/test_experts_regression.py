@@ -214,3 +214,31 @@ def test_end_to_end_audit_of_the_released_ridge(loss):
     assert ratio > 0.5 and 0.5 * allowed <= lb <= 4.0, (lb, allowed, ratio)
     planted = _audit(loss, 0.5)[0]
     assert planted > 4.0, planted
+
+
+def _remote(informative: bool, seed: int, n=3000, n_held=600):
+    from dpadmm.backends import InProcessBackend
+
+    full, yf = _data(n=n + n_held + 2000, informative=informative, seed=seed)
+    tr, ho, te = slice(0, n), slice(n, n + n_held), slice(n + n_held, None)
+    A, B = full
+    m = VerticalExpertsRegressor(epsilon=1.0, label_range=(4.0, 16.0), random_state=seed)
+    m.fit_remote(A[tr], yf[tr], InProcessBackend(), {"party2": (B[tr], {"heldout": B[ho], "test": B[te]})},
+                 heldout=("heldout", A[ho], yf[ho]))
+    alone = label_party_alone_prediction(A[tr], yf[tr], A[te], 1e-3)
+    return m, m.remote_predict(A[te], "test"), alone, yf[te]
+
+
+def test_a_deployment_keeps_its_own_model_when_the_other_party_carries_noise():
+    m, pred, alone, _ = _remote(False, 0)
+    assert m.calibration_.kind == "own model" and m.calibration_.heldout_rows == 600
+    np.testing.assert_allclose(pred, alone, atol=1e-9)  # exactly the label party alone
+    assert m.privacy_.epsilon == pytest.approx(1.0, rel=1e-3)
+    with pytest.raises(InvalidDataError, match="remote_predict"):
+        m.predict([np.zeros((2, 3)), np.zeros((2, 4))])
+
+
+def test_a_deployment_stacks_an_informative_party():
+    m, pred, alone, yt = _remote(True, 0)
+    assert m.calibration_.kind == "stacked"
+    assert np.sqrt(np.mean((pred - yt) ** 2)) < 0.9 * np.sqrt(np.mean((alone - yt) ** 2))

@@ -80,10 +80,36 @@ class VerticalExpertsRegressor(RegressorMixin, BaseEstimator):
         self.column_bounds_ = f.column_bounds
         return self
 
+    def fit_remote(self, own_block, y, backend, parties, heldout=None):
+        """The label party's side of a deployment: ``own_block`` its own block (it stays here), ``parties`` each feature
+        party's name → ``(train, {key: new-records reference})`` (:class:`~dpadmm.protocol.PartyData`, or arrays on the
+        in-process backend), ``backend`` runs them (each serves ``vertical-experts``). ``heldout = (key, own_rows,
+        labels)``: labelled records outside the fit, a new-records file ``key`` at every party: the label party
+        chooses on them (``calibration_``). Predict new records with :meth:`remote_predict`."""
+        params = self._params()
+        own = party_blocks(self, [own_block, own_block])[0]
+        f = rd.fit_remote(params, own, target(y, classes=False), backend, parties, heldout=heldout)
+        self._fitted = f
+        self.n_blocks_, self.noise_source_, self.own_coef_ = f.n_blocks, f.noise_source, f.own_coef
+        self.coefs_, self.expert_lambdas_, self.experts_ = [], f.expert_lambdas, f.experts
+        self.calibration_, self.privacy_, self.label_range_ = f.calibration, f.privacy, f.label_range
+        self.n_features_in_ = int(own.shape[1])
+        return self
+
+    def remote_predict(self, own_block, key: str = "test") -> np.ndarray:
+        """A deployment's prediction on new records: the label party's rows ``own_block`` and each party's rows of its
+        new-records file ``key`` (requested over the backend)."""
+        if getattr(getattr(self, "_fitted", None), "remote", None) is None:
+            raise NotFittedError("this VerticalExpertsRegressor has no deployment; call fit_remote first.")
+        return rd.remote_predict(self._fitted, np.asarray(own_block, dtype=np.float64), key)
+
     def predict(self, blocks) -> np.ndarray:
         """The label party's prediction (its choice ``calibration_``) on ``blocks``, in the label's raw units."""
         if not hasattr(self, "coefs_"):
             raise NotFittedError("this VerticalExpertsRegressor is not fitted yet; call fit first.")
+        if self._fitted.remote is not None:
+            raise InvalidDataError("this model's parties keep their models (fit_remote): predict new records with "
+                                   "remote_predict(own_block, key)")
         blocks = party_blocks(self, blocks)
         if len(blocks) != self.n_blocks_:
             raise InvalidDataError(f"expected {self.n_blocks_} blocks (as in fit), got {len(blocks)}")

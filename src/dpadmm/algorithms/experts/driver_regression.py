@@ -1,4 +1,4 @@
-"""The label party's side of an in-process experts fit with a regression target (issue 41).
+"""The label party's side of an experts fit with a regression target (issue 41), in-process or deployed.
 
 The same protocol as :mod:`.driver` (one round on a backend, every feature party running
 :func:`dpadmm.algorithms.experts.party.fit_step`), with a real-valued label (:mod:`.regression`):
@@ -93,6 +93,7 @@ class RegressionFitResult:
     column_bounds: list = field(default_factory=list)
     calibration: Any = None
     privacy: PrivacyReport | None = None
+    remote: Any = None  # fit_remote: (backend, the parties' names); the backend stays open (the caller's)
 
 
 def labels(y, n: int) -> np.ndarray:
@@ -170,6 +171,68 @@ def fit(p: RegressionParams, blocks, y, backend: Any = "inprocess") -> Regressio
     return out
 
 
+def fit_remote(p: RegressionParams, own_block, y, backend, parties, heldout=None) -> RegressionFitResult:
+    """The label party's side of a deployment (``parties``: name → ``(train, score)`` references, as
+    :func:`.driver.fit_remote`; each party serves ``vertical-experts`` and bounds its columns by its operator's
+    ``--bounds``). ``heldout = (key, own_rows, labels)``: labelled records outside the fit (a new-records file ``key`` at
+    every party): the label party chooses on them as the in-process fit does on its held-out rows (:mod:`.stack`);
+    without them it hands over the additive combination. The backend stays open for :func:`remote_predict`."""
+    c = p.common
+    n = own_block.shape[0]
+    y = labels(y, n)
+    lo, hi = p.label_range if p.label_range is not None else (float(y.min()), float(max(y.max(), y.min() + 1e-12)))
+    seed = noise_seed(c.random_state)
+    own_coef, own_scaling = fit_label_party_alone_regression(own_block, y, float(c.lam))
+    out = RegressionFitResult(len(parties) + 1, "party-local" if seed is None else "seeded", own_coef, own_scaling,
+                              (lo, hi), float(y.mean()))
+    z = xp.noise_multipliers(float(c.epsilon), float(c.delta), False)[1] if c.epsilon is not None else None
+    names = list(parties)
+    specs = [PartySpec.of(PROTOCOL, name, Setup(name=name, train=train, score=dict(score or {}), R=float(c.row_clip),
+                                                lam=float(c.lam), noise_multiplier=z, noise_norm=float(c.noise_norm),
+                                                loss=p.loss, huber_kappa=p.huber_kappa))
+             for name, (train, score) in parties.items()]
+    replies, _ = _run(backend, specs, xr.scale_labels(y, lo, hi), None, seed, None, close=False)
+    out.experts = [dict(replies[name][0]) for name in names]
+    out.expert_lambdas = [float(f["lam"]) for f in out.experts]
+    out.remote = (backend, names)
+    if heldout is not None:
+        key, rows, yh = heldout
+        yh = labels(yh, np.asarray(rows).shape[0])
+        own = own_prediction(own_coef, own_scaling, rows)
+        E = np.column_stack(_remote_predictions(out, key, own.shape[0]))
+        rng = np.random.default_rng() if seed is None else party_rng(seed, len(names) + 3, 0)
+        out.calibration = stack.choose(own, E, yh, rng)
+    events = [e for name in names for e in replies[name][1]]
+    out.privacy = experts_report(events, [], delta=float(c.delta), noise_multiplier=z, noise_source=out.noise_source,
+                                 model=f"ridge-regression ({p.loss} loss, labels clipped to the declared range)")
+    return out
+
+
+def _remote_predictions(fitted: RegressionFitResult, key: str, rows: int) -> list:
+    """Each party's prediction (raw label units) on its rows of its new-records file ``key``, requested over the
+    backend (post-processing of its release)."""
+    backend, names = fitted.remote
+    lo, hi = fitted.label_range
+    preds = [xr.unscale(np.asarray(backend.request(name, "logit", key), dtype=np.float64).ravel(), lo, hi)
+             for name in names]
+    if any(v.shape != (rows,) for v in preds):
+        raise InvalidDataError(f"a party scored {[v.shape[0] for v in preds]} rows of {key!r}, the label party {rows}; "
+                               "align the new records (same ids) at every party")
+    return preds
+
+
+def remote_predict(fitted: RegressionFitResult, own_block, key: str) -> np.ndarray:
+    """A deployment's prediction on new records: the label party's own rows ``own_block`` and each party's rows of its
+    new-records file ``key`` (its choice; no request when it kept its own model)."""
+    own = own_prediction(fitted.own_coef, fitted.own_scaling, own_block)
+    if fitted.calibration is not None and fitted.calibration.kind == "own model":
+        return own
+    experts = _remote_predictions(fitted, key, own.shape[0])
+    if fitted.calibration is None:
+        return own + sum(e - fitted.label_mean for e in experts)
+    return stack.apply(fitted.calibration, own, experts)
+
+
 def expert_predictions(fitted: RegressionFitResult, blocks, R: float) -> list:
     """Each party's prediction (raw label units) on its rows of ``blocks`` (the simulation's driver holds the models)."""
     lo, hi = fitted.label_range
@@ -189,4 +252,4 @@ def predict(fitted: RegressionFitResult, blocks, R: float) -> np.ndarray:
     return stack.apply(fitted.calibration, own, experts)
 
 
-__all__ = ["NOISE_NORM", "RegressionFitResult", "RegressionParams", "fit", "predict"]
+__all__ = ["NOISE_NORM", "RegressionFitResult", "RegressionParams", "fit", "fit_remote", "predict", "remote_predict"]

@@ -45,6 +45,8 @@ class VerticalExpertsRegressor(RegressorMixin, BaseEstimator):
         party alone". ``False``: its prediction plus each expert's deviation from the training mean.
     label_epsilon : refused (the labels are sent exactly in this protocol; see the labels-only protocol).
 
+    Notes
+    -----
     After ``fit``: ``coefs_``, ``own_coef_``, ``expert_lambdas_``, ``experts_`` (public facts), ``calibration_``,
     ``label_range_``, ``privacy_`` (a :class:`PrivacyReport`, or ``None`` if non-private).
     """

@@ -27,7 +27,8 @@ from .calibrate import FOLDS, REPEATS, Choice
 def fit_stack(F, y, ridge: float, centre) -> np.ndarray:
     """``(c, w)`` minimising ``mean((y − c − F w)²)/s² + ridge·‖w − centre‖²`` (``s`` the spread of ``y``; the
     intercept free), in closed form."""
-    s2 = max(float(np.var(y)), 1e-300)
+    s2 = float(np.var(y))
+    s2 = s2 if s2 > 1e-12 * max(float(np.mean(y * y)), 1e-300) else 1.0  # constant labels: no spread to standardise by
     fm, ym = F.mean(axis=0), float(y.mean())
     Fc, yc = F - fm, y - ym
     n, k = F.shape

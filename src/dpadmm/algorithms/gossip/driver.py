@@ -7,6 +7,7 @@ imports it)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -151,7 +152,7 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
             return prepared_rows(b, result), None
         w = (st.F if st.avg is None else st.avg).mean(axis=0)
         prior = None if st.positives is None else (st.positives, pos_sd)
-        rounds_ = iter(range(result.rounds, result.rounds + 2))
+        rounds_ = itertools.count(result.rounds)  # the next rounds (the nodes refuse any beyond the two declared)
 
         def ask(requests):  # one declared round at every node: {name: (release, events)}
             return b.step(requests, next(rounds_))

@@ -236,6 +236,13 @@ def test_cli_peer_to_peer_nodes_each_serve_their_own_file(tmp_path, capsys):
     np.testing.assert_allclose(a["coefs"], b["coefs"], rtol=1e-9, atol=1e-12)
     m = json.loads((tmp_path / "p2p" / "metrics.json").read_text())
     assert m["config"]["nodes"] == 4 and (m["config"]["node_size_min"], m["config"]["node_size_max"]) == (70, 130)
+    ref = json.loads((tmp_path / "inproc" / "metrics.json").read_text())
+    # each node validated the shared model on its own rows (the declared stage): the same hand-over as the simulation's
+    # and the slice in the per-node ε, which each node's own ledger recomputes
+    assert m["final"]["handed_over"] == ref["final"]["handed_over"]
+    assert m["final"]["privacy_per_node"] == pytest.approx(ref["final"]["privacy_per_node"], rel=1e-9)
+    for svc in services:
+        assert ledger_of(svc)["epsilon_spent"] == pytest.approx(m["final"]["privacy_per_node"][svc.name], rel=1e-6)
     own = np.load(tmp_path / "inproc" / "node_models.npz")
     for i in range(4):  # each node chose on its own rows what the simulation chose for it
         assert str(np.load(tmp_path / f"node{i}" / "model.npz")["choice"]) == str(own["choice"][i])

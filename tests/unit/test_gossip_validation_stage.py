@@ -173,3 +173,19 @@ def test_in_process_simulation_and_the_nodes_stage_decide_alike():
     eps_b, eps_c = val.split(b.validation.epsilon, 3200, 4)
     assert b.ledger.pure_epsilons() == pytest.approx({f"node{i}": eps_b + eps_c for i in range(4)})
     assert not any("no DP validation" in n for n in b.report.notes)
+
+
+def test_a_resumed_run_reuses_what_its_nodes_released(tmp_path):
+    """The nodes' stage runs after the engine's rounds, outside its checkpoints: a run resumed from its folder reuses
+    the released values kept there (validation.json; the nodes are not asked again, the events booked as drawn once),
+    as the simulation's released_once does."""
+    Xs, ys = _nodes(sizes=(300, 400, 350, 250))
+    par = GossipParams(epsilon=1.0, rounds=4, bounds=(np.full(3, -4.0), np.full(3, 4.0)))
+    data = Nodes(Xs, ys, nx.cycle_graph(4))
+    first = driver.fit(par, data, noise_seed=None, validation_at_nodes=True, checkpoint_dir=tmp_path,
+                       checkpoint_every=1)
+    assert (tmp_path / val.STORE).is_file()
+    again = driver.fit(par, data, noise_seed=None, validation_at_nodes=True, resume_from=tmp_path)
+    assert again.validation == first.validation  # OS-entropy noise: equal only if reused
+    assert again.ledger.pure_epsilons() == pytest.approx(first.ledger.pure_epsilons(), rel=1e-12)
+    assert again.report.per_party == pytest.approx(first.report.per_party, rel=1e-12)

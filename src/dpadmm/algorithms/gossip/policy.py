@@ -4,7 +4,9 @@
 momentum and the ridge must be finite (Δ = 2√(R² + 1) is computed by the node from its own R); declared bounds
 must be finite with lo < hi; the declared rounds are at most the party's ``max_rounds``.
 ``price``: every round is at most one Gaussian release at the node's σ/Δ — K range counts plus T gradient sums,
-whatever the coordinator then sends (the step refuses a round beyond the declaration).
+whatever the coordinator then sends (the step refuses a round beyond the declaration) — and, with a declared
+validation stage (``validation`` = (ε_b, ε_c), finite and positive, a private binary run only), its count and
+comparison as pure ε_b + ε_c (each answered once per run at the declared ε: :func:`.validation.answer`).
 """
 
 from __future__ import annotations

@@ -226,7 +226,9 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
         return state._replace(round=r + 1, columns=keep), RangeCounts(counts, pos), events
     s = r - (0 if cfg.bounds is not None else cfg.range_rounds)
     if isinstance(inbox, val.ValidationRequest):  # the declared stage after the last gradient round (validation.py)
-        if s < cfg.rounds or state.Xt is None or not logistic:
+        if not logistic:
+            raise _refuse(cfg, f"a validation of a {cfg.loss} run (the comparison is of a binary logistic model)")
+        if s < cfg.rounds or state.Xt is None:
             raise _refuse(cfg, f"a validation before its {cfg.rounds} declared gradient rounds are done")
         done, release, events = val.answer(cfg.name, state.Xt, cfg.y, cfg.validation, state.validated, inbox, rng)
         return state._replace(round=r + 1, validated=done), release, events

@@ -87,6 +87,6 @@ GOSSIP = PolicyHooks(
                                                                  "the mixed point are put in the public box "
                                                                  "(each coordinate within ±1e6) before the step",
         "w̄, p, L, p_min (validation compare)": "a finite model of the node's width, finite p, L > 0, p_min in "
-                                                "(0, 1/2]; Δ = L + |logit p_c| computed by the node from them",
+                                                "(0, 1/2]; Δ = L + abs(logit p_c) computed by the node from them",
     },
     check=check, price=price)

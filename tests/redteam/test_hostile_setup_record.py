@@ -22,7 +22,8 @@ def _honest(party):
 @pytest.mark.parametrize("hostile, reason", [
     (lambda p: dict(_honest(p), sensitivity=0.0),
      r"setup field 'sensitivity' is not a field of dpadmm\.algorithms\.experts\.messages\.Setup \(name, train, score, "
-     r"R, lam, noise_multiplier, noise_norm, model, flip_probability, bounds, range_noise_multiplier\); send the declared fields only$"),
+     r"R, lam, noise_multiplier, noise_norm, model, flip_probability, bounds, range_noise_multiplier, loss, huber_kappa\); "
+     r"send the declared fields only$"),
     (lambda p: {k: v for k, v in _honest(p).items() if k != "train"},
      r"setup field 'train' of dpadmm\.algorithms\.experts\.messages\.Setup is missing \(required: name, train\)$"),
     (lambda p: dict(_honest(p), noise_multiplier="1e-12"),

@@ -56,8 +56,8 @@ def test_every_experts_regression_metrics_key_is_documented(tmp_path, capsys):
     test = write_party_files([b[300:] for b in blocks], y[300:], tmp_path / "test")
     out = tmp_path / "run"
     code, _, err = run_cli(["vertical", "experts", "--party", train[0], "--party", train[1], "--test-party", test[0],
-                            "--test-party", test[1], "--target", "regression", "--epsilon", "1", "--label-range",
-                            "0,20", "--seed", "0", "--quiet", "--out", out], capsys)
+                            "--test-party", test[1], "--target", "regression", "--epsilon", "1", "--label-epsilon",
+                            "1", "--label-range", "0,20", "--seed", "0", "--quiet", "--out", out], capsys)
     assert code == 0, err
     metrics = json.loads((out / "metrics.json").read_text())
     missing = [k for k in _keys(metrics) if not _documented(k)]

@@ -121,7 +121,7 @@ def test_with_a_dp_range_estimate_every_release_is_accounted():
 
 @pytest.mark.parametrize("kw, match", [
     ({"epsilon": 1.0}, "label_range"),
-    ({"label_epsilon": 1.0}, "labels-only"),
+    ({"label_epsilon": 1.0}, "label_range"),
     ({"loss": "poisson"}, "loss"),
     ({"label_range": (5.0, 1.0)}, "lo < hi"),
     ({"loss": "huber", "huber_kappa": -1.0}, "huber_kappa"),

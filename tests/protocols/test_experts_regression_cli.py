@@ -46,6 +46,20 @@ def test_a_private_regression_run_prints_its_figures_beside_the_baselines(tmp_pa
     assert m["privacy"]["sides"]["labels"]["protected"] is False
 
 
+def test_a_label_private_run_protects_the_labels_with_the_release(tmp_path, capsys):
+    out = tmp_path / "o"
+    code, text, err = run_cli(_files(tmp_path) + ["--target", "regression", "--epsilon", "1", "--label-epsilon", "1",
+                                                  "--label-range", "0,100", "--seed", "0", "--out", out], capsys)
+    assert code == 0, err
+    assert "labels: ε = 1 at δ = 0" in text and "NOT protected" not in text
+    m = json.loads((out / "metrics.json").read_text())
+    lab = m["privacy"]["sides"]["labels"]
+    assert lab["protected"] is True and lab["epsilon"] == pytest.approx(1.0) and lab["delta"] == 0.0
+    assert "randomized response on bins" in m["privacy"]["label"]["mechanism"]
+    assert m["config"]["label_epsilon"] == 1.0 and m["privacy"]["epsilon"] == pytest.approx(1.0, rel=1e-3)
+    assert m["final"]["test_rmse"] <= m["baselines"]["label_party_alone"]["rmse"] * 1.05
+
+
 def test_a_non_private_run_infers_the_target_with_one_line(tmp_path, capsys):
     code, text, err = run_cli(_files(tmp_path, 600) + ["--seed", "0"], capsys)
     assert code == 0, err
@@ -55,7 +69,9 @@ def test_a_non_private_run_infers_the_target_with_one_line(tmp_path, capsys):
 @pytest.mark.parametrize("extra, match", [
     (["--epsilon", "1"], "declares its target"),
     (["--target", "regression", "--epsilon", "1"], "--label-range"),
-    (["--target", "regression", "--label-epsilon", "1"], "labels-only"),
+    (["--target", "regression", "--label-epsilon", "1"], "--label-epsilon needs --label-range"),
+    (["--target", "regression", "--label-epsilon", "0", "--label-range", "0,100"], "--label-epsilon must be positive"),
+    (["--target", "regression", "--label-epsilon", "-2", "--label-range", "0,100"], "--label-epsilon must be positive"),
     (["--target", "regression", "--label-range", "5"], "--label-range 5"),
     (["--target", "regression", "--label-range", "9,1"], "LO < HI"),
     (["--target", "count"], "--target count"),

@@ -1,7 +1,7 @@
 """The experts regression target across organisations (issue 41): every feature party serves ``vertical-experts``
 over gRPC, fits its DP ridge on the scaled labels once (its policy prices ONE Gaussian release), keeps it and answers
-predictions on NEW records only. The seeded run over gRPC equals the in-process run to 1e-12, and the party refuses
-a regression loss it does not know before anything is released."""
+predictions on NEW records only. The seeded run over gRPC equals the in-process run to 1e-12 (with the labels sent
+exactly, and with their one randomized-response release at label_epsilon)."""
 
 from __future__ import annotations
 
@@ -34,13 +34,16 @@ def _normalised(b):
     return b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-300)
 
 
-def test_estimator_over_grpc_equals_in_process(tmp_path):
+@pytest.mark.parametrize("label_epsilon", [None, 1.0])
+def test_estimator_over_grpc_equals_in_process(tmp_path, label_epsilon):
+    """With ``label_epsilon`` the label party's one release (its own stream) is the same in both runs: the parties
+    over gRPC fit on exactly what the in-process parties fit on."""
     n, n_test = 240, 120
     blocks, y = _blocks(n + n_test)
     train = write_party_files([b[:n] for b in blocks], y[:n], tmp_path / "train", prefix="party")
     test = write_party_files([b[n:] for b in blocks], y[n:], tmp_path / "test", prefix="party",
                              ids=10_000 + np.arange(n_test))
-    kw = dict(epsilon=1.0, label_range=(0.0, 20.0), random_state=7)
+    kw = dict(epsilon=1.0, label_range=(0.0, 20.0), random_state=7, label_epsilon=label_epsilon)
     local_blocks, local_test = [_normalised(b[:n]) for b in blocks], [_normalised(b[n:]) for b in blocks]
     # the deployment's parties prepare their rows by their policy (normalised here) and hand over the additive
     # combination (no held-out records given): the in-process fit the same way
@@ -65,3 +68,5 @@ def test_estimator_over_grpc_equals_in_process(tmp_path):
     np.testing.assert_allclose(pred, local.predict(local_test), rtol=1e-12, atol=1e-12)
     assert remote.privacy_.to_dict()["per_party"] == local.privacy_.to_dict()["per_party"]
     assert remote.expert_lambdas_ == pytest.approx(local.expert_lambdas_, rel=1e-12)
+    labels = remote.privacy_.sides()["labels"]
+    assert labels["protected"] is (label_epsilon is not None) and labels == local.privacy_.sides()["labels"]

@@ -2,7 +2,9 @@
 label party with its own model or its own model kept (:class:`~dpadmm.VerticalExpertsRegressor`), in-process.
 
 A private run declares its target (``--target regression``: never read off the labels) and its label range
-(``--label-range LO,HI``: the labels are clipped to it before they are sent; never read off the labels either). The
+(``--label-range LO,HI``: the labels are clipped to it before they are sent; never read off the labels either);
+``--label-epsilon E`` (with ``--label-range``) sends instead the labels' one release by randomized response on bins of
+that range (label ε = E against the other parties). The
 figures (RMSE, MAE, R², on the test rows) sit beside the mean predictor (the training mean: the label party's own),
 the label party alone (its own model: its standardised columns, ridge, exact labels — local) and pooled non-private
 (the same ridge on every column: the simulation driver's reference, outside the guarantee)."""
@@ -36,10 +38,10 @@ def parse_label_range(text: str | None):
 
 def check_options(*, epsilon, label_epsilon, label_range, min_effective_rows, prepare: str) -> None:
     """One clear line for an option the regression target does not take (before any data are read)."""
-    if label_epsilon is not None:
-        raise InvalidParameterError("--label-epsilon: the experts regression target sends its labels exactly (they are "
-                                    "not protected); for label privacy use the labels-only protocol (`dpadmm vertical admm "
-                                    "--target regression --label-epsilon`), or drop --label-epsilon.")
+    if label_epsilon is not None and label_range is None:
+        raise InvalidParameterError("--label-epsilon needs --label-range LO,HI: the randomized response's bins are "
+                                    "public values of the declared range (one read off the labels would release them "
+                                    "unaccounted); declare the range the labels are clipped to.")
     if min_effective_rows is not None:
         raise InvalidParameterError("--min-effective-rows is for randomized-response labels (binary target); drop it.")
     if epsilon is not None and label_range is None:
@@ -69,7 +71,7 @@ def _stack(blocks):
 
 
 def run_experts_regression(data, *, lam: float, epsilon, delta: float, label_range, loss: str, prepare: str,
-                           row_clip, seed, out: Path | None, bounds=None) -> dict:
+                           row_clip, seed, out: Path | None, bounds=None, label_epsilon=None) -> dict:
     """Fit, print the figures beside the baselines, write metrics.json; returns the metrics."""
     import numpy as np
 
@@ -97,7 +99,8 @@ def run_experts_regression(data, *, lam: float, epsilon, delta: float, label_ran
                   "dp" if how == "none" and prepare == "auto" else None)
     y = np.asarray(data.y, dtype=np.float64)
     model = VerticalExpertsRegressor(lam=lam, epsilon=epsilon, delta=delta, label_range=label_range, loss=loss,
-                                     row_clip=R, random_state=seed, bounds=col_bounds).fit(train, y)
+                                     row_clip=R, random_state=seed, bounds=col_bounds,
+                                     label_epsilon=label_epsilon).fit(train, y)
     cal = model.calibration_
     final: dict = {"protocol": "experts", "target": "regression",
                    "calibration": stack.facts(cal) if cal is not None else None,
@@ -116,7 +119,8 @@ def run_experts_regression(data, *, lam: float, epsilon, delta: float, label_ran
     privacy = rep.to_dict() if rep is not None else {"private": False, "epsilon": "inf"}
     privacy["noise_source"] = model.noise_source_
     metrics = {"config": {"protocol": "experts", "target": "regression", "loss": loss, "lam": lam, "epsilon": epsilon,
-                          "delta": delta, "label_range": None if label_range is None else list(label_range),
+                          "label_epsilon": label_epsilon, "delta": delta,
+                          "label_range": None if label_range is None else list(label_range),
                           "noise_norm": model.noise_norm, "row_clip": R, "seed": seed,
                           "prepare": {"label_party": "standardize", "others": how,
                                       "others_bounds": ("declared" if declared else "dp" if col_bounds == "dp" else
@@ -142,7 +146,8 @@ def run_experts_regression(data, *, lam: float, epsilon, delta: float, label_ran
     else:
         console.print("no test rows: give --test-party files (or --test with --train) to judge the model.")
     console.print("privacy: " + ("\n  ".join(rep.summary().splitlines()) if rep is not None else
-                                 "not private (no --epsilon): features and labels are not protected"))
+                                 "not private (no --epsilon, no --label-epsilon): features and labels are not "
+                                 "protected"))
     if out is not None:
         with output_dir(out) as stage:
             metrics["wall_seconds"] = elapsed()
@@ -168,4 +173,5 @@ def command(inp, prep, lam, min_effective_rows, epsilon, label, delta, bounds, s
                        min_effective_rows=min_effective_rows, prepare=prep.prepare)
     where.run_options(out=out)  # --peer/--tls/--insecure without --backend grpc: one clear error
     run_experts_regression(inp.load(encode=False), lam=lam, epsilon=epsilon, delta=delta, label_range=rng_,
-                           loss=loss, prepare=prep.how, row_clip=prep.row_clip, seed=seed, out=out, bounds=bounds)
+                           loss=loss, prepare=prep.how, row_clip=prep.row_clip, seed=seed, out=out, bounds=bounds,
+                           label_epsilon=label.label_epsilon)

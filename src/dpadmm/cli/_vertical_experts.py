@@ -330,7 +330,7 @@ def experts(
     psi: bool = vo.psi_option(),
     target: Optional[str] = vo.target_option(),
     label_range: Optional[str] = typer.Option(None, "--label-range", metavar="LO,HI", rich_help_panel=vo.MODEL,
-                                              help="Declared label range (regression; needed with --epsilon)."),
+                                              help="Declared label range (regression; needed with --epsilon, --label-epsilon)."),
     loss: str = typer.Option("squared", "--loss", metavar="squared|huber", rich_help_panel=vo.MODEL,
                              help="Each party's loss (regression)."),
 ):

@@ -4,7 +4,8 @@ party with its own model, or its own model alone when the stack does not beat it
 The protocol, threat model and sensitivity proof are in :mod:`dpadmm.algorithms.experts.regression`, the label
 party's side in :mod:`dpadmm.algorithms.experts.driver_regression`, its choice in
 :mod:`dpadmm.algorithms.experts.stack`. This estimator runs the parties in the caller's process (a simulation of the
-deployment: party m's step sees only its block and the scaled labels it is sent).
+deployment: party m's step sees only its block and the scaled labels it is sent: exact, or with ``label_epsilon`` the
+label party's randomized-response release).
 """
 
 from __future__ import annotations
@@ -43,7 +44,11 @@ class VerticalExpertsRegressor(RegressorMixin, BaseEstimator):
         keeps a least-squares stack of its own model and the experts only if it beats its own model by two standard
         errors of repeated K-fold cross-validation (``calibration_``); otherwise its own model, exactly "the label
         party alone". ``False``: its prediction plus each expert's deviation from the training mean.
-    label_epsilon : refused (the labels are sent exactly in this protocol; see the labels-only protocol).
+    label_epsilon : ε of the label party's one release of the labels it sends, by randomized response on bins of the
+        declared ``label_range`` (required; the labels-only protocol's mechanism,
+        :func:`~dpadmm.privacy.label_mechanisms.rr_on_bins`): the other parties fit on that release only; the label
+        party's own model and its choice use its exact labels locally. Pure ε, δ = 0, against the other parties.
+        ``None``: the labels are sent exactly (not protected).
 
     Notes
     -----

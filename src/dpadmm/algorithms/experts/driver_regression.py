@@ -14,9 +14,23 @@ The same protocol as :mod:`.driver` (one round on a backend, every feature party
 3. the label party chooses between a least-squares stack and its own model by cross-validation on those rows
    (:mod:`.stack`; no privacy cost), so the handed-over model is the label party alone unless the stack beats it.
 
+Label privacy (``label_epsilon``). Without it the labels are sent exactly: they are not protected. With it the label
+party releases the labels of the rows it sends ONCE through randomized response on bins
+(:func:`dpadmm.privacy.label_mechanisms.rr_on_bins`, Ghazi et al. 2023, whose docstring holds the proof: a Laplace
+prior on ``N_BINS`` equal-width public bins of the DECLARED range (``PRIOR_FRACTION`` of the label ε), the optimal bins
+for the squared loss under it, randomized response on their outputs; pure ε, δ = 0, label relation), with the
+labels-only protocol's choices (:func:`dpadmm.estimators.label_regression.release_regression_labels`: same bins, prior
+share and bins loss; the range is declared, so no DP range step), and sends only that release, scaled as above. Every
+released value is a bin output inside ``[lo, hi]`` (and is clipped to it, then to [−1, 1] by the receiving party), so
+the premise ``|y'_i| ≤ 1`` of the parties' sensitivity proof (:mod:`.regression`) holds as before and their Δ is
+unchanged; what each party does with the release is post-processing of it, so against the other parties the labels
+are ``label_epsilon``-DP. As in the binary experts path with ``label_epsilon``, the label party's own model and its
+choice (the stack's weights, fitted on its held-out rows) use its exact labels locally: nothing computed from them
+leaves it except the final model it keeps. The release's events (``PureDPRelease``, prior and randomized response)
+are booked by the same accountant as the binary path's randomized response (pure ε, added).
+
 The accountant is the binary one's (:func:`.report.experts_report`): one Gaussian release per party (and its range
-estimate's), record relation, dp-accounting PLD. The labels are sent exactly: they are not protected (``label_epsilon``
-is refused for this target, with the labels-only protocol named for label privacy).
+estimate's), record relation, dp-accounting PLD; on the label side the release above, or "not protected".
 """
 
 from __future__ import annotations
@@ -30,6 +44,7 @@ from ..._validation import noise_seed
 from ...backends import get_backend
 from ...backends.base import PartySpec, party_rng
 from ...exceptions import InvalidDataError, InvalidParameterError
+from ...privacy.label_mechanisms import rr_on_bins
 from ...privacy.ledger import PrivacyReport
 from . import calibrate as xc, prepare as xp, regression as xr, stack
 from .alone import fit_label_party_alone_regression, standardise
@@ -61,12 +76,12 @@ class RegressionParams:
            row_clip=1.0, noise_norm=NOISE_NORM, random_state=None, bounds="dp", calibrate=True,
            label_epsilon=None) -> "RegressionParams":
         common = ExpertsParams(lam=lam, epsilon=epsilon, delta=delta, row_clip=row_clip, noise_norm=noise_norm,
-                               random_state=random_state, bounds=bounds, calibrate=calibrate)
-        if label_epsilon is not None:
-            raise InvalidParameterError("label_epsilon is not available for the experts regression target: its labels "
-                                        "are sent exactly; for label privacy use the labels-only protocol "
-                                        "(LabelPrivateVerticalRegression, `dpadmm vertical admm --target regression "
-                                        "--label-epsilon`)")
+                               random_state=random_state, bounds=bounds, calibrate=calibrate,
+                               label_epsilon=label_epsilon)
+        if label_epsilon is not None and label_range is None:
+            raise InvalidParameterError("label_epsilon needs a declared label_range=(lo, hi): the randomized response's "
+                                        "bins are public values of that range (a range read off the labels would "
+                                        "release them unaccounted); declare the range the labels are clipped to")
         loss, kappa = xr.check_loss(loss, huber_kappa)
         if label_range is None and epsilon is not None:
             raise InvalidParameterError("a private run (epsilon=) needs a declared label_range=(lo, hi): a range read "
@@ -109,6 +124,37 @@ def labels(y, n: int) -> np.ndarray:
     return v
 
 
+#: what the report's label line says of the release (the labels-only protocol's mechanism, with a declared range)
+LABEL_MECHANISM = ("randomized response on bins (Ghazi et al. 2023): Laplace prior on public bins of the declared "
+                   "range, optimal bins, randomized response on their outputs; released once, the parties' ridges are "
+                   "post-processing of it")
+
+
+def sent_labels(p: RegressionParams, y, lo: float, hi: float, seed, n_blocks: int) -> tuple[np.ndarray, list]:
+    """The labels the label party sends (scaled to [−1, 1]) and the events of their release (module docstring): the
+    exact labels clipped to ``[lo, hi]`` (no event), or with ``label_epsilon`` one release by randomized response on
+    bins of the declared range (its stream ``(n_blocks + 1, 0)``, the binary path's; OS entropy without a seed)."""
+    eps = p.common.label_epsilon
+    if eps is None:
+        return xr.scale_labels(y, lo, hi), []
+    rng = np.random.default_rng() if seed is None else party_rng(seed, n_blocks + 1, 0)
+    rel = rr_on_bins(y, float(eps), rng=rng, label_range=(lo, hi), party="party1")
+    return xr.scale_labels(rel.labels, lo, hi), list(rel.events)
+
+
+def _report(p: RegressionParams, events, pure, z, noise_source: str, simulation_note=None) -> PrivacyReport | None:
+    """:func:`.report.experts_report` for the regression target, its label line naming the release (or the remedy)."""
+    rep = experts_report(events, pure, delta=float(p.common.delta), noise_multiplier=z, noise_source=noise_source,
+                         simulation_note=simulation_note,
+                         model=f"ridge-regression ({p.loss} loss, labels clipped to the declared range)")
+    if rep is not None and rep.label is not None:
+        if pure:
+            rep.label.update(mechanism=LABEL_MECHANISM, flip_probability=None)
+        else:
+            rep.label["remedy"] = " (label privacy: label_epsilon=, or --label-epsilon with --label-range)"
+    return rep
+
+
 def own_prediction(coef, scaling, X) -> np.ndarray:
     """The label party's own model's prediction on its rows ``X`` (raw label units)."""
     return np.asarray(augment(standardise(X, scaling), 1.0) @ coef).ravel()
@@ -148,8 +194,8 @@ def fit(p: RegressionParams, blocks, y, backend: Any = "inprocess") -> Regressio
         preds = [b.request(name, "logit", HELDOUT) for name in names] if held is not None else None
         return models, preds
 
-    replies, (models, preds) = _run(get_backend(backend), specs, xr.scale_labels(y[fit_rows], lo, hi), None, seed,
-                                    after)
+    sent, pure = sent_labels(p, y[fit_rows], lo, hi, seed, len(blocks))
+    replies, (models, preds) = _run(get_backend(backend), specs, sent, None, seed, after)
     out.coefs = [np.asarray(mdl["coef"]) for mdl in models]
     out.experts = [mdl["facts"] for mdl in models]
     out.expert_lambdas = [f["lam"] for f in out.experts]
@@ -162,12 +208,7 @@ def fit(p: RegressionParams, blocks, y, backend: Any = "inprocess") -> Regressio
     elif c.calibrate:  # too few rows to hold out for the folds: the label party keeps its own model
         out.calibration = xc.own_model_choice(len(names))
     events = [e for name in names for e in replies[name][1]]
-    out.privacy = experts_report(events, [], delta=float(c.delta), noise_multiplier=z_plain,
-                                 noise_source=out.noise_source, simulation_note=SIMULATION_NOTE,
-                                 model=f"ridge-regression ({p.loss} loss, labels clipped to the declared range)")
-    if out.privacy is not None and out.privacy.label is not None:  # label_epsilon is not this target's: say what is
-        out.privacy.label["remedy"] = (" (label privacy: the labels-only protocol, LabelPrivateVerticalRegression or "
-                                       "vertical admm --target regression --label-epsilon)")
+    out.privacy = _report(p, events, pure, z_plain, out.noise_source, SIMULATION_NOTE)
     return out
 
 
@@ -191,7 +232,8 @@ def fit_remote(p: RegressionParams, own_block, y, backend, parties, heldout=None
                                                 lam=float(c.lam), noise_multiplier=z, noise_norm=float(c.noise_norm),
                                                 loss=p.loss, huber_kappa=p.huber_kappa))
              for name, (train, score) in parties.items()]
-    replies, _ = _run(backend, specs, xr.scale_labels(y, lo, hi), None, seed, None, close=False)
+    sent, pure = sent_labels(p, y, lo, hi, seed, len(names) + 1)
+    replies, _ = _run(backend, specs, sent, None, seed, None, close=False)
     out.experts = [dict(replies[name][0]) for name in names]
     out.expert_lambdas = [float(f["lam"]) for f in out.experts]
     out.remote = (backend, names)
@@ -203,8 +245,7 @@ def fit_remote(p: RegressionParams, own_block, y, backend, parties, heldout=None
         rng = np.random.default_rng() if seed is None else party_rng(seed, len(names) + 3, 0)
         out.calibration = stack.choose(own, E, yh, rng)
     events = [e for name in names for e in replies[name][1]]
-    out.privacy = experts_report(events, [], delta=float(c.delta), noise_multiplier=z, noise_source=out.noise_source,
-                                 model=f"ridge-regression ({p.loss} loss, labels clipped to the declared range)")
+    out.privacy = _report(p, events, pure, z, out.noise_source)
     return out
 
 

@@ -6,7 +6,9 @@ perturbs its own model once, keeps it, and answers predictions on NEW records on
 1. the label party declares its label range ``[lo, hi]`` (public: its operator's, never read off the labels in a
    private run), clips its labels to it and sends ``y' = (clip(y) − c)/h ∈ [−1, 1]`` with ``c = (lo + hi)/2`` and
    ``h = (hi − lo)/2`` (:func:`scale_labels`); the labels are NOT protected (they are sent exactly, as in the binary
-   experts without ``label_epsilon``);
+   experts without ``label_epsilon``) — or, with ``label_epsilon``, it sends instead its one release by randomized
+   response on bins of ``[lo, hi]`` (:mod:`.driver_regression`): every released value lies in ``[lo, hi]``, so the
+   scaled labels are in [−1, 1] and the proof below applies to them unchanged (it assumes nothing else of the labels);
 2. party m clips what it receives to ``[−1, 1]`` and its rows to ``‖d_i‖ ≤ R`` itself, whatever it was sent, fits
    ``F(x) = (1/n) Σ_i ℓ(a_iᵀx − y'_i) + (λ/2)‖x‖²`` with ``a_i = (d_i, R)`` (``‖a_i‖ ≤ R_a = √2 R``) and ℓ the squared
    loss ``½r²`` or the Huber loss of threshold κ, and releases ``x̂ + N(0, σ² I)`` (:func:`fit_regression_expert`);

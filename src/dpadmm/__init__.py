@@ -6,7 +6,8 @@ Public surface (everything else is importable from its subpackage):
   ``VerticalSGDClassifier``:
   features split across parties, ADMM sharing with Gaussian DP [Hu].
 - ``VerticalExpertsClassifier``: features split across parties, each party's own output-perturbed
-  model combined by the label party (no per-row release from training data).
+  model combined by the label party (no per-row release from training data); ``VerticalExpertsRegressor``: the
+  same for amounts (each party's DP ridge, stacked by the label party or its own model kept).
 - ``LabelPrivateVerticalRegression``, ``LabelPrivateVerticalClassifier``: features split across parties, the
   labels released once by randomized response (on bins for amounts; k-ary for several classes), ADMM sharing on
   them, the label party's refit on its exact labels.
@@ -39,6 +40,7 @@ _LAZY = {
     "VerticalPoissonRegression": ".estimators.vertical",
     "VerticalSGDClassifier": ".estimators.vertical_sgd",
     "VerticalExpertsClassifier": ".estimators.vertical_experts",
+    "VerticalExpertsRegressor": ".estimators.vertical_experts_regression",
     "FunctionalQuantileRegressor": ".estimators.functional",
     "ConsensusLogisticRegression": ".estimators.consensus",
     "ConsensusLinearRegression": ".estimators.consensus_targets",
@@ -50,7 +52,7 @@ _LAZY = {
 __all__ = [
     "ConsensusLogisticRegression", "ConsensusLinearRegression", "ConsensusMultinomialClassifier",
     "VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
-    "VerticalExpertsClassifier", "VerticalPoissonRegression", "LabelPrivateVerticalRegression", "LabelPrivateVerticalClassifier",
+    "VerticalExpertsClassifier", "VerticalExpertsRegressor", "VerticalPoissonRegression", "LabelPrivateVerticalRegression", "LabelPrivateVerticalClassifier",
     "DPADMMError", "InvalidDataError", "InvalidParameterError", "DataFileError",
     "PrivacyPreconditionError", "MissingDependencyError", "PartyFailureError", "MonitoringKeyError", "__version__",
 ]

@@ -22,11 +22,12 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dpadmm import (ConsensusLinearRegression, ConsensusLogisticRegression, ConsensusMultinomialClassifier,
                     FunctionalQuantileRegressor, LabelPrivateVerticalClassifier, LabelPrivateVerticalRegression,
-                    VerticalExpertsClassifier, VerticalLinearRegression, VerticalLogisticRegression,
-                    VerticalPoissonRegression, VerticalSGDClassifier)
+                    VerticalExpertsClassifier, VerticalExpertsRegressor, VerticalLinearRegression,
+                    VerticalLogisticRegression, VerticalPoissonRegression, VerticalSGDClassifier)
 
 ESTIMATORS = [VerticalLogisticRegression(), VerticalLinearRegression(), VerticalSGDClassifier(),
-              VerticalExpertsClassifier(), ConsensusLogisticRegression(max_iter=10), ConsensusLinearRegression(),
+              VerticalExpertsClassifier(), VerticalExpertsRegressor(), ConsensusLogisticRegression(max_iter=10),
+              ConsensusLinearRegression(),
               ConsensusMultinomialClassifier(), LabelPrivateVerticalRegression(),
               LabelPrivateVerticalClassifier(label_epsilon=float("inf")),
               VerticalPoissonRegression(),

@@ -119,7 +119,7 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
 
     # how each other party bounds its raw columns: declared bounds, else a DP range estimate (auto); rows as given
     # (clipped at R) when they were prepared by --prepare normalize-rows / none
-    col_bounds = ([_bounds_file(f, int(B.shape[1])) for f, B in zip(declared, train[1:])] if declared else
+    col_bounds = ([vo.bounds_file(f, int(B.shape[1])) for f, B in zip(declared, train[1:])] if declared else
                   "dp" if how == "none" and prepare == "auto" else None)
     model = VerticalExpertsClassifier(lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label_epsilon,
                                       row_clip=R, min_effective_rows=min_effective_rows, random_state=seed,
@@ -213,19 +213,6 @@ def run_experts(data, *, lam: float, epsilon, delta: float, label_epsilon, prepa
                 write_json(stage / "label_model.json", label_model(model, own_how, model.own_scaling_, how, data))
         console.print(f"wrote {out}/metrics.json" + (" and label_model.json" if remote else ""))
     return metrics
-
-
-def _bounds_file(path, columns: int):
-    """A party's declared column bounds (``--bounds FILE``), or one line naming the problem (exit code 2)."""
-    from ..privacy.ranges import read_bounds
-
-    try:
-        return read_bounds(path, columns)
-    except OSError:
-        raise InvalidParameterError(f"--bounds {path}: file not found or unreadable; give a CSV with a 'lo,hi' header "
-                                    "and one row per feature column of that party.") from None
-    except ValueError as e:
-        raise InvalidParameterError(f"--bounds {path}: {e}.") from None
 
 
 LABEL_MODEL_FORMAT = "dpadmm-experts-label-model/1"
@@ -340,11 +327,30 @@ def experts(
     quiet: bool = opt.quiet_option(),
     where: opt.Parties = None,
     psi: bool = vo.psi_option(),
+    target: Optional[str] = vo.target_option(),
+    label_range: Optional[str] = typer.Option(None, "--label-range", metavar="LO,HI", rich_help_panel=vo.MODEL,
+                                              help="Declared label range (regression; needed with --epsilon)."),
+    loss: str = typer.Option("squared", "--loss", metavar="squared|huber", rich_help_panel=vo.MODEL,
+                             help="Each party's loss (regression)."),
 ):
-    """Each party's own DP model, added by the label party: no rounds, no shares (the experts protocol)."""
+    """Each party's own DP model, added by the label party: no rounds, no shares (the experts protocol).
+
+    The label is yes/no (binary) or an amount (--target regression, with --label-range LO,HI if private)."""
     from .._validation import check_choice, check_positive
+    from . import _vertical_targets as vt
 
     backend = where.backend
+    kind = vt.resolve(target, inp, backend, private=epsilon is not None or label.label_epsilon is not None)
+    if kind == "count":
+        raise InvalidParameterError("--target count is not available for --protocol experts; use --target regression, "
+                                    "or `dpadmm vertical admm --target count`.")
+    if kind == "regression":
+        from ._experts_regression import command
+
+        return command(inp, prep, lam, min_effective_rows, epsilon, label, delta, bounds, seed, out, where,
+                       label_range, loss)
+    if label_range is not None or loss != "squared":
+        raise InvalidParameterError("--label-range and --loss are for --target regression; drop them.")
     if bounds and backend == "grpc":
         raise InvalidParameterError("--bounds declares the other parties' column bounds for an in-process experts "
                                     "run; drop it (across organisations each party's operator declares its own: "
@@ -378,3 +384,4 @@ def experts(
         return
     where.run_options(out=out)  # --peer/--tls/--insecure without --backend grpc: one clear error
     run_experts(inp.load(), bounds=bounds, **fit)
+

@@ -58,6 +58,19 @@ def check_budget(epsilon, delta, noise_scale, iteration_epsilon):
     check_open_unit("delta", delta)
 
 
+def bounds_file(path, columns: int):
+    """A party's declared column bounds (``--bounds FILE``), or one line naming the problem (exit code 2)."""
+    from ..privacy.ranges import read_bounds
+
+    try:
+        return read_bounds(path, columns)
+    except OSError:
+        raise InvalidParameterError(f"--bounds {path}: file not found or unreadable; give a CSV with a 'lo,hi' header "
+                                    "and one row per feature column of that party.") from None
+    except ValueError as e:
+        raise InvalidParameterError(f"--bounds {path}: {e}.") from None
+
+
 @dataclass(frozen=True)
 class VerticalInput(OptionGroup):
     """Where the data come from: LIBSVM + party sizes, one CSV per party, or the bundled a9a (the "Data" panel)."""
@@ -204,4 +217,4 @@ class RunState(OptionGroup):
 
 __all__ = ["AdmmModel", "DATA", "check_budget", "FeatureMechanism", "LabelPrivacy", "MODEL", "PRIVACY", "Preparation", "RunState",
            "VerticalInput", "epsilon_option", "iterations_option", "lam_option", "psi_option",
-           "target_option"]
+           "target_option", "bounds_file"]

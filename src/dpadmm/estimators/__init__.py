@@ -3,11 +3,12 @@
 from .vertical import VerticalLinearRegression, VerticalLogisticRegression, VerticalPoissonRegression
 from .vertical_sgd import VerticalSGDClassifier
 from .vertical_experts import VerticalExpertsClassifier
+from .vertical_experts_regression import VerticalExpertsRegressor
 from .functional import FunctionalQuantileRegressor
 from .consensus import ConsensusLogisticRegression
 from .label_regression import LabelPrivateVerticalRegression
 from .label_classification import LabelPrivateVerticalClassifier
 
 __all__ = ["VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
-           "ConsensusLogisticRegression", "VerticalExpertsClassifier", "LabelPrivateVerticalRegression",
+           "ConsensusLogisticRegression", "VerticalExpertsClassifier", "VerticalExpertsRegressor", "LabelPrivateVerticalRegression",
            "LabelPrivateVerticalClassifier", "VerticalPoissonRegression"]

@@ -102,8 +102,9 @@ class PrivacyReport:
     def summary(self) -> str:
         """One line per side (ε and δ, accountant, relation, who the adversary is, or "not protected" and
         why), then where the noise came from and the paper's own bound."""
-        lines = [render_side(name, side) + (" (fit with label_epsilon=)" if name == "labels" and not side["protected"]
-                                            else "") for name, side in self.sides().items()]
+        remedy = (self.label or {}).get("remedy", " (fit with label_epsilon=)")  # how to protect unprotected labels
+        lines = [render_side(name, side) + (remedy if name == "labels" and not side["protected"] else "")
+                 for name, side in self.sides().items()]
         tail = f"noise: {self.noise_source}" if self.noise_source else ""
         pb = self.paper_bound.get("epsilon")
         if pb is not None and (math.isfinite(self.epsilon) or (isinstance(pb, (int, float)) and math.isfinite(pb))):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.linear_model import LogisticRegression
+from sklearn.linear_model import LogisticRegression, Ridge
 
 from ...data.prepare import column_scaling
 from .model import augment
@@ -44,3 +44,19 @@ def label_party_alone_proba(X_train, y_train, X_test, lam: float) -> np.ndarray:
     coef, scaling = fit_label_party_alone(X_train, y_pm, lam)
     s = np.asarray(augment(standardise(X_test, scaling), 1.0) @ coef).ravel()
     return 1.0 / (1.0 + np.exp(-np.clip(s, -50, 50)))
+
+
+def fit_label_party_alone_regression(X, y, lam: float):
+    """The regression target's own model (and "label party alone" baseline): its columns standardised with its own
+    training statistics (local), then ridge regression ``Ridge(alpha=lam·n)`` with an unpenalised intercept, on its
+    exact labels in raw units. Returns ``([w, b], scaling)``; predict with ``augment(standardise(X), 1) @ coef``."""
+    scaling = column_scaling(X)
+    Z = standardise(X, scaling)
+    r = Ridge(alpha=float(lam) * X.shape[0]).fit(Z, np.asarray(y, dtype=np.float64))
+    return np.append(np.ravel(r.coef_), float(r.intercept_)), scaling
+
+
+def label_party_alone_prediction(X_train, y_train, X_test, lam: float) -> np.ndarray:
+    """The prediction on ``X_test`` of :func:`fit_label_party_alone_regression` fitted on ``(X_train, y_train)``."""
+    coef, scaling = fit_label_party_alone_regression(X_train, y_train, lam)
+    return np.asarray(augment(standardise(X_test, scaling), 1.0) @ coef).ravel()

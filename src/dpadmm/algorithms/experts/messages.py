@@ -20,8 +20,9 @@ class Rows:
 
 
 class FitRequest(NamedTuple):
-    """Round 0: the labels the label party sends (±1, one per training row) and the public flip probability of
-    their randomized response (``None``: exact labels)."""
+    """Round 0: the labels the label party sends (±1, one per training row; the regression target: one number per
+    row in [−1, 1], the label scaled by its declared range) and the public flip probability of their randomized
+    response (``None``: exact labels)."""
 
     labels: np.ndarray
     flip_probability: float | None = None
@@ -39,6 +40,8 @@ class ExpertConfig:
     model: Any = None  # a scoring run: the party's own model file (vertical_scoring.PartyModel); no fit
     bounds: Any = None  # the party's column bounds at its fit: "dp" (its DP range estimate), (lo, hi) or None
     range_noise_multiplier: float | None = None  # the DP range estimate's (bounds="dp" in a private fit)
+    loss: str = "logistic"  # the target: "logistic" (±1 labels) or a regression loss of .regression ("squared", "huber")
+    huber_kappa: float = 0.5  # the Huber threshold (scaled label units), with loss="huber"
 
 
 class ExpertState(NamedTuple):
@@ -64,3 +67,5 @@ class Setup(NamedTuple):
     flip_probability: float | None = None
     bounds: Any = None  # column bounds of the fit: "dp", (lo, hi) or None (a party under a policy: its operator's)
     range_noise_multiplier: float | None = None  # the DP range estimate's, with bounds="dp"
+    loss: str = "logistic"  # "logistic" (binary) or "squared" / "huber" (regression, labels scaled to [-1, 1])
+    huber_kappa: float = 0.5

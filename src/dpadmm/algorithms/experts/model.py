@@ -100,10 +100,11 @@ def sensitivity(n: int, R: float, lam: float) -> float:
     return (2.0 * Ra / n) * (1.0 + 2.0 * GRADIENT_TOLERANCE) / lam
 
 
-def _solve(A, labels, lam: float, gtol: float) -> np.ndarray:
+def _solve(A, labels, lam: float, gtol: float, loss=None) -> np.ndarray:
     """Damped Newton on ``F`` (strongly convex; the Hessian is k×k with k = d+1 columns, formed in O(n k²)),
-    then the checked gradient bound ``‖∇F‖ ≤ gtol``."""
-    loss = get_loss("logistic")
+    then the checked gradient bound ``‖∇F‖ ≤ gtol``. ``loss``: a kernel loss (default the logistic one; the
+    regression target's squared or Huber loss, :mod:`.regression`)."""
+    loss = get_loss("logistic") if loss is None else loss
     n, k = A.shape
     AT = A.T.tocsr() if sp.issparse(A) else A.T
 

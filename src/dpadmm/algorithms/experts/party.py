@@ -53,13 +53,14 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from ...exceptions import InvalidDataError, ProtocolError
+from ...exceptions import InvalidDataError, InvalidParameterError, ProtocolError
 from ...privacy.policy import PolicyRefusal
 from ...privacy.ranges import scale_columns
 from ..vertical.data import load_party_data
 from ..vertical.scoring import PartyModel
 from ..vertical.scoring import describe as describe_file
 from ..vertical.scoring import load as load_model
+from . import regression as xr
 from .messages import ExpertConfig, ExpertState, FitRequest, Rows
 from .model import expert_logit, fit_expert
 from .prepare import apply as apply_bounds, prepare_party, public_facts
@@ -122,7 +123,8 @@ def _ids(v):
 
 
 def setup_party(name: str, train, score=None, R: float = 1.0, lam: float = 1e-3, noise_multiplier=None,
-                noise_norm: float = 0.5, model=None, flip_probability=None, bounds=None, range_noise_multiplier=None):
+                noise_norm: float = 0.5, model=None, flip_probability=None, bounds=None, range_noise_multiplier=None,
+                loss: str = "logistic", huber_kappa: float = 0.5):
     """The party's configuration; refuses scoring rows that are training rows (see the module docstring). The check
     is by id, on blocks read from the party's own files; arrays a simulation's coordinator sends
     (``--accept-coordinator-data``) carry no ids and are the coordinator's own data anyway."""
@@ -140,8 +142,20 @@ def setup_party(name: str, train, score=None, R: float = 1.0, lam: float = 1e-3,
                     f"party {name!r} refused to score {key!r}: {common} of its rows are training rows (the logit "
                     "of a training row is a per-row function of that protected row, not post-processing of the DP "
                     "model); score only new records, in a file of their own (--data new=FILE)")
+    if loss != "logistic":
+        try:
+            loss, huber_kappa = xr.check_loss(loss, huber_kappa)
+        except InvalidParameterError as e:
+            raise PolicyRefusal(f"party {name!r} refused the run: {e}") from None
+        if model is not None:
+            raise PolicyRefusal(f"party {name!r} refused the run: scoring with a model file is for the binary target "
+                                "(a regression expert is scored in the run that fits it)")
+        if flip_probability is not None:
+            raise PolicyRefusal(f"party {name!r} refused the run: a flip probability is for ±1 labels, not a "
+                                "regression target")
     cfg = ExpertConfig(str(name), _block(train), {str(k): _block(v) for k, v in score.items()}, R, lam,
-                       noise_multiplier, noise_norm, model, bounds, range_noise_multiplier)
+                       noise_multiplier, noise_norm, model, bounds, range_noise_multiplier, str(loss),
+                       float(huber_kappa))
     if (model is None and cfg.X is None) or any(X is None for X in cfg.score.values()):
         raise PolicyRefusal(f"party {name!r} refused the run: a block it fits or scores must be read with its "
                             "features (ids_only is for the training ids of a scoring run)", "INVALID_ARGUMENT")
@@ -197,6 +211,8 @@ def fit_step(cfg: ExpertConfig, state: ExpertState, inbox, *, rng: np.random.Gen
                             f"{type(inbox).__name__}")
     labels = np.asarray(inbox.labels)
     n = cfg.X.shape[0]
+    if cfg.loss != "logistic":
+        return _fit_regression(cfg, inbox, labels, rng)
     if labels.shape != (n,) or labels.dtype.kind not in "biuf" or not np.all(np.abs(labels) == 1.0):
         # the sensitivity proof needs the loss 1-Lipschitz in the score: labels in {−1, +1}, one per row
         raise PolicyRefusal(f"party {cfg.name!r} refused the fit and released nothing: the labels it is sent must be "
@@ -214,14 +230,37 @@ def fit_step(cfg: ExpertConfig, state: ExpertState, inbox, *, rng: np.random.Gen
     return ExpertState(coef, q, facts, prep.lo, prep.hi, dict(info, **public_facts(prep))), facts, prep.events + events
 
 
+def _fit_regression(cfg: ExpertConfig, inbox: FitRequest, labels, rng):
+    """Round 0 of the regression target (:mod:`.regression`): labels one finite number per row (the party clips
+    them to [−1, 1] itself), no flip probability; then as the binary fit."""
+    n = cfg.X.shape[0]
+    if labels.shape != (n,) or labels.dtype.kind not in "biuf" or not np.all(np.isfinite(labels)):
+        raise PolicyRefusal(f"party {cfg.name!r} refused the fit and released nothing: the labels it is sent must be "
+                            f"one finite number per training row ({n}), got shape {labels.shape}")
+    if inbox.flip_probability is not None:
+        raise PolicyRefusal(f"party {cfg.name!r} refused the fit: a flip probability is for ±1 labels")
+    prep = prepare_party(cfg.name, cfg.X, bounds=cfg.bounds, R=float(cfg.R),
+                         range_noise_multiplier=cfg.range_noise_multiplier,
+                         model_noise_multiplier=cfg.noise_multiplier, rng=rng)
+    coef, info, events = xr.fit_regression_expert(
+        prep.X, labels.astype(np.float64), R=float(cfg.R), lam=float(cfg.lam), noise_multiplier=cfg.noise_multiplier,
+        rng=rng, party=cfg.name, noise_norm=float(cfg.noise_norm), loss=cfg.loss, kappa=float(cfg.huber_kappa))
+    facts = {k: float(v) for k, v in info.items()}
+    facts["row_clip"] = float(cfg.R)
+    return ExpertState(coef, None, facts, prep.lo, prep.hi, dict(info, **public_facts(prep))), facts, prep.events + events
+
+
 def logit(cfg: ExpertConfig, state: ExpertState, key: str = "test") -> np.ndarray:
-    """The party's (de-biased) logit on its rows of the NEW-records file ``key`` (post-processing of its model)."""
+    """The party's (de-biased) logit on its rows of the NEW-records file ``key`` (post-processing of its model); for
+    a regression target its prediction there, in the scaled label units (:func:`.regression.expert_prediction`)."""
     if state is None or state.coef is None:
         raise ProtocolError(f"party {cfg.name!r} has no model yet: the fit (round 0) comes first")
     if not isinstance(key, str) or key not in cfg.score:
         raise ProtocolError(f"party {cfg.name!r} scores only the new-records files it was set up with "
                             f"{sorted(cfg.score)}, not {key!r} (never its training rows)")
     rows = apply_bounds(cfg.score[key], state.lo, state.hi, float(cfg.R))  # the map of its fit (none: as given)
+    if cfg.loss != "logistic":
+        return xr.expert_prediction(state.coef, rows, float(cfg.R))
     return np.asarray(expert_logit(state.coef, rows, float(cfg.R), state.flip_probability), dtype=np.float64)
 
 

@@ -9,6 +9,7 @@ from ...privacy.policy import (
     PartyPolicy, PolicyRefusal, RunPrice, check_noise_multiplier, finite_positive, not_private, refuse,
 )
 from ...protocol.spec import PartyData, PolicyHooks, setup_view
+from . import regression as xr
 from .messages import Setup
 from .model import R_RANGE, expert_lambda, public_range_ok, sensitivity
 
@@ -135,9 +136,14 @@ def _experts_check(cfg, args, policy: PartyPolicy, party: str) -> None:
     else:
         z = finite_positive(party, "the noise multiplier σ/Δ", cfg.noise_multiplier)
     n, d = cfg.X.shape
-    lam = expert_lambda(n, d, R, z, float(cfg.lam), float(cfg.noise_norm))
-    if not public_range_ok(R, lam, sensitivity(n, R, lam), z):  # public quantities only
-        raise refuse(party, "the fit's public scale (R, λ used, Δ, σ)", (R, lam, sensitivity(n, R, lam)),
+    if cfg.loss == "logistic":
+        lam = expert_lambda(n, d, R, z, float(cfg.lam), float(cfg.noise_norm))
+        Delta = sensitivity(n, R, lam)
+    else:  # the regression target (setup_party checked the loss and κ)
+        lam = xr.expert_lambda(n, d, R, z, float(cfg.lam), float(cfg.noise_norm), cfg.loss, float(cfg.huber_kappa))
+        Delta = xr.sensitivity(n, R, lam, cfg.loss, float(cfg.huber_kappa)) if 0 < lam < float("inf") else 0.0
+    if not public_range_ok(R, lam, Delta, z):  # public quantities only
+        raise refuse(party, "the fit's public scale (R, λ used, Δ, σ)", (R, lam, Delta),
                      f"R in [{R_RANGE[0]:g}, {R_RANGE[1]:g}] and λ, Δ, σ finite > 0",
                      "beyond, the solver's sums overflow or the noise underflows to 0")
 
@@ -162,7 +168,11 @@ EXPERTS = PolicyHooks(
                          "to [-1, 1] by them and scaled by R/sqrt(d); bounds a coordinator sends are dropped",
         "ridge λ used": "max(λ sent, expert_lambda rule of public n, d, R, σ/Δ, 1e-10 R²); the sensitivity uses the λ "
                         "used",
-        "labels (round 0)": "one ±1 per training row; a flip probability in [0, ½)",
+        "labels (round 0)": "one ±1 per training row; a flip probability in [0, ½); the regression target (loss "
+                            "squared or huber): one finite number per row, clipped by the party to [-1, 1], no flip "
+                            "probability",
+        "loss": "logistic (binary), squared or huber (regression; κ finite > 0): the sensitivity is the loss's "
+                "(.regression), computed by the party",
         "fits per run": "one (a second is a second release: refused); none in a scoring run (its model file), which "
                         "is priced at nothing; none at all on a party started with a model file (a scoring server)",
         "scoring rows": "new records only: a scoring file sharing an id (as the files write it) with the training rows "

@@ -41,9 +41,10 @@ def nothing_released(*, effective_rows: float, floor: float, label_epsilon: floa
 
 
 def experts_report(events, pure, *, delta: float, noise_multiplier, noise_source: str,
-                   simulation_note: str | None = None) -> PrivacyReport | None:
+                   simulation_note: str | None = None, model: str = "ridge-logistic") -> PrivacyReport | None:
     """The report of a fit from its events: each party's one Gaussian release (``events``) and the label party's
-    randomized response (``pure``, none when the labels were sent exactly). ``simulation_note``: what an in-process
+    randomized response (``pure``, none when the labels were sent exactly); ``model``: what each party fits (the
+    regression target's "ridge-regression (squared loss)"). ``simulation_note``: what an in-process
     fit's driver holds that a deployment never releases (added when some party is protected)."""
     if not events and not pure:
         return None
@@ -62,7 +63,7 @@ def experts_report(events, pure, *, delta: float, noise_multiplier, noise_source
     rep = PrivacyReport(
         epsilon=eps, delta=float(delta) if per_party else float("nan"), accountant="dp-accounting PLD",
         relation=RECORD_REPLACE.key, relation_description=RECORD_REPLACE.description, per_party=per_party,
-        mechanism="output perturbation: each party's ridge-logistic coefficient + N(0, sigma^2 I), once" + (
+        mechanism=f"output perturbation: each party's {model} coefficient + N(0, sigma^2 I), once" + (
             f"; before it, {ranges} Gaussian releases of threshold counts (the party's DP column-range estimate, "
             "RANGE_SHARE of its budget)" if ranges else ""),
         noise_multiplier=noise_multiplier, rounds=1 + ranges, label=label, notes=notes,

@@ -139,8 +139,65 @@ def label_coding_fix(classes) -> str:
     return "give labels of two classes."
 
 
-def binary_labels(name: str, y: Any, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Map two-class labels to {-1, +1}; returns (y_pm, classes) with classes sorted."""
+#: a private binary run's classes when none are declared: the label 1 is the positive class (+1), 0 and −1 the negative
+#: one — the 0/1 coding and LIBSVM's −1/+1 (a9a) read alike, by a rule that reads no count (red team 2026-11-29, T3)
+DEFAULT_BINARY = "0/1 or -1/+1 (1 the positive class)"
+
+
+def declared_index(classes: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each label's index among the declared ``classes``; K (no class) for a label outside them."""
+    K = classes.size
+    if (classes.dtype.kind in "iufb") != (y.dtype.kind in "iufb"):
+        raise InvalidDataError(f"the labels ({y.dtype}) and classes= ({classes.dtype}) are of different kinds; "
+                               "declare the classes as they appear in y.")
+    try:
+        order = np.argsort(classes, kind="stable")
+        ordered = classes[order]
+        pos = np.clip(np.searchsorted(ordered, y), 0, K - 1)
+        hit = ordered[pos] == y
+    except TypeError:
+        raise InvalidDataError(f"the labels ({y.dtype}) and classes= ({classes.dtype}) are of different kinds; "
+                               "declare the classes as they appear in y.") from None
+    return np.where(hit, order[pos], K)
+
+
+def _declared_binary(name: str, arr: np.ndarray, classes, declarable: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``arr`` mapped against two classes: declared ``(negative, positive)``, or :data:`DEFAULT_BINARY`. A label
+    outside them is refused by a line that names no count and no class frequency, so it is the same for every data
+    set holding that label; nothing here counts the classes present."""
+    if classes is not None:
+        cls = np.asarray(classes).ravel()
+        if cls.size != 2 or np.unique(cls).size != 2:
+            raise InvalidParameterError(f"classes={classes!r}: a binary run declares two distinct classes, "
+                                        "negative then positive (e.g. classes=no,yes).")
+        idx = declared_index(cls, arr)
+        if np.any(idx == 2):
+            raise InvalidDataError(f"{name} holds a label outside the declared classes {cls.tolist()} (e.g. "
+                                   f"{arr[idx == 2][0]}); declare the two classes with classes=NEG,POS or drop "
+                                   "those rows.")
+        return np.where(idx == 1, 1.0, -1.0), cls
+    num = numeric_labels(arr) if arr.dtype.kind in "iufb" else None
+    inside = num is not None and bool(np.all((num == 1) | (num == 0) | (num == -1)))
+    if not inside or (np.any(num == 0) and np.any(num == -1)):
+        why = "they mix the codings -1/+1 and 0/1 (-1 and 0 both occur)" if inside else \
+            "a label is not one of them"
+        fix = "declare the two classes with classes=NEG,POS, or recode" if declarable else "recode"
+        raise InvalidDataError(f"{name}: a private binary run reads labels as {DEFAULT_BINARY} and {why}; {fix} "
+                               "them to one coding (e.g. 0/1).")
+    negative = -1 if np.any(num == -1) else 0  # the file's coding of the negative class, never a count
+    return np.where(num == 1, 1.0, -1.0), np.array([negative, 1]).astype(arr.dtype)
+
+
+def binary_labels(name: str, y: Any, n: int | None = None, *, private: bool = False,
+                  classes=None, declarable: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Map two-class labels to {-1, +1}; returns ``(y_pm, classes)``, ``classes`` (negative, positive).
+
+    A non-private fit without ``classes`` reads them off the labels: exactly two, sorted, the larger +1 (and
+    scikit-learn's one-class refusal). A private fit (``private``) or declared ``classes`` maps every label against
+    the declared pair — :data:`DEFAULT_BINARY` when none is declared — and never counts the classes present: one
+    class only (all no) is inside the domain and runs as its neighbour with one yes does (red team 2026-11-29, T3).
+    A non-private fit with declared classes still needs both classes present. ``declarable``: the caller takes
+    ``classes=`` (its refusal names it)."""
     arr = np.asarray(y)
     if arr.ndim == 2 and 1 in arr.shape:
         arr = arr.ravel()
@@ -150,6 +207,12 @@ def binary_labels(name: str, y: Any, n: int | None = None) -> tuple[np.ndarray, 
         raise InvalidDataError(f"{name} has {arr.shape[0]} entries but the features have {n} rows; they must match.")
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
         raise InvalidDataError(f"{name} contains NaN or infinite values; drop those rows before fitting.")
+    if private or classes is not None:
+        y_pm, declared = _declared_binary(name, arr, classes, declarable)
+        if private or np.unique(y_pm).size == 2:
+            return y_pm, declared
+        raise InvalidDataError(f"Only one of the declared classes {declared.tolist()} occurs in {name}; a fit "
+                               "without privacy needs rows of both classes.")
     classes = np.unique(arr)
     if classes.shape[0] != 2:
         k = classes.shape[0]

@@ -35,6 +35,24 @@ def _csv(path, X, y, columns=("a", "b", "c")):
     return str(path)
 
 
+def _raw_labels(path, X, y):
+    """A node file whose labels are written as given (``_csv`` writes y > 0)."""
+    pd.DataFrame({"id": np.arange(len(y)), **{c: X[:, j] for j, c in enumerate("abc")}, "y": y}).to_csv(path,
+                                                                                                        index=False)
+    return str(path)
+
+
+def test_a_node_of_one_class_runs(tmp_path, capsys):
+    """A private gossip run counts no class, in a node or over all (red team 2026-11-29, T3): a node whose rows are
+    all yes runs as its neighbour with one row no does."""
+    train, _ = _nodes(tmp_path, _csv, "csv")
+    X, _ = _rows(50, 9, 0.0)
+    for tag, y in (("all", np.ones(50, int)), ("one", np.r_[0, np.ones(49, int)])):
+        code = main(["consensus", "gossip", "--node", train[0], "--node", _raw_labels(tmp_path / f"{tag}.csv", X, y),
+                     "--epsilon", "1", "--iterations", "3", "--quiet", "--out", str(tmp_path / tag)])
+        assert code == 0, capsys.readouterr().err
+
+
 def _nodes(tmp_path, writer, ext):
     train, test = [], []
     for i, n in enumerate(SIZES):
@@ -82,7 +100,7 @@ def test_node_files_match_the_python_api(tmp_path):
 
 @pytest.mark.parametrize("case,needle", [
     ("columns", "other feature columns than"),
-    ("one_class", "holds only label"),
+    ("outside", "a private binary run reads labels as 0/1 or -1/+1"),  # the domain; a one-class node runs (T3)
     ("one_node", "at least two node files"),
     ("missing", "node file not found"),
     ("nodes", "drop --nodes"),
@@ -95,7 +113,7 @@ def test_bad_node_files_are_one_clear_error(tmp_path, capsys, case, needle):
     train, test = _nodes(tmp_path, _csv, "csv")
     X, y = _rows(50, 9, 0.0)
     args = {"columns": ["--node", train[0], "--node", _csv(tmp_path / "other.csv", X, y, ("a", "b", "d"))],
-            "one_class": ["--node", train[0], "--node", _csv(tmp_path / "pos.csv", X, np.ones(50, int))],
+            "outside": ["--node", train[0], "--node", _raw_labels(tmp_path / "two.csv", X, np.full(50, 2))],
             "one_node": ["--node", train[0]],
             "missing": ["--node", train[0], "--node", str(tmp_path / "nope.csv")],
             "nodes": ["--node", train[0], "--node", train[1], "--nodes", "3"],

@@ -77,7 +77,7 @@ def test_multiclass_with_declared_classes_beats_the_class_prior(tmp_path, capsys
 
 
 @pytest.mark.parametrize("kind, extra, reason", [
-    ("regression", [], "the label column is not yes/no"),  # no inference: the target is declared
+    ("regression", [], "a private binary run reads labels as 0/1 or -1/+1"),  # no inference: the target is declared
     ("regression", ["--target", "multiclass"], "--target multiclass needs --classes"),
     ("regression", ["--classes", "0,1"], "--classes is for --target multiclass"),
     ("regression", ["--target", "multiclass", "--classes", "0,0"], "at least two distinct classes"),

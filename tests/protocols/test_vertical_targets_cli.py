@@ -89,7 +89,7 @@ def test_regression_is_inferred_and_the_non_private_fit_is_the_pooled_one(tmp_pa
     ("regression", ["--epsilon", "1"], "a private run declares its target"),
     ("count", ["--monitor"], "--monitor: for the binary target"),
     ("regression", ["--target", "count"], "non-negative integer labels"),
-    ("count", ["--target", "multiclass"], "--target must be binary, regression or count"),
+    ("count", ["--target", "ordinal"], "--target takes binary, regression, count or multiclass"),
     ("count", ["--target", "count", "--backend", "process"], "--backend process is for the binary target"),
 ])
 def test_bad_options_and_labels_are_refused_with_one_line(tmp_path, capsys, kind, extra, match):

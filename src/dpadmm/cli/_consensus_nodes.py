@@ -75,25 +75,6 @@ def read_node_files(paths: Sequence[Path], *, label_column: str = "y", id_column
     return Xs, ys, names
 
 
-def check_labels(paths: Sequence[Path], ys) -> None:
-    """Two classes over all nodes, and both in every node (a node with one class has nothing to learn from and
-    its own model would be a constant): one error naming the file."""
-    import numpy as np
-
-    from .._validation import label_coding_fix
-
-    classes = np.unique(np.concatenate(ys))
-    if classes.size != 2:
-        fix = label_coding_fix(classes)
-        raise InvalidParameterError(f"the node files hold {classes.size} label value(s) ({', '.join(map(str, classes[:5]))}"
-                                    "); " + (fix if "mix the codings" in fix else
-                                             "give binary labels (two values, e.g. 0/1 or -1/+1) in every node file."))
-    for p, y in zip(paths, ys):
-        if np.unique(y).size < 2:
-            raise InvalidParameterError(f"node file {p} holds only label {y[0]}: every node needs rows of both "
-                                        "classes; merge it with another node's file or leave it out.")
-
-
 def load_nodes(node: Sequence[Path], test_node: Sequence[Path], test, *, label_column: str, id_column: str,
                nodes, data, split: str, test_fraction: float, target: str | None = None):
     """The node files and their test rows: ``(Xs, ys, X_test, y_test, node_tests)`` — ``node_tests`` one
@@ -119,10 +100,7 @@ def load_nodes(node: Sequence[Path], test_node: Sequence[Path], test, *, label_c
         raise InvalidParameterError(f"{len(test_node)} --test-node file(s) for {len(node)} --node files: give one "
                                     "test file per node, in the same order (or one pooled --test FILE).")
     Xs, ys, cols = read_node_files(node, label_column=label_column, id_column=id_column)
-    from ..workflows.gossip_targets import is_binary
-
-    if is_binary(target, ys):  # regression and multiclass: workflows.gossip_targets.resolve_target's checks
-        check_labels(node, ys)
+    # the labels' domain is checked by cli._consensus_targets.resolve, label by label (no class counted: red team T3)
     node_tests = X_test = y_test = None
     tests = list(test_node) if test_node else ([test] if test is not None else [])
     if tests:

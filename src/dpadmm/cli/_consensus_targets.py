@@ -21,7 +21,8 @@ def resolve(target, y, *, own_files: bool, classes=None):
     ``own_files``: the labels stay at the nodes, so only the binary target (the default there)."""
     import numpy as np
 
-    from .._validation import label_coding_fix
+    from .._validation import binary_labels
+    from ..exceptions import InvalidDataError
     from ..workflows.gossip_targets import parse_classes, resolve_target
 
     if own_files:
@@ -31,16 +32,13 @@ def resolve(target, y, *, own_files: bool, classes=None):
         return "binary", None
     if classes is not None and target != "multiclass":
         raise InvalidParameterError("--classes is for --target multiclass; drop it or give --target multiclass.")
-    if target is None:
-        values = np.unique(np.asarray(y))
-        if values.size != 2:
-            fix = label_coding_fix(values) if values.size == 3 else ""
-            if "mix the codings" in fix:
-                raise InvalidParameterError(f"{fix[:-1]}; or give --target multiclass --classes -1,0,1 if -1, 0 and 1 "
-                                            "are three classes.")
-            raise InvalidParameterError(f"the label column is not yes/no ({values.size} distinct values); a private "
-                                        "run declares its target rather than reading it off the labels: give --target regression, "
-                                        "or --target multiclass --classes A,B,... naming the classes.")
+    if target in (None, "binary"):  # the binary domain, label by label: nothing counts the classes (red team T3)
+        try:
+            binary_labels("the label column", np.asarray(y), private=True)
+        except InvalidDataError as exc:
+            raise InvalidParameterError(f"{str(exc)[:-1]}; or, a private run declaring its target rather than reading "
+                                        "it off the labels, give --target regression, or --target multiclass "
+                                        "--classes A,B,... naming the classes.") from None
         return "binary", None
     if target == "multiclass" and classes is None:
         raise InvalidParameterError("--target multiclass needs --classes A,B,... (the classes are part of what the "

@@ -166,6 +166,7 @@ def encrypted(
     checkpoints (a deployment's parties checkpoint their own state).
     """
     vo.check_budget(epsilon, delta, None, None)
-    run_encrypted(inp.load(), lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label.label_epsilon,
+    private = epsilon is not None or label.label_epsilon is not None  # labels mapped, no class counted (T3)
+    run_encrypted(inp.load(private=private), lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label.label_epsilon,
                      prepare=prep.how, row_clip=prep.row_clip, seed=seed, out=out, rounds=iterations,
                      label_mechanism=label.label_mechanism, quiet=quiet)

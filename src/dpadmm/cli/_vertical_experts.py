@@ -23,7 +23,7 @@ from ._display import phase
 from ..exceptions import InvalidParameterError, PrivacyPreconditionError
 
 def remote_data(backend, party_files, test_party_files, *, id_column: str = "id", label_column: str = "y",
-                psi: bool = False):
+                psi: bool = False, private: bool = False):
     """The label party's side of a grpc run: its own block and labels read from its own ``--party`` file (and
     ``--test-party`` file), and for every other party (``party2``, …: ``--peer`` names) a
     :class:`~dpadmm.protocol.PartyData` reference to its training file and to its test file (key ``test``), joined
@@ -64,8 +64,9 @@ def remote_data(backend, party_files, test_party_files, *, id_column: str = "id"
         test = [Xt, *refs("test", test_ids)]
     from .._validation import binary_labels
 
-    classes = binary_labels("labels of the label party's file", labels)[1]  # its own coding, for `dpadmm score`
-    labels, test_labels = encode_labels(labels, test_labels, "the label party's file")
+    # its own coding, for `dpadmm score`; a private run maps its labels, counting no class (red team T3)
+    classes = binary_labels("labels of the label party's file", labels, private=private)[1]
+    labels, test_labels = encode_labels(labels, test_labels, "the label party's file", private=private)
     return VerticalData([X, *refs("train", ids)], labels, test, test_labels,
                         {"party_files": [str(p) for p in party_files], "peers": dict(backend.peers),
                          "data_locality": "the label party reads its own file; every other party reads its own (grpc)",
@@ -371,6 +372,7 @@ def experts(
     fit = dict(lam=lam, epsilon=epsilon, delta=delta, label_epsilon=label.label_epsilon, prepare=prep.how,
                row_clip=prep.row_clip, seed=seed, out=out, label_mechanism=label.label_mechanism,
                min_effective_rows=min_effective_rows)
+    private = epsilon is not None or label.label_epsilon is not None  # labels mapped, no class counted (T3)
     if backend == "grpc":  # this side is the label party; every other party serves vertical-experts
         if inp.train is not None or inp.data is not None:
             raise InvalidParameterError("with --backend grpc give the label party's --party FILE (its features and "
@@ -379,9 +381,9 @@ def experts(
 
         with runner.owned(where.run_options(out=out).backend) as remote:
             vdata = remote_data(remote, inp.party, inp.test_party, id_column=inp.id_column,
-                                   label_column=inp.label_column, psi=psi)
+                                label_column=inp.label_column, psi=psi, private=private)
             run_experts(vdata, backend=remote, **fit)
         return
     where.run_options(out=out)  # --peer/--tls/--insecure without --backend grpc: one clear error
-    run_experts(inp.load(), bounds=bounds, **fit)
+    run_experts(inp.load(private=private), bounds=bounds, **fit)
 

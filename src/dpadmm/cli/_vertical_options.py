@@ -33,8 +33,13 @@ def iterations_option():
 
 
 def target_option():
-    return typer.Option(None, rich_help_panel=MODEL, metavar="binary|regression|count",
-                        help="What the label is (default: binary if private, else inferred).")
+    return typer.Option(None, rich_help_panel=MODEL, metavar="binary|regression|count|multiclass",
+                        help="What the label is (default: binary if private, else inferred; multiclass: declared).")
+
+
+def classes_option():
+    return typer.Option(None, rich_help_panel=MODEL, metavar="A,B,...",
+                        help="The classes: binary NEG,POS (private default 0/1 or -1/+1); multiclass A,B,C.")
 
 
 def psi_option():
@@ -123,9 +128,10 @@ class VerticalInput(OptionGroup):
                     raise DataFileError(f"the label party's file {p} has no label column {self.label_column!r} (its "
                                         f"columns: {shown}); " + separator_hint(cols, "name it with --label-column."))
 
-    def load(self, encode: bool = True):
+    def load(self, encode: bool = True, private: bool = False, classes=None):
         """The data as read, in this process (:func:`dpadmm.data.vertical.load_vertical_data`); ``encode=False``
-        keeps the labels as read (regression and count targets)."""
+        keeps the labels as read (regression and count targets); ``private``, ``classes``: the binary domain a
+        private run maps its labels against (:func:`dpadmm.data.vertical.encode_labels`)."""
         from ..data.vertical import load_vertical_data  # pandas, scikit-learn: kept out of the CLI's start-up
 
         if self.data is not None:
@@ -134,7 +140,7 @@ class VerticalInput(OptionGroup):
             return load_vertical_data(bundled=True, parties=self.parties)
         return load_vertical_data(train=self.train, test=self.test, parties=self.parties, party_files=self.party,
                                   test_party_files=self.test_party, id_column=self.id_column,
-                                  label_column=self.label_column, encode=encode)
+                                  label_column=self.label_column, encode=encode, private=private, classes=classes)
 
     def labels(self):
         """The training labels as read — the label column of the first ``--party`` file, or the first field of every

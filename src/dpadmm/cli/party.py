@@ -213,7 +213,8 @@ def request(
 
 
 def vertical_remote_data(backend, party_files, test_party_files, *, id_column: str = "id", label_column: str = "y",
-                         normalize: bool = False, other=(None, None), psi: bool = False):
+                         normalize: bool = False, other=(None, None), psi: bool = False, private: bool = False,
+                         classes=None):
     """The coordinator's side of a cross-organisation vertical run (``--backend grpc``).
 
     The coordinator is the label party's organisation: it reads only the id and label columns of
@@ -262,7 +263,7 @@ def vertical_remote_data(backend, party_files, test_party_files, *, id_column: s
     if test_party_files:
         test_labels, test_ids = sources("test", test_party_files[0])
         test = refs("test", test_ids)
-    labels, test_labels = encode_labels(labels, test_labels, "the label party's file")
+    labels, test_labels = encode_labels(labels, test_labels, "the label party's file", private=private, classes=classes)
     return VerticalData(refs("train", ids), labels, test, test_labels,
                         {"party_files": [str(p) for p in party_files], "peers": dict(backend.peers),
                          "data_locality": "every party is a separate organisation reading its own file (grpc)",

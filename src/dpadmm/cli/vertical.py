@@ -62,20 +62,23 @@ def admm(
     state: vo.RunState = None,
     psi: bool = vo.psi_option(),
     target: Optional[str] = vo.target_option(),
+    classes: Optional[str] = vo.classes_option(),
 ):
     """Train logistic, linear or Poisson regression on vertically partitioned data with (DP) ADMM sharing [Hu].
 
-    The label is yes/no (--target binary), an amount (regression) or a count (count; log link): declared in a
-    private run, else inferred from the label column. With --label-epsilon, amounts and counts run labels-only."""
+    The label: yes/no (--target binary), an amount (regression), a count (count) or a class (multiclass).
+    A private run declares it, a non-private one infers it from the labels (multiclass: always --target multiclass).
+    With --label-epsilon, amounts, counts and classes run labels-only."""
     run = _AdmmRun(inp, prep, lam, iterations, model, epsilon, feature, label, delta, seed, monitor, out, quiet,
                    where, state, psi)
     settings = _admm_settings(run)
-    kind = vt.resolve(target, inp, where.backend, private=label.label_epsilon is not None or run.feature_private)
+    kind, declared = vt.resolve(target, inp, where.backend, private=label.label_epsilon is not None or
+                                run.feature_private, classes=classes)
     if kind != "binary":
-        return vt.run(kind, run, settings)
+        return vt.run(kind, run, settings, classes=declared)
     run_opts = where.run_options(out=out, transcript=state.transcript, checkpoint_every=state.checkpoint_every,
                                  resume=state.resume)
-    data, raw = _admm_data(run, settings, run_opts)
+    data, raw = _admm_data(run, settings, run_opts, declared)
     note = bk.resume_note(run_opts, settings.rounds)
     if note:
         console.print(note)
@@ -165,10 +168,12 @@ def _admm_settings(run: _AdmmRun) -> _AdmmSettings:
     return _AdmmSettings(prepare, clip_rows_at, rounds)
 
 
-def _admm_data(run: _AdmmRun, settings: _AdmmSettings, run_opts):
+def _admm_data(run: _AdmmRun, settings: _AdmmSettings, run_opts, classes=None):
     """The data (read here, by the parties' workers, or by the parties across organisations), prepared and checked
-    against the mechanism's premises; and the data as read (for the "label party alone" baseline)."""
+    against the mechanism's premises; and the data as read (for the "label party alone" baseline). ``classes``: the
+    declared (negative, positive) pair; a private run maps its labels against them (or 0/1, -1/+1), counting none."""
     inp, backend, prepare = run.inp, run.where.backend, settings.prepare
+    domain = {"private": run.feature_private or run.label.label_epsilon is not None, "classes": classes}
     normalize_rows = prepare == "normalize-rows"
     phase("connecting to the parties" + (" (PSI alignment)" if run.psi else "") if backend == "grpc" else
           "loading party files" if inp.party else "loading data")
@@ -178,7 +183,7 @@ def _admm_data(run: _AdmmRun, settings: _AdmmSettings, run_opts):
 
         data = vertical_remote_data(run_opts.backend, inp.party, inp.test_party, id_column=inp.id_column,
                                     label_column=inp.label_column, normalize=normalize_rows,
-                                    other=(inp.train, inp.data), psi=run.psi)
+                                    other=(inp.train, inp.data), psi=run.psi, **domain)
     elif inp.party and backend != "inprocess":
         # data locality: each party's worker reads its own --party file; unit-norm rows are checked there
         if inp.train is not None:
@@ -190,9 +195,9 @@ def _admm_data(run: _AdmmRun, settings: _AdmmSettings, run_opts):
         clips = [run.prep.row_clip or default_row_clip(w) for w in widths] if settings.clip_rows_at else None
         data = load_vertical_sources(inp.party, inp.test_party, id_column=inp.id_column,
                                      label_column=inp.label_column, normalize=normalize_rows, prepare=prepare,
-                                     row_clip=clips)
+                                     row_clip=clips, **domain)
     else:
-        data = inp.load()
+        data = inp.load(**domain)
     raw = data  # as read: the one "label party alone" baseline is fitted on it, whatever --prepare does
     if data.source.get("data_locality"):
         return data, raw  # rows are prepared (and, under DP, checked) by each party's worker

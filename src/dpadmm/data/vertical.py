@@ -1,7 +1,8 @@
 """Vertical data sets as the parties hold them: training and test blocks per party, labels coded ±1, and their
 party-local preparation (the loaders behind ``dpadmm vertical`` and the vertical reproductions).
 
-Labels are checked first (two classes; the test labels use the training classes): :func:`encode_labels`.
+Labels are checked first (two classes, or a private run's declared binary domain; the test labels use the training
+classes): :func:`encode_labels`.
 """
 
 from __future__ import annotations
@@ -34,10 +35,16 @@ class VerticalData:
         return tuple(b.shape[1] for b in self.train)
 
 
-def encode_labels(y, y_test, where: str):
-    """Labels → {−1, +1} (two classes required); test labels must use the training classes."""
-    y_pm, classes = binary_labels(f"labels of {where}", y)
+def encode_labels(y, y_test, where: str, *, private: bool = False, classes=None):
+    """Labels → {−1, +1}; test labels must use the training classes. Two classes read off the labels (non-private);
+    a private run (``private``) or declared ``classes`` (negative, positive) maps every label against its declared
+    domain and counts no class (:func:`dpadmm._validation.binary_labels`; red team 2026-11-29, T3)."""
+    y_pm, found = binary_labels(f"labels of {where}", y, private=private, classes=classes, declarable=True)
     yt = None
+    if y_test is not None and (private or classes is not None):  # the same declared domain, its own coding
+        return y_pm, binary_labels(f"test labels of {where}", y_test, private=True, classes=classes,
+                                   declarable=True)[0]
+    classes = found
     if y_test is not None:
         arr = np.asarray(y_test).ravel()
         unknown = ~np.isin(arr, classes)
@@ -59,9 +66,11 @@ def _parse_sizes(parties) -> list[int]:
 
 def load_vertical_data(*, train=None, test=None, parties=None, party_files: Sequence = (),
                        test_party_files: Sequence = (), id_column: str = "id", label_column: str = "y",
-                       bundled: bool = False, encode: bool = True) -> VerticalData:
+                       bundled: bool = False, encode: bool = True, private: bool = False,
+                       classes=None) -> VerticalData:
     """Load a vertical dataset from LIBSVM files + party sizes, party CSVs, or the bundled a9a; ``encode=False``
-    keeps the labels as read (amounts, counts) instead of coding two classes ±1."""
+    keeps the labels as read (amounts, counts) instead of coding two classes ±1; ``private``, ``classes``: as
+    :func:`encode_labels` codes them."""
     if bundled:
         X, y = load_a9a("train")
         Xt, yt = load_a9a("test")
@@ -83,7 +92,7 @@ def load_vertical_data(*, train=None, test=None, parties=None, party_files: Sequ
                     raise InvalidDataError(f"test party {m} has {b.shape[1]} feature columns but training party {m} "
                                            f"has {a.shape[1]}; they must match.")
         if encode:
-            labels, tl = encode_labels(labels, tl, "the first party file")
+            labels, tl = encode_labels(labels, tl, "the first party file", private=private, classes=classes)
         return VerticalData(blocks, labels, tb, tl, {"party_files": [str(p) for p in party_files],
                                                      "test_party_files": [str(p) for p in test_party_files]})
     if train is None:
@@ -109,7 +118,7 @@ def load_vertical_data(*, train=None, test=None, parties=None, party_files: Sequ
     blocks = partition_columns(X, sizes)
     tblocks = partition_columns(Xt, sizes) if Xt is not None else None
     if encode:
-        y, yt = encode_labels(y, yt, str(train))
+        y, yt = encode_labels(y, yt, str(train), private=private, classes=classes)
     return VerticalData(blocks, y, tblocks, yt, {"train": str(train), "test": str(test) if test else None,
                                                   "parties": sizes})
 
@@ -150,7 +159,8 @@ def rows_are_normalized(blocks) -> bool:
 
 
 def load_vertical_sources(party_files, test_party_files=(), *, id_column: str = "id", label_column: str = "y",
-                          normalize: bool = False, prepare: str = "none", row_clip=None) -> VerticalData:
+                          normalize: bool = False, prepare: str = "none", row_clip=None, private: bool = False,
+                          classes=None) -> VerticalData:
     """Party CSVs as :class:`~dpadmm.data.remote.PartyFile` sources: each party's worker reads its own
     file; the driver reads only the first file's ids and labels (data locality)."""
     kw = dict(prepare=prepare, row_clip=row_clip)
@@ -167,7 +177,7 @@ def load_vertical_sources(party_files, test_party_files=(), *, id_column: str = 
             if a.shape[1] != b.shape[1]:
                 raise InvalidDataError(f"test party {m} has {b.shape[1]} feature columns but training party {m} "
                                        f"has {a.shape[1]}; they must match.")
-    labels, test_labels = encode_labels(labels, test_labels, "the first party file")
+    labels, test_labels = encode_labels(labels, test_labels, "the first party file", private=private, classes=classes)
     return VerticalData(train, labels, test, test_labels,
                         {"party_files": [str(p) for p in party_files],
                          "test_party_files": [str(p) for p in test_party_files],

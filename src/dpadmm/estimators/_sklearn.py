@@ -20,25 +20,8 @@ import scipy.sparse as sp
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d
 
-from .._validation import as_float_matrix
+from .._validation import as_float_matrix, declared_index
 from ..exceptions import InvalidDataError, InvalidParameterError
-
-
-def declared_index(classes: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Each label's index among the declared ``classes``; K (no class) for a label outside them."""
-    K = classes.size
-    if (classes.dtype.kind in "iufb") != (y.dtype.kind in "iufb"):
-        raise InvalidDataError(f"the labels ({y.dtype}) and classes= ({classes.dtype}) are of different kinds; "
-                               "declare the classes as they appear in y.")
-    try:
-        order = np.argsort(classes, kind="stable")
-        ordered = classes[order]
-        pos = np.clip(np.searchsorted(ordered, y), 0, K - 1)
-        hit = ordered[pos] == y
-    except TypeError:
-        raise InvalidDataError(f"the labels ({y.dtype}) and classes= ({classes.dtype}) are of different kinds; "
-                               "declare the classes as they appear in y.") from None
-    return np.where(hit, order[pos], K)
 
 
 def checked_classes(classes) -> np.ndarray:

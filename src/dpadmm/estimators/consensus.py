@@ -155,6 +155,10 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
                                         f"recalibrate={self.recalibrate!r} with M-ADMM; leave it None or False.")
         return MADMMParams(**{k: getattr(self, k) for k in MADMM_FIELDS})
 
+    def _private(self) -> bool:
+        """A private fit reads its labels against the declared binary domain, never counting classes (T3)."""
+        return self.epsilon is not None or self.perturbation != "none"
+
     def _node_data(self, X, y, seed: np.random.SeedSequence):
         if isinstance(X, (list, tuple)) and X and all(isinstance(x, PartyData) for x in X):  # each node's own file
             ys = y if y is not None else [PartyData(x.key, dict(x.params, part="y"), x.shape[:1]) for x in X]
@@ -166,14 +170,15 @@ class ConsensusLogisticRegression(ClassifierMixin, BaseEstimator):
             d = Xs[0].shape[1]
             if any(x.shape[1] != d for x in Xs):
                 raise InvalidDataError("every node's X must have the same number of features.")
-            y_all, classes = binary_labels("y", np.concatenate([np.asarray(v).ravel() for v in y]))
+            y_all, classes = binary_labels("y", np.concatenate([np.asarray(v).ravel() for v in y]),
+                                           private=self._private())
             sizes = np.cumsum([0] + [x.shape[0] for x in Xs])
             if y_all.shape[0] != sizes[-1]:
                 raise InvalidDataError("every node's y must have one label per row of its X.")
             ys = [y_all[a:b] for a, b in zip(sizes[:-1], sizes[1:])]
             return Xs, ys, classes
         A = one_matrix(self, X, sparse=False)
-        y_pm, classes = binary_labels("y", target(y, classes=True), A.shape[0])
+        y_pm, classes = binary_labels("y", target(y, classes=True), A.shape[0], private=self._private())
         n = check_int("n_nodes", self.n_nodes, minimum=2)
         rng = np.random.default_rng(np.random.SeedSequence(seed.entropy, spawn_key=(2**20,)))
         idx = split_indices(A.shape[0], n, self.split, ratio=float(self.uneven_ratio), random_state=rng)

@@ -239,7 +239,9 @@ class VerticalLogisticRegression(ClassifierMixin, _VerticalADMM):
                 raise InvalidDataError(f"eval labels contain {arr[unknown][0]!r}, not one of the training classes "
                                        f"{list(self._classes_fit)}.")
             return np.where(arr == self._classes_fit[1], 1.0, -1.0)
-        y_pm, classes = binary_labels("y", target(y, classes=True), n)
+        private = any(v is not None for v in (self.epsilon, self.iteration_epsilon, self.noise_scale,
+                                              self.label_epsilon, self.label_noise_scale))
+        y_pm, classes = binary_labels("y", target(y, classes=True), n, private=private)  # private: no count (T3)
         self._classes_fit = classes
         self.classes_ = classes
         return y_pm

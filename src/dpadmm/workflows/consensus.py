@@ -53,9 +53,8 @@ def load_data(data: str = "adult", *, samples: int = 0, seed: int = 0):
     return X, y
 
 
-def _node_data(X, y, nodes: int, split: str, ratio: float, seed: int):
-
-    y_pm, _ = binary_labels("labels", y)
+def _node_data(X, y, nodes: int, split: str, ratio: float, seed: int, private: bool = False):
+    y_pm, _ = binary_labels("labels", y, private=private)  # private: the declared domain, no class counted (T3)
     idx = split_indices(len(y_pm), nodes, split, ratio=ratio, random_state=np.random.default_rng([seed, 1]))
     return [X[i] for i in idx], [y_pm[i] for i in idx]
 
@@ -138,7 +137,7 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
     monitor = (not private) if monitor is None else bool(monitor)
     if X is None:
         X, y = load_data(data, samples=samples, seed=data_seed)
-    Xs, ys = _node_data(X, y, nodes, split, uneven_ratio, data_seed)
+    Xs, ys = _node_data(X, y, nodes, split, uneven_ratio, data_seed, private)
     G = make_graph(topology, nodes, random_state=np.random.default_rng([data_seed, 2]))
     curves, consensus, objective, accuracy, secs, sec_curves = [], [], [], [], [], []
     test_losses, handed, dp_rates, train_handed = [], [], [], []
@@ -146,7 +145,7 @@ def run_consensus(*, data: str = "adult", X=None, y=None, nodes: int = 5, topolo
         X_test = np.asarray(X_test.toarray() if hasattr(X_test, "toarray") else X_test, dtype=np.float64)
         if normalize:
             X_test = X_test / np.maximum(np.linalg.norm(X_test, axis=1), 1.0)[:, None]
-        y_test_pm, _ = binary_labels("test labels", y_test)
+        y_test_pm, _ = binary_labels("test labels", y_test, private=private)
     model = None
     placement = None  # Ray: where every node's actor ran (config.placement)
     if epsilon is not None and perturbation in ("pp", "dvp"):  # α(1) for the budget: the folder's ε → α

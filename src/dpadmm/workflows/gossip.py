@@ -56,6 +56,7 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
     evaluation); otherwise ``X``/``y`` are split at random into ``nodes`` (``split``)."""
     data_seed = 0 if seed is None else seed
     node_tests = None
+    private = epsilon is not None  # a private run maps its labels against the declared domain, never counting (T3)
     if node_data is not None and node_data[1] is None:  # each node reads its own file (grpc): references only
         Xs, ys, split, nodes = list(node_data[0]), None, "as given (each node's own file)", len(node_data[0])
         if monitor:
@@ -63,7 +64,8 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
                                         "nodes here: drop --monitor.")
     elif node_data is not None:
         Xs, raw, node_tests = node_data
-        y_all, classes = binary_labels("labels", np.concatenate([np.asarray(v).ravel() for v in raw]))
+        y_all, classes = binary_labels("labels", np.concatenate([np.asarray(v).ravel() for v in raw]),
+                                       private=private)
         cuts = np.cumsum([0] + [len(v) for v in raw])
         Xs, ys, split = list(Xs), [y_all[a:b] for a, b in zip(cuts[:-1], cuts[1:])], "as given"
         nodes = len(Xs)
@@ -71,15 +73,14 @@ def run_gossip(*, data: str, X, y, nodes: int = 5, topology: Any = "ring", split
             node_tests = [(np.asarray(x, dtype=np.float64), np.where(np.asarray(t).ravel() == classes[1], 1.0, -1.0))
                           for x, t in node_tests]
     else:
-        Xs, ys = _node_data(X, y, nodes, split, uneven_ratio, data_seed)
+        Xs, ys = _node_data(X, y, nodes, split, uneven_ratio, data_seed, private)
     G = make_graph(topology, nodes, random_state=np.random.default_rng([data_seed, 2]))
     y_test_pm = None
     if X_test is not None:
         X_test = np.asarray(X_test.toarray() if hasattr(X_test, "toarray") else X_test, dtype=np.float64)
-        y_test_pm, _ = binary_labels("test labels", y_test)
+        y_test_pm, _ = binary_labels("test labels", y_test, private=private)
     # a private run keeps no un-noised function of the training rows unless monitoring was asked for: no training
     # loss, no exact base rate (the nodes' labels counted) — the DP base rate where range rounds released one
-    private = epsilon is not None
     training = (not private or bool(monitor)) and ys is not None
     curves, consensus, test_losses, train_final, secs, node_losses, rates = [], [], [], [], [], [], []
     handed, checked_rates = [], []  # per run: the shared model's DP validation (algorithms.gossip.validation)

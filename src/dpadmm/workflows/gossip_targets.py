@@ -65,14 +65,13 @@ def resolve_target(target: str | None, y) -> tuple[str, str | None]:
         raise InvalidParameterError("--target multiclass needs labels of at least two classes.")
     if target == "regression" and num is None:
         raise InvalidParameterError("--target regression needs numeric labels; use --target multiclass for classes.")
-    if target == "regression" and values.size < 2:
-        raise InvalidParameterError("--target regression needs labels of at least two distinct values.")
     return target, None
 
 
-def parse_classes(text: str) -> np.ndarray:
-    """``--classes A,B,...``, sorted and checked distinct: numbers when every one is a number, else text. Their kind
-    comes from the option alone, never from the label column (whose type one record can change: red team T4)."""
+def parse_classes(text: str, sort: bool = True) -> np.ndarray:
+    """``--classes A,B,...``, sorted (or as given: ``sort=False``, a binary run's negative then positive) and checked
+    distinct: numbers when every one is a number, else text. Their kind comes from the option alone, never from the
+    label column (whose type one record can change: red team T4)."""
     parts = [p.strip() for p in str(text).split(",") if p.strip()]
     try:
         parts = [float(p) for p in parts]
@@ -82,7 +81,7 @@ def parse_classes(text: str) -> np.ndarray:
     classes = np.asarray(parts)
     if classes.size < 2 or np.unique(classes).size != classes.size:
         raise InvalidParameterError(f"--classes {text!r}: give at least two distinct classes, e.g. --classes 0,1,2.")
-    return np.sort(classes)
+    return np.sort(classes) if sort else classes
 
 
 def as_declared(y, classes: np.ndarray) -> np.ndarray:
@@ -91,11 +90,6 @@ def as_declared(y, classes: np.ndarray) -> np.ndarray:
     if classes.dtype.kind in "iuf":
         return pd.to_numeric(pd.Series(np.asarray(y, dtype=object).ravel()), errors="coerce").to_numpy(np.float64)
     return np.asarray(y, dtype=object).ravel().astype(str)
-
-
-def is_binary(target: str | None, ys) -> bool:
-    """Whether the binary path's label checks apply: ``--target binary``, or no target and two distinct labels."""
-    return target == "binary" or (target is None and np.unique(np.concatenate(ys)).size == 2)
 
 
 def _regression_metrics(pred, y) -> dict:

@@ -250,7 +250,8 @@ def fit(p: EncryptedParams, blocks, y, *, callbacks: Sequence[Callable] = ()) ->
     backend. The driver collects each party's weights (its model, a simulation-only request) to score new records and,
     with the encrypted forward pass, the parties' logits on the label party's held-out rows for its final model.
     ``callbacks``: called after every round (:func:`run`); after the rounds the phase is "calibration"."""
-    y_pm, classes = binary_labels("y", y, blocks[0].shape[0])
+    private = p.epsilon is not None or p.label_epsilon is not None  # the declared domain, no class counted (T3)
+    y_pm, classes = binary_labels("y", y, blocks[0].shape[0], private=private)
     T, enc = int(p.resolved("rounds")), p.encrypted
     step, mom, W = float(p.resolved("step")), float(p.resolved("momentum")), float(p.weight_bound)
     zf, zl = noise_multipliers(p, len(blocks))

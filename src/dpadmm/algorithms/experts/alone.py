@@ -31,9 +31,15 @@ def fit_label_party_alone(X, y_pm, lam: float):
     """The label party's own model: its columns standardised with its own training statistics (a local step:
     nothing about them is released), then ridge-logistic regression with an unpenalised intercept (scikit-learn's
     ``LogisticRegression(C=1/(lam n))``). The same fit whatever the other parties do or the options are: the one
-    "label party alone" baseline of a data set. Returns ``([w, b], scaling)``."""
+    "label party alone" baseline of a data set. Returns ``([w, b], scaling)``. Labels of one class (inside a private
+    run's binary domain, red team T3): no slope, the intercept the smoothed log-odds log((n₊ + ½)/(n₋ + ½)) — a local
+    model, as the fit is."""
     scaling = column_scaling(X)
     Z = standardise(X, scaling)
+    y_pm = np.asarray(y_pm)
+    if np.all(y_pm == y_pm[0]):
+        pos = float(np.sum(y_pm > 0))
+        return np.append(np.zeros(Z.shape[1]), np.log((pos + 0.5) / (y_pm.size - pos + 0.5))), scaling
     lr = LogisticRegression(C=1.0 / (float(lam) * X.shape[0]), tol=1e-10, max_iter=10_000).fit(Z, y_pm)
     return np.append(lr.coef_.ravel(), lr.intercept_[0]), scaling
 

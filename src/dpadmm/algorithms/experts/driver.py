@@ -88,7 +88,8 @@ def _label_side(p: ExpertsParams, own_block, y, n_blocks: int) -> tuple[FitResul
     it sends (exact or one randomized-response release) and the noise multiplier it asks for. ``None`` for the second
     value when it keeps its own model and sends nothing (``kept_own_model``; the report says nothing was released)."""
     n = own_block.shape[0]
-    y_pm, classes = binary_labels("y", y, n)
+    private = p.epsilon is not None or p.label_epsilon is not None  # the declared domain, no class counted (T3)
+    y_pm, classes = binary_labels("y", y, n, private=private)
     seed = noise_seed(p.random_state)
     own_coef, own_scaling = fit_label_party_alone(own_block, y_pm, float(p.lam))
     pos = float(np.clip(np.mean(y_pm > 0), 1e-6, 1 - 1e-6))
@@ -213,7 +214,7 @@ def choice(own_logit, expert_logits, y_pm, prior_logit: float, rng) -> "xc.Choic
 
 def _choose(p: ExpertsParams, out: FitResult, own_block, y, fit_rows, held, expert_logits, rng) -> "xc.Choice":
     """The in-process fit's choice on its held-out rows (:func:`choice`): its own model fitted on the other rows."""
-    y_pm = binary_labels("y", y, own_block.shape[0])[0]
+    y_pm = binary_labels("y", y, own_block.shape[0], private=p.epsilon is not None or p.label_epsilon is not None)[0]
     own_fit, scaling = fit_label_party_alone(own_block[fit_rows], y_pm[fit_rows], float(p.lam))
     own = np.asarray(experts_model.augment(standardise(own_block[held], scaling), 1.0) @ own_fit).ravel()
     return choice(own, expert_logits, y_pm[held], out.prior_logit, rng)

@@ -93,11 +93,12 @@ def test_a_hostile_model_and_base_rate_stay_within_the_priced_delta(model, p):
 
 
 def test_the_check_catches_a_node_that_evaluates_the_model_unbounded(monkeypatch):
-    """Plant: ``bounded`` removed. inf·0 = NaN on one record and a clipped number on its neighbour: the release itself
-    tells D from D′ (NaN or not) — the check above must report it."""
+    """Plant: ``bounded`` removed. A finite model of ±1.8e308 overflows to inf − inf = NaN on one record and a clipped
+    number on its neighbour: the release itself tells D from D′ (NaN or not) — the check above must report it. (A
+    non-finite model is refused by the node before ``bounded``: :func:`val.answer`.)"""
     monkeypatch.setattr(val, "bounded", lambda w: np.asarray(w, float))
     with np.errstate(all="ignore"):
-        assert _worst_shift(HOSTILE_MODELS["plus-inf"], 0.3) == math.inf
+        assert _worst_shift(HOSTILE_MODELS["huge-opposite"], 0.3) == math.inf
         assert _worst_shift(HOSTILE_MODELS["huge-opposite"], 0.3) == math.inf
 
 

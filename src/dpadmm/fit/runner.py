@@ -60,12 +60,14 @@ def session(backend, parties: Sequence[PartySpec], drive: Callable[[Any], T], *,
 
 def run(backend, parties: Sequence[PartySpec], hub: engine.Hub, *, rounds: int, noise_seed: int | None = None,
         after: Callable[[Any, engine.RunResult], Any] | None = None, on_started: Callable[[Any], None] | None = None,
-        **engine_options) -> Fitted[engine.RunResult]:
+        declared_rounds: int | None = None, **engine_options) -> Fitted[engine.RunResult]:
     """The engine's round loop as one run: ``rounds`` rounds of ``hub`` with ``parties`` on ``backend``.
 
     ``engine_options`` go to :func:`dpadmm.engine.run` (callbacks, monitor, stop_on_convergence, checkpoints,
     transcript, neighbours). ``on_started(backend)``: called once the parties are set up, before round 1 (the
-    estimator reads the backend's declared capabilities there)."""
+    estimator reads the backend's declared capabilities there). ``declared_rounds``: the rounds declared at Setup when
+    ``after`` steps more than the loop's ``rounds`` (a protocol's declared stage after them, e.g. the gossip
+    validation; None: ``rounds``)."""
 
     def drive(b):
         if on_started is not None:
@@ -73,7 +75,7 @@ def run(backend, parties: Sequence[PartySpec], hub: engine.Hub, *, rounds: int, 
         return engine.run(hub=hub, parties=parties, backend=b, rounds=rounds, noise_seed=noise_seed, started=True,
                           **engine_options)
 
-    return session(backend, parties, drive, noise_seed=noise_seed, rounds=rounds, after=after)
+    return session(backend, parties, drive, noise_seed=noise_seed, rounds=declared_rounds or rounds, after=after)
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ imports it)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Sequence
@@ -34,9 +35,9 @@ RECALIBRATION_NOTE = ("each node's recalibrated model (node_coefs_; the CLI's no
                       "deployed node's model.npz) is a function of its own rows that this report does not cover: the node's to "
                       "use, not to publish; the consensus model (coef_, coefs_) is what the report covers")
 
-NO_VALIDATION = ("no DP validation of the consensus model against the DP base rate: the nodes' rows are not in this "
-                 "process (deployed nodes); its slice of epsilon (validation_share) was not spent, the epsilon above is "
-                 "the rounds', and the consensus model is handed over as is")
+NO_VALIDATION = ("no DP validation of the consensus model against the DP base rate: the nodes did not run its stage; "
+                 "its slice of epsilon (validation_share) was not spent, the epsilon above is the rounds', and the "
+                 "consensus model is handed over as is")
 
 
 @dataclass
@@ -77,7 +78,8 @@ class FitResult:
 
 
 def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence = (), noise_seed: int | None = None,
-        checkpoint_dir=None, checkpoint_every: int | None = None, resume_from=None) -> FitResult:
+        checkpoint_dir=None, checkpoint_every: int | None = None, resume_from=None,
+        validation_at_nodes: bool | None = None) -> FitResult:
     """Run the protocol on ``data`` (node datasets, labels ±1, over its connected graph) under ``params``.
 
     ``params.epsilon=None``: no noise (without ``bounds`` the column bounds then come from the exact counts of the
@@ -85,7 +87,13 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
     counts through the coordinator). ``checkpoint_dir``/``checkpoint_every``/``resume_from``: the engine's
     checkpoints (every release is a round, so a resumed run releases nothing twice). With ``recalibrate`` each
     node then chooses, by cross-validation on its own rows, between its consensus model recalibrated on them, its
-    own model and its own base rate (:mod:`.choice`: nothing released, no ε), computed here as node i computes it."""
+    own model and its own base rate (:mod:`.choice`: nothing released, no ε), computed here as node i computes it.
+
+    The DP validation (:mod:`.validation`, ``params.validates``): with the rows here, each node's step on its rows
+    (:func:`.validation.validate`, its own generator); ``validation_at_nodes`` (None: whenever the rows are not here —
+    a deployed run, routed or peer to peer) makes it the nodes' declared stage instead: two more rounds (count, then
+    compare) declared at Setup and priced by each node's policy, stepped by the backend after the last gradient round,
+    each node answering on its own rows under its own ledger (:func:`.validation.answer`)."""
     Xs, ys, G = list(data.Xs), list(data.ys), data.graph
     N, d = len(Xs), int(Xs[0].shape[1])
     n = int(sum(x.shape[0] for x in Xs))
@@ -94,7 +102,9 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
     monitor = (not private) if params.monitor is None else bool(params.monitor)
     recalibrate = private if params.recalibrate is None else bool(params.recalibrate)
     A, V = adjacency(G)
-    validate = params.validates and all(isinstance(x, np.ndarray) for x in Xs)  # the rows are here (a simulation)
+    here = all(isinstance(x, np.ndarray) for x in Xs)  # the rows are here (a simulation)
+    at_nodes = params.validates and (not here if validation_at_nodes is None else bool(validation_at_nodes))
+    validate = params.validates and here and not at_nodes
     p = plan(params, n, d, N)  # the same plan wherever the rows live: a deployment's rounds equal the simulation's
     K, R = p.range_rounds, p.row_clip
     names = tuple(f"node{i}" for i in range(N))
@@ -108,6 +118,9 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
     opts = dict(max_degree=int(V.max()), n_nodes=N, n_total=n, rounds=p.rounds, range_rounds=K,
                 noise_multiplier=p.noise_multiplier, step=p.step, momentum=p.momentum, ridge=float(params.ridge),
                 row_clip=R, average_from=p.average_from, bounds=bounds)
+    eps_v = val.slice_epsilon(params.epsilon, params.validation_share, n, N, d) if params.validates else 0.0
+    if at_nodes:  # the nodes' declared validation stage: (ε_b, ε_c), two rounds after the last gradient round
+        opts["validation"] = val.split(eps_v, n, N)
     tg = params.target
     if tg.loss != "logistic":  # the other targets' options (a binary run's Setup is unchanged)
         opts.update(loss=tg.loss, classes=int(tg.classes), huber_delta=float(tg.huber_delta),
@@ -132,21 +145,40 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
             return None
         return rows if all(r is not None for r in rows) else None
 
+    def after(b, result):
+        """The nodes' prepared rows (simulation) and, with the validation at the nodes, its stage on the open backend."""
+        st = result.hub_state
+        if not at_nodes:
+            return prepared_rows(b, result), None
+        w = (st.F if st.avg is None else st.avg).mean(axis=0)
+        prior = None if st.positives is None else (st.positives, pos_sd)
+        rounds_ = itertools.count(result.rounds)  # the next rounds (the nodes refuse any beyond the two declared)
+
+        def ask(requests):  # one declared round at every node: {name: (release, events)}
+            return b.step(requests, next(rounds_))
+
+        checked = val.released_once(names, None, None, w, epsilon=eps_v, rngs=None, ledger=result.ledger, prior=prior,
+                                    checkpoint_dir=checkpoint_dir, resume_from=resume_from,
+                                    compute=lambda led: val.combine(ask, names, n, w, epsilon=eps_v, ledger=led,
+                                                                    prior=prior))
+        return prepared_rows(b, result), checked
+
     fitted = runner.run(backend, specs, hub, rounds=K + p.rounds, noise_seed=noise_seed, callbacks=callbacks,
                         monitor=monitor, stop_on_convergence=not private and params.tol > 0, checkpoint_dir=checkpoint_dir,
-                        checkpoint_every=checkpoint_every, resume_from=resume_from, after=prepared_rows, **p2p)
+                        checkpoint_every=checkpoint_every, resume_from=resume_from, after=after,
+                        declared_rounds=K + p.rounds + (2 if at_nodes else 0), **p2p)
     res = fitted.result
+    rows, checked = fitted.after
     st = res.hub_state
     local = recalibrate and tg.loss == "logistic" and all(isinstance(x, np.ndarray) for x in Xs)  # the rows are here (not the nodes' files)
     F = (st.F if st.avg is None else st.avg).copy()
     lo, hi = np.asarray(st.lo, float), np.asarray(st.hi, float)
     Xts = None
     if local or validate:  # the nodes' rows, prepared (node i's own step on its own rows, after the last round)
-        Xts = fitted.after or [mech.prepare(Xs[i], lo, hi, R) for i in range(N)]
-    checked = None
+        Xts = rows or [mech.prepare(Xs[i], lo, hi, R) for i in range(N)]
     if validate:  # each node's noisy loss difference on its own rows (validation.py), recorded before the report
         checked = val.released_once(names, Xts, ys, F.mean(axis=0),
-                                    epsilon=val.slice_epsilon(params.epsilon, params.validation_share, n, N, d),
+                                    epsilon=eps_v,
                                     prior=None if st.positives is None else (st.positives, pos_sd),
                                     rngs=val.node_generators(noise_seed, N), ledger=res.ledger,
                                     checkpoint_dir=checkpoint_dir, resume_from=resume_from)
@@ -157,7 +189,7 @@ def fit(params: GossipParams, data: Nodes, backend=None, *, callbacks: Sequence 
                f"{1 - p.quantile:.3g} (search range ±{mech.SEARCH_LIMIT:g}), paid from the same budget")
         report = finish(gossip_report(res.ledger, delta=params.delta, rounds=p.rounds, range_rounds=K,
                                       noise_multiplier=p.noise_multiplier, bounds_source=src,
-                                      notes=((RECALIBRATION_NOTE,) if local else ()) + (() if validate or not
+                                      notes=((RECALIBRATION_NOTE,) if local else ()) + (() if checked is not None or not
                                                                                          params.validates else (NO_VALIDATION,)),
                                       target=None if tg.loss == "logistic" else tg, validation=checked),
                         threat_model="consensus", noise_source=res.noise_source)

@@ -1,5 +1,7 @@
 """The gossip node's Setup, typed to the leaf: the run's public constants as one :class:`GossipOptions` record (sent
-field by field and checked at the node, :func:`dpadmm.protocol.check_setup`), beside the node's own data."""
+field by field and checked at the node, :func:`dpadmm.protocol.check_setup`), beside the node's own data. The
+validation stage's messages are :class:`.validation.ValidationRequest` and :class:`.validation.ValidationRelease`
+(beside the step that answers them)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ class GossipOptions(NamedTuple):
     classes: int = 2
     huber_delta: float = 1.0
     target_bounds: tuple | None = None
+    #: the DP validation stage (binary, private; :mod:`.validation`): (ε_b, ε_c), the count's and the comparison's ε,
+    #: two declared rounds after the last gradient round, priced at Setup (None: no validation at the nodes)
+    validation: tuple | None = None
 
 
 class Setup(NamedTuple):

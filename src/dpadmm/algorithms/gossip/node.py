@@ -62,6 +62,7 @@ from .choice import choose
 from .messages import GossipOptions
 from . import mechanism as mech
 from . import targets
+from . import validation as val
 
 MAX_INTERCEPT0 = 10.0  # |starting intercept| accepted from the hub (its DP base rate is clipped to [1e-3, 1 − 1e-3] at least)
 
@@ -124,6 +125,7 @@ class NodeConfig:
     classes: int = 2  # K (multinomial)
     huber_delta: float = 1.0  # δ (Huber, scaled label units)
     target_bounds: tuple | None = None  # regression: declared label bounds (lo_y, hi_y)
+    validation: tuple | None = None  # (ε_b, ε_c) of the declared validation stage (validation.py; None: none)
 
     @functools.cached_property
     def target(self) -> targets.Target:
@@ -150,6 +152,7 @@ class NodeState(NamedTuple):
     avg: np.ndarray | None = None  # the mean of its broadcasts w_i(s + 1), s >= s_0 (its model)
     columns: np.ndarray | None = None  # its raw columns sorted (d, B), during the range rounds (mech.sorted_columns)
     yt: np.ndarray | None = None  # regression: its labels mapped by the label bounds (targets.scale_labels)
+    validated: tuple = ()  # the validation stages it has released ("count", "compare"): each once per run
 
 
 def step_size(row_clip: float, ridge: float, curvature: float | None = None) -> float:
@@ -175,7 +178,8 @@ def setup_node(name: str, X, y, options: GossipOptions):
                      float(o.momentum), float(o.ridge), float(o.row_clip), bounds,
                      int(o.rounds) - 1 if o.average_from is None else int(o.average_from), target.loss,
                      int(target.classes), float(target.huber_delta),
-                     None if tb is None else (float(tb[0]), float(tb[1])))
+                     None if tb is None else (float(tb[0]), float(tb[1])),
+                     None if o.validation is None else tuple(float(e) for e in o.validation))
     return cfg, NodeState(0, np.zeros(cfg.width), np.zeros(cfg.width))
 
 
@@ -220,9 +224,14 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
         # the sorted columns serve the range rounds only: dropped after the last (never held beside the prepared rows)
         keep = cols if r + 1 < cfg.range_rounds else None
         return state._replace(round=r + 1, columns=keep), RangeCounts(counts, pos), events
+    s = r - (0 if cfg.bounds is not None else cfg.range_rounds)
+    if isinstance(inbox, val.ValidationRequest):  # the declared stage after the last gradient round (validation.py)
+        if s < cfg.rounds or state.Xt is None or not logistic:
+            raise _refuse(cfg, f"a validation before its {cfg.rounds} declared gradient rounds are done")
+        done, release, events = val.answer(cfg.name, state.Xt, cfg.y, cfg.validation, state.validated, inbox, rng)
+        return state._replace(round=r + 1, validated=done), release, events
     if not isinstance(inbox, GossipInbox):
         raise _refuse(cfg, f"an unknown message {type(inbox).__name__}")
-    s = r - (0 if cfg.bounds is not None else cfg.range_rounds)
     if s < 0:
         raise _refuse(cfg, "a gradient round before the declared range rounds")
     if s >= cfg.rounds:

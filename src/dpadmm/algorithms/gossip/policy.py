@@ -4,7 +4,9 @@
 momentum and the ridge must be finite (Δ = 2√(R² + 1) is computed by the node from its own R); declared bounds
 must be finite with lo < hi; the declared rounds are at most the party's ``max_rounds``.
 ``price``: every round is at most one Gaussian release at the node's σ/Δ — K range counts plus T gradient sums,
-whatever the coordinator then sends (the step refuses a round beyond the declaration).
+whatever the coordinator then sends (the step refuses a round beyond the declaration) — and, with a declared
+validation stage (``validation`` = (ε_b, ε_c), finite and positive, a private binary run only), its count and
+comparison as pure ε_b + ε_c (each answered once per run at the declared ε: :func:`.validation.answer`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ def _finite(party: str, what: str, v, positive: bool = True) -> float:
 def check(cfg, args, policy: PartyPolicy, party: str) -> None:
     if cfg.name != party:
         raise refuse(party, "the node name", cfg.name, f"{party!r} (its privacy events name it)")
+    if cfg.validation is not None:  # (ε_b, ε_c): Laplace scales 1/ε_b and Δ/ε_c, priced below
+        if len(cfg.validation) != 2 or cfg.noise_multiplier <= 0 or cfg.loss != "logistic":
+            raise refuse(party, "the validation", cfg.validation, "(ε_b, ε_c) in a private binary run")
+        for what, e in zip(("the validation count's ε_b", "the validation comparison's ε_c"), cfg.validation):
+            _finite(party, what, e)
     if cfg.noise_multiplier <= 0:
         if policy.private_work:
             raise refuse(party, "the run's privacy", "noise_multiplier=0", "a private run (its operator started it "
@@ -52,12 +59,14 @@ def check(cfg, args, policy: PartyPolicy, party: str) -> None:
 
 
 def price(cfg, rounds: int) -> RunPrice:
-    """At most one Gaussian release per round at the node's σ/Δ, and no more than the declared K + T."""
+    """At most one Gaussian release per round at the node's σ/Δ, and no more than the declared K + T; then, with a
+    declared validation, ε_b (round K + T + 1) and ε_c (round K + T + 2) of pure DP, each stage once per run."""
     declared = int(cfg.rounds) + (0 if cfg.bounds is not None else int(cfg.range_rounds))
     n = min(int(rounds), declared)
     if cfg.noise_multiplier <= 0 or n <= 0:
         return RunPrice({}, 0.0, "record_replace")
-    return RunPrice({float(cfg.noise_multiplier): n}, 0.0, "record_replace")
+    pure = 0.0 if cfg.validation is None else float(sum(cfg.validation[:max(0, min(int(rounds) - declared, 2))]))
+    return RunPrice({float(cfg.noise_multiplier): n}, pure, "record_replace")
 
 
 GOSSIP = PolicyHooks(
@@ -68,6 +77,8 @@ GOSSIP = PolicyHooks(
         "rounds (K range + T gradient)": "declared at Setup, priced as K + T Gaussian releases; a round beyond "
                                          "them is refused",
         "column bounds": "declared ones finite with lo < hi; the node clips its own rows to them",
+        "validation (ε_b, ε_c)": "finite > 0 in a private binary run, priced as pure ε at Setup; each stage once per "
+                                 "run after the last gradient round, at the declared ε only (validation.answer)",
     },
     coordinator={
         "thresholds (range rounds)": "any finite values: each count moves by ≤ 1 whatever they are",
@@ -75,5 +86,7 @@ GOSSIP = PolicyHooks(
                                                                  "the gradient sum whatever they are; the sum and "
                                                                  "the mixed point are put in the public box "
                                                                  "(each coordinate within ±1e6) before the step",
+        "w̄, p, L, p_min (validation compare)": "a finite model of the node's width, finite p, L > 0, p_min in "
+                                                "(0, 1/2]; Δ = L + |logit p_c| computed by the node from them",
     },
     check=check, price=price)

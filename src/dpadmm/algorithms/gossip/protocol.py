@@ -13,6 +13,7 @@ from .node import (GossipInbox, ModelBroadcast, NodeState, RangeCounts, RangeReq
                    node_step, peer_broadcast, peer_inbox, setup_node)
 from .messages import GossipOptions, Setup
 from .policy import GOSSIP
+from .validation import ValidationRelease, ValidationRequest
 
 
 def _is_private(cfg) -> bool:
@@ -20,6 +21,7 @@ def _is_private(cfg) -> bool:
 
 
 PROTOCOL = register(Protocol("noisy-gradient-gossip", setup_node, node_step, node_diagnostics, handlers={},
-                    types=(RangeRequest, RangeCounts, GossipInbox, ModelBroadcast, NodeState, GossipOptions), load=load_node_data,
+                    types=(RangeRequest, RangeCounts, GossipInbox, ModelBroadcast, NodeState, GossipOptions,
+                           ValidationRequest, ValidationRelease), load=load_node_data,
                     describe=describe_node_data, model=node_model, private=_is_private, data_fields=("X", "y"), setup_type=Setup,
                     policy=GOSSIP, peer_to_peer=(peer_inbox, peer_broadcast), batch_step=nodes_step))

@@ -52,9 +52,16 @@ than the DP base rate's (Σ d_j ≥ 0) is then handed over only if the Laplace s
 close to its held-out loss, and a model that wins by 2 noise sds wins by ``2√(2N)Δ/(ε_c n)`` nats per row — on
 small tables (n·ε_c a few hundred) that is more than any logistic model gains, so the base rate is handed over.
 
-A deployed run (the nodes' files stay with them) has no validation yet (it would be one more declared stage of the
-nodes' protocol): its plan is the simulation's, the slice is left unspent — the report's ε is the rounds' — and the
-report says so."""
+*Where it runs*: the two releases are a declared stage of the nodes' protocol, two rounds after the last gradient
+round (:class:`ValidationRequest` → :class:`ValidationRelease`, answered by :func:`answer` — the one home of a node's
+side, called by :func:`.node.node_step` at a node and by :func:`validate` in a simulation with the same generators as
+before). A node answers only what its Setup declared (``GossipOptions.validation`` = (ε_b, ε_c), priced by its policy
+against its budget at Setup, :mod:`.policy`), each stage once per run (its state records them: a second request is
+refused, whatever model it carries), with the ε it declared (a request at another ε is refused), after its last
+gradient round, and checks what Δ rests on (a finite model of its width, a finite p, L finite > 0, p_min in
+(0, 1/2]); Δ is computed from the L, p_min and clipped p it received, so its release is ε-DP whatever the coordinator
+sends. A deployed run (the rows stay at the nodes: routed gRPC or peer to peer) steps these two rounds after the
+others (:func:`.driver.fit`); a simulation with the rows here runs :func:`validate` as before (same numbers)."""
 
 from __future__ import annotations
 
@@ -68,6 +75,7 @@ import numpy as np
 
 from ..._jsonio import atomic_write
 from ...privacy.events import RECORD_REPLACE, PureDPRelease
+from ...privacy.policy import PolicyRefusal
 from ..consensus.baseline import MARGIN, MARGIN_CLIP, P_MIN, loss_difference
 from .mechanism import bounded
 
@@ -93,20 +101,94 @@ def validation_sensitivity(p: float, margin_clip: float = MARGIN_CLIP, p_min: fl
     return float(margin_clip) + abs(math.log(pc) - math.log1p(-pc))
 
 
+class ValidationRequest(NamedTuple):
+    """Coordinator → node (the validation stage): ``stage`` ``"count"`` (at ``epsilon`` = ε_b) or ``"compare"`` (at
+    ε_c, of the public consensus model ``w`` (d + 1,) against the DP base rate ``p``, margin clip ``margin_clip``,
+    rate clip ``p_min``)."""
+
+    stage: str
+    epsilon: float
+    w: np.ndarray | None = None
+    p: float | None = None
+    margin_clip: float = MARGIN_CLIP
+    p_min: float = P_MIN
+
+
+class ValidationRelease(NamedTuple):
+    """Node → coordinator: the stage's noisy value (a count, or a sum of loss differences)."""
+
+    stage: str
+    value: float
+
+
+def _number(v) -> float | None:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def answer(name: str, Xt: np.ndarray, y: np.ndarray, declared, done: tuple, request,
+           rng: np.random.Generator) -> tuple[tuple, ValidationRelease, list]:
+    """Node ``name``'s side of the stage on its own prepared rows ``Xt`` (intercept last) and labels ``y`` (±1):
+    ``declared`` = (ε_b, ε_c) from its Setup (None: no validation declared), ``done`` the stages it has released.
+    Returns (done + the stage, its release, its event); refuses (nothing drawn or released) a stage not declared, a
+    second one, an ε other than declared, or a request whose values the sensitivity rests on are not numbers."""
+
+    def refuse(what: str):
+        return PolicyRefusal(f"node {name!r} refused the validation: {what}")
+
+    if not isinstance(request, ValidationRequest) or request.stage not in ("count", "compare"):
+        raise refuse(f"an unknown stage {getattr(request, 'stage', request)!r} (count, then compare)")
+    if declared is None:
+        raise refuse("its Setup declared no validation (no ε priced for it)")
+    stage = request.stage
+    if stage in done:
+        raise refuse(f"a second {stage!r} release in one run (a node answers the validation once per run)")
+    eps = float(declared[0] if stage == "count" else declared[1])
+    sent = _number(request.epsilon)
+    if sent is None or not math.isclose(sent, eps, rel_tol=1e-12, abs_tol=0.0):
+        raise refuse(f"the {stage} at epsilon={request.epsilon!r}: its Setup declared {eps:.6g} (what its policy "
+                     "priced)")
+    if stage == "count":
+        value = float(np.count_nonzero(np.asarray(y) > 0)) + rng.laplace(0.0, 1.0 / eps)  # Δ = 1
+        return done + (stage,), ValidationRelease(stage, float(value)), [PureDPRelease(name, -2, eps, RECORD_REPLACE)]
+    if "count" not in done:
+        raise refuse("a compare before its count (the stage is count, then compare)")
+    L, pm, p = _number(request.margin_clip), _number(request.p_min), _number(request.p)
+    if L is None or L <= 0:
+        raise refuse(f"the margin clip L={request.margin_clip!r} must be finite and > 0")
+    if pm is None or not 0.0 < pm <= 0.5:
+        raise refuse(f"p_min={request.p_min!r} must be in (0, 1/2]")
+    if p is None:
+        raise refuse(f"the base rate p={request.p!r} must be finite")
+    try:
+        w = np.asarray(request.w, dtype=np.float64)
+    except (TypeError, ValueError):
+        w = np.zeros(0)
+    if w.shape != (Xt.shape[1],) or not np.all(np.isfinite(w)):
+        raise refuse(f"the model must be {Xt.shape[1]} finite numbers")
+    pc = float(np.clip(p, pm, 1.0 - pm))
+    d = loss_difference(bounded(w), Xt, np.asarray(y, float), pc, L, pm)
+    value = float(d.sum()) + rng.laplace(0.0, validation_sensitivity(pc, L, pm) / eps)
+    return done + (stage,), ValidationRelease(stage, value), [PureDPRelease(name, -1, eps, RECORD_REPLACE)]
+
+
 def compare_release(name: str, Xt: np.ndarray, y: np.ndarray, w: np.ndarray, p: float, eps: float,
                     rng: np.random.Generator) -> tuple[float, PureDPRelease]:
     """Node ``name``'s noisy loss difference of ``w`` (on its prepared rows ``Xt``, intercept column last) against
-    the constant p, and its event."""
-    pc = float(np.clip(p, P_MIN, 1.0 - P_MIN))
-    d = loss_difference(bounded(np.asarray(w, float)), Xt, np.asarray(y, float), pc, MARGIN_CLIP, P_MIN)
-    value = float(d.sum()) + rng.laplace(0.0, validation_sensitivity(pc) / eps)
-    return value, PureDPRelease(name, -1, float(eps), RECORD_REPLACE)
+    the constant p, and its event (:func:`answer`'s compare, of the model put in the public box and p clipped first,
+    as the simulation's :func:`combine` sends them)."""
+    req = ValidationRequest("compare", eps, bounded(np.asarray(w, float)), float(np.clip(p, P_MIN, 1.0 - P_MIN)))
+    _, out, events = answer(name, Xt, y, (eps, eps), ("count",), req, rng)
+    return out.value, events[0]
 
 
 def count_release(name: str, y: np.ndarray, eps: float, rng: np.random.Generator) -> tuple[float, PureDPRelease]:
-    """Node ``name``'s noisy positive count (Δ = 1) and its event (declared bounds: no range round released one)."""
-    value = float(np.count_nonzero(np.asarray(y) > 0)) + rng.laplace(0.0, 1.0 / eps)
-    return value, PureDPRelease(name, -2, float(eps), RECORD_REPLACE)
+    """Node ``name``'s noisy positive count (Δ = 1) and its event (:func:`answer`'s count)."""
+    _, out, events = answer(name, np.zeros((0, 1)), y, (eps, eps), (), ValidationRequest("count", eps), rng)
+    return out.value, events[0]
 
 
 def threshold(n_nodes: int, p: float, eps: float) -> float:
@@ -154,17 +236,36 @@ def split(epsilon: float, n: int, n_nodes: int) -> tuple[float, float]:
 
 
 def validate(names, Xts, ys, w: np.ndarray, *, epsilon: float, rngs, ledger, prior=None) -> Validation:
-    """The comparison over the nodes (each node's steps on its own rows with its own generator, the events recorded
-    in ``ledger`` before the decision): a count at ε_b, then the loss difference at ε_c (:func:`split`);
-    ``prior``: the range rounds' pooled positive count and its standard deviation (None: none released)."""
+    """The comparison in a simulation (the rows here): each node's :func:`answer` on its own rows with its own
+    generator, combined by :func:`combine`."""
     n = int(sum(len(v) for v in ys))
+    declared = split(epsilon, n, len(names))
+    done = {nm: () for nm in names}
+
+    def ask(requests):
+        out = {}
+        for nm, x, yv, r in zip(names, Xts, ys, rngs):
+            done[nm], rel, events = answer(nm, x, yv, declared, done[nm], requests[nm], r)
+            out[nm] = (rel, events)
+        return out
+
+    return combine(ask, names, n, w, epsilon=epsilon, ledger=ledger, prior=prior)
+
+
+def combine(ask, names, n: int, w: np.ndarray, *, epsilon: float, ledger, prior=None) -> Validation:
+    """The coordinator's side (post-processing of the released values): ``ask(requests)`` delivers one
+    :class:`ValidationRequest` per node and returns each node's (release, events) — :func:`validate`'s simulated
+    nodes, or one round of a backend's nodes — a count at ε_b, then the loss difference at ε_c (:func:`split`), each
+    stage's events recorded in ``ledger`` before the decision; ``prior``: the range rounds' pooled positive count and
+    its standard deviation (None: none released)."""
     eps_b, eps_c = split(epsilon, n, len(names))
-    counts = [count_release(nm, yv, eps_b, r) for nm, yv, r in zip(names, ys, rngs)]
-    ledger.record([e for _, e in counts])
-    p = pooled_rate(sum(v for v, _ in counts), math.sqrt(2.0 * len(names)) / eps_b, n, prior)
-    out = [compare_release(nm, x, yv, w, p, eps_c, r) for nm, x, yv, r in zip(names, Xts, ys, rngs)]
-    ledger.record([e for _, e in out])
-    diff = float(sum(v for v, _ in out))
+    counts = ask({nm: ValidationRequest("count", eps_b) for nm in names})
+    ledger.record([e for nm in names for e in counts[nm][1]])
+    p = pooled_rate(sum(float(counts[nm][0].value) for nm in names), math.sqrt(2.0 * len(names)) / eps_b, n, prior)
+    w = bounded(np.asarray(w, float))
+    out = ask({nm: ValidationRequest("compare", eps_c, w, p) for nm in names})
+    ledger.record([e for nm in names for e in out[nm][1]])
+    diff = float(sum(float(out[nm][0].value) for nm in names))
     thr = threshold(len(names), p, eps_c)
     won = diff < thr
     return Validation("model" if won else "dp-base-rate", p, diff, thr, MARGIN_CLIP if won else None, float(epsilon))
@@ -192,13 +293,15 @@ def _folder(path) -> Path:
 
 
 def released_once(names, Xts, ys, w, *, epsilon: float, rngs, ledger, prior=None, checkpoint_dir=None,
-                  resume_from=None) -> Validation:
+                  resume_from=None, compute=None) -> Validation:
     """:func:`validate`, at most once per run: the comparison runs after the last round, outside the engine's
     checkpoints, so a run resumed from a folder where it was already released reuses those released values (their
     events booked in this run's ledger as drawn once) instead of drawing the slice again — k resumes would otherwise
     average its noise away. A resumed run whose model moved on (more rounds, another plan) gets a fresh comparison,
     booked beside the earlier one's events (both were drawn). What is released is written to the checkpoint folders
-    (``checkpoint_dir`` and ``resume_from``), the folders a run can be resumed from."""
+    (``checkpoint_dir`` and ``resume_from``), the folders a run can be resumed from. ``compute(ledger)``: the
+    comparison when the rows are not here (a deployed run's stage at its nodes, :func:`combine`; ``Xts``, ``ys`` and
+    ``rngs`` unused)."""
     folders = [_folder(f) for f in (checkpoint_dir, resume_from) if f is not None]
     model = hashlib.sha256(np.ascontiguousarray(w, dtype=np.float64).tobytes()).hexdigest()
     kept = None
@@ -211,7 +314,8 @@ def released_once(names, Xts, ys, w, *, epsilon: float, rngs, ledger, prior=None
     else:  # a fresh comparison: the first, or of a model a resumed run moved on (more rounds, another plan: red team
         # G3), booked beside what the earlier comparison spent
         booked = _Booked(ledger)
-        checked = validate(names, Xts, ys, w, epsilon=epsilon, rngs=rngs, ledger=booked, prior=prior)
+        checked = (compute(booked) if compute is not None else
+                   validate(names, Xts, ys, w, epsilon=epsilon, rngs=rngs, ledger=booked, prior=prior))
         kept = {"validation": checked._asdict(), "model": model,
                 "events": (kept["events"] if kept else []) + [(e.party, e.round, e.epsilon) for e in booked.events]}
     for folder in folders:  # whole or as it was (a kill mid-write leaves the previous store)
@@ -220,5 +324,6 @@ def released_once(names, Xts, ys, w, *, epsilon: float, rngs, ledger, prior=None
     return checked
 
 
-__all__ = ["VALIDATION_SHARE", "Validation", "compare_release", "count_release", "node_generators", "pooled_rate", "released_once", "slice_epsilon", "split", "threshold",
-           "validate", "validation_sensitivity"]
+__all__ = ["VALIDATION_SHARE", "Validation", "ValidationRelease", "ValidationRequest", "answer", "combine",
+           "compare_release", "count_release", "node_generators", "pooled_rate", "released_once", "slice_epsilon",
+           "split", "threshold", "validate", "validation_sensitivity"]

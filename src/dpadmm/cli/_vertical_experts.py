@@ -341,7 +341,7 @@ def experts(
     from . import _vertical_targets as vt
 
     backend = where.backend
-    kind = vt.resolve(target, inp, backend, private=epsilon is not None or label.label_epsilon is not None)
+    kind, _ = vt.resolve(target, inp, backend, private=epsilon is not None or label.label_epsilon is not None)
     if kind == "count":
         raise InvalidParameterError("--target count is not available for --protocol experts; use --target regression, "
                                     "or `dpadmm vertical admm --target count`.")

@@ -85,3 +85,26 @@ def test_x2_ordinary_scales_still_release_with_sigma_z_delta():
                                                rng=np.random.default_rng(0))
     assert info["sigma"] == 1.4 * info["sensitivity"] and info["sensitivity"] > 1e-280
     assert math.isclose(events[0].sigma / events[0].sensitivity, 1.4, rel_tol=1e-15)
+
+
+# ----------------------------------------------------------------------------- plants the earlier tests missed
+@pytest.mark.parametrize("loss", xr.LOSSES)
+def test_the_expert_clips_its_rows_itself_and_its_shift_stays_within_delta(loss):
+    """A planted removal of the fit's own row clip (``clip_rows`` in :func:`fit_regression_expert`) passed every
+    earlier test (their rows were within R already). Rows of norm up to 1e3 at R = 1: the fit equals the fit on the
+    clipped rows, and one record replaced by a far row (norm 1e3) with the opposite label moves the un-noised
+    coefficient by at most Δ."""
+    from dpadmm.data.prepare import clip_rows
+
+    rng = np.random.default_rng(2)
+    n = 300
+    X = rng.normal(size=(n, 3)) * np.geomspace(1e-2, 1e3, n)[:, None]
+    y = np.clip(rng.normal(size=n), -1, 1)
+    kw = dict(R=1.0, lam=1e-2, noise_multiplier=None, rng=rng, loss=loss)
+    a = xr.fit_regression_expert(X, y, **kw)[0]
+    b = xr.fit_regression_expert(clip_rows(X, 1.0), y, **kw)[0]
+    np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    X1, X2, y1, y2 = X.copy(), X.copy(), y.copy(), y.copy()
+    X1[0], y1[0], X2[0], y2[0] = [1e3, 0, 0], 1.0, [-1e3, 0, 0], -1.0
+    shift = np.linalg.norm(xr.fit_regression_expert(X1, y1, **kw)[0] - xr.fit_regression_expert(X2, y2, **kw)[0])
+    assert shift <= xr.sensitivity(n, 1.0, 1e-2, loss, xr.HUBER_KAPPA)

@@ -107,8 +107,11 @@ def _class_metrics(P, pred, y, classes) -> dict:
             "log_loss": float(-np.mean(np.log(np.clip(p, 1e-15, 1.0))))}
 
 
-def _baselines(target: str, Xs, ys, X_test, y_test, private: bool) -> dict:
-    """The trivial predictor (source as run_gossip's base rate) and pooled non-private, on the test rows."""
+def _baselines(target: str, Xs, ys, X_test, y_test, private: bool, classes=None) -> dict:
+    """The trivial predictor (source as run_gossip's base rate) and pooled non-private, on the test rows. ``classes``:
+    the run's (declared in a private run): the trivial predictor's classes are these, never the ones the training
+    labels happen to hold (one training label would move a private run's "test-set" prior: red team 2026-11-29, T5),
+    and the pooled reference fits the rows of a declared class (a label outside them is no class)."""
     X, y = np.concatenate(Xs), np.concatenate(ys)
     ref = y_test if private else y
     source = "test-set" if private else "training-labels"
@@ -117,12 +120,15 @@ def _baselines(target: str, Xs, ys, X_test, y_test, private: bool) -> dict:
         pooled = _regression_metrics(LinearRegression().fit(X, y).predict(X_test), y_test)
         return {**{f"test_mean_predictor_{k}": v for k, v in mean.items()}, "test_mean_predictor_source": source,
                 **{f"pooled_test_{k}": v for k, v in pooled.items()}}
-    classes = np.unique(y)
+    classes = np.unique(y) if classes is None else np.asarray(classes)
     prior = np.array([np.mean(ref == c) for c in classes])
     P = np.tile(prior, (len(y_test), 1))
     trivial = _class_metrics(P, np.full(len(y_test), classes[np.argmax(prior)]), y_test, classes)
-    m = make_pipeline(StandardScaler(), LogisticRegression(C=1e4, max_iter=2000)).fit(X, y)
-    pooled = _class_metrics(m.predict_proba(X_test), m.predict(X_test), y_test, classes)
+    keep = np.isin(y, classes)
+    m = make_pipeline(StandardScaler(), LogisticRegression(C=1e4, max_iter=2000)).fit(X[keep], y[keep])
+    Pm = np.zeros((len(y_test), len(classes)))
+    Pm[:, np.searchsorted(classes, m.classes_)] = m.predict_proba(X_test)
+    pooled = _class_metrics(Pm, m.predict(X_test), y_test, classes)
     return {**{f"test_class_prior_{k}": v for k, v in trivial.items()}, "test_class_prior_source": source,
             **{f"pooled_test_{k}": v for k, v in pooled.items()}}
 
@@ -168,7 +174,8 @@ def run_gossip_target(*, target: str, data: str, Xs, ys, split: str, topology="r
         for k in figures[0]:
             final[f"test_{k}"] = float(np.mean([f[k] for f in figures]))
             final[f"test_{k}_runs"] = [f[k] for f in figures]
-        final.update(_baselines(target, Xs, ys, X_test, y_test, private), n_test=int(len(y_test)))
+        final.update(_baselines(target, Xs, ys, X_test, y_test, private,
+                                None if target == "regression" else np.asarray(model.classes_)), n_test=int(len(y_test)))
     sizes = model.node_sizes_
     return {
         "history": {"iteration": list(range(1, int(model.rounds_) + 1))},

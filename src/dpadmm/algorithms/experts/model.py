@@ -85,12 +85,20 @@ def expert_lambda(n: int, d: int, R: float, noise_multiplier: float, lam: float,
 R_RANGE = (1e-100, 1e100)
 
 
+#: the least Δ and σ a private fit releases at: above it the coefficient, Δ and σ are normal floats (53-bit
+#: precision). Below, a ridge near 1e308 sent by a coordinator (accepted as finite) puts Δ and σ among the subnormals,
+#: where a few ulps of 5e-324 round Δ, σ = zΔ and the coefficient themselves: the noise drawn is not the Gaussian at
+#: z the price assumes (red team 2026-11-29, X2)
+NORMAL_FLOOR = 1e-280
+
+
 def public_range_ok(R: float, lam: float, Delta: float, noise_multiplier: float | None = None) -> bool:
     """Whether the public quantities of a fit are in the range where the sensitivity proof holds as computed: R in
-    :data:`R_RANGE`, λ and Δ finite > 0, and σ = zΔ finite > 0 (an overflowed λ gives Δ = 0: an un-noised release)."""
-    ok = R_RANGE[0] <= R <= R_RANGE[1] and 0 < lam < math.inf and 0 < Delta < math.inf
+    :data:`R_RANGE`, λ finite > 0, Δ finite and ≥ :data:`NORMAL_FLOOR`, and σ = zΔ finite and ≥ it (an overflowed λ
+    gives Δ = 0: an un-noised release; a subnormal Δ or σ is rounded to a few ulps)."""
+    ok = R_RANGE[0] <= R <= R_RANGE[1] and 0 < lam < math.inf and NORMAL_FLOOR <= Delta < math.inf
     if ok and noise_multiplier is not None:
-        ok = 0 < float(noise_multiplier) * Delta < math.inf
+        ok = NORMAL_FLOOR <= float(noise_multiplier) * Delta < math.inf
     return bool(ok)
 
 
@@ -164,7 +172,7 @@ def fit_expert(D, labels, *, R: float, lam: float, noise_multiplier: float | Non
     if private and not public_range_ok(R, lam_used, Delta, noise_multiplier):
         raise PrivacyPreconditionError(
             f"party {party!r}: R = {R:g}, the ridge {lam_used:g} or the sensitivity {Delta:g} is outside the float range "
-            f"the proof holds in (R in [{R_RANGE[0]:g}, {R_RANGE[1]:g}], λ, Δ and σ finite > 0); nothing released; "
+            f"the proof holds in (R in [{R_RANGE[0]:g}, {R_RANGE[1]:g}], λ finite > 0, Δ and σ finite ≥ 1e-280); nothing released; "
             "pass a row clip, λ and noise norm of ordinary size")
     gtol = GRADIENT_TOLERANCE * 2.0 * math.sqrt(2.0) * R / n
     try:

@@ -144,7 +144,7 @@ def _experts_check(cfg, args, policy: PartyPolicy, party: str) -> None:
         Delta = xr.sensitivity(n, R, lam, cfg.loss, float(cfg.huber_kappa)) if 0 < lam < float("inf") else 0.0
     if not public_range_ok(R, lam, Delta, z):  # public quantities only
         raise refuse(party, "the fit's public scale (R, λ used, Δ, σ)", (R, lam, Delta),
-                     f"R in [{R_RANGE[0]:g}, {R_RANGE[1]:g}] and λ, Δ, σ finite > 0",
+                     f"R in [{R_RANGE[0]:g}, {R_RANGE[1]:g}] , λ finite > 0, Δ and σ finite ≥ 1e-280",
                      "beyond, the solver's sums overflow or the noise underflows to 0")
 
 

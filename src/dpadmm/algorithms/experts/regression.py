@@ -148,7 +148,7 @@ def fit_regression_expert(D, labels, *, R: float, lam: float, noise_multiplier, 
     if private and not public_range_ok(R, lam_used, Delta, noise_multiplier):
         raise PrivacyPreconditionError(
             f"party {party!r}: R = {R:g}, the ridge {lam_used:g} or the sensitivity {Delta:g} is outside the float range "
-            f"the proof holds in (R in [{R_RANGE[0]:g}, {R_RANGE[1]:g}], λ, Δ and σ finite > 0); nothing released; "
+            f"the proof holds in (R in [{R_RANGE[0]:g}, {R_RANGE[1]:g}], λ finite > 0, Δ and σ finite ≥ 1e-280); nothing released; "
             "pass a row clip, λ and noise norm of ordinary size")
     gtol = GRADIENT_TOLERANCE * 2.0 * lipschitz(R, lam_used, loss, kappa) / n
     try:

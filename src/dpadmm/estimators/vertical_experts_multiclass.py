@@ -119,7 +119,8 @@ class VerticalExpertsMulticlassClassifier(ClassifierMixin, BaseEstimator):
 
     def predict(self, blocks) -> np.ndarray:
         """The most probable declared class per row."""
-        return self.classes_[np.argmax(self.predict_proba(blocks), axis=1)]
+        proba = self.predict_proba(blocks)  # first: it refuses an unfitted model
+        return self.classes_[np.argmax(proba, axis=1)]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -1,0 +1,189 @@
+"""The experts protocol with K declared classes (issue 41 item 3): each feature party's ONE multi-output DP ridge on
+one-hot targets, the label party's multinomial stack or its own model. Zero noise equals the non-private fits; the
+sensitivity bound holds on worst-case neighbours and is not 10× loose there; the drawn noise has the priced scale
+and the printed ε recomputes from it; under ``label_epsilon`` the other parties receive only the k-ary randomized
+response; refusals name their reason; the safety net keeps the label party alone when the other party's columns are
+pure noise."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.linear_model import Ridge
+from sklearn.metrics import log_loss
+
+from dpadmm import InvalidDataError, InvalidParameterError, VerticalExpertsMulticlassClassifier
+from dpadmm.algorithms.experts import multiclass as xm
+from dpadmm.algorithms.experts.alone import fit_label_party_alone_multiclass, label_party_alone_multiclass_proba
+from dpadmm.algorithms.experts.messages import FitRequest
+from dpadmm.algorithms.experts.model import augment
+from dpadmm.algorithms.experts.party import fit_step, setup_party
+from dpadmm.backends.base import party_rng
+from dpadmm.data.prepare import clip_rows
+from dpadmm.privacy.accountants import gaussian_epsilon
+from dpadmm.privacy.label_mechanisms import change_probability, k_randomized_response
+from dpadmm.privacy.policy import PolicyRefusal
+
+CLASSES = ["a", "b", "c", "d"]
+
+
+def _data(n=2000, d=(3, 4), seed=0, informative=True):
+    rng = np.random.default_rng(seed)
+    blocks = [rng.standard_normal((n, k)) / math.sqrt(k) for k in d]
+    s = np.column_stack([2 * blocks[0][:, 0], -2 * blocks[0][:, 1], np.zeros(n), np.zeros(n)])
+    if informative:
+        s = s + np.column_stack([np.zeros(n), 3 * blocks[1][:, 0], -3 * blocks[1][:, 1], 3 * blocks[1][:, 2]])
+    y = np.array(CLASSES)[np.argmax(s + rng.gumbel(size=s.shape), axis=1)]
+    return blocks, y
+
+
+def test_zero_noise_equals_the_non_private_fits():
+    blocks, y = _data(n=600)
+    lam = 1e-2
+    m = VerticalExpertsMulticlassClassifier(lam=lam, bounds=None, calibrate=False).fit(blocks, y)
+    assert m.privacy_ is None and list(m.classes_) == CLASSES
+    A = augment(clip_rows(blocks[1], 1.0), 1.0)
+    T = xm.one_hot(np.searchsorted(CLASSES, y), 4)
+    sk = Ridge(alpha=lam * len(y), fit_intercept=False, solver="cholesky").fit(A, T)
+    np.testing.assert_allclose(m.coefs_[0], sk.coef_.T, atol=1e-8)
+    # calibrate=False: softmax of the own log-probabilities plus the expert's centred scores
+    own = label_party_alone_multiclass_proba(fit_label_party_alone_multiclass(blocks[0], np.searchsorted(CLASSES, y), 4,
+                                                                              lam), blocks[0], 4)
+    S = A @ sk.coef_.T
+    z = np.log(own) + S - S.mean(axis=1, keepdims=True)
+    expect = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(m.predict_proba(blocks), expect, atol=1e-6)
+
+
+def test_sensitivity_bound_holds_on_worst_case_neighbours_and_is_not_10x_loose():
+    """Random neighbours (a row replaced by a far one, its target by another class) move the exact minimiser by at
+    most Δ_F; on the adversarial pair (identical rows at norm R, one replaced by its opposite with another class)
+    by more than Δ_F/10."""
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        n, d, lam = 40, 3, 0.05
+        D = clip_rows(rng.standard_normal((n, d)), 1.0)
+        idx = rng.integers(0, 4, n)
+        D2, idx2 = D.copy(), idx.copy()
+        i = int(rng.integers(n))
+        D2[i], idx2[i] = 10 * rng.standard_normal(d), (idx[i] + 1) % 4
+        x = xm.fit_multiclass_expert(D, xm.one_hot(idx, 4), R=1.0, lam=lam, noise_multiplier=None, rng=rng)[0]
+        x2 = xm.fit_multiclass_expert(D2, xm.one_hot(idx2, 4), R=1.0, lam=lam, noise_multiplier=None, rng=rng)[0]
+        assert np.linalg.norm(x - x2) <= xm.sensitivity(n, 1.0, lam)
+    n, lam = 50, 0.5
+    D, idx = np.ones((n, 1)), np.zeros(n, dtype=int)
+    D2, idx2 = D.copy(), idx.copy()
+    D2[0], idx2[0] = -1.0, 1
+    x = xm.fit_multiclass_expert(D, xm.one_hot(idx, 3), R=1.0, lam=lam, noise_multiplier=None, rng=rng)[0]
+    x2 = xm.fit_multiclass_expert(D2, xm.one_hot(idx2, 3), R=1.0, lam=lam, noise_multiplier=None, rng=rng)[0]
+    gap, delta = float(np.linalg.norm(x - x2)), xm.sensitivity(n, 1.0, lam)
+    assert delta / 10 < gap <= delta
+
+
+def test_the_drawn_noise_has_the_priced_scale_and_the_printed_epsilon_recomputes_from_it():
+    """coef − the non-private coef at the same ridge is N(0, σ² I) over all (d+1)K = 204 entries of the ONE release:
+    Σ (diff/σ)² in the central 99.9% of χ²(204) (a halved or doubled draw falls outside); Δ recomputes from public
+    n, R, λ, and the report's ε from σ/Δ by the accountant as one Gaussian release."""
+    blocks, y = _data(n=2000, d=(2, 50), seed=3)
+    kw = dict(bounds=None, calibrate=False, classes=CLASSES)
+    priv = VerticalExpertsMulticlassClassifier(epsilon=2.0, random_state=11, **kw).fit(blocks, y)
+    info = priv.experts_[0]
+    base = VerticalExpertsMulticlassClassifier(lam=info["lam"], **kw).fit(blocks, y)
+    stat = float(np.sum(((priv.coefs_[0] - base.coefs_[0]) / info["sigma"]) ** 2))
+    lo, hi = stats.chi2.ppf([0.0005, 0.9995], df=204)
+    assert lo < stat < hi
+    assert info["sensitivity"] == pytest.approx(xm.sensitivity(2000, 1.0, info["lam"]))
+    z = info["sigma"] / info["sensitivity"]
+    assert len(priv.privacy_.releases) == 1  # one release whatever K
+    assert priv.privacy_.epsilon == pytest.approx(gaussian_epsilon([z], 1e-5, "pld"), rel=1e-6)
+    assert priv.privacy_.epsilon == pytest.approx(2.0, rel=1e-3)
+    assert z * info["sensitivity"] * math.sqrt(204) == pytest.approx(priv.noise_norm, rel=1e-6)
+    assert priv.privacy_.sides()["labels"]["protected"] is False  # sent exactly: the report says so
+
+
+def test_under_label_epsilon_the_other_parties_receive_only_the_k_ary_release(monkeypatch):
+    blocks, y = _data(n=3000)
+    seen = []
+    real = xm.fit_multiclass_expert
+
+    def spy(D, targets, **kw):
+        seen.append(np.array(targets))
+        return real(D, targets, **kw)
+
+    monkeypatch.setattr(xm, "fit_multiclass_expert", spy)
+    m = VerticalExpertsMulticlassClassifier(label_epsilon=1.0, classes=CLASSES, bounds=None, calibrate=False,
+                                            random_state=5).fit(blocks, y)
+    idx = np.searchsorted(CLASSES, y)
+    released, _ = k_randomized_response(idx, 4, 1.0, rng=party_rng(5, 3, 0))  # the label party's stream (n_blocks+1, 0)
+    assert len(seen) == 1
+    np.testing.assert_array_equal(seen[0], xm.one_hot(released, 4))
+    q = change_probability(1.0, 4)
+    changed = float(np.mean(np.argmax(seen[0], axis=1) != idx))
+    assert abs(changed - q) < 4 * math.sqrt(q * (1 - q) / len(y))  # the exact labels were not what it got
+    assert m.change_probability_ == pytest.approx(q)
+    lab = m.privacy_.sides()["labels"]
+    assert lab["protected"] is True and lab["epsilon"] == pytest.approx(1.0)
+    # a label outside the classes is counted as the first class before the release, not refused
+    y2 = y.copy()
+    y2[0] = "z"
+    VerticalExpertsMulticlassClassifier(label_epsilon=1.0, classes=CLASSES, bounds=None, calibrate=False,
+                                        random_state=5).fit(blocks, y2)
+    idx2 = idx.copy()
+    idx2[0] = 0
+    released2, _ = k_randomized_response(idx2, 4, 1.0, rng=party_rng(5, 3, 0))
+    np.testing.assert_array_equal(seen[-1], xm.one_hot(released2, 4))
+
+
+@pytest.mark.parametrize("kw, err, match", [
+    ({"epsilon": 1.0}, InvalidParameterError, "classes"),
+    ({"label_epsilon": 1.0}, InvalidParameterError, "classes"),
+    ({"classes": ["a"]}, InvalidParameterError, "two distinct"),
+    ({"classes": ["a", "b", "c"]}, InvalidDataError, "outside classes"),
+    ({"classes": CLASSES, "epsilon": 1.0, "delta": 1.5}, InvalidParameterError, "delta"),
+])
+def test_refusals_name_their_reason(kw, err, match):
+    blocks, y = _data(n=200)
+    with pytest.raises(err, match=match):
+        VerticalExpertsMulticlassClassifier(**kw).fit(blocks, y)
+
+
+def test_the_party_bounds_what_enters_its_step_whatever_it_is_sent():
+    """Target rows beyond the unit ball are projected onto it by the party (the fit equals the fit on the projected
+    rows); a flat label vector, non-finite targets or a flip probability are refused and nothing is released."""
+    blocks, _ = _data(n=300)
+    cfg, state = setup_party("party2", blocks[1], R=1.0, lam=1e-2, loss=xm.LOSS)
+    wild = np.random.default_rng(0).normal(scale=30, size=(300, 4))
+    a = fit_step(cfg, state, FitRequest(wild), rng=np.random.default_rng(0))[0]
+    b = fit_step(cfg, state, FitRequest(xm.project_targets(wild)), rng=np.random.default_rng(0))[0]
+    np.testing.assert_allclose(a.coef, b.coef)
+    assert np.all(np.linalg.norm(xm.project_targets(wild), axis=1) <= 1 + 1e-12)
+    for bad, match in [(np.zeros(300), "K >= 2"), (np.full((300, 4), np.inf), "finite")]:
+        with pytest.raises(PolicyRefusal, match=match):
+            fit_step(cfg, state, FitRequest(bad), rng=np.random.default_rng(0))
+    with pytest.raises(PolicyRefusal, match="flip probability"):
+        fit_step(cfg, state, FitRequest(np.zeros((300, 4)), 0.1), rng=np.random.default_rng(0))
+
+
+def test_the_safety_net_keeps_the_label_party_alone_when_the_other_columns_are_noise():
+    """Party 2's columns are independent of the label: at every seed the label party keeps its own model, whose
+    probabilities are exactly the label party alone's."""
+    blocks, y = _data(n=3000, informative=False)
+    idx = np.searchsorted(CLASSES, y)
+    alone = label_party_alone_multiclass_proba(fit_label_party_alone_multiclass(blocks[0], idx, 4, 1e-3), blocks[0], 4)
+    for seed in range(3):
+        m = VerticalExpertsMulticlassClassifier(epsilon=1.0, classes=CLASSES, random_state=seed).fit(blocks, y)
+        assert m.calibration_.kind == "own model"
+        np.testing.assert_allclose(m.predict_proba(blocks), alone)
+
+
+def test_the_stack_beats_the_label_party_alone_when_the_other_columns_carry_the_signal():
+    full, yf = _data(n=6000)
+    blocks, y, test, yt = [B[:5000] for B in full], yf[:5000], [B[5000:] for B in full], yf[5000:]
+    m = VerticalExpertsMulticlassClassifier(epsilon=1.0, classes=CLASSES, random_state=0).fit(blocks, y)
+    assert m.calibration_.kind == "stacked"
+    alone = label_party_alone_multiclass_proba(
+        fit_label_party_alone_multiclass(blocks[0], np.searchsorted(CLASSES, y), 4, 1e-3), test[0], 4)
+    assert m.score_metrics(test, yt)["log_loss"] < log_loss(yt, alone, labels=CLASSES) - 0.05

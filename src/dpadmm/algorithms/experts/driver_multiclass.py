@@ -155,7 +155,7 @@ def predict_proba(fitted: MulticlassFitResult, blocks, R: float) -> np.ndarray:
         return own
     experts = expert_scores(fitted, blocks[1:], R)
     if fitted.calibration is None:
-        s = sm.features(own, [])
+        s = sm.log_own(own)
         s = s + sum(e - e.mean(axis=1, keepdims=True) for e in experts)
         s = np.exp(s - s.max(axis=1, keepdims=True))
         return s / s.sum(axis=1, keepdims=True)

@@ -226,3 +226,34 @@ def test_end_to_end_audit_of_the_released_multi_output_ridge():
     assert ratio > 0.5 and 0.5 * allowed <= lb <= 4.0, (lb, allowed, ratio)
     planted = _audit(0.5)[0]
     assert planted > 4.0, planted
+
+
+def _remote(informative: bool, seed: int, n=3000, n_held=600, **kw):
+    from dpadmm.backends import InProcessBackend
+
+    full, yf = _data(n=n + n_held + 2000, informative=informative, seed=seed)
+    tr, ho, te = slice(0, n), slice(n, n + n_held), slice(n + n_held, None)
+    A, B = full
+    m = VerticalExpertsMulticlassClassifier(epsilon=1.0, classes=CLASSES, random_state=seed, **kw)
+    m.fit_remote(A[tr], yf[tr], InProcessBackend(), {"party2": (B[tr], {"heldout": B[ho], "test": B[te]})},
+                 heldout=("heldout", A[ho], yf[ho]))
+    idx = np.searchsorted(CLASSES, yf[tr])
+    alone = label_party_alone_multiclass_proba(fit_label_party_alone_multiclass(A[tr], idx, 4, 1e-3), A[te], 4)
+    return m, m.remote_predict_proba(A[te], "test"), alone, yf[te]
+
+
+def test_a_deployment_keeps_its_own_model_when_the_other_party_carries_noise():
+    m, proba, alone, _ = _remote(False, 0)
+    assert m.calibration_.kind == "own model" and m.calibration_.heldout_rows == 600
+    np.testing.assert_allclose(proba, alone, atol=1e-12)  # exactly the label party alone
+
+
+def test_a_deployment_stacks_an_informative_party_and_its_labels_can_be_private():
+    for kw in ({}, {"label_epsilon": 1.0}):
+        m, proba, alone, yt = _remote(True, 1, **kw)
+        assert m.calibration_.kind == "stacked"
+        assert log_loss(yt, proba, labels=CLASSES) < log_loss(yt, alone, labels=CLASSES) - 0.05
+        assert len(m.privacy_.releases) == 1  # one release; no DP range estimate in a deployment (operator's bounds)
+    assert m.privacy_.sides()["labels"]["epsilon"] == pytest.approx(1.0)
+    with pytest.raises(InvalidDataError, match="remote_predict_proba"):
+        m.predict_proba([np.zeros((2, 3)), np.zeros((2, 4))])

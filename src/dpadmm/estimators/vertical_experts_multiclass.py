@@ -108,10 +108,41 @@ class VerticalExpertsMulticlassClassifier(ClassifierMixin, BaseEstimator):
         self.change_probability_, self.privacy_, self.column_bounds_ = f.change_probability, f.privacy, f.column_bounds
         return self
 
+    def fit_remote(self, own_block, y, backend, parties, heldout=None):
+        """The label party's side of a deployment: ``own_block`` its own block (it stays here), ``parties`` each feature
+        party's name → ``(train, {key: new-records reference})`` (:class:`~dpadmm.protocol.PartyData`, or arrays on the
+        in-process backend), ``backend`` runs them (each serves ``vertical-experts``). ``heldout = (key, own_rows,
+        labels)``: labelled records outside the fit, a new-records file ``key`` at every party: the label party chooses
+        on them (``calibration_``). Predict new records with :meth:`remote_predict`."""
+        params = self._params()
+        own = party_blocks(self, [own_block, own_block])[0]
+        idx = self._encode(y, own.shape[0])
+        if heldout is not None:
+            key, rows, labels = heldout
+            hidx = declared_labels(self.classes_, target(labels, classes=False), private=False)
+            heldout = (key, np.asarray(rows, dtype=np.float64), hidx)
+        f = md.fit_remote(params, own, idx, self.classes_.size, backend, parties, heldout=heldout)
+        self._fitted = f
+        self.n_blocks_, self.noise_source_, self.coefs_ = f.n_blocks, f.noise_source, []
+        self.expert_lambdas_, self.experts_, self.calibration_ = f.expert_lambdas, f.experts, f.calibration
+        self.change_probability_, self.privacy_ = f.change_probability, f.privacy
+        self.n_features_in_ = int(own.shape[1])
+        return self
+
+    def remote_predict_proba(self, own_block, key: str = "test") -> np.ndarray:
+        """A deployment's (rows, K) probabilities on new records: the label party's rows ``own_block`` and each party's
+        rows of its new-records file ``key`` (requested over the backend)."""
+        if getattr(getattr(self, "_fitted", None), "remote", None) is None:
+            raise NotFittedError("this VerticalExpertsMulticlassClassifier has no deployment; call fit_remote first.")
+        return md.remote_predict(self._fitted, np.asarray(own_block, dtype=np.float64), key)
+
     def predict_proba(self, blocks) -> np.ndarray:
         """The label party's (rows, K) class probabilities (its choice ``calibration_``), columns in ``classes_``."""
         if not hasattr(self, "coefs_"):
             raise NotFittedError("this VerticalExpertsMulticlassClassifier is not fitted yet; call fit first.")
+        if self._fitted.remote is not None:
+            raise InvalidDataError("this model's parties keep their models (fit_remote): predict new records with "
+                                   "remote_predict_proba(own_block, key)")
         blocks = party_blocks(self, blocks)
         if len(blocks) != self.n_blocks_:
             raise InvalidDataError(f"expected {self.n_blocks_} blocks (as in fit), got {len(blocks)}")

@@ -1,4 +1,4 @@
-"""The label party's side of an experts fit with K ≥ 3 declared classes (issue 41), in-process.
+"""The label party's side of an experts fit with K ≥ 3 declared classes (issue 41), in-process or deployed.
 
 The same protocol as :mod:`.driver_regression` (one round on a backend, every feature party running
 :func:`dpadmm.algorithms.experts.party.fit_step`) with a class label (:mod:`.multiclass`):
@@ -29,6 +29,7 @@ import numpy as np
 
 from ..._validation import noise_seed
 from ...backends import get_backend
+from ...exceptions import InvalidDataError
 from ...backends.base import PartySpec, party_rng
 from ...privacy.label_mechanisms import change_probability, k_randomized_response
 from ...privacy.ledger import PrivacyReport
@@ -65,6 +66,7 @@ class MulticlassFitResult:
     stack: Any = None  # the chosen stack (None: the own model)
     change_probability: float | None = None
     privacy: PrivacyReport | None = None
+    remote: Any = None  # fit_remote: (backend, the parties' names); the backend stays open (the caller's)
 
 
 def sent_targets(p: ExpertsParams, index, k: int, seed, n_blocks: int) -> tuple[np.ndarray, list]:
@@ -140,6 +142,68 @@ def fit(p: ExpertsParams, blocks, index, k: int, backend: Any = "inprocess") -> 
     return out
 
 
+def fit_remote(p: ExpertsParams, own_block, index, k: int, backend, parties, heldout=None) -> MulticlassFitResult:
+    """The label party's side of a deployment (``parties``: name → ``(train, score)`` references, as
+    :func:`.driver.fit_remote`; each party serves ``vertical-experts`` and bounds its columns by its operator's
+    ``--bounds``). ``heldout = (key, own_rows, index)``: labelled records outside the fit (a new-records file ``key`` at
+    every party, their class indices): the label party chooses on them as the in-process fit does on its held-out
+    rows; without them it hands over the additive combination. The backend stays open for :func:`remote_predict`."""
+    index = np.asarray(index, dtype=np.int64)
+    seed = noise_seed(p.random_state)
+    out = MulticlassFitResult(int(k), len(parties) + 1, "party-local" if seed is None else "seeded",
+                              fit_label_party_alone_multiclass(own_block, index, k, float(p.lam)))
+    z = xp.noise_multipliers(float(p.epsilon), float(p.delta), False)[1] if p.epsilon is not None else None
+    names = list(parties)
+    specs = [PartySpec.of(PROTOCOL, name, Setup(name=name, train=train, score=dict(score or {}), R=float(p.row_clip),
+                                                lam=float(p.lam), noise_multiplier=z, noise_norm=float(p.noise_norm),
+                                                loss=xm.LOSS))
+             for name, (train, score) in parties.items()]
+    sent, pure = sent_targets(p, index, k, seed, len(names) + 1)
+    replies, _ = _run(backend, specs, sent, None, seed, None, close=False)
+    out.experts = [dict(replies[name][0]) for name in names]
+    out.expert_lambdas = [float(f["lam"]) for f in out.experts]
+    out.remote = (backend, names)
+    if p.label_epsilon is not None:
+        out.change_probability = change_probability(float(p.label_epsilon), k)
+    if heldout is not None:
+        key, rows, idx = heldout
+        own = label_party_alone_multiclass_proba(out.own, np.asarray(rows, dtype=np.float64), k)
+        rng = np.random.default_rng() if seed is None else party_rng(seed, len(names) + 3, 0)
+        out.calibration, out.stack = sm.choose(own, _remote_scores(out, key, own.shape[0]), idx, k, rng)
+    events = [e for name in names for e in replies[name][1]]
+    out.privacy = _report(p, events, pure, z, out.noise_source, k)
+    return out
+
+
+def _remote_scores(fitted: MulticlassFitResult, key: str, rows: int) -> list:
+    """Each party's (rows, K) scores on its rows of its new-records file ``key``, requested over the backend."""
+    backend, names = fitted.remote
+    scores = [np.asarray(backend.request(name, "logit", key), dtype=np.float64) for name in names]
+    if any(v.shape != (rows, fitted.n_classes) for v in scores):
+        raise InvalidDataError(f"a party scored {[v.shape[0] for v in scores]} rows of {key!r}, the label party {rows}; "
+                               "align the new records (same ids) at every party")
+    return scores
+
+
+def remote_predict(fitted: MulticlassFitResult, own_block, key: str) -> np.ndarray:
+    """A deployment's (rows, K) probabilities on new records: the label party's rows ``own_block`` and each party's
+    rows of its new-records file ``key`` (no request when it kept its own model)."""
+    own = label_party_alone_multiclass_proba(fitted.own, own_block, fitted.n_classes)
+    if fitted.calibration is not None and fitted.stack is None:
+        return own
+    return _combine(fitted, own, _remote_scores(fitted, key, own.shape[0]))
+
+
+def _combine(fitted: MulticlassFitResult, own, experts) -> np.ndarray:
+    """The choice applied; without one (``calibrate=False``, or a deployment without held-out records) a softmax of the
+    own log-probabilities plus each party's centred scores."""
+    if fitted.calibration is None:
+        s = sm.log_own(own) + sum(e - e.mean(axis=1, keepdims=True) for e in experts)
+        s = np.exp(s - s.max(axis=1, keepdims=True))
+        return s / s.sum(axis=1, keepdims=True)
+    return sm.apply(fitted.stack, fitted.n_classes, own, experts)
+
+
 def expert_scores(fitted: MulticlassFitResult, blocks, R: float) -> list:
     """Each party's (rows, K) scores on its rows of ``blocks`` (the simulation's driver holds the models)."""
     return [xm.expert_scores(coef, xp.apply(B, lo, hi, R), R)
@@ -153,13 +217,7 @@ def predict_proba(fitted: MulticlassFitResult, blocks, R: float) -> np.ndarray:
     own = label_party_alone_multiclass_proba(fitted.own, blocks[0], fitted.n_classes)
     if fitted.calibration is not None and fitted.stack is None:
         return own
-    experts = expert_scores(fitted, blocks[1:], R)
-    if fitted.calibration is None:
-        s = sm.log_own(own)
-        s = s + sum(e - e.mean(axis=1, keepdims=True) for e in experts)
-        s = np.exp(s - s.max(axis=1, keepdims=True))
-        return s / s.sum(axis=1, keepdims=True)
-    return sm.apply(fitted.stack, fitted.n_classes, own, experts)
+    return _combine(fitted, own, expert_scores(fitted, blocks[1:], R))
 
 
-__all__ = ["MulticlassFitResult", "NOISE_NORM", "fit", "predict_proba", "sent_targets"]
+__all__ = ["MulticlassFitResult", "NOISE_NORM", "fit", "fit_remote", "predict_proba", "remote_predict", "sent_targets"]

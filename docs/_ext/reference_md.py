@@ -24,7 +24,7 @@ DOCS = Path(__file__).resolve().parents[1]
 ROOT = DOCS.parent
 
 ESTIMATORS = ["VerticalLogisticRegression", "VerticalLinearRegression", "VerticalPoissonRegression",
-              "VerticalExpertsClassifier", "VerticalExpertsRegressor",
+              "VerticalExpertsClassifier", "VerticalExpertsRegressor", "VerticalExpertsMulticlassClassifier",
               "VerticalEncryptedClassifier", "VerticalSGDClassifier", "ConsensusLogisticRegression",
               "FunctionalQuantileRegressor"]
 #: estimators of the page not re-exported by ``dpadmm`` (they need an extra), with the module that defines them

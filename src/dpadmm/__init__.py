@@ -7,7 +7,8 @@ Public surface (everything else is importable from its subpackage):
   features split across parties, ADMM sharing with Gaussian DP [Hu].
 - ``VerticalExpertsClassifier``: features split across parties, each party's own output-perturbed
   model combined by the label party (no per-row release from training data); ``VerticalExpertsRegressor``: the
-  same for amounts (each party's DP ridge, stacked by the label party or its own model kept).
+  same for amounts (each party's DP ridge, stacked by the label party or its own model kept);
+  ``VerticalExpertsMulticlassClassifier``: K declared classes (one multi-output DP ridge per party).
 - ``LabelPrivateVerticalRegression``, ``LabelPrivateVerticalClassifier``: features split across parties, the
   labels released once by randomized response (on bins for amounts; k-ary for several classes), ADMM sharing on
   them, the label party's refit on its exact labels.
@@ -41,6 +42,7 @@ _LAZY = {
     "VerticalSGDClassifier": ".estimators.vertical_sgd",
     "VerticalExpertsClassifier": ".estimators.vertical_experts",
     "VerticalExpertsRegressor": ".estimators.vertical_experts_regression",
+    "VerticalExpertsMulticlassClassifier": ".estimators.vertical_experts_multiclass",
     "FunctionalQuantileRegressor": ".estimators.functional",
     "ConsensusLogisticRegression": ".estimators.consensus",
     "ConsensusLinearRegression": ".estimators.consensus_targets",
@@ -52,7 +54,7 @@ _LAZY = {
 __all__ = [
     "ConsensusLogisticRegression", "ConsensusLinearRegression", "ConsensusMultinomialClassifier",
     "VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
-    "VerticalExpertsClassifier", "VerticalExpertsRegressor", "VerticalPoissonRegression", "LabelPrivateVerticalRegression", "LabelPrivateVerticalClassifier",
+    "VerticalExpertsClassifier", "VerticalExpertsRegressor", "VerticalExpertsMulticlassClassifier", "VerticalPoissonRegression", "LabelPrivateVerticalRegression", "LabelPrivateVerticalClassifier",
     "DPADMMError", "InvalidDataError", "InvalidParameterError", "DataFileError",
     "PrivacyPreconditionError", "MissingDependencyError", "PartyFailureError", "MonitoringKeyError", "__version__",
 ]

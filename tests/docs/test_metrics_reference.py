@@ -62,3 +62,22 @@ def test_every_experts_regression_metrics_key_is_documented(tmp_path, capsys):
     metrics = json.loads((out / "metrics.json").read_text())
     missing = [k for k in _keys(metrics) if not _documented(k)]
     assert not missing, f"docs/reference/metrics.md does not name {missing}"
+
+
+def test_every_experts_multiclass_metrics_key_is_documented(tmp_path, capsys):
+    from dpadmm.data import write_party_files
+
+    rng = np.random.default_rng(0)
+    blocks = [rng.normal(size=(400, 3)), rng.normal(size=(400, 2))]
+    s = np.column_stack([blocks[0][:, 0], 2 * blocks[1][:, 0], np.zeros(400)])
+    y = np.array(["a", "b", "c"])[np.argmax(s + rng.gumbel(size=s.shape), axis=1)]
+    train = write_party_files([b[:300] for b in blocks], y[:300], tmp_path / "train")
+    test = write_party_files([b[300:] for b in blocks], y[300:], tmp_path / "test")
+    out = tmp_path / "run"
+    code, _, err = run_cli(["vertical", "experts", "--party", train[0], "--party", train[1], "--test-party", test[0],
+                            "--test-party", test[1], "--target", "multiclass", "--classes", "a,b,c", "--epsilon", "1",
+                            "--label-epsilon", "1", "--seed", "0", "--quiet", "--out", out], capsys)
+    assert code == 0, err
+    metrics = json.loads((out / "metrics.json").read_text())
+    missing = [k for k in _keys(metrics) if not _documented(k)]
+    assert not missing, f"docs/reference/metrics.md does not name {missing}"

@@ -463,3 +463,39 @@ def test_party_serve_policy_flags_are_checked_at_start(tmp_path, capsys, flags, 
     import re
 
     assert re.search(match, err), err
+
+
+def test_multiclass_estimator_over_grpc_equals_in_process_with_k_ary_randomized_response_labels(tmp_path):
+    """Four declared classes, label ε = 1 (the k-ary release sent once), ε = 1 per party: each party's ONE multi-output
+    release priced by its own policy, and the test probabilities over gRPC equal the in-process ones to 1e-12."""
+    from dpadmm import VerticalExpertsMulticlassClassifier
+
+    train, test = _files(tmp_path)
+    blocks, _ = _blocks(360)
+    rng = np.random.default_rng(3)
+    S = np.column_stack([blocks[0][:, 0], blocks[1][:, 0], blocks[2][:, 1], np.zeros(360)]) * 4
+    y = np.array(list("abcd"))[np.argmax(S + rng.gumbel(size=S.shape), axis=1)]
+    local_blocks = [b[:240] / np.maximum(np.linalg.norm(b[:240], axis=1, keepdims=True), 1e-300) for b in blocks]
+    local_test = [b[240:] / np.maximum(np.linalg.norm(b[240:], axis=1, keepdims=True), 1e-300) for b in blocks]
+    kw = dict(epsilon=1.0, label_epsilon=1.0, classes=list("abcd"), random_state=7)
+    local = VerticalExpertsMulticlassClassifier(**kw, bounds=None, calibrate=False).fit(local_blocks, y[:240])
+    services = _services(tmp_path, train, test, policy=NORMALIZING)
+    peers, stop = serve_parties(services)
+    backend = GrpcBackend(peers, insecure=True, timeout=60)
+    try:
+        ref = {"index": 2, "normalize": True}
+        parties = {n: (PartyData("train", {**ref, "ids": np.arange(240), "n_features": int(d)}),
+                       {"test": PartyData("test", {**ref, "ids": 10_000 + np.arange(120), "n_features": int(d)})})
+                   for n, d in (("party2", 3), ("party3", 2))}
+        remote = VerticalExpertsMulticlassClassifier(**kw).fit_remote(local_blocks[0], y[:240], backend, parties)
+        proba = remote.remote_predict_proba(local_test[0], "test")
+        backend.close()
+    finally:
+        stop()
+    np.testing.assert_allclose(proba, local.predict_proba(local_test), rtol=1e-12, atol=1e-12)
+    assert remote.privacy_.to_dict()["per_party"] == local.privacy_.to_dict()["per_party"]
+    assert remote.privacy_.to_dict()["label"] == local.privacy_.to_dict()["label"]
+    for name, svc in services.items():  # each party's own account: ONE release, the report's per-party ε
+        led = _ledger(svc)
+        assert led["releases"] == 1 and led["relation"] == "record_replace"
+        assert led["epsilon_spent"] == pytest.approx(remote.privacy_.per_party[name], rel=1e-6)

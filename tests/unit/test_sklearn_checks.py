@@ -11,6 +11,8 @@ expected to fail. Two instances are not the defaults, for reasons of the checks'
 - ``LabelPrivateVerticalClassifier(label_epsilon=inf)``: with a finite ε its classes must be declared (they decide
   what the other parties take part in), and the checks' label sets vary (strings, 2 or 3 classes); at ε = ∞ they
   are read off y as scikit-learn does. The private path is tested in tests/protocols/test_label_classification.py.
+  ``VerticalExpertsMulticlassClassifier()`` is checked at its defaults for the same reason (non-private: the classes
+  read off y); its private path is tested in tests/protocols/test_experts_multiclass.py.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from dpadmm import (ConsensusLinearRegression, ConsensusLogisticRegression, ConsensusMultinomialClassifier,
                     FunctionalQuantileRegressor, LabelPrivateVerticalClassifier, LabelPrivateVerticalRegression,
-                    VerticalExpertsClassifier, VerticalExpertsRegressor, VerticalLinearRegression,
+                    VerticalExpertsClassifier, VerticalExpertsMulticlassClassifier, VerticalExpertsRegressor,
+                    VerticalLinearRegression,
                     VerticalLogisticRegression, VerticalPoissonRegression, VerticalSGDClassifier)
 
 ESTIMATORS = [VerticalLogisticRegression(), VerticalLinearRegression(), VerticalSGDClassifier(),
-              VerticalExpertsClassifier(), VerticalExpertsRegressor(), ConsensusLogisticRegression(max_iter=10),
+              VerticalExpertsClassifier(), VerticalExpertsRegressor(), VerticalExpertsMulticlassClassifier(),
+              ConsensusLogisticRegression(max_iter=10),
               ConsensusLinearRegression(),
               ConsensusMultinomialClassifier(), LabelPrivateVerticalRegression(),
               LabelPrivateVerticalClassifier(label_epsilon=float("inf")),

@@ -333,15 +333,25 @@ def experts(
                                               help="Declared label range (regression; needed with --epsilon, --label-epsilon)."),
     loss: str = typer.Option("squared", "--loss", metavar="squared|huber", rich_help_panel=vo.MODEL,
                              help="Each party's loss (regression)."),
+    classes: Optional[str] = vo.classes_option(),
 ):
     """Each party's own DP model, added by the label party: no rounds, no shares (the experts protocol).
 
-    The label is yes/no (binary) or an amount (--target regression, with --label-range LO,HI if private)."""
+    The label is yes/no (binary), an amount (--target regression, with --label-range LO,HI if private) or one of
+    several classes (--target multiclass, with --classes A,B,... if private)."""
     from .._validation import check_choice, check_positive
     from . import _vertical_targets as vt
 
     backend = where.backend
-    kind, _ = vt.resolve(target, inp, backend, private=epsilon is not None or label.label_epsilon is not None)
+    if (target == "multiclass") != (classes is not None) and (classes is not None or epsilon is not None):
+        raise InvalidParameterError("--classes A,B,... goes with --target multiclass, and a private multiclass run "
+                                    "declares it (K is the shape of every party's release; never read off the labels).")
+    kind, declared = vt.resolve(target, inp, backend, private=epsilon is not None or label.label_epsilon is not None,
+                                classes=classes)
+    if kind == "multiclass":
+        from ._experts_multiclass import command as multiclass
+
+        return multiclass(inp, prep, lam, min_effective_rows, epsilon, label, delta, bounds, seed, out, where, declared)
     if kind == "count":
         raise InvalidParameterError("--target count is not available for --protocol experts; use --target regression, "
                                     "or `dpadmm vertical admm --target count`.")

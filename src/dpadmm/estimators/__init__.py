@@ -3,6 +3,7 @@
 from .vertical import VerticalLinearRegression, VerticalLogisticRegression, VerticalPoissonRegression
 from .vertical_sgd import VerticalSGDClassifier
 from .vertical_experts import VerticalExpertsClassifier
+from .vertical_experts_multiclass import VerticalExpertsMulticlassClassifier
 from .vertical_experts_regression import VerticalExpertsRegressor
 from .functional import FunctionalQuantileRegressor
 from .consensus import ConsensusLogisticRegression
@@ -10,5 +11,5 @@ from .label_regression import LabelPrivateVerticalRegression
 from .label_classification import LabelPrivateVerticalClassifier
 
 __all__ = ["VerticalLogisticRegression", "VerticalLinearRegression", "VerticalSGDClassifier", "FunctionalQuantileRegressor",
-           "ConsensusLogisticRegression", "VerticalExpertsClassifier", "VerticalExpertsRegressor", "LabelPrivateVerticalRegression",
+           "ConsensusLogisticRegression", "VerticalExpertsClassifier", "VerticalExpertsRegressor", "VerticalExpertsMulticlassClassifier", "LabelPrivateVerticalRegression",
            "LabelPrivateVerticalClassifier", "VerticalPoissonRegression"]

@@ -66,3 +66,28 @@ def label_party_alone_prediction(X_train, y_train, X_test, lam: float) -> np.nda
     """The prediction on ``X_test`` of :func:`fit_label_party_alone_regression` fitted on ``(X_train, y_train)``."""
     coef, scaling = fit_label_party_alone_regression(X_train, y_train, lam)
     return np.asarray(augment(standardise(X_test, scaling), 1.0) @ coef).ravel()
+
+
+def fit_label_party_alone_multiclass(X, index, k: int, lam: float):
+    """The multiclass target's own model (and "label party alone" baseline): its columns standardised with its own
+    statistics (local), then multinomial ridge-logistic regression ``LogisticRegression(C=1/(lam n))`` on the class
+    indices ``0 ≤ index < k`` of its exact labels. Returns ``(model or None, scaling, class frequencies)``: ``None``
+    when its rows hold one class (then :func:`label_party_alone_multiclass_proba` gives the smoothed frequencies)."""
+    scaling = column_scaling(X)
+    index = np.asarray(index, dtype=np.int64)
+    freq = (np.bincount(index, minlength=int(k)) + 0.5) / (index.size + 0.5 * int(k))
+    if np.unique(index).size < 2:
+        return None, scaling, freq
+    lr = LogisticRegression(C=1.0 / (float(lam) * X.shape[0]), tol=1e-8, max_iter=10_000)
+    return lr.fit(standardise(X, scaling), index), scaling, freq
+
+
+def label_party_alone_multiclass_proba(fitted, X, k: int) -> np.ndarray:
+    """The (rows, k) probabilities of :func:`fit_label_party_alone_multiclass`'s model on ``X`` (a class absent from
+    its training rows gets probability 0)."""
+    model, scaling, freq = fitted
+    if model is None:
+        return np.tile(freq, (X.shape[0], 1))
+    out = np.zeros((X.shape[0], int(k)))
+    out[:, model.classes_] = model.predict_proba(standardise(X, scaling))
+    return out

@@ -60,7 +60,7 @@ from ..vertical.data import load_party_data
 from ..vertical.scoring import PartyModel
 from ..vertical.scoring import describe as describe_file
 from ..vertical.scoring import load as load_model
-from . import regression as xr
+from . import multiclass as xm, regression as xr
 from .messages import ExpertConfig, ExpertState, FitRequest, Rows
 from .model import expert_logit, fit_expert
 from .prepare import apply as apply_bounds, prepare_party, public_facts
@@ -144,15 +144,16 @@ def setup_party(name: str, train, score=None, R: float = 1.0, lam: float = 1e-3,
                     "model); score only new records, in a file of their own (--data new=FILE)")
     if loss != "logistic":
         try:
-            loss, huber_kappa = xr.check_loss(loss, huber_kappa)
+            if loss != xm.LOSS:
+                loss, huber_kappa = xr.check_loss(loss, huber_kappa)
         except InvalidParameterError as e:
             raise PolicyRefusal(f"party {name!r} refused the run: {e}") from None
         if model is not None:
             raise PolicyRefusal(f"party {name!r} refused the run: scoring with a model file is for the binary target "
-                                "(a regression expert is scored in the run that fits it)")
+                                "(a regression or multiclass expert is scored in the run that fits it)")
         if flip_probability is not None:
             raise PolicyRefusal(f"party {name!r} refused the run: a flip probability is for ±1 labels, not a "
-                                "regression target")
+                                f"{'multiclass' if loss == xm.LOSS else 'regression'} target")
     cfg = ExpertConfig(str(name), _block(train), {str(k): _block(v) for k, v in score.items()}, R, lam,
                        noise_multiplier, noise_norm, model, bounds, range_noise_multiplier, str(loss),
                        float(huber_kappa))
@@ -211,6 +212,8 @@ def fit_step(cfg: ExpertConfig, state: ExpertState, inbox, *, rng: np.random.Gen
                             f"{type(inbox).__name__}")
     labels = np.asarray(inbox.labels)
     n = cfg.X.shape[0]
+    if cfg.loss == xm.LOSS:
+        return _fit_multiclass(cfg, inbox, labels, rng)
     if cfg.loss != "logistic":
         return _fit_regression(cfg, inbox, labels, rng)
     if labels.shape != (n,) or labels.dtype.kind not in "biuf" or not np.all(np.abs(labels) == 1.0):
@@ -250,6 +253,27 @@ def _fit_regression(cfg: ExpertConfig, inbox: FitRequest, labels, rng):
     return ExpertState(coef, None, facts, prep.lo, prep.hi, dict(info, **public_facts(prep))), facts, prep.events + events
 
 
+def _fit_multiclass(cfg: ExpertConfig, inbox: FitRequest, labels, rng):
+    """Round 0 of the multiclass target (:mod:`.multiclass`): one row of K ≥ 2 finite targets per training row
+    (the party projects them onto the unit ball itself), no flip probability; ONE release of its (d+1)×K model."""
+    n = cfg.X.shape[0]
+    if labels.ndim != 2 or labels.shape[0] != n or labels.shape[1] < 2 or labels.dtype.kind not in "biuf" \
+            or not np.all(np.isfinite(labels)):
+        raise PolicyRefusal(f"party {cfg.name!r} refused the fit and released nothing: the targets it is sent must be "
+                            f"one finite row of K >= 2 numbers per training row ({n}), got shape {labels.shape}")
+    if inbox.flip_probability is not None:
+        raise PolicyRefusal(f"party {cfg.name!r} refused the fit: a flip probability is for ±1 labels")
+    prep = prepare_party(cfg.name, cfg.X, bounds=cfg.bounds, R=float(cfg.R),
+                         range_noise_multiplier=cfg.range_noise_multiplier,
+                         model_noise_multiplier=cfg.noise_multiplier, rng=rng)
+    coef, info, events = xm.fit_multiclass_expert(
+        prep.X, labels.astype(np.float64), R=float(cfg.R), lam=float(cfg.lam), noise_multiplier=cfg.noise_multiplier,
+        rng=rng, party=cfg.name, noise_norm=float(cfg.noise_norm))
+    facts = {k: float(v) for k, v in info.items()}
+    facts["row_clip"] = float(cfg.R)
+    return ExpertState(coef, None, facts, prep.lo, prep.hi, dict(info, **public_facts(prep))), facts, prep.events + events
+
+
 def logit(cfg: ExpertConfig, state: ExpertState, key: str = "test") -> np.ndarray:
     """The party's (de-biased) logit on its rows of the NEW-records file ``key`` (post-processing of its model); for
     a regression target its prediction there, in the scaled label units (:func:`.regression.expert_prediction`)."""
@@ -259,6 +283,8 @@ def logit(cfg: ExpertConfig, state: ExpertState, key: str = "test") -> np.ndarra
         raise ProtocolError(f"party {cfg.name!r} scores only the new-records files it was set up with "
                             f"{sorted(cfg.score)}, not {key!r} (never its training rows)")
     rows = apply_bounds(cfg.score[key], state.lo, state.hi, float(cfg.R))  # the map of its fit (none: as given)
+    if cfg.loss == xm.LOSS:
+        return xm.expert_scores(state.coef, rows, float(cfg.R))
     if cfg.loss != "logistic":
         return xr.expert_prediction(state.coef, rows, float(cfg.R))
     return np.asarray(expert_logit(state.coef, rows, float(cfg.R), state.flip_probability), dtype=np.float64)

@@ -170,9 +170,10 @@ EXPERTS = PolicyHooks(
                         "used",
         "labels (round 0)": "one ±1 per training row; a flip probability in [0, ½); the regression target (loss "
                             "squared or huber): one finite number per row, clipped by the party to [-1, 1], no flip "
-                            "probability",
-        "loss": "logistic (binary), squared or huber (regression; κ finite > 0): the sensitivity is the loss's "
-                "(.regression), computed by the party",
+                            "probability; the multiclass target: one row of K >= 2 targets per row, projected by the "
+                            "party onto the unit ball",
+        "loss": "logistic (binary), squared or huber (regression; κ finite > 0), multiclass (one multi-output "
+                "squared-loss release, .multiclass): the sensitivity is the loss's (.regression), computed by the party",
         "fits per run": "one (a second is a second release: refused); none in a scoring run (its model file), which "
                         "is priced at nothing; none at all on a party started with a model file (a scoring server)",
         "scoring rows": "new records only: a scoring file sharing an id (as the files write it) with the training rows "

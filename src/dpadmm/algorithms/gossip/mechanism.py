@@ -25,8 +25,10 @@ replacing one record changes G_i by at most ``‖c x̃‖ + ‖c' x̃'‖ ≤ 2�
 its first gradient round, whatever bounds arrived: only ``lo < hi`` finite is needed, checked by the node;
 ``node.node_step`` keeps the prepared rows and the bounds in its state, and :func:`gradient_release` computes
 the sum on them),
-the appended constant 1, and ``σ(−t) = 1/(1 + eᵗ) ∈ [0, 1]`` as computed — in double precision, or with the
-single-precision exponential of a noisy release (``e ∈ [0, ∞]`` either way; :func:`_logistic_weights`) — which
+in a noisy logistic run the prepared rows rounded toward zero to float32 after those clips (:func:`single_rows`:
+no coordinate grows, so every stored row keeps ``‖x̃‖ ≤ √(R² + 1)``),
+the appended constant 1, and ``σ(−t) = 1/(1 + eᵗ) ∈ [0, 1]`` as computed — in double precision, or in single
+precision in a noisy release (``e ∈ [0, ∞]`` either way; :func:`_logistic_weights`, :func:`_sums_single`) — which
 needs every margin ``t = y w·x̃`` to be a number, not NaN: the bounded point below.
 *Bounded point* (whatever the neighbours or the router send): the node evaluates at
 ``w_mix = ⌊w_i + (⌊S_i⌋_{V_i W} − V_i w_i)/(1 + V_max)⌋_W`` (:func:`.node.gossip_mix`), where ``⌊·⌋_r`` is
@@ -36,7 +38,7 @@ clipped to ``V_i W`` (what V_i neighbours in the box can sum to), and the node's
 is ``⌊w_mix + ⌊v⌋_W⌋_W``, :func:`.node.heavy_ball`), so the mix is at most 3W per coordinate before its clip: no
 overflow, no NaN, and ``|w_mix,j| ≤ W``. Every prepared coordinate has ``|x̃_j| ≤ 1`` (column clip to [−1, 1], a row
 clip that only shrinks, the intercept 1), so each margin ``|w·x̃| ≤ (d + 1) W`` is finite in any summation order
-(BLAS's included), each weight is in [−1, 1], and G_i(w_mix) is a finite sum of terms ``c x̃``: Δ holds for every
+(BLAS's included; in float32 too, whose largest number is 3.4·10³⁸), each weight is in [−1, 1], and G_i(w_mix) is a finite sum of terms ``c x̃``: Δ holds for every
 point the adversary can induce. Without the box it does not: two rounds of sums ∓1.79·10³⁰⁸ overflow w_mix to
 (−∞, …, +∞), and a margin ``z·(−∞) + ∞`` is NaN exactly for a row with a coordinate at or above the midpoint of the
 bounds — a release finite on D and NaN on D′, ε = ∞ (finite but huge w_mix gives NaN through BLAS's overflowing

@@ -221,29 +221,30 @@ def gradient_sums(Xts, y: np.ndarray, W: np.ndarray, *, single: bool = False) ->
 
 
 def _sums_single(Xts, y: np.ndarray, W: np.ndarray) -> np.ndarray:
-    """:func:`gradient_sums` on float32 rows (:func:`single_rows`): margins ``x̃ w`` in float32 (w rounded to float32:
-    ``|w_j| ≤ MODEL_BOUND`` keeps every margin finite), the weights ``y / (1 + exp(y m))`` in float32 on the nodes'
-    concatenated margins (|weight| ≤ 1: ``e ∈ [0, ∞]``), each node's sum block by block (:data:`BLOCK` rows in
-    float32 by BLAS, the blocks added in float64)."""
-    m = np.empty(len(y), np.float32)
-    W32 = W.astype(np.float32)
-    a = 0
-    for Xt, w in zip(Xts, W32):
-        np.matmul(Xt, w, out=m[a:a + Xt.shape[0]])
-        a += Xt.shape[0]
-    y32 = y.astype(np.float32)
-    m *= y32
-    with np.errstate(over="ignore"):  # |t| ≳ 88.7: e = ∞ (the weight ±0) or 0 (the weight ±1), as intended
-        np.exp(m, out=m)
-    m += np.float32(1.0)
-    np.divide(y32, m, out=m)
+    """:func:`gradient_sums` on float32 rows (:func:`single_rows`), one pass over the rows: for each block of
+    :data:`BLOCK` rows of a node (in L2 while both products run), the margins ``x̃ w`` in float32 (w rounded to
+    float32: ``|w_j| ≤ MODEL_BOUND`` keeps every margin finite), the weights ``y / (1 + exp(y m))`` in float32
+    (|weight| ≤ 1: ``e ∈ [0, ∞]``), the block's sum by BLAS in float32, added to the node's in float64. Each step
+    is elementwise or per row except the block's sum, so a node's release is the same whichever nodes are stepped
+    with it (:mod:`.batch`)."""
     G = np.zeros(W.shape)
+    W32 = W.astype(np.float32)
+    y32 = y.astype(np.float32)
+    buf = np.empty(BLOCK, np.float32)
     part = np.empty(W.shape[1], np.float32)
+    one = np.float32(1.0)
     a = 0
-    for i, Xt in enumerate(Xts):
-        c = m[a:a + Xt.shape[0]]
+    for i, (Xt, w) in enumerate(zip(Xts, W32)):
         for b in range(0, Xt.shape[0], BLOCK):
-            np.matmul(c[b:b + BLOCK], Xt[b:b + BLOCK], out=part)
+            Xb = Xt[b:b + BLOCK]
+            m, yb = buf[:Xb.shape[0]], y32[a + b:a + b + Xb.shape[0]]
+            np.matmul(Xb, w, out=m)
+            m *= yb
+            with np.errstate(over="ignore"):  # |t| ≳ 88.7: e = ∞ (the weight ±0) or 0 (the weight ±1), as intended
+                np.exp(m, out=m)
+            m += one
+            np.divide(yb, m, out=m)
+            np.matmul(m, Xb, out=part)
             G[i] += part
         a += Xt.shape[0]
     np.negative(G, out=G)

@@ -183,7 +183,12 @@ def _logistic_weights(m: np.ndarray, y: np.ndarray, single: bool = False) -> Non
     by ≤ 3·10⁻⁷ B √(R² + 1): for B = 10⁵ rows and R = 4 that is 0.13, against noise of standard deviation
     ``z Δ = 2 z √(R² + 1)`` ≥ 8 per coordinate at z ≥ 1 — a 60th of it at worst; different rows' errors do not
     all point one way in practice."""
-    if single:
+    if m.dtype == np.float32:  # float32 margins (:func:`_sums_single`; ``y`` float32): every step in float32, in place
+        m *= y
+        with np.errstate(over="ignore"):  # |t| ≳ 88.7: e = ∞ (the weight ±0) or 0 (the weight ±1), as intended
+            np.exp(m, out=m)
+        m += np.float32(1.0)
+    elif single:
         e = np.empty(m.shape, np.float32)
         with np.errstate(over="ignore"):  # |t| ≳ 88.7: e = ∞ (the weight ±0) or 0 (the weight ±1), as intended
             np.multiply(m, y, out=e, casting="same_kind")
@@ -232,18 +237,13 @@ def _sums_single(Xts, y: np.ndarray, W: np.ndarray) -> np.ndarray:
     y32 = y.astype(np.float32)
     buf = np.empty(BLOCK, np.float32)
     part = np.empty(W.shape[1], np.float32)
-    one = np.float32(1.0)
     a = 0
     for i, (Xt, w) in enumerate(zip(Xts, W32)):
         for b in range(0, Xt.shape[0], BLOCK):
             Xb = Xt[b:b + BLOCK]
             m, yb = buf[:Xb.shape[0]], y32[a + b:a + b + Xb.shape[0]]
             np.matmul(Xb, w, out=m)
-            m *= yb
-            with np.errstate(over="ignore"):  # |t| ≳ 88.7: e = ∞ (the weight ±0) or 0 (the weight ±1), as intended
-                np.exp(m, out=m)
-            m += one
-            np.divide(yb, m, out=m)
+            _logistic_weights(m, yb, True)
             np.matmul(m, Xb, out=part)
             G[i] += part
         a += Xt.shape[0]

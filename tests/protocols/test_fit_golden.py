@@ -24,7 +24,10 @@ party holds out 120 rows at every size (the experts fit on 480, so their λ, bou
 choice is recorded in ``calibration_`` (its own model here). Then, on purpose, ``consensus_gossip`` (its shared model's
 DP validation takes 20% of ε: the rounds' noise, the report's per-node ε and the hand-over change), the functional
 entries (``n_train_``, a new key), and ``functional_private_fpca``, whose n·ε was under the removed 2,500 floor: it
-now runs the ADMM and the comparison decides (every other entry as before).
+now runs the ADMM and the comparison decides (every other entry as before). Issue 37 (branch ``gossip-fast``)
+re-recorded ``consensus_gossip`` only: a noisy node keeps its prepared rows in float32, rounded toward zero (its values
+move by ≤ 1e-6 relative); four of its keys (``comparison_``, ``comparison_threshold_``, ``dp_base_rate_``,
+``intercept_``) had already moved on main at 8dd4018 with the validation stage and are recorded as main computes them.
 
 The fits run in a fresh interpreter on numpy's and OpenBLAS's AVX2 kernels (:func:`pinned_kernels_env`): the numbers
 were recorded on a CPU without AVX-512, and on one with it the AVX-512 kernels' rounding moved the experts' own model

@@ -144,7 +144,7 @@ def test_the_driver_computes_what_a_deployed_node_computes():
         opts = dict(degree=2, max_degree=2, n_nodes=3, n_total=900, rounds=8, range_rounds=0, noise_multiplier=res.noise_multiplier,
                     step=1.0, momentum=0.7, ridge=1e-4, row_clip=res.row_clip, bounds=bounds)
         cfg, _ = setup_node(f"node{i}", Xs[i], ys[i], opts)
-        Xt = mech.prepare(Xs[i], bounds[0], bounds[1], res.row_clip)
+        Xt = mech.single_rows(mech.prepare(Xs[i], bounds[0], bounds[1], res.row_clip, order="F"))  # as a noisy node keeps them
         state = NodeState(8, res.F[i], np.zeros(6), bounds[0], bounds[1], Xt, res.F[i])
         out = node_model(cfg, state)
         np.testing.assert_array_equal(out["coef"], res.F[i])

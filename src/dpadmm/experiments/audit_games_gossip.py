@@ -35,7 +35,8 @@ the noise multiplier the library calibrates for ε = 1 at δ = 10⁻⁵ over 4 r
 - View: from each broadcast the neighbour recomputes the release exactly as the node's step made it,
   ``G̃_t = (n/N)((β v_t − (w_{t+1} − w_mix_t))/η − λ w_mix_t)`` with ``v_t = w_t − w_mix_{t−1}`` (v_0 = 0) and
   w_mix_t = :func:`dpadmm.algorithms.gossip.node.gossip_mix` of what it sent; the replay is the noiseless sum on D and on D' at the
-  target (:func:`dpadmm.algorithms.gossip.mechanism.gradient_sum` of :func:`dpadmm.privacy.ranges.prepare`, single precision as a noisy release).
+  target (:func:`dpadmm.algorithms.gossip.mechanism.gradient_sum` of :func:`dpadmm.privacy.ranges.prepare`, single precision as a noisy release: float32 rows,
+  :func:`dpadmm.algorithms.gossip.mechanism.single_rows`).
 """
 
 from __future__ import annotations
@@ -154,13 +155,13 @@ def _read_off(rec: dict) -> tuple[np.ndarray, np.ndarray]:
 
 def noiseless_sums(X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The honest release without noise at every round's target, computed by the library: (T, d + 1)."""
-    Xt = gossip_mechanism.prepare(X, LO, HI, G_R)
+    Xt = gossip_mechanism.single_rows(gossip_mechanism.prepare(X, LO, HI, G_R, order="F"))  # the node's float32 rows
     return np.stack([gossip_mechanism.gradient_sum(Xt, y, _target(t), single=True) for t in range(G_T)])
 
 
 def replay_at_mixed_points(X: np.ndarray, Xb: np.ndarray, y: np.ndarray):
     """``Game.replay`` of the extreme router: the noiseless sums on D and on D' at each run's own mixed points."""
-    Xt, Xtb = (gossip_mechanism.prepare(A, LO, HI, G_R) for A in (X, Xb))
+    Xt, Xtb = (gossip_mechanism.single_rows(gossip_mechanism.prepare(A, LO, HI, G_R, order="F")) for A in (X, Xb))
 
     def replay(side: int, rec: dict):
         W = mixed_points(rec)

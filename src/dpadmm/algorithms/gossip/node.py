@@ -230,7 +230,7 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
             raise _refuse(cfg, f"a validation of a {cfg.loss} run (the comparison is of a binary logistic model)")
         if s < cfg.rounds or state.Xt is None:
             raise _refuse(cfg, f"a validation before its {cfg.rounds} declared gradient rounds are done")
-        done, release, events = val.answer(cfg.name, state.Xt, cfg.y, cfg.validation, state.validated, inbox, rng)
+        done, release, events = val.answer(cfg.name, _rows64(state.Xt), cfg.y, cfg.validation, state.validated, inbox, rng)
         return state._replace(round=r + 1, validated=done), release, events
     if not isinstance(inbox, GossipInbox):
         raise _refuse(cfg, f"an unknown message {type(inbox).__name__}")
@@ -248,6 +248,8 @@ def node_step(cfg: NodeConfig, state: NodeState, inbox, *, rng: np.random.Genera
         lo, hi = _check_bounds(cfg, *(cfg.bounds if cfg.bounds is not None else (inbox.lo, inbox.hi)))
         # [column clip, row clip, intercept]: the premises of Δ; kept column-major for the BLAS products
         Xt = mech.prepare(cfg.X, lo, hi, cfg.row_clip, order="F")
+        if logistic and cfg.noise_multiplier > 0:  # float32, rounded toward zero: the clips still bound every row
+            Xt = mech.single_rows(Xt)
         if cfg.target.regression:  # [label clip]: |u| ≤ 1, a premise of the regression Δ (targets.py)
             tb = _label_bounds(cfg.target_bounds if cfg.target_bounds is not None else inbox.target)
             if tb is None:
@@ -321,6 +323,12 @@ def peer_broadcast(outbox: ModelBroadcast) -> np.ndarray:
     return np.asarray(outbox.w, dtype=np.float64)
 
 
+def _rows64(Xt: np.ndarray) -> np.ndarray:
+    """The kept prepared rows in float64 for the node's own after-run work (its choice, its validation answer): a
+    noisy run keeps them in float32 (:func:`.mechanism.single_rows`), exactly representable in float64."""
+    return np.asarray(Xt, dtype=np.float64)
+
+
 def node_diagnostics(cfg: NodeConfig, state: NodeState) -> dict:
     """Monitoring (not a message; refused in private runs): the node's mean training log loss at w_i."""
     if state.lo is None:
@@ -345,6 +353,6 @@ def node_model(cfg: NodeConfig, state: NodeState):
     w = (state.w if state.avg is None else state.avg).copy()
     if cfg.noise_multiplier <= 0 or state.Xt is None or cfg.loss != "logistic":  # Platt: the binary model's only
         return w
-    c = choose(state.Xt, cfg.y, w, X_raw=cfg.X)  # recalibrated consensus, own model or own base rate (choice.py)
+    c = choose(_rows64(state.Xt), cfg.y, w, X_raw=cfg.X)  # recalibrated consensus, own model or own base rate (choice.py)
     return {"coef": w, "recalibrated": c.model, "calibration": np.array([c.a, c.b]), "choice": np.str_(c.choice),
             "space": np.str_(c.space)}

@@ -166,8 +166,8 @@ EXPERTS = PolicyHooks(
                                        "a coordinator asking for another is refused",
         "column bounds": "the operator's (column_bounds, party serve --bounds FILE): every block it reads is mapped "
                          "to [-1, 1] by them and scaled by R/sqrt(d); bounds a coordinator sends are dropped",
-        "ridge λ used": "max(λ sent, expert_lambda rule of public n, d, R, σ/Δ, 1e-10 R²); the sensitivity uses the λ "
-                        "used",
+        "ridge λ used": "max(λ sent, expert_lambda rule of public n, d, R, σ/Δ, 1e-10 R²; 1e-5 R² for the Huber "
+                        "loss); the sensitivity uses the λ used",
         "labels (round 0)": "one ±1 per training row; a flip probability in [0, ½); the regression target (loss "
                             "squared or huber): one finite number per row, clipped by the party to [-1, 1], no flip "
                             "probability; the multiclass target: one row of K >= 2 targets per row, projected by the "

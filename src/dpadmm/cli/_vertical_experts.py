@@ -343,25 +343,9 @@ def experts(
     from . import _vertical_targets as vt
 
     backend = where.backend
-    if (target == "multiclass") != (classes is not None) and (classes is not None or epsilon is not None):
-        raise InvalidParameterError("--classes A,B,... goes with --target multiclass, and a private multiclass run "
-                                    "declares it (K is the shape of every party's release; never read off the labels).")
-    kind, declared = vt.resolve(target, inp, backend, private=epsilon is not None or label.label_epsilon is not None,
-                                classes=classes)
-    if kind == "multiclass":
-        from ._experts_multiclass import command as multiclass
-
-        return multiclass(inp, prep, lam, min_effective_rows, epsilon, label, delta, bounds, seed, out, where, declared)
-    if kind == "count":
-        raise InvalidParameterError("--target count is not available for --protocol experts; use --target regression, "
-                                    "or `dpadmm vertical admm --target count`.")
-    if kind == "regression":
-        from ._experts_regression import command
-
-        return command(inp, prep, lam, min_effective_rows, epsilon, label, delta, bounds, seed, out, where,
-                       label_range, loss)
-    if label_range is not None or loss != "squared":
-        raise InvalidParameterError("--label-range and --loss are for --target regression; drop them.")
+    if vt.experts_target(target, classes, label_range, loss, inp, prep, lam, min_effective_rows, epsilon, label, delta,
+                         bounds, seed, out, where):
+        return  # --target regression or multiclass: run by its own command
     if bounds and backend == "grpc":
         raise InvalidParameterError("--bounds declares the other parties' column bounds for an in-process experts "
                                     "run; drop it (across organisations each party's operator declares its own: "

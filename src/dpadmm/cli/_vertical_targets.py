@@ -130,3 +130,31 @@ def run(target: str, run, settings, classes=None) -> None:
             write_json(stage / "metrics.json", metrics)
     if run.out is not None:
         console.print(f"wrote {run.out}/metrics.json and model.npz")
+
+
+def experts_target(target, classes, label_range, loss, inp, prep, lam, min_effective_rows, epsilon, label, delta,
+                   bounds, seed, out, where) -> bool:
+    """``dpadmm vertical experts`` beyond yes/no: run ``--target regression`` or ``multiclass`` by its own command and
+    say so (True), refuse ``--target count`` and options of another target; False for the binary target."""
+    backend = where.backend
+    if (target == "multiclass") != (classes is not None) and (classes is not None or epsilon is not None):
+        raise InvalidParameterError("--classes A,B,... goes with --target multiclass, and a private multiclass run "
+                                    "declares it (K is the shape of every party's release; never read off the labels).")
+    kind, declared = resolve(target, inp, backend, private=epsilon is not None or label.label_epsilon is not None,
+                             classes=classes)
+    if kind == "multiclass":
+        from ._experts_multiclass import command as multiclass
+
+        multiclass(inp, prep, lam, min_effective_rows, epsilon, label, delta, bounds, seed, out, where, declared)
+        return True
+    if kind == "count":
+        raise InvalidParameterError("--target count is not available for --protocol experts; use --target regression, "
+                                    "or `dpadmm vertical admm --target count`.")
+    if kind == "regression":
+        from ._experts_regression import command
+
+        command(inp, prep, lam, min_effective_rows, epsilon, label, delta, bounds, seed, out, where, label_range, loss)
+        return True
+    if label_range is not None or loss != "squared":
+        raise InvalidParameterError("--label-range and --loss are for --target regression; drop them.")
+    return False

@@ -52,3 +52,13 @@ def test_the_float64_sum_of_worst_case_neighbours_stays_within_delta_and_near_it
 def test_the_float32_sum_of_worst_case_neighbours_stays_within_delta():
     ratios = [_ratio(d, eps, seed, single=True) for d, eps, seed in CASES]
     assert max(ratios) <= 1.0, max(ratios)
+
+
+def test_rows_below_float32s_normal_range_never_grow():
+    """A row clip R below 1.2e-38 (any finite R > 0 is accepted) leaves coordinates in float32's subnormal range,
+    where a plain cast rounds to nearest (up to 2⁻¹⁵⁰ larger): :func:`single_rows` must flush them toward zero."""
+    rng = np.random.default_rng(0)
+    X = np.hstack([rng.uniform(-1, 1, (4096, 3)) * 10.0 ** rng.uniform(-46, -37, (4096, 3)), np.ones((4096, 1))])
+    X64 = X.copy()
+    X32 = mech.single_rows(X).astype(np.float64)
+    assert (np.abs(X32) <= np.abs(X64)).all() and np.isfinite(X32).all()

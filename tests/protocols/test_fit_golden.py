@@ -27,7 +27,9 @@ entries (``n_train_``, a new key), and ``functional_private_fpca``, whose n·ε 
 now runs the ADMM and the comparison decides (every other entry as before). Issue 37 (branch ``gossip-fast``)
 re-recorded ``consensus_gossip`` only: a noisy node keeps its prepared rows in float32, rounded toward zero (its values
 move by ≤ 1e-6 relative); four of its keys (``comparison_``, ``comparison_threshold_``, ``dp_base_rate_``,
-``intercept_``) had already moved on main at 8dd4018 with the validation stage and are recorded as main computes them.
+``intercept_``) had already moved on main at 8dd4018 with the validation stage and are recorded as main computes them. Red team G1
+re-recorded ``consensus_gossip`` only: the float32 rows' block sums now add in float64 (its values move by ≤ 1e-6
+relative).
 
 The fits run in a fresh interpreter on numpy's and OpenBLAS's AVX2 kernels (:func:`pinned_kernels_env`): the numbers
 were recorded on a CPU without AVX-512, and on one with it the AVX-512 kernels' rounding moved the experts' own model

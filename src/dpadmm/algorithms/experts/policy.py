@@ -142,9 +142,12 @@ def _experts_check(cfg, args, policy: PartyPolicy, party: str) -> None:
     else:  # the regression target (setup_party checked the loss and κ)
         lam = xr.expert_lambda(n, d, R, z, float(cfg.lam), float(cfg.noise_norm), cfg.loss, float(cfg.huber_kappa))
         Delta = xr.sensitivity(n, R, lam, cfg.loss, float(cfg.huber_kappa)) if 0 < lam < float("inf") else 0.0
-    if not public_range_ok(R, lam, Delta, z):  # public quantities only
+    ok = (public_range_ok(R, lam, Delta, z) if cfg.loss == "logistic" else  # public quantities only
+          xr.scale_ok(n, R, lam, Delta, z, cfg.loss, float(cfg.huber_kappa)))
+    if not ok:
         raise refuse(party, "the fit's public scale (R, λ used, Δ, σ)", (R, lam, Delta),
-                     f"R in [{R_RANGE[0]:g}, {R_RANGE[1]:g}] , λ finite > 0, Δ and σ finite ≥ 1e-280",
+                     f"R in [{R_RANGE[0]:g}, {R_RANGE[1]:g}] , λ finite > 0, Δ, σ and the solver's tolerance finite "
+                     "≥ 1e-280",
                      "beyond, the solver's sums overflow or the noise underflows to 0")
 
 

@@ -64,7 +64,7 @@ from ...exceptions import InvalidParameterError, PrivacyPreconditionError
 from ...kernels.losses import HuberLoss, SquaredLoss
 from ...privacy.events import RECORD_REPLACE, GaussianRelease
 from ...privacy.mechanisms import gaussian
-from .model import GRADIENT_TOLERANCE, LAMBDA_FLOOR, R_RANGE, _solve, augment, public_range_ok
+from .model import GRADIENT_TOLERANCE, LAMBDA_FLOOR, NORMAL_FLOOR, R_RANGE, _solve, augment, public_range_ok
 
 #: a private Huber fit's ridge is at least this times R²: it bounds the condition number q ≤ 1 + 2·10⁵ of F, so the
 #: fallback's public step count (:func:`fallback_steps`) stays affordable (module docstring, "Enforced by")
@@ -124,6 +124,18 @@ def sensitivity(n: int, R: float, lam: float, loss: str, kappa: float) -> float:
     return (2.0 * lipschitz(R, lam, loss, kappa) / n) * (1.0 + 2.0 * GRADIENT_TOLERANCE) / lam
 
 
+def tolerance(n: int, R: float, lam: float, loss: str, kappa: float) -> float:
+    """γ = GRADIENT_TOLERANCE · 2L/n, the solver's bound; the smallest of the quantities Δ is computed through (L,
+    2L/n), so ``γ ≥ NORMAL_FLOOR`` keeps every one of them a normal float (a tiny κ·R made L subnormal and Δ as
+    computed up to 2% below its exact value: red team 2026-11-29, H1)."""
+    return GRADIENT_TOLERANCE * 2.0 * lipschitz(R, lam, loss, kappa) / n
+
+
+def scale_ok(n: int, R: float, lam: float, Delta: float, noise_multiplier, loss: str, kappa: float) -> bool:
+    """:func:`.model.public_range_ok` and a normal-float tolerance γ (:func:`tolerance`): public quantities only."""
+    return public_range_ok(R, lam, Delta, noise_multiplier) and tolerance(n, R, lam, loss, kappa) >= NORMAL_FLOOR
+
+
 def expert_lambda(n: int, d: int, R: float, noise_multiplier, lam: float, noise_norm: float, loss: str,
                   kappa: float) -> float:
     """The ridge a party uses: the smallest λ ≥ max(lam, floor·R²) (floor 1e-10; 1e-5 for Huber) with ``zΔ(λ)√(d+1) ≤ noise_norm`` (Δ falls as λ
@@ -170,12 +182,12 @@ def fit_regression_expert(D, labels, *, R: float, lam: float, noise_multiplier, 
     private = noise_multiplier is not None
     lam_used = expert_lambda(n, d, R, noise_multiplier, lam, noise_norm, loss, kappa) if private else float(lam)
     Delta = sensitivity(n, R, lam_used, loss, kappa)
-    if private and not public_range_ok(R, lam_used, Delta, noise_multiplier):
+    if private and not scale_ok(n, R, lam_used, Delta, noise_multiplier, loss, kappa):
         raise PrivacyPreconditionError(
             f"party {party!r}: R = {R:g}, the ridge {lam_used:g} or the sensitivity {Delta:g} is outside the float range "
-            f"the proof holds in (R in [{R_RANGE[0]:g}, {R_RANGE[1]:g}], λ finite > 0, Δ and σ finite ≥ 1e-280); nothing released; "
-            "pass a row clip, λ and noise norm of ordinary size")
-    gtol = GRADIENT_TOLERANCE * 2.0 * lipschitz(R, lam_used, loss, kappa) / n
+            f"the proof holds in (R in [{R_RANGE[0]:g}, {R_RANGE[1]:g}], λ finite > 0, Δ, σ and the solver's tolerance "
+            "finite ≥ 1e-280); nothing released; pass a row clip, λ, κ and noise norm of ordinary size")
+    gtol = tolerance(n, R, lam_used, loss, kappa)
     A = augment(D, R)
     try:
         w = _solve(A, y, lam_used, gtol, loss=_loss(loss, kappa))

@@ -132,8 +132,8 @@ def gradient_sum(Xt: np.ndarray, y: np.ndarray, w: np.ndarray, *, single: bool =
     return G
 
 
-#: rows per block of a single-precision gradient sum (:func:`single_rows`): BLAS accumulates a block in float32,
-#: the blocks' sums add in float64
+#: rows per block of a single-precision gradient round (:func:`single_rows`): margins and weights in float32, every
+#: sum in float64
 BLOCK = 1024
 
 
@@ -145,9 +145,9 @@ def single_rows(Xt: np.ndarray) -> np.ndarray:
     ``Xt`` (float64) is overwritten. *The bound still holds*: rounding toward zero never increases a coordinate's magnitude, so every stored
     coordinate has ``|x̃_j| ≤ 1`` and every row ``‖x̃‖ ≤ √(R² + 1)`` exactly as proved for the float64 row (the
     intercept's 1 is exact); Δ is a bound on the query computed on these rows (module docstring, release 1), and a
-    weight computed in float32 (:func:`gradient_sums`) is still in [−1, 1] (``1 + e ≥ 1`` as rounded). The sum of a
-    block of :data:`BLOCK` rows is accumulated by BLAS in single precision (relative error ≤ BLOCK·2⁻²⁴ ≈ 6·10⁻⁵ of
-    the block's absolute sum in the worst case, ~10⁻⁷ in practice), the blocks' sums in double precision. A
+    weight computed in float32 (:func:`gradient_sums`) is still in [−1, 1] (``1 + e ≥ 1`` as rounded). A block's
+    margins and weights are computed in single precision, its sum in double precision on an exact copy
+    (:func:`_sums_single`; red team G1). A
     non-private run never uses this (its sums stay in float64: the zero-noise fit is the non-private one)."""
     bits = Xt.view(np.uint64)  # in place on the node's fresh float64 rows (they are dropped after)
     bits &= _KEEP  # truncate the significand to float32's 24 bits: toward zero
@@ -229,22 +229,31 @@ def _sums_single(Xts, y: np.ndarray, W: np.ndarray) -> np.ndarray:
     """:func:`gradient_sums` on float32 rows (:func:`single_rows`), one pass over the rows: for each block of
     :data:`BLOCK` rows of a node (in L2 while both products run), the margins ``x̃ w`` in float32 (w rounded to
     float32: ``|w_j| ≤ MODEL_BOUND`` keeps every margin finite), the weights ``y / (1 + exp(y m))`` in float32
-    (|weight| ≤ 1: ``e ∈ [0, ∞]``), the block's sum by BLAS in float32, added to the node's in float64. Each step
-    is elementwise or per row except the block's sum, so a node's release is the same whichever nodes are stepped
-    with it (:mod:`.batch`)."""
+    (|weight| ≤ 1: ``e ∈ [0, ∞]``), then the block's sum **in float64** on an exact double-precision copy of the
+    block and its weights (in cache), added to the node's in float64. Rounding in the margins only moves weights
+    inside [−1, 1], which Δ allows; the sum's rounding is double precision's, as in the float64 path (red team
+    2026-11-29, G1: a float32 block sum could differ on worst-case neighbours by up to ≈ BLOCK²·2⁻²⁴ ≈ 6 % of Δ
+    beyond it). Each step is elementwise or per row except the block's sum, so a node's release is the same
+    whichever nodes are stepped with it (:mod:`.batch`)."""
     G = np.zeros(W.shape)
     W32 = W.astype(np.float32)
     y32 = y.astype(np.float32)
     buf = np.empty(BLOCK, np.float32)
-    part = np.empty(W.shape[1], np.float32)
+    m64 = np.empty(BLOCK)
+    X64 = np.empty((BLOCK, W.shape[1]), order="F")  # the block, exactly, in double precision (in cache)
+    part = np.empty(W.shape[1])
     a = 0
     for i, (Xt, w) in enumerate(zip(Xts, W32)):
         for b in range(0, Xt.shape[0], BLOCK):
             Xb = Xt[b:b + BLOCK]
-            m, yb = buf[:Xb.shape[0]], y32[a + b:a + b + Xb.shape[0]]
+            nb = Xb.shape[0]
+            m, yb = buf[:nb], y32[a + b:a + b + nb]
             np.matmul(Xb, w, out=m)
             _logistic_weights(m, yb, True)
-            np.matmul(m, Xb, out=part)
+            np.copyto(m64[:nb], m)  # exact: float32 values are float64 values
+            Xd = X64 if nb == BLOCK else X64[:nb]
+            np.copyto(Xd, Xb)
+            np.matmul(m64[:nb], Xd, out=part)  # the block's sum in float64 (G1: not in float32)
             G[i] += part
         a += Xt.shape[0]
     np.negative(G, out=G)

@@ -1,7 +1,8 @@
 """The gossip node's policy hooks: what a budgeted node checks at Setup and what it prices.
 
-``check``: a private run needs a noise multiplier ≥ the operator's floor; the row clip R, the step, the
-momentum and the ridge must be finite (Δ = 2√(R² + 1) is computed by the node from its own R); declared bounds
+``check``: a private run needs a noise multiplier ≥ the operator's floor; the row clip R in :data:`ROW_CLIP_RANGE`
+(Δ = 2√(R² + 1) is computed by the node from it: R² must not overflow, red team 2026-11-29 G2), the step, the
+momentum and the ridge finite; declared bounds
 must be finite with lo < hi; the declared rounds are at most the party's ``max_rounds``.
 ``price``: every round is at most one Gaussian release at the node's σ/Δ — K range counts plus T gradient sums,
 whatever the coordinator then sends (the step refuses a round beyond the declaration) — and, with a declared
@@ -17,6 +18,9 @@ import numpy as np
 
 from ...privacy.policy import PartyPolicy, RunPrice, check_noise_multiplier, refuse
 from ...protocol import PolicyHooks
+
+#: the row clips a private node accepts (public): beyond 1.3e154 R² overflows in Δ = 2√(R² + 1)
+ROW_CLIP_RANGE = (1e-100, 1e100)
 
 
 def _finite(party: str, what: str, v, positive: bool = True) -> float:
@@ -44,7 +48,9 @@ def check(cfg, args, policy: PartyPolicy, party: str) -> None:
         return
     if policy.private_work:
         check_noise_multiplier(party, cfg.noise_multiplier, policy)
-    _finite(party, "the row clip R", cfg.row_clip)
+    if not ROW_CLIP_RANGE[0] <= _finite(party, "the row clip R", cfg.row_clip) <= ROW_CLIP_RANGE[1]:
+        raise refuse(party, "the row clip R", cfg.row_clip, f"in [{ROW_CLIP_RANGE[0]:g}, {ROW_CLIP_RANGE[1]:g}] (its "
+                     "square must not overflow in Δ = 2√(R² + 1))")
     _finite(party, "the step η", cfg.step)
     _finite(party, "the ridge λ", cfg.ridge, positive=False)
     if not (0.0 <= float(cfg.momentum) < 1.0):
@@ -72,7 +78,7 @@ def price(cfg, rounds: int) -> RunPrice:
 GOSSIP = PolicyHooks(
     party={
         "noise_multiplier": "> 0 and ≥ the floor in private work; the same σ/Δ for every release",
-        "row clip R, step η, momentum β, ridge λ": "finite (R, η > 0; 0 ≤ β < 1; λ ≥ 0); Δ = 2√(R² + 1) computed "
+        "row clip R, step η, momentum β, ridge λ": "finite (R in [1e-100, 1e100], η > 0; 0 ≤ β < 1; λ ≥ 0); Δ = 2√(R² + 1) computed "
                                                   "by the node",
         "rounds (K range + T gradient)": "declared at Setup, priced as K + T Gaussian releases; a round beyond "
                                          "them is refused",

@@ -88,7 +88,7 @@ def fit_own(Xt: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
             break
         k = 1.0
         while k > 1e-8:
-            w1 = w - k * step
+            w1 = w - step if k == 1.0 else w - k * step
             f1 = f(w1)
             if f1 <= fw:
                 break
@@ -101,11 +101,16 @@ def fit_own(Xt: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
 
 def _loss_sigma(m: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``log(1 + exp(−y m))`` and ``σ(m)`` per row from one exponential (no overflow for any m)."""
-    e = np.exp(-np.abs(m))
-    z = -y * m
-    loss = np.maximum(z, 0.0)
+    e = np.abs(m)
+    np.negative(e, out=e)
+    np.exp(e, out=e)
+    loss = -y * m
+    np.maximum(loss, 0.0, out=loss)
     loss += np.log1p(e)
-    return loss, np.where(m >= 0, 1.0, e) / (1.0 + e)
+    sig = np.where(m >= 0, 1.0, e)
+    e += 1.0
+    sig /= e
+    return loss, sig
 
 
 def cho_factor(M: np.ndarray) -> np.ndarray:
@@ -130,29 +135,30 @@ def _minimise(X, y, reg, w, M, curvature, on=None):
     as :func:`fit_own` does (Newton decrement ≤ 1e-12 × the objective) after taking that last, small step (a chord
     step leaves an error its next step would cut by its contraction rate)."""
     F = None if M is None else cho_factor(M)  # factored once per Newton matrix: chord steps reuse it
+    pos, D = (y > 0).astype(np.float64), np.diag(reg)
     loss, p = _loss_sigma(X @ w, y)
     f = float((loss if on is None else loss * on).sum() + 0.5 * reg @ (w * w))
     last = math.inf
     for _ in range(NEWTON_ITER):
-        r = p - (y > 0)
+        r = p - pos
         if on is not None:
             r *= on
         g = X.T @ r + reg * w
         fresh = F is None
         if fresh:
-            F = cho_factor(curvature(p * (1.0 - p)) + np.diag(reg))
+            F = cho_factor(curvature(p * (1.0 - p)) + D)
         step = cho_solve(F, g)
         dec = 0.5 * float(g @ step)
         if dec <= 1e-12 * max(1.0, abs(f)):
             return w - step
         if not fresh and dec > CHORD_RATE * last:  # the chord matrix has gone stale: the Hessian here
-            F = cho_factor(curvature(p * (1.0 - p)) + np.diag(reg))
+            F = cho_factor(curvature(p * (1.0 - p)) + D)
             step = cho_solve(F, g)
             dec = 0.5 * float(g @ step)
         last = dec
         k = 1.0
         while k > 1e-8:
-            w1 = w - k * step
+            w1 = w - step if k == 1.0 else w - k * step
             loss, p1 = _loss_sigma(X @ w1, y)
             f1 = float((loss if on is None else loss * on).sum() + 0.5 * reg @ (w1 * w1))
             if f1 <= f:

@@ -185,7 +185,9 @@ def _own_cv(Xo: np.ndarray, y: np.ndarray, fold: np.ndarray, k: int) -> list[tup
     blocks = [slice(cut[j], cut[j + 1]) for j in range(k)]
     # column-major: the matrix-vector products are the cost
     twice = np.r_[order, order[:cut[k - 1]]]
-    X2, y2 = np.asfortranarray(Xo[twice]), y[twice]
+    X2, y2 = np.empty((len(twice), Xo.shape[1]), order="F"), y[twice]
+    for c in range(Xo.shape[1]):  # gathered column by column straight into column-major rows: no full-size buffer
+        np.take(Xo[:, c], twice, out=X2[:, c])
     X, ys = X2[:n], y2[:n]
     train = [slice(cut[j + 1], cut[j + 1] + n - (cut[j + 1] - cut[j])) for j in range(k)]
 

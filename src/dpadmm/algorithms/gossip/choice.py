@@ -88,7 +88,7 @@ def fit_own(Xt: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
             break
         k = 1.0
         while k > 1e-8:
-            w1 = w - k * step
+            w1 = w - step if k == 1.0 else w - k * step
             f1 = f(w1)
             if f1 <= fw:
                 break
@@ -101,11 +101,16 @@ def fit_own(Xt: np.ndarray, y: np.ndarray, lam: float) -> np.ndarray:
 
 def _loss_sigma(m: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``log(1 + exp(−y m))`` and ``σ(m)`` per row from one exponential (no overflow for any m)."""
-    e = np.exp(-np.abs(m))
-    z = -y * m
-    loss = np.maximum(z, 0.0)
+    e = np.abs(m)
+    np.negative(e, out=e)
+    np.exp(e, out=e)
+    loss = -y * m
+    np.maximum(loss, 0.0, out=loss)
     loss += np.log1p(e)
-    return loss, np.where(m >= 0, 1.0, e) / (1.0 + e)
+    sig = np.where(m >= 0, 1.0, e)
+    e += 1.0
+    sig /= e
+    return loss, sig
 
 
 def cho_factor(M: np.ndarray) -> np.ndarray:
@@ -122,39 +127,37 @@ def cho_solve(c: np.ndarray, g: np.ndarray) -> np.ndarray:
     return dpotrs(c, g, lower=0)[0]
 
 
-def _minimise(X, y, reg, w, M, curvature, on=None):
-    """The minimiser of Σ on_i log(1 + exp(−y_i w·x_i)) + ½ Σ reg w² (``on``: 1 on the training rows, 0 on the held-out
-    ones; None: all rows) from ``w`` by Newton's method with step halving, the Newton matrix ``M`` a Hessian
+def _minimise(X, y, reg, w, M, curvature):
+    """The minimiser of Σ log(1 + exp(−y_i w·x_i)) + ½ Σ reg w² over the rows ``X`` from ``w`` by Newton's method with step halving, the Newton matrix ``M`` a Hessian
     approximation (chord steps) refreshed by ``curvature(d)`` (the loss's exact Hessian for per-row weights
     ``d = σ(1 − σ)``) where a step leaves more than :data:`CHORD_RATE` of the last one's decrement or needs halving. It stops
     as :func:`fit_own` does (Newton decrement ≤ 1e-12 × the objective) after taking that last, small step (a chord
     step leaves an error its next step would cut by its contraction rate)."""
     F = None if M is None else cho_factor(M)  # factored once per Newton matrix: chord steps reuse it
+    pos, D = (y > 0).astype(np.float64), np.diag(reg)
     loss, p = _loss_sigma(X @ w, y)
-    f = float((loss if on is None else loss * on).sum() + 0.5 * reg @ (w * w))
+    f = float(loss.sum() + 0.5 * reg @ (w * w))
     last = math.inf
     for _ in range(NEWTON_ITER):
-        r = p - (y > 0)
-        if on is not None:
-            r *= on
+        r = p - pos
         g = X.T @ r + reg * w
         fresh = F is None
         if fresh:
-            F = cho_factor(curvature(p * (1.0 - p)) + np.diag(reg))
+            F = cho_factor(curvature(p * (1.0 - p)) + D)
         step = cho_solve(F, g)
         dec = 0.5 * float(g @ step)
         if dec <= 1e-12 * max(1.0, abs(f)):
             return w - step
         if not fresh and dec > CHORD_RATE * last:  # the chord matrix has gone stale: the Hessian here
-            F = cho_factor(curvature(p * (1.0 - p)) + np.diag(reg))
+            F = cho_factor(curvature(p * (1.0 - p)) + D)
             step = cho_solve(F, g)
             dec = 0.5 * float(g @ step)
         last = dec
         k = 1.0
         while k > 1e-8:
-            w1 = w - k * step
+            w1 = w - step if k == 1.0 else w - k * step
             loss, p1 = _loss_sigma(X @ w1, y)
-            f1 = float((loss if on is None else loss * on).sum() + 0.5 * reg @ (w1 * w1))
+            f1 = float(loss.sum() + 0.5 * reg @ (w1 * w1))
             if f1 <= f:
                 break
             k *= 0.5
@@ -172,13 +175,23 @@ def _own_cv(Xo: np.ndarray, y: np.ndarray, fold: np.ndarray, k: int) -> list[tup
     λ's model with its Hessian after); at its model one pass gives each fold's Hessian piece ``H_j = Σ_{i in j}
     d_i x_i x_iᵀ``, and fold j's fit starts from the all-rows model with ``H − H_j`` (its training rows' Hessian
     there) as its Newton matrix: held-out rows move the model little, so chord steps converge in a few gradient
-    passes, with exact Hessians only where they do not (:func:`_minimise`)."""
+    passes, with exact Hessians only where they do not (:func:`_minimise`). Each fold's fit runs on its training rows
+    alone (a view: the rows are laid out once with folds 0 … k−2 repeated after them, so the folds after j and then
+    those before are one slice), not on all rows with the held-out ones weighted 0: four fifths of the work per
+    Newton step, the same minimiser up to the order of the sums."""
     order = np.argsort(fold, kind="stable")
-    X, ys = np.asfortranarray(Xo[order]), y[order]  # column-major: the matrix-vector products are the cost
+    n = len(order)
     cut = np.searchsorted(fold[order], np.arange(k + 1))
     blocks = [slice(cut[j], cut[j + 1]) for j in range(k)]
+    # column-major: the matrix-vector products are the cost
+    twice = np.r_[order, order[:cut[k - 1]]]
+    X2, y2 = np.empty((len(twice), Xo.shape[1]), order="F"), y[twice]
+    for c in range(Xo.shape[1]):  # gathered column by column straight into column-major rows: no full-size buffer
+        np.take(Xo[:, c], twice, out=X2[:, c])
+    X, ys = X2[:n], y2[:n]
+    train = [slice(cut[j + 1], cut[j + 1] + n - (cut[j + 1] - cut[j])) for j in range(k)]
 
-    def gram(d, rows=slice(None)):
+    def gram(d, rows=slice(None), X=X):
         A = X[rows] * np.sqrt(d[rows])[:, None]
         return A.T @ A
 
@@ -192,10 +205,9 @@ def _own_cv(Xo: np.ndarray, y: np.ndarray, fold: np.ndarray, k: int) -> list[tup
             P = np.stack([gram(p * (1.0 - p), b) for b in blocks])
         held = 0.0
         for j, b in enumerate(blocks):
-            on = np.ones(len(ys))
-            on[b] = 0.0
-            wj = _minimise(X, ys, reg, w, P.sum(axis=0) - P[j] + np.diag(reg),
-                           lambda d, b=b: gram(d) - gram(d, b), on)
+            Xj, yj = X2[train[j]], y2[train[j]]
+            wj = _minimise(Xj, yj, reg, w, P.sum(axis=0) - P[j] + np.diag(reg),
+                           lambda d, Xj=Xj: gram(d, X=Xj))
             held += float(_loss_sigma(X[b] @ wj, ys[b])[0].sum())
         out.append((held, w))
     return out

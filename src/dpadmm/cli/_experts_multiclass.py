@@ -13,9 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from .._jsonio import write_json
-from ..exceptions import InvalidParameterError
 from ._common import console, elapsed, output_dir
-from ._experts_regression import check_options
+from ._experts_regression import check_options, other_blocks
 
 LINES = (("accuracy", "accuracy", ".4f"), ("log_loss", "log loss", ".4f"))
 BASELINES = (("class_prior", "class prior"), ("label_party_alone", "label party alone"),
@@ -29,28 +28,11 @@ def run_experts_multiclass(data, *, classes, lam: float, epsilon, delta: float, 
 
     from .._validation import declared_index
     from ..algorithms.experts import stack_multiclass as sm
-    from ..data.prepare import prepare_block
     from ..estimators.vertical_experts_multiclass import VerticalExpertsMulticlassClassifier
     from ..workflows.gossip_targets import _class_metrics, as_declared
     from ..workflows.vertical_targets import _class_baselines, check_declared_classes
-    from ._vertical_options import bounds_file
 
-    R = float(row_clip) if row_clip is not None else 1.0
-    how = "none" if prepare == "auto" else prepare
-    train, test = list(data.train), list(data.test) if data.test is not None else None
-    declared = list(bounds or [])
-    if declared and len(declared) != len(train) - 1:
-        raise InvalidParameterError(f"--bounds: give one FILE per party other than the label party ({len(train) - 1}), "
-                                    f"in --party order; got {len(declared)}.")
-    if declared and prepare != "auto":
-        raise InvalidParameterError("--bounds bounds each party's raw columns itself: drop --prepare.")
-    if how != "none":
-        for m in range(1, len(train)):
-            train[m], sc = prepare_block(train[m], how)
-            if test is not None:
-                test[m] = prepare_block(test[m], how, scaling=sc)[0]
-    col_bounds = ([bounds_file(f, int(B.shape[1])) for f, B in zip(declared, train[1:])] if declared else
-                  "dp" if how == "none" and prepare == "auto" else None)
+    R, train, test, col_bounds, prepared = other_blocks(data, bounds, prepare, row_clip)
     y = as_declared(data.y, classes)
     yt = None if data.test is None else as_declared(data.y_test, classes)
     if yt is not None:
@@ -75,9 +57,7 @@ def run_experts_multiclass(data, *, classes, lam: float, epsilon, delta: float, 
     metrics = {"config": {"protocol": "experts", "target": "multiclass", "classes": classes.tolist(), "lam": lam,
                           "epsilon": epsilon, "label_epsilon": label_epsilon, "delta": delta,
                           "noise_norm": model.noise_norm, "row_clip": R, "seed": seed,
-                          "prepare": {"label_party": "standardize", "others": how,
-                                      "others_bounds": ("declared" if declared else "dp" if col_bounds == "dp" else
-                                                        "none")},
+                          "prepare": prepared,
                           "party_sizes": [int(B.shape[1]) for B in train], "backend": "inprocess"},
                "final": final, "baselines": baselines, "privacy": privacy}
     console.print(f"experts, multiclass ({classes.size} classes: {', '.join(map(str, classes))}): label party + "

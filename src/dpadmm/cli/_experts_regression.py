@@ -77,26 +77,9 @@ def run_experts_regression(data, *, lam: float, epsilon, delta: float, label_ran
 
     from ..algorithms.experts import stack
     from ..algorithms.experts.alone import label_party_alone_prediction
-    from ..data.prepare import prepare_block
     from ..estimators.vertical_experts_regression import VerticalExpertsRegressor
-    from ._vertical_options import bounds_file
 
-    R = float(row_clip) if row_clip is not None else 1.0
-    how = "none" if prepare == "auto" else prepare
-    train, test = list(data.train), list(data.test) if data.test is not None else None
-    declared = list(bounds or [])
-    if declared and len(declared) != len(train) - 1:
-        raise InvalidParameterError(f"--bounds: give one FILE per party other than the label party ({len(train) - 1}), "
-                                    f"in --party order; got {len(declared)}.")
-    if declared and prepare != "auto":
-        raise InvalidParameterError("--bounds bounds each party's raw columns itself: drop --prepare.")
-    if how != "none":
-        for m in range(1, len(train)):
-            train[m], sc = prepare_block(train[m], how)
-            if test is not None:
-                test[m] = prepare_block(test[m], how, scaling=sc)[0]
-    col_bounds = ([bounds_file(f, int(B.shape[1])) for f, B in zip(declared, train[1:])] if declared else
-                  "dp" if how == "none" and prepare == "auto" else None)
+    R, train, test, col_bounds, prepared = other_blocks(data, bounds, prepare, row_clip)
     y = np.asarray(data.y, dtype=np.float64)
     model = VerticalExpertsRegressor(lam=lam, epsilon=epsilon, delta=delta, label_range=label_range, loss=loss,
                                      row_clip=R, random_state=seed, bounds=col_bounds,
@@ -122,9 +105,7 @@ def run_experts_regression(data, *, lam: float, epsilon, delta: float, label_ran
                           "label_epsilon": label_epsilon, "delta": delta,
                           "label_range": None if label_range is None else list(label_range),
                           "noise_norm": model.noise_norm, "row_clip": R, "seed": seed,
-                          "prepare": {"label_party": "standardize", "others": how,
-                                      "others_bounds": ("declared" if declared else "dp" if col_bounds == "dp" else
-                                                        "none")},
+                          "prepare": prepared,
                           "party_sizes": [int(B.shape[1]) for B in train], "backend": "inprocess"},
                "final": final, "baselines": baselines, "privacy": privacy}
     console.print(f"experts, regression ({loss} loss): label party + {len(train) - 1} "
@@ -154,6 +135,35 @@ def run_experts_regression(data, *, lam: float, epsilon, delta: float, label_ran
             write_json(stage / "metrics.json", metrics)
         console.print(f"wrote {out}/metrics.json")
     return metrics
+
+
+def other_blocks(data, bounds, prepare: str, row_clip):
+    """``(R, train, test, column bounds, the metrics' "prepare" record)`` of an experts run beyond yes/no: the row
+    clip (default 1), the parties' blocks with every other party's prepared as ``--prepare`` says (``auto``: raw),
+    and their column bounds — one ``--bounds FILE`` per other party, else a DP estimate for raw columns (``"dp"``),
+    else None."""
+    from ..data.prepare import prepare_block
+    from ._vertical_options import bounds_file
+
+    R = float(row_clip) if row_clip is not None else 1.0
+    how = "none" if prepare == "auto" else prepare
+    train, test = list(data.train), list(data.test) if data.test is not None else None
+    declared = list(bounds or [])
+    if declared and len(declared) != len(train) - 1:
+        raise InvalidParameterError(f"--bounds: give one FILE per party other than the label party ({len(train) - 1}), "
+                                    f"in --party order; got {len(declared)}.")
+    if declared and prepare != "auto":
+        raise InvalidParameterError("--bounds bounds each party's raw columns itself: drop --prepare.")
+    if how != "none":
+        for m in range(1, len(train)):
+            train[m], sc = prepare_block(train[m], how)
+            if test is not None:
+                test[m] = prepare_block(test[m], how, scaling=sc)[0]
+    col_bounds = ([bounds_file(f, int(B.shape[1])) for f, B in zip(declared, train[1:])] if declared else
+                  "dp" if how == "none" and prepare == "auto" else None)
+    prepared = {"label_party": "standardize", "others": how,
+                "others_bounds": "declared" if declared else "dp" if col_bounds == "dp" else "none"}
+    return R, train, test, col_bounds, prepared
 
 
 def command(inp, prep, lam, min_effective_rows, epsilon, label, delta, bounds, seed, out, where, label_range,

@@ -113,6 +113,31 @@ def _label_side(p: ExpertsParams, own_block, y, n_blocks: int) -> tuple[FitResul
     return out, _Sent(seed, np.asarray(sent), pure, z)
 
 
+def party_specs(p: ExpertsParams, blocks, seed, z, **setup):
+    """``(specs, fit_rows, held, cal_rng)`` of an in-process fit, every target alike: each other party's simulation spec —
+    party m+1 is the (m−1)-th party of the run, its stream the one it has in a deployment (``fit_remote``) — at the
+    noise multiplier ``z`` (None: non-private), or the range-estimating one where its bounds are a DP estimate; and
+    the label party's fit rows and held-out rows, drawn from its stream (n_blocks + 2, 0) — ``cal_rng``, which its
+    calibration goes on drawing from (labels for the held-out rows are never sent).
+    ``setup``: the target's own Setup fields (``loss``, ``huber_kappa``)."""
+    wanted = p.party_bounds(len(blocks) - 1)
+    zr, zo = (xp.noise_multipliers(float(p.epsilon), float(p.delta), "dp" in [b for b in wanted if isinstance(b, str)])
+              if z is not None else (None, None))
+    n = blocks[0].shape[0]
+    cal_rng = np.random.default_rng() if seed is None else party_rng(seed, len(blocks) + 2, 0)
+    fit_rows, held = xc.split(n, cal_rng) if p.calibrate else (np.arange(n), None)
+    specs = []
+    for m, B in enumerate(blocks[1:], start=1):
+        b = wanted[m - 1]
+        zm = None if z is None else (zo if isinstance(b, str) and b == "dp" else z)
+        st = Setup(name=f"party{m + 1}", train=B[fit_rows] if held is not None else B,
+                   score={HELDOUT: B[held]} if held is not None else {}, R=float(p.row_clip), lam=float(p.lam),
+                   noise_multiplier=zm, noise_norm=float(p.noise_norm), bounds=b,
+                   range_noise_multiplier=zr if zm is not None else None, **setup)
+        specs.append(PartySpec.of(PROTOCOL, st.name, st, handlers=dict(PROTOCOL.handlers, model=simulation_model)))
+    return specs, fit_rows, held, cal_rng
+
+
 def fit(p: ExpertsParams, data: ExpertsData, backend: Any = "inprocess") -> FitResult:
     """An in-process fit: every feature party is a simulation party on ``backend`` (default: in-process), running the
     protocol's step (see the module docstring)."""
@@ -120,25 +145,7 @@ def fit(p: ExpertsParams, data: ExpertsData, backend: Any = "inprocess") -> FitR
     out, sent = _label_side(p, blocks[0], data.y, len(blocks))
     if sent is None:
         return out
-    wanted = p.party_bounds(len(blocks) - 1)
-    zr, zo = (xp.noise_multipliers(float(p.epsilon), float(p.delta), "dp" in [b for b in wanted if isinstance(b, str)])
-              if sent.z is not None else (None, None))
-    n = blocks[0].shape[0]
-    # the label party's held-out rows (its stream (n_blocks + 2, 0)): labels for them are never sent
-    cal_rng = np.random.default_rng() if sent.seed is None else party_rng(sent.seed, len(blocks) + 2, 0)
-    fit_rows, held = xc.split(n, cal_rng) if p.calibrate else (np.arange(n), None)
-    specs = []
-    for m, B in enumerate(blocks[1:], start=1):
-        b = wanted[m - 1]
-        own_range = isinstance(b, str) and b == "dp"
-        z = None if sent.z is None else (zo if own_range else sent.z)
-        # party m+1 is the (m−1)-th party of the run: its stream is the one it has in a deployment (fit_remote)
-        setup = Setup(name=f"party{m + 1}", train=B[fit_rows] if held is not None else B,
-                      score={HELDOUT: B[held]} if held is not None else {}, R=float(p.row_clip), lam=float(p.lam),
-                      noise_multiplier=z, noise_norm=float(p.noise_norm), bounds=b,
-                      range_noise_multiplier=zr if z is not None else None)
-        specs.append(PartySpec.of(PROTOCOL, setup.name, setup,
-                                  handlers=dict(PROTOCOL.handlers, model=simulation_model)))
+    specs, fit_rows, held, cal_rng = party_specs(p, blocks, sent.seed, sent.z)
     names = [s.name for s in specs]
 
     def after(b, replies):

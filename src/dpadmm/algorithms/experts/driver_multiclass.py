@@ -35,10 +35,9 @@ from ...privacy.label_mechanisms import change_probability, k_randomized_respons
 from ...privacy.ledger import PrivacyReport
 from . import calibrate as xc, multiclass as xm, prepare as xp, stack_multiclass as sm
 from .alone import fit_label_party_alone_multiclass, label_party_alone_multiclass_proba
-from .driver import HELDOUT, SIMULATION_NOTE, _run
+from .driver import HELDOUT, SIMULATION_NOTE, _run, party_specs
 from .messages import Setup
 from .params import ExpertsParams
-from .party import simulation_model
 from .protocol import PROTOCOL
 from .report import experts_report
 
@@ -95,26 +94,12 @@ def fit(p: ExpertsParams, blocks, index, k: int, backend: Any = "inprocess") -> 
     """An in-process fit (module docstring): block 0 the label party's, ``index`` its labels' class indices among the
     ``k`` declared classes (``0 ≤ index < k``)."""
     blocks = list(blocks)
-    n = blocks[0].shape[0]
     index = np.asarray(index, dtype=np.int64)
     seed = noise_seed(p.random_state)
     out = MulticlassFitResult(int(k), len(blocks), "party-local" if seed is None else "seeded",
                               fit_label_party_alone_multiclass(blocks[0], index, k, float(p.lam)))
-    wanted = p.party_bounds(len(blocks) - 1)
-    ranged = "dp" in [b for b in wanted if isinstance(b, str)]
-    zr, zo = xp.noise_multipliers(float(p.epsilon), float(p.delta), ranged) if p.epsilon is not None else (None, None)
     z_plain = xp.noise_multipliers(float(p.epsilon), float(p.delta), False)[1] if p.epsilon is not None else None
-    cal_rng = np.random.default_rng() if seed is None else party_rng(seed, len(blocks) + 2, 0)
-    fit_rows, held = xc.split(n, cal_rng) if p.calibrate else (np.arange(n), None)
-    specs = []
-    for m, B in enumerate(blocks[1:], start=1):
-        b = wanted[m - 1]
-        z = None if p.epsilon is None else (zo if isinstance(b, str) and b == "dp" else z_plain)
-        setup = Setup(name=f"party{m + 1}", train=B[fit_rows] if held is not None else B,
-                      score={HELDOUT: B[held]} if held is not None else {}, R=float(p.row_clip), lam=float(p.lam),
-                      noise_multiplier=z, noise_norm=float(p.noise_norm), bounds=b,
-                      range_noise_multiplier=zr if z is not None else None, loss=xm.LOSS)
-        specs.append(PartySpec.of(PROTOCOL, setup.name, setup, handlers=dict(PROTOCOL.handlers, model=simulation_model)))
+    specs, fit_rows, held, cal_rng = party_specs(p, blocks, seed, z_plain, loss=xm.LOSS)
     names = [s.name for s in specs]
 
     def after(b, replies):

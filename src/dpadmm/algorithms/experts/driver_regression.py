@@ -48,11 +48,10 @@ from ...privacy.label_mechanisms import rr_on_bins
 from ...privacy.ledger import PrivacyReport
 from . import calibrate as xc, prepare as xp, regression as xr, stack
 from .alone import fit_label_party_alone_regression, standardise
-from .driver import HELDOUT, SIMULATION_NOTE, _run
+from .driver import HELDOUT, SIMULATION_NOTE, _run, party_specs
 from .messages import Setup
 from .model import augment
 from .params import ExpertsParams
-from .party import simulation_model
 from .protocol import PROTOCOL
 from .report import experts_report
 
@@ -171,22 +170,8 @@ def fit(p: RegressionParams, blocks, y, backend: Any = "inprocess") -> Regressio
     own_coef, own_scaling = fit_label_party_alone_regression(blocks[0], y, float(c.lam))
     out = RegressionFitResult(len(blocks), "party-local" if seed is None else "seeded", own_coef, own_scaling,
                               (lo, hi), float(y.mean()))
-    wanted = c.party_bounds(len(blocks) - 1)
-    ranged = "dp" in [b for b in wanted if isinstance(b, str)]
-    zr, zo = xp.noise_multipliers(float(c.epsilon), float(c.delta), ranged) if c.epsilon is not None else (None, None)
     z_plain = xp.noise_multipliers(float(c.epsilon), float(c.delta), False)[1] if c.epsilon is not None else None
-    cal_rng = np.random.default_rng() if seed is None else party_rng(seed, len(blocks) + 2, 0)
-    fit_rows, held = xc.split(n, cal_rng) if c.calibrate else (np.arange(n), None)
-    specs = []
-    for m, B in enumerate(blocks[1:], start=1):
-        b = wanted[m - 1]
-        own_range = isinstance(b, str) and b == "dp"
-        z = None if c.epsilon is None else (zo if own_range else z_plain)
-        setup = Setup(name=f"party{m + 1}", train=B[fit_rows] if held is not None else B,
-                      score={HELDOUT: B[held]} if held is not None else {}, R=float(c.row_clip), lam=float(c.lam),
-                      noise_multiplier=z, noise_norm=float(c.noise_norm), bounds=b,
-                      range_noise_multiplier=zr if z is not None else None, loss=p.loss, huber_kappa=p.huber_kappa)
-        specs.append(PartySpec.of(PROTOCOL, setup.name, setup, handlers=dict(PROTOCOL.handlers, model=simulation_model)))
+    specs, fit_rows, held, cal_rng = party_specs(c, blocks, seed, z_plain, loss=p.loss, huber_kappa=p.huber_kappa)
     names = [s.name for s in specs]
 
     def after(b, replies):
